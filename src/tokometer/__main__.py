@@ -1,0 +1,5 @@
+"""``python -m tokometer``."""
+
+from tokometer.cli import main
+
+main()

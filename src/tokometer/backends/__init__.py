@@ -1,0 +1,46 @@
+"""Protocol adapters, by name: one class per wire protocol.
+
+``BACKENDS`` is the registry the CLI and the gateway look names up in.
+"""
+
+from __future__ import annotations
+
+from tokometer.backends.base import Backend, GenerationParams, HttpRequest, ParsedEvent
+from tokometer.backends.llamacpp import LlamaCpp
+from tokometer.backends.ollama import Ollama
+from tokometer.backends.openai import OpenAIChat, OpenAICompletions
+from tokometer.backends.tgi import TGI
+from tokometer.errors import ConfigError
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "GenerationParams",
+    "HttpRequest",
+    "ParsedEvent",
+    "create_backend",
+    "default_api_for_url",
+]
+
+BACKENDS: dict[str, type[Backend]] = {
+    cls.name: cls for cls in (OpenAIChat, OpenAICompletions, Ollama, TGI, LlamaCpp)
+}
+
+
+def create_backend(name: str) -> Backend:
+    """A fresh adapter for protocol ``name``; a clear error lists the known names."""
+    try:
+        return BACKENDS[name]()
+    except KeyError:
+        known = ", ".join(sorted(BACKENDS))
+        raise ConfigError(f"unknown API {name!r}: use one of {known}") from None
+
+
+def default_api_for_url(url: str) -> str:
+    """Guess the protocol from a URL: ``/v1`` means OpenAI chat, port 11434 Ollama."""
+    stripped = url.rstrip("/")
+    if stripped.endswith("/v1") or "/v1/" in stripped:
+        return "openai-chat"
+    if ":11434" in stripped:
+        return "ollama"
+    return "openai-chat"

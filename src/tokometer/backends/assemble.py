@@ -1,0 +1,138 @@
+"""Turn a finished stream's stamped bytes into the fields of a `RequestRecord`.
+
+Runs after the last byte arrived, so nothing here can delay a timestamp.
+Token counts follow the order of trust in METRICS.md: server usage, the
+engine's native counters, the model's tokenizer, and last a count of content
+events (an estimate, labelled so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tokometer.backends.base import Backend, ParsedEvent
+from tokometer.backends.framing import iter_ndjson, iter_sse
+from tokometer.records import RequestRecord, ServerTiming
+
+__all__ = ["assemble"]
+
+
+def assemble(
+    record: RequestRecord,
+    backend: Backend,
+    chunks: Sequence[bytes],
+    stamps: Sequence[int],
+    count_tokens: Callable[[str], int] | None = None,
+) -> None:
+    """Fill ``record`` from the raw stream; keeps any error already recorded."""
+    record.chunk_count = len(chunks)
+    frames = iter_ndjson(chunks, stamps) if backend.framing == "ndjson" else iter_sse(chunks, stamps)
+    content: list[tuple[int, ParsedEvent]] = []
+    final = ParsedEvent()
+    saw_done = False
+    texts: list[str] = []
+    for stamp, payload in frames:
+        try:
+            event = backend.parse(payload)
+        except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
+            if record.error is None:
+                record.error = "malformed_stream"
+                record.error_detail = f"unparseable event: {payload[:120]!r} ({exc})"
+                record.finish_reason = "error"
+            continue
+        if event is None:
+            continue
+        if event.error is not None:
+            if record.error is None:
+                record.error = "server_error_event"
+                record.error_detail = f"error event in the stream: {event.error[:300]}"
+                record.finish_reason = "error"
+            continue
+        if event.has_content:
+            content.append((stamp, event))
+            texts.append(event.text)
+        _merge_final(final, event)
+        saw_done = saw_done or event.done or event.finish_reason is not None
+    record.output_text = "".join(texts)
+    if content:
+        record.first_token_ns = content[0][0]
+        record.last_token_ns = content[-1][0]
+        record.event_ns = [stamp for stamp, _ in content]
+    if record.error is None and chunks and not saw_done:
+        record.error = "reset"
+        record.error_detail = "the stream ended before its final event"
+        record.finish_reason = "error"
+    if record.error is None and record.status == 200 and not chunks:
+        record.error = "empty_response"
+        record.error_detail = "HTTP 200 with an empty body"
+        record.finish_reason = "error"
+    _count_tokens(record, backend, content, final, count_tokens)
+    record.server = _server_timing(final)
+    if record.finish_reason is None:
+        record.finish_reason = final.finish_reason or ("stop" if saw_done else "unknown")
+
+
+def _merge_final(final: ParsedEvent, event: ParsedEvent) -> None:
+    """Keep the last non-empty value of every counter and timing field."""
+    for name in (
+        "finish_reason",
+        "prompt_tokens",
+        "completion_tokens",
+        "completion_tokens_native",
+        "prompt_tokens_native",
+        "server_prompt_ms",
+        "server_prompt_n",
+        "server_decode_ms",
+        "server_decode_n",
+        "server_total_ms",
+    ):
+        value = getattr(event, name)
+        if value is not None:
+            setattr(final, name, value)
+
+
+def _count_tokens(
+    record: RequestRecord,
+    backend: Backend,
+    content: list[tuple[int, ParsedEvent]],
+    final: ParsedEvent,
+    count_tokens: Callable[[str], int] | None,
+) -> None:
+    per_event = [event.tokens for _, event in content]
+    exact_events = bool(content) and all(n is not None for n in per_event)
+    if final.completion_tokens is not None:
+        record.output_tokens, record.output_tokens_source = final.completion_tokens, "usage"
+    elif final.completion_tokens_native is not None:
+        record.output_tokens, record.output_tokens_source = final.completion_tokens_native, "native"
+    elif exact_events:
+        record.output_tokens, record.output_tokens_source = sum(n or 0 for n in per_event), "native"
+    elif count_tokens is not None and record.output_text:
+        record.output_tokens, record.output_tokens_source = count_tokens(record.output_text), "tokenizer"
+    elif content:
+        record.output_tokens, record.output_tokens_source = len(content), "estimate"
+    elif record.error is None:
+        record.output_tokens, record.output_tokens_source = 0, "estimate"
+
+    if final.prompt_tokens is not None:
+        record.input_tokens, record.input_tokens_source = final.prompt_tokens, "usage"
+    elif final.prompt_tokens_native is not None:
+        record.input_tokens, record.input_tokens_source = final.prompt_tokens_native, "native"
+
+    if exact_events:
+        record.event_tokens = [float(n or 0) for n in per_event]
+    elif content:
+        share = (record.output_tokens or len(content)) / len(content)
+        record.event_tokens = [share] * len(content)
+
+
+def _server_timing(final: ParsedEvent) -> ServerTiming | None:
+    timing = ServerTiming(
+        prompt_tokens=final.server_prompt_n,
+        prompt_ms=final.server_prompt_ms,
+        decode_tokens=final.server_decode_n,
+        decode_ms=final.server_decode_ms,
+        total_ms=final.server_total_ms,
+    )
+    if all(value is None for value in (timing.prompt_ms, timing.decode_ms, timing.total_ms)):
+        return None
+    return timing

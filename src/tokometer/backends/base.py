@@ -1,0 +1,103 @@
+"""What every protocol adapter provides: a request body, a framing, an event parser.
+
+An adapter knows one wire protocol and nothing about timing. The shared client
+(`tokometer.backends.client`) sends the request, stamps every chunk of bytes as
+it arrives, and only afterwards splits the bytes into events (by the adapter's
+framing) and asks the adapter what each event carried (`ParsedEvent`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from tokometer.datasets.base import Prompt
+from tokometer.records import FinishReason
+
+__all__ = ["Backend", "GenerationParams", "HttpRequest", "ParsedEvent", "map_finish_reason"]
+
+Framing = Literal["sse", "ndjson"]
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationParams:
+    """Sampling and length settings shared by every request of a run."""
+
+    model: str = ""
+    max_tokens: int | None = 128
+    ignore_eos: bool = False
+    temperature: float | None = 0.0
+    seed: int | None = None
+    include_usage: bool = True
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """A request ready to send: path below the base URL, and a JSON body."""
+
+    path: str
+    body: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ParsedEvent:
+    """What one event of a stream carried. Fields not in the event stay ``None``."""
+
+    text: str = ""
+    reasoning: str = ""
+    tokens: int | None = None
+    """Tokens this event carried, when the protocol says so exactly."""
+    finish_reason: FinishReason | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    completion_tokens_native: int | None = None
+    prompt_tokens_native: int | None = None
+    server_prompt_ms: float | None = None
+    server_prompt_n: int | None = None
+    server_decode_ms: float | None = None
+    server_decode_n: int | None = None
+    server_total_ms: float | None = None
+    error: str | None = None
+    done: bool = False
+
+    @property
+    def has_content(self) -> bool:
+        return bool(self.text or self.reasoning or self.tokens)
+
+
+def map_finish_reason(value: object) -> FinishReason | None:
+    """Map the many spellings engines use onto `stop` / `length`."""
+    if value is None or value == "":
+        return None
+    text = str(value).lower()
+    if text in {"length", "limit", "max_tokens", "max_new_tokens"}:
+        return "length"
+    if text in {"stop", "eos", "eos_token", "stop_sequence", "word", "end_turn", "tool_calls"}:
+        return "stop"
+    return "unknown"
+
+
+class Backend(ABC):
+    """One wire protocol. Subclasses are registered by `name` in `tokometer.backends`."""
+
+    name: ClassVar[str]
+    framing: ClassVar[Framing] = "sse"
+    supports_include_usage: ClassVar[bool] = False
+    exact_event_tokens: ClassVar[bool] = False
+    """True when every content event is exactly one token (TGI)."""
+
+    def __init__(self) -> None:
+        self.include_usage_rejected = False
+
+    @abstractmethod
+    def build(self, prompt: Prompt, params: GenerationParams) -> HttpRequest:
+        """The request for one prompt."""
+
+    @abstractmethod
+    def parse(self, payload: bytes) -> ParsedEvent | None:
+        """Parse one event's payload (SSE data or one NDJSON line); ``None`` to skip it."""
+
+    def wants_usage(self, params: GenerationParams) -> bool:
+        return self.supports_include_usage and params.include_usage and not self.include_usage_rejected

@@ -1,0 +1,149 @@
+"""Send one streaming request and fill its `RequestRecord`.
+
+The HTTP work is done by `tokometer.backends.http1`, which stamps the request
+just before its single socket write and every chunk in ``data_received``.
+Nothing is parsed until the stream has ended; then `assemble()` splits the
+bytes into events and derives the first/last token stamps, token counts and
+server timings.
+
+Failures are data: every exception on the request path ends as an error
+category in the record, never as an exception out of `StreamClient.send`
+(cancellation excepted, which is recorded and then re-raised).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+
+import orjson
+
+from tokometer.backends.assemble import assemble
+from tokometer.backends.base import Backend, GenerationParams
+from tokometer.backends.http1 import ConnectError, HttpPool, HttpTimeout, PeerReset, StreamedResponse
+from tokometer.datasets.base import Prompt
+from tokometer.records import RequestRecord, classify_http_error
+
+__all__ = ["StreamClient", "Target", "Timeouts"]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where requests go: a base URL (``http://host:port/v1`` for OpenAI) and credentials."""
+
+    base_url: str
+    api_key: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Per-request limits in seconds: connecting, silence between bytes, and in all."""
+
+    connect: float = 10.0
+    idle: float = 60.0
+    total: float = 600.0
+
+
+class StreamClient:
+    """Runs requests of one protocol against one target over a keep-alive pool."""
+
+    def __init__(
+        self,
+        target: Target,
+        backend: Backend,
+        params: GenerationParams,
+        timeouts: Timeouts = Timeouts(),
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> None:
+        self.target = target
+        self.backend = backend
+        self.params = params
+        self.count_tokens = count_tokens
+        self.pool = HttpPool(target.base_url, connect_timeout=timeouts.connect, idle_timeout=timeouts.idle,
+                             total_timeout=timeouts.total)
+        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream, application/x-ndjson"}
+        if target.api_key:
+            self._headers["Authorization"] = f"Bearer {target.api_key}"
+        self._headers.update(target.headers)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def __aenter__(self) -> StreamClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def send(self, prompt: Prompt, record: RequestRecord) -> RequestRecord:
+        """Send ``prompt``, stream the answer, and fill ``record``; never raises but for cancellation."""
+        record.requested_output_tokens = prompt.max_tokens if prompt.max_tokens is not None else self.params.max_tokens
+        for attempt in (0, 1):
+            request = self.backend.build(prompt, self.params)
+            raw = self.pool.encode("POST", request.path, orjson.dumps(request.body), self._headers)
+            retry = await self._send_once(raw, record)
+            if not retry or attempt:
+                break
+            record.error = None
+            record.error_detail = ""
+        return record
+
+    async def _send_once(self, raw: bytes, record: RequestRecord) -> bool:
+        response = StreamedResponse()
+        try:
+            await self.pool.request(raw, response)
+        except asyncio.CancelledError:
+            self._fill(record, response)
+            self._fail(record, "cancelled", "cancelled before the answer ended")
+            assemble(record, self.backend, response.chunks, response.stamps, self.count_tokens)
+            record.finish_reason = "cancelled"
+            raise
+        except HttpTimeout as exc:
+            self._fill(record, response)
+            self._fail(record, "timeout", str(exc))
+        except ConnectError as exc:
+            self._fill(record, response)
+            self._fail(record, "connect", str(exc))
+        except PeerReset as exc:
+            self._fill(record, response)
+            self._fail(record, "reset", str(exc))
+        else:
+            self._fill(record, response)
+            if response.status != 200:
+                text = b"".join(response.chunks)[:4096].decode("utf-8", "replace")
+                if self._usage_rejected(response.status, text):
+                    return True
+                record.error = classify_http_error(response.status, text)
+                record.error_detail = f"HTTP {response.status}: {' '.join(text.split())[:300]}"
+                record.finish_reason = "error"
+                return False
+        assemble(record, self.backend, response.chunks, response.stamps, self.count_tokens)
+        return False
+
+    @staticmethod
+    def _fill(record: RequestRecord, response: StreamedResponse) -> None:
+        record.sent_ns = response.sent_ns or perf_counter_ns()
+        record.connect_ns = response.connect_ns
+        record.first_byte_ns = response.first_byte_ns
+        record.status = response.status or None
+        record.end_ns = response.end_ns or perf_counter_ns()
+
+    def _usage_rejected(self, status: int, text: str) -> bool:
+        if status not in (400, 422) or not self.backend.wants_usage(self.params):
+            return False
+        lowered = text.lower()
+        if "stream_options" in lowered or "include_usage" in lowered:
+            self.backend.include_usage_rejected = True
+            return True
+        return False
+
+    @staticmethod
+    def _fail(record: RequestRecord, category: str, detail: str) -> None:
+        if not record.end_ns:
+            record.end_ns = perf_counter_ns()
+        record.error = category  # type: ignore[assignment]
+        record.error_detail = detail
+        record.finish_reason = "error"

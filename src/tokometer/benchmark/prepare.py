@@ -1,0 +1,116 @@
+"""Before the first request: is anything there, which model, which tokenizer, which prompts.
+
+Everything that can fail for a reason the user must fix fails here, with one
+clear line, before any timing starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from tokometer.benchmark.spec import BenchSpec
+from tokometer.datasets import FixedSource, SyntheticSource, load_source_file
+from tokometer.datasets.files import JsonlSource, ShareGPTSource
+from tokometer.errors import EndpointError, TokenizerError
+from tokometer.tokens import FileTokenizer, Tokenizer, probe_server_tokenizer
+
+__all__ = ["Prepared", "prepare"]
+
+Source = SyntheticSource | FixedSource | JsonlSource | ShareGPTSource
+
+
+@dataclass(slots=True)
+class Prepared:
+    model: str
+    source: Source
+    tokenizer: Tokenizer | None
+    local_tokenizer: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+def _root(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+async def _get_json(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> Any:
+    try:
+        async with session.get(url, headers=headers) as response:
+            if response.status != 200:
+                return None
+            return await response.json(content_type=None)
+    except (TimeoutError, aiohttp.ClientError, ValueError):
+        return None
+
+
+async def _check_endpoint(spec: BenchSpec) -> str:
+    """Connect once; return the model to use. Raises EndpointError if nothing answers."""
+    headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
+    timeout = aiohttp.ClientTimeout(total=spec.connect_timeout_s + 5, sock_connect=spec.connect_timeout_s)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        try:
+            async with session.get(_root(spec.url) + "/", headers=headers) as response:
+                await response.read()
+        except aiohttp.ClientConnectorError as exc:
+            raise EndpointError(f"nothing answers at {spec.url}: {exc.os_error or exc}; "
+                                "is the server running, and are host and port right?") from None
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise EndpointError(f"{spec.url} does not answer HTTP ({type(exc).__name__}); "
+                                "check the URL and that the server is up") from None
+        if spec.model:
+            return spec.model
+        if spec.api.startswith("openai"):
+            data = await _get_json(session, spec.url.rstrip("/") + "/models", headers)
+            models = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)]
+            if models and isinstance(models[0], str):
+                return models[0]
+            raise EndpointError(f"could not list models at {spec.url.rstrip('/')}/models: give --model")
+        if spec.api == "ollama":
+            data = await _get_json(session, _root(spec.url) + "/api/tags", headers)
+            names = [m.get("name") for m in (data or {}).get("models", []) if isinstance(m, dict)]
+            hint = f" (the server has: {', '.join(str(n) for n in names[:8])})" if names else ""
+            raise EndpointError(f"Ollama needs a model name: give --model{hint}")
+        return ""
+
+
+def _tokenizer(spec: BenchSpec, warnings: list[str]) -> tuple[Tokenizer | None, bool]:
+    choice = spec.tokenizer
+    if choice == "none":
+        return None, False
+    if choice in ("auto", "server"):
+        found = probe_server_tokenizer(spec.url, spec.model, spec.api_key)
+        if found is None and choice == "server":
+            raise TokenizerError(f"the server at {spec.url} has no working /tokenize endpoint; "
+                                 "give --tokenizer PATH to a tokenizer.json, or --tokenizer none")
+        return found, False
+    return FileTokenizer(choice), True
+
+
+def _source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -> Source:
+    if spec.prompt is not None:
+        return FixedSource(spec.prompt)
+    if spec.dataset is not None:
+        return load_source_file(spec.dataset, spec.dataset_kind, tokenizer)
+    source = SyntheticSource(spec.input_tokens, tokenizer=tokenizer, seed=spec.seed)
+    if tokenizer is None:
+        warnings.append(f"no tokenizer: synthetic prompts are {spec.input_tokens} words, not exactly "
+                        f"{spec.input_tokens} tokens (the server's own prompt counts are reported)")
+    return source
+
+
+async def prepare(spec: BenchSpec) -> Prepared:
+    """Check the endpoint, pick the model and tokenizer, make the prompts."""
+    model = await _check_endpoint(spec)
+    spec_for_tok = spec.model_copy(update={"model": model})
+    warnings: list[str] = []
+    tokenizer, local = await asyncio.to_thread(_tokenizer, spec_for_tok, warnings)
+    source = await asyncio.to_thread(_source, spec, tokenizer, warnings)
+    if isinstance(source, SyntheticSource):
+        total = (spec.requests or 1024) + spec.warmup
+        await asyncio.to_thread(source.prepare, total)
+    return Prepared(model=model, source=source, tokenizer=tokenizer, local_tokenizer=local, warnings=warnings)

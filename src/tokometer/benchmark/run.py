@@ -1,0 +1,177 @@
+"""`run_benchmark`: the library call behind ``tokometer bench``.
+
+Checks that the endpoint answers, makes the prompts, then runs each load step
+in turn, saving every finished request as it completes and each step's summary
+as it ends. Ctrl-C (task cancellation) ends the run early: what finished is
+kept, the step in progress is summarised as far as it got, and the result is
+marked ``interrupted``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tokometer.backends import create_backend
+from tokometer.backends.base import GenerationParams
+from tokometer.backends.client import StreamClient, Target, Timeouts
+from tokometer.benchmark.prepare import Prepared, prepare
+from tokometer.benchmark.spec import BenchSpec
+from tokometer.hostinfo import host_info
+from tokometer.load.health import ClientHealth
+from tokometer.load.profiles import LoadStep
+from tokometer.load.runner import StepLimits, run_step
+from tokometer.metrics import SLO, StepSummary, summarize
+from tokometer.records import RequestRecord
+from tokometer.store.store import ResultStore, now_iso
+
+__all__ = ["BenchObserver", "BenchResult", "StepResult", "plan_steps", "run_benchmark"]
+
+_MISMATCH_LIMIT = 0.02
+
+
+@dataclass(slots=True)
+class StepResult:
+    """One finished (or interrupted) load step."""
+
+    index: int
+    step: LoadStep
+    summary: StepSummary
+    health: ClientHealth
+    interrupted: bool
+    records: list[RequestRecord]
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class BenchResult:
+    """A whole run, as saved and as reported."""
+
+    spec: BenchSpec
+    run_id: int | None
+    status: str
+    started_at: str
+    finished_at: str
+    steps: list[StepResult]
+    model: str
+    prompt_source: str
+    engine: dict[str, Any] | None
+    host: dict[str, Any]
+    warnings: list[str]
+
+    @property
+    def failed_requests(self) -> int:
+        return sum(s.summary.requests_failed for s in self.steps)
+
+
+class BenchObserver(Protocol):
+    """Hooks for a live display; all are called on the event loop and must be quick."""
+
+    def step_started(self, index: int, step: LoadStep, limits: StepLimits) -> None: ...
+
+    def request_done(self, record: RequestRecord) -> None: ...
+
+    def step_finished(self, result: StepResult) -> None: ...
+
+
+class _NoObserver:
+    def step_started(self, index: int, step: LoadStep, limits: StepLimits) -> None:
+        pass
+
+    def request_done(self, record: RequestRecord) -> None:
+        pass
+
+    def step_finished(self, result: StepResult) -> None:
+        pass
+
+
+def plan_steps(spec: BenchSpec) -> list[LoadStep]:
+    """The load steps a spec asks for, in order."""
+    if spec.rate:
+        return [LoadStep("rate", rate=r, arrival=spec.arrival, burstiness=spec.burstiness,
+                         max_concurrency=spec.max_concurrency) for r in spec.rate]
+    if spec.synchronous or not spec.concurrency:
+        return [LoadStep("synchronous")]
+    return [LoadStep("concurrency", concurrency=c) for c in spec.concurrency]
+
+
+def _token_mismatch(records: list[RequestRecord], count: Callable[[str], int]) -> str | None:
+    server = local = 0
+    for r in records:
+        if r.ok and r.output_text and r.output_tokens_source in ("usage", "native") and r.output_tokens:
+            server += r.output_tokens
+            local += count(r.output_text)
+    if server and abs(local - server) / server > _MISMATCH_LIMIT:
+        return (f"the server counted {server} output tokens but the tokenizer counts {local} "
+                f"({100 * (local - server) / server:+.1f}%): is the tokenizer the model's own?")
+    return None
+
+
+async def run_benchmark(
+    spec: BenchSpec,
+    *,
+    store: ResultStore | None = None,
+    observer: BenchObserver | None = None,
+    engine: dict[str, Any] | None = None,
+    engine_check: Callable[[], str | None] | None = None,
+) -> BenchResult:
+    """Run ``spec`` against its endpoint; see the module docstring."""
+    obs: BenchObserver = observer or _NoObserver()
+    prepared: Prepared = await prepare(spec)
+    params = GenerationParams(model=prepared.model, max_tokens=spec.output_tokens, ignore_eos=spec.ignore_eos,
+                              temperature=spec.temperature, seed=spec.seed, include_usage=spec.include_usage)
+    timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s)
+    target = Target(spec.url, spec.api_key, dict(spec.headers))
+    backend = create_backend(spec.api)
+    slo = SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms)
+    steps = plan_steps(spec)
+    limits = StepLimits(spec.requests, spec.duration_s, spec.warmup)
+    started = now_iso()
+    run_id = None
+    if store is not None:
+        run_id = store.create_run(target=spec.url, api=spec.api, model=prepared.model,
+                                  spec=spec.model_dump(mode="json"), engine=engine, host=host_info(),
+                                  label=spec.label)
+    results: list[StepResult] = []
+    warnings = list(prepared.warnings)
+    status = "completed"
+    count = prepared.tokenizer.count if prepared.local_tokenizer and prepared.tokenizer else None
+
+    def on_record(record: RequestRecord) -> None:
+        if store is not None and run_id is not None:
+            store.append(run_id, record)
+        obs.request_done(record)
+
+    async with StreamClient(target, backend, params, timeouts, count_tokens=count) as client:
+        for index, step in enumerate(steps):
+            if store is not None and run_id is not None:
+                store.start_step(run_id, index, step.label())
+            obs.step_started(index, step, limits)
+            prompts: Iterator[Any] = prepared.source.prompts()
+            outcome = await run_step(step, index, limits, prompts, client, on_record, seed=spec.seed + index)
+            result = StepResult(index, step, summarize(outcome.records, slo), outcome.health, outcome.interrupted,
+                                outcome.records)
+            if count is not None and (mismatch := _token_mismatch(outcome.records, count)):
+                result.warnings.append(mismatch)
+            if outcome.health.saturated:
+                result.warnings.append(outcome.health.verdict)
+            results.append(result)
+            if store is not None and run_id is not None:
+                store.finish_step(run_id, index, result.summary.to_json(), outcome.health.to_json(),
+                                  outcome.interrupted)
+            obs.step_finished(result)
+            problem = engine_check() if engine_check else None
+            if problem:
+                warnings.append(problem)
+                status = "failed"
+                break
+            if outcome.interrupted:
+                status = "interrupted"
+                break
+    if store is not None and run_id is not None:
+        store.finish_run(run_id, status)
+    return BenchResult(spec=spec, run_id=run_id, status=status, started_at=started, finished_at=now_iso(),
+                       steps=results, model=prepared.model, prompt_source=prepared.source.name, engine=engine,
+                       host=host_info(), warnings=warnings)
+

@@ -1,0 +1,79 @@
+"""`BenchSpec`: everything that defines a benchmark run, validated.
+
+The CLI builds one from its options; a library user builds one directly. It is
+saved with every run, so a run can be repeated exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tokometer.backends import BACKENDS
+from tokometer.load.profiles import Arrival
+
+__all__ = ["BenchSpec"]
+
+
+class BenchSpec(BaseModel):
+    """One benchmark run: target, load steps, prompts, limits, outputs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    api: str = "openai-chat"
+    model: str = ""
+    api_key: str | None = Field(None, exclude=True)
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    concurrency: list[int] = Field(default_factory=list)
+    rate: list[float] = Field(default_factory=list)
+    synchronous: bool = False
+    arrival: Arrival = "poisson"
+    burstiness: float = Field(1.0, gt=0)
+    max_concurrency: int | None = Field(None, ge=1)
+
+    requests: int | None = Field(100, ge=1)
+    duration_s: float | None = Field(None, gt=0)
+    warmup: int = Field(0, ge=0)
+
+    input_tokens: int = Field(256, ge=1)
+    output_tokens: int = Field(128, ge=1)
+    ignore_eos: bool = False
+    temperature: float | None = 0.0
+    seed: int = 0
+    include_usage: bool = True
+    dataset: Path | None = None
+    dataset_kind: Literal["auto", "jsonl", "sharegpt"] = "auto"
+    prompt: str | None = None
+    tokenizer: str = "auto"
+
+    connect_timeout_s: float = Field(10.0, gt=0)
+    idle_timeout_s: float = Field(60.0, gt=0)
+    request_timeout_s: float = Field(600.0, gt=0)
+
+    slo_ttft_ms: float | None = Field(None, gt=0)
+    slo_tpot_ms: float | None = Field(None, gt=0)
+    slo_e2e_ms: float | None = Field(None, gt=0)
+
+    label: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> BenchSpec:
+        if self.api not in BACKENDS:
+            raise ValueError(f"unknown API {self.api!r}: use one of {', '.join(sorted(BACKENDS))}")
+        if self.concurrency and self.rate:
+            raise ValueError("give --concurrency or --rate, not both")
+        if any(c < 1 for c in self.concurrency):
+            raise ValueError("concurrency must be at least 1")
+        if any(r <= 0 for r in self.rate):
+            raise ValueError("rates must be positive")
+        if self.requests is None and self.duration_s is None:
+            raise ValueError("give --requests or --duration (or both)")
+        if self.dataset is not None and self.prompt is not None:
+            raise ValueError("give --dataset or --prompt, not both")
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"URL {self.url!r} must start with http:// or https://")
+        return self

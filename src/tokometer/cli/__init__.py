@@ -1,0 +1,96 @@
+"""The ``tokometer`` command line: a thin layer over library calls.
+
+Subcommands live in their own modules and are imported only when used, so
+``tokometer --help`` is instant. Every error reaches the user as one line on
+stderr with exit status 2; ``--debug`` (anywhere on the line) shows the
+traceback instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from tokometer import __version__
+from tokometer.errors import TokometerError
+
+__all__ = ["cli", "main"]
+
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": ("tokometer.cli.bench", "Benchmark an inference endpoint (or the embedded engine)."),
+    "runs": ("tokometer.cli.runs", "List saved benchmark runs."),
+    "sim": ("tokometer.cli.sim", "Run a simulated inference server with scripted timing."),
+    "serve": ("tokometer.cli.serve", "Start an inference engine and wait until it answers."),
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in _COMMANDS:
+            return None
+        module = importlib.import_module(_COMMANDS[cmd_name][0])
+        command: click.Command = module.command
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, help_text) for name, (_, help_text) in sorted(_COMMANDS.items())]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tokometer")
+def cli() -> None:
+    """tokometer: measure, explain and serve LLM inference speed."""
+
+
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split())
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI, turning every error into one line and exit status 2."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    if debug:
+        args = [a for a in args if a != "--debug"]
+    prog = "tokometer"
+    try:
+        result: Any = cli.main(args, prog_name=prog, standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        if debug:
+            raise
+        where = f"{prog} {exc.ctx.info_name}" if exc.ctx and exc.ctx.info_name != prog else prog
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        print(f"{where}: error: {_one_line(exc.format_message())}{hint}", file=sys.stderr)
+        sys.exit(2)
+    except TokometerError as exc:
+        if debug:
+            raise
+        print(f"{prog}: error: {_one_line(str(exc))}", file=sys.stderr)
+        sys.exit(2)
+    except click.Abort:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except click.ClickException as exc:
+        if debug:
+            raise
+        print(f"{prog}: error: {_one_line(exc.format_message())}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as exc:
+        if debug:
+            raise
+        print(f"{prog}: error: {_one_line(str(exc))} (run with --debug for details)", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(result if isinstance(result, int) else 0)

@@ -1,0 +1,198 @@
+"""``tokometer bench``: benchmark an endpoint, or the embedded engine when no --url is given."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tokometer.cli.options import build_spec, parse_duration, parse_float_list, parse_headers, parse_int_list
+
+__all__ = ["command"]
+
+_EMBEDDED_DEFAULTS = {"concurrency": [1, 2, 4], "requests": 8, "input_tokens": 128, "output_tokens": 64}
+
+
+@click.command("bench")
+@click.option("--url", help="Base URL of the server (e.g. http://127.0.0.1:8000/v1). Omit to start the embedded "
+              "llama.cpp engine with the bundled model and benchmark that.")
+@click.option("--api", default=None, help="Protocol: openai-chat (default), openai-completions, ollama, tgi, llamacpp.")
+@click.option("--model", default="", help="Model name to request (default: the first one the server lists).")
+@click.option("--api-key", envvar="TOKOMETER_API_KEY", default=None, help="Bearer token (or TOKOMETER_API_KEY).")
+@click.option("--header", "headers", multiple=True, help="Extra request header 'Name: value' (repeatable).")
+@click.option("--concurrency", "-c", default=None, help="Concurrency levels to sweep, e.g. 1,4,16 (closed loop).")
+@click.option("--rate", "-r", default=None, help="Request rates per second to sweep, e.g. 10,20 (open loop).")
+@click.option("--synchronous", is_flag=True, help="One request at a time.")
+@click.option("--arrival", type=click.Choice(["poisson", "gamma", "constant"]), default="poisson",
+              show_default=True, help="Arrival process for --rate.")
+@click.option("--burstiness", type=float, default=1.0, show_default=True,
+              help="Gamma shape for --arrival gamma (<1 burstier, >1 smoother).")
+@click.option("--max-concurrency", type=int, default=None, help="Cap on requests in flight for --rate.")
+@click.option("--requests", "-n", "requests_", type=int, default=None,
+              help="Measured requests per step [default: 100; 8 for the embedded engine].")
+@click.option("--duration", default=None, help="Stop each step after this long, e.g. 30s, 2m.")
+@click.option("--warmup", type=int, default=0, show_default=True,
+              help="Requests per step sent first and left out of results.")
+@click.option("--input-tokens", type=int, default=None,
+              help="Synthetic prompt length in tokens [default: 256; 128 for the embedded engine].")
+@click.option("--output-tokens", type=int, default=None,
+              help="max_tokens per request [default: 128; 64 for the embedded engine].")
+@click.option("--ignore-eos", is_flag=True,
+              help="Ask the server to ignore EOS so every answer is --output-tokens long.")
+@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for prompts and arrival times.")
+@click.option("--no-usage", is_flag=True, help="Do not send stream_options.include_usage.")
+@click.option("--dataset", type=click.Path(path_type=Path), default=None,
+              help="Prompts from a JSONL or ShareGPT file instead of synthetic ones.")
+@click.option("--dataset-kind", type=click.Choice(["auto", "jsonl", "sharegpt"]), default="auto", show_default=True)
+@click.option("--prompt", default=None, help="Send this one prompt every time.")
+@click.option("--tokenizer", default="auto", show_default=True,
+              help="auto (the server's /tokenize if it has one), server, none, or a tokenizer.json path.")
+@click.option("--timeout", default="600s", show_default=True, help="Limit for a whole request.")
+@click.option("--idle-timeout", default="60s", show_default=True, help="Limit for silence inside a stream.")
+@click.option("--connect-timeout", default="10s", show_default=True)
+@click.option("--slo-ttft-ms", type=float, default=None, help="TTFT objective for goodput.")
+@click.option("--slo-tpot-ms", type=float, default=None, help="TPOT objective for goodput.")
+@click.option("--slo-e2e-ms", type=float, default=None, help="End-to-end latency objective for goodput.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the result as JSON.")
+@click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="Write one CSV row per step.")
+@click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
+@click.option("--no-store", is_flag=True, help="Do not save the run.")
+@click.option("--label", default=None, help="A note saved with the run (e.g. 'baseline, Q4_K_M').")
+@click.option("--quiet", "-q", is_flag=True, help="No live progress display.")
+@click.option("--engine-model", type=click.Path(path_type=Path), default=None,
+              help="Embedded engine: a GGUF file instead of the bundled Gemma 3 270M.")
+@click.option("--engine-parallel", type=int, default=4, show_default=True, help="Embedded engine: parallel slots.")
+@click.option("--engine-threads", type=int, default=None, help="Embedded engine: CPU threads.")
+def command(**opts: Any) -> int:
+    """Benchmark an inference endpoint: TTFT, TPOT/ITL, decode speed, throughput, errors.
+
+    \b
+    Examples:
+      tokometer bench                                   # the embedded engine, concurrency 1,2,4
+      tokometer bench --url http://127.0.0.1:8000/v1 -c 1,4,16 -n 200 --json out.json
+      tokometer bench --url http://127.0.0.1:8000/v1 --rate 10,20 --arrival poisson --duration 60s
+    """
+    embedded = opts["url"] is None
+    values = _spec_values(opts, embedded)
+    with ExitStack() as stack:
+        engine_identity: dict[str, Any] | None = None
+        engine_check = None
+        if embedded:
+            from tokometer.engines import LlamaCppSettings, start_llamacpp
+
+            settings = LlamaCppSettings(model_path=opts["engine_model"], parallel=opts["engine_parallel"],
+                                        threads=opts["engine_threads"])
+            click.echo("Starting the embedded llama.cpp engine...", err=True)
+            engine = stack.enter_context(start_llamacpp(settings))
+            values["url"] = engine.openai_url
+            values["model"] = values["model"] or engine.model
+            engine_identity = engine.identity
+
+            def engine_check() -> str | None:
+                if engine.alive():
+                    return None
+                tail = " | ".join(engine.log_tail(5).splitlines())
+                return f"the engine exited during the run (exit code {engine.exit_code()}); its last log lines: {tail}"
+
+        from tokometer.benchmark.spec import BenchSpec
+
+        spec = build_spec(BenchSpec, **values)
+        return _run(spec, opts, engine_identity, engine_check)
+
+
+def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
+    from tokometer.backends import default_api_for_url
+
+    defaults = _EMBEDDED_DEFAULTS if embedded else {"requests": 100, "input_tokens": 256, "output_tokens": 128}
+    concurrency = parse_int_list(opts["concurrency"], "--concurrency")
+    rate = parse_float_list(opts["rate"], "--rate")
+    if embedded and not concurrency and not rate and not opts["synchronous"]:
+        concurrency = list(_EMBEDDED_DEFAULTS["concurrency"])  # type: ignore[call-overload]
+    duration = parse_duration(opts["duration"], "--duration")
+    requests = opts["requests_"]
+    if requests is None and duration is None:
+        requests = defaults["requests"]
+    return {
+        "url": opts["url"] or "http://127.0.0.1:0/v1",
+        "api": opts["api"] or (default_api_for_url(opts["url"]) if opts["url"] else "openai-chat"),
+        "model": opts["model"],
+        "api_key": opts["api_key"],
+        "headers": parse_headers(opts["headers"]),
+        "concurrency": concurrency,
+        "rate": rate,
+        "synchronous": opts["synchronous"],
+        "arrival": opts["arrival"],
+        "burstiness": opts["burstiness"],
+        "max_concurrency": opts["max_concurrency"],
+        "requests": requests,
+        "duration_s": duration,
+        "warmup": opts["warmup"],
+        "input_tokens": defaults["input_tokens"] if opts["input_tokens"] is None else opts["input_tokens"],
+        "output_tokens": defaults["output_tokens"] if opts["output_tokens"] is None else opts["output_tokens"],
+        "ignore_eos": opts["ignore_eos"],
+        "temperature": opts["temperature"],
+        "seed": opts["seed"],
+        "include_usage": not opts["no_usage"],
+        "dataset": opts["dataset"],
+        "dataset_kind": opts["dataset_kind"],
+        "prompt": opts["prompt"],
+        "tokenizer": opts["tokenizer"],
+        "connect_timeout_s": parse_duration(opts["connect_timeout"], "--connect-timeout"),
+        "idle_timeout_s": parse_duration(opts["idle_timeout"], "--idle-timeout"),
+        "request_timeout_s": parse_duration(opts["timeout"], "--timeout"),
+        "slo_ttft_ms": opts["slo_ttft_ms"],
+        "slo_tpot_ms": opts["slo_tpot_ms"],
+        "slo_e2e_ms": opts["slo_e2e_ms"],
+        "label": opts["label"],
+    }
+
+
+def _run(spec: Any, opts: dict[str, Any], engine: dict[str, Any] | None, engine_check: Any) -> int:
+    import uvloop
+    from rich.console import Console
+
+    from tokometer.benchmark.run import BenchResult, run_benchmark
+    from tokometer.report.console import LiveProgress, render_result
+    from tokometer.report.csv_out import write_csv
+    from tokometer.report.json_out import write_json
+    from tokometer.store import ResultStore
+
+    console = Console(highlight=False)
+    store = None if opts["no_store"] else ResultStore(_store_url(opts["store"]))
+    try:
+        progress = LiveProgress(console)
+        if opts["quiet"] or not console.is_terminal:
+            progress.progress.disable = True
+        with progress, asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            result: BenchResult = runner.run(
+                run_benchmark(spec, store=store, observer=progress, engine=engine, engine_check=engine_check)
+            )
+    finally:
+        if store is not None:
+            store.close()
+    render_result(console, result)
+    if opts["json_path"]:
+        write_json(result, opts["json_path"])
+        console.print(f"JSON written to {opts['json_path']}")
+    if opts["csv_path"]:
+        write_csv(result, opts["csv_path"])
+        console.print(f"CSV written to {opts['csv_path']}")
+    if result.status == "interrupted":
+        return 130
+    if result.status == "failed":
+        from tokometer.errors import EngineError
+
+        raise EngineError(result.warnings[-1] if result.warnings else "the run failed")
+    return 1 if result.failed_requests else 0
+
+
+def _store_url(option: str | None) -> str | None:
+    value = option or os.environ.get("TOKOMETER_STORE")
+    if value is None:
+        return None
+    return value if "://" in value else f"sqlite:///{Path(value).expanduser()}"

@@ -1,0 +1,89 @@
+"""Option parsing helpers shared by the commands: lists, durations, pydantic errors."""
+
+from __future__ import annotations
+
+import re
+from typing import TypeVar
+
+import click
+from pydantic import BaseModel, ValidationError
+
+from tokometer.errors import ConfigError
+
+__all__ = ["build_spec", "parse_duration", "parse_float_list", "parse_headers", "parse_int_list"]
+
+T = TypeVar("T", bound=BaseModel)
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_int_list(value: str | None, option: str) -> list[int]:
+    """``"1,4,16"`` -> ``[1, 4, 16]`` with a one-line error naming the option."""
+    if value is None:
+        return []
+    out = []
+    for part in value.split(","):
+        part = part.strip()
+        try:
+            number = int(part)
+        except ValueError:
+            raise click.BadParameter(f"{part!r} is not a whole number (write e.g. 1,4,16)",
+                                     param_hint=option) from None
+        if number < 1:
+            raise click.BadParameter(f"{number} must be at least 1", param_hint=option)
+        out.append(number)
+    return out
+
+
+def parse_float_list(value: str | None, option: str) -> list[float]:
+    """``"10,20.5"`` -> ``[10.0, 20.5]``; every value must be positive."""
+    if value is None:
+        return []
+    out = []
+    for part in value.split(","):
+        part = part.strip()
+        try:
+            number = float(part)
+        except ValueError:
+            raise click.BadParameter(f"{part!r} is not a number (write e.g. 10,20)", param_hint=option) from None
+        if not number > 0:
+            raise click.BadParameter(f"{part} must be positive", param_hint=option)
+        out.append(number)
+    return out
+
+
+def parse_duration(value: str | None, option: str) -> float | None:
+    """``"90"``, ``"90s"``, ``"1.5m"``, ``"500ms"`` -> seconds."""
+    if value is None:
+        return None
+    match = _DURATION.match(value)
+    if not match:
+        raise click.BadParameter(f"{value!r} is not a duration (write e.g. 30s, 2m, 500ms)", param_hint=option)
+    seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    if seconds <= 0:
+        raise click.BadParameter("must be longer than zero", param_hint=option)
+    return seconds
+
+
+def parse_headers(values: tuple[str, ...]) -> dict[str, str]:
+    """``("X-A: 1",)`` -> ``{"X-A": "1"}``."""
+    headers = {}
+    for item in values:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"{item!r}: write NAME: VALUE", param_hint="--header")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def build_spec(spec_type: type[T], /, **values: object) -> T:
+    """Validate ``values`` into ``model``; the first problem becomes one ConfigError line."""
+    try:
+        return spec_type(**values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        option = f"--{where.replace('_', '-')}: " if where else ""
+        raise ConfigError(f"{option}{message}") from None

@@ -1,0 +1,74 @@
+"""``tokometer sim``: a simulated inference server with scripted timing and faults."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import click
+
+from tokometer.cli.options import build_spec
+
+__all__ = ["command"]
+
+
+@click.command("sim")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True, help="0 picks a free port (printed).")
+@click.option("--model", default="sim-model", show_default=True, help="Model name the server reports.")
+@click.option("--ttft-ms", type=float, default=100.0, show_default=True, help="Time to the first token.")
+@click.option("--itl-ms", type=float, default=5.0, show_default=True, help="Time between tokens.")
+@click.option("--tokens-per-event", type=int, default=1, show_default=True, help="Tokens sent in each event.")
+@click.option("--output-tokens", type=int, default=None,
+              help="Natural answer length (EOS after this many); default: until max_tokens.")
+@click.option("--default-max-tokens", type=int, default=128, show_default=True,
+              help="Answer length when a request gives no max_tokens.")
+@click.option("--empty-first-event", is_flag=True, help="Send an empty role-only event first, as vLLM does.")
+@click.option("--max-context", type=int, default=32768, show_default=True,
+              help="Context window: longer requests get HTTP 400 (context length).")
+@click.option("--api-key", default=None, help="Require this bearer token (HTTP 401 otherwise).")
+@click.option("--reject-stream-options", is_flag=True, help="Answer 400 to stream_options, like some servers.")
+@click.option("--fault", "faults", multiple=True,
+              help="Fault and its rate per request, e.g. http_500=0.1 (repeatable). Faults: http_400, http_401, "
+              "http_403, http_400_context_length, http_429, http_500, http_503, reset, malformed, error_event, "
+              "stall, slow_first_byte.")
+@click.option("--fault-schedule", default=None, help="Faults in request order, cycled, e.g. none,http_500,reset.")
+@click.option("--fault-after-tokens", type=int, default=3, show_default=True,
+              help="Mid-stream faults strike after this many tokens.")
+@click.option("--stall-s", type=float, default=3600.0, show_default=True, help="How long a 'stall' lasts.")
+@click.option("--slow-first-byte-ms", type=float, default=2000.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for fault dice.")
+@click.option("--precise", is_flag=True, help="Pace events to microseconds by yielding the loop (uses more CPU).")
+@click.option("--log-level", default="warning", show_default=True)
+def command(**opts: Any) -> None:
+    """Run a simulated server speaking OpenAI chat/completions, Ollama, TGI and llama.cpp protocols.
+
+    Every request follows the same script: first token after --ttft-ms, then one event every
+    --itl-ms x --tokens-per-event. GET /sim/trace shows what was sent and when.
+    """
+    from tokometer.errors import ConfigError
+    from tokometer.sim import SimConfig, bind_socket, serve
+    from tokometer.sim.config import parse_fault_rates
+
+    try:
+        faults = parse_fault_rates(list(opts["faults"]))
+    except ValueError as exc:
+        raise ConfigError(f"--fault: {exc}") from None
+    schedule = [f.strip() for f in opts["fault_schedule"].split(",")] if opts["fault_schedule"] else []
+    config = build_spec(
+        SimConfig,
+        model=opts["model"], ttft_ms=opts["ttft_ms"], itl_ms=opts["itl_ms"],
+        tokens_per_event=opts["tokens_per_event"], output_tokens=opts["output_tokens"],
+        default_max_tokens=opts["default_max_tokens"], empty_first_event=opts["empty_first_event"],
+        max_context=opts["max_context"], api_key=opts["api_key"],
+        reject_stream_options=opts["reject_stream_options"], faults=faults, fault_schedule=schedule,
+        fault_after_tokens=opts["fault_after_tokens"], stall_s=opts["stall_s"],
+        slow_first_byte_ms=opts["slow_first_byte_ms"], seed=opts["seed"], precise=opts["precise"],
+    )
+    try:
+        sock = bind_socket(opts["host"], opts["port"])
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {opts['host']}:{opts['port']}: {exc.strerror or exc}; "
+                          "pick another --port (0 picks a free one)") from None
+    with contextlib.suppress(KeyboardInterrupt):
+        serve(config, sock, log_level=opts["log_level"])

@@ -1,0 +1,59 @@
+"""`Prompt` and the `PromptSource` protocol every dataset implements."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["Message", "Prompt", "PromptSource", "chat_to_text"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat message."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """What one request sends.
+
+    ``messages`` is the chat form; ``text`` the plain-completion form of the same
+    prompt (for chat prompts, the messages joined, since no chat template is
+    applied on the client side). ``input_tokens`` is the length the source made
+    it to be, when known. ``max_tokens`` overrides the run's output length for
+    this prompt (ShareGPT-style sources carry a reference answer length).
+    """
+
+    messages: tuple[Message, ...]
+    text: str
+    input_tokens: int | None = None
+    max_tokens: int | None = None
+
+    @classmethod
+    def from_text(cls, text: str, *, input_tokens: int | None = None, max_tokens: int | None = None) -> Prompt:
+        return cls((Message("user", text),), text, input_tokens, max_tokens)
+
+    @classmethod
+    def from_messages(cls, messages: tuple[Message, ...], *, max_tokens: int | None = None) -> Prompt:
+        return cls(messages, chat_to_text(messages), None, max_tokens)
+
+
+def chat_to_text(messages: tuple[Message, ...]) -> str:
+    """Join chat messages for protocols that take plain text."""
+    if len(messages) == 1:
+        return messages[0].content
+    return "\n\n".join(f"{m.role}: {m.content}" for m in messages)
+
+
+class PromptSource(Protocol):
+    """An endless or finite supply of prompts, deterministic for a given seed."""
+
+    name: str
+
+    def prompts(self) -> Iterator[Prompt]:
+        """Yield prompts; a finite source is cycled by the runner if it runs out."""
+        ...

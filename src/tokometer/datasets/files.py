@@ -1,0 +1,180 @@
+"""Prompts from files: JSONL (prompts or chats), ShareGPT-style JSON, one fixed prompt.
+
+JSONL: one JSON value per line, either a string (the prompt) or an object with
+``prompt`` / ``text`` (a plain prompt) or ``messages`` (a chat: a list of
+``{"role", "content"}``), and optionally ``max_tokens`` / ``output_tokens``.
+
+ShareGPT: a JSON list (or JSONL) of objects with ``conversations``: a list of
+``{"from": "human"|"gpt"|"system", "value": ...}``. The prompt is everything up
+to the first ``gpt`` turn; with a tokenizer, that turn's length in tokens
+becomes the prompt's ``max_tokens`` (as the usual ShareGPT benchmarks do).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tokometer.datasets.base import Message, Prompt
+from tokometer.errors import DatasetError
+from tokometer.tokens.base import Tokenizer
+
+__all__ = ["FixedSource", "JsonlSource", "ShareGPTSource", "load_source_file"]
+
+_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
+          "system": "system", "bing": "assistant", "bard": "assistant"}
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DatasetError(f"cannot read dataset {path}: {exc.strerror or exc}") from exc
+    if b"\x00" in raw[:8192]:
+        raise DatasetError(f"dataset {path} is a binary file, not JSON or JSONL text")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"dataset {path} is not UTF-8 text (byte {exc.start})") from exc
+
+
+class _ListSource:
+    name: str
+    items: list[Prompt]
+
+    def prompts(self) -> Iterator[Prompt]:
+        while True:
+            yield from self.items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+class FixedSource(_ListSource):
+    """The same prompt every time."""
+
+    def __init__(self, text: str) -> None:
+        if not text:
+            raise DatasetError("the prompt is empty: give some text with --prompt")
+        self.name = "fixed prompt"
+        self.items = [Prompt.from_text(text)]
+
+
+def _max_tokens(obj: dict[str, Any], where: str) -> int | None:
+    value = obj.get("max_tokens", obj.get("output_tokens"))
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise DatasetError(f"{where}: max_tokens must be a positive integer")
+    return value
+
+
+def _messages(value: Any, where: str) -> tuple[Message, ...]:
+    if not isinstance(value, list) or not value:
+        raise DatasetError(f"{where}: 'messages' must be a non-empty list")
+    out = []
+    for item in value:
+        if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("role", "content")):
+            raise DatasetError(f"{where}: each message needs a string 'role' and 'content'")
+        out.append(Message(item["role"], item["content"]))
+    return tuple(out)
+
+
+def _prompt_from(obj: Any, where: str) -> Prompt:
+    if isinstance(obj, str):
+        if not obj:
+            raise DatasetError(f"{where}: empty prompt")
+        return Prompt.from_text(obj)
+    if not isinstance(obj, dict):
+        raise DatasetError(f"{where}: expected a string or an object with 'prompt' or 'messages'")
+    max_tokens = _max_tokens(obj, where)
+    if "messages" in obj:
+        return Prompt.from_messages(_messages(obj["messages"], where), max_tokens=max_tokens)
+    text = obj.get("prompt", obj.get("text"))
+    if not isinstance(text, str) or not text:
+        raise DatasetError(f"{where}: expected a non-empty 'prompt' (or 'text', or 'messages')")
+    return Prompt.from_text(text, max_tokens=max_tokens)
+
+
+def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            yield where, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+
+
+class JsonlSource(_ListSource):
+    """Prompts or chats, one JSON value a line."""
+
+    def __init__(self, path: str | Path) -> None:
+        p = Path(path)
+        self.name = f"jsonl:{p.name}"
+        self.items = [_prompt_from(obj, where) for where, obj in _json_lines(p)]
+        if not self.items:
+            raise DatasetError(f"dataset {p} holds no prompts")
+
+
+class ShareGPTSource(_ListSource):
+    """ShareGPT-style conversations; the first assistant turn sets the output length."""
+
+    def __init__(self, path: str | Path, tokenizer: Tokenizer | None = None, min_turns: int = 2) -> None:
+        p = Path(path)
+        self.name = f"sharegpt:{p.name}"
+        text = _read_text(p)
+        entries: list[tuple[str, Any]]
+        if text.lstrip().startswith("["):
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+            entries = [(f"{p}[{i}]", obj) for i, obj in enumerate(data)]
+        else:
+            entries = list(_json_lines(p))
+        self.items = []
+        for where, obj in entries:
+            prompt = self._convert(obj, where, tokenizer)
+            if prompt is not None:
+                self.items.append(prompt)
+        if not self.items:
+            raise DatasetError(f"dataset {p} holds no conversation with a human turn followed by an answer")
+
+    @staticmethod
+    def _convert(obj: Any, where: str, tokenizer: Tokenizer | None) -> Prompt | None:
+        turns = obj.get("conversations", obj.get("conversation")) if isinstance(obj, dict) else None
+        if not isinstance(turns, list):
+            raise DatasetError(f"{where}: expected an object with a 'conversations' list")
+        messages: list[Message] = []
+        for turn in turns:
+            if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
+                raise DatasetError(f"{where}: each turn needs 'from' and a string 'value'")
+            role = _ROLES.get(str(turn.get("from", "")).lower())
+            if role is None:
+                raise DatasetError(f"{where}: unknown speaker {turn.get('from')!r}")
+            if role == "assistant":
+                if not any(m.role == "user" for m in messages):
+                    return None
+                max_tokens = max(1, tokenizer.count(turn["value"])) if tokenizer else None
+                return Prompt.from_messages(tuple(messages), max_tokens=max_tokens)
+            messages.append(Message(role, turn["value"]))
+        return None
+
+
+def load_source_file(
+    path: str | Path, kind: str = "auto", tokenizer: Tokenizer | None = None
+) -> JsonlSource | ShareGPTSource:
+    """Open a dataset file; ``kind`` is ``jsonl``, ``sharegpt`` or ``auto`` (by content)."""
+    p = Path(path)
+    if kind == "auto":
+        head = _read_text(p)[:4096]
+        kind = "sharegpt" if '"conversations"' in head or '"conversation"' in head else "jsonl"
+    if kind == "sharegpt":
+        return ShareGPTSource(p, tokenizer)
+    if kind == "jsonl":
+        return JsonlSource(p)
+    raise DatasetError(f"unknown dataset kind {kind!r}: use jsonl, sharegpt or auto")

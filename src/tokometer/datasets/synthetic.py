@@ -1,0 +1,96 @@
+"""Synthetic prompts of an exact input length, made with the model's tokenizer.
+
+Each prompt is a different random run of common words (so a prefix cache
+cannot make the second request look faster than the first), cut to exactly
+``input_tokens`` tokens of the given tokenizer and checked by encoding it
+again. Without a tokenizer the prompt has ``input_tokens`` words and its length
+in tokens is unknown: the source says so (``exact`` is False) and the run
+reports the server's own count.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+from tokometer.datasets.base import Prompt
+from tokometer.datasets.words import WORDS
+from tokometer.errors import DatasetError
+from tokometer.tokens.base import Tokenizer
+
+__all__ = ["SyntheticSource", "make_exact_text"]
+
+_ATTEMPTS = 8
+
+
+def _words(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def make_exact_text(tokenizer: Tokenizer, n_tokens: int, rng: random.Random) -> str:
+    """Text that ``tokenizer`` encodes to exactly ``n_tokens`` tokens."""
+    if n_tokens <= 0:
+        return ""
+    for _ in range(_ATTEMPTS):
+        ids = tokenizer.encode(_words(rng, n_tokens + 8))
+        while len(ids) < n_tokens:
+            ids += tokenizer.encode(" " + _words(rng, n_tokens - len(ids) + 8))
+        text = tokenizer.decode(ids[:n_tokens])
+        if tokenizer.count(text) == n_tokens:
+            return text
+        # Decoding a cut can merge differently on re-encoding; nudge the end until it fits.
+        for trim in range(1, 4):
+            candidate = tokenizer.decode(ids[: n_tokens - trim])
+            extra = n_tokens - tokenizer.count(candidate)
+            if extra > 0:
+                candidate += " " + _words(rng, extra)
+                if tokenizer.count(candidate) == n_tokens:
+                    return candidate
+    raise DatasetError(
+        f"could not make a prompt of exactly {n_tokens} tokens with tokenizer {tokenizer.name}; "
+        "use a prompt file (--dataset) instead"
+    )
+
+
+class SyntheticSource:
+    """Endless distinct prompts of ``input_tokens`` tokens (exact with a tokenizer)."""
+
+    def __init__(
+        self,
+        input_tokens: int,
+        *,
+        tokenizer: Tokenizer | None = None,
+        seed: int = 0,
+        unique: int = 1024,
+    ) -> None:
+        if input_tokens < 1:
+            raise DatasetError("--input-tokens must be at least 1")
+        self.input_tokens = input_tokens
+        self.tokenizer = tokenizer
+        self.seed = seed
+        self.unique = unique
+        self.exact = tokenizer is not None
+        self.name = f"synthetic({input_tokens} tokens, {'exact: ' + tokenizer.name if tokenizer else 'words'})"
+        self._cache: list[Prompt] = []
+
+    def _make(self, index: int) -> Prompt:
+        rng = random.Random(f"{self.seed}:{index}")
+        if self.tokenizer is None:
+            return Prompt.from_text(_words(rng, self.input_tokens))
+        text = make_exact_text(self.tokenizer, self.input_tokens, rng)
+        return Prompt.from_text(text, input_tokens=self.input_tokens)
+
+    def prepare(self, n: int) -> None:
+        """Make the first ``min(n, unique)`` prompts now, before any timing starts."""
+        while len(self._cache) < min(n, self.unique):
+            self._cache.append(self._make(len(self._cache)))
+
+    def prompts(self) -> Iterator[Prompt]:
+        """Distinct prompts, the same sequence for the same seed; repeats after ``unique``."""
+        index = 0
+        while True:
+            slot = index % self.unique
+            if slot == len(self._cache):
+                self._cache.append(self._make(slot))
+            yield self._cache[slot]
+            index += 1

@@ -1,0 +1,98 @@
+"""The load generator watching itself: is the client what is being measured?
+
+`LoopMonitor` samples how long a ready callback waits for the event loop (the
+delay every arriving byte also sees before it is stamped) and the process's CPU
+time. `ClientHealth.verdict` turns that, with the client lag of the step, into
+words when the client could not keep up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ClientHealth", "LoopMonitor"]
+
+_LOOP_LAG_LIMIT_MS = 1.0
+_CPU_LIMIT = 0.9
+_CLIENT_LAG_LIMIT_MS = 1.0
+
+
+@dataclass(slots=True)
+class ClientHealth:
+    """How the client fared during a step."""
+
+    loop_lag_p99_ms: float
+    loop_lag_max_ms: float
+    cpu_fraction: float
+    """Process CPU time / wall time (1.0 = one core busy all the time)."""
+    client_lag_p99_ms: float | None
+    """p99 of client lag minus connection setup: how late the client itself was."""
+    workers: int = 1
+    saturated: bool = False
+    verdict: str = "client kept up"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def judge(self) -> ClientHealth:
+        problems = []
+        if self.loop_lag_p99_ms > _LOOP_LAG_LIMIT_MS:
+            problems.append(f"event-loop lag p99 {self.loop_lag_p99_ms:.2f} ms")
+        if self.cpu_fraction > _CPU_LIMIT * self.workers:
+            problems.append(f"client CPU {100 * self.cpu_fraction:.0f}% of {self.workers} core(s)")
+        if self.client_lag_p99_ms is not None and self.client_lag_p99_ms > _CLIENT_LAG_LIMIT_MS:
+            problems.append(f"requests sent late (client lag p99 {self.client_lag_p99_ms:.2f} ms, "
+                            "connection setup not counted)")
+        if problems:
+            self.saturated = True
+            self.verdict = (
+                "the client could not keep up (" + "; ".join(problems) + "): latencies include client delay "
+                "and throughput may be the client's limit, not the server's; use fewer streams or more --workers"
+            )
+        return self
+
+
+class LoopMonitor:
+    """Samples event-loop scheduling delay every ``interval`` seconds while running."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval = interval
+        self.samples: list[int] = []
+        self._task: asyncio.Task[None] | None = None
+        self._wall0 = 0
+        self._cpu0 = 0.0
+        self.wall_s = 0.0
+        self.cpu_s = 0.0
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            t0 = time.perf_counter_ns()
+            await asyncio.sleep(0)
+            self.samples.append(time.perf_counter_ns() - t0)
+
+    def start(self) -> None:
+        self._wall0 = time.perf_counter_ns()
+        self._cpu0 = time.process_time()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        self.wall_s = (time.perf_counter_ns() - self._wall0) / 1e9
+        self.cpu_s = time.process_time() - self._cpu0
+
+    def health(self, client_lag_p99_ms: float | None, workers: int = 1) -> ClientHealth:
+        lag = np.asarray(self.samples, dtype=np.float64) / 1e6
+        return ClientHealth(
+            loop_lag_p99_ms=float(np.percentile(lag, 99)) if lag.size else 0.0,
+            loop_lag_max_ms=float(lag.max()) if lag.size else 0.0,
+            cpu_fraction=self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0,
+            client_lag_p99_ms=client_lag_p99_ms,
+            workers=workers,
+        ).judge()

@@ -1,0 +1,85 @@
+"""Load profiles: what a step offers the server, and when each request is due.
+
+- ``synchronous``: one request at a time.
+- ``concurrency``: N requests in flight; a finished one is replaced at once
+  (closed loop). A request is due when its slot frees.
+- ``rate``: open loop; requests are due on a schedule computed before the step
+  starts (``schedule_offsets``), whatever the server does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = ["Arrival", "LoadStep", "schedule_offsets"]
+
+Arrival = Literal["poisson", "gamma", "constant"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadStep:
+    """One step of a run: a concurrency level or a request rate."""
+
+    mode: Literal["synchronous", "concurrency", "rate"]
+    concurrency: int = 1
+    rate: float | None = None
+    arrival: Arrival = "poisson"
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+
+    def label(self) -> dict[str, Any]:
+        """The step's ``load`` entry in JSON results."""
+        if self.mode == "rate":
+            out: dict[str, Any] = {"rate": self.rate, "arrival": self.arrival}
+            if self.arrival == "gamma":
+                out["burstiness"] = self.burstiness
+            if self.max_concurrency:
+                out["max_concurrency"] = self.max_concurrency
+            return out
+        out = {"concurrency": self.concurrency}
+        if self.mode == "synchronous":
+            out["synchronous"] = True
+        return out
+
+    def describe(self) -> str:
+        if self.mode == "rate":
+            return f"rate {self.rate:g}/s ({self.arrival})"
+        if self.mode == "synchronous":
+            return "synchronous"
+        return f"concurrency {self.concurrency}"
+
+
+def schedule_offsets(n: int, rate: float, arrival: Arrival, burstiness: float = 1.0, seed: int = 0) -> list[int]:
+    """Due times (ns from the step's start) of ``n`` requests at ``rate`` per second.
+
+    Gaps are exponential (``poisson``), gamma with shape ``burstiness``
+    (``gamma``: < 1 burstier than Poisson, > 1 smoother) or equal
+    (``constant``). The gaps are then scaled together so the ``n - 1`` gaps span
+    exactly ``(n - 1) / rate`` seconds: the step offers the rate asked for, not
+    a random draw near it, and the gaps keep the shape of their distribution.
+    The first request is due at 0.
+    """
+    if n <= 0:
+        return []
+    if rate <= 0:
+        raise ValueError("rate must be positive")
+    gaps_n = n - 1
+    if gaps_n == 0:
+        return [0]
+    rng = np.random.default_rng(seed)
+    if arrival == "constant":
+        gaps = np.full(gaps_n, 1.0)
+    elif arrival == "poisson":
+        gaps = rng.exponential(1.0, gaps_n)
+    elif arrival == "gamma":
+        if burstiness <= 0:
+            raise ValueError("burstiness must be positive")
+        gaps = rng.gamma(burstiness, 1.0 / burstiness, gaps_n)
+    else:
+        raise ValueError(f"unknown arrival process {arrival!r}")
+    gaps *= (gaps_n / rate) / gaps.sum()
+    offsets = np.concatenate(([0.0], np.cumsum(gaps))) * 1e9
+    return [int(x) for x in offsets]

@@ -1,0 +1,203 @@
+"""Run one load step in this process: issue requests by the profile, collect records.
+
+Every finished record goes to ``on_record`` at once (the results store writes
+it), so an interrupted step loses nothing that finished. On cancellation
+(Ctrl-C) the requests still in flight are cancelled, recorded as ``cancelled``
+and handed on too; the step then returns what it has, marked interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from time import perf_counter_ns
+
+from tokometer.backends.client import StreamClient
+from tokometer.clock import sleep_until
+from tokometer.datasets.base import Prompt
+from tokometer.load.health import ClientHealth, LoopMonitor
+from tokometer.load.profiles import LoadStep, schedule_offsets
+from tokometer.metrics import request as m
+from tokometer.metrics.distribution import Distribution
+from tokometer.records import RequestRecord
+
+__all__ = ["StepLimits", "StepOutcome", "run_step"]
+
+_Send = Callable[[int, Prompt, int], Awaitable[None]]
+
+_START_LEAD_NS = 20_000_000
+"""Rate steps start this long after they are planned, so the first due time is not already late."""
+
+_DISPATCH_SPIN_NS = 1_000_000
+"""Event-loop timers fire up to ~1 ms off; the dispatcher yields to the loop for the last
+millisecond before each due time instead (measured: client lag p99 ~15 us instead of ~0.9 ms)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepLimits:
+    """When a step ends: after ``requests`` measured requests, or ``duration_s``, whichever first.
+
+    ``warmup`` requests are sent first under the same load and left out of
+    every result.
+    """
+
+    requests: int | None = 100
+    duration_s: float | None = None
+    warmup: int = 0
+
+    @property
+    def total(self) -> int | None:
+        return None if self.requests is None else self.requests + self.warmup
+
+
+@dataclass(slots=True)
+class StepOutcome:
+    """What a step produced: its records (warm-up included, flagged) and the client's health."""
+
+    records: list[RequestRecord]
+    health: ClientHealth
+    interrupted: bool = False
+
+
+class _Issuer:
+    """Hands out (index, prompt) pairs until the step's limits are reached."""
+
+    def __init__(self, prompts: Iterator[Prompt], limits: StepLimits) -> None:
+        self._prompts = prompts
+        self._limits = limits
+        self._next = 0
+        self._deadline_ns: int | None = None
+
+    def start(self, now_ns: int) -> None:
+        if self._limits.duration_s is not None:
+            self._deadline_ns = now_ns + int(self._limits.duration_s * 1e9)
+
+    def take(self, now_ns: int) -> tuple[int, Prompt] | None:
+        total = self._limits.total
+        if total is not None and self._next >= total:
+            return None
+        if self._deadline_ns is not None and now_ns >= self._deadline_ns and self._next >= self._limits.warmup:
+            return None
+        try:
+            prompt = next(self._prompts)
+        except StopIteration:
+            return None
+        index = self._next
+        self._next += 1
+        return index, prompt
+
+
+async def run_step(
+    step: LoadStep,
+    step_index: int,
+    limits: StepLimits,
+    prompts: Iterator[Prompt],
+    client: StreamClient,
+    on_record: Callable[[RequestRecord], None],
+    seed: int = 0,
+) -> StepOutcome:
+    """Run one step; returns when every issued request has finished (or on cancellation)."""
+    records: list[RequestRecord] = []
+    issuer = _Issuer(prompts, limits)
+    in_flight: set[asyncio.Task[None]] = set()
+    monitor = LoopMonitor()
+
+    async def one(index: int, prompt: Prompt, due_ns: int) -> None:
+        record = RequestRecord(index=index, step=step_index, warmup=index < limits.warmup, due_ns=due_ns)
+        if prompt.input_tokens is not None:
+            record.input_tokens, record.input_tokens_source = prompt.input_tokens, "prompt_spec"
+        try:
+            await client.send(prompt, record)
+        finally:
+            records.append(record)
+            on_record(record)
+
+    interrupted = False
+    monitor.start()
+    try:
+        if step.mode == "rate":
+            await _open_loop(step, limits, issuer, one, in_flight, seed)
+        else:
+            await _closed_loop(step.concurrency if step.mode == "concurrency" else 1, issuer, one)
+    except asyncio.CancelledError:
+        interrupted = True
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()
+        for task in in_flight:
+            task.cancel()
+        if in_flight:
+            await asyncio.gather(*in_flight, return_exceptions=True)
+    finally:
+        monitor.stop()
+    lag = Distribution.of(_lags(records), 1e-6)
+    health = monitor.health(lag.p99)
+    records.sort(key=lambda r: r.index)
+    return StepOutcome(records, health, interrupted)
+
+
+def _lags(records: list[RequestRecord]) -> list[float]:
+    return [v for v in (m.client_delay_ns(r) for r in records if not r.warmup) if v is not None]
+
+
+async def _closed_loop(
+    concurrency: int, issuer: _Issuer, one: _Send
+) -> None:
+    issuer.start(perf_counter_ns())
+
+    async def worker() -> None:
+        while True:
+            due = perf_counter_ns()
+            item = issuer.take(due)
+            if item is None:
+                return
+            await one(item[0], item[1], due)
+
+    workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    try:
+        await asyncio.gather(*workers)
+    except asyncio.CancelledError:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        raise
+
+
+async def _open_loop(
+    step: LoadStep,
+    limits: StepLimits,
+    issuer: _Issuer,
+    one: _Send,
+    in_flight: set[asyncio.Task[None]],
+    seed: int,
+) -> None:
+    assert step.rate is not None
+    if limits.total is not None:
+        n = limits.total
+    else:
+        assert limits.duration_s is not None
+        n = limits.warmup + max(1, int(step.rate * limits.duration_s))
+    offsets = schedule_offsets(n, step.rate, step.arrival, step.burstiness, seed)
+    start = perf_counter_ns() + _START_LEAD_NS
+    issuer.start(start)
+    gate = asyncio.Semaphore(step.max_concurrency) if step.max_concurrency else None
+
+    async def gated(index: int, prompt: Prompt, due: int) -> None:
+        if gate is None:
+            await one(index, prompt, due)
+            return
+        async with gate:
+            await one(index, prompt, due)
+
+    for offset in offsets:
+        due = start + offset
+        await sleep_until(due, _DISPATCH_SPIN_NS)
+        item = issuer.take(due)
+        if item is None:
+            break
+        task = asyncio.create_task(gated(item[0], item[1], due))
+        in_flight.add(task)
+        task.add_done_callback(in_flight.discard)
+    if in_flight:
+        await asyncio.gather(*in_flight)

@@ -1,0 +1,43 @@
+"""Metrics: pure functions of `RequestRecord`s, distributions, step summaries.
+
+``DEFINITIONS`` is written into every JSON result so a reader never has to
+guess what a name means.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from tokometer.metrics.distribution import PERCENTILES, Distribution
+from tokometer.metrics.summary import SLO, StepSummary, summarize
+
+__all__ = ["DEFINITIONS", "PERCENTILES", "SLO", "Distribution", "StepSummary", "summarize"]
+
+DEFINITIONS: Final[dict[str, str]] = {
+    "ttft_ms": "time to first token: first event carrying generated text (or reasoning text) minus the time the "
+    "request was sent; role-only, empty and usage-only events do not count",
+    "ttft_from_due_ms": "first token minus the time the load profile scheduled the request (includes client lag)",
+    "client_lag_ms": "time the request was sent minus the time it was scheduled; > 0 means the client fell behind",
+    "connect_ms": "time spent opening new connections (requests that reused a kept-alive connection are not in it)",
+    "tpot_ms": "decode time per output token: (last token time - first token time) / (output tokens - tokens of "
+    "the first event); equals (last - first) / (output_tokens - 1) when the first event carries one token",
+    "decode_speed_tok_s": "1 / TPOT per request: the steady decode-phase speed (the article's TPS)",
+    "itl_ms": "inter-token latency: each gap between consecutive content events divided by the tokens the later "
+    "event carried (token-normalised)",
+    "chunk_gap_ms": "raw gaps between consecutive content events, not normalised",
+    "e2e_ms": "end-to-end latency: stream closed minus request sent",
+    "e2e_speed_tok_s": "output tokens / E2E per request: the article's naive average speed (mixes network, TTFT "
+    "and decode)",
+    "prefill_speed_tok_s": "input tokens / TTFT per request as the client sees it (includes queueing and network)",
+    "duration_s": "max(end) - min(sent) over the measured requests (warm-up excluded)",
+    "output_throughput_tok_s": "sum of output tokens of completed requests / duration",
+    "request_throughput_rps": "completed requests / duration",
+    "achieved_concurrency": "sum of E2E of measured requests / duration",
+    "send_rate_rps": "(requests sent - 1) / (last send - first send): the offered load actually achieved",
+    "goodput_rps": "completed requests meeting every given SLO / duration",
+    "output_tokens.source": "where output token counts came from: usage (server usage block), native (engine "
+    "counters), tokenizer, estimate (count of content events)",
+    "server_prefill_ms": "the engine's own prompt-processing time, where the protocol reports it",
+    "server_decode_tok_s": "the engine's own decode speed, where the protocol reports it",
+    "percentiles": "linear interpolation between closest ranks (numpy default)",
+}

@@ -1,0 +1,118 @@
+"""Per-request metrics: small pure functions of one `RequestRecord`.
+
+Each returns ``None`` when the metric is undefined for that request (a failed
+request, or too few tokens). Times are nanoseconds unless the name says
+otherwise. Definitions: docs (METRICS.md) and `tokometer.metrics.DEFINITIONS`.
+"""
+
+from __future__ import annotations
+
+from tokometer.records import RequestRecord
+
+__all__ = [
+    "chunk_gaps_ns",
+    "client_delay_ns",
+    "client_lag_ns",
+    "connect_ns",
+    "decode_speed_tok_s",
+    "e2e_ns",
+    "e2e_speed_tok_s",
+    "itl_ns",
+    "prefill_speed_tok_s",
+    "tpot_ns",
+    "ttft_from_due_ns",
+    "ttft_ns",
+]
+
+
+def ttft_ns(r: RequestRecord) -> int | None:
+    """Time to first token: first content-carrying event minus send time."""
+    if not r.ok or not r.first_token_ns:
+        return None
+    return r.first_token_ns - r.sent_ns
+
+
+def ttft_from_due_ns(r: RequestRecord) -> int | None:
+    """TTFT as the schedule sees it: includes time the request waited to be sent."""
+    if not r.ok or not r.first_token_ns:
+        return None
+    return r.first_token_ns - r.due_ns
+
+
+def client_lag_ns(r: RequestRecord) -> int | None:
+    """How late the client sent the request against its schedule."""
+    if not r.sent_ns:
+        return None
+    return r.sent_ns - r.due_ns
+
+
+def client_delay_ns(r: RequestRecord) -> int | None:
+    """Client lag minus connection setup: how late the client itself was."""
+    lag = client_lag_ns(r)
+    return None if lag is None else lag - r.connect_ns
+
+
+def connect_ns(r: RequestRecord) -> int | None:
+    """Time spent opening a new connection (``None`` when one was reused)."""
+    return r.connect_ns or None
+
+
+def tpot_ns(r: RequestRecord) -> float | None:
+    """Decode time per output token, tokens of the first event excluded.
+
+    ``(last_token_ns - first_token_ns) / (output_tokens - tokens_of_first_event)``:
+    the first event marks the end of prefill; when it carries one token this is
+    exactly METRICS.md's ``(last - first) / (output_tokens - 1)``.
+    """
+    if not r.ok or not r.output_tokens or not r.event_tokens:
+        return None
+    after_first = r.output_tokens - r.event_tokens[0]
+    if after_first <= 0 or r.last_token_ns <= r.first_token_ns:
+        return None
+    return (r.last_token_ns - r.first_token_ns) / after_first
+
+
+def decode_speed_tok_s(r: RequestRecord) -> float | None:
+    """The article's TPS: 1 / TPOT, tokens per second in the steady decode phase."""
+    tpot = tpot_ns(r)
+    return 1e9 / tpot if tpot else None
+
+
+def itl_ns(r: RequestRecord) -> list[float]:
+    """Token-normalised inter-token latencies: each gap between content events
+    divided by the number of tokens the later event carried."""
+    if not r.ok or len(r.event_ns) < 2:
+        return []
+    stamps, tokens = r.event_ns, r.event_tokens
+    return [(stamps[i] - stamps[i - 1]) / tokens[i] for i in range(1, len(stamps)) if tokens[i] > 0]
+
+
+def chunk_gaps_ns(r: RequestRecord) -> list[int]:
+    """Raw gaps between consecutive content events, not normalised."""
+    if not r.ok or len(r.event_ns) < 2:
+        return []
+    stamps = r.event_ns
+    return [stamps[i] - stamps[i - 1] for i in range(1, len(stamps))]
+
+
+def e2e_ns(r: RequestRecord) -> int | None:
+    """End-to-end latency: stream closed minus send time."""
+    if not r.ok:
+        return None
+    return r.end_ns - r.sent_ns
+
+
+def e2e_speed_tok_s(r: RequestRecord) -> float | None:
+    """The article's naive "average speed": output tokens over the whole request time."""
+    e2e = e2e_ns(r)
+    if not e2e or r.output_tokens is None:
+        return None
+    return r.output_tokens / (e2e / 1e9)
+
+
+def prefill_speed_tok_s(r: RequestRecord) -> float | None:
+    """Input tokens over TTFT, as the client sees it (includes queueing and network)."""
+    ttft = ttft_ns(r)
+    if not ttft or not r.input_tokens:
+        return None
+    return r.input_tokens / (ttft / 1e9)

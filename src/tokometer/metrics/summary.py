@@ -1,0 +1,182 @@
+"""`StepSummary`: aggregates of one load step, from its records.
+
+The measurement window holds every request of the step that is not a warm-up
+request; failed requests count (by category) but are kept out of latency
+distributions. Definitions as in METRICS.md:
+
+- duration = max(end_ns) - min(sent_ns) over the window
+- output throughput = sum(output_tokens) / duration (input and total likewise)
+- request throughput = completed requests / duration
+- achieved concurrency = sum(E2E) / duration
+- goodput = completed requests meeting every SLO / duration
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokometer.metrics import request as m
+from tokometer.metrics.distribution import Distribution
+from tokometer.records import RequestRecord
+
+__all__ = ["SLO", "StepSummary", "summarize"]
+
+_MS = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class SLO:
+    """Service-level objectives for goodput; ``None`` means no limit."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+    def met(self, r: RequestRecord) -> bool:
+        checks = ((self.ttft_ms, m.ttft_ns(r)), (self.tpot_ms, m.tpot_ns(r)), (self.e2e_ms, m.e2e_ns(r)))
+        return all(not (limit is not None and (value is None or value * _MS > limit)) for limit, value in checks)
+
+    @property
+    def empty(self) -> bool:
+        return self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None
+
+
+@dataclass(slots=True)
+class StepSummary:
+    """Everything a report shows about one load step."""
+
+    requests_completed: int
+    requests_failed: int
+    requests_warmup: int
+    errors: dict[str, int]
+    finish_reasons: dict[str, int]
+    duration_s: float
+    output_throughput_tok_s: float
+    input_throughput_tok_s: float
+    total_throughput_tok_s: float
+    request_throughput_rps: float
+    achieved_concurrency: float
+    send_rate_rps: float | None
+    output_tokens_total: int
+    output_tokens_source: dict[str, int]
+    input_tokens_total: int
+    input_tokens_source: dict[str, int]
+    length_truncated: int
+    goodput_rps: float | None
+    ttft_ms: Distribution
+    ttft_from_due_ms: Distribution
+    tpot_ms: Distribution
+    itl_ms: Distribution
+    chunk_gap_ms: Distribution
+    e2e_ms: Distribution
+    decode_speed_tok_s: Distribution
+    e2e_speed_tok_s: Distribution
+    prefill_speed_tok_s: Distribution
+    client_lag_ms: Distribution
+    connect_ms: Distribution
+    output_tokens: Distribution
+    input_tokens: Distribution
+    server_prefill_ms: Distribution
+    server_decode_tok_s: Distribution
+    error_examples: dict[str, str] = field(default_factory=dict)
+
+    def naive_line(self) -> str:
+        """The article's summary line (elapsed, generated tokens, average tok/s), labelled."""
+        return (
+            f"elapsed {self.duration_s:.2f}s, generated tokens {self.output_tokens_total}, "
+            f"average {self.output_throughput_tok_s:.2f} token/s"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            out[name] = value.to_json() if isinstance(value, Distribution) else value
+        tokens = out.pop("output_tokens")
+        out["output_tokens"] = {
+            "total": self.output_tokens_total,
+            "source": self.output_tokens_source,
+            "per_request": tokens,
+        }
+        in_tokens = out.pop("input_tokens")
+        out["input_tokens"] = {
+            "total": self.input_tokens_total,
+            "source": self.input_tokens_source,
+            "per_request": in_tokens,
+        }
+        for name in ("output_tokens_total", "output_tokens_source", "input_tokens_total", "input_tokens_source"):
+            out.pop(name)
+        out["naive_summary"] = self.naive_line()
+        return out
+
+
+def _values(records: Sequence[RequestRecord], fn: Any) -> list[float]:
+    return [v for v in (fn(r) for r in records) if v is not None]
+
+
+def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepSummary:
+    """Aggregate one step's records (warm-up requests are counted, then left out)."""
+    warmup = sum(1 for r in records if r.warmup)
+    window = [r for r in records if not r.warmup and r.sent_ns]
+    ok = [r for r in window if r.ok]
+    failed = [r for r in window if not r.ok]
+    duration_ns = (max(r.end_ns for r in window) - min(r.sent_ns for r in window)) if window else 0
+    duration_s = duration_ns / 1e9
+    out_total = sum(r.output_tokens or 0 for r in ok)
+    in_total = sum(r.input_tokens or 0 for r in ok)
+
+    def per_s(x: float) -> float:
+        return x / duration_s if duration_s > 0 else 0.0
+
+    sends = sorted(r.sent_ns for r in window)
+    send_rate = (len(sends) - 1) / ((sends[-1] - sends[0]) / 1e9) if len(sends) > 1 and sends[-1] > sends[0] else None
+    errors = Counter(r.error for r in failed if r.error)
+    examples: dict[str, str] = {}
+    for r in failed:
+        if r.error and r.error not in examples:
+            examples[r.error] = r.error_detail
+    itl: list[float] = []
+    gaps: list[float] = []
+    for r in ok:
+        itl.extend(m.itl_ns(r))
+        gaps.extend(m.chunk_gaps_ns(r))
+    server = [r.server for r in ok if r.server is not None]
+    return StepSummary(
+        requests_completed=len(ok),
+        requests_failed=len(failed),
+        requests_warmup=warmup,
+        errors=dict(sorted(errors.items())),
+        finish_reasons=dict(sorted(Counter(r.finish_reason or "unknown" for r in window).items())),
+        duration_s=duration_s,
+        output_throughput_tok_s=per_s(out_total),
+        input_throughput_tok_s=per_s(in_total),
+        total_throughput_tok_s=per_s(out_total + in_total),
+        request_throughput_rps=per_s(len(ok)),
+        achieved_concurrency=per_s(sum(r.end_ns - r.sent_ns for r in window) / 1e9),
+        send_rate_rps=send_rate,
+        output_tokens_total=out_total,
+        output_tokens_source=dict(Counter(r.output_tokens_source for r in ok if r.output_tokens_source)),
+        input_tokens_total=in_total,
+        input_tokens_source=dict(Counter(r.input_tokens_source for r in ok if r.input_tokens_source)),
+        length_truncated=sum(1 for r in ok if r.finish_reason == "length"),
+        goodput_rps=per_s(sum(1 for r in ok if slo.met(r))) if slo is not None and not slo.empty else None,
+        ttft_ms=Distribution.of(_values(ok, m.ttft_ns), _MS),
+        ttft_from_due_ms=Distribution.of(_values(ok, m.ttft_from_due_ns), _MS),
+        tpot_ms=Distribution.of(_values(ok, m.tpot_ns), _MS),
+        itl_ms=Distribution.of(itl, _MS),
+        chunk_gap_ms=Distribution.of(gaps, _MS),
+        e2e_ms=Distribution.of(_values(ok, m.e2e_ns), _MS),
+        decode_speed_tok_s=Distribution.of(_values(ok, m.decode_speed_tok_s)),
+        e2e_speed_tok_s=Distribution.of(_values(ok, m.e2e_speed_tok_s)),
+        prefill_speed_tok_s=Distribution.of(_values(ok, m.prefill_speed_tok_s)),
+        client_lag_ms=Distribution.of(_values(window, m.client_lag_ns), _MS),
+        connect_ms=Distribution.of(_values(window, m.connect_ns), _MS),
+        output_tokens=Distribution.of(float(r.output_tokens) for r in ok if r.output_tokens is not None),
+        input_tokens=Distribution.of(float(r.input_tokens) for r in ok if r.input_tokens is not None),
+        server_prefill_ms=Distribution.of(s.prompt_ms for s in server if s.prompt_ms is not None),
+        server_decode_tok_s=Distribution.of(v for v in (s.decode_tok_s for s in server) if v is not None),
+        error_examples=examples,
+    )

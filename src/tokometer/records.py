@@ -1,0 +1,161 @@
+"""`RequestRecord`: everything one request did, as raw monotonic timestamps.
+
+The load generator fills a record while a request runs and hands it on; every
+metric is derived later by pure functions in `tokometer.metrics`. Timestamps are
+`time.perf_counter_ns()` values (CLOCK_MONOTONIC on Linux, so comparable across
+processes on one host). Zero means "did not happen".
+
+Field meanings follow docs (METRICS.md):
+
+- ``due_ns``: when the load profile wanted the request sent.
+- ``connect_ns``: how long opening a new connection took (a duration; 0 when
+  a kept-alive connection was reused). It falls between due and sent.
+- ``sent_ns``: when the request was handed to the socket.
+- ``first_byte_ns``: response headers received.
+- ``event_ns``/``event_tokens``: arrival stamp and token count of each
+  *content-carrying* event (text or reasoning text).
+- ``first_token_ns``/``last_token_ns``: first and last content event.
+- ``end_ns``: stream closed (or the request failed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+__all__ = [
+    "ERROR_CATEGORIES",
+    "TOKEN_SOURCES",
+    "ErrorCategory",
+    "FinishReason",
+    "RequestRecord",
+    "ServerTiming",
+    "TokenSource",
+    "classify_http_error",
+]
+
+TokenSource = Literal["usage", "native", "tokenizer", "estimate", "prompt_spec"]
+"""Where a token count came from, most trusted first (METRICS.md)."""
+
+TOKEN_SOURCES: Final[tuple[str, ...]] = ("usage", "native", "tokenizer", "estimate", "prompt_spec")
+
+ErrorCategory = Literal[
+    "connect",
+    "timeout",
+    "http_401",
+    "http_403",
+    "http_400_context_length",
+    "http_400",
+    "http_404",
+    "http_429",
+    "http_4xx",
+    "http_5xx",
+    "reset",
+    "malformed_stream",
+    "server_error_event",
+    "empty_response",
+    "cancelled",
+]
+
+ERROR_CATEGORIES: Final[tuple[str, ...]] = ErrorCategory.__args__  # type: ignore[attr-defined]
+
+FinishReason = Literal["stop", "length", "error", "cancelled", "unknown"]
+
+_CONTEXT_LENGTH_HINTS: Final[tuple[str, ...]] = (
+    "context length",
+    "context_length",
+    "maximum context",
+    "context window",
+    "exceeds the available context",
+    "too many tokens",
+    "must be <=",
+    "max_model_len",
+    "input validation error",
+    "prompt is too long",
+    "exceed_context_size",
+)
+
+
+def classify_http_error(status: int, body: str) -> ErrorCategory:
+    """Map an HTTP error status (and its body) onto an error category."""
+    if status == 400:
+        lowered = body.lower()
+        if any(hint in lowered for hint in _CONTEXT_LENGTH_HINTS):
+            return "http_400_context_length"
+        return "http_400"
+    if status == 401:
+        return "http_401"
+    if status == 403:
+        return "http_403"
+    if status == 404:
+        return "http_404"
+    if status == 413:
+        return "http_400_context_length"
+    if status == 429:
+        return "http_429"
+    if 500 <= status <= 599:
+        return "http_5xx"
+    return "http_4xx"
+
+
+@dataclass(slots=True)
+class ServerTiming:
+    """What the server itself reported about a request, where the protocol says.
+
+    Durations in milliseconds. ``None`` means the server did not report it.
+    """
+
+    prompt_tokens: int | None = None
+    prompt_ms: float | None = None
+    decode_tokens: int | None = None
+    decode_ms: float | None = None
+    queue_ms: float | None = None
+    total_ms: float | None = None
+
+    @property
+    def prefill_tok_s(self) -> float | None:
+        if self.prompt_tokens and self.prompt_ms:
+            return self.prompt_tokens / (self.prompt_ms / 1000.0)
+        return None
+
+    @property
+    def decode_tok_s(self) -> float | None:
+        if self.decode_tokens and self.decode_ms:
+            return self.decode_tokens / (self.decode_ms / 1000.0)
+        return None
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request: raw stamps, token counts with their source, and the outcome."""
+
+    index: int
+    step: int = 0
+    warmup: bool = False
+    due_ns: int = 0
+    connect_ns: int = 0
+    """Duration (not a stamp) of opening a new connection for this request; 0 when reused."""
+    sent_ns: int = 0
+    first_byte_ns: int = 0
+    first_token_ns: int = 0
+    last_token_ns: int = 0
+    end_ns: int = 0
+    event_ns: list[int] = field(default_factory=list)
+    event_tokens: list[float] = field(default_factory=list)
+    chunk_count: int = 0
+    input_tokens: int | None = None
+    input_tokens_source: TokenSource | None = None
+    output_tokens: int | None = None
+    output_tokens_source: TokenSource | None = None
+    requested_output_tokens: int | None = None
+    status: int | None = None
+    finish_reason: FinishReason | None = None
+    error: ErrorCategory | None = None
+    error_detail: str = ""
+    server: ServerTiming | None = None
+    output_text: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when the request completed without error."""
+        return self.error is None and self.end_ns > 0

@@ -1,0 +1,136 @@
+"""Console output of a benchmark: a live progress line, a table per step, a sweep table.
+
+The sweep table puts per-request decode speed beside aggregate throughput: the
+article's "rate vs throughput" (R5) in one glance.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tokometer.benchmark.run import BenchResult, StepResult
+from tokometer.load.profiles import LoadStep
+from tokometer.load.runner import StepLimits
+from tokometer.metrics import Distribution
+from tokometer.records import RequestRecord
+
+__all__ = ["LiveProgress", "render_result", "render_step"]
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+class LiveProgress:
+    """A `BenchObserver` showing a progress bar with live counts while a step runs."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            refresh_per_second=4,
+        )
+        self._task: TaskID | None = None
+        self._done = self._failed = self._tokens = 0
+
+    def __enter__(self) -> LiveProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def step_started(self, index: int, step: LoadStep, limits: StepLimits) -> None:
+        self._done = self._failed = self._tokens = 0
+        if self._task is not None:
+            self.progress.remove_task(self._task)
+        self._task = self.progress.add_task(f"step {index + 1}: {step.describe()}", total=limits.total, detail="")
+
+    def request_done(self, record: RequestRecord) -> None:
+        self._done += 1
+        if not record.ok:
+            self._failed += 1
+        self._tokens += record.output_tokens or 0
+        if self._task is not None:
+            detail = f"{self._tokens:,} tokens, {self._failed} failed"
+            self.progress.update(self._task, completed=self._done, detail=detail)
+
+    def step_finished(self, result: StepResult) -> None:
+        render_step(self.console, result)
+
+
+def _dist_row(table: Table, name: str, d: Distribution, digits: int = 2) -> None:
+    if d.count == 0:
+        return
+    table.add_row(name, _f(d.mean, digits), _f(d.p50, digits), _f(d.p90, digits), _f(d.p99, digits),
+                  _f(d.max, digits), str(d.count))
+
+
+def render_step(console: Console, result: StepResult) -> None:
+    """The detailed table of one step, then its counts and warnings."""
+    s = result.summary
+    title = f"Step {result.index + 1}: {result.step.describe()}" + (" (interrupted)" if result.interrupted else "")
+    table = Table(title=title, title_justify="left", show_edge=False)
+    for column in ("metric", "mean", "p50", "p90", "p99", "max", "n"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    _dist_row(table, "TTFT (ms)", s.ttft_ms)
+    _dist_row(table, "TPOT (ms)", s.tpot_ms, 3)
+    _dist_row(table, "ITL (ms)", s.itl_ms, 3)
+    _dist_row(table, "E2E latency (ms)", s.e2e_ms)
+    _dist_row(table, "decode speed (tok/s/request)", s.decode_speed_tok_s, 1)
+    _dist_row(table, "prefill speed, client view (tok/s)", s.prefill_speed_tok_s, 1)
+    _dist_row(table, "server prefill (ms)", s.server_prefill_ms)
+    _dist_row(table, "server decode (tok/s)", s.server_decode_tok_s, 1)
+    _dist_row(table, "output tokens", s.output_tokens, 1)
+    _dist_row(table, "client lag (ms)", s.client_lag_ms, 3)
+    console.print(table)
+    sources = ", ".join(f"{k} {v}" for k, v in sorted(s.output_tokens_source.items())) or "none"
+    errors = ", ".join(f"{k} {v}" for k, v in s.errors.items())
+    console.print(
+        f"  requests: {s.requests_completed} completed, {s.requests_failed} failed"
+        + (f" ({errors})" if errors else "")
+        + (f", {s.requests_warmup} warm-up not counted" if s.requests_warmup else "")
+        + f"; {s.length_truncated} stopped at max_tokens"
+    )
+    console.print(
+        f"  throughput: {_f(s.output_throughput_tok_s)} output tok/s, {_f(s.request_throughput_rps, 2)} req/s"
+        f" over {s.duration_s:.2f} s; achieved concurrency {_f(s.achieved_concurrency, 2)}"
+        + (f"; send rate {_f(s.send_rate_rps, 2)}/s" if result.step.mode == "rate" else "")
+        + (f"; goodput {_f(s.goodput_rps, 2)} req/s" if s.goodput_rps is not None else "")
+    )
+    console.print(f"  output tokens counted by: {sources}")
+    console.print(f"  naive view (the article's script: mixes TTFT, network and decode): {s.naive_line()}")
+    for error, example in s.error_examples.items():
+        console.print(f"  [red]{error}[/red]: {example}")
+    for warning in result.warnings:
+        console.print(f"  [yellow]warning:[/yellow] {warning}")
+    console.print()
+
+
+def render_result(console: Console, result: BenchResult) -> None:
+    """The sweep table (when there is more than one step) and the run's warnings."""
+    if len(result.steps) > 1:
+        table = Table(title="Sweep: per-request speed vs aggregate throughput", title_justify="left",
+                      show_edge=False)
+        for column in ("load", "ok", "failed", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms",
+                       "decode tok/s/req p50", "output tok/s total", "req/s", "E2E p99 ms", "lag p99 ms"):
+            table.add_column(column, justify="left" if column == "load" else "right")
+        for step in result.steps:
+            s = step.summary
+            table.add_row(step.step.describe(), str(s.requests_completed), str(s.requests_failed),
+                          _f(s.ttft_ms.p50), _f(s.ttft_ms.p99), _f(s.tpot_ms.p50, 2), _f(s.decode_speed_tok_s.p50),
+                          _f(s.output_throughput_tok_s), _f(s.request_throughput_rps, 2), _f(s.e2e_ms.p99),
+                          _f(s.client_lag_ms.p99, 2))
+        console.print(table)
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+    where = f"saved as run {result.run_id}" if result.run_id is not None else "not saved"
+    console.print(f"Run {result.status}: {where}; model {result.model}; prompts: {result.prompt_source}")

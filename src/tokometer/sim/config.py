@@ -1,0 +1,94 @@
+"""`SimConfig`: how the simulated server behaves (timing, lengths, faults)."""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["FAULTS", "Fault", "SimConfig", "parse_fault_rates"]
+
+Fault = Literal[
+    "none",
+    "http_400",
+    "http_401",
+    "http_403",
+    "http_400_context_length",
+    "http_429",
+    "http_500",
+    "http_503",
+    "reset",
+    "malformed",
+    "error_event",
+    "stall",
+    "slow_first_byte",
+]
+
+FAULTS: Final[tuple[str, ...]] = Fault.__args__  # type: ignore[attr-defined]
+
+
+class SimConfig(BaseModel):
+    """Scripted timing of the simulator: every request follows the same script.
+
+    Event ``k`` (0-based) of a request is due at ``received + ttft + k * itl *
+    tokens_per_event``; each event carries ``tokens_per_event`` tokens (the last
+    may carry fewer). Timing is absolute, so a late event never delays the next.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "sim-model"
+    ttft_ms: float = Field(100.0, ge=0)
+    itl_ms: float = Field(5.0, ge=0)
+    tokens_per_event: int = Field(1, ge=1)
+    output_tokens: int | None = Field(None, ge=0, description="natural answer length (EOS); None: until max_tokens")
+    default_max_tokens: int = Field(128, ge=1)
+    empty_first_event: bool = False
+    max_context: int = Field(32768, ge=1)
+    api_key: str | None = None
+    reject_stream_options: bool = False
+    faults: dict[str, float] = Field(default_factory=dict, description="fault name -> probability per request")
+    fault_schedule: list[str] = Field(default_factory=list, description="fault per request, cycled in order")
+    fault_after_tokens: int = Field(3, ge=0, description="mid-stream faults strike after this many tokens")
+    stall_s: float = Field(3600.0, ge=0)
+    slow_first_byte_ms: float = Field(2000.0, ge=0)
+    seed: int = 0
+    precise: bool = False
+    trace_size: int = Field(100_000, ge=0)
+
+    @field_validator("faults")
+    @classmethod
+    def _known_rates(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, rate in value.items():
+            _check_fault(name)
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"fault {name!r}: rate {rate} is not between 0 and 1")
+        if sum(value.values()) > 1.0 + 1e-9:
+            raise ValueError("fault rates add up to more than 1")
+        return value
+
+    @field_validator("fault_schedule")
+    @classmethod
+    def _known_schedule(cls, value: list[str]) -> list[str]:
+        for name in value:
+            _check_fault(name)
+        return value
+
+
+def _check_fault(name: str) -> None:
+    if name not in FAULTS:
+        raise ValueError(f"unknown fault {name!r}; known: {', '.join(FAULTS)}")
+
+
+def parse_fault_rates(items: list[str]) -> dict[str, float]:
+    """``["http_500=0.1", "reset=0.05"]`` -> ``{"http_500": 0.1, "reset": 0.05}``."""
+    rates: dict[str, float] = {}
+    for item in items:
+        name, sep, rate = item.partition("=")
+        if not sep:
+            raise ValueError(f"fault {item!r}: write NAME=RATE, e.g. http_500=0.1")
+        try:
+            rates[name.strip()] = float(rate)
+        except ValueError:
+            raise ValueError(f"fault {item!r}: {rate!r} is not a number") from None
+    return rates

@@ -1,0 +1,90 @@
+"""The results store's tables (SQLAlchemy Core): runs, steps, requests.
+
+One row per request holds its raw stamps; the per-event stamps are packed as
+little-endian int64 (``event_ns``) and float64 (``event_tokens``) arrays, so a
+128-token answer costs 2 KiB, not a JSON string four times that size.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+__all__ = ["SCHEMA_VERSION", "metadata", "requests", "runs", "steps"]
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("started_at", String(40), nullable=False),
+    Column("finished_at", String(40)),
+    Column("status", String(20), nullable=False),
+    Column("target", Text, nullable=False),
+    Column("api", String(40), nullable=False),
+    Column("model", Text, nullable=False),
+    Column("label", Text),
+    Column("spec", JSON, nullable=False),
+    Column("engine", JSON),
+    Column("host", JSON),
+    Column("tokometer_version", String(40), nullable=False),
+    Column("schema_version", Integer, nullable=False, default=SCHEMA_VERSION),
+)
+
+steps = Table(
+    "steps",
+    metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("step", Integer, primary_key=True),
+    Column("load", JSON, nullable=False),
+    Column("started_at", String(40), nullable=False),
+    Column("summary", JSON),
+    Column("health", JSON),
+    Column("interrupted", Boolean, nullable=False, default=False),
+)
+
+requests = Table(
+    "requests",
+    metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("step", Integer, primary_key=True),
+    Column("idx", Integer, primary_key=True),
+    Column("warmup", Boolean, nullable=False),
+    Column("due_ns", BigInteger, nullable=False),
+    Column("connect_ns", BigInteger, nullable=False),
+    Column("sent_ns", BigInteger, nullable=False),
+    Column("first_byte_ns", BigInteger, nullable=False),
+    Column("first_token_ns", BigInteger, nullable=False),
+    Column("last_token_ns", BigInteger, nullable=False),
+    Column("end_ns", BigInteger, nullable=False),
+    Column("chunk_count", Integer, nullable=False),
+    Column("input_tokens", Integer),
+    Column("input_tokens_source", String(20)),
+    Column("output_tokens", Integer),
+    Column("output_tokens_source", String(20)),
+    Column("requested_output_tokens", Integer),
+    Column("status", Integer),
+    Column("finish_reason", String(20)),
+    Column("error", String(40)),
+    Column("error_detail", Text),
+    Column("server", JSON),
+    Column("event_ns", LargeBinary),
+    Column("event_tokens", LargeBinary),
+)
+
+Index("requests_by_run", requests.c.run_id, requests.c.step)

@@ -1,0 +1,24 @@
+"""Helpers for tests that run benchmarks in-process."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import uvloop
+
+from tokometer.benchmark.run import BenchResult, run_benchmark
+from tokometer.benchmark.spec import BenchSpec
+
+
+def bench(url: str, **values: Any) -> BenchResult:
+    """Run a benchmark of ``url`` on a fresh uvloop, as the CLI does."""
+    spec = BenchSpec(url=url, **values)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(run_benchmark(spec))
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2

@@ -1,0 +1,63 @@
+"""Measured TTFT / TPOT / ITL against the simulator's own record of what it sent and when.
+
+The simulator stamps every content event just before writing it (perf_counter_ns,
+CLOCK_MONOTONIC: the same clock as the client), so each request has a known truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from tests.conftest import SimServer
+from tests.helpers import bench, median
+
+MS = 1e6
+
+
+def _truth(trace: dict[str, Any]) -> tuple[float, float]:
+    events, tokens = trace["event_ns"], trace["event_tokens"]
+    ttft = (events[0] - trace["received_ns"]) / MS
+    tpot = (events[-1] - events[0]) / (sum(tokens) - tokens[0]) / MS
+    return ttft, tpot
+
+
+def _check(sim: SimServer, n: int = 12) -> Any:
+    sim.clear_trace()
+    result = bench(sim.openai_url, concurrency=[1], requests=n, input_tokens=16, output_tokens=128)
+    step = result.steps[0]
+    traces = sim.trace()
+    assert len(traces) == n and step.summary.requests_completed == n
+    truths = [_truth(t) for t in traces]
+    for record, trace in zip(step.records, traces, strict=True):
+        # Same clock on both sides: the client stamps before the server receives, and each
+        # token after the server sent it (the bound is loose: a busy 2-core CI machine can
+        # delay one wake-up by several ms; the p50 checks below are the accuracy claim).
+        assert record.sent_ns < trace["received_ns"]
+        assert 0 < record.first_token_ns - trace["event_ns"][0] < 20 * MS
+        assert 0 < record.last_token_ns - trace["event_ns"][-1] < 20 * MS
+    assert step.summary.ttft_ms.p50 == pytest.approx(median([t for t, _ in truths]), abs=3.0)
+    assert step.summary.tpot_ms.p50 == pytest.approx(median([p for _, p in truths]), rel=0.03)
+    assert step.summary.output_tokens_total == 128 * n
+    return step.summary
+
+
+def test_ttft_and_tpot_match_the_simulators_send_times(sim_factory: Callable[..., SimServer]) -> None:
+    summary = _check(sim_factory("--ttft-ms", "100", "--itl-ms", "5"))
+    assert summary.ttft_ms.p50 == pytest.approx(100.0, abs=3.0)
+    assert summary.tpot_ms.p50 == pytest.approx(5.0, rel=0.03)
+    assert summary.decode_speed_tok_s.p50 == pytest.approx(200.0, rel=0.03)
+    assert summary.output_tokens_source == {"usage": 12}
+
+
+def test_four_tokens_per_event_keeps_tpot_and_normalises_itl(sim_factory: Callable[..., SimServer]) -> None:
+    summary = _check(sim_factory("--ttft-ms", "100", "--itl-ms", "5", "--tokens-per-event", "4"))
+    assert summary.tpot_ms.p50 == pytest.approx(5.0, rel=0.03)
+    assert summary.itl_ms.mean == pytest.approx(5.0, rel=0.03)  # each 20 ms gap carries 4 tokens
+    assert summary.chunk_gap_ms.mean == pytest.approx(20.0, rel=0.03)
+
+
+def test_empty_first_event_is_not_the_first_token(sim_factory: Callable[..., SimServer]) -> None:
+    summary = _check(sim_factory("--ttft-ms", "100", "--itl-ms", "5", "--empty-first-event"))
+    assert summary.ttft_ms.p50 == pytest.approx(100.0, abs=3.0)

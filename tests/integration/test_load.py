@@ -1,0 +1,48 @@
+"""Open-loop rate and closed-loop concurrency sweeps against the simulator."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from tests.conftest import SimServer, run_cli
+from tests.helpers import bench
+
+
+def test_poisson_rate_is_achieved(sim_factory: Callable[..., SimServer]) -> None:
+    sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1")
+    result = bench(sim.openai_url, rate=[50.0], arrival="poisson", requests=1000, input_tokens=4, output_tokens=4,
+                   seed=11)
+    step = result.steps[0]
+    summary = step.summary
+    assert summary.requests_completed == 1000
+    assert summary.send_rate_rps == pytest.approx(50.0, rel=0.03)
+    assert summary.request_throughput_rps == pytest.approx(50.0, rel=0.03)
+    # The server saw the same rate: its own arrival stamps.
+    arrivals = sorted(t["received_ns"] for t in sim.trace())
+    assert (len(arrivals) - 1) / ((arrivals[-1] - arrivals[0]) / 1e9) == pytest.approx(50.0, rel=0.03)
+    assert summary.client_lag_ms.p50 is not None and summary.client_lag_ms.p50 < 1.0
+    assert not step.health.saturated, step.health.verdict
+
+
+def test_concurrency_sweep_shows_per_request_speed_and_aggregate_throughput(
+    sim_factory: Callable[..., SimServer], tmp_path: Path
+) -> None:
+    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "5")
+    out = tmp_path / "sweep.json"
+    done = run_cli("bench", "--url", sim.openai_url, "-c", "1,4,16", "-n", "32", "--input-tokens", "8",
+                   "--output-tokens", "32", "--json", str(out), "--no-store")
+    assert done.returncode == 0, done.stderr
+    assert "Sweep: per-request speed vs aggregate throughput" in done.stdout
+    steps = json.loads(out.read_text())["steps"]
+    assert [s["load"] for s in steps] == [{"concurrency": 1}, {"concurrency": 4}, {"concurrency": 16}]
+    per_request = [s["summary"]["decode_speed_tok_s"]["p50"] for s in steps]
+    aggregate = [s["summary"]["output_throughput_tok_s"] for s in steps]
+    # A scripted server has no batching cost: each request decodes at 200 tok/s at any load,
+    # while the aggregate grows with concurrency.
+    for speed in per_request:
+        assert speed == pytest.approx(200.0, rel=0.05)
+    assert aggregate[1] > 3 * aggregate[0]
+    assert aggregate[2] > 3 * aggregate[1]
