@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from tests.conftest import SimServer
 from tests.helpers import bench, median
 

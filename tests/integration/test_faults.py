@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import SimServer, run_cli, start_sim
-
 from tokometer.store import ResultStore
 
 SCHEDULE = "none,http_401,http_400_context_length,http_429,http_500,reset,malformed,stall,error_event,http_403"

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from tests.conftest import SimServer, run_cli
 from tests.helpers import bench
 
@@ -46,3 +47,18 @@ def test_concurrency_sweep_shows_per_request_speed_and_aggregate_throughput(
         assert speed == pytest.approx(200.0, rel=0.05)
     assert aggregate[1] > 3 * aggregate[0]
     assert aggregate[2] > 3 * aggregate[1]
+
+
+def test_worker_processes_share_a_step(sim_factory: Callable[..., SimServer]) -> None:
+    sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1")
+    closed = bench(sim.openai_url, concurrency=[6], requests=30, warmup=3, input_tokens=4, output_tokens=8,
+                   workers=2).steps[0]
+    assert [r.index for r in closed.records] == list(range(33))
+    assert sum(r.warmup for r in closed.records) == 3
+    assert closed.summary.requests_completed == 30 and closed.health.workers == 2
+    assert closed.summary.achieved_concurrency > 3
+    sim.clear_trace()
+    opened = bench(sim.openai_url, rate=[40.0], requests=200, input_tokens=4, output_tokens=4, workers=2).steps[0]
+    assert opened.summary.requests_completed == 200
+    assert opened.summary.send_rate_rps == pytest.approx(40.0, rel=0.1)  # two independent Poisson streams
+    assert len(sim.trace()) == 200

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+
 from tests.conftest import SimServer
 from tests.helpers import bench
 

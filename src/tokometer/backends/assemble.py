@@ -8,13 +8,83 @@ events (an estimate, labelled so).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Callable, Iterator, Sequence
 
 from tokometer.backends.base import Backend, ParsedEvent
 from tokometer.backends.framing import iter_ndjson, iter_sse
 from tokometer.records import RequestRecord, ServerTiming
 
-__all__ = ["assemble"]
+__all__ = ["assemble", "assemble_async"]
+
+
+_YIELD_EVERY = 64
+"""Events parsed between yields to the event loop: a long answer must not hold up
+the timestamps of every other stream while it is parsed."""
+
+
+class _Assembly:
+    """Accumulates parsed events of one stream, then writes the record."""
+
+    def __init__(self, record: RequestRecord, backend: Backend, n_chunks: int) -> None:
+        self.record = record
+        self.backend = backend
+        self.n_chunks = n_chunks
+        self.content: list[tuple[int, ParsedEvent]] = []
+        self.final = ParsedEvent()
+        self.saw_done = False
+        self.texts: list[str] = []
+        record.chunk_count = n_chunks
+
+    def feed(self, stamp: int, payload: bytes) -> None:
+        record = self.record
+        try:
+            event = self.backend.parse(payload)
+        except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
+            if record.error is None:
+                record.error = "malformed_stream"
+                record.error_detail = f"unparseable event: {payload[:120]!r} ({exc})"
+                record.finish_reason = "error"
+            return
+        if event is None:
+            return
+        if event.error is not None:
+            if record.error is None:
+                record.error = "server_error_event"
+                record.error_detail = f"error event in the stream: {event.error[:300]}"
+                record.finish_reason = "error"
+            return
+        if event.has_content:
+            self.content.append((stamp, event))
+            self.texts.append(event.text)
+        if event.meta:
+            _merge_final(self.final, event)
+        if event.done or event.finish_reason is not None:
+            self.saw_done = True
+
+    def finish(self, count_tokens: Callable[[str], int] | None) -> None:
+        record, content, final = self.record, self.content, self.final
+        record.output_text = "".join(self.texts)
+        if content:
+            record.first_token_ns = content[0][0]
+            record.last_token_ns = content[-1][0]
+            record.event_ns = [stamp for stamp, _ in content]
+        if record.error is None and self.n_chunks and not self.saw_done:
+            record.error = "reset"
+            record.error_detail = "the stream ended before its final event"
+            record.finish_reason = "error"
+        if record.error is None and record.status == 200 and not self.n_chunks:
+            record.error = "empty_response"
+            record.error_detail = "HTTP 200 with an empty body"
+            record.finish_reason = "error"
+        _count_tokens(record, self.backend, content, final, count_tokens)
+        record.server = _server_timing(final)
+        if record.finish_reason is None:
+            record.finish_reason = final.finish_reason or ("stop" if self.saw_done else "unknown")
+
+
+def _frames(backend: Backend, chunks: Sequence[bytes], stamps: Sequence[int]) -> Iterator[tuple[int, bytes]]:
+    return iter_ndjson(chunks, stamps) if backend.framing == "ndjson" else iter_sse(chunks, stamps)
 
 
 def assemble(
@@ -25,51 +95,26 @@ def assemble(
     count_tokens: Callable[[str], int] | None = None,
 ) -> None:
     """Fill ``record`` from the raw stream; keeps any error already recorded."""
-    record.chunk_count = len(chunks)
-    frames = iter_ndjson(chunks, stamps) if backend.framing == "ndjson" else iter_sse(chunks, stamps)
-    content: list[tuple[int, ParsedEvent]] = []
-    final = ParsedEvent()
-    saw_done = False
-    texts: list[str] = []
-    for stamp, payload in frames:
-        try:
-            event = backend.parse(payload)
-        except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
-            if record.error is None:
-                record.error = "malformed_stream"
-                record.error_detail = f"unparseable event: {payload[:120]!r} ({exc})"
-                record.finish_reason = "error"
-            continue
-        if event is None:
-            continue
-        if event.error is not None:
-            if record.error is None:
-                record.error = "server_error_event"
-                record.error_detail = f"error event in the stream: {event.error[:300]}"
-                record.finish_reason = "error"
-            continue
-        if event.has_content:
-            content.append((stamp, event))
-            texts.append(event.text)
-        _merge_final(final, event)
-        saw_done = saw_done or event.done or event.finish_reason is not None
-    record.output_text = "".join(texts)
-    if content:
-        record.first_token_ns = content[0][0]
-        record.last_token_ns = content[-1][0]
-        record.event_ns = [stamp for stamp, _ in content]
-    if record.error is None and chunks and not saw_done:
-        record.error = "reset"
-        record.error_detail = "the stream ended before its final event"
-        record.finish_reason = "error"
-    if record.error is None and record.status == 200 and not chunks:
-        record.error = "empty_response"
-        record.error_detail = "HTTP 200 with an empty body"
-        record.finish_reason = "error"
-    _count_tokens(record, backend, content, final, count_tokens)
-    record.server = _server_timing(final)
-    if record.finish_reason is None:
-        record.finish_reason = final.finish_reason or ("stop" if saw_done else "unknown")
+    assembly = _Assembly(record, backend, len(chunks))
+    for stamp, payload in _frames(backend, chunks, stamps):
+        assembly.feed(stamp, payload)
+    assembly.finish(count_tokens)
+
+
+async def assemble_async(
+    record: RequestRecord,
+    backend: Backend,
+    chunks: Sequence[bytes],
+    stamps: Sequence[int],
+    count_tokens: Callable[[str], int] | None = None,
+) -> None:
+    """`assemble`, yielding to the event loop every few dozen events."""
+    assembly = _Assembly(record, backend, len(chunks))
+    for n, (stamp, payload) in enumerate(_frames(backend, chunks, stamps), start=1):
+        assembly.feed(stamp, payload)
+        if n % _YIELD_EVERY == 0:
+            await asyncio.sleep(0)
+    assembly.finish(count_tokens)
 
 
 def _merge_final(final: ParsedEvent, event: ParsedEvent) -> None:

@@ -61,6 +61,8 @@ class ParsedEvent:
     server_total_ms: float | None = None
     error: str | None = None
     done: bool = False
+    meta: bool = False
+    """True when the event carries anything besides content (finish reason, counters, timings)."""
 
     @property
     def has_content(self) -> bool:

@@ -20,7 +20,7 @@ from time import perf_counter_ns
 
 import orjson
 
-from tokometer.backends.assemble import assemble
+from tokometer.backends.assemble import assemble, assemble_async
 from tokometer.backends.base import Backend, GenerationParams
 from tokometer.backends.http1 import ConnectError, HttpPool, HttpTimeout, PeerReset, StreamedResponse
 from tokometer.datasets.base import Prompt
@@ -120,7 +120,7 @@ class StreamClient:
                 record.error_detail = f"HTTP {response.status}: {' '.join(text.split())[:300]}"
                 record.finish_reason = "error"
                 return False
-        assemble(record, self.backend, response.chunks, response.stamps, self.count_tokens)
+        await assemble_async(record, self.backend, response.chunks, response.stamps, self.count_tokens)
         return False
 
     @staticmethod

@@ -30,6 +30,7 @@ import httptools
 __all__ = ["ConnectError", "HttpPool", "HttpTimeout", "PeerReset", "StreamedResponse"]
 
 _WATCH_INTERVAL_S = 0.05
+_STALE_LIMIT = 3
 
 
 class ConnectError(OSError):
@@ -189,6 +190,10 @@ class HttpPool:
         self.total_ns = int(total_timeout * 1e9)
         self._idle: list[_Connection] = []
         self._busy: set[_Connection] = set()
+        self._stale = 0
+        self.reuse = True
+        """Cleared after repeated stale kept-alive connections: some servers (llama.cpp's among
+        them) promise keep-alive yet close the connection after each streamed answer."""
         self._watchdog: asyncio.Task[None] | None = None
 
     def _forget(self, conn: _Connection) -> None:
@@ -209,8 +214,8 @@ class HttpPool:
             raise ConnectError(f"cannot connect to {self.host}:{self.port}: {exc.strerror or exc}") from None
         return conn
 
-    async def _acquire(self) -> _Connection:
-        while self._idle:
+    async def _acquire(self, fresh: bool = False) -> _Connection:
+        while self._idle and self.reuse and not fresh:
             conn = self._idle.pop()
             if not conn.closed:
                 conn.reused = True
@@ -246,7 +251,7 @@ class HttpPool:
         self._ensure_watchdog()
         for attempt in (0, 1):
             before = perf_counter_ns()
-            conn = await self._acquire()
+            conn = await self._acquire(fresh=attempt > 0)
             response.connect_ns = 0 if conn.reused else perf_counter_ns() - before
             self._busy.add(conn)
             response.sent_ns = perf_counter_ns()
@@ -255,6 +260,9 @@ class HttpPool:
                 await done
             except PeerReset:
                 if attempt == 0 and conn.reused and not conn.got_bytes:
+                    self._stale += 1
+                    if self._stale >= _STALE_LIMIT:
+                        self.reuse = False
                     continue  # a stale keep-alive connection: retry once on a fresh one
                 raise
             except BaseException:
@@ -262,7 +270,7 @@ class HttpPool:
                 raise
             finally:
                 self._busy.discard(conn)
-            if conn.finish():
+            if conn.finish() and self.reuse:
                 self._idle.append(conn)
             else:
                 conn.abort()

@@ -52,7 +52,7 @@ class LlamaCpp(Backend):
         if isinstance(tokens, list) and tokens:
             event.tokens = len(tokens)
         if data.get("stop"):
-            event.done = True
+            event.done = event.meta = True
             event.finish_reason = map_finish_reason(data.get("stop_type")) or "stop"
             event.completion_tokens_native = data.get("tokens_predicted")
             event.prompt_tokens_native = data.get("tokens_evaluated")

@@ -56,7 +56,7 @@ class Ollama(Backend):
         event.text = message.get("content") or ""
         event.reasoning = message.get("thinking") or ""
         if data.get("done"):
-            event.done = True
+            event.done = event.meta = True
             event.finish_reason = map_finish_reason(data.get("done_reason")) or "stop"
             event.completion_tokens_native = data.get("eval_count")
             event.prompt_tokens_native = data.get("prompt_eval_count")

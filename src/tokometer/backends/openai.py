@@ -54,14 +54,19 @@ class _OpenAIBase(Backend):
         if choices:
             choice = choices[0]
             self._read_choice(choice, event)
-            event.finish_reason = map_finish_reason(choice.get("finish_reason"))
+            finish = choice.get("finish_reason")
+            if finish:
+                event.finish_reason = map_finish_reason(finish)
+                event.meta = True
         usage = data.get("usage")
         if usage:
             event.prompt_tokens = usage.get("prompt_tokens")
             event.completion_tokens = usage.get("completion_tokens")
+            event.meta = True
         timings = data.get("timings")
         if timings:
             read_llamacpp_timings(timings, event)
+            event.meta = True
         return event
 
     def _read_choice(self, choice: dict[str, Any], event: ParsedEvent) -> None:

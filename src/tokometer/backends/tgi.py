@@ -53,7 +53,7 @@ class TGI(Backend):
                 event.text = token.get("text") or ""
         details = data.get("details")
         if isinstance(details, dict):
-            event.done = True
+            event.done = event.meta = True
             event.finish_reason = map_finish_reason(details.get("finish_reason"))
             event.completion_tokens_native = details.get("generated_tokens")
             event.prompt_tokens_native = details.get("input_length")

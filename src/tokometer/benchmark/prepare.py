@@ -7,6 +7,7 @@ clear line, before any timing starts.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,9 +15,10 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from tokometer.benchmark.spec import BenchSpec
-from tokometer.datasets import FixedSource, SyntheticSource, load_source_file
+from tokometer.datasets import FixedSource, Prompt, SyntheticSource, load_source_file
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
 from tokometer.errors import EndpointError, TokenizerError
+from tokometer.load.runner import StepLimits
 from tokometer.tokens import FileTokenizer, Tokenizer, probe_server_tokenizer
 
 __all__ = ["Prepared", "prepare"]
@@ -31,6 +33,13 @@ class Prepared:
     tokenizer: Tokenizer | None
     local_tokenizer: bool
     warnings: list[str] = field(default_factory=list)
+
+    def prompt_list(self, limits: StepLimits) -> list[Prompt]:
+        """The distinct prompts one step can use, as a list to hand to worker processes."""
+        if isinstance(self.source, SyntheticSource):
+            wanted = (limits.total or self.source.unique)
+            return list(itertools.islice(self.source.prompts(), min(wanted, self.source.unique)))
+        return list(self.source.items)
 
 
 def _root(url: str) -> str:

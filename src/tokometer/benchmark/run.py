@@ -18,10 +18,12 @@ from tokometer.backends.base import GenerationParams
 from tokometer.backends.client import StreamClient, Target, Timeouts
 from tokometer.benchmark.prepare import Prepared, prepare
 from tokometer.benchmark.spec import BenchSpec
+from tokometer.datasets.base import Prompt
 from tokometer.hostinfo import host_info
 from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, run_step
+from tokometer.load.workers import WorkerSetup, run_step_in_workers
 from tokometer.metrics import SLO, StepSummary, summarize
 from tokometer.records import RequestRecord
 from tokometer.store.store import ResultStore, now_iso
@@ -148,8 +150,14 @@ async def run_benchmark(
             if store is not None and run_id is not None:
                 store.start_step(run_id, index, step.label())
             obs.step_started(index, step, limits)
-            prompts: Iterator[Any] = prepared.source.prompts()
-            outcome = await run_step(step, index, limits, prompts, client, on_record, seed=spec.seed + index)
+            if spec.workers > 1:
+                setup = WorkerSetup(target, spec.api, params, timeouts,
+                                    spec.tokenizer if prepared.local_tokenizer else None)
+                outcome = await run_step_in_workers(step, index, limits, prepared.prompt_list(limits), setup,
+                                                    spec.workers, on_record, seed=spec.seed + index)
+            else:
+                prompts: Iterator[Prompt] = prepared.source.prompts()
+                outcome = await run_step(step, index, limits, prompts, client, on_record, seed=spec.seed + index)
             result = StepResult(index, step, summarize(outcome.records, slo), outcome.health, outcome.interrupted,
                                 outcome.records)
             if count is not None and (mismatch := _token_mismatch(outcome.records, count)):

@@ -58,6 +58,7 @@ class BenchSpec(BaseModel):
     slo_tpot_ms: float | None = Field(None, gt=0)
     slo_e2e_ms: float | None = Field(None, gt=0)
 
+    workers: int = Field(1, ge=1, le=64)
     label: str | None = None
 
     @model_validator(mode="after")

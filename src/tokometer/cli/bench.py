@@ -58,6 +58,8 @@ _EMBEDDED_DEFAULTS = {"concurrency": [1, 2, 4], "requests": 8, "input_tokens": 1
 @click.option("--slo-ttft-ms", type=float, default=None, help="TTFT objective for goodput.")
 @click.option("--slo-tpot-ms", type=float, default=None, help="TPOT objective for goodput.")
 @click.option("--slo-e2e-ms", type=float, default=None, help="End-to-end latency objective for goodput.")
+@click.option("--workers", "-w", type=int, default=1, show_default=True,
+              help="Load-generator processes (use more when the report says the client could not keep up).")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the result as JSON.")
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="Write one CSV row per step.")
 @click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
@@ -149,6 +151,7 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
         "slo_tpot_ms": opts["slo_tpot_ms"],
         "slo_e2e_ms": opts["slo_e2e_ms"],
         "label": opts["label"],
+        "workers": opts["workers"],
     }
 
 

@@ -15,11 +15,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ClientHealth", "LoopMonitor"]
+__all__ = ["ClientHealth", "LoopMonitor", "lag_limit_ms"]
 
 _LOOP_LAG_LIMIT_MS = 1.0
 _CPU_LIMIT = 0.9
 _CLIENT_LAG_LIMIT_MS = 1.0
+
+
+def lag_limit_ms(open_loop: bool, e2e_p50_ms: float | None) -> float:
+    """How late a send may be before the verdict cares: 1 ms on an open-loop schedule;
+    in a closed loop, 1% of a typical request's duration if that is more."""
+    if open_loop or e2e_p50_ms is None:
+        return _CLIENT_LAG_LIMIT_MS
+    return max(_CLIENT_LAG_LIMIT_MS, 0.01 * e2e_p50_ms)
 
 
 @dataclass(slots=True)
@@ -39,21 +47,26 @@ class ClientHealth:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    def judge(self) -> ClientHealth:
+    def judge(self, lag_limit_ms: float = _CLIENT_LAG_LIMIT_MS) -> ClientHealth:
+        """Set ``saturated`` and say in words what went wrong, if anything.
+
+        ``lag_limit_ms``: how late a send may be before it matters (1 ms for an
+        open-loop rate; more for closed-loop steps whose requests take seconds).
+        """
         problems = []
         if self.loop_lag_p99_ms > _LOOP_LAG_LIMIT_MS:
-            problems.append(f"event-loop lag p99 {self.loop_lag_p99_ms:.2f} ms")
+            problems.append(f"its event loop was busy (lag p99 {self.loop_lag_p99_ms:.2f} ms): arrival stamps "
+                            "may be late by about that much")
         if self.cpu_fraction > _CPU_LIMIT * self.workers:
-            problems.append(f"client CPU {100 * self.cpu_fraction:.0f}% of {self.workers} core(s)")
-        if self.client_lag_p99_ms is not None and self.client_lag_p99_ms > _CLIENT_LAG_LIMIT_MS:
-            problems.append(f"requests sent late (client lag p99 {self.client_lag_p99_ms:.2f} ms, "
-                            "connection setup not counted)")
+            problems.append(f"it used {100 * self.cpu_fraction:.0f}% of {self.workers} core(s): throughput may "
+                            "be the client's limit, not the server's")
+        if self.client_lag_p99_ms is not None and self.client_lag_p99_ms > lag_limit_ms:
+            problems.append(f"it sent requests late (client lag p99 {self.client_lag_p99_ms:.2f} ms, connection "
+                            "setup not counted): the server was offered less load than asked")
         if problems:
             self.saturated = True
-            self.verdict = (
-                "the client could not keep up (" + "; ".join(problems) + "): latencies include client delay "
-                "and throughput may be the client's limit, not the server's; use fewer streams or more --workers"
-            )
+            self.verdict = ("the client could not keep up: " + "; ".join(problems)
+                            + ". Use fewer streams, more --workers, or a machine where the client has its own cores")
         return self
 
 
@@ -87,7 +100,8 @@ class LoopMonitor:
         self.wall_s = (time.perf_counter_ns() - self._wall0) / 1e9
         self.cpu_s = time.process_time() - self._cpu0
 
-    def health(self, client_lag_p99_ms: float | None, workers: int = 1) -> ClientHealth:
+    def health(self, client_lag_p99_ms: float | None, workers: int = 1,
+               lag_limit_ms: float = _CLIENT_LAG_LIMIT_MS) -> ClientHealth:
         lag = np.asarray(self.samples, dtype=np.float64) / 1e6
         return ClientHealth(
             loop_lag_p99_ms=float(np.percentile(lag, 99)) if lag.size else 0.0,
@@ -95,4 +109,4 @@ class LoopMonitor:
             cpu_fraction=self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0,
             client_lag_p99_ms=client_lag_p99_ms,
             workers=workers,
-        ).judge()
+        ).judge(lag_limit_ms)

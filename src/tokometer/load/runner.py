@@ -16,7 +16,7 @@ from time import perf_counter_ns
 from tokometer.backends.client import StreamClient
 from tokometer.clock import sleep_until
 from tokometer.datasets.base import Prompt
-from tokometer.load.health import ClientHealth, LoopMonitor
+from tokometer.load.health import ClientHealth, LoopMonitor, lag_limit_ms
 from tokometer.load.profiles import LoadStep, schedule_offsets
 from tokometer.metrics import request as m
 from tokometer.metrics.distribution import Distribution
@@ -96,8 +96,13 @@ async def run_step(
     client: StreamClient,
     on_record: Callable[[RequestRecord], None],
     seed: int = 0,
+    start_ns: int | None = None,
 ) -> StepOutcome:
-    """Run one step; returns when every issued request has finished (or on cancellation)."""
+    """Run one step; returns when every issued request has finished (or on cancellation).
+
+    ``start_ns`` fixes when a rate step's schedule starts (worker processes of one
+    step share it); by default it starts a moment from now.
+    """
     records: list[RequestRecord] = []
     issuer = _Issuer(prompts, limits)
     in_flight: set[asyncio.Task[None]] = set()
@@ -117,7 +122,7 @@ async def run_step(
     monitor.start()
     try:
         if step.mode == "rate":
-            await _open_loop(step, limits, issuer, one, in_flight, seed)
+            await _open_loop(step, limits, issuer, one, in_flight, seed, start_ns)
         else:
             await _closed_loop(step.concurrency if step.mode == "concurrency" else 1, issuer, one)
     except asyncio.CancelledError:
@@ -132,7 +137,8 @@ async def run_step(
     finally:
         monitor.stop()
     lag = Distribution.of(_lags(records), 1e-6)
-    health = monitor.health(lag.p99)
+    e2e = Distribution.of([v for v in (m.e2e_ns(r) for r in records) if v is not None], 1e-6)
+    health = monitor.health(lag.p99, lag_limit_ms=lag_limit_ms(step.mode == "rate", e2e.p50))
     records.sort(key=lambda r: r.index)
     return StepOutcome(records, health, interrupted)
 
@@ -171,6 +177,7 @@ async def _open_loop(
     one: _Send,
     in_flight: set[asyncio.Task[None]],
     seed: int,
+    start_ns: int | None,
 ) -> None:
     assert step.rate is not None
     if limits.total is not None:
@@ -179,7 +186,7 @@ async def _open_loop(
         assert limits.duration_s is not None
         n = limits.warmup + max(1, int(step.rate * limits.duration_s))
     offsets = schedule_offsets(n, step.rate, step.arrival, step.burstiness, seed)
-    start = perf_counter_ns() + _START_LEAD_NS
+    start = start_ns if start_ns is not None else perf_counter_ns() + _START_LEAD_NS
     issuer.start(start)
     gate = asyncio.Semaphore(step.max_concurrency) if step.max_concurrency else None
 

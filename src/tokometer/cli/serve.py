@@ -1,0 +1,164 @@
+"""``tokometer serve``: start an engine with sane settings, wait until it answers, keep it up until Ctrl-C.
+
+Engines: the embedded llama.cpp server with the bundled model (default), vLLM (flags worked out
+from the GPU's memory, ``--dry-run`` prints them with the reasoning), and Ollama (the model is
+pulled if missing). Whatever this command started is stopped when it exits, however it exits.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from tokometer.engines.handle import EngineHandle
+
+__all__ = ["command"]
+
+_DEFAULT_PORTS = {"llamacpp": 8080, "vllm": 8000, "ollama": 11434}
+_SHOWN = ("engine", "engine_version", "model", "model_file", "model_sha256", "quantization", "ctx_size",
+          "ctx_per_slot", "parallel", "threads", "max_model_len", "binary", "binary_source", "chat_template")
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops the engine the same way Ctrl-C does
+
+
+def _say(message: str) -> None:
+    click.echo(f"tokometer serve: {message}", err=True)
+
+
+def _start_llamacpp(opts: dict[str, Any], port: int) -> EngineHandle | None:
+    from tokometer.engines import LlamaCppSettings, bundled_model_path, find_llama_server, start_llamacpp
+    from tokometer.engines.llamacpp import llamacpp_argv
+
+    settings = LlamaCppSettings(
+        model_path=Path(opts["model"]) if opts["model"] else None, host=opts["host"], port=port,
+        parallel=opts["parallel"], ctx_size=opts["ctx_size"], threads=opts["threads"], binary=opts["llama_server"],
+        extra_args=tuple(opts["engine_args"]), ready_timeout_s=opts["ready_timeout"] or 120.0)
+    if opts["dry_run"]:
+        from tokometer.engines.model import gguf_metadata
+
+        model = settings.model_path or bundled_model_path()
+        meta = gguf_metadata(model) if model.is_file() else {}
+        click.echo(shlex.join(llamacpp_argv(find_llama_server(settings.binary), model, port, settings, meta)))
+        return None
+    _say(f"starting llama-server on {settings.host}:{port or '(a free port)'} …")
+    return start_llamacpp(settings)
+
+
+def _start_vllm(opts: dict[str, Any], port: int) -> EngineHandle | None:
+    from tokometer.engines.gpus import gpu_for_planning
+    from tokometer.engines.vllm import plan_vllm, start_vllm
+    from tokometer.errors import ConfigError
+
+    if not opts["model"]:
+        raise ConfigError("--engine vllm needs --model (a Hugging Face id, a local dir, or e.g. llama-3.1-8b)")
+    plan = plan_vllm(opts["model"], gpu_for_planning(opts["gpu_memory_gb"]),
+                     gpu_memory_utilization=opts["gpu_memory_utilization"],
+                     tensor_parallel_size=opts["tensor_parallel_size"], max_model_len=opts["max_model_len"],
+                     quantization=opts["quantization"], kv_cache_dtype=opts["kv_cache_dtype"],
+                     host=opts["host"], port=port, extra_args=tuple(opts["engine_args"]))
+    click.echo(plan.explain())
+    if opts["dry_run"]:
+        if not plan.fits:
+            sys.exit(1)
+        return None
+    _say("starting vLLM (loading weights and capturing CUDA graphs takes minutes) …")
+    return start_vllm(plan, ready_timeout_s=opts["ready_timeout"] or 1800.0)
+
+
+def _start_ollama(opts: dict[str, Any], port: int | None) -> EngineHandle | None:
+    from tokometer.engines.ollama import default_ollama_url, start_ollama
+    from tokometer.errors import ConfigError
+
+    if not opts["model"]:
+        raise ConfigError("--engine ollama needs --model (an Ollama model name, e.g. llama3.2:1b)")
+    url = f"http://{opts['host']}:{port}" if port is not None else default_ollama_url()
+    if opts["dry_run"]:
+        click.echo(f"would check Ollama at {url}, `POST {url}/api/pull` {opts['model']!r} if missing, then send "
+                   "one 1-token request")
+        return None
+    return start_ollama(opts["model"], url, pull=not opts["no_pull"], progress=_say,
+                        ready_timeout_s=opts["ready_timeout"] or 300.0)
+
+
+def _show(handle: EngineHandle, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"url": handle.root_url, "openai_url": handle.openai_url, "model": handle.model,
+                               "identity": handle.identity}))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    for key in _SHOWN:
+        if handle.identity.get(key) is not None:
+            table.add_row(key, str(handle.identity[key]))
+    host = handle.identity.get("host", {})
+    if host:
+        table.add_row("host", f"{host.get('cpu_model')}, {host.get('physical_cores')} cores, "
+                              f"{host.get('ram_bytes', 0) / 2**30:.1f} GiB RAM")
+    console = Console()
+    console.print(f"[bold green]ready[/] at {handle.root_url}  (OpenAI API: {handle.openai_url}, "
+                  f"model [bold]{handle.model}[/])")
+    console.print(table)
+    console.print("Ctrl-C stops it.")
+
+
+@click.command("serve", context_settings={"ignore_unknown_options": True})
+@click.option("--engine", type=click.Choice(["llamacpp", "vllm", "ollama"]), default="llamacpp", show_default=True)
+@click.option("--model", default=None,
+              help="llamacpp: a .gguf file (default: the bundled Gemma 3 270M Q4_K_M); vllm: HF id, local dir or "
+              "a built-in name (llama-3.1-8b, qwen2.5-7b, mistral-7b, …); ollama: a model name.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=None, help="Default 8080 (llamacpp), 8000 (vllm), 11434 (ollama); 0 = free.")
+@click.option("--parallel", type=int, default=4, show_default=True, help="llamacpp: slots batched together.")
+@click.option("--ctx-size", type=int, default=None, help="llamacpp: total context (default 4096 × --parallel).")
+@click.option("--threads", type=int, default=None, help="llamacpp: CPU threads (default: physical cores).")
+@click.option("--llama-server", default=None, help="llamacpp: the llama-server binary (default: lookup).")
+@click.option("--gpu-memory-gb", type=float, default=None, help="vllm: GPU memory in GiB (default: detected).")
+@click.option("--gpu-memory-utilization", type=float, default=0.90, show_default=True)
+@click.option("--tensor-parallel-size", type=int, default=1, show_default=True)
+@click.option("--max-model-len", type=int, default=None, help="vllm: override the computed value.")
+@click.option("--quantization", type=click.Choice(["fp8", "awq", "gptq"]), default=None)
+@click.option("--kv-cache-dtype", default="auto", show_default=True, help="vllm: auto or fp8.")
+@click.option("--no-pull", is_flag=True, help="ollama: fail instead of pulling a missing model.")
+@click.option("--ready-timeout", type=float, default=None, help="Seconds to wait for the first answer.")
+@click.option("--dry-run", is_flag=True, help="Print the command (and for vllm the reasoning); start nothing.")
+@click.option("--json", "as_json", is_flag=True, help="When ready, print one JSON line (URL, model, identity).")
+@click.argument("engine_args", nargs=-1, type=click.UNPROCESSED)
+def command(**opts: Any) -> None:
+    """Start an inference engine and block until Ctrl-C, once it answers a real request.
+
+    Arguments after the options (use -- first) go to the engine unchanged, e.g.
+    ``tokometer serve -- --flash-attn on``.
+    """
+    from tokometer.errors import EngineError
+
+    engine: str = opts["engine"]
+    port = opts["port"] if opts["port"] is not None else _DEFAULT_PORTS[engine]
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        if engine == "llamacpp":
+            handle = _start_llamacpp(opts, port)
+        elif engine == "vllm":
+            handle = _start_vllm(opts, port)
+        else:
+            handle = _start_ollama(opts, opts["port"])
+        if handle is None:
+            return
+        with handle:
+            _show(handle, opts["as_json"])
+            code = handle.wait()
+            raise EngineError(f"{engine} exited with status {code} while serving; its log ends: "
+                              f"{' | '.join(handle.log_tail(6).splitlines())}")
+    finally:
+        signal.signal(signal.SIGTERM, previous)

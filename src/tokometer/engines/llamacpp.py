@@ -1,0 +1,148 @@
+"""The embedded engine: llama.cpp's ``llama-server`` running a GGUF model (by default the bundled
+Gemma 3 270M Q4_K_M), started with sane settings and returned once it answers a real request.
+
+Settings and why:
+    --parallel 4          four slots: continuous batching across up to four requests at once
+    --ctx-size 4096 × N   the total KV cache; llama.cpp splits it evenly, so 4096 tokens per slot
+    --threads cores       physical cores; hyper-threads add contention, not speed, on matmuls
+    --metrics             Prometheus counters at /metrics (tokens, slots busy, KV use)
+    --alias <file stem>   a stable model name for requests and saved runs
+    --jinja --chat-template   only for a Gemma GGUF that carries no chat template (the bundled one):
+                          Gemma's own turn format, instead of llama.cpp's ChatML fallback
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokometer.engines.binary import find_llama_server
+from tokometer.engines.handle import EngineHandle
+from tokometer.engines.identity import llamacpp_identity, physical_cores
+from tokometer.engines.model import bundled_model_path, gguf_metadata
+from tokometer.engines.process import EngineProcess, busy_port_error, connect_host, free_port, port_in_use
+from tokometer.engines.ready import wait_ready
+from tokometer.errors import EngineError
+
+__all__ = ["GEMMA_CHAT_TEMPLATE", "LlamaCppSettings", "chat_template_args", "llamacpp_argv", "start_llamacpp"]
+
+_BIND_FAILURE = ("couldn't bind", "address already in use", "failed to bind")
+_AUTO_PORT_TRIES = 3
+# Gemma's turn format (text only), as in google/gemma-3-*-it's tokenizer_config.json.
+GEMMA_CHAT_TEMPLATE = (
+    '{{ bos_token }}{%- if messages[0]["role"] == "system" -%}'
+    '{%- set first_user_prefix = messages[0]["content"] + "\\n\\n" -%}{%- set loop_messages = messages[1:] -%}'
+    '{%- else -%}{%- set first_user_prefix = "" -%}{%- set loop_messages = messages -%}{%- endif -%}'
+    '{%- for message in loop_messages -%}'
+    '{%- if message["role"] == "assistant" -%}{%- set role = "model" -%}{%- else -%}{%- set role = message["role"] -%}'
+    '{%- endif -%}{{ "<start_of_turn>" + role + "\\n" + (first_user_prefix if loop.first else "") + '
+    '(message["content"] | trim) + "<end_of_turn>\\n" }}{%- endfor -%}'
+    '{%- if add_generation_prompt -%}{{ "<start_of_turn>model\\n" }}{%- endif -%}'
+)
+
+
+@dataclass(frozen=True)
+class LlamaCppSettings:
+    """How to start ``llama-server``; every field has a sensible default."""
+
+    model_path: Path | None = None  # None: the bundled Gemma 3 270M (assembled on demand)
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: pick a free port
+    parallel: int = 4
+    ctx_size: int | None = None  # None: 4096 * parallel
+    threads: int | None = None  # None: physical cores
+    binary: str | None = None  # None: the normal lookup (see engines.binary)
+    extra_args: tuple[str, ...] = ()
+    ready_timeout_s: float = 120.0
+
+
+def chat_template_args(meta: dict[str, Any], extra_args: tuple[str, ...]) -> tuple[str, ...]:
+    """``--jinja --chat-template <Gemma's>`` for a Gemma GGUF without a template, unless the user set one."""
+    if "tokenizer.chat_template" in meta or any(arg.startswith("--chat-template") for arg in extra_args):
+        return ()
+    if not str(meta.get("general.architecture", "")).startswith("gemma"):
+        return ()
+    return ("--jinja", "--chat-template", GEMMA_CHAT_TEMPLATE)
+
+
+def llamacpp_argv(binary: str, model: Path, port: int, settings: LlamaCppSettings,
+                  meta: dict[str, Any] | None = None) -> list[str]:
+    """The ``llama-server`` command line for these settings (``meta``: the model's GGUF header)."""
+    parallel = settings.parallel
+    return [
+        binary, "--model", str(model), "--alias", model.stem,
+        "--host", settings.host, "--port", str(port),
+        "--parallel", str(parallel),
+        "--ctx-size", str(settings.ctx_size or 4096 * parallel),
+        "--threads", str(settings.threads or physical_cores()),
+        "--metrics",
+        *chat_template_args(meta or {}, settings.extra_args),
+        *settings.extra_args,
+    ]
+
+
+def _validate(settings: LlamaCppSettings) -> Path:
+    if settings.parallel < 1:
+        raise EngineError(f"--parallel must be at least 1 (got {settings.parallel})")
+    if settings.ctx_size is not None and settings.ctx_size < settings.parallel * 256:
+        raise EngineError(f"--ctx-size {settings.ctx_size} is too small for {settings.parallel} slots: "
+                          "llama.cpp splits it evenly between slots; give at least 256 tokens per slot")
+    if settings.threads is not None and settings.threads < 1:
+        raise EngineError(f"--threads must be at least 1 (got {settings.threads})")
+    model = settings.model_path if settings.model_path is not None else bundled_model_path()
+    model = model.expanduser()
+    if not model.is_file():
+        raise EngineError(f"model file not found: {model}; pass an existing .gguf file with --model, "
+                          "or leave --model out to use the bundled Gemma 3 270M")
+    with model.open("rb") as handle:
+        if handle.read(4) != b"GGUF":
+            raise EngineError(f"{model} is not a GGUF file: llama.cpp needs a .gguf model "
+                              "(convert with llama.cpp's convert_hf_to_gguf.py, or download a GGUF build)")
+    return model.resolve()
+
+
+def start_llamacpp(settings: LlamaCppSettings) -> EngineHandle:
+    """Start ``llama-server`` and block until it completes a 1-token request; raise EngineError on failure.
+
+    Nothing is left running if this raises (or is interrupted): the engine's process group is stopped.
+    """
+    binary = find_llama_server(settings.binary)
+    model = _validate(settings)
+    try:
+        meta = gguf_metadata(model)
+    except (OSError, ValueError) as exc:
+        raise EngineError(f"cannot read the GGUF header of {model}: {exc}; is the file complete?") from exc
+    tries = _AUTO_PORT_TRIES if settings.port == 0 else 1
+    for attempt in range(tries):
+        if settings.port == 0:
+            port = free_port(settings.host)
+        else:
+            port = settings.port
+            if port_in_use(settings.host, port):
+                raise busy_port_error(settings.host, port)
+        argv = llamacpp_argv(binary, model, port, settings, meta)
+        try:
+            process = EngineProcess(argv, "llama-server")
+        except OSError as exc:
+            raise EngineError(f"could not run {binary}: {exc}") from exc
+        root_url = f"http://{connect_host(settings.host)}:{port}"
+        try:
+            model_name = wait_ready(root_url, process, settings.ready_timeout_s, model=model.stem)
+            identity = llamacpp_identity(
+                binary, model, model_name, ctx_size=settings.ctx_size or 4096 * settings.parallel,
+                parallel=settings.parallel, threads=settings.threads or physical_cores(), argv=argv,
+                meta=meta, added_template=chat_template_args(meta, settings.extra_args))
+        except EngineError:
+            process.stop()
+            bind_failed = any(marker in process.log_tail(40).lower() for marker in _BIND_FAILURE)
+            if bind_failed and attempt + 1 < tries:
+                continue  # another process took the free port between our probe and the engine's bind
+            if bind_failed:
+                raise busy_port_error(settings.host, port) from None
+            raise
+        except BaseException:
+            process.stop()
+            raise
+        return EngineHandle(root_url, model_name, identity, process)
+    raise AssertionError("unreachable")  # pragma: no cover

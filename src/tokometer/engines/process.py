@@ -1,0 +1,156 @@
+"""A child engine process that never outlives us.
+
+Each engine runs in its own process group (its own session on POSIX) so that stopping it also
+stops anything it forked (vLLM's workers, ``ollama serve``'s runners). ``stop()`` sends SIGTERM to
+the group, waits a grace period, then SIGKILLs it, and reaps the child; an ``atexit`` hook stops
+whatever is still running when the interpreter exits. The engine's stdout and stderr go to a temp
+log file, whose tail is what error messages quote.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import errno
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+
+from tokometer.errors import EngineError
+
+__all__ = ["EngineProcess", "busy_port_error", "connect_host", "free_port", "port_in_use"]
+
+_LIVE: set[EngineProcess] = set()  # strong refs: an engine nobody stopped is still stopped at exit
+
+
+def _stop_all() -> None:
+    for process in list(_LIVE):
+        process.stop()
+
+
+atexit.register(_stop_all)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free on ``host`` a moment ago (the OS picks it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True if something already listens on (host, port) so that a server could not bind it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        # SO_REUSEADDR as servers set it: a TIME_WAIT leftover is not "in use", a listener is.
+        if sys.platform != "win32":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno in (errno.EADDRINUSE, errno.EACCES, getattr(errno, "WSAEADDRINUSE", -1))
+    return False
+
+
+def _listener(port: int) -> str:
+    """' (by pid N, name)' for whatever listens on ``port``, if we may see it."""
+    with contextlib.suppress(psutil.Error, OSError):
+        for conn in psutil.net_connections("tcp"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                return f" (by pid {conn.pid}, {psutil.Process(conn.pid).name()})"
+    return ""
+
+
+def busy_port_error(host: str, port: int) -> EngineError:
+    """The one-line error for a port something else already listens on."""
+    return EngineError(f"port {port} on {host} is already in use{_listener(port)}: choose another with --port "
+                       "(0 picks a free one) or stop what is listening there")
+
+
+def connect_host(host: str) -> str:
+    """Where a client should connect for a server bound to ``host`` (a wildcard means loopback), URL-ready."""
+    connect = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"[{connect}]" if ":" in connect else connect
+
+
+class EngineProcess:
+    """One engine child process with its own process group and log file."""
+
+    def __init__(self, argv: Sequence[str], name: str, env: dict[str, str] | None = None) -> None:
+        self.argv = list(argv)
+        self.name = name
+        log_fd, log_name = tempfile.mkstemp(prefix=f"tokometer-{name}-", suffix=".log")
+        self.log_path = Path(log_name)
+        self._saved_tail: list[str] | None = None
+        self._lock = threading.Lock()
+        windows = sys.platform == "win32"
+        try:
+            self._popen: subprocess.Popen[bytes] = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT, env=env,
+                start_new_session=not windows,
+                creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0) if windows else 0,
+            )
+        except OSError:
+            os.close(log_fd)
+            self.log_path.unlink(missing_ok=True)
+            raise
+        os.close(log_fd)  # the child holds its own copy
+        self.pid: int = self._popen.pid
+        _LIVE.add(self)
+
+    def alive(self) -> bool:
+        """True while the engine process has not exited."""
+        return self._popen.poll() is None
+
+    def exit_code(self) -> int | None:
+        """The exit status once it has exited (negative: killed by that signal), else None."""
+        return self._popen.poll()
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines the engine wrote (kept after ``stop()``)."""
+        if self._saved_tail is not None:
+            return "\n".join(self._saved_tail[-lines:])
+        try:
+            with self.log_path.open("r", encoding="utf-8", errors="replace") as handle:
+                return "\n".join(line.rstrip("\n") for line in deque(handle, maxlen=lines))
+        except OSError:
+            return ""
+
+    def _signal_group(self, sig: int) -> None:
+        if sys.platform == "win32":  # pragma: no cover
+            if sig == signal.SIGTERM:
+                self._popen.send_signal(signal.CTRL_BREAK_EVENT)
+            else:
+                self._popen.kill()
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, sig)
+
+    def stop(self, grace_s: float = 10.0) -> int | None:
+        """Stop the whole process group (TERM, then KILL after ``grace_s``); idempotent. Returns the exit code."""
+        with self._lock:
+            if self._saved_tail is None:
+                if self._popen.poll() is None:
+                    self._signal_group(signal.SIGTERM)
+                    try:
+                        self._popen.wait(grace_s)
+                    except subprocess.TimeoutExpired:
+                        self._signal_group(signal.SIGKILL)
+                        self._popen.wait()
+                # The leader may be gone while grandchildren it forked are not: sweep the group.
+                self._signal_group(signal.SIGKILL)
+                self._saved_tail = self.log_tail(200).splitlines()
+                self.log_path.unlink(missing_ok=True)
+                _LIVE.discard(self)
+            return self._popen.returncode

@@ -1,0 +1,30 @@
+"""The public surface is deliberate: each public module's __all__ is pinned here."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+PUBLIC = {
+    "tokometer.errors": ["ConfigError", "DatasetError", "EndpointError", "EngineError", "StoreError",
+                         "TokenizerError", "TokometerError"],
+    "tokometer.records": ["ERROR_CATEGORIES", "TOKEN_SOURCES", "ErrorCategory", "FinishReason", "RequestRecord",
+                          "ServerTiming", "TokenSource", "classify_http_error"],
+    "tokometer.backends": ["BACKENDS", "Backend", "GenerationParams", "HttpRequest", "ParsedEvent",
+                           "create_backend", "default_api_for_url"],
+    "tokometer.metrics": ["DEFINITIONS", "PERCENTILES", "SLO", "Distribution", "StepSummary", "summarize"],
+    "tokometer.datasets": ["FixedSource", "JsonlSource", "Message", "Prompt", "PromptSource", "ShareGPTSource",
+                           "SyntheticSource", "load_source_file"],
+    "tokometer.store": ["ResultStore", "default_store_url"],
+    "tokometer.sim": ["SimConfig", "bind_socket", "create_app", "serve"],
+    "tokometer.tokens": ["FileTokenizer", "ServerTokenizer", "Tokenizer", "probe_server_tokenizer"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_exported_members(module: str) -> None:
+    mod = importlib.import_module(module)
+    assert sorted(mod.__all__) == sorted(PUBLIC[module])
+    for name in mod.__all__:
+        assert hasattr(mod, name), f"{module}.{name} is exported but missing"
