@@ -28,7 +28,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: setup lint
-	$(PY) -m pytest -q
+	TOKOMETER_REQUIRE_ENGINE=1 $(PY) -m pytest -q
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

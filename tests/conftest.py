@@ -90,3 +90,17 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120)
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "tokometer", *args], capture_output=True, text=True,
                           timeout=timeout, env=full_env)
+
+
+def require_llama_server() -> None:
+    """Skip when no llama-server can be found, except where one is required (``make test`` and CI
+    set TOKOMETER_REQUIRE_ENGINE=1 after building it): there a missing engine fails loudly."""
+    from tokometer.engines import find_llama_server
+    from tokometer.errors import EngineError
+
+    try:
+        find_llama_server()
+    except EngineError as exc:
+        if os.environ.get("TOKOMETER_REQUIRE_ENGINE") == "1":
+            pytest.fail(f"the embedded engine is required here but missing: {exc}")
+        pytest.skip(f"no llama-server (run 'make engine'): {exc}")

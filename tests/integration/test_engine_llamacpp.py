@@ -19,7 +19,8 @@ from typing import Any
 import psutil
 import pytest
 
-from tokometer.engines import EngineHandle, LlamaCppSettings, find_llama_server, start_llamacpp
+from tests.conftest import require_llama_server
+from tokometer.engines import EngineHandle, LlamaCppSettings, start_llamacpp
 from tokometer.errors import EngineError
 
 pytestmark = pytest.mark.engine
@@ -54,10 +55,7 @@ def _tokenize(engine: EngineHandle, text: str) -> list[int]:
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[EngineHandle]:
-    try:
-        find_llama_server()
-    except EngineError as exc:
-        pytest.skip(str(exc))
+    require_llama_server()
     with start_llamacpp(LlamaCppSettings(parallel=2)) as handle:
         yield handle
     assert not handle.alive()

@@ -13,18 +13,14 @@ import urllib.request
 import psutil
 import pytest
 
-from tokometer.engines import find_llama_server
-from tokometer.errors import EngineError
+from tests.conftest import require_llama_server
 
 pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(autouse=True)
 def _need_llama_server() -> None:
-    try:
-        find_llama_server()
-    except EngineError as exc:
-        pytest.skip(str(exc))
+    require_llama_server()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])

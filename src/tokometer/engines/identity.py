@@ -7,47 +7,20 @@ the context and slot settings and the host are the same; this module gathers tho
 from __future__ import annotations
 
 import json
-import os
-import platform
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 from tokometer.engines._fs import built_binary_path
 from tokometer.engines.binary import binary_source, llama_server_version
 from tokometer.engines.model import file_sha256, gguf_metadata, quantization_of
+from tokometer.hostinfo import host_info, physical_cores
 
 __all__ = ["host_identity", "llamacpp_identity", "physical_cores"]
 
 
-def physical_cores() -> int:
-    """Physical CPU cores (what llama.cpp's ``--threads`` should usually be), at least 1."""
-    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
-
 def host_identity() -> dict[str, Any]:
-    """CPU model, core counts, RAM and OS of this host."""
-    return {
-        "hostname": platform.node(),
-        "os": f"{platform.system()} {platform.release()}",
-        "machine": platform.machine(),
-        "cpu_model": _cpu_model(),
-        "physical_cores": physical_cores(),
-        "logical_cpus": psutil.cpu_count(logical=True) or os.cpu_count() or 1,
-        "ram_bytes": psutil.virtual_memory().total,
-    }
+    """CPU model, core counts, RAM and OS of this host (see `tokometer.hostinfo`)."""
+    return dict(host_info())
 
 
 def _build_info(binary: str) -> dict[str, Any] | None:

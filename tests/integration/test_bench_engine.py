@@ -1,0 +1,100 @@
+"""tokometer bench against the real embedded engine (llama-server + bundled Gemma 3 270M)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import require_llama_server, run_cli
+from tests.helpers import bench
+from tokometer.engines import EngineHandle, LlamaCppSettings, start_llamacpp
+from tokometer.tokens import ServerTokenizer
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[EngineHandle]:
+    require_llama_server()
+    with start_llamacpp(LlamaCppSettings(parallel=4)) as handle:
+        yield handle
+
+
+def test_single_request_and_concurrency_4_counted_by_the_server(engine: EngineHandle) -> None:
+    result = bench(engine.openai_url, concurrency=[1, 4], requests=4, input_tokens=32, output_tokens=24,
+                   ignore_eos=True)
+    for step in result.steps:
+        s = step.summary
+        assert s.requests_failed == 0, s.error_examples  # also: llama.cpp's closed keep-alives are retried
+        assert s.output_tokens_source == {"usage": 4}
+        assert s.output_tokens_total == 4 * 24
+        assert s.server_prefill_ms.count == 4 and s.server_decode_tok_s.count == 4  # llama.cpp's own timings
+        assert s.ttft_ms.p50 is not None and s.tpot_ms.p50 is not None
+    # continuous batching: four at once give more in total, each one slower
+    one, four = result.steps[0].summary, result.steps[1].summary
+    assert four.output_throughput_tok_s > one.output_throughput_tok_s
+    assert four.decode_speed_tok_s.p50 < one.decode_speed_tok_s.p50  # type: ignore[operator]
+
+
+def test_token_counts_agree_with_the_models_tokenizer(engine: EngineHandle) -> None:
+    tokenizer = ServerTokenizer(engine.root_url)
+    result = bench(engine.root_url, api="llamacpp", concurrency=[2], requests=4, input_tokens=48,
+                   output_tokens=20, ignore_eos=True)
+    step = result.steps[0]
+    assert step.summary.requests_failed == 0
+    for record in step.records:
+        assert record.output_tokens_source == "native"
+        assert record.output_tokens == 20 == len(tokenizer.encode(record.output_text))
+        # exact-length synthetic prompt: 48 tokens of content, plus the BOS token the server adds
+        assert record.input_tokens == 48 + 1
+        assert sum(record.event_tokens) == 20  # per-event token ids streamed by the server
+
+
+def test_bench_without_url_starts_and_stops_the_embedded_engine(tmp_path: Path) -> None:
+    require_llama_server()
+    out = tmp_path / "embedded.json"
+    done = run_cli("bench", "-c", "1,2", "-n", "2", "--output-tokens", "8", "--input-tokens", "16",
+                   "--json", str(out), "--store", str(tmp_path / "runs.db"), timeout=300)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    engine = data["engine"]
+    assert engine["engine"] == "llama.cpp" and engine["engine_version"]
+    assert engine["parallel"] == 4 and engine["threads"] >= 1 and engine["ctx_size"] == 4 * 4096
+    assert engine["quantization"] == "Q4_K_M" and engine["model_architecture"] == "gemma3"
+    assert engine["model_sha256"] == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+    assert engine["host"]["physical_cores"] >= 1 and engine["host"]["ram_bytes"] > 0
+    assert [s["summary"]["requests_completed"] for s in data["steps"]] == [2, 2]
+    assert not [p for p in psutil.process_iter(["name"]) if p.info["name"] == "llama-server"
+                and p.ppid() == 1 and str(tmp_path) in " ".join(p.cmdline())]
+
+
+def test_engine_crash_during_a_run_is_one_clear_error(tmp_path: Path) -> None:
+    require_llama_server()
+    bench_process = subprocess.Popen(
+        [sys.executable, "-m", "tokometer", "bench", "-c", "1", "-n", "200", "--output-tokens", "64",
+         "--no-store", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    engine_pid = None
+    deadline = time.monotonic() + 120
+    while engine_pid is None and time.monotonic() < deadline:
+        children = psutil.Process(bench_process.pid).children(recursive=True)
+        engines = [c for c in children if "llama-server" in c.name()]
+        if engines:
+            engine_pid = engines[0].pid
+        time.sleep(0.2)
+    assert engine_pid is not None, "the embedded engine did not start"
+    time.sleep(8)  # let it start measuring
+    psutil.Process(engine_pid).send_signal(signal.SIGKILL)
+    stdout, stderr = bench_process.communicate(timeout=120)
+    assert bench_process.returncode == 2, (stdout, stderr)
+    lines = stderr.strip().splitlines()
+    assert lines[-1].startswith("tokometer: error: the engine exited during the run (exit code -9)")
+    assert "Traceback" not in stderr
+    assert not psutil.pid_exists(engine_pid) or psutil.Process(engine_pid).status() == psutil.STATUS_ZOMBIE
