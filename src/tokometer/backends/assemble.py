@@ -1,6 +1,7 @@
 """Turn a finished stream's stamped bytes into the fields of a `RequestRecord`.
 
-Runs after the last byte arrived, so nothing here can delay a timestamp.
+Runs after the last byte arrived, and in small slices (`BackgroundAssembler`),
+so parsing never sits between a byte's arrival and its timestamp.
 Token counts follow the order of trust in METRICS.md: server usage, the
 engine's native counters, the model's tokenizer, and last a count of content
 events (an estimate, labelled so).
@@ -9,18 +10,20 @@ events (an estimate, labelled so).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 from tokometer.backends.base import Backend, ParsedEvent
 from tokometer.backends.framing import iter_ndjson, iter_sse
 from tokometer.records import RequestRecord, ServerTiming
 
-__all__ = ["assemble", "assemble_async"]
+__all__ = ["BackgroundAssembler", "assemble"]
 
 
-_YIELD_EVERY = 64
-"""Events parsed between yields to the event loop: a long answer must not hold up
-the timestamps of every other stream while it is parsed."""
+_SLICE_EVENTS = 16
+"""Events parsed between yields to the event loop (about 50-100 us of work)."""
 
 
 class _Assembly:
@@ -101,20 +104,81 @@ def assemble(
     assembly.finish(count_tokens)
 
 
-async def assemble_async(
-    record: RequestRecord,
-    backend: Backend,
-    chunks: Sequence[bytes],
-    stamps: Sequence[int],
-    count_tokens: Callable[[str], int] | None = None,
-) -> None:
-    """`assemble`, yielding to the event loop every few dozen events."""
-    assembly = _Assembly(record, backend, len(chunks))
-    for n, (stamp, payload) in enumerate(_frames(backend, chunks, stamps), start=1):
-        assembly.feed(stamp, payload)
-        if n % _YIELD_EVERY == 0:
+@dataclass(slots=True)
+class _Job:
+    record: RequestRecord
+    backend: Backend
+    chunks: list[bytes]
+    stamps: list[int]
+    count_tokens: Callable[[str], int] | None
+    on_done: Callable[[RequestRecord], None]
+
+
+class BackgroundAssembler:
+    """Parses finished streams in one background task, a few events at a time.
+
+    Under load many streams end at once; parsing them in their own tasks would
+    fill whole event-loop iterations with parsing and delay the arrival stamps
+    of every stream still running. Here exactly one slice of one stream is
+    parsed per loop iteration, so a stamp waits at most one slice; the backlog
+    is worked off whenever the loop has time, and `drain()` waits for it.
+    """
+
+    def __init__(self, slice_events: int = _SLICE_EVENTS) -> None:
+        self.slice_events = slice_events
+        self._jobs: deque[_Job] = deque()
+        self._wake: asyncio.Event | None = None
+        self._idle: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.max_backlog = 0
+
+    def submit(self, record: RequestRecord, backend: Backend, chunks: list[bytes], stamps: list[int],
+               count_tokens: Callable[[str], int] | None, on_done: Callable[[RequestRecord], None]) -> None:
+        """Queue a finished stream; ``on_done(record)`` runs once it is parsed."""
+        if self._task is None or self._task.done():
+            self._wake, self._idle = asyncio.Event(), asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        assert self._wake is not None and self._idle is not None
+        self._jobs.append(_Job(record, backend, chunks, stamps, count_tokens, on_done))
+        self.max_backlog = max(self.max_backlog, len(self._jobs))
+        self._idle.clear()
+        self._wake.set()
+
+    async def drain(self) -> None:
+        """Wait until every queued stream is parsed."""
+        if self._idle is not None and self._jobs:
+            await self._idle.wait()
+
+    async def close(self) -> None:
+        await self.drain()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        assert self._wake is not None and self._idle is not None
+        while True:
+            if not self._jobs:
+                self._idle.set()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            job = self._jobs[0]
+            try:
+                assembly = _Assembly(job.record, job.backend, len(job.chunks))
+                for n, (stamp, payload) in enumerate(_frames(job.backend, job.chunks, job.stamps), start=1):
+                    assembly.feed(stamp, payload)
+                    if n % self.slice_events == 0:
+                        await asyncio.sleep(0)
+                assembly.finish(job.count_tokens)
+            except Exception as exc:  # a bug here must not hang the run: the record says what happened
+                job.record.error = "malformed_stream"
+                job.record.error_detail = f"internal error while parsing the stream: {type(exc).__name__}: {exc}"
+                job.record.finish_reason = "error"
+            self._jobs.popleft()
+            job.on_done(job.record)
             await asyncio.sleep(0)
-    assembly.finish(count_tokens)
 
 
 def _merge_final(final: ParsedEvent, event: ParsedEvent) -> None:

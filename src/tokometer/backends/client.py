@@ -20,7 +20,7 @@ from time import perf_counter_ns
 
 import orjson
 
-from tokometer.backends.assemble import assemble, assemble_async
+from tokometer.backends.assemble import BackgroundAssembler, assemble
 from tokometer.backends.base import Backend, GenerationParams
 from tokometer.backends.http1 import ConnectError, HttpPool, HttpTimeout, PeerReset, StreamedResponse
 from tokometer.datasets.base import Prompt
@@ -62,6 +62,7 @@ class StreamClient:
         self.backend = backend
         self.params = params
         self.count_tokens = count_tokens
+        self.assembler = BackgroundAssembler()
         self.pool = HttpPool(target.base_url, connect_timeout=timeouts.connect, idle_timeout=timeouts.idle,
                              total_timeout=timeouts.total)
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream, application/x-ndjson"}
@@ -69,7 +70,12 @@ class StreamClient:
             self._headers["Authorization"] = f"Bearer {target.api_key}"
         self._headers.update(target.headers)
 
+    async def drain(self) -> None:
+        """Wait until every finished stream has been parsed and handed on."""
+        await self.assembler.drain()
+
     async def close(self) -> None:
+        await self.assembler.close()
         await self.pool.close()
 
     async def __aenter__(self) -> StreamClient:
@@ -78,20 +84,30 @@ class StreamClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def send(self, prompt: Prompt, record: RequestRecord) -> RequestRecord:
-        """Send ``prompt``, stream the answer, and fill ``record``; never raises but for cancellation."""
+    async def send(self, prompt: Prompt, record: RequestRecord,
+                   on_done: Callable[[RequestRecord], None] | None = None) -> RequestRecord:
+        """Send ``prompt``, stream the answer, and fill ``record``; never raises but for cancellation.
+
+        With ``on_done``, returns as soon as the stream has ended and the record
+        is finished (parsed) in the background, then handed to ``on_done``;
+        without it, returns the finished record.
+        """
         record.requested_output_tokens = prompt.max_tokens if prompt.max_tokens is not None else self.params.max_tokens
+        finished: asyncio.Future[RequestRecord] | None = None
+        if on_done is None:
+            finished = asyncio.get_running_loop().create_future()
+            on_done = finished.set_result
         for attempt in (0, 1):
             request = self.backend.build(prompt, self.params)
             raw = self.pool.encode("POST", request.path, orjson.dumps(request.body), self._headers)
-            retry = await self._send_once(raw, record)
+            retry = await self._send_once(raw, record, on_done)
             if not retry or attempt:
                 break
             record.error = None
             record.error_detail = ""
-        return record
+        return await finished if finished is not None else record
 
-    async def _send_once(self, raw: bytes, record: RequestRecord) -> bool:
+    async def _send_once(self, raw: bytes, record: RequestRecord, on_done: Callable[[RequestRecord], None]) -> bool:
         response = StreamedResponse()
         try:
             await self.pool.request(raw, response)
@@ -100,6 +116,7 @@ class StreamClient:
             self._fail(record, "cancelled", "cancelled before the answer ended")
             assemble(record, self.backend, response.chunks, response.stamps, self.count_tokens)
             record.finish_reason = "cancelled"
+            on_done(record)
             raise
         except HttpTimeout as exc:
             self._fill(record, response)
@@ -119,8 +136,9 @@ class StreamClient:
                 record.error = classify_http_error(response.status, text)
                 record.error_detail = f"HTTP {response.status}: {' '.join(text.split())[:300]}"
                 record.finish_reason = "error"
+                on_done(record)
                 return False
-        await assemble_async(record, self.backend, response.chunks, response.stamps, self.count_tokens)
+        self.assembler.submit(record, self.backend, response.chunks, response.stamps, self.count_tokens, on_done)
         return False
 
     @staticmethod

@@ -164,6 +164,8 @@ async def run_benchmark(
                 result.warnings.append(mismatch)
             if outcome.health.saturated:
                 result.warnings.append(outcome.health.verdict)
+            if outcome.health.note:
+                result.warnings.append(outcome.health.note)
             results.append(result)
             if store is not None and run_id is not None:
                 store.finish_step(run_id, index, result.summary.to_json(), outcome.health.to_json(),

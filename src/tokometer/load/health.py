@@ -14,12 +14,20 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+import psutil
 
 __all__ = ["ClientHealth", "LoopMonitor", "lag_limit_ms"]
 
 _LOOP_LAG_LIMIT_MS = 1.0
 _CPU_LIMIT = 0.9
 _CLIENT_LAG_LIMIT_MS = 1.0
+_HOST_BUSY_LIMIT = 0.95
+
+
+def _busy_fraction(before: Any, after: Any) -> float | None:
+    total = sum(after) - sum(before)
+    idle = (after.idle + getattr(after, "iowait", 0.0)) - (before.idle + getattr(before, "iowait", 0.0))
+    return None if total <= 0 else max(0.0, min(1.0, 1.0 - idle / total))
 
 
 def lag_limit_ms(open_loop: bool, e2e_p50_ms: float | None) -> float:
@@ -41,8 +49,11 @@ class ClientHealth:
     client_lag_p99_ms: float | None
     """p99 of client lag minus connection setup: how late the client itself was."""
     workers: int = 1
+    host_cpu_busy: float | None = None
+    """Fraction of all the host's CPU time that was busy during the step (any process)."""
     saturated: bool = False
     verdict: str = "client kept up"
+    note: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,6 +78,10 @@ class ClientHealth:
             self.saturated = True
             self.verdict = ("the client could not keep up: " + "; ".join(problems)
                             + ". Use fewer streams, more --workers, or a machine where the client has its own cores")
+        if self.host_cpu_busy is not None and self.host_cpu_busy > _HOST_BUSY_LIMIT:
+            self.note = (f"the host's CPUs were {100 * self.host_cpu_busy:.0f}% busy during the step: the client "
+                         "competed for CPU (with a server on the same machine?), so latencies may include "
+                         "scheduling delays")
         return self
 
 
@@ -81,6 +96,8 @@ class LoopMonitor:
         self._cpu0 = 0.0
         self.wall_s = 0.0
         self.cpu_s = 0.0
+        self._host0: Any = None
+        self.host_busy: float | None = None
 
     async def _run(self) -> None:
         while True:
@@ -92,6 +109,7 @@ class LoopMonitor:
     def start(self) -> None:
         self._wall0 = time.perf_counter_ns()
         self._cpu0 = time.process_time()
+        self._host0 = psutil.cpu_times()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def stop(self) -> None:
@@ -99,6 +117,7 @@ class LoopMonitor:
             self._task.cancel()
         self.wall_s = (time.perf_counter_ns() - self._wall0) / 1e9
         self.cpu_s = time.process_time() - self._cpu0
+        self.host_busy = _busy_fraction(self._host0, psutil.cpu_times())
 
     def health(self, client_lag_p99_ms: float | None, workers: int = 1,
                lag_limit_ms: float = _CLIENT_LAG_LIMIT_MS) -> ClientHealth:
@@ -109,4 +128,5 @@ class LoopMonitor:
             cpu_fraction=self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0,
             client_lag_p99_ms=client_lag_p99_ms,
             workers=workers,
+            host_cpu_busy=self.host_busy,
         ).judge(lag_limit_ms)

@@ -108,15 +108,15 @@ async def run_step(
     in_flight: set[asyncio.Task[None]] = set()
     monitor = LoopMonitor()
 
+    def done(record: RequestRecord) -> None:
+        records.append(record)
+        on_record(record)
+
     async def one(index: int, prompt: Prompt, due_ns: int) -> None:
         record = RequestRecord(index=index, step=step_index, warmup=index < limits.warmup, due_ns=due_ns)
         if prompt.input_tokens is not None:
             record.input_tokens, record.input_tokens_source = prompt.input_tokens, "prompt_spec"
-        try:
-            await client.send(prompt, record)
-        finally:
-            records.append(record)
-            on_record(record)
+        await client.send(prompt, record, on_done=done)
 
     interrupted = False
     monitor.start()
@@ -135,6 +135,7 @@ async def run_step(
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
     finally:
+        await client.drain()
         monitor.stop()
     lag = Distribution.of(_lags(records), 1e-6)
     e2e = Distribution.of([v for v in (m.e2e_ns(r) for r in records) if v is not None], 1e-6)

@@ -160,6 +160,7 @@ def _merge_health(healths: list[ClientHealth], records: list[RequestRecord], wor
         cpu_fraction=sum(h.cpu_fraction for h in healths),
         client_lag_p99_ms=Distribution.of(lags, 1e-6).p99,
         workers=workers,
+        host_cpu_busy=max((h.host_cpu_busy or 0.0 for h in healths), default=None),
     ).judge(lag_limit_ms(open_loop, e2e.p50))
 
 
