@@ -47,6 +47,8 @@ def test_concurrency_sweep_shows_per_request_speed_and_aggregate_throughput(
         assert speed == pytest.approx(200.0, rel=0.05)
     assert aggregate[1] > 3 * aggregate[0]
     assert aggregate[2] > 3 * aggregate[1]
+    # every request of the sweep had a prompt of its own: no step rides on an earlier step's prefix cache
+    assert len({t["body_digest"] for t in sim.trace()}) == 3 * 32
 
 
 def test_worker_processes_share_a_step(sim_factory: Callable[..., SimServer]) -> None:

@@ -34,12 +34,15 @@ class Prepared:
     local_tokenizer: bool
     warnings: list[str] = field(default_factory=list)
 
-    def prompt_list(self, limits: StepLimits) -> list[Prompt]:
-        """The distinct prompts one step can use, as a list to hand to worker processes."""
+    def prompt_list(self, limits: StepLimits, offset: int) -> list[Prompt]:
+        """The prompts one step uses, starting after the ``offset`` earlier steps used, as a list
+        to hand to worker processes."""
         if isinstance(self.source, SyntheticSource):
-            wanted = (limits.total or self.source.unique)
-            return list(itertools.islice(self.source.prompts(), min(wanted, self.source.unique)))
-        return list(self.source.items)
+            wanted = min(limits.total or self.source.unique, self.source.unique)
+            return list(itertools.islice(self.source.prompts(), offset, offset + wanted))
+        items = self.source.items
+        start = offset % len(items)
+        return items[start:] + items[:start]
 
 
 def _root(url: str) -> str:
@@ -112,7 +115,7 @@ def _source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -
     return source
 
 
-async def prepare(spec: BenchSpec) -> Prepared:
+async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
     """Check the endpoint, pick the model and tokenizer, make the prompts."""
     model = await _check_endpoint(spec)
     spec_for_tok = spec.model_copy(update={"model": model})
@@ -120,6 +123,8 @@ async def prepare(spec: BenchSpec) -> Prepared:
     tokenizer, local = await asyncio.to_thread(_tokenizer, spec_for_tok, warnings)
     source = await asyncio.to_thread(_source, spec, tokenizer, warnings)
     if isinstance(source, SyntheticSource):
-        total = (spec.requests or 1024) + spec.warmup
-        await asyncio.to_thread(source.prepare, total)
+        # Every request of the run gets a prompt of its own (up to the source's limit), so no
+        # step is sped up by a prefix cache holding an earlier step's prompts.
+        per_step = (spec.requests or source.unique) + spec.warmup
+        await asyncio.to_thread(source.prepare, per_step * n_steps)
     return Prepared(model=model, source=source, tokenizer=tokenizer, local_tokenizer=local, warnings=warnings)

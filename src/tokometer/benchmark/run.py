@@ -120,14 +120,14 @@ async def run_benchmark(
 ) -> BenchResult:
     """Run ``spec`` against its endpoint; see the module docstring."""
     obs: BenchObserver = observer or _NoObserver()
-    prepared: Prepared = await prepare(spec)
+    steps = plan_steps(spec)
+    prepared: Prepared = await prepare(spec, len(steps))
     params = GenerationParams(model=prepared.model, max_tokens=spec.output_tokens, ignore_eos=spec.ignore_eos,
                               temperature=spec.temperature, seed=spec.seed, include_usage=spec.include_usage)
     timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s)
     target = Target(spec.url, spec.api_key, dict(spec.headers))
     backend = create_backend(spec.api)
     slo = SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms)
-    steps = plan_steps(spec)
     limits = StepLimits(spec.requests, spec.duration_s, spec.warmup)
     started = now_iso()
     run_id = None
@@ -145,6 +145,8 @@ async def run_benchmark(
             store.append(run_id, record)
         obs.request_done(record)
 
+    prompts: Iterator[Prompt] = prepared.source.prompts()  # continues from step to step
+    used = 0
     async with StreamClient(target, backend, params, timeouts, count_tokens=count) as client:
         for index, step in enumerate(steps):
             if store is not None and run_id is not None:
@@ -153,11 +155,11 @@ async def run_benchmark(
             if spec.workers > 1:
                 setup = WorkerSetup(target, spec.api, params, timeouts,
                                     spec.tokenizer if prepared.local_tokenizer else None)
-                outcome = await run_step_in_workers(step, index, limits, prepared.prompt_list(limits), setup,
+                outcome = await run_step_in_workers(step, index, limits, prepared.prompt_list(limits, used), setup,
                                                     spec.workers, on_record, seed=spec.seed + index)
             else:
-                prompts: Iterator[Prompt] = prepared.source.prompts()
                 outcome = await run_step(step, index, limits, prompts, client, on_record, seed=spec.seed + index)
+            used += len(outcome.records)
             result = StepResult(index, step, summarize(outcome.records, slo), outcome.health, outcome.interrupted,
                                 outcome.records)
             if count is not None and (mismatch := _token_mismatch(outcome.records, count)):

@@ -61,7 +61,7 @@ class SyntheticSource:
         *,
         tokenizer: Tokenizer | None = None,
         seed: int = 0,
-        unique: int = 1024,
+        unique: int = 8192,
     ) -> None:
         if input_tokens < 1:
             raise DatasetError("--input-tokens must be at least 1")

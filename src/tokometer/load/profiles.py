@@ -44,6 +44,12 @@ class LoadStep:
             out["synchronous"] = True
         return out
 
+    def short(self) -> str:
+        """A few characters for table columns: ``c=4``, ``10/s``."""
+        if self.mode == "rate":
+            return f"{self.rate:g}/s"
+        return "sync" if self.mode == "synchronous" else f"c={self.concurrency}"
+
     def describe(self) -> str:
         if self.mode == "rate":
             return f"rate {self.rate:g}/s ({self.arrival})"

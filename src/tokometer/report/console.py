@@ -122,10 +122,10 @@ def render_result(console: Console, result: BenchResult) -> None:
                       show_edge=False)
         for column in ("load", "ok", "failed", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms",
                        "decode tok/s/req p50", "output tok/s total", "req/s", "E2E p99 ms", "lag p99 ms"):
-            table.add_column(column, justify="left" if column == "load" else "right")
+            table.add_column(column, justify="left" if column == "load" else "right", no_wrap=column == "load")
         for step in result.steps:
             s = step.summary
-            table.add_row(step.step.describe(), str(s.requests_completed), str(s.requests_failed),
+            table.add_row(step.step.short(), str(s.requests_completed), str(s.requests_failed),
                           _f(s.ttft_ms.p50), _f(s.ttft_ms.p99), _f(s.tpot_ms.p50, 2), _f(s.decode_speed_tok_s.p50),
                           _f(s.output_throughput_tok_s), _f(s.request_throughput_rps, 2), _f(s.e2e_ms.p99),
                           _f(s.client_lag_ms.p99, 2))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import random
 import time
@@ -249,8 +250,10 @@ def create_app(config: SimConfig) -> Starlette:
         if not _authorized(request, config.api_key):
             trace.status = 401
             return _error(proto, 401, "Invalid API key (simulated): check the key you send.", "authentication_error")
+        raw = await request.body()
+        trace.body_digest = hashlib.blake2b(raw, digest_size=6).hexdigest()
         try:
-            body = orjson.loads(await request.body())
+            body = orjson.loads(raw)
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
             info = proto.read(body, config.model)

@@ -31,6 +31,8 @@ class SendTrace:
     event_tokens: list[int] = field(default_factory=list)
     end_ns: int = 0
     disconnected: bool = False
+    body_digest: str = ""
+    """Short hash of the request body: tells whether two requests sent the same prompt."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
