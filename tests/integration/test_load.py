@@ -64,3 +64,21 @@ def test_worker_processes_share_a_step(sim_factory: Callable[..., SimServer]) ->
     assert opened.summary.requests_completed == 200
     assert opened.summary.send_rate_rps == pytest.approx(40.0, rel=0.1)  # two independent Poisson streams
     assert len(sim.trace()) == 200
+
+
+def test_duration_limited_step_and_csv(sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
+    sim = sim_factory("--ttft-ms", "10", "--itl-ms", "2")
+    csv_path = tmp_path / "steps.csv"
+    done = run_cli("bench", "--url", sim.openai_url, "--rate", "20", "--duration", "2s", "--warmup", "2",
+                   "--input-tokens", "4", "--output-tokens", "10", "--csv", str(csv_path), "--no-store", "-q")
+    assert done.returncode == 0, done.stderr
+    import csv
+
+    with csv_path.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 1 and rows[0]["rate"] == "20.0"
+    # 2 s at 20/s: 40 scheduled measured requests (plus 2 warm-up), all completed
+    assert int(rows[0]["requests_completed"]) == 40
+    assert float(rows[0]["duration_s"]) == pytest.approx(2.0, abs=0.3)
+    assert rows[0]["output_tokens_source"] == "usage=40"
+    assert len(sim.trace()) == 42

@@ -188,7 +188,9 @@ async def _open_loop(
         n = limits.warmup + max(1, int(step.rate * limits.duration_s))
     offsets = schedule_offsets(n, step.rate, step.arrival, step.burstiness, seed)
     start = start_ns if start_ns is not None else perf_counter_ns() + _START_LEAD_NS
-    issuer.start(start)
+    if limits.requests is not None:
+        issuer.start(start)  # a count and a duration: whichever comes first
+    # With only --duration, the schedule itself holds rate x duration requests.
     gate = asyncio.Semaphore(step.max_concurrency) if step.max_concurrency else None
 
     async def gated(index: int, prompt: Prompt, due: int) -> None:
