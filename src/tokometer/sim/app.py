@@ -8,11 +8,8 @@ test can hold the benchmark client's numbers against what really happened.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import logging
-import random
 import time
 from typing import Any
 
@@ -24,14 +21,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tokometer.datasets.words import WORDS
 from tokometer.sim.config import SimConfig
-from tokometer.sim.protocols import PROTOCOLS, Protocol, RequestInfo, StreamTiming
-from tokometer.sim.trace import SendTrace, TraceLog
+from tokometer.sim.protocols import PROTOCOLS, Protocol
+from tokometer.sim.state import DropSimulatedResets, SimState
+from tokometer.sim.streams import EngineStream, ScriptedStream
+from tokometer.sim.trace import SendTrace
 
-__all__ = ["SimState", "SimulatedReset", "create_app"]
-
-_VOCAB = WORDS
+__all__ = ["create_app"]
 
 _ERRORS: dict[str, tuple[int, str, str]] = {
     "http_400": (400, "invalid request: simulated bad request", "invalid_request_error"),
@@ -42,7 +38,6 @@ _ERRORS: dict[str, tuple[int, str, str]] = {
     "http_503": (503, "Service unavailable: the model is overloaded (simulated).", "server_error"),
 }
 
-_NS_PER_MS = 1_000_000
 
 
 class _StampArrival:
@@ -55,173 +50,6 @@ class _StampArrival:
         if scope["type"] == "http":
             scope["tokometer.arrival_ns"] = time.perf_counter_ns()
         await self.app(scope, receive, send)
-
-
-class SimulatedReset(Exception):
-    """Raised inside a started stream so the server drops the connection mid-answer."""
-
-
-class _DropSimulatedResets(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], SimulatedReset))
-
-
-class SimState:
-    """Configuration, request counter, fault dice and trace of one simulator process."""
-
-    def __init__(self, config: SimConfig) -> None:
-        self.config = config
-        self.trace = TraceLog(config.trace_size)
-        self._rng = random.Random(config.seed)
-        self._seq = 0
-        self.in_flight = 0
-        self.words: list[str] = []
-        self._word_ids: dict[str, int] = {}
-
-    def word_id(self, word: str) -> int:
-        """The simulator's vocabulary grows as words are seen: one word, one id."""
-        found = self._word_ids.get(word)
-        if found is None:
-            found = self._word_ids[word] = len(self.words)
-            self.words.append(word)
-        return found
-
-    def next_request(self) -> tuple[int, str]:
-        seq = self._seq
-        self._seq += 1
-        schedule = self.config.fault_schedule
-        if schedule:
-            return seq, schedule[seq % len(schedule)]
-        roll = self._rng.random()
-        for name, rate in self.config.faults.items():
-            if roll < rate:
-                return seq, name
-            roll -= rate
-        return seq, "none"
-
-
-async def _sleep_until(due_ns: int, precise: bool) -> None:
-    """Sleep until ``due_ns``; event-loop timers have millisecond resolution, so
-    ``precise`` finishes the last stretch by yielding to the loop until due."""
-    while True:
-        remaining = due_ns - time.perf_counter_ns()
-        if remaining <= 0:
-            return
-        if precise:
-            if remaining > 1_500_000:
-                await asyncio.sleep((remaining - 1_500_000) / 1e9)
-            else:
-                await asyncio.sleep(0)
-        elif remaining < 200_000:
-            return
-        else:
-            await asyncio.sleep(remaining / 1e9)
-
-
-class _PacedStream:
-    """An ASGI response that writes the scripted answer on schedule."""
-
-    def __init__(self, state: SimState, proto: Protocol, info: RequestInfo, trace: SendTrace, n_tokens: int,
-                 finish: str) -> None:
-        self.state = state
-        self.proto = proto
-        self.info = info
-        self.trace = trace
-        self.n_tokens = n_tokens
-        self.finish = finish
-        self.disconnected = False
-        self.gone = asyncio.Event()
-
-    async def _watch_disconnect(self, receive: Receive) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                self.disconnected = True
-                self.gone.set()
-                return
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        watcher = asyncio.create_task(self._watch_disconnect(receive))
-        self.state.in_flight += 1
-        try:
-            await self._stream(send)
-        finally:
-            self.state.in_flight -= 1
-            watcher.cancel()
-            self.trace.end_ns = time.perf_counter_ns()
-            self.trace.disconnected = self.disconnected
-
-    async def _stream(self, send: Send) -> None:
-        cfg, proto, info, trace = self.state.config, self.proto, self.info, self.trace
-        base = trace.received_ns
-        if trace.fault == "slow_first_byte":
-            base += int(cfg.slow_first_byte_ms * _NS_PER_MS)
-            await _sleep_until(base, cfg.precise)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", proto.content_type.encode()), (b"cache-control", b"no-cache"),
-                                (b"x-sim-request-id", str(trace.seq).encode())]})
-        trace.headers_ns = time.perf_counter_ns()
-        if cfg.empty_first_event:
-            start = proto.start(info)
-            if start:
-                await send({"type": "http.response.body", "body": start, "more_body": True})
-        ttft_ns = int(cfg.ttft_ms * _NS_PER_MS)
-        step_ns = int(cfg.itl_ms * _NS_PER_MS) * cfg.tokens_per_event
-        fault_at = cfg.fault_after_tokens
-        sent = 0
-        k = 0
-        while sent < self.n_tokens:
-            await _sleep_until(base + ttft_ns + k * step_ns, cfg.precise)
-            if self.disconnected:
-                return
-            mid_stream = trace.fault in ("reset", "stall", "error_event", "malformed")
-            if sent >= fault_at and mid_stream and await self._mid_stream_fault(send):
-                return
-            take = min(cfg.tokens_per_event, self.n_tokens - sent)
-            ids = [(trace.seq * 31 + sent + i) % len(_VOCAB) for i in range(take)]
-            text = "".join(" " + _VOCAB[i] for i in ids)
-            if sent + take == self.n_tokens:
-                body = proto.last_tokens(info, ids, text, sent, self.finish, self._timing(sent + take))
-            else:
-                body = proto.tokens(info, ids, text, sent)
-            stamp = time.perf_counter_ns()
-            await send({"type": "http.response.body", "body": body, "more_body": True})
-            trace.event_ns.append(stamp)
-            trace.event_tokens.append(take)
-            sent += take
-            k += 1
-        if self.n_tokens == 0:
-            await send({"type": "http.response.body", "body": proto.finish(info, self.finish, 0, self._timing(0)),
-                        "more_body": True})
-        trace.completion_tokens = sent
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def _mid_stream_fault(self, send: Send) -> bool:
-        """Apply the request's mid-stream fault; True when the stream must end here."""
-        fault = self.trace.fault
-        self.trace.fault = fault + ":done"
-        if fault == "reset":
-            raise SimulatedReset("simulated connection reset")
-        if fault == "stall":
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.gone.wait(), self.state.config.stall_s)
-            return True
-        if fault == "error_event":
-            await send({"type": "http.response.body", "body": self.proto.error_event("simulated engine failure"),
-                        "more_body": False})
-            return True
-        await send({"type": "http.response.body", "body": self.proto.malformed(), "more_body": True})
-        return False
-
-    def _timing(self, completion_tokens: int) -> StreamTiming:
-        events = self.trace.event_ns
-        now = time.perf_counter_ns()
-        first = events[0] if events else now
-        return StreamTiming(
-            prompt_ms=(first - self.trace.received_ns) / _NS_PER_MS,
-            decode_ms=(now - first) / _NS_PER_MS,
-            total_ms=(now - self.trace.received_ns) / _NS_PER_MS,
-        )
 
 
 def _error(proto: Protocol | None, status: int, message: str, kind: str) -> Response:
@@ -239,9 +67,9 @@ def _authorized(request: Request, api_key: str | None) -> bool:
 def create_app(config: SimConfig) -> Starlette:
     """The simulator as an ASGI app (run it with uvicorn, or `tokometer sim`)."""
     state = SimState(config)
-    logging.getLogger("uvicorn.error").addFilter(_DropSimulatedResets())
+    logging.getLogger("uvicorn.error").addFilter(DropSimulatedResets())
 
-    async def generate(request: Request) -> Response | _PacedStream:
+    async def generate(request: Request) -> Response | ScriptedStream | EngineStream:
         received_ns = request.scope.get("tokometer.arrival_ns") or time.perf_counter_ns()
         proto = PROTOCOLS[request.url.path]
         seq, fault = state.next_request()
@@ -283,7 +111,8 @@ def create_app(config: SimConfig) -> Starlette:
         info.created = int(time.time())
         trace.prompt_tokens = info.prompt_tokens
         trace.finish = finish
-        return _PacedStream(state, proto, info, trace, n_tokens, finish)
+        stream = EngineStream if state.engine is not None else ScriptedStream
+        return stream(state, proto, info, trace, n_tokens, finish)
 
     async def models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [

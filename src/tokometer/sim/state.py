@@ -1,0 +1,59 @@
+"""What one simulator process keeps between requests: counters, fault dice, vocabulary, trace, engine."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+from tokometer.sim.config import SimConfig
+from tokometer.sim.engine import Engine
+from tokometer.sim.trace import TraceLog
+
+__all__ = ["DropSimulatedResets", "SimState", "SimulatedReset"]
+
+
+class SimulatedReset(Exception):
+    """Raised inside a started stream so the server drops the connection mid-answer."""
+
+
+class DropSimulatedResets(logging.Filter):
+    """Keeps uvicorn from logging a traceback for every simulated reset."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], SimulatedReset))
+
+
+class SimState:
+    """Configuration, request counter, fault dice, vocabulary and trace of one simulator process."""
+
+    def __init__(self, config: SimConfig, engine: Engine | None = None) -> None:
+        self.config = config
+        self.engine = engine
+        self.trace = TraceLog(config.trace_size)
+        self._rng = random.Random(config.seed)
+        self._seq = 0
+        self.in_flight = 0
+        self.words: list[str] = []
+        self._word_ids: dict[str, int] = {}
+
+    def word_id(self, word: str) -> int:
+        """The simulator's vocabulary grows as words are seen: one word, one id."""
+        found = self._word_ids.get(word)
+        if found is None:
+            found = self._word_ids[word] = len(self.words)
+            self.words.append(word)
+        return found
+
+    def next_request(self) -> tuple[int, str]:
+        """The next request's number and the fault it gets (``none`` mostly)."""
+        seq = self._seq
+        self._seq += 1
+        schedule = self.config.fault_schedule
+        if schedule:
+            return seq, schedule[seq % len(schedule)]
+        roll = self._rng.random()
+        for name, rate in self.config.faults.items():
+            if roll < rate:
+                return seq, name
+            roll -= rate
+        return seq, "none"

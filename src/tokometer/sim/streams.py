@@ -1,0 +1,196 @@
+"""The simulator's streaming responses: scripted timing, or tokens from the engine model.
+
+Both are ASGI callables returned by the generate endpoint. They share the
+headers, the optional empty role-only first event, the mid-stream faults and
+the send trace; they differ in who decides when a token is ready: a fixed
+script (`ScriptedStream`) or the continuous-batching engine (`EngineStream`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from starlette.types import Message, Receive, Scope, Send
+
+from tokometer.clock import sleep_until
+from tokometer.datasets.words import WORDS
+from tokometer.sim.engine import Sequence
+from tokometer.sim.protocols import Protocol, RequestInfo, StreamTiming
+from tokometer.sim.state import SimState, SimulatedReset
+from tokometer.sim.trace import SendTrace
+
+__all__ = ["EngineStream", "ScriptedStream"]
+
+_NS_PER_MS = 1_000_000
+_PRECISE_SPIN_NS = 1_500_000
+_MID_STREAM = ("reset", "stall", "error_event", "malformed")
+
+
+class _Stream:
+    """What every streamed answer does: headers, tokens, faults, trace."""
+
+    def __init__(self, state: SimState, proto: Protocol, info: RequestInfo, trace: SendTrace, n_tokens: int,
+                 finish: str) -> None:
+        self.state = state
+        self.proto = proto
+        self.info = info
+        self.trace = trace
+        self.n_tokens = n_tokens
+        self.finish = finish
+        self.sent = 0
+        self.disconnected = False
+        self.gone = asyncio.Event()
+        self._send: Send | None = None
+        self.spin_ns = _PRECISE_SPIN_NS if state.config.precise else 0
+
+    async def _watch_disconnect(self, receive: Receive) -> None:
+        while True:
+            message: Message = await receive()
+            if message["type"] == "http.disconnect":
+                self.disconnected = True
+                self.gone.set()
+                return
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watcher = asyncio.create_task(self._watch_disconnect(receive))
+        self._send = send
+        self.state.in_flight += 1
+        try:
+            await self._start()
+            await self._body()
+            if self.n_tokens == 0:
+                await self._write(self.proto.finish(self.info, self.finish, 0, self._timing()))
+            self.trace.completion_tokens = self.sent
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            self.state.in_flight -= 1
+            watcher.cancel()
+            self.trace.end_ns = time.perf_counter_ns()
+            self.trace.disconnected = self.disconnected
+
+    async def _body(self) -> None:
+        raise NotImplementedError
+
+    async def _write(self, body: bytes, more: bool = True) -> None:
+        assert self._send is not None
+        await self._send({"type": "http.response.body", "body": body, "more_body": more})
+
+    async def _start(self) -> None:
+        cfg, trace = self.state.config, self.trace
+        if trace.fault == "slow_first_byte":
+            await sleep_until(trace.received_ns + int(cfg.slow_first_byte_ms * _NS_PER_MS), self.spin_ns)
+        assert self._send is not None
+        await self._send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", self.proto.content_type.encode()), (b"cache-control", b"no-cache"),
+            (b"x-sim-request-id", str(trace.seq).encode())]})
+        trace.headers_ns = time.perf_counter_ns()
+        if cfg.empty_first_event:
+            start = self.proto.start(self.info)
+            if start:
+                await self._write(start)
+
+    def fault_due(self) -> bool:
+        return self.sent >= self.state.config.fault_after_tokens and self.trace.fault in _MID_STREAM
+
+    async def write_tokens(self, take: int) -> None:
+        """Send the next ``take`` tokens as one event (with the closing events after the last)."""
+        trace = self.trace
+        ids = [(trace.seq * 31 + self.sent + i) % len(WORDS) for i in range(take)]
+        text = "".join(" " + WORDS[i] for i in ids)
+        if self.sent + take == self.n_tokens:
+            body = self.proto.last_tokens(self.info, ids, text, self.sent, self.finish, self._timing())
+        else:
+            body = self.proto.tokens(self.info, ids, text, self.sent)
+        stamp = time.perf_counter_ns()
+        await self._write(body)
+        trace.event_ns.append(stamp)
+        trace.event_tokens.append(take)
+        self.sent += take
+
+    async def mid_stream_fault(self) -> bool:
+        """Apply the request's mid-stream fault; True when the stream must end here."""
+        fault = self.trace.fault
+        self.trace.fault = fault + ":done"
+        if fault == "reset":
+            raise SimulatedReset("simulated connection reset")
+        if fault == "stall":
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.gone.wait(), self.state.config.stall_s)
+            return True
+        if fault == "error_event":
+            await self._write(self.proto.error_event("simulated engine failure"))
+            return True
+        await self._write(self.proto.malformed())
+        return False
+
+    def _timing(self) -> StreamTiming:
+        events = self.trace.event_ns
+        now = time.perf_counter_ns()
+        first = events[0] if events else now
+        return StreamTiming(
+            prompt_ms=(first - self.trace.received_ns) / _NS_PER_MS,
+            decode_ms=(now - first) / _NS_PER_MS,
+            total_ms=(now - self.trace.received_ns) / _NS_PER_MS,
+        )
+
+
+class ScriptedStream(_Stream):
+    """Event ``k`` is due at ``received + ttft + k * itl * tokens_per_event``; absolute, so a late
+    event never delays the next."""
+
+    async def _body(self) -> None:
+        cfg = self.state.config
+        base = self.trace.received_ns
+        if self.trace.fault == "slow_first_byte":
+            base += int(cfg.slow_first_byte_ms * _NS_PER_MS)
+        ttft_ns = int(cfg.ttft_ms * _NS_PER_MS)
+        step_ns = int(cfg.itl_ms * _NS_PER_MS) * cfg.tokens_per_event
+        k = 0
+        while self.sent < self.n_tokens:
+            await sleep_until(base + ttft_ns + k * step_ns, self.spin_ns)
+            if self.disconnected:
+                return
+            if self.fault_due() and await self.mid_stream_fault():
+                return
+            await self.write_tokens(min(cfg.tokens_per_event, self.n_tokens - self.sent))
+            k += 1
+
+
+class EngineStream(_Stream):
+    """Tokens arrive when the engine model's steps produce them."""
+
+    async def _body(self) -> None:
+        engine = self.state.engine
+        assert engine is not None
+        if self.n_tokens == 0:
+            return
+        self._fault = asyncio.Event()
+        seq = Sequence(self.trace.seq, self.info.prompt_tokens, self.n_tokens, self._emit)
+        engine.submit(seq)
+        done = asyncio.ensure_future(seq.done.wait())
+        gone = asyncio.ensure_future(self.gone.wait())
+        fault = asyncio.ensure_future(self._fault.wait())
+        try:
+            await asyncio.wait((done, gone, fault), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (done, gone, fault):
+                waiter.cancel()
+        if not seq.done.is_set():
+            engine.cancel(seq)
+        if self._fault.is_set():
+            await self.mid_stream_fault()
+
+    async def _emit(self, seq: Sequence, total: int) -> None:
+        """Called by the engine loop: must never block it (faults are acted on by the stream's task)."""
+        if self.disconnected or self._fault.is_set():
+            return
+        if self.fault_due():
+            if self.trace.fault == "malformed":
+                self.trace.fault += ":done"
+                await self._write(self.proto.malformed())
+            else:
+                self._fault.set()
+                return
+        await self.write_tokens(total - self.sent)
