@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 
 engine: $(STAMP)
 	$(PY) -m tokometer.engines.build
+	$(PY) -m tokometer.tokens.warm
 
 setup: $(STAMP) engine
 

@@ -18,7 +18,13 @@ PUBLIC = {
                            "SyntheticSource", "load_source_file"],
     "tokometer.store": ["ResultStore", "default_store_url"],
     "tokometer.sim": ["SimConfig", "bind_socket", "create_app", "serve"],
-    "tokometer.tokens": ["FileTokenizer", "ServerTokenizer", "Tokenizer", "probe_server_tokenizer"],
+    "tokometer.perf": ["BatchEstimate", "Deployment", "Efficiency", "Estimate", "HardwareSpec", "ModelSpec",
+                       "decode_step_s", "estimate", "explain", "hardware_table", "prefill_s", "resolve_hardware",
+                       "resolve_model"],
+    "tokometer.tokens": ["BaseTokenizer", "ChatCount", "Cost", "FileTokenizer", "HFTokenizer", "ModelPrice",
+                         "PriceTable", "ServerTokenizer", "TiktokenTokenizer", "Tokenizer", "count_chat",
+                         "count_tokens", "fit_to_budget", "gguf_tokenizer", "load_tokenizer", "max_output_tokens",
+                         "parse_messages", "probe_server_tokenizer"],
 }
 
 

@@ -61,7 +61,7 @@ async def test_kv_pressure_preempts_and_every_request_still_finishes() -> None:
 
 
 async def test_prompt_larger_than_the_cache_is_failed_not_spun() -> None:
-    engine, emitted = await _run(EngineLimits(kv_capacity_tokens=50), [(100, 2), (10, 2)])
+    _, emitted = await _run(EngineLimits(kv_capacity_tokens=50), [(100, 2), (10, 2)])
     assert 0 not in emitted and emitted[1] == [1, 2]
 
 

@@ -19,7 +19,7 @@ from tokometer.datasets import FixedSource, Prompt, SyntheticSource, load_source
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
 from tokometer.errors import EndpointError, TokenizerError
 from tokometer.load.runner import StepLimits
-from tokometer.tokens import FileTokenizer, Tokenizer, probe_server_tokenizer
+from tokometer.tokens import ServerTokenizer, Tokenizer, probe_server_tokenizer
 
 __all__ = ["Prepared", "prepare"]
 
@@ -98,9 +98,17 @@ def _tokenizer(spec: BenchSpec, warnings: list[str]) -> tuple[Tokenizer | None, 
         found = probe_server_tokenizer(spec.url, spec.model, spec.api_key)
         if found is None and choice == "server":
             raise TokenizerError(f"the server at {spec.url} has no working /tokenize endpoint; "
-                                 "give --tokenizer PATH to a tokenizer.json, or --tokenizer none")
+                                 "give --tokenizer with the model's tokenizer (a .gguf, tokenizer.json, model "
+                                 "directory or id, tiktoken:ENCODING, or bundled), or --tokenizer none")
         return found, False
-    return FileTokenizer(choice), True
+    # Whatever `tokometer count --tokenizer` takes: bundled, PATH.gguf, tokenizer.json, a model
+    # directory or id, tiktoken:ENCODING, ollama:NAME, a server URL.
+    from tokometer.tokens.loader import load_tokenizer
+
+    tokenizer = load_tokenizer(choice)
+    # A tokenizer behind HTTP makes exact prompts, but never counts answers: that would put a
+    # blocking request on the event loop that stamps the streams.
+    return tokenizer, not isinstance(tokenizer, ServerTokenizer)
 
 
 def _source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -> Source:

@@ -21,6 +21,8 @@ __all__ = ["cli", "main"]
 
 _COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("tokometer.cli.bench", "Benchmark an inference endpoint (or the embedded engine)."),
+    "count": ("tokometer.cli.count", "Count tokens with the model's own tokenizer; budgets and cost."),
+    "estimate": ("tokometer.cli.estimate", "Roofline limits of a deployment, and the efficiency of a measured run."),
     "runs": ("tokometer.cli.runs", "List saved benchmark runs."),
     "sim": ("tokometer.cli.sim", "Run a simulated inference server with scripted timing."),
     "serve": ("tokometer.cli.serve", "Start an inference engine and wait until it answers."),

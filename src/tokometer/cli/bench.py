@@ -51,7 +51,8 @@ _EMBEDDED_DEFAULTS = {"concurrency": [1, 2, 4], "requests": 8, "input_tokens": 1
 @click.option("--dataset-kind", type=click.Choice(["auto", "jsonl", "sharegpt"]), default="auto", show_default=True)
 @click.option("--prompt", default=None, help="Send this one prompt every time.")
 @click.option("--tokenizer", default="auto", show_default=True,
-              help="auto (the server's /tokenize if it has one), server, none, or a tokenizer.json path.")
+              help="auto (the server's /tokenize if it has one), server, none, or anything 'tokometer count "
+              "--tokenizer' takes (bundled, a .gguf, tokenizer.json, a model directory or id, tiktoken:ENC).")
 @click.option("--timeout", default="600s", show_default=True, help="Limit for a whole request.")
 @click.option("--idle-timeout", default="60s", show_default=True, help="Limit for silence inside a stream.")
 @click.option("--connect-timeout", default="10s", show_default=True)

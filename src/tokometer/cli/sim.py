@@ -39,12 +39,30 @@ __all__ = ["command"]
 @click.option("--slow-first-byte-ms", type=float, default=2000.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for fault dice.")
 @click.option("--precise", is_flag=True, help="Pace events to microseconds by yielding the loop (uses more CPU).")
+@click.option("--hardware", default=None,
+              help="Model a deployment: hardware from 'tokometer estimate' (e.g. H100-SXM); --model then names "
+              "the model (e.g. llama-3.1-8b) and a continuous-batching engine sets the timing.")
+@click.option("--dtype", default="bf16", show_default=True, help="Modelled weight format (bf16, fp8, int4-awq, ...).")
+@click.option("--kv-dtype", default="bf16", show_default=True, help="Modelled KV-cache format.")
+@click.option("--tp", type=int, default=1, show_default=True, help="Modelled tensor-parallel GPUs.")
+@click.option("--max-num-seqs", type=int, default=256, show_default=True, help="Modelled engine: sequences per batch.")
+@click.option("--max-batched-tokens", type=int, default=8192, show_default=True,
+              help="Modelled engine: tokens per step (chunked prefill budget).")
+@click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
+@click.option("--time-scale", type=float, default=1.0, show_default=True,
+              help="Modelled engine: stretch every time by this factor (to play a fast GPU faithfully).")
+@click.option("--jitter", type=float, default=0.0, show_default=True,
+              help="Modelled engine: relative standard deviation of step times.")
 @click.option("--log-level", default="warning", show_default=True)
 def command(**opts: Any) -> None:
     """Run a simulated server speaking OpenAI chat/completions, Ollama, TGI and llama.cpp protocols.
 
-    Every request follows the same script: first token after --ttft-ms, then one event every
-    --itl-ms x --tokens-per-event. GET /sim/trace shows what was sent and when.
+    \b
+    Scripted (default): every request gets its first token after --ttft-ms, then one event every
+    --itl-ms x --tokens-per-event.
+    Modelled (--hardware): a continuous-batching engine plays --model on --hardware; each step
+    takes as long as the roofline at typical efficiency says (tokometer estimate).
+    GET /sim/trace shows what was sent and when; GET /metrics speaks vLLM's metric names.
     """
     from tokometer.errors import ConfigError
     from tokometer.sim import SimConfig, bind_socket, serve
@@ -64,7 +82,14 @@ def command(**opts: Any) -> None:
         reject_stream_options=opts["reject_stream_options"], faults=faults, fault_schedule=schedule,
         fault_after_tokens=opts["fault_after_tokens"], stall_s=opts["stall_s"],
         slow_first_byte_ms=opts["slow_first_byte_ms"], seed=opts["seed"], precise=opts["precise"],
+        hardware=opts["hardware"], dtype=opts["dtype"], kv_dtype=opts["kv_dtype"], tp=opts["tp"],
+        max_num_seqs=opts["max_num_seqs"], max_batched_tokens=opts["max_batched_tokens"],
+        gpu_memory_utilization=opts["gpu_memory_utilization"], time_scale=opts["time_scale"], jitter=opts["jitter"],
     )
+    if config.modelled:
+        from tokometer.sim.model import step_time_for
+
+        step_time_for(config)  # a bad model, hardware or a deployment that does not fit: one line, before listening
     try:
         sock = bind_socket(opts["host"], opts["port"])
     except OSError as exc:

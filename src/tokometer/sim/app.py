@@ -22,6 +22,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tokometer.sim.config import SimConfig
+from tokometer.sim.metrics import CONTENT_TYPE, SimMetrics
+from tokometer.sim.model import engine_for
 from tokometer.sim.protocols import PROTOCOLS, Protocol
 from tokometer.sim.state import DropSimulatedResets, SimState
 from tokometer.sim.streams import EngineStream, ScriptedStream
@@ -66,7 +68,9 @@ def _authorized(request: Request, api_key: str | None) -> bool:
 
 def create_app(config: SimConfig) -> Starlette:
     """The simulator as an ASGI app (run it with uvicorn, or `tokometer sim`)."""
-    state = SimState(config)
+    state = SimState(config, engine_for(config))
+    metrics = SimMetrics(state, config.model)
+    state.metrics = metrics
     logging.getLogger("uvicorn.error").addFilter(DropSimulatedResets())
 
     async def generate(request: Request) -> Response | ScriptedStream | EngineStream:
@@ -153,6 +157,9 @@ def create_app(config: SimConfig) -> Starlette:
         state.trace.clear()
         return JSONResponse({"cleared": True})
 
+    async def prometheus(request: Request) -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
     async def sim_config(request: Request) -> Response:
         return JSONResponse(config.model_dump())
 
@@ -166,6 +173,7 @@ def create_app(config: SimConfig) -> Starlette:
         Route("/sim/trace", get_trace, methods=["GET"]),
         Route("/sim/trace", clear_trace, methods=["DELETE"]),
         Route("/sim/config", sim_config, methods=["GET"]),
+        Route("/metrics", prometheus, methods=["GET"]),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(_StampArrival)])
     app.state.sim = state

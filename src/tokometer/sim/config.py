@@ -56,6 +56,23 @@ class SimConfig(BaseModel):
     precise: bool = False
     trace_size: int = Field(100_000, ge=0)
 
+    # The performance model: with ``hardware`` set, `model` names a model `tokometer.perf` knows
+    # and requests are served by a continuous-batching engine whose steps take as long as the
+    # roofline at typical efficiencies says (see `tokometer.sim.engine`).
+    hardware: str | None = None
+    dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    tp: int = Field(1, ge=1)
+    max_num_seqs: int = Field(256, ge=1)
+    max_batched_tokens: int = Field(8192, ge=1)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    time_scale: float = Field(1.0, gt=0, description="stretch every modelled time by this factor")
+    jitter: float = Field(0.0, ge=0, le=1, description="relative standard deviation of step times")
+
+    @property
+    def modelled(self) -> bool:
+        return self.hardware is not None
+
     @field_validator("faults")
     @classmethod
     def _known_rates(cls, value: dict[str, float]) -> dict[str, float]:

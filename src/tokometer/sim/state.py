@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import Protocol
 
 from tokometer.sim.config import SimConfig
 from tokometer.sim.engine import Engine
-from tokometer.sim.trace import TraceLog
+from tokometer.sim.trace import SendTrace, TraceLog
 
-__all__ = ["DropSimulatedResets", "SimState", "SimulatedReset"]
+__all__ = ["DropSimulatedResets", "SimMetricsLike", "SimState", "SimulatedReset"]
+
+
+class SimMetricsLike(Protocol):
+    """What the streams need of `tokometer.sim.metrics.SimMetrics` (kept apart to avoid an import cycle)."""
+
+    def observe(self, trace: SendTrace) -> None: ...
 
 
 class SimulatedReset(Exception):
@@ -29,6 +36,7 @@ class SimState:
     def __init__(self, config: SimConfig, engine: Engine | None = None) -> None:
         self.config = config
         self.engine = engine
+        self.metrics: SimMetricsLike | None = None
         self.trace = TraceLog(config.trace_size)
         self._rng = random.Random(config.seed)
         self._seq = 0

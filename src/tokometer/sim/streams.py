@@ -69,6 +69,8 @@ class _Stream:
             watcher.cancel()
             self.trace.end_ns = time.perf_counter_ns()
             self.trace.disconnected = self.disconnected
+            if self.state.metrics is not None:
+                self.state.metrics.observe(self.trace)
 
     async def _body(self) -> None:
         raise NotImplementedError

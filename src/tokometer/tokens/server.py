@@ -1,6 +1,9 @@
 """The engine's own tokenizer over HTTP: llama.cpp and vLLM ``/tokenize`` + ``/detokenize``.
 
-Used before a run (to make prompts of an exact length), never on the hot path.
+Used before a run (to make prompts of an exact length), never on the hot path, and by
+``tokometer count --tokenizer URL``. Chats are rendered by the server itself (llama.cpp
+``/apply-template``; vLLM's ``/tokenize`` takes ``messages``); the context window is read from
+llama.cpp ``/props`` or vLLM ``/v1/models``.
 """
 
 from __future__ import annotations
@@ -8,10 +11,11 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokometer.errors import TokenizerError
+from tokometer.tokens.base import BaseTokenizer
 
 __all__ = ["ServerTokenizer", "probe_server_tokenizer"]
 
@@ -21,10 +25,13 @@ def _root(base_url: str) -> str:
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
-class ServerTokenizer:
+class ServerTokenizer(BaseTokenizer):
     """Tokenizes by asking the server (``POST {root}/tokenize``)."""
 
+    kind = "server"
+
     def __init__(self, base_url: str, model: str = "", api_key: str | None = None, timeout: float = 10.0) -> None:
+        super().__init__()
         self.root = _root(base_url)
         self.model = model
         self.name = f"server:{self.root}/tokenize"
@@ -33,8 +40,10 @@ class ServerTokenizer:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = timeout
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        request = urllib.request.Request(self.root + path, json.dumps(body).encode(), self._headers, method="POST")
+    def _post(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        data_out = None if body is None else json.dumps(body).encode()
+        method = "GET" if body is None else "POST"
+        request = urllib.request.Request(self.root + path, data_out, self._headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as response:
                 data = json.loads(response.read())
@@ -62,6 +71,49 @@ class ServerTokenizer:
 
     def count(self, text: str) -> int:
         return len(self.encode(text))
+
+    def count_chat(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> int:
+        """The server renders the chat with its own template and counts it."""
+        try:  # llama.cpp: render, then tokenize with BOS as its chat endpoint does
+            prompt = self._post("/apply-template", {"messages": list(messages)}).get("prompt")
+        except TokenizerError:
+            prompt = None
+        if isinstance(prompt, str):
+            data = self._post("/tokenize", {"content": prompt, "add_special": True, "parse_special": True})
+            tokens = data.get("tokens")
+            if isinstance(tokens, list):
+                return len(tokens)
+        data = self._post("/tokenize", {"model": self.model, "messages": list(messages),  # vLLM
+                                        "add_generation_prompt": add_generation_prompt})
+        if isinstance(data.get("count"), int):
+            return int(data["count"])
+        raise TokenizerError(f"the server at {self.root} cannot render chats (no /apply-template, and its "
+                             "/tokenize does not take messages)")
+
+    def render_chat(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> str:
+        prompt = self._post("/apply-template", {"messages": list(messages)}).get("prompt")
+        if not isinstance(prompt, str):
+            raise TokenizerError(f"{self.root}/apply-template answered without a prompt")
+        return prompt
+
+    def read_context_length(self) -> None:
+        """Fill ``context_length`` from llama.cpp ``/props`` or vLLM ``/v1/models``, where they answer."""
+        try:
+            props = self._post("/props", None)
+            n_ctx = props.get("default_generation_settings", {}).get("n_ctx")
+            if isinstance(n_ctx, int) and n_ctx > 0:
+                self.context_length, self.context_source = n_ctx, "server /props n_ctx (per slot)"
+                return
+        except (TokenizerError, AttributeError):
+            pass
+        try:
+            models = self._post("/v1/models", None).get("data") or []
+        except TokenizerError:
+            return
+        for entry in models:
+            if isinstance(entry, dict) and isinstance(entry.get("max_model_len"), int):
+                self.context_length, self.context_source = entry["max_model_len"], "server /v1/models max_model_len"
+                return
 
 
 def probe_server_tokenizer(base_url: str, model: str = "", api_key: str | None = None) -> ServerTokenizer | None:

@@ -1,0 +1,212 @@
+"""How close a measured run came to the roofline, step by step, and what most likely held it back.
+
+For each step of a saved run (measured requests that completed, warm-up left out):
+
+    decode batch   time-weighted mean number of requests between their first and last token, over
+                   the time at least one was there (sequential requests: exactly 1)
+    context        mean input tokens + mean output tokens / 2 (each cache mid-answer)
+    bytes per step W_read(batch) / TP + KV per token × batch × context
+    MBU (decode)   bytes per step / TPOT p50 / peak bandwidth
+    decode MFU     decode FLOPs(batch, batch × context) / TPOT p50 / peak FLOP/s
+    MFU (prefill)  prefill FLOPs(n) × prompts prefilled at once / prefill time / peak FLOP/s, with the
+                   medians of n = the server's prompt token count (else the input tokens) and of the
+                   prefill time = the server's prompt time where it reports one for every request, else
+                   TTFT; "at once" = the time-weighted overlap of the requests' prefill intervals
+    wait           TTFT − the server's prompt time (queueing for a slot + network), median
+
+The likely bottleneck, first rule that holds:
+
+    1. client      the step's client self-check says it could not keep up
+    2. network     the server's own decode time per token is < 80 % of the client-seen TPOT
+    3. queueing    TTFT p50 > 2 × prefill time (the server's; without it, the roofline's expected
+                   prefill) and TTFT is ≥ 1/3 of E2E: requests waited for a slot or behind other
+                   prompts (scheduling)
+    4. bandwidth   MBU ≥ 50 %
+    5. compute     decode MFU ≥ 50 %, or prefill MFU ≥ 40 % and TTFT ≥ 1/3 of E2E
+    6. engine      neither is near its peak: kernels, threading or per-step overhead (scheduling)
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from tokometer.metrics.request import e2e_ns, tpot_ns, ttft_ns
+from tokometer.perf.roofline import Deployment, Efficiency, decode_flops, prefill_flops, prefill_s, weight_bytes_read
+from tokometer.records import RequestRecord
+
+__all__ = ["BOTTLENECK_RULE", "RunEfficiency", "StepEfficiency", "decode_batch", "run_efficiency"]
+
+BOTTLENECK_RULE = ("first that holds: client saturated → client; server decode time/token < 80% of client TPOT → "
+                   "network; TTFT > 2 × prefill and ≥ 1/3 of E2E → queueing/scheduling; MBU ≥ 50% → bandwidth; "
+                   "decode MFU ≥ 50% or (prefill MFU ≥ 40% and TTFT ≥ 1/3 of E2E) → compute; else engine overhead")
+
+
+@dataclass(frozen=True)
+class StepEfficiency:
+    """One step's utilisation figures and verdict."""
+
+    step: int
+    load: str
+    requests: int
+    decode_batch: float
+    context_tokens: float
+    tpot_s: float | None
+    bytes_per_step: float
+    mbu: float | None
+    decode_mfu: float | None
+    prefill_tokens: float | None
+    prefill_s: float | None
+    prefill_source: str
+    prefill_concurrency: float
+    prefill_mfu: float | None
+    ttft_s: float | None
+    wait_s: float | None
+    e2e_s: float | None
+    server_tpot_s: float | None
+    bottleneck: str
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class RunEfficiency:
+    """Every step's `StepEfficiency` for one saved run, with the deployment judged against and the rule used."""
+
+    run_id: int
+    deployment: Deployment
+    steps: list[StepEfficiency]
+    rule: str = BOTTLENECK_RULE
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.deployment
+        return {"run_id": self.run_id, "model": d.model.name, "hardware": d.hardware.name,
+                "hardware_source": d.hardware.source, "weight_dtype": d.weight_dtype, "kv_dtype": d.kv_dtype,
+                "weight_bytes": d.weight_bytes, "bandwidth_gbs": d.hardware.bandwidth_gbs,
+                "peak_flops": d.compute_flops, "rule": self.rule, "steps": [s.to_json() for s in self.steps]}
+
+
+def _overlap(intervals: list[tuple[float, float]]) -> float:
+    """Time-weighted mean number of open intervals, over the time at least one is open."""
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    busy = weighted = 0.0
+    level, previous = 0, None
+    for stamp, change in events:
+        if previous is not None and level > 0:
+            busy += stamp - previous
+            weighted += (stamp - previous) * level
+        level += change
+        previous = stamp
+    return weighted / busy if busy else 1.0
+
+
+def decode_batch(records: list[RequestRecord]) -> float:
+    """Mean number of requests in decode (first..last token) over the time at least one was."""
+    return _overlap([(float(r.first_token_ns), float(r.last_token_ns)) for r in records])
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _prefill(records: list[RequestRecord]) -> tuple[float | None, float | None, float, bool]:
+    """(median prompt tokens, median prefill seconds, prompts prefilled at once, from the server's timings)."""
+    times, tokens, spans = [], [], []
+    for r in records:
+        s = r.server
+        if s is not None and s.prompt_ms:
+            times.append(s.prompt_ms / 1e3)
+            tokens.append(float(s.prompt_tokens or r.input_tokens or 0))
+            spans.append((r.first_token_ns - s.prompt_ms * 1e6, float(r.first_token_ns)))
+    if len(times) == len(records):
+        return _median(tokens), _median(times), _overlap(spans), True
+    times = [(r.first_token_ns - r.sent_ns) / 1e9 for r in records]
+    spans = [(float(r.sent_ns), float(r.first_token_ns)) for r in records]
+    return _median([float(r.input_tokens or 0) for r in records]), _median(times), _overlap(spans), False
+
+
+def _step(d: Deployment, index: int, load: str, records: list[RequestRecord], health: dict[str, Any],
+          eff: Efficiency) -> StepEfficiency:
+    m = d.model
+    batch = decode_batch(records)
+    context = (statistics.fmean(float(r.input_tokens or 0) for r in records)
+               + statistics.fmean(float(r.output_tokens or 0) for r in records) / 2)
+    tpot = _median([t / 1e9 for r in records if (t := tpot_ns(r)) is not None])
+    read = weight_bytes_read(d, max(1, round(batch))) / d.tp + d.kv_read_bytes_per_token * batch * context
+    flops = d.compute_flops
+    mbu = read / tpot / d.hardware.bandwidth if tpot else None
+    decode_mfu = decode_flops(m, batch, batch * context) / tpot / (d.tp * flops) if tpot and flops else None
+    n, prefill_time, together, from_server = _prefill(records)
+    prefill_mfu = None
+    if n and prefill_time and flops:
+        prefill_mfu = prefill_flops(m, n) * together / prefill_time / (d.tp * flops)
+    ttft = _median([t / 1e9 for r in records if (t := ttft_ns(r)) is not None])
+    e2e = _median([t / 1e9 for r in records if (t := e2e_ns(r)) is not None])
+    waits = [t / 1e9 - r.server.prompt_ms / 1e3 for r in records
+             if r.server and r.server.prompt_ms and (t := ttft_ns(r)) is not None]
+    server_tpot = _median([r.server.decode_ms / 1e3 / r.server.decode_tokens for r in records
+                           if r.server and r.server.decode_ms and r.server.decode_tokens])
+    reference = prefill_time if from_server else (prefill_s(d, int(n), 0, eff) if n else None)
+    source = "server prompt time" if from_server else "TTFT (includes waiting and network)"
+    verdict, why = _verdict(health, tpot, server_tpot, ttft, reference, from_server, e2e, mbu, decode_mfu,
+                            prefill_mfu)
+    return StepEfficiency(index, load, len(records), batch, context, tpot, read, mbu, decode_mfu, n, prefill_time,
+                          source, together, prefill_mfu, ttft, _median(waits), e2e, server_tpot, verdict, why)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.0%}"
+
+
+def _verdict(health: dict[str, Any], tpot: float | None, server_tpot: float | None, ttft: float | None,
+             prefill: float | None, from_server: bool, e2e: float | None, mbu: float | None, decode_mfu: float | None,
+             prefill_mfu: float | None) -> tuple[str, str]:
+    if health.get("saturated"):
+        return "client", f"the load generator could not keep up: {health.get('verdict', '')}"
+    if tpot and server_tpot and server_tpot < 0.8 * tpot:
+        return "network", (f"the engine spent {server_tpot * 1e3:.2f} ms per token but tokens arrived every "
+                           f"{tpot * 1e3:.2f} ms: delay between engine and client")
+    ttft_share = ttft / e2e if ttft and e2e else 0.0
+    if ttft and prefill and ttft > 2 * prefill and ttft_share >= 1 / 3:
+        what = "the server's prefill time" if from_server else "the expected prefill"
+        return "queueing", (f"TTFT {ttft * 1e3:.0f} ms is {ttft / prefill:.1f}× {what} "
+                            f"({prefill * 1e3:.0f} ms) and {ttft_share:.0%} of E2E: requests waited for a slot or "
+                            "behind other prompts")
+    if mbu is not None and mbu >= 0.5:
+        return "bandwidth", f"decode moves weights and KV at {_pct(mbu)} of peak bandwidth (MBU)"
+    if decode_mfu is not None and decode_mfu >= 0.5:
+        return "compute", f"decode uses {_pct(decode_mfu)} of peak FLOP/s"
+    if prefill_mfu is not None and prefill_mfu >= 0.4 and ttft_share >= 1 / 3:
+        return "compute", f"prefill runs at {_pct(prefill_mfu)} of peak FLOP/s and TTFT is {ttft_share:.0%} of E2E"
+    shares = {"bandwidth": mbu, "compute": decode_mfu}
+    near = max((k for k, v in shares.items() if v is not None), key=lambda k: shares[k] or 0.0, default=None)
+    nearest = f"; decode is closest to its {near} limit" if near else ""
+    return "engine overhead", (f"MBU {_pct(mbu)}, decode MFU {_pct(decode_mfu)}, prefill MFU {_pct(prefill_mfu)}: "
+                               f"neither bandwidth nor compute is near its peak (kernels, threads, per-step overhead)"
+                               f"{nearest}")
+
+
+def _load_label(load: dict[str, Any] | None) -> str:
+    load = load or {}
+    if "concurrency" in load:
+        return f"c={load['concurrency']}"
+    if "rate" in load:
+        return f"{load['rate']}/s"
+    return "-"
+
+
+def run_efficiency(run: dict[str, Any], records: list[RequestRecord], d: Deployment,
+                   efficiency: Efficiency | None = None) -> RunEfficiency:
+    """Utilisation and likely bottleneck of every step of a saved run (``ResultStore.get_run`` + records)."""
+    steps = []
+    for step in run.get("steps") or []:
+        index = int(step["step"])
+        done = [r for r in records if r.step == index and not r.warmup and r.ok and r.first_token_ns]
+        if not done:
+            continue
+        steps.append(_step(d, index, _load_label(step.get("load")), done, step.get("health") or {},
+                           efficiency or Efficiency()))
+    return RunEfficiency(int(run["id"]), d, steps)

@@ -1,0 +1,154 @@
+"""`estimate()`: the limits of a deployment at several batch sizes, bound and expected side by side.
+
+For each batch size, with every request holding ``input`` prompt tokens and generating ``output``:
+
+    prefill (one request)    `prefill_s(d, input)`: the TTFT floor of a request that does not wait
+    decode step              `decode_step_s(d, batch, batch × (input + output / 2))`: the caches
+                             are taken mid-answer, when each holds input + output / 2 tokens
+    per-request tok/s        1 / step;     aggregate tok/s = batch / step
+    fits                     batch × (input + output) ≤ KV capacity
+
+"bound" is the roofline at 100 % of bandwidth and FLOP/s; "expected" is at the stated
+`Efficiency`. `explain()` writes the same arithmetic out in words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokometer.perf.quant import normalize_dtype, weight_dtype
+from tokometer.perf.roofline import (
+    ACTIVATION_RESERVE_GIB,
+    BOUND,
+    Deployment,
+    Efficiency,
+    compute_bound_batch,
+    decode_step_s,
+    prefill_s,
+    weight_bytes_read,
+)
+
+__all__ = ["BatchEstimate", "Estimate", "estimate"]
+
+
+@dataclass(frozen=True)
+class BatchEstimate:
+    """One batch size: prefill and decode-step times, bound and expected, and what limits the step."""
+
+    batch: int
+    fits: bool | None  # None: the hardware's memory size is unknown
+    kv_bytes_end: float  # KV the batch holds when every answer is complete
+    context_tokens: int  # KV tokens of the batch mid-answer
+    prefill_bound_s: float
+    prefill_expected_s: float
+    step_bound_s: float
+    step_expected_s: float
+    limiter: str  # "bandwidth" or "compute", at the expected efficiencies
+
+    @property
+    def per_request_bound_tok_s(self) -> float:
+        return 1 / self.step_bound_s
+
+    @property
+    def per_request_expected_tok_s(self) -> float:
+        return 1 / self.step_expected_s
+
+    @property
+    def aggregate_bound_tok_s(self) -> float:
+        return self.batch / self.step_bound_s
+
+    @property
+    def aggregate_expected_tok_s(self) -> float:
+        return self.batch / self.step_expected_s
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "batch": self.batch, "fits": self.fits, "kv_bytes_end": self.kv_bytes_end,
+            "context_tokens_mid_answer": self.context_tokens,
+            "prefill_ms": {"bound": self.prefill_bound_s * 1e3, "expected": self.prefill_expected_s * 1e3},
+            "decode_step_ms": {"bound": self.step_bound_s * 1e3, "expected": self.step_expected_s * 1e3},
+            "per_request_tok_s": {"bound": self.per_request_bound_tok_s,
+                                  "expected": self.per_request_expected_tok_s},
+            "aggregate_tok_s": {"bound": self.aggregate_bound_tok_s, "expected": self.aggregate_expected_tok_s},
+            "limited_by": self.limiter,
+        }
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Memory facts of a deployment and one `BatchEstimate` per batch size."""
+
+    deployment: Deployment
+    efficiency: Efficiency
+    input_tokens: int
+    output_tokens: int
+    gpu_memory_utilization: float
+    kv_capacity_tokens: int | None
+    compute_bound_batch: int | None  # at 100 %
+    compute_bound_batch_expected: int | None
+    compute_bound_batch_short: int | None  # at 100 %, with (nearly) empty caches: weights only
+    rows: tuple[BatchEstimate, ...] = field(default=())
+
+    @property
+    def tokens_per_sequence(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def max_sequences(self) -> int | None:
+        if self.kv_capacity_tokens is None:
+            return None
+        return self.kv_capacity_tokens // max(1, self.tokens_per_sequence)
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.deployment
+        return {
+            "model": {"name": d.model.name, "params": d.model.params, "active_params": d.model.active,
+                      "source": d.model.source},
+            "hardware": {"name": d.hardware.name, "memory_gib": d.hardware.memory_gb,
+                         "bandwidth_gbs": d.hardware.bandwidth_gbs, "peak_tflops": (d.compute_flops or 0) / 1e12
+                         or None, "source": d.hardware.source, "note": d.hardware.note},
+            "weight_dtype": normalize_dtype(d.weight_dtype), "kv_dtype": d.kv_dtype, "tp": d.tp, "pp": d.pp,
+            "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+            "efficiency": {"decode_bandwidth": self.efficiency.decode_bandwidth,
+                           "prefill_compute": self.efficiency.prefill_compute,
+                           "decode_compute": self.efficiency.decode_compute},
+            "weight_bytes": d.weight_bytes, "weight_bytes_per_gpu": d.weight_bytes_per_gpu,
+            "kv_bytes_per_token": d.kv_bytes_per_token, "kv_bytes_per_token_per_gpu": d.kv_bytes_per_token_per_gpu,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "activation_reserve_gib": ACTIVATION_RESERVE_GIB, "kv_capacity_tokens": self.kv_capacity_tokens,
+            "max_sequences": self.max_sequences,
+            "compute_bound_batch": {"bound": self.compute_bound_batch,
+                                    "expected": self.compute_bound_batch_expected,
+                                    "bound_short_context": self.compute_bound_batch_short},
+            "batches": [row.to_json() for row in self.rows],
+        }
+
+
+def _limiter(d: Deployment, batch: int, context: int, eff: Efficiency) -> str:
+    if not d.compute_flops:
+        return "bandwidth"
+    memory = (weight_bytes_read(d, batch) / d.tp + d.kv_read_bytes_per_token * context) / (
+        d.hardware.bandwidth * eff.decode_bandwidth)
+    return "bandwidth" if decode_step_s(d, batch, context, eff) <= memory * (1 + 1e-12) else "compute"
+
+
+def estimate(d: Deployment, batches: list[int], input_tokens: int, output_tokens: int,
+             efficiency: Efficiency | None = None, gpu_memory_utilization: float = 0.9) -> Estimate:
+    """Limits of ``d`` at each batch size in ``batches`` for requests of ``input_tokens`` → ``output_tokens``."""
+    eff = efficiency or Efficiency()
+    weight_dtype(d.weight_dtype)
+    capacity = d.kv_capacity_tokens(gpu_memory_utilization) if d.hardware.memory_gb else None
+    mid = input_tokens + output_tokens / 2
+    rows = []
+    for batch in batches:
+        context = round(batch * mid)
+        end_tokens = batch * (input_tokens + output_tokens)
+        rows.append(BatchEstimate(
+            batch=batch, fits=None if capacity is None else end_tokens <= capacity,
+            kv_bytes_end=end_tokens * d.kv_bytes_per_token, context_tokens=context,
+            prefill_bound_s=prefill_s(d, input_tokens), prefill_expected_s=prefill_s(d, input_tokens, 0, eff),
+            step_bound_s=decode_step_s(d, batch, context), step_expected_s=decode_step_s(d, batch, context, eff),
+            limiter=_limiter(d, batch, context, eff)))
+    turns = (compute_bound_batch(d, mid, BOUND), compute_bound_batch(d, mid, eff), compute_bound_batch(d, 0, BOUND))
+    return Estimate(d, eff, input_tokens, output_tokens, gpu_memory_utilization, capacity, *turns, tuple(rows))

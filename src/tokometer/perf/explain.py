@@ -1,0 +1,159 @@
+"""`explain()`: an `Estimate`'s arithmetic written out in words, number by number (``--explain``)."""
+
+from __future__ import annotations
+
+from tokometer.perf.estimate import Estimate
+from tokometer.perf.quant import normalize_dtype, weight_dtype
+from tokometer.perf.roofline import (
+    ACTIVATION_RESERVE_GIB,
+    Deployment,
+    decode_flops,
+    decode_step_s,
+    prefill_flops,
+    prefill_s,
+    weight_bytes_read,
+)
+
+__all__ = ["explain", "fmt_bytes", "fmt_time"]
+
+GIB = 2**30
+
+
+def fmt_bytes(n: float) -> str:
+    """Bytes as GB (10^9) above 1 GB, else MB, else KiB."""
+    if n >= 1e9:
+        return f"{n / 1e9:,.2f} GB"
+    if n >= 1e6:
+        return f"{n / 1e6:,.1f} MB"
+    return f"{n / 1024:,.1f} KiB"
+
+
+def fmt_time(seconds: float) -> str:
+    return f"{seconds * 1e3:,.3f} ms" if seconds < 1 else f"{seconds:,.2f} s"
+
+
+def _weights(d: Deployment) -> str:
+    m, fmt = d.model, weight_dtype(d.weight_dtype)
+    total = d.weight_bytes
+    if m.weight_bytes and normalize_dtype(d.weight_dtype) == normalize_dtype(m.native_dtype):
+        how = f"{fmt_bytes(total)} ({fmt.name} tensors as stored: {total * 8 / m.params:.2f} bits per weight)"
+    elif fmt.linear_only:
+        emb = min(m.embedding_params, m.params)
+        how = (f"({m.params / 1e9:.2f} B − {emb / 1e9:.2f} B embedding/LM-head params) × {fmt.bits:g} bits / 8 "
+               f"+ {emb / 1e9:.2f} B × 2 B = {fmt_bytes(total)} ({fmt.source})")
+    else:
+        how = f"{m.params / 1e9:.2f} B params × {fmt.bytes_per_weight:g} B ({fmt.name}) = {fmt_bytes(total)}"
+    per_gpu = f"; / {d.gpus} GPUs = {fmt_bytes(d.weight_bytes_per_gpu)} per GPU" if d.gpus > 1 else ""
+    return f"Weights: {how} = {total / GIB:,.2f} GiB{per_gpu}."
+
+
+def _kv(d: Deployment) -> str:
+    m, b = d.model, d.kv_element_bytes
+    if m.is_mla:
+        text = (f"{m.layers} layers × ({m.kv_lora_rank} latent + {m.qk_rope_head_dim} RoPE) × {b:g} B "
+                f"(multi-head latent attention)")
+    else:
+        text = f"2 (K and V) × {m.layers} layers × {m.kv_heads} KV heads × {m.head_dim} head dim × {b:g} B"
+    per_gpu = (f"; per GPU {fmt_bytes(d.kv_bytes_per_token_per_gpu)} (layers split over PP {d.pp}, KV heads over "
+               f"TP {d.tp})" if d.gpus > 1 else "")
+    return f"KV cache per token: {text} = {d.kv_bytes_per_token:,.0f} B = {fmt_bytes(d.kv_bytes_per_token)}{per_gpu}."
+
+
+def _capacity(e: Estimate) -> str:
+    d = e.deployment
+    if e.kv_capacity_tokens is None:
+        return f"KV capacity: unknown ({d.hardware.name} has no memory size in the table)."
+    memory = d.hardware.memory_gb or 0
+    usable = memory * e.gpu_memory_utilization
+    left = usable - d.weight_bytes_per_gpu / GIB - ACTIVATION_RESERVE_GIB
+    return (f"KV capacity: {memory:,.4g} GiB × {e.gpu_memory_utilization:.2f} − {d.weight_bytes_per_gpu / GIB:,.2f} "
+            f"GiB weights − {ACTIVATION_RESERVE_GIB:.2f} GiB reserve for activations = {max(left, 0):,.2f} GiB per "
+            f"GPU; / {fmt_bytes(d.kv_bytes_per_token_per_gpu)} = {e.kv_capacity_tokens:,} tokens. A request holds up "
+            f"to {e.input_tokens:,} + {e.output_tokens:,} = {e.tokens_per_sequence:,} tokens, so "
+            f"{e.max_sequences:,} sequences fit at once.")
+
+
+def _decode(e: Estimate, batch: int, context: int) -> str:
+    d, eff = e.deployment, e.efficiency
+    w = weight_bytes_read(d, batch)
+    kv = d.kv_read_bytes_per_token * context
+    bw = d.hardware.bandwidth_gbs
+    tp = f" / TP {d.tp}" if d.tp > 1 else ""
+    moe = (f" (the shared weights plus the {d.model.expert_fraction_read(batch):.0%} of the routed experts that "
+           f"a step of {batch:,} tokens reaches)" if d.model.is_moe else "")
+    bound, expected = decode_step_s(d, batch, context), decode_step_s(d, batch, context, eff)
+    lines = [f"Decode, batch {batch:,}: a step reads the weights once, {fmt_bytes(w)}{moe}{tp}, plus every sequence's "
+             f"KV cache: mid-answer each holds {e.input_tokens:,} + {e.output_tokens:,}/2 tokens, {context:,} in all "
+             f"× {fmt_bytes(d.kv_read_bytes_per_token)} = {fmt_bytes(kv)}. ({fmt_bytes(w / d.tp)} + {fmt_bytes(kv)}) / "
+             f"{bw:,.4g} GB/s = {fmt_time((w / d.tp + kv) / d.hardware.bandwidth)}."]
+    flops = d.compute_flops
+    if flops:
+        work = decode_flops(d.model, batch, context)
+        lines.append(f"  Compute: 2 × {d.model.matmul_params / 1e9:.2f} B params multiplied per token × {batch:,} + "
+                     f"attention {d.model.attention_flops_per_pair:,} FLOPs × {context:,} cached tokens = "
+                     f"{work / 1e9:,.1f} GFLOP / ({d.tp} × {flops / 1e12:,.4g} TFLOP/s) = "
+                     f"{fmt_time(work / (d.tp * flops))}.")
+    lines.append(f"  Step bound {fmt_time(bound)} → {1 / bound:,.1f} tok/s per request, {batch / bound:,.1f} tok/s "
+                 f"in all; expected at {eff.decode_bandwidth:.0%} of bandwidth / {eff.decode_compute:.0%} of FLOP/s: "
+                 f"{fmt_time(expected)} → {1 / expected:,.1f} and {batch / expected:,.1f} tok/s.")
+    return "\n".join(lines)
+
+
+def _prefill(e: Estimate) -> str:
+    d, eff, n = e.deployment, e.efficiency, e.input_tokens
+    flops = d.compute_flops
+    floor = (weight_bytes_read(d, n) / d.tp + d.kv_read_bytes_per_token * n) / d.hardware.bandwidth
+    if not flops:
+        return (f"Prefill of {n:,} tokens: no compute figure for {d.hardware.name}, so only the floor of reading the "
+                f"weights and writing the cache once: {fmt_time(floor)}.")
+    work = prefill_flops(d.model, n)
+    body = d.model.matmul_params - d.model.lm_head_params
+    bound = prefill_s(d, n)
+    which = "compute bound" if bound > floor * (1 + 1e-9) else "the weight read dominates"
+    return (f"Prefill of {n:,} tokens ({which}): 2 × {body / 1e9:.2f} B × {n:,} + the LM head once, 2 × "
+            f"{d.model.lm_head_params / 1e9:.2f} B, + attention {d.model.attention_flops_per_pair:,} FLOPs × "
+            f"{n:,}×{n + 1:,}/2 causal pairs = {work / 1e12:,.2f} TFLOP / "
+            f"({d.tp} × {flops / 1e12:,.4g} TFLOP/s) = {fmt_time(work / (d.tp * flops))}; floor: reading the weights "
+            f"once {fmt_time(floor)}. Bound {fmt_time(bound)}; expected at {eff.prefill_compute:.0%} of "
+            f"FLOP/s {fmt_time(prefill_s(d, n, 0, eff))}: the TTFT of a request that does not queue.")
+
+
+def _turning_point(e: Estimate) -> str:
+    turn, turn_expected, short = e.compute_bound_batch, e.compute_bound_batch_expected, e.compute_bound_batch_short
+    if short is None:
+        return "Turning point: none (no compute figure for this hardware): decode is taken as bandwidth bound."
+    d = e.deployment
+    flops = d.compute_flops or 0.0
+    text = (f"Turning point: with short contexts decode turns compute bound at batch {short:,}: there the step's "
+            f"FLOPs, 2 × {d.model.matmul_params / 1e9:.2f} B × batch / ({d.tp} × {flops / 1e12:,.4g} TFLOP/s), "
+            f"take as long as reading {fmt_bytes(weight_bytes_read(d, short) / d.tp)} of weights"
+            f"{' per GPU' if d.tp > 1 else ''} at {d.hardware.bandwidth_gbs:,.4g} GB/s; below it a bigger batch "
+            "costs almost nothing per step, as the weights are read once for all sequences.")
+    mid = e.input_tokens + e.output_tokens / 2
+    if turn is None:
+        text += (f" With {mid:,.0f} tokens cached per sequence it never does: each sequence's KV read "
+                 f"({fmt_bytes(d.kv_read_bytes_per_token * mid)}) takes longer than its FLOPs.")
+    else:
+        at_eff = f"{turn_expected:,}" if turn_expected is not None else "never"
+        text += f" With {mid:,.0f} tokens cached per sequence: batch {turn:,} (at the stated efficiencies: {at_eff})."
+        if e.max_sequences is not None and turn > e.max_sequences:
+            text += f" Memory runs out first: {e.max_sequences:,} sequences fit."
+    return text
+
+
+def explain(e: Estimate) -> str:
+    """The estimate's arithmetic in words: memory, KV, capacity, each batch's decode step, prefill, turning point."""
+    d = e.deployment
+    lines = [f"{d.describe()}", f"Model: {d.model.describe()}.", f"Hardware: {d.hardware.describe()}."
+             + (f" {d.hardware.note}." if d.hardware.note else ""), _weights(d), _kv(d), _capacity(e), ""]
+    for row in e.rows:
+        lines += [_decode(e, row.batch, row.context_tokens), ""]
+    lines.append(_prefill(e))
+    lines.append(_turning_point(e))
+    if d.tp > 1:
+        lines.append(f"Tensor parallel {d.tp}: weights, KV heads and the work are split over {d.tp} GPUs, and each "
+                     "layer's all-reduce over the interconnect is NOT counted: real steps take longer by that.")
+    if d.pp > 1:
+        lines.append(f"Pipeline parallel {d.pp}: memory is split over {d.pp} stages but a token passes them one after "
+                     "another, so per-token latency is not reduced (throughput can be, with micro-batches in flight).")
+    return "\n".join(lines)

@@ -1,0 +1,242 @@
+"""Where a `ModelSpec` comes from: a built-in name, a Hugging Face ``config.json``, or a GGUF header.
+
+``resolve_model(x)`` tries, in order: a ``.gguf`` file; a directory or file with ``config.json``;
+the built-in table (by name, alias or Hub id, spelling-insensitive: ``Llama-3.1-8B-Instruct``,
+``meta-llama/Llama-3.1-8B-Instruct`` and ``llama3.1:8b`` are one model); a Hub id fetched with
+``huggingface_hub`` when it is installed and the Hub is reachable. Anything else is a ConfigError
+that lists the closest built-in names.
+
+Parameter counts from a config.json are computed from its shapes (attention, MLP or experts,
+embeddings; norms and biases left out) unless safetensors files give the exact size. From a GGUF
+they are exact: the sum of its tensors' elements, and the weight bytes are its tensor data.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import struct
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tokometer.errors import ConfigError
+from tokometer.perf.catalog import BUILTIN_MODELS, MODEL_ALIASES
+from tokometer.perf.model import ModelSpec
+from tokometer.perf.quant import normalize_dtype
+
+__all__ = ["model_from_config", "model_from_gguf", "resolve_model", "weights_on_disk"]
+
+_NATIVE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0}
+_QUANT_METHODS = {"fp8": "fp8", "awq": "awq", "gptq": "gptq"}
+
+
+def _key(name: str) -> str:
+    key = name.strip().lower().rsplit("/", 1)[-1]
+    key = re.sub(r"-(instruct|it|chat|hf)(?=$|-)", "", key)
+    return re.sub(r"[^a-z0-9.]", "", key)
+
+
+def _builtin_index() -> dict[str, str]:
+    index: dict[str, str] = {}
+    for name, spec in BUILTIN_MODELS.items():
+        index[_key(name)] = name
+        index[_key(spec.hf_id)] = name
+    for alias, name in MODEL_ALIASES.items():
+        index[_key(alias)] = name
+    return index
+
+
+def _layer_params(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, head_dim: int) -> float:
+    if cfg.get("kv_lora_rank"):
+        rope, nope = int(cfg.get("qk_rope_head_dim", 64)), int(cfg.get("qk_nope_head_dim", 128))
+        v_dim, rank, q_rank = int(cfg.get("v_head_dim", 128)), int(cfg["kv_lora_rank"]), cfg.get("q_lora_rank")
+        q = hidden * int(q_rank) + int(q_rank) * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
+        return float(q + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden)
+    return float(2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim)  # q, o; k, v
+
+
+def _params_from_config(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, head_dim: int,
+                        tied: bool) -> tuple[float, float, int, int]:
+    """(params, active params, experts, experts per token) from a config's shapes."""
+    layers, vocab = int(cfg["num_hidden_layers"]), int(cfg.get("vocab_size", 32000))
+    inter = int(cfg.get("intermediate_size") or 4 * hidden)
+    experts = int(cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts") or 0)
+    per_token = int(cfg.get("num_experts_per_tok") or 0)
+    attention = _layer_params(cfg, hidden, heads, kv_heads, head_dim) * layers
+    embeddings = float(vocab * hidden * (1 if tied else 2))
+    if experts <= 1 or per_token <= 0:
+        mlp = 3.0 * hidden * inter * layers
+        return attention + mlp + embeddings, attention + mlp + embeddings, 0, 0
+    expert_size = 3.0 * hidden * int(cfg.get("moe_intermediate_size") or inter)
+    shared = 3.0 * hidden * (int(cfg.get("shared_expert_intermediate_size") or 0)
+                             or int(cfg.get("n_shared_experts") or 0) * int(cfg.get("moe_intermediate_size") or 0))
+    dense_layers = int(cfg.get("first_k_dense_replace") or 0)
+    moe_layers = layers - dense_layers
+    dense = 3.0 * hidden * inter * dense_layers
+    total = attention + dense + moe_layers * (experts * expert_size + shared + hidden * experts) + embeddings
+    active = attention + dense + moe_layers * (per_token * expert_size + shared + hidden * experts) + embeddings
+    return total, active, experts, per_token
+
+
+def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None = None,
+                      source: str = "config.json") -> ModelSpec:
+    """A ModelSpec from a Hugging Face ``config.json`` (a multimodal one's ``text_config`` is used)."""
+    cfg = {**cfg, **cfg.get("text_config", {})}
+    try:
+        hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+        if cfg.get("kv_lora_rank"):
+            head_dim = int(cfg.get("qk_nope_head_dim", 128)) + int(cfg.get("qk_rope_head_dim", 64))
+        else:
+            head_dim = int(cfg.get("head_dim") or hidden // heads)
+        kv_heads = int(cfg.get("num_key_value_heads") or heads)
+        tied = bool(cfg.get("tie_word_embeddings", str(cfg.get("model_type", "")).startswith("gemma")))
+        params, active, experts, per_token = _params_from_config(cfg, hidden, heads, kv_heads, head_dim, tied)
+        spec = ModelSpec(
+            name=name, params=params, layers=int(cfg["num_hidden_layers"]), hidden=hidden, heads=heads,
+            kv_heads=kv_heads, head_dim=head_dim, vocab=int(cfg.get("vocab_size", 32000)),
+            max_context=int(cfg.get("max_position_embeddings") or cfg.get("max_seq_len") or 4096),
+            intermediate=int(cfg.get("intermediate_size") or 0), active_params=active if experts else None,
+            experts=experts, experts_per_token=per_token, v_head_dim=int(cfg.get("v_head_dim") or 0),
+            kv_lora_rank=int(cfg.get("kv_lora_rank") or 0), qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
+            tied_embeddings=tied, hf_id=name, source=source,
+            native_dtype=normalize_dtype(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{name}: config.json lacks a field the estimate needs ({exc})") from exc
+    method = str((cfg.get("quantization_config") or {}).get("quant_method", "")).lower()
+    if method:
+        native = _QUANT_METHODS.get(method)
+        return replace(spec, native_dtype=native or spec.native_dtype,
+                       weight_bytes=weight_bytes if native else None)
+    if weight_bytes and spec.native_dtype in _NATIVE_BYTES:
+        scale = weight_bytes / _NATIVE_BYTES[spec.native_dtype] / spec.params
+        return replace(spec, params=spec.params * scale, active_params=(active * scale) if experts else None,
+                       weight_bytes=weight_bytes, source=f"{source} + safetensors sizes")
+    return spec
+
+
+def weights_on_disk(directory: Path) -> float | None:
+    """Bytes of the safetensors weights in ``directory`` (its index's total_size, else the files' sizes)."""
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            total = json.loads(index.read_text("utf-8")).get("metadata", {}).get("total_size")
+            if total:
+                return float(total)
+        except (OSError, ValueError):
+            pass
+    sizes = [p.stat().st_size for p in directory.glob("*.safetensors")]
+    return float(sum(sizes)) if sizes else None
+
+
+def _gguf_tensors(path: Path, meta: dict[str, Any]) -> tuple[float, float, float, int, bool]:
+    """(params, routed-expert params, tensor data bytes, vocab, has a separate LM head) from the tensor table."""
+    from tokometer.engines.model import _read, _value  # the header parser; tensors follow its key/values
+
+    with path.open("rb") as handle:
+        _read(handle, 4)
+        _version, n_tensors, kv_count = struct.unpack("<IQQ", _read(handle, 20))
+        for _ in range(kv_count):
+            (key_len,) = struct.unpack("<Q", _read(handle, 8))
+            _read(handle, key_len)
+            (kind,) = struct.unpack("<I", _read(handle, 4))
+            _value(handle, kind, False)
+        params = experts = 0.0
+        vocab = 0
+        lm_head = False
+        for _ in range(n_tensors):
+            (name_len,) = struct.unpack("<Q", _read(handle, 8))
+            name = _read(handle, name_len).decode("utf-8", "replace")
+            (n_dims,) = struct.unpack("<I", _read(handle, 4))
+            dims = struct.unpack(f"<{n_dims}Q", _read(handle, 8 * n_dims))
+            _read(handle, 12)  # type (u32), offset (u64)
+            count = 1
+            for dim in dims:
+                count *= dim
+            params += count
+            if "_exps." in name:
+                experts += count
+            if name == "token_embd.weight" and len(dims) == 2:
+                vocab = int(dims[1])
+            lm_head = lm_head or name == "output.weight"
+        alignment = int(meta.get("general.alignment", 32))
+        start = -(-handle.tell() // alignment) * alignment
+    return params, experts, float(path.stat().st_size - start), vocab, lm_head
+
+
+def model_from_gguf(path: Path) -> ModelSpec:
+    """A ModelSpec from a GGUF file's header: exact parameter count and weight bytes."""
+    from tokometer.engines.model import gguf_metadata, quantization_of
+
+    try:
+        meta = gguf_metadata(path)
+        params, expert_params, data_bytes, vocab, lm_head = _gguf_tensors(path, meta)
+    except (OSError, ValueError, struct.error) as exc:
+        raise ConfigError(f"cannot read the GGUF header of {path}: {exc}") from exc
+    arch = str(meta.get("general.architecture", ""))
+
+    def get(key: str, default: Any = None) -> Any:
+        value = meta.get(f"{arch}.{key}", default)
+        return max(value) if isinstance(value, list) and value else value
+
+    try:
+        hidden, heads, layers = int(get("embedding_length")), int(get("attention.head_count")), int(get("block_count"))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: the GGUF header lacks {arch}.embedding_length/head_count/block_count") from exc
+    experts, per_token = int(get("expert_count", 0) or 0), int(get("expert_used_count", 0) or 0)
+    active = params - expert_params * (1 - per_token / experts) if experts and per_token else None
+    quant = quantization_of(path, meta)
+    rank = int(get("attention.kv_lora_rank", 0) or 0)
+    return ModelSpec(
+        name=str(meta.get("general.name") or path.stem), params=params, layers=layers, hidden=hidden, heads=heads,
+        kv_heads=int(get("attention.head_count_kv", heads) or heads),
+        head_dim=int(get("attention.key_length", 0) or hidden // heads), vocab=vocab,
+        max_context=int(get("context_length", 4096) or 4096), intermediate=int(get("feed_forward_length", 0) or 0),
+        active_params=active, experts=experts, experts_per_token=per_token,
+        v_head_dim=int(get("attention.value_length", 0) or 0), kv_lora_rank=rank,
+        qk_rope_head_dim=int(get("rope.dimension_count", 0) or 0) if rank else 0,
+        tied_embeddings=not lm_head, native_dtype=quant, weight_bytes=data_bytes, hf_id=str(path),
+        source=f"GGUF header of {path.name} ({quant}, {data_bytes / 1e6:,.1f} MB of tensors)")
+
+
+def _from_hub(model: str) -> ModelSpec | None:
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        return None
+    try:
+        path = hf_hub_download(model, "config.json")
+        cfg = json.loads(Path(path).read_text("utf-8"))
+    except Exception:  # offline, gated, missing: the caller explains what to do instead
+        return None
+    return model_from_config(cfg, model, source="config.json from the Hugging Face Hub (params from its shapes)")
+
+
+def resolve_model(name_or_path: str) -> ModelSpec:
+    """A model by built-in name, config.json (dir or file), ``.gguf`` path or Hub id; ConfigError if unknown."""
+    path = Path(name_or_path).expanduser()
+    if path.suffix.lower() == ".gguf":
+        if not path.is_file():
+            raise ConfigError(f"no GGUF file at {path}")
+        return model_from_gguf(path)
+    config = path / "config.json" if path.is_dir() else path
+    if config.name.endswith(".json") and config.is_file():
+        try:
+            cfg = json.loads(config.read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read {config}: {exc}") from exc
+        return model_from_config(cfg, str(config.parent), weights_on_disk(config.parent), str(config))
+    index = _builtin_index()
+    found = index.get(_key(name_or_path))
+    if found is not None:
+        return BUILTIN_MODELS[found]
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", name_or_path) and not path.exists():
+        hub = _from_hub(name_or_path)
+        if hub is not None:
+            return hub
+    close = difflib.get_close_matches(_key(name_or_path), list(index), n=4, cutoff=0.5)
+    names = list(dict.fromkeys(index[c] for c in close))
+    known = f"did you mean {', '.join(names)}?" if names else f"built-in names: {', '.join(BUILTIN_MODELS)}."
+    raise ConfigError(f"unknown model {name_or_path!r}: {known} Or give a directory with config.json, a .gguf file, "
+                      "or a Hub id (needs huggingface_hub and the network); --list-models shows the built-in table")

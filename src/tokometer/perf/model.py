@@ -1,0 +1,131 @@
+"""`ModelSpec`: the facts about a transformer that its speed and memory depend on.
+
+Parameters (and, for mixture-of-experts models, the parameters each token uses), layers, hidden
+size, attention heads, KV heads (grouped-query attention), head size, vocabulary and context.
+Derived quantities, each a one-line formula:
+
+    KV elements per token = 2 (K and V) × layers × KV heads × head dim
+                            (multi-head latent attention: layers × (KV LoRA rank + RoPE dim))
+    attention FLOPs per (query, key) pair = 2 × layers × heads × (head dim + V head dim)
+    embedding params      = vocab × hidden × (1 if tied else 2)      (input table + LM head)
+    matmul params         = active − vocab × hidden if untied, else active: what a token is multiplied
+                            with (the input table is a lookup, not a product; the LM head is a product)
+    weight bytes          = params × bits / 8; for fp8/int8/4-bit formats only the linear layers
+                            are quantised: (params − embedding params) × bits / 8 + embedding params × 2
+    expert params (MoE)   = (params − active) × experts / (experts − experts per token)
+
+Loaders for built-in names, config.json and GGUF headers live in `tokometer.perf.models`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokometer.perf.quant import normalize_dtype, weight_dtype
+
+__all__ = ["ModelSpec"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model's architecture. ``weight_bytes`` is the exact size in ``native_dtype`` when known."""
+
+    name: str
+    params: float
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    max_context: int
+    intermediate: int = 0
+    active_params: float | None = None  # mixture of experts: parameters used per token
+    experts: int = 0
+    experts_per_token: int = 0
+    v_head_dim: int = 0  # 0: same as head_dim
+    kv_lora_rank: int = 0  # multi-head latent attention (DeepSeek-V2/V3): compressed KV width
+    qk_rope_head_dim: int = 0
+    tied_embeddings: bool = False
+    native_dtype: str = "bf16"
+    weight_bytes: float | None = None
+    hf_id: str = ""
+    source: str = "built-in table"
+
+    @property
+    def active(self) -> float:
+        """Parameters each token is multiplied with (all of them for a dense model)."""
+        return self.active_params if self.active_params else self.params
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 1 and self.experts_per_token > 0 and self.active < self.params
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def kv_elements_per_token(self) -> int:
+        """Cache elements one token adds: 2 × layers × KV heads × head dim (MLA: layers × (rank + RoPE dim))."""
+        if self.is_mla:
+            return self.layers * (self.kv_lora_rank + self.qk_rope_head_dim)
+        return 2 * self.layers * self.kv_heads * self.head_dim
+
+    @property
+    def attention_flops_per_pair(self) -> int:
+        """FLOPs for one query attending to one key, all layers: 2 × layers × heads × (head dim + V head dim)."""
+        return 2 * self.layers * self.heads * (self.head_dim + (self.v_head_dim or self.head_dim))
+
+    @property
+    def lm_head_params(self) -> float:
+        """The LM head (vocab × hidden): run for every decoded token, but once per prompt in prefill."""
+        return float(self.vocab * self.hidden)
+
+    @property
+    def matmul_params(self) -> float:
+        """Parameters one token is multiplied with: active, less the input embedding table when untied."""
+        return self.active - (0.0 if self.tied_embeddings else self.lm_head_params)
+
+    @property
+    def embedding_params(self) -> float:
+        """Input embedding table plus LM head (one matrix when tied)."""
+        return float(self.vocab * self.hidden * (1 if self.tied_embeddings else 2))
+
+    @property
+    def expert_params(self) -> float:
+        """Parameters in routed experts (0 for a dense model): (params − active) × E / (E − k)."""
+        if not self.is_moe:
+            return 0.0
+        e, k = self.experts, self.experts_per_token
+        return min(self.params, (self.params - self.active) * e / (e - k))
+
+    def expert_fraction_read(self, tokens: int) -> float:
+        """Share of the routed experts a step of ``tokens`` tokens touches: 1 − (1 − k/E)^tokens."""
+        if not self.is_moe or tokens <= 0:
+            return 1.0 if tokens > 0 else 0.0
+        return 1.0 - (1.0 - self.experts_per_token / self.experts) ** tokens
+
+    def weight_bytes_for(self, dtype: str) -> float:
+        """Bytes of all weights in ``dtype`` (the exact size when it is the model's own format)."""
+        key = normalize_dtype(dtype)
+        if self.weight_bytes and key == normalize_dtype(self.native_dtype):
+            return self.weight_bytes
+        fmt = weight_dtype(key)
+        if fmt.linear_only:
+            embeddings = min(self.embedding_params, self.params)
+            return (self.params - embeddings) * fmt.bytes_per_weight + embeddings * 2.0
+        return self.params * fmt.bytes_per_weight
+
+    def shape(self) -> str:
+        """Size and shape in one line: params (active for MoE), layers, hidden, attention, vocab, context."""
+        moe = (f", MoE {self.experts} experts / {self.experts_per_token} per token, {self.active / 1e9:.1f} B active"
+               if self.is_moe else "")
+        attn = (f"MLA rank {self.kv_lora_rank}+{self.qk_rope_head_dim}" if self.is_mla
+                else f"{self.heads} heads / {self.kv_heads} KV heads × {self.head_dim}")
+        return (f"{self.params / 1e9:.2f} B params{moe}, {self.layers} layers, hidden {self.hidden}, {attn}, "
+                f"vocab {self.vocab:,}, context {self.max_context:,}")
+
+    def describe(self) -> str:
+        """One line: name, size, shape and where the facts came from."""
+        return f"{self.name}: {self.shape()} ({self.source})"

@@ -1,0 +1,100 @@
+"""Quantisation: how many bytes a weight (or a KV-cache element) takes, and which peak FLOP/s applies.
+
+Bits per weight, and what they cover:
+
+    bf16, fp16          16            every weight
+    fp32                32            every weight
+    fp8, int8           8             linear layers; embeddings and LM head stay in 16 bits (as vLLM
+                                      and the common FP8/W8A8 checkpoints do)
+    awq, gptq, int4     4 + (16 + 16) / 128 = 4.25
+                                      linear layers: 4-bit weights plus one fp16 scale and one fp16
+                                      zero point per group of 128; embeddings and LM head in 16 bits
+    GGUF types          llama.cpp's whole-file averages (embeddings included): Q4_K_S 4.67,
+                        Q4_K_M 4.89, Q5_K_M 5.70, Q6_K 6.56, Q8_0 8.50 (measured by llama.cpp's
+                        quantize on Llama-3.1-8B); Q4_0 4.5, Q4_1 5.0, Q5_0 5.5, Q5_1 6.0 (block
+                        layout: 32 weights + fp16 scale [+ fp16 min]); F16/BF16 16; F32 32
+
+Compute: fp8 weights run on the fp8 tensor cores (W8A8) and int8 on the int8 ones where the
+hardware lists them; every other type (4-bit weight-only, GGUF) is dequantised and multiplied in
+16 bits, so the bf16 figure applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokometer.errors import ConfigError
+
+__all__ = ["KV_DTYPES", "WEIGHT_DTYPES", "WeightDtype", "kv_bytes", "normalize_dtype", "weight_dtype"]
+
+
+@dataclass(frozen=True)
+class WeightDtype:
+    """One weight format: bits per weight, whether embeddings are kept in 16 bits, the compute column."""
+
+    name: str
+    bits: float
+    linear_only: bool  # True: only the linear layers are quantised; embeddings / LM head stay 16-bit
+    compute: str  # "bf16", "fp8" or "int8": which peak FLOP/s column applies
+    source: str
+
+    @property
+    def bytes_per_weight(self) -> float:
+        return self.bits / 8
+
+
+def _w(name: str, bits: float, linear_only: bool = False, compute: str = "bf16",
+       source: str = "") -> WeightDtype:
+    return WeightDtype(name, bits, linear_only, compute, source)
+
+
+_GROUP = "4-bit weights + one fp16 scale and one fp16 zero point per group of 128"
+_LLAMA_CPP = "llama.cpp quantize, measured on Llama-3.1-8B"
+_BLOCK = "llama.cpp block layout"
+WEIGHT_DTYPES: dict[str, WeightDtype] = {d.name: d for d in (
+    _w("bf16", 16, source="2 bytes"), _w("fp16", 16, source="2 bytes"), _w("fp32", 32, source="4 bytes"),
+    _w("fp8", 8, True, "fp8", "1 byte (linear layers)"), _w("int8", 8, True, "int8", "1 byte (linear layers)"),
+    _w("awq", 4.25, True, source=_GROUP), _w("gptq", 4.25, True, source=_GROUP), _w("int4", 4.25, True, source=_GROUP),
+    _w("Q4_K_S", 4.67, source=_LLAMA_CPP), _w("Q4_K_M", 4.89, source=_LLAMA_CPP),
+    _w("Q5_K_M", 5.70, source=_LLAMA_CPP), _w("Q6_K", 6.56, source=_LLAMA_CPP), _w("Q8_0", 8.50, source=_LLAMA_CPP),
+    _w("Q4_0", 4.5, source=_BLOCK), _w("Q4_1", 5.0, source=_BLOCK), _w("Q5_0", 5.5, source=_BLOCK),
+    _w("Q5_1", 6.0, source=_BLOCK), _w("F16", 16, source="2 bytes"), _w("BF16", 16, source="2 bytes"),
+    _w("F32", 32, source="4 bytes"),
+)}
+
+# Bytes per KV-cache element. q8_0 / q4_0 are llama.cpp's quantised caches (block of 32 + fp16 scale).
+KV_DTYPES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0, "int8": 1.0,
+                               "q8_0": 34 / 32, "q4_0": 18 / 32}
+
+_ALIASES = {
+    "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "f16": "fp16", "float32": "fp32", "f32": "fp32",
+    "float": "fp32", "auto": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "e4m3": "fp8", "float8": "fp8",
+    "w8a8": "int8", "w4a16": "int4", "awq_marlin": "awq", "gptq_marlin": "gptq",
+}
+
+
+def normalize_dtype(name: str) -> str:
+    """Canonical spelling of a weight dtype: ``bfloat16`` -> ``bf16``, ``q4_k_m`` -> ``Q4_K_M``."""
+    lowered = name.strip().lower()
+    lowered = _ALIASES.get(lowered, lowered)
+    if lowered in WEIGHT_DTYPES:
+        return lowered
+    upper = lowered.upper()
+    return upper if upper in WEIGHT_DTYPES else name.strip()
+
+
+def weight_dtype(name: str) -> WeightDtype:
+    """The weight format called ``name`` (case-insensitive, aliases accepted); ConfigError if unknown."""
+    key = normalize_dtype(name)
+    if key in WEIGHT_DTYPES:
+        return WEIGHT_DTYPES[key]
+    raise ConfigError(f"unknown weight dtype {name!r}: use one of {', '.join(WEIGHT_DTYPES)}")
+
+
+def kv_bytes(name: str) -> float:
+    """Bytes per KV-cache element for ``name`` (bf16, fp16, fp8, int8, fp32, q8_0, q4_0)."""
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    if key in KV_DTYPES:
+        return KV_DTYPES[key]
+    raise ConfigError(f"unknown KV-cache dtype {name!r}: use one of {', '.join(KV_DTYPES)}")

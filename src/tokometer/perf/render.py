@@ -1,0 +1,185 @@
+"""Console output of `tokometer estimate`: rich tables for an estimate, a target answer, a run's efficiency."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from tokometer.perf.efficiency import RunEfficiency
+from tokometer.perf.estimate import Estimate
+from tokometer.perf.explain import fmt_bytes
+from tokometer.perf.quant import normalize_dtype
+from tokometer.perf.roofline import weight_bytes_read
+from tokometer.perf.target import TargetAnswer
+
+if TYPE_CHECKING:
+    from tokometer.perf.hardware import HardwareSpec
+    from tokometer.perf.model import ModelSpec
+    from tokometer.perf.roofline import Deployment
+
+__all__ = ["render_estimate", "render_hardware", "render_models", "render_run", "render_target"]
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:,.3g}" if ms < 10 else f"{ms:,.1f}" if ms < 1000 else f"{ms:,.0f}"
+
+
+def _tok(rate: float) -> str:
+    return f"{rate:,.1f}" if rate < 1000 else f"{rate:,.0f}"
+
+
+def _pair(bound: str, expected: str) -> str:
+    return f"{bound} → {expected}"
+
+
+def _efficiency_line(e: Estimate) -> str:
+    f = e.efficiency
+    return (f"bound → expected: expected at {f.decode_bandwidth:.0%} of peak bandwidth in decode, "
+            f"{f.prefill_compute:.0%} of peak FLOP/s in prefill,\n  {f.decode_compute:.0%} in compute-bound decode "
+            "(--bw-efficiency, --prefill-efficiency, --decode-compute-efficiency)")
+
+
+def _header(console: Console, d: Deployment) -> None:
+    console.print(f"  model     {d.model.shape()}")
+    console.print(f"  hardware  {d.hardware.describe(source=False)}")
+    note = f" ({d.hardware.note})" if d.hardware.note else ""
+    console.print(f"  sources   model: {d.model.source}; hardware: {d.hardware.source}{note}")
+
+
+def render_estimate(console: Console, e: Estimate) -> None:
+    d = e.deployment
+    console.print(f"[bold]{d.describe()}[/bold]")
+    _header(console, d)
+    per_gpu = f", {fmt_bytes(d.weight_bytes_per_gpu)} per GPU" if d.gpus > 1 else ""
+    console.print(f"  weights   {fmt_bytes(d.weight_bytes)} ({d.weight_bytes / 2**30:,.2f} GiB) in "
+                  f"{normalize_dtype(d.weight_dtype)}{per_gpu}")
+    kv = f"  KV cache  {fmt_bytes(d.kv_bytes_per_token)} per token ({d.kv_dtype})"
+    if e.kv_capacity_tokens is not None:
+        kv += (f"; {e.kv_capacity_tokens:,} tokens fit ({e.gpu_memory_utilization:.2f} of memory): "
+               f"{e.max_sequences:,} sequences of {e.tokens_per_sequence:,}")
+    console.print(kv)
+    if e.kv_capacity_tokens == 0 and d.hardware.memory_gb:
+        console.print(f"  [bold]does not fit[/bold]: {d.weight_bytes_per_gpu / 2**30:,.2f} GiB of weights per GPU + "
+                      f"2 GiB reserve > {d.hardware.memory_gb * e.gpu_memory_utilization:,.2f} GiB usable; use more "
+                      "GPUs (--tp, --pp) or a lower-bit --dtype. The times below assume it did fit.")
+    ceiling = weight_bytes_read(d, 1) / d.tp / d.hardware.bandwidth
+    console.print(f"  ceiling   one request, empty cache: {fmt_bytes(weight_bytes_read(d, 1) / d.tp)} read per token / "
+                  f"{d.hardware.bandwidth_gbs:,.4g} GB/s = {ceiling * 1e3:,.3g} ms → {1 / ceiling:,.1f} tok/s at most")
+    short, turn = e.compute_bound_batch_short, e.compute_bound_batch
+    if short is not None:
+        mid = e.input_tokens + e.output_tokens / 2
+        at_ctx = f"batch {turn:,}" if turn is not None else "never (KV reads dominate)"
+        console.print(f"  turning   decode compute bound from batch {short:,} at short contexts; at {mid:,.0f} "
+                      f"cached tokens per sequence: {at_ctx}")
+    table = Table(show_edge=False, title=None)
+    for column in ("batch", "fits", "KV at end", "prefill ms (1 req)", "decode step ms", "tok/s per request",
+                   "tok/s in all", "bound by"):
+        table.add_column(column, justify="left" if column in ("fits", "bound by") else "right")
+    for row in e.rows:
+        fits = "?" if row.fits is None else "yes" if row.fits else "NO"
+        table.add_row(f"{row.batch:,}", fits, fmt_bytes(row.kv_bytes_end),
+                      _pair(_ms(row.prefill_bound_s), _ms(row.prefill_expected_s)),
+                      _pair(_ms(row.step_bound_s), _ms(row.step_expected_s)),
+                      _pair(_tok(row.per_request_bound_tok_s), _tok(row.per_request_expected_tok_s)),
+                      _pair(_tok(row.aggregate_bound_tok_s), _tok(row.aggregate_expected_tok_s)), row.limiter)
+    console.print(table)
+    console.print(f"  {_efficiency_line(e)}")
+    if d.tp > 1:
+        console.print("  tensor-parallel communication is not counted: the bounds are optimistic by it")
+    if not d.compute_flops:
+        console.print(f"  {d.hardware.name} has no compute figure: prefill shows only the weight-read floor")
+
+
+def render_target(console: Console, a: TargetAnswer) -> None:
+    console.print(f"[bold]What would it take to see {a.target:,.0f} tok/s with {a.model.name}?[/bold] "
+                  f"({a.input_tokens:,} tokens in, {a.output_tokens:,} out)")
+    console.print(f"  For scale: at {a.target:,.0f} tok/s, 1,000 tokens take {1000 / a.target:.3f} s.")
+    needed = ", ".join(f"{fmt} {gbs / 1000:,.1f} TB/s" for fmt, gbs in a.per_request_bandwidth_gbs.items())
+    console.print(f"  Per request: one decode step every {1e3 / a.target:.3f} ms needs memory bandwidth of {needed} "
+                  f"(at {a.efficiency.decode_bandwidth:.0%} efficiency), over the whole TP group.")
+    best = a.best_per_request
+    if best is not None:
+        verdict = "reaches it" if best.reached else "does not reach it"
+        console.print(f"  Fastest single request here: {best.deployment.describe()} at "
+                      f"{best.batch1_tok_s:,.0f} tok/s: {verdict}. Beyond that: speculative decoding, "
+                      "or chips that hold the weights in SRAM.")
+    table = Table(show_edge=False, title="In aggregate (expected): fewest GPUs, then smallest batch")
+    for column in ("hardware", "weights", "GPUs", "batch", "tok/s in all", "tok/s per request", "1 request alone",
+                   "fit"):
+        table.add_column(column, justify="left" if column in ("hardware", "weights") else "right")
+    reached = [o for o in a.options if o.reached]
+    for o in reached[:15]:
+        d = o.deployment
+        table.add_row(d.hardware.name, normalize_dtype(d.weight_dtype), str(d.gpus), f"{o.batch:,}",
+                      _tok(o.aggregate_tok_s), _tok(o.per_request_tok_s), _tok(o.batch1_tok_s),
+                      f"{o.max_sequences:,}")
+    if reached:
+        console.print(table)
+        if len(reached) > 15:
+            console.print(f"  … and {len(reached) - 15} more (--json has them all)")
+    missed = [o for o in a.options if not o.reached]
+    if missed:
+        names = "; ".join(f"{o.deployment.hardware.name} {normalize_dtype(o.deployment.weight_dtype)} "
+                          f"(≤ {_tok(o.aggregate_tok_s)} with {o.deployment.gpus})" for o in missed[:8])
+        console.print("  Not reachable with up to 8 devices (the aggregate levels off, or memory runs out, first): "
+                      + names + (" …" if len(missed) > 8 else ""))
+
+
+def render_run(console: Console, r: RunEfficiency) -> None:
+    d = r.deployment
+    console.print(f"[bold]Run {r.run_id}: efficiency of {d.describe()}[/bold]")
+    _header(console, d)
+    console.print(f"  weights   {fmt_bytes(d.weight_bytes)} read per decode step; KV {fmt_bytes(d.kv_bytes_per_token)} "
+                  "per cached token")
+    table = Table(show_edge=False)
+    for column in ("step", "load", "n", "batch", "TPOT ms", "decode GB/s (MBU)", "decode MFU", "prefill ms (MFU)",
+                   "TTFT ms", "wait ms", "bottleneck"):
+        table.add_column(column, justify="left" if column in ("load", "bottleneck") else "right")
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
+
+    def ms(x: float | None) -> str:
+        return "-" if x is None else _ms(x)
+
+    for s in r.steps:
+        gbs = f"{s.bytes_per_step / s.tpot_s / 1e9:,.1f} ({pct(s.mbu)})" if s.tpot_s else "-"
+        table.add_row(str(s.step), s.load, str(s.requests), f"{s.decode_batch:.2f}", ms(s.tpot_s), gbs,
+                      pct(s.decode_mfu), f"{ms(s.prefill_s)} ({pct(s.prefill_mfu)})", ms(s.ttft_s), ms(s.wait_s),
+                      s.bottleneck)
+    console.print(table)
+    for s in r.steps:
+        console.print(f"  step {s.step} ({s.load}): {s.bottleneck}: {s.why}")
+    sources = sorted({s.prefill_source for s in r.steps})
+    console.print(f"  batch = mean requests decoding at once; prefill time from: {', '.join(sources)}")
+    console.print("  MBU = (weights + KV read per step) / TPOT / peak bandwidth; MFU = FLOPs / time / peak FLOP/s")
+    console.print(f"  bottleneck rule ({r.rule})")
+
+
+def render_models(console: Console, models: list[ModelSpec]) -> None:
+    table = Table(show_edge=False)
+    for column in ("name", "Hub id", "params", "active", "layers", "hidden", "heads", "KV heads", "head dim",
+                   "vocab", "context"):
+        table.add_column(column, justify="left" if column in ("name", "Hub id") else "right")
+    for m in models:
+        table.add_row(m.name, m.hf_id, f"{m.params / 1e9:,.2f} B", f"{m.active / 1e9:,.2f} B", str(m.layers),
+                      str(m.hidden), str(m.heads), "MLA" if m.is_mla else str(m.kv_heads), str(m.head_dim),
+                      f"{m.vocab:,}", f"{m.max_context:,}")
+    console.print(table)
+
+
+def render_hardware(console: Console, rows: list[HardwareSpec]) -> None:
+    table = Table(show_edge=False)
+    for column in ("name", "kind", "memory GiB", "GB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "int8 TOP/s", "source"):
+        table.add_column(column, justify="left" if column in ("name", "kind", "source") else "right")
+
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:,.4g}"
+
+    for h in rows:
+        table.add_row(h.name, h.kind, num(h.memory_gb), num(h.bandwidth_gbs), num(h.bf16_tflops),
+                      num(h.fp8_tflops), num(h.int8_tops), h.source + (f" ({h.note})" if h.note else ""))
+    console.print(table)

@@ -1,0 +1,232 @@
+"""The roofline arithmetic: memory, decode step time and prefill time of a deployment. Pure and fast.
+
+Notation: W = weight bytes, M = parameters a token is multiplied with, L = layers, h_kv = KV heads, d = head dim,
+b = bytes per KV element, BW = one GPU's memory bandwidth (B/s), F = one GPU's peak FLOP/s for
+the weight format's compute type, TP / PP = tensor / pipeline parallel degrees.
+
+    weights per GPU        = W / (TP × PP)
+    KV per token           = 2 × L × h_kv × d × b                     (whole model)
+    KV per token per GPU   = 2 × ⌈L / PP⌉ × ⌈h_kv / TP⌉ × d × b         (heads replicated when h_kv < TP)
+    KV capacity (tokens)   = ⌊(GPU memory × utilisation − weights per GPU − reserve) / KV per token per GPU⌋
+
+    decode step            = max(memory time, compute time)      one token for each of `batch` sequences
+      memory time          = (W_read / TP + KV per token on the critical path × context) / (BW × e_bw)
+      compute time         = decode FLOPs / (TP × F × e_decode)
+      decode FLOPs         = 2 × M × batch + attention FLOPs per pair × context
+    prefill of T tokens    = max(prefill FLOPs / (TP × F × e_prefill),
+                                 weight-read floor (W_read / TP + KV per token × (context + T)) / (BW × e_bw))
+      prefill FLOPs        = 2 × (M − V·h) × T + 2 × V·h × sequences + attention FLOPs per pair × pairs
+      pairs                = T × C + T (T + 1) / 2     (causal: each new token attends to the C earlier
+                                                        tokens and to the new ones up to itself)
+
+M is `ModelSpec.matmul_params` (the active parameters less the input embedding table, which is a
+lookup; for Llama-3.1-8B 8.03 B − 0.53 B = 7.50 B) and V·h the LM head, which engines run for the
+last prompt token only. W counts every weight, the input table too (a step reads only a row of it),
+as the textbook figure does: the bandwidth bound is conservative by that table.
+
+`context` is the number of tokens in the KV caches of all sequences of the batch together. The
+critical-path KV read per token is 2 × L × ⌈h_kv / TP⌉ × d × b (MLA: L × (rank + RoPE dim) × b, the
+latent cache is replicated on every TP rank). W_read is the weights a step touches: all of them for
+a dense model; for a mixture of experts the shared part plus the routed experts' share
+1 − (1 − k/E)^tokens that at least one of the step's tokens is routed to.
+
+Tensor parallelism divides the work over TP GPUs and ignores their all-reduce traffic (the bound
+is optimistic by that much). Pipeline parallelism divides memory but not a token's latency: a
+token still passes every stage in turn, so PP appears in the memory lines only. An efficiency of
+``None`` gives the bound itself (100 %); `Efficiency` states typical fractions instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from tokometer.errors import ConfigError
+from tokometer.perf.hardware import HardwareSpec
+from tokometer.perf.model import ModelSpec
+from tokometer.perf.quant import kv_bytes, normalize_dtype, weight_dtype
+
+__all__ = ["ACTIVATION_RESERVE_GIB", "BOUND", "Deployment", "Efficiency", "compute_bound_batch", "decode_flops",
+           "decode_step_s", "prefill_flops", "prefill_s", "weight_bytes_read"]
+
+GIB = 2**30
+ACTIVATION_RESERVE_GIB = 2.0
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Fractions of peak a well-tuned engine typically reaches (MBU 55–75 % at batch 1; MFU 50–65 %)."""
+
+    decode_bandwidth: float = 0.6
+    prefill_compute: float = 0.55
+    decode_compute: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("decode_bandwidth", "prefill_compute", "decode_compute"):
+            value = getattr(self, name)
+            if not 0 < value <= 1:
+                raise ConfigError(f"efficiency {name} must be in (0, 1] (got {value})")
+
+
+BOUND = Efficiency(1.0, 1.0, 1.0)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A model on hardware in a weight format and KV-cache format, over TP × PP GPUs."""
+
+    model: ModelSpec
+    hardware: HardwareSpec
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    tp: int = 1
+    pp: int = 1
+
+    def __post_init__(self) -> None:
+        if self.tp < 1 or self.pp < 1:
+            raise ConfigError(f"tensor and pipeline parallel sizes must be at least 1 (got {self.tp}, {self.pp})")
+        weight_dtype(self.weight_dtype)
+        kv_bytes(self.kv_dtype)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+    @cached_property
+    def weight_bytes(self) -> float:
+        """All weights, in bytes."""
+        return self.model.weight_bytes_for(self.weight_dtype)
+
+    @cached_property
+    def weight_bytes_per_gpu(self) -> float:
+        return self.weight_bytes / self.gpus
+
+    @cached_property
+    def kv_element_bytes(self) -> float:
+        return kv_bytes(self.kv_dtype)
+
+    @cached_property
+    def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes one token adds, whole model: 2 × L × h_kv × d × b."""
+        return self.model.kv_elements_per_token * self.kv_element_bytes
+
+    def _kv_per_layer_per_gpu(self) -> float:
+        m = self.model
+        if m.is_mla:
+            return (m.kv_lora_rank + m.qk_rope_head_dim) * self.kv_element_bytes
+        return 2 * math.ceil(m.kv_heads / self.tp) * m.head_dim * self.kv_element_bytes
+
+    @cached_property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        """KV-cache bytes one token takes on one GPU: 2 × ⌈L / PP⌉ × ⌈h_kv / TP⌉ × d × b."""
+        return math.ceil(self.model.layers / self.pp) * self._kv_per_layer_per_gpu()
+
+    @cached_property
+    def kv_read_bytes_per_token(self) -> float:
+        """KV bytes per cached token read along a token's path (all layers, one TP rank's heads)."""
+        return self.model.layers * self._kv_per_layer_per_gpu()
+
+    @cached_property
+    def compute_flops(self) -> float | None:
+        """One GPU's peak FLOP/s for this weight format (None: the hardware has no compute figure)."""
+        return self.hardware.peak_flops(weight_dtype(self.weight_dtype).compute)
+
+    def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9,
+                           reserve_gib: float = ACTIVATION_RESERVE_GIB) -> int:
+        """Tokens of KV cache that fit beside the weights (0 when the weights alone do not fit)."""
+        memory = self.hardware.memory_bytes
+        if memory is None:
+            raise ConfigError(f"{self.hardware.name} has no memory size: add memory_gb in the hardware file")
+        budget = int(memory * gpu_memory_utilization) - int(self.weight_bytes_per_gpu) - int(reserve_gib * GIB)
+        return max(0, int(budget // self.kv_bytes_per_token_per_gpu))
+
+    def describe(self) -> str:
+        parallel = f", TP {self.tp}" if self.tp > 1 else ""
+        parallel += f", PP {self.pp}" if self.pp > 1 else ""
+        return (f"{self.model.name} {normalize_dtype(self.weight_dtype)} (KV {self.kv_dtype}) on "
+                f"{self.gpus} × {self.hardware.name}{parallel}")
+
+
+def decode_flops(m: ModelSpec, batch: float, context_tokens: float) -> float:
+    """FLOPs of one decode step: 2 × M × batch + attention FLOPs per pair × context."""
+    return 2 * m.matmul_params * batch + m.attention_flops_per_pair * context_tokens
+
+
+def prefill_flops(m: ModelSpec, tokens: float, context_tokens: float = 0, sequences: int = 1) -> float:
+    """FLOPs of a prefill of ``tokens`` split over ``sequences`` each with its share of ``context_tokens``:
+    2 × (M − V·h) × T + 2 × V·h × sequences + attention FLOPs per pair × Σ (t × c + t (t + 1) / 2)."""
+    n = max(1, sequences)
+    t, c = tokens / n, context_tokens / n
+    pairs = n * (t * c + t * (t + 1) / 2)
+    body = m.matmul_params - m.lm_head_params
+    return 2 * body * tokens + 2 * m.lm_head_params * n + m.attention_flops_per_pair * pairs
+
+
+def weight_bytes_read(d: Deployment, tokens: int) -> float:
+    """Weight bytes a step over ``tokens`` tokens reads: all (dense), or shared + touched experts (MoE)."""
+    m = d.model
+    if not m.is_moe:
+        return d.weight_bytes
+    share = m.expert_params / m.params
+    return d.weight_bytes * (1 - share + share * m.expert_fraction_read(tokens))
+
+
+def decode_step_s(d: Deployment, batch: int, context_tokens: int, efficiency: Efficiency | None = None) -> float:
+    """Time of one decode iteration: one new token for each of ``batch`` sequences holding ``context_tokens``.
+
+    max((W_read / TP + KV per token × context) / (BW × e_bw), decode FLOPs / (TP × F × e_decode))
+    """
+    eff = efficiency or BOUND
+    memory = (weight_bytes_read(d, batch) / d.tp + d.kv_read_bytes_per_token * context_tokens) / (
+        d.hardware.bandwidth * eff.decode_bandwidth)
+    flops = d.compute_flops
+    if not flops:
+        return memory
+    return max(memory, decode_flops(d.model, batch, context_tokens) / (d.tp * flops * eff.decode_compute))
+
+
+def prefill_s(d: Deployment, tokens: int, context_tokens: int = 0, efficiency: Efficiency | None = None, *,
+              sequences: int = 1) -> float:
+    """Time to process ``tokens`` prompt tokens split evenly over ``sequences`` (each with its share of
+    ``context_tokens`` already cached): compute bound, with the weight (and KV) read as a floor.
+
+    max(prefill FLOPs / (TP × F × e_prefill), (W_read / TP + KV per token × (C + T)) / (BW × e_bw))
+    """
+    eff = efficiency or BOUND
+    if tokens <= 0:
+        return 0.0
+    floor = (weight_bytes_read(d, tokens) / d.tp + d.kv_read_bytes_per_token * (context_tokens + tokens)) / (
+        d.hardware.bandwidth * eff.decode_bandwidth)
+    flops = d.compute_flops
+    if not flops:
+        return floor
+    work = prefill_flops(d.model, tokens, context_tokens, sequences)
+    return max(floor, work / (d.tp * flops * eff.prefill_compute))
+
+
+def compute_bound_batch(d: Deployment, context_per_sequence: float, efficiency: Efficiency | None = None,
+                        limit: int = 1 << 20) -> int | None:
+    """The smallest batch whose decode step is compute bound (None: bandwidth bound up to ``limit``)."""
+    eff = efficiency or BOUND
+    flops = d.compute_flops
+    if not flops:
+        return None
+
+    def compute_bound(b: int) -> bool:
+        ctx = context_per_sequence * b
+        memory = (weight_bytes_read(d, b) / d.tp + d.kv_read_bytes_per_token * ctx) / (
+            d.hardware.bandwidth * eff.decode_bandwidth)
+        work = decode_flops(d.model, b, ctx)
+        return work / (d.tp * flops * eff.decode_compute) >= memory
+
+    if not compute_bound(limit):
+        return None
+    low, high = 1, limit
+    while low < high:
+        mid = (low + high) // 2
+        if compute_bound(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low

@@ -1,0 +1,159 @@
+"""What would it take to see N tokens/s? (``tokometer estimate --target N``)
+
+Two different questions, answered separately, both at the stated (expected) efficiencies:
+
+- **Per request** (one user sees N tok/s): a decode step must take 1/N s, so the weights and the
+  request's KV cache must be read N times a second:
+  bandwidth needed = (W_read + KV per token × context) × N / e_bw, in total over the TP group.
+  Batching does not help here; only bandwidth, fewer bytes (quantisation) or TP do.
+- **In aggregate** (the server as a whole): for each hardware × weight format, the fewest GPUs
+  (TP 1, 2, 4, 8) and the smallest batch b with b / decode step(b) ≥ N whose KV caches fit.
+  Aggregate speed grows with b (the weight read is shared), so the smallest such b is found by
+  bisection between 1 and the number of sequences that fit.
+
+Context per sequence is taken mid-answer: input + output / 2 tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokometer.errors import ConfigError
+from tokometer.perf.hardware import HardwareSpec
+from tokometer.perf.model import ModelSpec
+from tokometer.perf.quant import normalize_dtype
+from tokometer.perf.roofline import Deployment, Efficiency, decode_step_s, weight_bytes_read
+
+__all__ = ["TARGET_DTYPES", "TargetAnswer", "TargetOption", "reach_target"]
+
+TARGET_DTYPES = ("bf16", "fp8", "awq")
+TP_SIZES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class TargetOption:
+    """One hardware × format: fewest GPUs and smallest batch reaching the target in aggregate (if any)."""
+
+    deployment: Deployment
+    reached: bool
+    batch: int  # the smallest batch that reaches it, else the largest that fits
+    aggregate_tok_s: float
+    per_request_tok_s: float  # at that batch
+    batch1_tok_s: float  # one request alone
+    max_sequences: int
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.deployment
+        return {"hardware": d.hardware.name, "weight_dtype": normalize_dtype(d.weight_dtype), "tp": d.tp,
+                "gpus": d.gpus, "reached": self.reached, "batch": self.batch,
+                "aggregate_tok_s": self.aggregate_tok_s, "per_request_tok_s": self.per_request_tok_s,
+                "batch1_tok_s": self.batch1_tok_s, "max_sequences": self.max_sequences}
+
+
+@dataclass(frozen=True)
+class TargetAnswer:
+    """Both answers: bandwidth needed per request, and the hardware options in aggregate."""
+
+    target: float
+    model: ModelSpec
+    input_tokens: int
+    output_tokens: int
+    efficiency: Efficiency
+    per_request_bandwidth_gbs: dict[str, float]  # weight format -> GB/s needed for N tok/s per request
+    best_per_request: TargetOption | None  # the fastest single request among the options
+    options: list[TargetOption] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        best = self.best_per_request
+        return {"target_tok_s": self.target, "model": self.model.name, "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens,
+                "per_request": {"bandwidth_needed_gbs": self.per_request_bandwidth_gbs,
+                                "reached": bool(best and best.batch1_tok_s >= self.target),
+                                "fastest": best.to_json() if best else None},
+                "aggregate": [o.to_json() for o in self.options]}
+
+
+def _smallest_batch(d: Deployment, target: float, mid: float, eff: Efficiency, most: int) -> tuple[bool, int]:
+    def aggregate(b: int) -> float:
+        return b / decode_step_s(d, b, round(b * mid), eff)
+
+    if aggregate(most) < target:
+        return False, most
+    low, high = 1, most
+    while low < high:
+        half = (low + high) // 2
+        if aggregate(half) >= target:
+            high = half
+        else:
+            low = half + 1
+    return True, low
+
+
+def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str, target: float, input_tokens: int,
+            output_tokens: int, eff: Efficiency, utilization: float) -> TargetOption | None:
+    mid = input_tokens + output_tokens / 2
+    best: TargetOption | None = None
+    for tp in TP_SIZES:
+        d = Deployment(model, hw, dtype, kv_dtype, tp=tp)
+        most = d.kv_capacity_tokens(utilization) // (input_tokens + output_tokens)
+        if most < 1:
+            continue
+        reached, batch = _smallest_batch(d, target, mid, eff, most)
+        step = decode_step_s(d, batch, round(batch * mid), eff)
+        option = TargetOption(d, reached, batch, batch / step, 1 / step,
+                              1 / decode_step_s(d, 1, round(mid), eff), most)
+        if reached:
+            return option
+        if best is None or option.aggregate_tok_s > best.aggregate_tok_s:
+            best = option
+    return best
+
+
+def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], formats: list[str], kv_dtype: str,
+                            input_tokens: int, output_tokens: int, eff: Efficiency, utilization: float,
+                            target: float) -> TargetOption | None:
+    mid = round(input_tokens + output_tokens / 2)
+    best: TargetOption | None = None
+    for hw in hardware:
+        if not hw.memory_gb:
+            continue
+        for fmt in formats:
+            for tp in TP_SIZES:
+                d = Deployment(model, hw, fmt, kv_dtype, tp=tp)
+                most = d.kv_capacity_tokens(utilization) // (input_tokens + output_tokens)
+                speed = 1 / decode_step_s(d, 1, mid, eff)
+                if most >= 1 and (best is None or speed > best.batch1_tok_s):
+                    best = TargetOption(d, speed >= target, 1, speed, speed, speed, most)
+    return best
+
+
+def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], dtypes: list[str] | None = None,
+                 kv_dtype: str = "bf16", input_tokens: int = 1000, output_tokens: int = 1000,
+                 efficiency: Efficiency | None = None, gpu_memory_utilization: float = 0.9) -> TargetAnswer:
+    """Which hardware × weight format × GPUs × batch reach ``target`` tok/s, per request and in aggregate."""
+    if target <= 0:
+        raise ConfigError(f"--target must be positive (got {target})")
+    eff = efficiency or Efficiency()
+    formats = [normalize_dtype(t) for t in (dtypes or TARGET_DTYPES)]
+    mid = input_tokens + output_tokens / 2
+    needed = {}
+    for fmt in formats:
+        d = Deployment(model, hardware[0], fmt, kv_dtype) if hardware else None
+        if d is not None:
+            per_token = weight_bytes_read(d, 1) + d.kv_bytes_per_token * mid
+            needed[fmt] = per_token * target / eff.decode_bandwidth / 1e9
+    options = []
+    for hw in hardware:
+        if not hw.memory_gb:
+            continue
+        for fmt in formats:
+            option = _option(model, hw, fmt, kv_dtype, target, input_tokens, output_tokens, eff,
+                             gpu_memory_utilization)
+            if option is not None:
+                options.append(option)
+    options.sort(key=lambda o: (not o.reached, o.deployment.gpus if o.reached else 0, o.batch if o.reached else 0,
+                                -o.aggregate_tok_s))
+    best = _fastest_single_request(model, hardware, formats, kv_dtype, input_tokens, output_tokens, eff,
+                                   gpu_memory_utilization, target)
+    return TargetAnswer(target, model, input_tokens, output_tokens, eff, needed, best, options)

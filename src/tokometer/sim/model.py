@@ -1,0 +1,56 @@
+"""From `SimConfig` to an engine model: the modelled deployment's step times, from `tokometer.perf`.
+
+A step's time is the roofline of what it does at `perf.Efficiency`'s typical
+fractions of peak: a decode step of B sequences reading K cached tokens takes
+``decode_step_s(B, K)``; a step that also prefills P prompt tokens takes the
+longer of that and ``prefill_s(P)`` (the two overlap on a GPU: the decode's
+weight read is the prefill's too; the decode's extra compute is not added, so
+mixed steps are slightly optimistic).
+"""
+
+from __future__ import annotations
+
+from tokometer.errors import ConfigError
+from tokometer.sim.config import SimConfig
+from tokometer.sim.engine import Engine, EngineLimits, StepTime
+
+__all__ = ["deployment_for", "engine_for", "step_time_for"]
+
+
+def deployment_for(config: SimConfig) -> object:
+    """The `tokometer.perf.Deployment` a modelled simulator plays."""
+    from tokometer.perf import Deployment, resolve_hardware, resolve_model
+
+    assert config.hardware is not None
+    return Deployment(resolve_model(config.model), resolve_hardware(config.hardware), weight_dtype=config.dtype,
+                      kv_dtype=config.kv_dtype, tp=config.tp)
+
+
+def step_time_for(config: SimConfig) -> tuple[StepTime, int]:
+    """The step-time function and the KV capacity (tokens) of the modelled deployment."""
+    from tokometer.perf import Deployment, Efficiency, decode_step_s, prefill_s
+
+    d = deployment_for(config)
+    assert isinstance(d, Deployment)
+    capacity = d.kv_capacity_tokens(config.gpu_memory_utilization)
+    if capacity <= 0:
+        raise ConfigError(f"{d.describe()}: the weights do not fit in the GPU memory; use --tp, a lower-bit "
+                          "--dtype or larger hardware")
+    efficiency = Efficiency()
+
+    def step_time(decode_seqs: int, kv_tokens_read: int, prefill_tokens: int) -> float:
+        decode = decode_step_s(d, decode_seqs, kv_tokens_read, efficiency) if decode_seqs else 0.0
+        prefill = prefill_s(d, prefill_tokens, 0, efficiency) if prefill_tokens else 0.0
+        return max(decode, prefill)
+
+    return step_time, capacity
+
+
+def engine_for(config: SimConfig) -> Engine | None:
+    """The continuous-batching engine for ``--hardware`` mode; ``None`` for scripted timing."""
+    if not config.modelled:
+        return None
+    step_time, capacity = step_time_for(config)
+    limits = EngineLimits(config.max_num_seqs, config.max_batched_tokens, capacity)
+    return Engine(step_time, limits, time_scale=config.time_scale, jitter=config.jitter, seed=config.seed,
+                  precise=config.precise)

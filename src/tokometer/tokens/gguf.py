@@ -1,0 +1,224 @@
+"""The tokenizer inside a GGUF file, converted once to a ``tokenizer.json`` and cached.
+
+A GGUF carries its tokenizer as metadata (``tokenizer.ggml.tokens``, ``scores``, ``token_type``,
+``merges``, ``chat_template``...), not as a ``tokenizer.json``. We convert it once and cache the
+result under ``<user cache>/tokometer/tokenizers/<sha256 of the GGUF>/``:
+
+    tokenizer.json   the converted tokenizer (loaded with the `tokenizers` library)
+    tokometer.json   name, converter version, chat template, special tokens, context window
+
+How it is converted:
+  * Gemma (``gemma``, ``gemma2``, ``gemma3`` with a SentencePiece vocabulary; the bundled model):
+    here, without transformers. This is transformers' own recipe for Gemma GGUFs
+    (``integrations/gguf/gguf_tokenizer_mapping.py``): BPE with byte fallback, spaces as ``▁``,
+    multi-space tokens re-spelt, merges rebuilt from the vocabulary in file order, control and
+    user-defined tokens matched whole. Tests hold its ids against llama.cpp's ``/tokenize``.
+  * Everything else (Llama, Qwen, Mistral, GPT-2 style byte-level BPE, T5...): transformers'
+    converter, fed the fields read here (transformers' own GGUF reader imports torch). Needs the
+    ``hf`` extra; without it the error says so.
+
+Converting the bundled Gemma takes ~5 s once; loading the cached file ~1 s
+(``python -m tokometer.tokens.warm`` does the conversion ahead of time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tokometer.errors import TokenizerError
+from tokometer.tokens.gguf_read import read_gguf_header
+from tokometer.tokens.hf import FileTokenizer
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer as _HFTokenizer
+
+__all__ = ["CONVERTER_VERSION", "convert_gguf_tokenizer", "gguf_tokenizer", "tokenizer_cache_dir"]
+
+CONVERTER_VERSION = 1
+_GEMMA_ARCHS = frozenset({"gemma", "gemma2", "gemma3"})
+_CONTROL, _USER_DEFINED = 3, 4
+_SPECIAL_IDS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id", "unk_token": "unknown_token_id",
+                "pad_token": "padding_token_id"}
+
+
+def tokenizer_cache_dir() -> Path:
+    """``<user cache>/tokometer/tokenizers``: one directory per converted tokenizer."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("tokometer")) / "tokenizers"
+
+
+def _generate_merges(vocab: Mapping[str, int], scores: Mapping[str, float]) -> list[tuple[str, str]]:
+    """Every split of every token into two tokens, best merged token first (transformers'
+    ``generate_merges`` with scores, so that both converters give the same order)."""
+    merges: list[tuple[str, str, float]] = []
+    for piece, score in scores.items():
+        local = [(piece[:i], piece[i:], score) for i in range(1, len(piece))
+                 if piece[:i] in vocab and piece[i:] in vocab]
+        local.sort(key=lambda m: (vocab[m[0]], vocab[m[1]]))
+        merges.extend(local)
+    merges.sort(key=lambda m: (m[2], len(m[0]), len(m[1])), reverse=True)
+    return [(left, right) for left, right, _ in merges]
+
+
+def _gemma(meta: dict[str, Any]) -> _HFTokenizer:
+    from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers
+    from tokenizers.models import BPE
+
+    tokens: list[str] = meta["tokenizer.ggml.tokens"]
+    types: list[int] = meta.get("tokenizer.ggml.token_type") or []
+    # The file stores a token of two or more spaces as spaces; the vocabulary spells spaces "▁".
+    spelt = ["\u2581" * len(t) if " " in t and not t.strip() else t for t in tokens]
+    vocab = {token: index for index, token in enumerate(spelt)}
+    # Gemma's scores do not follow its merge order; the order of the tokens in the file does.
+    order = {token: -index for index, token in enumerate(spelt)}
+    unk_id = meta.get("tokenizer.ggml.unknown_token_id")
+    unk = tokens[unk_id] if isinstance(unk_id, int) and 0 <= unk_id < len(tokens) else "<unk>"
+    tok = Tokenizer(BPE(vocab=vocab, merges=_generate_merges(vocab, order), unk_token=unk, fuse_unk=True,
+                        byte_fallback=True, dropout=None))
+    tok.normalizer = normalizers.Replace(" ", "\u2581")
+    tok.pre_tokenizer = pre_tokenizers.Split(pattern=" ", behavior="merged_with_previous", invert=False)
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True)
+                            for t, kind in zip(tokens, types, strict=False) if kind == _CONTROL])
+    known = tok.get_vocab()
+    tok.add_tokens([AddedToken(t, normalized=False, special=False)
+                    for t, kind in zip(tokens, types, strict=False) if kind == _USER_DEFINED and t in known])
+    return tok
+
+
+def _with_transformers(meta: dict[str, Any], path: Path) -> _HFTokenizer:
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    import importlib
+
+    # transformers >= 5.x has gguf/gguf_tokenizer_mapping.py; earlier ones have the same two names in ggml.py.
+    for module_name in ("transformers.integrations.gguf.gguf_tokenizer_mapping", "transformers.integrations.ggml"):
+        try:
+            module = importlib.import_module(module_name)
+            mapping: dict[str, dict[str, str]] = module.GGUF_TOKENIZER_MAPPING
+            convert = module.convert_gguf_tokenizer
+            break
+        except (ImportError, AttributeError):
+            continue
+    else:
+        kind = meta.get("tokenizer.ggml.model")
+        raise TokenizerError(f"{path.name} has a {kind!r} tokenizer, which tokometer converts with "
+                             "transformers: pip install 'tokometer[hf]' (no torch needed)")
+    fields = {name: meta[f"tokenizer.{key}"] for key, name in mapping["tokenizer"].items()
+              if f"tokenizer.{key}" in meta}
+    try:
+        backend, _ = convert(str(meta.get("general.architecture", "")), fields)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise TokenizerError(f"cannot convert the tokenizer of {path.name}: {exc}") from exc
+    from tokenizers import Tokenizer
+
+    if not isinstance(backend, Tokenizer):
+        raise TokenizerError(f"transformers returned no tokenizer for {path.name}")
+    return backend
+
+
+def convert_gguf_tokenizer(meta: dict[str, Any], path: Path) -> _HFTokenizer:
+    """A ``tokenizers.Tokenizer`` for the tokenizer described by a GGUF header (see the module docstring)."""
+    if "tokenizer.ggml.tokens" not in meta:
+        raise TokenizerError(f"{path} carries no tokenizer (no tokenizer.ggml.tokens in its header)")
+    arch = str(meta.get("general.architecture", ""))
+    if meta.get("tokenizer.ggml.model") == "llama" and arch in _GEMMA_ARCHS:
+        return _gemma(meta)
+    return _with_transformers(meta, path)
+
+
+def _facts(meta: dict[str, Any], path: Path) -> dict[str, Any]:
+    """What ``tokometer.json`` records beside the converted tokenizer."""
+    tokens: list[str] = meta["tokenizer.ggml.tokens"]
+    special = {}
+    for key, field in _SPECIAL_IDS.items():
+        index = meta.get(f"tokenizer.ggml.{field}")
+        if isinstance(index, int) and 0 <= index < len(tokens):
+            special[key] = tokens[index]
+    arch = str(meta.get("general.architecture", ""))
+    template = meta.get("tokenizer.chat_template")
+    template_source = "the GGUF's tokenizer.chat_template"
+    if not template and arch.startswith("gemma"):
+        from tokometer.engines.llamacpp import GEMMA_CHAT_TEMPLATE
+
+        template = GEMMA_CHAT_TEMPLATE
+        template_source = "Gemma's turn format (the GGUF has none; llama.cpp gets the same)"
+    context = meta.get(f"{arch}.context_length")
+    label = meta.get("general.name") or path.stem
+    return {
+        "converter_version": CONVERTER_VERSION,
+        "label": str(label),
+        "architecture": arch,
+        "tokenizer_model": meta.get("tokenizer.ggml.model"),
+        "chat_template": template or None,
+        "chat_template_source": template_source if template else "",
+        "special_tokens": special,
+        "context_length": context if isinstance(context, int) else None,
+        "context_source": f"GGUF {arch}.context_length" if isinstance(context, int) else "",
+    }
+
+
+def _write_atomic(target: Path, write: Any) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(fd)
+    try:
+        write(partial)
+        os.replace(partial, target)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+
+
+def _load_cached(directory: Path, gguf: Path, name: str | None) -> FileTokenizer | None:
+    try:
+        facts = json.loads((directory / "tokometer.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if facts.get("converter_version") != CONVERTER_VERSION or not (directory / "tokenizer.json").is_file():
+        return None
+    tok = FileTokenizer(directory / "tokenizer.json", name=name or f"{gguf.name} ({facts.get('label', 'GGUF')})",
+                        chat_template=facts.get("chat_template"),
+                        chat_template_source=facts.get("chat_template_source", ""),
+                        special_tokens=facts.get("special_tokens"), context_length=facts.get("context_length"),
+                        context_source=facts.get("context_source", ""))
+    tok.kind = "gguf"
+    return tok
+
+
+def gguf_tokenizer(path: str | Path, *, name: str | None = None, cache_dir: Path | None = None) -> FileTokenizer:
+    """The tokenizer of the GGUF file at ``path``, converted on first use and cached (offline)."""
+    from tokometer.engines.model import file_sha256
+
+    gguf = Path(path).expanduser()
+    if not gguf.is_file():
+        raise TokenizerError(f"GGUF file not found: {gguf}")
+    try:
+        digest = file_sha256(gguf)
+    except OSError as exc:
+        raise TokenizerError(f"cannot read {gguf}: {exc}") from exc
+    directory = (cache_dir or tokenizer_cache_dir()) / digest
+    cached = _load_cached(directory, gguf, name)
+    if cached is not None:
+        return cached
+    try:
+        meta = read_gguf_header(gguf)
+    except (OSError, ValueError) as exc:
+        raise TokenizerError(f"cannot read the GGUF header of {gguf}: {exc}") from exc
+    backend = convert_gguf_tokenizer(meta, gguf)
+    facts = _facts(meta, gguf)
+    try:
+        _write_atomic(directory / "tokenizer.json", lambda p: backend.save(p))
+        _write_atomic(directory / "tokometer.json",
+                      lambda p: Path(p).write_text(json.dumps(facts, indent=1), encoding="utf-8"))
+    except OSError as exc:
+        raise TokenizerError(f"cannot write the converted tokenizer to {directory}: {exc}") from exc
+    loaded = _load_cached(directory, gguf, name)
+    if loaded is None:
+        raise TokenizerError(f"the converted tokenizer in {directory} could not be read back")
+    return loaded

@@ -1,0 +1,167 @@
+"""Which tokenizer a ``--tokenizer`` / ``--model`` value means, and loading it.
+
+    (nothing), bundled        the bundled Gemma 3 270M's tokenizer, from its GGUF (offline)
+    tiktoken:o200k_base       a tiktoken encoding; an OpenAI model name (gpt-4o, o3...) picks its own
+    PATH.gguf                 the tokenizer inside a GGUF file (converted once, cached)
+    PATH.tiktoken             a local tiktoken ranks file named after its encoding
+    PATH/tokenizer.json       a tokenizer.json (chat template from a tokenizer_config.json beside it)
+    DIR                       a Hugging Face model directory (transformers' AutoTokenizer)
+    ollama:NAME[:TAG]         the GGUF behind a model in the local Ollama store (~/.ollama/models)
+    http://HOST:PORT[/v1]     the server's own /tokenize (llama.cpp, vLLM)
+    ORG/NAME                  a Hugging Face model id (AutoTokenizer; the local cache works offline)
+
+A value that names nothing loadable is an error, never a character estimate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from tokometer.errors import EngineError, TokenizerError
+from tokometer.tokens.base import BaseTokenizer
+
+__all__ = ["BUNDLED", "cached_tokenizer", "load_tokenizer", "ollama_model_path"]
+
+BUNDLED = "bundled"
+_DEFAULTS = (BUNDLED, "default", "")
+_OLLAMA_MODEL = "application/vnd.ollama.image.model"
+
+
+def _bundled() -> BaseTokenizer:
+    from tokometer.engines.model import bundled_model_path
+    from tokometer.tokens.gguf import gguf_tokenizer
+
+    try:
+        path = bundled_model_path()
+    except EngineError as exc:
+        raise TokenizerError(f"the default tokenizer is the bundled Gemma 3 270M's, and it is missing ({exc}); "
+                             "or give --tokenizer / --model") from None
+    return gguf_tokenizer(path, name=f"bundled Gemma 3 270M ({path.name})")
+
+
+def ollama_model_path(name: str, models_dir: Path | None = None) -> Path:
+    """The GGUF blob of an Ollama model (``llama3.2:1b``) in the local Ollama store."""
+    root = models_dir or Path(os.environ.get("OLLAMA_MODELS") or Path.home() / ".ollama" / "models")
+    model, _, tag = name.partition(":")
+    parts = model.split("/")
+    if len(parts) == 1:
+        parts = ["registry.ollama.ai", "library", *parts]
+    elif len(parts) == 2:
+        parts = ["registry.ollama.ai", *parts]
+    manifest = root / "manifests" / Path(*parts) / (tag or "latest")
+    try:
+        layers = json.loads(manifest.read_text(encoding="utf-8")).get("layers", [])
+    except (OSError, ValueError) as exc:
+        raise TokenizerError(f"Ollama model {name!r} not found in {root} ({type(exc).__name__}): "
+                             f"is it pulled (ollama pull {name})? Set OLLAMA_MODELS if the store is elsewhere"
+                             ) from None
+    for layer in layers:
+        if isinstance(layer, dict) and layer.get("mediaType") == _OLLAMA_MODEL:
+            blob = root / "blobs" / str(layer.get("digest", "")).replace(":", "-")
+            if blob.is_file():
+                return blob
+            raise TokenizerError(f"the model file of Ollama model {name!r} is missing: {blob}")
+    raise TokenizerError(f"the Ollama manifest {manifest} names no model file")
+
+
+def _tokenizer_json(path: Path) -> BaseTokenizer:
+    """A tokenizer.json, with the chat template and context of a tokenizer_config.json beside it."""
+    from tokometer.tokens.hf import FileTokenizer
+
+    config: dict[str, object] = {}
+    try:
+        loaded = json.loads((path.parent / "tokenizer_config.json").read_text(encoding="utf-8"))
+        config = loaded if isinstance(loaded, dict) else {}
+    except (OSError, ValueError):
+        pass
+    template = config.get("chat_template")
+    jinja = path.parent / "chat_template.jinja"
+    if not isinstance(template, str) and jinja.is_file():
+        template = jinja.read_text(encoding="utf-8")
+    special = {k: v for k in ("bos_token", "eos_token", "unk_token", "pad_token")
+               if isinstance(v := config.get(k), str)}
+    limit = config.get("model_max_length")
+    context = limit if isinstance(limit, int) and 0 < limit < 10**9 else None
+    return FileTokenizer(path, chat_template=template if isinstance(template, str) else None,
+                         chat_template_source="tokenizer_config.json chat_template" if template else "",
+                         special_tokens=special, context_length=context,
+                         context_source="tokenizer_config.json model_max_length" if context else "")
+
+
+def _local(path: Path) -> BaseTokenizer:
+    from tokometer.tokens.gguf import gguf_tokenizer
+    from tokometer.tokens.hf_auto import HFTokenizer, transformers_available
+    from tokometer.tokens.tiktoken_ import TiktokenTokenizer
+
+    if path.is_dir():
+        if transformers_available():
+            return HFTokenizer(str(path))
+        if (path / "tokenizer.json").is_file():
+            return _tokenizer_json(path / "tokenizer.json")
+        raise TokenizerError(f"{path} holds no tokenizer.json; loading it needs transformers: "
+                             "pip install 'tokometer[hf]'")
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:
+        raise TokenizerError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if magic == b"GGUF":
+        return gguf_tokenizer(path)
+    if path.suffix == ".tiktoken":
+        return TiktokenTokenizer.load(path.stem, local_file=path)
+    if path.suffix == ".json":
+        return _tokenizer_json(path)
+    raise TokenizerError(f"{path} is not a tokenizer: give a .gguf, a tokenizer.json, a .tiktoken file "
+                         "or a Hugging Face model directory")
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith((".", "/", "~", "\\")) or spec.endswith((".gguf", ".json", ".tiktoken")) or (
+        len(spec) > 2 and spec[1] == ":" and spec[2] in "/\\")
+
+
+def load_tokenizer(spec: str | None = None) -> BaseTokenizer:
+    """The tokenizer ``spec`` names (see the module docstring); the bundled Gemma's when None."""
+    spec = (spec or "").strip()
+    if spec in _DEFAULTS:
+        return _bundled()
+    if spec.startswith("tiktoken:"):
+        from tokometer.tokens.tiktoken_ import TiktokenTokenizer
+
+        return TiktokenTokenizer.load(spec.removeprefix("tiktoken:"))
+    if spec.startswith("ollama:"):
+        from tokometer.tokens.gguf import gguf_tokenizer
+
+        name = spec.removeprefix("ollama:")
+        return gguf_tokenizer(ollama_model_path(name), name=f"ollama:{name}")
+    if spec.startswith(("http://", "https://")):
+        from tokometer.tokens.server import ServerTokenizer
+
+        server = ServerTokenizer(spec)
+        server.encode("hello")  # fails here, with the server's address, if there is no /tokenize
+        server.read_context_length()
+        return server
+    path = Path(spec).expanduser()
+    if path.exists():
+        return _local(path)
+    if _looks_like_path(spec):
+        raise TokenizerError(f"no such file or directory: {path}")
+    from tokometer.tokens.tiktoken_ import TiktokenTokenizer, openai_encoding_for_model
+
+    encoding = openai_encoding_for_model(spec)
+    if encoding is not None:
+        tok = TiktokenTokenizer.load(encoding)
+        tok.name = f"{spec} (tiktoken:{encoding})"
+        return tok
+    from tokometer.tokens.hf_auto import HFTokenizer
+
+    return HFTokenizer(spec)
+
+
+@lru_cache(maxsize=8)
+def cached_tokenizer(spec: str | None = None) -> BaseTokenizer:
+    """``load_tokenizer(spec)``, loaded once per process (for the library functions)."""
+    return load_tokenizer(spec)

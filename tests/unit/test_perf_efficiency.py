@@ -1,0 +1,77 @@
+"""Efficiency of a measured run on synthetic timestamps: decode batch, MBU, MFU and the bottleneck rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tokometer.perf import Deployment, HardwareSpec, resolve_model
+from tokometer.perf.efficiency import decode_batch, run_efficiency
+from tokometer.records import RequestRecord, ServerTiming
+
+MS = 1_000_000
+HW = HardwareSpec(name="test", kind="cpu", memory_gb=16, bandwidth_gbs=100, bf16_tflops=1, source="made up")
+# the built-in Gemma 3 270M in bf16: 0.268e9 × 2 B = 536 MB of weights; KV 2 × 18 × 1 × 256 × 2 = 18,432 B per token
+D = Deployment(resolve_model("gemma-3-270m"), HW)
+
+
+def _record(step: int, index: int, sent: int, ttft: int, tpot: int, *, tokens: int = 11, prompt_ms: float = 80,
+            server_tpot: float | None = None, server: bool = True) -> RequestRecord:
+    first = sent + ttft * MS
+    last = first + (tokens - 1) * tpot * MS
+    timing = ServerTiming(prompt_tokens=100, prompt_ms=prompt_ms, decode_tokens=tokens - 1,
+                          decode_ms=(server_tpot or tpot) * (tokens - 1)) if server else None
+    return RequestRecord(index=index, step=step, sent_ns=sent, first_token_ns=first, last_token_ns=last,
+                         end_ns=last + MS, event_ns=[first + i * tpot * MS for i in range(tokens)],
+                         event_tokens=[1.0] * tokens, input_tokens=100, output_tokens=tokens, status=200,
+                         finish_reason="length", server=timing)
+
+
+def _run(steps: list[tuple[dict[str, Any], list[RequestRecord]]]) -> tuple[dict[str, Any], list[RequestRecord]]:
+    run = {"id": 7, "steps": [{"step": i, "load": {"concurrency": 1}, "health": health}
+                              for i, (health, _) in enumerate(steps)]}
+    return run, [r for _, records in steps for r in records]
+
+
+def test_decode_batch_is_the_overlap_while_decoding() -> None:
+    sequential = [_record(0, 0, 0, 100, 10), _record(0, 1, 300 * MS, 100, 10)]
+    assert decode_batch(sequential) == 1.0
+    # decoding [500, 700] and [510, 710] ms: (10 × 1 + 190 × 2 + 10 × 1) / 210 = 1.905
+    together = [_record(0, 0, 0, 500, 20), _record(0, 1, 10 * MS, 500, 20)]
+    assert decode_batch(together) == pytest.approx(400 / 210)
+
+
+def test_mbu_mfu_and_bandwidth_verdict() -> None:
+    run, records = _run([({}, [_record(0, 0, 0, 100, 10), _record(0, 1, 300 * MS, 100, 10)])])
+    step = run_efficiency(run, records, D).steps[0]
+    # context mid-answer: 100 + 11 / 2 = 105.5 tokens; read per step = 536e6 + 18,432 × 105.5 = 537,944,576 B
+    assert step.context_tokens == 105.5
+    assert step.bytes_per_step == pytest.approx(536e6 + 18_432 * 105.5)
+    # MBU = 537,944,576 B / 10 ms / 100 GB/s = 53.8 %
+    assert step.mbu == pytest.approx((536e6 + 18_432 * 105.5) / 0.010 / 100e9)
+    # decode MFU = (2 × 268e6 + 73,728 × 105.5) / 10 ms / 1 TFLOP/s = 5.4 %  (tied embeddings: all params multiply)
+    assert step.decode_mfu == pytest.approx((2 * 268e6 + 73_728 * 105.5) / 0.010 / 1e12)
+    # prefill: 2 × (268e6 − 167,772,160) × 100 + 2 × 167,772,160 (LM head once) + 73,728 × 5,050 FLOPs in 80 ms
+    flops = 2 * (268e6 - 262_144 * 640) * 100 + 2 * 262_144 * 640 + 73_728 * 5050
+    assert step.prefill_mfu == pytest.approx(flops / 0.080 / 1e12)
+    assert step.prefill_source == "server prompt time" and step.wait_s == pytest.approx(0.020)
+    assert (step.bottleneck, step.decode_batch) == ("bandwidth", 1.0)
+    assert "54% of peak bandwidth" in step.why
+
+
+def test_the_bottleneck_rule() -> None:
+    queued = [_record(0, 0, 0, 500, 20), _record(0, 1, 10 * MS, 500, 20)]
+    saturated = [_record(1, 0, 0, 100, 10)]
+    slow_network = [_record(2, 0, 0, 100, 10, server_tpot=5)]
+    no_server = [_record(3, 0, 0, 100, 40, server=False)]
+    run, records = _run([({}, queued), ({"saturated": True, "verdict": "loop lag 50 ms"}, saturated),
+                         ({}, slow_network), ({}, no_server)])
+    steps = run_efficiency(run, records, D).steps
+    assert [s.bottleneck for s in steps] == ["queueing", "client", "network", "engine overhead"]
+    assert "TTFT 500 ms is 6.2× the server's prefill time (80 ms) and 71% of E2E" in steps[0].why
+    assert "loop lag 50 ms" in steps[1].why
+    assert "5.00 ms per token but tokens arrived every 10.00 ms" in steps[2].why
+    assert steps[3].prefill_source.startswith("TTFT") and steps[3].mbu == pytest.approx(
+        (536e6 + 18_432 * 105.5) / 0.040 / 100e9)
+    assert run_efficiency(run, records, D).to_json()["steps"][0]["bottleneck"] == "queueing"

@@ -1,0 +1,76 @@
+"""The batch table, its explanation in words, and the "what would it take" search."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokometer.perf import Deployment, Efficiency, estimate, explain, hardware_table, resolve_hardware, resolve_model
+from tokometer.perf.target import reach_target
+
+
+def _llama() -> Deployment:
+    return Deployment(resolve_model("llama-3.1-8b"), resolve_hardware("H100-SXM"))
+
+
+def test_batch_table() -> None:
+    e = estimate(_llama(), [1, 8, 64, 256], 1000, 1000)
+    assert e.kv_capacity_tokens == 450_911 and e.max_sequences == 225  # 450,911 // 2,000
+    one, eight, _, big = e.rows
+    # mid-answer each cache holds 1,000 + 500 tokens: step = (16.06e9 + 1,500 × 131,072) / 3.35e12 = 4.853 ms
+    assert one.context_tokens == 1500
+    assert one.step_bound_s == pytest.approx((16.06e9 + 1500 * 131_072) / 3350e9)
+    assert one.per_request_bound_tok_s == pytest.approx(206.07, abs=0.01)
+    assert one.step_expected_s == pytest.approx(one.step_bound_s / 0.6)
+    assert eight.aggregate_bound_tok_s == pytest.approx(8 / ((16.06e9 + 12_000 * 131_072) / 3350e9))
+    assert one.fits and not big.fits  # 256 × 2,000 tokens > 450,911
+    assert big.kv_bytes_end == 256 * 2000 * 131_072
+    assert {row.limiter for row in e.rows} == {"bandwidth"}
+    assert e.compute_bound_batch is None and e.compute_bound_batch_short == 316
+    data = e.to_json()
+    assert data["weight_bytes"] == pytest.approx(16.06e9) and data["kv_bytes_per_token"] == 131_072
+    assert data["batches"][0]["per_request_tok_s"]["bound"] == pytest.approx(206.07, abs=0.01)
+    assert data["hardware"]["source"] == "NVIDIA H100 datasheet"
+
+
+def test_compute_bound_rows_and_overridden_efficiency() -> None:
+    eff = Efficiency(decode_bandwidth=0.8, prefill_compute=0.5, decode_compute=0.4)
+    e = estimate(_llama(), [512], 10, 10, eff)
+    row = e.rows[0]
+    assert row.limiter == "compute"
+    # 2 × 7,504,663,424 × 512 + 524,288 × 512 × 15 FLOPs at 40 % of 989 TFLOP/s
+    assert row.step_expected_s == pytest.approx((2 * 7_504_663_424 * 512 + 524_288 * 7680) / (0.4 * 989e12))
+
+
+def test_explain_writes_the_arithmetic() -> None:
+    text = explain(estimate(_llama(), [1], 1000, 1000))
+    assert "Weights: 8.03 B params × 2 B (bf16) = 16.06 GB = 14.96 GiB." in text
+    assert "2 (K and V) × 32 layers × 8 KV heads × 128 head dim × 2 B = 131,072 B = 128.0 KiB" in text
+    assert "= 55.04 GiB per GPU; / 128.0 KiB = 450,911 tokens" in text
+    assert "(16.06 GB + 196.6 MB) / 3,350 GB/s = 4.853 ms" in text
+    assert "Step bound 4.853 ms → 206.1 tok/s per request" in text
+    assert "Turning point: with short contexts decode turns compute bound at batch 316" in text
+    tp = explain(estimate(Deployment(resolve_model("llama-3.1-70b"), resolve_hardware("H100"), tp=4, pp=2), [1],
+                          100, 100))
+    assert "all-reduce" in tp and "NOT counted" in tp and "per-token latency is not reduced" in tp
+
+
+def test_what_it_takes_to_see_14000_tokens_per_second() -> None:
+    answer = reach_target(resolve_model("llama-3.1-8b"), 14_000, list(hardware_table().values()),
+                          input_tokens=1000, output_tokens=1000)
+    # per request: (16.06e9 + 1,500 × 131,072) B × 14,000 / 0.6 = 379.3 TB/s: no listed hardware has it
+    assert answer.per_request_bandwidth_gbs["bf16"] == pytest.approx((16.06e9 + 1500 * 131_072) * 14_000 / 0.6 / 1e9)
+    assert answer.best_per_request is not None and not answer.best_per_request.reached
+    assert answer.best_per_request.deployment.hardware.name == "B200"
+    first = answer.options[0]
+    assert first.reached and first.deployment.gpus == 1 and first.aggregate_tok_s >= 14_000
+    # the smallest batch: one fewer does not reach it
+    b200 = [o for o in answer.options if o.deployment.hardware.name == "B200" and o.deployment.weight_dtype == "bf16"]
+    assert b200 and b200[0].reached and b200[0].batch <= b200[0].max_sequences
+    d = b200[0].deployment
+    less = estimate(d, [b200[0].batch - 1], 1000, 1000).rows[0]
+    assert less.aggregate_expected_tok_s < 14_000
+    # one H100 cannot: each sequence's KV read caps the aggregate at 3.35e12 × 0.6 / 196.6 MB ≈ 10,200 tok/s
+    h100 = [o for o in answer.options
+            if o.deployment.hardware.name == "H100-SXM" and o.deployment.weight_dtype == "bf16"]
+    assert h100[0].reached and h100[0].deployment.tp == 2
+    assert answer.to_json()["per_request"]["reached"] is False

@@ -1,0 +1,141 @@
+"""ModelSpec from the built-in table, config.json and GGUF headers; names and their errors."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from tokometer.errors import ConfigError, EngineError
+from tokometer.perf import resolve_model
+from tokometer.perf.catalog import BUILTIN_MODELS
+from tokometer.perf.loaders import model_from_config, model_from_gguf
+
+LLAMA_8B_CONFIG = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+                   "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "vocab_size": 128256,
+                   "intermediate_size": 14336, "tie_word_embeddings": False}
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct",
+                                  "llama3.1:8b", "LLAMA_3.1_8B"])
+def test_spellings_of_one_model(name: str) -> None:
+    assert resolve_model(name) is BUILTIN_MODELS["llama-3.1-8b"]
+
+
+def test_unknown_model_lists_close_matches() -> None:
+    with pytest.raises(ConfigError, match=r"unknown model 'llama-3.1-9b': did you mean .*llama-3.1-8b"):
+        resolve_model("llama-3.1-9b")
+    with pytest.raises(ConfigError, match=r"did you mean qwen2.5-7b"):
+        resolve_model("qwen2.5-7")
+    with pytest.raises(ConfigError, match=r"built-in names: llama-3\.1-8b"):
+        resolve_model("zzzz")
+    with pytest.raises(ConfigError, match="no GGUF file"):
+        resolve_model("/no/such/model.gguf")
+
+
+def _config_of(name: str) -> dict[str, object]:
+    m = BUILTIN_MODELS[name]
+    cfg: dict[str, object] = {
+        "hidden_size": m.hidden, "num_attention_heads": m.heads, "num_key_value_heads": m.kv_heads,
+        "num_hidden_layers": m.layers, "vocab_size": m.vocab, "intermediate_size": m.intermediate,
+        "head_dim": m.head_dim, "tie_word_embeddings": m.tied_embeddings}
+    if m.experts:
+        cfg.update(num_local_experts=m.experts, num_experts_per_tok=m.experts_per_token)
+    return cfg
+
+
+@pytest.mark.parametrize("name", [n for n in BUILTIN_MODELS
+                                  if not n.startswith(("deepseek", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b"))])
+def test_builtin_shapes_add_up_to_the_published_parameter_counts(name: str) -> None:
+    # a typo in a shape shows up here; the published counts also hold norms and biases (< 2 %)
+    m = BUILTIN_MODELS[name]
+    counted = model_from_config(_config_of(name), name)
+    assert counted.params == pytest.approx(m.params, rel=0.02)
+    assert counted.active == pytest.approx(m.active, rel=0.02)
+
+
+def test_config_json_dir_with_safetensors_size(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_8B_CONFIG))
+    m = resolve_model(str(tmp_path))
+    # shapes: 32 × (2·4096·32·128 + 2·4096·8·128 + 3·4096·14336) + 2 × 128,256 × 4096 = 8,029,995,008
+    assert m.params == 8_029_995_008
+    assert (m.layers, m.kv_heads, m.head_dim, m.vocab, m.max_context) == (32, 8, 128, 128256, 131072)
+    assert m.native_dtype == "bf16" and m.weight_bytes is None
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 16_060_000_000}}))
+    exact = resolve_model(str(tmp_path / "config.json"))
+    assert exact.weight_bytes == 16_060_000_000 and exact.params == pytest.approx(8.03e9)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="cannot read"):
+        resolve_model(str(tmp_path))
+
+
+def test_moe_and_mla_configs() -> None:
+    mixtral = model_from_config({**LLAMA_8B_CONFIG, "vocab_size": 32000, "num_local_experts": 8,
+                                 "num_experts_per_tok": 2}, "mixtral")
+    assert mixtral.params == pytest.approx(46.70e9, rel=0.01) and mixtral.active == pytest.approx(12.88e9, rel=0.02)
+    deepseek = model_from_config({
+        "hidden_size": 7168, "num_attention_heads": 128, "num_key_value_heads": 128, "num_hidden_layers": 61,
+        "vocab_size": 129280, "intermediate_size": 18432, "moe_intermediate_size": 2048, "n_routed_experts": 256,
+        "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 3, "q_lora_rank": 1536,
+        "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+        "max_position_embeddings": 163840, "quantization_config": {"quant_method": "fp8"}}, "deepseek")
+    assert deepseek.params == pytest.approx(671e9, rel=0.01)
+    assert deepseek.active == pytest.approx(37e9, rel=0.02)
+    assert deepseek.kv_elements_per_token == 61 * (512 + 64) and deepseek.native_dtype == "fp8"
+    with pytest.raises(ConfigError, match="lacks a field"):
+        model_from_config({"hidden_size": 64}, "broken")
+
+
+def _gguf_string(text: str) -> bytes:
+    raw = text.encode()
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _write_gguf(path: Path) -> None:
+    kv = [("general.architecture", 8, _gguf_string("llama")), ("general.name", 8, _gguf_string("tiny")),
+          ("llama.block_count", 4, struct.pack("<I", 2)), ("llama.embedding_length", 4, struct.pack("<I", 64)),
+          ("llama.attention.head_count", 4, struct.pack("<I", 4)),
+          ("llama.attention.head_count_kv", 4, struct.pack("<I", 2)),
+          ("llama.context_length", 4, struct.pack("<I", 2048)), ("general.file_type", 4, struct.pack("<I", 15)),
+          ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 3) + b"".join(_gguf_string(t) for t in "abc"))]
+    tensors = [("token_embd.weight", (64, 100)), ("blk.0.attn_q.weight", (64, 64)), ("blk.1.ffn_up.weight", (64, 32))]
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
+    for key, kind, value in kv:
+        out += _gguf_string(key) + struct.pack("<I", kind) + value
+    for name, dims in tensors:
+        out += _gguf_string(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
+        out += struct.pack("<IQ", 12, 0)
+    out += b"\0" * (-len(out) % 32)
+    path.write_bytes(out + b"\1" * 5000)
+
+
+def test_gguf_header_gives_exact_params_and_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "tiny-Q4_K_M.gguf"
+    _write_gguf(path)
+    m = resolve_model(str(path))
+    assert m.params == 64 * 100 + 64 * 64 + 64 * 32  # 12,544: the sum of the tensors' elements
+    assert m.weight_bytes == 5000  # the tensor data after the aligned header
+    assert (m.name, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.vocab) == ("tiny", 2, 64, 4, 2, 16, 100)
+    assert m.tied_embeddings  # no output.weight: the LM head is the embedding table
+    assert m.native_dtype == "Q4_K_M" and m.weight_bytes_for("Q4_K_M") == 5000
+    assert m.weight_bytes_for("bf16") == 2 * m.params
+    path.write_bytes(b"nope")
+    with pytest.raises(ConfigError, match="cannot read the GGUF header"):
+        model_from_gguf(path)
+
+
+def test_the_bundled_gguf() -> None:
+    from tokometer.engines import bundled_model_path
+
+    try:
+        path = bundled_model_path()
+    except EngineError as exc:
+        pytest.skip(str(exc))
+    m = resolve_model(str(path))
+    # Gemma 3 270M Q4_K_M: 268,098,176 parameters, 246.6 MB of tensor data (7.36 bits per weight:
+    # the 168 M-entry embedding table, which is also the LM head, is kept at higher precision)
+    assert m.params == 268_098_176 and m.weight_bytes == 246_587_904
+    assert (m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.vocab) == (18, 640, 4, 1, 256, 262144)
+    assert m.kv_elements_per_token == 2 * 18 * 1 * 256

@@ -1,0 +1,139 @@
+"""The roofline arithmetic, pinned to textbook cases worked by hand in the comments."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tokometer.errors import ConfigError
+from tokometer.perf import Deployment, Efficiency, decode_step_s, prefill_s, resolve_hardware, resolve_model
+from tokometer.perf.roofline import compute_bound_batch, decode_flops, prefill_flops, weight_bytes_read
+
+GIB = 2**30
+H100_BW = 3350e9  # B/s
+H100_BF16 = 989e12  # FLOP/s
+LLAMA_8B = 8.03e9
+LLAMA_VOCAB_X_HIDDEN = 128256 * 4096  # 525,336,576: the input table (untied) and, again, the LM head
+
+
+def llama_h100(**kw: object) -> Deployment:
+    return Deployment(resolve_model("llama-3.1-8b"), resolve_hardware("H100-SXM"), **kw)  # type: ignore[arg-type]
+
+
+def test_llama_8b_bf16_on_h100_at_batch_1() -> None:
+    d = llama_h100()
+    # weights: 8.03 B params × 2 B = 16.06 GB
+    assert d.weight_bytes == pytest.approx(16.06e9, rel=1e-12)
+    # KV per token: 2 (K, V) × 32 layers × 8 KV heads × 128 head dim × 2 B = 131,072 B = 128 KiB
+    assert d.kv_bytes_per_token == 131_072 == 128 * 1024
+    # decode bound, empty cache: 16.06e9 B / 3.35e12 B/s = 4.794 ms -> 208.59 tok/s
+    step = decode_step_s(d, 1, 0)
+    assert step == pytest.approx(16.06e9 / H100_BW, rel=1e-12)
+    assert 1 / step == pytest.approx(208.59, abs=0.01)
+    # with 1,500 tokens cached: (16.06e9 + 1,500 × 131,072) / 3.35e12 = 4.853 ms -> 206.1 tok/s
+    assert decode_step_s(d, 1, 1500) == pytest.approx((16.06e9 + 1500 * 131_072) / H100_BW, rel=1e-12)
+    # the expected figure at 60 % of bandwidth (decode is bandwidth bound here)
+    assert decode_step_s(d, 1, 0, Efficiency()) == pytest.approx(16.06e9 / (0.6 * H100_BW), rel=1e-12)
+
+
+def test_kv_capacity_matches_the_vllm_planner() -> None:
+    # 80 GiB × 0.9 = 77,309,411,328 B − 16,060,000,000 B weights − 2 GiB reserve = 59,101,927,680 B
+    # / 131,072 B per token = 450,911 tokens (tests/unit/test_engines_vllm.py has the same number)
+    assert llama_h100().kv_capacity_tokens() == 450_911
+    assert llama_h100().kv_capacity_tokens(0.5) == (int(80 * GIB * 0.5) - 16_060_000_000 - 2 * GIB) // 131_072
+
+
+def test_decode_turns_compute_bound_at_the_ridge() -> None:
+    d = llama_h100()
+    # a token is multiplied with 8.03e9 − 525,336,576 (the input table is a lookup) = 7,504,663,424 params
+    assert d.model.matmul_params == LLAMA_8B - LLAMA_VOCAB_X_HIDDEN
+    # compute time per sequence = 2 × 7,504,663,424 / 989e12 = 15.18 µs; weight read = 4.794 ms
+    # -> compute bound from batch ⌈4.794 ms / 15.18 µs⌉ = ⌈315.9⌉ = 316 (short contexts)
+    ridge = (16.06e9 / H100_BW) / (2 * (LLAMA_8B - LLAMA_VOCAB_X_HIDDEN) / H100_BF16)
+    assert compute_bound_batch(d, 0) == math.ceil(ridge) == 316
+    assert decode_step_s(d, 400, 0) == pytest.approx(2 * d.model.matmul_params * 400 / H100_BF16, rel=1e-12)
+    # with 1,500 tokens cached per sequence each one's KV read (196.6 MB: 58.7 µs) outweighs its FLOPs
+    # (2 × 7.50e9 + 524,288 × 1,500 = 15.8 GFLOP: 16.0 µs), so decode never turns compute bound
+    assert compute_bound_batch(d, 1500) is None
+
+
+def test_prefill_is_compute_bound_with_the_weight_read_as_floor() -> None:
+    d = llama_h100()
+    # attention: 2 × 32 layers × 32 heads × (128 + 128) = 524,288 FLOPs per (query, key) pair
+    assert d.model.attention_flops_per_pair == 524_288
+    # 1,000 tokens: 2 × (7,504,663,424 − 525,336,576) × 1,000 + 2 × 525,336,576 (LM head, last token only)
+    #   + 524,288 × 1,000 × 1,001 / 2 = 14,222,110,513,152 FLOPs / 989e12 = 14.38 ms
+    assert prefill_flops(d.model, 1000) == 14_222_110_513_152
+    assert prefill_s(d, 1000) == pytest.approx(14_222_110_513_152 / H100_BF16, rel=1e-12)
+    assert prefill_s(d, 1000, 0, Efficiency()) == pytest.approx(14_222_110_513_152 / (0.55 * H100_BF16), rel=1e-12)
+    # one token: the weight read dominates: (16.06e9 + 131,072) / 3.35e12
+    assert prefill_s(d, 1) == pytest.approx((16.06e9 + 131_072) / H100_BW, rel=1e-12)
+    # 100 tokens after 900 cached: pairs = 100 × 900 + 100 × 101 / 2 = 95,050
+    assert prefill_flops(d.model, 100, 900) == 2 * (d.model.matmul_params - LLAMA_VOCAB_X_HIDDEN) * 100 + (
+        2 * LLAMA_VOCAB_X_HIDDEN + 524_288 * 95_050)
+    # two prompts of 50 at once: two LM-head runs, pairs 2 × 50 × 51 / 2
+    assert prefill_flops(d.model, 100, 0, sequences=2) == 2 * (d.model.matmul_params - LLAMA_VOCAB_X_HIDDEN) * 100 + (
+        4 * LLAMA_VOCAB_X_HIDDEN + 524_288 * 2550)
+    assert decode_flops(d.model, 2, 10) == 4 * d.model.matmul_params + 524_288 * 10
+
+
+def test_tensor_and_pipeline_parallel() -> None:
+    tp2 = llama_h100(tp=2)
+    assert tp2.weight_bytes_per_gpu == pytest.approx(8.03e9)
+    assert tp2.kv_bytes_per_token_per_gpu == 65_536  # 4 of the 8 KV heads on each GPU
+    assert decode_step_s(tp2, 1, 0) == pytest.approx(decode_step_s(llama_h100(), 1, 0) / 2)
+    tp16 = llama_h100(tp=16)
+    assert tp16.kv_bytes_per_token_per_gpu == 2 * 32 * 1 * 128 * 2  # fewer KV heads than GPUs: replicated
+    pp2 = llama_h100(pp=2)
+    assert pp2.weight_bytes_per_gpu == pytest.approx(8.03e9)
+    assert pp2.kv_bytes_per_token_per_gpu == 65_536  # 16 of the 32 layers on each stage
+    assert decode_step_s(pp2, 1, 1000) == decode_step_s(llama_h100(), 1, 1000)  # latency not reduced
+    with pytest.raises(ConfigError, match="at least 1"):
+        llama_h100(tp=0)
+
+
+def test_quantised_weights() -> None:
+    embeddings = 2 * LLAMA_VOCAB_X_HIDDEN  # untied: input table + LM head stay in 16 bits
+    fp8 = llama_h100(weight_dtype="fp8")
+    assert fp8.weight_bytes == pytest.approx((LLAMA_8B - embeddings) * 1 + embeddings * 2)  # 9.08 GB
+    assert fp8.compute_flops == 1979e12  # W8A8 runs on the fp8 tensor cores
+    awq = llama_h100(weight_dtype="AWQ")
+    assert awq.weight_bytes == pytest.approx((LLAMA_8B - embeddings) * 4.25 / 8 + embeddings * 2)  # 5.81 GB
+    assert awq.compute_flops == 989e12  # weight-only: dequantised to 16 bits
+    gguf = llama_h100(weight_dtype="q4_k_m")
+    assert gguf.weight_bytes == pytest.approx(LLAMA_8B * 4.89 / 8)  # whole-file average bits per weight
+    assert llama_h100(kv_dtype="fp8").kv_bytes_per_token == 65_536
+    with pytest.raises(ConfigError, match="unknown weight dtype"):
+        llama_h100(weight_dtype="int3")
+    with pytest.raises(ConfigError, match="unknown KV-cache dtype"):
+        llama_h100(kv_dtype="int2")
+
+
+def test_mixture_of_experts_reads_the_experts_its_tokens_reach() -> None:
+    d = Deployment(resolve_model("mixtral-8x7b"), resolve_hardware("H100"), tp=2)
+    m = d.model
+    # routed experts: (46.70e9 − 12.88e9) × 8 / (8 − 2) = 45.09e9; shared (attention, embeddings) 1.61e9
+    assert m.expert_params == pytest.approx((46.70e9 - 12.88e9) * 8 / 6)
+    share = m.expert_params / m.params
+    # one token reaches 2 of 8 experts per layer: 1 − (1 − 2/8)^1 = 25 %
+    assert weight_bytes_read(d, 1) == pytest.approx(d.weight_bytes * (1 - share + share * 0.25))
+    assert weight_bytes_read(d, 1) == pytest.approx(2 * 12.88e9)  # = the active parameters
+    # 16 tokens: 1 − 0.75^16 = 99.0 % of the experts
+    assert weight_bytes_read(d, 16) == pytest.approx(d.weight_bytes * (1 - share + share * (1 - 0.75**16)))
+    assert decode_step_s(d, 1, 0) == pytest.approx(2 * 12.88e9 / 2 / H100_BW)
+
+
+def test_multi_head_latent_attention_cache() -> None:
+    d = Deployment(resolve_model("deepseek-v3"), resolve_hardware("H200"), "fp8", "bf16", tp=8)
+    # 61 layers × (512 latent + 64 RoPE) × 2 B = 70,272 B per token, the same on every TP rank
+    assert d.kv_bytes_per_token == 70_272
+    assert d.kv_bytes_per_token_per_gpu == 70_272
+    assert d.model.active == 37e9 and d.model.is_moe
+
+
+def test_efficiency_must_be_a_fraction() -> None:
+    with pytest.raises(ConfigError, match="decode_bandwidth"):
+        Efficiency(decode_bandwidth=1.5)
+    with pytest.raises(ConfigError, match="prefill_compute"):
+        Efficiency(prefill_compute=0)

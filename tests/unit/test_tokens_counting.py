@@ -1,0 +1,90 @@
+"""Inputs of tokometer count: chat JSON, binary detection, JSONL records counted in batches."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from tokometer.engines import bundled_model_path
+from tokometer.errors import DatasetError
+from tokometer.tokens import BaseTokenizer, FileTokenizer, parse_messages
+from tokometer.tokens.chat import render_template
+from tokometer.tokens.counting import count_jsonl, count_text, decode_input
+from tokometer.tokens.gguf import gguf_tokenizer
+
+
+@pytest.fixture(scope="module")
+def gemma() -> BaseTokenizer:
+    return gguf_tokenizer(bundled_model_path())
+
+
+def test_parse_messages_forms_and_errors() -> None:
+    one = [{"role": "user", "content": "hi"}]
+    assert parse_messages(json.dumps(one)) == one
+    assert parse_messages({"messages": one}) == one
+    parts = [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
+    assert parse_messages(parts) == parts
+    for bad, why in [("[{\"role\": \"user\"", "invalid chat JSON"), ("[]", "non-empty list"),
+                     ("{\"x\": 1}", "non-empty list"), ("[1]", "must be an object"),
+                     ('[{"content": "x"}]', "needs a 'role'"), ('[{"role": "user"}]', "needs 'content'"),
+                     ('[{"role": "user", "content": [{"type": "image_url"}]}]', "only text parts")]:
+        with pytest.raises(DatasetError, match=why):
+            parse_messages(bad)
+
+
+def test_render_template_like_transformers() -> None:
+    template = ("{% for m in messages %}{{ m['content'] | tojson }}{% endfor %}"
+                "{% if add_generation_prompt %}>{% endif %}")
+    assert render_template(template, [{"role": "user", "content": "<b>é</b>"}]) == '"<b>é</b>">'
+
+
+def test_binary_input_is_refused() -> None:
+    assert decode_input("héllo".encode(), "x") == "héllo"
+    assert decode_input(b"\xef\xbb\xbfbom", "x") == "bom"
+    with pytest.raises(DatasetError, match="binary"):
+        decode_input(b"ab\x00cd", "stdin")
+    with pytest.raises(DatasetError, match="not UTF-8"):
+        decode_input(b"caf\xe9", "latin1.txt")
+
+
+def test_count_text_and_chat(gemma: BaseTokenizer) -> None:
+    single = count_text(gemma, "Hello world!")
+    assert (single.tokens, single.characters, single.words) == (3, 12, 2)
+    chat = count_text(gemma, None, [{"role": "user", "content": "Hello world!"}])
+    assert chat.chat is not None and chat.chat.content == 3 and chat.tokens == chat.chat.total > 3
+
+
+def test_jsonl_records_batched_equal_one_by_one(gemma: BaseTokenizer, tmp_path: Path) -> None:
+    records = ["plain string", {"text": "大模型推理"}, {"prompt": "a prompt"}, {"content": "x y"},
+               {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}]
+    path = tmp_path / "many.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in records * 7) + "\n\n", encoding="utf-8")
+    seen: list[tuple[int, int]] = []
+    batch = count_jsonl(path, gemma, batch_size=4, progress=lambda n, b: seen.append((n, b)))
+    expected = [gemma.count("plain string"), gemma.count("大模型推理"), gemma.count("a prompt"),
+                gemma.count("x y"), gemma.count("hi") + gemma.count("hello")] * 7
+    assert batch.tokens == expected and batch.records == 35
+    assert seen[-1] == (35, path.stat().st_size - 1)
+    chat = count_jsonl(path, gemma, chat=True)
+    assert chat.tokens[4] == gemma.count_chat(records[4]["messages"])  # type: ignore[index]
+    assert chat.tokens[0] == gemma.count_chat([{"role": "user", "content": "plain string"}])
+    assert chat.template_tokens == chat.total - chat.content_tokens > 0
+    from_stream = count_jsonl(io.BytesIO(path.read_bytes()), gemma)  # type: ignore[arg-type]
+    assert from_stream.tokens == batch.tokens
+
+
+def test_jsonl_errors_name_the_line(gemma: BaseTokenizer, tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('"ok"\n{"text": 1}\n', encoding="utf-8")
+    with pytest.raises(DatasetError, match="line 2: a record must be"):
+        count_jsonl(path, gemma)
+    path.write_text('"ok"\n{broken\n', encoding="utf-8")
+    with pytest.raises(DatasetError, match="line 2: invalid JSON"):
+        count_jsonl(path, gemma)
+    path.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match="holds no records"):
+        count_jsonl(path, gemma)
+    assert isinstance(gemma, FileTokenizer)
