@@ -7,9 +7,12 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup engine bench test lint clean
+.PHONY: system setup engine bench test lint clean
 
-$(STAMP): pyproject.toml
+system:
+	scripts/system-packages
+
+$(STAMP): pyproject.toml | system
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,engine]'
@@ -29,7 +32,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: setup lint
-	TOKOMETER_REQUIRE_ENGINE=1 $(PY) -m pytest -q
+	TOKOMETER_REQUIRE_ENGINE=1 TOKOMETER_REQUIRE_REDIS=1 $(PY) -m pytest -q
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -49,21 +49,28 @@ class SimServer:
             self.process.stdout.close()
 
 
-def start_sim(*args: str) -> SimServer:
-    """Start ``tokometer sim --port 0 ARGS`` and wait for its URL line."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tokometer", "sim", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+def _start_listening(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """Start ``tokometer ARGS`` and wait for its "listening on URL" line."""
+    process = subprocess.Popen([sys.executable, "-m", "tokometer", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
     line = process.stdout.readline()
     if "listening on" not in line:
         process.kill()
         rest = process.stdout.read()
-        raise RuntimeError(f"the simulator did not start: {line}{rest}")
-    return SimServer(process, line.strip().split()[-1])
+        process.stdout.close()
+        raise RuntimeError(f"tokometer {args[0]} did not start: {line}{rest}")
+    return process, line.strip().split()[-1]
+
+
+def start_sim(*args: str) -> SimServer:
+    """Start ``tokometer sim --port 0 ARGS`` and wait for its URL line."""
+    return SimServer(*_start_listening("sim", "--port", "0", *args))
+
+
+def start_gateway(config: Path, *args: str) -> SimServer:
+    """Start ``tokometer gateway --config CONFIG --port 0`` (the same handle: root URL, stop)."""
+    return SimServer(*_start_listening("gateway", "--config", str(config), "--port", "0", *args))
 
 
 @pytest.fixture
@@ -104,3 +111,81 @@ def require_llama_server() -> None:
         if os.environ.get("TOKOMETER_REQUIRE_ENGINE") == "1":
             pytest.fail(f"the embedded engine is required here but missing: {exc}")
         pytest.skip(f"no llama-server (run 'make engine'): {exc}")
+
+
+def require_redis_server() -> str:
+    """The path of ``redis-server``. Skip without one, except where it is required (``make test`` and
+    CI set TOKOMETER_REQUIRE_REDIS=1; .ci/run installs it): there a missing server fails loudly."""
+    import shutil
+
+    path = shutil.which("redis-server")
+    if path is None:
+        if os.environ.get("TOKOMETER_REQUIRE_REDIS") == "1":
+            pytest.fail("redis-server is required here but missing: apt-get install redis-server")
+        pytest.skip("no redis-server (apt-get install redis-server)")
+    return path
+
+
+@dataclass
+class RedisServer:
+    """A real ``redis-server`` on a loopback port, without persistence; `stop` kills it, `start`
+    brings it back on the same port (empty)."""
+
+    binary: str
+    port: int
+    directory: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        import socket
+        import time
+
+        if self.process is not None and self.process.poll() is None:
+            return
+        log = (self.directory / "redis.log").open("ab")
+        with log:
+            self.process = subprocess.Popen(
+                [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                 "--dir", str(self.directory)],
+                stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server exited: {(self.directory / 'redis.log').read_text()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as conn:
+                    conn.sendall(b"PING\r\n")
+                    if conn.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    def stop(self) -> None:
+        """Kill the server (SIGKILL: an outage, not a shutdown)."""
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A started `RedisServer` of the test's own, killed at teardown."""
+    import socket
+
+    binary = require_redis_server()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = RedisServer(binary, port, tmp_path)
+    server.start()
+    yield server
+    server.stop()

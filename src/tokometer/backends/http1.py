@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from urllib.parse import urlsplit
@@ -59,6 +59,10 @@ class StreamedResponse:
     chunks: list[bytes] = field(default_factory=list)
     stamps: list[int] = field(default_factory=list)
     end_ns: int = 0
+    on_head: Callable[[StreamedResponse], None] | None = None
+    """Called once the status and headers are in (the gateway starts relaying then)."""
+    on_chunk: Callable[[bytes, int], None] | None = None
+    """When set, each body chunk goes here with its stamp instead of into ``chunks``/``stamps``."""
 
 
 class _Connection(asyncio.Protocol):
@@ -113,11 +117,17 @@ class _Connection(asyncio.Protocol):
         assert self._response is not None and self._parser is not None
         self._response.status = self._parser.get_status_code()
         self._response.first_byte_ns = self._now
+        if self._response.on_head is not None:
+            self._response.on_head(self._response)
 
     def on_body(self, body: bytes) -> None:
-        assert self._response is not None
-        self._response.chunks.append(body)
-        self._response.stamps.append(self._now)
+        response = self._response
+        assert response is not None
+        if response.on_chunk is not None:
+            response.on_chunk(body, self._now)
+            return
+        response.chunks.append(body)
+        response.stamps.append(self._now)
 
     def on_message_complete(self) -> None:
         assert self._response is not None and self._parser is not None

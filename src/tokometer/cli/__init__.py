@@ -22,6 +22,7 @@ __all__ = ["cli", "main"]
 _COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("tokometer.cli.bench", "Benchmark an inference endpoint (or the embedded engine)."),
     "count": ("tokometer.cli.count", "Count tokens with the model's own tokenizer; budgets and cost."),
+    "gateway": ("tokometer.cli.gateway", "OpenAI-compatible gateway: fallback, cache, budgets, keys, metrics."),
     "estimate": ("tokometer.cli.estimate", "Roofline limits of a deployment, and the efficiency of a measured run."),
     "runs": ("tokometer.cli.runs", "List saved benchmark runs."),
     "sim": ("tokometer.cli.sim", "Run a simulated inference server with scripted timing."),

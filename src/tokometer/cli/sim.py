@@ -53,6 +53,9 @@ __all__ = ["command"]
               help="Modelled engine: stretch every time by this factor (to play a fast GPU faithfully).")
 @click.option("--jitter", type=float, default=0.0, show_default=True,
               help="Modelled engine: relative standard deviation of step times.")
+@click.option("--trace-bodies", is_flag=True, help="Keep each request's body in /sim/trace.")
+@click.option("--max-output-tokens", type=int, default=None,
+              help="The server's own cap on an answer (finish_reason length), whatever max_tokens asks.")
 @click.option("--log-level", default="warning", show_default=True)
 def command(**opts: Any) -> None:
     """Run a simulated server speaking OpenAI chat/completions, Ollama, TGI and llama.cpp protocols.
@@ -85,6 +88,7 @@ def command(**opts: Any) -> None:
         hardware=opts["hardware"], dtype=opts["dtype"], kv_dtype=opts["kv_dtype"], tp=opts["tp"],
         max_num_seqs=opts["max_num_seqs"], max_batched_tokens=opts["max_batched_tokens"],
         gpu_memory_utilization=opts["gpu_memory_utilization"], time_scale=opts["time_scale"], jitter=opts["jitter"],
+        trace_bodies=opts["trace_bodies"], max_output_tokens=opts["max_output_tokens"],
     )
     if config.modelled:
         from tokometer.sim.model import step_time_for

@@ -29,7 +29,7 @@ class GpuInfo:
 
 def _from_nvml() -> list[GpuInfo]:
     try:
-        import pynvml  # type: ignore[import-not-found]  # nvidia-ml-py, optional
+        import pynvml  # nvidia-ml-py, optional
     except ImportError:
         return []
     try:

@@ -75,6 +75,7 @@ def create_app(config: SimConfig) -> Starlette:
 
     async def generate(request: Request) -> Response | ScriptedStream | EngineStream:
         received_ns = request.scope.get("tokometer.arrival_ns") or time.perf_counter_ns()
+        config = state.config  # read once: PATCH /sim/config may change it between requests
         proto = PROTOCOLS[request.url.path]
         seq, fault = state.next_request()
         trace = SendTrace(seq=seq, path=request.url.path, fault=fault, received_ns=received_ns)
@@ -84,6 +85,8 @@ def create_app(config: SimConfig) -> Starlette:
             return _error(proto, 401, "Invalid API key (simulated): check the key you send.", "authentication_error")
         raw = await request.body()
         trace.body_digest = hashlib.blake2b(raw, digest_size=6).hexdigest()
+        if state.config.trace_bodies:
+            trace.body = raw[:65536].decode("utf-8", "replace")
         try:
             body = orjson.loads(raw)
             if not isinstance(body, dict):
@@ -111,6 +114,8 @@ def create_app(config: SimConfig) -> Starlette:
             n_tokens, finish = max_tokens, "length"
         else:
             n_tokens, finish = natural, "stop"
+        if config.max_output_tokens is not None and n_tokens > config.max_output_tokens:
+            n_tokens, finish = config.max_output_tokens, "length"
         info.id = f"cmpl-sim-{seq}"
         info.created = int(time.time())
         trace.prompt_tokens = info.prompt_tokens
@@ -161,7 +166,18 @@ def create_app(config: SimConfig) -> Starlette:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     async def sim_config(request: Request) -> Response:
-        return JSONResponse(config.model_dump())
+        return JSONResponse(state.config.model_dump())
+
+    async def patch_config(request: Request) -> Response:
+        """Change the script while running (e.g. make the server slow, then fast again, in a test)."""
+        try:
+            changes = orjson.loads(await request.body() or b"{}")
+            if not isinstance(changes, dict):
+                raise ValueError("give a JSON object of settings")
+            state.config = SimConfig.model_validate({**state.config.model_dump(), **changes})
+        except ValueError as exc:
+            return _error(None, 400, f"invalid settings: {exc}", "invalid_request_error")
+        return JSONResponse(state.config.model_dump())
 
     routes = [Route(path, generate, methods=["POST"]) for path in PROTOCOLS]
     routes += [
@@ -173,6 +189,7 @@ def create_app(config: SimConfig) -> Starlette:
         Route("/sim/trace", get_trace, methods=["GET"]),
         Route("/sim/trace", clear_trace, methods=["DELETE"]),
         Route("/sim/config", sim_config, methods=["GET"]),
+        Route("/sim/config", patch_config, methods=["PATCH"]),
         Route("/metrics", prometheus, methods=["GET"]),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(_StampArrival)])

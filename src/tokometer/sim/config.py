@@ -55,6 +55,8 @@ class SimConfig(BaseModel):
     seed: int = 0
     precise: bool = False
     trace_size: int = Field(100_000, ge=0)
+    trace_bodies: bool = False
+    max_output_tokens: int | None = Field(None, ge=1, description="the server's own cap on one answer's length")
 
     # The performance model: with ``hardware`` set, `model` names a model `tokometer.perf` knows
     # and requests are served by a continuous-batching engine whose steps take as long as the

@@ -15,12 +15,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from tokometer.sim.state import SimState
 from tokometer.sim.trace import SendTrace
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # *_created series only add noise
 
 __all__ = ["CONTENT_TYPE", "SimMetrics"]
 

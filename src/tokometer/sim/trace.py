@@ -31,6 +31,8 @@ class SendTrace:
     event_tokens: list[int] = field(default_factory=list)
     end_ns: int = 0
     disconnected: bool = False
+    body: str = ""
+    """The request body (first 64 KiB), with --trace-bodies."""
     body_digest: str = ""
     """Short hash of the request body: tells whether two requests sent the same prompt."""
 

@@ -1,0 +1,139 @@
+"""What does the gateway cost? TTFT, end-to-end and per-chunk overhead, and its streaming ceiling.
+
+Against bench/pacer.py (an exactly paced upstream), with `tokometer bench` as the client:
+
+1. one stream at a time, 200 tokens at 1 ms each: TTFT and E2E p50/p99 direct vs through the gateway;
+   the per-chunk cost is the E2E difference beyond the TTFT difference, over the chunks;
+2. one stream paced at 14,000 tokens/s: does it pass through at full speed?
+3. open-loop rates of short streams (16 tokens) through one gateway process: the highest rate it
+   sustains (every request answered, achieved rate within 5% of offered, TTFT overhead p99 < 50 ms).
+
+    .venv/bin/python bench/gateway_overhead.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from client_ceiling import run_bench, start_pacer  # noqa: E402
+
+
+def start_gateway(upstream: str, tmp: Path) -> tuple[subprocess.Popen[str], str]:
+    config = tmp / "gateway.toml"
+    config.write_text(f'[[upstreams]]\nname = "pacer"\nurl = "{upstream}/v1"\nmodel = "pacer"\n'
+                      f'[[routes]]\nmodel = "pacer"\nupstreams = ["pacer"]\n[cache]\nenabled = false\n')
+    process = subprocess.Popen([sys.executable, "-m", "tokometer", "gateway", "--config", str(config), "--port", "0"],
+                               stdout=subprocess.PIPE, text=True, env={**os.environ})
+    assert process.stdout is not None
+    return process, process.stdout.readline().split()[-1]
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def summary(result: dict[str, Any]) -> dict[str, Any]:
+    s: dict[str, Any] = result["steps"][0]["summary"]
+    return s
+
+
+def latency(tokens: int = 200, n: int = 60) -> dict[str, float]:
+    pacer, root = start_pacer("--ttft-ms", "1", "--itl-ms", "1")
+    with tempfile.TemporaryDirectory() as tmp:
+        gateway, gw_root = start_gateway(root, Path(tmp))
+        try:
+            args = ("-c", "1", "-n", str(n), "--warmup", "3", "--output-tokens", str(tokens), "--model", "pacer")
+            direct = summary(run_bench(root + "/v1", *args))
+            via = summary(run_bench(gw_root + "/v1", *args))
+        finally:
+            stop(gateway)
+            pacer.terminate()
+            pacer.wait()
+    out = {
+        "ttft_p50_direct_ms": direct["ttft_ms"]["p50"], "ttft_p50_gateway_ms": via["ttft_ms"]["p50"],
+        "ttft_p99_direct_ms": direct["ttft_ms"]["p99"], "ttft_p99_gateway_ms": via["ttft_ms"]["p99"],
+        "e2e_p50_direct_ms": direct["e2e_ms"]["p50"], "e2e_p50_gateway_ms": via["e2e_ms"]["p50"],
+        "e2e_p99_direct_ms": direct["e2e_ms"]["p99"], "e2e_p99_gateway_ms": via["e2e_ms"]["p99"],
+        "itl_p50_direct_ms": direct["itl_ms"]["p50"], "itl_p50_gateway_ms": via["itl_ms"]["p50"],
+    }
+    extra_e2e = out["e2e_p50_gateway_ms"] - out["e2e_p50_direct_ms"]
+    extra_ttft = out["ttft_p50_gateway_ms"] - out["ttft_p50_direct_ms"]
+    out["ttft_overhead_p50_ms"] = extra_ttft
+    out["e2e_overhead_p50_ms"] = extra_e2e
+    out["per_chunk_overhead_us"] = 1e3 * max(0.0, extra_e2e - extra_ttft) / tokens
+    return out
+
+
+def headline(tokens: int = 3000, n: int = 6) -> dict[str, float]:
+    pacer, root = start_pacer("--ttft-ms", "1", "--itl-ms", str(1000 / 14000))
+    with tempfile.TemporaryDirectory() as tmp:
+        gateway, gw_root = start_gateway(root, Path(tmp))
+        try:
+            args = ("-c", "1", "-n", str(n), "--warmup", "1", "--output-tokens", str(tokens), "--model", "pacer")
+            direct = summary(run_bench(root + "/v1", *args))
+            via = summary(run_bench(gw_root + "/v1", *args))
+        finally:
+            stop(gateway)
+            pacer.terminate()
+            pacer.wait()
+    return {"decode_tok_s_direct": direct["decode_speed_tok_s"]["p50"],
+            "decode_tok_s_gateway": via["decode_speed_tok_s"]["p50"]}
+
+
+def ceiling(rates: list[float], tokens: int = 16) -> list[dict[str, Any]]:
+    rows = []
+    for rate in rates:
+        pacer, root = start_pacer("--ttft-ms", "1", "--itl-ms", "1")
+        with tempfile.TemporaryDirectory() as tmp:
+            gateway, gw_root = start_gateway(root, Path(tmp))
+            try:
+                n = int(rate * 5)
+                s = summary(run_bench(gw_root + "/v1", "--rate", str(rate), "-n", str(n), "--output-tokens",
+                                      str(tokens), "--model", "pacer", "--timeout", "30s"))
+            finally:
+                stop(gateway)
+                pacer.terminate()
+                pacer.wait()
+        ok = (s["requests_failed"] == 0 and s["request_throughput_rps"] >= 0.95 * rate
+              and s["ttft_ms"]["p99"] is not None and s["ttft_ms"]["p99"] < 50)
+        rows.append({"rate": rate, "completed": s["requests_completed"], "failed": s["requests_failed"],
+                     "achieved_rps": s["request_throughput_rps"], "ttft_p50_ms": s["ttft_ms"]["p50"],
+                     "ttft_p99_ms": s["ttft_ms"]["p99"], "sustained": ok})
+        print(json.dumps(rows[-1]), flush=True)
+        if not ok:
+            break
+    return rows
+
+
+def main() -> None:
+    lat = latency()
+    print(json.dumps(lat, indent=1), flush=True)
+    head = headline()
+    print(json.dumps(head), flush=True)
+    rows = ceiling([50, 100, 200, 300, 400, 600, 800])
+    best = max((r["rate"] for r in rows if r["sustained"]), default=None)
+    print(f"\nTTFT overhead p50 {lat['ttft_overhead_p50_ms']:+.2f} ms (p99 direct {lat['ttft_p99_direct_ms']:.2f} / "
+          f"gateway {lat['ttft_p99_gateway_ms']:.2f} ms); E2E overhead p50 {lat['e2e_overhead_p50_ms']:+.2f} ms; "
+          f"per chunk ~{lat['per_chunk_overhead_us']:.0f} us")
+    print(f"14,000 tok/s stream: {head['decode_tok_s_direct']:,.0f} direct, {head['decode_tok_s_gateway']:,.0f} "
+          "through the gateway")
+    print(f"highest sustained rate of 16-token streams through one gateway process: {best} req/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""The gateway's ASGI app: an OpenAI-compatible front for any engines tokometer speaks to.
+
+A request passes: authentication (API keys, hashed) → the route for its
+``model`` → the key's token budget → the prompt's size (counted with the
+model's tokenizer: rejected, truncated, ``max_tokens`` capped) → the answer
+cache → the router (primary, retries, circuit breaker, fallback, "slow" as
+down) → the relay (streams pass through as they arrive) → accounting (budget,
+cache, metrics, one log line). Endpoints: ``/v1/chat/completions``,
+``/v1/completions``, ``/v1/models``, ``/health``, ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tokometer.gateway.auth import KeyRing, auth_error
+from tokometer.gateway.budget import TokenBudgets
+from tokometer.gateway.cache import AnswerCache, CachedAnswer, cache_key, make_cache
+from tokometer.gateway.config import GatewayConfig, RouteConfig
+from tokometer.gateway.metrics import CONTENT_TYPE, GatewayMetrics
+from tokometer.gateway.openai_format import Answer, ChunkWriter, error_body
+from tokometer.gateway.prober import Prober
+from tokometer.gateway.prompt import PromptLimiter, TooLong
+from tokometer.gateway.relay import Relay, RelayContext
+from tokometer.gateway.requestlog import RequestLog, RequestLogEntry, cost_usd
+from tokometer.gateway.router import AllUpstreamsFailed, Opened, Router
+from tokometer.gateway.upstream import Endpoint, Upstream
+
+__all__ = ["Gateway", "create_app"]
+
+
+class Gateway:
+    """The gateway's state: upstreams, routes, health, cache, budgets, keys, metrics, log."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.upstreams = {u.name: Upstream(u) for u in config.upstreams}
+        self.metrics = GatewayMetrics()
+        self.router = Router(self.upstreams, self.metrics)
+        self.metrics.add_live(self._live)
+        for route in config.routes:
+            for name in route.upstreams:
+                self.router.health[name].window = route.slow_window
+        self.limiters = {r.model: PromptLimiter(r) for r in config.routes}
+        self.cache: AnswerCache | None = make_cache(config.cache)
+        self.keys = KeyRing(config.keys)
+        self.budgets = TokenBudgets(config.keys, config.budgets.period, config.cache.redis_url,
+                                    config.cache.redis_timeout_s)
+        self.log = RequestLog(config.log.path)
+        self.prober = Prober(self)
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def _live(self) -> dict[str, dict[str, float]]:
+        return {name: {"in_flight": u.in_flight, "waiting": u.waiting,
+                       "up": 1.0 if self.router.health[name].state() == "closed" else 0.0}
+                for name, u in self.upstreams.items()}
+
+    def _background(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        await self.prober.stop()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        for upstream in self.upstreams.values():
+            await upstream.close()
+        if self.cache is not None:
+            await self.cache.close()
+        await self.budgets.close()
+        self.log.close()
+
+    # -- handling ---------------------------------------------------------------------------
+    async def handle(self, request: Request, endpoint: Endpoint) -> Response | Relay:
+        received = time.perf_counter_ns()
+        key = None
+        if self.keys.enabled:
+            key = self.keys.identify(request.headers.get("authorization"))
+            if key is None:
+                self.metrics.rejected.labels("auth").inc()
+                return JSONResponse(auth_error(401, "missing or unknown API key"), status_code=401)
+        try:
+            body = orjson.loads(await request.body())
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+        except ValueError as exc:
+            return JSONResponse(error_body(f"invalid JSON body: {exc}", "invalid_request_error"), status_code=400)
+        route = self.config.route(str(body.get("model", "")))
+        if route is None:
+            models = ", ".join(r.model for r in self.config.routes)
+            return JSONResponse(error_body(f"model {body.get('model')!r} is not served here; models: {models}",
+                                           "invalid_request_error", "model_not_found"), status_code=404)
+        if key is not None and key.tokens_per_period is not None:
+            state = await self.budgets.state(key.name)
+            if state.exceeded:
+                self.metrics.rejected.labels("budget").inc()
+                return JSONResponse(error_body(self.budgets.message(state), "rate_limit_error",
+                                               "token_budget_exceeded"), status_code=429)
+        try:
+            check = self.limiters[route.model].check(body, endpoint)
+        except TooLong as exc:
+            self.metrics.rejected.labels("too_long").inc()
+            return JSONResponse(error_body(str(exc), "invalid_request_error", "context_length_exceeded"),
+                                status_code=400)
+        stream = bool(body.get("stream"))
+        options = body.get("stream_options")
+        include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+        asked = body.get("max_completion_tokens", body.get("max_tokens"))
+        headers: dict[str, str] = {}
+        if check.truncated_from is not None:
+            headers["x-tokometer-truncated-from"] = str(check.truncated_from)
+        if check.capped_max_tokens is not None:
+            headers["x-tokometer-max-tokens"] = str(check.capped_max_tokens)
+        ck = cache_key(route.model, check.body, endpoint) if self.cache is not None else None
+        if ck is not None and self.cache is not None:
+            hit = await self.cache.get(ck)
+            self.metrics.cache.labels(route.model, "hit" if hit else "miss").inc()
+            if hit is not None:
+                return self._replay(route, endpoint, hit, stream, include_usage, key.name if key else None,
+                                    received, headers)
+        ctx = RelayContext(route, endpoint, check.body, stream, include_usage, key.name if key else None, ck,
+                           check.prompt_tokens, asked if isinstance(asked, int) else None, received, headers)
+        self.prober.ensure_running()
+        return Relay(self, ctx)
+
+    def _replay(self, route: RouteConfig, endpoint: Endpoint, hit: CachedAnswer, stream: bool, include_usage: bool,
+                key: str | None, received: int, headers: dict[str, str]) -> Response:
+        answer = Answer(text=hit.text, reasoning=hit.reasoning, finish_reason=hit.finish_reason,
+                        prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens, model=hit.model)
+        writer = ChunkWriter(endpoint, hit.model)
+        out_headers = {**headers, "x-tokometer-cache": "hit", "x-tokometer-upstream": hit.served_by}
+        self.log.write(RequestLogEntry(key=key, route=route.model, upstream=hit.served_by, model_served=hit.model,
+                                       status=200, prompt_tokens=hit.prompt_tokens,
+                                       completion_tokens=hit.completion_tokens, cost_usd=0.0, ttft_ms=None,
+                                       decode_tok_s=None, e2e_ms=(time.perf_counter_ns() - received) / 1e6,
+                                       cache_hit=True, fallback=False, retries=0, error=None))
+        self.metrics.requests.labels(route.model, "cache", "200").inc()
+        if not stream:
+            return JSONResponse(writer.whole(answer), headers=out_headers)
+        chunks = writer.replay(answer, include_usage)
+
+        async def body() -> AsyncIterator[bytes]:
+            for chunk in chunks:
+                yield chunk
+
+        from starlette.responses import StreamingResponse
+
+        return StreamingResponse(body(), media_type="text/event-stream", headers=out_headers)
+
+    def all_failed_body(self, route: RouteConfig, exc: AllUpstreamsFailed) -> dict[str, Any]:
+        categories = {error.category for _, error in exc.errors}
+        if categories <= {"http_401", "http_403"}:
+            name, error = exc.errors[-1]
+            return auth_error(error.status or 401, f"upstream {name} refused the gateway's credentials "
+                              f"({error.detail[:160]})", upstream=name)
+        tried = "; ".join(f"{name}: {error.category} ({error.detail[:120]})" for name, error in exc.errors)
+        return error_body(f"no upstream of {route.model!r} could answer: {tried}", "upstream_error",
+                          "upstream_unavailable")
+
+    # -- accounting (called by the relay) -------------------------------------------------------
+    def observe(self, relay: Relay, opened: Opened, ttft_ms: float | None, tpot_ms: float | None) -> None:
+        name, route = opened.upstream.name, relay.ctx.route.model
+        self.router.health[name].success(ttft_ms, tpot_ms)
+        if ttft_ms is not None:
+            self.metrics.ttft.labels(route, name).observe(ttft_ms / 1e3)
+        if tpot_ms is not None:
+            self.metrics.tpot.labels(route, name).observe(tpot_ms / 1e3)
+
+    def finish(self, relay: Relay) -> None:
+        ctx, answer, opened = relay.ctx, relay.answer, relay.opened
+        upstream = opened.upstream if opened is not None else None
+        name = upstream.name if upstream is not None else "none"
+        status = 499 if relay.gone else relay.status
+        e2e_s = (time.perf_counter_ns() - ctx.received_ns) / 1e9
+        prompt, completion = answer.prompt_tokens or ctx.prompt_tokens, answer.completion_tokens
+        self.metrics.requests.labels(ctx.route.model, name, str(status)).inc()
+        self.metrics.duration.labels(ctx.route.model, name).observe(e2e_s)
+        cost = cost_usd(upstream.cfg, prompt or 0, completion or 0) if upstream is not None else None
+        if prompt:
+            self.metrics.tokens.labels(ctx.route.model, name, "input").inc(prompt)
+        if completion:
+            self.metrics.tokens.labels(ctx.route.model, name, "output").inc(completion)
+        if cost:
+            self.metrics.cost.labels(ctx.route.model, name).inc(cost)
+        ttft_ms = (relay.first_sent_ns - ctx.received_ns) / 1e6 if relay.first_sent_ns else None
+        decode = None
+        if relay.first_content_ns and relay.last_content_ns and completion and completion > 1:
+            span = (relay.last_content_ns - relay.first_content_ns) / 1e9
+            decode = (completion - 1) / span if span > 0 else None
+        self.log.write(RequestLogEntry(key=ctx.key, route=ctx.route.model, upstream=upstream.name if upstream else None,
+                                       model_served=answer.model or None, status=status, prompt_tokens=prompt,
+                                       completion_tokens=completion, cost_usd=cost, ttft_ms=ttft_ms,
+                                       decode_tok_s=decode, e2e_ms=e2e_s * 1e3, cache_hit=False,
+                                       fallback=bool(opened and opened.fallback),
+                                       retries=opened.retries if opened else 0, error=relay.error))
+        if ctx.key is not None and (prompt or completion):
+            self._background(self.budgets.charge(ctx.key, (prompt or 0) + (completion or 0)))
+        complete = status == 200 and relay.error is None and answer.finish_reason is not None
+        if complete and ctx.cache_key is not None and self.cache is not None and upstream is not None:
+            cached = CachedAnswer(model=answer.model, text=answer.text, finish_reason=answer.finish_reason or "stop",
+                                  prompt_tokens=prompt or 0, completion_tokens=completion or 0,
+                                  served_by=upstream.name, created=int(time.time()), reasoning=answer.reasoning)
+            self._background(self.cache.put(ctx.cache_key, cached))
+
+
+def create_app(config: GatewayConfig) -> Starlette:
+    """The gateway as an ASGI app (run it with uvicorn, or `tokometer gateway`)."""
+    gateway = Gateway(config)
+
+    async def chat(request: Request) -> Response | Relay:
+        return await gateway.handle(request, "chat")
+
+    async def completions(request: Request) -> Response | Relay:
+        return await gateway.handle(request, "completions")
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [
+            {"id": r.model, "object": "model", "created": 0, "owned_by": "tokometer-gateway"}
+            for r in config.routes]})
+
+    async def health(request: Request) -> Response:
+        upstreams = {name: gateway.router.health[name].summary() for name in gateway.upstreams}
+        cache = None if gateway.cache is None else {"backend": gateway.cache.backend, "healthy": gateway.cache.healthy}
+        return JSONResponse({"status": "ok", "upstreams": upstreams, "cache": cache})
+
+    async def metrics(request: Request) -> Response:
+        return Response(gateway.metrics.render(), media_type=CONTENT_TYPE)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await gateway.close()
+
+    app = Starlette(routes=[
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ], lifespan=lifespan)
+    app.state.gateway = gateway
+    return app

@@ -1,0 +1,98 @@
+"""API keys for the gateway, and the error bodies of authentication failures.
+
+The config holds only the sha256 of each secret (``tokometer gateway --hash-key SECRET``). A
+presented key is hashed and compared with every configured hash in constant time, so neither the
+time of a refusal nor its position in the list tells anything about the secrets.
+
+"Token" is an ambiguous word next to a language model: a 401 here is about an *authentication*
+token (an API key), never about model tokens or the context length (R13). Every error body says so,
+and when an upstream refuses the gateway's own key, the body names that upstream.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+from tokometer.gateway.config import KeyConfig
+
+__all__ = ["KeyRing", "auth_error", "hash_key"]
+
+_NOT_MODEL_TOKENS = ("this is an authentication problem with an API key (an authentication token), "
+                     "not a problem with model tokens or the context length")
+
+
+def hash_key(secret: str) -> str:
+    """The sha256 hex digest of an API key's secret, as the config stores it."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+class KeyRing:
+    """The configured API keys; without any, the gateway is open and `identify` is not needed."""
+
+    def __init__(self, keys: list[KeyConfig]) -> None:
+        self._keys = list(keys)
+        self._digests = [bytes.fromhex(k.sha256) for k in self._keys]
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._keys)
+
+    @property
+    def keys(self) -> list[KeyConfig]:
+        return list(self._keys)
+
+    def identify(self, authorization: str | None) -> KeyConfig | None:
+        """The key whose secret is presented, or None.
+
+        ``authorization`` is an ``Authorization`` header value (``Bearer SECRET``) or the bare secret
+        (an ``x-api-key`` header value). The presented secret is compared with every configured key,
+        each comparison in constant time, with no early exit.
+        """
+        secret = _secret(authorization)
+        if not secret:
+            return None
+        digest = hashlib.sha256(secret.encode("utf-8")).digest()
+        found: KeyConfig | None = None
+        for key, expected in zip(self._keys, self._digests, strict=True):
+            if hmac.compare_digest(digest, expected) and found is None:
+                found = key
+        return found
+
+
+def _secret(authorization: str | None) -> str | None:
+    if authorization is None:
+        return None
+    value = authorization.strip()
+    scheme, _, rest = value.partition(" ")
+    if scheme.lower() == "bearer":
+        return rest.strip() or None
+    return value or None
+
+
+def auth_error(status: int, message: str, *, upstream: str | None = None) -> dict[str, Any]:
+    """An OpenAI-shaped error body for an authentication failure.
+
+    ``status`` is 401 (the key is missing, unknown or expired) or 403 (the key is known but not let
+    through). Without ``upstream`` the failure is the client's key at the gateway; with it, the named
+    upstream refused the key the gateway sent it, which the gateway's operator has to fix.
+    """
+    forbidden = status == 403
+    if upstream is None:
+        text = f"{message}: {_NOT_MODEL_TOKENS}"
+        if not forbidden:
+            text += "; send a gateway API key as 'Authorization: Bearer KEY'"
+        code = "permission_denied" if forbidden else "invalid_api_key"
+    elif forbidden:
+        text = (f"upstream '{upstream}' denied access (HTTP 403) to the gateway's API key: {message}; "
+                f"{_NOT_MODEL_TOKENS}. The key was refused by policy: check its permissions, the region or "
+                "network rules of that upstream, and any proxy in between")
+        code = "upstream_permission_denied"
+    else:
+        text = (f"upstream '{upstream}' refused the gateway's API key (HTTP {status}): {message}; "
+                f"{_NOT_MODEL_TOKENS}. Check api_key / api_key_env of upstream '{upstream}' in the gateway "
+                "config (a wrong or expired key, or a clock skew if it is a signed token)")
+        code = "upstream_invalid_api_key"
+    return {"error": {"message": text, "type": "permission_error" if forbidden else "authentication_error",
+                      "param": None, "code": code}}

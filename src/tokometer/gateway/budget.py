@@ -1,0 +1,173 @@
+"""Per-key token budgets per UTC calendar period (minute, hour, day or month).
+
+Every answered request charges its prompt + completion tokens to the key that sent it; a key whose
+count for the current period has reached its ``tokens_per_period`` gets a 429 until the period ends.
+
+Counts live in process memory, or in Redis when a URL is given, so that every replica of the gateway
+sees the same count (one ``INCRBY`` plus ``EXPIREAT`` on a key per key name and period). Redis is
+optional at run time: while it is down each replica counts on from the last total it saw, and the
+tokens charged meanwhile are added to Redis when it is back, so budgets still hold, if loosely,
+through an outage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from redis.asyncio import Redis
+
+from tokometer.errors import ConfigError
+from tokometer.gateway.config import KeyConfig
+from tokometer.gateway.redislink import RedisLink, RedisUnavailable
+
+__all__ = ["PERIODS", "BudgetState", "TokenBudgets", "period_bounds"]
+
+PERIODS = ("minute", "hour", "day", "month")
+_EXPIRY_GRACE = timedelta(minutes=5)  # keep a finished period's key a little, for replicas whose clocks lag
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def period_bounds(now: datetime, period: str) -> tuple[datetime, datetime]:
+    """The UTC calendar period holding ``now``: its start and its end (the moment the budget resets)."""
+    now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+    if period == "minute":
+        start = now.replace(second=0, microsecond=0)
+        return start, start + timedelta(minutes=1)
+    if period == "hour":
+        start = now.replace(minute=0, second=0, microsecond=0)
+        return start, start + timedelta(hours=1)
+    if period == "day":
+        start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        return start, start + timedelta(days=1)
+    if period == "month":
+        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+        return start, end
+    raise ConfigError(f"budgets.period: unknown period {period!r}: use one of {', '.join(PERIODS)}")
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetState:
+    """A key's token count in the current period, against its limit (None: no limit)."""
+
+    key: str
+    used: int
+    limit: int | None
+    period: str
+    resets_at: datetime
+
+    @property
+    def exceeded(self) -> bool:
+        """True once the count has reached the limit: no tokens are left this period."""
+        return self.limit is not None and self.used >= self.limit
+
+    @property
+    def remaining(self) -> int | None:
+        return None if self.limit is None else max(0, self.limit - self.used)
+
+
+class TokenBudgets:
+    """Token counts per key and period, in memory or in Redis (with an in-process fallback)."""
+
+    def __init__(self, keys: list[KeyConfig], period: str, redis_url: str | None = None, timeout_s: float = 0.05,
+                 clock: Callable[[], datetime] = _utc_now, prefix: str = "tokometer:budget:",
+                 retry_after_s: float = 1.0) -> None:
+        period_bounds(clock(), period)  # validates the period
+        self.period = period
+        self.prefix = prefix
+        self._limits = {k.name: k.tokens_per_period for k in keys}
+        self._clock = clock
+        # key name -> (period start, count): the last total seen plus what was charged since, in memory.
+        self._counts: dict[str, tuple[datetime, int]] = {}
+        # key name -> (period start, tokens) charged while Redis was down, to add to it when it is back.
+        self._pending: dict[str, tuple[datetime, int]] = {}
+        self._link = None if redis_url is None else RedisLink(
+            redis_url, timeout_s=timeout_s, retry_after_s=retry_after_s, what="Redis (token budgets)")
+
+    @property
+    def backend(self) -> str:
+        return "memory" if self._link is None else "redis"
+
+    @property
+    def healthy(self) -> bool:
+        return self._link is None or self._link.healthy
+
+    def limit(self, key_name: str) -> int | None:
+        return self._limits.get(key_name)
+
+    async def state(self, key_name: str) -> BudgetState:
+        """The key's count in the current period (from Redis when it is up)."""
+        return await self.charge(key_name, 0)
+
+    async def charge(self, key_name: str, tokens: int) -> BudgetState:
+        """Add ``tokens`` to the key's count for the current period; the state after the charge."""
+        start, end = period_bounds(self._clock(), self.period)
+        tokens = max(0, tokens)
+        if self._link is not None:
+            pending = self._take_pending(key_name, start)
+            try:
+                total = await self._redis_add(key_name, start, end, pending + tokens)
+            except RedisUnavailable:
+                self._add_pending(key_name, start, pending + tokens)
+            else:
+                self._counts[key_name] = (start, total)
+                return self._state(key_name, total, end)
+        if tokens:
+            self._add_local(key_name, start, tokens)
+        return self._state(key_name, self._local(key_name, start), end)
+
+    def message(self, state: BudgetState) -> str:
+        """The text of the 429 a key over its budget gets."""
+        limit = "no limit" if state.limit is None else f"{state.limit:,}"
+        resets = state.resets_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return (f"token budget of key '{state.key}' is used up: {state.used:,} of {limit} tokens this "
+                f"{state.period} (resets {resets}); this is the gateway's per-key budget, "
+                "not the model's context length")
+
+    async def close(self) -> None:
+        if self._link is not None:
+            await self._link.close()
+
+    def _state(self, key_name: str, used: int, end: datetime) -> BudgetState:
+        return BudgetState(key_name, used, self._limits.get(key_name), self.period, end)
+
+    def _local(self, key_name: str, start: datetime) -> int:
+        seen = self._counts.get(key_name)
+        return seen[1] if seen is not None and seen[0] == start else 0
+
+    def _add_local(self, key_name: str, start: datetime, tokens: int) -> None:
+        self._counts[key_name] = (start, self._local(key_name, start) + tokens)
+
+    def _take_pending(self, key_name: str, start: datetime) -> int:
+        pending = self._pending.pop(key_name, None)
+        return pending[1] if pending is not None and pending[0] == start else 0  # a past period's: dropped
+
+    def _add_pending(self, key_name: str, start: datetime, tokens: int) -> None:
+        if tokens:
+            self._pending[key_name] = (start, tokens)
+
+    def _redis_key(self, key_name: str, start: datetime) -> str:
+        return f"{self.prefix}{key_name}:{self.period}:{start:%Y%m%dT%H%M}"
+
+    async def _redis_add(self, key_name: str, start: datetime, end: datetime, tokens: int) -> int:
+        """The key's total after adding ``tokens`` in Redis (a plain read for 0)."""
+        assert self._link is not None
+        name = self._redis_key(key_name, start)
+        if tokens == 0:
+            raw: Any = await self._link.call(lambda client: client.get(name))
+            return int(raw or 0)
+
+        async def add(client: Redis) -> int:
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.incrby(name, tokens)
+                pipe.expireat(name, end + _EXPIRY_GRACE)
+                total, _ = await pipe.execute()
+            return int(total)
+
+        return await self._link.call(add)

@@ -1,0 +1,125 @@
+"""The gateway's Prometheus metrics: what R19 asks to watch, in standard names.
+
+OpenTelemetry's GenAI semantic conventions name the latency histograms
+(``gen_ai.server.time_to_first_token``, ``gen_ai.server.time_per_output_token``,
+``gen_ai.server.request.duration``, exported with dots as underscores and the
+unit suffix Prometheus expects); the rest carry a ``tokometer_gateway_``
+prefix. GPU memory, utilisation and power come from NVML (``nvidia-ml-py``)
+when a GPU is present; without one those gauges are simply not exported.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # *_created series only add noise
+
+__all__ = ["CONTENT_TYPE", "GatewayMetrics", "GpuCollector"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 30.0, 60.0)
+_TPOT = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
+_log = logging.getLogger(__name__)
+
+
+class _Live(Collector):
+    """Gauges read at scrape time: requests in flight and waiting, and upstream state."""
+
+    def __init__(self, read: Callable[[], dict[str, dict[str, float]]]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        state = self.read()
+        in_flight = GaugeMetricFamily("tokometer_gateway_in_flight", "Requests being served, by upstream.",
+                                      labels=["upstream"])
+        waiting = GaugeMetricFamily("tokometer_gateway_waiting", "Requests queued for an upstream's concurrency "
+                                    "limit.", labels=["upstream"])
+        up = GaugeMetricFamily("tokometer_gateway_upstream_up", "1 when the upstream's circuit is closed.",
+                               labels=["upstream"])
+        for name, values in state.items():
+            in_flight.add_metric([name], values["in_flight"])
+            waiting.add_metric([name], values["waiting"])
+            up.add_metric([name], values["up"])
+        yield from (in_flight, waiting, up)
+
+
+class GpuCollector(Collector):
+    """GPU memory, utilisation and power per device via NVML; exports nothing without a GPU."""
+
+    def __init__(self) -> None:
+        self.nvml: Any = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+        except Exception:  # no library, no driver, no GPU: all mean "nothing to export"
+            self.nvml = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        if self.nvml is None:
+            return
+        nvml = self.nvml
+        memory = GaugeMetricFamily("tokometer_gpu_memory_used_bytes", "GPU memory in use.", labels=["gpu"])
+        total = GaugeMetricFamily("tokometer_gpu_memory_total_bytes", "GPU memory in all.", labels=["gpu"])
+        util = GaugeMetricFamily("tokometer_gpu_utilization_ratio", "GPU busy fraction (NVML).", labels=["gpu"])
+        power = GaugeMetricFamily("tokometer_gpu_power_watts", "GPU power draw.", labels=["gpu"])
+        limit = GaugeMetricFamily("tokometer_gpu_power_limit_watts", "GPU power cap.", labels=["gpu"])
+        try:
+            for index in range(nvml.nvmlDeviceGetCount()):
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                info = nvml.nvmlDeviceGetMemoryInfo(handle)
+                label = [str(index)]
+                memory.add_metric(label, float(info.used))
+                total.add_metric(label, float(info.total))
+                util.add_metric(label, nvml.nvmlDeviceGetUtilizationRates(handle).gpu / 100.0)
+                power.add_metric(label, nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
+                limit.add_metric(label, nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0)
+        except Exception as exc:  # a GPU that vanished mid-scrape must not break /metrics
+            _log.warning("NVML read failed: %s", exc)
+            return
+        yield from (memory, total, util, power, limit)
+
+
+class GatewayMetrics:
+    """Every metric of one gateway, in its own registry."""
+
+    def __init__(self, live: Callable[[], dict[str, dict[str, float]]] | None = None, gpu: bool = True) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        route_up = ["route", "upstream"]
+        self.requests = Counter("tokometer_gateway_requests", "Requests by route, upstream and HTTP status.",
+                                [*route_up, "status"], registry=r)
+        self.ttft = Histogram("gen_ai_server_time_to_first_token_seconds", "Time to first token from the upstream.",
+                              route_up, buckets=_LATENCY, registry=r)
+        self.tpot = Histogram("gen_ai_server_time_per_output_token_seconds", "Decode time per output token.",
+                              route_up, buckets=_TPOT, registry=r)
+        self.duration = Histogram("gen_ai_server_request_duration_seconds", "End-to-end request time at the gateway.",
+                                  route_up, buckets=_LATENCY, registry=r)
+        self.tokens = Counter("tokometer_gateway_tokens", "Tokens by type (input, output).", [*route_up, "type"],
+                              registry=r)
+        self.cost = Counter("tokometer_gateway_cost_usd", "Estimated cost in USD.", route_up, registry=r)
+        self.timeouts = Counter("tokometer_gateway_timeouts", "Upstream timeouts.", ["upstream"], registry=r)
+        self.retries = Counter("tokometer_gateway_retries", "Retries of an upstream.", ["upstream"], registry=r)
+        self.fallbacks = Counter("tokometer_gateway_fallbacks", "Requests served by a fallback upstream.",
+                                 ["route", "primary", "upstream"], registry=r)
+        self.cache = Counter("tokometer_gateway_cache_lookups", "Answer-cache lookups by result (hit, miss).",
+                             ["route", "result"], registry=r)
+        self.rejected = Counter("tokometer_gateway_rejected", "Requests refused by the gateway, by reason.",
+                                ["reason"], registry=r)
+        if live is not None:
+            self.add_live(live)
+        if gpu:
+            r.register(GpuCollector())
+
+    def add_live(self, live: Callable[[], dict[str, dict[str, float]]]) -> None:
+        """Export the in-flight/waiting/up gauges read from ``live()`` at scrape time."""
+        self.registry.register(_Live(live))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,201 @@
+"""One upstream engine: build its request from a client's OpenAI request, stream its events back.
+
+The HTTP work is tokometer's own client (`backends.http1`): keep-alive pool,
+connect/idle/total timeouts, and each chunk handed over the moment it arrives.
+`UpstreamCall` turns those chunks into whole events, each parsed by the
+protocol's adapter (so the gateway knows content from usage from errors) and
+kept byte for byte (so an OpenAI upstream's events reach the client unchanged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from time import perf_counter_ns
+from typing import Any, Literal
+
+import orjson
+
+from tokometer.backends import create_backend
+from tokometer.backends.base import GenerationParams, ParsedEvent
+from tokometer.backends.http1 import ConnectError, HttpPool, HttpTimeout, PeerReset, StreamedResponse
+from tokometer.datasets.base import Message, Prompt
+from tokometer.gateway.config import UpstreamConfig
+from tokometer.gateway.frames import EventSplitter, sse_payload
+from tokometer.records import classify_http_error
+
+__all__ = ["Endpoint", "Upstream", "UpstreamCall", "UpstreamError", "UpstreamEvent"]
+
+Endpoint = Literal["chat", "completions"]
+
+_EOF = (b"", -1)
+
+
+class UpstreamError(Exception):
+    """An upstream failed before it produced a usable answer (the router may try another)."""
+
+    def __init__(self, category: str, detail: str, status: int | None = None, body: str = "") -> None:
+        super().__init__(detail)
+        self.category = category
+        self.detail = detail
+        self.status = status
+        self.body = body
+
+    @property
+    def client_error(self) -> bool:
+        """The request itself is at fault (HTTP 4xx other than auth and rate limits): no fallback helps."""
+        return self.status is not None and 400 <= self.status < 500 and self.status not in (401, 403, 408, 429)
+
+
+@dataclass(slots=True)
+class UpstreamEvent:
+    raw: bytes
+    stamp: int
+    parsed: ParsedEvent | None
+
+
+class Upstream:
+    """An engine behind the gateway, with its own connection pool and concurrency limit."""
+
+    def __init__(self, cfg: UpstreamConfig) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self.backend = create_backend(cfg.api)
+        self.openai = cfg.api.startswith("openai")
+        self.pool = HttpPool(cfg.url, connect_timeout=cfg.connect_timeout_s, idle_timeout=cfg.idle_timeout_s,
+                             total_timeout=cfg.total_timeout_s)
+        self.limit = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
+        self.waiting = 0
+        self.in_flight = 0
+        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream, application/x-ndjson"}
+        key = cfg.key()
+        if key:
+            self._headers["Authorization"] = f"Bearer {key}"
+
+    def request_bytes(self, body: Mapping[str, Any], endpoint: Endpoint) -> bytes:
+        """The upstream request for a client's OpenAI-format ``body``."""
+        if self.openai:
+            out = dict(body)
+            out["model"] = self.cfg.model or body.get("model", "")
+            out["stream"] = True
+            out["stream_options"] = {"include_usage": True}
+            path = "/chat/completions" if endpoint == "chat" else "/completions"
+            return self.pool.encode("POST", path, orjson.dumps(out), self._headers)
+        prompt = _prompt(body, endpoint)
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        params = GenerationParams(model=self.cfg.model, max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+                                  temperature=body.get("temperature"), seed=body.get("seed"), include_usage=False)
+        request = self.backend.build(prompt, params)
+        return self.pool.encode("POST", request.path, orjson.dumps(request.body), self._headers)
+
+    async def open(self, body: Mapping[str, Any], endpoint: Endpoint) -> UpstreamCall:
+        """Send the request and wait for the response head; raise UpstreamError if it fails or is not 200."""
+        call = UpstreamCall(self, self.request_bytes(body, endpoint))
+        await call.start()
+        return call
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
+def _prompt(body: Mapping[str, Any], endpoint: Endpoint) -> Prompt:
+    if endpoint == "completions":
+        text = body.get("prompt", "")
+        return Prompt.from_text(text if isinstance(text, str) else " ".join(map(str, text)))
+    messages = []
+    for message in body.get("messages") or ():
+        content = message.get("content", "")
+        if isinstance(content, list):
+            content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        messages.append(Message(str(message.get("role", "user")), str(content or "")))
+    return Prompt.from_messages(tuple(messages))
+
+
+class UpstreamCall:
+    """One streamed request to an upstream: head first, then events as they arrive."""
+
+    def __init__(self, upstream: Upstream, request: bytes) -> None:
+        self.upstream = upstream
+        self.request = request
+        self.response = StreamedResponse()
+        self._queue: asyncio.Queue[tuple[bytes, int]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._splitter = EventSplitter(upstream.backend.framing)
+        self.status = 0
+        self.sent_ns = 0
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        head: asyncio.Future[None] = loop.create_future()
+        response = self.response
+
+        def on_head(_: StreamedResponse) -> None:
+            if not head.done():
+                head.set_result(None)
+
+        response.on_head = on_head
+        response.on_chunk = lambda chunk, stamp: self._queue.put_nowait((chunk, stamp))
+        self._task = loop.create_task(self.upstream.pool.request(self.request, response))
+        self._task.add_done_callback(lambda _: self._queue.put_nowait(_EOF))
+        done, _ = await asyncio.wait({head, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        if head not in done:
+            head.cancel()
+            self._raise_from_task()
+        self.status = response.status
+        self.sent_ns = response.sent_ns
+        if self.status != 200:
+            body = await self._read_rest()
+            raise UpstreamError(classify_http_error(self.status, body), f"HTTP {self.status}: "
+                                f"{' '.join(body.split())[:300]}", self.status, body)
+
+    def _raise_from_task(self) -> None:
+        assert self._task is not None and self._task.done()
+        if self._task.cancelled():
+            raise UpstreamError("cancelled", "the request was cancelled (the client went away)")
+        error = self._task.exception()
+        if isinstance(error, HttpTimeout):
+            raise UpstreamError("timeout", str(error)) from None
+        if isinstance(error, ConnectError):
+            raise UpstreamError("connect", str(error)) from None
+        if isinstance(error, PeerReset):
+            raise UpstreamError("reset", str(error)) from None
+        if error is not None:
+            raise UpstreamError("reset", f"{type(error).__name__}: {error}") from None
+
+    async def _read_rest(self) -> str:
+        parts = []
+        while True:
+            chunk, stamp = await self._queue.get()
+            if stamp < 0:
+                break
+            parts.append(chunk)
+        return b"".join(parts)[:8192].decode("utf-8", "replace")
+
+    async def events(self) -> AsyncIterator[UpstreamEvent]:
+        """Each event as it completes; raises UpstreamError if the stream breaks off."""
+        parse = self.upstream.backend.parse
+        ndjson = self.upstream.backend.framing == "ndjson"
+        while True:
+            chunk, stamp = await self._queue.get()
+            frames = self._splitter.flush() if stamp < 0 else self._splitter.feed(chunk)
+            for frame in frames:
+                payload = frame.strip() if ndjson else sse_payload(frame)
+                parsed = None
+                if payload:
+                    try:
+                        parsed = parse(payload)
+                    except ValueError:
+                        raise UpstreamError("malformed_stream", f"unparseable event: {payload[:120]!r}") from None
+                yield UpstreamEvent(frame, stamp if stamp >= 0 else perf_counter_ns(), parsed)
+            if stamp < 0:
+                self._raise_from_task()
+                return
+
+    async def cancel(self) -> None:
+        """Drop the request (the client went away, or another upstream serves it)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
