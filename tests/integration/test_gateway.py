@@ -67,12 +67,15 @@ def _metrics(root: str) -> dict[str, float]:
 
 
 def test_primary_failing_half_the_time_costs_clients_nothing(sim_factory: Callable[..., SimServer],
-                                                             gateway_factory: Callable[[str], SimServer]) -> None:
+                                                             gateway_factory: Callable[[str], SimServer],
+                                                             tmp_path: Path) -> None:
     primary = sim_factory("--model", "big", "--ttft-ms", "5", "--itl-ms", "1", "--fault", "http_500=0.5")
     backup = sim_factory("--model", "small", "--ttft-ms", "5", "--itl-ms", "1")
+    log = tmp_path / "requests.jsonl"
     gw = gateway_factory(_upstream("primary", primary, "big", "retries = 0\nbreaker_failures = 1000") +
                          _upstream("backup", backup, "small") +
-                         '[[routes]]\nmodel = "chat"\nupstreams = ["primary", "backup"]\n')
+                         '[[routes]]\nmodel = "chat"\nupstreams = ["primary", "backup"]\n'
+                         f'[log]\npath = "{log}"\n')
     result = bench(gw.openai_url, model="chat", concurrency=[4], requests=60, input_tokens=8, output_tokens=8,
                    tokenizer="none")
     summary = result.steps[0].summary
@@ -88,6 +91,13 @@ def test_primary_failing_half_the_time_costs_clients_nothing(sim_factory: Callab
     assert values['tokometer_gateway_tokens_total{route="chat",type="output",upstream="primary"}'] \
         + values['tokometer_gateway_tokens_total{route="chat",type="output",upstream="backup"}'] \
         == summary.output_tokens_total == 60 * 8
+    gw.stop()  # flushes the request log
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(lines) == 60
+    assert sum(line["fallback"] for line in lines) == failed_on_primary
+    assert {line["upstream"] for line in lines if line["fallback"]} == {"backup"}
+    assert all(line["completion_tokens"] == 8 and line["status"] == 200 for line in lines)
+    assert all(line["overhead_ms"] is not None and line["upstream_ttft_ms"] >= 5 for line in lines)
 
 
 def test_slow_primary_loses_traffic_and_wins_it_back(sim_factory: Callable[..., SimServer],

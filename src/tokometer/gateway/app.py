@@ -194,6 +194,11 @@ class Gateway:
         if cost:
             self.metrics.cost.labels(ctx.route.model, name).inc(cost)
         ttft_ms = (relay.first_sent_ns - ctx.received_ns) / 1e6 if relay.first_sent_ns else None
+        upstream_ttft = overhead = None
+        if opened is not None and relay.first_content_ns and relay.first_sent_ns and opened.call.sent_ns:
+            upstream_ttft = (relay.first_content_ns - opened.call.sent_ns) / 1e6
+            overhead = ((opened.call.sent_ns - ctx.received_ns) + (relay.first_sent_ns - relay.first_content_ns)) / 1e6
+            self.metrics.overhead.labels(ctx.route.model).observe(overhead / 1e3)
         decode = None
         if relay.first_content_ns and relay.last_content_ns and completion and completion > 1:
             span = (relay.last_content_ns - relay.first_content_ns) / 1e9
@@ -203,7 +208,8 @@ class Gateway:
                                        completion_tokens=completion, cost_usd=cost, ttft_ms=ttft_ms,
                                        decode_tok_s=decode, e2e_ms=e2e_s * 1e3, cache_hit=False,
                                        fallback=bool(opened and opened.fallback),
-                                       retries=opened.retries if opened else 0, error=relay.error))
+                                       retries=opened.retries if opened else 0, error=relay.error,
+                                       upstream_ttft_ms=upstream_ttft, overhead_ms=overhead))
         if ctx.key is not None and (prompt or completion):
             self._background(self.budgets.charge(ctx.key, (prompt or 0) + (completion or 0)))
         complete = status == 200 and relay.error is None and answer.finish_reason is not None

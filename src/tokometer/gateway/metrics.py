@@ -101,6 +101,10 @@ class GatewayMetrics:
                               route_up, buckets=_TPOT, registry=r)
         self.duration = Histogram("gen_ai_server_request_duration_seconds", "End-to-end request time at the gateway.",
                                   route_up, buckets=_LATENCY, registry=r)
+        self.overhead = Histogram("tokometer_gateway_overhead_seconds", "The gateway's own time on a request's "
+                                  "first token: before the upstream request, and from its first token to the client.",
+                                  ["route"], buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                      0.05, 0.1), registry=r)
         self.tokens = Counter("tokometer_gateway_tokens", "Tokens by type (input, output).", [*route_up, "type"],
                               registry=r)
         self.cost = Counter("tokometer_gateway_cost_usd", "Estimated cost in USD.", route_up, registry=r)

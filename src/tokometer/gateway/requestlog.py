@@ -54,6 +54,8 @@ class RequestLogEntry:
     fallback: bool = False  # served by an upstream other than the route's first
     retries: int = 0
     error: str | None = None
+    upstream_ttft_ms: float | None = None  # first content from the upstream, from the upstream request's send
+    overhead_ms: float | None = None  # the gateway's own time before the first token reached the client
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))
