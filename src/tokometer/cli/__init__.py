@@ -25,7 +25,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "gateway": ("tokometer.cli.gateway", "OpenAI-compatible gateway: fallback, cache, budgets, keys, metrics."),
     "estimate": ("tokometer.cli.estimate", "Roofline limits of a deployment, and the efficiency of a measured run."),
     "runs": ("tokometer.cli.runs", "List saved benchmark runs."),
-    "sim": ("tokometer.cli.sim", "Run a simulated inference server with scripted timing."),
+    "sim": ("tokometer.cli.sim", "A simulated inference server: scripted timing or a modelled GPU deployment."),
     "serve": ("tokometer.cli.serve", "Start an inference engine and wait until it answers."),
 }
 
