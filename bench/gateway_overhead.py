@@ -13,6 +13,7 @@ Against bench/pacer.py (an exactly paced upstream), with `tokometer bench` as th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,20 @@ def stop(process: subprocess.Popen[str]) -> None:
         process.wait()
 
 
+@contextlib.contextmanager
+def pacer_and_gateway(*pacer_args: str) -> Iterator[tuple[str, str]]:
+    """A paced upstream and a gateway in front of it: yields (upstream root, gateway root)."""
+    pacer, root = start_pacer(*pacer_args)
+    with tempfile.TemporaryDirectory() as tmp:
+        gateway, gw_root = start_gateway(root, Path(tmp))
+        try:
+            yield root, gw_root
+        finally:
+            stop(gateway)
+            pacer.terminate()
+            pacer.wait()
+
+
 def summary(result: dict[str, Any]) -> dict[str, Any]:
     s: dict[str, Any] = result["steps"][0]["summary"]
     return s
@@ -64,18 +80,11 @@ def own_overhead_us(root: str) -> float:
 
 
 def latency(tokens: int = 200, n: int = 60) -> dict[str, float]:
-    pacer, root = start_pacer("--ttft-ms", "1", "--itl-ms", "1")
-    with tempfile.TemporaryDirectory() as tmp:
-        gateway, gw_root = start_gateway(root, Path(tmp))
-        try:
-            args = ("-c", "1", "-n", str(n), "--warmup", "3", "--output-tokens", str(tokens), "--model", "pacer")
-            direct = summary(run_bench(root + "/v1", *args))
-            via = summary(run_bench(gw_root + "/v1", *args))
-            own = own_overhead_us(gw_root)
-        finally:
-            stop(gateway)
-            pacer.terminate()
-            pacer.wait()
+    with pacer_and_gateway("--ttft-ms", "1", "--itl-ms", "1") as (root, gw_root):
+        args = ("-c", "1", "-n", str(n), "--warmup", "3", "--output-tokens", str(tokens), "--model", "pacer")
+        direct = summary(run_bench(root + "/v1", *args))
+        via = summary(run_bench(gw_root + "/v1", *args))
+        own = own_overhead_us(gw_root)
     out = {
         "gateway_own_overhead_mean_us": own,
         "ttft_p50_direct_ms": direct["ttft_ms"]["p50"], "ttft_p50_gateway_ms": via["ttft_ms"]["p50"],
@@ -93,17 +102,10 @@ def latency(tokens: int = 200, n: int = 60) -> dict[str, float]:
 
 
 def headline(tokens: int = 3000, n: int = 6) -> dict[str, float]:
-    pacer, root = start_pacer("--ttft-ms", "1", "--itl-ms", str(1000 / 14000))
-    with tempfile.TemporaryDirectory() as tmp:
-        gateway, gw_root = start_gateway(root, Path(tmp))
-        try:
-            args = ("-c", "1", "-n", str(n), "--warmup", "1", "--output-tokens", str(tokens), "--model", "pacer")
-            direct = summary(run_bench(root + "/v1", *args))
-            via = summary(run_bench(gw_root + "/v1", *args))
-        finally:
-            stop(gateway)
-            pacer.terminate()
-            pacer.wait()
+    with pacer_and_gateway("--ttft-ms", "1", "--itl-ms", str(1000 / 14000)) as (root, gw_root):
+        args = ("-c", "1", "-n", str(n), "--warmup", "1", "--output-tokens", str(tokens), "--model", "pacer")
+        direct = summary(run_bench(root + "/v1", *args))
+        via = summary(run_bench(gw_root + "/v1", *args))
     return {"decode_tok_s_direct": direct["decode_speed_tok_s"]["p50"],
             "decode_tok_s_gateway": via["decode_speed_tok_s"]["p50"]}
 
@@ -111,17 +113,9 @@ def headline(tokens: int = 3000, n: int = 6) -> dict[str, float]:
 def ceiling(rates: list[float], tokens: int = 16) -> list[dict[str, Any]]:
     rows = []
     for rate in rates:
-        pacer, root = start_pacer("--ttft-ms", "1", "--itl-ms", "1")
-        with tempfile.TemporaryDirectory() as tmp:
-            gateway, gw_root = start_gateway(root, Path(tmp))
-            try:
-                n = int(rate * 5)
-                s = summary(run_bench(gw_root + "/v1", "--rate", str(rate), "-n", str(n), "--output-tokens",
-                                      str(tokens), "--model", "pacer", "--timeout", "30s"))
-            finally:
-                stop(gateway)
-                pacer.terminate()
-                pacer.wait()
+        with pacer_and_gateway("--ttft-ms", "1", "--itl-ms", "1") as (_, gw_root):
+            s = summary(run_bench(gw_root + "/v1", "--rate", str(rate), "-n", str(int(rate * 5)), "--output-tokens",
+                                  str(tokens), "--model", "pacer", "--timeout", "30s"))
         ok = (s["requests_failed"] == 0 and s["request_throughput_rps"] >= 0.95 * rate
               and s["ttft_ms"]["p99"] is not None and s["ttft_ms"]["p99"] < 50)
         rows.append({"rate": rate, "completed": s["requests_completed"], "failed": s["requests_failed"],
