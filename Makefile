@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: setup lint
-	TOKOMETER_REQUIRE_ENGINE=1 TOKOMETER_REQUIRE_REDIS=1 $(PY) -m pytest -q
+	TOKOMETER_REQUIRE_ENGINE=1 TOKOMETER_REQUIRE_REDIS=1 TOKOMETER_REQUIRE_PROXY=1 $(PY) -m pytest -q
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -20,6 +20,7 @@ Field meanings follow docs (METRICS.md):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -32,6 +33,7 @@ __all__ = [
     "ServerTiming",
     "TokenSource",
     "classify_http_error",
+    "describe_http_failure",
 ]
 
 TokenSource = Literal["usage", "native", "tokenizer", "estimate", "prompt_spec"]
@@ -50,7 +52,9 @@ ErrorCategory = Literal[
     "http_429",
     "http_4xx",
     "http_5xx",
+    "redirect",
     "reset",
+    "protocol",
     "malformed_stream",
     "server_error_event",
     "empty_response",
@@ -96,6 +100,22 @@ def classify_http_error(status: int, body: str) -> ErrorCategory:
     if 500 <= status <= 599:
         return "http_5xx"
     return "http_4xx"
+
+
+def describe_http_failure(status: int, headers: Mapping[str, str], body: str) -> tuple[ErrorCategory, str] | None:
+    """(category, one-line detail) for an answer that is not a success (any 2xx is), else None.
+
+    A 3xx is not followed (a POST must not be re-sent to another place unasked): it is the
+    ``redirect`` error, and the detail names the Location so the user can point ``--url`` there.
+    """
+    if 200 <= status < 300:
+        return None
+    if 300 <= status < 400:
+        location = headers.get("location", "")
+        where = f" to {location}" if location else " (no Location given)"
+        return "redirect", (f"HTTP {status} redirect{where}: redirects are not followed for POST; "
+                            "use the final URL instead")
+    return classify_http_error(status, body), f"HTTP {status}: {' '.join(body.split())[:300]}"
 
 
 @dataclass(slots=True)

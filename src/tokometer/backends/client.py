@@ -22,9 +22,17 @@ import orjson
 
 from tokometer.backends.assemble import BackgroundAssembler, assemble
 from tokometer.backends.base import Backend, GenerationParams
-from tokometer.backends.http1 import ConnectError, HttpPool, HttpTimeout, PeerReset, StreamedResponse
+from tokometer.backends.http1 import (
+    ConnectError,
+    HttpPool,
+    HttpTimeout,
+    PeerReset,
+    StreamedResponse,
+    TlsOptions,
+    transport_error_category,
+)
 from tokometer.datasets.base import Prompt
-from tokometer.records import RequestRecord, classify_http_error
+from tokometer.records import RequestRecord, describe_http_failure
 
 __all__ = ["StreamClient", "Target", "Timeouts"]
 
@@ -36,6 +44,8 @@ class Target:
     base_url: str
     api_key: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    tls: TlsOptions = field(default_factory=TlsOptions)
+    """How to check an https server's certificate."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +74,7 @@ class StreamClient:
         self.count_tokens = count_tokens
         self.assembler = BackgroundAssembler()
         self.pool = HttpPool(target.base_url, connect_timeout=timeouts.connect, idle_timeout=timeouts.idle,
-                             total_timeout=timeouts.total)
+                             total_timeout=timeouts.total, tls=target.tls)
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream, application/x-ndjson"}
         if target.api_key:
             self._headers["Authorization"] = f"Bearer {target.api_key}"
@@ -118,23 +128,18 @@ class StreamClient:
             record.finish_reason = "cancelled"
             on_done(record)
             raise
-        except HttpTimeout as exc:
+        except (HttpTimeout, ConnectError, PeerReset) as exc:
             self._fill(record, response)
-            self._fail(record, "timeout", str(exc))
-        except ConnectError as exc:
-            self._fill(record, response)
-            self._fail(record, "connect", str(exc))
-        except PeerReset as exc:
-            self._fill(record, response)
-            self._fail(record, "reset", str(exc))
+            self._fail(record, transport_error_category(exc), str(exc))
         else:
             self._fill(record, response)
-            if response.status != 200:
+            if not 200 <= response.status < 300:
                 text = b"".join(response.chunks)[:4096].decode("utf-8", "replace")
                 if self._usage_rejected(response.status, text):
                     return True
-                record.error = classify_http_error(response.status, text)
-                record.error_detail = f"HTTP {response.status}: {' '.join(text.split())[:300]}"
+                failure = describe_http_failure(response.status, response.headers, text)
+                assert failure is not None
+                record.error, record.error_detail = failure
                 record.finish_reason = "error"
                 on_done(record)
                 return False

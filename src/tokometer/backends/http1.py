@@ -8,11 +8,23 @@ stamped immediately before the one ``transport.write`` that sends it, and every
 chunk is stamped in ``data_received``, the first Python code that sees it, before
 the C parser (httptools, the parser uvicorn uses) even looks at it.
 
-What it does: keep-alive connection pooling per host, chunked and
-content-length bodies, TLS, connect/idle/total timeouts (one watchdog for all
-requests, not a timer per chunk), a retry when a pooled connection turns out to
-be closed before any byte came back. What it does not: proxies, redirects,
-compression, HTTP/2.
+What it does (RFC 9112): keep-alive connection pooling per origin; bodies
+delimited by Content-Length, by chunked coding (extensions ignored, trailer
+fields kept apart in ``trailers``) or by the server closing the connection
+(HTTP/1.0 and ``Connection: close`` servers without a length: a clean close
+after the head ends the body, a reset or a close before the head does not);
+interim 1xx heads (100 Continue, 103 Early Hints) skipped; header values
+trimmed of surrounding whitespace and repeated fields joined with ", "; limits
+of 64 KiB and 500 fields on a response head, past which the request fails with
+a `ProtocolViolation` rather than waiting or growing; IPv6 literal hosts; TLS
+(`TlsOptions`: system trust store, a CA bundle, or no checks); ``HTTP_PROXY`` /
+``HTTPS_PROXY`` / ``NO_PROXY`` (`tokometer.backends.proxy`: absolute-form
+requests, CONNECT tunnels for https); connect/idle/total timeouts (one watchdog
+for all requests, not a timer per chunk); a retry when a pooled connection
+turns out to be closed before any byte came back.
+
+What it does not: redirects (a 3xx is the caller's error to report: POST is not
+re-sent), compression, HTTP/2, request bodies other than one buffer.
 """
 
 from __future__ import annotations
@@ -27,10 +39,21 @@ from urllib.parse import urlsplit
 
 import httptools
 
-__all__ = ["ConnectError", "HttpPool", "HttpTimeout", "PeerReset", "StreamedResponse"]
+from tokometer.backends.proxy import Proxy, proxy_for
+from tokometer.backends.tls import TlsOptions
+from tokometer.records import ErrorCategory
+
+__all__ = ["MAX_HEAD_BYTES", "MAX_HEAD_FIELDS", "TLS_TRUST_HINT", "ConnectError", "HttpPool", "HttpTimeout",
+           "PeerReset", "ProtocolViolation", "StreamedResponse", "TlsOptions", "transport_error_category"]
 
 _WATCH_INTERVAL_S = 0.05
 _STALE_LIMIT = 3
+MAX_HEAD_BYTES = 64 * 1024
+"""The longest response head (status line and header fields) accepted."""
+MAX_HEAD_FIELDS = 500
+"""The most header fields accepted in one response head."""
+TLS_TRUST_HINT = ("trust its CA (bench --ca-bundle FILE; ca_bundle for a gateway upstream) or, for a test server "
+                  "only, turn checks off (bench --insecure; verify = false)")
 
 
 class ConnectError(OSError):
@@ -45,6 +68,25 @@ class PeerReset(ConnectionError):
     """The connection closed before the response ended."""
 
 
+class ProtocolViolation(PeerReset):
+    """The response broke HTTP/1.1 or one of this client's limits (the connection is dropped)."""
+
+
+def transport_error_category(exc: BaseException) -> ErrorCategory:
+    """The error category of an exception raised by `HttpPool.request` (the one map bench and gateway use)."""
+    if isinstance(exc, HttpTimeout):
+        return "timeout"
+    if isinstance(exc, ProtocolViolation):
+        return "protocol"
+    if isinstance(exc, ConnectError):
+        return "connect"
+    return "reset"
+
+
+class _Stop(Exception):
+    """Raised from a parser callback to stop parsing; the reason is kept on the connection."""
+
+
 @dataclass(slots=True)
 class StreamedResponse:
     """One response: status, headers, and the body as stamped chunks."""
@@ -55,6 +97,10 @@ class StreamedResponse:
     connect_ns: int = 0
     """Time spent opening a new connection for this request (0 when one was reused)."""
     headers: dict[str, str] = field(default_factory=dict)
+    """Header fields, names lower-cased, values trimmed; repeated fields joined with ", "."""
+    trailers: dict[str, str] = field(default_factory=dict)
+    """Trailer fields after a chunked body."""
+    http_version: str = ""
     first_byte_ns: int = 0
     chunks: list[bytes] = field(default_factory=list)
     stamps: list[int] = field(default_factory=list)
@@ -77,8 +123,15 @@ class _Connection(asyncio.Protocol):
         self._response: StreamedResponse | None = None
         self._done: asyncio.Future[None] | None = None
         self._parser: httptools.HttpResponseParser | None = None
-        self._header_name = b""
         self._keep_alive = False
+        self._head_done = False
+        self._interim = False
+        self._close_delimited = False
+        self._head_bytes = 0
+        self._head_fields = 0
+        self._violation = ""
+        self._tunnel: asyncio.Future[None] | None = None
+        self._tunnel_buffer = bytearray()
         self.last_data_ns = 0
         self.deadline_ns = 0
         self.idle_ns = 0
@@ -92,33 +145,81 @@ class _Connection(asyncio.Protocol):
         now = self._now = perf_counter_ns()
         self.last_data_ns = now
         self.got_bytes = True
-        if self._parser is None:
-            self._fail(PeerReset("unexpected bytes on an idle connection"))
+        parser = self._parser
+        if parser is None:
+            if self._tunnel is not None:
+                self._tunnel_data(data)
+            else:
+                self._fail(PeerReset("unexpected bytes on an idle connection"))
             return
+        if not self._head_done:
+            self._head_bytes += len(data)
         try:
-            self._parser.feed_data(data)
+            parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self._fail(PeerReset("the server switched protocols"))
+            self._fail(ProtocolViolation("the server switched protocols (HTTP 101), which a streaming "
+                                         "completion cannot use"))
+            return
         except httptools.HttpParserError as exc:
-            self._fail(PeerReset(f"malformed HTTP response: {exc}"))
+            self._fail(ProtocolViolation(self._violation or f"malformed HTTP response: {exc}"))
+            return
+        if not self._head_done and self._head_bytes > MAX_HEAD_BYTES and self._done is not None:
+            self._fail(ProtocolViolation(f"the response head is longer than {MAX_HEAD_BYTES // 1024} KiB "
+                                         "without ending: is this an HTTP server?"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.pool._forget(self)
-        if self._done is not None and not self._done.done():
-            self._fail(PeerReset(f"connection closed mid-response{': ' + str(exc) if exc else ''}"))
+        if self._tunnel is not None and not self._tunnel.done():
+            self._tunnel.set_exception(ConnectError("the proxy closed the connection during CONNECT"))
+        if self._done is None or self._done.done():
+            return
+        if exc is None and self._head_done and self._close_delimited and not self._interim:
+            # RFC 9112 6.3 rule 8: a response with neither Content-Length nor Transfer-Encoding
+            # ends when the server closes the connection.
+            self._now = perf_counter_ns()
+            self._complete(keep_alive=False)
+            return
+        where = "before the response head" if not self._head_done else "mid-response"
+        self._fail(PeerReset(f"connection closed {where}{': ' + str(exc) if exc else ''}"))
 
     # -- httptools callbacks ---------------------------------------------------------------
     def on_header(self, name: bytes, value: bytes) -> None:
-        assert self._response is not None
-        self._response.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+        response = self._response
+        assert response is not None
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1").strip(" \t")
+        if self._head_done:  # a chunked body's trailer fields
+            response.trailers[key] = text
+            return
+        self._head_fields += 1
+        if self._head_fields > MAX_HEAD_FIELDS:
+            self._violation = f"the response has more than {MAX_HEAD_FIELDS} header fields"
+            raise _Stop
+        if len(name) + len(value) > MAX_HEAD_BYTES:
+            self._violation = (f"a response header ({key[:40]}) is longer than {MAX_HEAD_BYTES // 1024} KiB")
+            raise _Stop
+        previous = response.headers.get(key)
+        response.headers[key] = text if previous is None else f"{previous}, {text}"  # RFC 9110 5.3
 
     def on_headers_complete(self) -> None:
-        assert self._response is not None and self._parser is not None
-        self._response.status = self._parser.get_status_code()
-        self._response.first_byte_ns = self._now
-        if self._response.on_head is not None:
-            self._response.on_head(self._response)
+        response = self._response
+        assert response is not None and self._parser is not None
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:  # 100 Continue, 103 Early Hints: an interim head, the real one follows
+            self._interim = True
+            response.headers.clear()
+            self._head_fields = 0
+            return
+        self._head_done = True
+        response.status = status
+        response.http_version = self._parser.get_http_version()
+        response.first_byte_ns = self._now
+        headers = response.headers
+        self._close_delimited = (status not in (204, 304) and "content-length" not in headers
+                                 and "chunked" not in headers.get("transfer-encoding", "").lower())
+        if response.on_head is not None:
+            response.on_head(response)
 
     def on_body(self, body: bytes) -> None:
         response = self._response
@@ -130,14 +231,21 @@ class _Connection(asyncio.Protocol):
         response.stamps.append(self._now)
 
     def on_message_complete(self) -> None:
-        assert self._response is not None and self._parser is not None
+        assert self._parser is not None
+        if self._interim:
+            self._interim = False
+            return
+        self._complete(keep_alive=self._parser.should_keep_alive())
+
+    # -- used by the pool ------------------------------------------------------------------
+    def _complete(self, keep_alive: bool) -> None:
+        assert self._response is not None
         self._response.end_ns = self._now
-        self._keep_alive = self._parser.should_keep_alive()
+        self._keep_alive = keep_alive
         self._parser = None
         if self._done is not None and not self._done.done():
             self._done.set_result(None)
 
-    # -- used by the pool ------------------------------------------------------------------
     def _fail(self, error: BaseException) -> None:
         if self._done is not None and not self._done.done():
             self._done.set_exception(error)
@@ -164,6 +272,9 @@ class _Connection(asyncio.Protocol):
         self._response = response
         self._parser = httptools.HttpResponseParser(self)
         self._done = loop.create_future()
+        self._head_done = self._interim = self._close_delimited = False
+        self._head_bytes = self._head_fields = 0
+        self._violation = ""
         self.got_bytes = False
         now = perf_counter_ns()
         self.last_data_ns = now
@@ -178,23 +289,66 @@ class _Connection(asyncio.Protocol):
         self._response = None
         return self._keep_alive and not self.closed
 
+    # -- CONNECT tunnels through a proxy ---------------------------------------------------
+    async def open_tunnel(self, authority: str, authorization: str | None, what: str) -> None:
+        """Ask the proxy for a tunnel to ``authority`` (host:port); raise ConnectError if refused."""
+        assert self.transport is not None
+        self._tunnel = asyncio.get_running_loop().create_future()
+        lines = [f"CONNECT {authority} HTTP/1.1", f"Host: {authority}"]
+        if authorization:
+            lines.append(f"Proxy-Authorization: {authorization}")
+        self.transport.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        try:
+            await self._tunnel
+        except ConnectError as exc:
+            raise ConnectError(f"{what}: {exc}") from None
+        finally:
+            self._tunnel = None
+
+    def _tunnel_data(self, data: bytes) -> None:
+        assert self._tunnel is not None
+        self._tunnel_buffer += data
+        end = self._tunnel_buffer.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self._tunnel_buffer) > MAX_HEAD_BYTES:
+                self._tunnel.set_exception(ConnectError("the proxy's answer to CONNECT has no end"))
+            return
+        status_line = bytes(self._tunnel_buffer[:end]).split(b"\r\n", 1)[0].decode("latin-1")
+        parts = status_line.split(" ", 2)
+        if not self._tunnel.done():
+            if len(parts) >= 2 and parts[0].startswith("HTTP/1.") and parts[1].startswith("2"):
+                self._tunnel.set_result(None)
+            else:
+                self._tunnel.set_exception(ConnectError(f"the proxy refused CONNECT ({status_line.strip()})"))
+        del self._tunnel_buffer[:]
+
 
 class HttpPool:
-    """Keep-alive connections to one origin (scheme://host:port)."""
+    """Keep-alive connections to one origin (scheme://host:port), directly or through a proxy."""
 
     def __init__(self, base_url: str, *, connect_timeout: float = 10.0, idle_timeout: float = 60.0,
-                 total_timeout: float = 600.0) -> None:
+                 total_timeout: float = 600.0, tls: TlsOptions | None = None, use_env_proxy: bool = True) -> None:
         parts = urlsplit(base_url)
+        try:
+            port = parts.port
+        except ValueError:
+            raise ValueError(f"invalid port in URL: {base_url!r}") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
+        self.scheme = parts.scheme
         self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.port = port or (443 if parts.scheme == "https" else 80)
         self.base_path = parts.path.rstrip("/")
-        self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parts.scheme == "https" else None
-        default_port = (parts.scheme == "https" and self.port == 443) or (parts.scheme == "http" and self.port == 80)
-        self.host_header = self.host if default_port else f"{self.host}:{self.port}"
-        if ":" in self.host and not default_port:
-            self.host_header = f"[{self.host}]:{self.port}"
+        self.ssl: ssl.SSLContext | None = (tls or TlsOptions()).context() if parts.scheme == "https" else None
+        default_port = self.port == (443 if parts.scheme == "https" else 80)
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal (RFC 9110 7.2, RFC 3986)
+        self.authority = f"{host}:{self.port}"
+        self.host_header = host if default_port else self.authority
+        self.proxy: Proxy | None = proxy_for(parts.scheme, self.host, self.port) if use_env_proxy else None
+        self._target_prefix = ""
+        """Absolute form for plain HTTP through a proxy (RFC 9112 3.2.2); origin form otherwise."""
+        if self.proxy is not None and self.ssl is None:
+            self._target_prefix = f"http://{self.host_header}"
         self.connect_timeout = connect_timeout
         self.idle_ns = int(idle_timeout * 1e9)
         self.total_ns = int(total_timeout * 1e9)
@@ -210,18 +364,50 @@ class HttpPool:
         if conn in self._idle:
             self._idle.remove(conn)
 
+    def describe(self) -> str:
+        """Where connections go, for error messages."""
+        if self.proxy is None:
+            return self.authority
+        return f"{self.authority} through the {self.proxy.describe()}"
+
     async def _connect(self) -> _Connection:
-        loop = asyncio.get_running_loop()
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: _Connection(self), self.host, self.port, ssl=self.ssl),
-                self.connect_timeout,
-            )
+            return await asyncio.wait_for(self._open(), self.connect_timeout)
         except TimeoutError:
-            raise HttpTimeout(f"could not connect to {self.host}:{self.port} within {self.connect_timeout:g} s") \
-                from None
+            raise HttpTimeout(f"could not connect to {self.describe()} within {self.connect_timeout:g} s") from None
+
+    async def _open(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        proxy = self.proxy
+        if proxy is None:
+            try:
+                _, conn = await loop.create_connection(lambda: _Connection(self), self.host, self.port, ssl=self.ssl)
+            except ssl.SSLError as exc:
+                raise ConnectError(_tls_failure(self.authority, exc)) from None
+            except OSError as exc:
+                raise ConnectError(f"cannot connect to {self.describe()}: {exc.strerror or exc}") from None
+            return conn
+        try:
+            _, conn = await loop.create_connection(lambda: _Connection(self), proxy.host, proxy.port)
         except OSError as exc:
-            raise ConnectError(f"cannot connect to {self.host}:{self.port}: {exc.strerror or exc}") from None
+            raise ConnectError(f"cannot connect to the {proxy.describe()}: {exc.strerror or exc}; "
+                               f"fix it, or add {self.host} to NO_PROXY") from None
+        if self.ssl is None:
+            return conn
+        try:
+            await conn.open_tunnel(self.authority, proxy.authorization, proxy.describe())
+            assert conn.transport is not None
+            transport = await loop.start_tls(conn.transport, conn, self.ssl, server_hostname=self.host)
+        except ssl.SSLError as exc:
+            conn.abort()
+            raise ConnectError(_tls_failure(self.authority, exc)) from None
+        except (OSError, ConnectError) as exc:
+            conn.abort()
+            raise ConnectError(str(exc)) from None
+        if transport is None:
+            conn.abort()
+            raise ConnectError(f"TLS through the {proxy.describe()} could not start")
+        conn.transport = transport
         return conn
 
     async def _acquire(self, fresh: bool = False) -> _Connection:
@@ -247,16 +433,18 @@ class HttpPool:
 
     def encode(self, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> bytes:
         """The request's bytes, ready for one write."""
-        lines = [f"{method} {self.base_path}{path} HTTP/1.1", f"Host: {self.host_header}",
+        lines = [f"{method} {self._target_prefix}{self.base_path}{path} HTTP/1.1", f"Host: {self.host_header}",
                  f"Content-Length: {len(body)}"]
+        if self._target_prefix and self.proxy is not None and self.proxy.authorization:
+            lines.append(f"Proxy-Authorization: {self.proxy.authorization}")
         lines.extend(f"{name}: {value}" for name, value in headers.items())
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
     async def request(self, request: bytes, response: StreamedResponse) -> None:
         """Send ``request`` and read the whole response into ``response``.
 
-        Raises ConnectError, HttpTimeout or PeerReset; on cancellation the
-        connection is dropped.
+        Raises ConnectError, HttpTimeout or PeerReset (ProtocolViolation for a
+        response that breaks HTTP/1.1); on cancellation the connection is dropped.
         """
         self._ensure_watchdog()
         for attempt in (0, 1):
@@ -295,3 +483,10 @@ class HttpPool:
             conn.abort()
         self._idle.clear()
         self._busy.clear()
+
+
+def _tls_failure(authority: str, exc: ssl.SSLError) -> str:
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"TLS handshake with {authority} failed: certificate verify failed ({exc.verify_message}); "
+                f"{TLS_TRUST_HINT}")
+    return f"TLS handshake with {authority} failed: {exc.reason or exc}"

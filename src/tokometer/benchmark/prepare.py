@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from tokometer.backends.http1 import TLS_TRUST_HINT
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.datasets import FixedSource, Prompt, SyntheticSource, load_source_file
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
@@ -64,10 +65,15 @@ async def _check_endpoint(spec: BenchSpec) -> str:
     """Connect once; return the model to use. Raises EndpointError if nothing answers."""
     headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
     timeout = aiohttp.ClientTimeout(total=spec.connect_timeout_s + 5, sock_connect=spec.connect_timeout_s)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    # trust_env: the same HTTP(S)_PROXY / NO_PROXY the streaming client honours; the same TLS checks.
+    connector = aiohttp.TCPConnector(ssl=spec.tls().context()) if spec.url.startswith("https://") else None
+    async with aiohttp.ClientSession(timeout=timeout, trust_env=True, connector=connector) as session:
         try:
             async with session.get(_root(spec.url) + "/", headers=headers) as response:
                 await response.read()
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise EndpointError(f"{spec.url}: certificate verify failed ({exc.certificate_error}); "
+                                f"{TLS_TRUST_HINT}") from None
         except aiohttp.ClientConnectorError as exc:
             raise EndpointError(f"nothing answers at {spec.url}: {exc.os_error or exc}; "
                                 "is the server running, and are host and port right?") from None
@@ -128,6 +134,8 @@ async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
     model = await _check_endpoint(spec)
     spec_for_tok = spec.model_copy(update={"model": model})
     warnings: list[str] = []
+    if spec.url.startswith("https://") and spec.tls().warning:
+        warnings.append(f"{spec.tls().warning} (--insecure)")
     tokenizer, local = await asyncio.to_thread(_tokenizer, spec_for_tok, warnings)
     source = await asyncio.to_thread(_source, spec, tokenizer, warnings)
     if isinstance(source, SyntheticSource):

@@ -125,7 +125,7 @@ async def run_benchmark(
     params = GenerationParams(model=prepared.model, max_tokens=spec.output_tokens, ignore_eos=spec.ignore_eos,
                               temperature=spec.temperature, seed=spec.seed, include_usage=spec.include_usage)
     timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s)
-    target = Target(spec.url, spec.api_key, dict(spec.headers))
+    target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
     backend = create_backend(spec.api)
     slo = SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms)
     limits = StepLimits(spec.requests, spec.duration_s, spec.warmup)

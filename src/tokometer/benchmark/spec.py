@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tokometer.backends import BACKENDS
+from tokometer.backends.tls import TlsOptions
 from tokometer.load.profiles import Arrival
 
 __all__ = ["BenchSpec"]
@@ -27,6 +28,10 @@ class BenchSpec(BaseModel):
     model: str = ""
     api_key: str | None = Field(None, exclude=True)
     headers: dict[str, str] = Field(default_factory=dict)
+    ca_bundle: str | None = None
+    """PEM file of CAs to trust for an https:// URL (besides the system's)."""
+    tls_verify: bool = True
+    """False: no certificate checks (``--insecure``; test servers only)."""
 
     concurrency: list[int] = Field(default_factory=list)
     rate: list[float] = Field(default_factory=list)
@@ -60,6 +65,10 @@ class BenchSpec(BaseModel):
 
     workers: int = Field(1, ge=1, le=64)
     label: str | None = None
+
+    def tls(self) -> TlsOptions:
+        """How to check an https:// target's certificate."""
+        return TlsOptions(verify=self.tls_verify, ca_bundle=self.ca_bundle)
 
     @model_validator(mode="after")
     def _check(self) -> BenchSpec:

@@ -24,6 +24,9 @@ _EMBEDDED_DEFAULTS = {"concurrency": [1, 2, 4], "requests": 8, "input_tokens": 1
 @click.option("--model", default="", help="Model name to request (default: the first one the server lists).")
 @click.option("--api-key", envvar="TOKOMETER_API_KEY", default=None, help="Bearer token (or TOKOMETER_API_KEY).")
 @click.option("--header", "headers", multiple=True, help="Extra request header 'Name: value' (repeatable).")
+@click.option("--ca-bundle", type=click.Path(dir_okay=False), default=None,
+              help="PEM file of CAs to trust for an https:// URL (a private CA or a self-signed server).")
+@click.option("--insecure", is_flag=True, help="Do not check an https:// server's certificate (test servers only).")
 @click.option("--concurrency", "-c", default=None, help="Concurrency levels to sweep, e.g. 1,4,16 (closed loop).")
 @click.option("--rate", "-r", default=None, help="Request rates per second to sweep, e.g. 10,20 (open loop).")
 @click.option("--synchronous", is_flag=True, help="One request at a time.")
@@ -126,6 +129,8 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
         "model": opts["model"],
         "api_key": opts["api_key"],
         "headers": parse_headers(opts["headers"]),
+        "ca_bundle": opts["ca_bundle"],
+        "tls_verify": not opts["insecure"],
         "concurrency": concurrency,
         "rate": rate,
         "synchronous": opts["synchronous"],

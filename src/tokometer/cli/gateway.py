@@ -39,6 +39,12 @@ def command(config_path: Path | None, host: str | None, port: int | None, hash_k
         config.server.host = host
     if port is not None:
         config.server.port = port
+    for upstream in config.upstreams:
+        if upstream.url.startswith("https://"):
+            tls = upstream.tls()
+            tls.context()  # a CA bundle that cannot be read is a ConfigError now, not at the first request
+            if tls.warning:
+                click.echo(f"tokometer gateway: warning: upstream {upstream.name}: {tls.warning}", err=True)
     if check:
         from tokometer.gateway.prompt import PromptLimiter
 

@@ -42,6 +42,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tokometer.backends import BACKENDS
+from tokometer.backends.tls import TlsOptions
 from tokometer.errors import ConfigError
 
 __all__ = [
@@ -88,6 +89,8 @@ class UpstreamConfig(_Strict):
     breaker_cooldown_s: float = Field(30.0, gt=0)
     price_input_per_m: float | None = Field(None, ge=0, description="USD per million input tokens")
     price_output_per_m: float | None = Field(None, ge=0)
+    ca_bundle: str | None = Field(None, description="PEM file of CAs to trust for an https:// upstream")
+    verify: bool = Field(True, description="check an https:// upstream's certificate (false: test servers only)")
 
     @field_validator("url")
     @classmethod
@@ -102,6 +105,10 @@ class UpstreamConfig(_Strict):
         if value not in BACKENDS:
             raise ValueError(f"unknown API {value!r}: use one of {', '.join(sorted(BACKENDS))}")
         return value
+
+    def tls(self) -> TlsOptions:
+        """How to check this upstream's certificate (only used for https:// URLs)."""
+        return TlsOptions(verify=self.verify, ca_bundle=self.ca_bundle)
 
     def key(self) -> str | None:
         if self.api_key is not None:

@@ -123,7 +123,7 @@ class Relay:
                 self.gw.router.health[opened.upstream.name].failure(self.error)
                 if ctx.stream and not self.gone:
                     await self._write(b"data: " + orjson.dumps(error_body(
-                        f"upstream {opened.upstream.name} failed mid-answer: {exc.detail}")) + b"\n\n")
+                        f"upstream {opened.upstream.name} failed mid-answer ({exc.category}): {exc.detail}")) + b"\n\n")
                 break
             if not self._continue_wanted(segments):
                 break

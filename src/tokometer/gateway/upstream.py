@@ -20,11 +20,18 @@ import orjson
 
 from tokometer.backends import create_backend
 from tokometer.backends.base import GenerationParams, ParsedEvent
-from tokometer.backends.http1 import ConnectError, HttpPool, HttpTimeout, PeerReset, StreamedResponse
+from tokometer.backends.http1 import (
+    ConnectError,
+    HttpPool,
+    HttpTimeout,
+    PeerReset,
+    StreamedResponse,
+    transport_error_category,
+)
 from tokometer.datasets.base import Message, Prompt
 from tokometer.gateway.config import UpstreamConfig
 from tokometer.gateway.frames import EventSplitter, sse_payload
-from tokometer.records import classify_http_error
+from tokometer.records import describe_http_failure
 
 __all__ = ["Endpoint", "Upstream", "UpstreamCall", "UpstreamError", "UpstreamEvent"]
 
@@ -65,7 +72,7 @@ class Upstream:
         self.backend = create_backend(cfg.api)
         self.openai = cfg.api.startswith("openai")
         self.pool = HttpPool(cfg.url, connect_timeout=cfg.connect_timeout_s, idle_timeout=cfg.idle_timeout_s,
-                             total_timeout=cfg.total_timeout_s)
+                             total_timeout=cfg.total_timeout_s, tls=cfg.tls())
         self.limit = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
         self.waiting = 0
         self.in_flight = 0
@@ -145,22 +152,19 @@ class UpstreamCall:
             self._raise_from_task()
         self.status = response.status
         self.sent_ns = response.sent_ns
-        if self.status != 200:
+        failure = describe_http_failure(self.status, response.headers, "")
+        if failure is not None:
             body = await self._read_rest()
-            raise UpstreamError(classify_http_error(self.status, body), f"HTTP {self.status}: "
-                                f"{' '.join(body.split())[:300]}", self.status, body)
+            category, detail = describe_http_failure(self.status, response.headers, body) or failure
+            raise UpstreamError(category, detail, self.status, body)
 
     def _raise_from_task(self) -> None:
         assert self._task is not None and self._task.done()
         if self._task.cancelled():
             raise UpstreamError("cancelled", "the request was cancelled (the client went away)")
         error = self._task.exception()
-        if isinstance(error, HttpTimeout):
-            raise UpstreamError("timeout", str(error)) from None
-        if isinstance(error, ConnectError):
-            raise UpstreamError("connect", str(error)) from None
-        if isinstance(error, PeerReset):
-            raise UpstreamError("reset", str(error)) from None
+        if isinstance(error, (HttpTimeout, ConnectError, PeerReset)):
+            raise UpstreamError(transport_error_category(error), str(error)) from None
         if error is not None:
             raise UpstreamError("reset", f"{type(error).__name__}: {error}") from None
 
@@ -179,7 +183,11 @@ class UpstreamCall:
         ndjson = self.upstream.backend.framing == "ndjson"
         while True:
             chunk, stamp = await self._queue.get()
-            frames = self._splitter.flush() if stamp < 0 else self._splitter.feed(chunk)
+            if stamp < 0:
+                self._raise_from_task()  # a broken connection outranks the half event it left behind
+                frames = self._splitter.flush()
+            else:
+                frames = self._splitter.feed(chunk)
             for frame in frames:
                 payload = frame.strip() if ndjson else sse_payload(frame)
                 parsed = None
@@ -190,7 +198,6 @@ class UpstreamCall:
                         raise UpstreamError("malformed_stream", f"unparseable event: {payload[:120]!r}") from None
                 yield UpstreamEvent(frame, stamp if stamp >= 0 else perf_counter_ns(), parsed)
             if stamp < 0:
-                self._raise_from_task()
                 return
 
     async def cancel(self) -> None:
