@@ -10,7 +10,7 @@ PUBLIC = {
     "tokometer.errors": ["ConfigError", "DatasetError", "EndpointError", "EngineError", "StoreError",
                          "TokenizerError", "TokometerError"],
     "tokometer.records": ["ERROR_CATEGORIES", "TOKEN_SOURCES", "ErrorCategory", "FinishReason", "RequestRecord",
-                          "ServerTiming", "TokenSource", "classify_http_error"],
+                          "ServerTiming", "TokenSource", "classify_http_error", "describe_http_failure"],
     "tokometer.backends": ["BACKENDS", "Backend", "GenerationParams", "HttpRequest", "ParsedEvent",
                            "create_backend", "default_api_for_url"],
     "tokometer.metrics": ["DEFINITIONS", "PERCENTILES", "SLO", "Distribution", "StepSummary", "summarize"],

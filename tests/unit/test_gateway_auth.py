@@ -19,25 +19,36 @@ def test_hash_key_is_sha256_hex() -> None:
     assert hash_key("s3cret") == hashlib.sha256(b"s3cret").hexdigest()
 
 
-def test_identify_bearer_and_bare_keys() -> None:
+def test_identify_bearer_and_x_api_key() -> None:
     keys = ring()
     assert keys.enabled
-    found = keys.identify("Bearer secret-b")
+    found, _ = keys.identify_request({"authorization": "Bearer secret-b"})
     assert found is not None and found.name == "team-b"
-    assert (keys.identify("bearer   secret-a ") or KeyConfig(name="x", sha256="0" * 64)).name == "team-a"
-    assert (keys.identify("secret-a") or KeyConfig(name="x", sha256="0" * 64)).name == "team-a"  # x-api-key
+    found, _ = keys.identify_request({"authorization": "bearer   secret-a "})
+    assert found is not None and found.name == "team-a"
+    found, _ = keys.identify_request({"x-api-key": "secret-a"})
+    assert found is not None and found.name == "team-a"
 
 
-@pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer ", "Bearer secret-c", "Basic secret-a",
-                                    "secret-a2", "Bearer SECRET-A"])
-def test_identify_refuses_anything_else(header: str | None) -> None:
-    assert ring().identify(header) is None
+def test_bare_authorization_is_refused_with_a_hint() -> None:
+    found, problem = ring().identify_request({"authorization": "secret-a"})
+    assert found is None and "must be 'Bearer KEY'" in problem and "x-api-key" in problem
+    assert "secret-a" not in problem
+
+
+@pytest.mark.parametrize("headers", [{}, {"authorization": ""}, {"authorization": "Bearer"},
+                                     {"authorization": "Bearer "}, {"authorization": "Bearer secret-c"},
+                                     {"authorization": "Basic secret-a"}, {"x-api-key": "secret-a2"},
+                                     {"authorization": "Bearer SECRET-A"}, {"x-api-key": ""}])
+def test_identify_refuses_anything_else(headers: dict[str, str]) -> None:
+    found, problem = ring().identify_request(headers)
+    assert found is None and problem and "secret-a" not in problem
 
 
 def test_no_keys_means_no_authentication() -> None:
     keys = KeyRing([])
     assert not keys.enabled
-    assert keys.identify("Bearer anything") is None
+    assert keys.identify("anything") is None
 
 
 def test_gateway_401_says_it_is_an_api_key_not_model_tokens() -> None:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -30,13 +31,20 @@ from tokometer.gateway.config import GatewayConfig, RouteConfig
 from tokometer.gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from tokometer.gateway.openai_format import Answer, ChunkWriter, error_body
 from tokometer.gateway.prober import Prober
-from tokometer.gateway.prompt import PromptLimiter, TooLong
+from tokometer.gateway.prompt import PromptCheck, PromptLimiter, TooLong
 from tokometer.gateway.relay import Relay, RelayContext
+from tokometer.gateway.requestbody import BodyTooLarge, discard_rest, read_body
 from tokometer.gateway.requestlog import RequestLog, RequestLogEntry, cost_usd
 from tokometer.gateway.router import AllUpstreamsFailed, Opened, Router
 from tokometer.gateway.upstream import Endpoint, Upstream
 
 __all__ = ["Gateway", "create_app"]
+
+log = logging.getLogger("tokometer.gateway")
+
+
+def _client(request: Request) -> str:
+    return f"{request.client.host}:{request.client.port}" if request.client else "an unknown address"
 
 
 class Gateway:
@@ -59,6 +67,7 @@ class Gateway:
         self.log = RequestLog(config.log.path)
         self.prober = Prober(self)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._counting = asyncio.Semaphore(config.server.counting_threads)
 
     def _live(self) -> dict[str, dict[str, float]]:
         return {name: {"in_flight": u.in_flight, "waiting": u.waiting,
@@ -86,16 +95,36 @@ class Gateway:
         received = time.perf_counter_ns()
         key = None
         if self.keys.enabled:
-            key = self.keys.identify(request.headers.get("authorization"))
+            key, problem = self.keys.identify_request(request.headers)
             if key is None:
                 self.metrics.rejected.labels("auth").inc()
-                return JSONResponse(auth_error(401, "missing or unknown API key"), status_code=401)
+                log.warning("authentication failed from %s: %s", _client(request), problem)
+                return JSONResponse(auth_error(401, problem), status_code=401)
+        limits = self.config.server
         try:
-            body = orjson.loads(await request.body())
+            raw = await read_body(request, limits.max_body_bytes)
+        except BodyTooLarge as exc:
+            self.metrics.rejected.labels("body_too_large").inc()
+            await discard_rest(request)
+            return JSONResponse(error_body(str(exc), "invalid_request_error", "request_too_large"), status_code=413,
+                                headers={"connection": "close"})
+        except ClientDisconnect:
+            log.warning("client %s went away while sending its request body", _client(request))
+            return Response(status_code=499)
+        try:
+            body = orjson.loads(raw)
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
         except ValueError as exc:
             return JSONResponse(error_body(f"invalid JSON body: {exc}", "invalid_request_error"), status_code=400)
+        finally:
+            del raw
+        messages = body.get("messages")
+        if isinstance(messages, list) and len(messages) > limits.max_messages:
+            self.metrics.rejected.labels("too_many_messages").inc()
+            return JSONResponse(error_body(f"{len(messages):,} messages is more than this gateway takes "
+                                           f"({limits.max_messages:,}): send fewer", "invalid_request_error",
+                                           "too_many_messages"), status_code=400)
         route = self.config.route(str(body.get("model", "")))
         if route is None:
             models = ", ".join(r.model for r in self.config.routes)
@@ -108,7 +137,7 @@ class Gateway:
                 return JSONResponse(error_body(self.budgets.message(state), "rate_limit_error",
                                                "token_budget_exceeded"), status_code=429)
         try:
-            check = self.limiters[route.model].check(body, endpoint)
+            check = await self._check_prompt(route, body, endpoint)
         except TooLong as exc:
             self.metrics.rejected.labels("too_long").inc()
             return JSONResponse(error_body(str(exc), "invalid_request_error", "context_length_exceeded"),
@@ -133,6 +162,15 @@ class Gateway:
                            check.prompt_tokens, asked if isinstance(asked, int) else None, received, headers)
         self.prober.ensure_running()
         return Relay(self, ctx)
+
+    async def _check_prompt(self, route: RouteConfig, body: dict[str, Any], endpoint: Endpoint) -> PromptCheck:
+        """Count (and cut) the prompt in a worker thread, a bounded number at once, so that one huge prompt
+        never holds up the event loop that relays everyone else's streams."""
+        limiter = self.limiters[route.model]
+        if limiter.tokenizer is None:
+            return limiter.check(body, endpoint)  # nothing to count: cheap
+        async with self._counting:
+            return await asyncio.to_thread(limiter.check, body, endpoint)
 
     def _replay(self, route: RouteConfig, endpoint: Endpoint, hit: CachedAnswer, stream: bool, include_usage: bool,
                 key: str | None, received: int, headers: dict[str, str]) -> Response:
@@ -167,6 +205,18 @@ class Gateway:
         tried = "; ".join(f"{name}: {error.category} ({error.detail[:120]})" for name, error in exc.errors)
         return error_body(f"no upstream of {route.model!r} could answer: {tried}", "upstream_error",
                           "upstream_unavailable")
+
+    def health(self, request: Request) -> dict[str, Any]:
+        """``/health``: up/down per upstream for anyone; errors and timings only for whom the config allows."""
+        show = self.config.server.health_details
+        detailed = show == "public" or (show == "authenticated" and (
+            not self.keys.enabled or self.keys.identify_request(request.headers)[0] is not None))
+        upstreams: dict[str, Any] = {}
+        for name in self.upstreams:
+            summary = self.router.health[name].summary()
+            upstreams[name] = summary if detailed else {"state": summary["state"]}
+        cache = None if self.cache is None else {"backend": self.cache.backend, "healthy": self.cache.healthy}
+        return {"status": "ok", "upstreams": upstreams, "cache": cache if detailed else None}
 
     # -- accounting (called by the relay) -------------------------------------------------------
     def observe(self, relay: Relay, opened: Opened, ttft_ms: float | None, tpot_ms: float | None) -> None:
@@ -236,9 +286,7 @@ def create_app(config: GatewayConfig) -> Starlette:
             for r in config.routes]})
 
     async def health(request: Request) -> Response:
-        upstreams = {name: gateway.router.health[name].summary() for name in gateway.upstreams}
-        cache = None if gateway.cache is None else {"backend": gateway.cache.backend, "healthy": gateway.cache.healthy}
-        return JSONResponse({"status": "ok", "upstreams": upstreams, "cache": cache})
+        return JSONResponse(gateway.health(request))
 
     async def metrics(request: Request) -> Response:
         return Response(gateway.metrics.render(), media_type=CONTENT_TYPE)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Mapping
 from typing import Any
 
 from tokometer.gateway.config import KeyConfig
@@ -43,14 +44,12 @@ class KeyRing:
     def keys(self) -> list[KeyConfig]:
         return list(self._keys)
 
-    def identify(self, authorization: str | None) -> KeyConfig | None:
-        """The key whose secret is presented, or None.
+    def identify(self, secret: str | None) -> KeyConfig | None:
+        """The key whose secret this is, or None.
 
-        ``authorization`` is an ``Authorization`` header value (``Bearer SECRET``) or the bare secret
-        (an ``x-api-key`` header value). The presented secret is compared with every configured key,
-        each comparison in constant time, with no early exit.
+        The presented secret is compared with every configured key, each comparison in constant
+        time, with no early exit.
         """
-        secret = _secret(authorization)
         if not secret:
             return None
         digest = hashlib.sha256(secret.encode("utf-8")).digest()
@@ -60,15 +59,26 @@ class KeyRing:
                 found = key
         return found
 
+    def identify_request(self, headers: Mapping[str, str]) -> tuple[KeyConfig | None, str]:
+        """(the key a request presents, or None with what was wrong, in words without the secret).
 
-def _secret(authorization: str | None) -> str | None:
-    if authorization is None:
-        return None
-    value = authorization.strip()
-    scheme, _, rest = value.partition(" ")
-    if scheme.lower() == "bearer":
-        return rest.strip() or None
-    return value or None
+        A key is sent as ``Authorization: Bearer KEY`` (OpenAI's form) or ``x-api-key: KEY``
+        (Anthropic's). A bare ``Authorization: KEY`` is refused, with that hint: accepting it would
+        hide clients that send a key in a form other servers reject.
+        """
+        authorization = headers.get("authorization")
+        if authorization is not None:
+            scheme, _, rest = authorization.strip().partition(" ")
+            if scheme.lower() != "bearer":
+                return None, ("the Authorization header must be 'Bearer KEY' (a bare key is not accepted there; "
+                              "or send the key as 'x-api-key: KEY')")
+            secret = rest.strip()
+        else:
+            secret = (headers.get("x-api-key") or "").strip()
+        if not secret:
+            return None, "missing API key"
+        found = self.identify(secret)
+        return found, "" if found is not None else "unknown API key"
 
 
 def auth_error(status: int, message: str, *, upstream: str | None = None) -> dict[str, Any]:
@@ -82,7 +92,7 @@ def auth_error(status: int, message: str, *, upstream: str | None = None) -> dic
     if upstream is None:
         text = f"{message}: {_NOT_MODEL_TOKENS}"
         if not forbidden:
-            text += "; send a gateway API key as 'Authorization: Bearer KEY'"
+            text += "; send a gateway API key as 'Authorization: Bearer KEY' (or 'x-api-key: KEY')"
         code = "permission_denied" if forbidden else "invalid_api_key"
     elif forbidden:
         text = (f"upstream '{upstream}' denied access (HTTP 403) to the gateway's API key: {message}; "

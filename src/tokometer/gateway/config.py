@@ -65,8 +65,22 @@ class _Strict(BaseModel):
 
 
 class ServerConfig(_Strict):
+    """Where the gateway listens, and the limits that keep one client from exhausting it."""
+
     host: str = "127.0.0.1"
     port: int = Field(8100, ge=0, le=65535)
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="larger request bodies get 413")
+    max_messages: int = Field(2048, ge=1, description="chat requests with more messages get 400")
+    max_header_bytes: int = Field(32 * 1024, ge=1024, description="larger request heads get 431")
+    max_header_fields: int = Field(100, ge=8, description="request heads with more fields get 431")
+    header_timeout_s: float = Field(10.0, gt=0, description="a request head must arrive within this (408)")
+    keep_alive_timeout_s: float = Field(15.0, gt=0, description="idle kept-alive connections are closed after this")
+    max_connections: int = Field(1024, ge=1, description="open client connections (fewer if file descriptors are "
+                                 "short); at the limit the idlest is closed, or the new one gets 503")
+    counting_threads: int = Field(2, ge=1, le=64, description="prompts counted at once, off the event loop")
+    health_details: Literal["public", "authenticated", "none"] = Field(
+        "authenticated", description="who sees upstream errors and timings in /health (with no [[keys]], "
+        "'authenticated' means everyone)")
 
 
 class UpstreamConfig(_Strict):

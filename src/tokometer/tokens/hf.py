@@ -49,6 +49,7 @@ class FileTokenizer(BaseTokenizer):
             self._tok: _HFTokenizer = _HFTokenizer.from_file(str(p))
         except Exception as exc:  # the library raises a bare Exception for bad files
             raise TokenizerError(f"cannot load tokenizer {p}: {' '.join(str(exc).split())}") from exc
+        self._encode = batch_encoder(self._tok)
         self.path = p
         self.name = name or str(p)
         self.chat_template = chat_template
@@ -63,13 +64,16 @@ class FileTokenizer(BaseTokenizer):
         return self._tok
 
     def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text, add_special_tokens=False).ids)
+        # The batch encoder, even for one text: it lets go of the GIL while it works (``encode`` holds
+        # it: 12 s for 3 M tokens, during which no other thread, an event loop included, runs), and
+        # ``encode_batch_fast`` skips the offsets (measured here: as fast for short texts, 1.4x for long).
+        return list(self._encode([text], add_special_tokens=False)[0].ids)
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self._tok.decode(list(ids), skip_special_tokens=False))
 
     def count(self, text: str) -> int:
-        return len(self._tok.encode(text, add_special_tokens=False).ids)
+        return len(self._encode([text], add_special_tokens=False)[0])
 
     def count_batch(self, texts: Sequence[str]) -> list[int]:
         encodings = batch_encoder(self._tok)(list(texts), add_special_tokens=False)
