@@ -16,6 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -28,6 +29,7 @@ from tokometer.gateway.auth import KeyRing, auth_error
 from tokometer.gateway.budget import TokenBudgets
 from tokometer.gateway.cache import AnswerCache, CachedAnswer, cache_key, make_cache
 from tokometer.gateway.config import GatewayConfig, RouteConfig
+from tokometer.gateway.memory import lower_thread_priority, release_free_memory
 from tokometer.gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from tokometer.gateway.openai_format import Answer, ChunkWriter, error_body
 from tokometer.gateway.prober import Prober
@@ -41,6 +43,10 @@ from tokometer.gateway.upstream import Endpoint, Upstream
 __all__ = ["Gateway", "create_app"]
 
 log = logging.getLogger("tokometer.gateway")
+_BIG_PROMPT_BYTES = 256 * 1024
+"""Bodies from this size on are counted in the big-prompt lane."""
+_BIG_QUEUE_PER_THREAD = 4
+"""Big prompts waiting (or being counted) per counting thread before more are refused with 503."""
 
 
 def _client(request: Request) -> str:
@@ -67,7 +73,10 @@ class Gateway:
         self.log = RequestLog(config.log.path)
         self.prober = Prober(self)
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._counting = asyncio.Semaphore(config.server.counting_threads)
+        self._count_small = ThreadPoolExecutor(2, "tokometer-count")
+        self._count_big = ThreadPoolExecutor(config.server.counting_threads, "tokometer-count-big",
+                                             initializer=lower_thread_priority)
+        self._big_waiting = 0
 
     def _live(self) -> dict[str, dict[str, float]]:
         return {name: {"in_flight": u.in_flight, "waiting": u.waiting,
@@ -89,6 +98,8 @@ class Gateway:
             await self.cache.close()
         await self.budgets.close()
         self.log.close()
+        for pool in (self._count_small, self._count_big):
+            pool.shutdown(wait=False, cancel_futures=True)
 
     # -- handling ---------------------------------------------------------------------------
     async def handle(self, request: Request, endpoint: Endpoint) -> Response | Relay:
@@ -111,6 +122,7 @@ class Gateway:
         except ClientDisconnect:
             log.warning("client %s went away while sending its request body", _client(request))
             return Response(status_code=499)
+        size = len(raw)
         try:
             body = orjson.loads(raw)
             if not isinstance(body, dict):
@@ -137,11 +149,16 @@ class Gateway:
                 return JSONResponse(error_body(self.budgets.message(state), "rate_limit_error",
                                                "token_budget_exceeded"), status_code=429)
         try:
-            check = await self._check_prompt(route, body, endpoint)
+            check = await self._check_prompt(route, body, endpoint, size)
         except TooLong as exc:
             self.metrics.rejected.labels("too_long").inc()
             return JSONResponse(error_body(str(exc), "invalid_request_error", "context_length_exceeded"),
                                 status_code=400)
+        if check is None:
+            self.metrics.rejected.labels("counting_busy").inc()
+            return JSONResponse(error_body("too many large prompts are being counted at once: retry shortly",
+                                           "server_error", "counting_busy"), status_code=503,
+                                headers={"retry-after": "1"})
         stream = bool(body.get("stream"))
         options = body.get("stream_options")
         include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
@@ -163,14 +180,26 @@ class Gateway:
         self.prober.ensure_running()
         return Relay(self, ctx)
 
-    async def _check_prompt(self, route: RouteConfig, body: dict[str, Any], endpoint: Endpoint) -> PromptCheck:
-        """Count (and cut) the prompt in a worker thread, a bounded number at once, so that one huge prompt
-        never holds up the event loop that relays everyone else's streams."""
+    async def _check_prompt(self, route: RouteConfig, body: dict[str, Any], endpoint: Endpoint,
+                            size: int) -> PromptCheck | None:
+        """Count (and cut) the prompt in a worker thread, so that no prompt holds up the event loop that
+        relays everyone else's streams. Big prompts (``size``: the body's bytes) have a lane of their own,
+        ``counting_threads`` niced threads with a bounded queue, so small ones never wait behind them;
+        after a big one the freed memory is handed back to the system. None: the big lane is full."""
         limiter = self.limiters[route.model]
         if limiter.tokenizer is None:
             return limiter.check(body, endpoint)  # nothing to count: cheap
-        async with self._counting:
-            return await asyncio.to_thread(limiter.check, body, endpoint)
+        loop = asyncio.get_running_loop()
+        if size < _BIG_PROMPT_BYTES:
+            return await loop.run_in_executor(self._count_small, limiter.check, body, endpoint)
+        if self._big_waiting >= _BIG_QUEUE_PER_THREAD * self.config.server.counting_threads:
+            return None
+        self._big_waiting += 1
+        try:
+            return await loop.run_in_executor(self._count_big, limiter.check, body, endpoint)
+        finally:
+            self._big_waiting -= 1
+            release_free_memory()
 
     def _replay(self, route: RouteConfig, endpoint: Endpoint, hit: CachedAnswer, stream: bool, include_usage: bool,
                 key: str | None, received: int, headers: dict[str, str]) -> Response:

@@ -77,7 +77,8 @@ class ServerConfig(_Strict):
     keep_alive_timeout_s: float = Field(15.0, gt=0, description="idle kept-alive connections are closed after this")
     max_connections: int = Field(1024, ge=1, description="open client connections (fewer if file descriptors are "
                                  "short); at the limit the idlest is closed, or the new one gets 503")
-    counting_threads: int = Field(2, ge=1, le=64, description="prompts counted at once, off the event loop")
+    counting_threads: int = Field(1, ge=1, le=64, description="large prompts (256 KiB and more) counted at once, "
+                                  "off the event loop; smaller ones have two threads of their own")
     health_details: Literal["public", "authenticated", "none"] = Field(
         "authenticated", description="who sees upstream errors and timings in /health (with no [[keys]], "
         "'authenticated' means everyone)")

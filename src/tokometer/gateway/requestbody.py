@@ -2,9 +2,10 @@
 
 A body over the limit is never held in memory. Before the refusal (413) is sent, what the client is
 still sending is read and thrown away, up to `DRAIN_BYTES` and `DRAIN_S`, stopping when the client
-pauses for `DRAIN_IDLE_S` (nginx's "lingering close"): most clients (curl, Python's http.client, httpx) write the whole body before they read,
-and closing on them mid-body makes the kernel send a reset that destroys the 413 on its way, so
-the client would see "connection reset" instead of the reason.
+pauses for `DRAIN_IDLE_S` (nginx's "lingering close"): most clients (curl, Python's http.client,
+httpx) write the whole body before they read, and closing on them mid-body makes the kernel send a
+reset that destroys the 413 on its way, so the client would see "connection reset" instead of the
+reason.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 
 import uvicorn
 import uvloop
@@ -23,6 +24,9 @@ def serve(config: GatewayConfig, sock: socket.socket, *, log_level: str = "warni
     own.addHandler(handler)
     own.setLevel(log_level.upper())
     own.propagate = False
+    # Prompt counting runs in threads, and Python code there (chat templates) holds the GIL for up to
+    # the switch interval at a time, which the event loop then waits out: 5 ms by default, 1 ms here.
+    sys.setswitchinterval(0.001)
     app = create_app(config)
     limits = config.server
     gateway: Gateway = app.state.gateway
