@@ -10,6 +10,9 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
+import textwrap
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -20,7 +23,10 @@ import psutil
 import pytest
 
 from tests.conftest import require_llama_server
-from tokometer.engines import EngineHandle, LlamaCppSettings, start_llamacpp
+from tokometer.engines import EngineHandle, LlamaCppSettings, find_llama_server, start_llamacpp
+from tokometer.engines.build import built_binary_path, read_build_info
+from tokometer.engines.cpu import cpu_fingerprint
+from tokometer.engines.smoke import SMOKE_TOKENS, smoke_run
 from tokometer.errors import EngineError
 
 pytestmark = pytest.mark.engine
@@ -169,10 +175,56 @@ def test_killed_engine_is_noticed() -> None:
             time.sleep(0.05)
         assert not handle.alive()
         assert handle.exit_code() == -signal.SIGKILL
-        with pytest.raises(EngineError, match="exited with status -9 while in use"):
+        with pytest.raises(EngineError, match=r"^llama-server was killed by SIGKILL \(killed\) while in use: perhaps "
+                                              "out of memory"):
             handle.check()
     finally:
         handle.stop()
     handle.stop()  # idempotent
     assert "llama" in handle.log_tail(50).lower()  # the log is kept after stop
     assert _llama_children() == before
+
+
+def test_the_engine_passes_the_smoke_run() -> None:
+    # The real build (or the user's own llama-server) loads the bundled model and generates tokens; the
+    # lookup has recorded that the cached build runs on this CPU, so later starts skip the smoke run.
+    require_llama_server()
+    binary = Path(find_llama_server())
+    result = smoke_run(binary)
+    assert result.ok and not result.skipped, result.detail
+    assert result.detail.startswith(f"generated {SMOKE_TOKENS} tokens in ")
+    if binary == built_binary_path():
+        assert cpu_fingerprint() in read_build_info()["verified_cpus"]
+
+
+def test_engine_dies_with_its_sigkilled_parent() -> None:
+    # tokometer killed outright (no atexit, no stop()) must not leave llama-server running.
+    require_llama_server()
+    script = textwrap.dedent("""
+        import time
+        from tokometer.engines import LlamaCppSettings, start_llamacpp
+        engine = start_llamacpp(LlamaCppSettings(parallel=1, ctx_size=2048))
+        print(engine.process.pid, engine.process.log_path, flush=True)
+        time.sleep(120)
+        """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        line = parent.stdout.readline()
+        assert line, "the engine did not start"
+        pid_text, log_path = line.split()
+        engine = psutil.Process(int(pid_text))
+        assert "llama-server" in engine.name()
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 5
+        while engine.is_running() and engine.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not engine.is_running() or engine.status() == psutil.STATUS_ZOMBIE
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
+    Path(log_path).unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import struct
 import sys
 import tempfile
@@ -15,6 +16,7 @@ import tokometer.engines
 from tokometer.engines import find_llama_server
 from tokometer.engines.build import built_binary_path
 from tokometer.engines.build import main as build_main
+from tokometer.engines.cpu import cpu_fingerprint
 from tokometer.engines.model import file_sha256, gguf_metadata, quantization_of
 from tokometer.engines.process import EngineProcess, free_port, port_in_use
 from tokometer.errors import EngineError
@@ -40,6 +42,9 @@ def _fake_exe(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("#!/bin/sh\necho 'version: 1 (fake)'\n")
     path.chmod(0o755)
+    if path == built_binary_path():  # a cached build already known to run on this CPU: no smoke run at lookup
+        info = {"verified_cpus": [cpu_fingerprint()]}
+        (path.parent.parent / "BUILD-INFO.json").write_text(json.dumps(info))
     return path
 
 

@@ -35,9 +35,24 @@ def _say(message: str) -> None:
     click.echo(f"tokometer serve: {message}", err=True)
 
 
+def _rebuild() -> None:
+    """``--rebuild``: build tokometer's cached llama-server afresh (with its smoke run and fallbacks)."""
+    from tokometer.engines.build import build_llama_server
+    from tokometer.engines.buildprogress import progress_for_stderr
+
+    progress = progress_for_stderr()
+    try:
+        build_llama_server(progress=progress, force=True)
+    finally:
+        progress.close()
+
+
 def _start_llamacpp(opts: dict[str, Any], port: int) -> EngineHandle | None:
     from tokometer.engines import LlamaCppSettings, bundled_model_path, find_llama_server, start_llamacpp
     from tokometer.engines.llamacpp import llamacpp_argv
+
+    if opts["rebuild"]:
+        _rebuild()
 
     settings = LlamaCppSettings(
         model_path=Path(opts["model"]) if opts["model"] else None, host=opts["host"], port=port,
@@ -95,8 +110,9 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
         click.echo(json.dumps({"url": handle.root_url, "openai_url": handle.openai_url, "model": handle.model,
                                "identity": handle.identity}))
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from tokometer.cli.output import make_console
 
     table = Table(show_header=False, box=None, pad_edge=False)
     for key in _SHOWN:
@@ -106,7 +122,7 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
     if host:
         table.add_row("host", f"{host.get('cpu_model')}, {host.get('physical_cores')} cores, "
                               f"{host.get('ram_bytes', 0) / 2**30:.1f} GiB RAM")
-    console = Console()
+    console = make_console()
     console.print(f"[bold green]ready[/] at {handle.root_url}  (OpenAI API: {handle.openai_url}, "
                   f"model [bold]{handle.model}[/])")
     console.print(table)
@@ -124,6 +140,9 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
 @click.option("--ctx-size", type=int, default=None, help="llamacpp: total context (default 4096 × --parallel).")
 @click.option("--threads", type=int, default=None, help="llamacpp: CPU threads (default: physical cores).")
 @click.option("--llama-server", default=None, help="llamacpp: the llama-server binary (default: lookup).")
+@click.option("--rebuild", is_flag=True,
+              help="llamacpp: first build tokometer's own llama-server afresh for this CPU (minutes; checked by a "
+              "smoke run, with safer instruction sets if it dies).")
 @click.option("--gpu-memory-gb", type=float, default=None, help="vllm: GPU memory in GiB (default: detected).")
 @click.option("--gpu-memory-utilization", type=float, default=0.90, show_default=True)
 @click.option("--tensor-parallel-size", type=int, default=1, show_default=True)
@@ -144,6 +163,10 @@ def command(**opts: Any) -> None:
     from tokometer.errors import EngineError
 
     engine: str = opts["engine"]
+    if opts["rebuild"] and engine != "llamacpp":
+        from tokometer.errors import ConfigError
+
+        raise ConfigError(f"--rebuild rebuilds tokometer's llama.cpp server; it does not apply to --engine {engine}")
     port = opts["port"] if opts["port"] is not None else _DEFAULT_PORTS[engine]
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -158,6 +181,7 @@ def command(**opts: Any) -> None:
         with handle:
             _show(handle, opts["as_json"])
             code = handle.wait()
+            handle.check("while serving")  # raises, naming a signal in words (SIGILL: how to rebuild)
             raise EngineError(f"{engine} exited with status {code} while serving; its log ends: "
                               f"{' | '.join(handle.log_tail(6).splitlines())}")
     finally:

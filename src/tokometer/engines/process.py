@@ -5,6 +5,14 @@ stops anything it forked (vLLM's workers, ``ollama serve``'s runners). ``stop()`
 the group, waits a grace period, then SIGKILLs it, and reaps the child; an ``atexit`` hook stops
 whatever is still running when the interpreter exits. The engine's stdout and stderr go to a temp
 log file, whose tail is what error messages quote.
+
+If tokometer itself is killed outright (SIGKILL, the OOM killer), neither ``stop()`` nor ``atexit``
+runs. On Linux the engine still dies with it: the child asks the kernel for SIGKILL when its parent
+goes (``prctl(PR_SET_PDEATHSIG)``, set between fork and exec). The kernel sends it when the *thread*
+that forked the child ends, so children are forked from the main thread or, from any other thread,
+by one long-lived spawner thread. Only the engine's leader gets that signal; helpers it forked
+(vLLM's workers) are left to notice their parent is gone. Other POSIX systems have no such call:
+there an engine outlives a SIGKILLed tokometer.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ import sys
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 import psutil
@@ -38,6 +47,81 @@ def _stop_all() -> None:
 
 
 atexit.register(_stop_all)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A pre-exec hook that makes the child get SIGKILL when this process dies (Linux), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the hook runs in the forked child
+    except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
+
+
+class _Spawner:
+    """One daemon thread that forks children for other short-lived threads: PR_SET_PDEATHSIG fires when
+    the forking *thread* ends, and this one lives as long as the process."""
+
+    def __init__(self) -> None:
+        self._jobs: list[tuple[Callable[[], subprocess.Popen[bytes]], Future[subprocess.Popen[bytes]]]] = []
+        self._ready = threading.Condition()
+        threading.Thread(target=self._run, name="tokometer-engine-spawner", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._jobs:
+                    self._ready.wait()
+                start, future = self._jobs.pop(0)
+            try:
+                future.set_result(start())
+            except BaseException as exc:  # handed to the waiting thread
+                future.set_exception(exc)
+
+    def call(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        future: Future[subprocess.Popen[bytes]] = Future()
+        with self._ready:
+            self._jobs.append((start, future))
+            self._ready.notify()
+        return future.result()
+
+
+_SPAWNER: _Spawner | None = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _popen(argv: list[str], log_fd: int, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    windows = sys.platform == "win32"
+    hook = _die_with_parent_hook()
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT, env=env,
+            start_new_session=not windows, preexec_fn=hook,
+            creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0) if windows else 0,
+        )
+
+    if hook is None or threading.current_thread() is threading.main_thread():
+        return start()
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = _Spawner()
+    return _SPAWNER.call(start)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -94,13 +178,8 @@ class EngineProcess:
         self.log_path = Path(log_name)
         self._saved_tail: list[str] | None = None
         self._lock = threading.Lock()
-        windows = sys.platform == "win32"
         try:
-            self._popen: subprocess.Popen[bytes] = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=subprocess.STDOUT, env=env,
-                start_new_session=not windows,
-                creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0) if windows else 0,
-            )
+            self._popen: subprocess.Popen[bytes] = _popen(self.argv, log_fd, env)
         except OSError:
             os.close(log_fd)
             self.log_path.unlink(missing_ok=True)

@@ -2,7 +2,8 @@
 
 ``wait_ready`` polls ``GET /v1/models`` (llama.cpp answers 503 while it loads the model, vLLM
 refuses connections until its workers are up) and then sends one 1-token completion. While
-waiting it watches the engine process: if that exits, the error quotes the tail of its log.
+waiting it watches the engine process: if that exits, the error (an ``EngineDied``) says how, a
+signal by name, and quotes the tail of its log.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Protocol
 
+from tokometer.engines.signals import died_error
 from tokometer.errors import EngineError
 
 __all__ = ["http_json", "http_raw", "log_excerpt", "wait_ready"]
@@ -20,6 +22,7 @@ __all__ = ["http_json", "http_raw", "log_excerpt", "wait_ready"]
 
 class _Watched(Protocol):
     name: str
+    argv: list[str]
 
     def alive(self) -> bool: ...
     def exit_code(self) -> int | None: ...
@@ -58,8 +61,8 @@ def log_excerpt(process: _Watched, lines: int = 6, limit: int = 700) -> str:
 
 def _check_alive(process: _Watched | None, what: str) -> None:
     if process is not None and not process.alive():
-        raise EngineError(f"{process.name} exited with status {process.exit_code()} {what}; "
-                          f"its log ends: {log_excerpt(process)}")
+        program = process.argv[0] if process.argv else ""
+        raise died_error(process.name, process.exit_code(), what, log_excerpt(process), program)
 
 
 def _models(root_url: str) -> list[str] | None:
