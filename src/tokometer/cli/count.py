@@ -47,7 +47,7 @@ def command(**opts: Any) -> int:
       tokometer count --model gpt-4o --price --output-tokens 500 -f prompt.txt
       tokometer count -t ./Qwen2.5-7B-Instruct --chat -f chats.jsonl
     """
-    from rich.console import Console
+    from tokometer.cli.output import make_console
 
     if opts["list_prices"]:
         return _list_prices(opts["prices"], opts["as_json"])
@@ -63,7 +63,7 @@ def command(**opts: Any) -> int:
                       model=opts["model"], tokenizer=opts["tokenizer"], show=opts["show"],
                       context=opts["context"], output_tokens=opts["output_tokens"], price=opts["price"],
                       prices=opts["prices"])
-    err = Console(stderr=True, highlight=False)
+    err = make_console(stderr=True)
     if spec.is_jsonl and not opts["quiet"] and err.is_terminal:
         result = _with_progress(spec, err, run_count)
     else:
@@ -73,7 +73,7 @@ def command(**opts: Any) -> int:
 
         click.echo(json.dumps(to_json(result), ensure_ascii=False, indent=1))
     else:
-        render_count(Console(highlight=False), result)
+        render_count(make_console(), result)
     return 0
 
 
@@ -93,9 +93,9 @@ def _with_progress(spec: Any, err: Any, run: Any) -> Any:
 
 
 def _list_prices(path: Path | None, as_json: bool) -> int:
-    from rich.console import Console
     from rich.table import Table
 
+    from tokometer.cli.output import make_console
     from tokometer.tokens.pricing import PriceTable, user_price_file
 
     table = PriceTable.load(path)
@@ -110,7 +110,7 @@ def _list_prices(path: Path | None, as_json: bool) -> int:
                                                     "output_credits": r.output_credits} for r in rows}},
                               indent=1))
         return 0
-    console = Console(highlight=False)
+    console = make_console()
     out = Table(show_edge=False, pad_edge=False)
     for column in ("model", "input /1M", "output /1M", "context", "tokenizer"):
         out.add_column(column, justify="right" if "/1M" in column or column == "context" else "left")

@@ -60,13 +60,12 @@ def command(**opts: Any) -> int:
       tokometer estimate --model llama-3.1-8b --target 14000
       tokometer estimate --run 3                     # a run of the embedded engine: its GGUF on this host
     """
-    from rich.console import Console
-
+    from tokometer.cli.output import make_console
     from tokometer.perf import Efficiency, hardware_table
     from tokometer.perf.catalog import BUILTIN_MODELS
     from tokometer.perf.render import render_hardware, render_models
 
-    console = Console(highlight=False)
+    console = make_console()
     if opts["list_models"] or opts["list_hardware"]:
         if opts["list_models"]:
             render_models(console, list(BUILTIN_MODELS.values()))
@@ -164,11 +163,11 @@ def _run(console: Any, opts: dict[str, Any], eff: Efficiency) -> dict[str, Any]:
     from tokometer.perf.render import render_run
     from tokometer.store import ResultStore
 
-    store = ResultStore(_store_url(opts["store"]))
+    store = ResultStore(_store_url(opts["store"]), read_only=True)
     try:
         run = store.get_run(opts["run_id"])
         if run is None:
-            raise ConfigError(f"no run {opts['run_id']} in {store.url}: see 'tokometer runs' for the ids")
+            raise ConfigError(f"no run {opts['run_id']} in {store.display_url}: see 'tokometer runs' for the ids")
         records = store.load_records(opts["run_id"])
     finally:
         store.close()

@@ -16,10 +16,8 @@ from time import perf_counter_ns
 from tokometer.backends.client import StreamClient
 from tokometer.clock import sleep_until
 from tokometer.datasets.base import Prompt
-from tokometer.load.health import ClientHealth, LoopMonitor, lag_limit_ms
+from tokometer.load.health import ClientHealth, LoopMonitor
 from tokometer.load.profiles import LoadStep, schedule_offsets
-from tokometer.metrics import request as m
-from tokometer.metrics.distribution import Distribution
 from tokometer.records import RequestRecord
 
 __all__ = ["StepLimits", "StepOutcome", "run_step"]
@@ -137,15 +135,9 @@ async def run_step(
     finally:
         await client.drain()
         monitor.stop()
-    lag = Distribution.of(_lags(records), 1e-6)
-    e2e = Distribution.of([v for v in (m.e2e_ns(r) for r in records) if v is not None], 1e-6)
-    health = monitor.health(lag.p99, lag_limit_ms=lag_limit_ms(step.mode == "rate", e2e.p50))
+    health = monitor.health(step, records)
     records.sort(key=lambda r: r.index)
     return StepOutcome(records, health, interrupted)
-
-
-def _lags(records: list[RequestRecord]) -> list[float]:
-    return [v for v in (m.client_delay_ns(r) for r in records if not r.warmup) if v is not None]
 
 
 async def _closed_loop(

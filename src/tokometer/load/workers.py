@@ -34,11 +34,9 @@ from tokometer.backends import create_backend
 from tokometer.backends.base import GenerationParams
 from tokometer.backends.client import StreamClient, Target, Timeouts
 from tokometer.datasets.base import Prompt
-from tokometer.load.health import ClientHealth, lag_limit_ms
+from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome, run_step
-from tokometer.metrics import request as m
-from tokometer.metrics.distribution import Distribution
 from tokometer.records import RequestRecord
 
 __all__ = ["WorkerSetup", "run_step_in_workers", "split_evenly"]
@@ -150,20 +148,6 @@ async def _worker_async(control: Connection, conn: Connection, setup: WorkerSetu
     control.close()
 
 
-def _merge_health(healths: list[ClientHealth], records: list[RequestRecord], workers: int,
-                  open_loop: bool) -> ClientHealth:
-    lags = [v for v in (m.client_delay_ns(r) for r in records if not r.warmup) if v is not None]
-    e2e = Distribution.of([v for v in (m.e2e_ns(r) for r in records) if v is not None], 1e-6)
-    return ClientHealth(
-        loop_lag_p99_ms=max((h.loop_lag_p99_ms for h in healths), default=0.0),
-        loop_lag_max_ms=max((h.loop_lag_max_ms for h in healths), default=0.0),
-        cpu_fraction=sum(h.cpu_fraction for h in healths),
-        client_lag_p99_ms=Distribution.of(lags, 1e-6).p99,
-        workers=workers,
-        host_cpu_busy=max((h.host_cpu_busy or 0.0 for h in healths), default=None),
-    ).judge(lag_limit_ms(open_loop, e2e.p50))
-
-
 async def run_step_in_workers(
     step: LoadStep,
     step_index: int,
@@ -256,7 +240,7 @@ async def run_step_in_workers(
             pipe.close()
     interrupted = interrupted or any(flags)
     records.sort(key=lambda r: r.index)
-    return StepOutcome(records, _merge_health(healths, records, workers, step.mode == "rate"), interrupted)
+    return StepOutcome(records, ClientHealth.merged(healths, records, step, workers), interrupted)
 
 
 def _cycle_from(prompts: list[Prompt], start: int, stride: int) -> Iterator[Prompt]:
