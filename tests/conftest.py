@@ -22,20 +22,28 @@ class SimServer:
 
     process: subprocess.Popen[str]
     root: str
+    api_key: str | None = None
+    """The simulator's --api-key: sent with the helpers' own requests."""
 
     @property
     def openai_url(self) -> str:
         return self.root + "/v1"
 
-    def trace(self) -> list[dict[str, Any]]:
-        with urllib.request.urlopen(self.root + "/sim/trace", timeout=10) as response:
-            data: list[dict[str, Any]] = json.loads(response.read())
+    def call(self, path: str, method: str = "GET", body: dict[str, Any] | None = None) -> bytes:
+        """``METHOD path`` on the simulator (JSON ``body``), with its key; the whole answer."""
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.root + path, data, headers, method=method)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer: bytes = response.read()
+        return answer
+
+    def trace(self, query: str = "") -> list[dict[str, Any]]:
+        data: list[dict[str, Any]] = json.loads(self.call("/sim/trace" + query))
         return data
 
     def clear_trace(self) -> None:
-        request = urllib.request.Request(self.root + "/sim/trace", method="DELETE")
-        with urllib.request.urlopen(request, timeout=10) as response:
-            response.read()
+        self.call("/sim/trace", "DELETE")
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -65,7 +73,8 @@ def _start_listening(*args: str) -> tuple[subprocess.Popen[str], str]:
 
 def start_sim(*args: str) -> SimServer:
     """Start ``tokometer sim --port 0 ARGS`` and wait for its URL line."""
-    return SimServer(*_start_listening("sim", "--port", "0", *args))
+    key = args[args.index("--api-key") + 1] if "--api-key" in args else None
+    return SimServer(*_start_listening("sim", "--port", "0", *args), api_key=key)
 
 
 def start_gateway(config: Path, *args: str) -> SimServer:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 from tokometer.records import RequestRecord, ServerTiming
 from tokometer.store import ResultStore
+from tokometer.store.schema import ADDED_RUN_COLUMNS
 
 
 def test_records_round_trip(tmp_path: Path) -> None:
@@ -41,3 +47,61 @@ def test_store_survives_reopen(tmp_path: Path) -> None:
     again = ResultStore(url)
     assert len(again.load_records(run_id)) == 1
     again.close()
+
+
+def _version_1_store(path: Path, spec: dict[str, object]) -> None:
+    """A store as version 1 made it: no process columns, headers saved as given."""
+    ResultStore(f"sqlite:///{path}").close()
+    db = sqlite3.connect(path)
+    with db:
+        for column in ADDED_RUN_COLUMNS:
+            db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+        db.execute("INSERT INTO runs (started_at, status, target, api, model, spec, tokometer_version, "
+                   "schema_version) VALUES ('t', 'running', 'u', 'a', 'm', ?, '0.1.0', 1)", (json.dumps(spec),))
+    db.close()
+
+
+def test_an_old_store_is_read_as_it_is_and_migrated_by_a_writer(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _version_1_store(path, {"url": "u", "headers": {"Authorization": "Bearer sk-old-secret", "X-A": "1"}})
+    reader = ResultStore(f"sqlite:///{path}", read_only=True)
+    run = reader.get_run(1)
+    reader.close()
+    assert run is not None and run["status"] == "running" and "pid" not in run
+    assert run["spec"]["headers"] == {"Authorization": "<redacted>", "X-A": "1"}
+    assert any(b"sk-old-secret" in p.read_bytes() for p in tmp_path.glob("old.db*"))  # a reader changes nothing
+    writer = ResultStore(f"sqlite:///{path}")
+    run_id = writer.create_run(target="u", api="a", model="m", spec={}, engine=None, host=None)
+    writer.close()
+    reopened = ResultStore(f"sqlite:///{path}", read_only=True)
+    assert reopened.get_run(run_id)["pid"] == os.getpid()  # type: ignore[index]
+    assert reopened.get_run(1)["status"] == "running"  # type: ignore[index]  # no process to judge it by
+    reopened.close()
+    assert all(b"sk-old-secret" not in p.read_bytes() for p in tmp_path.glob("old.db*"))
+
+
+def test_a_run_of_a_process_that_is_gone_is_aborted_and_summarised(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    store = ResultStore(url)
+    run_id = store.create_run(target="t", api="a", model="m", spec={"slo_e2e_ms": 1000}, engine=None, host=None)
+    store.start_step(run_id, 0, {"concurrency": 1})
+    for index in range(3):
+        store.append(run_id, RequestRecord(index=index, sent_ns=10, first_token_ns=20, last_token_ns=40,
+                                           end_ns=50, event_ns=[20, 30, 40], event_tokens=[1.0, 1.0, 1.0],
+                                           output_tokens=3, output_tokens_source="usage", status=200))
+    store.close()
+    assert ResultStore(url, read_only=True).get_run(run_id)["status"] == "running"  # type: ignore[index]
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    db = sqlite3.connect(tmp_path / "r.db")
+    with db:
+        db.execute("UPDATE runs SET pid = ?", (dead.pid,))
+    db.close()
+    reader = ResultStore(url, read_only=True)
+    assert reader.aborted == [run_id]
+    run = reader.get_run(run_id)
+    assert run is not None and run["status"] == "aborted"
+    assert run["steps"][0]["interrupted"] and run["steps"][0]["summary"]["requests_completed"] == 3
+    assert run["steps"][0]["summary"]["goodput_rps"] > 0
+    reader.close()
+    assert ResultStore(url).aborted == []  # done once

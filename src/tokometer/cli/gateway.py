@@ -7,17 +7,43 @@ from pathlib import Path
 
 import click
 
+from tokometer.cli.options import LOG_LEVELS, PORT
+
 __all__ = ["command"]
 
 
-@click.command("gateway")
+class _GatewayCommand(click.Command):
+    """The help ends with an example config and the reference of every key, made from the config models."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from tokometer.gateway.config import EXAMPLE_CONFIG, config_reference
+
+        with formatter.section("Example config (TOML; YAML works too)"):
+            formatter.write("\n".join(" " * formatter.current_indent + line for line in
+                                       EXAMPLE_CONFIG.strip("\n").splitlines()) + "\n")
+        for title, about, rows in config_reference():
+            formatter.write_paragraph()
+            with formatter.section(title):
+                formatter.write_text(about)
+                formatter.write_dl(rows, col_max=36)
+        formatter.write_paragraph()
+        formatter.write_text("Any key can be overridden from the environment: TOKOMETER_GATEWAY__SECTION__KEY=value, "
+                             "lists by index (TOKOMETER_GATEWAY__UPSTREAMS__0__URL=...).")
+
+
+@click.command("gateway", cls=_GatewayCommand)
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
-              help="The gateway's TOML or YAML file (see README).")
-@click.option("--host", default=None, help="Override [server] host.")
-@click.option("--port", type=int, default=None, help="Override [server] port (0 picks a free one).")
-@click.option("--hash-key", default=None, metavar="SECRET", help="Print the sha256 to put in [[keys]] and exit.")
-@click.option("--check", is_flag=True, help="Validate the config (and load route tokenizers), then exit.")
-@click.option("--log-level", default="warning", show_default=True)
+              help="The gateway's TOML or YAML file (example and reference below).")
+@click.option("--host", default=None, help="Address to listen on, overriding [server] host.")
+@click.option("--port", type=PORT, default=None, help="Port to listen on, overriding [server] port (0 picks a free "
+              "one).")
+@click.option("--hash-key", "hash_key", is_flag=False, flag_value="-", default=None,
+              help="Read an API key's secret (a hidden prompt on a terminal, else one line of stdin), print the "
+              "sha256 to put in [[keys]] and exit. Never on the command line: ps and shell history keep it.")
+@click.option("--check", is_flag=True, help="Validate the config, load route tokenizers, check that the request "
+              "log can be written and that Redis answers, then exit.")
+@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
+              show_default=True, help="Log verbosity (uvicorn's levels).")
 def command(config_path: Path | None, host: str | None, port: int | None, hash_key: str | None, check: bool,
             log_level: str) -> None:
     """Serve /v1/chat/completions and /v1/completions in front of any engines: timeouts, retries,
@@ -28,7 +54,7 @@ def command(config_path: Path | None, host: str | None, port: int | None, hash_k
     if hash_key is not None:
         from tokometer.gateway.auth import hash_key as digest
 
-        click.echo(digest(hash_key))
+        click.echo(digest(_read_secret(hash_key)))
         return
     if config_path is None:
         raise ConfigError("give --config FILE (a TOML or YAML gateway config; see the README)")
@@ -46,10 +72,13 @@ def command(config_path: Path | None, host: str | None, port: int | None, hash_k
             if tls.warning:
                 click.echo(f"tokometer gateway: warning: upstream {upstream.name}: {tls.warning}", err=True)
     if check:
+        from tokometer.gateway.config import check_environment
         from tokometer.gateway.prompt import PromptLimiter
 
         for route in config.routes:
             PromptLimiter(route)
+        for warning in check_environment(config, config_path):
+            click.echo(f"tokometer gateway: warning: {warning}", err=True)
         click.echo(f"{config_path}: {len(config.upstreams)} upstream(s), {len(config.routes)} route(s): OK")
         return
     from tokometer.sim.server import bind_socket
@@ -63,3 +92,23 @@ def command(config_path: Path | None, host: str | None, port: int | None, hash_k
 
     with contextlib.suppress(KeyboardInterrupt):
         serve(config, sock, log_level=log_level)
+
+
+def _read_secret(value: str) -> str:
+    """The secret for --hash-key: a hidden prompt on a terminal, else the first line of stdin."""
+    import sys
+
+    from tokometer.errors import ConfigError
+
+    if value != "-":  # not echoed: it is the secret
+        raise ConfigError("--hash-key takes no value (a secret on the command line shows in ps and the shell "
+                          "history): run 'tokometer gateway --hash-key' and type it, or pipe it in, e.g. "
+                          "'printf %s \"$KEY\" | tokometer gateway --hash-key'")
+    if sys.stdin.isatty():
+        secret = str(click.prompt("API key secret", hide_input=True, confirmation_prompt=True, err=True))
+    else:
+        secret = sys.stdin.readline()
+    secret = secret.strip()  # the gateway strips a presented key too
+    if not secret:
+        raise ConfigError("--hash-key: the secret is empty (type it at the prompt, or pipe it in on one line)")
+    return secret

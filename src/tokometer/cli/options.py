@@ -1,16 +1,39 @@
-"""Option parsing helpers shared by the commands: lists, durations, pydantic errors."""
+"""Option parsing helpers shared by the commands: lists, durations, ranges, pydantic errors."""
 
 from __future__ import annotations
 
+import math
 import re
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 from pydantic import BaseModel, ValidationError
 
 from tokometer.errors import ConfigError
 
-__all__ = ["build_spec", "parse_duration", "parse_float_list", "parse_headers", "parse_int_list"]
+__all__ = ["LOG_LEVELS", "PORT", "RUN_ID", "FiniteFloat", "build_spec", "check_output_path", "parse_duration",
+           "parse_float_list", "parse_headers", "parse_int_list"]
+
+PORT = click.IntRange(0, 65535)
+"""A TCP port; 0 lets the system pick a free one."""
+RUN_ID = click.IntRange(1, 2**63 - 1)
+"""A saved run's id (the store keeps 64-bit integers)."""
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+"""uvicorn's log levels (``uvicorn.config.LOG_LEVELS``, pinned by a test: importing uvicorn here would slow
+every command)."""
+
+
+class FiniteFloat(click.FloatRange):
+    """A float in an optional range that is also finite: ``nan`` passes any range check, so say no to it here."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -67,14 +90,34 @@ def parse_duration(value: str | None, option: str) -> float | None:
 
 
 def parse_headers(values: tuple[str, ...]) -> dict[str, str]:
-    """``("X-A: 1",)`` -> ``{"X-A": "1"}``."""
+    """``("X-A: 1",)`` -> ``{"X-A": "1"}``; a line break (it would end the field on the wire) is refused."""
+    from tokometer.secrets import header_problem
+
     headers = {}
-    for item in values:
+    for number, item in enumerate(values, 1):
         name, sep, value = item.partition(":")
         if not sep or not name.strip():
-            raise click.BadParameter(f"{item!r}: write NAME: VALUE", param_hint="--header")
+            # not echoed: a malformed header may well be a secret (``--header "Bearer sk-..."``)
+            raise click.BadParameter(f"header {number} is not NAME: VALUE (its text is not shown: it may hold a "
+                                     "secret)", param_hint="--header")
+        problem = header_problem(name.strip(), value.strip())
+        if problem:
+            raise click.BadParameter(f"header {number}: {problem}; give each header as one 'Name: value' "
+                                     "(its text is not shown: it may hold a secret)", param_hint="--header")
         headers[name.strip()] = value.strip()
     return headers
+
+
+def check_output_path(path: Path | None, option: str, example: str) -> None:
+    """Refuse an output file that cannot be written, before anything is measured (``example``: a file name to
+    suggest inside a directory)."""
+    from tokometer.paths import writable_file_problem
+
+    if path is None:
+        return
+    problem = writable_file_problem(path, example)
+    if problem:
+        raise ConfigError(f"{option}: {problem}")
 
 
 def build_spec(spec_type: type[T], /, **values: object) -> T:

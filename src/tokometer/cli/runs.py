@@ -7,7 +7,11 @@ from typing import Any
 
 import click
 
+from tokometer.cli.options import RUN_ID
+
 __all__ = ["command"]
+
+_NONE_YET = "No runs saved yet in {}. Run 'tokometer bench' first."
 
 
 def _headline(step: dict[str, Any]) -> str:
@@ -20,26 +24,46 @@ def _headline(step: dict[str, Any]) -> str:
     return text + (f" ({failed} failed)" if failed else "")
 
 
-@click.command("runs")
-@click.option("--limit", type=int, default=20, show_default=True)
-@click.option("--id", "run_id", type=int, default=None, help="Show one run's steps in full (as JSON).")
+class _RunsCommand(click.Command):
+    """``runs 5`` is a likely slip for ``runs --id 5``: say so instead of "unexpected extra argument"."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.allow_extra_args = True  # collected in ctx.args, then judged here
+        rest = super().parse_args(ctx, args)
+        if ctx.args:
+            extra = " ".join(ctx.args)
+            hint = (f"; to show run {ctx.args[0]}, write 'tokometer runs --id {ctx.args[0]}'"
+                    if len(ctx.args) == 1 and ctx.args[0].isdigit() else "")
+            raise click.UsageError(f"runs takes no arguments (got {extra!r}){hint}", ctx)
+        return rest
+
+
+@click.command("runs", cls=_RunsCommand)
+@click.option("--limit", type=click.IntRange(1, 1_000_000), default=20, show_default=True,
+              help="List at most this many runs, newest first.")
+@click.option("--id", "run_id", type=RUN_ID, default=None, help="Show one run's steps in full (as JSON).")
 @click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def command(limit: int, run_id: int | None, store: str | None, as_json: bool) -> None:
     """List saved runs (newest first), or show one with --id."""
-    from rich.console import Console
     from rich.table import Table
 
     from tokometer.cli.bench import _store_url
+    from tokometer.cli.output import make_console
     from tokometer.errors import ConfigError
-    from tokometer.store import ResultStore
+    from tokometer.store import ResultStore, default_store_url
+    from tokometer.store.database import display_url, store_exists
 
-    results = ResultStore(_store_url(store))
+    url = _store_url(store)
+    if url is None and not store_exists(default_store_url()):
+        make_console().print(_NONE_YET.format(display_url(default_store_url())))  # nothing to open: no error
+        return
+    results = ResultStore(url, read_only=True)
     try:
         if run_id is not None:
             run = results.get_run(run_id)
             if run is None:
-                raise ConfigError(f"no run {run_id} in {results.url}: see 'tokometer runs' for the ids")
+                raise ConfigError(f"no run {run_id} in {results.display_url}: see 'tokometer runs' for the ids")
             click.echo(json.dumps(run, indent=2, default=str))
             return
         rows = results.list_runs(limit)
@@ -48,9 +72,9 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool) ->
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
         return
-    console = Console(highlight=False)
+    console = make_console()
     if not rows:
-        console.print(f"No runs saved yet in {results.url}. Run 'tokometer bench' first.")
+        console.print(_NONE_YET.format(results.display_url))
         return
     table = Table(show_edge=False)
     for column in ("id", "started (UTC)", "status", "target", "model", "steps", "label"):

@@ -17,17 +17,18 @@ import orjson
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tokometer.sim.auth import REFUSAL, RequireKey, authorized
 from tokometer.sim.config import SimConfig
 from tokometer.sim.metrics import CONTENT_TYPE, SimMetrics
 from tokometer.sim.model import engine_for
 from tokometer.sim.protocols import PROTOCOLS, Protocol
 from tokometer.sim.state import DropSimulatedResets, SimState
 from tokometer.sim.streams import EngineStream, ScriptedStream
-from tokometer.sim.trace import SendTrace
+from tokometer.sim.trace import SendTrace, json_slices
 
 __all__ = ["create_app"]
 
@@ -59,13 +60,6 @@ def _error(proto: Protocol | None, status: int, message: str, kind: str) -> Resp
     return JSONResponse(body, status_code=status)
 
 
-def _authorized(request: Request, api_key: str | None) -> bool:
-    if api_key is None:
-        return True
-    header = request.headers.get("authorization", "")
-    return header == f"Bearer {api_key}"
-
-
 def create_app(config: SimConfig) -> Starlette:
     """The simulator as an ASGI app (run it with uvicorn, or `tokometer sim`)."""
     state = SimState(config, engine_for(config))
@@ -80,9 +74,9 @@ def create_app(config: SimConfig) -> Starlette:
         seq, fault = state.next_request()
         trace = SendTrace(seq=seq, path=request.url.path, fault=fault, received_ns=received_ns)
         state.trace.add(trace)
-        if not _authorized(request, config.api_key):
+        if not authorized(request.headers.get("authorization"), config.api_key):
             trace.status = 401
-            return _error(proto, 401, "Invalid API key (simulated): check the key you send.", "authentication_error")
+            return _error(proto, 401, REFUSAL, "authentication_error")
         raw = await request.body()
         trace.body_digest = hashlib.blake2b(raw, digest_size=6).hexdigest()
         if state.config.trace_bodies:
@@ -154,9 +148,13 @@ def create_app(config: SimConfig) -> Starlette:
         return JSONResponse({"content": text, "prompt": text})
 
     async def get_trace(request: Request) -> Response:
-        last = request.query_params.get("last")
-        traces = state.trace.last(int(last) if last else None)
-        return Response(orjson.dumps([t.to_json() for t in traces]), media_type="application/json")
+        """``?last=N``, or ``?since=SEQ`` (requests SEQ on), and ``&limit=N``; streamed a slice at a time."""
+        try:
+            picked = {name: int(request.query_params[name]) for name in ("last", "since", "limit")
+                      if request.query_params.get(name)}
+        except ValueError:
+            return _error(None, 400, "last, since and limit must be whole numbers", "invalid_request_error")
+        return StreamingResponse(json_slices(state.trace.select(**picked)), media_type="application/json")
 
     async def clear_trace(request: Request) -> Response:
         state.trace.clear()
@@ -192,7 +190,8 @@ def create_app(config: SimConfig) -> Starlette:
         Route("/sim/config", patch_config, methods=["PATCH"]),
         Route("/metrics", prometheus, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, middleware=[Middleware(_StampArrival)])
+    app = Starlette(routes=routes, middleware=[Middleware(_StampArrival),
+                                               Middleware(RequireKey, state=state, skip=PROTOCOLS)])
     app.state.sim = state
     return app
 

@@ -2,15 +2,28 @@
 
 Stamps are `time.perf_counter_ns()` in the server process; on Linux that is
 CLOCK_MONOTONIC, the same clock the benchmark client stamps with.
+
+The simulator is the timing reference, so reading its trace must never stall
+the streams it is serving: `json_slices` writes a trace of any size out a slice
+at a time, handing the event loop back between slices, and `TraceLog.select`
+pages it (``since`` a request number, at most ``limit`` entries).
 """
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["SendTrace", "TraceLog"]
+import orjson
+
+__all__ = ["SendTrace", "TraceLog", "json_slices"]
+
+_SLICE_COST = 10_000
+"""Work per slice, in stamps (a body counts one per 64 characters): ~1 ms of serialising."""
 
 
 @dataclass(slots=True)
@@ -57,3 +70,31 @@ class TraceLog:
     def last(self, n: int | None = None) -> list[SendTrace]:
         items = list(self._traces)
         return items if n is None else items[-n:]
+
+    def select(self, *, last: int | None = None, since: int | None = None, limit: int | None = None,
+               ) -> list[SendTrace]:
+        """The last ``last`` traces, or those from request number ``since`` on; at most ``limit`` of them."""
+        items = self.last(last)
+        if since is not None:
+            items = items[bisect.bisect_left(items, since, key=lambda t: t.seq):]  # seq grows with arrival
+        return items if limit is None else items[:limit]
+
+
+def _cost(trace: SendTrace) -> int:
+    return 1 + len(trace.event_ns) + len(trace.body) // 64
+
+
+async def json_slices(traces: list[SendTrace]) -> AsyncIterator[bytes]:
+    """``traces`` as one JSON array, serialised a slice at a time, yielding to the event loop in between."""
+    yield b"["
+    start = 0
+    while start < len(traces):
+        end, cost = start, 0
+        while end < len(traces) and cost < _SLICE_COST:
+            cost += _cost(traces[end])
+            end += 1
+        items = orjson.dumps(traces[start:end])[1:-1]  # a dataclass serialises as its asdict() would
+        yield items if start == 0 else b"," + items
+        start = end
+        await asyncio.sleep(0)
+    yield b"]"

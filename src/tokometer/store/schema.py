@@ -3,6 +3,12 @@
 One row per request holds its raw stamps; the per-event stamps are packed as
 little-endian int64 (``event_ns``) and float64 (``event_tokens``) arrays, so a
 128-token answer costs 2 KiB, not a JSON string four times that size.
+
+Version 2 added the running process of each run (``pid``, ``hostname``,
+``process_started``: its start time, so a reused pid is not taken for it), so a
+run whose process was killed can be found and marked ``aborted``. Stores made by
+version 1 gain these columns when a writer opens them (`ADDED_RUN_COLUMNS`);
+readers of an old store select only the columns it has.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -22,9 +29,9 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ["SCHEMA_VERSION", "metadata", "requests", "runs", "steps"]
+__all__ = ["ADDED_RUN_COLUMNS", "SCHEMA_VERSION", "metadata", "requests", "runs", "steps"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -44,7 +51,13 @@ runs = Table(
     Column("host", JSON),
     Column("tokometer_version", String(40), nullable=False),
     Column("schema_version", Integer, nullable=False, default=SCHEMA_VERSION),
+    Column("pid", Integer),
+    Column("hostname", String(255)),
+    Column("process_started", Float),
 )
+
+ADDED_RUN_COLUMNS = ("pid", "hostname", "process_started")
+"""Columns of `runs` added after version 1 (all nullable), in the order they were added."""
 
 steps = Table(
     "steps",

@@ -1,0 +1,81 @@
+"""Runs whose process is gone: found when a store is opened, marked ``aborted``, summarised.
+
+Each run row names the process writing it: pid, host name and the process's start time (so a
+pid reused by another program is not taken for it). A run still ``running`` whose process no
+longer exists on this host was killed (SIGKILL, a crash, a power cut): its status becomes
+``aborted`` and every step left without a summary is summarised from the requests stored before
+the end, marked interrupted. Runs of other hosts are left alone: their processes cannot be seen.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import psutil
+from sqlalchemy import Engine, select, update
+from sqlalchemy.engine import Connection
+
+from tokometer.metrics import SLO, summarize
+from tokometer.store.rows import row_record
+from tokometer.store.schema import requests, runs, steps
+
+__all__ = ["abort_runs", "find_orphans", "process_identity"]
+
+_START_TOLERANCE_S = 1.0
+
+
+def process_identity() -> dict[str, Any]:
+    """The columns that name this process in a run row."""
+    return {"pid": os.getpid(), "hostname": socket.gethostname(),
+            "process_started": psutil.Process().create_time()}
+
+
+def _gone(pid: int, started: float | None) -> bool:
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return True
+        return started is not None and abs(process.create_time() - started) > _START_TOLERANCE_S
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.AccessDenied:
+        return False  # it exists; someone else's
+
+
+def find_orphans(engine: Engine) -> list[int]:
+    """Ids of the runs still marked ``running`` whose process on this host is gone."""
+    host = socket.gethostname()
+    query = select(runs.c.id, runs.c.pid, runs.c.process_started).where(
+        runs.c.status == "running", runs.c.hostname == host, runs.c.pid.is_not(None))
+    with engine.connect() as conn:
+        rows = conn.execute(query).all()
+    return [row.id for row in rows if _gone(row.pid, row.process_started)]
+
+
+def abort_runs(engine: Engine, run_ids: list[int]) -> list[int]:
+    """Mark ``run_ids`` aborted and summarise their unfinished steps; returns those this call marked."""
+    marked = []
+    for run_id in run_ids:
+        with engine.begin() as conn:
+            done = conn.execute(update(runs).where(runs.c.id == run_id, runs.c.status == "running")
+                                .values(status="aborted"))
+            if done.rowcount != 1:
+                continue  # another process got there first
+            _summarise_unfinished(conn, run_id)
+        marked.append(run_id)
+    return marked
+
+
+def _summarise_unfinished(conn: Connection, run_id: int) -> None:
+    spec = conn.execute(select(runs.c.spec).where(runs.c.id == run_id)).scalar_one()
+    spec = spec if isinstance(spec, dict) else {}
+    slo = SLO(spec.get("slo_ttft_ms"), spec.get("slo_tpot_ms"), spec.get("slo_e2e_ms"))
+    open_steps = conn.execute(select(steps.c.step).where(steps.c.run_id == run_id, steps.c.summary.is_(None)))
+    for step in open_steps.scalars().all():
+        rows = conn.execute(select(requests).where(requests.c.run_id == run_id, requests.c.step == step)
+                            .order_by(requests.c.idx)).all()
+        summary = summarize([row_record(row) for row in rows], slo)
+        conn.execute(update(steps).where(steps.c.run_id == run_id, steps.c.step == step)
+                     .values(summary=summary.to_json(), interrupted=True))
