@@ -46,6 +46,12 @@ def test_natural_context_length_error(sim_factory: Callable[..., SimServer], tmp
     out = tmp_path / "ctx.json"
     done = run_cli("bench", "--url", sim.openai_url, "-n", "2", "--input-tokens", "60", "--output-tokens", "16",
                    "--json", str(out), "--no-store")
+    # The check before the run reads the advertised context and refuses: nothing is sent, nothing saved.
+    assert done.returncode == 2 and not out.exists()
+    assert "76 tokens, more than the server's context of 64 (max_model_len in /v1/models)" in done.stderr
+    # Without the check, the server's own refusals are measured as what they are.
+    done = run_cli("bench", "--url", sim.openai_url, "-n", "2", "--input-tokens", "60", "--output-tokens", "16",
+                   "--json", str(out), "--no-store", "--no-check")
     assert done.returncode == 1
     assert json.loads(out.read_text())["steps"][0]["summary"]["errors"] == {"http_400_context_length": 2}
 

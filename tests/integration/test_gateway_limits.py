@@ -7,6 +7,7 @@ a refusal with the right status, other clients served meanwhile, nothing left op
 
 from __future__ import annotations
 
+import contextlib
 import json
 import resource
 import socket
@@ -96,10 +97,8 @@ def _raw(root: str, data: bytes, read_timeout: float = 10.0) -> bytes:
     """Send raw bytes on a fresh connection; return all that comes back until the server closes."""
     host, port = root.removeprefix("http://").rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=read_timeout) as sock:
-        try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             sock.sendall(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
         chunks = []
         try:
             while chunk := sock.recv(65536):

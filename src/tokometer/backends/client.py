@@ -42,8 +42,8 @@ class Target:
     """Where requests go: a base URL (``http://host:port/v1`` for OpenAI) and credentials."""
 
     base_url: str
-    api_key: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
+    api_key: str | None = field(default=None, repr=False)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
     tls: TlsOptions = field(default_factory=TlsOptions)
     """How to check an https server's certificate."""
 

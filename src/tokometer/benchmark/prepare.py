@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import threading
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
 from tokometer.backends.http1 import TLS_TRUST_HINT
+from tokometer.benchmark.preflight import get_json, preflight, protocol_hint, server_root
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.datasets import FixedSource, Prompt, SyntheticSource, load_source_file
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
@@ -46,30 +47,16 @@ class Prepared:
         return items[start:] + items[:start]
 
 
-def _root(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
-async def _get_json(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> Any:
-    try:
-        async with session.get(url, headers=headers) as response:
-            if response.status != 200:
-                return None
-            return await response.json(content_type=None)
-    except (TimeoutError, aiohttp.ClientError, ValueError):
-        return None
-
-
-async def _check_endpoint(spec: BenchSpec) -> str:
-    """Connect once; return the model to use. Raises EndpointError if nothing answers."""
-    headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
+async def _check_endpoint(spec: BenchSpec, warnings: list[str]) -> str:
+    """Connect once, pick the model, send the check request (`preflight`); return the model.
+    Raises EndpointError if nothing answers or no run could work."""
+    headers = {**spec.headers, **({"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {})}
     timeout = aiohttp.ClientTimeout(total=spec.connect_timeout_s + 5, sock_connect=spec.connect_timeout_s)
     # trust_env: the same HTTP(S)_PROXY / NO_PROXY the streaming client honours; the same TLS checks.
     connector = aiohttp.TCPConnector(ssl=spec.tls().context()) if spec.url.startswith("https://") else None
     async with aiohttp.ClientSession(timeout=timeout, trust_env=True, connector=connector) as session:
         try:
-            async with session.get(_root(spec.url) + "/", headers=headers) as response:
+            async with session.get(server_root(spec.url) + "/", headers=headers) as response:
                 await response.read()
         except aiohttp.ClientConnectorCertificateError as exc:
             raise EndpointError(f"{spec.url}: certificate verify failed ({exc.certificate_error}); "
@@ -80,20 +67,27 @@ async def _check_endpoint(spec: BenchSpec) -> str:
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise EndpointError(f"{spec.url} does not answer HTTP ({type(exc).__name__}); "
                                 "check the URL and that the server is up") from None
-        if spec.model:
-            return spec.model
-        if spec.api.startswith("openai"):
-            data = await _get_json(session, spec.url.rstrip("/") + "/models", headers)
-            models = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)]
-            if models and isinstance(models[0], str):
-                return models[0]
-            raise EndpointError(f"could not list models at {spec.url.rstrip('/')}/models: give --model")
-        if spec.api == "ollama":
-            data = await _get_json(session, _root(spec.url) + "/api/tags", headers)
-            names = [m.get("name") for m in (data or {}).get("models", []) if isinstance(m, dict)]
-            hint = f" (the server has: {', '.join(str(n) for n in names[:8])})" if names else ""
-            raise EndpointError(f"Ollama needs a model name: give --model{hint}")
-        return ""
+        model = spec.model or await _model(spec, session, headers)
+        if spec.check:
+            await preflight(spec, model, session, headers, warnings)
+        return model
+
+
+async def _model(spec: BenchSpec, session: aiohttp.ClientSession, headers: dict[str, str]) -> str:
+    """The model to ask for when none was given: the first one the server lists."""
+    if spec.api.startswith("openai"):
+        data = await get_json(session, spec.url.rstrip("/") + "/models", headers)
+        models = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)]
+        if models and isinstance(models[0], str):
+            return models[0]
+        raise EndpointError(f"could not list models at {spec.url.rstrip('/')}/models: give --model, or "
+                            f"{await protocol_hint(spec, session, headers)}")
+    if spec.api == "ollama":
+        data = await get_json(session, server_root(spec.url) + "/api/tags", headers)
+        names = [m.get("name") for m in (data or {}).get("models", []) if isinstance(m, dict)]
+        hint = f" (the server has: {', '.join(str(n) for n in names[:8])})" if names else ""
+        raise EndpointError(f"Ollama needs a model name: give --model{hint}")
+    return ""
 
 
 def _tokenizer(spec: BenchSpec, warnings: list[str]) -> tuple[Tokenizer | None, bool]:
@@ -131,16 +125,24 @@ def _source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -
 
 async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
     """Check the endpoint, pick the model and tokenizer, make the prompts."""
-    model = await _check_endpoint(spec)
-    spec_for_tok = spec.model_copy(update={"model": model})
     warnings: list[str] = []
+    model = await _check_endpoint(spec, warnings)
+    spec_for_tok = spec.model_copy(update={"model": model})
     if spec.url.startswith("https://") and spec.tls().warning:
         warnings.append(f"{spec.tls().warning} (--insecure)")
+    cores = os.cpu_count() or 1
+    if spec.workers > cores:
+        warnings.append(f"--workers {spec.workers} is more than this machine's {cores} cores: "
+                        f"using {cores} (more load-generator processes than cores only slow each other down)")
     tokenizer, local = await asyncio.to_thread(_tokenizer, spec_for_tok, warnings)
     source = await asyncio.to_thread(_source, spec, tokenizer, warnings)
     if isinstance(source, SyntheticSource):
         # Every request of the run gets a prompt of its own (up to the source's limit), so no
         # step is sped up by a prefix cache holding an earlier step's prompts.
         per_step = (spec.requests or source.unique) + spec.warmup
-        await asyncio.to_thread(source.prepare, per_step * n_steps)
+        stop = threading.Event()
+        try:
+            await asyncio.to_thread(source.prepare, per_step * n_steps, stop)
+        finally:
+            stop.set()  # cancelled (Ctrl-C): the thread stops at its next prompt, not after all of them
     return Prepared(model=model, source=source, tokenizer=tokenizer, local_tokenizer=local, warnings=warnings)

@@ -9,6 +9,7 @@ marked ``interrupted``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -127,6 +128,7 @@ async def run_benchmark(
     timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s)
     target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
     backend = create_backend(spec.api)
+    workers = min(spec.workers, os.cpu_count() or 1)  # prepare() warned when this cut it
     slo = SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms)
     limits = StepLimits(spec.requests, spec.duration_s, spec.warmup)
     started = now_iso()
@@ -152,11 +154,11 @@ async def run_benchmark(
             if store is not None and run_id is not None:
                 store.start_step(run_id, index, step.label())
             obs.step_started(index, step, limits)
-            if spec.workers > 1:
+            if workers > 1:
                 setup = WorkerSetup(target, spec.api, params, timeouts,
                                     spec.tokenizer if prepared.local_tokenizer else None)
                 outcome = await run_step_in_workers(step, index, limits, prepared.prompt_list(limits, used), setup,
-                                                    spec.workers, on_record, seed=spec.seed + index)
+                                                    workers, on_record, seed=spec.seed + index)
             else:
                 outcome = await run_step(step, index, limits, prompts, client, on_record, seed=spec.seed + index)
             used += len(outcome.records)

@@ -1,7 +1,9 @@
 """`BenchSpec`: everything that defines a benchmark run, validated.
 
 The CLI builds one from its options; a library user builds one directly. It is
-saved with every run, so a run can be repeated exactly.
+saved with every run, so a run can be repeated exactly, except for its secrets:
+``api_key`` is never serialised and sensitive ``headers`` serialise as
+``<redacted>`` (`tokometer.secrets`); the spec itself keeps them for sending.
 """
 
 from __future__ import annotations
@@ -9,11 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
 from tokometer.backends import BACKENDS
 from tokometer.backends.tls import TlsOptions
 from tokometer.load.profiles import Arrival
+from tokometer.secrets import header_problem, redact_headers
 
 __all__ = ["BenchSpec"]
 
@@ -26,12 +29,14 @@ class BenchSpec(BaseModel):
     url: str
     api: str = "openai-chat"
     model: str = ""
-    api_key: str | None = Field(None, exclude=True)
-    headers: dict[str, str] = Field(default_factory=dict)
+    api_key: str | None = Field(None, exclude=True, repr=False)
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
     ca_bundle: str | None = None
     """PEM file of CAs to trust for an https:// URL (besides the system's)."""
     tls_verify: bool = True
     """False: no certificate checks (``--insecure``; test servers only)."""
+    check: bool = True
+    """Send one 1-token request before the run (`tokometer.benchmark.preflight`); ``--no-check`` skips it."""
 
     concurrency: list[int] = Field(default_factory=list)
     rate: list[float] = Field(default_factory=list)
@@ -47,7 +52,7 @@ class BenchSpec(BaseModel):
     input_tokens: int = Field(256, ge=1)
     output_tokens: int = Field(128, ge=1)
     ignore_eos: bool = False
-    temperature: float | None = 0.0
+    temperature: float | None = Field(0.0, ge=0, allow_inf_nan=False)
     seed: int = 0
     include_usage: bool = True
     dataset: Path | None = None
@@ -66,6 +71,10 @@ class BenchSpec(BaseModel):
     workers: int = Field(1, ge=1, le=64)
     label: str | None = None
 
+    @field_serializer("headers")
+    def _redacted_headers(self, headers: dict[str, str]) -> dict[str, str]:
+        return redact_headers(headers)
+
     def tls(self) -> TlsOptions:
         """How to check an https:// target's certificate."""
         return TlsOptions(verify=self.tls_verify, ca_bundle=self.ca_bundle)
@@ -76,6 +85,13 @@ class BenchSpec(BaseModel):
             raise ValueError(f"unknown API {self.api!r}: use one of {', '.join(sorted(BACKENDS))}")
         if self.concurrency and self.rate:
             raise ValueError("give --concurrency or --rate, not both")
+        if self.synchronous and (self.concurrency or self.rate):
+            raise ValueError("--synchronous sends one request at a time: give it without --concurrency and --rate "
+                             "(or leave it out; --concurrency 1 is the same load)")
+        for number, (name, value) in enumerate(self.headers.items(), 1):
+            problem = header_problem(name, value)
+            if problem:
+                raise ValueError(f"header {number}: {problem}")
         if any(c < 1 for c in self.concurrency):
             raise ValueError("concurrency must be at least 1")
         if any(r <= 0 for r in self.rate):

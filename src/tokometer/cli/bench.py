@@ -10,7 +10,17 @@ from typing import Any
 
 import click
 
-from tokometer.cli.options import build_spec, parse_duration, parse_float_list, parse_headers, parse_int_list
+from tokometer.backends import BACKENDS
+from tokometer.cli.options import (
+    FiniteFloat,
+    build_spec,
+    check_output_path,
+    parse_duration,
+    parse_float_list,
+    parse_headers,
+    parse_int_list,
+)
+from tokometer.cli.terminate import EXIT_CODE, Terminate
 
 __all__ = ["command"]
 
@@ -20,19 +30,22 @@ _EMBEDDED_DEFAULTS = {"concurrency": [1, 2, 4], "requests": 8, "input_tokens": 1
 @click.command("bench")
 @click.option("--url", help="Base URL of the server (e.g. http://127.0.0.1:8000/v1). Omit to start the embedded "
               "llama.cpp engine with the bundled model and benchmark that.")
-@click.option("--api", default=None, help="Protocol: openai-chat (default), openai-completions, ollama, tgi, llamacpp.")
+@click.option("--api", type=click.Choice(sorted(BACKENDS)), default=None,
+              help="Protocol the server speaks [default: ollama for a URL on port 11434, else openai-chat].")
 @click.option("--model", default="", help="Model name to request (default: the first one the server lists).")
 @click.option("--api-key", envvar="TOKOMETER_API_KEY", default=None, help="Bearer token (or TOKOMETER_API_KEY).")
 @click.option("--header", "headers", multiple=True, help="Extra request header 'Name: value' (repeatable).")
 @click.option("--ca-bundle", type=click.Path(dir_okay=False), default=None,
               help="PEM file of CAs to trust for an https:// URL (a private CA or a self-signed server).")
 @click.option("--insecure", is_flag=True, help="Do not check an https:// server's certificate (test servers only).")
+@click.option("--no-check", is_flag=True, help="Skip the 1-token check request sent before the run (it finds a wrong "
+              "--api, URL or key before a thousand requests fail).")
 @click.option("--concurrency", "-c", default=None, help="Concurrency levels to sweep, e.g. 1,4,16 (closed loop).")
 @click.option("--rate", "-r", default=None, help="Request rates per second to sweep, e.g. 10,20 (open loop).")
-@click.option("--synchronous", is_flag=True, help="One request at a time.")
+@click.option("--synchronous", is_flag=True, help="One request at a time (instead of --concurrency or --rate).")
 @click.option("--arrival", type=click.Choice(["poisson", "gamma", "constant"]), default="poisson",
               show_default=True, help="Arrival process for --rate.")
-@click.option("--burstiness", type=float, default=1.0, show_default=True,
+@click.option("--burstiness", type=FiniteFloat(min=0, min_open=True), default=1.0, show_default=True,
               help="Gamma shape for --arrival gamma (<1 burstier, >1 smoother).")
 @click.option("--max-concurrency", type=int, default=None, help="Cap on requests in flight for --rate.")
 @click.option("--requests", "-n", "requests_", type=int, default=None,
@@ -46,19 +59,22 @@ _EMBEDDED_DEFAULTS = {"concurrency": [1, 2, 4], "requests": 8, "input_tokens": 1
               help="max_tokens per request [default: 128; 64 for the embedded engine].")
 @click.option("--ignore-eos", is_flag=True,
               help="Ask the server to ignore EOS so every answer is --output-tokens long.")
-@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--temperature", type=FiniteFloat(min=0), default=0.0, show_default=True,
+              help="Sampling temperature sent with every request (0: greedy, the same answer each time).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for prompts and arrival times.")
 @click.option("--no-usage", is_flag=True, help="Do not send stream_options.include_usage.")
 @click.option("--dataset", type=click.Path(path_type=Path), default=None,
               help="Prompts from a JSONL or ShareGPT file instead of synthetic ones.")
-@click.option("--dataset-kind", type=click.Choice(["auto", "jsonl", "sharegpt"]), default="auto", show_default=True)
+@click.option("--dataset-kind", type=click.Choice(["auto", "jsonl", "sharegpt"]), default="auto", show_default=True,
+              help="Format of --dataset (auto: from its content).")
 @click.option("--prompt", default=None, help="Send this one prompt every time.")
 @click.option("--tokenizer", default="auto", show_default=True,
               help="auto (the server's /tokenize if it has one), server, none, or anything 'tokometer count "
               "--tokenizer' takes (bundled, a .gguf, tokenizer.json, a model directory or id, tiktoken:ENC).")
 @click.option("--timeout", default="600s", show_default=True, help="Limit for a whole request.")
 @click.option("--idle-timeout", default="60s", show_default=True, help="Limit for silence inside a stream.")
-@click.option("--connect-timeout", default="10s", show_default=True)
+@click.option("--connect-timeout", default="10s", show_default=True,
+              help="Limit for opening a connection (TCP and TLS), e.g. 10s, 500ms.")
 @click.option("--slo-ttft-ms", type=float, default=None, help="TTFT objective for goodput.")
 @click.option("--slo-tpot-ms", type=float, default=None, help="TPOT objective for goodput.")
 @click.option("--slo-e2e-ms", type=float, default=None, help="End-to-end latency objective for goodput.")
@@ -85,7 +101,9 @@ def command(**opts: Any) -> int:
     """
     embedded = opts["url"] is None
     values = _spec_values(opts, embedded)
-    with ExitStack() as stack:
+    check_output_path(opts["json_path"], "--json", "result.json")  # before the run, not after it
+    check_output_path(opts["csv_path"], "--csv", "result.csv")
+    with Terminate() as terminate, ExitStack() as stack:
         engine_identity: dict[str, Any] | None = None
         engine_check = None
         if embedded:
@@ -108,11 +126,16 @@ def command(**opts: Any) -> int:
         from tokometer.benchmark.spec import BenchSpec
 
         spec = build_spec(BenchSpec, **values)
-        return _run(spec, opts, engine_identity, engine_check)
+        return _run(spec, opts, engine_identity, engine_check, terminate)
 
 
 def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
     from tokometer.backends import default_api_for_url
+    from tokometer.errors import ConfigError
+
+    if opts["url"] is not None and not opts["url"].strip():
+        raise ConfigError("--url is empty: give the server's base URL (e.g. http://127.0.0.1:8000/v1), "
+                          "or leave --url out to benchmark the embedded engine")
 
     defaults = _EMBEDDED_DEFAULTS if embedded else {"requests": 100, "input_tokens": 256, "output_tokens": 128}
     concurrency = parse_int_list(opts["concurrency"], "--concurrency")
@@ -131,6 +154,7 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
         "headers": parse_headers(opts["headers"]),
         "ca_bundle": opts["ca_bundle"],
         "tls_verify": not opts["insecure"],
+        "check": not opts["no_check"],
         "concurrency": concurrency,
         "rate": rate,
         "synchronous": opts["synchronous"],
@@ -161,26 +185,27 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
     }
 
 
-def _run(spec: Any, opts: dict[str, Any], engine: dict[str, Any] | None, engine_check: Any) -> int:
+def _run(spec: Any, opts: dict[str, Any], engine: dict[str, Any] | None, engine_check: Any,
+         terminate: Terminate) -> int:
     import uvloop
-    from rich.console import Console
 
     from tokometer.benchmark.run import BenchResult, run_benchmark
+    from tokometer.cli.output import make_console
     from tokometer.report.console import LiveProgress, render_result
     from tokometer.report.csv_out import write_csv
     from tokometer.report.json_out import write_json
     from tokometer.store import ResultStore
 
-    console = Console(highlight=False)
+    console = make_console()
     store = None if opts["no_store"] else ResultStore(_store_url(opts["store"]))
     try:
         progress = LiveProgress(console)
         if opts["quiet"] or not console.is_terminal:
             progress.progress.disable = True
         with progress, asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            result: BenchResult = runner.run(
+            result: BenchResult = runner.run(terminate.guard(
                 run_benchmark(spec, store=store, observer=progress, engine=engine, engine_check=engine_check)
-            )
+            ))
     finally:
         if store is not None:
             store.close()
@@ -192,7 +217,7 @@ def _run(spec: Any, opts: dict[str, Any], engine: dict[str, Any] | None, engine_
         write_csv(result, opts["csv_path"])
         console.print(f"CSV written to {opts['csv_path']}")
     if result.status == "interrupted":
-        return 130
+        return EXIT_CODE if terminate.received else 130
     if result.status == "failed":
         from tokometer.errors import EngineError
 
@@ -201,7 +226,7 @@ def _run(spec: Any, opts: dict[str, Any], engine: dict[str, Any] | None, engine_
 
 
 def _store_url(option: str | None) -> str | None:
-    value = option or os.environ.get("TOKOMETER_STORE")
+    value = option or os.environ.get("TOKOMETER_STORE") or None
     if value is None:
         return None
     return value if "://" in value else f"sqlite:///{Path(value).expanduser()}"

@@ -7,14 +7,16 @@ from typing import Any
 
 import click
 
-from tokometer.cli.options import build_spec
+from tokometer.cli.options import LOG_LEVELS, PORT, build_spec
 
 __all__ = ["command"]
 
 
 @click.command("sim")
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8000, show_default=True, help="0 picks a free port (printed).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0 or :: for every interface).")
+@click.option("--port", type=PORT, default=8000, show_default=True, help="Port to listen on; 0 picks a free one "
+              "(printed).")
 @click.option("--model", default="sim-model", show_default=True, help="Model name the server reports.")
 @click.option("--ttft-ms", type=float, default=100.0, show_default=True, help="Time to the first token.")
 @click.option("--itl-ms", type=float, default=5.0, show_default=True, help="Time between tokens.")
@@ -36,7 +38,8 @@ __all__ = ["command"]
 @click.option("--fault-after-tokens", type=int, default=3, show_default=True,
               help="Mid-stream faults strike after this many tokens.")
 @click.option("--stall-s", type=float, default=3600.0, show_default=True, help="How long a 'stall' lasts.")
-@click.option("--slow-first-byte-ms", type=float, default=2000.0, show_default=True)
+@click.option("--slow-first-byte-ms", type=float, default=2000.0, show_default=True,
+              help="How long a 'slow_first_byte' fault delays the response head.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for fault dice.")
 @click.option("--precise", is_flag=True, help="Pace events to microseconds by yielding the loop (uses more CPU).")
 @click.option("--hardware", default=None,
@@ -44,11 +47,13 @@ __all__ = ["command"]
               "the model (e.g. llama-3.1-8b) and a continuous-batching engine sets the timing.")
 @click.option("--dtype", default="bf16", show_default=True, help="Modelled weight format (bf16, fp8, int4-awq, ...).")
 @click.option("--kv-dtype", default="bf16", show_default=True, help="Modelled KV-cache format.")
-@click.option("--tp", type=int, default=1, show_default=True, help="Modelled tensor-parallel GPUs.")
+@click.option("--tp", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Modelled tensor-parallel GPUs.")
 @click.option("--max-num-seqs", type=int, default=256, show_default=True, help="Modelled engine: sequences per batch.")
 @click.option("--max-batched-tokens", type=int, default=8192, show_default=True,
               help="Modelled engine: tokens per step (chunked prefill budget).")
-@click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
+@click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True,
+              help="Modelled engine: share of GPU memory for weights and KV cache.")
 @click.option("--time-scale", type=float, default=1.0, show_default=True,
               help="Modelled engine: stretch every time by this factor (to play a fast GPU faithfully).")
 @click.option("--jitter", type=float, default=0.0, show_default=True,
@@ -56,7 +61,8 @@ __all__ = ["command"]
 @click.option("--trace-bodies", is_flag=True, help="Keep each request's body in /sim/trace.")
 @click.option("--max-output-tokens", type=int, default=None,
               help="The server's own cap on an answer (finish_reason length), whatever max_tokens asks.")
-@click.option("--log-level", default="warning", show_default=True)
+@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
+              show_default=True, help="Server log verbosity (uvicorn's levels).")
 def command(**opts: Any) -> None:
     """Run a simulated server speaking OpenAI chat/completions, Ollama, TGI and llama.cpp protocols.
 

@@ -11,6 +11,7 @@ reports the server's own count.
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
 
 from tokometer.datasets.base import Prompt
@@ -80,9 +81,10 @@ class SyntheticSource:
         text = make_exact_text(self.tokenizer, self.input_tokens, rng)
         return Prompt.from_text(text, input_tokens=self.input_tokens)
 
-    def prepare(self, n: int) -> None:
-        """Make the first ``min(n, unique)`` prompts now, before any timing starts."""
-        while len(self._cache) < min(n, self.unique):
+    def prepare(self, n: int, stop: threading.Event | None = None) -> None:
+        """Make the first ``min(n, unique)`` prompts now, before any timing starts; return early once
+        ``stop`` is set (Ctrl-C while a thread makes them)."""
+        while len(self._cache) < min(n, self.unique) and not (stop is not None and stop.is_set()):
             self._cache.append(self._make(len(self._cache)))
 
     def prompts(self) -> Iterator[Prompt]:

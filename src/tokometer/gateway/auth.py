@@ -1,6 +1,6 @@
 """API keys for the gateway, and the error bodies of authentication failures.
 
-The config holds only the sha256 of each secret (``tokometer gateway --hash-key SECRET``). A
+The config holds only the sha256 of each secret (``tokometer gateway --hash-key``, which reads it). A
 presented key is hashed and compared with every configured hash in constant time, so neither the
 time of a refusal nor its position in the list tells anything about the secrets.
 

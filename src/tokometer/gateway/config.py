@@ -1,51 +1,37 @@
 """`GatewayConfig`: the gateway's TOML/YAML file, validated, with ``TOKOMETER_GATEWAY__...`` overrides.
 
-    [server]
-    host = "127.0.0.1"
-    port = 8100
-
-    [[upstreams]]                      # engines the gateway talks to
-    name = "primary"
-    url = "http://127.0.0.1:8000/v1"
-    api = "openai-chat"                # any protocol tokometer bench speaks
-    model = "llama-3.1-8b"             # the model name the upstream knows
-    api_key_env = "PRIMARY_KEY"        # or api_key = "..."
-    first_token_timeout_s = 10
-
-    [[routes]]                         # what clients ask for (their "model")
-    model = "chat"
-    upstreams = ["primary", "backup"]  # in order: the first healthy one serves
-    slow_ttft_ms = 2000                # "slow" counts as down: fall back
-    max_input_tokens = 4000
-    over_limit = "reject"              # or "truncate"
-
-    [cache]
-    ttl_s = 300
-    redis_url = "redis://127.0.0.1:6379/0"   # shared by replicas; in-process without it
-
-    [[keys]]                           # without keys, no authentication
-    name = "team-a"
-    sha256 = "..."                     # tokometer gateway --hash-key SECRET prints it
-    tokens_per_period = 1000000
-
+`EXAMPLE_CONFIG` is a complete example; `config_reference` lists every section and key with its
+default and description, read from the models below (``tokometer gateway --help`` shows both).
 Environment variables override any value: ``TOKOMETER_GATEWAY__SERVER__PORT=9000``,
 ``TOKOMETER_GATEWAY__CACHE__REDIS_URL=...`` (lists by index: ``..__UPSTREAMS__0__URL``).
+
+Every problem is one line naming the file (or the environment variable), the key and the issue; an
+unknown key is named with the closest known one (``[[upstream]]``: did you mean 'upstreams'?).
+`check_environment` (``--check``) also tries what only the machine can tell: the request log's path
+and the Redis server.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import tomllib
+import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails, PydanticUndefined
 
 from tokometer.backends import BACKENDS
 from tokometer.backends.tls import TlsOptions
 from tokometer.errors import ConfigError
 
 __all__ = [
+    "EXAMPLE_CONFIG",
     "BudgetConfig",
     "CacheConfig",
     "GatewayConfig",
@@ -54,10 +40,49 @@ __all__ = [
     "RouteConfig",
     "ServerConfig",
     "UpstreamConfig",
+    "check_environment",
+    "config_reference",
     "load_config",
 ]
 
 ENV_PREFIX = "TOKOMETER_GATEWAY__"
+
+EXAMPLE_CONFIG = """
+[server]
+host = "127.0.0.1"
+port = 8100
+
+[[upstreams]]                        # the engines behind the gateway
+name = "primary"
+url = "http://127.0.0.1:8000/v1"
+model = "meta-llama/Llama-3.1-8B-Instruct"   # the name the upstream knows
+api_key_env = "PRIMARY_KEY"          # or api_key = "..."
+first_token_timeout_s = 10
+
+[[upstreams]]
+name = "backup"
+url = "http://127.0.0.1:11434"
+api = "ollama"                       # any protocol 'tokometer bench --api' speaks
+model = "llama3.2:1b"
+
+[[routes]]                           # what clients ask for (their "model")
+model = "chat"
+upstreams = ["primary", "backup"]    # in order: the first healthy one serves
+slow_ttft_ms = 2000                  # "slow" counts as down: fall back
+
+[cache]
+ttl_s = 300
+redis_url = "redis://127.0.0.1:6379/0"   # shared by replicas; in-process without it
+
+[[keys]]                             # without keys, no authentication
+name = "team-a"
+sha256 = "<what 'tokometer gateway --hash-key' prints>"
+tokens_per_period = 1000000
+
+[log]
+path = "requests.jsonl"
+"""
+"""A complete config (with a real digest in place of the ``sha256`` placeholder it loads: a test checks it)."""
 
 
 class _Strict(BaseModel):
@@ -67,8 +92,8 @@ class _Strict(BaseModel):
 class ServerConfig(_Strict):
     """Where the gateway listens, and the limits that keep one client from exhausting it."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(8100, ge=0, le=65535)
+    host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 or :: for every interface)")
+    port: int = Field(8100, ge=0, le=65535, description="port to listen on; 0 picks a free one")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="larger request bodies get 413")
     max_messages: int = Field(2048, ge=1, description="chat requests with more messages get 400")
     max_header_bytes: int = Field(32 * 1024, ge=1024, description="larger request heads get 431")
@@ -87,23 +112,27 @@ class ServerConfig(_Strict):
 class UpstreamConfig(_Strict):
     """One engine behind the gateway."""
 
-    name: str
-    url: str
-    api: str = "openai-chat"
-    model: str = ""
-    api_key: str | None = None
-    api_key_env: str | None = None
-    connect_timeout_s: float = Field(5.0, gt=0)
-    first_token_timeout_s: float = Field(30.0, gt=0)
-    idle_timeout_s: float = Field(30.0, gt=0)
-    total_timeout_s: float = Field(600.0, gt=0)
-    retries: int = Field(1, ge=0, le=10)
-    retry_backoff_s: float = Field(0.2, ge=0)
-    max_concurrency: int | None = Field(None, ge=1)
+    name: str = Field(description="what routes call it")
+    url: str = Field(description="base URL, http:// or https:// (an OpenAI-compatible server's ends in /v1)")
+    api: str = Field("openai-chat", description=f"protocol it speaks: {', '.join(sorted(BACKENDS))}")
+    model: str = Field("", description="model name sent upstream (default: the one the client asked for)")
+    api_key: str | None = Field(None, description="bearer token for the upstream (better: api_key_env)")
+    api_key_env: str | None = Field(None, description="environment variable holding the upstream's key")
+    connect_timeout_s: float = Field(5.0, gt=0, description="limit for opening a connection")
+    first_token_timeout_s: float = Field(30.0, gt=0, description="limit for the first token (then retry or fall "
+                                         "back)")
+    idle_timeout_s: float = Field(30.0, gt=0, description="limit for silence inside a stream")
+    total_timeout_s: float = Field(600.0, gt=0, description="limit for a whole request")
+    retries: int = Field(1, ge=0, le=10, description="retries on this upstream, only before anything reached the "
+                         "client")
+    retry_backoff_s: float = Field(0.2, ge=0, description="wait before the first retry (doubled for each next one)")
+    max_concurrency: int | None = Field(None, ge=1, description="requests in flight to it at most; more wait "
+                                        "(default: no limit)")
     breaker_failures: int = Field(5, ge=1, description="consecutive failures that open the circuit")
-    breaker_cooldown_s: float = Field(30.0, gt=0)
+    breaker_cooldown_s: float = Field(30.0, gt=0, description="an open circuit waits this long, then lets one "
+                                      "trial through")
     price_input_per_m: float | None = Field(None, ge=0, description="USD per million input tokens")
-    price_output_per_m: float | None = Field(None, ge=0)
+    price_output_per_m: float | None = Field(None, ge=0, description="USD per million output tokens")
     ca_bundle: str | None = Field(None, description="PEM file of CAs to trust for an https:// upstream")
     verify: bool = Field(True, description="check an https:// upstream's certificate (false: test servers only)")
 
@@ -136,52 +165,92 @@ class UpstreamConfig(_Strict):
 class RouteConfig(_Strict):
     """A model name clients ask for, and the upstreams that serve it, in order of preference."""
 
-    model: str
-    upstreams: list[str] = Field(min_length=1)
+    model: str = Field(description="the model name clients ask for")
+    upstreams: list[str] = Field(min_length=1, description="upstream names in order of preference: the first "
+                                 "healthy one that is not slow serves")
     slow_ttft_ms: float | None = Field(None, gt=0, description="recent TTFT p50 above this counts as slow")
     slow_tpot_ms: float | None = Field(None, gt=0, description="recent TPOT p50 above this counts as slow")
     slow_window: int = Field(10, ge=1, description="requests the recent TTFT/TPOT are taken over")
     probe_interval_s: float = Field(2.0, gt=0, description="how often a slow or down upstream is probed")
     tokenizer: str | None = Field(None, description="for budgets: anything 'tokometer count --tokenizer' takes")
     context: int | None = Field(None, ge=1, description="the model's context window, in tokens")
-    max_input_tokens: int | None = Field(None, ge=1)
-    over_limit: Literal["reject", "truncate"] = "reject"
-    continue_on_length: bool = False
-    max_segments: int = Field(4, ge=1, le=64)
+    max_input_tokens: int | None = Field(None, ge=1, description="longer prompts are refused or truncated "
+                                         "(over_limit)")
+    over_limit: Literal["reject", "truncate"] = Field("reject", description="'reject' (HTTP 400) or 'truncate' "
+                                                      "(the middle of the longest message)")
+    continue_on_length: bool = Field(False, description="an answer the upstream cuts short of the client's "
+                                     "max_tokens is continued, in segments streamed as one answer")
+    max_segments: int = Field(4, ge=1, le=64, description="segments one continued answer may take")
 
 
 class CacheConfig(_Strict):
-    enabled: bool = True
-    ttl_s: float = Field(300.0, gt=0)
-    max_entries: int = Field(10_000, ge=1)
-    redis_url: str | None = None
+    """The answer cache: deterministic requests (temperature 0 or a seed) get the stored answer."""
+
+    enabled: bool = Field(True, description="false: no cache")
+    ttl_s: float = Field(300.0, gt=0, description="how long an answer is kept")
+    max_entries: int = Field(10_000, ge=1, description="answers kept in process (least recently used go first)")
+    redis_url: str | None = Field(None, description="redis://HOST:PORT/DB (or rediss://, unix://): cache and token "
+                                  "budgets shared by replicas; in process without it")
     redis_timeout_s: float = Field(0.05, gt=0, description="a slower Redis counts as down for this request")
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from redis.connection import parse_url
+
+        try:
+            parse_url(value)  # type: ignore[no-untyped-call]
+        except ValueError as exc:
+            raise ValueError(f"not a usable Redis URL ({exc}); write e.g. redis://127.0.0.1:6379/0") from None
+        path = urlsplit(value).path if value.startswith(("redis://", "rediss://")) else ""
+        if path.strip("/") and not path.strip("/").isdigit():
+            raise ValueError(f"the database in a Redis URL is a number (redis://HOST:PORT/0), not {path!r}")
+        return value
 
 
 class KeyConfig(_Strict):
     """An API key: its name, the sha256 of its secret, and its token budget."""
 
-    name: str
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    tokens_per_period: int | None = Field(None, ge=1)
+    name: str = Field(description="shown in metrics, logs and budget errors (never the secret)")
+    sha256: str = Field(description="sha256 of the key's secret, 64 hex digits: 'tokometer gateway --hash-key' "
+                        "prints it")
+    tokens_per_period: int | None = Field(None, ge=1, description="token budget per [budgets] period (default: "
+                                          "none)")
+
+    @field_validator("sha256")
+    @classmethod
+    def _digest(cls, value: str) -> str:
+        digest = value.strip().lower()
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):  # the value is not echoed: it may be the secret itself
+            raise ValueError("not a sha256 digest (64 hex digits). Put the digest here, never the secret: run "
+                             "'tokometer gateway --hash-key', type the secret, and paste what it prints")
+        return digest
 
 
 class BudgetConfig(_Strict):
-    period: Literal["minute", "hour", "day", "month"] = "day"
+    """Per-key token budgets ([[keys]] tokens_per_period)."""
+
+    period: Literal["minute", "hour", "day", "month"] = Field("day", description="calendar period a budget "
+                                                              "covers: minute, hour, day or month (UTC)")
 
 
 class LogConfig(_Strict):
-    path: Path | None = None
+    """The request log."""
+
+    path: Path | None = Field(None, description="JSONL file, one line per request (missing directories are "
+                              "created); default: no log")
 
 
 class GatewayConfig(_Strict):
     """The whole gateway configuration."""
 
     server: ServerConfig = ServerConfig()
-    upstreams: list[UpstreamConfig] = Field(min_length=1)
-    routes: list[RouteConfig] = Field(min_length=1)
+    upstreams: list[UpstreamConfig] = Field(min_length=1, description="one or more")
+    routes: list[RouteConfig] = Field(min_length=1, description="one or more")
     cache: CacheConfig = CacheConfig()
-    keys: list[KeyConfig] = Field(default_factory=list)
+    keys: list[KeyConfig] = Field(default_factory=list, description="none: no authentication")
     budgets: BudgetConfig = BudgetConfig()
     log: LogConfig = LogConfig()
 
@@ -209,32 +278,40 @@ class GatewayConfig(_Strict):
         return next((r for r in self.routes if r.model == model), None)
 
 
-def _set_path(data: dict[str, Any], path: list[str], value: str) -> None:
+def _set_path(data: dict[str, Any], path: list[str], value: str) -> tuple[str | int, ...]:
+    """Set ``value`` at ``path`` (keys folded to lower case, list indices); the location it went to."""
     node: Any = data
+    loc: list[str | int] = []
     for i, part in enumerate(path):
         last = i == len(path) - 1
         if isinstance(node, list):
             index = int(part)
+            loc.append(index)
             if last:
                 node[index] = value
             else:
                 node = node[index]
             continue
         key = part.lower()
+        loc.append(key)
         if last:
             node[key] = value
         else:
             node = node.setdefault(key, {})
+    return tuple(loc)
 
 
-def _env_overrides(data: dict[str, Any], environ: dict[str, str]) -> None:
-    for name, value in environ.items():
+def _env_overrides(data: dict[str, Any], environ: dict[str, str]) -> dict[tuple[str | int, ...], str]:
+    """Apply every ``TOKOMETER_GATEWAY__...`` variable; which location each one set (to blame it, not the file)."""
+    applied: dict[tuple[str | int, ...], str] = {}
+    for name, value in sorted(environ.items()):
         if name.startswith(ENV_PREFIX):
             path = name[len(ENV_PREFIX):].split("__")
             try:
-                _set_path(data, path, value)
+                applied[_set_path(data, path, value)] = name
             except (IndexError, ValueError, TypeError, AttributeError):
                 raise ConfigError(f"{name}: no such setting to override") from None
+    return applied
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -257,14 +334,126 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    """The config model inside a field's type (``ServerConfig``, ``list[UpstreamConfig]``, ...), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _submodel(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = GatewayConfig
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue  # a list index: the same model
+        field = model.model_fields.get(str(part))
+        model = _submodel(field.annotation) if field is not None else None
+    return model
+
+
+def _describe(error: ErrorDetails) -> tuple[tuple[str | int, ...], str]:
+    """Where an error is (the key's parent for an unknown key) and what it says, in words."""
+    loc = tuple(error["loc"])
+    if error["type"] != "extra_forbidden":
+        return loc, str(error["msg"]).removeprefix("Value error, ")
+    key = str(loc[-1])
+    model = _model_at(loc[:-1])
+    known = list(model.model_fields) if model is not None else []
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+    return loc[:-1], f"unknown key {key!r} ({hint})"
+
+
 def load_config(path: Path, environ: dict[str, str] | None = None) -> GatewayConfig:
-    """Read, override from the environment, validate. Every problem is one line naming file, key and issue."""
+    """Read, override from the environment, validate. Every problem is one line naming file (or variable), key
+    and issue."""
     data = _read(path)
-    _env_overrides(data, dict(os.environ if environ is None else environ))
+    overrides = _env_overrides(data, dict(os.environ if environ is None else environ))
     try:
         return GatewayConfig.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"])
-        message = str(error["msg"]).removeprefix("Value error, ")
-        raise ConfigError(f"{path}: {where + ': ' if where else ''}{message}") from None
+        errors = exc.errors()
+        # an unknown key first: a misspelt one also makes the real one "required", which would hide the typo
+        error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+        where, message = _describe(error)
+        shown = ".".join(str(p) for p in where)
+        variable = next((name for loc, name in overrides.items() if tuple(error["loc"])[:len(loc)] == loc), None)
+        if variable is not None:
+            raise ConfigError(f"{variable} (overriding {'.'.join(str(p) for p in error['loc'])} of {path}): "
+                              f"{message}") from None
+        raise ConfigError(f"{path}: {shown + ': ' if shown else ''}{message}") from None
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, Path)):
+        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return str(value)
+
+
+def config_reference() -> Iterator[tuple[str, str, list[tuple[str, str]]]]:
+    """Every section of the config: its heading (``[server]``, ``[[upstreams]]``), what it is, and a row per key
+    (``key = default``, description), all read from the models."""
+    for name, field in GatewayConfig.model_fields.items():
+        model = _submodel(field.annotation)
+        if model is None:
+            continue
+        listed = typing.get_origin(field.annotation) is list
+        about = (model.__doc__ or "").strip().split("\n")[0]
+        if field.description:
+            about = f"{about.rstrip('.')} ({field.description})."
+        rows = []
+        for key, spec in model.model_fields.items():
+            if spec.is_required():
+                left = f"{key} (required)"
+            elif spec.default is None or spec.default is PydanticUndefined:
+                left = key
+            else:
+                left = f"{key} = {_toml(spec.default)}"
+            rows.append((left, spec.description or ""))
+        yield (f"[[{name}]]" if listed else f"[{name}]"), about, rows
+
+
+def _redis_warning(url: str, path: Path) -> str | None:
+    """Ask the Redis at ``url`` for a PING (1 s at most): None if it answers, a warning if nothing does; refused
+    credentials are an error (they will not start working by themselves)."""
+    import redis
+
+    from tokometer.gateway.redislink import redacted_url
+
+    shown = redacted_url(url)
+    client = redis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
+    try:
+        client.ping()
+    except redis.exceptions.AuthenticationError as exc:
+        raise ConfigError(f"{path}: cache.redis_url: the Redis at {shown} refused the credentials ({exc}): fix the "
+                          "user and password in the URL") from None
+    except (redis.exceptions.RedisError, OSError) as exc:
+        return (f"cache.redis_url: no Redis answers at {shown} ({' '.join(str(exc).split()) or type(exc).__name__}); "
+                "the gateway starts anyway, without the answer cache and with token budgets counted in its own "
+                "memory, until Redis answers")
+    finally:
+        client.close()
+    return None
+
+
+def check_environment(config: GatewayConfig, path: Path) -> list[str]:
+    """What only this machine can tell (``gateway --check``): a request log that cannot be written is an error;
+    a Redis that does not answer now is a warning (the gateway runs on without it). Returns the warnings."""
+    from tokometer.paths import writable_file_problem
+
+    if config.log.path is not None:
+        problem = writable_file_problem(config.log.path, "requests.jsonl")
+        if problem:
+            raise ConfigError(f"{path}: log.path: {problem}")
+    warnings = []
+    if config.cache.redis_url:
+        warning = _redis_warning(config.cache.redis_url, path)
+        if warning:
+            warnings.append(warning)
+    return warnings

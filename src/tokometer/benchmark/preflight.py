@@ -1,0 +1,138 @@
+"""One request before the run: does the server speak this protocol, does it want a key, is the context big enough.
+
+A run of a thousand requests that all fail with 404 or 401 measures nothing and fills the store
+with failures. So before anything is measured or stored, one request is sent exactly as the run
+will send them (the same client, protocol, headers and TLS settings), asking for one token:
+
+- 404/405: the server does not serve this protocol's path. The server's other endpoints are
+  probed (OpenAI ``/v1/models``, Ollama ``/api/tags``, TGI ``/info``, llama.cpp ``/props``) and
+  the error names the ``--api`` (or the ``/v1`` URL) that would work;
+- 401/403: the server wants a key (``--api-key``), or refuses the one given;
+- a redirect or an answer that breaks HTTP: named as it is.
+
+Other failures (5xx, resets, timeouts) are the server's behaviour under test: the run goes on and
+the check's outcome is a warning. Then the context the server advertises (vLLM's
+``max_model_len``, llama.cpp's ``n_ctx`` per slot, TGI's ``max_total_tokens``) is compared with
+``--input-tokens`` + ``--output-tokens``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from tokometer.backends import create_backend
+from tokometer.backends.base import GenerationParams
+from tokometer.backends.client import StreamClient, Target, Timeouts
+from tokometer.benchmark.spec import BenchSpec
+from tokometer.datasets import Prompt
+from tokometer.errors import EndpointError
+from tokometer.records import RequestRecord
+
+__all__ = ["advertised_context", "get_json", "preflight", "protocol_hint", "server_root"]
+
+_PROBES: tuple[tuple[str, str, str], ...] = (
+    ("openai-chat", "/v1/models", "data"),
+    ("ollama", "/api/tags", "models"),
+    ("tgi", "/info", "model_id"),
+    ("llamacpp", "/props", "default_generation_settings"),
+)
+"""(--api, GET path at the server's root, a key its JSON answer has)."""
+
+
+def server_root(url: str) -> str:
+    """scheme://host:port of ``url``."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+async def get_json(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> Any:
+    """The JSON a GET of ``url`` answers with, or None (any failure or other status than 200)."""
+    try:
+        async with session.get(url, headers=headers) as response:
+            if response.status != 200:
+                return None
+            return await response.json(content_type=None)
+    except (TimeoutError, aiohttp.ClientError, ValueError):
+        return None
+
+
+async def _spoken(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> list[str]:
+    """The protocols the server at ``url``'s origin answers the probes of."""
+    found = []
+    for api, path, key in _PROBES:
+        data = await get_json(session, server_root(url) + path, headers)
+        if isinstance(data, dict) and key in data:
+            found.append(api)
+    return found
+
+
+async def protocol_hint(spec: BenchSpec, session: aiohttp.ClientSession, headers: dict[str, str]) -> str:
+    """What to change when the server does not serve ``spec``'s protocol at its URL, in words."""
+    spoken = await _spoken(session, spec.url, headers)
+    family = "openai" if spec.api.startswith("openai") else spec.api
+    if family == "openai" and "openai-chat" in spoken and not urlsplit(spec.url).path.rstrip("/").endswith("/v1"):
+        return f"it serves the OpenAI API under /v1: use --url {server_root(spec.url)}/v1"
+    others = [api for api in spoken if not api.startswith(family)]
+    if others:
+        return f"this server does not speak --api {spec.api}; try --api {others[0]}"
+    if spoken:
+        return f"check the URL's path ({urlsplit(spec.url).path or '/'})"
+    return "is the URL right, and is this an inference server? (none of the known APIs answered)"
+
+
+async def advertised_context(spec: BenchSpec, model: str, session: aiohttp.ClientSession,
+                             headers: dict[str, str]) -> tuple[int, str] | None:
+    """(context tokens, where it was read) as the server advertises it for one request, if it does."""
+    root = server_root(spec.url)
+    if spec.api.startswith("openai"):
+        data = await get_json(session, spec.url.rstrip("/") + "/models", headers)
+        for entry in (data or {}).get("data", []) if isinstance(data, dict) else []:
+            if isinstance(entry, dict) and entry.get("id") == model and isinstance(entry.get("max_model_len"), int):
+                return entry["max_model_len"], "max_model_len in /v1/models"
+    props = await get_json(session, root + "/props", headers)  # llama.cpp, also behind its OpenAI API
+    if isinstance(props, dict):
+        settings = props.get("default_generation_settings")
+        if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
+            return settings["n_ctx"], "n_ctx per slot in /props"
+    if spec.api == "tgi":
+        info = await get_json(session, root + "/info", headers)
+        if isinstance(info, dict) and isinstance(info.get("max_total_tokens"), int):
+            return info["max_total_tokens"], "max_total_tokens in /info"
+    return None
+
+
+async def preflight(spec: BenchSpec, model: str, session: aiohttp.ClientSession, headers: dict[str, str],
+                    warnings: list[str]) -> None:
+    """Send one 1-token request as the run will; raise EndpointError for what no run could survive."""
+    target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
+    params = GenerationParams(model=model, max_tokens=1, temperature=spec.temperature, seed=spec.seed,
+                              include_usage=spec.include_usage)
+    timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s)
+    record = RequestRecord(index=-1, step=-1)
+    async with StreamClient(target, create_backend(spec.api), params, timeouts) as client:
+        await client.send(Prompt.from_text("Hello"), record)
+    error, detail = record.error, record.error_detail
+    if error is None:
+        pass
+    elif error in ("http_404", "http_4xx") and record.status in (404, 405):
+        raise EndpointError(f"{spec.url}: the check request got {detail[:120]}: "
+                            f"{await protocol_hint(spec, session, headers)}")
+    elif error in ("http_401", "http_403"):
+        if spec.api_key is None and not any(k.lower() == "authorization" for k in spec.headers):
+            raise EndpointError(f"{spec.url} wants an API key ({detail[:120]}): give --api-key KEY "
+                                "(or set TOKOMETER_API_KEY)")
+        raise EndpointError(f"{spec.url} refused the API key given ({detail[:120]}): check --api-key")
+    elif error in ("redirect", "protocol", "connect"):
+        raise EndpointError(f"{spec.url}: the check request failed: {detail}")
+    else:
+        warnings.append(f"the check request before the run failed ({error}: {detail[:160]}); measuring anyway")
+    if spec.dataset is None and spec.prompt is None:
+        context = await advertised_context(spec, model, session, headers)
+        wanted = spec.input_tokens + spec.output_tokens
+        if context is not None and wanted > context[0]:
+            raise EndpointError(f"--input-tokens {spec.input_tokens} + --output-tokens {spec.output_tokens} = "
+                                f"{wanted:,} tokens, more than the server's context of {context[0]:,} "
+                                f"({context[1]}): lower them, or give the server a bigger context")

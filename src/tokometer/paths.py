@@ -1,0 +1,35 @@
+"""Output files checked before the work that fills them: a run is not measured only to fail at ``--json``.
+
+The writers create missing directories (``mkdir -p``), so a path in a directory that does not exist
+yet is fine; what cannot work is a path that is a directory, one below a regular file, or one in a
+directory this process may not write. Nothing is created by the check.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["writable_file_problem"]
+
+
+def writable_file_problem(path: Path, example: str = "out.json") -> str | None:
+    """Why the file ``path`` cannot be written (missing directories would be created), or None.
+
+    ``example``: a file name suggested inside ``path`` when ``path`` is a directory.
+    """
+    path = path.expanduser()
+    if path.is_dir():
+        return f"{path} is a directory: give a file path, e.g. {path / example}"
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            return f"cannot write {path}: permission denied; give a path you may write"
+        return None
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent  # these directories would be created
+    if not ancestor.is_dir():
+        return f"cannot create {path}: {ancestor} is a file, not a directory"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"cannot create {path}: no permission to write in {ancestor}; give a path you may write"
+    return None
