@@ -25,7 +25,6 @@ import collections
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -41,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from client_ceiling import run_bench  # noqa: E402
+from gateway_overhead import stop  # noqa: E402
 
 
 def start(*args: str) -> tuple[subprocess.Popen[str], str]:
@@ -48,15 +48,6 @@ def start(*args: str) -> tuple[subprocess.Popen[str], str]:
                                stderr=subprocess.DEVNULL, text=True)
     assert process.stdout is not None
     return process, process.stdout.readline().split()[-1]
-
-
-def stop(process: subprocess.Popen[str]) -> None:
-    process.send_signal(signal.SIGINT)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 class Abuse:

@@ -19,12 +19,14 @@ import socket
 import ssl
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["RawServer", "Script", "StdlibStreamServer", "openai_sse", "running"]
+__all__ = ["RawServer", "Script", "StdlibStreamServer", "openai_sse", "post_stream", "running"]
 
 TOKENS = ("alpha", " beta", " gamma", " delta")
 """The answer every server here streams: four content events, then usage (4 tokens), then [DONE]."""
@@ -172,3 +174,16 @@ def running(server: RawServer | StdlibStreamServer) -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+def post_stream(base_url: str, model: str, timeout: float = 30) -> tuple[int, bytes]:
+    """POST a streaming chat request to ``base_url`` (``.../v1``); (status, the whole body), errors included."""
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": True}
+    request = urllib.request.Request(base_url + "/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.read()

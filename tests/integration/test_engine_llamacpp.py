@@ -23,6 +23,7 @@ import psutil
 import pytest
 
 from tests.conftest import require_llama_server
+from tests.helpers import kill_parent_and_expect_child_gone
 from tokometer.engines import EngineHandle, LlamaCppSettings, find_llama_server, start_llamacpp
 from tokometer.engines.build import built_binary_path, read_build_info
 from tokometer.engines.cpu import cpu_fingerprint
@@ -215,16 +216,7 @@ def test_engine_dies_with_its_sigkilled_parent() -> None:
         pid_text, log_path = line.split()
         engine = psutil.Process(int(pid_text))
         assert "llama-server" in engine.name()
+    except BaseException:
         parent.kill()
-        parent.wait(10)
-        deadline = time.monotonic() + 5
-        while engine.is_running() and engine.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not engine.is_running() or engine.status() == psutil.STATUS_ZOMBIE
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
-        if parent.stdout is not None:
-            parent.stdout.close()
-    Path(log_path).unlink(missing_ok=True)
+        raise
+    kill_parent_and_expect_child_gone(parent, engine, log_path)

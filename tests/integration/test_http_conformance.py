@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import socket
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +21,7 @@ import pytest
 
 from tests.conftest import SimServer, start_gateway
 from tests.helpers import bench
-from tests.http_servers import TOKENS, RawServer, Script, StdlibStreamServer, openai_sse
+from tests.http_servers import TOKENS, RawServer, Script, StdlibStreamServer, openai_sse, post_stream
 from tokometer.backends.http1 import MAX_HEAD_BYTES, HttpPool
 
 SSE = b"".join(openai_sse())
@@ -147,18 +145,6 @@ def test_bench(servers: dict[str, Case], name: str) -> None:
         assert case.detail in examples, examples
 
 
-def _stream(gateway: SimServer, model: str) -> tuple[int, bytes]:
-    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": True}
-    request = urllib.request.Request(gateway.openai_url + "/chat/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, error.read()
-
-
 def _content(sse: bytes) -> str:
     text = ""
     for line in sse.decode().splitlines():
@@ -172,7 +158,7 @@ def _content(sse: bytes) -> str:
 def test_gateway(servers: dict[str, Case], gateway: SimServer, name: str) -> None:
     case = servers[name]
     for _ in range(2):  # twice: a connection left behind by the first answer must not break the second
-        status, body = _stream(gateway, name)
+        status, body = post_stream(gateway.openai_url, name)
         if case.error is None:
             assert status == 200, body[:300]
             assert _content(body) == TEXT
@@ -202,7 +188,7 @@ def test_ipv6_literal_host_is_bracketed_in_host_header(tmp_path: Path) -> None:
                           'upstreams = ["v6"]\n')
         gw = start_gateway(config)
         try:
-            status, body = _stream(gw, "m")
+            status, body = post_stream(gw.openai_url, "m")
         finally:
             gw.stop()
         assert status == 200 and _content(body) == TEXT

@@ -24,7 +24,7 @@ import trustme
 
 from tests.conftest import run_cli, start_gateway
 from tests.helpers import bench
-from tests.http_servers import TOKENS, RawServer, openai_sse
+from tests.http_servers import TOKENS, RawServer, openai_sse, post_stream
 from tokometer.engines.process import free_port
 from tokometer.errors import EndpointError
 
@@ -173,18 +173,6 @@ def test_bench_tls_options(clean_env: pytest.MonkeyPatch, tls_server: RawServer,
     assert done.returncode == 0, done.stderr
 
 
-def _gateway_stream(root: str) -> tuple[int, bytes]:
-    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": True}
-    request = urllib.request.Request(root + "/v1/chat/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, error.read()
-
-
 def test_gateway_tls_options_and_proxy(clean_env: pytest.MonkeyPatch, tls_server: RawServer, ca_file: str,
                                        tinyproxy: TinyProxy, tmp_path: Path) -> None:
     def config(extra: str) -> Path:
@@ -195,13 +183,13 @@ def test_gateway_tls_options_and_proxy(clean_env: pytest.MonkeyPatch, tls_server
 
     gw = start_gateway(config(f'ca_bundle = "{ca_file}"'))
     try:
-        status, body = _gateway_stream(gw.root)
+        status, body = post_stream(gw.openai_url, "m")
         assert status == 200 and b'" delta"' in body
     finally:
         gw.stop()
     gw = start_gateway(config(""))
     try:
-        status, body = _gateway_stream(gw.root)
+        status, body = post_stream(gw.openai_url, "m")
         message = json.loads(body)["error"]["message"]
         assert status >= 500 and "certificate verify failed" in message, message
     finally:
@@ -214,7 +202,7 @@ def test_gateway_tls_options_and_proxy(clean_env: pytest.MonkeyPatch, tls_server
     clean_env.setenv("HTTPS_PROXY", tinyproxy.url)  # start_gateway passes the environment on
     gw = start_gateway(config(f'ca_bundle = "{ca_file}"'))
     try:
-        status, body = _gateway_stream(gw.root)
+        status, body = post_stream(gw.openai_url, "m")
         assert status == 200 and b'" delta"' in body
     finally:
         gw.stop()

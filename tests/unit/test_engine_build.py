@@ -31,6 +31,7 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
+from tests.helpers import kill_parent_and_expect_child_gone
 from tokometer.cli.serve import command as serve_command
 from tokometer.engines import build as build_module
 from tokometer.engines.binary import find_llama_server
@@ -466,19 +467,10 @@ def test_engine_dies_with_its_sigkilled_parent(from_thread: bool, tmp_path: Path
         pid_text, alive, log_path = parent.stdout.readline().split()
         child = psutil.Process(int(pid_text))
         assert alive == "True" and child.is_running()
-        parent.kill()  # SIGKILL: no atexit, no stop()
-        parent.wait(10)
-        deadline = time.monotonic() + 5
-        while child.is_running() and child.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
-        if parent.stdout is not None:
-            parent.stdout.close()
-    Path(log_path).unlink(missing_ok=True)
+    except BaseException:
+        parent.kill()
+        raise
+    kill_parent_and_expect_child_gone(parent, child, log_path)
 
 
 def test_an_engine_started_from_a_thread_outlives_the_thread() -> None:
