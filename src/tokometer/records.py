@@ -5,7 +5,7 @@ metric is derived later by pure functions in `tokometer.metrics`. Timestamps are
 `time.perf_counter_ns()` values (CLOCK_MONOTONIC on Linux, so comparable across
 processes on one host). Zero means "did not happen".
 
-Field meanings follow docs (METRICS.md):
+Field meanings follow docs/reference/metrics.md ("When things happen"):
 
 - ``due_ns``: when the load profile wanted the request sent.
 - ``connect_ns``: how long opening a new connection took (a duration; 0 when
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 TokenSource = Literal["usage", "native", "tokenizer", "estimate", "prompt_spec"]
-"""Where a token count came from, most trusted first (METRICS.md)."""
+"""Where a token count came from, most trusted first (docs/reference/metrics.md)."""
 
 TOKEN_SOURCES: Final[tuple[str, ...]] = ("usage", "native", "tokenizer", "estimate", "prompt_spec")
 

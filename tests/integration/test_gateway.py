@@ -261,3 +261,31 @@ def test_bad_config_is_one_clear_line(tmp_path: Path) -> None:
     path.write_text("[[upstreams]\n")
     done = run_cli("gateway", "--config", str(path), "--check")
     assert done.returncode == 2 and "not valid TOML" in done.stderr
+
+
+def test_gateway_and_bench_share_one_tpot_definition(sim_factory: Callable[..., SimServer],
+                                                     gateway_factory: Callable[[str], SimServer],
+                                                     tmp_path: Path) -> None:
+    """The same stream (4 tokens an event, 5 ms a token) measured by bench directly and by the gateway in its
+    request log and /metrics: one TPOT, the bench's (the first event's 4 tokens are prefill, not decode).
+    With (last - first) / (tokens - 1), the gateway's old definition, it would read 10% low."""
+    sim = sim_factory("--model", "m", "--ttft-ms", "20", "--itl-ms", "5", "--tokens-per-event", "4")
+    log = tmp_path / "requests.jsonl"
+    gw = gateway_factory(_upstream("sim", sim, "m") + '[[routes]]\nmodel = "chat"\nupstreams = ["sim"]\n'
+                         f'[cache]\nenabled = false\n[log]\npath = "{log}"\n')
+    direct = bench(sim.openai_url, model="m", concurrency=[1], requests=6, input_tokens=8, output_tokens=32,
+                   tokenizer="none").steps[0].summary
+    through = bench(gw.openai_url, model="chat", concurrency=[1], requests=6, input_tokens=8, output_tokens=32,
+                    tokenizer="none").steps[0].summary
+    assert direct.tpot_ms.p50 == pytest.approx(5.0, rel=0.05)
+    assert through.tpot_ms.p50 == pytest.approx(direct.tpot_ms.p50, rel=0.05)
+    values = _metrics(gw.root)
+    histogram_mean_ms = 1e3 * values['gen_ai_server_time_per_output_token_seconds_sum{route="chat",upstream="sim"}'] \
+        / values['gen_ai_server_time_per_output_token_seconds_count{route="chat",upstream="sim"}']
+    gw.stop()  # flushes the request log
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(lines) == 6 and all(line["completion_tokens"] == 32 for line in lines)
+    logged = sorted(line["tpot_ms"] for line in lines)
+    assert logged[3] == pytest.approx(direct.tpot_ms.p50, rel=0.05)
+    assert histogram_mean_ms == pytest.approx(direct.tpot_ms.mean, rel=0.05)
+    assert all(line["decode_tok_s"] == pytest.approx(1e3 / line["tpot_ms"]) for line in lines)

@@ -1,8 +1,17 @@
-"""SSE and NDJSON framing: events split across chunks get the stamp of the chunk that completed them."""
+"""SSE and NDJSON framing (`tokometer.wire.framing`): events split across chunks get the stamp of the chunk that
+completed them."""
 
 from __future__ import annotations
 
-from tokometer.backends.framing import iter_ndjson, iter_sse
+from tokometer.wire.framing import iter_payloads
+
+
+def iter_sse(chunks: list[bytes], stamps: list[int]) -> list[tuple[int, bytes]]:
+    return list(iter_payloads(chunks, stamps, "sse"))
+
+
+def iter_ndjson(chunks: list[bytes], stamps: list[int]) -> list[tuple[int, bytes]]:
+    return list(iter_payloads(chunks, stamps, "ndjson"))
 
 
 def test_sse_event_split_across_chunks_takes_completing_stamp() -> None:

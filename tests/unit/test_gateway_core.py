@@ -9,9 +9,10 @@ import pytest
 
 from tokometer.errors import ConfigError
 from tokometer.gateway.config import load_config
-from tokometer.gateway.frames import EventSplitter, sse_payload
 from tokometer.gateway.health import UpstreamHealth
-from tokometer.gateway.openai_format import Answer, ChunkWriter
+from tokometer.gateway.openai_format import Answer, replay, whole
+from tokometer.wire.framing import EventSplitter, sse_payload
+from tokometer.wire.openai import ChunkWriter
 
 
 def test_splitter_returns_whole_events_as_they_complete() -> None:
@@ -29,17 +30,17 @@ def test_splitter_returns_whole_events_as_they_complete() -> None:
 
 
 def test_chunk_writer_replays_and_aggregates() -> None:
-    writer = ChunkWriter("chat", "m")
+    writer = ChunkWriter(True, "m")
     answer = Answer(text="hello", finish_reason="stop", prompt_tokens=3, completion_tokens=2)
-    chunks = writer.replay(answer, include_usage=True)
+    chunks = replay(writer, answer, include_usage=True)
     payloads = [orjson.loads(c[6:]) for c in chunks[:-1]]
     assert payloads[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert payloads[1]["choices"][0]["delta"]["content"] == "hello"
     assert payloads[2]["choices"][0]["finish_reason"] == "stop"
     assert payloads[3]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
     assert chunks[-1] == b"data: [DONE]\n\n"
-    whole = ChunkWriter("completions", "m").whole(answer)
-    assert whole["object"] == "text_completion" and whole["choices"][0]["text"] == "hello"
+    body = whole(ChunkWriter(False, "m"), answer)
+    assert body["object"] == "text_completion" and body["choices"][0]["text"] == "hello"
 
 
 def test_breaker_opens_half_opens_and_closes() -> None:
@@ -72,7 +73,8 @@ def test_config_env_overrides_and_errors(tmp_path: Path) -> None:
     config = load_config(path, {"TOKOMETER_GATEWAY__SERVER__PORT": "9100",
                                 "TOKOMETER_GATEWAY__UPSTREAMS__0__URL": "http://other:2/v1"})
     assert config.server.port == 9100 and config.upstreams[0].url == "http://other:2/v1"
-    with pytest.raises(ConfigError, match=r"g.toml: server.port: Input should be a valid integer"):
+    with pytest.raises(ConfigError, match=r"^TOKOMETER_GATEWAY__SERVER__PORT \(overriding server.port of .*g.toml\): "
+                       r"Input should be a valid integer"):
         load_config(path, {"TOKOMETER_GATEWAY__SERVER__PORT": "many"})
     yaml_path = tmp_path / "g.yaml"
     yaml_path.write_text("upstreams:\n  - name: a\n    url: http://h:1/v1\nroutes:\n  - model: m\n    upstreams: [a]\n"

@@ -5,12 +5,12 @@
 
 from __future__ import annotations
 
-from tokometer.backends.base import Backend, GenerationParams, HttpRequest, ParsedEvent
-from tokometer.backends.llamacpp import LlamaCpp
-from tokometer.backends.ollama import Ollama
-from tokometer.backends.openai import OpenAIChat, OpenAICompletions
-from tokometer.backends.tgi import TGI
 from tokometer.errors import ConfigError
+from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent
+from tokometer.wire.llamacpp import LlamaCpp
+from tokometer.wire.ollama import Ollama
+from tokometer.wire.openai import OpenAIChat, OpenAICompletions
+from tokometer.wire.tgi import TGI
 
 __all__ = [
     "BACKENDS",

@@ -2,7 +2,7 @@
 
 Runs after the last byte arrived, and in small slices (`BackgroundAssembler`),
 so parsing never sits between a byte's arrival and its timestamp.
-Token counts follow the order of trust in METRICS.md: server usage, the
+Token counts follow the order of trust in docs/reference/metrics.md: server usage, the
 engine's native counters, the model's tokenizer, and last a count of content
 events (an estimate, labelled so).
 """
@@ -15,21 +15,26 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from tokometer.backends.base import Backend, ParsedEvent
-from tokometer.backends.framing import iter_ndjson, iter_sse
 from tokometer.records import RequestRecord, ServerTiming
+from tokometer.wire.base import Backend, ParsedEvent
+from tokometer.wire.framing import iter_payloads
 
-__all__ = ["BackgroundAssembler", "assemble"]
+__all__ = ["BackgroundAssembler", "StreamAssembly", "assemble"]
 
 
 _SLICE_EVENTS = 16
 """Events parsed between yields to the event loop (about 50-100 us of work)."""
 
 
-class _Assembly:
-    """Accumulates parsed events of one stream, then writes the record."""
+class StreamAssembly:
+    """Accumulates the parsed events of one stream, then writes the record.
 
-    def __init__(self, record: RequestRecord, backend: Backend, n_chunks: int) -> None:
+    The bench feeds it payloads after a stream has ended (`feed`); the gateway, which parses each
+    event anyway to decide what to relay, hands it the parsed events as they pass (`add`), one
+    segment after another when it continues an answer cut at ``max_tokens`` (`end_segment`).
+    """
+
+    def __init__(self, record: RequestRecord, backend: Backend, n_chunks: int = 0) -> None:
         self.record = record
         self.backend = backend
         self.n_chunks = n_chunks
@@ -37,9 +42,13 @@ class _Assembly:
         self.final = ParsedEvent()
         self.saw_done = False
         self.texts: list[str] = []
+        self.earlier_output_tokens = 0
+        """Output tokens of the segments before this one (continuation)."""
+        self._segment_start = 0
         record.chunk_count = n_chunks
 
     def feed(self, stamp: int, payload: bytes) -> None:
+        """Parse one event's payload and `add` it; an unparseable one marks the record malformed."""
         record = self.record
         try:
             event = self.backend.parse(payload)
@@ -49,8 +58,12 @@ class _Assembly:
                 record.error_detail = f"unparseable event: {payload[:120]!r} ({exc})"
                 record.finish_reason = "error"
             return
-        if event is None:
-            return
+        if event is not None:
+            self.add(stamp, event)
+
+    def add(self, stamp: int, event: ParsedEvent) -> None:
+        """One parsed event that arrived at ``stamp``."""
+        record = self.record
         if event.error is not None:
             if record.error is None:
                 record.error = "server_error_event"
@@ -64,6 +77,23 @@ class _Assembly:
             _merge_final(self.final, event)
         if event.done or event.finish_reason is not None:
             self.saw_done = True
+
+    def segment_output_tokens(self) -> int:
+        """Output tokens of the current segment: the server's count where it gave one, else its content events."""
+        final = self.final
+        reported = final.completion_tokens if final.completion_tokens is not None else final.completion_tokens_native
+        return reported if reported is not None else len(self.content) - self._segment_start
+
+    def output_tokens_so_far(self) -> int:
+        return self.earlier_output_tokens + self.segment_output_tokens()
+
+    def end_segment(self) -> None:
+        """The current segment is over and another one follows (its counts are added, not replaced)."""
+        self.earlier_output_tokens = self.output_tokens_so_far()
+        self.final.completion_tokens = self.final.completion_tokens_native = None
+        self.final.finish_reason = None
+        self._segment_start = len(self.content)
+        self.saw_done = False
 
     def finish(self, count_tokens: Callable[[str], int] | None) -> None:
         record, content, final = self.record, self.content, self.final
@@ -80,14 +110,14 @@ class _Assembly:
             record.error = "empty_response"
             record.error_detail = "HTTP 200 with an empty body"
             record.finish_reason = "error"
-        _count_tokens(record, self.backend, content, final, count_tokens)
+        _count_tokens(record, content, final, count_tokens, self.earlier_output_tokens, self._segment_start)
         record.server = _server_timing(final)
         if record.finish_reason is None:
             record.finish_reason = final.finish_reason or ("stop" if self.saw_done else "unknown")
 
 
 def _frames(backend: Backend, chunks: Sequence[bytes], stamps: Sequence[int]) -> Iterator[tuple[int, bytes]]:
-    return iter_ndjson(chunks, stamps) if backend.framing == "ndjson" else iter_sse(chunks, stamps)
+    return iter_payloads(chunks, stamps, backend.framing)
 
 
 def assemble(
@@ -98,7 +128,7 @@ def assemble(
     count_tokens: Callable[[str], int] | None = None,
 ) -> None:
     """Fill ``record`` from the raw stream; keeps any error already recorded."""
-    assembly = _Assembly(record, backend, len(chunks))
+    assembly = StreamAssembly(record, backend, len(chunks))
     for stamp, payload in _frames(backend, chunks, stamps):
         assembly.feed(stamp, payload)
     assembly.finish(count_tokens)
@@ -166,7 +196,7 @@ class BackgroundAssembler:
                 continue
             job = self._jobs[0]
             try:
-                assembly = _Assembly(job.record, job.backend, len(job.chunks))
+                assembly = StreamAssembly(job.record, job.backend, len(job.chunks))
                 for n, (stamp, payload) in enumerate(_frames(job.backend, job.chunks, job.stamps), start=1):
                     assembly.feed(stamp, payload)
                     if n % self.slice_events == 0:
@@ -202,25 +232,28 @@ def _merge_final(final: ParsedEvent, event: ParsedEvent) -> None:
 
 def _count_tokens(
     record: RequestRecord,
-    backend: Backend,
     content: list[tuple[int, ParsedEvent]],
     final: ParsedEvent,
     count_tokens: Callable[[str], int] | None,
+    earlier: int = 0,
+    segment_start: int = 0,
 ) -> None:
+    """Output (and input) tokens, from the most trusted source there is; ``earlier``: the output
+    tokens of segments before the last (continuation), whose events are ``content[:segment_start]``."""
     per_event = [event.tokens for _, event in content]
     exact_events = bool(content) and all(n is not None for n in per_event)
     if final.completion_tokens is not None:
-        record.output_tokens, record.output_tokens_source = final.completion_tokens, "usage"
+        record.output_tokens, record.output_tokens_source = earlier + final.completion_tokens, "usage"
     elif final.completion_tokens_native is not None:
-        record.output_tokens, record.output_tokens_source = final.completion_tokens_native, "native"
+        record.output_tokens, record.output_tokens_source = earlier + final.completion_tokens_native, "native"
     elif exact_events:
         record.output_tokens, record.output_tokens_source = sum(n or 0 for n in per_event), "native"
     elif count_tokens is not None and record.output_text:
         record.output_tokens, record.output_tokens_source = count_tokens(record.output_text), "tokenizer"
     elif content:
-        record.output_tokens, record.output_tokens_source = len(content), "estimate"
+        record.output_tokens, record.output_tokens_source = earlier + len(content) - segment_start, "estimate"
     elif record.error is None:
-        record.output_tokens, record.output_tokens_source = 0, "estimate"
+        record.output_tokens, record.output_tokens_source = earlier, "estimate"
 
     if final.prompt_tokens is not None:
         record.input_tokens, record.input_tokens_source = final.prompt_tokens, "usage"

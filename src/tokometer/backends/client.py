@@ -21,7 +21,6 @@ from time import perf_counter_ns
 import orjson
 
 from tokometer.backends.assemble import BackgroundAssembler, assemble
-from tokometer.backends.base import Backend, GenerationParams
 from tokometer.backends.http1 import (
     ConnectError,
     HttpPool,
@@ -33,6 +32,7 @@ from tokometer.backends.http1 import (
 )
 from tokometer.datasets.base import Prompt
 from tokometer.records import RequestRecord, describe_http_failure
+from tokometer.wire.base import Backend, GenerationParams
 
 __all__ = ["StreamClient", "Target", "Timeouts"]
 

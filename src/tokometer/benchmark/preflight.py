@@ -24,12 +24,12 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from tokometer.backends import create_backend
-from tokometer.backends.base import GenerationParams
 from tokometer.backends.client import StreamClient, Target, Timeouts
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.datasets import Prompt
 from tokometer.errors import EndpointError
 from tokometer.records import RequestRecord
+from tokometer.wire.base import GenerationParams
 
 __all__ = ["advertised_context", "get_json", "preflight", "protocol_hint", "server_root"]
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tokometer.backends import create_backend
-from tokometer.backends.base import GenerationParams
 from tokometer.backends.client import StreamClient, Target, Timeouts
 from tokometer.benchmark.prepare import Prepared, prepare
 from tokometer.benchmark.spec import BenchSpec
@@ -28,6 +27,7 @@ from tokometer.load.workers import WorkerSetup, run_step_in_workers
 from tokometer.metrics import SLO, StepSummary, summarize
 from tokometer.records import RequestRecord
 from tokometer.store.store import ResultStore, now_iso
+from tokometer.wire.base import GenerationParams
 
 __all__ = ["BenchObserver", "BenchResult", "StepResult", "plan_steps", "run_benchmark"]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -31,14 +32,16 @@ from tokometer.gateway.cache import AnswerCache, CachedAnswer, cache_key, make_c
 from tokometer.gateway.config import GatewayConfig, RouteConfig
 from tokometer.gateway.memory import lower_thread_priority, release_free_memory
 from tokometer.gateway.metrics import CONTENT_TYPE, GatewayMetrics
-from tokometer.gateway.openai_format import Answer, ChunkWriter, error_body
+from tokometer.gateway.openai_format import Answer, replay, whole
 from tokometer.gateway.prober import Prober
 from tokometer.gateway.prompt import PromptCheck, PromptLimiter, TooLong
-from tokometer.gateway.relay import Relay, RelayContext
+from tokometer.gateway.relay import Relay, RelayContext, RelayOutcome
 from tokometer.gateway.requestbody import BodyTooLarge, discard_rest, read_body
 from tokometer.gateway.requestlog import RequestLog, RequestLogEntry, cost_usd
-from tokometer.gateway.router import AllUpstreamsFailed, Opened, Router
+from tokometer.gateway.router import Router
 from tokometer.gateway.upstream import Endpoint, Upstream
+from tokometer.metrics.request import decode_speed_tok_s, tpot_ns, ttft_ns
+from tokometer.wire.openai import ChunkWriter, error_body
 
 __all__ = ["Gateway", "create_app"]
 
@@ -71,7 +74,7 @@ class Gateway:
         self.budgets = TokenBudgets(config.keys, config.budgets.period, config.cache.redis_url,
                                     config.cache.redis_timeout_s)
         self.log = RequestLog(config.log.path)
-        self.prober = Prober(self)
+        self.prober = Prober(self.upstreams, self.router.health, config.routes)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._count_small = ThreadPoolExecutor(2, "tokometer-count")
         self._count_big = ThreadPoolExecutor(config.server.counting_threads, "tokometer-count-big",
@@ -178,7 +181,7 @@ class Gateway:
         ctx = RelayContext(route, endpoint, check.body, stream, include_usage, key.name if key else None, ck,
                            check.prompt_tokens, asked if isinstance(asked, int) else None, received, headers)
         self.prober.ensure_running()
-        return Relay(self, ctx)
+        return Relay(ctx, self.router, self.finish)
 
     async def _check_prompt(self, route: RouteConfig, body: dict[str, Any], endpoint: Endpoint,
                             size: int) -> PromptCheck | None:
@@ -205,7 +208,7 @@ class Gateway:
                 key: str | None, received: int, headers: dict[str, str]) -> Response:
         answer = Answer(text=hit.text, reasoning=hit.reasoning, finish_reason=hit.finish_reason,
                         prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens, model=hit.model)
-        writer = ChunkWriter(endpoint, hit.model)
+        writer = ChunkWriter(endpoint == "chat", hit.model)
         out_headers = {**headers, "x-tokometer-cache": "hit", "x-tokometer-upstream": hit.served_by}
         self.log.write(RequestLogEntry(key=key, route=route.model, upstream=hit.served_by, model_served=hit.model,
                                        status=200, prompt_tokens=hit.prompt_tokens,
@@ -214,8 +217,8 @@ class Gateway:
                                        cache_hit=True, fallback=False, retries=0, error=None))
         self.metrics.requests.labels(route.model, "cache", "200").inc()
         if not stream:
-            return JSONResponse(writer.whole(answer), headers=out_headers)
-        chunks = writer.replay(answer, include_usage)
+            return JSONResponse(whole(writer, answer), headers=out_headers)
+        chunks = replay(writer, answer, include_usage)
 
         async def body() -> AsyncIterator[bytes]:
             for chunk in chunks:
@@ -224,16 +227,6 @@ class Gateway:
         from starlette.responses import StreamingResponse
 
         return StreamingResponse(body(), media_type="text/event-stream", headers=out_headers)
-
-    def all_failed_body(self, route: RouteConfig, exc: AllUpstreamsFailed) -> dict[str, Any]:
-        categories = {error.category for _, error in exc.errors}
-        if categories <= {"http_401", "http_403"}:
-            name, error = exc.errors[-1]
-            return auth_error(error.status or 401, f"upstream {name} refused the gateway's credentials "
-                              f"({error.detail[:160]})", upstream=name)
-        tried = "; ".join(f"{name}: {error.category} ({error.detail[:120]})" for name, error in exc.errors)
-        return error_body(f"no upstream of {route.model!r} could answer: {tried}", "upstream_error",
-                          "upstream_unavailable")
 
     def health(self, request: Request) -> dict[str, Any]:
         """``/health``: up/down per upstream for anyone; errors and timings only for whom the config allows."""
@@ -247,56 +240,57 @@ class Gateway:
         cache = None if self.cache is None else {"backend": self.cache.backend, "healthy": self.cache.healthy}
         return {"status": "ok", "upstreams": upstreams, "cache": cache if detailed else None}
 
-    # -- accounting (called by the relay) -------------------------------------------------------
-    def observe(self, relay: Relay, opened: Opened, ttft_ms: float | None, tpot_ms: float | None) -> None:
-        name, route = opened.upstream.name, relay.ctx.route.model
-        self.router.health[name].success(ttft_ms, tpot_ms)
-        if ttft_ms is not None:
-            self.metrics.ttft.labels(route, name).observe(ttft_ms / 1e3)
-        if tpot_ms is not None:
-            self.metrics.tpot.labels(route, name).observe(tpot_ms / 1e3)
-
-    def finish(self, relay: Relay) -> None:
-        ctx, answer, opened = relay.ctx, relay.answer, relay.opened
-        upstream = opened.upstream if opened is not None else None
-        name = upstream.name if upstream is not None else "none"
-        status = 499 if relay.gone else relay.status
-        e2e_s = (time.perf_counter_ns() - ctx.received_ns) / 1e9
-        prompt, completion = answer.prompt_tokens or ctx.prompt_tokens, answer.completion_tokens
-        self.metrics.requests.labels(ctx.route.model, name, str(status)).inc()
-        self.metrics.duration.labels(ctx.route.model, name).observe(e2e_s)
+    # -- accounting (the relay's outcome) -------------------------------------------------------
+    def finish(self, outcome: RelayOutcome) -> None:
+        """Account for one relayed request: health, metrics, log, budget, cache. Every latency and token
+        figure is `tokometer.metrics.request`'s, of the record the relay filled."""
+        ctx, answer, record, upstream = outcome.ctx, outcome.answer, outcome.record, outcome.upstream
+        name, route = (upstream.name if upstream is not None else "none"), ctx.route.model
+        status = outcome.status
+        ttft, tpot, e2e = ttft_ns(record), tpot_ns(record), (record.end_ns - record.sent_ns)
+        upstream_ttft = None
+        if outcome.upstream_sent_ns and record.first_token_ns:
+            upstream_ttft = ttft_ns(dataclasses.replace(record, sent_ns=outcome.upstream_sent_ns))
+        if upstream is not None and record.ok:
+            self.router.health[name].success(None if upstream_ttft is None else upstream_ttft / 1e6,
+                                             None if tpot is None else tpot / 1e6)
+        if ttft is not None:
+            self.metrics.ttft.labels(route, name).observe(ttft / 1e9)
+        if tpot is not None:
+            self.metrics.tpot.labels(route, name).observe(tpot / 1e9)
+        prompt, completion = answer.prompt_tokens or ctx.prompt_tokens, record.output_tokens
+        self.metrics.requests.labels(route, name, str(status)).inc()
+        self.metrics.duration.labels(route, name).observe(e2e / 1e9)
         cost = cost_usd(upstream.cfg, prompt or 0, completion or 0) if upstream is not None else None
         if prompt:
-            self.metrics.tokens.labels(ctx.route.model, name, "input").inc(prompt)
+            self.metrics.tokens.labels(route, name, "input").inc(prompt)
         if completion:
-            self.metrics.tokens.labels(ctx.route.model, name, "output").inc(completion)
+            self.metrics.tokens.labels(route, name, "output").inc(completion)
         if cost:
-            self.metrics.cost.labels(ctx.route.model, name).inc(cost)
-        ttft_ms = (relay.first_sent_ns - ctx.received_ns) / 1e6 if relay.first_sent_ns else None
-        upstream_ttft = overhead = None
-        if opened is not None and relay.first_content_ns and relay.first_sent_ns and opened.call.sent_ns:
-            upstream_ttft = (relay.first_content_ns - opened.call.sent_ns) / 1e6
-            overhead = ((opened.call.sent_ns - ctx.received_ns) + (relay.first_sent_ns - relay.first_content_ns)) / 1e6
-            self.metrics.overhead.labels(ctx.route.model).observe(overhead / 1e3)
-        decode = None
-        if relay.first_content_ns and relay.last_content_ns and completion and completion > 1:
-            span = (relay.last_content_ns - relay.first_content_ns) / 1e9
-            decode = (completion - 1) / span if span > 0 else None
-        self.log.write(RequestLogEntry(key=ctx.key, route=ctx.route.model, upstream=upstream.name if upstream else None,
+            self.metrics.cost.labels(route, name).inc(cost)
+        overhead = None
+        if outcome.upstream_sent_ns and record.first_token_ns and outcome.first_sent_ns:
+            overhead = ((outcome.upstream_sent_ns - record.sent_ns) + (outcome.first_sent_ns - record.first_token_ns))
+            self.metrics.overhead.labels(route).observe(overhead / 1e9)
+        self.log.write(RequestLogEntry(key=ctx.key, route=route, upstream=upstream.name if upstream else None,
                                        model_served=answer.model or None, status=status, prompt_tokens=prompt,
-                                       completion_tokens=completion, cost_usd=cost, ttft_ms=ttft_ms,
-                                       decode_tok_s=decode, e2e_ms=e2e_s * 1e3, cache_hit=False,
-                                       fallback=bool(opened and opened.fallback),
-                                       retries=opened.retries if opened else 0, error=relay.error,
-                                       upstream_ttft_ms=upstream_ttft, overhead_ms=overhead))
+                                       completion_tokens=completion, cost_usd=cost, ttft_ms=_ms(ttft),
+                                       tpot_ms=_ms(tpot), decode_tok_s=decode_speed_tok_s(record), e2e_ms=e2e / 1e6,
+                                       cache_hit=False, fallback=outcome.fallback, retries=outcome.retries,
+                                       error=outcome.error, upstream_ttft_ms=_ms(upstream_ttft),
+                                       overhead_ms=_ms(overhead)))
         if ctx.key is not None and (prompt or completion):
             self._background(self.budgets.charge(ctx.key, (prompt or 0) + (completion or 0)))
-        complete = status == 200 and relay.error is None and answer.finish_reason is not None
+        complete = status == 200 and outcome.error is None and answer.finish_reason is not None
         if complete and ctx.cache_key is not None and self.cache is not None and upstream is not None:
             cached = CachedAnswer(model=answer.model, text=answer.text, finish_reason=answer.finish_reason or "stop",
                                   prompt_tokens=prompt or 0, completion_tokens=completion or 0,
                                   served_by=upstream.name, created=int(time.time()), reasoning=answer.reasoning)
             self._background(self.cache.put(ctx.cache_key, cached))
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e6
 
 
 def create_app(config: GatewayConfig) -> Starlette:

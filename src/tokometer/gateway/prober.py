@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
-from tokometer.gateway.upstream import UpstreamError
-
-if TYPE_CHECKING:
-    from tokometer.gateway.app import Gateway
+from tokometer.gateway.config import RouteConfig
+from tokometer.gateway.health import UpstreamHealth
+from tokometer.gateway.upstream import Upstream, UpstreamError
 
 __all__ = ["Prober"]
 
@@ -23,10 +22,13 @@ _PROBE = {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 2, "t
 
 
 class Prober:
-    def __init__(self, gateway: Gateway) -> None:
-        self.gw = gateway
+    def __init__(self, upstreams: Mapping[str, Upstream], health: Mapping[str, UpstreamHealth],
+                 routes: Sequence[RouteConfig]) -> None:
+        self.upstreams = upstreams
+        self.health = health
+        self.routes = routes
         self._task: asyncio.Task[None] | None = None
-        intervals = [r.probe_interval_s for r in gateway.config.routes]
+        intervals = [r.probe_interval_s for r in routes]
         self.interval = min(intervals) if intervals else 2.0
         self.probes = 0
 
@@ -41,22 +43,22 @@ class Prober:
                 await self._task
 
     def _needs_probe(self, name: str) -> bool:
-        health = self.gw.router.health[name]
+        health = self.health[name]
         if health.state() != "closed":
             return health.allows()
-        return any(name in r.upstreams and health.slow(r.slow_ttft_ms, r.slow_tpot_ms) for r in self.gw.config.routes)
+        return any(name in r.upstreams and health.slow(r.slow_ttft_ms, r.slow_tpot_ms) for r in self.routes)
 
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
-            names = [name for name in self.gw.upstreams if self._needs_probe(name)]
+            names = [name for name in self.upstreams if self._needs_probe(name)]
             if names:
                 await asyncio.gather(*(self.probe(name) for name in names))
 
     async def probe(self, name: str) -> None:
         """One probe request; its TTFT (or failure) goes into the upstream's health."""
-        upstream = self.gw.upstreams[name]
-        health = self.gw.router.health[name]
+        upstream = self.upstreams[name]
+        health = self.health[name]
         health.trial_in_flight = health.state() == "half-open"
         self.probes += 1
         body = {**_PROBE, "model": upstream.cfg.model}

@@ -17,6 +17,7 @@ from tokometer.gateway.config import RouteConfig
 from tokometer.gateway.upstream import Endpoint
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.tokens.budget import fit_to_budget
+from tokometer.wire.messages import message_text
 
 __all__ = ["PromptCheck", "PromptLimiter", "TooLong"]
 
@@ -95,8 +96,8 @@ class PromptLimiter:
         out = copy.deepcopy(body)
         if endpoint == "chat":
             messages = out["messages"]
-            index = max(range(len(messages)), key=lambda i: tok.count(_text(messages[i])))
-            original = _text(messages[index])
+            index = max(range(len(messages)), key=lambda i: tok.count(message_text(messages[i])))
+            original = message_text(messages[index])
         else:
             original = str(out.get("prompt", ""))
         keep = max(0, tok.count(original) - (tokens - limit))
@@ -119,11 +120,4 @@ class PromptLimiter:
 
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"role": str(m.get("role", "user")), "content": _text(m)} for m in body.get("messages") or ()]
-
-
-def _text(message: dict[str, Any]) -> str:
-    content = message.get("content", "")
-    if isinstance(content, list):
-        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return str(content or "")
+    return [{"role": str(m.get("role", "user")), "content": message_text(m)} for m in body.get("messages") or ()]

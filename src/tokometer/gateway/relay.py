@@ -3,9 +3,12 @@
 An OpenAI-speaking upstream's events go to the client byte for byte (the
 usage-only event is dropped if the client did not ask for usage; the gateway
 asks every upstream for it). Other protocols are translated event by event
-into OpenAI chunks. While relaying, the gateway notes what it needs: the first
-and last content times (TTFT/TPOT for health, metrics and the log), the text
-(for the cache and for continuation), the finish reason and token counts.
+into OpenAI chunks. While relaying, the gateway measures with the bench core:
+every parsed event goes into a `StreamAssembly`, which fills a `RequestRecord`
+from the gateway's point of view (sent = when the gateway received the request),
+so that TTFT, TPOT, tokens and E2E are `tokometer.metrics.request`'s, defined
+once for bench and gateway alike. The relay ends with a `RelayOutcome` (record,
+answer, upstream, status), which it hands to whoever accounts for it.
 
 Continuation (route option ``continue_on_length``): when the upstream stops at
 ``finish_reason="length"`` before the client's ``max_tokens``, the answer so
@@ -19,21 +22,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.types import Message, Receive, Scope, Send
 
-from tokometer.gateway.openai_format import DONE, Answer, ChunkWriter, error_body
-from tokometer.gateway.router import AllUpstreamsFailed, Opened
-from tokometer.gateway.upstream import Endpoint, UpstreamError, UpstreamEvent
+from tokometer.backends.assemble import StreamAssembly
+from tokometer.gateway.openai_format import Answer, whole
+from tokometer.gateway.router import AllUpstreamsFailed, Opened, Router, all_failed_body
+from tokometer.gateway.upstream import Endpoint, Upstream, UpstreamError, UpstreamEvent
+from tokometer.records import RequestRecord, classify_http_error
+from tokometer.wire.base import ParsedEvent
+from tokometer.wire.openai import DONE, ChunkWriter, error_body, error_event
 
 if TYPE_CHECKING:
-    from tokometer.gateway.app import Gateway
     from tokometer.gateway.config import RouteConfig
 
-__all__ = ["Relay", "RelayContext"]
+__all__ = ["Relay", "RelayContext", "RelayOutcome"]
 
 
 @dataclass(slots=True)
@@ -53,25 +60,50 @@ class RelayContext:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class RelayOutcome:
+    """What a relayed request came to, for accounting (metrics, log, budget, cache, health)."""
+
+    ctx: RelayContext
+    record: RequestRecord
+    """The gateway's view: ``sent_ns`` is when it received the request; content stamps are arrivals from
+    the upstream; ``end_ns`` when the answer ended. Metrics come from `tokometer.metrics.request`."""
+    upstream_sent_ns: int
+    """When the (first) upstream request was sent (0: none was)."""
+    answer: Answer
+    upstream: Upstream | None
+    fallback: bool
+    retries: int
+    status: int
+    error: str | None
+    first_sent_ns: int | None
+    """When the first content reached the client's connection."""
+    gone: bool
+
+
 class Relay:
     """The ASGI response of a routed request."""
 
-    def __init__(self, gateway: Gateway, ctx: RelayContext) -> None:
-        self.gw = gateway
+    def __init__(self, ctx: RelayContext, router: Router, on_done: Callable[[RelayOutcome], None]) -> None:
+        self.router = router
+        self.on_done = on_done
         self.ctx = ctx
         self.answer = Answer()
+        self.record = RequestRecord(index=0, due_ns=ctx.received_ns, sent_ns=ctx.received_ns,
+                                    requested_output_tokens=ctx.requested_max_tokens)
         self.opened: Opened | None = None
         self.gone = False
         self.sent_head = False
         self.status = 200
         self.error: str | None = None
-        self.first_content_ns: int | None = None
         self.first_sent_ns: int | None = None
-        self.last_content_ns: int | None = None
+        self._assembly: StreamAssembly | None = None
+        self._upstream_sent_ns = 0
         self._send: Send | None = None
         self._held: list[bytes] = []
         self._writer: ChunkWriter | None = None
         self._sent_role = False
+        self._events = 0
 
     # -- ASGI -------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -83,7 +115,32 @@ class Relay:
             watcher.cancel()
             if self.opened is not None:
                 self.opened.release()
-            self.gw.finish(self)
+            self.on_done(self._outcome())
+
+    def _outcome(self) -> RelayOutcome:
+        record, opened = self.record, self.opened
+        record.end_ns = time.perf_counter_ns()
+        if self._assembly is not None:
+            record.status = 200
+            self._assembly.n_chunks = record.chunk_count = self._events
+            self._assembly.finish(None)
+            self.answer.completion_tokens = record.output_tokens
+            if self.answer.prompt_tokens is None and record.input_tokens is not None:
+                self.answer.prompt_tokens = record.input_tokens
+        if record.error is None and (self.error is not None or self.gone):
+            if self.gone:
+                record.error = "cancelled"
+            elif self.status != 200:
+                record.error = classify_http_error(self.status, self.error or "")
+            else:
+                record.error = "server_error_event"
+            record.error_detail = self.error or "the client went away"
+        if self.answer.prompt_tokens is None:
+            self.answer.prompt_tokens = self.ctx.prompt_tokens
+        return RelayOutcome(self.ctx, record, self._upstream_sent_ns, self.answer,
+                            opened.upstream if opened is not None else None, bool(opened and opened.fallback),
+                            opened.retries if opened is not None else 0, 499 if self.gone else self.status,
+                            self.error, self.first_sent_ns, self.gone)
 
     async def _watch(self, receive: Receive) -> None:
         while True:
@@ -98,9 +155,9 @@ class Relay:
     async def _run(self) -> None:
         ctx = self.ctx
         try:
-            self.opened = await self.gw.router.open(ctx.route, ctx.body, ctx.endpoint)
+            self.opened = await self.router.open(ctx.route, ctx.body, ctx.endpoint)
         except AllUpstreamsFailed as exc:
-            await self._fail(exc.status, self.gw.all_failed_body(ctx.route, exc))
+            await self._fail(exc.status, all_failed_body(ctx.route.model, exc))
             return
         except UpstreamError as exc:  # the request's own fault: pass the upstream's answer on
             await self._fail(exc.status or 502, _as_json(exc.body) or error_body(exc.detail, "invalid_request_error"))
@@ -108,8 +165,10 @@ class Relay:
         opened = self.opened
         served = opened.upstream.cfg.model or str(ctx.body.get("model", ""))
         self.answer.model = served
+        self._upstream_sent_ns = opened.call.sent_ns
+        self._assembly = StreamAssembly(self.record, opened.upstream.backend)
         if not opened.upstream.openai or not ctx.stream:
-            self._writer = ChunkWriter(ctx.endpoint, served)
+            self._writer = ChunkWriter(ctx.endpoint == "chat", served)
         if ctx.stream:
             await self._head(200, b"text/event-stream")
         segments = 0
@@ -120,18 +179,20 @@ class Relay:
                 await self._relay(opened)
             except UpstreamError as exc:
                 self.error = f"{exc.category}: {exc.detail}"
-                self.gw.router.health[opened.upstream.name].failure(self.error)
+                if exc.category != "cancelled":
+                    self.record.error, self.record.error_detail = exc.category, exc.detail  # type: ignore[assignment]
+                self.router.health[opened.upstream.name].failure(self.error)
                 if ctx.stream and not self.gone:
-                    await self._write(b"data: " + orjson.dumps(error_body(
-                        f"upstream {opened.upstream.name} failed mid-answer ({exc.category}): {exc.detail}")) + b"\n\n")
+                    await self._write(error_event(
+                        f"upstream {opened.upstream.name} failed mid-answer ({exc.category}): {exc.detail}"))
                 break
             if not self._continue_wanted(segments):
                 break
             body = self._continuation(body)
             opened.release()
             try:
-                opened = self.opened = await self.gw.router.open(ctx.route, body, ctx.endpoint,
-                                                                 only=opened.upstream.name)
+                opened = self.opened = await self.router.open(ctx.route, body, ctx.endpoint,
+                                                              only=opened.upstream.name)
             except (AllUpstreamsFailed, UpstreamError) as exc:
                 self.error = f"continuation failed: {exc}"
                 break
@@ -145,25 +206,20 @@ class Relay:
             await self._event(event)
             if self.gone:
                 raise UpstreamError("cancelled", "the client went away")
-        self._observe(opened)
 
     async def _event(self, event: UpstreamEvent) -> None:
         answer, p = self.answer, event.parsed
+        self._events += 1
         if p is None:
             return
+        assert self._assembly is not None
+        self._assembly.add(event.stamp, p)
         if p.has_content:
-            if self.first_content_ns is None:
-                self.first_content_ns = event.stamp
-            self.last_content_ns = event.stamp
             answer.text += p.text
             answer.reasoning += p.reasoning
             answer.content_events += 1
         if p.finish_reason is not None:
             answer.finish_reason = p.finish_reason
-        if p.completion_tokens is not None or p.completion_tokens_native is not None:
-            answer.extra["segment_completion"] = p.completion_tokens or p.completion_tokens_native
-        if p.prompt_tokens is not None or p.prompt_tokens_native is not None:
-            answer.extra.setdefault("prompt", p.prompt_tokens or p.prompt_tokens_native)
         if p.error is not None:
             self.error = f"server_error_event: {p.error}"
         if not self.ctx.stream:
@@ -176,7 +232,7 @@ class Relay:
                 await self._write(self._writer.role())
             await self._write(self._writer.content(p.text, p.reasoning))
 
-    async def _relay_openai(self, event: UpstreamEvent, p: Any) -> None:
+    async def _relay_openai(self, event: UpstreamEvent, p: ParsedEvent) -> None:
         if p.has_content:
             await self._write(event.raw)
             self._sent_role = True
@@ -195,31 +251,19 @@ class Relay:
             return
         self._held.append(event.raw)
 
-    def _observe(self, opened: Opened) -> None:
-        answer = self.answer
-        segment = answer.extra.pop("segment_completion", None)
-        tokens = segment if isinstance(segment, int) else answer.content_events
-        answer.completion_tokens = (answer.completion_tokens or 0) + tokens
-        prompt = answer.extra.get("prompt")
-        if answer.prompt_tokens is None and isinstance(prompt, int):
-            answer.prompt_tokens = prompt
-        ttft_ms = tpot_ms = None
-        if self.first_content_ns is not None and opened.call.sent_ns:
-            ttft_ms = (self.first_content_ns - opened.call.sent_ns) / 1e6
-        if self.first_content_ns and self.last_content_ns and tokens > 1:
-            tpot_ms = (self.last_content_ns - self.first_content_ns) / (tokens - 1) / 1e6
-        self.gw.observe(self, opened, ttft_ms, tpot_ms)
-
     def _continue_wanted(self, segments: int) -> bool:
         route, answer = self.ctx.route, self.answer
         if not route.continue_on_length or answer.finish_reason != "length" or self.gone or self.error:
             return False
         wanted = self.ctx.requested_max_tokens
-        return wanted is not None and (answer.completion_tokens or 0) < wanted and segments < route.max_segments
+        assert self._assembly is not None
+        return wanted is not None and self._assembly.output_tokens_so_far() < wanted and segments < route.max_segments
 
     def _continuation(self, body: dict[str, Any]) -> dict[str, Any]:
+        assert self._assembly is not None
+        self._assembly.end_segment()
         out = dict(self.ctx.body)
-        left = (self.ctx.requested_max_tokens or 0) - (self.answer.completion_tokens or 0)
+        left = (self.ctx.requested_max_tokens or 0) - self._assembly.earlier_output_tokens
         out["max_tokens"] = left
         out.pop("max_completion_tokens", None)
         if self.ctx.endpoint == "chat":
@@ -234,22 +278,28 @@ class Relay:
 
     async def _finish_stream(self) -> None:
         ctx, answer = self.ctx, self.answer
-        if answer.prompt_tokens is None:
-            answer.prompt_tokens = ctx.prompt_tokens
         if not ctx.stream:
             if self.error and not answer.text:
                 await self._fail(502, error_body(f"the upstream failed: {self.error}"))
                 return
-            assert self._writer is not None
-            await self._json(200, self._writer.whole(answer))
+            assert self._writer is not None and self._assembly is not None
+            answer.completion_tokens = self._assembly.output_tokens_so_far()
+            final = self._assembly.final
+            reported_prompt = final.prompt_tokens if final.prompt_tokens is not None else final.prompt_tokens_native
+            answer.prompt_tokens = answer.prompt_tokens or reported_prompt or ctx.prompt_tokens
+            await self._json(200, whole(self._writer, answer))
             return
         if self.gone:
             return
         if self._writer is not None:  # translated: write the ending ourselves
             if not self.error:
+                assert self._assembly is not None
                 await self._write(self._writer.finish(answer.finish_reason or "stop"))
                 if ctx.include_usage:
-                    await self._write(self._writer.usage(answer.prompt_tokens or 0, answer.completion_tokens or 0))
+                    final = self._assembly.final
+                    prompt = final.prompt_tokens if final.prompt_tokens is not None else final.prompt_tokens_native
+                    await self._write(self._writer.usage(prompt or ctx.prompt_tokens or 0,
+                                                         self._assembly.output_tokens_so_far()))
             await self._write(DONE)
         else:
             for raw in self._held:
@@ -275,7 +325,7 @@ class Relay:
         if not data or self.gone:
             return
         assert self._send is not None
-        if self.first_sent_ns is None and self.first_content_ns is not None:
+        if self.first_sent_ns is None and self._assembly is not None and self._assembly.content:
             self.first_sent_ns = time.perf_counter_ns()
         await self._send({"type": "http.response.body", "body": data, "more_body": True})
 
@@ -285,7 +335,7 @@ class Relay:
             await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _json(self, status: int, body: dict[str, Any]) -> None:
-        if self.first_content_ns is not None:
+        if self._assembly is not None and self._assembly.content:
             self.first_sent_ns = time.perf_counter_ns()
         await self._head(status, b"application/json")
         assert self._send is not None
@@ -297,6 +347,7 @@ class Relay:
             await self._write(b"data: " + orjson.dumps(body) + b"\n\n")
             await self._end()
             return
+        self.status = status
         await self._json(status, body)
 
 

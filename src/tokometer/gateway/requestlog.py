@@ -47,8 +47,9 @@ class RequestLogEntry:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cost_usd: float | None = None
-    ttft_ms: float | None = None
-    decode_tok_s: float | None = None  # completion tokens after the first, per second after the first
+    ttft_ms: float | None = None  # first content from the upstream, from when the gateway received the request
+    tpot_ms: float | None = None  # the bench's TPOT (tokometer.metrics.request.tpot_ns)
+    decode_tok_s: float | None = None  # 1 / TPOT
     e2e_ms: float = 0.0
     cache_hit: bool = False
     fallback: bool = False  # served by an upstream other than the route's first

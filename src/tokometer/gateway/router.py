@@ -17,12 +17,14 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokometer.gateway.auth import auth_error
 from tokometer.gateway.config import RouteConfig
 from tokometer.gateway.health import UpstreamHealth
 from tokometer.gateway.metrics import GatewayMetrics
 from tokometer.gateway.upstream import Endpoint, Upstream, UpstreamCall, UpstreamError, UpstreamEvent
+from tokometer.wire.openai import error_body
 
-__all__ = ["AllUpstreamsFailed", "Opened", "Router"]
+__all__ = ["AllUpstreamsFailed", "Opened", "Router", "all_failed_body"]
 
 
 class AllUpstreamsFailed(Exception):
@@ -40,6 +42,17 @@ class AllUpstreamsFailed(Exception):
         if categories <= {"http_401", "http_403"}:
             return 502
         return 503 if categories <= {"http_429", "http_5xx"} else 502
+
+
+def all_failed_body(route_model: str, exc: AllUpstreamsFailed) -> dict[str, Any]:
+    """The client's error body when no upstream of the route could answer."""
+    categories = {error.category for _, error in exc.errors}
+    if categories <= {"http_401", "http_403"}:
+        name, error = exc.errors[-1]
+        return auth_error(error.status or 401, f"upstream {name} refused the gateway's credentials "
+                          f"({error.detail[:160]})", upstream=name)
+    tried = "; ".join(f"{name}: {error.category} ({error.detail[:120]})" for name, error in exc.errors)
+    return error_body(f"no upstream of {route_model!r} could answer: {tried}", "upstream_error", "upstream_unavailable")
 
 
 @dataclass(slots=True)

@@ -19,7 +19,6 @@ from typing import Any, Literal
 import orjson
 
 from tokometer.backends import create_backend
-from tokometer.backends.base import GenerationParams, ParsedEvent
 from tokometer.backends.http1 import (
     ConnectError,
     HttpPool,
@@ -30,8 +29,10 @@ from tokometer.backends.http1 import (
 )
 from tokometer.datasets.base import Message, Prompt
 from tokometer.gateway.config import UpstreamConfig
-from tokometer.gateway.frames import EventSplitter, sse_payload
 from tokometer.records import describe_http_failure
+from tokometer.wire.base import GenerationParams, ParsedEvent
+from tokometer.wire.framing import EventSplitter, payload_reader
+from tokometer.wire.messages import message_text
 
 __all__ = ["Endpoint", "Upstream", "UpstreamCall", "UpstreamError", "UpstreamEvent"]
 
@@ -113,10 +114,7 @@ def _prompt(body: Mapping[str, Any], endpoint: Endpoint) -> Prompt:
         return Prompt.from_text(text if isinstance(text, str) else " ".join(map(str, text)))
     messages = []
     for message in body.get("messages") or ():
-        content = message.get("content", "")
-        if isinstance(content, list):
-            content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-        messages.append(Message(str(message.get("role", "user")), str(content or "")))
+        messages.append(Message(str(message.get("role", "user")), message_text(message)))
     return Prompt.from_messages(tuple(messages))
 
 
@@ -180,7 +178,7 @@ class UpstreamCall:
     async def events(self) -> AsyncIterator[UpstreamEvent]:
         """Each event as it completes; raises UpstreamError if the stream breaks off."""
         parse = self.upstream.backend.parse
-        ndjson = self.upstream.backend.framing == "ndjson"
+        payload_of = payload_reader(self.upstream.backend.framing)
         while True:
             chunk, stamp = await self._queue.get()
             if stamp < 0:
@@ -189,7 +187,7 @@ class UpstreamCall:
             else:
                 frames = self._splitter.feed(chunk)
             for frame in frames:
-                payload = frame.strip() if ndjson else sse_payload(frame)
+                payload = payload_of(frame)
                 parsed = None
                 if payload:
                     try:

@@ -31,13 +31,13 @@ from time import perf_counter_ns
 from typing import Any
 
 from tokometer.backends import create_backend
-from tokometer.backends.base import GenerationParams
 from tokometer.backends.client import StreamClient, Target, Timeouts
 from tokometer.datasets.base import Prompt
 from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome, run_step
 from tokometer.records import RequestRecord
+from tokometer.wire.base import GenerationParams
 
 __all__ = ["WorkerSetup", "run_step_in_workers", "split_evenly"]
 

@@ -2,7 +2,7 @@
 
 Each returns ``None`` when the metric is undefined for that request (a failed
 request, or too few tokens). Times are nanoseconds unless the name says
-otherwise. Definitions: docs (METRICS.md) and `tokometer.metrics.DEFINITIONS`.
+otherwise. Definitions: docs/reference/metrics.md and `tokometer.metrics.DEFINITIONS`.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def tpot_ns(r: RequestRecord) -> float | None:
 
     ``(last_token_ns - first_token_ns) / (output_tokens - tokens_of_first_event)``:
     the first event marks the end of prefill; when it carries one token this is
-    exactly METRICS.md's ``(last - first) / (output_tokens - 1)``.
+    exactly ``(last - first) / (output_tokens - 1)`` (docs/reference/metrics.md).
     """
     if not r.ok or not r.output_tokens or not r.event_tokens:
         return None

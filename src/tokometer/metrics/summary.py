@@ -2,7 +2,7 @@
 
 The measurement window holds every request of the step that is not a warm-up
 request; failed requests count (by category) but are kept out of latency
-distributions. Definitions as in METRICS.md:
+distributions. Definitions as in docs/reference/metrics.md:
 
 - duration = max(end_ns) - min(sent_ns) over the window
 - output throughput = sum(output_tokens) / duration (input and total likewise)

@@ -2,8 +2,9 @@
 
 One class per protocol, each turning the simulator's neutral "these tokens are
 ready now" into the exact bytes the real engine would send: OpenAI chat and
-completions (SSE, as vLLM sends them), Ollama ``/api/chat`` (NDJSON), TGI
-``/generate_stream`` (SSE, one token per event) and llama.cpp ``/completion``.
+completions (SSE, as vLLM sends them: `tokometer.wire.openai`'s chunks, the
+gateway's too), Ollama ``/api/chat`` (NDJSON), TGI ``/generate_stream`` (SSE,
+one token per event) and llama.cpp ``/completion``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import orjson
+
+from tokometer.wire.messages import message_text
+from tokometer.wire.openai import DONE, ChunkWriter, error_event
 
 __all__ = ["PROTOCOLS", "Protocol", "RequestInfo", "StreamTiming", "count_words"]
 
@@ -35,6 +39,8 @@ class RequestInfo:
     sent_stream_options: bool = False
     id: str = ""
     created: int = 0
+    writer: ChunkWriter | None = None
+    """The OpenAI chunk renderer of this answer, made once (OpenAI protocols only)."""
 
 
 @dataclass(slots=True)
@@ -93,10 +99,7 @@ def _prompt_words(messages: Any) -> int:
     for message in messages:
         if not isinstance(message, dict):
             raise ValueError("each message must be an object")
-        content = message.get("content", "")
-        if isinstance(content, list):
-            content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-        total += count_words(str(content))
+        total += count_words(message_text(message))
     return total
 
 
@@ -109,7 +112,7 @@ def _opt_int(value: Any, name: str) -> int | None:
 
 
 class _OpenAIBase(Protocol):
-    object_name: ClassVar[str]
+    chat: ClassVar[bool]
 
     def _read_common(self, body: dict[str, Any], default_model: str, prompt_tokens: int) -> RequestInfo:
         options = body.get("stream_options") or {}
@@ -123,69 +126,45 @@ class _OpenAIBase(Protocol):
             sent_stream_options="stream_options" in body,
         )
 
-    def _chunk(self, info: RequestInfo, choice: dict[str, Any], usage: dict[str, Any] | None = None) -> bytes:
-        payload: dict[str, Any] = {
-            "id": info.id,
-            "object": self.object_name,
-            "created": info.created,
-            "model": info.model,
-            "choices": [choice] if choice else [],
-        }
-        if usage is not None:
-            payload["usage"] = usage
-        return b"data: " + orjson.dumps(payload) + b"\n\n"
+    def _writer(self, info: RequestInfo) -> ChunkWriter:
+        if info.writer is None:
+            info.writer = ChunkWriter(self.chat, info.model, info.id, info.created)
+        return info.writer
+
+    def start(self, info: RequestInfo) -> bytes:
+        return self._writer(info).role()
+
+    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int) -> bytes:
+        return self._writer(info).content(text)
 
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
-        out = self._chunk(info, self._finish_choice(finish))
+        writer = self._writer(info)
+        out = writer.finish(finish)
         if info.include_usage:
-            usage = {
-                "prompt_tokens": info.prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": info.prompt_tokens + completion_tokens,
-            }
-            out += self._chunk(info, {}, usage)
-        return out + b"data: [DONE]\n\n"
+            out += writer.usage(info.prompt_tokens, completion_tokens)
+        return out + DONE
 
     def error_event(self, message: str) -> bytes:
-        return b"data: " + orjson.dumps({"error": {"message": message, "type": "server_error", "code": 500}}) + b"\n\n"
-
-    @abstractmethod
-    def _finish_choice(self, finish: str) -> dict[str, Any]: ...
+        return error_event(message, "server_error", 500)
 
 
 class OpenAIChat(_OpenAIBase):
     path: ClassVar[str] = "/v1/chat/completions"
-    object_name: ClassVar[str] = "chat.completion.chunk"
+    chat: ClassVar[bool] = True
 
     def read(self, body: dict[str, Any], default_model: str) -> RequestInfo:
         return self._read_common(body, default_model, _prompt_words(body.get("messages")))
 
-    def start(self, info: RequestInfo) -> bytes:
-        choice = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-        return self._chunk(info, choice)
-
-    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int) -> bytes:
-        return self._chunk(info, {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": None})
-
-    def _finish_choice(self, finish: str) -> dict[str, Any]:
-        return {"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}
-
 
 class OpenAICompletions(_OpenAIBase):
     path: ClassVar[str] = "/v1/completions"
-    object_name: ClassVar[str] = "text_completion"
+    chat: ClassVar[bool] = False
 
     def read(self, body: dict[str, Any], default_model: str) -> RequestInfo:
         prompt = body.get("prompt")
         if not isinstance(prompt, str):
             raise ValueError("'prompt' must be a string")
         return self._read_common(body, default_model, count_words(prompt))
-
-    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int) -> bytes:
-        return self._chunk(info, {"index": 0, "text": text, "logprobs": None, "finish_reason": None})
-
-    def _finish_choice(self, finish: str) -> dict[str, Any]:
-        return {"index": 0, "text": "", "logprobs": None, "finish_reason": finish}
 
 
 class OllamaChat(Protocol):

@@ -23,11 +23,11 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from tokometer.errors import DatasetError, TokenizerError
+from tokometer.tokens.base import BaseTokenizer
+from tokometer.wire.messages import message_text
 
 if TYPE_CHECKING:
     from jinja2 import Template
-
-    from tokometer.tokens.base import BaseTokenizer
 
 __all__ = ["ChatCount", "Messages", "count_chat", "looks_like_json", "message_text", "parse_messages",
            "render_template"]
@@ -52,16 +52,6 @@ class ChatCount:
 def looks_like_json(text: str) -> bool:
     """Whether ``text`` is meant as JSON messages (it starts with ``[`` or ``{``)."""
     return text.lstrip()[:1] in ("[", "{")
-
-
-def message_text(message: Mapping[str, Any]) -> str:
-    """The text of a message's content: a string, or the text parts of an OpenAI-style parts list."""
-    content = message.get("content")
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
 
 
 def _check_message(item: Any, where: str) -> dict[str, Any]:

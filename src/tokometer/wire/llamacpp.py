@@ -12,9 +12,9 @@ from typing import Any, ClassVar
 
 import orjson
 
-from tokometer.backends.base import Backend, GenerationParams, HttpRequest, ParsedEvent, map_finish_reason
-from tokometer.backends.timings import read_llamacpp_timings
 from tokometer.datasets.base import Prompt
+from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, map_finish_reason
+from tokometer.wire.timings import read_llamacpp_timings
 
 __all__ = ["LlamaCpp"]
 

@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 import orjson
 
-from tokometer.backends.base import Backend, GenerationParams, HttpRequest, ParsedEvent, map_finish_reason
 from tokometer.datasets.base import Prompt
+from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, map_finish_reason
 
 __all__ = ["Ollama"]
 

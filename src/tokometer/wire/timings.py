@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokometer.backends.base import ParsedEvent
+from tokometer.wire.base import ParsedEvent
 
 __all__ = ["read_llamacpp_timings"]
 
