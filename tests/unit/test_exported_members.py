@@ -13,6 +13,8 @@ PUBLIC = {
                           "ServerTiming", "TokenSource", "classify_http_error", "describe_http_failure"],
     "tokometer.backends": ["BACKENDS", "Backend", "GenerationParams", "HttpRequest", "ParsedEvent",
                            "create_backend", "default_api_for_url"],
+    "tokometer.wire": ["Backend", "EventSplitter", "GenerationParams", "HttpRequest", "ParsedEvent", "iter_payloads",
+                       "message_text"],
     "tokometer.metrics": ["DEFINITIONS", "PERCENTILES", "SLO", "Distribution", "StepSummary", "summarize"],
     "tokometer.datasets": ["FixedSource", "JsonlSource", "Message", "Prompt", "PromptSource", "ShareGPTSource",
                            "SyntheticSource", "load_source_file"],
