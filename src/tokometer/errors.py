@@ -11,7 +11,8 @@ measured: bad options, an unreadable dataset, an endpoint that answers nothing.
     ├── EndpointError              the target answers nothing, or not what was asked
     ├── EngineError                an engine could not be started or died
     ├── TokenizerError             a tokenizer could not be loaded
-    └── StoreError                 the results store could not be opened or written
+    ├── StoreError                 the results store could not be opened or written
+    └── (gateway) UpstreamError    an upstream failed, with the bench's ErrorCategory; AllUpstreamsFailed
 
 Each message is written to be shown as it is: what was wrong and how to fix it.
 """

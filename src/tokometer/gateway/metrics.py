@@ -95,7 +95,8 @@ class GatewayMetrics:
         route_up = ["route", "upstream"]
         self.requests = Counter("tokometer_gateway_requests", "Requests by route, upstream and HTTP status.",
                                 [*route_up, "status"], registry=r)
-        self.ttft = Histogram("gen_ai_server_time_to_first_token_seconds", "Time to first token, from the gateway receiving the request.",
+        self.ttft = Histogram("gen_ai_server_time_to_first_token_seconds",
+                              "Time to first token, from the gateway receiving the request.",
                               route_up, buckets=_LATENCY, registry=r)
         self.tpot = Histogram("gen_ai_server_time_per_output_token_seconds", "Decode time per output token.",
                               route_up, buckets=_TPOT, registry=r)

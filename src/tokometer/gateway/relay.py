@@ -180,7 +180,7 @@ class Relay:
             except UpstreamError as exc:
                 self.error = f"{exc.category}: {exc.detail}"
                 if exc.category != "cancelled":
-                    self.record.error, self.record.error_detail = exc.category, exc.detail  # type: ignore[assignment]
+                    self.record.error, self.record.error_detail = exc.category, exc.detail
                 self.router.health[opened.upstream.name].failure(self.error)
                 if ctx.stream and not self.gone:
                     await self._write(error_event(

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokometer.errors import TokometerError
 from tokometer.gateway.auth import auth_error
 from tokometer.gateway.config import RouteConfig
 from tokometer.gateway.health import UpstreamHealth
@@ -27,7 +28,7 @@ from tokometer.wire.openai import error_body
 __all__ = ["AllUpstreamsFailed", "Opened", "Router", "all_failed_body"]
 
 
-class AllUpstreamsFailed(Exception):
+class AllUpstreamsFailed(TokometerError):
     """Every upstream of the route failed; ``errors`` says how, upstream by upstream."""
 
     def __init__(self, errors: list[tuple[str, UpstreamError]]) -> None:

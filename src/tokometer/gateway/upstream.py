@@ -28,8 +28,9 @@ from tokometer.backends.http1 import (
     transport_error_category,
 )
 from tokometer.datasets.base import Message, Prompt
+from tokometer.errors import TokometerError
 from tokometer.gateway.config import UpstreamConfig
-from tokometer.records import describe_http_failure
+from tokometer.records import ErrorCategory, describe_http_failure
 from tokometer.wire.base import GenerationParams, ParsedEvent
 from tokometer.wire.framing import EventSplitter, payload_reader
 from tokometer.wire.messages import message_text
@@ -41,12 +42,14 @@ Endpoint = Literal["chat", "completions"]
 _EOF = (b"", -1)
 
 
-class UpstreamError(Exception):
-    """An upstream failed before it produced a usable answer (the router may try another)."""
+class UpstreamError(TokometerError):
+    """An upstream failed before it produced a usable answer (the router may try another).
 
-    def __init__(self, category: str, detail: str, status: int | None = None, body: str = "") -> None:
+    ``category`` is the same `ErrorCategory` a failed request gets in `tokometer bench`."""
+
+    def __init__(self, category: ErrorCategory, detail: str, status: int | None = None, body: str = "") -> None:
         super().__init__(detail)
-        self.category = category
+        self.category: ErrorCategory = category
         self.detail = detail
         self.status = status
         self.body = body
