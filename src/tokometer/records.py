@@ -129,14 +129,7 @@ class ServerTiming:
     prompt_ms: float | None = None
     decode_tokens: int | None = None
     decode_ms: float | None = None
-    queue_ms: float | None = None
     total_ms: float | None = None
-
-    @property
-    def prefill_tok_s(self) -> float | None:
-        if self.prompt_tokens and self.prompt_ms:
-            return self.prompt_tokens / (self.prompt_ms / 1000.0)
-        return None
 
     @property
     def decode_tok_s(self) -> float | None:

@@ -91,3 +91,12 @@ def test_trace_pages(sim_factory: Callable[..., SimServer]) -> None:
     assert sim.trace("?since=4&limit=3") == every[4:7]
     assert sim.trace("?last=2") == every[-2:] and sim.trace("?since=99") == []
     assert _status(sim, "/sim/trace?since=x") == 400
+
+
+def test_model_lists_and_tokenize_follow_patched_settings(sim_factory: Callable[..., SimServer]) -> None:
+    sim = sim_factory("--model", "before", "--max-context", "100")
+    sim.call("/sim/config", "PATCH", {"model": "after", "max_context": 200})
+    listed = json.loads(sim.call("/v1/models"))["data"][0]
+    assert (listed["id"], listed["max_model_len"]) == ("after", 200)
+    assert json.loads(sim.call("/api/tags"))["models"][0]["name"] == "after"
+    assert json.loads(sim.call("/tokenize", "POST", {"content": "a b"}))["max_model_len"] == 200

@@ -118,11 +118,13 @@ def create_app(config: SimConfig) -> Starlette:
         return stream(state, proto, info, trace, n_tokens, finish)
 
     async def models(request: Request) -> Response:
+        config = state.config  # the current settings (PATCH /sim/config), not the start-up ones
         return JSONResponse({"object": "list", "data": [
             {"id": config.model, "object": "model", "created": 0, "owned_by": "tokometer-sim",
              "max_model_len": config.max_context}]})
 
     async def ollama_tags(request: Request) -> Response:
+        config = state.config
         return JSONResponse({"models": [{"name": config.model, "model": config.model, "size": 0}]})
 
     async def health(request: Request) -> Response:
@@ -134,7 +136,7 @@ def create_app(config: SimConfig) -> Starlette:
         if not isinstance(text, str):
             return _error(None, 400, "'content' must be a string", "invalid_request_error")
         ids = [state.word_id(w) for w in text.split()]
-        return JSONResponse({"tokens": ids, "count": len(ids), "max_model_len": config.max_context})
+        return JSONResponse({"tokens": ids, "count": len(ids), "max_model_len": state.config.max_context})
 
     async def detokenize(request: Request) -> Response:
         body: dict[str, Any] = orjson.loads(await request.body() or b"{}")

@@ -70,5 +70,15 @@ def row_record(row: Any) -> RequestRecord:
         finish_reason=row.finish_reason,
         error=row.error,
         error_detail=row.error_detail or "",
-        server=ServerTiming(**row.server) if row.server else None,
+        server=_server_timing(row.server),
     )
+
+
+_SERVER_FIELDS = frozenset(f.name for f in dataclasses.fields(ServerTiming))
+
+
+def _server_timing(stored: dict[str, Any] | None) -> ServerTiming | None:
+    """A stored ServerTiming; fields older versions kept that it no longer has (``queue_ms``) are dropped."""
+    if not stored:
+        return None
+    return ServerTiming(**{k: v for k, v in stored.items() if k in _SERVER_FIELDS})

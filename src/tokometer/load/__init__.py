@@ -1,0 +1,7 @@
+"""Load generation: load profiles and schedules (`profiles`), one step on the event loop (`runner`) or
+in worker processes (`workers`), and the client's check of itself (`health`). Import from the
+submodules: this package's own namespace stays empty so that importing one part does not load the others."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
