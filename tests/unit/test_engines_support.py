@@ -13,13 +13,14 @@ import psutil
 import pytest
 
 import tokometer.engines
+from tokometer.bundled import file_sha256
 from tokometer.engines import find_llama_server
 from tokometer.engines.build import built_binary_path
 from tokometer.engines.build import main as build_main
 from tokometer.engines.cpu import cpu_fingerprint
-from tokometer.engines.model import file_sha256, gguf_metadata, quantization_of
 from tokometer.engines.process import EngineProcess, free_port, port_in_use
 from tokometer.errors import EngineError
+from tokometer.gguf import gguf_metadata, quantization_of
 
 
 def test_exported_names() -> None:
@@ -155,7 +156,7 @@ def test_engine_process_of_missing_program(tmp_path: Path) -> None:
 def test_file_lock_excludes_a_second_holder(tmp_path: Path) -> None:
     import threading
 
-    from tokometer.engines._fs import file_lock
+    from tokometer.cachedir import file_lock
 
     order: list[str] = []
     with file_lock(tmp_path / "x.lock"):

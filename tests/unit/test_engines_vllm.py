@@ -1,4 +1,5 @@
-"""The vLLM plan: flags, the arithmetic behind them (checked by hand here), and the dry-run CLI."""
+"""The vLLM plan: flags, the arithmetic behind them (checked by hand here; it is `tokometer.perf`'s, the same as
+`tokometer estimate`'s), and the dry-run CLI."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tokometer.cli.estimate import command as estimate
 from tokometer.cli.serve import command as serve
-from tokometer.engines.archs import resolve_arch
 from tokometer.engines.gpus import GpuInfo, gpu_for_planning
 from tokometer.engines.vllm import plan_vllm
 from tokometer.errors import EngineError
+from tokometer.perf import resolve_hardware, resolve_model
 
 GIB = 2**30
 
@@ -35,7 +37,7 @@ def test_llama_8b_on_80gb() -> None:
                          "--tensor-parallel-size", "1"]
     why = dict(plan.reasons)
     assert "0.90 × 80.00 GiB = 72.00 GiB" in why["--gpu-memory-utilization 0.90"]
-    assert why["weights"] == "8.03 B params × 2 B (bfloat16) = 14.96 GiB"
+    assert why["weights"] == "8.03 B params × 2 B (bf16) = 16.06 GB = 14.96 GiB"
     assert why["KV budget"] == "72.00 GiB − 14.96 GiB − 2.00 GiB = 55.04 GiB per GPU"
     assert "2 (K and V) × 32 layers × 8 KV heads × 128 head dim × 2 B = 131,072 B = 128.0 KiB" in why["KV per token"]
     assert why["KV capacity"].endswith("= 450,911 tokens")
@@ -89,10 +91,64 @@ def test_tensor_parallel_splits_weights_and_kv_heads() -> None:
 
 def test_fp8_quantisation_and_kv_cache() -> None:
     plan = plan_vllm("llama-3.1-8b", _gpu(16), quantization="fp8", kv_cache_dtype="fp8")
-    # weights = 8.03e9 × 1 B; budget = int(0.9 × 16 GiB) − 8.03e9 − 2 GiB = 5,284,398,617 B; KV/token = 65,536 B.
-    assert plan.kv_capacity_tokens == (int(0.9 * 16 * GIB) - 8_030_000_000 - 2 * GIB) // 65_536
-    assert plan.fits
+    # fp8 quantises the linear layers; the input table and the LM head (2 × 128,256 × 4,096 = 1,050,673,152
+    # params) stay in 16 bits: weights = (8.03e9 − 1,050,673,152) × 1 B + 1,050,673,152 × 2 B = 9,080,673,152 B;
+    # budget = int(0.9 × 16 GiB) − 9,080,673,152 − 2 GiB = 4,233,725,465 B; KV/token = 65,536 B -> 64,601 tokens.
+    assert plan.deployment.weight_bytes_per_gpu == 9_080_673_152
+    assert plan.kv_capacity_tokens == (int(0.9 * 16 * GIB) - 9_080_673_152 - 2 * GIB) // 65_536 == 64_601
+    assert plan.fits and plan.max_model_len == 64_512
     assert plan.argv[-4:] == ["--quantization", "fp8", "--kv-cache-dtype", "fp8"]
+
+
+def test_awq_weights_keep_embeddings_in_16_bits() -> None:
+    plan = plan_vllm("llama-3.1-8b", _gpu(80), quantization="awq")
+    # AWQ quantises the linear layers to 4 bits + an fp16 scale and zero per group of 128 (4.25 bits); vLLM loads
+    # the input table and the LM head (1,050,673,152 params) in fp16: (8.03e9 − 1,050,673,152) × 4.25 / 8
+    # + 1,050,673,152 × 2 = 5,809,113,692 B (5.41 GiB; the whole checkpoint at 4.25 bits would be 3.97 GiB).
+    # budget = 77,309,411,328 − 5,809,113,692 − 2,147,483,648 = 69,352,813,988 B / 131,072 = 529,119 tokens.
+    assert plan.deployment.weight_bytes_per_gpu == pytest.approx(5_809_113_692)
+    assert plan.kv_capacity_tokens == 529_119
+    assert dict(plan.reasons)["weights"].startswith("(8.03 B − 1.05 B embedding/LM-head params) × 4.25 bits / 8")
+    assert plan.argv[-2:] == ["--quantization", "awq"]
+
+
+@pytest.mark.parametrize(("model", "hardware", "dtype", "kv_dtype", "tp"), [
+    ("llama-3.1-8b", "H100", "awq", "auto", 1),  # 5.81 GB of weights, 529,119 tokens
+    ("llama-3.1-8b", "H100", "bf16", "auto", 1),  # 16.06 GB, 450,911 tokens
+    ("llama-3.1-8b", "A100-40GB-SXM", "fp8", "fp8", 2),
+    ("llama-3.1-70b", "H100", "bf16", "auto", 4),
+    ("mixtral-8x7b", "H100", "bf16", "fp8_e5m2", 2),
+    ("deepseek-v3", "H200", "fp8", "auto", 8),  # multi-head latent attention: the latent cache on every GPU
+])
+def test_the_planner_and_estimate_give_the_same_memory_figures(model: str, hardware: str, dtype: str,
+                                                               kv_dtype: str, tp: int, tmp_path: Path) -> None:
+    memory_gib = resolve_hardware(hardware).memory_gb
+    assert memory_gib is not None
+    plan = plan_vllm(model, _gpu(memory_gib), tensor_parallel_size=tp, kv_cache_dtype=kv_dtype,
+                     quantization=None if dtype == resolve_model(model).native_dtype else dtype)
+    out = tmp_path / "estimate.json"
+    args = ["-m", model, "-H", hardware, "--dtype", dtype, "--tp", str(tp), "--json", str(out)]
+    done = CliRunner().invoke(estimate, args + ([] if kv_dtype == "auto" else ["--kv-dtype", kv_dtype]))
+    assert done.exit_code == 0, done.output
+    est = json.loads(out.read_text())["estimate"]
+    d = plan.deployment
+    assert d.weight_bytes_per_gpu == est["weight_bytes_per_gpu"]
+    assert d.kv_bytes_per_token_per_gpu == est["kv_bytes_per_token_per_gpu"]
+    assert plan.kv_capacity_tokens == est["kv_capacity_tokens"] > 0
+    if (model, dtype) == ("llama-3.1-8b", "awq"):
+        assert (round(est["weight_bytes"] / 1e9, 2), est["kv_capacity_tokens"]) == (5.81, 529_119)
+
+
+def test_multi_head_latent_attention_plans() -> None:
+    plan = plan_vllm("deepseek-v3", _gpu(141), tensor_parallel_size=8)
+    # 61 layers × (512 + 64) × 2 B = 70,272 B per token on every GPU; fp8 weights 672.85 GB / 8 = 84.11 GB per GPU
+    assert plan.deployment.kv_bytes_per_token_per_gpu == 70_272
+    budget = int(0.9 * 141 * GIB) - int(plan.deployment.weight_bytes_per_gpu) - 2 * GIB
+    assert plan.kv_capacity_tokens == budget // 70_272
+    assert plan.fits and plan.max_model_len == 163_840
+    assert "latent KV cache whole on each" in dict(plan.reasons)["--tensor-parallel-size 8"]
+    with pytest.raises(EngineError, match="attention heads do not split evenly"):
+        plan_vllm("deepseek-v3", _gpu(141), tensor_parallel_size=3)
 
 
 def test_local_config_dir(tmp_path: Path) -> None:
@@ -101,17 +157,17 @@ def test_local_config_dir(tmp_path: Path) -> None:
               "intermediate_size": 14336}
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 16_060_000_000}}))
-    arch = resolve_arch(str(tmp_path))
-    assert (arch.layers, arch.kv_heads, arch.head_dim, arch.max_context) == (32, 8, 128, 131072)
-    assert arch.weight_bytes == 16_060_000_000
     plan = plan_vllm(str(tmp_path), _gpu(80))
+    spec = plan.deployment.model
+    assert (spec.layers, spec.kv_heads, spec.head_dim, spec.max_context) == (32, 8, 128, 131072)
+    assert spec.weight_bytes == plan.deployment.weight_bytes == 16_060_000_000  # the safetensors' own size
     assert plan.kv_capacity_tokens == 450_911  # same numbers as the built-in Llama-3.1-8B
     assert plan.argv[2] == str(tmp_path)
 
 
 def test_unknown_model_and_bad_options() -> None:
     with pytest.raises(EngineError, match="unknown model"):
-        resolve_arch("./no/such/model-xyz")
+        plan_vllm("./no/such/model-xyz", _gpu(80))
     with pytest.raises(EngineError, match="gpu-memory-utilization"):
         plan_vllm("llama-3.1-8b", _gpu(80), gpu_memory_utilization=1.5)
     with pytest.raises(EngineError, match="gpu-memory-gb"):

@@ -14,9 +14,9 @@ import pytest
 
 from tokometer.engines import bundled_model_path
 from tokometer.errors import TokenizerError
+from tokometer.gguf import read_gguf
 from tokometer.tokens import FileTokenizer, gguf_tokenizer, load_tokenizer
 from tokometer.tokens.gguf import CONVERTER_VERSION, _load_cached, convert_gguf_tokenizer
-from tokometer.tokens.gguf_read import read_gguf_header
 
 TEXTS = ["Hello world!", "大模型推理速度是落地的关键指标，token 是计算的基本单位。", "unbelievable", "深度学习",
          "  def f(x):\n\treturn x**2  # 😀", "a   b    c\n\n\n  d", "<start_of_turn>user\nhi<end_of_turn>\n",
@@ -25,7 +25,7 @@ TEXTS = ["Hello world!", "大模型推理速度是落地的关键指标，token 
 
 @pytest.fixture(scope="module")
 def header() -> dict[str, Any]:
-    return read_gguf_header(bundled_model_path())
+    return read_gguf(bundled_model_path()).metadata
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def test_files_without_a_tokenizer_are_clear_errors(tmp_path: Path) -> None:
     empty = tmp_path / "weights-only.gguf"
     empty.write_bytes(_gguf_bytes([("general.architecture", 8, _string("llama"))]))
     with pytest.raises(TokenizerError, match="carries no tokenizer"):
-        convert_gguf_tokenizer(read_gguf_header(empty), empty)
+        convert_gguf_tokenizer(read_gguf(empty).metadata, empty)
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(_gguf_bytes([("tokenizer.ggml.tokens", 9, _strings(["a", "b"]))])[:-3])
     with pytest.raises(TokenizerError, match="GGUF header"):

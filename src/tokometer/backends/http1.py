@@ -433,8 +433,9 @@ class HttpPool:
 
     def encode(self, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> bytes:
         """The request's bytes, ready for one write."""
-        lines = [f"{method} {self._target_prefix}{self.base_path}{path} HTTP/1.1", f"Host: {self.host_header}",
-                 f"Content-Length: {len(body)}"]
+        lines = [f"{method} {self._target_prefix}{self.base_path}{path} HTTP/1.1", f"Host: {self.host_header}"]
+        if body or method not in ("GET", "HEAD"):  # RFC 9110 8.6: no Content-Length where no content is expected
+            lines.append(f"Content-Length: {len(body)}")
         if self._target_prefix and self.proxy is not None and self.proxy.authorization:
             lines.append(f"Proxy-Authorization: {self.proxy.authorization}")
         lines.extend(f"{name}: {value}" for name, value in headers.items())

@@ -18,20 +18,18 @@ the check's outcome is a warning. Then the context the server advertises (vLLM's
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import urlsplit
-
-import aiohttp
 
 from tokometer.backends import create_backend
 from tokometer.backends.client import StreamClient, Target, Timeouts
+from tokometer.backends.probe import Probe
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.datasets import Prompt
 from tokometer.errors import EndpointError
 from tokometer.records import RequestRecord
 from tokometer.wire.base import GenerationParams
 
-__all__ = ["advertised_context", "get_json", "preflight", "protocol_hint", "server_root"]
+__all__ = ["advertised_context", "preflight", "protocol_hint", "server_root"]
 
 _PROBES: tuple[tuple[str, str, str], ...] = (
     ("openai-chat", "/v1/models", "data"),
@@ -48,30 +46,19 @@ def server_root(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-async def get_json(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> Any:
-    """The JSON a GET of ``url`` answers with, or None (any failure or other status than 200)."""
-    try:
-        async with session.get(url, headers=headers) as response:
-            if response.status != 200:
-                return None
-            return await response.json(content_type=None)
-    except (TimeoutError, aiohttp.ClientError, ValueError):
-        return None
-
-
-async def _spoken(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> list[str]:
+async def _spoken(probe: Probe, url: str) -> list[str]:
     """The protocols the server at ``url``'s origin answers the probes of."""
     found = []
     for api, path, key in _PROBES:
-        data = await get_json(session, server_root(url) + path, headers)
+        data = await probe.get_json(server_root(url) + path)
         if isinstance(data, dict) and key in data:
             found.append(api)
     return found
 
 
-async def protocol_hint(spec: BenchSpec, session: aiohttp.ClientSession, headers: dict[str, str]) -> str:
+async def protocol_hint(spec: BenchSpec, probe: Probe) -> str:
     """What to change when the server does not serve ``spec``'s protocol at its URL, in words."""
-    spoken = await _spoken(session, spec.url, headers)
+    spoken = await _spoken(probe, spec.url)
     family = "openai" if spec.api.startswith("openai") else spec.api
     if family == "openai" and "openai-chat" in spoken and not urlsplit(spec.url).path.rstrip("/").endswith("/v1"):
         return f"it serves the OpenAI API under /v1: use --url {server_root(spec.url)}/v1"
@@ -83,29 +70,27 @@ async def protocol_hint(spec: BenchSpec, session: aiohttp.ClientSession, headers
     return "is the URL right, and is this an inference server? (none of the known APIs answered)"
 
 
-async def advertised_context(spec: BenchSpec, model: str, session: aiohttp.ClientSession,
-                             headers: dict[str, str]) -> tuple[int, str] | None:
+async def advertised_context(spec: BenchSpec, model: str, probe: Probe) -> tuple[int, str] | None:
     """(context tokens, where it was read) as the server advertises it for one request, if it does."""
     root = server_root(spec.url)
     if spec.api.startswith("openai"):
-        data = await get_json(session, spec.url.rstrip("/") + "/models", headers)
+        data = await probe.get_json(spec.url.rstrip("/") + "/models")
         for entry in (data or {}).get("data", []) if isinstance(data, dict) else []:
             if isinstance(entry, dict) and entry.get("id") == model and isinstance(entry.get("max_model_len"), int):
                 return entry["max_model_len"], "max_model_len in /v1/models"
-    props = await get_json(session, root + "/props", headers)  # llama.cpp, also behind its OpenAI API
+    props = await probe.get_json(root + "/props")  # llama.cpp, also behind its OpenAI API
     if isinstance(props, dict):
         settings = props.get("default_generation_settings")
         if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
             return settings["n_ctx"], "n_ctx per slot in /props"
     if spec.api == "tgi":
-        info = await get_json(session, root + "/info", headers)
+        info = await probe.get_json(root + "/info")
         if isinstance(info, dict) and isinstance(info.get("max_total_tokens"), int):
             return info["max_total_tokens"], "max_total_tokens in /info"
     return None
 
 
-async def preflight(spec: BenchSpec, model: str, session: aiohttp.ClientSession, headers: dict[str, str],
-                    warnings: list[str]) -> None:
+async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[str]) -> None:
     """Send one 1-token request as the run will; raise EndpointError for what no run could survive."""
     target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
     params = GenerationParams(model=model, max_tokens=1, temperature=spec.temperature, seed=spec.seed,
@@ -119,7 +104,7 @@ async def preflight(spec: BenchSpec, model: str, session: aiohttp.ClientSession,
         pass
     elif error in ("http_404", "http_4xx") and record.status in (404, 405):
         raise EndpointError(f"{spec.url}: the check request got {detail[:120]}: "
-                            f"{await protocol_hint(spec, session, headers)}")
+                            f"{await protocol_hint(spec, probe)}")
     elif error in ("http_401", "http_403"):
         if spec.api_key is None and not any(k.lower() == "authorization" for k in spec.headers):
             raise EndpointError(f"{spec.url} wants an API key ({detail[:120]}): give --api-key KEY "
@@ -130,7 +115,7 @@ async def preflight(spec: BenchSpec, model: str, session: aiohttp.ClientSession,
     else:
         warnings.append(f"the check request before the run failed ({error}: {detail[:160]}); measuring anyway")
     if spec.dataset is None and spec.prompt is None:
-        context = await advertised_context(spec, model, session, headers)
+        context = await advertised_context(spec, model, probe)
         wanted = spec.input_tokens + spec.output_tokens
         if context is not None and wanted > context[0]:
             raise EndpointError(f"--input-tokens {spec.input_tokens} + --output-tokens {spec.output_tokens} = "

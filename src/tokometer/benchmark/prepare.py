@@ -12,10 +12,9 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-import aiohttp
-
-from tokometer.backends.http1 import TLS_TRUST_HINT
-from tokometer.benchmark.preflight import get_json, preflight, protocol_hint, server_root
+from tokometer.backends.http1 import ConnectError, HttpTimeout, PeerReset
+from tokometer.backends.probe import Probe
+from tokometer.benchmark.preflight import preflight, protocol_hint, server_root
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.datasets import FixedSource, Prompt, SyntheticSource, load_source_file
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
@@ -51,39 +50,34 @@ async def _check_endpoint(spec: BenchSpec, warnings: list[str]) -> str:
     """Connect once, pick the model, send the check request (`preflight`); return the model.
     Raises EndpointError if nothing answers or no run could work."""
     headers = {**spec.headers, **({"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {})}
-    timeout = aiohttp.ClientTimeout(total=spec.connect_timeout_s + 5, sock_connect=spec.connect_timeout_s)
-    # trust_env: the same HTTP(S)_PROXY / NO_PROXY the streaming client honours; the same TLS checks.
-    connector = aiohttp.TCPConnector(ssl=spec.tls().context()) if spec.url.startswith("https://") else None
-    async with aiohttp.ClientSession(timeout=timeout, trust_env=True, connector=connector) as session:
-        try:
-            async with session.get(server_root(spec.url) + "/", headers=headers) as response:
-                await response.read()
-        except aiohttp.ClientConnectorCertificateError as exc:
-            raise EndpointError(f"{spec.url}: certificate verify failed ({exc.certificate_error}); "
-                                f"{TLS_TRUST_HINT}") from None
-        except aiohttp.ClientConnectorError as exc:
-            raise EndpointError(f"nothing answers at {spec.url}: {exc.os_error or exc}; "
-                                "is the server running, and are host and port right?") from None
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise EndpointError(f"{spec.url} does not answer HTTP ({type(exc).__name__}); "
-                                "check the URL and that the server is up") from None
-        model = spec.model or await _model(spec, session, headers)
-        if spec.check:
-            await preflight(spec, model, session, headers, warnings)
-        return model
+    probe = Probe(headers, spec.tls(), spec.connect_timeout_s)
+    try:
+        await probe.get(server_root(spec.url) + "/")
+    except ConnectError as exc:
+        if "TLS handshake" in str(exc):
+            raise EndpointError(f"{spec.url}: {exc}") from None
+        raise EndpointError(f"nothing answers at {spec.url}: {exc}; "
+                            "is the server running, and are host and port right?") from None
+    except (HttpTimeout, PeerReset) as exc:
+        raise EndpointError(f"{spec.url} does not answer HTTP ({exc}); check the URL and that the server is up") \
+            from None
+    model = spec.model or await _model(spec, probe)
+    if spec.check:
+        await preflight(spec, model, probe, warnings)
+    return model
 
 
-async def _model(spec: BenchSpec, session: aiohttp.ClientSession, headers: dict[str, str]) -> str:
+async def _model(spec: BenchSpec, probe: Probe) -> str:
     """The model to ask for when none was given: the first one the server lists."""
     if spec.api.startswith("openai"):
-        data = await get_json(session, spec.url.rstrip("/") + "/models", headers)
+        data = await probe.get_json(spec.url.rstrip("/") + "/models")
         models = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)]
         if models and isinstance(models[0], str):
             return models[0]
         raise EndpointError(f"could not list models at {spec.url.rstrip('/')}/models: give --model, or "
-                            f"{await protocol_hint(spec, session, headers)}")
+                            f"{await protocol_hint(spec, probe)}")
     if spec.api == "ollama":
-        data = await get_json(session, server_root(spec.url) + "/api/tags", headers)
+        data = await probe.get_json(server_root(spec.url) + "/api/tags")
         names = [m.get("name") for m in (data or {}).get("models", []) if isinstance(m, dict)]
         hint = f" (the server has: {', '.join(str(n) for n in names[:8])})" if names else ""
         raise EndpointError(f"Ollama needs a model name: give --model{hint}")

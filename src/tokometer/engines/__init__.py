@@ -11,10 +11,10 @@ the handle. ``python -m tokometer.engines.build`` builds llama.cpp's server from
 
 from __future__ import annotations
 
+from tokometer.bundled import bundled_model_path
 from tokometer.engines.binary import find_llama_server
 from tokometer.engines.handle import EngineHandle
 from tokometer.engines.llamacpp import LlamaCppSettings, start_llamacpp
-from tokometer.engines.model import bundled_model_path
 
 __all__ = [
     "EngineHandle",

@@ -52,7 +52,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from tokometer.engines._fs import LLAMA_CPP_BUILD, LLAMA_SERVER_EXE, build_dir, built_binary_path, file_lock
+from tokometer.cachedir import file_lock
+from tokometer.engines._fs import LLAMA_CPP_BUILD, LLAMA_SERVER_EXE, build_dir, built_binary_path
 from tokometer.engines.buildprogress import BuildProgress, build_minutes, cmake_percent, duration, progress_for_stderr
 from tokometer.engines.cpu import AmxProbe, amx_advertised, cpu_fingerprint, probe_amx
 from tokometer.engines.signals import exit_reason

@@ -10,9 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tokometer.bundled import file_sha256
 from tokometer.engines._fs import built_binary_path
 from tokometer.engines.binary import binary_source, llama_server_version
-from tokometer.engines.model import file_sha256, gguf_metadata, quantization_of
+from tokometer.gguf import gguf_metadata, quantization_of
 from tokometer.hostinfo import host_info, physical_cores
 
 __all__ = ["host_identity", "llamacpp_identity", "physical_cores"]

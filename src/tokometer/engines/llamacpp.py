@@ -17,29 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokometer.bundled import bundled_model_path, gemma_chat_template
 from tokometer.engines.binary import find_llama_server
 from tokometer.engines.handle import EngineHandle
 from tokometer.engines.identity import llamacpp_identity, physical_cores
-from tokometer.engines.model import bundled_model_path, gguf_metadata
 from tokometer.engines.process import EngineProcess, busy_port_error, connect_host, free_port, port_in_use
 from tokometer.engines.ready import wait_ready
 from tokometer.errors import EngineError
+from tokometer.gguf import gguf_metadata
 
-__all__ = ["GEMMA_CHAT_TEMPLATE", "LlamaCppSettings", "chat_template_args", "llamacpp_argv", "start_llamacpp"]
+__all__ = ["LlamaCppSettings", "chat_template_args", "checked_model", "llamacpp_argv", "start_llamacpp"]
 
 _BIND_FAILURE = ("couldn't bind", "address already in use", "failed to bind")
 _AUTO_PORT_TRIES = 3
-# Gemma's turn format (text only), as in google/gemma-3-*-it's tokenizer_config.json.
-GEMMA_CHAT_TEMPLATE = (
-    '{{ bos_token }}{%- if messages[0]["role"] == "system" -%}'
-    '{%- set first_user_prefix = messages[0]["content"] + "\\n\\n" -%}{%- set loop_messages = messages[1:] -%}'
-    '{%- else -%}{%- set first_user_prefix = "" -%}{%- set loop_messages = messages -%}{%- endif -%}'
-    '{%- for message in loop_messages -%}'
-    '{%- if message["role"] == "assistant" -%}{%- set role = "model" -%}{%- else -%}{%- set role = message["role"] -%}'
-    '{%- endif -%}{{ "<start_of_turn>" + role + "\\n" + (first_user_prefix if loop.first else "") + '
-    '(message["content"] | trim) + "<end_of_turn>\\n" }}{%- endfor -%}'
-    '{%- if add_generation_prompt -%}{{ "<start_of_turn>model\\n" }}{%- endif -%}'
-)
 
 
 @dataclass(frozen=True)
@@ -58,12 +48,12 @@ class LlamaCppSettings:
 
 
 def chat_template_args(meta: dict[str, Any], extra_args: tuple[str, ...]) -> tuple[str, ...]:
-    """``--jinja --chat-template <Gemma's>`` for a Gemma GGUF without a template, unless the user set one."""
-    if "tokenizer.chat_template" in meta or any(arg.startswith("--chat-template") for arg in extra_args):
+    """``--jinja --chat-template <Gemma's>`` for a Gemma GGUF without a template (`tokometer.bundled`),
+    unless the user set one."""
+    template = gemma_chat_template(meta)
+    if template is None or any(arg.startswith("--chat-template") for arg in extra_args):
         return ()
-    if not str(meta.get("general.architecture", "")).startswith("gemma"):
-        return ()
-    return ("--jinja", "--chat-template", GEMMA_CHAT_TEMPLATE)
+    return ("--jinja", "--chat-template", template)
 
 
 def llamacpp_argv(binary: str, model: Path, port: int, settings: LlamaCppSettings,
@@ -102,17 +92,24 @@ def _validate(settings: LlamaCppSettings) -> Path:
     return model.resolve()
 
 
+def checked_model(settings: LlamaCppSettings) -> tuple[Path, dict[str, Any]]:
+    """The settings checked (slots, context, threads, an existing GGUF file): the model's path and GGUF header,
+    or EngineError saying what to fix."""
+    model = _validate(settings)
+    try:
+        meta = gguf_metadata(model)
+    except (OSError, ValueError) as exc:
+        raise EngineError(f"cannot read the GGUF header of {model}: {exc}; is the file complete?") from exc
+    return model, meta
+
+
 def start_llamacpp(settings: LlamaCppSettings) -> EngineHandle:
     """Start ``llama-server`` and block until it completes a 1-token request; raise EngineError on failure.
 
     Nothing is left running if this raises (or is interrupted): the engine's process group is stopped.
     """
     binary = find_llama_server(settings.binary)
-    model = _validate(settings)
-    try:
-        meta = gguf_metadata(model)
-    except (OSError, ValueError) as exc:
-        raise EngineError(f"cannot read the GGUF header of {model}: {exc}; is the file complete?") from exc
+    model, meta = checked_model(settings)
     tries = _AUTO_PORT_TRIES if settings.port == 0 else 1
     for attempt in range(tries):
         if settings.port == 0:

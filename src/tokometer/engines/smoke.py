@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokometer.bundled import bundled_model_path
 from tokometer.engines.llamacpp import LlamaCppSettings, start_llamacpp
-from tokometer.engines.model import bundled_model_path
 from tokometer.engines.ready import http_json
 from tokometer.engines.signals import EngineDied
 from tokometer.errors import EngineError

@@ -1,13 +1,18 @@
 """vLLM: choose ``vllm serve`` flags from the model's size and the GPU's memory, explain them, run it.
 
-The arithmetic (per GPU; tensor parallelism splits weights and KV heads across GPUs):
+The memory arithmetic is `tokometer.perf`'s, the one `tokometer estimate` prints: a
+`tokometer.perf.Deployment` of the model on a GPU of this memory gives the weights per GPU
+(`tokometer.perf.quant`: AWQ/GPTQ/fp8 quantise the linear layers, embeddings and LM head stay in
+16 bits, as vLLM loads them), the KV-cache bytes per token per GPU (GQA heads split over
+``--tensor-parallel-size`` and replicated when fewer than the GPUs; DeepSeek's latent cache on
+every GPU) and the KV budget (GPU memory × ``--gpu-memory-utilization`` − weights per GPU − a
+2 GiB activation reserve). This module only chooses the flags:
 
-    usable       = GPU memory × --gpu-memory-utilization
-    weights      = params × bytes per weight / TP
-    KV budget    = usable − weights − activation reserve
-    KV per token = 2 (K and V) × layers × KV heads per GPU × head dim × bytes per element
-    capacity     = floor(KV budget / KV per token)                       tokens of cache in all
-    --max-model-len = min(model's max context, capacity rounded down to a multiple of 256)
+    --gpu-memory-utilization   as given (0.90 by default, vLLM's own default)
+    --max-model-len            min(model's max context, KV capacity rounded down to a multiple of 256)
+    --tensor-parallel-size     as given; a failing plan suggests the smallest of 2, 4, 8 that fits
+    --quantization             as given: which weight format the weights line counts
+    --kv-cache-dtype           auto (the model's 16-bit dtype: 2 B per element) or an fp8 (1 B)
 
 vLLM refuses to start if one sequence of ``--max-model-len`` tokens does not fit its KV cache, so
 that is the longest context it can serve; what is left over runs more sequences at once.
@@ -16,29 +21,31 @@ that is the longest context it can serve; what is left over runs more sequences 
 from __future__ import annotations
 
 import importlib.metadata
-import math
 import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any
 
-from tokometer.engines.archs import DTYPE_BYTES, ModelArch, resolve_arch
 from tokometer.engines.gpus import GpuInfo
 from tokometer.engines.handle import EngineHandle
 from tokometer.engines.identity import host_identity
 from tokometer.engines.process import EngineProcess, busy_port_error, connect_host, port_in_use
 from tokometer.engines.ready import wait_ready
-from tokometer.errors import EngineError
+from tokometer.errors import ConfigError, EngineError
+from tokometer.perf.catalog import BUILTIN_MODELS
+from tokometer.perf.explain import kv_arithmetic, weights_arithmetic
+from tokometer.perf.hardware import HardwareSpec
+from tokometer.perf.loaders import resolve_model
+from tokometer.perf.model import ModelSpec
+from tokometer.perf.quant import normalize_dtype
+from tokometer.perf.roofline import ACTIVATION_RESERVE_GIB, Deployment
 
-__all__ = ["ACTIVATION_RESERVE_GIB", "QUANT_BYTES", "VllmPlan", "plan_vllm", "start_vllm", "vllm_binary"]
+__all__ = ["KV_CACHE_DTYPES", "QUANTIZATIONS", "VllmPlan", "plan_vllm", "start_vllm", "vllm_binary"]
 
 GIB = 2**30
-ACTIVATION_RESERVE_GIB = 2.0
 ROUND_TO = 256
-# Bytes per weight for --quantization: fp8 is 8 bits; AWQ/GPTQ are 4 bits plus one fp16 scale and
-# zero point per group of 128 weights, ≈ 4.25 bits.
-QUANT_BYTES = {"fp8": 1.0, "awq": 4.25 / 8, "gptq": 4.25 / 8}
+QUANTIZATIONS = ("fp8", "awq", "gptq")  # --quantization values planned for (bits per weight: tokometer.perf.quant)
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")  # auto: the model's dtype; fp8 variants: 1 byte
 OOM_ADVICE = ("If vLLM still runs out of CUDA memory: lower --gpu-memory-utilization (other processes hold GPU "
               "memory: stop them, see nvidia-smi) or --max-model-len, or use a lower-bit quantisation "
               "(--quantization fp8, or an AWQ/GPTQ 4-bit checkpoint)")
@@ -46,9 +53,11 @@ OOM_ADVICE = ("If vLLM still runs out of CUDA memory: lower --gpu-memory-utiliza
 
 @dataclass
 class VllmPlan:
-    """The ``vllm serve`` command line, the numbers behind it, and the reasoning in words."""
+    """The ``vllm serve`` command line, the numbers behind it (``deployment``: perf's memory model of
+    it), and the reasoning in words. ``model``: the name passed to vLLM."""
 
-    arch: ModelArch
+    deployment: Deployment
+    model: str
     gpu: GpuInfo
     host: str
     port: int
@@ -67,12 +76,6 @@ class VllmPlan:
         lines += ["", self.verdict]
         return "\n".join(lines)
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-able summary (for ``--json`` and for the run identity)."""
-        return {"argv": self.argv, "fits": self.fits, "max_model_len": self.max_model_len,
-                "kv_capacity_tokens": self.kv_capacity_tokens, "model": self.arch.name,
-                "reasons": [{"item": item, "why": why} for item, why in self.reasons], "verdict": self.verdict}
-
 
 def vllm_binary() -> str:
     """The ``vllm`` command on PATH, or EngineError saying how to get it."""
@@ -87,28 +90,39 @@ def _gib(n: float) -> str:
     return f"{n / GIB:,.2f} GiB"
 
 
-def _weight_bytes(arch: ModelArch, quantization: str | None) -> tuple[float, str]:
+def _served_model(model: str) -> tuple[ModelSpec, str]:
+    """The model's facts (perf's loaders) and the name to give vLLM: a built-in entry's Hub id unless a Hub id
+    was given; otherwise what was given (a local directory expanded)."""
+    try:
+        spec = resolve_model(model)
+    except ConfigError as exc:
+        raise EngineError(str(exc)) from exc
+    if spec.name in BUILTIN_MODELS and BUILTIN_MODELS[spec.name] is spec:
+        return spec, model if "/" in model else spec.hf_id
+    return spec, spec.hf_id or model
+
+
+def _weight_format(spec: ModelSpec, quantization: str | None) -> tuple[str, str]:
+    """The weight format vLLM will hold (perf's name for it) and, when it is not the checkpoint's own, why."""
     if quantization:
-        per = QUANT_BYTES[quantization]
-        return arch.params * per, f"{arch.params / 1e9:.2f} B params × {per:.3g} B ({quantization})"
-    per = DTYPE_BYTES.get(arch.dtype, 2.0)
-    if arch.weight_bytes:
-        return arch.weight_bytes, f"{arch.weight_bytes / 1e9:.2f} GB of safetensors ({arch.dtype})"
-    return arch.params * per, f"{arch.params / 1e9:.2f} B params × {per:g} B ({arch.dtype})"
+        return quantization, f" (--quantization {quantization})"
+    native = normalize_dtype(spec.native_dtype)
+    if native == "fp32":  # vLLM's --dtype auto serves a float32 checkpoint in 16 bits
+        return "bf16", " (vLLM's --dtype auto loads this float32 checkpoint in 16 bits)"
+    return native, ""
 
 
-def _kv_per_token(arch: ModelArch, tp: int, kv_bytes: float) -> tuple[int, str]:
-    heads = math.ceil(arch.kv_heads / tp)  # fewer KV heads than GPUs: vLLM replicates them
-    total = int(2 * arch.layers * heads * arch.head_dim * kv_bytes)
-    split = f" (of {arch.kv_heads}, split over {tp} GPUs)" if tp > 1 else ""
-    return total, (f"2 (K and V) × {arch.layers} layers × {heads} KV heads{split} × {arch.head_dim} head dim × "
-                   f"{kv_bytes:g} B = {total:,} B = {total / 1024:.1f} KiB")
+def _gpu_hardware(gpu: GpuInfo) -> HardwareSpec:
+    """The GPU as perf's hardware: only its memory matters to the plan (no bandwidth or FLOP/s figure)."""
+    return HardwareSpec(gpu.name, "gpu", gpu.total_bytes / GIB, 0.0, source=gpu.source)
 
 
-def _smallest_tp(arch: ModelArch, usable: float, reserve: float, weights: float, kv_bytes: float) -> int | None:
+def _smallest_tp(d: Deployment, utilization: float, reserve_gib: float) -> int | None:
     for tp in (2, 4, 8):
-        per_token, _ = _kv_per_token(arch, tp, kv_bytes)
-        if usable - weights / tp - reserve >= ROUND_TO * per_token:
+        if d.model.tp_problem(tp):
+            continue  # its heads do not split over that many GPUs
+        wider = Deployment(d.model, d.hardware, d.weight_dtype, d.kv_dtype, tp=tp)
+        if wider.kv_capacity_tokens(utilization, reserve_gib) >= ROUND_TO:
             return tp
     return None
 
@@ -122,35 +136,41 @@ def plan_vllm(model: str, gpu: GpuInfo, *, gpu_memory_utilization: float = 0.90,
         raise EngineError(f"--gpu-memory-utilization must be between 0.05 and 0.99 (got {gpu_memory_utilization})")
     if tensor_parallel_size < 1:
         raise EngineError(f"--tensor-parallel-size must be at least 1 (got {tensor_parallel_size})")
-    if quantization is not None and quantization not in QUANT_BYTES:
-        raise EngineError(f"--quantization {quantization!r} is not one of {', '.join(QUANT_BYTES)}")
-    arch = resolve_arch(model)
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise EngineError(f"--kv-cache-dtype {kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise EngineError(f"--quantization {quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
+    if max_model_len is not None and max_model_len < 1:
+        raise EngineError(f"--max-model-len must be at least 1 (got {max_model_len})")
+    spec, served = _served_model(model)
     tp = tensor_parallel_size
-    total = gpu.total_bytes
-    usable = int(total * gpu_memory_utilization)
-    weights, weights_why = _weight_bytes(arch, quantization)
-    reserve = int(activation_reserve_gib * GIB)
-    budget = usable - int(weights / tp) - reserve
-    kv_bytes = 1.0 if kv_cache_dtype.startswith("fp8") else DTYPE_BYTES.get(arch.dtype, 2.0)
-    per_token, per_token_why = _kv_per_token(arch, tp, kv_bytes)
-    capacity = max(0, budget // per_token)
+    problem = spec.tp_problem(tp)
+    if problem:
+        raise EngineError(f"--tensor-parallel-size {tp}: {problem} (vLLM refuses to start otherwise)")
+    weight_format, format_why = _weight_format(spec, quantization)
+    d = Deployment(spec, _gpu_hardware(gpu), weight_format, kv_cache_dtype, tp=tp)
+    util, reserve_gib = gpu_memory_utilization, activation_reserve_gib
+    total, usable = gpu.total_bytes, d.usable_memory_bytes(util)
+    weights, reserve = d.weight_bytes_per_gpu, int(reserve_gib * GIB)
+    budget = d.kv_budget_bytes(util, reserve_gib)
+    per_token = d.kv_bytes_per_token_per_gpu
+    capacity = d.kv_capacity_tokens(util, reserve_gib)
     rounded = capacity // ROUND_TO * ROUND_TO
-    chosen = max_model_len if max_model_len is not None else min(arch.max_context, rounded)
+    chosen = max_model_len if max_model_len is not None else min(spec.max_context, rounded)
     fits = budget > 0 and rounded >= ROUND_TO and chosen <= capacity
 
     reasons = [
-        ("model", f"{arch.name}: {arch.layers} layers, {arch.kv_heads} KV heads × {arch.head_dim} head dim, "
-                  f"max context {arch.max_context:,} (from the {arch.source})"),
+        ("model", f"{served}: {spec.shape()} (from the {spec.source})"),
         ("GPU memory", f"{_gib(total)} per GPU ({gpu.source})"),
-        (f"--gpu-memory-utilization {gpu_memory_utilization:.2f}",
-         f"vLLM may take {gpu_memory_utilization:.2f} × {_gib(total)} = {_gib(usable)} per GPU; the rest is left "
-         "for the CUDA context and other processes"),
-        ("weights", f"{weights_why} = {_gib(weights)}" + (f", / {tp} GPUs = {_gib(weights / tp)} per GPU" if tp > 1
-                                                           else "")),
+        (f"--gpu-memory-utilization {util:.2f}",
+         f"vLLM may take {util:.2f} × {_gib(total)} = {_gib(usable)} per GPU; the rest is left for the CUDA context "
+         "and other processes"),
+        ("weights", weights_arithmetic(d) + format_why),
         ("activation reserve", f"{_gib(reserve)} per GPU (stated allowance for activations and CUDA graphs; vLLM "
                                "measures the real peak at start-up)"),
-        ("KV budget", f"{_gib(usable)} − {_gib(weights / tp)} − {_gib(reserve)} = {_gib(budget)} per GPU"),
-        ("KV per token", per_token_why + (" (fp8 KV cache)" if kv_bytes == 1.0 else "")),
+        ("KV budget", f"{_gib(usable)} − {_gib(weights)} − {_gib(reserve)} = {_gib(budget)} per GPU"),
+        ("KV per token", kv_arithmetic(d) + (f" (--kv-cache-dtype {kv_cache_dtype})" if kv_cache_dtype != "auto"
+                                             else "")),
         ("KV capacity", f"{_gib(max(budget, 0))} / {per_token / 1024:.1f} KiB = {capacity:,} tokens"),
     ]
     if max_model_len is not None:
@@ -158,16 +178,17 @@ def plan_vllm(model: str, gpu: GpuInfo, *, gpu_memory_utilization: float = 0.90,
     else:
         held = f"; the cache holds {capacity / chosen:.1f} sequences of that length at once" if chosen else ""
         reasons.append((f"--max-model-len {chosen}",
-                        f"min(model's max context {arch.max_context:,}, {capacity:,} rounded down to a multiple of "
+                        f"min(model's max context {spec.max_context:,}, {capacity:,} rounded down to a multiple of "
                         f"{ROUND_TO} = {rounded:,}) = {chosen:,}{held}"))
+    split = (f"weights split over {tp} GPUs, the latent KV cache whole on each" if spec.is_mla
+             else f"weights and KV heads split over {tp} GPUs")
     reasons.append((f"--tensor-parallel-size {tp}", "one GPU: no inter-GPU traffic" if tp == 1 else
-                    f"weights and KV heads split over {tp} GPUs (needs {tp} GPUs like this one)"))
+                    f"{split} (needs {tp} GPUs like this one)"))
     if gpu.used_bytes > total - usable:
         reasons.append(("in use now", f"{_gib(gpu.used_bytes)} of this GPU is already taken by other processes: vLLM "
                                       "will fail to start unless they stop or --gpu-memory-utilization is lowered"))
-    argv = ["vllm", "serve", arch.name, "--host", host, "--port", str(port),
-            "--gpu-memory-utilization", f"{gpu_memory_utilization:.2f}", "--max-model-len", str(chosen),
-            "--tensor-parallel-size", str(tp)]
+    argv = ["vllm", "serve", served, "--host", host, "--port", str(port), "--gpu-memory-utilization", f"{util:.2f}",
+            "--max-model-len", str(chosen), "--tensor-parallel-size", str(tp)]
     if quantization:
         argv += ["--quantization", quantization]
     if kv_cache_dtype != "auto":
@@ -175,20 +196,20 @@ def plan_vllm(model: str, gpu: GpuInfo, *, gpu_memory_utilization: float = 0.90,
     argv += list(extra_args)
 
     if fits:
-        verdict = f"fits: {arch.name} serves up to {chosen:,} tokens per sequence. {OOM_ADVICE}."
+        verdict = f"fits: {served} serves up to {chosen:,} tokens per sequence. {OOM_ADVICE}."
     elif budget <= 0 or rounded < ROUND_TO:
-        need = int(weights / tp) + reserve + ROUND_TO * per_token
-        better_tp = _smallest_tp(arch, usable, reserve, weights, kv_bytes) if tp == 1 else None
+        need = int(weights) + reserve + ROUND_TO * per_token
+        better_tp = _smallest_tp(d, util, reserve_gib) if tp == 1 else None
         options = [f"--tensor-parallel-size {better_tp} (needs {better_tp} GPUs)"] if better_tp else []
         options += ["a lower-bit quantisation (--quantization fp8, or an AWQ/GPTQ 4-bit checkpoint)",
                     "stopping other GPU processes and raising --gpu-memory-utilization (up to ~0.95)"]
-        verdict = (f"does not fit: {arch.name} needs at least {_gib(need)} per GPU (weights {_gib(weights / tp)} + "
+        verdict = (f"does not fit: {served} needs at least {_gib(need)} per GPU (weights {_gib(weights)} + "
                    f"reserve {_gib(reserve)} + {ROUND_TO} tokens of KV cache) but vLLM may use {_gib(usable)}; "
                    "vLLM would fail with CUDA out of memory. Try " + "; or ".join(options) + ".")
     else:
         verdict = (f"does not fit: --max-model-len {chosen:,} needs {_gib(chosen * per_token)} of KV cache but only "
                    f"{_gib(budget)} is left; use --max-model-len {rounded:,} or less. {OOM_ADVICE}.")
-    return VllmPlan(arch, gpu, host, port, argv, fits, chosen, capacity, reasons, verdict)
+    return VllmPlan(d, served, gpu, host, port, argv, fits, chosen, capacity, reasons, verdict)
 
 
 def _vllm_version(binary: str) -> str:
@@ -218,7 +239,7 @@ def start_vllm(plan: VllmPlan, ready_timeout_s: float = 1800.0) -> EngineHandle:
         raise EngineError(f"could not run {binary}: {exc}") from exc
     root_url = f"http://{connect_host(plan.host)}:{plan.port}"
     try:
-        model = wait_ready(root_url, process, ready_timeout_s, model=plan.arch.name)
+        model = wait_ready(root_url, process, ready_timeout_s, model=plan.model)
         identity = {"engine": "vllm", "engine_version": _vllm_version(binary), "model": model,
                     "max_model_len": plan.max_model_len, "kv_capacity_tokens": plan.kv_capacity_tokens,
                     "gpu": {"name": plan.gpu.name, "memory_bytes": plan.gpu.total_bytes, "count": plan.gpu.count},

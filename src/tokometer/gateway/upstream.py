@@ -30,10 +30,10 @@ from tokometer.backends.http1 import (
 from tokometer.datasets.base import Message, Prompt
 from tokometer.errors import TokometerError
 from tokometer.gateway.config import UpstreamConfig
+from tokometer.messages import message_text
 from tokometer.records import ErrorCategory, describe_http_failure
 from tokometer.wire.base import GenerationParams, ParsedEvent
 from tokometer.wire.framing import EventSplitter, payload_reader
-from tokometer.wire.messages import message_text
 
 __all__ = ["Endpoint", "Upstream", "UpstreamCall", "UpstreamError", "UpstreamEvent"]
 

@@ -14,7 +14,7 @@ from tokometer.perf.roofline import (
     weight_bytes_read,
 )
 
-__all__ = ["explain", "fmt_bytes", "fmt_time"]
+__all__ = ["explain", "fmt_bytes", "fmt_time", "kv_arithmetic", "weights_arithmetic"]
 
 GIB = 2**30
 
@@ -32,7 +32,8 @@ def fmt_time(seconds: float) -> str:
     return f"{seconds * 1e3:,.3f} ms" if seconds < 1 else f"{seconds:,.2f} s"
 
 
-def _weights(d: Deployment) -> str:
+def weights_arithmetic(d: Deployment) -> str:
+    """How ``d``'s weight bytes are worked out, in words, down to GiB and (several GPUs) per GPU."""
     m, fmt = d.model, weight_dtype(d.weight_dtype)
     total = d.weight_bytes
     if m.weight_bytes and normalize_dtype(d.weight_dtype) == normalize_dtype(m.native_dtype):
@@ -43,20 +44,23 @@ def _weights(d: Deployment) -> str:
                f"+ {emb / 1e9:.2f} B × 2 B = {fmt_bytes(total)} ({fmt.source})")
     else:
         how = f"{m.params / 1e9:.2f} B params × {fmt.bytes_per_weight:g} B ({fmt.name}) = {fmt_bytes(total)}"
-    per_gpu = f"; / {d.gpus} GPUs = {fmt_bytes(d.weight_bytes_per_gpu)} per GPU" if d.gpus > 1 else ""
-    return f"Weights: {how} = {total / GIB:,.2f} GiB{per_gpu}."
+    per_gpu = (f"; / {d.gpus} GPUs = {fmt_bytes(d.weight_bytes_per_gpu)} = {d.weight_bytes_per_gpu / GIB:,.2f} GiB "
+               "per GPU" if d.gpus > 1 else "")
+    return f"{how} = {total / GIB:,.2f} GiB{per_gpu}"
 
 
-def _kv(d: Deployment) -> str:
+def kv_arithmetic(d: Deployment) -> str:
+    """How many KV-cache bytes one token adds, in words: whole model and (several GPUs) per GPU."""
     m, b = d.model, d.kv_element_bytes
     if m.is_mla:
         text = (f"{m.layers} layers × ({m.kv_lora_rank} latent + {m.qk_rope_head_dim} RoPE) × {b:g} B "
                 f"(multi-head latent attention)")
     else:
         text = f"2 (K and V) × {m.layers} layers × {m.kv_heads} KV heads × {m.head_dim} head dim × {b:g} B"
-    per_gpu = (f"; per GPU {fmt_bytes(d.kv_bytes_per_token_per_gpu)} (layers split over PP {d.pp}, KV heads over "
-               f"TP {d.tp})" if d.gpus > 1 else "")
-    return f"KV cache per token: {text} = {d.kv_bytes_per_token:,.0f} B = {fmt_bytes(d.kv_bytes_per_token)}{per_gpu}."
+    split = "the latent cache whole on every TP rank" if m.is_mla else f"KV heads over TP {d.tp}"
+    per_gpu = (f"; per GPU {fmt_bytes(d.kv_bytes_per_token_per_gpu)} (layers split over PP {d.pp}, {split})"
+               if d.gpus > 1 else "")
+    return f"{text} = {d.kv_bytes_per_token:,.0f} B = {fmt_bytes(d.kv_bytes_per_token)}{per_gpu}"
 
 
 def _capacity(e: Estimate) -> str:
@@ -145,7 +149,8 @@ def explain(e: Estimate) -> str:
     """The estimate's arithmetic in words: memory, KV, capacity, each batch's decode step, prefill, turning point."""
     d = e.deployment
     lines = [f"{d.describe()}", f"Model: {d.model.describe()}.", f"Hardware: {d.hardware.describe()}."
-             + (f" {d.hardware.note}." if d.hardware.note else ""), _weights(d), _kv(d), _capacity(e), ""]
+             + (f" {d.hardware.note}." if d.hardware.note else ""), f"Weights: {weights_arithmetic(d)}.",
+             f"KV cache per token: {kv_arithmetic(d)}.", _capacity(e), ""]
     for row in e.rows:
         lines += [_decode(e, row.batch, row.context_tokens), ""]
     lines.append(_prefill(e))

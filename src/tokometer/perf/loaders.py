@@ -16,12 +16,12 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import struct
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tokometer.errors import ConfigError
+from tokometer.gguf import TOKENIZER_ARRAYS, GGUFFile, quantization_of, read_gguf
 from tokometer.perf.catalog import BUILTIN_MODELS, MODEL_ALIASES
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import normalize_dtype
@@ -130,51 +130,31 @@ def weights_on_disk(directory: Path) -> float | None:
     return float(sum(sizes)) if sizes else None
 
 
-def _gguf_tensors(path: Path, meta: dict[str, Any]) -> tuple[float, float, float, int, bool]:
-    """(params, routed-expert params, tensor data bytes, vocab, has a separate LM head) from the tensor table."""
-    from tokometer.engines.model import _read, _value  # the header parser; tensors follow its key/values
-
-    with path.open("rb") as handle:
-        _read(handle, 4)
-        _version, n_tensors, kv_count = struct.unpack("<IQQ", _read(handle, 20))
-        for _ in range(kv_count):
-            (key_len,) = struct.unpack("<Q", _read(handle, 8))
-            _read(handle, key_len)
-            (kind,) = struct.unpack("<I", _read(handle, 4))
-            _value(handle, kind, False)
-        params = experts = 0.0
-        vocab = 0
-        lm_head = False
-        for _ in range(n_tensors):
-            (name_len,) = struct.unpack("<Q", _read(handle, 8))
-            name = _read(handle, name_len).decode("utf-8", "replace")
-            (n_dims,) = struct.unpack("<I", _read(handle, 4))
-            dims = struct.unpack(f"<{n_dims}Q", _read(handle, 8 * n_dims))
-            _read(handle, 12)  # type (u32), offset (u64)
-            count = 1
-            for dim in dims:
-                count *= dim
-            params += count
-            if "_exps." in name:
-                experts += count
-            if name == "token_embd.weight" and len(dims) == 2:
-                vocab = int(dims[1])
-            lm_head = lm_head or name == "output.weight"
-        alignment = int(meta.get("general.alignment", 32))
-        start = -(-handle.tell() // alignment) * alignment
-    return params, experts, float(path.stat().st_size - start), vocab, lm_head
+def _gguf_tensors(gguf: GGUFFile) -> tuple[float, float, int, bool]:
+    """(params, routed-expert params, vocab, has a separate LM head) from the tensor table."""
+    params = experts = 0.0
+    vocab = 0
+    lm_head = False
+    for tensor in gguf.tensors:
+        count = tensor.elements
+        params += count
+        if "_exps." in tensor.name:
+            experts += count
+        if tensor.name == "token_embd.weight" and len(tensor.shape) == 2:
+            vocab = tensor.shape[1]
+        lm_head = lm_head or tensor.name == "output.weight"
+    return params, experts, vocab, lm_head
 
 
 def model_from_gguf(path: Path) -> ModelSpec:
     """A ModelSpec from a GGUF file's header: exact parameter count and weight bytes."""
-    from tokometer.engines.model import gguf_metadata, quantization_of
-
     try:
-        meta = gguf_metadata(path)
-        params, expert_params, data_bytes, vocab, lm_head = _gguf_tensors(path, meta)
-    except (OSError, ValueError, struct.error) as exc:
+        gguf = read_gguf(path, skip_arrays=TOKENIZER_ARRAYS)
+    except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read the GGUF header of {path}: {exc}") from exc
-    arch = str(meta.get("general.architecture", ""))
+    meta, arch = gguf.metadata, gguf.architecture
+    params, expert_params, vocab, lm_head = _gguf_tensors(gguf)
+    data_bytes = float(gguf.data_bytes or 0)
 
     def get(key: str, default: Any = None) -> Any:
         value = meta.get(f"{arch}.{key}", default)

@@ -14,7 +14,8 @@ Derived quantities, each a one-line formula:
                             are quantised: (params − embedding params) × bits / 8 + embedding params × 2
     expert params (MoE)   = (params − active) × experts / (experts − experts per token)
 
-Loaders for built-in names, config.json and GGUF headers live in `tokometer.perf.models`.
+Loaders for built-in names, config.json and GGUF headers (read by `tokometer.gguf`) live in
+`tokometer.perf.loaders`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,34 @@ from dataclasses import dataclass
 
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 
-__all__ = ["ModelSpec"]
+__all__ = ["MAX_TP", "ModelSpec", "tensor_parallel_problem"]
+
+MAX_TP = 64
+"""The largest tensor-parallel size accepted: far beyond one node (8 GPUs), beyond any real deployment."""
+
+
+def tensor_parallel_problem(name: str, heads: int, kv_heads: int, tp: int) -> str | None:
+    """Why ``tp`` GPUs cannot split a model's attention (the rule vLLM and SGLang enforce), or None.
+
+    The attention heads must divide evenly; the KV heads must too, or (fewer KV heads than GPUs) be
+    replicated a whole number of times. ``heads``/``kv_heads`` 0: unknown, not checked.
+    """
+    def fits(size: int) -> bool:
+        if heads and heads % size:
+            return False
+        return not (kv_heads and kv_heads % size and size % kv_heads)
+
+    if tp < 1:
+        return f"it must be at least 1 (got {tp})"
+    sizes = ", ".join(str(size) for size in range(1, MAX_TP + 1) if fits(size))
+    if tp > MAX_TP:
+        return f"at most {MAX_TP} GPUs are modelled (got {tp}); sizes that split {name}: {sizes}"
+    if heads and heads % tp:
+        return f"{name}'s {heads} attention heads do not split evenly over {tp} GPUs; sizes that do: {sizes}"
+    if not fits(tp):
+        return (f"{name}'s {kv_heads} KV heads neither split evenly over {tp} GPUs nor replicate a whole number of "
+                f"times; sizes that work: {sizes}")
+    return None
 
 
 @dataclass(frozen=True)
@@ -64,6 +92,10 @@ class ModelSpec:
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    def tp_problem(self, tp: int) -> str | None:
+        """Why ``tp`` GPUs cannot split this model's attention, or None (see `tensor_parallel_problem`)."""
+        return tensor_parallel_problem(self.name, self.heads, 0 if self.is_mla else self.kv_heads, tp)
 
     @property
     def kv_elements_per_token(self) -> int:

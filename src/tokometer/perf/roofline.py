@@ -86,6 +86,12 @@ class Deployment:
     def __post_init__(self) -> None:
         if self.tp < 1 or self.pp < 1:
             raise ConfigError(f"tensor and pipeline parallel sizes must be at least 1 (got {self.tp}, {self.pp})")
+        problem = self.model.tp_problem(self.tp)
+        if problem:
+            raise ConfigError(f"--tp {self.tp}: {problem}")
+        if self.pp > self.model.layers:
+            raise ConfigError(f"--pp {self.pp}: {self.model.name} has {self.model.layers} layers, so at most "
+                              f"{self.model.layers} pipeline stages")
         weight_dtype(self.weight_dtype)
         kv_bytes(self.kv_dtype)
 
@@ -132,13 +138,22 @@ class Deployment:
         """One GPU's peak FLOP/s for this weight format (None: the hardware has no compute figure)."""
         return self.hardware.peak_flops(weight_dtype(self.weight_dtype).compute)
 
-    def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9,
-                           reserve_gib: float = ACTIVATION_RESERVE_GIB) -> int:
-        """Tokens of KV cache that fit beside the weights (0 when the weights alone do not fit)."""
+    def usable_memory_bytes(self, gpu_memory_utilization: float = 0.9) -> int:
+        """One GPU's memory × the share the engine may take (vLLM's ``--gpu-memory-utilization``)."""
         memory = self.hardware.memory_bytes
         if memory is None:
             raise ConfigError(f"{self.hardware.name} has no memory size: add memory_gb in the hardware file")
-        budget = int(memory * gpu_memory_utilization) - int(self.weight_bytes_per_gpu) - int(reserve_gib * GIB)
+        return int(memory * gpu_memory_utilization)
+
+    def kv_budget_bytes(self, gpu_memory_utilization: float = 0.9, reserve_gib: float = ACTIVATION_RESERVE_GIB) -> int:
+        """KV-cache bytes per GPU: usable memory − weights per GPU − the activation reserve (negative: no room)."""
+        return (self.usable_memory_bytes(gpu_memory_utilization) - int(self.weight_bytes_per_gpu)
+                - int(reserve_gib * GIB))
+
+    def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9,
+                           reserve_gib: float = ACTIVATION_RESERVE_GIB) -> int:
+        """Tokens of KV cache that fit beside the weights (0 when the weights alone do not fit)."""
+        budget = self.kv_budget_bytes(gpu_memory_utilization, reserve_gib)
         return max(0, int(budget // self.kv_bytes_per_token_per_gpu))
 
     def describe(self) -> str:

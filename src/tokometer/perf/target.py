@@ -95,6 +95,8 @@ def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str, targe
     mid = input_tokens + output_tokens / 2
     best: TargetOption | None = None
     for tp in TP_SIZES:
+        if model.tp_problem(tp):
+            continue  # the model's heads do not split over that many GPUs
         d = Deployment(model, hw, dtype, kv_dtype, tp=tp)
         most = d.kv_capacity_tokens(utilization) // (input_tokens + output_tokens)
         if most < 1:
@@ -120,6 +122,8 @@ def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], form
             continue
         for fmt in formats:
             for tp in TP_SIZES:
+                if model.tp_problem(tp):
+                    continue
                 d = Deployment(model, hw, fmt, kv_dtype, tp=tp)
                 most = d.kv_capacity_tokens(utilization) // (input_tokens + output_tokens)
                 speed = 1 / decode_step_s(d, 1, mid, eff)

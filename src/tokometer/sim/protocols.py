@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from tokometer.wire.messages import message_text
+from tokometer.messages import message_text
 from tokometer.wire.openai import DONE, ChunkWriter, error_event
 
 __all__ = ["PROTOCOLS", "Protocol", "RequestInfo", "StreamTiming", "count_words"]

@@ -23,8 +23,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from tokometer.errors import DatasetError, TokenizerError
+from tokometer.messages import message_text
 from tokometer.tokens.base import BaseTokenizer
-from tokometer.wire.messages import message_text
 
 if TYPE_CHECKING:
     from jinja2 import Template

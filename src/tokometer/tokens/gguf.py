@@ -30,8 +30,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tokometer.bundled import file_sha256, gemma_chat_template
+from tokometer.cachedir import cache_root
 from tokometer.errors import TokenizerError
-from tokometer.tokens.gguf_read import read_gguf_header
+from tokometer.gguf import read_gguf
 from tokometer.tokens.hf import FileTokenizer
 
 if TYPE_CHECKING:
@@ -48,9 +50,7 @@ _SPECIAL_IDS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id", "unk_t
 
 def tokenizer_cache_dir() -> Path:
     """``<user cache>/tokometer/tokenizers``: one directory per converted tokenizer."""
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("tokometer")) / "tokenizers"
+    return cache_root() / "tokenizers"
 
 
 def _generate_merges(vocab: Mapping[str, int], scores: Mapping[str, float]) -> list[tuple[str, str]]:
@@ -143,10 +143,9 @@ def _facts(meta: dict[str, Any], path: Path) -> dict[str, Any]:
     arch = str(meta.get("general.architecture", ""))
     template = meta.get("tokenizer.chat_template")
     template_source = "the GGUF's tokenizer.chat_template"
-    if not template and arch.startswith("gemma"):
-        from tokometer.engines.llamacpp import GEMMA_CHAT_TEMPLATE
-
-        template = GEMMA_CHAT_TEMPLATE
+    gemma = gemma_chat_template(meta)
+    if gemma is not None:
+        template = gemma
         template_source = "Gemma's turn format (the GGUF has none; llama.cpp gets the same)"
     context = meta.get(f"{arch}.context_length")
     label = meta.get("general.name") or path.stem
@@ -193,8 +192,6 @@ def _load_cached(directory: Path, gguf: Path, name: str | None) -> FileTokenizer
 
 def gguf_tokenizer(path: str | Path, *, name: str | None = None, cache_dir: Path | None = None) -> FileTokenizer:
     """The tokenizer of the GGUF file at ``path``, converted on first use and cached (offline)."""
-    from tokometer.engines.model import file_sha256
-
     gguf = Path(path).expanduser()
     if not gguf.is_file():
         raise TokenizerError(f"GGUF file not found: {gguf}")
@@ -207,7 +204,7 @@ def gguf_tokenizer(path: str | Path, *, name: str | None = None, cache_dir: Path
     if cached is not None:
         return cached
     try:
-        meta = read_gguf_header(gguf)
+        meta = read_gguf(gguf, tensors=False).metadata
     except (OSError, ValueError) as exc:
         raise TokenizerError(f"cannot read the GGUF header of {gguf}: {exc}") from exc
     backend = convert_gguf_tokenizer(meta, gguf)

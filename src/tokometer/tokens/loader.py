@@ -31,15 +31,15 @@ _OLLAMA_MODEL = "application/vnd.ollama.image.model"
 
 
 def _bundled() -> BaseTokenizer:
-    from tokometer.engines.model import bundled_model_path
+    from tokometer.bundled import BUNDLED_MODEL, bundled_model_path
     from tokometer.tokens.gguf import gguf_tokenizer
 
     try:
         path = bundled_model_path()
     except EngineError as exc:
-        raise TokenizerError(f"the default tokenizer is the bundled Gemma 3 270M's, and it is missing ({exc}); "
+        raise TokenizerError(f"the default tokenizer is the bundled {BUNDLED_MODEL}'s, and it is missing ({exc}); "
                              "or give --tokenizer / --model") from None
-    return gguf_tokenizer(path, name=f"bundled Gemma 3 270M ({path.name})")
+    return gguf_tokenizer(path, name=f"bundled {BUNDLED_MODEL} ({path.name})")
 
 
 def ollama_model_path(name: str, models_dir: Path | None = None) -> Path:

@@ -174,7 +174,7 @@ def _visible(text: str) -> str:
 
 
 def render_count(console: Console, result: CountResult) -> None:
-    """Print the result as the README shows it."""
+    """Print the result as docs/commands/count.md shows it."""
     from rich.markup import escape
     from rich.table import Table
 

@@ -4,7 +4,8 @@ Client side (what `tokometer bench` and the gateway's upstream calls send and re
 per protocol builds the request and parses each event (`base`, `openai`, `ollama`, `tgi`,
 `llamacpp`, with llama.cpp's `timings`). Server side: OpenAI chunk rendering (`openai.ChunkWriter`,
 used by the simulator and by the gateway for translated streams). Shared by both: one event
-splitter for SSE and NDJSON (`framing`) and one reading of a chat message's text (`messages`).
+splitter for SSE and NDJSON (`framing`); the reading of a chat message's text is the leaf module
+`tokometer.messages` (the tokenizers use it too).
 The HTTP client and the transport-error map are in `tokometer.backends.http1`.
 """
 
@@ -12,7 +13,5 @@ from __future__ import annotations
 
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent
 from tokometer.wire.framing import EventSplitter, iter_payloads
-from tokometer.wire.messages import message_text
 
-__all__ = ["Backend", "EventSplitter", "GenerationParams", "HttpRequest", "ParsedEvent", "iter_payloads",
-           "message_text"]
+__all__ = ["Backend", "EventSplitter", "GenerationParams", "HttpRequest", "ParsedEvent", "iter_payloads"]

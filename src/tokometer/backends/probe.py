@@ -1,0 +1,46 @@
+"""Plain GET requests for looking around a server before a run (model lists, /props, /info), with the
+same HTTP client, proxies and TLS settings as the run itself."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from tokometer.backends.http1 import ConnectError, HttpPool, HttpTimeout, PeerReset, StreamedResponse
+from tokometer.backends.tls import TlsOptions
+
+__all__ = ["Probe"]
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """GETs with ``headers`` (credentials), one fresh connection each."""
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    tls: TlsOptions = field(default_factory=TlsOptions)
+    timeout_s: float = 10.0
+
+    async def get(self, url: str) -> tuple[int, bytes]:
+        """(status, body) of ``GET url``; raises ConnectError, HttpTimeout or PeerReset."""
+        parts = urlsplit(url)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        pool = HttpPool(f"{parts.scheme}://{parts.netloc}", connect_timeout=self.timeout_s,
+                        idle_timeout=self.timeout_s, total_timeout=self.timeout_s + 5, tls=self.tls)
+        try:
+            response = StreamedResponse()
+            await pool.request(pool.encode("GET", path, b"", self.headers), response)
+            return response.status, b"".join(response.chunks)
+        finally:
+            await pool.close()
+
+    async def get_json(self, url: str) -> Any:
+        """The JSON a GET of ``url`` answers with, or None (any failure, or a status other than 200)."""
+        try:
+            status, body = await self.get(url)
+            return orjson.loads(body) if status == 200 else None
+        except (ConnectError, HttpTimeout, PeerReset, ValueError):
+            return None

@@ -1,0 +1,56 @@
+"""tokometer's cache directory and an inter-process file lock: the two things every cache writer needs.
+
+The lock is advisory (``fcntl.flock`` on POSIX, ``msvcrt.locking`` on Windows) and is released by
+the OS if the holder dies, so a killed build or model assembly never leaves a stale lock behind.
+This module imports nothing from tokometer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["cache_root", "file_lock"]
+
+
+def cache_root() -> Path:
+    """tokometer's cache directory (``platformdirs.user_cache_dir("tokometer")``)."""
+    import platformdirs  # imported when needed: not every command touches the cache
+
+    return Path(platformdirs.user_cache_dir("tokometer"))
+
+
+@contextmanager
+def file_lock(path: Path, poll_s: float = 0.5) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if missing) for the duration of the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+            import msvcrt
+
+            while True:
+                try:
+                    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+                    break
+                except OSError:
+                    time.sleep(poll_s)
+            try:
+                yield
+            finally:
+                os.lseek(fd, 0, os.SEEK_SET)
+                msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
