@@ -25,7 +25,7 @@ from tokometer.sim.auth import REFUSAL, RequireKey, authorized
 from tokometer.sim.config import SimConfig
 from tokometer.sim.metrics import CONTENT_TYPE, SimMetrics
 from tokometer.sim.model import engine_for
-from tokometer.sim.protocols import PROTOCOLS, Protocol
+from tokometer.sim.protocols import PROTOCOLS, Protocol, count_words
 from tokometer.sim.state import DropSimulatedResets, SimState
 from tokometer.sim.streams import EngineStream, ScriptedStream
 from tokometer.sim.trace import SendTrace, json_slices
@@ -85,7 +85,7 @@ def create_app(config: SimConfig) -> Starlette:
             body = orjson.loads(raw)
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
-            info = proto.read(body, config.model)
+            info = proto.read(body, config.model, count_words)
         except ValueError as exc:
             trace.status = 400
             return _error(proto, 400, f"invalid request: {exc}", "invalid_request_error")

@@ -14,9 +14,10 @@ import orjson
 
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, map_finish_reason
+from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, opt_int
 from tokometer.wire.timings import read_llamacpp_timings
 
-__all__ = ["LlamaCpp"]
+__all__ = ["LlamaCpp", "LlamaCppServer"]
 
 
 class LlamaCpp(Backend):
@@ -60,3 +61,63 @@ class LlamaCpp(Backend):
             if isinstance(timings, dict):
                 read_llamacpp_timings(timings, event)
         return event
+
+
+class LlamaCppServer(ServerProtocol):
+    path: ClassVar[str] = "/completion"
+
+    def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str):
+            raise ValueError("'prompt' must be a string")
+        n_predict = body.get("n_predict")
+        return RequestInfo(
+            model=default_model,
+            prompt_tokens=count(prompt),
+            max_tokens=None if n_predict in (None, -1) else opt_int(n_predict, "n_predict"),
+            ignore_eos=bool(body.get("ignore_eos")),
+            return_tokens=bool(body.get("return_tokens")),
+        )
+
+    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int) -> bytes:
+        payload = {
+            "index": 0,
+            "content": text,
+            "tokens": ids if info.return_tokens else [],
+            "stop": False,
+            "id_slot": 0,
+            "tokens_predicted": done_before + len(ids),
+            "tokens_evaluated": info.prompt_tokens,
+        }
+        return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+    def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
+        decode_n = max(completion_tokens - 1, 0)
+        payload = {
+            "index": 0,
+            "content": "",
+            "tokens": [],
+            "id_slot": 0,
+            "stop": True,
+            "model": info.model,
+            "tokens_predicted": completion_tokens,
+            "tokens_evaluated": info.prompt_tokens,
+            "stop_type": "limit" if finish == "length" else "eos",
+            "stopping_word": "",
+            "tokens_cached": info.prompt_tokens + completion_tokens,
+            "timings": {
+                "cache_n": 0,
+                "prompt_n": info.prompt_tokens,
+                "prompt_ms": timing.prompt_ms,
+                "predicted_n": completion_tokens,
+                "predicted_ms": timing.decode_ms,
+                "predicted_per_token_ms": timing.decode_ms / decode_n if decode_n else 0.0,
+            },
+        }
+        return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+    def error_event(self, message: str) -> bytes:
+        return b"data: " + orjson.dumps({"error": {"code": 500, "message": message, "type": "server_error"}}) + b"\n\n"
+
+    def error_body(self, status: int, message: str, kind: str) -> dict[str, Any]:
+        return {"error": {"code": status, "message": message, "type": kind}}

@@ -14,8 +14,9 @@ import orjson
 
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, map_finish_reason
+from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, opt_int, prompt_tokens
 
-__all__ = ["Ollama"]
+__all__ = ["Ollama", "OllamaChatServer"]
 
 _NS_PER_MS = 1_000_000.0
 
@@ -70,3 +71,53 @@ class Ollama(Backend):
 
 def _ms(ns: Any) -> float | None:
     return ns / _NS_PER_MS if isinstance(ns, (int, float)) else None
+
+
+class OllamaChatServer(ServerProtocol):
+    path: ClassVar[str] = "/api/chat"
+    content_type: ClassVar[str] = "application/x-ndjson"
+
+    def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
+        options = body.get("options") or {}
+        if not isinstance(options, dict):
+            raise ValueError("'options' must be an object")
+        return RequestInfo(
+            model=str(body.get("model") or default_model),
+            prompt_tokens=prompt_tokens(body.get("messages"), count),
+            max_tokens=opt_int(options.get("num_predict"), "options.num_predict"),
+        )
+
+    def _line(self, info: RequestInfo, content: str, **extra: Any) -> bytes:
+        payload: dict[str, Any] = {
+            "model": info.model,
+            "created_at": "2026-01-01T00:00:00Z",
+            "message": {"role": "assistant", "content": content},
+        }
+        payload.update(extra)
+        return orjson.dumps(payload) + b"\n"
+
+    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int) -> bytes:
+        return self._line(info, text, done=False)
+
+    def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
+        return self._line(
+            info,
+            "",
+            done=True,
+            done_reason=finish,
+            total_duration=int(timing.total_ms * 1e6),
+            load_duration=0,
+            prompt_eval_count=info.prompt_tokens,
+            prompt_eval_duration=int(timing.prompt_ms * 1e6),
+            eval_count=completion_tokens,
+            eval_duration=int(timing.decode_ms * 1e6),
+        )
+
+    def error_event(self, message: str) -> bytes:
+        return orjson.dumps({"error": message}) + b"\n"
+
+    def malformed(self) -> bytes:
+        return b'{"message": {"content": "broken\n'
+
+    def error_body(self, status: int, message: str, kind: str) -> dict[str, Any]:
+        return {"error": message}

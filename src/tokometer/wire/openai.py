@@ -21,9 +21,11 @@ import orjson
 
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, map_finish_reason
+from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, opt_int, prompt_tokens
 from tokometer.wire.timings import read_llamacpp_timings
 
-__all__ = ["DONE", "ChunkWriter", "OpenAIChat", "OpenAICompletions", "error_body", "error_event"]
+__all__ = ["DONE", "ChunkWriter", "OpenAIChat", "OpenAIChatServer", "OpenAICompletions", "OpenAICompletionsServer",
+           "error_body", "error_event"]
 
 DONE = b"data: [DONE]\n\n"
 
@@ -183,3 +185,59 @@ class ChunkWriter:
             choice = {"index": 0, "text": text, "finish_reason": finish_reason}
         return {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
                 "created": self.created, "model": self.model, "choices": [choice], "usage": usage}
+
+
+class _OpenAIServer(ServerProtocol):
+    chat: ClassVar[bool]
+
+    def _read_common(self, body: dict[str, Any], default_model: str, prompt_tokens: int) -> RequestInfo:
+        options = body.get("stream_options") or {}
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        return RequestInfo(
+            model=str(body.get("model") or default_model),
+            prompt_tokens=prompt_tokens,
+            max_tokens=opt_int(max_tokens, "max_tokens"),
+            ignore_eos=bool(body.get("ignore_eos")),
+            include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
+            sent_stream_options="stream_options" in body,
+        )
+
+    def _writer(self, info: RequestInfo) -> ChunkWriter:
+        if info.writer is None:
+            info.writer = ChunkWriter(self.chat, info.model, info.id, info.created)
+        return info.writer
+
+    def start(self, info: RequestInfo) -> bytes:
+        return self._writer(info).role()
+
+    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int) -> bytes:
+        return self._writer(info).content(text)
+
+    def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
+        writer = self._writer(info)
+        out = writer.finish(finish)
+        if info.include_usage:
+            out += writer.usage(info.prompt_tokens, completion_tokens)
+        return out + DONE
+
+    def error_event(self, message: str) -> bytes:
+        return error_event(message, "server_error", 500)
+
+
+class OpenAIChatServer(_OpenAIServer):
+    path: ClassVar[str] = "/v1/chat/completions"
+    chat: ClassVar[bool] = True
+
+    def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
+        return self._read_common(body, default_model, prompt_tokens(body.get("messages"), count))
+
+
+class OpenAICompletionsServer(_OpenAIServer):
+    path: ClassVar[str] = "/v1/completions"
+    chat: ClassVar[bool] = False
+
+    def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str):
+            raise ValueError("'prompt' must be a string")
+        return self._read_common(body, default_model, count(prompt))

@@ -1,0 +1,111 @@
+"""The server side of a wire protocol: reading a request, rendering a stream (the simulator speaks through it).
+
+A `ServerProtocol` turns "these tokens are ready now" into the exact bytes the real engine sends.
+Each protocol's implementation lives in its wire module beside the client side it answers
+(`openai.OpenAIChatServer`, `ollama.OllamaChatServer`, `tgi.TgiServer`, `llamacpp.LlamaCppServer`),
+so that what a client parses and what a server writes are written down once, together.
+``count`` is the server's tokenizer (the simulator's: one word, one token).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tokometer.messages import message_text
+
+if TYPE_CHECKING:
+    from tokometer.wire.openai import ChunkWriter
+
+__all__ = ["Count", "RequestInfo", "ServerProtocol", "StreamTiming", "opt_int", "prompt_tokens"]
+
+Count = Callable[[str], int]
+"""A server's tokenizer: text -> tokens."""
+
+
+@dataclass(slots=True)
+class RequestInfo:
+    """What the simulator needs from a request, whatever protocol it came in."""
+
+    model: str
+    prompt_tokens: int
+    max_tokens: int | None
+    ignore_eos: bool = False
+    include_usage: bool = False
+    return_tokens: bool = False
+    sent_stream_options: bool = False
+    id: str = ""
+    created: int = 0
+    writer: ChunkWriter | None = None
+    """The OpenAI chunk renderer of this answer, made once (OpenAI protocols only)."""
+
+
+@dataclass(slots=True)
+class StreamTiming:
+    """Server-side durations of one answer, for protocols that report them."""
+
+    prompt_ms: float
+    decode_ms: float
+    total_ms: float
+
+
+class ServerProtocol(ABC):
+    """One wire protocol, server side."""
+
+    path: ClassVar[str]
+    content_type: ClassVar[str] = "text/event-stream"
+
+    @abstractmethod
+    def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
+        """Parse a request body; raise `ValueError` for a malformed one."""
+
+    def start(self, info: RequestInfo) -> bytes:
+        """An empty role-only event, for protocols that have one; else nothing."""
+        return b""
+
+    @abstractmethod
+    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int) -> bytes:
+        """One content event carrying ``ids`` (``done_before`` tokens were sent earlier)."""
+
+    @abstractmethod
+    def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
+        """The closing event(s): finish reason, usage and timings where the protocol has them."""
+
+    def last_tokens(
+        self, info: RequestInfo, ids: list[int], text: str, done_before: int, finish: str, timing: StreamTiming
+    ) -> bytes:
+        """The last content event followed by the closing event(s), in one write."""
+        return self.tokens(info, ids, text, done_before) + self.finish(info, finish, done_before + len(ids), timing)
+
+    @abstractmethod
+    def error_event(self, message: str) -> bytes:
+        """An error reported inside an already started stream."""
+
+    def malformed(self) -> bytes:
+        return b'data: {"choices": [{"delta": {"content": "broken\n\n'
+
+    def error_body(self, status: int, message: str, kind: str) -> dict[str, Any]:
+        """The JSON body of an HTTP error (OpenAI shape unless overridden)."""
+        return {"error": {"message": message, "type": kind, "param": None, "code": status}}
+
+
+def prompt_tokens(messages: Any, count: Count) -> int:
+    """Tokens of a chat's message texts (``count`` each); ValueError for a malformed ``messages``."""
+    if not isinstance(messages, list):
+        raise ValueError("'messages' must be a list")
+    total = 0
+    for message in messages:
+        if not isinstance(message, dict):
+            raise ValueError("each message must be an object")
+        total += count(message_text(message))
+    return total
+
+
+def opt_int(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"'{name}' must be a non-negative integer")
+    return value
