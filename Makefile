@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: system setup engine bench test lint clean
+.PHONY: system setup engine bench test lint docs clean
 
 system:
 	scripts/system-packages
@@ -27,12 +27,19 @@ setup: $(STAMP) engine
 bench: setup
 	$(VENV)/bin/tokometer bench
 
+# The manual (docs/, mkdocs.yml) is part of lint: a broken link or a stale generated page fails it.
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests bench scripts
 	$(VENV)/bin/mypy
+	$(PY) scripts/gen_config_reference.py --check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+docs: $(STAMP)
+	$(PY) scripts/gen_config_reference.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 test: setup lint
 	TOKOMETER_REQUIRE_ENGINE=1 TOKOMETER_REQUIRE_REDIS=1 TOKOMETER_REQUIRE_PROXY=1 $(PY) -m pytest -q
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site
