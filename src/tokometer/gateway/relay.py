@@ -315,7 +315,7 @@ class Relay:
         headers = [(b"content-type", content_type), (b"cache-control", b"no-cache")]
         if self.opened is not None:
             headers += [(b"x-tokometer-upstream", self.opened.upstream.name.encode()),
-                        (b"x-tokometer-model", (self.opened.upstream.cfg.model or "").encode()),
+                        (b"x-tokometer-model", self.answer.model.encode()),
                         (b"x-tokometer-fallback", b"1" if self.opened.fallback else b"0")]
         headers += [(k.encode(), v.encode()) for k, v in self.ctx.headers.items()]
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
