@@ -71,9 +71,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.UsageError as exc:
         if debug:
             raise
-        where = f"{prog} {exc.ctx.info_name}" if exc.ctx and exc.ctx.info_name != prog else prog
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
-        print(f"{where}: error: {_one_line(exc.format_message())}{hint}", file=sys.stderr)
+        print(f"{prog}: error: {_one_line(exc.format_message())}{hint}", file=sys.stderr)
         sys.exit(2)
     except TokometerError as exc:
         if debug:

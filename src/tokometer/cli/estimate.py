@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tokometer.cli.options import parse_int_list
+from tokometer.cli.options import RUN_ID, FiniteFloat, check_output_path, parse_int_list
 
 if TYPE_CHECKING:
     from tokometer.perf import Deployment, Efficiency, HardwareSpec
@@ -27,22 +27,27 @@ SCHEMA = "tokometer.estimate/1"
               "[default: the model's own]. Comma list with --target.")
 @click.option("--kv-dtype", default=None, help="KV-cache format: bf16, fp16, fp8, int8, q8_0, q4_0 [default: bf16; "
               "for a llama.cpp run, its cache type].")
-@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel GPUs.")
-@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel stages.")
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Tensor-parallel GPUs (must split the model's attention heads evenly; at most 64).")
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Pipeline-parallel stages (at most the model's layers).")
 @click.option("--batch", "-b", default="1", show_default=True, help="Batch sizes (concurrent sequences), e.g. 1,8,64.")
-@click.option("--input-tokens", type=click.IntRange(min=1), default=1000, show_default=True)
-@click.option("--output-tokens", type=click.IntRange(min=1), default=1000, show_default=True)
-@click.option("--gpu-memory-utilization", type=click.FloatRange(0.05, 1.0), default=0.9, show_default=True,
+@click.option("--input-tokens", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Prompt length of each sequence.")
+@click.option("--output-tokens", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Answer length of each sequence.")
+@click.option("--gpu-memory-utilization", type=FiniteFloat(0.05, 1.0), default=0.9, show_default=True,
               help="Share of device memory for weights + KV cache (a 2 GiB activation reserve is also kept).")
-@click.option("--bw-efficiency", type=click.FloatRange(0.01, 1.0), default=0.6, show_default=True,
+@click.option("--bw-efficiency", type=FiniteFloat(0.01, 1.0), default=0.6, show_default=True,
               help="Expected share of peak bandwidth in decode.")
-@click.option("--prefill-efficiency", type=click.FloatRange(0.01, 1.0), default=0.55, show_default=True,
+@click.option("--prefill-efficiency", type=FiniteFloat(0.01, 1.0), default=0.55, show_default=True,
               help="Expected share of peak FLOP/s in prefill.")
-@click.option("--decode-compute-efficiency", type=click.FloatRange(0.01, 1.0), default=0.5, show_default=True,
+@click.option("--decode-compute-efficiency", type=FiniteFloat(0.01, 1.0), default=0.5, show_default=True,
               help="Expected share of peak FLOP/s in compute-bound decode.")
 @click.option("--explain", is_flag=True, help="Write the arithmetic out in words.")
-@click.option("--target", type=float, default=None, help="Tokens/s to reach: which hardware, format and batch do.")
-@click.option("--run", "run_id", type=int, default=None, help="Efficiency (MBU/MFU, bottleneck) of a saved run.")
+@click.option("--target", type=FiniteFloat(min=0, min_open=True), default=None,
+              help="Tokens/s to reach: which hardware, format and batch do.")
+@click.option("--run", "run_id", type=RUN_ID, default=None, help="Efficiency (MBU/MFU, bottleneck) of a saved run.")
 @click.option("--store", default=None, help="Results store for --run: a SQLAlchemy URL or a SQLite file path.")
 @click.option("--hardware-file", type=click.Path(path_type=Path), default=None,
               help="TOML file with [[hardware]] rows [default: <user config dir>/tokometer/hardware.toml].")
@@ -72,6 +77,7 @@ def command(**opts: Any) -> int:
         if opts["list_hardware"]:
             render_hardware(console, list(hardware_table(opts["hardware_file"]).values()))
         return 0
+    check_output_path(opts["json_path"], "--json", "estimate.json")
     eff = Efficiency(opts["bw_efficiency"], opts["prefill_efficiency"], opts["decode_compute_efficiency"])
     if opts["run_id"] is not None:
         payload = _run(console, opts, eff)

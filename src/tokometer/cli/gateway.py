@@ -19,10 +19,9 @@ class _GatewayCommand(click.Command):
         from tokometer.gateway.config import EXAMPLE_CONFIG, config_reference
 
         with formatter.section("Example config (TOML; YAML works too)"):
-            formatter.write("\n".join(" " * formatter.current_indent + line for line in
-                                       EXAMPLE_CONFIG.strip("\n").splitlines()) + "\n")
+            formatter.write("".join((" " * formatter.current_indent + line).rstrip() + "\n" for line in
+                                    EXAMPLE_CONFIG.strip("\n").splitlines()))
         for title, about, rows in config_reference():
-            formatter.write_paragraph()
             with formatter.section(title):
                 formatter.write_text(about)
                 formatter.write_dl(rows, col_max=36)
@@ -57,7 +56,7 @@ def command(config_path: Path | None, host: str | None, port: int | None, hash_k
         click.echo(digest(_read_secret(hash_key)))
         return
     if config_path is None:
-        raise ConfigError("give --config FILE (a TOML or YAML gateway config; see the README)")
+        raise ConfigError("give --config FILE (a TOML or YAML gateway config; see 'tokometer gateway --help' or docs/reference/gateway-config.md)")
     from tokometer.gateway.config import load_config
 
     config = load_config(config_path)

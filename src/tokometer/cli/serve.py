@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from tokometer.cli.options import PORT, FiniteFloat
+
 if TYPE_CHECKING:
     from tokometer.engines.handle import EngineHandle
 
@@ -48,7 +50,7 @@ def _rebuild() -> None:
 
 
 def _start_llamacpp(opts: dict[str, Any], port: int) -> EngineHandle | None:
-    from tokometer.engines import LlamaCppSettings, bundled_model_path, find_llama_server, start_llamacpp
+    from tokometer.engines import LlamaCppSettings, find_llama_server, start_llamacpp
     from tokometer.engines.llamacpp import llamacpp_argv
 
     if opts["rebuild"]:
@@ -59,10 +61,9 @@ def _start_llamacpp(opts: dict[str, Any], port: int) -> EngineHandle | None:
         parallel=opts["parallel"], ctx_size=opts["ctx_size"], threads=opts["threads"], binary=opts["llama_server"],
         extra_args=tuple(opts["engine_args"]), ready_timeout_s=opts["ready_timeout"] or 120.0)
     if opts["dry_run"]:
-        from tokometer.engines.model import gguf_metadata
+        from tokometer.engines.llamacpp import checked_model
 
-        model = settings.model_path or bundled_model_path()
-        meta = gguf_metadata(model) if model.is_file() else {}
+        model, meta = checked_model(settings)  # what a real start would refuse is refused here too
         click.echo(shlex.join(llamacpp_argv(find_llama_server(settings.binary), model, port, settings, meta)))
         return None
     _say(f"starting llama-server on {settings.host}:{port or '(a free port)'} …")
@@ -130,27 +131,40 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
 
 
 @click.command("serve", context_settings={"ignore_unknown_options": True})
-@click.option("--engine", type=click.Choice(["llamacpp", "vllm", "ollama"]), default="llamacpp", show_default=True)
+@click.option("--engine", type=click.Choice(["llamacpp", "vllm", "ollama"]), default="llamacpp", show_default=True,
+              help="The engine to start: llama.cpp (CPU, built by tokometer), vLLM (NVIDIA GPU) or Ollama.")
 @click.option("--model", default=None,
               help="llamacpp: a .gguf file (default: the bundled Gemma 3 270M Q4_K_M); vllm: HF id, local dir or "
               "a built-in name (llama-3.1-8b, qwen2.5-7b, mistral-7b, …); ollama: a model name.")
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=None, help="Default 8080 (llamacpp), 8000 (vllm), 11434 (ollama); 0 = free.")
-@click.option("--parallel", type=int, default=4, show_default=True, help="llamacpp: slots batched together.")
-@click.option("--ctx-size", type=int, default=None, help="llamacpp: total context (default 4096 × --parallel).")
-@click.option("--threads", type=int, default=None, help="llamacpp: CPU threads (default: physical cores).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address the engine listens on (0.0.0.0 or :: for every interface).")
+@click.option("--port", type=PORT, default=None,
+              help="Default 8080 (llamacpp), 8000 (vllm), 11434 (ollama); 0 = free.")
+@click.option("--parallel", type=click.IntRange(min=1), default=4, show_default=True,
+              help="llamacpp: slots batched together.")
+@click.option("--ctx-size", type=click.IntRange(min=1), default=None,
+              help="llamacpp: total context, split between the slots (default 4096 × --parallel).")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="llamacpp: CPU threads (default: physical cores).")
 @click.option("--llama-server", default=None, help="llamacpp: the llama-server binary (default: lookup).")
 @click.option("--rebuild", is_flag=True,
               help="llamacpp: first build tokometer's own llama-server afresh for this CPU (minutes; checked by a "
               "smoke run, with safer instruction sets if it dies).")
-@click.option("--gpu-memory-gb", type=float, default=None, help="vllm: GPU memory in GiB (default: detected).")
-@click.option("--gpu-memory-utilization", type=float, default=0.90, show_default=True)
-@click.option("--tensor-parallel-size", type=int, default=1, show_default=True)
-@click.option("--max-model-len", type=int, default=None, help="vllm: override the computed value.")
-@click.option("--quantization", type=click.Choice(["fp8", "awq", "gptq"]), default=None)
-@click.option("--kv-cache-dtype", default="auto", show_default=True, help="vllm: auto or fp8.")
+@click.option("--gpu-memory-gb", type=FiniteFloat(min=0, min_open=True), default=None,
+              help="vllm: GPU memory in GiB (default: detected).")
+@click.option("--gpu-memory-utilization", type=FiniteFloat(0.05, 0.99), default=0.90, show_default=True,
+              help="vllm: share of each GPU's memory vLLM may take (weights, KV cache, activations).")
+@click.option("--tensor-parallel-size", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="vllm: GPUs one model is split over; must divide the model's attention heads.")
+@click.option("--max-model-len", type=click.IntRange(min=1), default=None,
+              help="vllm: longest sequence in tokens (default: computed from the memory left for the KV cache).")
+@click.option("--quantization", type=click.Choice(["fp8", "awq", "gptq"]), default=None,
+              help="vllm: weight quantisation (awq, gptq: a checkpoint quantised that way).")
+@click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]), default="auto",
+              show_default=True, help="vllm: KV-cache format: auto (the model's dtype) or fp8 (half the memory).")
 @click.option("--no-pull", is_flag=True, help="ollama: fail instead of pulling a missing model.")
-@click.option("--ready-timeout", type=float, default=None, help="Seconds to wait for the first answer.")
+@click.option("--ready-timeout", type=FiniteFloat(min=0, min_open=True), default=None,
+              help="Seconds to wait for the first answer (default: 120 llamacpp, 1800 vllm, 300 ollama).")
 @click.option("--dry-run", is_flag=True, help="Print the command (and for vllm the reasoning); start nothing.")
 @click.option("--json", "as_json", is_flag=True, help="When ready, print one JSON line (URL, model, identity).")
 @click.argument("engine_args", nargs=-1, type=click.UNPROCESSED)
