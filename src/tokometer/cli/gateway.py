@@ -56,7 +56,8 @@ def command(config_path: Path | None, host: str | None, port: int | None, hash_k
         click.echo(digest(_read_secret(hash_key)))
         return
     if config_path is None:
-        raise ConfigError("give --config FILE (a TOML or YAML gateway config; see 'tokometer gateway --help' or docs/reference/gateway-config.md)")
+        raise ConfigError("give --config FILE (a TOML or YAML gateway config; see 'tokometer gateway --help' or "
+                          "docs/reference/gateway-config.md)")
     from tokometer.gateway.config import load_config
 
     config = load_config(config_path)

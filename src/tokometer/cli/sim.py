@@ -97,7 +97,7 @@ def command(**opts: Any) -> None:
         trace_bodies=opts["trace_bodies"], max_output_tokens=opts["max_output_tokens"],
     )
     if config.modelled:
-        from tokometer.sim.model import step_time_for
+        from tokometer.sim.steptime import step_time_for
 
         step_time_for(config)  # a bad model, hardware or a deployment that does not fit: one line, before listening
     try:

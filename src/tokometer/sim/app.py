@@ -24,9 +24,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from tokometer.sim.auth import REFUSAL, RequireKey, authorized
 from tokometer.sim.config import SimConfig
 from tokometer.sim.metrics import CONTENT_TYPE, SimMetrics
-from tokometer.sim.model import engine_for
 from tokometer.sim.protocols import PROTOCOLS, Protocol, count_words
 from tokometer.sim.state import DropSimulatedResets, SimState
+from tokometer.sim.steptime import engine_for
 from tokometer.sim.streams import EngineStream, ScriptedStream
 from tokometer.sim.trace import SendTrace, json_slices
 

@@ -21,7 +21,7 @@ from tokometer.tokens.hf import FileTokenizer
 from tokometer.tokens.hf_auto import HFTokenizer
 from tokometer.tokens.loader import load_tokenizer
 from tokometer.tokens.pricing import Cost, ModelPrice, PriceTable
-from tokometer.tokens.server import ServerTokenizer, probe_server_tokenizer
+from tokometer.tokens.remote import ServerTokenizer, probe_server_tokenizer
 from tokometer.tokens.tiktoken_ import TiktokenTokenizer
 
 __all__ = [

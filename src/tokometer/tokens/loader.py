@@ -138,7 +138,7 @@ def load_tokenizer(spec: str | None = None) -> BaseTokenizer:
         name = spec.removeprefix("ollama:")
         return gguf_tokenizer(ollama_model_path(name), name=f"ollama:{name}")
     if spec.startswith(("http://", "https://")):
-        from tokometer.tokens.server import ServerTokenizer
+        from tokometer.tokens.remote import ServerTokenizer
 
         server = ServerTokenizer(spec)
         server.encode("hello")  # fails here, with the server's address, if there is no /tokenize
