@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from tokometer.gateway.config import ENV_PREFIX, EXAMPLE_CONFIG, GatewayConfig
+from tokometer.gateway.config import ENV_PREFIX, EXAMPLE_CONFIG, GatewayConfig, submodel
 
 __all__ = ["PAGE", "render"]
 
@@ -52,17 +52,6 @@ the variable, not the file.
 
 See [`tokometer gateway`](../commands/gateway.md) for what each feature does.
 """
-
-
-def _submodel(annotation: Any) -> type[BaseModel] | None:
-    """The config model inside a field's type (``ServerConfig``, ``list[UpstreamConfig]``), if any."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _submodel(arg)
-        if found is not None:
-            return found
-    return None
 
 
 def _type_name(annotation: Any) -> str:
@@ -143,7 +132,7 @@ def render() -> str:
     """The whole page, as it must be checked in."""
     lines = [_HEAD.format(prefix=ENV_PREFIX)]
     for name, field in GatewayConfig.model_fields.items():
-        model = _submodel(field.annotation)
+        model = submodel(field.annotation)
         if model is not None:
             lines += _section(name, field, model)
     lines += ["## A complete example", "",

@@ -43,6 +43,7 @@ __all__ = [
     "check_environment",
     "config_reference",
     "load_config",
+    "submodel",
 ]
 
 ENV_PREFIX = "TOKOMETER_GATEWAY__"
@@ -334,12 +335,12 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
-def _submodel(annotation: Any) -> type[BaseModel] | None:
+def submodel(annotation: Any) -> type[BaseModel] | None:
     """The config model inside a field's type (``ServerConfig``, ``list[UpstreamConfig]``, ...), if any."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in typing.get_args(annotation):
-        found = _submodel(arg)
+        found = submodel(arg)
         if found is not None:
             return found
     return None
@@ -351,7 +352,7 @@ def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
         if isinstance(part, int) or model is None:
             continue  # a list index: the same model
         field = model.model_fields.get(str(part))
-        model = _submodel(field.annotation) if field is not None else None
+        model = submodel(field.annotation) if field is not None else None
     return model
 
 
@@ -400,7 +401,7 @@ def config_reference() -> Iterator[tuple[str, str, list[tuple[str, str]]]]:
     """Every section of the config: its heading (``[server]``, ``[[upstreams]]``), what it is, and a row per key
     (``key = default``, description), all read from the models."""
     for name, field in GatewayConfig.model_fields.items():
-        model = _submodel(field.annotation)
+        model = submodel(field.annotation)
         if model is None:
             continue
         listed = typing.get_origin(field.annotation) is list
