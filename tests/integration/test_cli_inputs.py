@@ -211,13 +211,13 @@ def test_choice_lists_are_the_libraries_own() -> None:
 
 
 def test_gateway_help_is_a_config_reference() -> None:
-    from tokometer.gateway.config import GatewayConfig, _submodel
+    from tokometer.gateway.config import GatewayConfig, submodel
 
     done = run_cli("gateway", "--help")
     assert done.returncode == 0
     assert "Example config" in done.stdout and 'url = "http://127.0.0.1:8000/v1"' in done.stdout
     for section, field in GatewayConfig.model_fields.items():
-        model = _submodel(field.annotation)
+        model = submodel(field.annotation)
         assert model is not None
         assert f"[{section}]" in done.stdout
         for key in model.model_fields:

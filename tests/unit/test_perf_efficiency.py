@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from tokometer.load.health import ClientHealth
+from tokometer.load.profiles import LoadStep
 from tokometer.perf import Deployment, HardwareSpec, resolve_model
 from tokometer.perf.efficiency import decode_batch, run_efficiency
 from tokometer.records import RequestRecord, ServerTiming
+from tokometer.store import StoredRun, StoredStep
 
 MS = 1_000_000
 HW = HardwareSpec(name="test", kind="cpu", memory_gb=16, bandwidth_gbs=100, bf16_tflops=1, source="made up")
@@ -28,10 +29,17 @@ def _record(step: int, index: int, sent: int, ttft: int, tpot: int, *, tokens: i
                          finish_reason="length", server=timing)
 
 
-def _run(steps: list[tuple[dict[str, Any], list[RequestRecord]]]) -> tuple[dict[str, Any], list[RequestRecord]]:
-    run = {"id": 7, "steps": [{"step": i, "load": {"concurrency": 1}, "health": health}
-                              for i, (health, _) in enumerate(steps)]}
+def _run(steps: list[tuple[ClientHealth | None, list[RequestRecord]]]) -> tuple[StoredRun, list[RequestRecord]]:
+    run = StoredRun(id=7, status="completed", started_at="t", finished_at="t", target="http://x/v1",
+                    api="openai-chat", model="m", label=None, spec={}, engine=None, host=None,
+                    steps=tuple(StoredStep(i, LoadStep("concurrency", 1), "t", health=health)
+                                for i, (health, _) in enumerate(steps)))
     return run, [r for _, records in steps for r in records]
+
+
+def _saturated(verdict: str) -> ClientHealth:
+    return ClientHealth(loop_lag_p99_ms=50, loop_lag_max_ms=60, cpu_fraction=0.5, client_lag_p99_ms=None,
+                        saturated=True, verdict=verdict)
 
 
 def test_decode_batch_is_the_overlap_while_decoding() -> None:
@@ -43,7 +51,7 @@ def test_decode_batch_is_the_overlap_while_decoding() -> None:
 
 
 def test_mbu_mfu_and_bandwidth_verdict() -> None:
-    run, records = _run([({}, [_record(0, 0, 0, 100, 10), _record(0, 1, 300 * MS, 100, 10)])])
+    run, records = _run([(None, [_record(0, 0, 0, 100, 10), _record(0, 1, 300 * MS, 100, 10)])])
     step = run_efficiency(run, records, D).steps[0]
     # context mid-answer: 100 + 11 / 2 = 105.5 tokens; read per step = 536e6 + 18,432 × 105.5 = 537,944,576 B
     assert step.context_tokens == 105.5
@@ -65,8 +73,8 @@ def test_the_bottleneck_rule() -> None:
     saturated = [_record(1, 0, 0, 100, 10)]
     slow_network = [_record(2, 0, 0, 100, 10, server_tpot=5)]
     no_server = [_record(3, 0, 0, 100, 40, server=False)]
-    run, records = _run([({}, queued), ({"saturated": True, "verdict": "loop lag 50 ms"}, saturated),
-                         ({}, slow_network), ({}, no_server)])
+    run, records = _run([(None, queued), (_saturated("loop lag 50 ms"), saturated),
+                         (None, slow_network), (None, no_server)])
     steps = run_efficiency(run, records, D).steps
     assert [s.bottleneck for s in steps] == ["queueing", "client", "network", "engine overhead"]
     assert "TTFT 500 ms is 6.2× the server's prefill time (80 ms) and 71% of E2E" in steps[0].why

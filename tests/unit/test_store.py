@@ -9,8 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tokometer.load.health import ClientHealth
+from tokometer.load.profiles import LoadStep
 from tokometer.records import RequestRecord, ServerTiming
-from tokometer.store import ResultStore
+from tokometer.store import ResultStore, StoredRun
+from tokometer.store.runs import load_of, stored_health
 from tokometer.store.schema import ADDED_RUN_COLUMNS
 
 
@@ -105,3 +108,35 @@ def test_a_run_of_a_process_that_is_gone_is_aborted_and_summarised(tmp_path: Pat
     assert run["steps"][0]["summary"]["goodput_rps"] > 0
     reader.close()
     assert ResultStore(url).aborted == []  # done once
+
+
+def test_a_run_reads_back_typed_and_round_trips(tmp_path: Path) -> None:
+    store = ResultStore(f"sqlite:///{tmp_path / 'r.db'}")
+    engine = {"engine": "llama.cpp", "model_file": "/m.gguf", "argv": ["llama-server", "-ctk", "q8_0"], "threads": 2}
+    run_id = store.create_run(target="http://x/v1", api="openai-chat", model="m", spec={"a": 1}, engine=engine,
+                              host={"cpu": "c"}, label="l")
+    loads = [LoadStep("synchronous"), LoadStep("concurrency", 4),
+             LoadStep("rate", rate=2.5, arrival="gamma", burstiness=0.5, max_concurrency=8)]
+    health = ClientHealth(loop_lag_p99_ms=0.2, loop_lag_max_ms=0.4, cpu_fraction=0.1, client_lag_p99_ms=None,
+                          problems=["cpu"], saturated=True, verdict="v")
+    for index, load in enumerate(loads):
+        store.start_step(run_id, index, load.label())
+        store.finish_step(run_id, index, {"requests_completed": 0}, health.to_json(), interrupted=index == 2)
+    store.finish_run(run_id, "completed")
+    run, data, missing = store.run(run_id), store.get_run(run_id), store.run(run_id + 1)
+    store.close()
+    assert run is not None and data is not None and missing is None
+    assert (run.id, run.status, run.target, run.label, run.spec) == (run_id, "completed", "http://x/v1", "l", {"a": 1})
+    assert run.engine is not None and run.engine.is_llamacpp and run.engine.model_file == "/m.gguf"
+    assert run.engine.argv == ("llama-server", "-ctk", "q8_0") and run.engine.facts["threads"] == 2
+    assert [s.load for s in run.steps] == loads and [s.index for s in run.steps] == [0, 1, 2]
+    assert all(s.health == health for s in run.steps) and [s.interrupted for s in run.steps] == [False, False, True]
+    assert run.to_json() == data and StoredRun.from_json(data) == run
+
+
+def test_a_partial_or_missing_health_reads_as_none() -> None:
+    assert stored_health(None) is None and stored_health({"saturated": True}) is None
+    old = stored_health({"loop_lag_p99_ms": 1, "loop_lag_max_ms": 2, "cpu_fraction": 0.5, "client_lag_p99_ms": None,
+                         "queue_ms": 3})  # a field it no longer has is dropped
+    assert old is not None and old.loop_lag_max_ms == 2 and not old.saturated
+    assert load_of({}) is None and load_of({"concurrency": 2}) == LoadStep("concurrency", 2)

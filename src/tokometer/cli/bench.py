@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import os
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,9 +22,10 @@ from tokometer.cli.options import (
 )
 from tokometer.cli.terminate import EXIT_CODE, Terminate
 
-__all__ = ["command"]
+if TYPE_CHECKING:
+    from tokometer.benchmark.spec import BenchSpec
 
-_EMBEDDED_DEFAULTS = {"concurrency": [1, 2, 4], "requests": 8, "input_tokens": 128, "output_tokens": 64}
+__all__ = ["command"]
 
 
 @click.command("bench")
@@ -105,8 +106,9 @@ def command(**opts: Any) -> int:
     check_output_path(opts["csv_path"], "--csv", "result.csv")
     with Terminate() as terminate, ExitStack() as stack:
         engine_identity: dict[str, Any] | None = None
-        engine_check = None
+        engine_check: Callable[[], str | None] | None = None
         if embedded:
+            from tokometer.benchmark.embedded import engine_check as check_of
             from tokometer.engines import LlamaCppSettings, start_llamacpp
 
             settings = LlamaCppSettings(model_path=opts["engine_model"], parallel=opts["engine_parallel"],
@@ -116,12 +118,7 @@ def command(**opts: Any) -> int:
             values["url"] = engine.openai_url
             values["model"] = values["model"] or engine.model
             engine_identity = engine.identity
-
-            def engine_check() -> str | None:
-                if engine.alive():
-                    return None
-                tail = " | ".join(engine.log_tail(5).splitlines())
-                return f"the engine exited during the run (exit code {engine.exit_code()}); its last log lines: {tail}"
+            engine_check = check_of(engine)
 
         from tokometer.benchmark.spec import BenchSpec
 
@@ -131,21 +128,22 @@ def command(**opts: Any) -> int:
 
 def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
     from tokometer.backends import default_api_for_url
+    from tokometer.benchmark.embedded import bench_defaults
     from tokometer.errors import ConfigError
 
     if opts["url"] is not None and not opts["url"].strip():
         raise ConfigError("--url is empty: give the server's base URL (e.g. http://127.0.0.1:8000/v1), "
                           "or leave --url out to benchmark the embedded engine")
 
-    defaults = _EMBEDDED_DEFAULTS if embedded else {"requests": 100, "input_tokens": 256, "output_tokens": 128}
+    defaults = bench_defaults(embedded)
     concurrency = parse_int_list(opts["concurrency"], "--concurrency")
     rate = parse_float_list(opts["rate"], "--rate")
-    if embedded and not concurrency and not rate and not opts["synchronous"]:
-        concurrency = list(_EMBEDDED_DEFAULTS["concurrency"])  # type: ignore[call-overload]
+    if not concurrency and not rate and not opts["synchronous"]:
+        concurrency = list(defaults.concurrency)
     duration = parse_duration(opts["duration"], "--duration")
     requests = opts["requests_"]
     if requests is None and duration is None:
-        requests = defaults["requests"]
+        requests = defaults.requests
     return {
         "url": opts["url"] or "http://127.0.0.1:0/v1",
         "api": opts["api"] or (default_api_for_url(opts["url"]) if opts["url"] else "openai-chat"),
@@ -164,8 +162,8 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
         "requests": requests,
         "duration_s": duration,
         "warmup": opts["warmup"],
-        "input_tokens": defaults["input_tokens"] if opts["input_tokens"] is None else opts["input_tokens"],
-        "output_tokens": defaults["output_tokens"] if opts["output_tokens"] is None else opts["output_tokens"],
+        "input_tokens": defaults.input_tokens if opts["input_tokens"] is None else opts["input_tokens"],
+        "output_tokens": defaults.output_tokens if opts["output_tokens"] is None else opts["output_tokens"],
         "ignore_eos": opts["ignore_eos"],
         "temperature": opts["temperature"],
         "seed": opts["seed"],
@@ -185,8 +183,8 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
     }
 
 
-def _run(spec: Any, opts: dict[str, Any], engine: dict[str, Any] | None, engine_check: Any,
-         terminate: Terminate) -> int:
+def _run(spec: BenchSpec, opts: dict[str, Any], engine: dict[str, Any] | None,
+         engine_check: Callable[[], str | None] | None, terminate: Terminate) -> int:
     import uvloop
 
     from tokometer.benchmark.run import BenchResult, run_benchmark
@@ -194,10 +192,10 @@ def _run(spec: Any, opts: dict[str, Any], engine: dict[str, Any] | None, engine_
     from tokometer.report.console import LiveProgress, render_result
     from tokometer.report.csv_out import write_csv
     from tokometer.report.json_out import write_json
-    from tokometer.store import ResultStore
+    from tokometer.store import ResultStore, configured_store_url
 
     console = make_console()
-    store = None if opts["no_store"] else ResultStore(_store_url(opts["store"]))
+    store = None if opts["no_store"] else ResultStore(configured_store_url(opts["store"]))
     try:
         progress = LiveProgress(console)
         if opts["quiet"] or not console.is_terminal:
@@ -224,9 +222,3 @@ def _run(spec: Any, opts: dict[str, Any], engine: dict[str, Any] | None, engine_
         raise EngineError(result.warnings[-1] if result.warnings else "the run failed")
     return 1 if result.failed_requests else 0
 
-
-def _store_url(option: str | None) -> str | None:
-    value = option or os.environ.get("TOKOMETER_STORE") or None
-    if value is None:
-        return None
-    return value if "://" in value else f"sqlite:///{Path(value).expanduser()}"

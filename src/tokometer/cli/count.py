@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tokometer.cli.options import build_spec
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tokometer.tokens.counter import CountResult, CountSpec
 
 __all__ = ["command"]
 
@@ -77,7 +83,7 @@ def command(**opts: Any) -> int:
     return 0
 
 
-def _with_progress(spec: Any, err: Any, run: Any) -> Any:
+def _with_progress(spec: CountSpec, err: Console, run: Callable[..., CountResult]) -> CountResult:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     total = spec.file.stat().st_size if spec.file is not None and str(spec.file) != "-" else None
@@ -93,35 +99,15 @@ def _with_progress(spec: Any, err: Any, run: Any) -> Any:
 
 
 def _list_prices(path: Path | None, as_json: bool) -> int:
-    from rich.table import Table
-
     from tokometer.cli.output import make_console
-    from tokometer.tokens.pricing import PriceTable, user_price_file
+    from tokometer.tokens.pricing import PriceTable
+    from tokometer.tokens.report import prices_json, render_prices
 
     table = PriceTable.load(path)
-    rows = [table.require(name) for name in table.names()]
     if as_json:
         import json
 
-        click.echo(json.dumps({"meta": table.meta, "files": table.files, "user_file": str(user_price_file()),
-                               "models": {r.model: {"input": r.input, "output": r.output, "context": r.context,
-                                                    "tokenizer": r.tokenizer, "platform": r.platform,
-                                                    "input_credits": r.input_credits,
-                                                    "output_credits": r.output_credits} for r in rows}},
-                              indent=1))
-        return 0
-    console = make_console()
-    out = Table(show_edge=False, pad_edge=False)
-    for column in ("model", "input /1M", "output /1M", "context", "tokenizer"):
-        out.add_column(column, justify="right" if "/1M" in column or column == "context" else "left")
-    for r in rows:
-        credits = f"{r.input_credits:g} cr" if r.input_credits is not None else ""
-        out.add_row(r.model, f"{r.input:g}" if r.input is not None else credits,
-                    f"{r.output:g}" if r.output is not None else "",
-                    f"{r.context:,}" if r.context else "", r.tokenizer or "")
-    console.print(out)
-    meta = table.meta
-    console.print(f"{meta.get('currency', 'USD')} per million tokens; source: {meta.get('source', '?')}; "
-                  f"as of {meta.get('date', '?')}. {str(meta.get('note', '')).capitalize()}.")
-    console.print(f"Tables read: {', '.join(table.files)}. Your own (read over these): {user_price_file()}")
+        click.echo(json.dumps(prices_json(table), indent=1))
+    else:
+        render_prices(make_console(), table)
     return 0

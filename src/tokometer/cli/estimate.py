@@ -11,7 +11,9 @@ import click
 from tokometer.cli.options import RUN_ID, FiniteFloat, check_output_path, parse_int_list
 
 if TYPE_CHECKING:
-    from tokometer.perf import Deployment, Efficiency, HardwareSpec
+    from rich.console import Console
+
+    from tokometer.perf.app import EstimateSpec
 
 __all__ = ["command"]
 
@@ -66,7 +68,7 @@ def command(**opts: Any) -> int:
       tokometer estimate --run 3                     # a run of the embedded engine: its GGUF on this host
     """
     from tokometer.cli.output import make_console
-    from tokometer.perf import Efficiency, hardware_table
+    from tokometer.perf import hardware_table
     from tokometer.perf.catalog import BUILTIN_MODELS
     from tokometer.perf.render import render_hardware, render_models
 
@@ -78,114 +80,60 @@ def command(**opts: Any) -> int:
             render_hardware(console, list(hardware_table(opts["hardware_file"]).values()))
         return 0
     check_output_path(opts["json_path"], "--json", "estimate.json")
-    eff = Efficiency(opts["bw_efficiency"], opts["prefill_efficiency"], opts["decode_compute_efficiency"])
+    spec = _spec(opts)
     if opts["run_id"] is not None:
-        payload = _run(console, opts, eff)
+        payload = _run(console, spec, opts["run_id"], opts["store"])
     elif opts["target"] is not None:
-        payload = _target(console, opts, eff)
+        payload = _target(console, spec, opts["target"])
     else:
-        payload = _estimate(console, opts, eff)
+        payload = _estimate(console, spec, opts["explain"])
     if opts["json_path"]:
         opts["json_path"].write_text(json.dumps({"schema": SCHEMA, **payload}, indent=2, default=str), "utf-8")
         console.print(f"JSON written to {opts['json_path']}")
     return 0
 
 
-def _hardware(name: str, opts: dict[str, Any]) -> HardwareSpec:
-    from tokometer.perf import resolve_hardware
+def _spec(opts: dict[str, Any]) -> EstimateSpec:
+    from tokometer.perf import Efficiency
+    from tokometer.perf.app import EstimateSpec
 
-    if name.strip().lower() == "host" and opts["remeasure"]:
-        from tokometer.perf.host import host_hardware
-
-        return host_hardware(remeasure=True)
-    return resolve_hardware(name, opts["hardware_file"])
-
-
-def _require(value: str | None, option: str, why: str) -> str:
-    from tokometer.errors import ConfigError
-
-    if not value:
-        raise ConfigError(f"{option} is required {why} (see --list-models / --list-hardware)")
-    return value
+    plain = opts["run_id"] is None and opts["target"] is None
+    batches = parse_int_list(opts["batch"], "--batch") if plain else []
+    return EstimateSpec(
+        model=opts["model"], hardware=opts["hardware"], dtype=opts["dtype"], kv_dtype=opts["kv_dtype"],
+        tp=opts["tp"], pp=opts["pp"], batches=tuple(batches), input_tokens=opts["input_tokens"],
+        output_tokens=opts["output_tokens"], gpu_memory_utilization=opts["gpu_memory_utilization"],
+        efficiency=Efficiency(opts["bw_efficiency"], opts["prefill_efficiency"], opts["decode_compute_efficiency"]),
+        hardware_file=opts["hardware_file"], remeasure=opts["remeasure"])
 
 
-def _deployment(opts: dict[str, Any], model_name: str, hardware_name: str, kv_default: str = "bf16") -> Deployment:
-    from tokometer.perf import Deployment, resolve_model
-
-    model = resolve_model(model_name)
-    return Deployment(model, _hardware(hardware_name, opts), opts["dtype"] or model.native_dtype,
-                      opts["kv_dtype"] or kv_default, tp=opts["tp"], pp=opts["pp"])
-
-
-def _estimate(console: Any, opts: dict[str, Any], eff: Efficiency) -> dict[str, Any]:
-    from tokometer.errors import ConfigError
-    from tokometer.perf import estimate, explain
+def _estimate(console: Console, spec: EstimateSpec, explained: bool) -> dict[str, Any]:
+    from tokometer.perf import explain
+    from tokometer.perf.app import run_estimate
     from tokometer.perf.render import render_estimate
 
-    model = _require(opts["model"], "--model", "for an estimate")
-    hardware = _require(opts["hardware"], "--hardware", "for an estimate (a table name, or 'host')")
-    batches = parse_int_list(opts["batch"], "--batch")
-    if not batches or min(batches) < 1:
-        raise ConfigError("--batch takes positive integers, e.g. 1,8,64")
-    d = _deployment(opts, model, hardware)
-    result = estimate(d, batches, opts["input_tokens"], opts["output_tokens"], eff, opts["gpu_memory_utilization"])
+    result = run_estimate(spec)
     render_estimate(console, result)
-    text = explain(result) if opts["explain"] else None
+    text = explain(result) if explained else None
     if text:
         console.print()
         console.print(text, soft_wrap=True)
     return {"estimate": result.to_json(), **({"explain": text} if text else {})}
 
 
-def _target(console: Any, opts: dict[str, Any], eff: Efficiency) -> dict[str, Any]:
-    from tokometer.perf import hardware_table, resolve_model
+def _target(console: Console, spec: EstimateSpec, target: float) -> dict[str, Any]:
+    from tokometer.perf.app import run_target
     from tokometer.perf.render import render_target
-    from tokometer.perf.target import reach_target
 
-    model = resolve_model(_require(opts["model"], "--model", "with --target"))
-    if opts["hardware"]:
-        hardware = [_hardware(name, opts) for name in opts["hardware"].split(",") if name.strip()]
-    else:
-        hardware = list(hardware_table(opts["hardware_file"]).values())
-    dtypes = [t for t in opts["dtype"].split(",") if t.strip()] if opts["dtype"] else None
-    answer = reach_target(model, opts["target"], hardware, dtypes, opts["kv_dtype"] or "bf16",
-                          opts["input_tokens"], opts["output_tokens"], eff, opts["gpu_memory_utilization"])
+    answer = run_target(spec, target)
     render_target(console, answer)
     return {"target": answer.to_json()}
 
 
-def _kv_type_of_llamacpp(engine: dict[str, Any]) -> str:
-    argv = list(engine.get("argv") or [])
-    for flag in ("--cache-type-k", "-ctk"):
-        if flag in argv and argv.index(flag) + 1 < len(argv):
-            return str(argv[argv.index(flag) + 1]).lower()
-    return "fp16"  # llama.cpp's default cache type is f16
-
-
-def _run(console: Any, opts: dict[str, Any], eff: Efficiency) -> dict[str, Any]:
-    from tokometer.cli.bench import _store_url
-    from tokometer.errors import ConfigError
-    from tokometer.perf.efficiency import run_efficiency
+def _run(console: Console, spec: EstimateSpec, run_id: int, store: str | None) -> dict[str, Any]:
+    from tokometer.perf.app import judge_run
     from tokometer.perf.render import render_run
-    from tokometer.store import ResultStore
 
-    store = ResultStore(_store_url(opts["store"]), read_only=True)
-    try:
-        run = store.get_run(opts["run_id"])
-        if run is None:
-            raise ConfigError(f"no run {opts['run_id']} in {store.display_url}: see 'tokometer runs' for the ids")
-        records = store.load_records(opts["run_id"])
-    finally:
-        store.close()
-    engine = run.get("engine") or {}
-    llamacpp = engine.get("engine") == "llama.cpp"
-    model = opts["model"] or (engine.get("model_file") if llamacpp else None)
-    model = _require(model, "--model", f"for run {run['id']} (it does not name a model file the estimate can read)")
-    hardware = opts["hardware"] or ("host" if llamacpp else None)
-    hardware = _require(hardware, "--hardware", f"for run {run['id']} (it ran against {run.get('target')})")
-    d = _deployment(opts, model, hardware, _kv_type_of_llamacpp(engine) if llamacpp else "bf16")
-    result = run_efficiency(run, records, d, eff)
-    if not result.steps:
-        raise ConfigError(f"run {run['id']} has no completed measured requests to judge")
+    result = judge_run(spec, run_id, store)
     render_run(console, result)
     return {"run_efficiency": result.to_json()}

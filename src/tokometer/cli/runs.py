@@ -48,13 +48,12 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool) ->
     """List saved runs (newest first), or show one with --id."""
     from rich.table import Table
 
-    from tokometer.cli.bench import _store_url
     from tokometer.cli.output import make_console
     from tokometer.errors import ConfigError
-    from tokometer.store import ResultStore, default_store_url
+    from tokometer.store import ResultStore, configured_store_url, default_store_url
     from tokometer.store.database import display_url, store_exists
 
-    url = _store_url(store)
+    url = configured_store_url(store)
     if url is None and not store_exists(default_store_url()):
         make_console().print(_NONE_YET.format(display_url(default_store_url())))  # nothing to open: no error
         return

@@ -30,11 +30,16 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokometer.metrics.request import e2e_ns, tpot_ns, ttft_ns
 from tokometer.perf.roofline import Deployment, Efficiency, decode_flops, prefill_flops, prefill_s, weight_bytes_read
 from tokometer.records import RequestRecord
+
+if TYPE_CHECKING:  # not imported at run time: rendering an estimate needs neither the store nor the load generator
+    from tokometer.load.health import ClientHealth
+    from tokometer.load.profiles import LoadStep
+    from tokometer.store.runs import StoredRun
 
 __all__ = ["BOTTLENECK_RULE", "RunEfficiency", "StepEfficiency", "decode_batch", "run_efficiency"]
 
@@ -128,7 +133,7 @@ def _prefill(records: list[RequestRecord]) -> tuple[float | None, float | None, 
     return _median([float(r.input_tokens or 0) for r in records]), _median(times), _overlap(spans), False
 
 
-def _step(d: Deployment, index: int, load: str, records: list[RequestRecord], health: dict[str, Any],
+def _step(d: Deployment, index: int, load: str, records: list[RequestRecord], health: ClientHealth | None,
           eff: Efficiency) -> StepEfficiency:
     m = d.model
     batch = decode_batch(records)
@@ -161,11 +166,11 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.0%}"
 
 
-def _verdict(health: dict[str, Any], tpot: float | None, server_tpot: float | None, ttft: float | None,
+def _verdict(health: ClientHealth | None, tpot: float | None, server_tpot: float | None, ttft: float | None,
              prefill: float | None, from_server: bool, e2e: float | None, mbu: float | None, decode_mfu: float | None,
              prefill_mfu: float | None) -> tuple[str, str]:
-    if health.get("saturated"):
-        return "client", f"the load generator could not keep up: {health.get('verdict', '')}"
+    if health is not None and health.saturated:
+        return "client", f"the load generator could not keep up: {health.verdict}"
     if tpot and server_tpot and server_tpot < 0.8 * tpot:
         return "network", (f"the engine spent {server_tpot * 1e3:.2f} ms per token but tokens arrived every "
                            f"{tpot * 1e3:.2f} ms: delay between engine and client")
@@ -189,24 +194,19 @@ def _verdict(health: dict[str, Any], tpot: float | None, server_tpot: float | No
                                f"{nearest}")
 
 
-def _load_label(load: dict[str, Any] | None) -> str:
-    load = load or {}
-    if "concurrency" in load:
-        return f"c={load['concurrency']}"
-    if "rate" in load:
-        return f"{load['rate']}/s"
-    return "-"
+def _load_label(load: LoadStep | None) -> str:
+    if load is None:
+        return "-"
+    return f"{load.rate}/s" if load.mode == "rate" else f"c={load.concurrency}"
 
 
-def run_efficiency(run: dict[str, Any], records: list[RequestRecord], d: Deployment,
+def run_efficiency(run: StoredRun, records: list[RequestRecord], d: Deployment,
                    efficiency: Efficiency | None = None) -> RunEfficiency:
-    """Utilisation and likely bottleneck of every step of a saved run (``ResultStore.get_run`` + records)."""
+    """Utilisation and likely bottleneck of every step of a saved run (``ResultStore.run`` + its records)."""
     steps = []
-    for step in run.get("steps") or []:
-        index = int(step["step"])
-        done = [r for r in records if r.step == index and not r.warmup and r.ok and r.first_token_ns]
+    for step in run.steps:
+        done = [r for r in records if r.step == step.index and not r.warmup and r.ok and r.first_token_ns]
         if not done:
             continue
-        steps.append(_step(d, index, _load_label(step.get("load")), done, step.get("health") or {},
-                           efficiency or Efficiency()))
-    return RunEfficiency(int(run["id"]), d, steps)
+        steps.append(_step(d, step.index, _load_label(step.load), done, step.health, efficiency or Efficiency()))
+    return RunEfficiency(run.id, d, steps)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from tokometer.store.store import ResultStore, default_store_url
+from tokometer.store.runs import EngineIdentity, StoredRun, StoredStep
+from tokometer.store.store import ResultStore, configured_store_url, default_store_url
 
-__all__ = ["ResultStore", "default_store_url"]
+__all__ = ["EngineIdentity", "ResultStore", "StoredRun", "StoredStep", "configured_store_url", "default_store_url"]

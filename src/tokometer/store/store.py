@@ -33,9 +33,10 @@ from tokometer.secrets import redact_saved_spec
 from tokometer.store.database import display_url, is_writable, open_reader, open_writer, run_columns
 from tokometer.store.orphans import abort_runs, find_orphans, process_identity
 from tokometer.store.rows import record_row, row_record
+from tokometer.store.runs import StoredRun
 from tokometer.store.schema import SCHEMA_VERSION, requests, runs, steps
 
-__all__ = ["ResultStore", "default_store_url", "now_iso"]
+__all__ = ["ResultStore", "configured_store_url", "default_store_url", "now_iso"]
 
 _STOP = object()
 
@@ -44,12 +45,18 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+def configured_store_url(location: str | None = None) -> str | None:
+    """The store a user named: ``location`` (a ``--store`` option), else ``TOKOMETER_STORE``, either a SQLAlchemy
+    URL or a SQLite file path, as a URL; None when neither names one (then the store is `default_store_url`)."""
+    value = location or os.environ.get("TOKOMETER_STORE") or None
+    if value is None:
+        return None
+    return value if "://" in value else f"sqlite:///{Path(value).expanduser()}"
+
+
 def default_store_url() -> str:
     """``TOKOMETER_STORE`` (a URL or a file path), else ``runs.db`` in the user data directory."""
-    configured = os.environ.get("TOKOMETER_STORE")
-    if configured:
-        return configured if "://" in configured else f"sqlite:///{Path(configured).expanduser()}"
-    return f"sqlite:///{Path(platformdirs.user_data_dir('tokometer')) / 'runs.db'}"
+    return configured_store_url() or f"sqlite:///{Path(platformdirs.user_data_dir('tokometer')) / 'runs.db'}"
 
 
 class ResultStore:
@@ -176,9 +183,15 @@ class ResultStore:
             return [self._run(conn, row) for row in rows]
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
+        """One run as JSON-able values (its steps under ``steps``); None if the store has no such run."""
         with self.engine.connect() as conn:
             row = conn.execute(select(*self._columns).where(runs.c.id == run_id)).mappings().first()
             return None if row is None else self._run(conn, row)
+
+    def run(self, run_id: int) -> StoredRun | None:
+        """One run as a typed `StoredRun`; None if the store has no such run."""
+        data = self.get_run(run_id)
+        return None if data is None else StoredRun.from_json(data)
 
     @staticmethod
     def _run(conn: Connection, row: RowMapping) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Showing a `CountResult`: as JSON (schema ``tokometer.count/1``) or as a rich console block.
+"""Showing a `CountResult`: as JSON (schema ``tokometer.count/1``) or as a rich console block; and the price
+table (``count --list-prices``) as JSON or a table.
 
 Ratios are per token: characters per token (Chinese text is ~1–1.5 with a large vocabulary, far
 from "one character, one token"), and whitespace-separated words per token (meaningless for
@@ -15,7 +16,9 @@ from tokometer.tokens.counter import CountResult
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["render_count", "to_json"]
+    from tokometer.tokens.pricing import PriceTable
+
+__all__ = ["prices_json", "render_count", "render_prices", "to_json"]
 
 SCHEMA = "tokometer.count/1"
 
@@ -197,3 +200,35 @@ def render_count(console: Console, result: CountResult) -> None:
         console.print(table)
     for note in result.notes:
         console.print(f"note: {escape(note)}")
+
+
+def prices_json(table: PriceTable) -> dict[str, Any]:
+    """The price table with its source, the files read and the user's own file, as JSON."""
+    from tokometer.tokens.pricing import user_price_file
+
+    rows = [table.require(name) for name in table.names()]
+    return {"meta": table.meta, "files": table.files, "user_file": str(user_price_file()),
+            "models": {r.model: {"input": r.input, "output": r.output, "context": r.context,
+                                 "tokenizer": r.tokenizer, "platform": r.platform,
+                                 "input_credits": r.input_credits, "output_credits": r.output_credits} for r in rows}}
+
+
+def render_prices(console: Console, table: PriceTable) -> None:
+    """The price table as a console table, with its source, date and the files read."""
+    from rich.table import Table
+
+    from tokometer.tokens.pricing import user_price_file
+
+    out = Table(show_edge=False, pad_edge=False)
+    for column in ("model", "input /1M", "output /1M", "context", "tokenizer"):
+        out.add_column(column, justify="right" if "/1M" in column or column == "context" else "left")
+    for r in (table.require(name) for name in table.names()):
+        credits = f"{r.input_credits:g} cr" if r.input_credits is not None else ""
+        out.add_row(r.model, f"{r.input:g}" if r.input is not None else credits,
+                    f"{r.output:g}" if r.output is not None else "",
+                    f"{r.context:,}" if r.context else "", r.tokenizer or "")
+    console.print(out)
+    meta = table.meta
+    console.print(f"{meta.get('currency', 'USD')} per million tokens; source: {meta.get('source', '?')}; "
+                  f"as of {meta.get('date', '?')}. {str(meta.get('note', '')).capitalize()}.")
+    console.print(f"Tables read: {', '.join(table.files)}. Your own (read over these): {user_price_file()}")

@@ -1,0 +1,152 @@
+"""The ``estimate`` application: an `EstimateSpec` and one call per question.
+
+- `run_estimate`: the limits of one deployment at each batch size;
+- `run_target`: which hardware, weight format, GPUs and batch reach a speed;
+- `judge_run` (a saved run by id) and `judge_stored_run` (a `StoredRun` and its records): how close a
+  measured run came to the roofline. What is not given is taken from the run: a run of the embedded
+  llama.cpp engine names its GGUF file (the model), ran on this host (the hardware) and its cache type is
+  in the engine's argv (the KV format).
+
+The command line only parses options into the spec and renders what these return (`tokometer.perf.render`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tokometer.errors import ConfigError
+from tokometer.perf.efficiency import RunEfficiency, run_efficiency
+from tokometer.perf.estimate import Estimate, estimate
+from tokometer.perf.hardware import HardwareSpec, hardware_table, resolve_hardware
+from tokometer.perf.loaders import resolve_model
+from tokometer.perf.roofline import Deployment, Efficiency
+from tokometer.perf.target import TargetAnswer, reach_target
+
+if TYPE_CHECKING:  # the store is imported where a run is read, not by every estimate
+    from tokometer.records import RequestRecord
+    from tokometer.store.runs import StoredRun
+
+__all__ = ["DEFAULT_KV_DTYPE", "EstimateSpec", "judge_run", "judge_stored_run", "llamacpp_kv_dtype",
+           "run_estimate", "run_target"]
+
+DEFAULT_KV_DTYPE = "bf16"
+LLAMACPP_KV_DTYPE = "fp16"
+"""llama.cpp's default cache type (f16), when its argv sets none."""
+
+
+@dataclass(frozen=True)
+class EstimateSpec:
+    """What ``tokometer estimate`` was asked; None leaves a choice to the question (and to a saved run).
+
+    ``hardware`` and ``dtype`` are one name each, or comma lists for `run_target`.
+    """
+
+    model: str | None = None
+    hardware: str | None = None
+    dtype: str | None = None
+    kv_dtype: str | None = None
+    tp: int = 1
+    pp: int = 1
+    batches: Sequence[int] = (1,)
+    input_tokens: int = 1000
+    output_tokens: int = 1000
+    gpu_memory_utilization: float = 0.9
+    efficiency: Efficiency = field(default_factory=Efficiency)
+    hardware_file: Path | None = None
+    remeasure: bool = False
+    """Measure this host again when the hardware is ``host``."""
+
+
+def _require(value: str | None, option: str, why: str) -> str:
+    if not value:
+        raise ConfigError(f"{option} is required {why} (see --list-models / --list-hardware)")
+    return value
+
+
+def _hardware(name: str, spec: EstimateSpec) -> HardwareSpec:
+    if name.strip().lower() == "host" and spec.remeasure:
+        from tokometer.perf.host import host_hardware
+
+        return host_hardware(remeasure=True)
+    return resolve_hardware(name, spec.hardware_file)
+
+
+def _deployment(spec: EstimateSpec, model_name: str, hardware_name: str,
+                kv_default: str = DEFAULT_KV_DTYPE) -> Deployment:
+    model = resolve_model(model_name)
+    return Deployment(model, _hardware(hardware_name, spec), spec.dtype or model.native_dtype,
+                      spec.kv_dtype or kv_default, tp=spec.tp, pp=spec.pp)
+
+
+def _names(value: str | None) -> list[str]:
+    return [name for name in (value or "").split(",") if name.strip()]
+
+
+def run_estimate(spec: EstimateSpec) -> Estimate:
+    """The limits of ``spec``'s deployment (model and hardware required) at each of its batch sizes."""
+    model = _require(spec.model, "--model", "for an estimate")
+    hardware = _require(spec.hardware, "--hardware", "for an estimate (a table name, or 'host')")
+    batches = list(spec.batches)
+    if not batches or min(batches) < 1:
+        raise ConfigError("--batch takes positive integers, e.g. 1,8,64")
+    d = _deployment(spec, model, hardware)
+    return estimate(d, batches, spec.input_tokens, spec.output_tokens, spec.efficiency, spec.gpu_memory_utilization)
+
+
+def run_target(spec: EstimateSpec, target: float) -> TargetAnswer:
+    """What reaches ``target`` tok/s: ``spec``'s hardware (default: the whole table) × its weight formats (default:
+    the usual ones) × GPUs × batch."""
+    model = resolve_model(_require(spec.model, "--model", "with --target"))
+    if spec.hardware:
+        hardware = [_hardware(name, spec) for name in _names(spec.hardware)]
+    else:
+        hardware = list(hardware_table(spec.hardware_file).values())
+    dtypes = _names(spec.dtype) if spec.dtype else None
+    return reach_target(model, target, hardware, dtypes, spec.kv_dtype or DEFAULT_KV_DTYPE, spec.input_tokens,
+                        spec.output_tokens, spec.efficiency, spec.gpu_memory_utilization)
+
+
+def llamacpp_kv_dtype(argv: Sequence[str]) -> str:
+    """The KV-cache format of a llama.cpp server started with ``argv`` (its K cache type; f16 by default)."""
+    args = list(argv)
+    for flag in ("--cache-type-k", "-ctk"):
+        if flag in args and args.index(flag) + 1 < len(args):
+            return str(args[args.index(flag) + 1]).lower()
+    return LLAMACPP_KV_DTYPE
+
+
+def _run_deployment(spec: EstimateSpec, run: StoredRun) -> Deployment:
+    """``spec``'s deployment, with what it leaves open taken from ``run``'s engine where that says it."""
+    engine = run.engine if run.engine is not None and run.engine.is_llamacpp else None  # the embedded engine
+    model = spec.model or (engine.model_file if engine else None)
+    model = _require(model, "--model", f"for run {run.id} (it does not name a model file the estimate can read)")
+    hardware = spec.hardware or ("host" if engine else None)
+    hardware = _require(hardware, "--hardware", f"for run {run.id} (it ran against {run.target})")
+    return _deployment(spec, model, hardware, llamacpp_kv_dtype(engine.argv) if engine else DEFAULT_KV_DTYPE)
+
+
+def judge_stored_run(spec: EstimateSpec, run: StoredRun, records: list[RequestRecord]) -> RunEfficiency:
+    """How close each step of ``run`` came to the roofline of its deployment, and what held it back."""
+    result = run_efficiency(run, records, _run_deployment(spec, run), spec.efficiency)
+    if not result.steps:
+        raise ConfigError(f"run {run.id} has no completed measured requests to judge")
+    return result
+
+
+def judge_run(spec: EstimateSpec, run_id: int, store: str | None = None) -> RunEfficiency:
+    """`judge_stored_run` for run ``run_id`` of the store at ``store`` (a URL or a SQLite file; default: the
+    configured store), opened read-only."""
+    from tokometer.store import ResultStore, configured_store_url
+
+    results = ResultStore(configured_store_url(store), read_only=True)
+    try:
+        run = results.run(run_id)
+        if run is None:
+            raise ConfigError(f"no run {run_id} in {results.display_url}: see 'tokometer runs' for the ids")
+        records = results.load_records(run_id)
+    finally:
+        results.close()
+    return judge_stored_run(spec, run, records)

@@ -1,0 +1,146 @@
+"""A saved run as typed values: `StoredRun` with its `StoredStep` s, as `ResultStore.run` returns them.
+
+The store keeps a run's row and its steps' rows as JSON-able values (`ResultStore.get_run` returns them as
+such, for ``tokometer runs --id``); code that reasons about a run reads it through these types instead:
+a step's load as the `LoadStep` it was run with, the client's health as the `ClientHealth` it was judged
+with, and the engine's identity with the facts read elsewhere typed. ``StoredRun.from_json(d).to_json()``
+gives ``d`` back for any run this version saved (a hand-written partial health reads as None).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokometer.load.health import ClientHealth
+from tokometer.load.profiles import LoadStep
+
+__all__ = ["EngineIdentity", "StoredRun", "StoredStep", "load_of", "stored_health"]
+
+
+def load_of(data: Mapping[str, Any] | None) -> LoadStep | None:
+    """The `LoadStep` whose ``label()`` a step's ``load`` column holds; None for anything else."""
+    if not data:
+        return None
+    if data.get("rate") is not None:
+        return LoadStep("rate", rate=float(data["rate"]), arrival=data.get("arrival", "poisson"),
+                        burstiness=float(data.get("burstiness", 1.0)),
+                        max_concurrency=data.get("max_concurrency"))
+    if data.get("concurrency") is not None:
+        if data.get("synchronous"):
+            return LoadStep("synchronous", concurrency=int(data["concurrency"]))
+        return LoadStep("concurrency", concurrency=int(data["concurrency"]))
+    return None
+
+
+_HEALTH_FIELDS = {f.name: f for f in dataclasses.fields(ClientHealth)}
+_HEALTH_REQUIRED = {name for name, f in _HEALTH_FIELDS.items()
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+
+
+def stored_health(data: Mapping[str, Any] | None) -> ClientHealth | None:
+    """The `ClientHealth` a step's ``health`` column holds (``ClientHealth.to_json``); None when it holds no
+    whole one (absent, or written by hand without the measured fields). Fields it no longer has are dropped."""
+    if not data or not _HEALTH_REQUIRED.issubset(data):
+        return None
+    values = {k: v for k, v in data.items() if k in _HEALTH_FIELDS}
+    values["problems"] = list(values.get("problems") or [])
+    return ClientHealth(**values)
+
+
+@dataclass(frozen=True)
+class EngineIdentity:
+    """The engine identity saved with a run (`tokometer.engines.identity`): what is read of it typed, every
+    fact in ``facts``."""
+
+    engine: str | None
+    """``llama.cpp`` for the embedded engine."""
+    model_file: str | None
+    argv: tuple[str, ...]
+    facts: Mapping[str, Any] = field(compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EngineIdentity:
+        engine, model_file = data.get("engine"), data.get("model_file")
+        return cls(engine=str(engine) if engine is not None else None,
+                   model_file=str(model_file) if model_file is not None else None,
+                   argv=tuple(str(a) for a in data.get("argv") or ()), facts=dict(data))
+
+    @property
+    def is_llamacpp(self) -> bool:
+        return self.engine == "llama.cpp"
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.facts)
+
+
+@dataclass(frozen=True)
+class StoredStep:
+    """One saved step: its load, its summary (`StepSummary.to_json`, None until it finished), the client's
+    health and whether it was cut short."""
+
+    index: int
+    load: LoadStep | None
+    started_at: str
+    summary: Mapping[str, Any] | None = None
+    health: ClientHealth | None = None
+    interrupted: bool = False
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StoredStep:
+        return cls(index=int(data["step"]), load=load_of(data.get("load")), started_at=str(data["started_at"]),
+                   summary=data.get("summary"), health=stored_health(data.get("health")),
+                   interrupted=bool(data.get("interrupted")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.index, "load": self.load.label() if self.load else None, "started_at": self.started_at,
+                "summary": self.summary, "health": self.health.to_json() if self.health else None,
+                "interrupted": self.interrupted}
+
+
+_RUN_FIELDS = frozenset(("id", "status", "started_at", "finished_at", "target", "api", "model", "label", "spec",
+                         "engine", "host", "steps", "tokometer_version"))
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One saved run: what was benchmarked, by which engine on which host, and its steps in order."""
+
+    id: int
+    status: str
+    started_at: str
+    finished_at: str | None
+    target: str
+    api: str
+    model: str
+    label: str | None
+    spec: Mapping[str, Any]
+    """The `BenchSpec` as saved (secret headers redacted)."""
+    engine: EngineIdentity | None
+    host: Mapping[str, Any] | None
+    steps: tuple[StoredStep, ...] = ()
+    tokometer_version: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Columns kept for the record only (schema version, the process that ran it)."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StoredRun:
+        """A run as `ResultStore.get_run` returns it."""
+        engine = data.get("engine")
+        return cls(id=int(data["id"]), status=str(data["status"]), started_at=str(data["started_at"]),
+                   finished_at=data.get("finished_at"), target=str(data["target"]), api=str(data["api"]),
+                   model=str(data["model"]), label=data.get("label"), spec=dict(data.get("spec") or {}),
+                   engine=EngineIdentity.from_json(engine) if engine else None, host=data.get("host"),
+                   steps=tuple(StoredStep.from_json(s) for s in data.get("steps") or ()),
+                   tokometer_version=data.get("tokometer_version"),
+                   extra={k: v for k, v in data.items() if k not in _RUN_FIELDS})
+
+    def to_json(self) -> dict[str, Any]:
+        """The run as `ResultStore.get_run` returns it."""
+        head = {"id": self.id, "started_at": self.started_at, "finished_at": self.finished_at, "status": self.status,
+                "target": self.target, "api": self.api, "model": self.model, "label": self.label,
+                "spec": dict(self.spec), "engine": self.engine.to_json() if self.engine else None,
+                "host": self.host, "tokometer_version": self.tokometer_version}
+        return {**head, **self.extra, "steps": [{"run_id": self.id, **s.to_json()} for s in self.steps]}
