@@ -43,12 +43,16 @@ def pacer_trace(root: str) -> list[dict[str, Any]]:
     return data
 
 
+BENCH_EXTRA: list[str] = []
+"""Options added to every bench run (``--scrape``: sample a /metrics page through the run)."""
+
+
 def run_bench(url: str, *args: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r.json"
         subprocess.run([sys.executable, "-m", "tokometer", "bench", "--url", url, "--tokenizer", "none",
-                        "--no-store", "-q", "--json", str(out), *args], check=False, capture_output=True,
-                       env={**os.environ})
+                        "--no-store", "-q", "--json", str(out), *args, *BENCH_EXTRA], check=False,
+                       capture_output=True, env={**os.environ})
         result: dict[str, Any] = json.loads(out.read_text())
     return result
 
@@ -116,7 +120,12 @@ def main() -> None:
     parser.add_argument("--streams", default="25,50,100,200")
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--tokens", type=int, default=300)
+    parser.add_argument("--scrape", default=None, metavar="URL",
+                        help="sample this Prometheus /metrics every 0.2 s through each run (default: the pacer has "
+                             "none, so nothing is sampled), to see what sampling costs the client")
     args = parser.parse_args()
+    if args.scrape:
+        BENCH_EXTRA.extend(["--server-metrics", args.scrape, "--scrape-interval", "0.2s"])
     rows = streams_table([int(x) for x in args.streams.split(",")], [int(x) for x in args.workers.split(",")],
                          args.tokens)
     head = headline(10, 2000)

@@ -83,3 +83,11 @@ def test_the_bottleneck_rule() -> None:
     assert steps[3].prefill_source.startswith("TTFT") and steps[3].mbu == pytest.approx(
         (536e6 + 18_432 * 105.5) / 0.040 / 100e9)
     assert run_efficiency(run, records, D).to_json()["steps"][0]["bottleneck"] == "queueing"
+
+
+def test_the_servers_measured_batch_replaces_the_inferred_one() -> None:
+    from tokometer.perf.efficiency import measured_batch
+
+    assert measured_batch({"gauges": {"requests_running": {"mean": 3.5, "max": 4.0}}}) == 3.5
+    assert measured_batch({"gauges": {}}) is None and measured_batch(None) is None
+    assert measured_batch({"gauges": {"requests_running": {"mean": 0.0, "max": 0.0}}}) is None

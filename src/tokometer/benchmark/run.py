@@ -9,13 +9,17 @@ marked ``interrupted``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from time import perf_counter_ns
 from typing import Any, Protocol
 
 from tokometer.backends import create_backend
 from tokometer.backends.client import StreamClient, Target, Timeouts
+from tokometer.benchmark.observation import RunObservation
 from tokometer.benchmark.prepare import Prepared, prepare
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.datasets.base import Prompt
@@ -45,6 +49,10 @@ class StepResult:
     interrupted: bool
     records: list[RequestRecord]
     warnings: list[str] = field(default_factory=list)
+    server: dict[str, Any] | None = None
+    """What the server did meanwhile (its /metrics, `tokometer.benchmark.observation`), if it was read."""
+    gpu: list[dict[str, Any]] | None = None
+    """Per GPU, what it did meanwhile, if it was read."""
 
 
 @dataclass(slots=True)
@@ -149,11 +157,16 @@ async def run_benchmark(
 
     prompts: Iterator[Prompt] = prepared.source.prompts()  # continues from step to step
     used = 0
-    async with StreamClient(target, backend, params, timeouts, count_tokens=count) as client:
+    observation = await asyncio.to_thread(RunObservation.start, spec, warnings)
+    async with contextlib.AsyncExitStack() as stack:
+        if observation is not None:
+            stack.callback(observation.stop)
+        client = await stack.enter_async_context(StreamClient(target, backend, params, timeouts, count_tokens=count))
         for index, step in enumerate(steps):
             if store is not None and run_id is not None:
                 store.start_step(run_id, index, step.label())
             obs.step_started(index, step, limits)
+            step_start = perf_counter_ns()
             if workers > 1:
                 setup = WorkerSetup(target, spec.api, params, timeouts,
                                     spec.tokenizer if prepared.local_tokenizer else None)
@@ -161,9 +174,14 @@ async def run_benchmark(
                                                     workers, on_record, seed=spec.seed + index)
             else:
                 outcome = await run_step(step, index, limits, prompts, client, on_record, seed=spec.seed + index)
+            step_end = perf_counter_ns()
             used += len(outcome.records)
             result = StepResult(index, step, summarize(outcome.records, slo), outcome.health, outcome.interrupted,
                                 outcome.records)
+            if observation is not None:
+                seen = await asyncio.to_thread(observation.step, step_start, step_end, result.summary)
+                result.server, result.gpu = seen.server, seen.gpu
+                result.warnings.extend(seen.findings)
             if count is not None and (mismatch := _token_mismatch(outcome.records, count)):
                 result.warnings.append(mismatch)
             if outcome.health.saturated:
@@ -173,7 +191,7 @@ async def run_benchmark(
             results.append(result)
             if store is not None and run_id is not None:
                 store.finish_step(run_id, index, result.summary.to_json(), outcome.health.to_json(),
-                                  outcome.interrupted)
+                                  outcome.interrupted, server=result.server, gpu=result.gpu)
             obs.step_finished(result)
             problem = engine_check() if engine_check else None
             if problem:

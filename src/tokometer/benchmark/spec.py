@@ -37,6 +37,12 @@ class BenchSpec(BaseModel):
     """False: no certificate checks (``--insecure``; test servers only)."""
     check: bool = True
     """Send one 1-token request before the run (`tokometer.benchmark.preflight`); ``--no-check`` skips it."""
+    server_metrics: str = "auto"
+    """The server's Prometheus endpoint: ``auto`` (``/metrics`` at the URL's origin), ``off``, or a URL."""
+    gpu_metrics: str = "auto"
+    """GPU telemetry: ``auto`` (NVML when the server runs on this machine and NVML works), ``nvml``,
+    ``off``, or a DCGM exporter's ``/metrics`` URL."""
+    scrape_interval_s: float = Field(1.0, ge=0.05, le=60.0)
 
     concurrency: list[int] = Field(default_factory=list)
     rate: list[float] = Field(default_factory=list)

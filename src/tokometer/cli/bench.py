@@ -41,6 +41,11 @@ __all__ = ["command"]
 @click.option("--insecure", is_flag=True, help="Do not check an https:// server's certificate (test servers only).")
 @click.option("--no-check", is_flag=True, help="Skip the 1-token check request sent before the run (it finds a wrong "
               "--api, URL or key before a thousand requests fail).")
+@click.option("--server-metrics", default="auto", show_default=True, metavar="auto|off|URL",
+              help="The server's Prometheus /metrics to sample through the run (auto: at the URL's origin).")
+@click.option("--gpu-metrics", default="auto", show_default=True, metavar="auto|nvml|off|URL",
+              help="GPU telemetry: NVML for a server on this machine, or a DCGM exporter's /metrics URL.")
+@click.option("--scrape-interval", default="1s", show_default=True, help="How often server and GPU metrics are read.")
 @click.option("--concurrency", "-c", default=None, help="Concurrency levels to sweep, e.g. 1,4,16 (closed loop).")
 @click.option("--rate", "-r", default=None, help="Request rates per second to sweep, e.g. 10,20 (open loop).")
 @click.option("--synchronous", is_flag=True, help="One request at a time (instead of --concurrency or --rate).")
@@ -153,6 +158,9 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
         "ca_bundle": opts["ca_bundle"],
         "tls_verify": not opts["insecure"],
         "check": not opts["no_check"],
+        "server_metrics": opts["server_metrics"],
+        "gpu_metrics": opts["gpu_metrics"],
+        "scrape_interval_s": parse_duration(opts["scrape_interval"], "--scrape-interval"),
         "concurrency": concurrency,
         "rate": rate,
         "synchronous": opts["synchronous"],

@@ -61,6 +61,9 @@ __all__ = ["command"]
 @click.option("--trace-bodies", is_flag=True, help="Keep each request's body in /sim/trace.")
 @click.option("--max-output-tokens", type=int, default=None,
               help="The server's own cap on an answer (finish_reason length), whatever max_tokens asks.")
+@click.option("--metrics-names", type=click.Choice(["vllm", "vllm-v0", "sglang", "llamacpp", "tgi"]),
+              default="vllm", show_default=True,
+              help="Whose Prometheus names GET /metrics speaks: vLLM (V1), vLLM V0, SGLang, llama.cpp or TGI.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
               show_default=True, help="Server log verbosity (uvicorn's levels).")
 def command(**opts: Any) -> None:
@@ -71,7 +74,8 @@ def command(**opts: Any) -> None:
     --itl-ms x --tokens-per-event.
     Modelled (--hardware): a continuous-batching engine plays --model on --hardware; each step
     takes as long as the roofline at typical efficiency says (tokometer estimate).
-    GET /sim/trace shows what was sent and when; GET /metrics speaks vLLM's metric names.
+    GET /sim/trace shows what was sent and when; GET /metrics speaks vLLM's metric names
+    (or another engine's: --metrics-names).
     """
     from tokometer.errors import ConfigError
     from tokometer.sim import SimConfig, bind_socket, serve
@@ -95,6 +99,7 @@ def command(**opts: Any) -> None:
         max_num_seqs=opts["max_num_seqs"], max_batched_tokens=opts["max_batched_tokens"],
         gpu_memory_utilization=opts["gpu_memory_utilization"], time_scale=opts["time_scale"], jitter=opts["jitter"],
         trace_bodies=opts["trace_bodies"], max_output_tokens=opts["max_output_tokens"],
+        metrics_names=opts["metrics_names"],
     )
     if config.modelled:
         from tokometer.sim.steptime import step_time_for

@@ -29,6 +29,7 @@ The likely bottleneck, first rule that holds:
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:  # not imported at run time: rendering an estimate needs neith
     from tokometer.load.profiles import LoadStep
     from tokometer.store.runs import StoredRun
 
-__all__ = ["BOTTLENECK_RULE", "RunEfficiency", "StepEfficiency", "decode_batch", "run_efficiency"]
+__all__ = ["BOTTLENECK_RULE", "RunEfficiency", "StepEfficiency", "decode_batch", "measured_batch", "run_efficiency"]
 
 BOTTLENECK_RULE = ("first that holds: client saturated → client; server decode time/token < 80% of client TPOT → "
                    "network; TTFT > 2 × prefill and ≥ 1/3 of E2E → queueing/scheduling; MBU ≥ 50% → bandwidth; "
@@ -133,10 +134,17 @@ def _prefill(records: list[RequestRecord]) -> tuple[float | None, float | None, 
     return _median([float(r.input_tokens or 0) for r in records]), _median(times), _overlap(spans), False
 
 
+def measured_batch(server: Mapping[str, Any] | None) -> float | None:
+    """The server's own mean of requests running during the step (its /metrics), when it was scraped."""
+    running = ((server or {}).get("gauges") or {}).get("requests_running") or {}
+    mean = running.get("mean")
+    return float(mean) if isinstance(mean, (int, float)) and mean > 0 else None
+
+
 def _step(d: Deployment, index: int, load: str, records: list[RequestRecord], health: ClientHealth | None,
-          eff: Efficiency) -> StepEfficiency:
+          eff: Efficiency, server: Mapping[str, Any] | None = None) -> StepEfficiency:
     m = d.model
-    batch = decode_batch(records)
+    batch = measured_batch(server) or decode_batch(records)  # measured by the server beats inferred
     context = (statistics.fmean(float(r.input_tokens or 0) for r in records)
                + statistics.fmean(float(r.output_tokens or 0) for r in records) / 2)
     tpot = _median([t / 1e9 for r in records if (t := tpot_ns(r)) is not None])
@@ -208,5 +216,6 @@ def run_efficiency(run: StoredRun, records: list[RequestRecord], d: Deployment,
         done = [r for r in records if r.step == step.index and not r.warmup and r.ok and r.first_token_ns]
         if not done:
             continue
-        steps.append(_step(d, step.index, _load_label(step.load), done, step.health, efficiency or Efficiency()))
+        steps.append(_step(d, step.index, _load_label(step.load), done, step.health, efficiency or Efficiency(),
+                           step.server))
     return RunEfficiency(run.id, d, steps)

@@ -6,6 +6,8 @@ article's "rate vs throughput" (R5) in one glance.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -74,6 +76,51 @@ def _dist_row(table: Table, name: str, d: Distribution, digits: int = 2) -> None
                   _f(d.max, digits), str(d.count))
 
 
+def server_lines(server: dict[str, Any] | None) -> list[str]:
+    """The step's "server" block: what the server's own /metrics said during it."""
+    if not server:
+        return []
+    gauges, rates, hist = server.get("gauges") or {}, server.get("rates") or {}, server.get("histograms") or {}
+
+    def gauge(name: str, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
+        g = gauges.get(name) or {}
+        if g.get("mean") is None:
+            return "-"
+        return f"{scale * g['mean']:.{digits}f}{unit} (max {scale * g['max']:.{digits}f}{unit})"
+
+    def pct(name: str) -> str:
+        h = hist.get(name) or {}
+        if h.get("p50") is None:
+            return "-"
+        return f"p50 {1e3 * h['p50']:,.1f} / p99 {1e3 * h['p99']:,.1f} ms"
+
+    line = (f"server ({server.get('source', '?')}, {server.get('samples', 0)} samples"
+            + (f", {server['gaps']} gaps" if server.get("gaps") else "") + "): "
+            f"running {gauge('requests_running')}, waiting {gauge('requests_waiting')}, "
+            f"KV cache {gauge('kv_cache_usage', 0, 100.0, '%')}")
+    tok = rates.get("generation_tokens")
+    second = (f"server counted {tok:,.1f} output tok/s" if tok is not None else "server counted no output tokens") + \
+        f"; TTFT {pct('ttft')}; TPOT {pct('tpot')}; queue {pct('queue')}"
+    preempted = (server.get("counters") or {}).get("preemptions")
+    if preempted:
+        second += f"; {preempted:.0f} preemptions"
+    if server.get("prefix_cache_hit_rate") is not None:
+        second += f"; prefix-cache hits {100 * server['prefix_cache_hit_rate']:.0f}%"
+    return [line, second]
+
+
+def gpu_lines(gpu: dict[str, Any]) -> list[str]:
+    """One GPU's line of the step: utilisation, memory, power, energy per token, findings."""
+    parts = [f"GPU {gpu.get('index', '?')} {gpu.get('name', '')}".rstrip() + ":"]
+    for key, label, scale, unit in (("utilization_mean", "util", 100.0, "%"), ("power_mean_w", "power", 1.0, " W"),
+                                    ("memory_used_max_bytes", "memory", 2**-30, " GiB"),
+                                    ("joules_per_output_token", "energy", 1.0, " J/token")):
+        value = gpu.get(key)
+        if value is not None:
+            parts.append(f"{label} {scale * value:,.1f}{unit}")
+    return [" ".join(parts)]
+
+
 def render_step(console: Console, result: StepResult) -> None:
     """The detailed table of one step, then its counts and warnings."""
     s = result.summary
@@ -107,6 +154,8 @@ def render_step(console: Console, result: StepResult) -> None:
         + (f"; goodput {_f(s.goodput_rps, 2)} req/s" if s.goodput_rps is not None else "")
     )
     console.print(f"  output tokens counted by: {sources}")
+    for line in server_lines(result.server) + [g for block in result.gpu or () for g in gpu_lines(block)]:
+        console.print(f"  {line}")
     console.print(f"  naive view (the article's script: mixes TTFT, network and decode): {s.naive_line()}")
     for error, example in s.error_examples.items():
         console.print(f"  [red]{error}[/red]: {example}")

@@ -50,6 +50,8 @@ def bench_json(result: BenchResult) -> dict[str, Any]:
                 "summary": s.summary.to_json(),
                 "client": s.health.to_json(),
                 "interrupted": s.interrupted,
+                "server": s.server,
+                "gpu": s.gpu,
             }
             for s in result.steps
         ],

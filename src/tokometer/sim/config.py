@@ -6,7 +6,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["FAULTS", "Fault", "SimConfig", "parse_fault_rates"]
+__all__ = ["FAULTS", "METRICS_NAMES", "Fault", "MetricsNames", "SimConfig", "parse_fault_rates"]
 
 Fault = Literal[
     "none",
@@ -25,6 +25,11 @@ Fault = Literal[
 ]
 
 FAULTS: Final[tuple[str, ...]] = Fault.__args__  # type: ignore[attr-defined]
+
+MetricsNames = Literal["vllm", "vllm-v0", "sglang", "llamacpp", "tgi"]
+"""Whose Prometheus names ``/metrics`` speaks (`tokometer.sim.metrics`)."""
+
+METRICS_NAMES: Final[tuple[str, ...]] = MetricsNames.__args__  # type: ignore[attr-defined]
 
 
 class SimConfig(BaseModel):
@@ -57,6 +62,7 @@ class SimConfig(BaseModel):
     trace_size: int = Field(100_000, ge=0)
     trace_bodies: bool = False
     max_output_tokens: int | None = Field(None, ge=1, description="the server's own cap on one answer's length")
+    metrics_names: MetricsNames = Field("vllm", description="whose metric names /metrics speaks (read at start)")
 
     # The performance model: with ``hardware`` set, `model` names a model `tokometer.perf` knows
     # and requests are served by a continuous-batching engine whose steps take as long as the

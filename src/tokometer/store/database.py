@@ -26,9 +26,10 @@ from sqlalchemy.pool import NullPool
 
 from tokometer.errors import StoreError
 from tokometer.secrets import redact_saved_spec
-from tokometer.store.schema import ADDED_RUN_COLUMNS, metadata, runs
+from tokometer.store.schema import ADDED_RUN_COLUMNS, ADDED_STEP_COLUMNS, metadata, runs, steps
 
-__all__ = ["display_url", "is_writable", "open_reader", "open_writer", "run_columns", "sqlite_path", "store_exists"]
+__all__ = ["display_url", "is_writable", "open_reader", "open_writer", "run_columns", "sqlite_path", "step_columns",
+           "store_exists"]
 
 _RACES = ("already exists", "duplicate column", "duplicate key", "database is locked")
 _ATTEMPTS = 8
@@ -107,12 +108,17 @@ def _migrate(engine: Engine) -> None:
     """Add the columns of newer versions to an older store, and redact the secrets it kept."""
     have = {c["name"] for c in inspect(engine).get_columns("runs")}
     missing = [runs.c[name] for name in ADDED_RUN_COLUMNS if name not in have]
-    if not missing:
+    have_steps = {c["name"] for c in inspect(engine).get_columns("steps")}
+    missing_steps = [steps.c[name] for name in ADDED_STEP_COLUMNS if name not in have_steps]
+    if not missing and not missing_steps:
         return
     with engine.begin() as conn:
-        for column in missing:
-            conn.execute(text(f"ALTER TABLE runs ADD COLUMN {column.name} {column.type.compile(engine.dialect)}"))
-        _redact_saved_specs(conn)
+        for table, columns in (("runs", missing), ("steps", missing_steps)):
+            for column in columns:
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column.name} "
+                                  f"{column.type.compile(engine.dialect)}"))
+        if missing:
+            _redact_saved_specs(conn)
 
 
 def _redact_saved_specs(conn: Connection) -> None:
@@ -165,3 +171,8 @@ def open_reader(url: str) -> Engine:
 def run_columns(engine: Engine) -> set[str]:
     """The names of the columns the store's `runs` table has (an old store lacks the newer ones)."""
     return {c["name"] for c in inspect(engine).get_columns("runs")}
+
+
+def step_columns(engine: Engine) -> set[str]:
+    """The names of the columns the store's `steps` table has."""
+    return {c["name"] for c in inspect(engine).get_columns("steps")}

@@ -87,17 +87,22 @@ class StoredStep:
     summary: Mapping[str, Any] | None = None
     health: ClientHealth | None = None
     interrupted: bool = False
+    server: Mapping[str, Any] | None = None
+    """What the server did during the step (`tokometer.observe.window`'s summary), if it was scraped."""
+    gpu: tuple[Mapping[str, Any], ...] = ()
+    """Per GPU, what it did during the step (`tokometer.observe.gpu_window`), if it was read."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StoredStep:
         return cls(index=int(data["step"]), load=load_of(data.get("load")), started_at=str(data["started_at"]),
                    summary=data.get("summary"), health=stored_health(data.get("health")),
-                   interrupted=bool(data.get("interrupted")))
+                   interrupted=bool(data.get("interrupted")), server=data.get("server"),
+                   gpu=tuple(data.get("gpu") or ()))
 
     def to_json(self) -> dict[str, Any]:
         return {"step": self.index, "load": self.load.label() if self.load else None, "started_at": self.started_at,
                 "summary": self.summary, "health": self.health.to_json() if self.health else None,
-                "interrupted": self.interrupted}
+                "interrupted": self.interrupted, "server": self.server, "gpu": list(self.gpu) if self.gpu else None}
 
 
 _RUN_FIELDS = frozenset(("id", "status", "started_at", "finished_at", "target", "api", "model", "label", "spec",

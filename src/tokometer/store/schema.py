@@ -9,6 +9,9 @@ Version 2 added the running process of each run (``pid``, ``hostname``,
 run whose process was killed can be found and marked ``aborted``. Stores made by
 version 1 gain these columns when a writer opens them (`ADDED_RUN_COLUMNS`);
 readers of an old store select only the columns it has.
+
+Version 3 added to each step what the server and its GPUs were doing while it ran (``server``,
+``gpu``: `tokometer.observe`'s summaries as JSON), the same way (`ADDED_STEP_COLUMNS`).
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ["ADDED_RUN_COLUMNS", "SCHEMA_VERSION", "metadata", "requests", "runs", "steps"]
+__all__ = ["ADDED_RUN_COLUMNS", "ADDED_STEP_COLUMNS", "SCHEMA_VERSION", "metadata", "requests", "runs", "steps"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -69,7 +72,12 @@ steps = Table(
     Column("summary", JSON),
     Column("health", JSON),
     Column("interrupted", Boolean, nullable=False, default=False),
+    Column("server", JSON),
+    Column("gpu", JSON),
 )
+
+ADDED_STEP_COLUMNS = ("server", "gpu")
+"""Columns of `steps` added after version 2 (nullable)."""
 
 requests = Table(
     "requests",

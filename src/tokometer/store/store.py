@@ -30,7 +30,7 @@ from tokometer import __version__
 from tokometer.errors import StoreError
 from tokometer.records import RequestRecord
 from tokometer.secrets import redact_saved_spec
-from tokometer.store.database import display_url, is_writable, open_reader, open_writer, run_columns
+from tokometer.store.database import display_url, is_writable, open_reader, open_writer, run_columns, step_columns
 from tokometer.store.orphans import abort_runs, find_orphans, process_identity
 from tokometer.store.rows import record_row, row_record
 from tokometer.store.runs import StoredRun
@@ -67,6 +67,7 @@ class ResultStore:
         self.read_only = read_only
         self.engine = open_reader(self.url) if read_only else open_writer(self.url)
         self._columns = [c for c in runs.c if c.name in run_columns(self.engine)]
+        self._step_columns = [c for c in steps.c if c.name in step_columns(self.engine)]
         self._queue: queue.Queue[Any] = queue.Queue()
         self._writer: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -126,11 +127,13 @@ class ResultStore:
         self._queue.put(record_row(run_id, record))
 
     def finish_step(self, run_id: int, step: int, summary: dict[str, Any], health: dict[str, Any],
-                    interrupted: bool) -> None:
+                    interrupted: bool, *, server: dict[str, Any] | None = None,
+                    gpu: list[dict[str, Any]] | None = None) -> None:
+        """The step's summary and client health; ``server``/``gpu``: what the server and GPUs did meanwhile."""
         self.flush()
         with self.engine.begin() as conn:
             conn.execute(update(steps).where(steps.c.run_id == run_id, steps.c.step == step)
-                         .values(summary=summary, health=health, interrupted=interrupted))
+                         .values(summary=summary, health=health, interrupted=interrupted, server=server, gpu=gpu))
 
     def finish_run(self, run_id: int, status: str, engine: dict[str, Any] | None = None) -> None:
         self.flush()
@@ -180,13 +183,13 @@ class ResultStore:
     def list_runs(self, limit: int = 20) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(select(*self._columns).order_by(runs.c.id.desc()).limit(limit)).mappings().all()
-            return [self._run(conn, row) for row in rows]
+            return [self._run(conn, row, self._step_columns) for row in rows]
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
         """One run as JSON-able values (its steps under ``steps``); None if the store has no such run."""
         with self.engine.connect() as conn:
             row = conn.execute(select(*self._columns).where(runs.c.id == run_id)).mappings().first()
-            return None if row is None else self._run(conn, row)
+            return None if row is None else self._run(conn, row, self._step_columns)
 
     def run(self, run_id: int) -> StoredRun | None:
         """One run as a typed `StoredRun`; None if the store has no such run."""
@@ -194,8 +197,8 @@ class ResultStore:
         return None if data is None else StoredRun.from_json(data)
 
     @staticmethod
-    def _run(conn: Connection, row: RowMapping) -> dict[str, Any]:
-        step_rows = conn.execute(select(steps).where(steps.c.run_id == row["id"]).order_by(steps.c.step))
+    def _run(conn: Connection, row: RowMapping, step_cols: list[Any]) -> dict[str, Any]:
+        step_rows = conn.execute(select(*step_cols).where(steps.c.run_id == row["id"]).order_by(steps.c.step))
         return {**dict(row), "spec": redact_saved_spec(row["spec"]),
                 "steps": [dict(s) for s in step_rows.mappings().all()]}
 

@@ -1,0 +1,156 @@
+"""What the server and its GPUs did during each step of a run, beside what the client measured.
+
+Before the first step the server's ``/metrics`` is read once: if there is none, the report says
+so in one line ("server metrics: none at URL") and the run goes on without. The sources are then
+sampled on a thread of their own (`tokometer.observe.sampler`) through the whole run; after each
+step, the readings taken during it become the step's ``server`` block (requests running and
+waiting, KV-cache use, the server's own token rates and TTFT/TPOT percentiles: `observe.window`)
+and ``gpu`` blocks (`observe.gpu_window`), and the client's figures are cross-checked against the
+server's (`crosscheck`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from time import perf_counter_ns
+from typing import Any
+from urllib.parse import urlsplit
+
+from tokometer.benchmark.spec import BenchSpec
+from tokometer.metrics import StepSummary
+from tokometer.observe.sampler import Sampler, fetch_text
+from tokometer.observe.snapshot import GpuSample, Snapshot
+
+__all__ = ["RunObservation", "StepObservation", "crosscheck", "server_metrics_url"]
+
+TOKENS_TOLERANCE = 0.10
+"""Client and server output tokens/s may differ by this share before the report says so."""
+TTFT_TOLERANCE = 0.25
+"""The server's TTFT p50 may exceed the client's by this share (histogram buckets are coarse) before the
+report says the two disagree; below the client's, the difference is what happened outside the engine."""
+
+
+def server_metrics_url(spec: BenchSpec) -> str | None:
+    """Where the server's Prometheus exposition is, or None (``--server-metrics off``)."""
+    choice = spec.server_metrics.strip()
+    if choice == "off":
+        return None
+    if choice != "auto":
+        return choice
+    parts = urlsplit(spec.url)
+    return f"{parts.scheme}://{parts.netloc}/metrics"
+
+
+def _local(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class StepObservation:
+    """A step's ``server`` block, its ``gpu`` blocks, and sentences for the report."""
+
+    server: dict[str, Any] | None
+    gpu: list[dict[str, Any]] | None
+    findings: list[str]
+
+
+def crosscheck(summary: StepSummary, server: dict[str, Any]) -> list[str]:
+    """Sentences where the client's and the server's accounts of the step disagree beyond the tolerances."""
+    out: list[str] = []
+    rates = server.get("rates") or {}
+    server_tok_s = rates.get("generation_tokens")
+    client_tok_s = summary.output_throughput_tok_s
+    if server_tok_s and client_tok_s and abs(server_tok_s - client_tok_s) > TOKENS_TOLERANCE * client_tok_s:
+        out.append(f"the server generated {server_tok_s:,.1f} tok/s, the client received {client_tok_s:,.1f} "
+                   f"tok/s ({100 * (server_tok_s / client_tok_s - 1):+.0f}%, tolerance ±{TOKENS_TOLERANCE:.0%}): "
+                   "other clients on the server, or tokens that never reach the client (e.g. speculative or "
+                   "aborted ones)")
+    ttft = (server.get("histograms") or {}).get("ttft") or {}
+    server_ttft_ms = 1e3 * ttft["p50"] if ttft.get("p50") is not None else None
+    client_ttft_ms = summary.ttft_ms.p50
+    if server_ttft_ms is not None and client_ttft_ms and server_ttft_ms > (1 + TTFT_TOLERANCE) * client_ttft_ms:
+        out.append(f"the server's TTFT p50 ({server_ttft_ms:,.1f} ms) is above the client's ({client_ttft_ms:,.1f} "
+                   f"ms) by more than {TTFT_TOLERANCE:.0%}: the server counts TTFT differently, or other "
+                   "clients' requests dominate its histogram")
+    return out
+
+
+class RunObservation:
+    """The sampling of one run: started before the first step, read after each, stopped at the end."""
+
+    def __init__(self, sampler: Sampler, summarize_server: Callable[[Sequence[Snapshot], int], dict[str, Any]],
+                 summarize_gpu: Callable[[Sequence[GpuSample], int, int | None, int, int],
+                                         tuple[dict[str, Any] | None, list[str]]]) -> None:
+        self.sampler = sampler
+        self._server = summarize_server
+        self._gpu = summarize_gpu
+
+    @classmethod
+    def start(cls, spec: BenchSpec, warnings: list[str]) -> RunObservation | None:
+        """Check the sources once and start sampling them; None when there is nothing to sample."""
+        from tokometer.observe.gpu_source import gpu_reader
+        from tokometer.observe.prometheus import parse
+        from tokometer.observe.summaries import gpu_summary, server_summary
+
+        server: Callable[[], Snapshot] | None = None
+        first: Snapshot | None = None
+        url = server_metrics_url(spec)
+        if url is not None:
+            context = spec.tls().context() if url.startswith("https://") else None
+
+            def scrape() -> Snapshot:
+                text = fetch_text(url, min(5.0, spec.connect_timeout_s), context)
+                return parse(text, perf_counter_ns())
+
+            try:
+                first = scrape()
+                server = scrape
+            except (OSError, ValueError) as exc:
+                warnings.append(f"server metrics: none at {url} ({' '.join(str(exc).split())[:120]}); "
+                                "give --server-metrics URL, or off")
+            if first is not None and first.source == "unknown":
+                warnings.append(f"server metrics at {url}: not an engine tokometer knows; its samples are kept raw")
+        gpus, note = gpu_reader(spec.gpu_metrics, local=_local(spec.url))
+        if note:
+            warnings.append(note)
+        if server is None and gpus is None:
+            return None
+        sampler = Sampler(server, gpus, spec.scrape_interval_s)
+        if first is not None:
+            sampler.snapshots.append(first)
+        if gpus is not None:
+            sampler.sample()  # a first reading of every GPU, before the first step
+        sampler.start()
+        return cls(sampler, server_summary, gpu_summary)
+
+    def step(self, start_ns: int, end_ns: int, summary: StepSummary) -> StepObservation:
+        """The server's and the GPUs' account of the step that ran from ``start_ns`` to ``end_ns``."""
+        self.sampler.sample()  # close the window with a reading taken now
+        server_block = None
+        findings: list[str] = []
+        if self.sampler.server is not None:
+            snapshots, gaps = self.sampler.server_window(start_ns, end_ns)
+            if len(snapshots) >= 2:
+                server_block = self._server(snapshots, gaps)
+                findings += crosscheck(summary, server_block)
+        gpu_blocks = None
+        if self.sampler.gpus is not None:
+            per_gpu, gaps = self.sampler.gpu_window(start_ns, end_ns)
+            gpu_blocks = []
+            for samples in per_gpu.values():
+                block, said = self._gpu(samples, gaps, summary.output_tokens_total, start_ns, end_ns)
+                if block is not None:
+                    gpu_blocks.append(block)
+                findings += said
+        return StepObservation(server_block, gpu_blocks, findings)
+
+    def stop(self) -> None:
+        self.sampler.stop()

@@ -1,0 +1,165 @@
+"""One scrape of ``/metrics`` -> a `Snapshot`: parsed by prometheus_client's exposition parser, normalised.
+
+`parse` reads the text exposition format with ``prometheus_client.parser`` (no regular
+expressions), keeps every sample in ``Snapshot.raw``, recognises the engine family from the names
+present (`tokometer.observe.vocabulary.detect`) and fills the normalised gauges, counters and
+histograms: values of one name are summed over its label sets (per model, per engine index, per
+upstream), and histograms are merged bucket by bucket.
+
+Bad input: text that is not the exposition format (an HTML page, a JSON body, a truncated line)
+raises ValueError saying so, so a scraper can record the scrape as a gap; well-formed text whose
+names no known engine uses gives a Snapshot with source ``unknown`` and only ``raw`` filled.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tokometer.observe.snapshot import Histogram, Snapshot
+from tokometer.observe.vocabulary import SIM_INFO, Family, Pick, detect, family
+
+__all__ = ["merge_buckets", "parse"]
+
+_Sample = tuple[str, dict[str, str], float]
+_EMPTY = Histogram(buckets=((math.inf, 0.0),), count=0.0, sum=0.0)
+
+
+def _read(text: str) -> tuple[list[_Sample], dict[str, str]]:
+    """Every sample, and every declared family's type (by family name: a counter's without ``_total``)."""
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        raise ValueError(f"not Prometheus text exposition format: {exc}") from None
+    samples = [(s.name, dict(s.labels), float(s.value)) for fam in families for s in fam.samples]
+    return samples, {fam.name: fam.type for fam in families}
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _key(name: str, labels: dict[str, str]) -> str:
+    if not labels:
+        return name
+    body = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{body}}}"
+
+
+def _bound(le: str) -> float | None:
+    try:
+        return float(le)
+    except ValueError:
+        return None
+
+
+def _cumulative_at(buckets: list[tuple[float, float]], bound: float) -> float:
+    """A cumulative histogram's count at ``bound``: that of its largest ``le`` <= bound (a lower bound)."""
+    count = 0.0
+    for le, value in buckets:
+        if le > bound:
+            break
+        count = value
+    return count
+
+
+def merge_buckets(series: Iterable[Iterable[tuple[float, float]]]) -> tuple[tuple[float, float], ...]:
+    """Cumulative ``(le, count)`` series summed over the union of their bounds.
+
+    Series with the same bounds add exactly. Where one lacks a bound, its count there is taken at
+    its next lower bound, so the sum stays cumulative (monotonic) and never over-counts."""
+    ordered = [sorted(s) for s in series]
+    bounds = sorted({le for s in ordered for le, _ in s})
+    return tuple((b, sum(_cumulative_at(s, b) for s in ordered)) for b in bounds)
+
+
+def _histograms(samples: list[_Sample]) -> dict[str, Histogram]:
+    """Every ``X_bucket{le=...}`` family with its ``X_count``/``X_sum``, merged over label sets."""
+    buckets: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    counts: dict[str, float] = defaultdict(float)
+    sums: dict[str, float] = defaultdict(float)
+    for name, labels, value in samples:
+        if math.isnan(value):
+            continue
+        if name.endswith("_bucket") and "le" in labels:
+            le = _bound(labels["le"])
+            if le is None:
+                continue
+            rest = _key("", {k: v for k, v in labels.items() if k != "le"})
+            buckets[name[: -len("_bucket")]][rest].append((le, value))
+        elif name.endswith("_count"):
+            counts[name[: -len("_count")]] += value
+        elif name.endswith("_sum"):
+            sums[name[: -len("_sum")]] += value
+    out: dict[str, Histogram] = {}
+    for base, per_labels in buckets.items():
+        merged = merge_buckets(per_labels.values())
+        if not merged or merged[-1][0] != math.inf:
+            continue  # no +Inf bucket: not a well-formed histogram
+        out[base] = Histogram(buckets=merged, count=counts.get(base, merged[-1][1]), sum=sums.get(base, 0.0))
+    return out
+
+
+def _family_name(sample_name: str) -> str:
+    for suffix in ("_total", "_sum", "_count"):
+        if sample_name.endswith(suffix):
+            return sample_name[: -len(suffix)]
+    return sample_name
+
+
+def _pick(samples: list[_Sample], pick: Pick, declared: dict[str, str] | None = None) -> float | None:
+    """The sum of ``pick``'s matching samples. A declared counter or histogram with no matching sample
+    yet (a labelled metric before its first observation) counts 0; otherwise None: not exported."""
+    total: float | None = None
+    if declared is not None and declared.get(_family_name(pick.name)) in ("counter", "histogram"):
+        total = 0.0
+    for name, labels, value in samples:
+        if name != pick.name or math.isnan(value):
+            continue
+        if all(labels.get(k) == v for k, v in pick.labels):
+            total = (total or 0.0) + value
+    return total
+
+
+def _first(samples: list[_Sample], picks: tuple[Pick, ...], declared: dict[str, str] | None = None) -> float | None:
+    for pick in picks:
+        value = _pick(samples, pick, declared)
+        if value is not None:
+            return value
+    return None
+
+
+def _family_of(samples: list[_Sample], names: set[str]) -> tuple[str, Family | None]:
+    """(source, mapping): the simulator says which engine's names it speaks; others are detected."""
+    if SIM_INFO in names:
+        spoken = next((labels.get("metrics_names", "") for name, labels, _ in samples if name == SIM_INFO), "")
+        return "tokometer-sim", family(spoken) or detect(names - {SIM_INFO})
+    fam = detect(names)
+    return (fam.source if fam else "unknown"), fam
+
+
+def parse(text: str, at_ns: int) -> Snapshot:
+    """One ``/metrics`` answer as a `Snapshot` stamped ``at_ns``; ValueError if it is not the format."""
+    samples, declared = _read(text)
+    raw: dict[str, float] = {}
+    for name, labels, value in samples:
+        key = _key(name, labels)
+        raw[key] = raw.get(key, 0.0) + value
+    names = {name for name, _, _ in samples}
+    source, fam = _family_of(samples, names)
+    if fam is None:
+        return Snapshot(at_ns=at_ns, source=source, raw=raw)
+    gauges = {k: v for k, picks in fam.gauges.items() if (v := _first(samples, picks)) is not None}
+    counters = {k: v for k, picks in fam.counters.items() if (v := _first(samples, picks, declared)) is not None}
+    every = _histograms([s for s in samples if s[0].startswith(fam.prefixes)])
+    histograms: dict[str, Histogram] = {}
+    for norm, candidates in fam.histograms.items():
+        found = next((every[c] for c in candidates if c in every), None)
+        if found is None and any(declared.get(c) == "histogram" for c in candidates):
+            found = _EMPTY  # declared, nothing observed yet (a labelled histogram before its first request)
+        if found is not None:
+            histograms[norm] = found
+    return Snapshot(at_ns=at_ns, source=source, gauges=gauges, counters=counters, histograms=histograms, raw=raw)

@@ -1,0 +1,117 @@
+"""Sampling a server's ``/metrics`` and its GPUs through a run, on a thread of its own.
+
+The benchmark's event loop stamps every byte the server sends; nothing of the sampling runs on it.
+A daemon thread reads the sources every ``interval_s`` (default 1 s): the server's Prometheus
+exposition (fetched with urllib, which honours the same ``HTTP(S)_PROXY``/``NO_PROXY`` as the
+client, with the run's TLS settings) and the GPUs (NVML, or a DCGM exporter's ``/metrics``). Each
+reading is kept with its `perf_counter_ns` stamp, the clock the client stamps requests with, so
+that a step's window ``[first sent, last ended]`` selects the readings taken during it. A reading
+that fails is a gap, counted and kept with its reason, never an error of the run.
+"""
+
+from __future__ import annotations
+
+import ssl
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+from typing import TypeVar
+
+from tokometer.observe.snapshot import GpuSample, Snapshot
+
+__all__ = ["Gap", "Sampler", "fetch_text"]
+
+_Reading = TypeVar("_Reading", Snapshot, GpuSample)
+
+_MAX_BYTES = 16 * 1024 * 1024
+"""The largest exposition read (a server with thousands of label sets is still far below)."""
+
+
+def fetch_text(url: str, timeout_s: float, context: ssl.SSLContext | None = None) -> str:
+    """The body of ``GET url`` as text; raises OSError (urllib's errors are OSErrors) on any failure."""
+    request = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
+    with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
+        return str(response.read(_MAX_BYTES).decode("utf-8", "replace"))
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """A reading that failed: when, which source, why."""
+
+    at_ns: int
+    source: str
+    reason: str
+
+
+@dataclass
+class Sampler:
+    """Reads ``server`` and ``gpus`` every ``interval_s`` on a daemon thread until `stop`."""
+
+    server: Callable[[], Snapshot] | None
+    gpus: Callable[[], Sequence[GpuSample]] | None
+    interval_s: float = 1.0
+    snapshots: list[Snapshot] = field(default_factory=list)
+    gpu_samples: list[GpuSample] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="tokometer-observe", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling (after one last reading, so that the last step's window is closed by one)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        self.sample()
+
+    def sample(self) -> None:
+        """Take one reading of every source now (the thread calls this; so may a test)."""
+        if self.server is not None:
+            try:
+                self.snapshots.append(self.server())
+            except (OSError, ValueError) as exc:
+                self.gaps.append(Gap(perf_counter_ns(), "server", str(exc)[:200]))
+        if self.gpus is not None:
+            try:
+                self.gpu_samples.extend(self.gpus())
+            except (OSError, ValueError, RuntimeError) as exc:
+                self.gaps.append(Gap(perf_counter_ns(), "gpu", str(exc)[:200]))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def server_window(self, start_ns: int, end_ns: int) -> tuple[list[Snapshot], int]:
+        """The snapshots that bound ``[start_ns, end_ns]``: the last one before it (the baseline for counter
+        and histogram deltas), those within it, and the first one after it; and the gaps within it."""
+        return _bounded(self.snapshots, start_ns, end_ns), self._gaps("server", start_ns, end_ns)
+
+    def gpu_window(self, start_ns: int, end_ns: int) -> tuple[dict[int, list[GpuSample]], int]:
+        """Per GPU index, its readings bounding and within ``[start_ns, end_ns]`` (as `server_window`)."""
+        by_gpu: dict[int, list[GpuSample]] = {}
+        for sample in self.gpu_samples:
+            by_gpu.setdefault(sample.index, []).append(sample)
+        return ({index: _bounded(samples, start_ns, end_ns) for index, samples in sorted(by_gpu.items())},
+                self._gaps("gpu", start_ns, end_ns))
+
+    def _gaps(self, source: str, start_ns: int, end_ns: int) -> int:
+        return sum(1 for g in self.gaps if g.source == source and start_ns <= g.at_ns <= end_ns)
+
+
+def _bounded(items: Sequence[_Reading], start_ns: int, end_ns: int) -> list[_Reading]:
+    ordered: list[_Reading] = sorted(items, key=_stamp)
+    before: list[_Reading] = [x for x in ordered if x.at_ns < start_ns]
+    within: list[_Reading] = [x for x in ordered if start_ns <= x.at_ns <= end_ns]
+    after: list[_Reading] = [x for x in ordered if x.at_ns > end_ns]
+    return before[-1:] + within + after[:1]
+
+
+def _stamp(reading: Snapshot | GpuSample) -> int:
+    return reading.at_ns

@@ -1,0 +1,168 @@
+"""What the server did between two moments (a benchmark step), from the Snapshots scraped in it.
+
+Pure functions of `Snapshot` values:
+
+- **gauges**: mean and max over the scrapes (a plain mean of the samples, not weighted by time:
+  the scrapes are evenly spaced);
+- **counters**: the increase from the first scrape to the last, summed pair by pair so that a
+  counter reset (the server restarted: a value lower than the one before) counts the later value
+  as the increase, as Prometheus' ``rate()``/``increase()`` do (without their extrapolation to the
+  window's edges); rates are the increase over the time between the first and the last scrape;
+- **prefix-cache hit rate**: Δhits / Δqueries where the engine counts both (vLLM V1), else the
+  mean of the engine's own hit-rate gauge (vLLM V0, SGLang);
+- **histograms**: bucket increases over the window (again pair by pair, a decrease of the count
+  being a reset), then p50/p90/p99 as Prometheus' ``histogram_quantile`` computes them: find the
+  bucket holding rank q x count and interpolate linearly between its lower and upper bound (the
+  first bucket's lower bound is 0; a rank in the ``+Inf`` bucket gives the largest finite bound);
+  the mean is Δsum / Δcount. Percentiles from buckets are only as fine as the buckets are.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tokometer.observe.prometheus import merge_buckets
+from tokometer.observe.snapshot import Histogram, Snapshot
+
+__all__ = ["GaugeWindow", "HistogramWindow", "ServerWindow", "counter_increase", "histogram_increase",
+           "histogram_quantile", "server_window"]
+
+QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+
+
+@dataclass(frozen=True, slots=True)
+class GaugeWindow:
+    mean: float
+    max: float
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramWindow:
+    """A server-side latency distribution over the window, in seconds (None: nothing observed)."""
+
+    count: float
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerWindow:
+    """The server's own account of one window (a step)."""
+
+    source: str
+    samples: int
+    """Scrapes that succeeded in the window."""
+    gaps: int
+    """Scrapes that failed in the window."""
+    duration_s: float
+    """From the first successful scrape to the last (0 with fewer than two)."""
+    gauges: dict[str, GaugeWindow] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    """Increase of each normalised counter over the window."""
+    rates: dict[str, float] = field(default_factory=dict)
+    """Increase per second (prompt/generation tokens per second as the server counted them)."""
+    prefix_cache_hit_rate: float | None = None
+    histograms: dict[str, HistogramWindow] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def counter_increase(values: Sequence[float]) -> float:
+    """The increase of a counter over successive readings; a decrease is a reset (the later value counts)."""
+    total = 0.0
+    for before, after in itertools.pairwise(values):
+        total += after - before if after >= before else after
+    return total
+
+
+def _subtract(after: Histogram, before: Histogram) -> Histogram:
+    if after.count < before.count or [b for b, _ in after.buckets] != [b for b, _ in before.buckets]:
+        return after  # reset (or re-bucketed by a restart): the later histogram is the increase
+    buckets = tuple((le, max(0.0, a - b)) for (le, a), (_, b) in zip(after.buckets, before.buckets, strict=True))
+    return Histogram(buckets=buckets, count=after.count - before.count, sum=after.sum - before.sum)
+
+
+def histogram_increase(values: Sequence[Histogram]) -> Histogram | None:
+    """The observations made between the first and the last of successive readings (resets handled)."""
+    if not values:
+        return None
+    steps = [_subtract(after, before) for before, after in itertools.pairwise(values)]
+    if not steps:
+        return Histogram(buckets=tuple((le, 0.0) for le, _ in values[0].buckets), count=0.0, sum=0.0)
+    return Histogram(buckets=merge_buckets(h.buckets for h in steps), count=sum(h.count for h in steps),
+                     sum=sum(h.sum for h in steps))
+
+
+def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
+    """The q-quantile of cumulative ``(le, count)`` buckets, as Prometheus' histogram_quantile computes it."""
+    if not buckets or not 0.0 <= q <= 1.0:
+        return None
+    total = buckets[-1][1]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for i, (le, count) in enumerate(buckets):
+        if count >= rank and count > below:
+            if math.isinf(le):
+                return buckets[i - 1][0] if i > 0 else None
+            if i == 0 and le <= 0:
+                return le
+            return lower + (le - lower) * (rank - below) / (count - below)
+        lower, below = le, count
+    return buckets[-1][0] if not math.isinf(buckets[-1][0]) else lower
+
+
+def _histogram_window(h: Histogram) -> HistogramWindow:
+    quantiles = {name: histogram_quantile(q, h.buckets) for name, q in QUANTILES}
+    return HistogramWindow(count=h.count, mean=h.sum / h.count if h.count > 0 else None, **quantiles)
+
+
+def server_window(snapshots: Sequence[Snapshot], gaps: int = 0) -> ServerWindow:
+    """Summarise the Snapshots scraped in one window (in scrape order); ``gaps``: scrapes that failed."""
+    snaps = sorted(snapshots, key=lambda s: s.at_ns)
+    if not snaps:
+        return ServerWindow(source="none", samples=0, gaps=gaps, duration_s=0.0)
+    sources = {s.source for s in snaps}
+    source = snaps[-1].source if len(sources) == 1 else "mixed: " + ", ".join(sorted(sources))
+    duration = (snaps[-1].at_ns - snaps[0].at_ns) / 1e9
+
+    gauges: dict[str, GaugeWindow] = {}
+    for name in dict.fromkeys(k for s in snaps for k in s.gauges):
+        values = [s.gauges[name] for s in snaps if name in s.gauges]
+        gauges[name] = GaugeWindow(mean=sum(values) / len(values), max=max(values))
+
+    counters: dict[str, float] = {}
+    rates: dict[str, float] = {}
+    for name in dict.fromkeys(k for s in snaps for k in s.counters):
+        series = [s.counters[name] for s in snaps if name in s.counters]
+        if len(series) < 2:
+            continue
+        counters[name] = counter_increase(series)
+        if duration > 0:
+            rates[name] = counters[name] / duration
+
+    hit_rate: float | None = None
+    if counters.get("prefix_cache_queries", 0.0) > 0 and "prefix_cache_hits" in counters:
+        hit_rate = counters["prefix_cache_hits"] / counters["prefix_cache_queries"]
+    elif "prefix_cache_hit_rate" in gauges:
+        hit_rate = gauges["prefix_cache_hit_rate"].mean
+
+    histograms: dict[str, HistogramWindow] = {}
+    for name in dict.fromkeys(k for s in snaps for k in s.histograms):
+        series_h = [s.histograms[name] for s in snaps if name in s.histograms]
+        if len(series_h) < 2:
+            continue
+        increase = histogram_increase(series_h)
+        if increase is not None:
+            histograms[name] = _histogram_window(increase)
+
+    return ServerWindow(source=source, samples=len(snaps), gaps=gaps, duration_s=duration, gauges=gauges,
+                        counters=counters, rates=rates, prefix_cache_hit_rate=hit_rate, histograms=histograms)
