@@ -4,6 +4,7 @@ and cross-checked against what the client measured. Against real simulators (whi
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,3 +56,37 @@ def test_no_metrics_is_one_line_and_the_run_goes_on(tmp_path: Path) -> None:
     assert result.steps[0].summary.requests_completed == 2
     assert result.steps[0].server is None
     assert any(w.startswith(f"server metrics: none at http://127.0.0.1:{server.port}/metrics") for w in result.warnings)
+
+
+@pytest.mark.parametrize("names", ["vllm", "vllm-v0", "sglang", "llamacpp", "tgi"])
+def test_every_engines_metric_names_give_the_same_server_block(sim_factory: Callable[..., SimServer],
+                                                               names: str) -> None:
+    """The simulator speaks each engine's metric names over the same truth: the step's server block agrees
+    with what the client counted, whichever names it came in."""
+    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "4", "--metrics-names", names)
+    result = bench(sim.openai_url, concurrency=[2], requests=8, input_tokens=8, output_tokens=30, tokenizer="none",
+                   scrape_interval_s=0.2)
+    step = result.steps[0]
+    assert step.server is not None and step.server["source"] == "tokometer-sim", step.server
+    assert step.server["counters"]["generation_tokens"] == pytest.approx(step.summary.output_tokens_total, rel=0.1)
+    assert step.server["rates"]["generation_tokens"] == pytest.approx(step.summary.output_throughput_tok_s,
+                                                                      rel=0.15)
+    assert not any("the server generated" in w for w in step.warnings), step.warnings
+
+
+def test_another_client_on_the_server_is_noticed(sim_factory: Callable[..., SimServer]) -> None:
+    """While a second client loads the same simulator, the server counts about twice the tokens this run
+    received: the cross-check says so instead of passing the server's figures off as the run's."""
+    sim = sim_factory("--ttft-ms", "5", "--itl-ms", "4")
+    other = threading.Thread(target=bench, args=(sim.openai_url,),
+                             kwargs={"concurrency": [2], "requests": 40, "input_tokens": 8, "output_tokens": 30,
+                                     "tokenizer": "none", "server_metrics": "off", "gpu_metrics": "off"})
+    other.start()
+    try:
+        result = bench(sim.openai_url, concurrency=[2], requests=16, input_tokens=8, output_tokens=30,
+                       tokenizer="none", scrape_interval_s=0.2)
+    finally:
+        other.join(60)
+    step = result.steps[0]
+    assert any("the server generated" in w and "other clients on the server" in w for w in step.warnings), \
+        step.warnings
