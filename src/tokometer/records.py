@@ -130,6 +130,9 @@ class ServerTiming:
     decode_tokens: int | None = None
     decode_ms: float | None = None
     total_ms: float | None = None
+    cached_tokens: int | None = None
+    """Prompt tokens the server took from its prompt cache (llama.cpp ``cache_n``, OpenAI
+    ``usage.prompt_tokens_details.cached_tokens``)."""
 
     @property
     def decode_tok_s(self) -> float | None:

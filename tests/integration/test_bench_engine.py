@@ -98,3 +98,21 @@ def test_engine_crash_during_a_run_is_one_clear_error(tmp_path: Path) -> None:
     assert lines[-1].startswith("tokometer: error: the engine exited during the run (exit code -9)")
     assert "Traceback" not in stderr
     assert not psutil.pid_exists(engine_pid) or psutil.Process(engine_pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_repeated_seed_is_answered_from_the_prompt_cache_and_said_so(engine: EngineHandle) -> None:
+    """The second of two runs with the same --seed sends the same prompts: llama.cpp answers them from its
+    slots' cache (its own ``timings.cache_n``), and the report says so; a fresh seed (the default) does not."""
+    args = {"api": "openai-completions", "concurrency": [1], "requests": 3, "input_tokens": 96, "output_tokens": 4,
+            "server_metrics": "off"}
+    first = bench(engine.openai_url, seed=7, **args).steps[0]
+    again = bench(engine.openai_url, seed=7, **args).steps[0]
+    fresh = bench(engine.openai_url, **args)
+    assert again.summary.prompt_cache_reported == 3
+    assert again.summary.prompt_cache_hit_rate is not None and again.summary.prompt_cache_hit_rate > 0.5
+    assert any("came from the server's prompt cache" in w for w in again.warnings), again.warnings
+    assert first.summary.prompt_cache_hit_rate is not None and first.summary.prompt_cache_hit_rate < 0.10
+    assert fresh.spec.seed is not None and fresh.spec.seed != 7
+    rate = fresh.steps[0].summary.prompt_cache_hit_rate
+    assert rate is not None and rate < 0.10, rate
+    assert not any("prompt cache" in w for w in fresh.steps[0].warnings)

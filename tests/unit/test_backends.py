@@ -134,3 +134,17 @@ def test_http_error_classification() -> None:
     assert classify_http_error(418, "") == "http_4xx"
     assert map_finish_reason("eos_token") == "stop" and map_finish_reason("limit") == "length"
     assert map_finish_reason(None) is None and map_finish_reason("weird") == "unknown"
+
+
+def test_cached_prompt_tokens_are_read_where_the_server_says() -> None:
+    from tokometer.wire.llamacpp import LlamaCpp
+    from tokometer.wire.openai import OpenAIChat
+
+    usage = (b'{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":4,'
+             b'"prompt_tokens_details":{"cached_tokens":64}}}')
+    parsed = OpenAIChat().parse(usage)
+    assert parsed is not None and (parsed.prompt_tokens, parsed.cached_prompt_tokens) == (100, 64)
+    final = (b'{"content":"","stop":true,"tokens_predicted":4,"tokens_evaluated":100,'
+             b'"timings":{"prompt_n":36,"cache_n":64,"prompt_ms":10.0,"predicted_n":4,"predicted_ms":8.0}}')
+    native = LlamaCpp().parse(final)
+    assert native is not None and (native.server_prompt_n, native.cached_prompt_tokens) == (36, 64)

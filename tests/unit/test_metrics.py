@@ -114,3 +114,21 @@ def test_goodput_counts_requests_meeting_every_slo() -> None:
     s = summarize([fast, slow], SLO(ttft_ms=50))
     assert s.goodput_rps == pytest.approx(1 / 0.23)
     assert summarize([fast, slow]).goodput_rps is None
+
+
+def test_prompt_cache_hit_rate_over_the_answers_that_say() -> None:
+    from tokometer.metrics import summarize
+    from tokometer.records import RequestRecord, ServerTiming
+
+    def record(n: int, cached: int | None, prompt: int) -> RequestRecord:
+        i = n + 1
+        r = RequestRecord(index=n, sent_ns=1_000 * i, first_token_ns=1_000 * i + 500, last_token_ns=1_000 * i + 900,
+                          end_ns=1_000 * i + 1_000, event_ns=[1_000 * i + 500, 1_000 * i + 900], event_tokens=[1, 1],
+                          output_tokens=2, output_tokens_source="usage", input_tokens=prompt,
+                          input_tokens_source="usage", status=200, finish_reason="stop")
+        r.server = ServerTiming(cached_tokens=cached) if cached is not None else None
+        return r
+
+    summary = summarize([record(0, 90, 100), record(1, 10, 100), record(2, None, 100)])
+    assert summary.prompt_cache_hit_rate == pytest.approx(0.5) and summary.prompt_cache_reported == 2
+    assert summarize([record(0, None, 100)]).prompt_cache_hit_rate is None

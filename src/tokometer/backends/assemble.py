@@ -224,6 +224,7 @@ def _merge_final(final: ParsedEvent, event: ParsedEvent) -> None:
         "server_decode_ms",
         "server_decode_n",
         "server_total_ms",
+        "cached_prompt_tokens",
     ):
         value = getattr(event, name)
         if value is not None:
@@ -274,7 +275,8 @@ def _server_timing(final: ParsedEvent) -> ServerTiming | None:
         decode_tokens=final.server_decode_n,
         decode_ms=final.server_decode_ms,
         total_ms=final.server_total_ms,
+        cached_tokens=final.cached_prompt_tokens,
     )
-    if all(value is None for value in (timing.prompt_ms, timing.decode_ms, timing.total_ms)):
+    if all(value is None for value in (timing.prompt_ms, timing.decode_ms, timing.total_ms, timing.cached_tokens)):
         return None
     return timing

@@ -93,7 +93,7 @@ async def advertised_context(spec: BenchSpec, model: str, probe: Probe) -> tuple
 async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[str]) -> None:
     """Send one 1-token request as the run will; raise EndpointError for what no run could survive."""
     target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
-    params = GenerationParams(model=model, max_tokens=1, temperature=spec.temperature, seed=spec.seed,
+    params = GenerationParams(model=model, max_tokens=1, temperature=spec.temperature, seed=spec.seed_value,
                               include_usage=spec.include_usage)
     timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s)
     record = RequestRecord(index=-1, step=-1)

@@ -107,6 +107,22 @@ def plan_steps(spec: BenchSpec) -> list[LoadStep]:
     return [LoadStep("concurrency", concurrency=c) for c in spec.concurrency]
 
 
+CACHE_WARNING_SHARE = 0.10
+"""Above this share of prompt tokens answered from the server's cache, a step is reported as not cold."""
+
+
+def prompt_cache_warning(summary: StepSummary, server: dict[str, Any] | None) -> str | None:
+    """A sentence when the server answered much of the step's prompts from its prompt cache."""
+    rate, source = summary.prompt_cache_hit_rate, "the server's answers"
+    if rate is None and server is not None and server.get("prefix_cache_hit_rate") is not None:
+        rate, source = float(server["prefix_cache_hit_rate"]), "the server's /metrics"
+    if rate is None or rate <= CACHE_WARNING_SHARE:
+        return None
+    return (f"{100 * rate:.0f}% of the prompt tokens came from the server's prompt cache ({source}): TTFT and "
+            "prefill are faster than for new prompts. A repeated --seed, shared prefixes in the dataset or an "
+            "earlier run's prompts do this; compare only runs with the same cache-hit rate")
+
+
 def _token_mismatch(records: list[RequestRecord], count: Callable[[str], int]) -> str | None:
     server = local = 0
     for r in records:
@@ -129,10 +145,11 @@ async def run_benchmark(
 ) -> BenchResult:
     """Run ``spec`` against its endpoint; see the module docstring."""
     obs: BenchObserver = observer or _NoObserver()
+    spec = spec.with_seed()  # a fresh seed unless one was given; the run records it
     steps = plan_steps(spec)
     prepared: Prepared = await prepare(spec, len(steps))
     params = GenerationParams(model=prepared.model, max_tokens=spec.output_tokens, ignore_eos=spec.ignore_eos,
-                              temperature=spec.temperature, seed=spec.seed, include_usage=spec.include_usage)
+                              temperature=spec.temperature, seed=spec.seed_value, include_usage=spec.include_usage)
     timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s)
     target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
     backend = create_backend(spec.api)
@@ -171,9 +188,9 @@ async def run_benchmark(
                 setup = WorkerSetup(target, spec.api, params, timeouts,
                                     spec.tokenizer if prepared.local_tokenizer else None)
                 outcome = await run_step_in_workers(step, index, limits, prepared.prompt_list(limits, used), setup,
-                                                    workers, on_record, seed=spec.seed + index)
+                                                    workers, on_record, seed=spec.seed_value + index)
             else:
-                outcome = await run_step(step, index, limits, prompts, client, on_record, seed=spec.seed + index)
+                outcome = await run_step(step, index, limits, prompts, client, on_record, seed=spec.seed_value + index)
             step_end = perf_counter_ns()
             used += len(outcome.records)
             result = StepResult(index, step, summarize(outcome.records, slo), outcome.health, outcome.interrupted,
@@ -184,6 +201,8 @@ async def run_benchmark(
                 result.warnings.extend(seen.findings)
             if count is not None and (mismatch := _token_mismatch(outcome.records, count)):
                 result.warnings.append(mismatch)
+            if warm := prompt_cache_warning(result.summary, result.server):
+                result.warnings.append(warm)
             if outcome.health.saturated:
                 result.warnings.append(outcome.health.verdict)
             if outcome.health.note:

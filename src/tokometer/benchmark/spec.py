@@ -8,6 +8,7 @@ saved with every run, so a run can be repeated exactly, except for its secrets:
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Literal
 
@@ -59,7 +60,9 @@ class BenchSpec(BaseModel):
     output_tokens: int = Field(128, ge=1)
     ignore_eos: bool = False
     temperature: float | None = Field(0.0, ge=0, allow_inf_nan=False)
-    seed: int = 0
+    seed: int | None = None
+    """Prompts, arrival times and the sampling seed sent to the server; None: a fresh one per run (recorded
+    with the run, so ``--seed N`` repeats it), so that no run rides on an earlier run's prompt cache."""
     include_usage: bool = True
     dataset: Path | None = None
     dataset_kind: Literal["auto", "jsonl", "sharegpt"] = "auto"
@@ -80,6 +83,19 @@ class BenchSpec(BaseModel):
     @field_serializer("headers")
     def _redacted_headers(self, headers: dict[str, str]) -> dict[str, str]:
         return redact_headers(headers)
+
+    def with_seed(self) -> BenchSpec:
+        """This spec with its seed fixed: a fresh random one when none was given."""
+        if self.seed is not None:
+            return self
+        return self.model_copy(update={"seed": secrets.randbelow(2**31)})
+
+    @property
+    def seed_value(self) -> int:
+        """The seed of a spec that went through `with_seed`."""
+        if self.seed is None:
+            raise ValueError("the spec's seed is not fixed yet: call with_seed() first")
+        return self.seed
 
     def tls(self) -> TlsOptions:
         """How to check an https:// target's certificate."""

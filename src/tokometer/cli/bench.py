@@ -67,7 +67,9 @@ __all__ = ["command"]
               help="Ask the server to ignore EOS so every answer is --output-tokens long.")
 @click.option("--temperature", type=FiniteFloat(min=0), default=0.0, show_default=True,
               help="Sampling temperature sent with every request (0: greedy, the same answer each time).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for prompts and arrival times.")
+@click.option("--seed", type=int, default=None,
+              help="Seed for prompts, arrival times and sampling (default: a fresh one per run, recorded with it, so "
+                   "that no run is answered from an earlier one's prompt cache; give it to repeat a run exactly).")
 @click.option("--no-usage", is_flag=True, help="Do not send stream_options.include_usage.")
 @click.option("--dataset", type=click.Path(path_type=Path), default=None,
               help="Prompts from a JSONL or ShareGPT file instead of synthetic ones.")

@@ -82,6 +82,11 @@ class StepSummary:
     server_prefill_ms: Distribution
     server_decode_tok_s: Distribution
     error_examples: dict[str, str] = field(default_factory=dict)
+    prompt_cache_hit_rate: float | None = None
+    """Share of prompt tokens the server said it took from its prompt cache, over the requests whose
+    answers say (None: none did)."""
+    prompt_cache_reported: int = 0
+    """Requests whose answers said how many prompt tokens came from the cache."""
 
     def naive_line(self) -> str:
         """The article's summary line (elapsed, generated tokens, average tok/s), labelled."""
@@ -179,4 +184,20 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         server_prefill_ms=Distribution.of(s.prompt_ms for s in server if s.prompt_ms is not None),
         server_decode_tok_s=Distribution.of(v for v in (s.decode_tok_s for s in server) if v is not None),
         error_examples=examples,
+        prompt_cache_hit_rate=_cache_hit_rate(ok),
+        prompt_cache_reported=sum(1 for r in ok if r.server is not None and r.server.cached_tokens is not None),
     )
+
+
+def _cache_hit_rate(records: Sequence[RequestRecord]) -> float | None:
+    cached = prompt = 0
+    for r in records:
+        if r.server is None or r.server.cached_tokens is None:
+            continue
+        total = r.input_tokens if r.input_tokens_source in ("usage", "native") and r.input_tokens else None
+        if total is None and r.server.prompt_tokens is not None:
+            total = r.server.prompt_tokens + r.server.cached_tokens  # llama.cpp: prompt_n excludes cache_n
+        if total:
+            cached += r.server.cached_tokens
+            prompt += total
+    return cached / prompt if prompt else None

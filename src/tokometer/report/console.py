@@ -154,6 +154,9 @@ def render_step(console: Console, result: StepResult) -> None:
         + (f"; goodput {_f(s.goodput_rps, 2)} req/s" if s.goodput_rps is not None else "")
     )
     console.print(f"  output tokens counted by: {sources}")
+    if s.prompt_cache_hit_rate is not None:
+        console.print(f"  prompt cache: {100 * s.prompt_cache_hit_rate:.0f}% of prompt tokens came from the server's "
+                      f"cache ({s.prompt_cache_reported} answers said)")
     for line in server_lines(result.server) + [g for block in result.gpu or () for g in gpu_lines(block)]:
         console.print(f"  {line}")
     console.print(f"  naive view (the article's script: mixes TTFT, network and decode): {s.naive_line()}")
@@ -182,4 +185,5 @@ def render_result(console: Console, result: BenchResult) -> None:
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     where = f"saved as run {result.run_id}" if result.run_id is not None else "not saved"
-    console.print(f"Run {result.status}: {where}; model {result.model}; prompts: {result.prompt_source}")
+    console.print(f"Run {result.status}: {where}; model {result.model}; prompts: {result.prompt_source}; "
+                  f"seed {result.spec.seed} (--seed {result.spec.seed} repeats it)")

@@ -59,6 +59,8 @@ class ParsedEvent:
     server_decode_ms: float | None = None
     server_decode_n: int | None = None
     server_total_ms: float | None = None
+    cached_prompt_tokens: int | None = None
+    """Prompt tokens the server took from its prompt (prefix) cache, where it says."""
     error: str | None = None
     done: bool = False
     meta: bool = False

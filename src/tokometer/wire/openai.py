@@ -72,6 +72,9 @@ class _OpenAIBase(Backend):
         if usage:
             event.prompt_tokens = usage.get("prompt_tokens")
             event.completion_tokens = usage.get("completion_tokens")
+            details = usage.get("prompt_tokens_details")  # OpenAI; vLLM with --enable-prompt-tokens-details
+            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+                event.cached_prompt_tokens = details["cached_tokens"]
             event.meta = True
         timings = data.get("timings")
         if timings:

@@ -10,11 +10,13 @@ __all__ = ["read_llamacpp_timings"]
 
 
 def read_llamacpp_timings(timings: dict[str, Any], event: ParsedEvent) -> None:
-    """llama.cpp's ``timings`` object (``prompt_n``/``prompt_ms``/``predicted_n``/``predicted_ms``)."""
+    """llama.cpp's ``timings`` object (``prompt_n``/``prompt_ms``/``predicted_n``/``predicted_ms``, and
+    ``cache_n``: prompt tokens taken from the slot's cache instead of evaluated)."""
     event.server_prompt_n = _int(timings.get("prompt_n"))
     event.server_prompt_ms = _float(timings.get("prompt_ms"))
     event.server_decode_n = _int(timings.get("predicted_n"))
     event.server_decode_ms = _float(timings.get("predicted_ms"))
+    event.cached_prompt_tokens = _int(timings.get("cache_n"))  # reused from the slot's cache, not evaluated
 
 
 def _int(value: Any) -> int | None:
