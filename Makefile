@@ -39,7 +39,7 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 test: setup lint
-	TOKOMETER_REQUIRE_ENGINE=1 TOKOMETER_REQUIRE_REDIS=1 TOKOMETER_REQUIRE_PROXY=1 $(PY) -m pytest -q
+	TOKOMETER_REQUIRE_ENGINE=1 TOKOMETER_REQUIRE_REDIS=1 TOKOMETER_REQUIRE_PROXY=1 TOKOMETER_REQUIRE_TMUX=1 $(PY) -m pytest -q
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site

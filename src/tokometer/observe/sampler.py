@@ -63,9 +63,12 @@ class Sampler:
         self._thread = threading.Thread(target=self._run, name="tokometer-observe", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop sampling (after one last reading, so that the last step's window is closed by one)."""
+    def stop(self, last_reading: bool = True) -> None:
+        """Stop sampling (after one last reading, so that the last step's window is closed by one, unless
+        ``last_reading`` is False). The thread is not waited for without ``last_reading``."""
         self._stop.set()
+        if not last_reading:
+            return
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None

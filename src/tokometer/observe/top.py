@@ -1,0 +1,205 @@
+"""What ``tokometer top`` shows: a running server's last few seconds, from its scrapes and GPU readings. Pure.
+
+`top_view` turns the `Snapshot` s and `GpuSample` s of a sliding window (the last ``window_s``
+seconds before ``now_ns``) into the numbers on the screen:
+
+- **now**: the gauges of the newest scrape in the window (requests running and waiting, KV-cache use);
+- **over the window**: what `observe.window.server_window` makes of the window's scrapes: the
+  server's token and request rates (counter increases over the time between the first and the last
+  scrape), preemptions (their increase), and TTFT, ITL/TPOT, queue and end-to-end percentiles from
+  the histogram buckets that filled in the window (as Prometheus' ``histogram_quantile``);
+- **history**: one value per scrape (gauges) or per pair of successive scrapes (tokens per second),
+  for the sparklines;
+- **GPUs**: per GPU its newest reading, `observe.gpu_window.summarize_gpus` over the window, and the
+  history of utilisation, memory use and power.
+
+A scrape that failed after the newest answer makes ``no_answer_s``: the seconds since that answer
+(or since the view started, when none ever came).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokometer.observe.gpu_window import GpuWindow, summarize_gpus
+from tokometer.observe.sampler import Gap
+from tokometer.observe.snapshot import GpuSample, Snapshot
+from tokometer.observe.vocabulary import SIM_INFO
+from tokometer.observe.window import ServerWindow, server_window
+
+__all__ = ["LATENCIES", "GpuView", "TopView", "top_view"]
+
+LATENCIES = (("ttft", "TTFT"), ("tpot", "ITL/TPOT"), ("queue", "queue"), ("e2e", "end to end"))
+"""The normalised histograms shown, with their labels, in the order shown."""
+
+_SIM_NAMES = re.compile(re.escape(SIM_INFO) + r'\{[^}]*metrics_names="([^"]*)"')
+
+
+@dataclass(frozen=True, slots=True)
+class GpuView:
+    """One GPU on the screen: its newest reading, its window, its history (oldest first)."""
+
+    latest: GpuSample
+    window: GpuWindow
+    utilization_history: tuple[float, ...] = ()
+    """0..1 per reading."""
+    memory_history: tuple[float, ...] = ()
+    """Bytes used per reading."""
+    power_history: tuple[float, ...] = ()
+    """Watts per reading."""
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.latest
+        return {
+            "index": s.index, "name": s.name, "source": s.source,
+            "now": {"utilization": s.utilization, "memory_used_bytes": s.memory_used_bytes,
+                    "memory_total_bytes": s.memory_total_bytes, "power_w": s.power_w,
+                    "power_limit_w": s.power_limit_w, "temperature_c": s.temperature_c,
+                    "sm_clock_mhz": s.sm_clock_mhz, "throttle": list(s.throttle)},
+            "window": self.window.to_json(),
+            "history": {"utilization": list(self.utilization_history), "memory_used_bytes": list(self.memory_history),
+                        "power_w": list(self.power_history)},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TopView:
+    """Everything one frame of ``tokometer top`` shows (None: the server does not export it, or no data yet)."""
+
+    metrics_url: str
+    window_s: float
+    """The window asked for (``--window``)."""
+    server: ServerWindow
+    """`server_window` of the scrapes in the window (its ``duration_s`` is the span they cover)."""
+    source: str
+    """The engine recognised (``vllm``, ``sglang``, ...; ``tokometer-sim (vllm names)``; ``unknown``)."""
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+    """0..1."""
+    output_tok_s: float | None = None
+    prompt_tok_s: float | None = None
+    requests_s: float | None = None
+    """Requests finished per second."""
+    preemptions: float | None = None
+    """Preemptions in the window."""
+    prefix_cache_hit_rate: float | None = None
+    running_history: tuple[float, ...] = ()
+    waiting_history: tuple[float, ...] = ()
+    kv_history: tuple[float, ...] = ()
+    output_tok_s_history: tuple[float, ...] = ()
+    """Output tokens per second between each pair of successive scrapes."""
+    raw_samples: int = 0
+    """Samples of the newest scrape."""
+    raw: dict[str, float] = field(default_factory=dict)
+    """An unknown engine's samples (of the newest scrape), kept raw; empty for an engine tokometer knows."""
+    no_answer_s: float | None = None
+    """Seconds without an answer, when the newest scrape failed."""
+    no_answer_reason: str = ""
+    gpus: tuple[GpuView, ...] = field(default_factory=tuple)
+
+    def latency_ms(self, name: str) -> dict[str, float | None] | None:
+        """``{"p50", "p90", "p99", "mean", "count"}`` of a normalised histogram over the window, in ms."""
+        h = self.server.histograms.get(name)
+        if h is None:
+            return None
+        return {"p50": _ms(h.p50), "p90": _ms(h.p90), "p99": _ms(h.p99), "mean": _ms(h.mean), "count": h.count}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metrics_url": self.metrics_url, "source": self.source, "window_s": self.window_s,
+            "duration_s": self.server.duration_s, "samples": self.server.samples, "gaps": self.server.gaps,
+            "no_answer_s": self.no_answer_s, "no_answer_reason": self.no_answer_reason or None,
+            "requests_running": self.running, "requests_waiting": self.waiting, "kv_cache_usage": self.kv_cache_usage,
+            "output_tok_s": self.output_tok_s, "prompt_tok_s": self.prompt_tok_s, "requests_s": self.requests_s,
+            "preemptions": self.preemptions, "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
+            "latency_ms": {name: self.latency_ms(name) for name, _ in LATENCIES},
+            "history": {"requests_running": list(self.running_history), "requests_waiting": list(self.waiting_history),
+                        "kv_cache_usage": list(self.kv_history), "output_tok_s": list(self.output_tok_s_history)},
+            "raw_samples": self.raw_samples, "raw": dict(self.raw),
+            "gpus": [g.to_json() for g in self.gpus],
+            "server": self.server.to_json(),
+        }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
+
+
+def _source(snap: Snapshot) -> str:
+    if snap.source != "tokometer-sim":
+        return snap.source
+    for key in snap.raw:
+        match = _SIM_NAMES.match(key)
+        if match:
+            return f"tokometer-sim ({match.group(1)} names)"
+    return snap.source
+
+
+def _rate_history(snaps: Sequence[Snapshot], counter: str) -> tuple[float, ...]:
+    out = []
+    for before, after in itertools.pairwise(s for s in snaps if counter in s.counters):
+        seconds = (after.at_ns - before.at_ns) / 1e9
+        if seconds <= 0:
+            continue
+        a, b = before.counters[counter], after.counters[counter]
+        out.append((b - a if b >= a else b) / seconds)  # a drop is a reset: the new value is the increase
+    return tuple(out)
+
+
+def _gpu_views(samples: Sequence[GpuSample], start_ns: int, now_ns: int) -> tuple[GpuView, ...]:
+    inside = sorted((s for s in samples if start_ns <= s.at_ns <= now_ns), key=lambda s: s.at_ns)
+    summary = summarize_gpus(inside)
+    views = []
+    for window in summary.gpus:
+        own = [s for s in inside if s.index == window.index and s.source == window.source]
+        views.append(GpuView(
+            latest=own[-1], window=window,
+            utilization_history=tuple(s.utilization for s in own if s.utilization is not None),
+            memory_history=tuple(s.memory_used_bytes for s in own if s.memory_used_bytes is not None),
+            power_history=tuple(s.power_w for s in own if s.power_w is not None)))
+    return tuple(views)
+
+
+def top_view(metrics_url: str, snapshots: Sequence[Snapshot], gpu_samples: Sequence[GpuSample], gaps: Sequence[Gap],
+             *, now_ns: int, window_s: float, started_ns: int | None = None) -> TopView:
+    """The frame at ``now_ns`` over the last ``window_s`` seconds (readings after ``now_ns`` are left out).
+
+    ``gaps``: the readings that failed (the sampler's); ``started_ns``: when the view started, for
+    "no answer" before any scrape succeeded.
+    """
+    start_ns = now_ns - int(window_s * 1e9)
+    snaps = sorted((s for s in snapshots if start_ns <= s.at_ns <= now_ns), key=lambda s: s.at_ns)
+    server_gaps = [g for g in gaps if g.source == "server" and g.at_ns <= now_ns]
+    window = server_window(snaps, sum(1 for g in server_gaps if g.at_ns >= start_ns))
+    answered = [s.at_ns for s in snapshots if s.at_ns <= now_ns]
+    last_answer = max(answered, default=started_ns)
+    no_answer_s: float | None = None
+    reason = ""
+    if server_gaps and (last_answer is None or server_gaps[-1].at_ns > last_answer):
+        no_answer_s = (now_ns - last_answer) / 1e9 if last_answer is not None else None
+        reason = server_gaps[-1].reason
+    gpus = _gpu_views(gpu_samples, start_ns, now_ns)
+    if not snaps:
+        return TopView(metrics_url=metrics_url, window_s=window_s, server=window, source="none",
+                       no_answer_s=no_answer_s, no_answer_reason=reason, gpus=gpus)
+    newest = snaps[-1]
+
+    def history(name: str) -> tuple[float, ...]:
+        return tuple(s.gauges[name] for s in snaps if name in s.gauges)
+
+    return TopView(
+        metrics_url=metrics_url, window_s=window_s, server=window, source=_source(newest),
+        running=newest.gauges.get("requests_running"), waiting=newest.gauges.get("requests_waiting"),
+        kv_cache_usage=newest.gauges.get("kv_cache_usage"),
+        output_tok_s=window.rates.get("generation_tokens"), prompt_tok_s=window.rates.get("prompt_tokens"),
+        requests_s=window.rates.get("requests_finished"), preemptions=window.counters.get("preemptions"),
+        prefix_cache_hit_rate=window.prefix_cache_hit_rate,
+        running_history=history("requests_running"), waiting_history=history("requests_waiting"),
+        kv_history=history("kv_cache_usage"), output_tok_s_history=_rate_history(snaps, "generation_tokens"),
+        raw_samples=len(newest.raw), raw=dict(newest.raw) if newest.source == "unknown" else {},
+        no_answer_s=no_answer_s, no_answer_reason=reason, gpus=gpus)

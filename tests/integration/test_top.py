@@ -1,0 +1,264 @@
+"""`tokometer top` against real `tokometer sim` processes under load: ``--once --json`` in each naming mode, and
+the live view as a person sees it, in a real terminal (tmux), read back with ``capture-pane``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import SimServer, require_llama_server, run_cli, start_gateway
+from tests.helpers import bench
+from tests.integration.test_observe_dcgm import _Exporter, _Handler, exporter_text
+from tokometer.observe.prometheus import parse
+
+HAS_TTFT = {"vllm": True, "vllm-v0": True, "sglang": True, "llamacpp": False, "tgi": False}
+HAS_KV = {"vllm": True, "vllm-v0": True, "sglang": True, "llamacpp": True, "tgi": False}
+
+
+def _running(root: str) -> float:
+    with urllib.request.urlopen(root + "/metrics", timeout=10) as response:
+        snapshot = parse(response.read().decode(), time.perf_counter_ns())
+    return snapshot.gauges.get("requests_running", 0.0)
+
+
+@contextmanager
+def _under_load(sim: SimServer, seconds: float, concurrency: int = 4, **extra: Any) -> Iterator[None]:
+    """The simulator serving ``concurrency`` streams for ``seconds`` (bench in a thread); entered once it runs some."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            bench(sim.openai_url, concurrency=[concurrency], requests=None, duration_s=seconds, input_tokens=8,
+                  output_tokens=16, tokenizer="none", server_metrics="off", gpu_metrics="off", **extra)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while _running(sim.root) < 1:
+        assert time.monotonic() < deadline, "the load never reached the simulator"
+        assert thread.is_alive() or errors, "the load ended before it started"
+        time.sleep(0.1)
+    try:
+        yield
+    finally:
+        thread.join(seconds + 30)
+        assert not errors, errors
+
+
+@pytest.mark.parametrize("mode", ["vllm", "vllm-v0", "sglang", "llamacpp", "tgi"])
+def test_once_json_shows_the_load_in_every_naming_mode(sim_factory: Callable[..., SimServer], mode: str) -> None:
+    sim = sim_factory("--ttft-ms", "30", "--itl-ms", "5", "--model", "m", "--metrics-names", mode)
+    with _under_load(sim, seconds=4):
+        done = run_cli("top", sim.root, "--once", "--json", "--interval", "1s", "--gpu-metrics", "off")
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["metrics_url"] == sim.root + "/metrics"
+    assert view["source"] == f"tokometer-sim ({mode} names)"
+    assert view["samples"] == 2 and view["gaps"] == 0 and view["no_answer_s"] is None
+    assert 0.9 <= view["duration_s"] <= 3
+    assert 1 <= view["requests_running"] <= 4
+    assert view["requests_waiting"] == 0
+    assert view["output_tok_s"] > 0 and view["prompt_tok_s"] > 0
+    assert ("kv_cache_usage" in view["server"]["gauges"]) == HAS_KV[mode]
+    assert view["preemptions"] in (0, None)
+    ttft = view["latency_ms"]["ttft"]
+    assert (ttft is not None) == HAS_TTFT[mode]
+    if ttft is not None and ttft["count"]:
+        assert 20 <= ttft["p50"] <= 40  # the bucket (20 ms, 40 ms] holds the simulator's 30 ms
+    assert view["gpus"] == []
+
+
+def test_once_json_through_the_gateway(sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
+    sim = sim_factory("--ttft-ms", "30", "--itl-ms", "5", "--model", "m")
+    config = tmp_path / "gateway.toml"
+    config.write_text(f'[[upstreams]]\nname = "sim"\nurl = "{sim.openai_url}"\nmodel = "m"\n'
+                      '[[routes]]\nmodel = "chat"\nupstreams = ["sim"]\n')
+    gateway = start_gateway(config)
+    try:
+        with _under_load(gateway, seconds=4, model="chat"):
+            done = run_cli("top", gateway.root, "--once", "--json", "--interval", "1s", "--gpu-metrics", "off")
+    finally:
+        gateway.stop()
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["source"] == "tokometer-gateway"
+    assert 1 <= view["requests_running"] <= 4
+    assert view["output_tok_s"] > 0
+    ttft = view["latency_ms"]["ttft"]
+    assert ttft is not None and ttft["count"] > 0 and 20 <= ttft["p50"] <= 60
+
+
+def test_gpus_from_a_dcgm_exporter(sim_factory: Callable[..., SimServer]) -> None:
+    """Two H100s from a DCGM exporter stand-in (tests/integration/test_observe_dcgm.py's text), beside the server."""
+    sim = sim_factory("--ttft-ms", "1", "--itl-ms", "1")
+    exporter = _Exporter(("127.0.0.1", 0), _Handler)
+    exporter.body, exporter.status = exporter_text().encode(), 200
+    thread = threading.Thread(target=exporter.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        dcgm = f"http://127.0.0.1:{exporter.server_address[1]}/metrics"
+        done = run_cli("top", sim.root, "--once", "--json", "--interval", "0.3s", "--gpu-metrics", dcgm)
+        shown = run_cli("top", sim.root, "--once", "--interval", "0.3s", "--gpu-metrics", dcgm)
+    finally:
+        exporter.shutdown()
+        exporter.server_close()
+        thread.join(5)
+    assert done.returncode == 0, done.stderr
+    first, second = json.loads(done.stdout)["gpus"]
+    assert (first["index"], second["index"]) == (0, 1) and first["source"] == "dcgm"
+    assert first["now"]["utilization"] == pytest.approx(0.97) and first["now"]["power_limit_w"] == 700
+    assert first["now"]["throttle"] == ["power cap"] and second["now"]["throttle"] == ["thermal"]
+    assert len(first["history"]["utilization"]) == 2 and first["window"]["samples"] == 2
+    assert shown.returncode == 0, shown.stderr
+    line = next(x for x in shown.stdout.splitlines() if x.startswith("0 NVIDIA H100 80GB HBM3 (power cap)"))
+    assert "97%" in line and "74.9 / 79.2 GiB" in line and "698 / 700 W" in line and "71 °C" in line
+
+
+def test_no_metrics_at_the_url_is_one_line_and_exit_2(sim_factory: Callable[..., SimServer]) -> None:
+    sim = sim_factory("--ttft-ms", "1", "--itl-ms", "1")
+    done = run_cli("top", sim.root + "/v1/models/metrics", "--once")
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"tokometer: error: no server metrics at {sim.root}/v1/models/metrics")
+    assert len(done.stderr.splitlines()) == 1
+    refused = run_cli("top", "http://127.0.0.1:9/", "--once")
+    assert refused.returncode == 2 and "no server metrics at http://127.0.0.1:9/metrics" in refused.stderr
+    bad = run_cli("top", sim.root, "--window", "1s", "--interval", "1s")
+    assert bad.returncode == 2 and "--window" in bad.stderr
+
+
+def _require_tmux() -> str:
+    path = shutil.which("tmux")
+    if path is None:
+        if os.environ.get("TOKOMETER_REQUIRE_TMUX") == "1":
+            pytest.fail("tmux is required here but missing: apt-get install tmux")
+        pytest.skip("no tmux (apt-get install tmux)")
+    return path
+
+
+class _Terminal:
+    """A tmux server of the test's own (its own socket) running one command in a 100x30 window."""
+
+    def __init__(self, tmux: str, command: str) -> None:
+        self.base = [tmux, "-L", f"tokometer-top-test-{os.getpid()}"]
+        subprocess.run([*self.base, "new-session", "-d", "-s", "top", "-x", "100", "-y", "30", command],
+                       check=True, env={**os.environ, "TERM": "xterm-256color"})
+
+    def screen(self) -> str:
+        return subprocess.run([*self.base, "capture-pane", "-p", "-t", "top"], check=True, capture_output=True,
+                              text=True).stdout
+
+    def wait_for(self, pattern: str, timeout: float = 20) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if re.search(pattern, screen, re.MULTILINE):
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{pattern!r} never appeared; the screen:\n{screen}")
+            time.sleep(0.2)
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run([*self.base, "send-keys", "-t", "top", *keys], check=True)
+
+    def close(self) -> None:
+        subprocess.run([*self.base, "kill-server"], capture_output=True)
+
+
+def test_the_live_view_in_a_terminal(sim_factory: Callable[..., SimServer]) -> None:
+    tmux = _require_tmux()
+    sim = sim_factory("--ttft-ms", "30", "--itl-ms", "5", "--model", "m")
+    top = shlex.join([sys.executable, "-m", "tokometer", "top", sim.root, "--interval", "0.5s", "--window", "10s",
+                      "--gpu-metrics", "off"])
+    terminal = _Terminal(tmux, f"{top}; echo EXIT=$?; sleep 60")
+    try:
+        with _under_load(sim, seconds=6):
+            screen = terminal.wait_for(r"^requests running +[1-9]")
+            running = re.search(r"^requests running +(\d+) +([\d.]+) +(\d+) +([▁▂▃▄▅▆▇█]+)", screen, re.MULTILINE)
+            assert running, screen
+            assert 1 <= int(running.group(1)) <= 4 and int(running.group(3)) <= 4
+            screen = terminal.wait_for(r"^output tok/s +[\d,]*[1-9][\d,]*\.\d")
+            assert "tokometer top" in screen and f"{sim.root}/metrics" in screen
+            assert "tokometer-sim (vllm names)" in screen
+            assert re.search(r"^TTFT +[234]\d\.\d", screen, re.MULTILINE), screen  # the 30 ms bucket
+            assert re.search(r"^ITL/TPOT +", screen, re.MULTILINE), screen
+        sim.stop()  # the server goes away: the view says so and keeps going
+        screen = terminal.wait_for(r"\(no answer for \d+ s")
+        assert "EXIT=" not in screen
+        terminal.keys("C-c")
+        screen = terminal.wait_for(r"^EXIT=")
+        assert "EXIT=0" in screen and "Traceback" not in screen
+    finally:
+        terminal.close()
+
+
+@pytest.mark.parametrize(("stop", "status", "said"), [(signal.SIGINT, 0, ""),
+                                                     (signal.SIGTERM, 143, "tokometer: terminated (SIGTERM)\n")])
+def test_not_on_a_terminal_it_prints_frame_after_frame_until_stopped(
+        sim_factory: Callable[..., SimServer], stop: signal.Signals, status: int, said: str) -> None:
+    sim = sim_factory("--ttft-ms", "1", "--itl-ms", "1", "--metrics-names", "sglang")
+    process = subprocess.Popen([sys.executable, "-m", "tokometer", "top", sim.root, "--interval", "0.3s",
+                                "--window", "3s", "--gpu-metrics", "off"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if sum(1 for x in seen if x.startswith("tokometer top")) == 3:
+            break
+    process.send_signal(stop)
+    _, err = process.communicate(timeout=20)
+    assert process.returncode == status, err
+    assert err == said
+    assert seen[0].startswith(f"tokometer top  {sim.root}/metrics  tokometer-sim (sglang names)")
+    assert "requests running" in "".join(seen)
+
+
+@pytest.mark.engine
+def test_once_json_against_the_embedded_engine() -> None:
+    require_llama_server()
+    from tokometer.engines import LlamaCppSettings, start_llamacpp
+
+    with start_llamacpp(LlamaCppSettings(parallel=2)) as engine:
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                bench(engine.root_url + "/v1", concurrency=[2], requests=None, duration_s=6, input_tokens=16,
+                      output_tokens=16, tokenizer="none", server_metrics="off", gpu_metrics="off")
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while _running(engine.root_url) < 1:
+            assert time.monotonic() < deadline and thread.is_alive(), errors or "the engine never ran a request"
+            time.sleep(0.1)
+        # llama.cpp counts a request's tokens as it ends: 2 s holds some of 16 tokens' requests ending
+        done = run_cli("top", engine.root_url, "--once", "--json", "--interval", "2s", "--gpu-metrics", "off")
+        thread.join(120)
+    assert not errors, errors
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["source"] == "llamacpp"
+    assert view["samples"] == 2
+    assert view["requests_running"] is not None and view["requests_running"] >= 0
+    assert view["server"]["gauges"]["requests_running"]["max"] >= 1
+    assert view["output_tok_s"] is not None and view["output_tok_s"] > 0
