@@ -21,12 +21,14 @@ __all__ = ["cli", "main"]
 
 _COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("tokometer.cli.bench", "Benchmark an inference endpoint (or the embedded engine)."),
+    "compare": ("tokometer.cli.compare", "Compare two saved runs: a noise-aware regression gate (exit 1)."),
     "count": ("tokometer.cli.count", "Count tokens with the model's own tokenizer; budgets and cost."),
     "gateway": ("tokometer.cli.gateway", "OpenAI-compatible gateway: fallback, cache, budgets, keys, metrics."),
     "estimate": ("tokometer.cli.estimate", "Roofline limits of a deployment, and the efficiency of a measured run."),
     "runs": ("tokometer.cli.runs", "List saved benchmark runs."),
     "sim": ("tokometer.cli.sim", "A simulated inference server: scripted timing or a modelled GPU deployment."),
     "serve": ("tokometer.cli.serve", "Start an inference engine and wait until it answers."),
+    "top": ("tokometer.cli.top", "Live view of a running server: requests, KV cache, tok/s, latencies, GPUs."),
 }
 
 

@@ -1,0 +1,57 @@
+"""``tokometer compare BASE NEW``: a noise-aware regression gate between two saved runs.
+
+Exit status 1 when any metric regressed, 0 otherwise, 2 for bad input (one line, as every command)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from tokometer.cli.options import RUN_ID
+
+__all__ = ["command"]
+
+
+@click.command("compare")
+@click.argument("base", type=RUN_ID)
+@click.argument("new", type=RUN_ID)
+@click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
+@click.option("--threshold", default=None, metavar="NAME=PCT,...",
+              help="Smallest change that counts, per metric, e.g. ttft_p50=5%,tpot_p50=3% [default: 5% for "
+                   "p50s and throughput, 10% for p99s, 1 point for error_rate].")
+@click.option("--force", is_flag=True, help="Compare runs that are not alike (model, API, prompts, loads, "
+                                            "prompt-cache hit rates) anyway.")
+@click.option("--format", "fmt", type=click.Choice(["table", "md"]), default="table", show_default=True,
+              help="md: a markdown summary for a pull-request comment.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+def command(base: int, new: int, store: str | None, threshold: str | None, force: bool, fmt: str,
+            as_json: bool) -> int:
+    """Compare run NEW against run BASE; exit status 1 on a regression."""
+    from tokometer.cli.output import make_console
+    from tokometer.compare import compare_runs, parse_thresholds
+    from tokometer.errors import ConfigError
+    from tokometer.report.compare import render_compare, render_markdown
+    from tokometer.store import ResultStore, configured_store_url
+
+    thresholds = parse_thresholds(threshold)
+    results = ResultStore(configured_store_url(store), read_only=True)
+    try:
+        runs = []
+        for run_id in (base, new):
+            run = results.run(run_id)
+            if run is None:
+                raise ConfigError(f"no run {run_id} in {results.display_url}: see 'tokometer runs' for the ids")
+            runs.append(run)
+        base_run, new_run = runs
+        base_records, new_records = results.load_records(base), results.load_records(new)
+    finally:
+        results.close()
+    comparison = compare_runs(base_run, new_run, base_records, new_records, thresholds, force=force)
+    if as_json:
+        click.echo(json.dumps(comparison.to_json(), indent=2))
+    elif fmt == "md":
+        click.echo(render_markdown(comparison), nl=False)
+    else:
+        render_compare(make_console(), comparison)
+    return 1 if comparison.regressions else 0

@@ -1,0 +1,515 @@
+"""``tokometer compare BASE NEW``: a noise-aware regression gate between two saved runs.
+
+Pure functions of two `StoredRun` s and their `RequestRecord` s; nothing here reads the store or prints.
+
+Steps are matched by index. For each matched step and metric (`METRICS`) the comparison gives:
+
+- ``base`` and ``new``: the metric over the step's measurement window (warm-up requests left out), computed
+  as `tokometer.metrics.summarize` computes it (percentiles interpolate linearly, numpy's default);
+- ``change``: NEW against BASE, relative (``new / base - 1``); for the error rate, the difference in
+  points (``new - base``, as fractions of requests);
+- ``ci_low``, ``ci_high``: a 95 % interval of that change by the percentile bootstrap: BASE's and NEW's
+  requests are each resampled with replacement (`RESAMPLES` times, numpy's PCG64 seeded with `SEED`, so the
+  same two runs always give the same interval) and the metric recomputed on each resample. A request is the
+  unit resampled, also for ITL (its gaps travel together; a step of more than `ITL_CAP` gaps is resampled
+  on every k-th gap, for time) and for throughput and goodput, which are
+  written as ``achieved concurrency * sum(output tokens) / sum(E2E)`` (equal to ``sum(output tokens) /
+  duration``) with the achieved concurrency held at the step's own;
+- ``effect_size``: Cliff's delta of the per-request values the metric is built from (NEW larger: up to
+  +1; the same: 0), which says how much the two samples overlap whatever the percentile;
+- ``verdict`` by the rule of `verdict`: a regression is a change in the bad direction whose interval
+  excludes zero and whose size exceeds the metric's threshold; an improvement likewise in the good
+  direction; "no change" when the whole interval lies within ± the threshold; otherwise "cannot tell" (the
+  noise is too large to decide either way). A percentile with fewer than `MIN_TAIL` values beyond it in
+  either run (p99 of fewer than 500 requests) is always "cannot tell".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from tokometer.errors import ConfigError
+from tokometer.metrics import request as m
+from tokometer.metrics.summary import SLO
+from tokometer.records import RequestRecord
+from tokometer.store.runs import StoredRun, StoredStep
+
+__all__ = [
+    "CACHE_POINTS",
+    "DEFAULT_THRESHOLDS",
+    "ITL_CAP",
+    "METRICS",
+    "MIN_TAIL",
+    "RESAMPLES",
+    "SEED",
+    "Comparison",
+    "MetricComparison",
+    "MetricDef",
+    "StepComparison",
+    "StepSample",
+    "cliffs_delta",
+    "compare_runs",
+    "compare_samples",
+    "parse_thresholds",
+    "unlike_fields",
+    "verdict",
+]
+
+RESAMPLES = 2000
+"""Bootstrap resamples per step."""
+SEED = 20261130
+"""The bootstrap's seed: one comparison always gives the same intervals."""
+CONFIDENCE = 0.95
+MIN_TAIL = 5
+"""A percentile is judged only when each run has at least this many values beyond it (p99: 500 requests): the
+bootstrap cannot see the noise of a tail that rests on one or two values."""
+ITL_CAP = 20_000
+"""The bootstrap of ITL uses at most about this many gaps of a step: every k-th one, in request order (the
+point value uses them all)."""
+CACHE_POINTS = 0.10
+"""Prompt-cache hit rates further apart than this (10 points) make two runs unlike."""
+
+Verdict = Literal["regression", "improvement", "no change", "cannot tell"]
+Kind = Literal["percentile", "itl", "throughput", "goodput", "error_rate"]
+FArray = npt.NDArray[np.float64]
+IArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """One metric the gate judges."""
+
+    key: str
+    """The name ``--threshold`` takes: ``ttft_p50``."""
+    label: str
+    unit: str
+    kind: Kind
+    higher_is_better: bool
+    default_threshold: float
+    """Relative (0.05 = 5 %); for the error rate, in points of requests (0.01 = 1 point)."""
+    quantile: float = 50.0
+    source: str = ""
+    """For a percentile: which per-request series (``ttft``, ``tpot``, ``e2e``)."""
+
+
+METRICS: tuple[MetricDef, ...] = (
+    MetricDef("ttft_p50", "TTFT p50", "ms", "percentile", False, 0.05, 50.0, "ttft"),
+    MetricDef("ttft_p99", "TTFT p99", "ms", "percentile", False, 0.10, 99.0, "ttft"),
+    MetricDef("tpot_p50", "TPOT p50", "ms", "percentile", False, 0.05, 50.0, "tpot"),
+    MetricDef("tpot_p99", "TPOT p99", "ms", "percentile", False, 0.10, 99.0, "tpot"),
+    MetricDef("itl_p50", "ITL p50", "ms", "itl", False, 0.05, 50.0),
+    MetricDef("e2e_p50", "E2E p50", "ms", "percentile", False, 0.05, 50.0, "e2e"),
+    MetricDef("e2e_p99", "E2E p99", "ms", "percentile", False, 0.10, 99.0, "e2e"),
+    MetricDef("output_throughput", "output throughput", "tok/s", "throughput", True, 0.05),
+    MetricDef("goodput", "goodput", "req/s", "goodput", True, 0.05),
+    MetricDef("error_rate", "error rate", "%", "error_rate", False, 0.01),
+)
+DEFAULT_THRESHOLDS: dict[str, float] = {d.key: d.default_threshold for d in METRICS}
+_BY_KEY = {d.key: d for d in METRICS}
+
+
+def parse_thresholds(text: str | None) -> dict[str, float]:
+    """``"ttft_p50=5%,tpot_p50=3%"`` over `DEFAULT_THRESHOLDS`; a bare number is a percentage too
+    (``5`` = 5 %). For ``error_rate`` the value is in points (``1%`` = one request in a hundred)."""
+    out = dict(DEFAULT_THRESHOLDS)
+    if not text:
+        return out
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in _BY_KEY:
+            raise ConfigError(f"--threshold: {part.strip()!r} is not NAME=PERCENT with NAME one of "
+                              f"{', '.join(_BY_KEY)} (write e.g. ttft_p50=5%,tpot_p50=5%)")
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%?\s*", value)
+        if match is None:
+            raise ConfigError(f"--threshold: {value.strip()!r} for {key} is not a percentage (write e.g. {key}=5%)")
+        out[key] = float(match.group(1)) / 100.0
+    return out
+
+
+# -- the statistics ---------------------------------------------------------------------------------------
+
+
+def cliffs_delta(base: Sequence[float] | FArray, new: Sequence[float] | FArray) -> float | None:
+    """P(new > base) - P(new < base) over all pairs: +1 when every NEW value is above every BASE value, 0 when
+    the samples overlap evenly. None when either is empty."""
+    b = np.sort(np.asarray(base, dtype=np.float64))
+    n = np.asarray(new, dtype=np.float64)
+    if not len(b) or not len(n):
+        return None
+    below = np.searchsorted(b, n, side="left")  # base values < each new one
+    above = len(b) - np.searchsorted(b, n, side="right")  # base values > each new one
+    return float((below.sum() - above.sum()) / (len(b) * len(n)))
+
+
+def _weighted_percentile(sorted_values: FArray, weights: IArray, q: float) -> FArray:
+    """Per row of ``weights`` (counts of each of ``sorted_values``), ``np.percentile`` (linear) of the sample
+    that holds each value as many times as its count; NaN for an empty row."""
+    cum = np.cumsum(weights, axis=1)
+    total = cum[:, -1] if cum.shape[1] else np.zeros(len(weights), dtype=np.int64)
+    pos = q / 100.0 * (total - 1)
+    lo = np.floor(pos)
+    hi = np.minimum(np.ceil(pos), np.maximum(total - 1, 0))
+    j_lo = np.minimum((cum <= lo[:, None]).sum(axis=1), len(sorted_values) - 1)
+    j_hi = np.minimum((cum <= hi[:, None]).sum(axis=1), len(sorted_values) - 1)
+    value = sorted_values[j_lo] + (pos - lo) * (sorted_values[j_hi] - sorted_values[j_lo])
+    return np.where(total > 0, value, np.nan)
+
+
+def _chunks(rows: int, width: int) -> list[slice]:
+    step = max(1, 4_000_000 // max(width, 1))
+    return [slice(i, min(i + step, rows)) for i in range(0, rows, step)]
+
+
+@dataclass(frozen=True)
+class StepSample:
+    """One step's measurement window as per-request arrays (NaN where a metric is undefined)."""
+
+    ttft: FArray
+    tpot: FArray
+    e2e: FArray
+    """Of completed requests; NaN for failed ones."""
+    e2e_all: FArray
+    """end - sent of every request, failed ones too (as the achieved concurrency counts them)."""
+    output_tokens: FArray
+    """Of completed requests; 0 for failed ones."""
+    failed: FArray
+    met_slo: FArray | None
+    itl: FArray
+    itl_request: IArray
+    """The request each ITL value belongs to."""
+    duration_s: float
+
+    @classmethod
+    def of(cls, records: Sequence[RequestRecord], slo: SLO | None = None) -> StepSample:
+        window = [r for r in records if not r.warmup and r.sent_ns]
+
+        def series(fn: Any) -> FArray:
+            return np.array([float("nan") if (v := fn(r)) is None else v * 1e-6 for r in window], dtype=np.float64)
+
+        itl: list[float] = []
+        owner: list[int] = []
+        for i, r in enumerate(window):
+            gaps = m.itl_ns(r)
+            itl.extend(g * 1e-6 for g in gaps)
+            owner.extend([i] * len(gaps))
+        duration_ns = (max(r.end_ns for r in window) - min(r.sent_ns for r in window)) if window else 0
+        use_slo = slo is not None and not slo.empty
+        return cls(
+            ttft=series(m.ttft_ns), tpot=series(m.tpot_ns), e2e=series(m.e2e_ns),
+            e2e_all=np.array([(r.end_ns - r.sent_ns) * 1e-9 for r in window], dtype=np.float64),
+            output_tokens=np.array([float(r.output_tokens or 0) if r.ok else 0.0 for r in window], dtype=np.float64),
+            failed=np.array([0.0 if r.ok else 1.0 for r in window], dtype=np.float64),
+            met_slo=(np.array([1.0 if r.ok and slo.met(r) else 0.0 for r in window], dtype=np.float64)
+                     if use_slo and slo is not None else None),
+            itl=np.array(itl, dtype=np.float64), itl_request=np.array(owner, dtype=np.int64),
+            duration_s=duration_ns / 1e9)
+
+    @property
+    def n(self) -> int:
+        return len(self.e2e_all)
+
+    def point(self, d: MetricDef) -> float | None:
+        """The metric over the whole step."""
+        if d.kind in ("percentile", "itl"):
+            values = self.itl if d.kind == "itl" else getattr(self, d.source)
+            values = values[~np.isnan(values)]
+            return float(np.percentile(values, d.quantile)) if len(values) else None
+        if d.kind == "error_rate":
+            return float(self.failed.mean()) if self.n else None
+        numerator = self.output_tokens if d.kind == "throughput" else self.met_slo
+        if numerator is None or self.duration_s <= 0:
+            return None
+        return float(numerator.sum() / self.duration_s)
+
+    def per_request(self, d: MetricDef) -> FArray:
+        """The per-request values the metric is built from (for the effect size)."""
+        if d.kind == "itl":
+            return self.itl
+        if d.kind == "percentile":
+            values: FArray = getattr(self, d.source)
+            return values[~np.isnan(values)]
+        if d.kind == "error_rate":
+            return self.failed
+        if d.kind == "goodput":
+            return self.met_slo if self.met_slo is not None else np.zeros(0)
+        ok = ~np.isnan(self.e2e)
+        return self.output_tokens[ok] / (self.e2e[ok] * 1e-3)
+
+    def resampled(self, d: MetricDef, counts: IArray) -> FArray:
+        """The metric over each resample; ``counts[b, i]``: how often request i is drawn in resample b."""
+        if d.kind == "percentile":
+            values: FArray = getattr(self, d.source)
+            keep = ~np.isnan(values)
+            order = np.argsort(values[keep], kind="stable")
+            sorted_values, columns = values[keep][order], np.flatnonzero(keep)[order]
+            if not len(sorted_values):
+                return np.full(len(counts), np.nan)
+            return np.concatenate([_weighted_percentile(sorted_values, counts[rows][:, columns], d.quantile)
+                                   for rows in _chunks(len(counts), len(columns))])
+        if d.kind == "itl":
+            if not len(self.itl):
+                return np.full(len(counts), np.nan)
+            stride = math.ceil(len(self.itl) / ITL_CAP)  # every stride-th gap, in request order
+            itl, owner = self.itl[::stride], self.itl_request[::stride]
+            order = np.argsort(itl, kind="stable")
+            sorted_values, owners = itl[order], owner[order]
+            return np.concatenate([_weighted_percentile(sorted_values, counts[rows][:, owners], d.quantile)
+                                   for rows in _chunks(len(counts), len(owners))])
+        if d.kind == "error_rate":
+            return np.asarray(counts @ self.failed / max(self.n, 1), dtype=np.float64)
+        numerator = self.output_tokens if d.kind == "throughput" else self.met_slo
+        if numerator is None or self.duration_s <= 0:
+            return np.full(len(counts), np.nan)
+        concurrency = self.e2e_all.sum() / self.duration_s
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(concurrency * (counts @ numerator) / (counts @ self.e2e_all), dtype=np.float64)
+
+
+def _resample_counts(n: int, resamples: int, rng: np.random.Generator) -> IArray:
+    """``counts[b, i]``: how many times request i is drawn in resample b (n draws with replacement)."""
+    out = np.zeros((resamples, n), dtype=np.int64)
+    if n == 0:
+        return out
+    for rows in _chunks(resamples, n):
+        size = rows.stop - rows.start
+        draws = rng.integers(0, n, size=(size, n)) + n * np.arange(size)[:, None]
+        out[rows] = np.bincount(draws.ravel(), minlength=size * n).reshape(size, n)
+    return out
+
+
+def verdict(change: float | None, ci: tuple[float, float] | None, threshold: float,
+            higher_is_better: bool) -> Verdict:
+    """The gate's rule. ``change`` and the interval are NEW against BASE (relative, or in points).
+
+    - regression: the change is in the bad direction, its interval excludes zero, and its size exceeds the
+      threshold;
+    - improvement: the same in the good direction;
+    - no change: the whole interval lies within ± the threshold (any change is smaller than it);
+    - cannot tell: anything else (the interval is too wide to say).
+    """
+    if change is None or ci is None or not all(math.isfinite(x) for x in (change, *ci)):
+        return "cannot tell"
+    low, high = ci
+    worse = -change if higher_is_better else change  # > 0: in the bad direction
+    excludes_zero = low > 0 or high < 0
+    if excludes_zero and abs(change) > threshold:
+        return "regression" if worse > 0 else "improvement"
+    if -threshold <= low and high <= threshold:
+        return "no change"
+    return "cannot tell"
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    base: float | None
+    new: float | None
+    change: float | None
+    """Relative (0.1 = +10 %); for the error rate, in points (0.01 = +1 point)."""
+    ci_low: float | None
+    ci_high: float | None
+    effect_size: float | None
+    """Cliff's delta of the per-request values, NEW against BASE."""
+    threshold: float
+    verdict: Verdict
+    reason: str | None = None
+    """Why the verdict is "cannot tell" when not because of the interval."""
+
+    @property
+    def relative(self) -> bool:
+        return _BY_KEY[self.key].kind != "error_rate"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"metric": self.key, "label": self.label, "unit": self.unit, "higher_is_better": self.higher_is_better,
+                "base": self.base, "new": self.new, "change": self.change,
+                "change_kind": "relative" if self.relative else "points",
+                "ci95": [self.ci_low, self.ci_high] if self.ci_low is not None else None,
+                "effect_size_cliffs_delta": self.effect_size, "threshold": self.threshold, "verdict": self.verdict,
+                "reason": self.reason}
+
+
+def compare_samples(base: StepSample, new: StepSample, thresholds: Mapping[str, float] | None = None, *,
+                    metrics: Sequence[MetricDef] = METRICS, resamples: int = RESAMPLES,
+                    seed: int = SEED) -> list[MetricComparison]:
+    """Each metric of ``metrics`` NEW against BASE (see the module docstring). Goodput is left out unless both
+    samples have it."""
+    limits = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    rng = np.random.default_rng(seed)
+    base_counts = _resample_counts(base.n, resamples, rng)
+    new_counts = _resample_counts(new.n, resamples, rng)
+    out = []
+    for d in metrics:
+        if d.kind == "goodput" and (base.met_slo is None or new.met_slo is None):
+            continue
+        b, n = base.point(d), new.point(d)
+        change: float | None = None
+        ci: tuple[float, float] | None = None
+        if b is not None and n is not None:
+            b_star, n_star = base.resampled(d, base_counts), new.resampled(d, new_counts)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if d.kind == "error_rate":
+                    change, diffs = n - b, n_star - b_star
+                elif b > 0:
+                    change, diffs = n / b - 1.0, n_star / b_star - 1.0
+                elif n == b:  # both zero
+                    change, diffs = 0.0, np.zeros(1)
+                else:
+                    diffs = np.zeros(0)
+            diffs = diffs[np.isfinite(diffs)]
+            if change is not None and len(diffs):
+                tail = (1 - CONFIDENCE) / 2 * 100
+                ci = (float(np.percentile(diffs, tail)), float(np.percentile(diffs, 100 - tail)))
+        judged = verdict(change, ci, limits[d.key], d.higher_is_better)
+        reason = None
+        if d.kind in ("percentile", "itl"):
+            fewest = min(len(base.per_request(d)), len(new.per_request(d)))
+            beyond = fewest * (1 - d.quantile / 100)
+            if beyond < MIN_TAIL:
+                judged = "cannot tell"
+                needed = math.ceil(MIN_TAIL / (1 - d.quantile / 100) - 1e-9)
+                reason = (f"{fewest} values in a run; a {d.label.split()[-1]} is judged from {needed} "
+                          f"(at least {MIN_TAIL} beyond it)")
+        out.append(MetricComparison(
+            key=d.key, label=d.label, unit=d.unit, higher_is_better=d.higher_is_better, base=b, new=n,
+            change=change, ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
+            effect_size=cliffs_delta(base.per_request(d), new.per_request(d)), threshold=limits[d.key],
+            verdict=judged, reason=reason))
+    return out
+
+
+# -- two runs ----------------------------------------------------------------------------------------------
+
+
+def _slo(run: StoredRun) -> SLO:
+    spec = run.spec
+    return SLO(ttft_ms=spec.get("slo_ttft_ms"), tpot_ms=spec.get("slo_tpot_ms"), e2e_ms=spec.get("slo_e2e_ms"))
+
+
+def _load(step: StoredStep) -> dict[str, Any] | None:
+    return step.load.label() if step.load else None
+
+
+def _short(step: StoredStep) -> str:
+    return step.load.short() if step.load else "unknown"
+
+
+def _cache_rates(step: StoredStep) -> list[tuple[str, float | None]]:
+    summary, server = step.summary or {}, step.server or {}
+    return [("prompt_cache_hit_rate", summary.get("prompt_cache_hit_rate")),
+            ("server prefix_cache_hit_rate", server.get("prefix_cache_hit_rate"))]
+
+
+def unlike_fields(base: StoredRun, new: StoredRun) -> list[str]:
+    """What makes two runs not comparable, one phrase each (empty: they are alike): the model, the API, the
+    prompts' lengths, the steps' loads, and prompt-cache hit rates more than `CACHE_POINTS` apart."""
+    out = []
+    for name, b, n in (("model", base.model, new.model), ("api", base.api, new.api)):
+        if b != n:
+            out.append(f"{name} ({b!r} vs {n!r})")
+    for key in ("input_tokens", "output_tokens", "dataset", "prompt", "ignore_eos"):
+        b_value, n_value = base.spec.get(key), new.spec.get(key)
+        if b_value != n_value:
+            out.append(f"spec.{key} ({b_value!r} vs {n_value!r})")
+    if len(base.steps) != len(new.steps):
+        out.append(f"number of steps ({len(base.steps)} vs {len(new.steps)})")
+    for b_step, n_step in zip(base.steps, new.steps, strict=False):
+        if _load(b_step) != _load(n_step):
+            out.append(f"step {b_step.index + 1} load ({_short(b_step)} vs {_short(n_step)})")
+        for (name, b_rate), (_, n_rate) in zip(_cache_rates(b_step), _cache_rates(n_step), strict=True):
+            if b_rate is not None and n_rate is not None and abs(float(b_rate) - float(n_rate)) > CACHE_POINTS:
+                out.append(f"step {b_step.index + 1} {name} ({100 * float(b_rate):.0f}% vs {100 * float(n_rate):.0f}%:"
+                           f" a cache-warmed run is not comparable)")
+    return out
+
+
+@dataclass(frozen=True)
+class StepComparison:
+    index: int
+    load: dict[str, Any] | None
+    base_requests: int
+    new_requests: int
+    metrics: list[MetricComparison]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.index, "load": self.load, "base_requests": self.base_requests,
+                "new_requests": self.new_requests, "metrics": [x.to_json() for x in self.metrics]}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two runs compared step by step; `regressions` decides the exit status."""
+
+    base_id: int
+    new_id: int
+    steps: list[StepComparison]
+    unlike: list[str] = field(default_factory=list)
+    """Why the runs are not comparable (compared anyway: ``--force``)."""
+    notes: list[str] = field(default_factory=list)
+    resamples: int = RESAMPLES
+    seed: int = SEED
+
+    def with_verdict(self, wanted: Verdict) -> list[tuple[StepComparison, MetricComparison]]:
+        return [(s, x) for s in self.steps for x in s.metrics if x.verdict == wanted]
+
+    @property
+    def regressions(self) -> list[tuple[StepComparison, MetricComparison]]:
+        return self.with_verdict("regression")
+
+    @property
+    def verdict(self) -> Literal["regression", "pass"]:
+        return "regression" if self.regressions else "pass"
+
+    def to_json(self) -> dict[str, Any]:
+        counts = {v: len(self.with_verdict(v)) for v in ("regression", "improvement", "no change", "cannot tell")}
+        return {"base": self.base_id, "new": self.new_id, "verdict": self.verdict, "counts": counts,
+                "unlike": self.unlike, "notes": self.notes,
+                "method": {"bootstrap_resamples": self.resamples, "seed": self.seed, "confidence": CONFIDENCE,
+                           "effect_size": "cliffs_delta"},
+                "steps": [s.to_json() for s in self.steps]}
+
+
+def compare_runs(base: StoredRun, new: StoredRun, base_records: Sequence[RequestRecord],
+                 new_records: Sequence[RequestRecord], thresholds: Mapping[str, float] | None = None, *,
+                 force: bool = False, resamples: int = RESAMPLES, seed: int = SEED) -> Comparison:
+    """Compare two saved runs step by step (matched by index). Unlike runs (`unlike_fields`) raise
+    `ConfigError` naming what differs, unless ``force``."""
+    unlike = unlike_fields(base, new)
+    if unlike and not force:
+        raise ConfigError(f"runs {base.id} and {new.id} are not alike: {'; '.join(unlike)} "
+                          "(--force compares them anyway)")
+    base_slo, new_slo = _slo(base), _slo(new)
+    slo_alike = base_slo == new_slo
+    notes = []
+    if not slo_alike and not (base_slo.empty and new_slo.empty):
+        notes.append("goodput not compared: the runs' objectives (--slo-*) differ")
+    steps = []
+    for b_step, n_step in zip(base.steps, new.steps, strict=False):
+        b_recs = [r for r in base_records if r.step == b_step.index]
+        n_recs = [r for r in new_records if r.step == n_step.index]
+        b_sample = StepSample.of(b_recs, base_slo if slo_alike else None)
+        n_sample = StepSample.of(n_recs, new_slo if slo_alike else None)
+        if not b_sample.n or not n_sample.n:
+            notes.append(f"step {b_step.index + 1} not compared: no requests measured in "
+                         f"{'BASE' if not b_sample.n else 'NEW'}")
+            continue
+        steps.append(StepComparison(index=b_step.index, load=_load(b_step), base_requests=b_sample.n,
+                                    new_requests=n_sample.n,
+                                    metrics=compare_samples(b_sample, n_sample, thresholds, resamples=resamples,
+                                                            seed=seed + b_step.index)))
+    if not steps:
+        raise ConfigError(f"runs {base.id} and {new.id} have no step with measured requests in both")
+    return Comparison(base_id=base.id, new_id=new.id, steps=steps, unlike=unlike, notes=notes,
+                      resamples=resamples, seed=seed)

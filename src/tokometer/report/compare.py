@@ -1,0 +1,125 @@
+"""Output of ``tokometer compare``: a table per step and a verdict line on the console, or a markdown summary
+for a pull-request comment. (JSON is `tokometer.compare.Comparison.to_json`.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tokometer.compare import Comparison, MetricComparison, StepComparison
+
+__all__ = ["render_compare", "render_markdown", "verdict_line"]
+
+_STYLE = {"regression": "bold red", "improvement": "green", "no change": "", "cannot tell": "yellow"}
+
+
+def _value(x: MetricComparison, value: float | None) -> str:
+    if value is None:
+        return "-"
+    if x.key == "error_rate":
+        return f"{100 * value:.1f}%"
+    digits = 3 if abs(value) < 10 else 2 if abs(value) < 100 else 1
+    return f"{value:,.{digits}f}"
+
+
+def _signed(x: MetricComparison, value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:+.1f}{'%' if x.relative else ' pt'}"
+
+
+def _interval(x: MetricComparison) -> str:
+    if x.ci_low is None or x.ci_high is None:
+        return "-"
+    return f"[{_signed(x, x.ci_low)}, {_signed(x, x.ci_high)}]"
+
+
+def _load(step: StepComparison) -> str:
+    load = step.load or {}
+    if "concurrency" in load:
+        return f"concurrency {load['concurrency']}"
+    if "rate" in load:
+        return f"rate {load['rate']}/s"
+    return "load unknown"
+
+
+def _title(step: StepComparison) -> str:
+    return f"Step {step.index + 1}: {_load(step)} ({step.base_requests} vs {step.new_requests} requests)"
+
+
+def _effect(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.2f}"
+
+
+def verdict_line(comparison: Comparison) -> str:
+    """One line: FAIL with the regressions, or PASS with what else was found."""
+    c = comparison
+    regressions = c.regressions
+    if regressions:
+        named = ", ".join(f"step {s.index + 1} {x.label} {_signed(x, x.change)}" for s, x in regressions)
+        return f"FAIL: run {c.new_id} regressed against run {c.base_id}: {named}"
+    improved = len(c.with_verdict("improvement"))
+    unsure = len(c.with_verdict("cannot tell"))
+    same = len(c.with_verdict("no change"))
+    text = f"PASS: no regression of run {c.new_id} against run {c.base_id} ({improved} improved, {same} no change"
+    text += f", {unsure} cannot tell: too noisy or too few requests to decide)" if unsure else ")"
+    return text
+
+
+def _notes(comparison: Comparison) -> list[str]:
+    out = [f"warning: compared with --force although unlike: {u}" for u in comparison.unlike]
+    return out + list(comparison.notes)
+
+
+def render_compare(console: Console, comparison: Comparison) -> None:
+    """A rich table per step (metric, base, new, change, 95 % CI, effect size, threshold, verdict), then the
+    verdict line."""
+    for note in _notes(comparison):
+        console.print(note, style="yellow")
+    for step in comparison.steps:
+        table = Table(title=_title(step), title_justify="left", show_edge=False)
+        for name, justify in (("metric", "left"), ("base", "right"), ("new", "right"), ("change", "right"),
+                              ("95% CI", "right"), ("effect", "right"), ("threshold", "right"),
+                              ("verdict", "left")):
+            table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        for x in step.metrics:
+            table.add_row(f"{x.label} ({x.unit})", _value(x, x.base), _value(x, x.new), _signed(x, x.change),
+                          _interval(x), _effect(x.effect_size), _threshold(x), x.verdict, style=_STYLE[x.verdict])
+        console.print(table)
+        for x in step.metrics:
+            if x.reason:
+                console.print(f"  {x.label}: cannot tell: {x.reason}", style="yellow")
+    console.print(f"  bootstrap: {comparison.resamples} resamples of requests per run, seed {comparison.seed}; "
+                  "effect: Cliff's delta of the per-request values")
+    console.print(verdict_line(comparison), style="bold red" if comparison.regressions else "bold green")
+
+
+def _threshold(x: MetricComparison) -> str:
+    return f"±{100 * x.threshold:g}{'%' if x.relative else ' pt'}"
+
+
+def render_markdown(comparison: Comparison) -> str:
+    """A markdown summary for a pull-request comment: the verdict, then a table per step."""
+    icon = {"regression": "❌ regression", "improvement": "✅ improvement", "no change": "no change",
+            "cannot tell": "⚠️ cannot tell"}
+    lines: list[str] = [f"### tokometer compare: {verdict_line(comparison)}", ""]
+    lines += [f"- {note}" for note in _notes(comparison)]
+    if _notes(comparison):
+        lines.append("")
+    for step in comparison.steps:
+        lines += [f"**{_title(step)}**", "",
+                  "| metric | base | new | change | 95% CI | effect | threshold | verdict |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+        for x in step.metrics:
+            cells: list[Any] = [f"{x.label} ({x.unit})", _value(x, x.base), _value(x, x.new), _signed(x, x.change),
+                                _interval(x), _effect(x.effect_size), _threshold(x), icon[x.verdict]]
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        lines.append("")
+        reasons = [f"- {x.label}: cannot tell: {x.reason}" for x in step.metrics if x.reason]
+        lines += [*reasons, ""] if reasons else []
+    lines.append(f"<sub>95% intervals: bootstrap over requests, {comparison.resamples} resamples, seed "
+                 f"{comparison.seed}; effect: Cliff's delta. A regression is a change in the bad direction whose "
+                 "interval excludes zero and whose size exceeds the threshold.</sub>")
+    return "\n".join(lines) + "\n"

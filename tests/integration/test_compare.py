@@ -1,0 +1,107 @@
+"""``tokometer compare`` on real runs of ``tokometer bench`` against ``tokometer sim``: a known 10 % slower
+decode is flagged (exit 1), runs of one configuration raise no false alarm, unlike runs are refused."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SimServer, run_cli
+from tokometer.compare import compare_runs
+from tokometer.store import ResultStore
+
+_LOAD = ("-c", "4", "-n", "40", "--input-tokens", "16", "--seed", "1")
+
+
+def _bench(sim: SimServer, store: Path, *extra: str) -> int:
+    done = run_cli("bench", "--url", sim.openai_url, *_LOAD, "--store", str(store), *(extra or ("--output-tokens",
+                                                                                              "32")))
+    assert done.returncode == 0, done.stderr
+    results = ResultStore(f"sqlite:///{store}", read_only=True)
+    try:
+        return int(results.list_runs(1)[0]["id"])
+    finally:
+        results.close()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("compare") / "runs.db"
+
+
+@pytest.fixture(scope="module")
+def runs(store: Path) -> dict[str, list[int]]:
+    """Three runs against a sim decoding at 5 ms a token, one against a sim at 5.5 ms (10 % slower)."""
+    from tests.conftest import start_sim
+
+    fast, slow = start_sim("--ttft-ms", "20", "--itl-ms", "5"), start_sim("--ttft-ms", "20", "--itl-ms", "5.5")
+    try:
+        same = [_bench(fast, store) for _ in range(3)]
+        slower = [_bench(slow, store)]
+    finally:
+        fast.stop()
+        slow.stop()
+    return {"same": same, "slower": slower}
+
+
+def test_a_ten_percent_slower_decode_fails_the_gate(store: Path, runs: dict[str, list[int]]) -> None:
+    base, new = runs["same"][0], runs["slower"][0]
+    done = run_cli("compare", str(base), str(new), "--store", str(store))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"FAIL: run {new} regressed against run {base}" in done.stdout
+    assert "step 1 TPOT p50 +" in done.stdout
+    as_json = json.loads(run_cli("compare", str(base), str(new), "--store", str(store), "--json").stdout)
+    tpot = next(x for x in as_json["steps"][0]["metrics"] if x["metric"] == "tpot_p50")
+    assert tpot["verdict"] == "regression"
+    assert 0.08 < tpot["change"] < 0.12
+    assert as_json["verdict"] == "regression"
+    markdown = run_cli("compare", str(base), str(new), "--store", str(store), "--format", "md")
+    assert markdown.returncode == 1
+    assert "| TPOT p50 (ms) |" in markdown.stdout and "❌ regression" in markdown.stdout
+
+
+def test_runs_of_one_configuration_raise_no_false_alarm(store: Path, runs: dict[str, list[int]]) -> None:
+    """20 seeded tries. Each draws an ordered pair of the three real runs of one configuration and, from each
+    run, 32 of its 40 requests (without replacement), then compares them with its own bootstrap seed: the
+    tries differ in the pair, the requests and the resamples, at the cost of one compare each (no new bench
+    runs). None may find a regression."""
+    results = ResultStore(f"sqlite:///{store}", read_only=True)
+    try:
+        stored = {i: results.run(i) for i in runs["same"]}
+        records = {i: results.load_records(i) for i in runs["same"]}
+    finally:
+        results.close()
+    done = run_cli("compare", str(runs["same"][0]), str(runs["same"][1]), "--store", str(store))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS: no regression" in done.stdout
+    for seed in range(20):
+        rng = random.Random(seed)
+        base, new = rng.sample(runs["same"], 2)
+        base_run, new_run = stored[base], stored[new]
+        assert base_run is not None and new_run is not None
+        comparison = compare_runs(base_run, new_run, rng.sample(records[base], 32), rng.sample(records[new], 32),
+                                  seed=seed)
+        found = [f"{x.label} {x.change:+.1%} {x.ci_low:+.1%}..{x.ci_high:+.1%}" for _, x in comparison.regressions]
+        assert not found, f"try {seed}: runs {base} vs {new}: false alarm {found}"
+
+
+def test_unlike_runs_are_refused_naming_what_differs(sim_factory: Callable[..., SimServer], store: Path,
+                                                     runs: dict[str, list[int]]) -> None:
+    sim = sim_factory("--ttft-ms", "1", "--itl-ms", "1")
+    longer = _bench(sim, store, "--output-tokens", "48")
+    base = runs["same"][0]
+    done = run_cli("compare", str(base), str(longer), "--store", str(store))
+    assert done.returncode == 2
+    assert done.stderr.startswith("tokometer: error: ") and done.stderr.count("\n") == 1
+    assert "spec.output_tokens (32 vs 48)" in done.stderr and "--force" in done.stderr
+    forced = run_cli("compare", str(base), str(longer), "--store", str(store), "--force")
+    assert forced.returncode in (0, 1)
+    assert "compared with --force although unlike: spec.output_tokens" in forced.stdout
+    missing = run_cli("compare", str(base), "999", "--store", str(store))
+    assert missing.returncode == 2 and "no run 999" in missing.stderr
+    bad = run_cli("compare", str(base), str(base), "--store", str(store), "--threshold", "tpot=5")
+    assert bad.returncode == 2 and "--threshold" in bad.stderr
