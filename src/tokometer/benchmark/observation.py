@@ -11,7 +11,6 @@ server's (`crosscheck`).
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import perf_counter_ns
@@ -22,6 +21,7 @@ from tokometer.benchmark.spec import BenchSpec
 from tokometer.metrics import StepSummary
 from tokometer.observe.sampler import Sampler, fetch_text
 from tokometer.observe.snapshot import GpuSample, Snapshot
+from tokometer.observe.watch import is_local
 
 __all__ = ["RunObservation", "StepObservation", "crosscheck", "server_metrics_url"]
 
@@ -41,16 +41,6 @@ def server_metrics_url(spec: BenchSpec) -> str | None:
         return choice
     parts = urlsplit(spec.url)
     return f"{parts.scheme}://{parts.netloc}/metrics"
-
-
-def _local(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +108,7 @@ class RunObservation:
                                 "give --server-metrics URL, or off")
             if first is not None and first.source == "unknown":
                 warnings.append(f"server metrics at {url}: not an engine tokometer knows; its samples are kept raw")
-        gpus, note = gpu_reader(spec.gpu_metrics, local=_local(spec.url))
+        gpus, note = gpu_reader(spec.gpu_metrics, local=is_local(spec.url))
         if note:
             warnings.append(note)
         if server is None and gpus is None:
