@@ -105,3 +105,25 @@ def test_unlike_runs_are_refused_naming_what_differs(sim_factory: Callable[..., 
     assert missing.returncode == 2 and "no run 999" in missing.stderr
     bad = run_cli("compare", str(base), str(base), "--store", str(store), "--threshold", "tpot=5")
     assert bad.returncode == 2 and "--threshold" in bad.stderr
+
+
+def test_a_named_baseline(store: Path, runs: dict[str, list[int]]) -> None:
+    """``runs --tag NAME ID`` names a baseline; ``compare baseline:NAME NEW`` uses it; retagging moves it."""
+    first, second = runs["same"][0], runs["same"][1]
+    done = run_cli("runs", "--tag", "main", str(first), "--store", str(store))
+    assert done.returncode == 0 and f"run {first} is baseline 'main'" in done.stdout, done.stderr
+    listed = run_cli("runs", "--store", str(store))
+    assert "main" in listed.stdout and "baseline" in listed.stdout
+    gate = run_cli("compare", "baseline:main", str(runs["slower"][0]), "--store", str(store))
+    assert gate.returncode == 1 and f"regressed against run {first}" in gate.stdout, gate.stdout
+    moved = run_cli("runs", "--tag", "main", "--id", str(second), "--store", str(store))
+    assert moved.returncode == 0, moved.stderr
+    again = run_cli("compare", "baseline:main", str(runs["slower"][0]), "--store", str(store), "--json")
+    assert json.loads(again.stdout)["base"] == second
+    unknown = run_cli("compare", "baseline:nope", str(second), "--store", str(store))
+    assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
+    assert "no baseline named 'nope'" in unknown.stderr and "main" in unknown.stderr
+    bad = run_cli("compare", "latest", str(second), "--store", str(store))
+    assert bad.returncode == 2 and "baseline:NAME" in bad.stderr
+    no_id = run_cli("runs", "--tag", "main", "--store", str(store))
+    assert no_id.returncode == 2 and "--tag NAME needs the run" in no_id.stderr

@@ -8,14 +8,12 @@ import json
 
 import click
 
-from tokometer.cli.options import RUN_ID
-
 __all__ = ["command"]
 
 
 @click.command("compare")
-@click.argument("base", type=RUN_ID)
-@click.argument("new", type=RUN_ID)
+@click.argument("base")
+@click.argument("new")
 @click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
 @click.option("--threshold", default=None, metavar="NAME=PCT,...",
               help="Smallest change that counts, per metric, e.g. ttft_p50=5%,tpot_p50=3% [default: 5% for "
@@ -25,9 +23,10 @@ __all__ = ["command"]
 @click.option("--format", "fmt", type=click.Choice(["table", "md"]), default="table", show_default=True,
               help="md: a markdown summary for a pull-request comment.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-def command(base: int, new: int, store: str | None, threshold: str | None, force: bool, fmt: str,
+def command(base: str, new: str, store: str | None, threshold: str | None, force: bool, fmt: str,
             as_json: bool) -> int:
-    """Compare run NEW against run BASE; exit status 1 on a regression."""
+    """Compare run NEW against run BASE (ids, or baseline:NAME as 'runs --tag' names it); exit status 1 on a
+    regression."""
     from tokometer.cli.output import make_console
     from tokometer.compare import compare_runs, parse_thresholds
     from tokometer.errors import ConfigError
@@ -38,13 +37,14 @@ def command(base: int, new: int, store: str | None, threshold: str | None, force
     results = ResultStore(configured_store_url(store), read_only=True)
     try:
         runs = []
-        for run_id in (base, new):
+        base_id, new_id = results.resolve(base), results.resolve(new)
+        for run_id in (base_id, new_id):
             run = results.run(run_id)
             if run is None:
                 raise ConfigError(f"no run {run_id} in {results.display_url}: see 'tokometer runs' for the ids")
             runs.append(run)
         base_run, new_run = runs
-        base_records, new_records = results.load_records(base), results.load_records(new)
+        base_records, new_records = results.load_records(base_id), results.load_records(new_id)
     finally:
         results.close()
     comparison = compare_runs(base_run, new_run, base_records, new_records, thresholds, force=force)

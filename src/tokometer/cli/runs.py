@@ -30,6 +30,9 @@ class _RunsCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.allow_extra_args = True  # collected in ctx.args, then judged here
         rest = super().parse_args(ctx, args)
+        if ctx.params.get("tag") and ctx.params.get("run_id") is None and len(ctx.args) == 1 \
+                and ctx.args[0].isdigit():
+            ctx.params["run_id"] = int(ctx.args.pop())  # runs --tag NAME ID
         if ctx.args:
             extra = " ".join(ctx.args)
             hint = (f"; to show run {ctx.args[0]}, write 'tokometer runs --id {ctx.args[0]}'"
@@ -44,8 +47,11 @@ class _RunsCommand(click.Command):
 @click.option("--id", "run_id", type=RUN_ID, default=None, help="Show one run's steps in full (as JSON).")
 @click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def command(limit: int, run_id: int | None, store: str | None, as_json: bool) -> None:
-    """List saved runs (newest first), or show one with --id."""
+@click.option("--tag", default=None, metavar="NAME",
+              help="Name the run given by --id (or as the argument) a baseline: 'compare baseline:NAME ID' then "
+                   "compares against it. Retagging moves the name.")
+def command(limit: int, run_id: int | None, store: str | None, as_json: bool, tag: str | None) -> None:
+    """List saved runs (newest first), show one with --id, or name one a baseline with --tag NAME --id ID."""
     from rich.table import Table
 
     from tokometer.cli.output import make_console
@@ -54,6 +60,16 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool) ->
     from tokometer.store.database import display_url, store_exists
 
     url = configured_store_url(store)
+    if tag is not None:
+        if run_id is None:
+            raise ConfigError("--tag NAME needs the run: 'tokometer runs --tag NAME --id ID'")
+        writer = ResultStore(url)
+        try:
+            writer.tag(tag, run_id)
+        finally:
+            writer.close()
+        click.echo(f"run {run_id} is baseline {tag!r}: 'tokometer compare baseline:{tag} NEW' compares against it")
+        return
     if url is None and not store_exists(default_store_url()):
         make_console().print(_NONE_YET.format(display_url(default_store_url())))  # nothing to open: no error
         return
@@ -66,6 +82,9 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool) ->
             click.echo(json.dumps(run, indent=2, default=str))
             return
         rows = results.list_runs(limit)
+        named: dict[int, list[str]] = {}
+        for name, tagged in results.tags().items():
+            named.setdefault(tagged, []).append(name)
     finally:
         results.close()
     if as_json:
@@ -76,10 +95,10 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool) ->
         console.print(_NONE_YET.format(results.display_url))
         return
     table = Table(show_edge=False)
-    for column in ("id", "started (UTC)", "status", "target", "model", "steps", "label"):
+    for column in ("id", "started (UTC)", "status", "target", "model", "steps", "label", "baseline"):
         table.add_column(column)
     for row in rows:
         steps = "; ".join(_headline(s) for s in row["steps"])
         table.add_row(str(row["id"]), str(row["started_at"])[:19].replace("T", " "), row["status"], row["target"],
-                      str(row["model"])[-40:], steps, row.get("label") or "")
+                      str(row["model"])[-40:], steps, row.get("label") or "", ", ".join(named.get(row["id"], [])))
     console.print(table)

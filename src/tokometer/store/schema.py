@@ -32,7 +32,7 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ["ADDED_RUN_COLUMNS", "ADDED_STEP_COLUMNS", "SCHEMA_VERSION", "metadata", "requests", "runs", "steps"]
+__all__ = ["ADDED_RUN_COLUMNS", "ADDED_STEP_COLUMNS", "SCHEMA_VERSION", "metadata", "requests", "runs", "steps", "tags"]
 
 SCHEMA_VERSION = 3
 
@@ -78,6 +78,16 @@ steps = Table(
 
 ADDED_STEP_COLUMNS = ("server", "gpu")
 """Columns of `steps` added after version 2 (nullable)."""
+
+tags = Table(
+    "tags",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("tagged_at", String(40), nullable=False),
+)
+"""Named baselines (``runs --tag NAME ID``): one run per name; retagging moves the name. Added in
+version 3 as a new table, which a writer creates in an older store and a reader does without."""
 
 requests = Table(
     "requests",

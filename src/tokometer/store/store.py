@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-from sqlalchemy import insert, select, update
+from sqlalchemy import delete, insert, inspect, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -34,7 +34,7 @@ from tokometer.store.database import display_url, is_writable, open_reader, open
 from tokometer.store.orphans import abort_runs, find_orphans, process_identity
 from tokometer.store.rows import record_row, row_record
 from tokometer.store.runs import StoredRun
-from tokometer.store.schema import SCHEMA_VERSION, requests, runs, steps
+from tokometer.store.schema import SCHEMA_VERSION, requests, runs, steps, tags
 
 __all__ = ["ResultStore", "configured_store_url", "default_store_url", "now_iso"]
 
@@ -134,6 +134,39 @@ class ResultStore:
         with self.engine.begin() as conn:
             conn.execute(update(steps).where(steps.c.run_id == run_id, steps.c.step == step)
                          .values(summary=summary, health=health, interrupted=interrupted, server=server, gpu=gpu))
+
+    def tag(self, name: str, run_id: int) -> None:
+        """Name run ``run_id`` (a baseline): ``compare baseline:NAME`` then means it. Retagging moves the name."""
+        if not name or any(c in name for c in " :,") or len(name) > 200:
+            raise StoreError(f"tag {name!r}: use a short name without spaces, colons or commas (e.g. main)")
+        with self.engine.begin() as conn:
+            if conn.execute(select(runs.c.id).where(runs.c.id == run_id)).first() is None:
+                raise StoreError(f"no run {run_id} in {self.display_url}: see 'tokometer runs' for the ids")
+            conn.execute(delete(tags).where(tags.c.name == name))
+            conn.execute(insert(tags).values(name=name, run_id=run_id, tagged_at=now_iso()))
+
+    def tags(self) -> dict[str, int]:
+        """Every tag and the run it names (an older store without the table has none)."""
+        if not inspect(self.engine).has_table("tags"):
+            return {}
+        with self.engine.connect() as conn:
+            return {row.name: row.run_id for row in conn.execute(select(tags.c.name, tags.c.run_id))}
+
+    def resolve(self, ref: str) -> int:
+        """A run id from ``ID``, ``baseline:NAME`` or ``tag:NAME``; StoreError naming the known tags otherwise."""
+        text = ref.strip()
+        if text.isdigit():
+            if int(text) < 1 or int(text) > 2**63 - 1:
+                raise StoreError(f"{ref!r} is not a run id: ids are 1, 2, ... (see 'tokometer runs')")
+            return int(text)
+        kind, _, name = text.partition(":")
+        if kind not in ("baseline", "tag") or not name:
+            raise StoreError(f"{ref!r} is not a run: give a run id (see 'tokometer runs') or baseline:NAME")
+        known = self.tags()
+        if name not in known:
+            have = ", ".join(sorted(known)) or "none yet; 'tokometer runs --tag NAME --id ID' makes one"
+            raise StoreError(f"no baseline named {name!r} in {self.display_url} (tags: {have})")
+        return known[name]
 
     def finish_run(self, run_id: int, status: str, engine: dict[str, Any] | None = None) -> None:
         self.flush()
