@@ -9,6 +9,7 @@ pynvml module on a real driver) is checked by ``bench/gpu_check.py`` on a machin
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,12 +211,9 @@ def test_reader_errors_say_what_to_fix() -> None:
 
 
 def test_the_real_binding_without_a_gpu_is_unavailable() -> None:
-    """On this CI machine (no NVIDIA driver) the real pynvml, if installed, must answer no, not raise."""
-    try:
-        import pynvml  # noqa: F401
-    except ImportError:
-        pytest.skip("nvidia-ml-py is not installed (the gpu extra)")
-    ok = available()
-    if ok:
-        pytest.skip("this machine has a GPU: bench/gpu_check.py checks the real path")
-    assert ok is False
+    """On a machine without an NVIDIA GPU (CI's), ``available()`` answers no and does not raise, whether the
+    binding (the gpu extra) is installed or not: both are real paths a user without a GPU takes."""
+    if shutil.which("nvidia-smi") is not None:
+        pytest.skip("this machine has an NVIDIA driver: the real path is checked by bench/gpu_check.py, "
+                    "not by this no-GPU test")
+    assert available() is False
