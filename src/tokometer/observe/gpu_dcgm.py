@@ -33,16 +33,16 @@ MIG instance with ``GPU_I_ID``): the first series of each GPU counts, preferring
 
 from __future__ import annotations
 
-import asyncio
+import ssl
 import time
+import urllib.error
 from collections.abc import Mapping
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokometer.backends.http1 import ConnectError, HttpTimeout, PeerReset
-from tokometer.backends.probe import Probe
 from tokometer.errors import EndpointError
 from tokometer.observe.gpu_nvml import throttle_reasons
+from tokometer.observe.sampler import fetch_text
 from tokometer.observe.snapshot import GpuSample
 
 __all__ = ["DCGM_FIELDS", "fetch_dcgm", "parse_dcgm"]
@@ -139,22 +139,20 @@ def _sample(gpu: str, fields: Mapping[str, float], name: str, at_ns: int) -> Gpu
     )
 
 
-def fetch_dcgm(url: str, timeout_s: float = 5.0, probe: Probe | None = None) -> list[GpuSample]:
-    """GET a DCGM exporter's ``/metrics`` ``url`` and parse it; blocking (call it from a thread).
+def fetch_dcgm(url: str, timeout_s: float = 5.0, context: ssl.SSLContext | None = None) -> list[GpuSample]:
+    """GET a DCGM exporter's ``/metrics`` ``url`` and parse it; blocking (the sampler calls it from its thread).
 
-    Uses tokometer's own HTTP client (``probe``: headers and TLS, default none) on a private event
-    loop, so it must not be called from a thread that runs one. Raises `EndpointError` when the URL
-    answers nothing, not 200, or not exposition text. The samples are stamped when the body arrived.
+    Fetched as the server's ``/metrics`` is (`observe.sampler.fetch_text`: the same proxies and TLS). Raises
+    `EndpointError` when the URL answers nothing, not 200, or not exposition text. The samples are stamped
+    when the body arrived.
     """
-    client = probe if probe is not None else Probe(timeout_s=timeout_s)
     try:
-        status, body = asyncio.run(asyncio.wait_for(client.get(url), timeout_s + 1))
-    except (ConnectError, HttpTimeout, PeerReset, TimeoutError, OSError) as exc:
+        text = fetch_text(url, timeout_s, context)
+    except urllib.error.HTTPError as exc:
+        raise EndpointError(f"GPU metrics: {url} answered HTTP {exc.code}") from exc
+    except OSError as exc:
         raise EndpointError(f"GPU metrics: no answer from {url} ({exc})") from exc
-    at_ns = time.perf_counter_ns()
-    if status != 200:
-        raise EndpointError(f"GPU metrics: {url} answered HTTP {status}")
     try:
-        return parse_dcgm(body.decode("utf-8", "replace"), at_ns)
+        return parse_dcgm(text, time.perf_counter_ns())
     except ValueError as exc:
         raise EndpointError(f"GPU metrics: {url} did not answer Prometheus text ({exc})") from exc
