@@ -15,13 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
-from urllib.parse import urlsplit
 
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.metrics import StepSummary
 from tokometer.observe.sampler import Sampler, fetch_text
 from tokometer.observe.snapshot import GpuSample, Snapshot
-from tokometer.observe.watch import is_local
+from tokometer.observe.watch import is_local, metrics_url
 
 __all__ = ["RunObservation", "StepObservation", "crosscheck", "server_metrics_url"]
 
@@ -37,10 +36,7 @@ def server_metrics_url(spec: BenchSpec) -> str | None:
     choice = spec.server_metrics.strip()
     if choice == "off":
         return None
-    if choice != "auto":
-        return choice
-    parts = urlsplit(spec.url)
-    return f"{parts.scheme}://{parts.netloc}/metrics"
+    return metrics_url(spec.url) if choice == "auto" else choice
 
 
 @dataclass(frozen=True, slots=True)
