@@ -22,6 +22,12 @@ Steps are matched by index. For each matched step and metric (`METRICS`) the com
   direction; "no change" when the whole interval lies within ± the threshold; otherwise "cannot tell" (the
   noise is too large to decide either way). A percentile with fewer than `MIN_TAIL` values beyond it in
   either run (p99 of fewer than 500 requests) is always "cannot tell".
+
+Trials (``bench --repeat N``): steps are matched by load, not by index, and a load's trials are pooled (their
+requests together; for throughput and goodput their durations added). The bootstrap over pooled requests sees
+the noise within steps only, so the trials give the other part: ``noise`` is the relative sample standard
+deviation of the metric's per-trial values (for the error rate, in points), the larger of the two runs'. When
+it exceeds the threshold the gate cannot decide: the verdict is "cannot tell", whatever the interval says.
 """
 
 from __future__ import annotations
@@ -57,7 +63,9 @@ __all__ = [
     "cliffs_delta",
     "compare_runs",
     "compare_samples",
+    "load_groups",
     "parse_thresholds",
+    "trial_noise",
     "unlike_fields",
     "verdict",
 ]
@@ -214,6 +222,24 @@ class StepSample:
             itl=np.array(itl, dtype=np.float64), itl_request=np.array(owner, dtype=np.int64),
             duration_s=duration_ns / 1e9)
 
+    @classmethod
+    def pooled(cls, samples: Sequence[StepSample]) -> StepSample:
+        """Several trials of one load as one sample: requests together, durations added."""
+        if len(samples) == 1:
+            return samples[0]
+        offsets = np.cumsum([0] + [s.n for s in samples[:-1]])
+
+        def cat(name: str) -> FArray:
+            return np.concatenate([getattr(s, name) for s in samples]) if samples else np.zeros(0)
+
+        slo = [s.met_slo for s in samples]
+        return cls(ttft=cat("ttft"), tpot=cat("tpot"), e2e=cat("e2e"), e2e_all=cat("e2e_all"),
+                   output_tokens=cat("output_tokens"), failed=cat("failed"),
+                   met_slo=None if any(x is None for x in slo) else np.concatenate([x for x in slo if x is not None]),
+                   itl=cat("itl"),
+                   itl_request=np.concatenate([s.itl_request + off for s, off in zip(samples, offsets, strict=True)]),
+                   duration_s=sum(s.duration_s for s in samples))
+
     @property
     def n(self) -> int:
         return len(self.e2e_all)
@@ -327,6 +353,8 @@ class MetricComparison:
     verdict: Verdict
     reason: str | None = None
     """Why the verdict is "cannot tell" when not because of the interval."""
+    noise: float | None = None
+    """Run-to-run noise between trials (`trial_noise`, the larger run's); None without trials."""
 
     @property
     def relative(self) -> bool:
@@ -338,14 +366,28 @@ class MetricComparison:
                 "change_kind": "relative" if self.relative else "points",
                 "ci95": [self.ci_low, self.ci_high] if self.ci_low is not None else None,
                 "effect_size_cliffs_delta": self.effect_size, "threshold": self.threshold, "verdict": self.verdict,
-                "reason": self.reason}
+                "reason": self.reason, "trial_noise": self.noise}
+
+
+def trial_noise(trials: Sequence[StepSample], d: MetricDef) -> float | None:
+    """How much the metric differs between trials of one load: the sample standard deviation of its
+    per-trial values, relative to their mean (for the error rate, in points); None under two trials."""
+    values = [v for v in (t.point(d) for t in trials) if v is not None]
+    if len(values) < 2:
+        return None
+    spread = float(np.std(values, ddof=1))
+    if d.kind == "error_rate":
+        return spread
+    mean = float(np.mean(values))
+    return spread / mean if mean > 0 else None
 
 
 def compare_samples(base: StepSample, new: StepSample, thresholds: Mapping[str, float] | None = None, *,
                     metrics: Sequence[MetricDef] = METRICS, resamples: int = RESAMPLES,
-                    seed: int = SEED) -> list[MetricComparison]:
+                    seed: int = SEED, base_trials: Sequence[StepSample] = (),
+                    new_trials: Sequence[StepSample] = ()) -> list[MetricComparison]:
     """Each metric of ``metrics`` NEW against BASE (see the module docstring). Goodput is left out unless both
-    samples have it."""
+    samples have it. ``base_trials``/``new_trials``: the trials pooled into each sample, for the noise."""
     limits = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
     rng = np.random.default_rng(seed)
     base_counts = _resample_counts(base.n, resamples, rng)
@@ -382,11 +424,18 @@ def compare_samples(base: StepSample, new: StepSample, thresholds: Mapping[str, 
                 needed = math.ceil(MIN_TAIL / (1 - d.quantile / 100) - 1e-9)
                 reason = (f"{fewest} values in a run; a {d.label.split()[-1]} is judged from {needed} "
                           f"(at least {MIN_TAIL} beyond it)")
+        noises = [x for x in (trial_noise(base_trials, d), trial_noise(new_trials, d)) if x is not None]
+        noise = max(noises) if noises else None
+        if noise is not None and noise > limits[d.key] and reason is None:
+            judged = "cannot tell"
+            unit = "points" if d.kind == "error_rate" else "%"
+            reason = (f"run-to-run noise {100 * noise:.1f}{unit} exceeds the threshold {100 * limits[d.key]:g}{unit}: "
+                      "the gate cannot decide (more requests per step, more trials or a quieter machine)")
         out.append(MetricComparison(
             key=d.key, label=d.label, unit=d.unit, higher_is_better=d.higher_is_better, base=b, new=n,
             change=change, ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
             effect_size=cliffs_delta(base.per_request(d), new.per_request(d)), threshold=limits[d.key],
-            verdict=judged, reason=reason))
+            verdict=judged, reason=reason, noise=noise))
     return out
 
 
@@ -406,10 +455,27 @@ def _short(step: StoredStep) -> str:
     return step.load.short() if step.load else "unknown"
 
 
-def _cache_rates(step: StoredStep) -> list[tuple[str, float | None]]:
-    summary, server = step.summary or {}, step.server or {}
-    return [("prompt_cache_hit_rate", summary.get("prompt_cache_hit_rate")),
-            ("server prefix_cache_hit_rate", server.get("prefix_cache_hit_rate"))]
+def _cache_rate(steps: Sequence[StoredStep], name: str) -> float | None:
+    """The mean of a load's trials' cache-hit rates (``prompt_cache_hit_rate`` from the answers, or the
+    server's ``prefix_cache_hit_rate``); None when no trial has one."""
+    values = [float(v) for st in steps if (v := ((st.summary or {}) if name == "prompt_cache_hit_rate"
+                                                 else (st.server or {})).get(name)) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def load_groups(run: StoredRun) -> list[tuple[dict[str, Any] | None, list[StoredStep]]]:
+    """A run's steps grouped by load, in the order each load first ran: one step each for a sweep, the trials
+    of each load for ``bench --repeat``."""
+    groups: list[tuple[dict[str, Any] | None, list[StoredStep]]] = []
+    for step in run.steps:
+        load = _load(step)
+        for key, members in groups:
+            if key == load:
+                members.append(step)
+                break
+        else:
+            groups.append((load, [step]))
+    return groups
 
 
 def unlike_fields(base: StoredRun, new: StoredRun) -> list[str]:
@@ -423,34 +489,41 @@ def unlike_fields(base: StoredRun, new: StoredRun) -> list[str]:
         b_value, n_value = base.spec.get(key), new.spec.get(key)
         if b_value != n_value:
             out.append(f"spec.{key} ({b_value!r} vs {n_value!r})")
-    if len(base.steps) != len(new.steps):
-        out.append(f"number of steps ({len(base.steps)} vs {len(new.steps)})")
-    for b_step, n_step in zip(base.steps, new.steps, strict=False):
-        if _load(b_step) != _load(n_step):
-            out.append(f"step {b_step.index + 1} load ({_short(b_step)} vs {_short(n_step)})")
-        for (name, b_rate), (_, n_rate) in zip(_cache_rates(b_step), _cache_rates(n_step), strict=True):
-            if b_rate is not None and n_rate is not None and abs(float(b_rate) - float(n_rate)) > CACHE_POINTS:
-                out.append(f"step {b_step.index + 1} {name} ({100 * float(b_rate):.0f}% vs {100 * float(n_rate):.0f}%:"
-                           f" a cache-warmed run is not comparable)")
+    b_groups, n_groups = load_groups(base), load_groups(new)
+    if len(b_groups) != len(n_groups):
+        out.append(f"number of loads ({len(b_groups)} vs {len(n_groups)})")
+    for number, ((b_load, b_steps), (n_load, n_steps)) in enumerate(zip(b_groups, n_groups, strict=False), 1):
+        if b_load != n_load:
+            out.append(f"load {number} ({_short(b_steps[0])} vs {_short(n_steps[0])})")
+        for name, label in (("prompt_cache_hit_rate", "prompt_cache_hit_rate"),
+                            ("prefix_cache_hit_rate", "server prefix_cache_hit_rate")):
+            b_rate, n_rate = _cache_rate(b_steps, name), _cache_rate(n_steps, name)
+            if b_rate is not None and n_rate is not None and abs(b_rate - n_rate) > CACHE_POINTS:
+                out.append(f"{_short(b_steps[0])} {label} ({100 * b_rate:.0f}% vs {100 * n_rate:.0f}%: a "
+                           "cache-warmed run is not comparable)")
     return out
 
 
 @dataclass(frozen=True)
 class StepComparison:
     index: int
+    """The first step of the load in BASE."""
     load: dict[str, Any] | None
     base_requests: int
     new_requests: int
     metrics: list[MetricComparison]
+    base_trials: int = 1
+    new_trials: int = 1
 
     def to_json(self) -> dict[str, Any]:
         return {"step": self.index, "load": self.load, "base_requests": self.base_requests,
-                "new_requests": self.new_requests, "metrics": [x.to_json() for x in self.metrics]}
+                "new_requests": self.new_requests, "base_trials": self.base_trials, "new_trials": self.new_trials,
+                "metrics": [x.to_json() for x in self.metrics]}
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Two runs compared step by step; `regressions` decides the exit status."""
+    """Two runs compared load by load; `regressions` decides the exit status."""
 
     base_id: int
     new_id: int
@@ -477,15 +550,16 @@ class Comparison:
         return {"base": self.base_id, "new": self.new_id, "verdict": self.verdict, "counts": counts,
                 "unlike": self.unlike, "notes": self.notes,
                 "method": {"bootstrap_resamples": self.resamples, "seed": self.seed, "confidence": CONFIDENCE,
-                           "effect_size": "cliffs_delta"},
+                           "effect_size": "cliffs_delta", "trial_noise": "relative sample standard deviation of "
+                           "per-trial values; above the threshold: cannot tell"},
                 "steps": [s.to_json() for s in self.steps]}
 
 
 def compare_runs(base: StoredRun, new: StoredRun, base_records: Sequence[RequestRecord],
                  new_records: Sequence[RequestRecord], thresholds: Mapping[str, float] | None = None, *,
                  force: bool = False, resamples: int = RESAMPLES, seed: int = SEED) -> Comparison:
-    """Compare two saved runs step by step (matched by index). Unlike runs (`unlike_fields`) raise
-    `ConfigError` naming what differs, unless ``force``."""
+    """Compare two saved runs load by load (matched in the order the loads first ran; the trials of a load
+    pooled). Unlike runs (`unlike_fields`) raise `ConfigError` naming what differs, unless ``force``."""
     unlike = unlike_fields(base, new)
     if unlike and not force:
         raise ConfigError(f"runs {base.id} and {new.id} are not alike: {'; '.join(unlike)} "
@@ -495,21 +569,27 @@ def compare_runs(base: StoredRun, new: StoredRun, base_records: Sequence[Request
     notes = []
     if not slo_alike and not (base_slo.empty and new_slo.empty):
         notes.append("goodput not compared: the runs' objectives (--slo-*) differ")
+    def trials(records: Sequence[RequestRecord], steps: Sequence[StoredStep], slo: SLO | None) -> list[StepSample]:
+        by_step: dict[int, list[RequestRecord]] = {}
+        for r in records:
+            by_step.setdefault(r.step, []).append(r)
+        return [s for s in (StepSample.of(by_step.get(st.index, []), slo) for st in steps) if s.n]
+
     steps = []
-    for b_step, n_step in zip(base.steps, new.steps, strict=False):
-        b_recs = [r for r in base_records if r.step == b_step.index]
-        n_recs = [r for r in new_records if r.step == n_step.index]
-        b_sample = StepSample.of(b_recs, base_slo if slo_alike else None)
-        n_sample = StepSample.of(n_recs, new_slo if slo_alike else None)
-        if not b_sample.n or not n_sample.n:
-            notes.append(f"step {b_step.index + 1} not compared: no requests measured in "
-                         f"{'BASE' if not b_sample.n else 'NEW'}")
+    for (b_load, b_steps), (_, n_steps) in zip(load_groups(base), load_groups(new), strict=False):
+        first = b_steps[0]
+        b_trials = trials(base_records, b_steps, base_slo if slo_alike else None)
+        n_trials = trials(new_records, n_steps, new_slo if slo_alike else None)
+        if not b_trials or not n_trials:
+            notes.append(f"{_short(first)} not compared: no requests measured in {'BASE' if not b_trials else 'NEW'}")
             continue
-        steps.append(StepComparison(index=b_step.index, load=_load(b_step), base_requests=b_sample.n,
-                                    new_requests=n_sample.n,
+        b_sample, n_sample = StepSample.pooled(b_trials), StepSample.pooled(n_trials)
+        steps.append(StepComparison(index=first.index, load=b_load, base_requests=b_sample.n,
+                                    new_requests=n_sample.n, base_trials=len(b_trials), new_trials=len(n_trials),
                                     metrics=compare_samples(b_sample, n_sample, thresholds, resamples=resamples,
-                                                            seed=seed + b_step.index)))
+                                                            seed=seed + first.index, base_trials=b_trials,
+                                                            new_trials=n_trials)))
     if not steps:
-        raise ConfigError(f"runs {base.id} and {new.id} have no step with measured requests in both")
+        raise ConfigError(f"runs {base.id} and {new.id} have no load with measured requests in both")
     return Comparison(base_id=base.id, new_id=new.id, steps=steps, unlike=unlike, notes=notes,
                       resamples=resamples, seed=seed)

@@ -53,7 +53,7 @@ def test_a_ten_percent_slower_decode_fails_the_gate(store: Path, runs: dict[str,
     done = run_cli("compare", str(base), str(new), "--store", str(store))
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"FAIL: run {new} regressed against run {base}" in done.stdout
-    assert "step 1 TPOT p50 +" in done.stdout
+    assert "concurrency 4 TPOT p50 +" in done.stdout
     as_json = json.loads(run_cli("compare", str(base), str(new), "--store", str(store), "--json").stdout)
     tpot = next(x for x in as_json["steps"][0]["metrics"] if x["metric"] == "tpot_p50")
     assert tpot["verdict"] == "regression"

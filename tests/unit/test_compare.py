@@ -3,6 +3,7 @@ threshold parsing and its test of whether two runs are alike."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -197,7 +198,7 @@ def _run(run_id: int, *, cache: float | None = None, prefix: float | None = None
 def test_unlike_runs_name_what_differs() -> None:
     assert unlike_fields(_run(1), _run(2)) == []
     differ = unlike_fields(_run(1), _run(2, model="other", output_tokens=64, concurrency=8))
-    assert differ == ["model ('m' vs 'other')", "spec.output_tokens (32 vs 64)", "step 1 load (c=4 vs c=8)"]
+    assert differ == ["model ('m' vs 'other')", "spec.output_tokens (32 vs 64)", "load 1 (c=4 vs c=8)"]
 
 
 def test_prompt_cache_hit_rates_more_than_ten_points_apart_are_unlike() -> None:
@@ -207,3 +208,40 @@ def test_prompt_cache_hit_rates_more_than_ten_points_apart_are_unlike() -> None:
     assert "prompt_cache_hit_rate (0% vs 50%" in differ[0]
     assert "prefix_cache_hit_rate (10% vs 30%" in differ[1]
     assert unlike_fields(_run(1, cache=None), _run(2, cache=0.9)) == []  # one run does not say: nothing to judge
+
+
+def test_pooled_trials_are_one_sample_of_all_their_requests() -> None:
+    rng = np.random.default_rng(3)
+    trials = [_records(rng.normal(10, 0.5, 40), failed=k) for k in range(3)]
+    pooled = StepSample.pooled([StepSample.of(t) for t in trials])
+    alone = [StepSample.of(t) for t in trials]
+    assert pooled.n == sum(s.n for s in alone) == 123
+    assert pooled.duration_s == pytest.approx(sum(s.duration_s for s in alone))
+    tpot = next(d for d in METRICS if d.key == "tpot_p50")
+    expected = np.percentile(np.concatenate([s.tpot[~np.isnan(s.tpot)] for s in alone]), 50)
+    assert pooled.point(tpot) == pytest.approx(expected)
+    # ITL gaps keep pointing at their own request after pooling.
+    assert pooled.itl_request.max() < pooled.n and len(pooled.itl) == sum(len(s.itl) for s in alone)
+    assert set(pooled.itl_request[pooled.itl_request >= alone[0].n]) >= {alone[0].n}
+
+
+def test_noise_between_trials_above_the_threshold_means_cannot_tell() -> None:
+    from tokometer.compare import trial_noise
+
+    rng = np.random.default_rng(5)
+    tpot = next(d for d in METRICS if d.key == "tpot_p50")
+    steady = [StepSample.of(_records(rng.normal(10, 0.2, 60))) for _ in range(3)]
+    drifting = [StepSample.of(_records(rng.normal(mean, 0.2, 60))) for mean in (9.0, 10.0, 11.0)]
+    noise = trial_noise(drifting, tpot)
+    assert noise == pytest.approx(np.std([9.0, 10.0, 11.0], ddof=1) / 10.0, rel=0.05)
+    assert trial_noise(steady, tpot) is not None and trial_noise(steady, tpot) < 0.01  # type: ignore[operator]
+    assert trial_noise(steady[:1], tpot) is None
+    slower = [StepSample.of(_records(rng.normal(11.5, 0.2, 60))) for _ in range(3)]
+    judged = {x.key: x for x in compare_samples(StepSample.pooled(steady), StepSample.pooled(slower),
+                                                base_trials=steady, new_trials=slower)}
+    assert judged["tpot_p50"].verdict == "regression" and judged["tpot_p50"].noise < 0.05  # type: ignore[operator]
+    noisy = {x.key: x for x in compare_samples(StepSample.pooled(drifting), StepSample.pooled(slower),
+                                               base_trials=drifting, new_trials=slower)}
+    assert noisy["tpot_p50"].verdict == "cannot tell"
+    assert re.search(r"run-to-run noise (9\.\d|10\.\d)% exceeds the threshold 5%: the gate cannot decide",
+                     str(noisy["tpot_p50"].reason))

@@ -19,13 +19,16 @@ from typing import Any, Protocol
 
 from tokometer.backends import create_backend
 from tokometer.backends.client import StreamClient, Target, Timeouts
+from tokometer.benchmark import findmax
+from tokometer.benchmark.findmax import FindMax
 from tokometer.benchmark.observation import RunObservation
+from tokometer.benchmark.plan import plan_for
 from tokometer.benchmark.prepare import Prepared, prepare
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.datasets.base import Prompt
 from tokometer.hostinfo import host_info
 from tokometer.load.health import ClientHealth
-from tokometer.load.profiles import LoadStep
+from tokometer.load.profiles import LoadStep, load_entry
 from tokometer.load.runner import StepLimits, run_step
 from tokometer.load.workers import WorkerSetup, run_step_in_workers
 from tokometer.metrics import SLO, StepSummary, summarize
@@ -33,7 +36,7 @@ from tokometer.records import RequestRecord
 from tokometer.store.store import ResultStore, now_iso
 from tokometer.wire.base import GenerationParams
 
-__all__ = ["BenchObserver", "BenchResult", "StepResult", "plan_steps", "run_benchmark"]
+__all__ = ["BenchObserver", "BenchResult", "StepResult", "run_benchmark"]
 
 _MISMATCH_LIMIT = 0.02
 
@@ -53,6 +56,12 @@ class StepResult:
     """What the server did meanwhile (its /metrics, `tokometer.benchmark.observation`), if it was read."""
     gpu: list[dict[str, Any]] | None = None
     """Per GPU, what it did meanwhile, if it was read."""
+    trial: int | None = None
+    """Which pass of the sweep this was (1..N) with ``--repeat N``; None without."""
+
+    @property
+    def load_label(self) -> dict[str, Any]:
+        return load_entry(self.step, self.trial)
 
 
 @dataclass(slots=True)
@@ -75,6 +84,11 @@ class BenchResult:
     def failed_requests(self) -> int:
         return sum(s.summary.requests_failed for s in self.steps)
 
+    def find_max(self) -> FindMax | None:
+        """The answer of a ``--find-max`` run (None for a sweep), as `findmax.outcome` reads it from a saved run."""
+        return findmax.outcome(self.spec.model_dump(mode="json"),
+                               [(s.index, s.step, s.summary.to_json()) for s in self.steps])
+
 
 class BenchObserver(Protocol):
     """Hooks for a live display; all are called on the event loop and must be quick."""
@@ -95,16 +109,6 @@ class _NoObserver:
 
     def step_finished(self, result: StepResult) -> None:
         pass
-
-
-def plan_steps(spec: BenchSpec) -> list[LoadStep]:
-    """The load steps a spec asks for, in order."""
-    if spec.rate:
-        return [LoadStep("rate", rate=r, arrival=spec.arrival, burstiness=spec.burstiness,
-                         max_concurrency=spec.max_concurrency) for r in spec.rate]
-    if spec.synchronous or not spec.concurrency:
-        return [LoadStep("synchronous")]
-    return [LoadStep("concurrency", concurrency=c) for c in spec.concurrency]
 
 
 CACHE_WARNING_SHARE = 0.10
@@ -146,8 +150,8 @@ async def run_benchmark(
     """Run ``spec`` against its endpoint; see the module docstring."""
     obs: BenchObserver = observer or _NoObserver()
     spec = spec.with_seed()  # a fresh seed unless one was given; the run records it
-    steps = plan_steps(spec)
-    prepared: Prepared = await prepare(spec, len(steps))
+    plan = plan_for(spec)
+    prepared: Prepared = await prepare(spec, plan.expected_steps)
     params = GenerationParams(model=prepared.model, max_tokens=spec.output_tokens, ignore_eos=spec.ignore_eos,
                               temperature=spec.temperature, seed=spec.seed_value, include_usage=spec.include_usage)
     timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s)
@@ -179,9 +183,10 @@ async def run_benchmark(
         if observation is not None:
             stack.callback(observation.stop)
         client = await stack.enter_async_context(StreamClient(target, backend, params, timeouts, count_tokens=count))
-        for index, step in enumerate(steps):
+        while (planned := plan.next_step(results)) is not None:
+            index, step = len(results), planned.load
             if store is not None and run_id is not None:
-                store.start_step(run_id, index, step.label())
+                store.start_step(run_id, index, load_entry(step, planned.trial))
             obs.step_started(index, step, limits)
             step_start = perf_counter_ns()
             if workers > 1:
@@ -194,7 +199,7 @@ async def run_benchmark(
             step_end = perf_counter_ns()
             used += len(outcome.records)
             result = StepResult(index, step, summarize(outcome.records, slo), outcome.health, outcome.interrupted,
-                                outcome.records)
+                                outcome.records, trial=planned.trial)
             if observation is not None:
                 seen = await asyncio.to_thread(observation.step, step_start, step_end, result.summary)
                 result.server, result.gpu = seen.server, seen.gpu

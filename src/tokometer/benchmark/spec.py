@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
@@ -80,6 +80,14 @@ class BenchSpec(BaseModel):
     workers: int = Field(1, ge=1, le=64)
     label: str | None = None
 
+    repeat: int = Field(1, ge=1, le=100)
+    """Run the whole sweep this many times over; each step is saved as a trial (`tokometer.benchmark.plan`)."""
+    find_max: Literal["rate", "concurrency"] | None = None
+    """Search for the highest rate (or concurrency) that meets ``slo`` instead of sweeping
+    (`tokometer.benchmark.findmax`)."""
+    slo: str | None = None
+    """The objectives of ``find_max``: ``ttft_p99=2s,tpot_p50=50ms,goodput=0.9``."""
+
     @field_serializer("headers")
     def _redacted_headers(self, headers: dict[str, str]) -> dict[str, str]:
         return redact_headers(headers)
@@ -100,6 +108,22 @@ class BenchSpec(BaseModel):
     def tls(self) -> TlsOptions:
         """How to check an https:// target's certificate."""
         return TlsOptions(verify=self.tls_verify, ca_bundle=self.ca_bundle)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _goodput_limits(cls, data: Any) -> Any:
+        """A goodput objective with no ``slo_*_ms`` counts requests against the latency objectives' limits."""
+        if not isinstance(data, dict) or not data.get("slo") or "goodput" not in str(data["slo"]):
+            return data
+        if any(data.get(k) is not None for k in ("slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms")):
+            return data
+        from tokometer.benchmark.findmax import parse_objectives, per_request_slo
+        from tokometer.errors import ConfigError
+
+        try:
+            return {**data, **per_request_slo(parse_objectives(str(data["slo"])))}
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
 
     @model_validator(mode="after")
     def _check(self) -> BenchSpec:
@@ -122,6 +146,33 @@ class BenchSpec(BaseModel):
             raise ValueError("give --requests or --duration (or both)")
         if self.dataset is not None and self.prompt is not None:
             raise ValueError("give --dataset or --prompt, not both")
+        self._check_search()
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"URL {self.url!r} must start with http:// or https://")
         return self
+
+    def _check_search(self) -> None:
+        if self.slo is not None and self.find_max is None:
+            raise ValueError("--slo sets the objectives of --find-max: give --find-max too (or use --slo-ttft-ms "
+                             "and friends for goodput)")
+        if self.find_max is None:
+            return
+        if self.slo is None:
+            raise ValueError("--find-max needs objectives: give --slo, e.g. --slo ttft_p99=2s,tpot_p50=50ms")
+        from tokometer.benchmark.findmax import parse_objectives
+        from tokometer.errors import ConfigError
+
+        try:
+            parse_objectives(self.slo)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        if self.repeat > 1:
+            raise ValueError("--repeat and --find-max do not go together: search once, then repeat the load found")
+        if self.synchronous:
+            raise ValueError("--find-max searches over load: leave out --synchronous")
+        wrong, given = ("--concurrency", self.concurrency) if self.find_max == "rate" else ("--rate", self.rate)
+        if given:
+            raise ValueError(f"--find-max {self.find_max} searches over {self.find_max}: leave out {wrong}")
+        starts = self.rate if self.find_max == "rate" else self.concurrency
+        if len(starts) > 1:
+            raise ValueError(f"--find-max starts from one --{self.find_max} value, not {len(starts)}")

@@ -86,6 +86,16 @@ __all__ = ["command"]
 @click.option("--slo-ttft-ms", type=float, default=None, help="TTFT objective for goodput.")
 @click.option("--slo-tpot-ms", type=float, default=None, help="TPOT objective for goodput.")
 @click.option("--slo-e2e-ms", type=float, default=None, help="End-to-end latency objective for goodput.")
+@click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Run the whole sweep this many times over; each step is saved as a trial, and 'tokometer "
+                   "compare' pools a load's trials and says how much they differ (run-to-run noise).")
+@click.option("--find-max", type=click.Choice(["rate", "concurrency"]), is_flag=False, flag_value="rate",
+              default=None, help="Search for the highest request rate (or concurrency) that meets --slo: double "
+                                 "the load until a probe misses, then bisect (rates to 5%). Each probe is one step "
+                                 "of --requests requests; -r/-c gives the first probe [default: 1].")
+@click.option("--slo", default=None, metavar="NAME=LIMIT,...",
+              help="The objectives of --find-max, e.g. ttft_p99=2s,tpot_p50=50ms,goodput=0.9 (percentiles of "
+                   "ttft, tpot, itl, e2e; goodput: share of requests within every limit; errors=1% by default).")
 @click.option("--workers", "-w", type=int, default=1, show_default=True,
               help="Load-generator processes (use more when the report says the client could not keep up).")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the result as JSON.")
@@ -106,6 +116,8 @@ def command(**opts: Any) -> int:
       tokometer bench                                   # the embedded engine, concurrency 1,2,4
       tokometer bench --url http://127.0.0.1:8000/v1 -c 1,4,16 -n 200 --json out.json
       tokometer bench --url http://127.0.0.1:8000/v1 --rate 10,20 --arrival poisson --duration 60s
+      tokometer bench --url http://127.0.0.1:8000/v1 -c 1,8 --repeat 3       # trials, for 'compare'
+      tokometer bench --url http://127.0.0.1:8000/v1 --find-max --slo ttft_p99=2s,tpot_p50=50ms
     """
     embedded = opts["url"] is None
     values = _spec_values(opts, embedded)
@@ -145,7 +157,7 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
     defaults = bench_defaults(embedded)
     concurrency = parse_int_list(opts["concurrency"], "--concurrency")
     rate = parse_float_list(opts["rate"], "--rate")
-    if not concurrency and not rate and not opts["synchronous"]:
+    if not concurrency and not rate and not opts["synchronous"] and opts["find_max"] is None:
         concurrency = list(defaults.concurrency)
     duration = parse_duration(opts["duration"], "--duration")
     requests = opts["requests_"]
@@ -190,6 +202,9 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
         "slo_e2e_ms": opts["slo_e2e_ms"],
         "label": opts["label"],
         "workers": opts["workers"],
+        "repeat": opts["repeat"],
+        "find_max": opts["find_max"],
+        "slo": opts["slo"],
     }
 
 

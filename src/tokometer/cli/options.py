@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,8 +36,6 @@ class FiniteFloat(click.FloatRange):
 
 T = TypeVar("T", bound=BaseModel)
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
 def parse_int_list(value: str | None, option: str) -> list[int]:
@@ -80,10 +77,11 @@ def parse_duration(value: str | None, option: str) -> float | None:
     """``"90"``, ``"90s"``, ``"1.5m"``, ``"500ms"`` -> seconds."""
     if value is None:
         return None
-    match = _DURATION.match(value)
-    if not match:
+    from tokometer.units import duration_seconds
+
+    seconds = duration_seconds(value)
+    if seconds is None:
         raise click.BadParameter(f"{value!r} is not a duration (write e.g. 30s, 2m, 500ms)", param_hint=option)
-    seconds = float(match.group(1)) * _UNITS[match.group(2)]
     if seconds <= 0:
         raise click.BadParameter("must be longer than zero", param_hint=option)
     return seconds

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["Arrival", "LoadStep", "schedule_offsets"]
+__all__ = ["Arrival", "LoadStep", "load_entry", "schedule_offsets"]
 
 Arrival = Literal["poisson", "gamma", "constant"]
 
@@ -56,6 +56,12 @@ class LoadStep:
         if self.mode == "synchronous":
             return "synchronous"
         return f"concurrency {self.concurrency}"
+
+
+def load_entry(step: LoadStep, trial: int | None = None) -> dict[str, Any]:
+    """A step's ``load`` entry as saved and written: `LoadStep.label`, plus ``trial`` (1..N) for a step run
+    as one of N trials (``bench --repeat N``)."""
+    return {**step.label(), "trial": trial} if trial is not None else step.label()
 
 
 def schedule_offsets(n: int, rate: float, arrival: Arrival, burstiness: float = 1.0, seed: int = 0) -> list[int]:

@@ -35,6 +35,10 @@ DEFINITIONS: Final[dict[str, str]] = {
     "achieved_concurrency": "sum of E2E of measured requests / duration",
     "send_rate_rps": "(requests sent - 1) / (last send - first send): the offered load actually achieved",
     "goodput_rps": "completed requests meeting every given SLO / duration",
+    "completion_rate_rps": "(completed requests - 1) / (last end - first end): the rate the server finished "
+    "requests; under a request rate, below send_rate_rps means the queue grew through the step",
+    "ttft_growth": "mean TTFT of the last quarter of completed requests (in send order) / mean TTFT of the first "
+    "quarter: well above 1 when requests waited longer as the step went on (a growing queue)",
     "output_tokens.source": "where output token counts came from: usage (server usage block), native (engine "
     "counters), tokenizer, estimate (count of content events)",
     "server_prefill_ms": "the engine's own prompt-processing time, where the protocol reports it",

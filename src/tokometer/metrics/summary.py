@@ -9,6 +9,8 @@ distributions. Definitions as in docs/reference/metrics.md:
 - request throughput = completed requests / duration
 - achieved concurrency = sum(E2E) / duration
 - goodput = completed requests meeting every SLO / duration
+- completion rate = (completed - 1) / (last end - first end) of completed requests
+- TTFT growth = mean TTFT of the last quarter of completed requests (in send order) / that of the first quarter
 """
 
 from __future__ import annotations
@@ -87,6 +89,12 @@ class StepSummary:
     answers say (None: none did)."""
     prompt_cache_reported: int = 0
     """Requests whose answers said how many prompt tokens came from the cache."""
+    completion_rate_rps: float | None = None
+    """The rate the server finished requests at; under open-loop load, below the send rate means the
+    queue grew through the step (None: fewer than two completed)."""
+    ttft_growth: float | None = None
+    """Mean TTFT of the last quarter of completed requests, in send order, over that of the first quarter:
+    well above 1 when each request waited longer than the one before (None: fewer than 8 completed)."""
 
     def naive_line(self) -> str:
         """The article's summary line (elapsed, generated tokens, average tok/s), labelled."""
@@ -186,7 +194,26 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         error_examples=examples,
         prompt_cache_hit_rate=_cache_hit_rate(ok),
         prompt_cache_reported=sum(1 for r in ok if r.server is not None and r.server.cached_tokens is not None),
+        completion_rate_rps=_completion_rate(ok),
+        ttft_growth=_ttft_growth(ok),
     )
+
+
+def _completion_rate(ok: Sequence[RequestRecord]) -> float | None:
+    ends = sorted(r.end_ns for r in ok)
+    if len(ends) < 2 or ends[-1] <= ends[0]:
+        return None
+    return (len(ends) - 1) / ((ends[-1] - ends[0]) / 1e9)
+
+
+def _ttft_growth(ok: Sequence[RequestRecord]) -> float | None:
+    timed = sorted((r.sent_ns, m.ttft_ns(r) or 0) for r in ok if m.ttft_ns(r) is not None)
+    ttfts = [t for _, t in timed]
+    if len(ttfts) < 8:
+        return None
+    quarter = len(ttfts) // 4
+    first, last = sum(ttfts[:quarter]) / quarter, sum(ttfts[-quarter:]) / quarter
+    return last / first if first > 0 else None
 
 
 def _cache_hit_rate(records: Sequence[RequestRecord]) -> float | None:

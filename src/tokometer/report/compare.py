@@ -46,7 +46,17 @@ def _load(step: StepComparison) -> str:
 
 
 def _title(step: StepComparison) -> str:
-    return f"Step {step.index + 1}: {_load(step)} ({step.base_requests} vs {step.new_requests} requests)"
+    trials = (f" in {step.base_trials} vs {step.new_trials} trials"
+              if step.base_trials > 1 or step.new_trials > 1 else "")
+    return f"{_load(step).capitalize()} ({step.base_requests} vs {step.new_requests} requests{trials})"
+
+
+def _noise(x: MetricComparison) -> str:
+    return "-" if x.noise is None else f"±{100 * x.noise:.1f}{'%' if x.relative else ' pt'}"
+
+
+def _has_trials(step: StepComparison) -> bool:
+    return step.base_trials > 1 or step.new_trials > 1
 
 
 def _effect(value: float | None) -> str:
@@ -58,7 +68,7 @@ def verdict_line(comparison: Comparison) -> str:
     c = comparison
     regressions = c.regressions
     if regressions:
-        named = ", ".join(f"step {s.index + 1} {x.label} {_signed(x, x.change)}" for s, x in regressions)
+        named = ", ".join(f"{_load(s)} {x.label} {_signed(x, x.change)}" for s, x in regressions)
         return f"FAIL: run {c.new_id} regressed against run {c.base_id}: {named}"
     improved = len(c.with_verdict("improvement"))
     unsure = len(c.with_verdict("cannot tell"))
@@ -80,13 +90,16 @@ def render_compare(console: Console, comparison: Comparison) -> None:
         console.print(note, style="yellow")
     for step in comparison.steps:
         table = Table(title=_title(step), title_justify="left", show_edge=False)
-        for name, justify in (("metric", "left"), ("base", "right"), ("new", "right"), ("change", "right"),
-                              ("95% CI", "right"), ("effect", "right"), ("threshold", "right"),
-                              ("verdict", "left")):
+        columns = [("metric", "left"), ("base", "right"), ("new", "right"), ("change", "right"), ("95% CI", "right"),
+                   ("effect", "right"), ("threshold", "right")]
+        columns += [("trial noise", "right")] if _has_trials(step) else []
+        for name, justify in [*columns, ("verdict", "left")]:
             table.add_column(name, justify=justify)  # type: ignore[arg-type]
         for x in step.metrics:
-            table.add_row(f"{x.label} ({x.unit})", _value(x, x.base), _value(x, x.new), _signed(x, x.change),
-                          _interval(x), _effect(x.effect_size), _threshold(x), x.verdict, style=_STYLE[x.verdict])
+            cells = [f"{x.label} ({x.unit})", _value(x, x.base), _value(x, x.new), _signed(x, x.change),
+                     _interval(x), _effect(x.effect_size), _threshold(x)]
+            cells += [_noise(x)] if _has_trials(step) else []
+            table.add_row(*cells, x.verdict, style=_STYLE[x.verdict])
         console.print(table)
         for x in step.metrics:
             if x.reason:
@@ -109,12 +122,15 @@ def render_markdown(comparison: Comparison) -> str:
     if _notes(comparison):
         lines.append("")
     for step in comparison.steps:
+        noise = _has_trials(step)
         lines += [f"**{_title(step)}**", "",
-                  "| metric | base | new | change | 95% CI | effect | threshold | verdict |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+                  "| metric | base | new | change | 95% CI | effect | threshold |" + (" trial noise |" if noise else "")
+                  + " verdict |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if noise else "") + " --- |"]
         for x in step.metrics:
             cells: list[Any] = [f"{x.label} ({x.unit})", _value(x, x.base), _value(x, x.new), _signed(x, x.change),
-                                _interval(x), _effect(x.effect_size), _threshold(x), icon[x.verdict]]
+                                _interval(x), _effect(x.effect_size), _threshold(x),
+                                *([_noise(x)] if noise else []), icon[x.verdict]]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
         lines.append("")
         reasons = [f"- {x.label}: cannot tell: {x.reason}" for x in step.metrics if x.reason]

@@ -124,7 +124,9 @@ def gpu_lines(gpu: dict[str, Any]) -> list[str]:
 def render_step(console: Console, result: StepResult) -> None:
     """The detailed table of one step, then its counts and warnings."""
     s = result.summary
-    title = f"Step {result.index + 1}: {result.step.describe()}" + (" (interrupted)" if result.interrupted else "")
+    title = (f"Step {result.index + 1}: {result.step.describe()}"
+             + (f" (trial {result.trial})" if result.trial is not None else "")
+             + (" (interrupted)" if result.interrupted else ""))
     table = Table(title=title, title_justify="left", show_edge=False)
     for column in ("metric", "mean", "p50", "p90", "p99", "max", "n"):
         table.add_column(column, justify="left" if column == "metric" else "right")
@@ -167,21 +169,41 @@ def render_step(console: Console, result: StepResult) -> None:
     console.print()
 
 
+def step_name(result: StepResult) -> str:
+    """A step's load in a few characters, with its trial (``c=4 #2``) when the sweep was repeated."""
+    return result.step.short() + (f" #{result.trial}" if result.trial is not None else "")
+
+
 def render_result(console: Console, result: BenchResult) -> None:
-    """The sweep table (when there is more than one step) and the run's warnings."""
-    if len(result.steps) > 1:
-        table = Table(title="Sweep: per-request speed vs aggregate throughput", title_justify="left",
-                      show_edge=False)
-        for column in ("load", "ok", "failed", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms",
-                       "decode tok/s/req p50", "output tok/s total", "req/s", "E2E p99 ms", "lag p99 ms"):
-            table.add_column(column, justify="left" if column == "load" else "right", no_wrap=column == "load")
+    """The sweep table (when there is more than one step, or the run searched for a maximum), the search's
+    answer, and the run's warnings."""
+    search = result.find_max()
+    if len(result.steps) > 1 or search is not None:
+        title = ("Find max: each probe against the objectives" if search is not None
+                 else "Sweep: per-request speed vs aggregate throughput")
+        table = Table(title=title, title_justify="left", show_edge=False)
+        columns = ["load", "ok", "failed", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "decode tok/s/req p50",
+                   "output tok/s total", "req/s", "E2E p99 ms", "lag p99 ms"]
+        if search is not None:
+            columns.append("objectives")
+        for column in columns:
+            table.add_column(column, justify="left" if column in ("load", "objectives") else "right",
+                             no_wrap=column == "load")
+        verdicts = {p.step: p for p in search.probes} if search is not None else {}
         for step in result.steps:
             s = step.summary
-            table.add_row(step.step.short(), str(s.requests_completed), str(s.requests_failed),
-                          _f(s.ttft_ms.p50), _f(s.ttft_ms.p99), _f(s.tpot_ms.p50, 2), _f(s.decode_speed_tok_s.p50),
-                          _f(s.output_throughput_tok_s), _f(s.request_throughput_rps, 2), _f(s.e2e_ms.p99),
-                          _f(s.client_lag_ms.p99, 2))
+            row = [step_name(step), str(s.requests_completed), str(s.requests_failed),
+                   _f(s.ttft_ms.p50), _f(s.ttft_ms.p99), _f(s.tpot_ms.p50, 2), _f(s.decode_speed_tok_s.p50),
+                   _f(s.output_throughput_tok_s), _f(s.request_throughput_rps, 2), _f(s.e2e_ms.p99),
+                   _f(s.client_lag_ms.p99, 2)]
+            if search is not None:
+                probe = verdicts.get(step.index)
+                row.append("-" if probe is None else "[green]met[/green]" if probe.passed
+                           else "[red]missed[/red]: " + "; ".join(probe.misses))
+            table.add_row(*row)
         console.print(table)
+    if search is not None:
+        console.print(f"[bold]Find max:[/bold] {search.answer()}")
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     where = f"saved as run {result.run_id}" if result.run_id is not None else "not saved"

@@ -15,7 +15,7 @@ CSV_COLUMNS = [
     "output_throughput_tok_s", "request_throughput_rps", "achieved_concurrency",
     "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99",
     "e2e_ms_p50", "e2e_ms_p99", "decode_speed_tok_s_p50", "decode_speed_tok_s_mean", "client_lag_ms_p99",
-    "output_tokens_total", "output_tokens_source",
+    "output_tokens_total", "output_tokens_source", "trial",
 ]
 
 
@@ -26,6 +26,7 @@ def step_row(s: StepResult) -> dict[str, Any]:
         "step": s.index,
         "concurrency": load.get("concurrency", ""),
         "rate": load.get("rate", ""),
+        "trial": s.trial if s.trial is not None else "",
         "requests_completed": summary.requests_completed,
         "requests_failed": summary.requests_failed,
         "duration_s": round(summary.duration_s, 4),

@@ -8,8 +8,9 @@ Top level: ``schema`` ("tokometer.bench/1"), ``run_id``, ``status``
 ``{"rate": R, "arrival": ...}``), ``summary`` (counts, throughputs, token
 totals with their sources, and distributions with count/mean/std/min/p50/p90/
 p95/p99/p99.9/max), ``client`` (the load generator's own health) and
-``interrupted``. Fields are only ever added, never renamed, within a schema
-version.
+``interrupted``; with ``bench --repeat`` each ``load`` also holds its ``trial`` (1..N). A ``--find-max`` run
+adds ``find_max``: the answer and each probe judged against the objectives. Fields are only ever added,
+never renamed, within a schema version.
 """
 
 from __future__ import annotations
@@ -43,10 +44,11 @@ def bench_json(result: BenchResult) -> dict[str, Any]:
         "host": result.host,
         "definitions": DEFINITIONS,
         "warnings": result.warnings + [w for s in result.steps for w in s.warnings],
+        "find_max": search.to_json() if (search := result.find_max()) is not None else None,
         "steps": [
             {
                 "index": s.index,
-                "load": s.step.label(),
+                "load": s.load_label,
                 "summary": s.summary.to_json(),
                 "client": s.health.to_json(),
                 "interrupted": s.interrupted,

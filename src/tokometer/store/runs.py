@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokometer.load.health import ClientHealth
-from tokometer.load.profiles import LoadStep
+from tokometer.load.profiles import LoadStep, load_entry
 
 __all__ = ["EngineIdentity", "StoredRun", "StoredStep", "load_of", "stored_health"]
 
@@ -91,16 +91,21 @@ class StoredStep:
     """What the server did during the step (`tokometer.observe.window`'s summary), if it was scraped."""
     gpu: tuple[Mapping[str, Any], ...] = ()
     """Per GPU, what it did during the step (`tokometer.observe.gpu_window`), if it was read."""
+    trial: int | None = None
+    """Which pass of the sweep (1..N) with ``bench --repeat N``; None for a step of a run without."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StoredStep:
-        return cls(index=int(data["step"]), load=load_of(data.get("load")), started_at=str(data["started_at"]),
+        load = data.get("load")
+        trial = load.get("trial") if isinstance(load, Mapping) else None
+        return cls(index=int(data["step"]), load=load_of(load), started_at=str(data["started_at"]),
                    summary=data.get("summary"), health=stored_health(data.get("health")),
                    interrupted=bool(data.get("interrupted")), server=data.get("server"),
-                   gpu=tuple(data.get("gpu") or ()))
+                   gpu=tuple(data.get("gpu") or ()), trial=int(trial) if trial is not None else None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.index, "load": self.load.label() if self.load else None, "started_at": self.started_at,
+        load = load_entry(self.load, self.trial) if self.load else None
+        return {"step": self.index, "load": load, "started_at": self.started_at,
                 "summary": self.summary, "health": self.health.to_json() if self.health else None,
                 "interrupted": self.interrupted, "server": self.server, "gpu": list(self.gpu) if self.gpu else None}
 

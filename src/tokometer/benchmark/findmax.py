@@ -1,0 +1,301 @@
+"""``bench --find-max``: the highest load that still meets the objectives (``--slo``).
+
+**Objectives** (`parse_objectives`): ``ttft_p99=2s,tpot_p50=50ms,goodput=0.9``. A percentile objective
+(``ttft``, ``tpot``, ``itl`` or ``e2e`` at ``p50``, ``p90``, ``p95``, ``p99`` or ``p99.9``) is met when the
+step's percentile is at or below the limit (a bare number is in milliseconds); ``goodput=F`` when at least
+the share F of the measured requests completed within every per-request objective (``--slo-*-ms``, or else
+the limits of the ttft, tpot and e2e objectives taken per request); ``errors=P%`` when at most P % of them
+failed (1 % unless given).
+
+**Probes** (`judge`): each probe is one step of the run. It passes when every objective is met and the
+server kept up. Under a request rate, a server that does not keep up is *saturated*: it finished requests
+more slowly than they were sent (completion rate below `SATURATED_SHARE` of the send rate) while each
+request waited longer than the one before (TTFT growth above `SATURATED_GROWTH`); such a probe fails even if
+its objectives happened to hold, since a longer step would miss them.
+
+**Search** (`next_probe`): start at the first ``--rate``/``--concurrency`` value (1 when none is given); while
+probes pass, double the load; once one fails, bisect between the highest pass below the lowest failure and
+that failure, until they are within `RESOLUTION` of each other (rates) or adjacent (concurrency). A first
+probe that fails halves the load instead (rates only; concurrency 1 is the floor). At most `MAX_PROBES`.
+
+**Answer** (`outcome`): the highest passing load below the lowest failing one. It is recomputed from the
+saved steps (their load and summary) and the saved spec, so a stored run carries its answer without a column
+of its own, and the report and the console agree by construction.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tokometer.errors import ConfigError
+from tokometer.load.profiles import LoadStep
+from tokometer.units import duration_seconds
+
+__all__ = [
+    "MAX_PROBES",
+    "RESOLUTION",
+    "SATURATED_GROWTH",
+    "SATURATED_SHARE",
+    "FindMax",
+    "Objective",
+    "Probe",
+    "judge",
+    "next_probe",
+    "outcome",
+    "parse_objectives",
+    "per_request_slo",
+]
+
+Kind = Literal["rate", "concurrency"]
+
+MAX_PROBES = 16
+RESOLUTION = 0.05
+"""Rates: the search stops when the highest pass and the lowest failure are within 5 % of the pass."""
+SATURATED_SHARE = 0.9
+SATURATED_GROWTH = 2.0
+DEFAULT_ERRORS = 0.01
+
+_PERCENTILE = re.compile(r"^(ttft|tpot|itl|e2e)_p(50|90|95|99|99\.9)$")
+_PER_REQUEST = {"ttft": "slo_ttft_ms", "tpot": "slo_tpot_ms", "e2e": "slo_e2e_ms"}
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One objective of ``--slo``."""
+
+    name: str
+    """``ttft_p99``, ``goodput`` or ``errors``."""
+    limit: float
+    """Milliseconds for a percentile; a share (0.9) for goodput and errors."""
+
+    @property
+    def metric(self) -> str | None:
+        """The summary distribution a percentile objective reads (``ttft_ms``); None for the others."""
+        match = _PERCENTILE.match(self.name)
+        return f"{match.group(1)}_ms" if match else None
+
+    @property
+    def percentile_key(self) -> str:
+        return "p" + self.name.rsplit("_p", 1)[1]
+
+    def describe(self) -> str:
+        if self.name == "goodput":
+            return f"goodput >= {100 * self.limit:g}%"
+        if self.name == "errors":
+            return f"errors <= {100 * self.limit:g}%"
+        return f"{self.name} <= {_ms(self.limit)}"
+
+
+def _ms(value: float) -> str:
+    return f"{value / 1000:g} s" if value >= 1000 else f"{value:g} ms"
+
+
+def parse_objectives(text: str) -> list[Objective]:
+    """``"ttft_p99=2s,tpot_p50=50ms,goodput=0.9"`` -> objectives (``errors=1%`` added unless given);
+    `ConfigError` naming the part that is wrong."""
+    out: dict[str, Objective] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = (x.strip() for x in part.partition("="))
+        if not sep:
+            raise ConfigError(f"--slo: {part!r} is not NAME=LIMIT (write e.g. ttft_p99=2s,tpot_p50=50ms,goodput=0.9)")
+        if _PERCENTILE.match(name):
+            seconds = duration_seconds(value, default_unit="ms")
+            if seconds is None or seconds <= 0:
+                raise ConfigError(f"--slo: {value!r} for {name} is not a time (write e.g. {name}=2s or 500ms)")
+            out[name] = Objective(name, seconds * 1000.0)
+        elif name in ("goodput", "errors"):
+            share = _share(value)
+            if share is None or not 0 <= share <= 1:
+                raise ConfigError(f"--slo: {value!r} for {name} is not a share (write e.g. {name}=0.9 or 90%)")
+            out[name] = Objective(name, share)
+        else:
+            raise ConfigError(f"--slo: unknown objective {name!r}: use ttft, tpot, itl or e2e with p50, p90, p95, "
+                              "p99 or p99.9 (ttft_p99=2s), goodput=SHARE or errors=PERCENT")
+    if not any(o.name not in ("errors",) for o in out.values()):
+        raise ConfigError("--slo: give at least one latency or goodput objective (e.g. ttft_p99=2s)")
+    out.setdefault("errors", Objective("errors", DEFAULT_ERRORS))
+    return list(out.values())
+
+
+def _share(text: str) -> float | None:
+    try:
+        return float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
+    except ValueError:
+        return None
+
+
+def per_request_slo(objectives: Sequence[Objective]) -> dict[str, float]:
+    """The ``slo_*_ms`` per-request limits a goodput objective counts against when none are given: the
+    limits of the ttft, tpot and e2e objectives (the tightest of each)."""
+    out: dict[str, float] = {}
+    for o in objectives:
+        metric = o.metric
+        key = _PER_REQUEST.get(metric[:-3]) if metric else None
+        if key is not None:
+            out[key] = min(out.get(key, math.inf), o.limit)
+    return out
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe of the search, judged."""
+
+    value: float
+    """The load probed: requests/s, or concurrency."""
+    step: int
+    """The run's step index."""
+    passed: bool
+    misses: tuple[str, ...] = ()
+    """Each objective missed (``ttft_p99 2,340 ms > 2 s``), and saturation."""
+    saturated: bool = False
+    observed: Mapping[str, float | None] = field(default_factory=dict)
+    """Each objective's value in the probe (ms, or a share)."""
+
+
+def load_value(load: LoadStep, kind: Kind) -> float | None:
+    """The searched load of a step: its rate or its concurrency; None when the step is of the other kind."""
+    if kind == "rate":
+        return load.rate if load.mode == "rate" else None
+    return float(load.concurrency) if load.mode == "concurrency" else None
+
+
+def _observed(summary: Mapping[str, Any], o: Objective) -> float | None:
+    measured = int(summary.get("requests_completed") or 0) + int(summary.get("requests_failed") or 0)
+    if o.name == "errors":
+        return int(summary.get("requests_failed") or 0) / measured if measured else None
+    if o.name == "goodput":
+        goodput, duration = summary.get("goodput_rps"), summary.get("duration_s")
+        if goodput is None or not duration or not measured:
+            return None
+        return float(goodput) * float(duration) / measured
+    dist = summary.get(o.metric or "") or {}
+    value = dist.get(o.percentile_key)
+    return None if value is None else float(value)
+
+
+def judge(summary: Mapping[str, Any], load: LoadStep, objectives: Sequence[Objective], step: int = 0,
+          kind: Kind = "rate") -> Probe:
+    """One probe (a step's summary, `StepSummary.to_json`) against the objectives; see the module docstring."""
+    value = load_value(load, kind) or 0.0
+    misses, observed = [], {}
+    for o in objectives:
+        seen = _observed(summary, o)
+        observed[o.name] = seen
+        if seen is None:
+            misses.append(f"{o.name}: not measured")
+        elif o.name == "goodput" and seen < o.limit:
+            misses.append(f"goodput {100 * seen:.0f}% < {100 * o.limit:g}%")
+        elif o.name == "errors" and seen > o.limit:
+            misses.append(f"errors {100 * seen:.1f}% > {100 * o.limit:g}%")
+        elif o.metric is not None and seen > o.limit:
+            misses.append(f"{o.name} {seen:,.0f} ms > {_ms(o.limit)}")
+    saturated = False
+    if load.mode == "rate":
+        sent, done, growth = summary.get("send_rate_rps"), summary.get("completion_rate_rps"), \
+            summary.get("ttft_growth")
+        if sent and done is not None and growth is not None and \
+                done < SATURATED_SHARE * float(sent) and growth > SATURATED_GROWTH:
+            saturated = True
+            misses.append(f"saturated: finished {float(done):.3g} req/s of {float(sent):.3g} sent, "
+                          f"TTFT grew {float(growth):.1f}x through the step")
+    return Probe(value=value, step=step, passed=not misses, misses=tuple(misses), saturated=saturated,
+                 observed=observed)
+
+
+def _bounds(history: Sequence[tuple[float, bool]]) -> tuple[float | None, float | None]:
+    """(highest pass below the lowest failure, lowest failure)."""
+    fails = [v for v, ok in history if not ok]
+    hi = min(fails) if fails else None
+    passes = [v for v, ok in history if ok and (hi is None or v < hi)]
+    return (max(passes) if passes else None), hi
+
+
+def next_probe(kind: Kind, history: Sequence[tuple[float, bool]], start: float, *,
+               resolution: float = RESOLUTION, max_probes: int = MAX_PROBES) -> float | None:
+    """The next load to probe after ``history`` ((load, passed) in order), or None when the search is done."""
+    if not history:
+        return start
+    if len(history) >= max_probes:
+        return None
+    lo, hi = _bounds(history)
+    if hi is None:  # every probe passed: grow
+        assert lo is not None
+        return float(max(2 * int(lo), int(lo) + 1)) if kind == "concurrency" else 2 * lo
+    if lo is None:  # every probe failed: shrink
+        if kind == "concurrency":
+            return None if hi <= 1 else float(max(1, int(hi) // 2))
+        return hi / 2
+    if kind == "concurrency":
+        return None if hi - lo <= 1 else float((int(lo) + int(hi)) // 2)
+    return None if (hi - lo) / lo <= resolution else (lo + hi) / 2
+
+
+@dataclass(frozen=True)
+class FindMax:
+    """A find-max run's answer and its probes."""
+
+    kind: Kind
+    objectives: tuple[Objective, ...]
+    probes: tuple[Probe, ...]
+    best: float | None
+    """The highest load that met every objective below the lowest that did not; None if none did."""
+    failed_at: float | None
+    """The lowest load that missed; None if every probe passed (the search ran out of probes first)."""
+    converged: bool
+    """The search ended by its own rule (not cut short, nor out of probes while growing)."""
+
+    @property
+    def unit(self) -> str:
+        return "req/s" if self.kind == "rate" else "concurrent requests"
+
+    def answer(self) -> str:
+        """One sentence: the answer and how sure it is."""
+        goals = ", ".join(o.describe() for o in self.objectives)
+        if self.best is None:
+            lowest = f" {self.failed_at:g} {self.unit}" if self.failed_at is not None else ""
+            return f"no load met {goals}: even the lowest probed,{lowest}, missed"
+        text = f"highest load meeting {goals}: {self.best:g} {self.unit}"
+        if self.failed_at is None:
+            return text + " (every probe passed: the search stopped before finding a limit)"
+        if not self.converged:
+            return text + f" (search cut short; {self.failed_at:g} missed)"
+        return text + f" ({self.failed_at:g} missed)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "best": self.best, "failed_at": self.failed_at, "converged": self.converged,
+                "objectives": {o.name: o.limit for o in self.objectives}, "answer": self.answer(),
+                "probes": [{"step": p.step, "load": p.value, "passed": p.passed, "misses": list(p.misses),
+                            "saturated": p.saturated, "observed": dict(p.observed)} for p in self.probes]}
+
+
+def start_value(spec: Mapping[str, Any]) -> float:
+    """Where the search starts: the first ``--rate``/``--concurrency`` value, else 1."""
+    values = spec.get("rate") if spec.get("find_max") == "rate" else spec.get("concurrency")
+    return float(values[0]) if values else 1.0
+
+
+def outcome(spec: Mapping[str, Any], steps: Iterable[tuple[int, LoadStep | None, Mapping[str, Any] | None]],
+            ) -> FindMax | None:
+    """The answer of a find-max run from its spec (``find_max``, ``slo``) and its finished steps
+    ((index, load, summary) in order); None for a run that is not one."""
+    kind = spec.get("find_max")
+    if kind not in ("rate", "concurrency") or not spec.get("slo"):
+        return None
+    objectives = parse_objectives(str(spec["slo"]))
+    probes = []
+    for index, load, summary in steps:
+        if load is None or summary is None or load_value(load, kind) is None:
+            continue
+        probes.append(judge(summary, load, objectives, index, kind))
+    history = [(p.value, p.passed) for p in probes]
+    best, failed_at = _bounds(history)
+    converged = bool(history) and failed_at is not None and \
+        next_probe(kind, history, start_value(spec), max_probes=10**9) is None
+    return FindMax(kind=kind, objectives=tuple(objectives), probes=tuple(probes), best=best, failed_at=failed_at,
+                   converged=converged)

@@ -1,0 +1,99 @@
+"""Which step a run takes next: the sweep as given (``--repeat N`` runs it N times over), or a search.
+
+`run_benchmark` asks its plan for the next step after each one finishes, so a plan may decide from what the
+steps measured (`FindMaxPlan`) or not at all (`SweepPlan`).
+
+Trials: with ``--repeat N`` the whole sweep runs N times in turn (every load once, then every load again),
+not each load N times back to back, so that the spread between trials holds what drifts between runs (a
+warming machine, a filling cache, a neighbour's load) and not only the noise within minutes. Each step is
+saved with its trial number (``trial``, from 1); `tokometer.compare` pools a load's trials and reports how
+much they differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from tokometer.benchmark import findmax
+from tokometer.benchmark.spec import BenchSpec
+from tokometer.load.profiles import LoadStep
+
+if TYPE_CHECKING:
+    from tokometer.benchmark.run import StepResult
+
+__all__ = ["FindMaxPlan", "PlannedStep", "StepPlan", "SweepPlan", "plan_for", "sweep_steps"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedStep:
+    load: LoadStep
+    trial: int | None = None
+    """1..N with ``--repeat N`` (N > 1); None otherwise."""
+
+
+class StepPlan(Protocol):
+    expected_steps: int
+    """How many steps the run will probably take (for preparing prompts ahead)."""
+
+    def next_step(self, done: Sequence[StepResult]) -> PlannedStep | None:
+        """The step to run after ``done`` (the finished steps in order); None when the run is complete."""
+        ...
+
+
+def sweep_steps(spec: BenchSpec) -> list[LoadStep]:
+    """The load steps a sweep asks for, in order."""
+    if spec.rate:
+        return [LoadStep("rate", rate=r, arrival=spec.arrival, burstiness=spec.burstiness,
+                         max_concurrency=spec.max_concurrency) for r in spec.rate]
+    if spec.synchronous or not spec.concurrency:
+        return [LoadStep("synchronous")]
+    return [LoadStep("concurrency", concurrency=c) for c in spec.concurrency]
+
+
+class SweepPlan:
+    """The sweep's loads in order, ``repeat`` times over."""
+
+    def __init__(self, loads: Sequence[LoadStep], repeat: int = 1) -> None:
+        self.loads = list(loads)
+        self.repeat = repeat
+        self.expected_steps = len(self.loads) * repeat
+
+    def next_step(self, done: Sequence[StepResult]) -> PlannedStep | None:
+        k = len(done)
+        if k >= self.expected_steps:
+            return None
+        return PlannedStep(self.loads[k % len(self.loads)], k // len(self.loads) + 1 if self.repeat > 1 else None)
+
+
+class FindMaxPlan:
+    """Probe loads chosen by `findmax.next_probe` from how the earlier probes were judged."""
+
+    def __init__(self, spec: BenchSpec) -> None:
+        if spec.find_max is None or spec.slo is None:
+            raise ValueError("FindMaxPlan needs a spec with find_max and slo")
+        self.spec = spec
+        self.kind: findmax.Kind = spec.find_max
+        self.objectives = findmax.parse_objectives(spec.slo)
+        self.start = findmax.start_value(spec.model_dump(mode="json"))
+        self.expected_steps = 8
+
+    def load(self, value: float) -> LoadStep:
+        if self.kind == "concurrency":
+            return LoadStep("concurrency", concurrency=int(value))
+        return LoadStep("rate", rate=round(value, 6), arrival=self.spec.arrival, burstiness=self.spec.burstiness,
+                        max_concurrency=self.spec.max_concurrency)
+
+    def next_step(self, done: Sequence[StepResult]) -> PlannedStep | None:
+        history = [(p.value, p.passed) for p in (
+            findmax.judge(r.summary.to_json(), r.step, self.objectives, r.index, self.kind) for r in done)]
+        value = findmax.next_probe(self.kind, history, self.start)
+        return None if value is None else PlannedStep(self.load(value))
+
+
+def plan_for(spec: BenchSpec) -> StepPlan:
+    """The plan ``spec`` asks for."""
+    if spec.find_max is not None:
+        return FindMaxPlan(spec)
+    return SweepPlan(sweep_steps(spec), spec.repeat)

@@ -1,0 +1,97 @@
+"""``bench --find-max`` against the modelled simulator, whose capacity is known from the roofline.
+
+Llama-3.1-8B (AWQ) on one H100-SXM, played five times slower (--time-scale 5), with at most 8 sequences in
+a batch (--max-num-seqs 8). A decode step of 8 short sequences takes `decode_step_s` (~2.9 ms, ×5), so:
+
+- concurrency: up to 8 requests each get a slot at the next step (TTFT about one step); a 9th waits for a
+  whole answer. The highest concurrency with TTFT p99 within 4 steps is exactly 8.
+- rate: a sequence holds its slot for OUTPUT steps (its prefill step gives the first token), so the engine
+  finishes at most 8 / (OUTPUT × step) requests a second. With constant arrivals below that, nothing
+  queues; above it, the queue grows through the probe. The rate found must be within 10 % of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SimServer, run_cli
+from tokometer.benchmark import findmax
+from tokometer.perf import Deployment, Efficiency, decode_step_s, resolve_hardware, resolve_model
+from tokometer.store import ResultStore
+
+SCALE, SEQS, INPUT, OUTPUT = 5.0, 8, 8, 20
+
+
+def _step_s() -> float:
+    d = Deployment(resolve_model("llama-3.1-8b"), resolve_hardware("H100-SXM"), weight_dtype="awq")
+    return SCALE * decode_step_s(d, SEQS, SEQS * (INPUT + OUTPUT // 2), Efficiency())
+
+
+@pytest.fixture
+def modelled(sim_factory: Callable[..., SimServer]) -> SimServer:
+    return sim_factory("--model", "llama-3.1-8b", "--hardware", "H100-SXM", "--dtype", "awq", "--time-scale",
+                       str(SCALE), "--max-num-seqs", str(SEQS))
+
+
+def _find(sim: SimServer, tmp_path: Path, *args: str) -> tuple[dict[str, object], int]:
+    out = tmp_path / "result.json"
+    done = run_cli("bench", "--url", sim.openai_url, "--input-tokens", str(INPUT), "--output-tokens", str(OUTPUT),
+                   "--ignore-eos", "--store", str(tmp_path / "runs.db"), "--json", str(out), *args, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Find max: highest load meeting" in done.stdout
+    result = json.loads(out.read_text())
+    return result, int(result["run_id"])
+
+
+def test_the_highest_concurrency_is_the_engines_batch(modelled: SimServer, tmp_path: Path) -> None:
+    limit_ms = 4 * 1e3 * _step_s()
+    result, run_id = _find(modelled, tmp_path, "--find-max", "concurrency", "-c", "4", "-n", "24",
+                           "--slo", f"ttft_p99={limit_ms:.0f}ms")
+    search = result["find_max"]
+    assert isinstance(search, dict)
+    assert search["best"] == SEQS and search["failed_at"] == SEQS + 1 and search["converged"]
+    probes = [(p["load"], p["passed"]) for p in search["probes"]]
+    assert probes[:3] == [(4, True), (8, True), (16, False)]  # doubled until a miss, then bisected
+    assert [s["load"]["concurrency"] for s in result["steps"]] == [p for p, _ in probes]
+    # The saved run carries the same answer: recomputed from its spec and steps.
+    results = ResultStore(f"sqlite:///{tmp_path / 'runs.db'}", read_only=True)
+    try:
+        stored = results.run(run_id)
+    finally:
+        results.close()
+    assert stored is not None
+    again = findmax.outcome(stored.spec, [(s.index, s.load, s.summary) for s in stored.steps])
+    assert again is not None and again.to_json() == search
+
+
+def test_the_highest_rate_is_the_engines_capacity(modelled: SimServer, tmp_path: Path) -> None:
+    capacity = SEQS / (OUTPUT * _step_s())  # requests/s the batch can finish
+    result, _ = _find(modelled, tmp_path, "--find-max", "-r", "16", "-n", "60", "--arrival", "constant",
+                      "--slo", f"ttft_p99={10 * 1e3 * _step_s():.0f}ms")
+    search = result["find_max"]
+    assert isinstance(search, dict) and search["kind"] == "rate" and search["converged"]
+    assert search["best"] == pytest.approx(capacity, rel=0.10), (search["best"], capacity)
+    assert search["failed_at"] > search["best"]
+    assert (search["failed_at"] - search["best"]) / search["best"] <= findmax.RESOLUTION + 1e-9
+    first_miss = next(p for p in search["probes"] if not p["passed"])
+    assert first_miss["saturated"], first_miss  # at twice the start the queue grew
+
+
+def test_bad_objectives_are_one_line_errors(modelled: SimServer) -> None:
+    cases = {
+        ("--find-max", "--slo", "ttft_p99=fast"): "is not a time",
+        ("--find-max", "--slo", "speed=1"): "unknown objective 'speed'",
+        ("--find-max",): "--find-max needs objectives",
+        ("--slo", "ttft_p99=1s"): "give --find-max too",
+        ("--find-max", "--slo", "ttft_p99=1s", "--repeat", "2"): "--repeat and --find-max",
+        ("--find-max", "--slo", "ttft_p99=1s", "-c", "4"): "leave out --concurrency",
+        ("--find-max", "--slo", "goodput=2"): "is not a share",
+    }
+    for args, message in cases.items():
+        done = run_cli("bench", "--url", modelled.openai_url, "--no-store", *args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert message in done.stderr and done.stderr.count("\n") == 1, (args, done.stderr)

@@ -1,0 +1,81 @@
+"""The find-max search, objectives and verdicts (`tokometer.benchmark.findmax`), and the sweep plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tokometer.benchmark import findmax
+from tokometer.benchmark.plan import SweepPlan
+from tokometer.errors import ConfigError
+from tokometer.load.profiles import LoadStep
+
+
+def test_objectives_parse_with_units_and_default_errors() -> None:
+    parsed = {o.name: o.limit for o in findmax.parse_objectives("ttft_p99=2s, tpot_p50=50, itl_p99.9=0.5s,goodput=90%")}
+    assert parsed == {"ttft_p99": 2000.0, "tpot_p50": 50.0, "itl_p99.9": 500.0, "goodput": 0.9, "errors": 0.01}
+    assert findmax.per_request_slo(findmax.parse_objectives("ttft_p99=2s,ttft_p50=1s,tpot_p50=50ms,itl_p50=9")) == \
+        {"slo_ttft_ms": 1000.0, "slo_tpot_ms": 50.0}
+    for text, message in (("ttft=2s", "unknown objective"), ("ttft_p99", "NAME=LIMIT"), ("errors=2%", "at least one"),
+                          ("tpot_p50=-1", "not a time"), ("goodput=x", "not a share")):
+        with pytest.raises(ConfigError, match=message):
+            findmax.parse_objectives(text)
+
+
+def _walk(kind: findmax.Kind, start: float, capacity: float) -> list[float]:
+    """The probes of a search against a server that meets the objectives up to ``capacity``."""
+    history: list[tuple[float, bool]] = []
+    while (value := findmax.next_probe(kind, history, start)) is not None:
+        history.append((value, value <= capacity))
+    return [v for v, _ in history]
+
+
+def test_the_search_doubles_then_bisects() -> None:
+    assert _walk("concurrency", 1, 13) == [1, 2, 4, 8, 16, 12, 14, 13]
+    assert _walk("concurrency", 4, 0) == [4, 2, 1]  # nothing meets: halves to the floor
+    rates = _walk("rate", 1, 27.6)
+    assert rates[:6] == [1, 2, 4, 8, 16, 32]
+    assert findmax._bounds([(r, r <= 27.6) for r in rates]) == (pytest.approx(27.0), pytest.approx(28.0))
+    assert len(_walk("rate", 1, 1e9)) == findmax.MAX_PROBES  # never fails: stops at the probe limit
+
+
+def test_the_answer_is_the_highest_pass_below_the_lowest_failure() -> None:
+    # A noisy pass above a failure does not count.
+    assert findmax._bounds([(4, True), (8, False), (6, True), (10, True)]) == (6, 8)
+
+
+def _summary(ttft_p99: float, *, failed: int = 0, sent: float = 10.0, done: float = 10.0,
+             growth: float = 1.0, goodput: float | None = None) -> dict[str, Any]:
+    return {"requests_completed": 100 - failed, "requests_failed": failed, "duration_s": 10.0,
+            "goodput_rps": goodput, "ttft_ms": {"p99": ttft_p99}, "send_rate_rps": sent,
+            "completion_rate_rps": done, "ttft_growth": growth}
+
+
+def test_probes_are_judged_on_each_objective_and_saturation() -> None:
+    objectives = findmax.parse_objectives("ttft_p99=2s,goodput=0.9")
+    rate = LoadStep("rate", rate=10.0)
+    assert findmax.judge(_summary(1500, goodput=9.5), rate, objectives).passed
+    missed = findmax.judge(_summary(2500, failed=3, goodput=8.0), rate, objectives)
+    assert missed.misses == ("ttft_p99 2,500 ms > 2 s", "goodput 80% < 90%", "errors 3.0% > 1%")
+    saturated = findmax.judge(_summary(1500, goodput=9.5, done=7.0, growth=4.0), rate, objectives)
+    assert saturated.saturated and not saturated.passed
+    # Completions lagging without the queue growing (a short step's tail) is not saturation, nor the reverse.
+    assert findmax.judge(_summary(1500, goodput=9.5, done=7.0, growth=1.2), rate, objectives).passed
+    assert findmax.judge(_summary(1500, goodput=9.5, done=9.8, growth=4.0), rate, objectives).passed
+    unmeasured = findmax.judge({"requests_completed": 0, "requests_failed": 5}, rate, objectives)
+    assert "ttft_p99: not measured" in unmeasured.misses
+
+
+def test_a_sweep_repeats_whole_passes() -> None:
+    plan = SweepPlan([LoadStep("concurrency", concurrency=1), LoadStep("concurrency", concurrency=4)], repeat=3)
+    done: list[Any] = []
+    order = []
+    while (step := plan.next_step(done)) is not None:
+        order.append((step.load.concurrency, step.trial))
+        done.append(step)
+    assert order == [(1, 1), (4, 1), (1, 2), (4, 2), (1, 3), (4, 3)]
+    single = SweepPlan([LoadStep("synchronous")])
+    assert single.next_step([]) == single.next_step([]) and single.next_step([None]) is None  # type: ignore[list-item]
+    first = single.next_step([])
+    assert first is not None and first.trial is None
