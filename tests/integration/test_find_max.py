@@ -66,6 +66,15 @@ def test_the_highest_concurrency_is_the_engines_batch(modelled: SimServer, tmp_p
     assert stored is not None
     again = findmax.outcome(stored.spec, [(s.index, s.load, s.summary) for s in stored.steps])
     assert again is not None and again.to_json() == search
+    # The report marks the answer on the rate-vs-throughput chart and states it in the headline.
+    from tokometer.report.data import report_data
+
+    data = report_data([(stored, [])], judge=False)["runs"][0]
+    marks = {m["kind"]: m for m in data["annotations"]}
+    assert marks["find_max"]["text"] == f"find-max: {SEQS} concurrent requests"
+    assert data["steps"][marks["find_max"]["step"]]["label"] == f"c={SEQS}"
+    md = run_cli("report", str(run_id), "--store", str(tmp_path / "runs.db"), "--format", "md")
+    assert md.returncode == 0 and f"Find max: highest load meeting ttft_p99 <= {limit_ms:.0f} ms" in md.stdout, md.stdout
 
 
 def test_the_highest_rate_is_the_engines_capacity(modelled: SimServer, tmp_path: Path) -> None:

@@ -50,6 +50,8 @@ def test_the_sweep_runs_n_times_over_as_trials(setup: tuple[Path, list[int], dic
     assert [(s.load.concurrency if s.load else None, s.trial) for s in stored.steps] == \
         [(1, 1), (4, 1), (1, 2), (4, 2), (1, 3), (4, 3)]
     assert [s.to_json()["load"] for s in stored.steps] == [s["load"] for s in steps]
+    md = run_cli("report", str(ids[0]), "--store", str(store), "--format", "md")
+    assert md.returncode == 0 and "c=4 #3" in md.stdout, md.stdout
 
 
 def test_compare_pools_trials_and_reports_their_noise(setup: tuple[Path, list[int], dict[str, object]]) -> None:

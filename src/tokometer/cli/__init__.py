@@ -25,6 +25,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "count": ("tokometer.cli.count", "Count tokens with the model's own tokenizer; budgets and cost."),
     "gateway": ("tokometer.cli.gateway", "OpenAI-compatible gateway: fallback, cache, budgets, keys, metrics."),
     "estimate": ("tokometer.cli.estimate", "Roofline limits of a deployment, and the efficiency of a measured run."),
+    "report": ("tokometer.cli.report", "Saved runs as one offline HTML page of charts, or a markdown summary."),
     "runs": ("tokometer.cli.runs", "List saved benchmark runs."),
     "sim": ("tokometer.cli.sim", "A simulated inference server: scripted timing or a modelled GPU deployment."),
     "serve": ("tokometer.cli.serve", "Start an inference engine and wait until it answers."),

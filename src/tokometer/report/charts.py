@@ -1,0 +1,308 @@
+"""The report's charts: Plotly figures of `tokometer.report.data.report_data`'s numbers, nothing recomputed.
+
+Each function takes the report's ``runs`` and returns a figure, or None when no run has what it plots:
+
+- `rate_vs_throughput`: per step, decode speed p50 (tok/s per request) against output throughput (tok/s in
+  all), one line per run, each point labelled with its load, the run's annotations (the knee) marked;
+- `cdf`: the empirical CDF of TTFT or TPOT per step (one line per run × step);
+- `timeline`: one run's requests in send order, each a bar of client lag, wait and prefill (or TTFT where
+  the server gave no prompt time), decode; failed requests in red;
+- `server`: the server's own `/metrics` account per step (gauge means, rates, histogram p50s);
+- `gpu`: each GPU's telemetry per step;
+- `efficiency`: MBU, decode MFU and prefill MFU per step against the estimate's band (expected → bound).
+
+Plotly is imported here only (the ``report`` extra); `require_plotly` says how to install it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tokometer.errors import ConfigError
+
+__all__ = ["cdf", "efficiency", "gpu", "rate_vs_throughput", "require_plotly", "server", "timeline"]
+
+Run = Mapping[str, Any]
+_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+_PHASES = {"client lag": "#b0b0b0", "wait": "#f4a259", "prefill": "#e76f51", "TTFT (wait + prefill)": "#f4a259",
+           "decode": "#2a9d8f", "failed": "#d62828"}
+
+
+def require_plotly() -> None:
+    """Refuse, in one line, when the ``report`` extra is not installed."""
+    try:
+        import plotly.graph_objects  # noqa: F401
+    except ImportError:
+        raise ConfigError("the HTML report needs plotly: pip install 'tokometer[report]' "
+                          "(or use --format md, which does not)") from None
+
+
+def _go() -> Any:
+    require_plotly()
+    import plotly.graph_objects as go
+
+    return go
+
+
+def _subplots(**kwargs: Any) -> Any:
+    require_plotly()
+    from plotly.subplots import make_subplots
+
+    return make_subplots(**kwargs)
+
+
+def _colour(i: int) -> str:
+    from plotly.colors import qualitative
+
+    palette: list[str] = qualitative.Plotly
+    return palette[i % len(palette)]
+
+
+def _layout(fig: Any, title: str, height: int = 460, **kwargs: Any) -> Any:
+    fig.update_layout(title={"text": title, "x": 0.01}, template="plotly_white", height=height,
+                      margin={"l": 60, "r": 20, "t": 60, "b": 50}, legend={"orientation": "h", "y": -0.15},
+                      **kwargs)
+    return fig
+
+
+def _p(summary: Mapping[str, Any] | None, name: str, key: str = "p50") -> float | None:
+    value = ((summary or {}).get(name) or {}).get(key)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def rate_vs_throughput(runs: Sequence[Run]) -> Any:
+    """Per-request decode speed against aggregate throughput across the steps, the knee marked."""
+    go = _go()
+    fig = go.Figure()
+    for i, run in enumerate(runs):
+        steps = run["steps"]
+        x = [(s["summary"] or {}).get("output_throughput_tok_s") for s in steps]
+        y = [_p(s["summary"], "decode_speed_tok_s") for s in steps]
+        hover = [[s["label"], _p(s["summary"], "ttft_ms"), _p(s["summary"], "tpot_ms"), s["power"]] for s in steps]
+        fig.add_trace(go.Scatter(
+            x=x, y=y, mode="lines+markers+text", name=run["name"], text=[s["label"] for s in steps],
+            textposition="top center", marker={"size": 9, "color": _colour(i)}, line={"color": _colour(i)},
+            customdata=hover, meta={"run": run["id"], "kind": "steps"},
+            hovertemplate=("%{customdata[0]}: %{x:,.1f} output tok/s, %{y:,.1f} tok/s/request<br>"
+                           "TTFT p50 %{customdata[1]:,.1f} ms, TPOT p50 %{customdata[2]:,.2f} ms, "
+                           "power %{customdata[3]:,.0f}<extra>" + run["name"] + "</extra>")))
+        for mark in run["annotations"]:
+            at = mark["step"]
+            if x[at] is None or y[at] is None:
+                continue
+            fig.add_trace(go.Scatter(
+                x=[x[at]], y=[y[at]], mode="markers", name=f"{mark['text']} ({run['name']})",
+                marker={"symbol": "star", "size": 20, "color": _colour(i), "line": {"width": 1.5, "color": "black"}},
+                meta={"run": run["id"], "kind": mark["kind"], "step": at}, hoverinfo="name"))
+            fig.add_annotation(x=x[at], y=y[at], text=mark["text"], showarrow=True, arrowhead=2, ax=40, ay=-40)
+    return _layout(fig, "Per-request decode speed vs aggregate throughput (p50 per step; ★ the knee: most "
+                        "throughput × speed)", xaxis_title="output tokens/s, all requests",
+                   yaxis_title="decode tokens/s per request (p50)", yaxis_rangemode="tozero",
+                   xaxis_rangemode="tozero")
+
+
+def cdf(runs: Sequence[Run], metric: str, title: str, axis: str) -> Any:
+    """The empirical CDF of ``metric`` (``ttft_ms`` or ``tpot_ms``) per step of every run."""
+    go = _go()
+    from plotly.colors import sample_colorscale
+
+    fig = go.Figure()
+    for i, run in enumerate(runs):
+        samples = run["cdf"][metric]
+        colours = sample_colorscale("Viridis", max(2, len(samples)), low=0.0, high=0.85)
+        for position, values in enumerate(samples):
+            if not values:
+                continue
+            n = len(values)
+            name = run["steps"][position]["label"] + (f" · {run['name']}" if len(runs) > 1 else "")
+            fig.add_trace(go.Scatter(
+                x=values, y=[(k + 1) / n for k in range(n)], mode="lines", line_shape="hv", name=name,
+                line={"color": colours[position], "dash": _DASHES[i % len(_DASHES)]},
+                meta={"run": run["id"], "step": position}, hovertemplate="%{x:,.2f} ms: %{y:.1%}<extra>"
+                + name + "</extra>"))
+    return _layout(fig, title, xaxis_title=axis, yaxis_title="share of requests at or below",
+                   yaxis_tickformat=".0%")
+
+
+def timeline(run: Run) -> Any:
+    """Each measured request of ``run`` in send order: client lag, wait, prefill, decode (seconds)."""
+    go = _go()
+    cols = run["timeline"]["columns"]
+    bars: dict[str, tuple[list[int], list[float], list[float]]] = {name: ([], [], []) for name in _PHASES}
+
+    def add(phase: str, row: int, start: float | None, end: float | None) -> None:
+        if start is not None and end is not None and end >= start:
+            ys, bases, widths = bars[phase]
+            ys.append(row)
+            bases.append(start)
+            widths.append(round(end - start, 6))
+
+    step_starts: dict[int, float] = {}
+    for row in range(len(cols["sent_s"])):
+        due, sent, first, end = cols["due_s"][row], cols["sent_s"][row], cols["first_token_s"][row], cols["end_s"][row]
+        step_starts.setdefault(cols["step"][row], sent)
+        add("client lag", row, due, sent)
+        if not cols["ok"][row]:
+            add("failed", row, sent, end)
+            continue
+        prefill = cols["server_prefill_s"][row]
+        if prefill is not None and first - prefill >= sent:
+            add("wait", row, sent, first - prefill)
+            add("prefill", row, first - prefill, first)
+        else:
+            add("TTFT (wait + prefill)", row, sent, first)
+        add("decode", row, first, end)
+    fig = go.Figure()
+    for phase, (ys, bases, widths) in bars.items():
+        if ys:
+            fig.add_trace(go.Bar(y=ys, x=widths, base=bases, orientation="h", name=phase, width=1.0,
+                                 marker={"color": _PHASES[phase], "line": {"width": 0}},
+                                 meta={"run": run["id"], "phase": phase},
+                                 hovertemplate="request %{y}: %{base:.3f} s + %{x:.3f} s<extra>" + phase + "</extra>"))
+    for position, start in step_starts.items():
+        fig.add_vline(x=start, line={"width": 1, "dash": "dot", "color": "#555"},
+                      annotation_text=run["steps"][position]["label"], annotation_position="top left")
+    t = run["timeline"]
+    shown = f"{t['shown']:,} requests" + (f" (every {t['every']}th of {t['requests']:,})" if t["every"] > 1 else "")
+    return _layout(fig, f"{run['name']}: request timeline, {shown}", height=520, barmode="overlay", bargap=0,
+                   xaxis_title="seconds from the run's first request", yaxis_title="request, in send order",
+                   yaxis_autorange="reversed")
+
+
+def _per_step(runs: Sequence[Run], block: str) -> list[Run]:
+    return [run for run in runs if any(s[block] for s in run["steps"])]
+
+
+def server(runs: Sequence[Run]) -> Any:
+    """The server's own account per step: gauge means, usage gauges in %, rates (with the client's output tok/s
+    beside them), histogram p50s (ms). A colour per series, a dash per run."""
+    runs = _per_step(runs, "server")
+    if not runs:
+        return None
+    go = _go()
+    fig = _subplots(rows=2, cols=2, subplot_titles=("gauges, mean over the step", "cache use (%), mean",
+                                                    "per second (client's output tok/s for comparison)",
+                                                    "server latency p50 (ms)"))
+    colour = 0
+
+    def add(run_index: int, run: Run, name: str, values: list[Any], block: str, row: int, col: int) -> None:
+        nonlocal colour
+        suffix = f" · {run['name']}" if len(runs) > 1 else ""
+        fig.add_trace(go.Scatter(x=[s["label"] for s in run["steps"]], y=values, mode="lines+markers",
+                                 name=name + suffix, line={"color": _colour(colour),
+                                                           "dash": _DASHES[run_index % len(_DASHES)]},
+                                 meta={"run": run["id"], "block": block, "name": name}), row=row, col=col)
+        colour += 1
+
+    for i, run in enumerate(runs):
+        blocks = [s["server"] or {} for s in run["steps"]]
+        colour = 0
+        for name in sorted({k for b in blocks for k in (b.get("gauges") or {})}):
+            values = [((b.get("gauges") or {}).get(name) or {}).get("mean") for b in blocks]
+            usage = name.endswith("_usage")
+            add(i, run, name, [None if v is None else v * 100 for v in values] if usage else values, "gauges", 1,
+                2 if usage else 1)
+        for name in sorted({k for b in blocks for k in (b.get("rates") or {})}):
+            add(i, run, f"{name}/s", [(b.get("rates") or {}).get(name) for b in blocks], "rates", 2, 1)
+        add(i, run, "client output tok/s", [(s["summary"] or {}).get("output_throughput_tok_s")
+                                            for s in run["steps"]], "client", 2, 1)
+        for name in sorted({k for b in blocks for k in (b.get("histograms") or {})}):
+            values = [(((b.get("histograms") or {}).get(name) or {}).get("p50")) for b in blocks]
+            add(i, run, f"{name} p50", [None if v is None else v * 1e3 for v in values], "histograms", 2, 2)
+    _mark_empty(fig, 2, 2)
+    return _layout(fig, "What the server counted, per step (its /metrics)", height=660)
+
+
+def _mark_empty(fig: Any, rows: int, cols: int) -> None:
+    """Write "not reported" across each panel of ``fig`` that got no trace."""
+    used = {(t.xaxis or "x", t.yaxis or "y") for t in fig.data if any(v is not None for v in t.y or ())}
+    for row in range(1, rows + 1):
+        for col in range(1, cols + 1):
+            n = (row - 1) * cols + col
+            axes = ("x" if n == 1 else f"x{n}", "y" if n == 1 else f"y{n}")
+            if axes not in used:
+                x = fig.layout[axes[0].replace("x", "xaxis")].domain
+                y = fig.layout[axes[1].replace("y", "yaxis")].domain
+                fig.add_annotation(text="not reported", showarrow=False, xref="paper", yref="paper",
+                                   x=(x[0] + x[1]) / 2, y=(y[0] + y[1]) / 2, font={"color": "#888"})
+
+
+_GPU_PANELS = (
+    ("utilization_mean", "utilisation (%), mean", 100.0),
+    ("memory_used_max_bytes", "memory used (GiB), max", 1 / 2**30),
+    ("power_mean_w", "power (W), mean; limit dotted", 1.0),
+    ("sm_clock_mean_mhz", "SM clock (MHz), mean", 1.0),
+    ("temperature_max_c", "temperature (°C), max", 1.0),
+    ("joules_per_output_token", "energy per output token (J)", 1.0),
+)
+"""Each GPU panel: the `GpuWindow` field it plots, its title, and the scale to the title's unit."""
+
+
+def gpu(runs: Sequence[Run]) -> Any:
+    """Each GPU's telemetry per step: utilisation, memory, power against its limit, clock, heat, J/token."""
+    runs = _per_step(runs, "gpu")
+    if not runs:
+        return None
+    go = _go()
+    fig = _subplots(rows=2, cols=3, subplot_titles=[title for _, title, _ in _GPU_PANELS])
+    for i, run in enumerate(runs):
+        labels = [s["label"] for s in run["steps"]]
+        indices = sorted({int(g.get("index", 0)) for s in run["steps"] for g in s["gpu"]})
+        for dash, index in enumerate(indices):
+            per_step: list[Mapping[str, Any]] = [
+                next((g for g in s["gpu"] if int(g.get("index", 0)) == index), {}) for s in run["steps"]]
+            line = {"color": _colour(i), "dash": _DASHES[dash % len(_DASHES)]}
+            legend = True
+            for panel, (key, _, scale) in enumerate(_GPU_PANELS):
+                values = [None if g.get(key) is None else g[key] * scale for g in per_step]
+                if all(v is None for v in values):
+                    continue
+                fig.add_trace(go.Scatter(x=labels, y=values, mode="lines+markers", line=line,
+                                         name=f"GPU {index} · {run['name']}", legendgroup=f"{run['id']}-{index}",
+                                         showlegend=legend, meta={"run": run["id"], "gpu": index, "name": key}),
+                              row=panel // 3 + 1, col=panel % 3 + 1)
+                legend = False
+            limits = [g.get("power_limit_w") for g in per_step]
+            if any(v is not None for v in limits):
+                fig.add_trace(go.Scatter(x=labels, y=limits, mode="lines", line={**line, "dash": "dot"},
+                                         name=f"GPU {index} power limit", legendgroup=f"{run['id']}-{index}",
+                                         showlegend=False, meta={"run": run["id"], "gpu": index,
+                                                                 "name": "power_limit_w"}), row=1, col=3)
+    _mark_empty(fig, 2, 3)
+    return _layout(fig, "GPU telemetry, per step", height=640)
+
+
+_EFFICIENCY = (("mbu", "MBU: decode memory bandwidth (%)"), ("decode_mfu", "decode MFU (%)"),
+               ("prefill_mfu", "prefill MFU (%)"))
+
+
+def efficiency(runs: Sequence[Run]) -> Any:
+    """MBU, decode MFU and prefill MFU per step (`tokometer estimate --run`), over the band from what a
+    well-tuned engine is expected to reach to the bound (100 %)."""
+    judged = [run for run in runs if run["efficiency"]]
+    if not judged:
+        return None
+    go = _go()
+    fig = _subplots(rows=1, cols=3, subplot_titles=[title for _, title in _EFFICIENCY])
+    expected = judged[0]["efficiency"]["expected"]
+    for col, (key, _) in enumerate(_EFFICIENCY, 1):
+        fig.add_hrect(y0=expected[key] * 100, y1=100, fillcolor="#2a9d8f", opacity=0.12, line_width=0, row=1, col=col,
+                      annotation_text=f"expected {expected[key]:.0%} → bound", annotation_position="bottom left",
+                      exclude_empty_subplots=False)
+    for i, run in enumerate(judged):
+        steps = run["efficiency"]["steps"]
+        labels = [s["label"] for s in steps]
+        for col, (key, _) in enumerate(_EFFICIENCY, 1):
+            values = [None if s[key] is None else s[key] * 100 for s in steps]
+            fig.add_trace(go.Scatter(x=labels, y=values, mode="lines+markers", name=run["name"],
+                                     line={"color": _colour(i)}, showlegend=col == 1,
+                                     customdata=[s["bottleneck"] for s in steps],
+                                     hovertemplate="%{x}: %{y:.1f}% (bottleneck: %{customdata})<extra></extra>",
+                                     meta={"run": run["id"], "name": key}), row=1, col=col)
+    for col, (key, _) in enumerate(_EFFICIENCY, 1):
+        top = max([s[key] * 100 for run in judged for s in run["efficiency"]["steps"] if s[key] is not None],
+                  default=0.0)
+        fig.update_yaxes(range=[0, max(105.0, top * 1.08)], row=1, col=col)
+    eff = judged[0]["efficiency"]
+    return _layout(fig, f"Efficiency against the roofline: {eff['model']} on {eff['hardware']}", height=420)

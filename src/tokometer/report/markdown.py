@@ -1,0 +1,40 @@
+"""``tokometer report --format md``: headline numbers and a table per run, for a pull-request comment.
+
+Needs no plotting library: it prints `tokometer.report.headline`'s text of `report_data`'s runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tokometer.report.headline import COLUMNS, describe, headline, step_rows
+
+__all__ = ["render_markdown"]
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    right = ["---"] + ["---:"] * (len(header) - 1)
+    return ["| " + " | ".join(_escape(h) for h in header) + " |", "| " + " | ".join(right) + " |",
+            *("| " + " | ".join(_escape(c) for c in row) + " |" for row in rows)]
+
+
+def _run(run: Mapping[str, Any]) -> list[str]:
+    lines = [f"### {run['name']}: {describe(run)}", "", f"{run['status']}, started {run['started_at']}.", ""]
+    lines += [f"- {line}" for line in headline(run)]
+    lines += ["", *_table(COLUMNS, step_rows(run)), ""]
+    return lines
+
+
+def render_markdown(data: Mapping[str, Any]) -> str:
+    """The whole summary, ending with a newline. Power = output tok/s × decode tok/s/req p50 (the knee's
+    measure, `tokometer.metrics.knee`)."""
+    lines = [f"## {data['title']}", ""]
+    for run in data["runs"]:
+        lines += _run(run)
+    lines.append(f"Power = output tok/s × decode tok/s per request (p50); the knee is the step with the most. "
+                 f"tokometer {data['tokometer_version']}.")
+    return "\n".join(lines) + "\n"
