@@ -27,8 +27,9 @@ SCHEMA = "tokometer.estimate/1"
               "'host' for this machine (measured). Comma list with --target.")
 @click.option("--dtype", default=None, help="Weight format: bf16, fp16, fp8, int8, awq, gptq, Q4_K_M, Q8_0, ... "
               "[default: the model's own]. Comma list with --target.")
-@click.option("--kv-dtype", default=None, help="KV-cache format: bf16, fp16, fp8, int8, q8_0, q4_0 [default: bf16; "
-              "for a llama.cpp run, its cache type].")
+@click.option("--kv-dtype", default=None, help="KV-cache format: bf16, fp16, fp8, int8, q8_0, q4_0 [default: fp8 "
+              "with fp8 weights (as TensorRT-LLM serves FP8 checkpoints), else bf16; for a llama.cpp run, its cache "
+              "type].")
 @click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
               help="Tensor-parallel GPUs (must split the model's attention heads evenly; at most 64).")
 @click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True,
@@ -40,12 +41,16 @@ SCHEMA = "tokometer.estimate/1"
               help="Answer length of each sequence.")
 @click.option("--gpu-memory-utilization", type=FiniteFloat(0.05, 1.0), default=0.9, show_default=True,
               help="Share of device memory for weights + KV cache (a 2 GiB activation reserve is also kept).")
-@click.option("--bw-efficiency", type=FiniteFloat(0.01, 1.0), default=0.6, show_default=True,
-              help="Expected share of peak bandwidth in decode.")
-@click.option("--prefill-efficiency", type=FiniteFloat(0.01, 1.0), default=0.55, show_default=True,
-              help="Expected share of peak FLOP/s in prefill.")
-@click.option("--decode-compute-efficiency", type=FiniteFloat(0.01, 1.0), default=0.5, show_default=True,
-              help="Expected share of peak FLOP/s in compute-bound decode.")
+@click.option("--bw-efficiency", type=FiniteFloat(0.01, 1.0), default=None,
+              help="Expected share of peak bandwidth in decode [default: calibrated for the hardware, else 0.6].")
+@click.option("--prefill-efficiency", type=FiniteFloat(0.01, 1.0), default=None,
+              help="Expected share of peak FLOP/s in prefill [default: calibrated, else 0.55].")
+@click.option("--decode-compute-efficiency", type=FiniteFloat(0.01, 1.0), default=None,
+              help="Expected share of peak FLOP/s in compute-bound decode [default: calibrated, else 0.5].")
+@click.option("--calibrate", "calibrate_runs", default=None, metavar="RUN,...",
+              help="Fit the efficiencies to these saved runs (their MBU/MFU) and store them for the runs' hardware: "
+                   "later estimates for it use them.")
+@click.option("--no-calibration", is_flag=True, help="Ignore a stored calibration: typical efficiencies.")
 @click.option("--explain", is_flag=True, help="Write the arithmetic out in words.")
 @click.option("--target", type=FiniteFloat(min=0, min_open=True), default=None,
               help="Tokens/s to reach: which hardware, format and batch do.")
@@ -66,6 +71,7 @@ def command(**opts: Any) -> int:
       tokometer estimate --model llama-3.1-8b --hardware H100 --explain
       tokometer estimate --model llama-3.1-8b --target 14000
       tokometer estimate --run 3                     # a run of the embedded engine: its GGUF on this host
+      tokometer estimate --calibrate 3,5             # fit the efficiencies to runs 3 and 5, for their hardware
     """
     from tokometer.cli.output import make_console
     from tokometer.perf import hardware_table
@@ -81,7 +87,9 @@ def command(**opts: Any) -> int:
         return 0
     check_output_path(opts["json_path"], "--json", "estimate.json")
     spec = _spec(opts)
-    if opts["run_id"] is not None:
+    if opts["calibrate_runs"] is not None:
+        payload = _calibrate(console, spec, parse_int_list(opts["calibrate_runs"], "--calibrate"), opts["store"])
+    elif opts["run_id"] is not None:
         payload = _run(console, spec, opts["run_id"], opts["store"])
     elif opts["target"] is not None:
         payload = _target(console, spec, opts["target"])
@@ -94,17 +102,30 @@ def command(**opts: Any) -> int:
 
 
 def _spec(opts: dict[str, Any]) -> EstimateSpec:
-    from tokometer.perf import Efficiency
     from tokometer.perf.app import EstimateSpec
 
-    plain = opts["run_id"] is None and opts["target"] is None
+    plain = opts["run_id"] is None and opts["target"] is None and opts["calibrate_runs"] is None
     batches = parse_int_list(opts["batch"], "--batch") if plain else []
     return EstimateSpec(
         model=opts["model"], hardware=opts["hardware"], dtype=opts["dtype"], kv_dtype=opts["kv_dtype"],
         tp=opts["tp"], pp=opts["pp"], batches=tuple(batches), input_tokens=opts["input_tokens"],
         output_tokens=opts["output_tokens"], gpu_memory_utilization=opts["gpu_memory_utilization"],
-        efficiency=Efficiency(opts["bw_efficiency"], opts["prefill_efficiency"], opts["decode_compute_efficiency"]),
-        hardware_file=opts["hardware_file"], remeasure=opts["remeasure"])
+        efficiency_overrides={name: opts[option] for name, option in (
+            ("decode_bandwidth", "bw_efficiency"), ("prefill_compute", "prefill_efficiency"),
+            ("decode_compute", "decode_compute_efficiency")) if opts[option] is not None},
+        use_calibration=not opts["no_calibration"], hardware_file=opts["hardware_file"], remeasure=opts["remeasure"])
+
+
+def _calibrate(console: Console, spec: EstimateSpec, run_ids: list[int], store: str | None) -> dict[str, Any]:
+    from tokometer.perf.app import calibrate_runs
+    from tokometer.perf.calibrate import calibration_path
+
+    calibration = calibrate_runs(spec, run_ids, store)
+    console.print(calibration.describe())
+    console.print(f"  samples: {', '.join(f'{k} {v}' for k, v in calibration.samples.items())}; stored in "
+                  f"{calibration_path()}: estimates for {calibration.hardware} now expect these "
+                  "(--no-calibration: the typical ones)")
+    return {"calibration": calibration.to_json()}
 
 
 def _estimate(console: Console, spec: EstimateSpec, explained: bool) -> dict[str, Any]:

@@ -12,8 +12,8 @@ The command line only parses options into the spec and renders what these return
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,17 +22,20 @@ from tokometer.perf.efficiency import RunEfficiency, run_efficiency
 from tokometer.perf.estimate import Estimate, estimate
 from tokometer.perf.hardware import HardwareSpec, hardware_table, resolve_hardware
 from tokometer.perf.loaders import resolve_model
+from tokometer.perf.quant import default_kv_dtype
 from tokometer.perf.roofline import Deployment, Efficiency
 from tokometer.perf.target import TargetAnswer, reach_target
 
 if TYPE_CHECKING:  # the store is imported where a run is read, not by every estimate
+    from tokometer.perf.calibrate import Calibration
     from tokometer.records import RequestRecord
     from tokometer.store.runs import StoredRun
 
-__all__ = ["DEFAULT_KV_DTYPE", "EstimateSpec", "judge_run", "judge_stored_run", "llamacpp_kv_dtype",
-           "run_estimate", "run_target"]
+__all__ = ["DEFAULT_KV_DTYPE", "EstimateSpec", "calibrate_runs", "judge_run", "judge_stored_run",
+           "llamacpp_kv_dtype", "resolve_efficiency", "run_estimate", "run_target"]
 
 DEFAULT_KV_DTYPE = "bf16"
+"""The KV format of weights other than fp8 (`default_kv_dtype`)."""
 LLAMACPP_KV_DTYPE = "fp16"
 """llama.cpp's default cache type (f16), when its argv sets none."""
 
@@ -54,7 +57,11 @@ class EstimateSpec:
     input_tokens: int = 1000
     output_tokens: int = 1000
     gpu_memory_utilization: float = 0.9
-    efficiency: Efficiency = field(default_factory=Efficiency)
+    efficiency: Efficiency | None = None
+    """None: the hardware's stored calibration (`tokometer.perf.calibrate`) if it has one, else typical."""
+    efficiency_overrides: Mapping[str, float] = field(default_factory=dict)
+    """Efficiencies given on the command line (``decode_bandwidth``, ...): they win over both."""
+    use_calibration: bool = True
     hardware_file: Path | None = None
     remeasure: bool = False
     """Measure this host again when the hardware is ``host``."""
@@ -74,11 +81,29 @@ def _hardware(name: str, spec: EstimateSpec) -> HardwareSpec:
     return resolve_hardware(name, spec.hardware_file)
 
 
-def _deployment(spec: EstimateSpec, model_name: str, hardware_name: str,
-                kv_default: str = DEFAULT_KV_DTYPE) -> Deployment:
+def _deployment(spec: EstimateSpec, model_name: str, hardware_name: str, kv_default: str | None = None) -> Deployment:
+    """``spec``'s deployment; the KV format: ``spec``'s, else ``kv_default``, else the weights' default
+    (`default_kv_dtype`: fp8 with fp8 weights, else bf16)."""
     model = resolve_model(model_name)
-    return Deployment(model, _hardware(hardware_name, spec), spec.dtype or model.native_dtype,
-                      spec.kv_dtype or kv_default, tp=spec.tp, pp=spec.pp)
+    weights = spec.dtype or model.native_dtype
+    return Deployment(model, _hardware(hardware_name, spec), weights,
+                      spec.kv_dtype or kv_default or default_kv_dtype(weights), tp=spec.tp, pp=spec.pp)
+
+
+def resolve_efficiency(spec: EstimateSpec, hardware: str) -> tuple[Efficiency, str]:
+    """The efficiencies to expect on ``hardware`` and where they come from (for the output): ``spec``'s own,
+    else the hardware's stored calibration, else typical; efficiencies given on the command line win."""
+    from tokometer.perf.calibrate import load_calibration
+
+    base, source = Efficiency(), "typical"
+    if spec.efficiency is not None:
+        base, source = spec.efficiency, "given"
+    elif spec.use_calibration and (stored := load_calibration(hardware)) is not None:
+        base, source = stored.efficiency, stored.describe()
+    if spec.efficiency_overrides:
+        base = replace(base, **dict(spec.efficiency_overrides))
+        source = f"{source}, with {', '.join(sorted(spec.efficiency_overrides))} given"
+    return base, source
 
 
 def _names(value: str | None) -> list[str]:
@@ -93,7 +118,9 @@ def run_estimate(spec: EstimateSpec) -> Estimate:
     if not batches or min(batches) < 1:
         raise ConfigError("--batch takes positive integers, e.g. 1,8,64")
     d = _deployment(spec, model, hardware)
-    return estimate(d, batches, spec.input_tokens, spec.output_tokens, spec.efficiency, spec.gpu_memory_utilization)
+    efficiency, source = resolve_efficiency(spec, d.hardware.name)
+    return replace(estimate(d, batches, spec.input_tokens, spec.output_tokens, efficiency,
+                            spec.gpu_memory_utilization), efficiency_source=source)
 
 
 def run_target(spec: EstimateSpec, target: float) -> TargetAnswer:
@@ -105,8 +132,11 @@ def run_target(spec: EstimateSpec, target: float) -> TargetAnswer:
     else:
         hardware = list(hardware_table(spec.hardware_file).values())
     dtypes = _names(spec.dtype) if spec.dtype else None
-    return reach_target(model, target, hardware, dtypes, spec.kv_dtype or DEFAULT_KV_DTYPE, spec.input_tokens,
-                        spec.output_tokens, spec.efficiency, spec.gpu_memory_utilization)
+    # one calibration applies only when the question is about one hardware
+    efficiency, _ = resolve_efficiency(spec, hardware[0].name) if len(hardware) == 1 else \
+        (replace(spec.efficiency or Efficiency(), **dict(spec.efficiency_overrides)), "")
+    return reach_target(model, target, hardware, dtypes, spec.kv_dtype, spec.input_tokens,
+                        spec.output_tokens, efficiency, spec.gpu_memory_utilization)
 
 
 def llamacpp_kv_dtype(argv: Sequence[str]) -> str:
@@ -125,15 +155,28 @@ def _run_deployment(spec: EstimateSpec, run: StoredRun) -> Deployment:
     model = _require(model, "--model", f"for run {run.id} (it does not name a model file the estimate can read)")
     hardware = spec.hardware or ("host" if engine else None)
     hardware = _require(hardware, "--hardware", f"for run {run.id} (it ran against {run.target})")
-    return _deployment(spec, model, hardware, llamacpp_kv_dtype(engine.argv) if engine else DEFAULT_KV_DTYPE)
+    return _deployment(spec, model, hardware, llamacpp_kv_dtype(engine.argv) if engine else None)
 
 
 def judge_stored_run(spec: EstimateSpec, run: StoredRun, records: list[RequestRecord]) -> RunEfficiency:
     """How close each step of ``run`` came to the roofline of its deployment, and what held it back."""
-    result = run_efficiency(run, records, _run_deployment(spec, run), spec.efficiency)
+    d = _run_deployment(spec, run)
+    efficiency, _ = resolve_efficiency(spec, d.hardware.name)
+    result = run_efficiency(run, records, d, efficiency)
     if not result.steps:
         raise ConfigError(f"run {run.id} has no completed measured requests to judge")
     return result
+
+
+def calibrate_runs(spec: EstimateSpec, run_ids: Sequence[int], store: str | None = None) -> Calibration:
+    """Fit efficiencies to runs ``run_ids`` (`tokometer.perf.calibrate.fit`), judged against the typical ones, and
+    store them for their hardware."""
+    from tokometer.perf.calibrate import fit, save_calibration
+
+    typical = replace(spec, efficiency=Efficiency(), efficiency_overrides={}, use_calibration=False)
+    calibration = fit([judge_run(typical, run_id, store) for run_id in run_ids])
+    save_calibration(calibration)
+    return calibration
 
 
 def judge_run(spec: EstimateSpec, run_id: int, store: str | None = None) -> RunEfficiency:

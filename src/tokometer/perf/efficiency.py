@@ -96,7 +96,9 @@ class RunEfficiency:
 
 
 def _overlap(intervals: list[tuple[float, float]]) -> float:
-    """Time-weighted mean number of open intervals, over the time at least one is open."""
+    """Time-weighted mean number of open intervals, over the time at least one is open. Empty or reversed
+    intervals (a one-token answer; stamps out of order) are not open at all."""
+    intervals = [(start, end) for start, end in intervals if end > start]
     events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
     busy = weighted = 0.0
     level, previous = 0, None
@@ -144,7 +146,9 @@ def measured_batch(server: Mapping[str, Any] | None) -> float | None:
 def _step(d: Deployment, index: int, load: str, records: list[RequestRecord], health: ClientHealth | None,
           eff: Efficiency, server: Mapping[str, Any] | None = None) -> StepEfficiency:
     m = d.model
-    batch = measured_batch(server) or decode_batch(records)  # measured by the server beats inferred
+    # Measured by the server beats inferred; its gauge is averaged over the whole step, idle gaps between
+    # requests too, while a decode batch is counted over the time one runs: never below 1.
+    batch = max(1.0, measured_batch(server) or decode_batch(records))
     context = (statistics.fmean(float(r.input_tokens or 0) for r in records)
                + statistics.fmean(float(r.output_tokens or 0) for r in records) / 2)
     tpot = _median([t / 1e9 for r in records if (t := tpot_ns(r)) is not None])

@@ -9,7 +9,8 @@ For each batch size, with every request holding ``input`` prompt tokens and gene
     fits                     batch × (input + output) ≤ KV capacity
 
 "bound" is the roofline at 100 % of bandwidth and FLOP/s; "expected" is at the stated
-`Efficiency`. `explain()` writes the same arithmetic out in words.
+`Efficiency`. ``max_load`` is the steady state with the cache kept full (`tokometer.perf.serving`): what a
+serving benchmark's "throughput at maximum load" measures. `explain()` writes the same arithmetic out in words.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from tokometer.perf.roofline import (
     Deployment,
     Efficiency,
     compute_bound_batch,
+    decode_limiter,
     decode_step_s,
     prefill_s,
-    weight_bytes_read,
 )
+from tokometer.perf.serving import MaxLoad, max_load
 
 __all__ = ["BatchEstimate", "Estimate", "estimate"]
 
@@ -89,6 +91,10 @@ class Estimate:
     compute_bound_batch_expected: int | None
     compute_bound_batch_short: int | None  # at 100 %, with (nearly) empty caches: weights only
     rows: tuple[BatchEstimate, ...] = field(default=())
+    max_load: MaxLoad | None = None
+    """Expected steady state at maximum load (None: the memory size is unknown)."""
+    efficiency_source: str = "typical"
+    """Where ``efficiency`` comes from: ``typical``, ``given``, or a calibration (`tokometer.perf.calibrate`)."""
 
     @property
     def tokens_per_sequence(self) -> int:
@@ -112,7 +118,7 @@ class Estimate:
             "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
             "efficiency": {"decode_bandwidth": self.efficiency.decode_bandwidth,
                            "prefill_compute": self.efficiency.prefill_compute,
-                           "decode_compute": self.efficiency.decode_compute},
+                           "decode_compute": self.efficiency.decode_compute, "source": self.efficiency_source},
             "weight_bytes": d.weight_bytes, "weight_bytes_per_gpu": d.weight_bytes_per_gpu,
             "kv_bytes_per_token": d.kv_bytes_per_token, "kv_bytes_per_token_per_gpu": d.kv_bytes_per_token_per_gpu,
             "gpu_memory_utilization": self.gpu_memory_utilization,
@@ -122,15 +128,8 @@ class Estimate:
                                     "expected": self.compute_bound_batch_expected,
                                     "bound_short_context": self.compute_bound_batch_short},
             "batches": [row.to_json() for row in self.rows],
+            "max_load": self.max_load.to_json() if self.max_load else None,
         }
-
-
-def _limiter(d: Deployment, batch: int, context: int, eff: Efficiency) -> str:
-    if not d.compute_flops:
-        return "bandwidth"
-    memory = (weight_bytes_read(d, batch) / d.tp + d.kv_read_bytes_per_token * context) / (
-        d.hardware.bandwidth * eff.decode_bandwidth)
-    return "bandwidth" if decode_step_s(d, batch, context, eff) <= memory * (1 + 1e-12) else "compute"
 
 
 def estimate(d: Deployment, batches: list[int], input_tokens: int, output_tokens: int,
@@ -149,6 +148,7 @@ def estimate(d: Deployment, batches: list[int], input_tokens: int, output_tokens
             kv_bytes_end=end_tokens * d.kv_bytes_per_token, context_tokens=context,
             prefill_bound_s=prefill_s(d, input_tokens), prefill_expected_s=prefill_s(d, input_tokens, 0, eff),
             step_bound_s=decode_step_s(d, batch, context), step_expected_s=decode_step_s(d, batch, context, eff),
-            limiter=_limiter(d, batch, context, eff)))
+            limiter=decode_limiter(d, batch, context, eff)))
     turns = (compute_bound_batch(d, mid, BOUND), compute_bound_batch(d, mid, eff), compute_bound_batch(d, 0, BOUND))
-    return Estimate(d, eff, input_tokens, output_tokens, gpu_memory_utilization, capacity, *turns, tuple(rows))
+    return Estimate(d, eff, input_tokens, output_tokens, gpu_memory_utilization, capacity, *turns, tuple(rows),
+                    max_load=max_load(d, input_tokens, output_tokens, eff, gpu_memory_utilization))

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from tokometer.errors import ConfigError
 
-__all__ = ["KV_DTYPES", "WEIGHT_DTYPES", "WeightDtype", "kv_bytes", "normalize_dtype", "weight_dtype"]
+__all__ = ["KV_DTYPES", "WEIGHT_DTYPES", "WeightDtype", "default_kv_dtype", "kv_bytes", "normalize_dtype",
+           "weight_dtype"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,13 @@ def weight_dtype(name: str) -> WeightDtype:
     if key in WEIGHT_DTYPES:
         return WEIGHT_DTYPES[key]
     raise ConfigError(f"unknown weight dtype {name!r}: use one of {', '.join(WEIGHT_DTYPES)}")
+
+
+def default_kv_dtype(weights: str) -> str:
+    """The KV-cache format a deployment gets when none is named: fp8 with fp8 weights, as TensorRT-LLM serves
+    NVIDIA's FP8 checkpoints (their ``kv_cache_quant_algo`` is FP8, so the cache is FP8 by default), else bf16.
+    (vLLM keeps a 16-bit cache unless ``--kv-cache-dtype fp8``: give ``--kv-dtype bf16`` to model that.)"""
+    return "fp8" if normalize_dtype(weights) == "fp8" else "bf16"
 
 
 def kv_bytes(name: str) -> float:

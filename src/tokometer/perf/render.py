@@ -39,7 +39,8 @@ def _efficiency_line(e: Estimate) -> str:
     f = e.efficiency
     return (f"bound → expected: expected at {f.decode_bandwidth:.0%} of peak bandwidth in decode, "
             f"{f.prefill_compute:.0%} of peak FLOP/s in prefill,\n  {f.decode_compute:.0%} in compute-bound decode "
-            "(--bw-efficiency, --prefill-efficiency, --decode-compute-efficiency)")
+            f"({e.efficiency_source}; --bw-efficiency, --prefill-efficiency, --decode-compute-efficiency, "
+            "--calibrate)")
 
 
 def _header(console: Console, d: Deployment) -> None:
@@ -86,6 +87,12 @@ def render_estimate(console: Console, e: Estimate) -> None:
                       _pair(_tok(row.per_request_bound_tok_s), _tok(row.per_request_expected_tok_s)),
                       _pair(_tok(row.aggregate_bound_tok_s), _tok(row.aggregate_expected_tok_s)), row.limiter)
     console.print(table)
+    if e.max_load is not None:
+        m = e.max_load
+        console.print(f"  max load  {m.batch:,} sequences at once (set by the {m.limited_by}), each finished one "
+                      f"replaced at once: {_tok(m.output_tok_s)} output tok/s in all, {_tok(m.per_request_tok_s)} "
+                      f"per request; an iteration is {_ms(m.decode_s)} ms of decode + {_ms(m.prefill_s)} ms of "
+                      f"the new prompts' prefill ({m.bound} bound; expected)")
     console.print(f"  {_efficiency_line(e)}")
     if d.tp > 1:
         console.print("  tensor-parallel communication is not counted: the bounds are optimistic by it")

@@ -48,7 +48,7 @@ from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import kv_bytes, normalize_dtype, weight_dtype
 
 __all__ = ["ACTIVATION_RESERVE_GIB", "BOUND", "Deployment", "Efficiency", "compute_bound_batch", "decode_flops",
-           "decode_step_s", "prefill_flops", "prefill_s", "weight_bytes_read"]
+           "decode_limiter", "decode_step_s", "prefill_flops", "prefill_s", "weight_bytes_read"]
 
 GIB = 2**30
 ACTIVATION_RESERVE_GIB = 2.0
@@ -199,6 +199,16 @@ def decode_step_s(d: Deployment, batch: int, context_tokens: int, efficiency: Ef
     if not flops:
         return memory
     return max(memory, decode_flops(d.model, batch, context_tokens) / (d.tp * flops * eff.decode_compute))
+
+
+def decode_limiter(d: Deployment, batch: int, context_tokens: int, efficiency: Efficiency | None = None) -> str:
+    """What bounds a decode step at ``efficiency``: ``bandwidth`` or ``compute``."""
+    eff = efficiency or BOUND
+    if not d.compute_flops:
+        return "bandwidth"
+    memory = (weight_bytes_read(d, batch) / d.tp + d.kv_read_bytes_per_token * context_tokens) / (
+        d.hardware.bandwidth * eff.decode_bandwidth)
+    return "bandwidth" if decode_step_s(d, batch, context_tokens, eff) <= memory * (1 + 1e-12) else "compute"
 
 
 def prefill_s(d: Deployment, tokens: int, context_tokens: int = 0, efficiency: Efficiency | None = None, *,

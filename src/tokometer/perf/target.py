@@ -22,7 +22,7 @@ from typing import Any
 from tokometer.errors import ConfigError
 from tokometer.perf.hardware import HardwareSpec
 from tokometer.perf.model import ModelSpec
-from tokometer.perf.quant import normalize_dtype
+from tokometer.perf.quant import default_kv_dtype, normalize_dtype
 from tokometer.perf.roofline import Deployment, Efficiency, decode_step_s, weight_bytes_read
 
 __all__ = ["TARGET_DTYPES", "TargetAnswer", "TargetOption", "reach_target"]
@@ -90,14 +90,14 @@ def _smallest_batch(d: Deployment, target: float, mid: float, eff: Efficiency, m
     return True, low
 
 
-def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str, target: float, input_tokens: int,
+def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None, target: float, input_tokens: int,
             output_tokens: int, eff: Efficiency, utilization: float) -> TargetOption | None:
     mid = input_tokens + output_tokens / 2
     best: TargetOption | None = None
     for tp in TP_SIZES:
         if model.tp_problem(tp):
             continue  # the model's heads do not split over that many GPUs
-        d = Deployment(model, hw, dtype, kv_dtype, tp=tp)
+        d = Deployment(model, hw, dtype, kv_dtype or default_kv_dtype(dtype), tp=tp)
         most = d.kv_capacity_tokens(utilization) // (input_tokens + output_tokens)
         if most < 1:
             continue
@@ -112,7 +112,7 @@ def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str, targe
     return best
 
 
-def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], formats: list[str], kv_dtype: str,
+def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], formats: list[str], kv_dtype: str | None,
                             input_tokens: int, output_tokens: int, eff: Efficiency, utilization: float,
                             target: float) -> TargetOption | None:
     mid = round(input_tokens + output_tokens / 2)
@@ -124,7 +124,7 @@ def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], form
             for tp in TP_SIZES:
                 if model.tp_problem(tp):
                     continue
-                d = Deployment(model, hw, fmt, kv_dtype, tp=tp)
+                d = Deployment(model, hw, fmt, kv_dtype or default_kv_dtype(fmt), tp=tp)
                 most = d.kv_capacity_tokens(utilization) // (input_tokens + output_tokens)
                 speed = 1 / decode_step_s(d, 1, mid, eff)
                 if most >= 1 and (best is None or speed > best.batch1_tok_s):
@@ -133,9 +133,10 @@ def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], form
 
 
 def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], dtypes: list[str] | None = None,
-                 kv_dtype: str = "bf16", input_tokens: int = 1000, output_tokens: int = 1000,
+                 kv_dtype: str | None = None, input_tokens: int = 1000, output_tokens: int = 1000,
                  efficiency: Efficiency | None = None, gpu_memory_utilization: float = 0.9) -> TargetAnswer:
-    """Which hardware × weight format × GPUs × batch reach ``target`` tok/s, per request and in aggregate."""
+    """Which hardware × weight format × GPUs × batch reach ``target`` tok/s, per request and in aggregate.
+    ``kv_dtype`` None: each format's default (`default_kv_dtype`)."""
     if target <= 0:
         raise ConfigError(f"--target must be positive (got {target})")
     eff = efficiency or Efficiency()
@@ -143,7 +144,7 @@ def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], 
     mid = input_tokens + output_tokens / 2
     needed = {}
     for fmt in formats:
-        d = Deployment(model, hardware[0], fmt, kv_dtype) if hardware else None
+        d = Deployment(model, hardware[0], fmt, kv_dtype or default_kv_dtype(fmt)) if hardware else None
         if d is not None:
             per_token = weight_bytes_read(d, 1) + d.kv_bytes_per_token * mid
             needed[fmt] = per_token * target / eff.decode_bandwidth / 1e9

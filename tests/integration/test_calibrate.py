@@ -1,0 +1,73 @@
+"""``estimate --calibrate``: efficiencies fitted to measured runs recover what the server was made to do.
+
+The modelled simulator plays Llama-3.1-8B (AWQ) on an H100-SXM at the typical efficiencies (decode at 60 % of
+peak bandwidth), ten times slower (--time-scale 10): measured against the real H100's peak, its decode runs
+at 6 % of it. Calibrating from a run must find 6 %, store it, and every later estimate for the H100 must
+expect it (and say so) until --no-calibration.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SimServer, run_cli
+from tokometer.perf import Efficiency
+
+SCALE = 10.0
+DEPLOYMENT = ("--model", "llama-3.1-8b", "--hardware", "H100-SXM", "--dtype", "awq")
+
+
+def test_calibration_recovers_the_servers_efficiency_and_is_reused(sim_factory: Callable[..., SimServer],
+                                                                     tmp_path: Path) -> None:
+    sim = sim_factory(*DEPLOYMENT, "--time-scale", str(SCALE))
+    store, env = tmp_path / "runs.db", {"TOKOMETER_CALIBRATION": str(tmp_path / "calibration.json")}
+    done = run_cli("bench", "--url", sim.openai_url, "-c", "1,4", "-n", "8", "--input-tokens", "64",
+                   "--output-tokens", "32", "--ignore-eos", "--store", str(store), "-q")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "cal.json"
+    done = run_cli("estimate", "--calibrate", "1", "--store", str(store), *DEPLOYMENT, "--json", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    calibration = json.loads(out.read_text())["calibration"]
+    typical = Efficiency()
+    assert calibration["efficiency"]["decode_bandwidth"] == pytest.approx(typical.decode_bandwidth / SCALE, rel=0.1)
+    assert calibration["samples"]["decode_bandwidth"] == 2 and calibration["runs"] == [1]
+    assert calibration["efficiency"]["decode_compute"] == typical.decode_compute  # no compute-bound step: kept
+    assert "calibrated from run 1 on H100-SXM: decode bandwidth 6%" in done.stdout
+    # Reused: an estimate for the H100 now expects the measured speed, and says where that comes from.
+    est = tmp_path / "est.json"
+    done = run_cli("estimate", *DEPLOYMENT, "--batch", "1", "--input-tokens", "64", "--output-tokens", "32",
+                   "--json", str(est), env=env)
+    row = json.loads(est.read_text())["estimate"]
+    assert "calibrated from run 1" in row["efficiency"]["source"] and "calibrated from run 1" in done.stdout
+    measured_tpot_ms = _tpot_p50(store)
+    expected_step_ms = row["batches"][0]["decode_step_ms"]["expected"]
+    assert expected_step_ms == pytest.approx(measured_tpot_ms, rel=0.1)
+    # A number given on the command line wins; --no-calibration goes back to typical.
+    given = run_cli("estimate", *DEPLOYMENT, "--bw-efficiency", "0.3", "--json", str(est), env=env)
+    assert json.loads(est.read_text())["estimate"]["efficiency"]["decode_bandwidth"] == 0.3, given.stderr
+    plain = run_cli("estimate", *DEPLOYMENT, "--no-calibration", "--json", str(est), env=env)
+    assert json.loads(est.read_text())["estimate"]["efficiency"]["source"] == "typical", plain.stderr
+    other = run_cli("estimate", "--model", "llama-3.1-8b", "--hardware", "H200", "--json", str(est), env=env)
+    assert json.loads(est.read_text())["estimate"]["efficiency"]["source"] == "typical", other.stderr
+
+
+def _tpot_p50(store: Path) -> float:
+    from tokometer.store import ResultStore
+
+    results = ResultStore(f"sqlite:///{store}", read_only=True)
+    try:
+        run = results.run(1)
+    finally:
+        results.close()
+    assert run is not None and run.steps[0].summary is not None
+    return float(run.steps[0].summary["tpot_ms"]["p50"])
+
+
+def test_calibrating_nothing_is_a_clear_error(tmp_path: Path) -> None:
+    done = run_cli("estimate", "--calibrate", "7", "--store", str(tmp_path / "none.db"), *DEPLOYMENT,
+                   env={"TOKOMETER_CALIBRATION": str(tmp_path / "c.json")})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no results store" in done.stderr, done.stderr
