@@ -108,6 +108,19 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120)
                           timeout=timeout, env=full_env)
 
 
+def bench_stored(store: Path, *args: str) -> int:
+    """Run ``tokometer bench ARGS --store STORE`` (it must succeed) and return the id of the run it saved."""
+    from tokometer.store import ResultStore
+
+    done = run_cli("bench", *args, "--store", str(store))
+    assert done.returncode == 0, done.stderr
+    results = ResultStore(f"sqlite:///{store}", read_only=True)
+    try:
+        return int(results.list_runs(1)[0]["id"])
+    finally:
+        results.close()
+
+
 def require_llama_server() -> None:
     """Skip when no llama-server can be found, except where one is required (``make test`` and CI
     set TOKOMETER_REQUIRE_ENGINE=1 after building it): there a missing engine fails loudly."""

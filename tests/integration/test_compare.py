@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SimServer, run_cli
+from tests.conftest import SimServer, bench_stored, run_cli
 from tokometer.compare import compare_runs
 from tokometer.store import ResultStore
 
@@ -18,14 +18,7 @@ _LOAD = ("-c", "4", "-n", "40", "--input-tokens", "16", "--seed", "1")
 
 
 def _bench(sim: SimServer, store: Path, *extra: str) -> int:
-    done = run_cli("bench", "--url", sim.openai_url, *_LOAD, "--store", str(store), *(extra or ("--output-tokens",
-                                                                                              "32")))
-    assert done.returncode == 0, done.stderr
-    results = ResultStore(f"sqlite:///{store}", read_only=True)
-    try:
-        return int(results.list_runs(1)[0]["id"])
-    finally:
-        results.close()
+    return bench_stored(store, "--url", sim.openai_url, *_LOAD, *(extra or ("--output-tokens", "32")))
 
 
 @pytest.fixture(scope="module")

@@ -74,7 +74,8 @@ def test_the_highest_concurrency_is_the_engines_batch(modelled: SimServer, tmp_p
     assert marks["find_max"]["text"] == f"find-max: {SEQS} concurrent requests"
     assert data["steps"][marks["find_max"]["step"]]["label"] == f"c={SEQS}"
     md = run_cli("report", str(run_id), "--store", str(tmp_path / "runs.db"), "--format", "md")
-    assert md.returncode == 0 and f"Find max: highest load meeting ttft_p99 <= {limit_ms:.0f} ms" in md.stdout, md.stdout
+    assert md.returncode == 0, md.stderr
+    assert f"Find max: highest load meeting ttft_p99 <= {limit_ms:.0f} ms" in md.stdout, md.stdout
 
 
 def test_the_highest_rate_is_the_engines_capacity(modelled: SimServer, tmp_path: Path) -> None:

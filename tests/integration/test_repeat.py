@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SimServer, run_cli, start_sim
+from tests.conftest import SimServer, bench_stored, run_cli, start_sim
 from tokometer.store import ResultStore
 
 _LOAD = ("-c", "1,4", "-n", "12", "--input-tokens", "16", "--output-tokens", "24", "--repeat", "3")
@@ -21,15 +21,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int], di
     out = store.parent / "run.json"
     sim: SimServer = start_sim("--ttft-ms", "15", "--itl-ms", "4")
     try:
-        ids = []
-        for extra in (("--json", str(out)), ()):
-            done = run_cli("bench", "--url", sim.openai_url, *_LOAD, "--store", str(store), *extra)
-            assert done.returncode == 0, done.stderr
-            results = ResultStore(f"sqlite:///{store}", read_only=True)
-            try:
-                ids.append(int(results.list_runs(1)[0]["id"]))
-            finally:
-                results.close()
+        ids = [bench_stored(store, "--url", sim.openai_url, *_LOAD, *extra) for extra in (("--json", str(out)), ())]
     finally:
         sim.stop()
     return store, ids, json.loads(out.read_text())

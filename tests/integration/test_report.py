@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli, start_sim
+from tests.conftest import bench_stored, run_cli, start_sim
 from tests.integration.test_observe_dcgm import _Exporter, _Handler, exporter_text
 from tokometer.metrics.knee import knee, summary_power
 from tokometer.store import ResultStore, StoredRun
@@ -127,14 +127,8 @@ def exporter() -> Iterator[str]:
 
 
 def _bench(url: str, store: Path, *extra: str) -> int:
-    done = run_cli("bench", "--url", url, "-c", "1,4,8", "-n", "16", "--input-tokens", "32", "--output-tokens", "24",
-                   "--seed", "1", "--scrape-interval", "100ms", "--store", str(store), *extra)
-    assert done.returncode == 0, done.stderr
-    results = ResultStore(f"sqlite:///{store}", read_only=True)
-    try:
-        return int(results.list_runs(1)[0]["id"])
-    finally:
-        results.close()
+    return bench_stored(store, "--url", url, "-c", "1,4,8", "-n", "16", "--input-tokens", "32", "--output-tokens",
+                        "24", "--seed", "1", "--scrape-interval", "100ms", *extra)
 
 
 @pytest.fixture(scope="module")
