@@ -16,6 +16,13 @@ Field meanings follow docs/reference/metrics.md ("When things happen"):
   *content-carrying* event (text or reasoning text).
 - ``first_token_ns``/``last_token_ns``: first and last content event.
 - ``end_ns``: stream closed (or the request failed).
+- ``first_answer_ns``: the first event carrying answer text, not reasoning (0: none did, or the stream
+  carried no reasoning at all and the first token was the answer: see `answer_start_ns`).
+
+What the workload made of a request (kept in the store's ``workload`` column, `workload`): the shared
+prefix it started with (``prefix_group``; ``prefix_first``: the run's first request with that prefix), its
+chat session and turn (``session``, ``turn``, from 0), and the reasoning tokens of its answer
+(``reasoning_tokens``, with ``reasoning_tokens_source``).
 """
 
 from __future__ import annotations
@@ -78,6 +85,10 @@ _CONTEXT_LENGTH_HINTS: Final[tuple[str, ...]] = (
     "prompt is too long",
     "exceed_context_size",
 )
+
+
+_WORKLOAD_FIELDS: Final[tuple[str, ...]] = ("first_answer_ns", "reasoning_tokens", "reasoning_tokens_source",
+                                              "prefix_group", "prefix_first", "session", "turn")
 
 
 def classify_http_error(status: int, body: str) -> ErrorCategory:
@@ -170,6 +181,33 @@ class RequestRecord:
     error_detail: str = ""
     server: ServerTiming | None = None
     output_text: str = ""
+    first_answer_ns: int = 0
+    reasoning_tokens: int | None = None
+    reasoning_tokens_source: TokenSource | None = None
+    prefix_group: int | None = None
+    prefix_first: bool = False
+    session: int | None = None
+    turn: int | None = None
+
+    def workload(self) -> dict[str, int | bool | str] | None:
+        """The workload fields that are set, as saved (None when none is)."""
+        out: dict[str, int | bool | str] = {}
+        for name in _WORKLOAD_FIELDS:
+            value = getattr(self, name)
+            if value not in (None, 0, False) or (name in ("session", "turn", "prefix_group") and value == 0):
+                out[name] = value
+        return out or None
+
+    def set_workload(self, saved: Mapping[str, object] | None) -> None:
+        """Restore what `workload` saved (names it does not know are dropped)."""
+        for name, value in (saved or {}).items():
+            if name in _WORKLOAD_FIELDS:
+                setattr(self, name, value)
+
+    @property
+    def answer_start_ns(self) -> int:
+        """When the answer (not its reasoning) began: the first answer event, else the first token."""
+        return self.first_answer_ns or self.first_token_ns
 
     @property
     def ok(self) -> bool:

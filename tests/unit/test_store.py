@@ -14,7 +14,7 @@ from tokometer.load.profiles import LoadStep
 from tokometer.records import RequestRecord, ServerTiming
 from tokometer.store import ResultStore, StoredRun
 from tokometer.store.runs import load_of, stored_health
-from tokometer.store.schema import ADDED_RUN_COLUMNS
+from tokometer.store.schema import ADDED_REQUEST_COLUMNS, ADDED_RUN_COLUMNS
 
 
 def test_records_round_trip(tmp_path: Path) -> None:
@@ -26,7 +26,9 @@ def test_records_round_trip(tmp_path: Path) -> None:
                              last_token_ns=9, end_ns=10, event_ns=[5, 7, 9], event_tokens=[1.0, 2.0, 0.5],
                              chunk_count=4, input_tokens=11, input_tokens_source="usage", output_tokens=4,
                              output_tokens_source="native", status=200, finish_reason="length",
-                             server=ServerTiming(prompt_tokens=11, prompt_ms=1.5))
+                             server=ServerTiming(prompt_tokens=11, prompt_ms=1.5), first_answer_ns=7,
+                             reasoning_tokens=2, reasoning_tokens_source="usage", prefix_group=0, prefix_first=True,
+                             session=5, turn=0)
     failed = RequestRecord(index=4, sent_ns=3, end_ns=4, error="http_5xx", error_detail="HTTP 500: x", status=500)
     for record in (original, failed):
         store.append(run_id, record)
@@ -81,6 +83,28 @@ def test_an_old_store_is_read_as_it_is_and_migrated_by_a_writer(tmp_path: Path) 
     assert reopened.get_run(1)["status"] == "running"  # type: ignore[index]  # no process to judge it by
     reopened.close()
     assert all(b"sk-old-secret" not in p.read_bytes() for p in tmp_path.glob("old.db*"))
+
+
+def test_a_version_3_store_without_workload_reads_and_gains_it(tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
+    store = ResultStore(f"sqlite:///{path}")
+    run_id = store.create_run(target="t", api="a", model="m", spec={}, engine=None, host=None)
+    store.append(run_id, RequestRecord(index=0, sent_ns=1, end_ns=2))
+    store.close()
+    db = sqlite3.connect(path)
+    with db:
+        for column in ADDED_REQUEST_COLUMNS:
+            db.execute(f"ALTER TABLE requests DROP COLUMN {column}")
+    db.close()
+    reader = ResultStore(f"sqlite:///{path}", read_only=True)
+    assert [r.session for r in reader.load_records(run_id)] == [None]
+    reader.close()
+    writer = ResultStore(f"sqlite:///{path}")
+    writer.append(run_id, RequestRecord(index=1, sent_ns=1, end_ns=2, session=3, turn=1))
+    writer.close()
+    again = ResultStore(f"sqlite:///{path}", read_only=True)
+    assert [(r.session, r.turn) for r in again.load_records(run_id)] == [(None, None), (3, 1)]
+    again.close()
 
 
 def test_a_run_of_a_process_that_is_gone_is_aborted_and_summarised(tmp_path: Path) -> None:

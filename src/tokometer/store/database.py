@@ -26,10 +26,18 @@ from sqlalchemy.pool import NullPool
 
 from tokometer.errors import StoreError
 from tokometer.secrets import redact_saved_spec
-from tokometer.store.schema import ADDED_RUN_COLUMNS, ADDED_STEP_COLUMNS, metadata, runs, steps
+from tokometer.store.schema import (
+    ADDED_REQUEST_COLUMNS,
+    ADDED_RUN_COLUMNS,
+    ADDED_STEP_COLUMNS,
+    metadata,
+    requests,
+    runs,
+    steps,
+)
 
-__all__ = ["display_url", "is_writable", "open_reader", "open_writer", "run_columns", "sqlite_path", "step_columns",
-           "store_exists"]
+__all__ = ["display_url", "is_writable", "open_reader", "open_writer", "request_columns", "run_columns",
+           "sqlite_path", "step_columns", "store_exists"]
 
 _RACES = ("already exists", "duplicate column", "duplicate key", "database is locked")
 _ATTEMPTS = 8
@@ -110,10 +118,11 @@ def _migrate(engine: Engine) -> None:
     missing = [runs.c[name] for name in ADDED_RUN_COLUMNS if name not in have]
     have_steps = {c["name"] for c in inspect(engine).get_columns("steps")}
     missing_steps = [steps.c[name] for name in ADDED_STEP_COLUMNS if name not in have_steps]
-    if not missing and not missing_steps:
+    missing_requests = [requests.c[name] for name in ADDED_REQUEST_COLUMNS if name not in request_columns(engine)]
+    if not missing and not missing_steps and not missing_requests:
         return
     with engine.begin() as conn:
-        for table, columns in (("runs", missing), ("steps", missing_steps)):
+        for table, columns in (("runs", missing), ("steps", missing_steps), ("requests", missing_requests)):
             for column in columns:
                 conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column.name} "
                                   f"{column.type.compile(engine.dialect)}"))
@@ -176,3 +185,8 @@ def run_columns(engine: Engine) -> set[str]:
 def step_columns(engine: Engine) -> set[str]:
     """The names of the columns the store's `steps` table has."""
     return {c["name"] for c in inspect(engine).get_columns("steps")}
+
+
+def request_columns(engine: Engine) -> set[str]:
+    """The names of the columns the store's `requests` table has."""
+    return {c["name"] for c in inspect(engine).get_columns("requests")}

@@ -38,6 +38,7 @@ def record_row(run_id: int, r: RequestRecord) -> dict[str, Any]:
         "server": dataclasses.asdict(r.server) if r.server else None,
         "event_ns": array("q", r.event_ns).tobytes(),
         "event_tokens": array("d", r.event_tokens).tobytes(),
+        "workload": r.workload(),
     }
 
 
@@ -47,7 +48,7 @@ def row_record(row: Any) -> RequestRecord:
     event_ns.frombytes(row.event_ns or b"")
     event_tokens = array("d")
     event_tokens.frombytes(row.event_tokens or b"")
-    return RequestRecord(
+    record = RequestRecord(
         index=row.idx,
         step=row.step,
         warmup=row.warmup,
@@ -72,6 +73,8 @@ def row_record(row: Any) -> RequestRecord:
         error_detail=row.error_detail or "",
         server=_server_timing(row.server),
     )
+    record.set_workload(getattr(row, "workload", None))  # a store older than version 4 has no such column
+    return record
 
 
 _SERVER_FIELDS = frozenset(f.name for f in dataclasses.fields(ServerTiming))

@@ -10,6 +10,10 @@ run whose process was killed can be found and marked ``aborted``. Stores made by
 version 1 gain these columns when a writer opens them (`ADDED_RUN_COLUMNS`);
 readers of an old store select only the columns it has.
 
+Version 4 added to each request what the workload made of it (``workload``: `RequestRecord.workload`:
+its shared prefix, chat session and turn, when its answer began and its reasoning tokens), the same way
+(`ADDED_REQUEST_COLUMNS`); readers of an old store select only the columns it has.
+
 Version 3 added to each step what the server and its GPUs were doing while it ran (``server``,
 ``gpu``: `tokometer.observe`'s summaries as JSON), the same way (`ADDED_STEP_COLUMNS`).
 """
@@ -32,9 +36,10 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ["ADDED_RUN_COLUMNS", "ADDED_STEP_COLUMNS", "SCHEMA_VERSION", "metadata", "requests", "runs", "steps", "tags"]
+__all__ = ["ADDED_REQUEST_COLUMNS", "ADDED_RUN_COLUMNS", "ADDED_STEP_COLUMNS", "SCHEMA_VERSION", "metadata",
+           "requests", "runs", "steps", "tags"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 metadata = MetaData()
 
@@ -116,6 +121,10 @@ requests = Table(
     Column("server", JSON),
     Column("event_ns", LargeBinary),
     Column("event_tokens", LargeBinary),
+    Column("workload", JSON),
 )
+
+ADDED_REQUEST_COLUMNS = ("workload",)
+"""Columns of `requests` added after version 3 (nullable)."""
 
 Index("requests_by_run", requests.c.run_id, requests.c.step)

@@ -30,7 +30,15 @@ from tokometer import __version__
 from tokometer.errors import StoreError
 from tokometer.records import RequestRecord
 from tokometer.secrets import redact_saved_spec
-from tokometer.store.database import display_url, is_writable, open_reader, open_writer, run_columns, step_columns
+from tokometer.store.database import (
+    display_url,
+    is_writable,
+    open_reader,
+    open_writer,
+    request_columns,
+    run_columns,
+    step_columns,
+)
 from tokometer.store.orphans import abort_runs, find_orphans, process_identity
 from tokometer.store.rows import record_row, row_record
 from tokometer.store.runs import StoredRun
@@ -68,6 +76,7 @@ class ResultStore:
         self.engine = open_reader(self.url) if read_only else open_writer(self.url)
         self._columns = [c for c in runs.c if c.name in run_columns(self.engine)]
         self._step_columns = [c for c in steps.c if c.name in step_columns(self.engine)]
+        self._request_columns = [c for c in requests.c if c.name in request_columns(self.engine)]
         self._queue: queue.Queue[Any] = queue.Queue()
         self._writer: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -236,7 +245,7 @@ class ResultStore:
                 "steps": [dict(s) for s in step_rows.mappings().all()]}
 
     def load_records(self, run_id: int, step: int | None = None) -> list[RequestRecord]:
-        query = select(requests).where(requests.c.run_id == run_id)
+        query = select(*self._request_columns).where(requests.c.run_id == run_id)
         if step is not None:
             query = query.where(requests.c.step == step)
         with self.engine.connect() as conn:
