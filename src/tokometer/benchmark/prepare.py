@@ -110,7 +110,8 @@ def _source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -
         return FixedSource(spec.prompt)
     if spec.dataset is not None:
         return load_source_file(spec.dataset, spec.dataset_kind, tokenizer)
-    source = SyntheticSource(spec.input_tokens, tokenizer=tokenizer, seed=spec.seed_value)
+    source = SyntheticSource(spec.input_tokens, tokenizer=tokenizer, seed=spec.seed_value,
+                             prefix_tokens=spec.prefix_tokens, prefix_groups=spec.prefix_groups)
     if tokenizer is None:
         warnings.append(f"no tokenizer: synthetic prompts are {spec.input_tokens} words, not exactly "
                         f"{spec.input_tokens} tokens (the server's own prompt counts are reported)")

@@ -206,7 +206,8 @@ async def run_benchmark(
                 result.warnings.extend(seen.findings)
             if count is not None and (mismatch := _token_mismatch(outcome.records, count)):
                 result.warnings.append(mismatch)
-            if warm := prompt_cache_warning(result.summary, result.server):
+            # shared prefixes (--prefix-tokens) are there to be cached: their effect is reported, not warned of
+            if not spec.prefix_tokens and (warm := prompt_cache_warning(result.summary, result.server)):
                 result.warnings.append(warm)
             if outcome.health.saturated:
                 result.warnings.append(outcome.health.verdict)

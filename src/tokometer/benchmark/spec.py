@@ -57,6 +57,9 @@ class BenchSpec(BaseModel):
     warmup: int = Field(0, ge=0)
 
     input_tokens: int = Field(256, ge=1)
+    prefix_tokens: int = Field(0, ge=0)
+    """Each synthetic prompt starts with one of ``prefix_groups`` shared prefixes of this many tokens (0: none)."""
+    prefix_groups: int = Field(1, ge=1)
     output_tokens: int = Field(128, ge=1)
     ignore_eos: bool = False
     temperature: float | None = Field(0.0, ge=0, allow_inf_nan=False)
@@ -146,6 +149,11 @@ class BenchSpec(BaseModel):
             raise ValueError("give --requests or --duration (or both)")
         if self.dataset is not None and self.prompt is not None:
             raise ValueError("give --dataset or --prompt, not both")
+        if self.prefix_tokens and (self.dataset is not None or self.prompt is not None):
+            raise ValueError("--prefix-tokens shapes synthetic prompts: leave out --dataset and --prompt")
+        if self.prefix_tokens >= self.input_tokens:
+            raise ValueError(f"--prefix-tokens {self.prefix_tokens} must be less than --input-tokens "
+                             f"{self.input_tokens}: each prompt is its shared prefix and then its own words")
         self._check_search()
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"URL {self.url!r} must start with http:// or https://")

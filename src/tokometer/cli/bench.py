@@ -61,6 +61,11 @@ __all__ = ["command"]
               help="Requests per step sent first and left out of results.")
 @click.option("--input-tokens", type=int, default=None,
               help="Synthetic prompt length in tokens [default: 256; 128 for the embedded engine].")
+@click.option("--prefix-tokens", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Start each synthetic prompt with one of --prefix-groups shared prefixes of this many tokens "
+                   "(agents' system prompts); the report gives TTFT with a cold and a warm prefix.")
+@click.option("--prefix-groups", type=click.IntRange(min=1), default=1, show_default=True,
+              help="How many different shared prefixes (with --prefix-tokens).")
 @click.option("--output-tokens", type=int, default=None,
               help="max_tokens per request [default: 128; 64 for the embedded engine].")
 @click.option("--ignore-eos", is_flag=True,
@@ -185,6 +190,8 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
         "duration_s": duration,
         "warmup": opts["warmup"],
         "input_tokens": defaults.input_tokens if opts["input_tokens"] is None else opts["input_tokens"],
+        "prefix_tokens": opts["prefix_tokens"],
+        "prefix_groups": opts["prefix_groups"],
         "output_tokens": defaults.output_tokens if opts["output_tokens"] is None else opts["output_tokens"],
         "ignore_eos": opts["ignore_eos"],
         "temperature": opts["temperature"],

@@ -25,13 +25,17 @@ class Prompt:
     prompt (for chat prompts, the messages joined, since no chat template is
     applied on the client side). ``input_tokens`` is the length the source made
     it to be, when known. ``max_tokens`` overrides the run's output length for
-    this prompt (ShareGPT-style sources carry a reference answer length).
+    this prompt (ShareGPT-style sources carry a reference answer length). ``prefix_group`` is the shared
+    prefix the prompt starts with (``--prefix-groups``), and ``prefix_first`` marks the source's first
+    prompt with it.
     """
 
     messages: tuple[Message, ...]
     text: str
     input_tokens: int | None = None
     max_tokens: int | None = None
+    prefix_group: int | None = None
+    prefix_first: bool = False
 
     @classmethod
     def from_text(cls, text: str, *, input_tokens: int | None = None, max_tokens: int | None = None) -> Prompt:

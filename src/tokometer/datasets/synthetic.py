@@ -3,7 +3,14 @@
 Each prompt is a different random run of common words (so a prefix cache
 cannot make the second request look faster than the first), cut to exactly
 ``input_tokens`` tokens of the given tokenizer and checked by encoding it
-again. Without a tokenizer the prompt has ``input_tokens`` words and its length
+again.
+
+Shared prefixes (``prefix_tokens`` P, ``prefix_groups`` G): G prefixes of exactly P tokens are made first;
+each prompt starts with one of them (chosen by the seed), then a line break and its own words, so that the
+whole prompt is still exactly ``input_tokens`` tokens. The first prompt with each prefix is marked
+(``prefix_first``): it is the one a prefix cache cannot have seen.
+
+Without a tokenizer the prompt has ``input_tokens`` words and its length
 in tokens is unknown: the source says so (``exact`` is False) and the run
 reports the server's own count.
 """
@@ -13,6 +20,7 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 
 from tokometer.datasets.base import Prompt
 from tokometer.datasets.words import WORDS
@@ -63,23 +71,64 @@ class SyntheticSource:
         tokenizer: Tokenizer | None = None,
         seed: int = 0,
         unique: int = 8192,
+        prefix_tokens: int = 0,
+        prefix_groups: int = 1,
     ) -> None:
         if input_tokens < 1:
             raise DatasetError("--input-tokens must be at least 1")
+        if prefix_tokens and not 0 < prefix_tokens < input_tokens:
+            raise DatasetError(f"--prefix-tokens {prefix_tokens} must be less than --input-tokens {input_tokens}: "
+                               "each prompt is its shared prefix and then its own words")
+        if prefix_groups < 1:
+            raise DatasetError("--prefix-groups must be at least 1")
+        self.prefix_tokens = prefix_tokens
+        self.prefix_groups = prefix_groups
+        self._prefixes: list[str] = []
+        self._seen_groups: set[int] = set()
         self.input_tokens = input_tokens
         self.tokenizer = tokenizer
         self.seed = seed
         self.unique = unique
         self.exact = tokenizer is not None
-        self.name = f"synthetic({input_tokens} tokens, {'exact: ' + tokenizer.name if tokenizer else 'words'})"
+        shared = f", {prefix_groups} shared prefix{'es' if prefix_groups > 1 else ''} of {prefix_tokens}" \
+            if prefix_tokens else ""
+        self.name = (f"synthetic({input_tokens} tokens{shared}, "
+                     f"{'exact: ' + tokenizer.name if tokenizer else 'words'})")
         self._cache: list[Prompt] = []
 
     def _make(self, index: int) -> Prompt:
         rng = random.Random(f"{self.seed}:{index}")
+        if self.prefix_tokens:
+            return self._make_shared(index, rng)
         if self.tokenizer is None:
             return Prompt.from_text(_words(rng, self.input_tokens))
         text = make_exact_text(self.tokenizer, self.input_tokens, rng)
         return Prompt.from_text(text, input_tokens=self.input_tokens)
+
+    def _prefix(self, group: int) -> str:
+        while len(self._prefixes) <= group:
+            rng = random.Random(f"{self.seed}:prefix:{len(self._prefixes)}")
+            self._prefixes.append(make_exact_text(self.tokenizer, self.prefix_tokens, rng) if self.tokenizer
+                                  else _words(rng, self.prefix_tokens))
+        return self._prefixes[group]
+
+    def _make_shared(self, index: int, rng: random.Random) -> Prompt:
+        group = rng.randrange(self.prefix_groups)
+        first = group not in self._seen_groups
+        self._seen_groups.add(group)
+        prefix = self._prefix(group) + "\n"
+        own = self.input_tokens - self.prefix_tokens
+        if self.tokenizer is None:
+            return replace(Prompt.from_text(prefix + _words(rng, own)), prefix_group=group, prefix_first=first)
+        for _ in range(_ATTEMPTS):  # the line break may merge with the words around it: fit the tail
+            text = prefix + make_exact_text(self.tokenizer, max(1, own), rng)
+            miss = self.input_tokens - self.tokenizer.count(text)
+            if miss == 0:
+                return replace(Prompt.from_text(text, input_tokens=self.input_tokens), prefix_group=group,
+                               prefix_first=first)
+            own += miss
+        raise DatasetError(f"could not make a prompt of exactly {self.input_tokens} tokens after a shared prefix "
+                           f"of {self.prefix_tokens} with tokenizer {self.tokenizer.name}")
 
     def prepare(self, n: int, stop: threading.Event | None = None) -> None:
         """Make the first ``min(n, unique)`` prompts now, before any timing starts; return early once

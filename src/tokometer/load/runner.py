@@ -114,6 +114,7 @@ async def run_step(
         record = RequestRecord(index=index, step=step_index, warmup=index < limits.warmup, due_ns=due_ns)
         if prompt.input_tokens is not None:
             record.input_tokens, record.input_tokens_source = prompt.input_tokens, "prompt_spec"
+        record.prefix_group, record.prefix_first = prompt.prefix_group, prompt.prefix_first
         await client.send(prompt, record, on_done=done)
 
     interrupted = False

@@ -21,7 +21,8 @@ DEFINITIONS: Final[dict[str, str]] = {
     "connect_ms": "time spent opening new connections (requests that reused a kept-alive connection are not in it)",
     "tpot_ms": "decode time per output token: (last token time - first token time) / (output tokens - tokens of "
     "the first event); equals (last - first) / (output_tokens - 1) when the first event carries one token",
-    "decode_speed_tok_s": "1 / TPOT per request: the steady decode-phase speed (the article's TPS)",
+    "decode_speed_tok_s": "1 / TPOT per request: the steady decode-phase speed (the article's TPS); TPOT and "
+    "decode speed count reasoning and answer tokens alike",
     "itl_ms": "inter-token latency: each gap between consecutive content events divided by the tokens the later "
     "event carried (token-normalised)",
     "chunk_gap_ms": "raw gaps between consecutive content events, not normalised",
@@ -39,9 +40,27 @@ DEFINITIONS: Final[dict[str, str]] = {
     "requests; under a request rate, below send_rate_rps means the queue grew through the step",
     "ttft_growth": "mean TTFT of the last quarter of completed requests (in send order) / mean TTFT of the first "
     "quarter: well above 1 when requests waited longer as the step went on (a growing queue)",
+    "ttft_cold_prefix_ms": "TTFT of the requests that were the run's first with their shared prefix "
+    "(--prefix-groups): nothing can have cached it",
+    "ttft_warm_prefix_ms": "TTFT of the requests sent after an earlier request with the same prefix had its first "
+    "token (its prefill, the prefix's included, was done)",
+    "prefix_cache_speedup": "ttft_cold_prefix_ms p50 / ttft_warm_prefix_ms p50: about 1 without a prefix cache",
     "output_tokens.source": "where output token counts came from: usage (server usage block), native (engine "
     "counters), tokenizer, estimate (count of content events)",
     "server_prefill_ms": "the engine's own prompt-processing time, where the protocol reports it",
     "server_decode_tok_s": "the engine's own decode speed, where the protocol reports it",
     "percentiles": "linear interpolation between closest ranks (numpy default)",
+    "reasoning": "reasoning models only (null when no answer of the step had reasoning): reasoning sent in "
+    "reasoning_content / reasoning deltas (Ollama: thinking) or inline between <think> and </think>",
+    "reasoning.ttfat_ms": "time to first answer token: the first event carrying answer text that is not only "
+    "whitespace (not reasoning, not a think tag) minus the time the request was sent; equals TTFT for an answer "
+    "without reasoning; answers that never got past their reasoning are left out (counted in no_answer)",
+    "reasoning.reasoning_tokens": "output tokens that were reasoning, per answer that reasoned: usage "
+    "(usage.completion_tokens_details.reasoning_tokens), native (tokens of the reasoning events where each "
+    "event's count is exact), tokenizer (the model's tokenizer on the reasoning text), estimate (each event's "
+    "share of the output by characters); an answer cut while reasoning was all reasoning",
+    "reasoning.answer_tokens": "output tokens - reasoning tokens, per completed answer",
+    "reasoning.reasoning_share": "sum of reasoning tokens / sum of output tokens of the completed answers",
+    "reasoning.answer_decode_speed_tok_s": "decode speed of the answer alone: tokens of the events after the first "
+    "answer event / (last token time - first answer token time)",
 }

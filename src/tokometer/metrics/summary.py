@@ -22,6 +22,8 @@ from typing import Any
 
 from tokometer.metrics import request as m
 from tokometer.metrics.distribution import Distribution
+from tokometer.metrics.prefix import prefix_split
+from tokometer.metrics.reasoning import ReasoningSummary, summarize_reasoning
 from tokometer.records import RequestRecord
 
 __all__ = ["SLO", "StepSummary", "summarize"]
@@ -95,6 +97,16 @@ class StepSummary:
     ttft_growth: float | None = None
     """Mean TTFT of the last quarter of completed requests, in send order, over that of the first quarter:
     well above 1 when each request waited longer than the one before (None: fewer than 8 completed)."""
+    ttft_cold_prefix_ms: Distribution | None = None
+    """TTFT of the requests that were the first with their shared prefix (`tokometer.metrics.prefix`);
+    None when the step's prompts shared none."""
+    ttft_warm_prefix_ms: Distribution | None = None
+    """TTFT of the requests sent after their shared prefix had been prefilled once."""
+    prefix_cache_speedup: float | None = None
+    """Cold TTFT p50 / warm TTFT p50 (None: no shared prefixes, or no cold or no warm request)."""
+    reasoning: ReasoningSummary | None = None
+    """Reasoning and answer apart (time to first answer token, token counts, the answer's decode speed);
+    None when no completed answer of the step had reasoning (`tokometer.metrics.reasoning`)."""
 
     def naive_line(self) -> str:
         """The article's summary line (elapsed, generated tokens, average tok/s), labelled."""
@@ -107,7 +119,7 @@ class StepSummary:
         out: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            out[name] = value.to_json() if isinstance(value, Distribution) else value
+            out[name] = value.to_json() if isinstance(value, (Distribution, ReasoningSummary)) else value
         tokens = out.pop("output_tokens")
         out["output_tokens"] = {
             "total": self.output_tokens_total,
@@ -196,7 +208,19 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         prompt_cache_reported=sum(1 for r in ok if r.server is not None and r.server.cached_tokens is not None),
         completion_rate_rps=_completion_rate(ok),
         ttft_growth=_ttft_growth(ok),
+        reasoning=summarize_reasoning(ok),
+        **_prefix_effect(window),
     )
+
+
+def _prefix_effect(window: Sequence[RequestRecord]) -> dict[str, Any]:
+    cold, warm = prefix_split(window)
+    if not cold and not warm:
+        return {}
+    cold_ttft = Distribution.of(_values(cold, m.ttft_ns), _MS)
+    warm_ttft = Distribution.of(_values(warm, m.ttft_ns), _MS)
+    speedup = cold_ttft.p50 / warm_ttft.p50 if cold_ttft.p50 and warm_ttft.p50 else None
+    return {"ttft_cold_prefix_ms": cold_ttft, "ttft_warm_prefix_ms": warm_ttft, "prefix_cache_speedup": speedup}
 
 
 def _completion_rate(ok: Sequence[RequestRecord]) -> float | None:

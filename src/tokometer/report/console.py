@@ -159,6 +159,11 @@ def render_step(console: Console, result: StepResult) -> None:
     if s.prompt_cache_hit_rate is not None:
         console.print(f"  prompt cache: {100 * s.prompt_cache_hit_rate:.0f}% of prompt tokens came from the server's "
                       f"cache ({s.prompt_cache_reported} answers said)")
+    if s.ttft_cold_prefix_ms is not None and s.ttft_warm_prefix_ms is not None:
+        speedup = f"{s.prefix_cache_speedup:.2f}x" if s.prefix_cache_speedup is not None else "-"
+        console.print(f"  shared prefixes: TTFT p50 cold {_f(s.ttft_cold_prefix_ms.p50)} ms "
+                      f"({s.ttft_cold_prefix_ms.count}), warm {_f(s.ttft_warm_prefix_ms.p50)} ms "
+                      f"({s.ttft_warm_prefix_ms.count}): prefix-cache speed-up {speedup}")
     for line in server_lines(result.server) + [g for block in result.gpu or () for g in gpu_lines(block)]:
         console.print(f"  {line}")
     console.print(f"  naive view (the article's script: mixes TTFT, network and decode): {s.naive_line()}")
