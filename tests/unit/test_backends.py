@@ -148,3 +148,20 @@ def test_cached_prompt_tokens_are_read_where_the_server_says() -> None:
              b'"timings":{"prompt_n":36,"cache_n":64,"prompt_ms":10.0,"predicted_n":4,"predicted_ms":8.0}}')
     native = LlamaCpp().parse(final)
     assert native is not None and (native.server_prompt_n, native.cached_prompt_tokens) == (36, 64)
+
+
+def test_the_answer_length_of_a_request() -> None:
+    """A dataset's reference length yields to --ignore-eos (every answer --output-tokens long); a trace's
+    exact length does not; requested_output_tokens is what was sent."""
+    from dataclasses import replace
+
+    from tokometer.datasets.base import Prompt
+    from tokometer.wire.base import GenerationParams, answer_length
+
+    reference = Prompt.from_text("hi", max_tokens=7)
+    exact = replace(reference, exact_length=True)
+    plain, fixed = GenerationParams(model="m", max_tokens=32), GenerationParams(model="m", max_tokens=32,
+                                                                              ignore_eos=True)
+    assert (answer_length(reference, plain), answer_length(reference, fixed)) == (7, 32)
+    assert (answer_length(exact, plain), answer_length(exact, fixed)) == (7, 7)
+    assert answer_length(Prompt.from_text("hi"), fixed) == 32

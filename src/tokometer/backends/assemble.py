@@ -4,7 +4,9 @@ Runs after the last byte arrived, and in small slices (`BackgroundAssembler`),
 so parsing never sits between a byte's arrival and its timestamp.
 Token counts follow the order of trust in docs/reference/metrics.md: server usage, the
 engine's native counters, the model's tokenizer, and last a count of content
-events (an estimate, labelled so).
+events (an estimate, labelled so). Reasoning (a field of its own, or inline ``<think>``
+sections: `tokometer.wire.reasoning`) is split from the answer here too: when the answer
+began, and how many of the output tokens were reasoning.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from tokometer.records import RequestRecord, ServerTiming
+from tokometer.records import RequestRecord, ServerTiming, TokenSource
 from tokometer.wire.base import Backend, ParsedEvent
 from tokometer.wire.framing import iter_payloads
+from tokometer.wire.reasoning import EventSplit, split_inline
 
 __all__ = ["BackgroundAssembler", "StreamAssembly", "assemble"]
 
@@ -44,6 +47,8 @@ class StreamAssembly:
         self.texts: list[str] = []
         self.earlier_output_tokens = 0
         """Output tokens of the segments before this one (continuation)."""
+        self.earlier_reasoning_tokens = 0
+        """Reasoning tokens the server counted in the segments before this one."""
         self._segment_start = 0
         record.chunk_count = n_chunks
 
@@ -90,7 +95,8 @@ class StreamAssembly:
     def end_segment(self) -> None:
         """The current segment is over and another one follows (its counts are added, not replaced)."""
         self.earlier_output_tokens = self.output_tokens_so_far()
-        self.final.completion_tokens = self.final.completion_tokens_native = None
+        self.earlier_reasoning_tokens += self.final.reasoning_tokens or 0
+        self.final.completion_tokens = self.final.completion_tokens_native = self.final.reasoning_tokens = None
         self.final.finish_reason = None
         self._segment_start = len(self.content)
         self.saw_done = False
@@ -111,6 +117,7 @@ class StreamAssembly:
             record.error_detail = "HTTP 200 with an empty body"
             record.finish_reason = "error"
         _count_tokens(record, content, final, count_tokens, self.earlier_output_tokens, self._segment_start)
+        _split_reasoning(record, content, final, count_tokens, self.earlier_reasoning_tokens)
         record.server = _server_timing(final)
         if record.finish_reason is None:
             record.finish_reason = final.finish_reason or ("stop" if self.saw_done else "unknown")
@@ -225,6 +232,7 @@ def _merge_final(final: ParsedEvent, event: ParsedEvent) -> None:
         "server_decode_n",
         "server_total_ms",
         "cached_prompt_tokens",
+        "reasoning_tokens",
     ):
         value = getattr(event, name)
         if value is not None:
@@ -249,8 +257,10 @@ def _count_tokens(
         record.output_tokens, record.output_tokens_source = earlier + final.completion_tokens_native, "native"
     elif exact_events:
         record.output_tokens, record.output_tokens_source = sum(n or 0 for n in per_event), "native"
-    elif count_tokens is not None and record.output_text:
-        record.output_tokens, record.output_tokens_source = count_tokens(record.output_text), "tokenizer"
+    elif count_tokens is not None and (record.output_text or any(event.reasoning for _, event in content)):
+        reasoning = "".join(event.reasoning for _, event in content)  # reasoning sent in a field of its own
+        counted = count_tokens(record.output_text) + (count_tokens(reasoning) if reasoning else 0)
+        record.output_tokens, record.output_tokens_source = counted, "tokenizer"
     elif content:
         record.output_tokens, record.output_tokens_source = earlier + len(content) - segment_start, "estimate"
     elif record.error is None:
@@ -280,3 +290,59 @@ def _server_timing(final: ParsedEvent) -> ServerTiming | None:
     if all(value is None for value in (timing.prompt_ms, timing.decode_ms, timing.total_ms, timing.cached_tokens)):
         return None
     return timing
+
+
+def _split_reasoning(
+    record: RequestRecord,
+    content: list[tuple[int, ParsedEvent]],
+    final: ParsedEvent,
+    count_tokens: Callable[[str], int] | None,
+    earlier: int = 0,
+) -> None:
+    """When the answer began (``first_answer_ns``) and how many output tokens were reasoning.
+
+    Reasoning is a field's text or an inline ``<think>`` section. The first answer event is the first
+    whose answer text is more than whitespace (``"</think>\\n\\n"`` does not start the answer). Reasoning
+    tokens: the server's count (usage), else the tokens of reasoning events where each event's tokens are
+    exact, else the tokenizer on the reasoning text, else each event's share of the output by characters
+    (an estimate). A stream that never got past its reasoning was all reasoning.
+    """
+    inline = split_inline([event.text for _, event in content])
+    if inline is None:
+        splits = [EventSplit(event.reasoning, event.text) for _, event in content]
+    else:
+        splits = [EventSplit(event.reasoning + part.reasoning, part.answer, part.tagged)
+                  for (_, event), part in zip(content, inline, strict=True)]
+    reasoned = any(split.reasoning or split.tagged for split in splits)
+    told = (final.reasoning_tokens or 0) + earlier
+    if not reasoned:
+        if told and record.output_tokens:  # reasoning the server hid (OpenAI's o-series): only its count
+            record.reasoning_tokens, record.reasoning_tokens_source = min(told, record.output_tokens), "usage"
+        return
+    answers = [stamp for (stamp, _), split in zip(content, splits, strict=True) if split.answer.strip()]
+    record.first_answer_ns = answers[0] if answers else 0
+    shares = [_reasoning_share(split) for split in splits]
+    source: TokenSource
+    if told:
+        count, source = told, "usage"
+    elif not answers and record.output_tokens is not None and record.output_tokens_source is not None:
+        count, source = record.output_tokens, record.output_tokens_source
+    elif all(event.tokens is not None for _, event in content):
+        count, source = round(sum((event.tokens or 0) * f for (_, event), f in zip(content, shares, strict=True))), \
+            "native"
+    elif count_tokens is not None:
+        count, source = count_tokens("".join(split.reasoning for split in splits)), "tokenizer"
+    else:
+        count, source = round(sum(n * f for n, f in zip(record.event_tokens, shares, strict=True))), "estimate"
+    if record.output_tokens is not None:
+        count = min(count, record.output_tokens)
+    record.reasoning_tokens, record.reasoning_tokens_source = count, source
+
+
+def _reasoning_share(split: EventSplit) -> float:
+    """The share of an event's tokens that were reasoning, by characters (a tag alone is reasoning)."""
+    answer = len(split.answer) if split.answer.strip() else 0
+    total = len(split.reasoning) + answer
+    if not total:
+        return 1.0 if split.tagged else 0.0
+    return len(split.reasoning) / total

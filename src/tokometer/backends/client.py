@@ -32,7 +32,7 @@ from tokometer.backends.http1 import (
 )
 from tokometer.datasets.base import Prompt
 from tokometer.records import RequestRecord, describe_http_failure
-from tokometer.wire.base import Backend, GenerationParams
+from tokometer.wire.base import Backend, GenerationParams, answer_length
 
 __all__ = ["StreamClient", "Target", "Timeouts"]
 
@@ -102,7 +102,7 @@ class StreamClient:
         is finished (parsed) in the background, then handed to ``on_done``;
         without it, returns the finished record.
         """
-        record.requested_output_tokens = prompt.max_tokens if prompt.max_tokens is not None else self.params.max_tokens
+        record.requested_output_tokens = answer_length(prompt, self.params)
         finished: asyncio.Future[RequestRecord] | None = None
         if on_done is None:
             finished = asyncio.get_running_loop().create_future()

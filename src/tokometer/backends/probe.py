@@ -26,6 +26,12 @@ class Probe:
 
     async def get(self, url: str) -> tuple[int, bytes]:
         """(status, body) of ``GET url``; raises ConnectError, HttpTimeout or PeerReset."""
+        response = await self.fetch(url)
+        return response.status, b"".join(response.chunks)
+
+    async def fetch(self, url: str) -> StreamedResponse:
+        """The whole answer to ``GET url`` (status, headers, stamps, body chunks, ``connect_ns``: how long
+        opening the connection took); raises ConnectError, HttpTimeout or PeerReset."""
         parts = urlsplit(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         pool = HttpPool(f"{parts.scheme}://{parts.netloc}", connect_timeout=self.timeout_s,
@@ -33,7 +39,7 @@ class Probe:
         try:
             response = StreamedResponse()
             await pool.request(pool.encode("GET", path, b"", self.headers), response)
-            return response.status, b"".join(response.chunks)
+            return response
         finally:
             await pool.close()
 

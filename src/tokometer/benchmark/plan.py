@@ -43,13 +43,20 @@ class StepPlan(Protocol):
 
 
 def sweep_steps(spec: BenchSpec) -> list[LoadStep]:
-    """The load steps a sweep asks for, in order."""
+    """The load steps a sweep asks for, in order: with ``--trace``, one step on the trace's own schedule."""
+    if spec.trace is not None:
+        from tokometer.datasets.trace import read_trace, trace_offsets
+
+        name = "example" if str(spec.trace) == "example" else spec.trace.name
+        return [LoadStep("trace", offsets=trace_offsets(read_trace(spec.trace), spec.time_scale), trace=name,
+                         max_concurrency=spec.max_concurrency)]
+    sessions = spec.sessions is not None
     if spec.rate:
         return [LoadStep("rate", rate=r, arrival=spec.arrival, burstiness=spec.burstiness,
-                         max_concurrency=spec.max_concurrency) for r in spec.rate]
+                         max_concurrency=spec.max_concurrency, sessions=sessions) for r in spec.rate]
     if spec.synchronous or not spec.concurrency:
-        return [LoadStep("synchronous")]
-    return [LoadStep("concurrency", concurrency=c) for c in spec.concurrency]
+        return [LoadStep("synchronous", sessions=sessions)]
+    return [LoadStep("concurrency", concurrency=c, sessions=sessions) for c in spec.concurrency]
 
 
 class SweepPlan:
@@ -80,10 +87,11 @@ class FindMaxPlan:
         self.expected_steps = 8
 
     def load(self, value: float) -> LoadStep:
+        sessions = self.spec.sessions is not None
         if self.kind == "concurrency":
-            return LoadStep("concurrency", concurrency=int(value))
+            return LoadStep("concurrency", concurrency=int(value), sessions=sessions)
         return LoadStep("rate", rate=round(value, 6), arrival=self.spec.arrival, burstiness=self.spec.burstiness,
-                        max_concurrency=self.spec.max_concurrency)
+                        max_concurrency=self.spec.max_concurrency, sessions=sessions)
 
     def next_step(self, done: Sequence[StepResult]) -> PlannedStep | None:
         history = [(p.value, p.passed) for p in (

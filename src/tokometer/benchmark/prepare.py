@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tokometer.backends.http1 import ConnectError, HttpTimeout, PeerReset
@@ -17,14 +18,17 @@ from tokometer.backends.probe import Probe
 from tokometer.benchmark.preflight import preflight, protocol_hint, server_root
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.datasets import FixedSource, Prompt, SyntheticSource, load_source_file
+from tokometer.datasets.conversations import SessionScript, SessionSource, ShareGPTSessions, SyntheticSessions
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
-from tokometer.errors import EndpointError, TokenizerError
+from tokometer.datasets.sampled import Sampled
+from tokometer.datasets.trace import TraceSource
+from tokometer.errors import DatasetError, EndpointError, TokenizerError
 from tokometer.load.runner import StepLimits
 from tokometer.tokens import ServerTokenizer, Tokenizer, probe_server_tokenizer
 
 __all__ = ["Prepared", "prepare"]
 
-Source = SyntheticSource | FixedSource | JsonlSource | ShareGPTSource
+Source = SyntheticSource | FixedSource | JsonlSource | ShareGPTSource | TraceSource
 
 
 @dataclass(slots=True)
@@ -34,6 +38,13 @@ class Prepared:
     tokenizer: Tokenizer | None
     local_tokenizer: bool
     warnings: list[str] = field(default_factory=list)
+    sessions: SessionSource | None = None
+    """With ``--sessions``: the sessions' scripts (the user's side; `tokometer.load.sessions` runs them)."""
+
+    def session_list(self, limits: StepLimits, offset: int) -> list[SessionScript]:
+        """The sessions one step runs, after the ``offset`` earlier steps ran, for worker processes."""
+        assert self.sessions is not None
+        return self.sessions.script_list(offset, limits.total or 1024)
 
     def prompt_list(self, limits: StepLimits, offset: int) -> list[Prompt]:
         """The prompts one step uses, starting after the ``offset`` earlier steps used, as a list
@@ -108,6 +119,12 @@ def _tokenizer(spec: BenchSpec, warnings: list[str]) -> tuple[Tokenizer | None, 
 def _source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -> Source:
     if spec.prompt is not None:
         return FixedSource(spec.prompt)
+    if spec.trace is not None:
+        trace = TraceSource(spec.trace, tokenizer, block_tokens=spec.trace_block_tokens, seed=spec.seed_value)
+        if tokenizer is None:
+            warnings.append("no tokenizer: the trace's prompts are made of words, one word per token of the trace "
+                            "(the server's own prompt counts are reported)")
+        return trace
     if spec.dataset is not None:
         return load_source_file(spec.dataset, spec.dataset_kind, tokenizer)
     source = SyntheticSource(spec.input_tokens, tokenizer=tokenizer, seed=spec.seed_value,
@@ -130,8 +147,18 @@ async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
         warnings.append(f"--workers {spec.workers} is more than this machine's {cores} cores: "
                         f"using {cores} (more load-generator processes than cores only slow each other down)")
     tokenizer, local = await asyncio.to_thread(_tokenizer, spec_for_tok, warnings)
-    source = await asyncio.to_thread(_source, spec, tokenizer, warnings)
-    if isinstance(source, SyntheticSource):
+    sessions: SessionSource | None = None
+    if spec.sessions is not None:
+        sessions = await asyncio.to_thread(_sessions, spec, tokenizer, warnings)
+        await _in_thread(sessions.prepare, (spec.sessions + spec.warmup) * n_steps)
+        # The runner reads the sessions, never this source: it names the prompts for the report.
+        source: Source = sessions.source if isinstance(sessions, SyntheticSessions) else FixedSource(sessions.name)
+    else:
+        source = await asyncio.to_thread(_source, spec, tokenizer, warnings)
+    if isinstance(source, TraceSource):
+        await _in_thread(source.prepare, len(source.entries))
+        warnings.extend(_trace_notes(source))
+    elif isinstance(source, SyntheticSource) and sessions is None:
         # Every request of the run gets a prompt of its own (up to the source's limit), so no
         # step is sped up by a prefix cache holding an earlier step's prompts.
         per_step = (spec.requests or source.unique) + spec.warmup
@@ -140,4 +167,36 @@ async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
             await asyncio.to_thread(source.prepare, per_step * n_steps, stop)
         finally:
             stop.set()  # cancelled (Ctrl-C): the thread stops at its next prompt, not after all of them
-    return Prepared(model=model, source=source, tokenizer=tokenizer, local_tokenizer=local, warnings=warnings)
+    return Prepared(model=model, source=source, tokenizer=tokenizer, local_tokenizer=local, warnings=warnings,
+                    sessions=sessions)
+
+
+async def _in_thread(make: Callable[[int, threading.Event], None], n: int) -> None:
+    """Run ``make(n, stop)`` in a thread; on cancellation (Ctrl-C) ``stop`` tells it to give up."""
+    stop = threading.Event()
+    try:
+        await asyncio.to_thread(make, n, stop)
+    finally:
+        stop.set()
+
+
+def _sessions(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -> SessionSource:
+    think = Sampled.parse(spec.think_time or "0", "--think-time")
+    turns = Sampled.parse(spec.turns, "--turns", whole=True) if spec.turns is not None else None
+    if spec.dataset is not None:
+        if spec.dataset_kind == "jsonl":
+            raise DatasetError("--sessions takes its conversations from a ShareGPT --dataset (several human "
+                               "turns each), not from JSONL prompts")
+        max_turns = int(turns.high) if turns is not None else None
+        return ShareGPTSessions(spec.dataset, tokenizer, think, max_turns=max_turns, seed=spec.seed_value)
+    source = _source(spec, tokenizer, warnings)
+    assert isinstance(source, SyntheticSource)
+    return SyntheticSessions(source, turns or Sampled("fixed", 4, 4, whole=True), think, seed=spec.seed_value)
+
+
+def _trace_notes(source: TraceSource) -> list[str]:
+    notes = []
+    if source.nudged:
+        notes.append(f"{source.nudged} of the trace's prompts had their shared last block remade to reach the "
+                     "exact length: those blocks are not shared")
+    return notes

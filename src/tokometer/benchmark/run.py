@@ -30,6 +30,7 @@ from tokometer.hostinfo import host_info
 from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep, load_entry
 from tokometer.load.runner import StepLimits, run_step
+from tokometer.load.sessions import run_session_step
 from tokometer.load.workers import WorkerSetup, run_step_in_workers
 from tokometer.metrics import SLO, StepSummary, summarize
 from tokometer.records import RequestRecord
@@ -130,7 +131,9 @@ def prompt_cache_warning(summary: StepSummary, server: dict[str, Any] | None) ->
 def _token_mismatch(records: list[RequestRecord], count: Callable[[str], int]) -> str | None:
     server = local = 0
     for r in records:
-        if r.ok and r.output_text and r.output_tokens_source in ("usage", "native") and r.output_tokens:
+        # an answer with reasoning sent in a field of its own has less text than tokens: not comparable
+        if r.ok and r.output_text and r.output_tokens_source in ("usage", "native") and r.output_tokens \
+                and not r.reasoning_tokens:
             server += r.output_tokens
             local += count(r.output_text)
     if server and abs(local - server) / server > _MISMATCH_LIMIT:
@@ -159,7 +162,8 @@ async def run_benchmark(
     backend = create_backend(spec.api)
     workers = min(spec.workers, os.cpu_count() or 1)  # prepare() warned when this cut it
     slo = SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms)
-    limits = StepLimits(spec.requests, spec.duration_s, spec.warmup)
+    # Sessions: the limits count sessions (`tokometer.load.sessions`).
+    limits = StepLimits(spec.sessions if spec.sessions is not None else spec.requests, spec.duration_s, spec.warmup)
     started = now_iso()
     run_id = None
     if store is not None:
@@ -177,6 +181,7 @@ async def run_benchmark(
         obs.request_done(record)
 
     prompts: Iterator[Prompt] = prepared.source.prompts()  # continues from step to step
+    scripts = prepared.sessions.scripts() if prepared.sessions is not None else None  # likewise
     used = 0
     observation = await asyncio.to_thread(RunObservation.start, spec, warnings)
     async with contextlib.AsyncExitStack() as stack:
@@ -187,17 +192,24 @@ async def run_benchmark(
             index, step = len(results), planned.load
             if store is not None and run_id is not None:
                 store.start_step(run_id, index, load_entry(step, planned.trial))
-            obs.step_started(index, step, limits)
+            obs.step_started(index, step, limits if prepared.sessions is None else StepLimits(None, spec.duration_s))
             step_start = perf_counter_ns()
+            seed = spec.seed_value + index
+            if step.mode == "trace":
+                used, prompts = 0, prepared.source.prompts()  # every trial replays the trace from its start
             if workers > 1:
                 setup = WorkerSetup(target, spec.api, params, timeouts,
-                                    spec.tokenizer if prepared.local_tokenizer else None)
-                outcome = await run_step_in_workers(step, index, limits, prepared.prompt_list(limits, used), setup,
-                                                    workers, on_record, seed=spec.seed_value + index)
+                                    spec.tokenizer if prepared.local_tokenizer else None,
+                                    sessions=prepared.sessions is not None)
+                items = (prepared.session_list(limits, used) if prepared.sessions is not None
+                         else prepared.prompt_list(limits, used))
+                outcome = await run_step_in_workers(step, index, limits, items, setup, workers, on_record, seed=seed)
+            elif scripts is not None:
+                outcome = await run_session_step(step, index, limits, scripts, client, on_record, seed=seed)
             else:
-                outcome = await run_step(step, index, limits, prompts, client, on_record, seed=spec.seed_value + index)
+                outcome = await run_step(step, index, limits, prompts, client, on_record, seed=seed)
             step_end = perf_counter_ns()
-            used += len(outcome.records)
+            used += len({r.session for r in outcome.records}) if scripts is not None else len(outcome.records)
             result = StepResult(index, step, summarize(outcome.records, slo), outcome.health, outcome.interrupted,
                                 outcome.records, trial=planned.trial)
             if observation is not None:
@@ -206,8 +218,10 @@ async def run_benchmark(
                 result.warnings.extend(seen.findings)
             if count is not None and (mismatch := _token_mismatch(outcome.records, count)):
                 result.warnings.append(mismatch)
-            # shared prefixes (--prefix-tokens) are there to be cached: their effect is reported, not warned of
-            if not spec.prefix_tokens and (warm := prompt_cache_warning(result.summary, result.server)):
+            # shared prefixes (--prefix-tokens), sessions' histories and a trace's shared blocks are there to be
+            # cached: their effect is reported, not warned of
+            if not spec.prefix_tokens and not step.sessions and step.mode != "trace" and (
+                    warm := prompt_cache_warning(result.summary, result.server)):
                 result.warnings.append(warm)
             if outcome.health.saturated:
                 result.warnings.append(outcome.health.verdict)
@@ -229,6 +243,6 @@ async def run_benchmark(
     if store is not None and run_id is not None:
         store.finish_run(run_id, status)
     return BenchResult(spec=spec, run_id=run_id, status=status, started_at=started, finished_at=now_iso(),
-                       steps=results, model=prepared.model, prompt_source=prepared.source.name, engine=engine,
-                       host=host_info(), warnings=warnings)
+                       steps=results, model=prepared.model, prompt_source=(prepared.sessions or prepared.source).name,
+                       engine=engine, host=host_info(), warnings=warnings)
 

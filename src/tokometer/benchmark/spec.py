@@ -72,6 +72,22 @@ class BenchSpec(BaseModel):
     prompt: str | None = None
     tokenizer: str = "auto"
 
+    sessions: int | None = Field(None, ge=1)
+    """Multi-turn chat sessions per step (`tokometer.load.sessions`): the load counts sessions (concurrency: live
+    sessions; rate: new sessions a second), and each turn sends the history with the model's real answers."""
+    turns: str | None = None
+    """Turns per session: ``4``, ``2-6`` (uniform) or ``exp:4`` (`tokometer.datasets.sampled`); None: 4, or a
+    ShareGPT conversation's own turns."""
+    think_time: str = "0"
+    """The user's think time between an answer and the next turn: ``2s``, ``1s-3s``, ``exp:2s``."""
+    trace: Path | None = None
+    """A request trace to replay at its own timing (Mooncake JSONL, `tokometer.datasets.trace`; ``example``: the
+    shipped example)."""
+    time_scale: float = Field(1.0, gt=0, allow_inf_nan=False)
+    """Stretch the trace's timestamps by this factor (2: half as fast, 0.5: twice as fast)."""
+    trace_block_tokens: int = Field(512, ge=1)
+    """Tokens per ``hash_ids`` block of the trace (Mooncake: 512)."""
+
     connect_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(60.0, gt=0)
     request_timeout_s: float = Field(600.0, gt=0)
@@ -128,6 +144,14 @@ class BenchSpec(BaseModel):
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _workload_counts(cls, data: Any) -> Any:
+        """Sessions count sessions, and a trace replays all of itself: neither takes the default request count."""
+        if isinstance(data, dict) and (data.get("sessions") or data.get("trace")) and "requests" not in data:
+            return {**data, "requests": None}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> BenchSpec:
         if self.api not in BACKENDS:
@@ -145,7 +169,8 @@ class BenchSpec(BaseModel):
             raise ValueError("concurrency must be at least 1")
         if any(r <= 0 for r in self.rate):
             raise ValueError("rates must be positive")
-        if self.requests is None and self.duration_s is None:
+        self._check_workload()
+        if self.requests is None and self.duration_s is None and self.sessions is None and self.trace is None:
             raise ValueError("give --requests or --duration (or both)")
         if self.dataset is not None and self.prompt is not None:
             raise ValueError("give --dataset or --prompt, not both")
@@ -158,6 +183,40 @@ class BenchSpec(BaseModel):
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"URL {self.url!r} must start with http:// or https://")
         return self
+
+    def _check_workload(self) -> None:
+        """Sessions and traces against the rest."""
+        from tokometer.datasets.sampled import Sampled
+        from tokometer.errors import ConfigError
+
+        if self.sessions is None and (self.turns is not None or self.think_time not in ("0", "")):
+            raise ValueError("--turns and --think-time shape sessions: give --sessions N too")
+        if self.trace is None and (self.time_scale != 1.0 or self.trace_block_tokens != 512):
+            raise ValueError("--time-scale and --trace-block-tokens replay a trace: give --trace FILE too")
+        try:
+            if self.turns is not None:
+                Sampled.parse(self.turns, "--turns", whole=True).check_at_least(1, "--turns")
+            Sampled.parse(self.think_time or "0", "--think-time")
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        if self.sessions is not None:
+            if self.trace is not None:
+                raise ValueError("give --sessions or --trace, not both")
+            if self.prompt is not None:
+                raise ValueError("--sessions makes conversations: leave out --prompt (a ShareGPT --dataset gives "
+                                 "real ones)")
+            if self.requests is not None:
+                raise ValueError("--sessions counts sessions per step: leave out --requests (--duration still "
+                                 "applies)")
+        if self.trace is not None:
+            if self.concurrency or self.rate or self.synchronous or self.find_max is not None:
+                raise ValueError("--trace replays the trace's own arrival times: leave out --concurrency, --rate, "
+                                 "--synchronous and --find-max (--time-scale speeds it up or slows it down)")
+            if self.dataset is not None or self.prompt is not None or self.prefix_tokens:
+                raise ValueError("--trace makes its own prompts (the trace's lengths and shared blocks): leave out "
+                                 "--dataset, --prompt and --prefix-tokens")
+            if self.warmup:
+                raise ValueError("--trace replays the trace's own requests: leave out --warmup")
 
     def _check_search(self) -> None:
         if self.slo is not None and self.find_max is None:

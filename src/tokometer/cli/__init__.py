@@ -23,6 +23,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("tokometer.cli.bench", "Benchmark an inference endpoint (or the embedded engine)."),
     "compare": ("tokometer.cli.compare", "Compare two saved runs: a noise-aware regression gate (exit 1)."),
     "count": ("tokometer.cli.count", "Count tokens with the model's own tokenizer; budgets and cost."),
+    "doctor": ("tokometer.cli.doctor", "Why is a server slow or failing: checks, each a finding with a fix."),
     "gateway": ("tokometer.cli.gateway", "OpenAI-compatible gateway: fallback, cache, budgets, keys, metrics."),
     "estimate": ("tokometer.cli.estimate", "Roofline limits of a deployment, and the efficiency of a measured run."),
     "report": ("tokometer.cli.report", "Saved runs as one offline HTML page of charts, or a markdown summary."),

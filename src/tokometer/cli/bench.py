@@ -81,6 +81,21 @@ __all__ = ["command"]
 @click.option("--dataset-kind", type=click.Choice(["auto", "jsonl", "sharegpt"]), default="auto", show_default=True,
               help="Format of --dataset (auto: from its content).")
 @click.option("--prompt", default=None, help="Send this one prompt every time.")
+@click.option("--sessions", type=click.IntRange(min=1), default=None,
+              help="Multi-turn chat sessions per step instead of single requests: each turn sends the history with "
+                   "the model's real answers. -c counts live sessions, -r new sessions a second.")
+@click.option("--turns", default=None, metavar="K|A-B|exp:K",
+              help="Turns per session: fixed, uniform A-B, or exponential with mean K [default: 4; a ShareGPT "
+                   "--dataset: each conversation's own human turns].")
+@click.option("--think-time", default="0", show_default=True, metavar="T|A-B|exp:T",
+              help="The user's think time between an answer and the next turn, e.g. 2s, 1s-3s, exp:2s.")
+@click.option("--trace", type=click.Path(path_type=Path), default=None,
+              help="Replay a request trace (Mooncake JSONL: timestamp ms, input_length, output_length, hash_ids) "
+                   "at its own timing, prompts of its exact lengths, shared blocks shared; 'example': a shipped one.")
+@click.option("--time-scale", type=FiniteFloat(min=0, min_open=True), default=1.0, show_default=True,
+              help="Stretch the trace's timestamps by this factor (2: half as fast, 0.5: twice as fast).")
+@click.option("--trace-block-tokens", type=click.IntRange(min=1), default=512, show_default=True,
+              help="Tokens per hash_ids block of the trace.")
 @click.option("--tokenizer", default="auto", show_default=True,
               help="auto (the server's /tokenize if it has one), server, none, or anything 'tokometer count "
               "--tokenizer' takes (bundled, a .gguf, tokenizer.json, a model directory or id, tiktoken:ENC).")
@@ -123,6 +138,8 @@ def command(**opts: Any) -> int:
       tokometer bench --url http://127.0.0.1:8000/v1 --rate 10,20 --arrival poisson --duration 60s
       tokometer bench --url http://127.0.0.1:8000/v1 -c 1,8 --repeat 3       # trials, for 'compare'
       tokometer bench --url http://127.0.0.1:8000/v1 --find-max --slo ttft_p99=2s,tpot_p50=50ms
+      tokometer bench --url http://127.0.0.1:8000/v1 --sessions 20 -c 4 --turns 2-6 --think-time exp:5s
+      tokometer bench --url http://127.0.0.1:8000/v1 --trace example --time-scale 0.5
     """
     embedded = opts["url"] is None
     values = _spec_values(opts, embedded)
@@ -162,11 +179,12 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
     defaults = bench_defaults(embedded)
     concurrency = parse_int_list(opts["concurrency"], "--concurrency")
     rate = parse_float_list(opts["rate"], "--rate")
-    if not concurrency and not rate and not opts["synchronous"] and opts["find_max"] is None:
+    if (not concurrency and not rate and not opts["synchronous"] and opts["find_max"] is None
+            and opts["trace"] is None):
         concurrency = list(defaults.concurrency)
     duration = parse_duration(opts["duration"], "--duration")
     requests = opts["requests_"]
-    if requests is None and duration is None:
+    if requests is None and duration is None and opts["sessions"] is None and opts["trace"] is None:
         requests = defaults.requests
     return {
         "url": opts["url"] or "http://127.0.0.1:0/v1",
@@ -201,6 +219,12 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
         "dataset_kind": opts["dataset_kind"],
         "prompt": opts["prompt"],
         "tokenizer": opts["tokenizer"],
+        "sessions": opts["sessions"],
+        "turns": opts["turns"],
+        "think_time": opts["think_time"],
+        "trace": opts["trace"],
+        "time_scale": opts["time_scale"],
+        "trace_block_tokens": opts["trace_block_tokens"],
         "connect_timeout_s": parse_duration(opts["connect_timeout"], "--connect-timeout"),
         "idle_timeout_s": parse_duration(opts["idle_timeout"], "--idle-timeout"),
         "request_timeout_s": parse_duration(opts["timeout"], "--timeout"),

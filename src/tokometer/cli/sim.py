@@ -52,6 +52,8 @@ __all__ = ["command"]
 @click.option("--max-num-seqs", type=int, default=256, show_default=True, help="Modelled engine: sequences per batch.")
 @click.option("--max-batched-tokens", type=int, default=8192, show_default=True,
               help="Modelled engine: tokens per step (chunked prefill budget).")
+@click.option("--no-prefix-caching", is_flag=True,
+              help="Modelled engine: no prefix cache (vLLM's automatic prefix caching is on by default).")
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True,
               help="Modelled engine: share of GPU memory for weights and KV cache.")
 @click.option("--time-scale", type=float, default=1.0, show_default=True,
@@ -64,6 +66,20 @@ __all__ = ["command"]
 @click.option("--metrics-names", type=click.Choice(["vllm", "vllm-v0", "sglang", "llamacpp", "tgi"]),
               default="vllm", show_default=True,
               help="Whose Prometheus names GET /metrics speaks: vLLM (V1), vLLM V0, SGLang, llama.cpp or TGI.")
+@click.option("--buffer-stream", is_flag=True,
+              help="Hold every event and send the whole answer at its end, as a buffering proxy does.")
+@click.option("--truncate-context", is_flag=True,
+              help="Cut a prompt beyond --max-context silently (usage reports the cut count) instead of HTTP 400.")
+@click.option("--load-slowdown", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Scripted timing: TTFT and ITL grow by this factor per other request in flight.")
+@click.option("--prefix-cache-speedup", type=click.FloatRange(min=1), default=1.0, show_default=True,
+              help="Scripted timing: a repeated request gets its first token this many times sooner.")
+@click.option("--reasoning-tokens", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Reasoning mode: the first N tokens of every answer are reasoning.")
+@click.option("--reasoning-format", type=click.Choice(["reasoning_content", "reasoning", "think"]),
+              default="reasoning_content", show_default=True,
+              help="How reasoning is sent: the chat delta's reasoning_content (DeepSeek, SGLang, llama.cpp) or "
+              "reasoning (vLLM >= 0.11) field, or inline between <think> tags.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
               show_default=True, help="Server log verbosity (uvicorn's levels).")
 def command(**opts: Any) -> None:
@@ -97,9 +113,13 @@ def command(**opts: Any) -> None:
         slow_first_byte_ms=opts["slow_first_byte_ms"], seed=opts["seed"], precise=opts["precise"],
         hardware=opts["hardware"], dtype=opts["dtype"], kv_dtype=opts["kv_dtype"], tp=opts["tp"],
         max_num_seqs=opts["max_num_seqs"], max_batched_tokens=opts["max_batched_tokens"],
+        prefix_caching=not opts["no_prefix_caching"],
         gpu_memory_utilization=opts["gpu_memory_utilization"], time_scale=opts["time_scale"], jitter=opts["jitter"],
         trace_bodies=opts["trace_bodies"], max_output_tokens=opts["max_output_tokens"],
-        metrics_names=opts["metrics_names"],
+        metrics_names=opts["metrics_names"], buffer_stream=opts["buffer_stream"],
+        truncate_context=opts["truncate_context"], load_slowdown=opts["load_slowdown"],
+        prefix_cache_speedup=opts["prefix_cache_speedup"],
+        reasoning_tokens=opts["reasoning_tokens"], reasoning_format=opts["reasoning_format"],
     )
     if config.modelled:
         from tokometer.sim.steptime import step_time_for

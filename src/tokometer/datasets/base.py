@@ -25,9 +25,9 @@ class Prompt:
     prompt (for chat prompts, the messages joined, since no chat template is
     applied on the client side). ``input_tokens`` is the length the source made
     it to be, when known. ``max_tokens`` overrides the run's output length for
-    this prompt (ShareGPT-style sources carry a reference answer length). ``prefix_group`` is the shared
-    prefix the prompt starts with (``--prefix-groups``), and ``prefix_first`` marks the source's first
-    prompt with it.
+    this prompt (ShareGPT-style sources carry a reference answer length; a trace, the exact one).
+    ``prefix_group`` is the shared prefix the prompt starts with (``--prefix-groups``), and
+    ``prefix_first`` marks the source's first prompt with it.
     """
 
     messages: tuple[Message, ...]
@@ -36,6 +36,9 @@ class Prompt:
     max_tokens: int | None = None
     prefix_group: int | None = None
     prefix_first: bool = False
+    exact_length: bool = False
+    """``max_tokens`` is the answer's length to reproduce (a trace's ``output_length``), not a reference: it
+    holds with ``--ignore-eos`` too (`tokometer.wire.base.answer_length`)."""
 
     @classmethod
     def from_text(cls, text: str, *, input_tokens: int | None = None, max_tokens: int | None = None) -> Prompt:

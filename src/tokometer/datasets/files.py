@@ -21,7 +21,8 @@ from tokometer.datasets.base import Message, Prompt
 from tokometer.errors import DatasetError
 from tokometer.tokens.base import Tokenizer
 
-__all__ = ["FixedSource", "JsonlSource", "ShareGPTSource", "load_source_file"]
+__all__ = ["FixedSource", "JsonlSource", "ShareGPTSource", "load_source_file", "sharegpt_entries",
+           "sharegpt_messages"]
 
 _ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
           "system": "system", "bing": "assistant", "bard": "assistant"}
@@ -126,18 +127,8 @@ class ShareGPTSource(_ListSource):
     def __init__(self, path: str | Path, tokenizer: Tokenizer | None = None, min_turns: int = 2) -> None:
         p = Path(path)
         self.name = f"sharegpt:{p.name}"
-        text = _read_text(p)
-        entries: list[tuple[str, Any]]
-        if text.lstrip().startswith("["):
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-            entries = [(f"{p}[{i}]", obj) for i, obj in enumerate(data)]
-        else:
-            entries = list(_json_lines(p))
         self.items = []
-        for where, obj in entries:
+        for where, obj in sharegpt_entries(p):
             prompt = self._convert(obj, where, tokenizer)
             if prompt is not None:
                 self.items.append(prompt)
@@ -146,23 +137,43 @@ class ShareGPTSource(_ListSource):
 
     @staticmethod
     def _convert(obj: Any, where: str, tokenizer: Tokenizer | None) -> Prompt | None:
-        turns = obj.get("conversations", obj.get("conversation")) if isinstance(obj, dict) else None
-        if not isinstance(turns, list):
-            raise DatasetError(f"{where}: expected an object with a 'conversations' list")
         messages: list[Message] = []
-        for turn in turns:
-            if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
-                raise DatasetError(f"{where}: each turn needs 'from' and a string 'value'")
-            role = _ROLES.get(str(turn.get("from", "")).lower())
-            if role is None:
-                raise DatasetError(f"{where}: unknown speaker {turn.get('from')!r}")
-            if role == "assistant":
+        for message in sharegpt_messages(obj, where):
+            if message.role == "assistant":
                 if not any(m.role == "user" for m in messages):
                     return None
-                max_tokens = max(1, tokenizer.count(turn["value"])) if tokenizer else None
+                max_tokens = max(1, tokenizer.count(message.content)) if tokenizer else None
                 return Prompt.from_messages(tuple(messages), max_tokens=max_tokens)
-            messages.append(Message(role, turn["value"]))
+            messages.append(message)
         return None
+
+
+def sharegpt_entries(path: Path) -> list[tuple[str, Any]]:
+    """The conversation objects of a ShareGPT file (a JSON list, or JSONL), each with where it was found."""
+    text = _read_text(path)
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        return [(f"{path}[{i}]", obj) for i, obj in enumerate(data)]
+    return list(_json_lines(path))
+
+
+def sharegpt_messages(obj: Any, where: str) -> list[Message]:
+    """One ShareGPT conversation's turns as chat messages (``human`` -> ``user``, ``gpt`` -> ``assistant``)."""
+    turns = obj.get("conversations", obj.get("conversation")) if isinstance(obj, dict) else None
+    if not isinstance(turns, list):
+        raise DatasetError(f"{where}: expected an object with a 'conversations' list")
+    out = []
+    for turn in turns:
+        if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
+            raise DatasetError(f"{where}: each turn needs 'from' and a string 'value'")
+        role = _ROLES.get(str(turn.get("from", "")).lower())
+        if role is None:
+            raise DatasetError(f"{where}: unknown speaker {turn.get('from')!r}")
+        out.append(Message(role, turn["value"]))
+    return out
 
 
 def load_source_file(

@@ -75,7 +75,7 @@ class StepTiming:
     def of(cls, step: LoadStep, records: Sequence[RequestRecord]) -> StepTiming:
         measured = [r for r in records if not r.warmup]
         sent = [r for r in measured if r.sent_ns]
-        open_loop = step.mode == "rate"
+        open_loop = step.open_loop
         spans: tuple[float | None, float | None] = (None, None)
         if open_loop and len(sent) > 1:
             spans = ((max(r.due_ns for r in sent) - min(r.due_ns for r in sent)) * _MS,

@@ -5,6 +5,12 @@
   (closed loop). A request is due when its slot frees.
 - ``rate``: open loop; requests are due on a schedule computed before the step
   starts (``schedule_offsets``), whatever the server does.
+- ``trace``: open loop on a recorded schedule: ``offsets`` (ns from the step's start, from a trace file's
+  timestamps, `tokometer.datasets.trace`).
+
+With ``sessions`` (``bench --sessions``), the unit of load is a chat session rather than a request: the
+concurrency is the number of live sessions and the rate the number of new sessions a second
+(`tokometer.load.sessions`).
 """
 
 from __future__ import annotations
@@ -23,17 +29,47 @@ Arrival = Literal["poisson", "gamma", "constant"]
 class LoadStep:
     """One step of a run: a concurrency level or a request rate."""
 
-    mode: Literal["synchronous", "concurrency", "rate"]
+    mode: Literal["synchronous", "concurrency", "rate", "trace"]
     concurrency: int = 1
     rate: float | None = None
     arrival: Arrival = "poisson"
     burstiness: float = 1.0
     max_concurrency: int | None = None
+    sessions: bool = False
+    """Concurrency counts live sessions and rate new sessions a second (`tokometer.load.sessions`)."""
+    offsets: tuple[int, ...] = ()
+    """``trace``: each request's due time, ns from the step's start (already stretched by the time scale)."""
+    trace: str = ""
+    """``trace``: the trace's name, for labels."""
+
+    @property
+    def open_loop(self) -> bool:
+        """Requests are due on a schedule fixed before the step starts (a rate, or a trace)."""
+        return self.mode in ("rate", "trace")
+
+    @property
+    def trace_rate(self) -> float | None:
+        """``trace``: the trace's mean request rate, (n - 1) / its span (None under two requests or no span)."""
+        if len(self.offsets) < 2 or self.offsets[-1] <= self.offsets[0]:
+            return None
+        return (len(self.offsets) - 1) / ((self.offsets[-1] - self.offsets[0]) / 1e9)
 
     def label(self) -> dict[str, Any]:
         """The step's ``load`` entry in JSON results."""
+        if self.mode == "trace":
+            out: dict[str, Any] = {"rate": self.trace_rate, "arrival": "trace", "trace": self.trace,
+                                   "requests": len(self.offsets)}
+            if self.max_concurrency:
+                out["max_concurrency"] = self.max_concurrency
+            return out
+        if self.sessions:
+            return {**self._label(), "sessions": True}
+        return self._label()
+
+    def _label(self) -> dict[str, Any]:
+        out: dict[str, Any]
         if self.mode == "rate":
-            out: dict[str, Any] = {"rate": self.rate, "arrival": self.arrival}
+            out = {"rate": self.rate, "arrival": self.arrival}
             if self.arrival == "gamma":
                 out["burstiness"] = self.burstiness
             if self.max_concurrency:
@@ -45,12 +81,21 @@ class LoadStep:
         return out
 
     def short(self) -> str:
-        """A few characters for table columns: ``c=4``, ``10/s``."""
+        """A few characters for table columns: ``c=4``, ``10/s``, ``trace``."""
+        if self.mode == "trace":
+            return "trace"
         if self.mode == "rate":
             return f"{self.rate:g}/s"
         return "sync" if self.mode == "synchronous" else f"c={self.concurrency}"
 
     def describe(self) -> str:
+        if self.mode == "trace":
+            span = (self.offsets[-1] - self.offsets[0]) / 1e9 if self.offsets else 0.0
+            return f"trace {self.trace} ({len(self.offsets)} requests over {span:.1f} s)"
+        if self.sessions:
+            if self.mode == "rate":
+                return f"rate {self.rate:g} new sessions/s ({self.arrival})"
+            return "one session at a time" if self.mode == "synchronous" else f"{self.concurrency} live sessions"
         if self.mode == "rate":
             return f"rate {self.rate:g}/s ({self.arrival})"
         if self.mode == "synchronous":

@@ -7,7 +7,11 @@ gamma streams add up to a smoother one, and constant ones are phase-shifted to
 interleave), requests and warm-up requests likewise. All workers start on the
 same ``perf_counter_ns`` moment (CLOCK_MONOTONIC is shared by the processes of
 a host), and record indices are mapped back to the step's own numbering:
-worker ``w``'s local request ``i`` is request ``i * N + w``.
+worker ``w``'s local request ``i`` is request ``i * N + w``. Multi-turn sessions
+(`WorkerSetup.sessions`) are shared out likewise, each worker running whole
+sessions (session ``s`` of worker ``w`` is session ``s * N + w``); a trace's
+requests are dealt out in turn (worker ``w`` sends requests ``w``, ``w + N``,
+...), each at its own time.
 
 Records come back over a pipe in small batches (every 50 ms) and reach
 ``on_record`` in the parent as they arrive, so the results store still gets
@@ -28,11 +32,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, TypeVar
 
 from tokometer.backends import create_backend
 from tokometer.backends.client import StreamClient, Target, Timeouts
 from tokometer.datasets.base import Prompt
+from tokometer.datasets.conversations import SessionScript
 from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome, run_step
@@ -40,6 +45,11 @@ from tokometer.records import RequestRecord
 from tokometer.wire.base import GenerationParams
 
 __all__ = ["WorkerSetup", "run_step_in_workers", "split_evenly"]
+
+T = TypeVar("T")
+
+Items = list[Prompt] | list[SessionScript]
+"""A step's prompts, or its sessions (`WorkerSetup.sessions`)."""
 
 _FLUSH_S = 0.05
 _START_LEAD_NS = 200_000_000
@@ -54,6 +64,8 @@ class WorkerSetup:
     params: GenerationParams
     timeouts: Timeouts
     tokenizer_path: str | None = None
+    sessions: bool = False
+    """The step's items are `SessionScript`s, run by `tokometer.load.sessions`."""
 
 
 def split_evenly(total: int, parts: int, index: int) -> int:
@@ -65,6 +77,9 @@ def _share(step: LoadStep, limits: StepLimits, workers: int, w: int) -> tuple[Lo
     """The worker's step, limits, and phase offset (ns) for constant-rate interleaving."""
     requests = None if limits.requests is None else split_evenly(limits.requests, workers, w)
     mine = StepLimits(requests, limits.duration_s, split_evenly(limits.warmup, workers, w))
+    if step.mode == "trace":
+        cap = None if step.max_concurrency is None else max(1, split_evenly(step.max_concurrency, workers, w))
+        return replace(step, offsets=step.offsets[w::workers], max_concurrency=cap), mine, 0
     if step.mode == "rate":
         assert step.rate is not None
         rate = step.rate / workers
@@ -76,7 +91,7 @@ def _share(step: LoadStep, limits: StepLimits, workers: int, w: int) -> tuple[Lo
 
 
 def _worker_main(control: Connection, conn: Connection, setup: WorkerSetup, step: LoadStep, step_index: int,
-                 limits: StepLimits, prompts: list[Prompt], seed: int, workers: int, w: int) -> None:
+                 limits: StepLimits, prompts: Items, seed: int, workers: int, w: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import uvloop
 
@@ -84,7 +99,7 @@ def _worker_main(control: Connection, conn: Connection, setup: WorkerSetup, step
 
 
 async def _worker_async(control: Connection, conn: Connection, setup: WorkerSetup, step: LoadStep,
-                        step_index: int, limits: StepLimits, prompts: list[Prompt], seed: int, workers: int,
+                        step_index: int, limits: StepLimits, prompts: Items, seed: int, workers: int,
                         w: int) -> None:
     """``control`` brings go/stop from the parent (watched by the loop); ``conn`` carries
     records back (blocking writes: two pipes, because the loop makes a watched fd non-blocking)."""
@@ -99,6 +114,8 @@ async def _worker_async(control: Connection, conn: Connection, setup: WorkerSetu
 
     def on_record(record: RequestRecord) -> None:
         record.index = record.index * workers + w
+        if record.session is not None:
+            record.session = record.session * workers + w
         pending.append(record)
 
     async def flusher() -> None:
@@ -133,10 +150,18 @@ async def _worker_async(control: Connection, conn: Connection, setup: WorkerSetu
         if start_ns is None:
             outcome = StepOutcome([], ClientHealth(0.0, 0.0, 0.0, None), interrupted=True)
         else:
-            stream = _cycle_from(prompts, w, workers)
-            main_task = loop.create_task(
-                run_step(my_step, step_index, my_limits, stream, client, on_record, seed * 1000 + w,
-                         start_ns=start_ns + phase if step.mode == "rate" else None))
+            start = start_ns + phase if step.open_loop else None
+            if setup.sessions:
+                from tokometer.load.sessions import run_session_step
+
+                scripts = _cycle_from([s for s in prompts if isinstance(s, SessionScript)], w, workers)
+                main_task = loop.create_task(run_session_step(my_step, step_index, my_limits, scripts, client,
+                                                              on_record, seed * 1000 + w, start_ns=start))
+            else:
+                stream = _cycle_from([p for p in prompts if isinstance(p, Prompt)], w, workers)
+                main_task = loop.create_task(
+                    run_step(my_step, step_index, my_limits, stream, client, on_record, seed * 1000 + w,
+                             start_ns=start))
             outcome = await main_task
     finally:
         loop.remove_reader(control.fileno())
@@ -152,7 +177,7 @@ async def run_step_in_workers(
     step: LoadStep,
     step_index: int,
     limits: StepLimits,
-    prompts: list[Prompt],
+    prompts: Items,
     setup: WorkerSetup,
     workers: int,
     on_record: Callable[[RequestRecord], None],
@@ -243,6 +268,6 @@ async def run_step_in_workers(
     return StepOutcome(records, ClientHealth.merged(healths, records, step, workers), interrupted)
 
 
-def _cycle_from(prompts: list[Prompt], start: int, stride: int) -> Iterator[Prompt]:
-    """Every ``stride``-th prompt from ``start``, endlessly: workers share out distinct prompts."""
+def _cycle_from(prompts: list[T], start: int, stride: int) -> Iterator[T]:
+    """Every ``stride``-th prompt (or session) from ``start``, endlessly: workers share out distinct ones."""
     return itertools.islice(itertools.cycle(prompts), start, None, stride)

@@ -7,9 +7,13 @@ otherwise. Definitions: docs/reference/metrics.md and `tokometer.metrics.DEFINIT
 
 from __future__ import annotations
 
+import bisect
+
 from tokometer.records import RequestRecord
 
 __all__ = [
+    "answer_decode_speed_tok_s",
+    "answer_tokens",
     "chunk_gaps_ns",
     "client_delay_ns",
     "client_lag_ns",
@@ -19,7 +23,9 @@ __all__ = [
     "e2e_speed_tok_s",
     "itl_ns",
     "prefill_speed_tok_s",
+    "reasoned",
     "tpot_ns",
+    "ttfat_ns",
     "ttft_from_due_ns",
     "ttft_ns",
 ]
@@ -30,6 +36,43 @@ def ttft_ns(r: RequestRecord) -> int | None:
     if not r.ok or not r.first_token_ns:
         return None
     return r.first_token_ns - r.sent_ns
+
+
+def reasoned(r: RequestRecord) -> bool:
+    """True when the answer had reasoning: streamed (``first_answer_ns`` set or reasoning tokens counted)."""
+    return bool(r.first_answer_ns or r.reasoning_tokens)
+
+
+def answer_tokens(r: RequestRecord) -> int | None:
+    """Output tokens that were not reasoning (all of them when the answer had no reasoning)."""
+    if not r.ok or r.output_tokens is None:
+        return None
+    return max(0, r.output_tokens - (r.reasoning_tokens or 0))
+
+
+def ttfat_ns(r: RequestRecord) -> int | None:
+    """Time to first answer token: the first event carrying answer text (not reasoning) minus send time.
+
+    Equals TTFT when the answer streamed no reasoning; ``None`` when it never got past its reasoning.
+    """
+    if not r.ok or not r.first_token_ns:
+        return None
+    if not r.first_answer_ns and r.reasoning_tokens and not answer_tokens(r):
+        return None
+    return r.answer_start_ns - r.sent_ns
+
+
+def answer_decode_speed_tok_s(r: RequestRecord) -> float | None:
+    """Decode speed of the answer alone: tokens of the events after the first answer event over the time
+    from that event to the last one (`decode_speed_tok_s` counts reasoning and answer tokens alike)."""
+    if ttfat_ns(r) is None or not r.event_ns:
+        return None
+    start = r.answer_start_ns
+    k = bisect.bisect_left(r.event_ns, start)
+    after = sum(r.event_tokens[k + 1:])
+    if after <= 0 or r.last_token_ns <= start:
+        return None
+    return after / ((r.last_token_ns - start) / 1e9)
 
 
 def ttft_from_due_ns(r: RequestRecord) -> int | None:
@@ -73,7 +116,7 @@ def tpot_ns(r: RequestRecord) -> float | None:
 
 
 def decode_speed_tok_s(r: RequestRecord) -> float | None:
-    """The article's TPS: 1 / TPOT, tokens per second in the steady decode phase."""
+    """The article's TPS: 1 / TPOT, tokens per second in the steady decode phase (reasoning tokens included)."""
     tpot = tpot_ns(r)
     return 1e9 / tpot if tpot else None
 

@@ -24,6 +24,7 @@ from tokometer.metrics import request as m
 from tokometer.metrics.distribution import Distribution
 from tokometer.metrics.prefix import prefix_split
 from tokometer.metrics.reasoning import ReasoningSummary, summarize_reasoning
+from tokometer.metrics.sessions import per_turn, session_stats
 from tokometer.records import RequestRecord
 
 __all__ = ["SLO", "StepSummary", "summarize"]
@@ -107,6 +108,13 @@ class StepSummary:
     reasoning: ReasoningSummary | None = None
     """Reasoning and answer apart (time to first answer token, token counts, the answer's decode speed);
     None when no completed answer of the step had reasoning (`tokometer.metrics.reasoning`)."""
+
+    per_turn: list[dict[str, Any]] | None = None
+    """Multi-turn sessions: per turn, its requests, TTFT, prompt length and prompt-cache share
+    (`tokometer.metrics.sessions`); None when the step ran no sessions."""
+    session_stats: dict[str, Any] | None = None
+    """Multi-turn sessions: sessions completed and failed, turns and duration per session, TTFT growth from
+    the first turn to the last (`tokometer.metrics.sessions`); None when the step ran no sessions."""
 
     def naive_line(self) -> str:
         """The article's summary line (elapsed, generated tokens, average tok/s), labelled."""
@@ -208,6 +216,8 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         prompt_cache_reported=sum(1 for r in ok if r.server is not None and r.server.cached_tokens is not None),
         completion_rate_rps=_completion_rate(ok),
         ttft_growth=_ttft_growth(ok),
+        per_turn=per_turn(records),
+        session_stats=session_stats(records),
         reasoning=summarize_reasoning(ok),
         **_prefix_effect(window),
     )

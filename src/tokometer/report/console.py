@@ -15,8 +15,9 @@ from rich.table import Table
 from tokometer.benchmark.run import BenchResult, StepResult
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits
-from tokometer.metrics import Distribution
+from tokometer.metrics import Distribution, StepSummary
 from tokometer.records import RequestRecord
+from tokometer.report.headline import reasoning_line
 
 __all__ = ["LiveProgress", "render_result", "render_step"]
 
@@ -74,6 +75,24 @@ def _dist_row(table: Table, name: str, d: Distribution, digits: int = 2) -> None
         return
     table.add_row(name, _f(d.mean, digits), _f(d.p50, digits), _f(d.p90, digits), _f(d.p99, digits),
                   _f(d.max, digits), str(d.count))
+
+
+def session_lines(s: StepSummary) -> list[str]:
+    """Multi-turn sessions: one line for the sessions, then TTFT, prompt length and cache share per turn."""
+    stats, turns = s.session_stats, s.per_turn or []
+    if not stats:
+        return []
+    out = [f"sessions: {stats['sessions']} ({stats['completed']} completed, {stats['failed']} ended by a failure); "
+           f"turns per session {_f(stats['turns']['mean'], 1)}, session duration p50 "
+           f"{_f(stats['duration_s']['p50'], 2)} s; TTFT grew {_f(stats['ttft_turn_growth'], 2)}x from the first "
+           "turn to the last"]
+    for t in turns:
+        rate = t["prompt_cache_hit_rate"]
+        out.append(f"  turn {t['turn']}: {t['requests']} ok" + (f", {t['failed']} failed" if t["failed"] else "")
+                   + f"; TTFT p50 {_f(t['ttft_ms']['p50'], 2)} ms, p99 {_f(t['ttft_ms']['p99'], 2)} ms; prompt "
+                   f"{_f(t['input_tokens_mean'], 0)} tokens"
+                   + (f", {100 * rate:.0f}% from the server's cache" if rate is not None else ""))
+    return out
 
 
 def server_lines(server: dict[str, Any] | None) -> list[str]:
@@ -152,10 +171,12 @@ def render_step(console: Console, result: StepResult) -> None:
     console.print(
         f"  throughput: {_f(s.output_throughput_tok_s)} output tok/s, {_f(s.request_throughput_rps, 2)} req/s"
         f" over {s.duration_s:.2f} s; achieved concurrency {_f(s.achieved_concurrency, 2)}"
-        + (f"; send rate {_f(s.send_rate_rps, 2)}/s" if result.step.mode == "rate" else "")
+        + (f"; send rate {_f(s.send_rate_rps, 2)}/s" if result.step.open_loop else "")
         + (f"; goodput {_f(s.goodput_rps, 2)} req/s" if s.goodput_rps is not None else "")
     )
     console.print(f"  output tokens counted by: {sources}")
+    if s.reasoning is not None:
+        console.print(f"  {reasoning_line(s.reasoning.to_json())}")
     if s.prompt_cache_hit_rate is not None:
         console.print(f"  prompt cache: {100 * s.prompt_cache_hit_rate:.0f}% of prompt tokens came from the server's "
                       f"cache ({s.prompt_cache_reported} answers said)")
@@ -164,6 +185,8 @@ def render_step(console: Console, result: StepResult) -> None:
         console.print(f"  shared prefixes: TTFT p50 cold {_f(s.ttft_cold_prefix_ms.p50)} ms "
                       f"({s.ttft_cold_prefix_ms.count}), warm {_f(s.ttft_warm_prefix_ms.p50)} ms "
                       f"({s.ttft_warm_prefix_ms.count}): prefix-cache speed-up {speedup}")
+    for line in session_lines(s):
+        console.print(f"  {line}")
     for line in server_lines(result.server) + [g for block in result.gpu or () for g in gpu_lines(block)]:
         console.print(f"  {line}")
     console.print(f"  naive view (the article's script: mixes TTFT, network and decode): {s.naive_line()}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["COLUMNS", "describe", "fmt", "headline", "step_rows"]
+__all__ = ["COLUMNS", "describe", "fmt", "headline", "reasoning_line", "step_rows"]
 
 COLUMNS = ("load", "ok", "failed", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "decode tok/s/req p50",
            "output tok/s total", "req/s", "E2E p99 ms", "power")
@@ -42,6 +42,22 @@ def step_rows(run: Mapping[str, Any]) -> list[list[str]]:
     return rows
 
 
+def reasoning_line(reasoning: Mapping[str, Any]) -> str:
+    """A step's reasoning in one sentence, from its summary's ``reasoning`` (`ReasoningSummary.to_json`)."""
+    tokens = reasoning.get("reasoning_tokens") or {}
+    share = reasoning.get("reasoning_share")
+    sources = ", ".join(f"{k} {v}" for k, v in sorted((tokens.get("source") or {}).items())) or "none"
+    line = (f"reasoning: {reasoning.get('requests')} answers reasoned, "
+            f"{fmt(_dist(tokens, 'per_request', 'mean'))} reasoning tokens each on average (counted by: {sources}), "
+            f"{fmt(100 * share if share is not None else None, 0)}% of output tokens; time to first answer token "
+            f"p50 {fmt(_dist(reasoning, 'ttfat_ms', 'p50'))} ms, p99 {fmt(_dist(reasoning, 'ttfat_ms', 'p99'))} ms; "
+            f"answer decode p50 {fmt(_dist(reasoning, 'answer_decode_speed_tok_s', 'p50'))} tok/s "
+            "(TPOT and decode speed count reasoning and answer tokens)")
+    if reasoning.get("no_answer"):
+        line += f"; {reasoning['no_answer']} ended before their answer began"
+    return line
+
+
 def describe(run: Mapping[str, Any]) -> str:
     """What was measured: ``model M at URL (api); engine E VERSION``."""
     engine = run["engine"] or {}
@@ -73,6 +89,23 @@ def headline(run: Mapping[str, Any]) -> list[str]:
     lines.append(f"Fastest per request: {fmt(_dist(fastest[1], 'decode_speed_tok_s', 'p50'))} tok/s "
                  f"(decode p50 at {fastest[0]['label']}); most in all: "
                  f"{fmt(busiest[1].get('output_throughput_tok_s'))} output tok/s (at {busiest[0]['label']}).")
+    for step, s in done:  # multi-turn sessions: TTFT as the history grows, turn by turn
+        turns = [t for t in s.get("per_turn") or [] if (t.get("ttft_ms") or {}).get("p50") is not None]
+        if len(turns) > 1:
+            cache = turns[-1].get("prompt_cache_hit_rate")
+            lines.append(f"Sessions at {step['label']}: TTFT p50 by turn " + ", ".join(
+                f"{fmt(float(t['ttft_ms']['p50']))}" for t in turns) + f" ms (turns 1-{turns[-1]['turn']}; prompt "
+                f"{fmt(turns[0].get('input_tokens_mean'), 0)} to {fmt(turns[-1].get('input_tokens_mean'), 0)} tokens"
+                + (f", {100 * cache:.0f}% of the last turn's from the server's cache" if cache is not None else "")
+                + ").")
+    reasoned = [(step, s["reasoning"]) for step, s in done if s.get("reasoning")]
+    if reasoned:
+        step, reasoning = reasoned[-1]
+        lines.append(f"Reasoning model: time to first answer token p50 "
+                     f"{fmt(_dist(reasoning, 'ttfat_ms', 'p50'))} ms against TTFT p50 "
+                     f"{fmt(_dist(step['summary'], 'ttft_ms', 'p50'))} ms; "
+                     f"{fmt(100 * (reasoning.get('reasoning_share') or 0.0), 0)}% of output tokens were reasoning "
+                     f"(at {step['label']}).")
     failed = sum(int(s.get("requests_failed") or 0) for _, s in done)
     completed = sum(int(s.get("requests_completed") or 0) for _, s in done)
     lines.append(f"Requests: {completed:,} completed, {failed:,} failed.")

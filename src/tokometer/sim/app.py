@@ -21,9 +21,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tokometer.messages import message_text
 from tokometer.sim.auth import REFUSAL, RequireKey, authorized
 from tokometer.sim.config import SimConfig
 from tokometer.sim.metrics import CONTENT_TYPE, SimMetrics
+from tokometer.sim.prefixcache import block_hashes, prompt_words
 from tokometer.sim.protocols import PROTOCOLS, Protocol, count_words
 from tokometer.sim.state import DropSimulatedResets, SimState
 from tokometer.sim.steptime import engine_for
@@ -97,7 +99,11 @@ def create_app(config: SimConfig) -> Starlette:
             trace.status = status
             return _error(proto, status, message, kind)
         max_tokens = info.max_tokens if info.max_tokens is not None else config.default_max_tokens
-        if fault == "http_400_context_length" or info.prompt_tokens + max_tokens > config.max_context:
+        too_long = info.prompt_tokens + max_tokens > config.max_context
+        if too_long and config.truncate_context and fault != "http_400_context_length":
+            info.prompt_tokens = max(1, config.max_context - max_tokens)  # cut silently; usage says so
+            too_long = False
+        if fault == "http_400_context_length" or too_long:
             trace.status = 400
             message = (f"This model's maximum context length is {config.max_context} tokens. However, you requested "
                        f"{info.prompt_tokens + max_tokens} tokens ({info.prompt_tokens} in the messages, "
@@ -114,8 +120,12 @@ def create_app(config: SimConfig) -> Starlette:
         info.created = int(time.time())
         trace.prompt_tokens = info.prompt_tokens
         trace.finish = finish
-        stream = EngineStream if state.engine is not None else ScriptedStream
-        return stream(state, proto, info, trace, n_tokens, finish)
+        if state.engine is not None:
+            blocks = block_hashes(prompt_words(body)) if state.engine.prefix_cache is not None else ()
+            return EngineStream(state, proto, info, trace, n_tokens, finish, blocks=blocks)
+        cached = config.prefix_cache_speedup > 1 and state.seen_before(trace.body_digest)
+        return ScriptedStream(state, proto, info, trace, n_tokens, finish,
+                              ttft_factor=1 / config.prefix_cache_speedup if cached else 1.0)
 
     async def models(request: Request) -> Response:
         config = state.config  # the current settings (PATCH /sim/config), not the start-up ones
@@ -133,6 +143,9 @@ def create_app(config: SimConfig) -> Starlette:
     async def tokenize(request: Request) -> Response:
         body: dict[str, Any] = orjson.loads(await request.body() or b"{}")
         text = body.get("content", body.get("prompt", ""))
+        messages = body.get("messages")
+        if isinstance(messages, list):  # vLLM's chat form: the sim has no template, so the messages' words
+            text = " ".join(message_text(m) for m in messages if isinstance(m, dict))
         if not isinstance(text, str):
             return _error(None, 400, "'content' must be a string", "invalid_request_error")
         ids = [state.word_id(w) for w in text.split()]

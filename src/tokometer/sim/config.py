@@ -63,6 +63,21 @@ class SimConfig(BaseModel):
     trace_bodies: bool = False
     max_output_tokens: int | None = Field(None, ge=1, description="the server's own cap on one answer's length")
     metrics_names: MetricsNames = Field("vllm", description="whose metric names /metrics speaks (read at start)")
+    reasoning_tokens: int = Field(0, ge=0, description="reasoning mode: the first N tokens of every answer are "
+                                  "reasoning (tokometer.sim.reasoning)")
+    reasoning_format: Literal["reasoning_content", "reasoning", "think"] = Field(
+        "reasoning_content", description="how reasoning is sent: in the chat delta's reasoning_content or reasoning "
+        "field, or inline between <think> tags")
+
+    # Misbehaviours a real deployment shows (what ``tokometer doctor`` looks for).
+    buffer_stream: bool = Field(False, description="hold every event and send them all when the answer ends, as a "
+                                "buffering proxy does")
+    truncate_context: bool = Field(False, description="cut a prompt that does not fit max_context silently (usage "
+                                   "reports the cut count) instead of answering 400")
+    load_slowdown: float = Field(0.0, ge=0, description="scripted timing: TTFT and ITL grow by this factor for each "
+                                 "other request in flight (1 + F x (in flight - 1))")
+    prefix_cache_speedup: float = Field(1.0, ge=1, description="scripted timing: a request body seen before gets its "
+                                        "first token this many times sooner (a prefix cache)")
 
     # The performance model: with ``hardware`` set, `model` names a model `tokometer.perf` knows
     # and requests are served by a continuous-batching engine whose steps take as long as the
@@ -73,6 +88,8 @@ class SimConfig(BaseModel):
     tp: int = Field(1, ge=1)
     max_num_seqs: int = Field(256, ge=1)
     max_batched_tokens: int = Field(8192, ge=1)
+    prefix_caching: bool = Field(True, description="modelled engine: vLLM's automatic prefix caching "
+                                 "(tokometer.sim.prefixcache)")
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     time_scale: float = Field(1.0, gt=0, description="stretch every modelled time by this factor")
     jitter: float = Field(0.0, ge=0, le=1, description="relative standard deviation of step times")

@@ -12,6 +12,8 @@ its token:
   (``max_batched_tokens``), while fewer than ``max_num_seqs`` run and the KV
   cache has room for the whole prompt; a sequence's first token is sampled at
   the end of the step that finishes its prefill;
+- **prefix cache** (`tokometer.sim.prefixcache`, unless ``prefix_caching`` is off): an admitted sequence
+  whose leading prompt blocks the cache holds starts its prefill after them;
 - **KV capacity**: every running sequence holds ``prefilled + generated``
   tokens; when decode would overflow the cache, the most recently admitted
   sequence is preempted (its KV dropped, to be recomputed: it re-queues at the
@@ -34,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from tokometer.clock import sleep_until
+from tokometer.sim.prefixcache import BLOCK_TOKENS, PrefixCache
 
 __all__ = ["Engine", "EngineLimits", "EngineStats", "Sequence", "StepTime"]
 
@@ -51,6 +54,8 @@ class EngineLimits:
     max_num_seqs: int = 256
     max_batched_tokens: int = 8192
     kv_capacity_tokens: int = 1_000_000
+    prefix_caching: bool = True
+    """vLLM's automatic prefix caching (on by default in vLLM V1)."""
 
 
 @dataclass(slots=True)
@@ -67,6 +72,10 @@ class Sequence:
     kv: int = 0
     done: asyncio.Event = field(default_factory=asyncio.Event)
     cancelled: bool = False
+    blocks: tuple[bytes, ...] = ()
+    """The prompt's block hashes (`prefixcache.block_hashes`), for the prefix cache."""
+    cached_tokens: int = 0
+    """Prompt tokens the prefix cache held when the sequence was admitted."""
 
     def __post_init__(self) -> None:
         self.needs_prefill = self.prompt_tokens
@@ -108,6 +117,7 @@ class Engine:
         self.running: list[Sequence] = []
         self.stats = EngineStats()
         self._rng = random.Random(seed)
+        self.prefix_cache = PrefixCache(limits.kv_capacity_tokens // BLOCK_TOKENS) if limits.prefix_caching else None
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -203,6 +213,9 @@ class Engine:
                 break
             self.waiting.popleft()
             self.running.append(seq)
+            if self.prefix_cache is not None and seq.prefilled == 0 and seq.blocks:
+                seq.cached_tokens = self.prefix_cache.lookup(seq.blocks, seq.needs_prefill)
+                seq.prefilled = seq.kv = seq.cached_tokens
             chunk = min(seq.needs_prefill - seq.prefilled, budget)
             prefill.append((seq, chunk))
             budget -= chunk
@@ -229,6 +242,8 @@ class Engine:
             self.stats.prompt_tokens += chunk
             if seq.decoding:
                 ready.append(seq)  # the step that finishes a prefill samples the next token
+                if self.prefix_cache is not None:
+                    self.prefix_cache.insert(seq.blocks)
         for seq in ready:
             if seq.cancelled:
                 continue

@@ -10,7 +10,8 @@ engine's source; `tokometer.observe.vocabulary` cites them):
   ``vllm:kv_cache_usage_perc`` (0..1), ``vllm:num_preemptions``, ``vllm:prompt_tokens``,
   ``vllm:generation_tokens``, ``vllm:request_success`` (counters get ``_total``),
   ``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds``,
-  ``vllm:e2e_request_latency_seconds``;
+  ``vllm:e2e_request_latency_seconds``, and in the modelled engine ``vllm:prefix_cache_queries`` and
+  ``vllm:prefix_cache_hits`` (prompt tokens looked up and found in its prefix cache);
 - ``vllm-v0``: the same with ``vllm:gpu_cache_usage_perc`` and
   ``vllm:time_per_output_token_seconds``;
 - ``sglang``: ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage``,
@@ -135,6 +136,15 @@ class _LiveState(Collector):
             preempt = CounterMetricFamily(n.preemptions, "Cumulative number of preemptions.", labels=labels)
             preempt.add_metric(values, preemptions)
             yield preempt
+        cache = engine.prefix_cache if engine is not None else None
+        if cache is not None and self.mode == "vllm":  # vLLM V1's counters, in prompt tokens
+            for name, help_text, value in (
+                    ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+                     cache.queries),
+                    ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", cache.hits)):
+                family = CounterMetricFamily(name, help_text, labels=labels)
+                family.add_metric(values, value)
+                yield family
         info = GaugeMetricFamily("tokometer_sim_info", "This is tokometer's simulator; metrics_names: whose metric "
                                  "names it speaks.", labels=["metrics_names"])
         info.add_metric([self.mode], 1)

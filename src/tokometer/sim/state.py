@@ -12,6 +12,8 @@ from tokometer.sim.trace import SendTrace, TraceLog
 
 __all__ = ["DropSimulatedResets", "SimMetricsLike", "SimState", "SimulatedReset"]
 
+_SEEN_LIMIT = 10_000
+
 
 class SimMetricsLike(Protocol):
     """What the streams need of `tokometer.sim.metrics.SimMetrics` (kept apart to avoid an import cycle)."""
@@ -43,6 +45,16 @@ class SimState:
         self.in_flight = 0
         self.words: list[str] = []
         self._word_ids: dict[str, int] = {}
+        self._seen_bodies: dict[str, None] = {}
+
+    def seen_before(self, digest: str) -> bool:
+        """Whether a request body with this digest came before (the prefix cache's memory: the last 10,000)."""
+        if digest in self._seen_bodies:
+            return True
+        self._seen_bodies[digest] = None
+        if len(self._seen_bodies) > _SEEN_LIMIT:
+            del self._seen_bodies[next(iter(self._seen_bodies))]
+        return False
 
     def word_id(self, word: str) -> int:
         """The simulator's vocabulary grows as words are seen: one word, one id."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import Any
 
 from starlette.types import Message, Receive, Scope, Send
 
@@ -18,6 +19,7 @@ from tokometer.clock import sleep_until
 from tokometer.datasets.words import WORDS
 from tokometer.sim.engine import Sequence
 from tokometer.sim.protocols import Protocol, RequestInfo, StreamTiming
+from tokometer.sim.reasoning import event_text
 from tokometer.sim.state import SimState, SimulatedReset
 from tokometer.sim.trace import SendTrace
 
@@ -32,7 +34,7 @@ class _Stream:
     """What every streamed answer does: headers, tokens, faults, trace."""
 
     def __init__(self, state: SimState, proto: Protocol, info: RequestInfo, trace: SendTrace, n_tokens: int,
-                 finish: str) -> None:
+                 finish: str, *, ttft_factor: float = 1.0) -> None:
         self.state = state
         self.proto = proto
         self.info = info
@@ -44,6 +46,10 @@ class _Stream:
         self.gone = asyncio.Event()
         self._send: Send | None = None
         self.spin_ns = _PRECISE_SPIN_NS if state.config.precise else 0
+        self.ttft_factor = ttft_factor
+        """Scales the scripted TTFT (below 1 for a prompt the simulated prefix cache holds)."""
+        self._held: list[bytes] | None = [] if state.config.buffer_stream else None
+        """With ``buffer_stream``: the body so far, sent in one piece when the answer ends."""
 
     async def _watch_disconnect(self, receive: Receive) -> None:
         while True:
@@ -63,6 +69,9 @@ class _Stream:
             if self.n_tokens == 0:
                 await self._write(self.proto.finish(self.info, self.finish, 0, self._timing()))
             self.trace.completion_tokens = self.sent
+            held, self._held = self._held, None
+            if held:
+                await self._write(b"".join(held))  # a buffering proxy lets the whole answer go at once
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             self.state.in_flight -= 1
@@ -76,6 +85,9 @@ class _Stream:
         raise NotImplementedError
 
     async def _write(self, body: bytes, more: bool = True) -> None:
+        if self._held is not None:
+            self._held.append(body)
+            return
         assert self._send is not None
         await self._send({"type": "http.response.body", "body": body, "more_body": more})
 
@@ -100,11 +112,11 @@ class _Stream:
         """Send the next ``take`` tokens as one event (with the closing events after the last)."""
         trace = self.trace
         ids = [(trace.seq * 31 + self.sent + i) % len(WORDS) for i in range(take)]
-        text = "".join(" " + WORDS[i] for i in ids)
+        text, reasoning = event_text(self.state.config, self.proto, self.info, ids, self.sent)
         if self.sent + take == self.n_tokens:
-            body = self.proto.last_tokens(self.info, ids, text, self.sent, self.finish, self._timing())
+            body = self.proto.last_tokens(self.info, ids, text, self.sent, self.finish, self._timing(), reasoning)
         else:
-            body = self.proto.tokens(self.info, ids, text, self.sent)
+            body = self.proto.tokens(self.info, ids, text, self.sent, reasoning)
         stamp = time.perf_counter_ns()
         await self._write(body)
         trace.event_ns.append(stamp)
@@ -140,28 +152,38 @@ class _Stream:
 
 class ScriptedStream(_Stream):
     """Event ``k`` is due at ``received + ttft + k * itl * tokens_per_event``; absolute, so a late
-    event never delays the next."""
+    event never delays the next. With ``load_slowdown`` each wait is stretched by the requests in flight
+    when it is scheduled."""
 
     async def _body(self) -> None:
         cfg = self.state.config
         base = self.trace.received_ns
         if self.trace.fault == "slow_first_byte":
             base += int(cfg.slow_first_byte_ms * _NS_PER_MS)
-        ttft_ns = int(cfg.ttft_ms * _NS_PER_MS)
+        ttft_ns = int(cfg.ttft_ms * self.ttft_factor * _NS_PER_MS)
         step_ns = int(cfg.itl_ms * _NS_PER_MS) * cfg.tokens_per_event
-        k = 0
+        due = base + int(ttft_ns * self._load_factor())
         while self.sent < self.n_tokens:
-            await sleep_until(base + ttft_ns + k * step_ns, self.spin_ns)
+            await sleep_until(due, self.spin_ns)
             if self.disconnected:
                 return
             if self.fault_due() and await self.mid_stream_fault():
                 return
             await self.write_tokens(min(cfg.tokens_per_event, self.n_tokens - self.sent))
-            k += 1
+            due += int(step_ns * self._load_factor())
+
+    def _load_factor(self) -> float:
+        """How much slower than idle the next token is (``load_slowdown``: per other request in flight)."""
+        return 1.0 + self.state.config.load_slowdown * max(0, self.state.in_flight - 1)
 
 
 class EngineStream(_Stream):
     """Tokens arrive when the engine model's steps produce them."""
+
+    def __init__(self, *args: Any, blocks: tuple[bytes, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.blocks = blocks
+        """The prompt's block hashes, for the engine's prefix cache."""
 
     async def _body(self) -> None:
         engine = self.state.engine
@@ -169,7 +191,7 @@ class EngineStream(_Stream):
         if self.n_tokens == 0:
             return
         self._fault = asyncio.Event()
-        seq = Sequence(self.trace.seq, self.info.prompt_tokens, self.n_tokens, self._emit)
+        seq = Sequence(self.trace.seq, self.info.prompt_tokens, self.n_tokens, self._emit, blocks=self.blocks)
         engine.submit(seq)
         done = asyncio.ensure_future(seq.done.wait())
         gone = asyncio.ensure_future(self.gone.wait())
@@ -186,6 +208,8 @@ class EngineStream(_Stream):
 
     async def _emit(self, seq: Sequence, total: int) -> None:
         """Called by the engine loop: must never block it (faults are acted on by the stream's task)."""
+        if self.blocks:
+            self.info.cached_tokens = seq.cached_tokens  # known once admitted; reported with the usage
         if self.disconnected or self._fault.is_set():
             return
         if self.fault_due():

@@ -4,8 +4,9 @@ Client side (what `tokometer bench` and the gateway's upstream calls send and re
 per protocol builds the request and parses each event (`base`, `openai`, `ollama`, `tgi`,
 `llamacpp`, with llama.cpp's `timings`). Server side: OpenAI chunk rendering (`openai.ChunkWriter`,
 used by the simulator and by the gateway for translated streams). Shared by both: one event
-splitter for SSE and NDJSON (`framing`); the reading of a chat message's text is the leaf module
-`tokometer.messages` (the tokenizers use it too).
+splitter for SSE and NDJSON (`framing`); reasoning inline between ``<think>`` tags (`reasoning`);
+the reading of a chat message's text is the leaf module `tokometer.messages` (the tokenizers use it
+too).
 The HTTP client and the transport-error map are in `tokometer.backends.http1`.
 """
 

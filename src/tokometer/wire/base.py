@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 from tokometer.datasets.base import Prompt
 from tokometer.records import FinishReason
 
-__all__ = ["Backend", "GenerationParams", "HttpRequest", "ParsedEvent", "map_finish_reason"]
+__all__ = ["Backend", "GenerationParams", "HttpRequest", "ParsedEvent", "answer_length", "map_finish_reason"]
 
 Framing = Literal["sse", "ndjson"]
 
@@ -33,6 +33,15 @@ class GenerationParams:
     extra_body: dict[str, Any] = field(default_factory=dict)
 
 
+def answer_length(prompt: Prompt, params: GenerationParams) -> int | None:
+    """The ``max_tokens`` one request asks for: the prompt's own (a dataset's reference answer length) unless
+    ``--ignore-eos`` makes every answer ``--output-tokens`` long; a prompt whose length is exact (a trace's
+    ``output_length``) keeps it either way."""
+    if prompt.max_tokens is not None and (prompt.exact_length or not params.ignore_eos):
+        return prompt.max_tokens
+    return params.max_tokens
+
+
 @dataclass(frozen=True, slots=True)
 class HttpRequest:
     """A request ready to send: path below the base URL, and a JSON body."""
@@ -47,6 +56,8 @@ class ParsedEvent:
 
     text: str = ""
     reasoning: str = ""
+    """Reasoning text sent in a field of its own (``reasoning_content``/``reasoning`` deltas, Ollama's
+    ``thinking``); reasoning inline in ``text`` (``<think>``) is found later (`tokometer.wire.reasoning`)."""
     tokens: int | None = None
     """Tokens this event carried, when the protocol says so exactly."""
     finish_reason: FinishReason | None = None
@@ -61,6 +72,8 @@ class ParsedEvent:
     server_total_ms: float | None = None
     cached_prompt_tokens: int | None = None
     """Prompt tokens the server took from its prompt (prefix) cache, where it says."""
+    reasoning_tokens: int | None = None
+    """Output tokens the server counted as reasoning (``usage.completion_tokens_details.reasoning_tokens``)."""
     error: str | None = None
     done: bool = False
     meta: bool = False

@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 import orjson
 
 from tokometer.datasets.base import Prompt
-from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, map_finish_reason
-from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, opt_int
+from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
+from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int
 from tokometer.wire.timings import read_llamacpp_timings
 
 __all__ = ["LlamaCpp", "LlamaCppServer"]
@@ -27,7 +27,7 @@ class LlamaCpp(Backend):
 
     def build(self, prompt: Prompt, params: GenerationParams) -> HttpRequest:
         body: dict[str, Any] = {"prompt": prompt.text, "stream": True, "return_tokens": True}
-        max_tokens = prompt.max_tokens if prompt.max_tokens is not None and not params.ignore_eos else params.max_tokens
+        max_tokens = answer_length(prompt, params)
         if max_tokens is not None:
             body["n_predict"] = max_tokens
         if params.temperature is not None:
@@ -79,7 +79,8 @@ class LlamaCppServer(ServerProtocol):
             return_tokens=bool(body.get("return_tokens")),
         )
 
-    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int) -> bytes:
+    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
+        no_field(self, reasoning)
         payload = {
             "index": 0,
             "content": text,
@@ -106,8 +107,8 @@ class LlamaCppServer(ServerProtocol):
             "stopping_word": "",
             "tokens_cached": info.prompt_tokens + completion_tokens,
             "timings": {
-                "cache_n": 0,
-                "prompt_n": info.prompt_tokens,
+                "cache_n": info.cached_tokens or 0,
+                "prompt_n": info.prompt_tokens - (info.cached_tokens or 0),  # llama.cpp: the cached ones apart
                 "prompt_ms": timing.prompt_ms,
                 "predicted_n": completion_tokens,
                 "predicted_ms": timing.decode_ms,

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import orjson
 
 from tokometer.datasets.base import Prompt
-from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, map_finish_reason
+from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
 from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, opt_int, prompt_tokens
 
 __all__ = ["Ollama", "OllamaChatServer"]
@@ -29,7 +29,7 @@ class Ollama(Backend):
 
     def build(self, prompt: Prompt, params: GenerationParams) -> HttpRequest:
         options: dict[str, Any] = {}
-        max_tokens = prompt.max_tokens if prompt.max_tokens is not None and not params.ignore_eos else params.max_tokens
+        max_tokens = answer_length(prompt, params)
         if max_tokens is not None:
             options["num_predict"] = max_tokens
         if params.temperature is not None:
@@ -76,6 +76,7 @@ def _ms(ns: Any) -> float | None:
 class OllamaChatServer(ServerProtocol):
     path: ClassVar[str] = "/api/chat"
     content_type: ClassVar[str] = "application/x-ndjson"
+    carries_reasoning: ClassVar[bool] = True
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
         options = body.get("options") or {}
@@ -87,17 +88,16 @@ class OllamaChatServer(ServerProtocol):
             max_tokens=opt_int(options.get("num_predict"), "options.num_predict"),
         )
 
-    def _line(self, info: RequestInfo, content: str, **extra: Any) -> bytes:
-        payload: dict[str, Any] = {
-            "model": info.model,
-            "created_at": "2026-01-01T00:00:00Z",
-            "message": {"role": "assistant", "content": content},
-        }
+    def _line(self, info: RequestInfo, content: str, thinking: str = "", **extra: Any) -> bytes:
+        message = {"role": "assistant", "content": content}
+        if thinking:
+            message["thinking"] = thinking
+        payload: dict[str, Any] = {"model": info.model, "created_at": "2026-01-01T00:00:00Z", "message": message}
         payload.update(extra)
         return orjson.dumps(payload) + b"\n"
 
-    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int) -> bytes:
-        return self._line(info, text, done=False)
+    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
+        return self._line(info, text, reasoning, done=False)
 
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
         return self._line(

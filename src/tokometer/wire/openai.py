@@ -20,14 +20,18 @@ from typing import Any, ClassVar
 import orjson
 
 from tokometer.datasets.base import Prompt
-from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, map_finish_reason
-from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, opt_int, prompt_tokens
+from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
+from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int, prompt_tokens
 from tokometer.wire.timings import read_llamacpp_timings
 
-__all__ = ["DONE", "ChunkWriter", "OpenAIChat", "OpenAIChatServer", "OpenAICompletions", "OpenAICompletionsServer",
-           "error_body", "error_event"]
+__all__ = ["DONE", "REASONING_FIELDS", "ChunkWriter", "OpenAIChat", "OpenAIChatServer", "OpenAICompletions",
+           "OpenAICompletionsServer", "error_body", "error_event", "reasoning_tokens"]
 
 DONE = b"data: [DONE]\n\n"
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""The chat delta fields reasoning text comes in: ``reasoning_content`` (DeepSeek's API, SGLang, llama.cpp
+``--reasoning-format deepseek``, vLLM before 0.11) and ``reasoning`` (vLLM from 0.11)."""
 
 
 class _OpenAIBase(Backend):
@@ -75,6 +79,7 @@ class _OpenAIBase(Backend):
             details = usage.get("prompt_tokens_details")  # OpenAI; vLLM with --enable-prompt-tokens-details
             if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
                 event.cached_prompt_tokens = details["cached_tokens"]
+            event.reasoning_tokens = reasoning_tokens(usage)
             event.meta = True
         timings = data.get("timings")
         if timings:
@@ -94,14 +99,22 @@ class OpenAIChat(_OpenAIBase):
     def build(self, prompt: Prompt, params: GenerationParams) -> HttpRequest:
         body = self._common(params)
         body["messages"] = [{"role": m.role, "content": m.content} for m in prompt.messages]
-        if prompt.max_tokens is not None and not params.ignore_eos:
-            body["max_tokens"] = prompt.max_tokens
+        if (max_tokens := answer_length(prompt, params)) is not None:
+            body["max_tokens"] = max_tokens
         return HttpRequest("/chat/completions", body)
 
     def _read_choice(self, choice: dict[str, Any], event: ParsedEvent) -> None:
         delta = choice.get("delta") or {}
         event.text = delta.get("content") or ""
-        event.reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        event.reasoning = next((r for f in REASONING_FIELDS if isinstance(r := delta.get(f), str) and r), "")
+
+
+def reasoning_tokens(usage: dict[str, Any]) -> int | None:
+    """``usage.completion_tokens_details.reasoning_tokens``: the output tokens that were reasoning (OpenAI,
+    DeepSeek, vLLM where it counts them)."""
+    details = usage.get("completion_tokens_details")
+    value = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class OpenAICompletions(_OpenAIBase):
@@ -112,8 +125,8 @@ class OpenAICompletions(_OpenAIBase):
     def build(self, prompt: Prompt, params: GenerationParams) -> HttpRequest:
         body = self._common(params)
         body["prompt"] = prompt.text
-        if prompt.max_tokens is not None and not params.ignore_eos:
-            body["max_tokens"] = prompt.max_tokens
+        if (max_tokens := answer_length(prompt, params)) is not None:
+            body["max_tokens"] = max_tokens
         return HttpRequest("/completions", body)
 
     def _read_choice(self, choice: dict[str, Any], event: ParsedEvent) -> None:
@@ -134,10 +147,13 @@ def error_event(message: str, kind: str = "server_error", code: str | int | None
 class ChunkWriter:
     """Renders the OpenAI streaming chunks of one answer (chat or legacy completions) as vLLM does."""
 
-    __slots__ = ("chat", "created", "id", "model", "object")
+    __slots__ = ("chat", "created", "id", "model", "object", "reasoning_field")
 
-    def __init__(self, chat: bool, model: str, id: str | None = None, created: int | None = None) -> None:
+    def __init__(self, chat: bool, model: str, id: str | None = None, created: int | None = None,
+                 reasoning_field: str = "reasoning_content") -> None:
         self.chat = chat
+        self.reasoning_field = reasoning_field
+        """The delta field reasoning text goes in (one of `REASONING_FIELDS`)."""
         self.model = model
         self.id = id or f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
         self.created = int(time.time()) if created is None else created
@@ -159,9 +175,9 @@ class ChunkWriter:
 
     def content(self, text: str, reasoning: str = "") -> bytes:
         if self.chat:
-            delta: dict[str, Any] = {"content": text}
+            delta: dict[str, Any] = {"content": text} if text or not reasoning else {}
             if reasoning:
-                delta["reasoning_content"] = reasoning
+                delta[self.reasoning_field] = reasoning
             return self.chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
         return self.chunk([{"index": 0, "text": text, "logprobs": None, "finish_reason": None}])
 
@@ -170,9 +186,15 @@ class ChunkWriter:
             return self.chunk([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": reason}])
         return self.chunk([{"index": 0, "text": "", "logprobs": None, "finish_reason": reason}])
 
-    def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:
-        return self.chunk([], {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                               "total_tokens": prompt_tokens + completion_tokens})
+    def usage(self, prompt_tokens: int, completion_tokens: int, reasoning_tokens: int | None = None,
+              cached_tokens: int | None = None) -> bytes:
+        usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                 "total_tokens": prompt_tokens + completion_tokens}
+        if reasoning_tokens is not None:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+        if cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+        return self.chunk([], usage)
 
     def whole(self, text: str, reasoning: str, finish_reason: str, prompt_tokens: int,
               completion_tokens: int) -> dict[str, Any]:
@@ -182,7 +204,7 @@ class ChunkWriter:
         if self.chat:
             message: dict[str, Any] = {"role": "assistant", "content": text}
             if reasoning:
-                message["reasoning_content"] = reasoning
+                message[self.reasoning_field] = reasoning
             choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish_reason}
         else:
             choice = {"index": 0, "text": text, "finish_reason": finish_reason}
@@ -192,6 +214,7 @@ class ChunkWriter:
 
 class _OpenAIServer(ServerProtocol):
     chat: ClassVar[bool]
+    carries_reasoning: ClassVar[bool] = False
 
     def _read_common(self, body: dict[str, Any], default_model: str, prompt_tokens: int) -> RequestInfo:
         options = body.get("stream_options") or {}
@@ -207,20 +230,24 @@ class _OpenAIServer(ServerProtocol):
 
     def _writer(self, info: RequestInfo) -> ChunkWriter:
         if info.writer is None:
-            info.writer = ChunkWriter(self.chat, info.model, info.id, info.created)
+            info.writer = ChunkWriter(self.chat, info.model, info.id, info.created, info.reasoning_field)
         return info.writer
 
     def start(self, info: RequestInfo) -> bytes:
         return self._writer(info).role()
 
-    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int) -> bytes:
-        return self._writer(info).content(text)
+    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
+        no_field(self, reasoning)
+        writer = self._writer(info)
+        writer.reasoning_field = info.reasoning_field  # the writer may predate the first reasoning (role event)
+        return writer.content(text, reasoning)
 
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
         writer = self._writer(info)
         out = writer.finish(finish)
         if info.include_usage:
-            out += writer.usage(info.prompt_tokens, completion_tokens)
+            reasoning = None if info.reasoning_tokens is None else min(info.reasoning_tokens, completion_tokens)
+            out += writer.usage(info.prompt_tokens, completion_tokens, reasoning, info.cached_tokens)
         return out + DONE
 
     def error_event(self, message: str) -> bytes:
@@ -230,6 +257,7 @@ class _OpenAIServer(ServerProtocol):
 class OpenAIChatServer(_OpenAIServer):
     path: ClassVar[str] = "/v1/chat/completions"
     chat: ClassVar[bool] = True
+    carries_reasoning: ClassVar[bool] = True
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
         return self._read_common(body, default_model, prompt_tokens(body.get("messages"), count))

@@ -19,7 +19,7 @@ from tokometer.messages import message_text
 if TYPE_CHECKING:
     from tokometer.wire.openai import ChunkWriter
 
-__all__ = ["Count", "RequestInfo", "ServerProtocol", "StreamTiming", "opt_int", "prompt_tokens"]
+__all__ = ["Count", "RequestInfo", "ServerProtocol", "StreamTiming", "no_field", "opt_int", "prompt_tokens"]
 
 Count = Callable[[str], int]
 """A server's tokenizer: text -> tokens."""
@@ -40,6 +40,14 @@ class RequestInfo:
     created: int = 0
     writer: ChunkWriter | None = None
     """The OpenAI chunk renderer of this answer, made once (OpenAI protocols only)."""
+    reasoning_field: str = "reasoning_content"
+    """OpenAI chat: the delta field reasoning text goes in (``reasoning_content`` or ``reasoning``)."""
+    reasoning_tokens: int | None = None
+    """The answer's first this many tokens are reasoning and the server counts them (OpenAI usage's
+    ``completion_tokens_details.reasoning_tokens``); ``None``: no count is reported."""
+    cached_tokens: int | None = None
+    """Prompt tokens the server took from its prefix cache (OpenAI usage's
+    ``prompt_tokens_details.cached_tokens``, llama.cpp's ``cache_n``); ``None``: not reported."""
 
 
 @dataclass(slots=True)
@@ -56,6 +64,9 @@ class ServerProtocol(ABC):
 
     path: ClassVar[str]
     content_type: ClassVar[str] = "text/event-stream"
+    carries_reasoning: ClassVar[bool] = False
+    """True when the protocol has a field for reasoning text; without one, reasoning goes inline in the
+    text between ``<think>`` tags (`tokometer.wire.reasoning.inline`)."""
 
     @abstractmethod
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
@@ -66,18 +77,21 @@ class ServerProtocol(ABC):
         return b""
 
     @abstractmethod
-    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int) -> bytes:
-        """One content event carrying ``ids`` (``done_before`` tokens were sent earlier)."""
+    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
+        """One content event carrying ``ids`` (``done_before`` tokens were sent earlier): answer ``text`` and,
+        where the protocol `carries_reasoning`, ``reasoning`` text in its own field."""
 
     @abstractmethod
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
         """The closing event(s): finish reason, usage and timings where the protocol has them."""
 
     def last_tokens(
-        self, info: RequestInfo, ids: list[int], text: str, done_before: int, finish: str, timing: StreamTiming
+        self, info: RequestInfo, ids: list[int], text: str, done_before: int, finish: str, timing: StreamTiming,
+        reasoning: str = "",
     ) -> bytes:
         """The last content event followed by the closing event(s), in one write."""
-        return self.tokens(info, ids, text, done_before) + self.finish(info, finish, done_before + len(ids), timing)
+        return (self.tokens(info, ids, text, done_before, reasoning)
+                + self.finish(info, finish, done_before + len(ids), timing))
 
     @abstractmethod
     def error_event(self, message: str) -> bytes:
@@ -89,6 +103,12 @@ class ServerProtocol(ABC):
     def error_body(self, status: int, message: str, kind: str) -> dict[str, Any]:
         """The JSON body of an HTTP error (OpenAI shape unless overridden)."""
         return {"error": {"message": message, "type": kind, "param": None, "code": status}}
+
+
+def no_field(protocol: ServerProtocol, reasoning: str) -> None:
+    """Refuse reasoning text for a protocol without a field for it (the caller must put it inline)."""
+    if reasoning and not protocol.carries_reasoning:
+        raise ValueError(f"{protocol.path} has no field for reasoning text: send it inline between <think> tags")
 
 
 def prompt_tokens(messages: Any, count: Count) -> int:

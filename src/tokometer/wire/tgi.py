@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 import orjson
 
 from tokometer.datasets.base import Prompt
-from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, map_finish_reason
-from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, opt_int
+from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
+from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int
 
 __all__ = ["TGI", "TgiServer"]
 
@@ -27,7 +27,7 @@ class TGI(Backend):
 
     def build(self, prompt: Prompt, params: GenerationParams) -> HttpRequest:
         parameters: dict[str, Any] = {"details": True}
-        max_tokens = prompt.max_tokens if prompt.max_tokens is not None and not params.ignore_eos else params.max_tokens
+        max_tokens = answer_length(prompt, params)
         if max_tokens is not None:
             parameters["max_new_tokens"] = max_tokens
         if params.temperature:
@@ -92,7 +92,8 @@ class TgiServer(ServerProtocol):
             payload.update(final)
         return b"data:" + orjson.dumps(payload) + b"\n\n"
 
-    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int) -> bytes:
+    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
+        no_field(self, reasoning)
         words = text.split()
         pairs = enumerate(zip(ids, words, strict=True))
         return b"".join(self._event(done_before + i + 1, token_id, " " + word) for i, (token_id, word) in pairs)
@@ -106,8 +107,10 @@ class TgiServer(ServerProtocol):
         }
 
     def last_tokens(
-        self, info: RequestInfo, ids: list[int], text: str, done_before: int, finish: str, timing: StreamTiming
+        self, info: RequestInfo, ids: list[int], text: str, done_before: int, finish: str, timing: StreamTiming,
+        reasoning: str = "",
     ) -> bytes:
+        no_field(self, reasoning)
         # As TGI does: the last token's event also carries generated_text and details.
         head = self.tokens(info, ids[:-1], _drop_last_word(text), done_before)
         final = {"generated_text": "", "details": self._details(info, finish, done_before + len(ids))}

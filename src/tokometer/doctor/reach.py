@@ -1,0 +1,193 @@
+"""Reach: can the server be found and spoken to, and does it serve the model asked for.
+
+Times the name lookup (``getaddrinfo``), the TCP connect and, for https, the TLS handshake (the
+probe's connection time less the other two); reads the HTTP status of the model list
+(``/v1/models`` for OpenAI APIs, ``/api/tags`` for Ollama, ``/info`` for TGI, ``/props`` for
+llama.cpp) and of ``/health``; and checks that the model asked for is one the server lists,
+naming the closest served names (`difflib`) when it is not. The server's ``Date`` header is kept
+for the auth check's clock-skew figure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import email.utils
+import socket
+import time
+from typing import Any
+
+import orjson
+
+from tokometer.backends.http1 import ConnectError, HttpTimeout, PeerReset, StreamedResponse
+from tokometer.doctor.finding import Finding
+from tokometer.doctor.session import Session
+
+__all__ = ["SLOW_CONNECT_MS", "close_matches", "date_skew_s", "model_names", "run"]
+
+SLOW_CONNECT_MS = 300.0
+"""A name lookup, TCP connect or TLS handshake slower than this is a finding: every new connection pays it."""
+
+_MODEL_LISTS = {"openai-chat": "/v1/models", "openai-completions": "/v1/models", "ollama": "/api/tags",
+                "tgi": "/info", "llamacpp": "/props"}
+
+
+def close_matches(name: str, served: list[str], n: int = 5) -> list[str]:
+    """The served names closest to ``name`` first, then the rest, at most ``n`` in all: names that extend the one
+    asked for (or that it extends: ``llama-3.1-8b`` and ``llama-3.1-8b-instruct``), then difflib's ranking."""
+    asked = name.lower()
+    extends = [s for s in served if s.lower().startswith(asked) or asked.startswith(s.lower())]
+    lowered = {s.lower(): s for s in served}
+    close = [lowered[m] for m in difflib.get_close_matches(asked, list(lowered), n=n, cutoff=0.3)]
+    ranked = list(dict.fromkeys(extends + close))
+    return (ranked + [s for s in served if s not in ranked])[:n]
+
+
+def model_names(api: str, data: Any) -> list[str] | None:
+    """The model names a model-list answer holds, or None when it is not one."""
+    if not isinstance(data, dict):
+        return None
+    if api.startswith("openai"):
+        entries = data.get("data")
+        return [e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)] \
+            if isinstance(entries, list) else None
+    if api == "ollama":
+        entries = data.get("models")
+        return [e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)] \
+            if isinstance(entries, list) else None
+    if api == "tgi":
+        return [data["model_id"]] if isinstance(data.get("model_id"), str) else None
+    alias = data.get("model_alias") or data.get("model_path")
+    return [alias] if isinstance(alias, str) else None
+
+
+def date_skew_s(date_header: str, now: float | None = None) -> float | None:
+    """The server's clock minus this one's, in seconds, from an HTTP ``Date`` header (None if unreadable)."""
+    try:
+        when = email.utils.parsedate_to_datetime(date_header)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return when.timestamp() - (time.time() if now is None else now)
+
+
+async def _dns_ms(host: str, port: int) -> tuple[float, str | None, list[str]]:
+    """(lookup time, error, addresses)."""
+    loop = asyncio.get_running_loop()
+    start = time.perf_counter()
+    try:
+        infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), 10)
+    except (OSError, TimeoutError) as exc:
+        return (time.perf_counter() - start) * 1e3, str(exc) or type(exc).__name__, []
+    return (time.perf_counter() - start) * 1e3, None, sorted({str(info[4][0]) for info in infos})
+
+
+async def _tcp_ms(address: str, port: int, limit_s: float) -> float | None:
+    """Time of one bare TCP connect to ``address`` (closed at once), or None when it fails."""
+    loop = asyncio.get_running_loop()
+    start = time.perf_counter()
+    try:
+        transport, _ = await asyncio.wait_for(loop.create_connection(asyncio.Protocol, address, port), limit_s)
+    except (OSError, TimeoutError):
+        return None
+    elapsed = (time.perf_counter() - start) * 1e3
+    transport.close()
+    return elapsed
+
+
+async def _get(session: Session, path: str) -> StreamedResponse | str:
+    try:
+        return await session.probe.fetch(session.root + path)
+    except (ConnectError, HttpTimeout, PeerReset) as exc:
+        return str(exc)
+
+
+async def run(session: Session) -> None:
+    """The reach check; sets ``session.reachable``, ``served``, ``model`` and the Date skew."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(session.spec.url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    dns_ms, dns_error, addresses = await _dns_ms(session.host, port)
+    if dns_error is not None:
+        session.reachable = session.can_generate = False
+        session.add(Finding("reach.dns_failed", "error", f"the name {session.host} does not resolve",
+                            {"host": session.host, "error": dns_error, "dns_ms": round(dns_ms, 1)},
+                            "Check the host name in the URL, and this machine's DNS (resolv.conf, /etc/hosts)."))
+        return
+    tcp_ms = await _tcp_ms(addresses[0], port, session.connect_timeout_s) if addresses else None
+    list_path = _MODEL_LISTS.get(session.api, "/v1/models")
+    listing = await _get(session, list_path)
+    if isinstance(listing, str):
+        session.reachable = session.can_generate = False
+        session.add(Finding("reach.unreachable", "error", f"nothing answers HTTP at {session.root}",
+                            {"error": listing, "addresses": addresses, "dns_ms": round(dns_ms, 1)},
+                            "Is the server running, on this host and port, and listening on an address this "
+                            "machine can reach (not only 127.0.0.1 on another host)? A firewall may drop it."))
+        return
+    health = await _get(session, "/health")
+    health_status = health.status if isinstance(health, StreamedResponse) else None
+    connect_ms = listing.connect_ns / 1e6
+    tls_ms = max(0.0, connect_ms - dns_ms - tcp_ms) if parts.scheme == "https" and tcp_ms is not None else None
+    for response in (listing, health):
+        if isinstance(response, StreamedResponse) and "date" in response.headers:
+            session.server_date_skew_s = date_skew_s(response.headers["date"])
+            break
+    session.www_authenticate = listing.headers.get("www-authenticate", "")
+    timing = {"dns_ms": round(dns_ms, 2), "tcp_connect_ms": round(tcp_ms, 2) if tcp_ms is not None else None,
+              "tls_ms": round(tls_ms, 2) if tls_ms is not None else None, "addresses": addresses,
+              f"status {list_path}": listing.status, "status /health": health_status}
+    session.add(Finding("reach.ok", "info", f"{session.root} answers: {list_path} HTTP {listing.status}, "
+                        f"/health {health_status if health_status is not None else 'no answer'}", timing))
+    slow = {k: v for k, v in (("DNS", dns_ms), ("TCP connect", tcp_ms), ("TLS", tls_ms))
+            if v is not None and v > SLOW_CONNECT_MS}
+    if slow:
+        what = ", ".join(f"{k} {v:,.0f} ms" for k, v in slow.items())
+        session.add(Finding("reach.slow_connect", "warning", f"opening a connection is slow: {what}", timing,
+                            "Every new connection pays this before the first token: keep connections alive (a "
+                            "pooling client or gateway), use a closer DNS resolver, or put the client nearer."))
+    if health_status is not None and health_status != 200 and health_status not in (401, 403):
+        session.add(Finding("reach.no_health", "info", f"/health answers HTTP {health_status}", timing,
+                            "Load balancers and readiness probes often call /health: point them at "
+                            f"{list_path} instead, or enable the server's health endpoint."))
+    if listing.status in (401, 403):
+        return  # the auth check says why
+    props = await session.probe.get_json(session.root + "/props")  # llama.cpp: its model file and n_ctx
+    session.props = props if isinstance(props, dict) else None
+    data: Any = None
+    if listing.status == 200:
+        try:
+            data = orjson.loads(b"".join(listing.chunks))
+        except ValueError:
+            data = None
+    session.served = model_names(session.api, data)
+    if session.served is None:
+        if session.api.startswith("openai"):
+            session.add(Finding("reach.no_model_list", "warning", f"{list_path} does not list models "
+                                f"(HTTP {listing.status})", {"status": listing.status},
+                                "OpenAI clients list models to pick one: check that the URL's path ends in /v1 "
+                                "and that this is an OpenAI-compatible server (or give --api)."))
+        return
+    _check_model(session)
+
+
+def _check_model(session: Session) -> None:
+    served = session.served or []
+    if not session.model:
+        if served:
+            session.model = served[0]
+        return
+    if session.model in served or session.api in ("tgi", "llamacpp"):
+        return  # TGI and llama.cpp serve one model whatever name a request gives
+    if not served:
+        session.add(Finding("reach.no_models", "error", "the server lists no models", {"asked": session.model},
+                            "The server has no model loaded: load one (vLLM --model, ollama pull, llama.cpp -m)."))
+        return
+    matches = close_matches(session.model, served)
+    session.add(Finding("reach.model_not_found", "error",
+                        f"the server does not list model {session.model!r}; it serves "
+                        f"{', '.join(repr(m) for m in matches)}" + (" …" if len(served) > len(matches) else ""),
+                        {"asked": session.model, "closest": matches, "served": served[:50]},
+                        f"Ask for one of the served names (--model {matches[0]!r} is the closest), or load the "
+                        "model on the server. Some servers answer any name with their one model; most answer 404."))

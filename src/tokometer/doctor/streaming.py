@@ -1,0 +1,116 @@
+"""Streaming: do tokens really stream, or does something between the engine and the client buffer them.
+
+One answer of 32 tokens (16 with ``--quick``) is streamed and its content events' arrival stamps
+are read (`tokometer.records.RequestRecord.event_ns`, stamped by the benchmark's client as bytes
+arrive):
+
+- **buffered**: every event arrived in one burst at the end (TTFT ≈ end to end): a proxy held the
+  whole answer back;
+- **bursty**: most events arrived in the same read as the one before (a gap under 0.2 ms) and
+  then a long gap followed: a proxy flushes in blocks, so ITL reads near zero, then jumps;
+- **include_usage**: whether ``stream_options.include_usage`` is refused (HTTP 400, which the
+  client works around) or ignored (no usage in the stream), for OpenAI APIs.
+
+The record is kept for the speed check (idle TTFT and decode speed when there is no load step).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tokometer.doctor.finding import Finding
+from tokometer.doctor.session import Session
+
+__all__ = ["BURST_GAP_NS", "StreamShape", "run", "stream_shape"]
+
+BURST_GAP_NS = 200_000
+"""Events closer than this (0.2 ms) came in the same read, or back to back: one burst."""
+_MIN_EVENTS = 8
+_ASK = 32
+
+
+@dataclass(frozen=True, slots=True)
+class StreamShape:
+    """How an answer's content events arrived."""
+
+    events: int
+    bursts: int
+    """Runs of events each within `BURST_GAP_NS` of the one before."""
+    same_read_share: float
+    """Share of event gaps under `BURST_GAP_NS`."""
+    ttft_ms: float
+    e2e_ms: float
+    longest_gap_ms: float
+
+    @property
+    def buffered(self) -> bool:
+        """The whole answer came at once at the end: TTFT is nearly all of the end-to-end time."""
+        return self.events >= _MIN_EVENTS and self.bursts == 1 and self.ttft_ms >= 0.8 * self.e2e_ms
+
+    @property
+    def bursty(self) -> bool:
+        """Events come in blocks: most gaps near zero, and more than one block."""
+        return self.events >= 2 * _MIN_EVENTS and self.bursts >= 2 and self.same_read_share >= 0.5
+
+
+def stream_shape(sent_ns: int, event_ns: Sequence[int], end_ns: int) -> StreamShape:
+    """The shape of one stream from its stamps (`perf_counter_ns`)."""
+    gaps = [b - a for a, b in itertools.pairwise(event_ns)]
+    bursts = 1 + sum(1 for g in gaps if g >= BURST_GAP_NS) if event_ns else 0
+    return StreamShape(
+        events=len(event_ns),
+        bursts=bursts,
+        same_read_share=sum(1 for g in gaps if g < BURST_GAP_NS) / len(gaps) if gaps else 0.0,
+        ttft_ms=(event_ns[0] - sent_ns) / 1e6 if event_ns else 0.0,
+        e2e_ms=(end_ns - sent_ns) / 1e6,
+        longest_gap_ms=max(gaps, default=0) / 1e6,
+    )
+
+
+async def run(session: Session) -> None:
+    """The streaming check."""
+    ask = _ASK // 2 if session.spec.quick else _ASK
+    prompt, _, _ = await session.prompt(32)
+    exchange = await session.send(prompt, ask, ignore_eos=True)
+    record = exchange.record
+    if record.error is not None:
+        session.add(Finding("streaming.failed", "error", f"a streamed answer failed: {record.error}",
+                            {"answer": record.error_detail[:300], "status": record.status},
+                            "The server fails plain streamed requests: see its log."))
+        return
+    session.speed["stream_record"] = record
+    shape = stream_shape(record.sent_ns, record.event_ns, record.end_ns)
+    evidence = {"events": shape.events, "bursts": shape.bursts, "same_read_share": round(shape.same_read_share, 2),
+                "ttft_ms": round(shape.ttft_ms, 1), "e2e_ms": round(shape.e2e_ms, 1),
+                "longest_gap_ms": round(shape.longest_gap_ms, 1), "output_tokens": record.output_tokens}
+    if shape.buffered:
+        session.add(Finding("streaming.buffered", "warning",
+                            f"the answer did not stream: all {shape.events} events arrived together after "
+                            f"{shape.ttft_ms:,.0f} ms (TTFT ≈ end to end, {shape.e2e_ms:,.0f} ms)", evidence,
+                            "Something between the engine and this client buffers whole responses (nginx "
+                            "proxy_buffering, a gateway, a compression filter): turn buffering off for "
+                            "text/event-stream (nginx: proxy_buffering off, or X-Accel-Buffering: no)."))
+    elif shape.bursty:
+        session.add(Finding("streaming.bursty", "warning",
+                            f"tokens arrive in {shape.bursts} bursts: {100 * shape.same_read_share:.0f}% of gaps "
+                            f"near zero, then gaps up to {shape.longest_gap_ms:,.0f} ms", evidence,
+                            "A proxy flushes the stream in blocks: users see stutter and ITL figures mean little. "
+                            "Turn off response buffering (and compression) for the streaming path."))
+    else:
+        session.add(Finding("streaming.ok", "info", f"tokens stream: {shape.events} events in {shape.bursts} "
+                            f"arrivals, first after {shape.ttft_ms:,.0f} ms", evidence))
+    if not session.api.startswith("openai"):
+        return
+    if exchange.usage_rejected:
+        session.add(Finding("streaming.usage_rejected", "warning",
+                            "the server refuses stream_options.include_usage (HTTP 400)", evidence,
+                            "Clients that ask for token usage in streams fail here (tokometer retries without it "
+                            "and counts tokens itself): upgrade the server, or have a gateway drop the option."))
+    elif record.output_tokens_source != "usage":
+        session.add(Finding("streaming.no_usage", "info",
+                            "the stream carries no usage (include_usage is ignored): token counts are estimated",
+                            {**evidence, "counted_by": record.output_tokens_source},
+                            "Token counts and costs come from the client's own count: give tokometer the "
+                            "model's tokenizer (--tokenizer) for exact ones."))

@@ -1,0 +1,81 @@
+"""`ReasoningSummary`: a step's reasoning and answer apart, for reasoning models.
+
+Present only when some completed answer of the step had reasoning (streamed in a field of its own,
+inline between ``<think>`` tags, or counted by the server in its usage). TTFT stays "any token"
+(reasoning counts); the time to the first *answer* token is `ttfat_ms`. The step's decode speed and
+TPOT count reasoning and answer tokens alike; `answer_decode_speed_tok_s` is the answer's own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokometer.metrics import request as m
+from tokometer.metrics.distribution import Distribution
+from tokometer.records import RequestRecord
+
+__all__ = ["ReasoningSummary", "summarize_reasoning"]
+
+_MS = 1e-6
+
+
+@dataclass(slots=True)
+class ReasoningSummary:
+    """Reasoning against answer over a step's completed requests."""
+
+    requests: int
+    """Completed answers that had reasoning."""
+    no_answer: int
+    """Of those, answers that ended before their first answer token (cut while reasoning)."""
+    ttfat_ms: Distribution
+    """Time to first answer token, over every completed answer that had an answer (TTFT where it did not reason)."""
+    reasoning_tokens_total: int
+    reasoning_tokens: Distribution
+    """Per answer that reasoned."""
+    answer_tokens_total: int
+    answer_tokens: Distribution
+    """Per completed answer."""
+    reasoning_share: float | None
+    """Reasoning tokens / output tokens, over the completed answers."""
+    answer_decode_speed_tok_s: Distribution
+    reasoning_tokens_source: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "no_answer": self.no_answer,
+            "ttfat_ms": self.ttfat_ms.to_json(),
+            "reasoning_tokens": {"total": self.reasoning_tokens_total, "source": self.reasoning_tokens_source,
+                                 "per_request": self.reasoning_tokens.to_json()},
+            "answer_tokens": {"total": self.answer_tokens_total, "per_request": self.answer_tokens.to_json()},
+            "reasoning_share": self.reasoning_share,
+            "answer_decode_speed_tok_s": self.answer_decode_speed_tok_s.to_json(),
+        }
+
+
+def summarize_reasoning(ok: Sequence[RequestRecord]) -> ReasoningSummary | None:
+    """The reasoning summary of a step's completed requests; ``None`` when none of them reasoned."""
+    reasoning = [r for r in ok if m.reasoned(r)]
+    if not reasoning:
+        return None
+    ttfat = [v for v in (m.ttfat_ns(r) for r in ok) if v is not None]
+    answers = [v for v in (m.answer_tokens(r) for r in ok) if v is not None]
+    counted = [r.reasoning_tokens or 0 for r in reasoning]
+    output = sum(r.output_tokens or 0 for r in ok)
+    speeds = [v for v in (m.answer_decode_speed_tok_s(r) for r in ok) if v is not None]
+    return ReasoningSummary(
+        requests=len(reasoning),
+        no_answer=sum(1 for r in reasoning if m.ttfat_ns(r) is None),
+        ttfat_ms=Distribution.of(ttfat, _MS),
+        reasoning_tokens_total=sum(counted),
+        reasoning_tokens=Distribution.of(float(n) for n in counted),
+        answer_tokens_total=sum(answers),
+        answer_tokens=Distribution.of(float(n) for n in answers),
+        reasoning_share=sum(counted) / output if output else None,
+        answer_decode_speed_tok_s=Distribution.of(speeds),
+        reasoning_tokens_source=dict(Counter(r.reasoning_tokens_source for r in reasoning
+                                             if r.reasoning_tokens_source)),
+    )

@@ -1,0 +1,129 @@
+"""Trace replay against the simulator: the trace's arrival times kept, its lengths exact, its shared blocks shared.
+
+The simulator stamps each request as it receives it (``received_ns``, CLOCK_MONOTONIC like the client's
+stamps), and its tokenizer is one word a token, so the trace's input lengths can be checked exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tests.conftest import SimServer, run_cli
+from tests.helpers import bench
+
+BLOCK = 64
+
+
+def _trace(path: Path, n: int, rate: float, seed: int = 5) -> list[dict[str, Any]]:
+    """A Mooncake-style trace: Poisson arrivals with bursts of 3 in one millisecond, shared prefixes."""
+    rng = random.Random(seed)
+    rows: list[dict[str, Any]] = []
+    t, next_id = 0.0, 2
+    while len(rows) < n:
+        t += rng.expovariate(rate) * 1000
+        for _ in range(3 if rng.random() < 0.1 else 1):
+            if rows and rng.random() < 0.4:
+                parent = rng.choice(rows)
+                ids = parent["hash_ids"][:parent["input_length"] // BLOCK]
+            else:
+                ids = [0, 1]
+            ids += list(range(next_id, next_id + 2))
+            next_id += 2
+            rows.append({"timestamp": round(t, 3), "input_length": (len(ids) - 1) * BLOCK + rng.randint(1, BLOCK),
+                         "output_length": rng.randint(2, 6), "hash_ids": ids})
+    rows = rows[:n]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+def _in_trace_order(rows: list[dict[str, Any]], traces: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The simulator's traces in the trace file's order: requests due in the same millisecond may reach it in any
+    order (each on its own connection), so within such a burst they are matched by their lengths."""
+    assert len(traces) == len(rows)
+    out: list[dict[str, Any]] = []
+    start = 0
+    while start < len(rows):
+        end = start
+        while end < len(rows) and rows[end]["timestamp"] == rows[start]["timestamp"]:
+            end += 1
+        burst = sorted(traces[start:end], key=lambda t: (t["prompt_tokens"], t["completion_tokens"]))
+        order = sorted(range(start, end), key=lambda i: (rows[i]["input_length"], rows[i]["output_length"]))
+        placed = dict(zip(order, burst, strict=True))
+        out.extend(placed[i] for i in range(start, end))
+        start = end
+    return out
+
+
+def test_replay_keeps_the_traces_timing_lengths_and_shared_blocks(sim_factory: Callable[..., SimServer],
+                                                                   tmp_path: Path) -> None:
+    sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1", "--trace-bodies")
+    rows = _trace(tmp_path / "trace.jsonl", 120, 40.0)
+    stamps = np.array([float(r["timestamp"]) for r in rows])
+    # Best of five replays: on a 2-core machine that other processes keep busy, the OS deschedules the client for
+    # a time slice (4 ms and more) whatever it does; one clean replay shows what the client itself keeps. The
+    # server's /metrics are not read, so that no scraping thread competes for the interpreter.
+    best: tuple[float, float, float] | None = None
+    crowded = True  # every replay ran while the host's CPUs were all busy
+    for _ in range(5):
+        sim.clear_trace()
+        result = bench(sim.openai_url, api="openai-completions", trace=tmp_path / "trace.jsonl",
+                       trace_block_tokens=BLOCK, server_metrics="off", gpu_metrics="off")
+        (step,) = result.steps
+        records = step.records
+        assert step.summary.requests_completed == 120 and step.summary.requests_failed == 0
+        due = np.array([r.due_ns for r in records], dtype=np.int64)
+        assert np.array_equal(due - due[0], np.round((stamps - stamps[0]) * 1e6).astype(np.int64))  # the schedule
+        traces = _in_trace_order(rows, sim.trace())
+        assert [t["prompt_tokens"] for t in traces] == [r["input_length"] for r in rows]  # exact lengths
+        assert [t["completion_tokens"] for t in traces] == [r["output_length"] for r in rows]
+        lag_ms = np.array([(r.sent_ns - r.due_ns) / 1e6 for r in records])
+        arrival_ms = np.array([(t["received_ns"] - r.due_ns) / 1e6 for t, r in zip(traces, records, strict=True)])
+        p99 = (float(np.percentile(lag_ms, 99)), float(np.percentile(arrival_ms, 50)),
+               float(np.percentile(arrival_ms, 99)))
+        print(f"sent - trace time: p50 {np.percentile(lag_ms, 50):.3f} p99 {p99[0]:.3f} max {lag_ms.max():.3f} ms; "
+              f"received by the server - trace time: p50 {p99[1]:.3f} p99 {p99[2]:.3f} ms; "
+              f"host CPUs {100 * (step.health.host_cpu_busy or 0):.0f}% busy")
+        best = p99 if best is None or p99[0] < best[0] else best
+        crowded = crowded and (step.health.host_cpu_busy or 0.0) > 0.95
+        if p99[0] < 1.0:
+            break
+    assert best is not None
+    if best[0] >= 1.0 and crowded:  # other processes held both cores through every replay: a looser bound
+        print("every replay ran on a saturated host: checking p99 < 6 ms (one scheduler time slice) instead of 1 ms")
+        assert best[0] < 6.0 and best[2] < 10.0
+    else:
+        assert best[0] < 1.0  # sent within 1 ms of the trace's time, p99
+        # and received by the server soon after (loopback, and the simulator's own reading of the request)
+        assert best[1] < 1.0 and best[2] < 5.0
+    texts = [json.loads(t["body"])["prompt"] for t in traces]
+    for i, row in enumerate(rows):  # the same leading ids, the same leading words
+        for j in range(i):
+            a, b = rows[j]["hash_ids"], row["hash_ids"]
+            same = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+            full = min(same, row["input_length"] // BLOCK, rows[j]["input_length"] // BLOCK)
+            assert texts[i].split()[:full * BLOCK] == texts[j].split()[:full * BLOCK]
+            if same == 0:
+                assert texts[i].split()[:BLOCK] != texts[j].split()[:BLOCK]
+
+
+def test_time_scale_workers_and_the_cli(sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
+    sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1")
+    rows = _trace(tmp_path / "trace.jsonl", 20, 20.0, seed=9)
+    out = tmp_path / "out.json"
+    done = run_cli("bench", "--url", sim.openai_url, "--trace", str(tmp_path / "trace.jsonl"), "--time-scale", "0.5",
+                   "--trace-block-tokens", str(BLOCK), "--no-store", "--json", str(out), "-q", "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    assert "trace trace.jsonl (20 requests over" in done.stdout
+    data = json.loads(out.read_text())
+    (step,) = data["steps"]
+    span_s = (float(rows[-1]["timestamp"]) - float(rows[0]["timestamp"])) / 1000 * 0.5
+    assert step["load"]["arrival"] == "trace" and step["load"]["requests"] == 20
+    assert step["load"]["rate"] == 19 / span_s
+    assert abs(step["summary"]["send_rate_rps"] - 19 / span_s) / (19 / span_s) < 0.01
+    assert data["spec"]["time_scale"] == 0.5 and data["spec"]["requests"] is None
