@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml | system
 
 engine: $(STAMP)
 	$(PY) -m tokometer.engines.build
+	$(PY) -m tokometer.engines.quantize  # llama-quantize beside it (tokometer quality); once
 	$(PY) -m tokometer.tokens.warm
 
 setup: $(STAMP) engine

@@ -26,6 +26,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("tokometer.cli.doctor", "Why is a server slow or failing: checks, each a finding with a fix."),
     "gateway": ("tokometer.cli.gateway", "OpenAI-compatible gateway: fallback, cache, budgets, keys, metrics."),
     "estimate": ("tokometer.cli.estimate", "Roofline limits of a deployment, and the efficiency of a measured run."),
+    "quality": ("tokometer.cli.quality", "Same prompts to two endpoints: agreement, accuracy and speed, a verdict."),
     "report": ("tokometer.cli.report", "Saved runs as one offline HTML page of charts, or a markdown summary."),
     "runs": ("tokometer.cli.runs", "List saved benchmark runs."),
     "sim": ("tokometer.cli.sim", "A simulated inference server: scripted timing or a modelled GPU deployment."),

