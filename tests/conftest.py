@@ -121,6 +121,16 @@ def bench_stored(store: Path, *args: str) -> int:
         results.close()
 
 
+@pytest.fixture(scope="module")
+def engine_two_slots() -> Iterator[Any]:
+    """The embedded llama.cpp engine (bundled model, 2 slots), for the tests of one module."""
+    from tokometer.engines import LlamaCppSettings, start_llamacpp
+
+    require_llama_server()
+    with start_llamacpp(LlamaCppSettings(parallel=2)) as handle:
+        yield handle
+
+
 def require_llama_server() -> None:
     """Skip when no llama-server can be found, except where one is required (``make test`` and CI
     set TOKOMETER_REQUIRE_ENGINE=1 after building it): there a missing engine fails loudly."""

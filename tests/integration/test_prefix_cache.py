@@ -4,26 +4,19 @@ shorter than cold ones)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
-from tests.conftest import SimServer, require_llama_server
+from tests.conftest import SimServer
 from tests.helpers import bench
-from tokometer.engines import EngineHandle, LlamaCppSettings, start_llamacpp
+from tokometer.engines import EngineHandle
 from tokometer.perf import Deployment, Efficiency, prefill_s, resolve_hardware, resolve_model
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[EngineHandle]:
-    require_llama_server()
-    with start_llamacpp(LlamaCppSettings(parallel=2)) as handle:
-        yield handle
-
-
 @pytest.mark.engine
-def test_llamacpp_reuses_a_shared_prefix(engine: EngineHandle) -> None:
-    result = bench(engine.openai_url, concurrency=[1], requests=8, input_tokens=256, prefix_tokens=224,
+def test_llamacpp_reuses_a_shared_prefix(engine_two_slots: EngineHandle) -> None:
+    result = bench(engine_two_slots.openai_url, concurrency=[1], requests=8, input_tokens=256, prefix_tokens=224,
                    prefix_groups=2, output_tokens=4)
     s = result.steps[0].summary
     assert s.requests_failed == 0
@@ -31,7 +24,13 @@ def test_llamacpp_reuses_a_shared_prefix(engine: EngineHandle) -> None:
     assert s.ttft_cold_prefix_ms.count == 2 and s.ttft_warm_prefix_ms.count == 6
     # The server says it took most of each warm prompt from its cache (224 of 256 tokens: 6 of 8 requests).
     assert s.prompt_cache_hit_rate is not None and s.prompt_cache_hit_rate > 0.4, s.prompt_cache_hit_rate
-    assert s.prefix_cache_speedup is not None and s.prefix_cache_speedup > 1.5, s.prefix_cache_speedup
+    # request by request: the cold ones computed their whole prompt, the warm ones found the prefix cached
+    # (timing is pinned against the simulator above; on a busy 2-core host a TTFT ratio is too noisy to test)
+    cached = {r.index: r.server.cached_tokens for r in result.steps[0].records if r.server is not None}
+    firsts = {r.index for r in result.steps[0].records if r.prefix_first}
+    assert all((cached[i] or 0) < 50 for i in firsts), cached
+    assert all((cached[i] or 0) >= 200 for i in cached if i not in firsts), cached
+    assert s.prefix_cache_speedup is not None
 
 
 def test_the_modelled_engines_prefix_cache_is_the_known_truth(sim_factory: Callable[..., SimServer]) -> None:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SimServer, require_llama_server, run_cli
+from tests.conftest import SimServer, run_cli
 from tests.helpers import bench, median
-from tokometer.engines import EngineHandle, LlamaCppSettings, start_llamacpp
+from tokometer.engines import EngineHandle
 from tokometer.perf import Deployment, Efficiency, prefill_s, resolve_hardware, resolve_model
 
 SCALE = 4.0
@@ -158,15 +158,9 @@ def test_sharegpt_conversations_with_the_models_answers(sim_factory: Callable[..
     assert sorted((r.session, r.turn) for r in saved) == [(i, k) for i in range(2) for k in range(3)]
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[EngineHandle]:
-    require_llama_server()
-    with start_llamacpp(LlamaCppSettings(parallel=2)) as handle:
-        yield handle
-
-
 @pytest.mark.engine
-def test_later_turns_reuse_the_engines_prompt_cache(engine: EngineHandle) -> None:
+def test_later_turns_reuse_the_engines_prompt_cache(engine_two_slots: EngineHandle) -> None:
+    engine = engine_two_slots
     result = bench(engine.openai_url, sessions=2, synchronous=True, turns="3", input_tokens=48, output_tokens=8,
                    ignore_eos=True)
     (step,) = result.steps

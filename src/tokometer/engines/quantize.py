@@ -44,6 +44,7 @@ from tokometer.engines.build import (
     cmake_configure_and_build,
     flag_sets,
     read_build_info,
+    run_build_command,
 )
 from tokometer.engines.buildprogress import BuildProgress, duration, progress_for_stderr
 from tokometer.engines.signals import exit_reason
@@ -217,19 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile jobs (default: all CPUs)")
     args = parser.parse_args(argv)
     progress = progress_for_stderr()
-    try:
-        path = (find_llama_quantize() if _executable(built_quantize_path()) or shutil.which("llama-quantize")
-                else str(build_llama_quantize(jobs=args.jobs, progress=progress)))
-    except EngineError as exc:
-        print(f"tokometer build: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("tokometer build: interrupted", file=sys.stderr)
-        return 130
-    finally:
-        progress.close()
-    print(path)
-    return 0
+    return run_build_command(
+        lambda: (find_llama_quantize() if _executable(built_quantize_path()) or shutil.which("llama-quantize")
+                 else str(build_llama_quantize(jobs=args.jobs, progress=progress))), progress)
 
 
 if __name__ == "__main__":

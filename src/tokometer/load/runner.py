@@ -21,7 +21,8 @@ from tokometer.load.health import ClientHealth, LoopMonitor
 from tokometer.load.profiles import LoadStep, schedule_offsets
 from tokometer.records import RequestRecord
 
-__all__ = ["DISPATCH_SPIN_NS", "START_LEAD_NS", "Issuer", "StepLimits", "StepOutcome", "run_step", "step_offsets"]
+__all__ = ["DISPATCH_SPIN_NS", "START_LEAD_NS", "Issuer", "StepLimits", "StepOutcome", "dispatch", "run_step",
+           "step_offsets"]
 
 T = TypeVar("T")
 
@@ -199,23 +200,30 @@ async def _open_loop(
     if limits.requests is not None or step.mode == "trace":
         issuer.start(start)  # a count and a duration: whichever comes first
     # With only --duration, the schedule itself holds rate x duration requests.
-    gate = asyncio.Semaphore(step.max_concurrency) if step.max_concurrency else None
+    await dispatch(offsets, start, issuer, one, in_flight, step.max_concurrency)
 
-    async def gated(index: int, prompt: Prompt, due: int) -> None:
+
+async def dispatch(offsets: list[int], start: int, issuer: Issuer[T], run: Callable[[int, T, int], Awaitable[None]],
+                   tasks: set[asyncio.Task[None]], max_concurrency: int | None) -> None:
+    """The open loop's dispatcher: at ``start + offset`` for each offset, take the next item and ``run`` it
+    as a task of its own (at most ``max_concurrency`` running), then wait for all of them."""
+    gate = asyncio.Semaphore(max_concurrency) if max_concurrency else None
+
+    async def gated(index: int, item: T, due: int) -> None:
         if gate is None:
-            await one(index, prompt, due)
+            await run(index, item, due)
             return
         async with gate:
-            await one(index, prompt, due)
+            await run(index, item, due)
 
     for offset in offsets:
         due = start + offset
         await sleep_until(due, DISPATCH_SPIN_NS)
-        item = issuer.take(due)
-        if item is None:
+        taken = issuer.take(due)
+        if taken is None:
             break
-        task = asyncio.create_task(gated(item[0], item[1], due))
-        in_flight.add(task)
-        task.add_done_callback(in_flight.discard)
-    if in_flight:
-        await asyncio.gather(*in_flight)
+        task = asyncio.create_task(gated(taken[0], taken[1], due))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    if tasks:
+        await asyncio.gather(*tasks)

@@ -29,7 +29,15 @@ from tokometer.datasets.base import Message, Prompt, chat_to_text
 from tokometer.datasets.conversations import SessionScript
 from tokometer.load.health import LoopMonitor
 from tokometer.load.profiles import LoadStep
-from tokometer.load.runner import DISPATCH_SPIN_NS, START_LEAD_NS, Issuer, StepLimits, StepOutcome, step_offsets
+from tokometer.load.runner import (
+    DISPATCH_SPIN_NS,
+    START_LEAD_NS,
+    Issuer,
+    StepLimits,
+    StepOutcome,
+    dispatch,
+    step_offsets,
+)
 from tokometer.records import RequestRecord
 
 __all__ = ["run_session_step"]
@@ -146,23 +154,4 @@ async def _open_loop(step: LoadStep, limits: StepLimits, issuer: Issuer[SessionS
     offsets = step_offsets(step, limits, seed)
     start = start_ns if start_ns is not None else perf_counter_ns() + START_LEAD_NS
     issuer.start(start)
-    gate = asyncio.Semaphore(step.max_concurrency) if step.max_concurrency else None
-
-    async def gated(number: int, script: SessionScript, due: int) -> None:
-        if gate is None:
-            await session(number, script, due)
-            return
-        async with gate:
-            await session(number, script, due)
-
-    for offset in offsets:
-        due = start + offset
-        await sleep_until(due, DISPATCH_SPIN_NS)
-        item = issuer.take(due)
-        if item is None:
-            break
-        task = asyncio.create_task(gated(item[0], item[1], due))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-    if tasks:
-        await asyncio.gather(*tasks)
+    await dispatch(offsets, start, issuer, session, tasks, step.max_concurrency)
