@@ -308,13 +308,17 @@ def _split_reasoning(
     (an estimate). A stream that never got past its reasoning was all reasoning.
     """
     inline = split_inline([event.text for _, event in content])
+    told = (final.reasoning_tokens or 0) + earlier
+    if inline is None and not any(event.reasoning for _, event in content):  # the usual answer: no per-event work
+        if told and record.output_tokens:  # reasoning the server hid (OpenAI's o-series): only its count
+            record.reasoning_tokens, record.reasoning_tokens_source = min(told, record.output_tokens), "usage"
+        return
     if inline is None:
         splits = [EventSplit(event.reasoning, event.text) for _, event in content]
     else:
         splits = [EventSplit(event.reasoning + part.reasoning, part.answer, part.tagged)
                   for (_, event), part in zip(content, inline, strict=True)]
     reasoned = any(split.reasoning or split.tagged for split in splits)
-    told = (final.reasoning_tokens or 0) + earlier
     if not reasoned:
         if told and record.output_tokens:  # reasoning the server hid (OpenAI's o-series): only its count
             record.reasoning_tokens, record.reasoning_tokens_source = min(told, record.output_tokens), "usage"

@@ -106,7 +106,9 @@ class OpenAIChat(_OpenAIBase):
     def _read_choice(self, choice: dict[str, Any], event: ParsedEvent) -> None:
         delta = choice.get("delta") or {}
         event.text = delta.get("content") or ""
-        event.reasoning = next((r for f in REASONING_FIELDS if isinstance(r := delta.get(f), str) and r), "")
+        # REASONING_FIELDS, spelled out: this runs for every event of every stream
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        event.reasoning = reasoning if isinstance(reasoning, str) else ""
 
 
 def reasoning_tokens(usage: dict[str, Any]) -> int | None:
