@@ -9,10 +9,10 @@ and handed on too; the step then returns what it has, marked interrupted.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from tokometer.backends.client import StreamClient
 from tokometer.clock import sleep_until
@@ -21,8 +21,8 @@ from tokometer.load.health import ClientHealth, LoopMonitor
 from tokometer.load.profiles import LoadStep, schedule_offsets
 from tokometer.records import RequestRecord
 
-__all__ = ["DISPATCH_SPIN_NS", "START_LEAD_NS", "Issuer", "StepLimits", "StepOutcome", "dispatch", "run_step",
-           "step_offsets"]
+__all__ = ["DISPATCH_SPIN_NS", "START_LEAD_NS", "Issuer", "StepLimits", "StepOutcome", "dispatch", "guarded",
+           "run_step", "step_offsets"]
 
 T = TypeVar("T")
 
@@ -125,28 +125,36 @@ async def run_step(
         record.prefix_group, record.prefix_first = prompt.prefix_group, prompt.prefix_first
         await client.send(prompt, record, on_done=done)
 
+    loop = (_open_loop(step, limits, issuer, one, in_flight, seed, start_ns) if step.open_loop
+            else _closed_loop(step.concurrency if step.mode == "concurrency" else 1, issuer, one))
+    interrupted = await guarded(loop, in_flight, client, monitor)
+    health = monitor.health(step, records)
+    records.sort(key=lambda r: r.index)
+    return StepOutcome(records, health, interrupted)
+
+
+async def guarded(loop: Coroutine[Any, Any, None], tasks: set[asyncio.Task[None]], client: StreamClient,
+                  monitor: LoopMonitor) -> bool:
+    """Run a step's ``loop`` with the event-loop monitor on. On cancellation (Ctrl-C) the ``tasks`` still in flight
+    are cancelled and awaited (each records itself as cancelled); the client is drained either way. True when
+    the step was interrupted."""
     interrupted = False
     monitor.start()
     try:
-        if step.open_loop:
-            await _open_loop(step, limits, issuer, one, in_flight, seed, start_ns)
-        else:
-            await _closed_loop(step.concurrency if step.mode == "concurrency" else 1, issuer, one)
+        await loop
     except asyncio.CancelledError:
         interrupted = True
         current = asyncio.current_task()
         if current is not None:
             current.uncancel()
-        for task in in_flight:
+        for task in tasks:
             task.cancel()
-        if in_flight:
-            await asyncio.gather(*in_flight, return_exceptions=True)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         await client.drain()
         monitor.stop()
-    health = monitor.health(step, records)
-    records.sort(key=lambda r: r.index)
-    return StepOutcome(records, health, interrupted)
+    return interrupted
 
 
 async def _closed_loop(

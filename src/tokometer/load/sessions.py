@@ -36,6 +36,7 @@ from tokometer.load.runner import (
     StepLimits,
     StepOutcome,
     dispatch,
+    guarded,
     step_offsets,
 )
 from tokometer.records import RequestRecord
@@ -88,25 +89,9 @@ async def run_session_step(
             history.append(Message("assistant", finished.output_text))
             due_ns = finished.end_ns + round(turn_think_ns(script, k + 1))
 
-    interrupted = False
-    monitor.start()
-    try:
-        if step.open_loop:
-            await _open_loop(step, limits, issuer, session, tasks, seed, start_ns)
-        else:
-            await _closed_loop(step.concurrency if step.mode == "concurrency" else 1, issuer, session, tasks)
-    except asyncio.CancelledError:
-        interrupted = True
-        current = asyncio.current_task()
-        if current is not None:
-            current.uncancel()
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-    finally:
-        await client.drain()
-        monitor.stop()
+    loop = (_open_loop(step, limits, issuer, session, tasks, seed, start_ns) if step.open_loop
+            else _closed_loop(step.concurrency if step.mode == "concurrency" else 1, issuer, session, tasks))
+    interrupted = await guarded(loop, tasks, client, monitor)
     health = monitor.health(step, records)
     records.sort(key=lambda r: r.index)
     return StepOutcome(records, health, interrupted)
