@@ -42,21 +42,22 @@ def _trace(path: Path, n: int, rate: float, seed: int = 5) -> list[dict[str, Any
     return rows
 
 
-def _in_trace_order(rows: list[dict[str, Any]], traces: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The simulator's traces in the trace file's order: requests due in the same millisecond may reach it in any
-    order (each on its own connection), so within such a burst they are matched by their lengths."""
+def _in_trace_order(rows: list[dict[str, Any]], traces: list[dict[str, Any]],
+                    due_ns: list[int]) -> list[dict[str, Any]]:
+    """The simulator's traces in the trace file's order. Requests due within a few milliseconds of each other may
+    reach it in any order (each on its own connection, and the client may be descheduled between them), so each
+    row takes the unmatched trace of its own lengths that was received nearest its due time (the client and the
+    simulator stamp with the same monotonic clock). A row with no trace of its lengths fails the test."""
     assert len(traces) == len(rows)
+    left = list(traces)
     out: list[dict[str, Any]] = []
-    start = 0
-    while start < len(rows):
-        end = start
-        while end < len(rows) and rows[end]["timestamp"] == rows[start]["timestamp"]:
-            end += 1
-        burst = sorted(traces[start:end], key=lambda t: (t["prompt_tokens"], t["completion_tokens"]))
-        order = sorted(range(start, end), key=lambda i: (rows[i]["input_length"], rows[i]["output_length"]))
-        placed = dict(zip(order, burst, strict=True))
-        out.extend(placed[i] for i in range(start, end))
-        start = end
+    for row, due in zip(rows, due_ns, strict=True):
+        same = [t for t in left if (t["prompt_tokens"], t["completion_tokens"]) ==
+                (row["input_length"], row["output_length"])]
+        assert same, f"no request of {row['input_length']} + {row['output_length']} tokens reached the simulator"
+        nearest = min(same, key=lambda t: abs(int(t["received_ns"]) - due))
+        left.remove(nearest)
+        out.append(nearest)
     return out
 
 
@@ -79,7 +80,7 @@ def test_replay_keeps_the_traces_timing_lengths_and_shared_blocks(sim_factory: C
         assert step.summary.requests_completed == 120 and step.summary.requests_failed == 0
         due = np.array([r.due_ns for r in records], dtype=np.int64)
         assert np.array_equal(due - due[0], np.round((stamps - stamps[0]) * 1e6).astype(np.int64))  # the schedule
-        traces = _in_trace_order(rows, sim.trace())
+        traces = _in_trace_order(rows, sim.trace(), [r.due_ns for r in records])
         assert [t["prompt_tokens"] for t in traces] == [r["input_length"] for r in rows]  # exact lengths
         assert [t["completion_tokens"] for t in traces] == [r["output_length"] for r in rows]
         lag_ms = np.array([(r.sent_ns - r.due_ns) / 1e6 for r in records])
