@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: system setup engine bench test lint docs clean
+.PHONY: system setup engine bench test lint docs clean postgres
 
 system:
 	scripts/system-packages
@@ -39,7 +39,12 @@ docs: $(STAMP)
 	$(PY) scripts/gen_config_reference.py
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-test: setup lint
+# The results store's tests run on SQLite and PostgreSQL: a local cluster, role and database (as root
+# with Debian's postgresql; elsewhere the script says what to do, e.g. set TOKOMETER_TEST_POSTGRES).
+postgres: system
+	scripts/test-postgres
+
+test: setup lint postgres
 	TOKOMETER_REQUIRE_ENGINE=1 TOKOMETER_REQUIRE_REDIS=1 TOKOMETER_REQUIRE_PROXY=1 TOKOMETER_REQUIRE_TMUX=1 TOKOMETER_REQUIRE_CHROMIUM=1 TOKOMETER_REQUIRE_POSTGRES=1 TOKOMETER_REQUIRE_RAY=1 $(PY) -m pytest -q
 
 clean:

@@ -1,4 +1,5 @@
-"""The results store under real processes: racing creators, SIGTERM, SIGKILL, readers that create nothing."""
+"""The results store under real processes: SIGTERM, SIGKILL, readers that create nothing (SQLite; racing creators
+and concurrent benches on SQLite and PostgreSQL: test_store_backends.py)."""
 
 from __future__ import annotations
 
@@ -13,28 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import SimServer, run_cli
-
-_OPEN_AT = """
-import sys, time
-from tokometer.store import ResultStore
-start = float(sys.argv[2])
-time.sleep(max(0.0, start - time.time()))
-store = ResultStore("sqlite:///" + sys.argv[1])
-store.create_run(target="t", api="a", model="m", spec={}, engine=None, host=None)
-store.close()
-"""
-
-
-def test_a_fresh_store_opened_by_several_processes_at_once(tmp_path: Path) -> None:
-    for attempt in range(6):
-        path = tmp_path / f"try{attempt}" / "runs.db"
-        start = time.time() + 1.5  # every process has imported everything by then
-        processes = [subprocess.Popen([sys.executable, "-c", _OPEN_AT, str(path), str(start)],
-                                      stderr=subprocess.PIPE, text=True) for _ in range(4)]
-        errors = [p.communicate(timeout=60)[1] for p in processes]
-        assert [p.returncode for p in processes] == [0] * 4, errors
-        with sqlite3.connect(path) as db:
-            assert db.execute("SELECT count(*) FROM runs").fetchone() == (4,)
 
 
 def _stored_requests(store: Path) -> int:

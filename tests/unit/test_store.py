@@ -1,24 +1,29 @@
-"""The results store keeps every record exactly, written from a background thread."""
+"""The results store keeps every record exactly, written from a background thread (on SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
-import json
-import os
-import sqlite3
 import subprocess
 import sys
-from pathlib import Path
+
+from sqlalchemy import create_engine, text
 
 from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
 from tokometer.records import RequestRecord, ServerTiming
 from tokometer.store import ResultStore, StoredRun
 from tokometer.store.runs import load_of, stored_health
-from tokometer.store.schema import ADDED_REQUEST_COLUMNS, ADDED_RUN_COLUMNS
 
 
-def test_records_round_trip(tmp_path: Path) -> None:
-    store = ResultStore(f"sqlite:///{tmp_path / 'r.db'}")
+def _execute(url: str, sql: str, **params: object) -> None:
+    """Change a store behind the code's back (as another program, or an older tokometer, would)."""
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text(sql), params)
+    engine.dispose()
+
+
+def test_records_round_trip(store_url: str) -> None:
+    store = ResultStore(store_url)
     run_id = store.create_run(target="http://x/v1", api="openai-chat", model="m", spec={"a": 1}, engine=None,
                               host={"cpu": "c"}, label="l")
     store.start_step(run_id, 0, {"concurrency": 2})
@@ -30,86 +35,71 @@ def test_records_round_trip(tmp_path: Path) -> None:
                              reasoning_tokens=2, reasoning_tokens_source="usage", prefix_group=0, prefix_first=True,
                              session=5, turn=0)
     failed = RequestRecord(index=4, sent_ns=3, end_ns=4, error="http_5xx", error_detail="HTTP 500: x", status=500)
-    for record in (original, failed):
+    late = RequestRecord(index=5, warmup=True, due_ns=2**62, sent_ns=2**62 + 1, end_ns=2**63 - 1,
+                         event_ns=[2**62 + 5, -1], event_tokens=[0.25, 1e300])  # 64-bit stamps, any float
+    for record in (original, failed, late):
         store.append(run_id, record)
-    store.finish_step(run_id, 0, {"requests_completed": 1}, {"saturated": False}, interrupted=False)
+    store.finish_step(run_id, 0, {"requests_completed": 1, "ttft_ms": None, "nested": {"p": [1.5, 2]}},
+                      {"saturated": False}, interrupted=False, server={"kv": 0.5}, gpu=[{"util": 1.0}])
     store.finish_run(run_id, "completed")
     loaded = store.load_records(run_id)
     original.output_text = ""  # answers' text is not stored
-    assert loaded == [original, failed]
+    assert loaded == [original, failed, late]
     run = store.get_run(run_id)
     assert run is not None and run["status"] == "completed" and run["steps"][0]["load"] == {"concurrency": 2}
+    step = run["steps"][0]
+    assert step["summary"]["nested"] == {"p": [1.5, 2]} and step["interrupted"] is False
+    assert (step["server"], step["gpu"]) == ({"kv": 0.5}, [{"util": 1.0}])
     assert [r["id"] for r in store.list_runs()] == [run_id]
+    assert store.get_run(2**62) is None and store.load_records(2**62) == []  # ids beyond 32 bits: none, no error
     store.close()
 
 
-def test_store_survives_reopen(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'nested' / 'r.db'}"
-    store = ResultStore(url)
+def test_json_that_is_not_finite_is_kept_as_null(store_url: str) -> None:
+    store = ResultStore(store_url)
+    run_id = store.create_run(target="t", api="a", model="m", spec={"x": float("nan")}, engine=None, host=None)
+    store.start_step(run_id, 0, {"concurrency": 1})
+    store.finish_step(run_id, 0, {"ratio": float("inf"), "ok": 1.0}, {}, interrupted=False)
+    run = store.get_run(run_id)
+    store.close()
+    assert run is not None and run["spec"] == {"x": None} and run["steps"][0]["summary"] == {"ratio": None, "ok": 1.0}
+
+
+def test_an_error_detail_with_a_nul_byte_is_kept_readable(store_url: str) -> None:
+    store = ResultStore(store_url)
+    run_id = store.create_run(target="t", api="a", model="m", spec={}, engine=None, host=None)
+    store.append(run_id, RequestRecord(index=0, sent_ns=1, end_ns=2, error="http_5xx", error_detail="HTTP 500: a\x00b"))
+    store.flush()
+    assert [r.error_detail for r in store.load_records(run_id)] == ["HTTP 500: a\ufffdb"]
+    store.close()
+
+
+def test_store_survives_reopen(store_url: str) -> None:
+    store = ResultStore(store_url)
     run_id = store.create_run(target="t", api="a", model="m", spec={}, engine=None, host=None)
     store.append(run_id, RequestRecord(index=0, sent_ns=1, end_ns=2))
     store.close()
-    again = ResultStore(url)
+    again = ResultStore(store_url)
     assert len(again.load_records(run_id)) == 1
     again.close()
 
 
-def _version_1_store(path: Path, spec: dict[str, object]) -> None:
-    """A store as version 1 made it: no process columns, headers saved as given."""
-    ResultStore(f"sqlite:///{path}").close()
-    db = sqlite3.connect(path)
-    with db:
-        for column in ADDED_RUN_COLUMNS:
-            db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
-        db.execute("INSERT INTO runs (started_at, status, target, api, model, spec, tokometer_version, "
-                   "schema_version) VALUES ('t', 'running', 'u', 'a', 'm', ?, '0.1.0', 1)", (json.dumps(spec),))
-    db.close()
-
-
-def test_an_old_store_is_read_as_it_is_and_migrated_by_a_writer(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
-    _version_1_store(path, {"url": "u", "headers": {"Authorization": "Bearer sk-old-secret", "X-A": "1"}})
-    reader = ResultStore(f"sqlite:///{path}", read_only=True)
-    run = reader.get_run(1)
-    reader.close()
-    assert run is not None and run["status"] == "running" and "pid" not in run
-    assert run["spec"]["headers"] == {"Authorization": "<redacted>", "X-A": "1"}
-    assert any(b"sk-old-secret" in p.read_bytes() for p in tmp_path.glob("old.db*"))  # a reader changes nothing
-    writer = ResultStore(f"sqlite:///{path}")
-    run_id = writer.create_run(target="u", api="a", model="m", spec={}, engine=None, host=None)
-    writer.close()
-    reopened = ResultStore(f"sqlite:///{path}", read_only=True)
-    assert reopened.get_run(run_id)["pid"] == os.getpid()  # type: ignore[index]
-    assert reopened.get_run(1)["status"] == "running"  # type: ignore[index]  # no process to judge it by
-    reopened.close()
-    assert all(b"sk-old-secret" not in p.read_bytes() for p in tmp_path.glob("old.db*"))
-
-
-def test_a_version_3_store_without_workload_reads_and_gains_it(tmp_path: Path) -> None:
-    path = tmp_path / "v3.db"
-    store = ResultStore(f"sqlite:///{path}")
-    run_id = store.create_run(target="t", api="a", model="m", spec={}, engine=None, host=None)
-    store.append(run_id, RequestRecord(index=0, sent_ns=1, end_ns=2))
+def test_tags_name_runs_and_move(store_url: str) -> None:
+    store = ResultStore(store_url)
+    first, second = (store.create_run(target="t", api="a", model="m", spec={}, engine=None, host=None)
+                     for _ in range(2))
+    store.tag("main", first)
+    store.tag("main", second)
+    store.tag("old", first)
+    assert store.tags() == {"main": second, "old": first} and store.resolve("baseline:main") == second
     store.close()
-    db = sqlite3.connect(path)
-    with db:
-        for column in ADDED_REQUEST_COLUMNS:
-            db.execute(f"ALTER TABLE requests DROP COLUMN {column}")
-    db.close()
-    reader = ResultStore(f"sqlite:///{path}", read_only=True)
-    assert [r.session for r in reader.load_records(run_id)] == [None]
+    reader = ResultStore(store_url, read_only=True)
+    assert reader.resolve("tag:old") == first
     reader.close()
-    writer = ResultStore(f"sqlite:///{path}")
-    writer.append(run_id, RequestRecord(index=1, sent_ns=1, end_ns=2, session=3, turn=1))
-    writer.close()
-    again = ResultStore(f"sqlite:///{path}", read_only=True)
-    assert [(r.session, r.turn) for r in again.load_records(run_id)] == [(None, None), (3, 1)]
-    again.close()
 
 
-def test_a_run_of_a_process_that_is_gone_is_aborted_and_summarised(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'r.db'}"
-    store = ResultStore(url)
+def test_a_run_of_a_process_that_is_gone_is_aborted_and_summarised(store_url: str) -> None:
+    store = ResultStore(store_url)
     run_id = store.create_run(target="t", api="a", model="m", spec={"slo_e2e_ms": 1000}, engine=None, host=None)
     store.start_step(run_id, 0, {"concurrency": 1})
     for index in range(3):
@@ -117,25 +107,26 @@ def test_a_run_of_a_process_that_is_gone_is_aborted_and_summarised(tmp_path: Pat
                                            end_ns=50, event_ns=[20, 30, 40], event_tokens=[1.0, 1.0, 1.0],
                                            output_tokens=3, output_tokens_source="usage", status=200))
     store.close()
-    assert ResultStore(url, read_only=True).get_run(run_id)["status"] == "running"  # type: ignore[index]
+    alive = ResultStore(store_url, read_only=True)
+    assert alive.get_run(run_id)["status"] == "running"  # type: ignore[index]
+    alive.close()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    db = sqlite3.connect(tmp_path / "r.db")
-    with db:
-        db.execute("UPDATE runs SET pid = ?", (dead.pid,))
-    db.close()
-    reader = ResultStore(url, read_only=True)
+    _execute(store_url, "UPDATE runs SET pid = :pid", pid=dead.pid)
+    reader = ResultStore(store_url, read_only=True)
     assert reader.aborted == [run_id]
     run = reader.get_run(run_id)
     assert run is not None and run["status"] == "aborted"
     assert run["steps"][0]["interrupted"] and run["steps"][0]["summary"]["requests_completed"] == 3
     assert run["steps"][0]["summary"]["goodput_rps"] > 0
     reader.close()
-    assert ResultStore(url).aborted == []  # done once
+    again = ResultStore(store_url)
+    assert again.aborted == []  # done once
+    again.close()
 
 
-def test_a_run_reads_back_typed_and_round_trips(tmp_path: Path) -> None:
-    store = ResultStore(f"sqlite:///{tmp_path / 'r.db'}")
+def test_a_run_reads_back_typed_and_round_trips(store_url: str) -> None:
+    store = ResultStore(store_url)
     engine = {"engine": "llama.cpp", "model_file": "/m.gguf", "argv": ["llama-server", "-ctk", "q8_0"], "threads": 2}
     run_id = store.create_run(target="http://x/v1", api="openai-chat", model="m", spec={"a": 1}, engine=engine,
                               host={"cpu": "c"}, label="l")

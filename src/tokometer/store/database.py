@@ -1,15 +1,19 @@
-"""Opening a results store's database: writers create and migrate it, readers never create anything.
+"""Opening a results store's database: writers create and migrate it, readers never change anything.
 
-A writer (``tokometer bench``) makes the SQLite file and its directory if needed, creates the
-tables and adds the columns of newer schema versions. Several processes may do that at once on a
-fresh store: whoever loses a race ("table runs already exists", "duplicate column") looks again
-and finds the work done. A reader (``runs``, ``estimate --run``) opens SQLite with ``mode=ro``: a
-store that is not there is one error line, never an empty new file. A URL whose database driver is
-not installed says which package to install. Passwords in URLs are never shown.
+A writer (``tokometer bench``) makes the SQLite file and its directory if needed and brings the
+schema to the newest Alembic revision (`tokometer.store.migrate`: under a lock, so several
+processes opening one fresh store at once do it once; a store made before Alembic is completed in
+place). A reader (``runs``, ``compare``, ``estimate --run``) opens SQLite with ``mode=ro`` and never
+migrates: it reads the columns an older store has, and refuses a store made by a newer tokometer.
+A store that is not there is one error line, never an empty new file. A URL whose database driver
+is not installed says which package to install. Passwords in URLs are never shown, nor are the
+database's errors more than one line.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import random
 import sqlite3
@@ -19,28 +23,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import Engine, create_engine, event, inspect, select, text, update
-from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from tokometer.errors import StoreError
-from tokometer.secrets import redact_saved_spec
-from tokometer.store.schema import (
-    ADDED_REQUEST_COLUMNS,
-    ADDED_RUN_COLUMNS,
-    ADDED_STEP_COLUMNS,
-    metadata,
-    requests,
-    runs,
-    steps,
-)
 
-__all__ = ["display_url", "is_writable", "open_reader", "open_writer", "request_columns", "run_columns",
-           "sqlite_path", "step_columns", "store_exists"]
+__all__ = ["database_error", "display_url", "is_writable", "open_reader", "open_writer", "request_columns",
+           "run_columns", "sqlite_path", "step_columns", "store_exists"]
 
 _RACES = ("already exists", "duplicate column", "duplicate key", "database is locked")
 _ATTEMPTS = 8
+_SQLITE_BUSY_S = 30.0
+"""How long a SQLite writer waits for another one's write lock (a migration, a batch) before failing."""
 _DRIVERS = {"psycopg2": "psycopg2-binary", "psycopg": "'psycopg[binary]'", "pymysql": "PyMySQL",
             "MySQLdb": "mysqlclient", "asyncpg": "asyncpg", "oracledb": "oracledb", "pyodbc": "pyodbc"}
 _HINT = "(set --store or TOKOMETER_STORE)"
@@ -55,6 +51,20 @@ def display_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return url
+
+
+def database_error(exc: BaseException, url: str) -> str:
+    """What the database said, on one line, without the URL's password (nor SQLAlchemy's background link)."""
+    cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    message = " ".join(line.strip() for line in str(cause).splitlines() if line.strip()
+                       and not line.lstrip().startswith(("(Background on this error", "[SQL:", "[parameters:")))
+    try:
+        password = make_url(url).password
+    except ArgumentError:
+        password = None
+    if password:
+        message = message.replace(str(password), "***")
+    return message or type(cause).__name__
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -88,9 +98,27 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json(value: Any) -> str:
+    """JSON every database takes: PostgreSQL refuses NaN and Infinity, so they are kept as null."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), allow_nan=False)
+
+
 def _create_engine(url: str, **kwargs: Any) -> Engine:
     try:
-        return create_engine(url, **kwargs)
+        return create_engine(url, json_serializer=_json, **kwargs)
     except ImportError as exc:
         module = (exc.name or "").split(".")[0]
         package = _DRIVERS.get(module, module or "its driver")
@@ -101,7 +129,7 @@ def _create_engine(url: str, **kwargs: Any) -> Engine:
 
 
 def _retry_races(action: Callable[[], None]) -> None:
-    """Run ``action``; when another process won a race to change the schema, look again (a few times)."""
+    """Run ``action``; when another process held SQLite's lock too long or won a race, look again (a few times)."""
     for attempt in range(_ATTEMPTS):
         try:
             action()
@@ -112,52 +140,38 @@ def _retry_races(action: Callable[[], None]) -> None:
             time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
 
 
-def _migrate(engine: Engine) -> None:
-    """Add the columns of newer versions to an older store, and redact the secrets it kept."""
-    have = {c["name"] for c in inspect(engine).get_columns("runs")}
-    missing = [runs.c[name] for name in ADDED_RUN_COLUMNS if name not in have]
-    have_steps = {c["name"] for c in inspect(engine).get_columns("steps")}
-    missing_steps = [steps.c[name] for name in ADDED_STEP_COLUMNS if name not in have_steps]
-    missing_requests = [requests.c[name] for name in ADDED_REQUEST_COLUMNS if name not in request_columns(engine)]
-    if not missing and not missing_steps and not missing_requests:
-        return
-    with engine.begin() as conn:
-        for table, columns in (("runs", missing), ("steps", missing_steps), ("requests", missing_requests)):
-            for column in columns:
-                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column.name} "
-                                  f"{column.type.compile(engine.dialect)}"))
-        if missing:
-            _redact_saved_specs(conn)
+def open_writer(url: str, *, migrate: bool = True) -> Engine:
+    """An engine on the store at ``url``, created (file, directory, tables) and migrated as needed.
 
+    ``migrate=False``: an engine that writes rows of an existing store and leaves its schema as it is
+    (a reader marking killed runs aborted)."""
+    from tokometer.store.migrate import upgrade
 
-def _redact_saved_specs(conn: Connection) -> None:
-    """Stores made before headers were redacted may hold secrets in their specs: overwrite them."""
-    if conn.dialect.name == "sqlite":
-        conn.exec_driver_sql("PRAGMA secure_delete=ON")  # the old bytes are zeroed, not left in free space
-    for row in conn.execute(select(runs.c.id, runs.c.spec)).all():
-        clean = redact_saved_spec(row.spec)
-        if clean != row.spec:
-            conn.execute(update(runs).where(runs.c.id == row.id).values(spec=clean))
-
-
-def open_writer(url: str) -> Engine:
-    """An engine on the store at ``url``, created (file, directory, tables) and migrated as needed."""
     try:
         path = sqlite_path(url)
-        if path is not None:
+        if path is not None and migrate:
             path.parent.mkdir(parents=True, exist_ok=True)
-        engine = _create_engine(url)
-        if engine.dialect.name == "sqlite":
+        sqlite = make_url(url).get_backend_name() == "sqlite"
+        engine = _create_engine(url, **({"connect_args": {"timeout": _SQLITE_BUSY_S}} if sqlite else {}))
+        if sqlite:
             event.listen(engine, "connect", _sqlite_pragmas)
-        _retry_races(lambda: metadata.create_all(engine))
-        _retry_races(lambda: _migrate(engine))
+        if migrate:
+            try:
+                _retry_races(lambda: upgrade(engine, display_url(url)))
+            except BaseException:
+                engine.dispose()
+                raise
     except (SQLAlchemyError, OSError) as exc:
-        raise StoreError(f"cannot open the results store {display_url(url)}: {exc} {_HINT}") from exc
+        raise StoreError(f"cannot open the results store {display_url(url)}: {database_error(exc, url)} "
+                         f"{_HINT}") from exc
     return engine
 
 
 def open_reader(url: str) -> Engine:
-    """An engine that only reads the existing store at ``url`` (SQLite: ``mode=ro``)."""
+    """An engine that only reads the existing store at ``url`` (SQLite: ``mode=ro``; PostgreSQL: read-only
+    transactions); it never migrates."""
+    from tokometer.store.migrate import check_known, stored_revision
+
     path = sqlite_path(url)
     if path is not None and not path.is_file():
         raise StoreError(f"there is no results store at {path} {_HINT}")
@@ -166,14 +180,28 @@ def open_reader(url: str) -> Engine:
             uri = f"file:{quote(str(path.resolve()))}?mode=ro"
             engine = _create_engine("sqlite://", poolclass=NullPool,
                                     creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False))
+        elif make_url(url).get_backend_name() == "postgresql":
+            engine = _create_engine(url, execution_options={"postgresql_readonly": True})  # READ ONLY transactions
         else:
             engine = _create_engine(url)
-        found = inspect(engine).has_table("runs")
+        try:
+            with engine.connect() as conn:
+                found = inspect(conn).has_table("runs")
+                revision = stored_revision(conn) if found else None
+        except BaseException:
+            engine.dispose()
+            raise
     except SQLAlchemyError as exc:
-        raise StoreError(f"cannot read the results store {display_url(url)}: {exc} {_HINT}") from exc
+        raise StoreError(f"cannot read the results store {display_url(url)}: {database_error(exc, url)} "
+                         f"{_HINT}") from exc
     if not found:
         engine.dispose()
         raise StoreError(f"{display_url(url)} is not a tokometer results store (it has no runs table) {_HINT}")
+    try:
+        check_known(revision, display_url(url))
+    except StoreError:
+        engine.dispose()
+        raise
     return engine
 
 

@@ -14,7 +14,7 @@ import socket
 from typing import Any
 
 import psutil
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, inspect, select, update
 from sqlalchemy.engine import Connection
 
 from tokometer.metrics import SLO, summarize
@@ -72,9 +72,11 @@ def _summarise_unfinished(conn: Connection, run_id: int) -> None:
     spec = conn.execute(select(runs.c.spec).where(runs.c.id == run_id)).scalar_one()
     spec = spec if isinstance(spec, dict) else {}
     slo = SLO(spec.get("slo_ttft_ms"), spec.get("slo_tpot_ms"), spec.get("slo_e2e_ms"))
+    have = {c["name"] for c in inspect(conn).get_columns("requests")}  # a store a reader may not migrate
+    columns = [c for c in requests.c if c.name in have]
     open_steps = conn.execute(select(steps.c.step).where(steps.c.run_id == run_id, steps.c.summary.is_(None)))
     for step in open_steps.scalars().all():
-        rows = conn.execute(select(requests).where(requests.c.run_id == run_id, requests.c.step == step)
+        rows = conn.execute(select(*columns).where(requests.c.run_id == run_id, requests.c.step == step)
                             .order_by(requests.c.idx)).all()
         summary = summarize([row_record(row) for row in rows], slo)
         conn.execute(update(steps).where(steps.c.run_id == run_id, steps.c.step == step)

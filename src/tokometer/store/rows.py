@@ -34,7 +34,7 @@ def record_row(run_id: int, r: RequestRecord) -> dict[str, Any]:
         "status": r.status,
         "finish_reason": r.finish_reason,
         "error": r.error,
-        "error_detail": r.error_detail or None,
+        "error_detail": r.error_detail.replace("\x00", "\ufffd") or None,  # PostgreSQL's text holds no NUL
         "server": dataclasses.asdict(r.server) if r.server else None,
         "event_ns": array("q", r.event_ns).tobytes(),
         "event_tokens": array("d", r.event_tokens).tobytes(),

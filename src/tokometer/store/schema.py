@@ -1,4 +1,8 @@
-"""The results store's tables (SQLAlchemy Core): runs, steps, requests.
+"""The results store's tables (SQLAlchemy Core): runs, steps, requests, tags.
+
+This is the schema the code reads and writes; the Alembic revisions in ``migrations/`` bring a
+store's database to it (a test checks they agree on SQLite and PostgreSQL). A change here needs a
+new revision there.
 
 One row per request holds its raw stamps; the per-event stamps are packed as
 little-endian int64 (``event_ns``) and float64 (``event_tokens``) arrays, so a
@@ -7,7 +11,8 @@ little-endian int64 (``event_ns``) and float64 (``event_tokens``) arrays, so a
 Version 2 added the running process of each run (``pid``, ``hostname``,
 ``process_started``: its start time, so a reused pid is not taken for it), so a
 run whose process was killed can be found and marked ``aborted``. Stores made by
-version 1 gain these columns when a writer opens them (`ADDED_RUN_COLUMNS`);
+version 1 gain these columns when a writer opens them (`ADDED_RUN_COLUMNS`; the
+baseline revision ``0001`` adds them now);
 readers of an old store select only the columns it has.
 
 Version 4 added to each request what the workload made of it (``workload``: `RequestRecord.workload`:

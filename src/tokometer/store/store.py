@@ -4,7 +4,8 @@ Requests are written by a background thread: `append()` only puts the record
 on a queue (no disk I/O on the event loop); the writer takes everything queued
 and commits it in one transaction, so under load it batches by itself and when
 idle each request is committed as soon as it finishes. SQLite (WAL mode) by
-default; any SQLAlchemy URL (e.g. PostgreSQL) works the same.
+default; PostgreSQL (``postgresql+psycopg://...``) is tested the same way and lets
+several benches on several hosts write one store at once.
 
 Opened with ``read_only=True`` the store is only read (see `tokometer.store.database`).
 Either way, opening it marks the runs whose process was killed as ``aborted``
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-from sqlalchemy import delete, insert, inspect, select, update
+from sqlalchemy import BigInteger, delete, insert, inspect, literal, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -51,6 +52,12 @@ _STOP = object()
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _given_id(run_id: int) -> Any:
+    """A run id a user gave, as a bigint: PostgreSQL's ids are 32-bit, and one beyond them finds nothing
+    instead of failing to convert."""
+    return literal(run_id, BigInteger())
 
 
 def configured_store_url(location: str | None = None) -> str | None:
@@ -99,7 +106,7 @@ class ResultStore:
                 return abort_runs(self.engine, orphans)
             if not is_writable(self.url):
                 return []
-            writer = open_writer(self.url)
+            writer = open_writer(self.url, migrate=False)  # marks runs, never migrates
             try:
                 return abort_runs(writer, orphans)
             finally:
@@ -149,7 +156,7 @@ class ResultStore:
         if not name or any(c in name for c in " :,") or len(name) > 200:
             raise StoreError(f"tag {name!r}: use a short name without spaces, colons or commas (e.g. main)")
         with self.engine.begin() as conn:
-            if conn.execute(select(runs.c.id).where(runs.c.id == run_id)).first() is None:
+            if conn.execute(select(runs.c.id).where(runs.c.id == _given_id(run_id))).first() is None:
                 raise StoreError(f"no run {run_id} in {self.display_url}: see 'tokometer runs' for the ids")
             conn.execute(delete(tags).where(tags.c.name == name))
             conn.execute(insert(tags).values(name=name, run_id=run_id, tagged_at=now_iso()))
@@ -230,7 +237,7 @@ class ResultStore:
     def get_run(self, run_id: int) -> dict[str, Any] | None:
         """One run as JSON-able values (its steps under ``steps``); None if the store has no such run."""
         with self.engine.connect() as conn:
-            row = conn.execute(select(*self._columns).where(runs.c.id == run_id)).mappings().first()
+            row = conn.execute(select(*self._columns).where(runs.c.id == _given_id(run_id))).mappings().first()
             return None if row is None else self._run(conn, row, self._step_columns)
 
     def run(self, run_id: int) -> StoredRun | None:
@@ -245,7 +252,7 @@ class ResultStore:
                 "steps": [dict(s) for s in step_rows.mappings().all()]}
 
     def load_records(self, run_id: int, step: int | None = None) -> list[RequestRecord]:
-        query = select(*self._request_columns).where(requests.c.run_id == run_id)
+        query = select(*self._request_columns).where(requests.c.run_id == _given_id(run_id))
         if step is not None:
             query = query.where(requests.c.step == step)
         with self.engine.connect() as conn:
