@@ -22,7 +22,10 @@ Field meanings follow docs/reference/metrics.md ("When things happen"):
 What the workload made of a request (kept in the store's ``workload`` column, `workload`): the shared
 prefix it started with (``prefix_group``; ``prefix_first``: the run's first request with that prefix), its
 chat session and turn (``session``, ``turn``, from 0), and the reasoning tokens of its answer
-(``reasoning_tokens``, with ``reasoning_tokens_source``).
+(``reasoning_tokens``, with ``reasoning_tokens_source``). A request sent by a Ray actor (``bench --ray``)
+also carries the ``actor`` (numbered within the run, from 0) and the Ray ``node`` it ran on (the first 12 hex
+digits of its node ID); its stamps were taken on that node's monotonic clock and moved onto the driver's
+(`RequestRecord.shift_clock`, `tokometer.load.cluster`).
 """
 
 from __future__ import annotations
@@ -88,7 +91,12 @@ _CONTEXT_LENGTH_HINTS: Final[tuple[str, ...]] = (
 
 
 _WORKLOAD_FIELDS: Final[tuple[str, ...]] = ("first_answer_ns", "reasoning_tokens", "reasoning_tokens_source",
-                                              "prefix_group", "prefix_first", "session", "turn")
+                                              "prefix_group", "prefix_first", "session", "turn", "actor", "node")
+_NUMBERED_FROM_0: Final[tuple[str, ...]] = ("session", "turn", "prefix_group", "actor")
+"""Workload fields whose 0 is a value, not "not set"."""
+_STAMP_FIELDS: Final[tuple[str, ...]] = ("due_ns", "sent_ns", "first_byte_ns", "first_token_ns", "last_token_ns",
+                                         "end_ns", "first_answer_ns")
+"""The scalar clock readings of a record (``event_ns`` holds more); ``connect_ns`` is a duration."""
 
 
 def classify_http_error(status: int, body: str) -> ErrorCategory:
@@ -188,13 +196,15 @@ class RequestRecord:
     prefix_first: bool = False
     session: int | None = None
     turn: int | None = None
+    actor: int | None = None
+    node: str | None = None
 
     def workload(self) -> dict[str, int | bool | str] | None:
         """The workload fields that are set, as saved (None when none is)."""
         out: dict[str, int | bool | str] = {}
         for name in _WORKLOAD_FIELDS:
             value = getattr(self, name)
-            if value not in (None, 0, False) or (name in ("session", "turn", "prefix_group") and value == 0):
+            if value not in (None, 0, False) or (name in _NUMBERED_FROM_0 and value == 0):
                 out[name] = value
         return out or None
 
@@ -203,6 +213,15 @@ class RequestRecord:
         for name, value in (saved or {}).items():
             if name in _WORKLOAD_FIELDS:
                 setattr(self, name, value)
+
+    def shift_clock(self, delta_ns: int) -> None:
+        """Move every stamp by ``delta_ns`` (onto another clock's timeline); a 0 ("did not happen") stays 0."""
+        if not delta_ns:
+            return
+        for name in _STAMP_FIELDS:
+            if value := getattr(self, name):
+                setattr(self, name, value + delta_ns)
+        self.event_ns = [t + delta_ns for t in self.event_ns]
 
     @property
     def answer_start_ns(self) -> int:

@@ -1,8 +1,9 @@
 """`run_benchmark`: the library call behind ``tokometer bench``.
 
 Checks that the endpoint answers, makes the prompts, then runs each load step
-in turn, saving every finished request as it completes and each step's summary
-as it ends. Ctrl-C (task cancellation) ends the run early: what finished is
+in turn (on this event loop, in ``--workers`` processes, or on Ray actors across a
+cluster with ``--ray``), saving every finished request as it completes and each
+step's summary as it ends. Ctrl-C (task cancellation) ends the run early: what finished is
 kept, the step in progress is summarised as far as it got, and the result is
 marked ``interrupted``.
 """
@@ -22,16 +23,18 @@ from tokometer.backends.client import StreamClient, Target, Timeouts
 from tokometer.benchmark import findmax
 from tokometer.benchmark.findmax import FindMax
 from tokometer.benchmark.observation import RunObservation
-from tokometer.benchmark.plan import plan_for
+from tokometer.benchmark.plan import StepPlan, plan_for
 from tokometer.benchmark.prepare import Prepared, prepare
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.datasets.base import Prompt
 from tokometer.hostinfo import host_info
+from tokometer.load.cluster import RayLoad
 from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep, load_entry
 from tokometer.load.runner import StepLimits, run_step
 from tokometer.load.sessions import run_session_step
-from tokometer.load.workers import WorkerSetup, run_step_in_workers
+from tokometer.load.share import WorkerSetup
+from tokometer.load.workers import run_step_in_workers
 from tokometer.metrics import SLO, StepSummary, summarize
 from tokometer.records import RequestRecord
 from tokometer.store.store import ResultStore, now_iso
@@ -159,7 +162,20 @@ async def run_benchmark(
                               temperature=spec.temperature, seed=spec.seed_value, include_usage=spec.include_usage)
     timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s)
     target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
-    backend = create_backend(spec.api)
+    setup = WorkerSetup(target, spec.api, params, timeouts, spec.tokenizer if prepared.local_tokenizer else None,
+                        sessions=prepared.sessions is not None)
+    cluster = await RayLoad.connect(spec.ray, setup, spec.ray_actors) if spec.ray is not None else None
+    try:
+        return await _run_steps(spec, plan, prepared, setup, cluster, store, obs, engine, engine_check)
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup: WorkerSetup, cluster: RayLoad | None,
+                     store: ResultStore | None, obs: BenchObserver, engine: dict[str, Any] | None,
+                     engine_check: Callable[[], str | None] | None) -> BenchResult:
+    """The steps of `run_benchmark`, each on this event loop, in worker processes, or on the Ray ``cluster``."""
     workers = min(spec.workers, os.cpu_count() or 1)  # prepare() warned when this cut it
     slo = SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms)
     # Sessions: the limits count sessions (`tokometer.load.sessions`).
@@ -187,7 +203,8 @@ async def run_benchmark(
     async with contextlib.AsyncExitStack() as stack:
         if observation is not None:
             stack.callback(observation.stop)
-        client = await stack.enter_async_context(StreamClient(target, backend, params, timeouts, count_tokens=count))
+        client = await stack.enter_async_context(StreamClient(setup.target, create_backend(spec.api), setup.params,
+                                                              setup.timeouts, count_tokens=count))
         while (planned := plan.next_step(results)) is not None:
             index, step = len(results), planned.load
             if store is not None and run_id is not None:
@@ -197,13 +214,12 @@ async def run_benchmark(
             seed = spec.seed_value + index
             if step.mode == "trace":
                 used, prompts = 0, prepared.source.prompts()  # every trial replays the trace from its start
-            if workers > 1:
-                setup = WorkerSetup(target, spec.api, params, timeouts,
-                                    spec.tokenizer if prepared.local_tokenizer else None,
-                                    sessions=prepared.sessions is not None)
+            if cluster is not None or workers > 1:
                 items = (prepared.session_list(limits, used) if prepared.sessions is not None
                          else prepared.prompt_list(limits, used))
-                outcome = await run_step_in_workers(step, index, limits, items, setup, workers, on_record, seed=seed)
+                outcome = (await cluster.run_step(step, index, limits, items, on_record, seed=seed)
+                           if cluster is not None else
+                           await run_step_in_workers(step, index, limits, items, setup, workers, on_record, seed=seed))
             elif scripts is not None:
                 outcome = await run_session_step(step, index, limits, scripts, client, on_record, seed=seed)
             else:
@@ -232,7 +248,7 @@ async def run_benchmark(
                 store.finish_step(run_id, index, result.summary.to_json(), outcome.health.to_json(),
                                   outcome.interrupted, server=result.server, gpu=result.gpu)
             obs.step_finished(result)
-            problem = engine_check() if engine_check else None
+            problem = outcome.failure or (engine_check() if engine_check else None)
             if problem:
                 warnings.append(problem)
                 status = "failed"

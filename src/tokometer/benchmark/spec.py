@@ -97,6 +97,11 @@ class BenchSpec(BaseModel):
     slo_e2e_ms: float | None = Field(None, gt=0)
 
     workers: int = Field(1, ge=1, le=64)
+    ray: str | None = None
+    """Run each step's load on Ray actors of the cluster at this address (``auto``: the one started on this
+    machine, or RAY_ADDRESS; else the head's ``HOST:PORT``), `tokometer.load.cluster`; None: on this host."""
+    ray_actors: int | None = Field(None, ge=1, le=1024)
+    """How many Ray actors share each step (with ``ray``); None: one per cluster node that has a CPU."""
     label: str | None = None
 
     repeat: int = Field(1, ge=1, le=100)
@@ -180,6 +185,10 @@ class BenchSpec(BaseModel):
             raise ValueError(f"--prefix-tokens {self.prefix_tokens} must be less than --input-tokens "
                              f"{self.input_tokens}: each prompt is its shared prefix and then its own words")
         self._check_search()
+        if self.ray_actors is not None and self.ray is None:
+            raise ValueError("ray_actors counts Ray actors: give ray (the cluster's address) too")
+        if self.ray is not None and self.workers > 1:
+            raise ValueError("give workers (processes on this host) or ray (actors on a cluster), not both")
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"URL {self.url!r} must start with http:// or https://")
         return self

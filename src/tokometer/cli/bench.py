@@ -116,8 +116,13 @@ __all__ = ["command"]
 @click.option("--slo", default=None, metavar="NAME=LIMIT,...",
               help="The objectives of --find-max, e.g. ttft_p99=2s,tpot_p50=50ms,goodput=0.9 (percentiles of "
                    "ttft, tpot, itl, e2e; goodput: share of requests within every limit; errors=1% by default).")
-@click.option("--workers", "-w", type=int, default=1, show_default=True,
-              help="Load-generator processes (use more when the report says the client could not keep up).")
+@click.option("--workers", "-w", type=click.IntRange(min=1), default=None,
+              help="Load-generator processes (use more when the report says the client could not keep up); "
+                   "with --ray, Ray actors [default: 1; with --ray: one actor per node].")
+@click.option("--ray", default=None, metavar="auto|ADDRESS",
+              help="Run each step's load on Ray actors spread over a running cluster's nodes (auto: the cluster "
+                   "started on this machine, or RAY_ADDRESS; else the head's HOST:PORT). Needs "
+                   "pip install 'tokometer[ray]'.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the result as JSON.")
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="Write one CSV row per step.")
 @click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
@@ -140,6 +145,7 @@ def command(**opts: Any) -> int:
       tokometer bench --url http://127.0.0.1:8000/v1 --find-max --slo ttft_p99=2s,tpot_p50=50ms
       tokometer bench --url http://127.0.0.1:8000/v1 --sessions 20 -c 4 --turns 2-6 --think-time exp:5s
       tokometer bench --url http://127.0.0.1:8000/v1 --trace example --time-scale 0.5
+      tokometer bench --url http://10.0.0.5:8000/v1 -c 256 --ray auto     # load from a Ray cluster's nodes
     """
     embedded = opts["url"] is None
     values = _spec_values(opts, embedded)
@@ -176,6 +182,12 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
         raise ConfigError("--url is empty: give the server's base URL (e.g. http://127.0.0.1:8000/v1), "
                           "or leave --url out to benchmark the embedded engine")
 
+    if opts["ray"] is not None:
+        from tokometer.load.cluster import import_ray
+
+        if not opts["ray"].strip():
+            raise ConfigError("--ray is empty: give auto, or the Ray head's address HOST:PORT")
+        import_ray()  # not installed: say how, before anything starts
     defaults = bench_defaults(embedded)
     concurrency = parse_int_list(opts["concurrency"], "--concurrency")
     rate = parse_float_list(opts["rate"], "--rate")
@@ -232,7 +244,9 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
         "slo_tpot_ms": opts["slo_tpot_ms"],
         "slo_e2e_ms": opts["slo_e2e_ms"],
         "label": opts["label"],
-        "workers": opts["workers"],
+        "workers": (opts["workers"] or 1) if opts["ray"] is None else 1,
+        "ray": opts["ray"],
+        "ray_actors": opts["workers"] if opts["ray"] is not None else None,
         "repeat": opts["repeat"],
         "find_max": opts["find_max"],
         "slo": opts["slo"],
@@ -264,6 +278,8 @@ def _run(spec: BenchSpec, opts: dict[str, Any], engine: dict[str, Any] | None,
         if store is not None:
             store.close()
     render_result(console, result)
+    if result.steps and (actors := result.steps[-1].health.actors):
+        console.print(_ray_line(actors))
     if opts["json_path"]:
         write_json(result, opts["json_path"])
         console.print(f"JSON written to {opts['json_path']}")
@@ -273,8 +289,20 @@ def _run(spec: BenchSpec, opts: dict[str, Any], engine: dict[str, Any] | None,
     if result.status == "interrupted":
         return EXIT_CODE if terminate.received else 130
     if result.status == "failed":
-        from tokometer.errors import EngineError
+        from tokometer.errors import EngineError, TokometerError
 
-        raise EngineError(result.warnings[-1] if result.warnings else "the run failed")
+        raise (EngineError if engine else TokometerError)(result.warnings[-1] if result.warnings else "the run failed")
     return 1 if result.failed_requests else 0
+
+
+def _ray_line(actors: list[dict[str, Any]]) -> str:
+    """Where a ``--ray`` run's load came from, and how well its actors' clocks were aligned."""
+    nodes = len({a["node"] for a in actors})
+    accuracy = max(a["clock_accuracy_ms"] for a in actors)
+    if all(a["shared_clock"] for a in actors):
+        clocks = (f"they share this host's clock, so no offset is applied (measured: up to "
+                  f"{max(abs(a['measured_offset_ms']) for a in actors):.3f} ms, ±{accuracy:.3f} ms)")
+    else:
+        clocks = f"their clocks were put on this host's to within ±{accuracy:.3f} ms"
+    return f"Ray: {len(actors)} actor(s) on {nodes} node(s); {clocks}"
 

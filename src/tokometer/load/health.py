@@ -145,6 +145,9 @@ class ClientHealth:
     loop_lag_limit_ms: float = _LAG_FLOOR_MS
     send_shortfall: float | None = None
     """Open loop: the share of the scheduled send rate the client did not offer."""
+    actors: list[dict[str, Any]] | None = None
+    """``bench --ray``: per Ray actor, where it ran and how its clock was put on the driver's
+    (`tokometer.load.cluster.actor_entry`); None for a run on this host."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

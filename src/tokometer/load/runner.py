@@ -60,6 +60,8 @@ class StepOutcome:
     records: list[RequestRecord]
     health: ClientHealth
     interrupted: bool = False
+    failure: str | None = None
+    """Why the step could not go on (a Ray actor died, `tokometer.load.cluster`); the run then stops as failed."""
 
 
 class Issuer(Generic[T]):

@@ -1,17 +1,8 @@
 """Run one load step across several processes, when one event loop cannot keep up.
 
-Each worker process runs `run_step` with its share of the step: concurrency
-``c`` is split into near-equal slot counts, a rate ``r`` into ``r / N`` per
-worker (N independent Poisson streams add up to one Poisson stream at ``r``;
-gamma streams add up to a smoother one, and constant ones are phase-shifted to
-interleave), requests and warm-up requests likewise. All workers start on the
-same ``perf_counter_ns`` moment (CLOCK_MONOTONIC is shared by the processes of
-a host), and record indices are mapped back to the step's own numbering:
-worker ``w``'s local request ``i`` is request ``i * N + w``. Multi-turn sessions
-(`WorkerSetup.sessions`) are shared out likewise, each worker running whole
-sessions (session ``s`` of worker ``w`` is session ``s * N + w``); a trace's
-requests are dealt out in turn (worker ``w`` sends requests ``w``, ``w + N``,
-...), each at its own time.
+Each worker process runs its share of the step (`tokometer.load.share`: how concurrency, rates,
+requests, sessions and traces are split, and how record indices map back). All workers start on the
+same ``perf_counter_ns`` moment (CLOCK_MONOTONIC is shared by the processes of a host).
 
 Records come back over a pipe in small batches (every 50 ms) and reach
 ``on_record`` in the parent as they arrive, so the results store still gets
@@ -24,70 +15,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import multiprocessing
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from time import perf_counter_ns
-from typing import Any, TypeVar
+from typing import Any
 
-from tokometer.backends import create_backend
-from tokometer.backends.client import StreamClient, Target, Timeouts
-from tokometer.datasets.base import Prompt
-from tokometer.datasets.conversations import SessionScript
 from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
-from tokometer.load.runner import StepLimits, StepOutcome, run_step
+from tokometer.load.runner import StepLimits, StepOutcome
+from tokometer.load.share import Items, WorkerSetup, make_client, run_share, split_evenly, stopped_before_start
 from tokometer.records import RequestRecord
-from tokometer.wire.base import GenerationParams
 
 __all__ = ["WorkerSetup", "run_step_in_workers", "split_evenly"]
 
-T = TypeVar("T")
-
-Items = list[Prompt] | list[SessionScript]
-"""A step's prompts, or its sessions (`WorkerSetup.sessions`)."""
-
 _FLUSH_S = 0.05
 _START_LEAD_NS = 200_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerSetup:
-    """What a worker needs to build its own client (everything picklable)."""
-
-    target: Target
-    api: str
-    params: GenerationParams
-    timeouts: Timeouts
-    tokenizer_path: str | None = None
-    sessions: bool = False
-    """The step's items are `SessionScript`s, run by `tokometer.load.sessions`."""
-
-
-def split_evenly(total: int, parts: int, index: int) -> int:
-    """Part ``index`` of ``total`` split into ``parts`` near-equal whole shares."""
-    return total // parts + (1 if index < total % parts else 0)
-
-
-def _share(step: LoadStep, limits: StepLimits, workers: int, w: int) -> tuple[LoadStep, StepLimits, int]:
-    """The worker's step, limits, and phase offset (ns) for constant-rate interleaving."""
-    requests = None if limits.requests is None else split_evenly(limits.requests, workers, w)
-    mine = StepLimits(requests, limits.duration_s, split_evenly(limits.warmup, workers, w))
-    if step.mode == "trace":
-        cap = None if step.max_concurrency is None else max(1, split_evenly(step.max_concurrency, workers, w))
-        return replace(step, offsets=step.offsets[w::workers], max_concurrency=cap), mine, 0
-    if step.mode == "rate":
-        assert step.rate is not None
-        rate = step.rate / workers
-        cap = None if step.max_concurrency is None else max(1, split_evenly(step.max_concurrency, workers, w))
-        phase = int(w * 1e9 / step.rate) if step.arrival == "constant" else 0
-        return replace(step, rate=rate, max_concurrency=cap), mine, phase
-    concurrency = step.concurrency if step.mode == "concurrency" else 1
-    return replace(step, mode="concurrency", concurrency=split_evenly(concurrency, workers, w)), mine, 0
 
 
 def _worker_main(control: Connection, conn: Connection, setup: WorkerSetup, step: LoadStep, step_index: int,
@@ -103,20 +48,8 @@ async def _worker_async(control: Connection, conn: Connection, setup: WorkerSetu
                         w: int) -> None:
     """``control`` brings go/stop from the parent (watched by the loop); ``conn`` carries
     records back (blocking writes: two pipes, because the loop makes a watched fd non-blocking)."""
-    count = None
-    if setup.tokenizer_path:
-        from tokometer.tokens import FileTokenizer
-
-        count = FileTokenizer(setup.tokenizer_path).count
-    client = StreamClient(setup.target, create_backend(setup.api), setup.params, setup.timeouts, count)
-    my_step, my_limits, phase = _share(step, limits, workers, w)
+    client = make_client(setup)
     pending: list[RequestRecord] = []
-
-    def on_record(record: RequestRecord) -> None:
-        record.index = record.index * workers + w
-        if record.session is not None:
-            record.session = record.session * workers + w
-        pending.append(record)
 
     async def flusher() -> None:
         while True:
@@ -147,22 +80,12 @@ async def _worker_async(control: Connection, conn: Connection, setup: WorkerSetu
     start_ns = await go
     flush_task = loop.create_task(flusher())
     try:
-        if start_ns is None:
-            outcome = StepOutcome([], ClientHealth(0.0, 0.0, 0.0, None), interrupted=True)
-        else:
-            start = start_ns + phase if step.open_loop else None
-            if setup.sessions:
-                from tokometer.load.sessions import run_session_step
-
-                scripts = _cycle_from([s for s in prompts if isinstance(s, SessionScript)], w, workers)
-                main_task = loop.create_task(run_session_step(my_step, step_index, my_limits, scripts, client,
-                                                              on_record, seed * 1000 + w, start_ns=start))
-            else:
-                stream = _cycle_from([p for p in prompts if isinstance(p, Prompt)], w, workers)
-                main_task = loop.create_task(
-                    run_step(my_step, step_index, my_limits, stream, client, on_record, seed * 1000 + w,
-                             start_ns=start))
-            outcome = await main_task
+        outcome = stopped_before_start()
+        if start_ns is not None:
+            main_task = loop.create_task(run_share(setup, client, step, step_index, limits, prompts, seed,
+                                                   workers, w, start_ns, pending.append))
+            with contextlib.suppress(asyncio.CancelledError):  # stopped before the task began
+                outcome = await main_task
     finally:
         loop.remove_reader(control.fileno())
         flush_task.cancel()
@@ -267,7 +190,3 @@ async def run_step_in_workers(
     records.sort(key=lambda r: r.index)
     return StepOutcome(records, ClientHealth.merged(healths, records, step, workers), interrupted)
 
-
-def _cycle_from(prompts: list[T], start: int, stride: int) -> Iterator[T]:
-    """Every ``stride``-th prompt (or session) from ``start``, endlessly: workers share out distinct ones."""
-    return itertools.islice(itertools.cycle(prompts), start, None, stride)
