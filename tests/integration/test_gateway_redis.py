@@ -1,4 +1,5 @@
-"""The answer cache and token budgets on a real redis-server: shared by replicas, and unharmed by an outage."""
+"""The answer cache, token budgets and upstream health on a real redis-server: shared by replicas, and unharmed
+by an outage."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from tokometer.gateway.auth import hash_key
 from tokometer.gateway.budget import TokenBudgets
 from tokometer.gateway.cache import CachedAnswer, RedisCache
 from tokometer.gateway.config import KeyConfig
+from tokometer.gateway.health import UpstreamHealth
+from tokometer.gateway.sharedstate import SharedHealth
 
 ANSWER = CachedAnswer(model="m", text="hello", finish_reason="stop", prompt_tokens=5, completion_tokens=2,
                       served_by="primary", created=1_700_000_000, reasoning="r")
@@ -124,3 +127,109 @@ async def test_latency_on_loopback(redis_server: RedisServer) -> None:
         assert per_get_ms < 5, per_get_ms
     finally:
         await cache.close()
+
+
+async def test_budget_tokens_counted_alone_reach_redis_without_more_traffic(redis_server: RedisServer) -> None:
+    budgets = TokenBudgets(KEYS, "day", redis_url=redis_server.url, timeout_s=0.5, retry_after_s=RETRY_S)
+    other = TokenBudgets(KEYS, "day", redis_url=redis_server.url, timeout_s=0.5)
+    try:
+        redis_server.stop()
+        await asyncio.gather(*(budgets.charge("team-a", 100) for _ in range(3)))  # concurrent: none lost
+        assert budgets.pending == 300
+        redis_server.start()
+        await asyncio.sleep(3 * RETRY_S)  # the background catch-up, with no charge to carry it
+        assert budgets.pending == 0
+        assert (await other.state("team-a")).used == 300
+    finally:
+        await budgets.close()
+        await other.close()
+
+
+def _replica(redis_server: RedisServer, cooldown_s: float = 0.3) -> tuple[dict[str, UpstreamHealth], SharedHealth]:
+    health = {"up": UpstreamHealth(breaker_failures=2, breaker_cooldown_s=cooldown_s, window=4)}
+    return health, SharedHealth(health, redis_server.url, timeout_s=0.5, sync_s=0.03, retry_after_s=RETRY_S)
+
+
+SETTLE_S = 0.15  # a few synchronisation periods
+
+
+async def test_a_breaker_opened_by_one_replica_is_seen_by_the_other(redis_server: RedisServer) -> None:
+    (one, shared_one), (two, shared_two) = _replica(redis_server), _replica(redis_server)
+    await shared_one.start()
+    await shared_two.start()
+    try:
+        one["up"].failure("http_5xx: boom")
+        one["up"].failure("http_5xx: boom")
+        assert one["up"].state() == "open"
+        await asyncio.sleep(SETTLE_S)
+        assert two["up"].state() == "open" and not two["up"].allows()
+        assert two["up"].last_error == "http_5xx: boom"
+        await asyncio.sleep(0.3)  # the cooldown: both half-open, and only one replica may send the trial
+        assert one["up"].state() == two["up"].state() == "half-open"
+        assert not one["up"].allows() and not two["up"].allows()  # both would: each asks for the claim
+        await asyncio.sleep(SETTLE_S)
+        trial = [h["up"] for h in (one, two) if h["up"].allows()]
+        assert len(trial) == 1
+        trial[0].success(20.0)  # the trial succeeded: closed everywhere
+        await asyncio.sleep(SETTLE_S)
+        assert one["up"].state() == two["up"].state() == "closed"
+        assert one["up"].allows() and two["up"].allows()
+    finally:
+        await shared_one.close()
+        await shared_two.close()
+
+
+async def test_slow_windows_hold_every_replicas_samples(redis_server: RedisServer) -> None:
+    (one, shared_one), (two, shared_two) = _replica(redis_server), _replica(redis_server)
+    await shared_one.start()
+    await shared_two.start()
+    try:
+        one["up"].success(ttft_ms=500.0, tpot_ms=40.0)
+        one["up"].success(ttft_ms=520.0, tpot_ms=40.0)
+        assert two["up"].slow(150, None) is None  # nothing of its own yet
+        await asyncio.sleep(SETTLE_S)
+        assert two["up"].slow(150, None) == "recent TTFT p50 510 ms > 150 ms"
+        assert list(two["up"].tpot_ms) == [40.0, 40.0]
+        for _ in range(4):  # a full window of fast answers, seen by the other replica
+            two["up"].success(ttft_ms=10.0)
+        await asyncio.sleep(SETTLE_S)
+        assert list(one["up"].ttft_ms) == [10.0] * 4 and one["up"].slow(150, None) is None
+    finally:
+        await shared_one.close()
+        await shared_two.close()
+
+
+async def test_health_without_redis_is_local_and_converges_when_it_is_back(redis_server: RedisServer) -> None:
+    (one, shared_one), (two, shared_two) = _replica(redis_server, cooldown_s=30), _replica(redis_server, cooldown_s=30)
+    await shared_one.start()
+    await shared_two.start()
+    try:
+        redis_server.stop()
+        one["up"].success(ttft_ms=700.0)
+        one["up"].failure("timeout")
+        one["up"].failure("timeout")
+        await asyncio.sleep(SETTLE_S)
+        assert not shared_one.link.healthy
+        assert one["up"].state() == "open" and two["up"].state() == "closed"  # each on its own
+        assert two["up"].allows()
+        redis_server.start()  # empty: what the replicas kept is pushed again
+        await asyncio.sleep(RETRY_S + SETTLE_S)
+        assert shared_one.link.healthy and shared_two.link.healthy
+        assert two["up"].state() == "open" and two["up"].last_error == "timeout"
+        assert list(two["up"].ttft_ms) == [700.0]
+    finally:
+        await shared_one.close()
+        await shared_two.close()
+
+
+async def test_a_lone_replica_tries_half_open_upstreams_while_redis_is_down(redis_server: RedisServer) -> None:
+    health, shared = _replica(redis_server, cooldown_s=0.1)
+    await shared.start()
+    try:
+        redis_server.stop()
+        health["up"].failure("x")
+        health["up"].failure("x")
+        await asyncio.sleep(0.15)
+        assert health["up"].state() == "half-open" and health["up"].allows()  # no claim to wait for
+    finally:
+        await shared.close()

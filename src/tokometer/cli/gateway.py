@@ -41,10 +41,12 @@ class _GatewayCommand(click.Command):
               "sha256 to put in [[keys]] and exit. Never on the command line: ps and shell history keep it.")
 @click.option("--check", is_flag=True, help="Validate the config, load route tokenizers, check that the request "
               "log can be written and that Redis answers, then exit.")
+@click.option("--workers", type=click.IntRange(1, 256), default=None, help="Gateway processes serving the port, "
+              "overriding [replicas] workers; they share state through [replicas] redis_url.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
               show_default=True, help="Log verbosity (uvicorn's levels).")
 def command(config_path: Path | None, host: str | None, port: int | None, hash_key: str | None, check: bool,
-            log_level: str) -> None:
+            workers: int | None, log_level: str) -> None:
     """Serve /v1/chat/completions and /v1/completions in front of any engines: timeouts, retries,
     circuit breakers, fallback when the primary is down or slow, an answer cache, token budgets,
     API keys, /metrics."""
@@ -65,6 +67,8 @@ def command(config_path: Path | None, host: str | None, port: int | None, hash_k
         config.server.host = host
     if port is not None:
         config.server.port = port
+    if workers is not None:
+        config.replicas.workers = workers
     for upstream in config.upstreams:
         if upstream.url.startswith("https://"):
             tls = upstream.tls()
@@ -88,6 +92,15 @@ def command(config_path: Path | None, host: str | None, port: int | None, hash_k
     except OSError as exc:
         raise ConfigError(f"cannot listen on {config.server.host}:{config.server.port}: {exc.strerror or exc}; "
                           "pick another port") from None
+    if config.replicas.workers > 1:
+        from tokometer.gateway.workers import Supervisor
+
+        if config.replicas.redis_url is None:
+            click.echo(f"tokometer gateway: warning: {config.replicas.workers} workers without [replicas] redis_url: "
+                       "each keeps its own answer cache, token budgets and circuit breakers (a budget then allows "
+                       f"up to {config.replicas.workers} times its tokens)", err=True)
+        Supervisor(config, sock, config.replicas.workers, log_level=log_level).run()
+        return
     from tokometer.gateway.server import serve
 
     with contextlib.suppress(KeyboardInterrupt):

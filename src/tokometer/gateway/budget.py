@@ -6,12 +6,15 @@ count for the current period has reached its ``tokens_per_period`` gets a 429 un
 Counts live in process memory, or in Redis when a URL is given, so that every replica of the gateway
 sees the same count (one ``INCRBY`` plus ``EXPIREAT`` on a key per key name and period). Redis is
 optional at run time: while it is down each replica counts on from the last total it saw, and the
-tokens charged meanwhile are added to Redis when it is back, so budgets still hold, if loosely,
-through an outage.
+tokens charged meanwhile are added to Redis when it is back (by the next charge, or by a background
+retry every ``retry_after_s``, whichever comes first, so an idle replica catches up too), so budgets
+still hold, if loosely, through an outage.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -89,6 +92,8 @@ class TokenBudgets:
         self._pending: dict[str, tuple[datetime, int]] = {}
         self._link = None if redis_url is None else RedisLink(
             redis_url, timeout_s=timeout_s, retry_after_s=retry_after_s, what="Redis (token budgets)")
+        self._retry_after_s = retry_after_s
+        self._catch_up: asyncio.Task[None] | None = None
 
     @property
     def backend(self) -> str:
@@ -130,9 +135,40 @@ class TokenBudgets:
                 f"{state.period} (resets {resets}); this is the gateway's per-key budget, "
                 "not the model's context length")
 
+    @property
+    def pending(self) -> int:
+        """Tokens charged while Redis was down and not yet added to it."""
+        return sum(tokens for _, tokens in self._pending.values())
+
+    async def flush(self) -> bool:
+        """Add every key's tokens charged while Redis was down to Redis; True when none are left."""
+        for key_name in list(self._pending):
+            start, end = period_bounds(self._clock(), self.period)
+            tokens = self._take_pending(key_name, start)
+            if not tokens:
+                continue
+            try:
+                total = await self._redis_add(key_name, start, end, tokens)
+            except RedisUnavailable:
+                self._add_pending(key_name, start, tokens)
+                return False
+            self._counts[key_name] = (start, total)
+        return not self._pending
+
     async def close(self) -> None:
+        if self._catch_up is not None:
+            self._catch_up.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._catch_up
         if self._link is not None:
+            with contextlib.suppress(Exception):
+                await self.flush()  # a replica going away hands in what it counted alone
             await self._link.close()
+
+    async def _catch_up_loop(self) -> None:
+        while self._pending:
+            await asyncio.sleep(self._retry_after_s)
+            await self.flush()
 
     def _state(self, key_name: str, used: int, end: datetime) -> BudgetState:
         return BudgetState(key_name, used, self._limits.get(key_name), self.period, end)
@@ -149,8 +185,15 @@ class TokenBudgets:
         return pending[1] if pending is not None and pending[0] == start else 0  # a past period's: dropped
 
     def _add_pending(self, key_name: str, start: datetime, tokens: int) -> None:
-        if tokens:
-            self._pending[key_name] = (start, tokens)
+        if not tokens:
+            return
+        before = self._pending.get(key_name)  # another charge may have added some during our await
+        if before is not None and before[0] == start:
+            tokens += before[1]
+        self._pending[key_name] = (start, tokens)
+        if self._catch_up is None or self._catch_up.done():
+            with contextlib.suppress(RuntimeError):  # no running loop: the next charge catches up
+                self._catch_up = asyncio.get_running_loop().create_task(self._catch_up_loop())
 
     def _redis_key(self, key_name: str, start: datetime) -> str:
         return f"{self.prefix}{key_name}:{self.period}:{start:%Y%m%dT%H%M}"

@@ -9,6 +9,10 @@
 - **Coming back**: nothing would ever measure an upstream that gets no traffic,
   so a prober sends a tiny request to every down or slow upstream every
   ``probe_interval_s``; its TTFT and outcome feed the same window and breaker.
+- **Shared**: with a `HealthListener` attached (replicas sharing state through Redis,
+  `tokometer.gateway.sharedstate`), every sample and every breaker change is also reported
+  to it, and a half-open circuit lets this replica send the trial only when the listener
+  says so; without one (the default) nothing else happens.
 """
 
 from __future__ import annotations
@@ -17,10 +21,24 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from statistics import median
+from typing import Protocol
 
-__all__ = ["UpstreamHealth"]
+__all__ = ["HealthListener", "UpstreamHealth"]
 
 _MIN_SAMPLES = 2
+
+
+class HealthListener(Protocol):
+    """Told of one upstream's samples and breaker changes (to share them with other replicas)."""
+
+    def sampled(self, ttft_ms: float | None, tpot_ms: float | None) -> None:
+        """A request or probe succeeded with these latencies."""
+
+    def changed(self) -> None:
+        """The circuit opened, opened again, or closed."""
+
+    def may_try(self) -> bool:
+        """May this replica send the half-open trial now?"""
 
 
 @dataclass(slots=True)
@@ -36,6 +54,7 @@ class UpstreamHealth:
     ttft_ms: deque[float] = field(default_factory=deque)
     tpot_ms: deque[float] = field(default_factory=deque)
     last_error: str = ""
+    listener: HealthListener | None = None
 
     # -- breaker ----------------------------------------------------------------------------
     def state(self, now: float | None = None) -> str:
@@ -49,16 +68,23 @@ class UpstreamHealth:
         state = self.state(now)
         if state == "closed":
             return True
-        return state == "half-open" and not self.trial_in_flight
+        return state == "half-open" and not self.trial_in_flight and (self.listener is None or
+                                                                       self.listener.may_try())
 
     def success(self, ttft_ms: float | None = None, tpot_ms: float | None = None) -> None:
         self.consecutive_failures = 0
+        was_open = self.opened_at is not None
         self.opened_at = None
         self.trial_in_flight = False
         if ttft_ms is not None:
             self._push(self.ttft_ms, ttft_ms)
         if tpot_ms is not None:
             self._push(self.tpot_ms, tpot_ms)
+        if self.listener is not None:
+            if ttft_ms is not None or tpot_ms is not None:
+                self.listener.sampled(ttft_ms, tpot_ms)
+            if was_open:
+                self.listener.changed()
 
     def failure(self, reason: str, now: float | None = None) -> None:
         self.consecutive_failures += 1
@@ -66,6 +92,8 @@ class UpstreamHealth:
         self.last_error = reason
         if self.consecutive_failures >= self.breaker_failures or self.opened_at is not None:
             self.opened_at = time.monotonic() if now is None else now
+            if self.listener is not None:
+                self.listener.changed()
 
     def _push(self, window: deque[float], value: float) -> None:
         window.append(value)
@@ -73,6 +101,10 @@ class UpstreamHealth:
             window.popleft()
 
     # -- slowness ---------------------------------------------------------------------------
+    def recent_ttft_ms(self) -> tuple[float, ...]:
+        """The recent TTFTs (the ``slow_window``), oldest first: what a hedge deadline is a percentile of."""
+        return tuple(self.ttft_ms)
+
     def slow(self, ttft_limit_ms: float | None, tpot_limit_ms: float | None) -> str | None:
         """Why this upstream counts as slow for a route's limits, or ``None``."""
         if ttft_limit_ms is not None and len(self.ttft_ms) >= _MIN_SAMPLES:

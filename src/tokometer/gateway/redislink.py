@@ -1,10 +1,13 @@
 """`RedisLink`: one ``redis.asyncio`` client with the gateway's outage rule.
 
-The answer cache and the token budgets both treat Redis as optional: a Redis that is down, slow or
-misbehaving must cost a request nothing but the feature. So every call goes through `RedisLink.call`:
+The answer cache, the token budgets and the shared upstream health all treat Redis as optional: a Redis
+that is down, slow or misbehaving must cost a request nothing but the feature. So every call goes
+through `RedisLink.call`:
 
 - bounded by ``timeout_s`` (a slower Redis counts as down for this request);
-- no retries inside redis-py (a retry would multiply the time an outage costs);
+- no retries inside redis-py (a retry would multiply the time an outage costs), except one: a pooled
+  connection the server closed (Redis restarted) fails at once, and the call is made again on a new
+  connection, within the same ``timeout_s``;
 - any failure marks Redis down for ``retry_after_s``; while down, calls fail at once without touching
   the network, and only one call per back-off period is let through as a probe;
 - the first failure of an outage is logged once (a warning), and so is the recovery.
@@ -24,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tokometer.errors import ConfigError
 
@@ -80,7 +84,11 @@ class RedisLink:
             self._down_until = now + self.retry_after_s
         try:
             async with asyncio.timeout(self.timeout_s):
-                result = await operation(self.client)
+                try:
+                    result = await operation(self.client)
+                except RedisConnectionError:  # a connection from before a restart: once more, on a new one
+                    await self.client.connection_pool.disconnect(inuse_connections=False)
+                    result = await operation(self.client)
         except Exception as exc:
             self._failed(exc)
             raise RedisUnavailable(f"{self.what} is down: {exc}") from None
