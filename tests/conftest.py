@@ -101,6 +101,22 @@ def store_path(tmp_path: Path) -> Path:
     return tmp_path / "runs.db"
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def new_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], str]]:
+    """A maker of new, empty results stores' URLs on each backend: SQLite files, PostgreSQL databases
+    (tests/store_backends.py: skipped without a server, except where TOKOMETER_REQUIRE_POSTGRES=1)."""
+    from tests.store_backends import store_urls
+
+    with store_urls(request.param, tmp_path) as make:
+        yield make
+
+
+@pytest.fixture
+def store_url(new_store_url: Callable[[], str]) -> str:
+    """A new, empty results store's URL, on SQLite and on PostgreSQL."""
+    return new_store_url()
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the real ``tokometer`` command line in a subprocess."""
     full_env = {**os.environ, **(env or {})}
@@ -143,6 +159,17 @@ def require_llama_server() -> None:
         if os.environ.get("TOKOMETER_REQUIRE_ENGINE") == "1":
             pytest.fail(f"the embedded engine is required here but missing: {exc}")
         pytest.skip(f"no llama-server (run 'make engine'): {exc}")
+
+
+def require_ray() -> None:
+    """Skip without Ray (the ``tokometer[ray]`` extra), except where it is required (``make test`` and CI
+    set TOKOMETER_REQUIRE_RAY=1): there a missing Ray fails loudly."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        if os.environ.get("TOKOMETER_REQUIRE_RAY") == "1":
+            pytest.fail("Ray is required here but missing: pip install 'tokometer[ray]'")
+        pytest.skip("no Ray (pip install 'tokometer[ray]')")
 
 
 def require_redis_server() -> str:

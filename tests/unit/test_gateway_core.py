@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import orjson
@@ -10,7 +11,9 @@ import pytest
 from tokometer.errors import ConfigError
 from tokometer.gateway.config import load_config
 from tokometer.gateway.health import UpstreamHealth
+from tokometer.gateway.hedge import MIN_SAMPLES, HedgeAfter, Race, percentile, race
 from tokometer.gateway.openai_format import Answer, replay, whole
+from tokometer.gateway.resume import carry_on_body, client_max_tokens, stream_identity
 from tokometer.wire.framing import EventSplitter, sse_payload
 from tokometer.wire.openai import ChunkWriter
 
@@ -83,3 +86,84 @@ def test_config_env_overrides_and_errors(tmp_path: Path) -> None:
         load_config(yaml_path, {})
     with pytest.raises(ConfigError, match="cannot read gateway config"):
         load_config(tmp_path / "missing.toml", {})
+
+
+def test_hedge_after_parses_percentiles_and_times() -> None:
+    assert HedgeAfter.parse("p95") == HedgeAfter(percentile=95)
+    assert HedgeAfter.parse("300ms") == HedgeAfter(fixed_ms=300.0)
+    assert HedgeAfter.parse("1.5s") == HedgeAfter(fixed_ms=1500.0)
+    for bad, message in (("p100", "neither"), ("p30", "between p50 and p99"), ("fast", "neither"),
+                         ("0ms", "more than 0")):
+        with pytest.raises(ValueError, match=message):
+            HedgeAfter.parse(bad)
+    p90 = HedgeAfter.parse("p90")
+    assert p90.deadline_ms([100.0] * (MIN_SAMPLES - 1), 50) is None  # too few samples: no hedge
+    window = [10.0, 20.0, 30.0, 40.0, 500.0]
+    assert p90.deadline_ms(window, 0) == 500.0  # nearest rank: the 5th of 5
+    assert HedgeAfter.parse("p50").deadline_ms(window, 0) == 30.0
+    assert HedgeAfter.parse("p50").deadline_ms(window, 45) == 45.0  # the floor
+    assert HedgeAfter.parse("200ms").deadline_ms([], 45) == 200.0  # a fixed time needs no samples
+    assert percentile([3.0, 1.0, 2.0], 99) == 3.0 and percentile([3.0, 1.0, 2.0], 1) == 1.0
+
+
+def test_config_rejects_a_bad_hedge_after_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text('[[upstreams]]\nname = "a"\nurl = "http://h:1/v1"\n[[routes]]\nmodel = "m"\nupstreams = ["a"]\n'
+                    'hedge_after = "soon"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path, {})
+    assert str(info.value) == (f"{path}: routes.0.hedge_after: 'soon' is neither a percentile (p50 to p99) nor a "
+                               "time (e.g. 300ms, 1.5s)")
+
+
+async def _leg(delay: float, value: str | None, log: list[str]) -> str:
+    """A fake attempt: ``value`` after ``delay`` s (None: it fails); ``log`` says whether it was cancelled."""
+    try:
+        await asyncio.sleep(delay)
+    except asyncio.CancelledError:
+        log.append(f"cancelled {value}")
+        raise
+    if value is None:
+        raise RuntimeError("failed")
+    return value
+
+
+def test_race_takes_the_first_answer_and_cancels_the_other() -> None:
+    async def run(primary: tuple[float, str | None], hedge: tuple[float, str | None] | None,
+                  deadline: float | None = 0.05) -> tuple[Race[str], list[str]]:
+        log: list[str] = []
+
+        async def discard(value: str) -> None:
+            log.append(f"discarded {value}")
+
+        result = await race(_leg(*primary, log), deadline, lambda: None if hedge is None else _leg(*hedge, log),
+                            discard)
+        return result, log
+
+    result, log = asyncio.run(run((0.01, "p"), (0.01, "h")))  # answered before the deadline: no hedge
+    assert (result.winner, result.by, result.hedged, log) == ("p", "primary", False, [])
+    result, log = asyncio.run(run((1.0, "p"), (0.01, "h")))  # late: the hedge wins, the primary is cancelled
+    assert (result.winner, result.by, result.hedged, log) == ("h", "hedge", True, ["cancelled p"])
+    assert result.primary_lost_after_s is not None and 0.05 <= result.primary_lost_after_s < 0.5
+    result, log = asyncio.run(run((0.1, "p"), (1.0, "h")))  # hedged, but the primary still comes first
+    assert (result.winner, result.by, log) == ("p", "primary", ["cancelled h"])
+    result, log = asyncio.run(run((0.1, "p"), (0.0, None)))  # a failed hedge does not end the race
+    assert (result.winner, result.by, str(result.hedge_error)) == ("p", "primary", "failed")
+    result, log = asyncio.run(run((0.1, None), (0.0, None)))  # both failed
+    assert result.winner is None and str(result.primary_error) == str(result.hedge_error) == "failed"
+    result, log = asyncio.run(run((0.05, "p"), None, 0.01))  # no hedge possible now: wait for the primary
+    assert (result.winner, result.hedged) == ("p", False)
+
+
+def test_carry_on_body_and_stream_identity() -> None:
+    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 20}
+    body = carry_on_body(chat, "chat", " so far", 15)
+    assert body["messages"][-1] == {"role": "assistant", "content": " so far"} and body["max_tokens"] == 15
+    assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+    assert "max_completion_tokens" not in body and chat["messages"] == [{"role": "user", "content": "hi"}]
+    assert "max_tokens" not in carry_on_body(chat, "chat", "x", None)
+    assert carry_on_body({"prompt": "Once"}, "completions", " upon", 3)["prompt"] == "Once upon"
+    assert client_max_tokens(chat) == 20 and client_max_tokens({"max_tokens": True}) is None
+    raw = b'data: {"id":"cmpl-1","created":7,"model":"big","choices":[]}\n\n'
+    assert stream_identity(raw) == ("cmpl-1", 7, "big")
+    assert stream_identity(b"data: [DONE]\n\n") == (None, None, None)

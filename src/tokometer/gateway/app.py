@@ -39,6 +39,7 @@ from tokometer.gateway.relay import Relay, RelayContext, RelayOutcome
 from tokometer.gateway.requestbody import BodyTooLarge, discard_rest, read_body
 from tokometer.gateway.requestlog import RequestLog, RequestLogEntry, cost_usd
 from tokometer.gateway.router import Router
+from tokometer.gateway.sharedstate import share_health
 from tokometer.gateway.upstream import Endpoint, Upstream
 from tokometer.metrics.request import decode_speed_tok_s, tpot_ns, ttft_ns
 from tokometer.wire.openai import ChunkWriter, error_body
@@ -75,6 +76,8 @@ class Gateway:
                                     config.cache.redis_timeout_s)
         self.log = RequestLog(config.log.path)
         self.prober = Prober(self.upstreams, self.router.health, config.routes)
+        self.shared = share_health(self.router.health, config.replicas)
+        self.worker: str | None = None  # this process's index under --workers: sent as x-tokometer-worker
         self._tasks: set[asyncio.Task[Any]] = set()
         self._count_small = ThreadPoolExecutor(2, "tokometer-count")
         self._count_big = ThreadPoolExecutor(config.server.counting_threads, "tokometer-count-big",
@@ -93,6 +96,8 @@ class Gateway:
 
     async def close(self) -> None:
         await self.prober.stop()
+        if self.shared is not None:
+            await self.shared.close()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         for upstream in self.upstreams.values():
@@ -166,7 +171,7 @@ class Gateway:
         options = body.get("stream_options")
         include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
         asked = body.get("max_completion_tokens", body.get("max_tokens"))
-        headers: dict[str, str] = {}
+        headers: dict[str, str] = {} if self.worker is None else {"x-tokometer-worker": self.worker}
         if check.truncated_from is not None:
             headers["x-tokometer-truncated-from"] = str(check.truncated_from)
         if check.capped_max_tokens is not None:
@@ -251,7 +256,7 @@ class Gateway:
         upstream_ttft = None
         if outcome.upstream_sent_ns and record.first_token_ns:
             upstream_ttft = ttft_ns(dataclasses.replace(record, sent_ns=outcome.upstream_sent_ns))
-        if upstream is not None and record.ok:
+        if upstream is not None and record.ok and not outcome.served_by:  # a resumed answer's TPOT is no one's
             self.router.health[name].success(None if upstream_ttft is None else upstream_ttft / 1e6,
                                              None if tpot is None else tpot / 1e6)
         if ttft is not None:
@@ -269,7 +274,7 @@ class Gateway:
         if cost:
             self.metrics.cost.labels(route, name).inc(cost)
         overhead = None
-        if outcome.upstream_sent_ns and record.first_token_ns and outcome.first_sent_ns:
+        if outcome.upstream_sent_ns and record.first_token_ns and outcome.first_sent_ns and outcome.hedge != "hedge":
             overhead = ((outcome.upstream_sent_ns - record.sent_ns) + (outcome.first_sent_ns - record.first_token_ns))
             self.metrics.overhead.labels(route).observe(overhead / 1e9)
         self.log.write(RequestLogEntry(key=ctx.key, route=route, upstream=upstream.name if upstream else None,
@@ -278,7 +283,9 @@ class Gateway:
                                        tpot_ms=_ms(tpot), decode_tok_s=decode_speed_tok_s(record), e2e_ms=e2e / 1e6,
                                        cache_hit=False, fallback=outcome.fallback, retries=outcome.retries,
                                        error=outcome.error, upstream_ttft_ms=_ms(upstream_ttft),
-                                       overhead_ms=_ms(overhead)))
+                                       overhead_ms=_ms(overhead), hedge=outcome.hedge,
+                                       resumes=max(0, len(outcome.served_by) - 1),
+                                       served_by=list(outcome.served_by) or None))
         if ctx.key is not None and (prompt or completion):
             self._background(self.budgets.charge(ctx.key, (prompt or 0) + (completion or 0)))
         complete = status == 200 and outcome.error is None and answer.finish_reason is not None
@@ -316,6 +323,8 @@ def create_app(config: GatewayConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if gateway.shared is not None:
+            await gateway.shared.start()
         yield
         await gateway.close()
 

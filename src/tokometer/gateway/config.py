@@ -37,6 +37,7 @@ __all__ = [
     "GatewayConfig",
     "KeyConfig",
     "LogConfig",
+    "ReplicasConfig",
     "RouteConfig",
     "ServerConfig",
     "UpstreamConfig",
@@ -70,10 +71,13 @@ model = "llama3.2:1b"
 model = "chat"
 upstreams = ["primary", "backup"]    # in order: the first healthy one serves
 slow_ttft_ms = 2000                  # "slow" counts as down: fall back
+hedge_after = "p95"                  # first token later than that: race the backup
 
 [cache]
 ttl_s = 300
-redis_url = "redis://127.0.0.1:6379/0"   # shared by replicas; in-process without it
+
+[replicas]                           # several gateways as one (--workers N, other hosts)
+redis_url = "redis://127.0.0.1:6379/0"   # cache, budgets, breakers shared; in process without it
 
 [[keys]]                             # without keys, no authentication
 name = "team-a"
@@ -182,6 +186,25 @@ class RouteConfig(_Strict):
     continue_on_length: bool = Field(False, description="an answer the upstream cuts short of the client's "
                                      "max_tokens is continued, in segments streamed as one answer")
     max_segments: int = Field(4, ge=1, le=64, description="segments one continued answer may take")
+    hedge_after: str | None = Field(None, description="no first token from the primary by then: send the same "
+                                    "request to the next upstream, the first to answer wins: a percentile of the "
+                                    "primary's recent TTFTs ('p95', needs 5 of them) or a time ('300ms', '1.5s')")
+    hedge_min_ms: float = Field(50.0, ge=0, description="a percentile hedge_after is never shorter than this")
+    hedge_budget: float = Field(0.1, gt=0, le=1, description="races at once at most this share of the requests in "
+                                "flight to the route's upstreams (at least one)")
+    resume_midstream: bool | None = Field(None, description="an upstream that fails mid-answer: the next one "
+                                          "continues the answer in the same stream (default: on with 2+ upstreams)")
+    max_resumes: int = Field(2, ge=1, le=16, description="resumes one answer may take before the stream ends with "
+                             "an error event")
+
+    @field_validator("hedge_after")
+    @classmethod
+    def _hedge_after(cls, value: str | None) -> str | None:
+        if value is not None:
+            from tokometer.gateway.hedge import HedgeAfter
+
+            HedgeAfter.parse(value)
+        return value
 
 
 class CacheConfig(_Strict):
@@ -190,9 +213,8 @@ class CacheConfig(_Strict):
     enabled: bool = Field(True, description="false: no cache")
     ttl_s: float = Field(300.0, gt=0, description="how long an answer is kept")
     max_entries: int = Field(10_000, ge=1, description="answers kept in process (least recently used go first)")
-    redis_url: str | None = Field(None, description="redis://HOST:PORT/DB (or rediss://, unix://): cache and token "
-                                  "budgets shared by replicas; in process without it")
-    redis_timeout_s: float = Field(0.05, gt=0, description="a slower Redis counts as down for this request")
+    redis_url: str | None = Field(None, description="the older name of [replicas] redis_url (either works)")
+    redis_timeout_s: float = Field(0.05, gt=0, description="the older name of [replicas] redis_timeout_s")
 
     @field_validator("redis_url")
     @classmethod
@@ -244,6 +266,31 @@ class LogConfig(_Strict):
                               "created); default: no log")
 
 
+class ReplicasConfig(_Strict):
+    """Several gateway processes as one: worker processes on this host, and the Redis every replica shares."""
+
+    workers: int = Field(1, ge=1, le=256, description="gateway processes serving this host's port (--workers); "
+                         "more hosts: point their replicas at the same redis_url")
+    redis_url: str | None = Field(None, description="redis://HOST:PORT/DB (or rediss://, unix://) shared by every "
+                                  "replica: answer cache, token budgets, circuit breakers, slow windows "
+                                  "(cache.redis_url is its older name); in process without it")
+    redis_timeout_s: float = Field(0.05, gt=0, description="a slower Redis counts as down (each replica then goes "
+                                   "on with its own state)")
+    share_health: bool = Field(True, description="share circuit breakers and slow windows through redis_url")
+    sync_s: float = Field(0.25, ge=0.01, le=60, description="how often a replica exchanges breaker state and latency "
+                          "samples with Redis (off the request path); a breaker that opens is pushed at once")
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                CacheConfig(redis_url=value)
+            except ValidationError as exc:
+                raise ValueError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+        return value
+
+
 class GatewayConfig(_Strict):
     """The whole gateway configuration."""
 
@@ -254,6 +301,20 @@ class GatewayConfig(_Strict):
     keys: list[KeyConfig] = Field(default_factory=list, description="none: no authentication")
     budgets: BudgetConfig = BudgetConfig()
     log: LogConfig = LogConfig()
+    replicas: ReplicasConfig = ReplicasConfig()
+
+    @model_validator(mode="after")
+    def _one_redis(self) -> GatewayConfig:
+        """``replicas.redis_url`` and its older name ``cache.redis_url`` (with their timeouts) are one setting."""
+        cache, replicas = self.cache, self.replicas
+        if cache.redis_url and replicas.redis_url and cache.redis_url != replicas.redis_url:
+            raise ValueError("cache.redis_url and replicas.redis_url differ: set replicas.redis_url only (one Redis "
+                             "holds the cache, budgets and breakers; cache.redis_url is its older name)")
+        cache.redis_url = replicas.redis_url = cache.redis_url or replicas.redis_url
+        if "redis_timeout_s" in cache.model_fields_set and "redis_timeout_s" not in replicas.model_fields_set:
+            replicas.redis_timeout_s = cache.redis_timeout_s
+        cache.redis_timeout_s = replicas.redis_timeout_s
+        return self
 
     @model_validator(mode="after")
     def _references(self) -> GatewayConfig:

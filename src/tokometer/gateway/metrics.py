@@ -6,16 +6,24 @@ OpenTelemetry's GenAI semantic conventions name the latency histograms
 unit suffix Prometheus expects); the rest carry a ``tokometer_gateway_``
 prefix. GPU memory, utilisation and power come from NVML (``nvidia-ml-py``)
 when a GPU is present; without one those gauges are simply not exported.
+
+Under ``tokometer gateway --workers N`` (``PROMETHEUS_MULTIPROC_DIR`` set by the supervisor before
+any metric exists) every worker writes its counters and histograms to that directory, and
+whichever worker answers ``/metrics`` adds up all of them (prometheus_client's multiprocess
+mode); the gauges read at scrape time (in flight, waiting, upstream up) are the answering
+worker's own.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # *_created series only add noise
@@ -117,14 +125,23 @@ class GatewayMetrics:
                              ["route", "result"], registry=r)
         self.rejected = Counter("tokometer_gateway_rejected", "Requests refused by the gateway, by reason.",
                                 ["reason"], registry=r)
+        self.hedges = Counter("tokometer_gateway_hedges", "Hedges due, by outcome: primary or hedge (the leg that "
+                              "won), failed (both legs), over_budget (not sent).", ["route", "outcome"], registry=r)
+        self.resumes = Counter("tokometer_gateway_resumes", "Answers an upstream broke off mid-stream, by why (reason) "
+                               "and outcome: resumed (on the next upstream) or gave_up (error event).",
+                               ["route", "reason", "outcome"], registry=r)
+        self.shown = r  # what /metrics renders
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # --workers: every worker's counters, added up
+            self.shown = CollectorRegistry(auto_describe=True)
+            MultiProcessCollector(self.shown)  # type: ignore[no-untyped-call]
         if live is not None:
             self.add_live(live)
         if gpu:
-            r.register(GpuCollector())
+            self.shown.register(GpuCollector())
 
     def add_live(self, live: Callable[[], dict[str, dict[str, float]]]) -> None:
         """Export the in-flight/waiting/up gauges read from ``live()`` at scrape time."""
-        self.registry.register(_Live(live))
+        self.shown.register(_Live(live))
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return generate_latest(self.shown)

@@ -10,17 +10,20 @@ so that TTFT, TPOT, tokens and E2E are `tokometer.metrics.request`'s, defined
 once for bench and gateway alike. The relay ends with a `RelayOutcome` (record,
 answer, upstream, status), which it hands to whoever accounts for it.
 
-Continuation (route option ``continue_on_length``): when the upstream stops at
-``finish_reason="length"`` before the client's ``max_tokens``, the answer so
-far is sent back as an assistant message to continue (``continue_final_message``
-for vLLM-style servers; an assistant prefill for llama.cpp) and the segments
-stream as one answer with one ending.
+Continuation (route option ``continue_on_length``) and mid-stream resume
+(``resume_midstream``): when the upstream stops at ``finish_reason="length"``
+before the client's ``max_tokens``, or fails after content reached the client,
+the answer so far is sent back (the same upstream continues; after a failure the
+next available one does) and the segments stream as one answer with one ending
+and one usage (`tokometer.gateway.resume`). Nothing of this costs the events of an
+answer that needs neither: the text so far is the `Answer` the relay keeps anyway.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +34,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from tokometer.backends.assemble import StreamAssembly
 from tokometer.gateway.openai_format import Answer, whole
+from tokometer.gateway.resume import carry_on_body, client_max_tokens, resume_enabled, stream_identity
 from tokometer.gateway.router import AllUpstreamsFailed, Opened, Router, all_failed_body
 from tokometer.gateway.upstream import Endpoint, Upstream, UpstreamError, UpstreamEvent
 from tokometer.records import RequestRecord, classify_http_error
@@ -41,6 +45,8 @@ if TYPE_CHECKING:
     from tokometer.gateway.config import RouteConfig
 
 __all__ = ["Relay", "RelayContext", "RelayOutcome"]
+
+log = logging.getLogger("tokometer.gateway")
 
 
 @dataclass(slots=True)
@@ -79,6 +85,10 @@ class RelayOutcome:
     first_sent_ns: int | None
     """When the first content reached the client's connection."""
     gone: bool
+    hedge: str | None = None
+    """A hedge was sent: the leg that won ("primary" or "hedge")."""
+    served_by: tuple[str, ...] = ()
+    """With resumes: every upstream that served part of the answer, in order (empty: one did)."""
 
 
 class Relay:
@@ -104,6 +114,14 @@ class Relay:
         self._writer: ChunkWriter | None = None
         self._sent_role = False
         self._events = 0
+        self._resume = resume_enabled(ctx.route)
+        self._served_by: list[str] = []
+        """Upstreams that served a segment cut off by a failure, then the one after (resume only)."""
+        self._first_raw: bytes | None = None
+        """The first content event the client got, for the id/created/model of chunks the gateway writes."""
+        self._first_prompt: int | None = None
+        """Prompt tokens the first segment's upstream reported (a later segment's prompt holds the text so far)."""
+        self._segments = 1
 
     # -- ASGI -------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -114,6 +132,8 @@ class Relay:
         finally:
             watcher.cancel()
             if self.opened is not None:
+                if self.gone:  # gone while the upstream was being opened (a hedge race): nobody cancelled it yet
+                    await self.opened.call.cancel()
                 self.opened.release()
             self.on_done(self._outcome())
 
@@ -125,8 +145,8 @@ class Relay:
             self._assembly.n_chunks = record.chunk_count = self._events
             self._assembly.finish(None)
             self.answer.completion_tokens = record.output_tokens
-            if self.answer.prompt_tokens is None and record.input_tokens is not None:
-                self.answer.prompt_tokens = record.input_tokens
+            if self.answer.prompt_tokens is None:
+                self.answer.prompt_tokens = self._prompt_tokens()
         if record.error is None and (self.error is not None or self.gone):
             if self.gone:
                 record.error = "cancelled"
@@ -140,7 +160,8 @@ class Relay:
         return RelayOutcome(self.ctx, record, self._upstream_sent_ns, self.answer,
                             opened.upstream if opened is not None else None, bool(opened and opened.fallback),
                             opened.retries if opened is not None else 0, 499 if self.gone else self.status,
-                            self.error, self.first_sent_ns, self.gone)
+                            self.error, self.first_sent_ns, self.gone, opened.hedge if opened is not None else None,
+                            tuple(self._served_by) if len(self._served_by) > 1 else ())
 
     async def _watch(self, receive: Receive) -> None:
         while True:
@@ -169,27 +190,38 @@ class Relay:
         self._assembly = StreamAssembly(self.record, opened.upstream.backend)
         if not opened.upstream.openai or not ctx.stream:
             self._writer = ChunkWriter(ctx.endpoint == "chat", served)
+        elif opened.buffered:
+            self._first_raw = opened.buffered[-1].raw  # the first content event (or the whole empty answer)
         if ctx.stream:
             await self._head(200, b"text/event-stream")
-        segments = 0
-        body = ctx.body
+        resumes = 0
         while True:
-            segments += 1
+            failure: UpstreamError | None = None
             try:
                 await self._relay(opened)
             except UpstreamError as exc:
-                self.error = f"{exc.category}: {exc.detail}"
-                if exc.category != "cancelled":
-                    self.record.error, self.record.error_detail = exc.category, exc.detail
-                self.router.health[opened.upstream.name].failure(self.error)
-                if ctx.stream and not self.gone:
-                    await self._write(error_event(
-                        f"upstream {opened.upstream.name} failed mid-answer ({exc.category}): {exc.detail}"))
+                failure = exc
+            else:
+                if self._resume and not self._assembly.saw_done and not self.gone and self._events:
+                    failure = UpstreamError("reset", "the stream ended before its final event")
+            if failure is not None:
+                resumed = None
+                if failure.category != "cancelled" and not self.gone:
+                    self.router.failed(opened.upstream.name, failure)
+                    if self._resume and resumes < ctx.route.max_resumes:
+                        resumes += 1
+                        resumed = await self._resume_after(opened, failure)
+                if resumed is None:
+                    self._give_up(opened, failure)
+                    if ctx.stream and not self.gone:
+                        await self._write(error_event(self.error or failure.detail))
+                    break
+                opened = self.opened = resumed
+                continue
+            if not self._continue_wanted():
                 break
-            if not self._continue_wanted(segments):
-                break
-            body = self._continuation(body)
-            opened.release()
+            body = self._carry_on()
+            await opened.discard()
             try:
                 opened = self.opened = await self.router.open(ctx.route, body, ctx.endpoint,
                                                               only=opened.upstream.name)
@@ -197,6 +229,43 @@ class Relay:
                 self.error = f"continuation failed: {exc}"
                 break
         await self._finish_stream()
+
+    def _give_up(self, opened: Opened, failure: UpstreamError) -> None:
+        """The answer ends with ``failure`` (no resume, or none worked)."""
+        if failure.category != "cancelled":
+            self.record.error, self.record.error_detail = failure.category, failure.detail
+        message = f"upstream {opened.upstream.name} failed mid-answer ({failure.category}): {failure.detail}"
+        if self.error:  # a resume was tried and failed
+            message = f"{message}; {self.error}"
+        self.error = message if failure.category != "cancelled" else f"cancelled: {failure.detail}"
+
+    async def _resume_after(self, opened: Opened, failure: UpstreamError) -> Opened | None:
+        """Carry the answer on from where ``opened`` broke off, on the next upstream that answers (None: none did;
+        ``self.error`` says why)."""
+        ctx, route = self.ctx, self.ctx.route
+        failed = opened.upstream.name
+        if not self._served_by:
+            self._served_by.append(failed)
+        limit = client_max_tokens(ctx.body)
+        assert self._assembly is not None
+        if limit is not None and self._assembly.output_tokens_so_far() >= limit:
+            self.error = "nothing left to resume: the answer has all its max_tokens"
+            self.router.metrics.resumes.labels(route.model, failure.category, "gave_up").inc()
+            return None
+        body = self._carry_on()
+        await opened.discard()
+        try:
+            resumed = await self.router.open(route, body, ctx.endpoint, exclude=frozenset(self._served_by))
+        except (AllUpstreamsFailed, UpstreamError) as exc:
+            self.error = f"resume failed: {exc}"
+            self.router.metrics.resumes.labels(route.model, failure.category, "gave_up").inc()
+            return None
+        self._served_by.append(resumed.upstream.name)
+        self.router.metrics.resumes.labels(route.model, failure.category, "resumed").inc()
+        log.info("resumed an answer of %r on %s after %s failed mid-answer (%s: %s), %d tokens in",
+                 route.model, resumed.upstream.name, failed, failure.category, failure.detail[:120],
+                 self._assembly.earlier_output_tokens)
+        return resumed
 
     async def _relay(self, opened: Opened) -> None:
         for event in opened.buffered:
@@ -212,6 +281,8 @@ class Relay:
         self._events += 1
         if p is None:
             return
+        if p.error is not None and self._resume:
+            raise UpstreamError("server_error_event", f"error event: {p.error[:200]}")
         assert self._assembly is not None
         self._assembly.add(event.stamp, p)
         if p.has_content:
@@ -251,30 +322,46 @@ class Relay:
             return
         self._held.append(event.raw)
 
-    def _continue_wanted(self, segments: int) -> bool:
+    def _continue_wanted(self) -> bool:
         route, answer = self.ctx.route, self.answer
         if not route.continue_on_length or answer.finish_reason != "length" or self.gone or self.error:
             return False
         wanted = self.ctx.requested_max_tokens
         assert self._assembly is not None
-        return wanted is not None and self._assembly.output_tokens_so_far() < wanted and segments < route.max_segments
+        return wanted is not None and self._assembly.output_tokens_so_far() < wanted and \
+            self._segments < route.max_segments
 
-    def _continuation(self, body: dict[str, Any]) -> dict[str, Any]:
-        assert self._assembly is not None
-        self._assembly.end_segment()
-        out = dict(self.ctx.body)
-        left = (self.ctx.requested_max_tokens or 0) - self._assembly.earlier_output_tokens
-        out["max_tokens"] = left
-        out.pop("max_completion_tokens", None)
-        if self.ctx.endpoint == "chat":
-            out["messages"] = [*self.ctx.body.get("messages", []), {"role": "assistant", "content": self.answer.text}]
-            out["continue_final_message"] = True
-            out["add_generation_prompt"] = False
-        else:
-            out["prompt"] = str(self.ctx.body.get("prompt", "")) + self.answer.text
+    def _carry_on(self) -> dict[str, Any]:
+        """End the current segment; the request that carries the answer on (continuation or resume). From here
+        on the gateway writes the chunks itself, as the client has seen them so far."""
+        assembly, ctx = self._assembly, self.ctx
+        assert assembly is not None
+        if self._segments == 1:
+            final = assembly.final
+            self._first_prompt = final.prompt_tokens if final.prompt_tokens is not None else final.prompt_tokens_native
+        self._segments += 1
+        assembly.end_segment()
+        limit = ctx.requested_max_tokens if ctx.route.continue_on_length and self.answer.finish_reason == "length" \
+            else client_max_tokens(ctx.body)
+        left = None if limit is None else limit - assembly.earlier_output_tokens
         self._held.clear()  # the ending of the cut-off segment is not the answer's ending
         self.answer.finish_reason = None
-        return out
+        if self._writer is None:
+            ident, created, model = stream_identity(self._first_raw or b"")
+            self._writer = ChunkWriter(ctx.endpoint == "chat", model or self.answer.model, ident, created)
+        return carry_on_body(ctx.body, ctx.endpoint, self.answer.text, left)
+
+    def _prompt_tokens(self) -> int | None:
+        """The prompt's tokens as an upstream counted them: the first segment's; else (it broke before saying)
+        the last segment's less the answer it was given to carry on; None: no upstream said."""
+        assert self._assembly is not None
+        if self._first_prompt is not None:
+            return self._first_prompt
+        final = self._assembly.final
+        reported = final.prompt_tokens if final.prompt_tokens is not None else final.prompt_tokens_native
+        if reported is None or self._segments == 1:
+            return reported
+        return max(0, reported - self._assembly.earlier_output_tokens)
 
     async def _finish_stream(self) -> None:
         ctx, answer = self.ctx, self.answer
@@ -284,9 +371,7 @@ class Relay:
                 return
             assert self._writer is not None and self._assembly is not None
             answer.completion_tokens = self._assembly.output_tokens_so_far()
-            final = self._assembly.final
-            reported_prompt = final.prompt_tokens if final.prompt_tokens is not None else final.prompt_tokens_native
-            answer.prompt_tokens = answer.prompt_tokens or reported_prompt or ctx.prompt_tokens
+            answer.prompt_tokens = answer.prompt_tokens or self._prompt_tokens() or ctx.prompt_tokens
             await self._json(200, whole(self._writer, answer))
             return
         if self.gone:
@@ -296,9 +381,7 @@ class Relay:
                 assert self._assembly is not None
                 await self._write(self._writer.finish(answer.finish_reason or "stop"))
                 if ctx.include_usage:
-                    final = self._assembly.final
-                    prompt = final.prompt_tokens if final.prompt_tokens is not None else final.prompt_tokens_native
-                    await self._write(self._writer.usage(prompt or ctx.prompt_tokens or 0,
+                    await self._write(self._writer.usage(self._prompt_tokens() or ctx.prompt_tokens or 0,
                                                          self._assembly.output_tokens_so_far()))
             await self._write(DONE)
         else:
@@ -317,6 +400,8 @@ class Relay:
             headers += [(b"x-tokometer-upstream", self.opened.upstream.name.encode()),
                         (b"x-tokometer-model", self.answer.model.encode()),
                         (b"x-tokometer-fallback", b"1" if self.opened.fallback else b"0")]
+            if self.opened.hedge is not None:
+                headers.append((b"x-tokometer-hedge", self.opened.hedge.encode()))
         headers += [(k.encode(), v.encode()) for k, v in self.ctx.headers.items()]
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
         self.sent_head = True

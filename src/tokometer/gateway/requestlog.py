@@ -3,8 +3,9 @@
 Each line holds who asked (the key's name, never its secret), what they asked for (the route), who
 answered (upstream, the model it served), the outcome (status, error), the tokens and what they
 cost, and the speed (TTFT, decode tok/s, end to end), with whether the answer came from the cache or
-a fallback upstream. A background thread writes the lines, so the event loop never waits on the
-disk; `RequestLog.close` writes out whatever is queued.
+a fallback upstream, whether a hedge raced the primary, and whether the answer was resumed. A
+background thread writes the lines, so the event loop never waits on the disk; `RequestLog.close`
+writes out whatever is queued.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class RequestLogEntry:
     error: str | None = None
     upstream_ttft_ms: float | None = None  # first content from the upstream, from the upstream request's send
     overhead_ms: float | None = None  # the gateway's own time before the first token reached the client
+    hedge: str | None = None  # a hedge was sent: the leg that won ("primary" or "hedge"; None: no hedge)
+    resumes: int = 0  # times the answer was resumed on another upstream after one failed mid-answer
+    served_by: list[str] | None = None  # with resumes: every upstream that served part of the answer, in order
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))

@@ -6,6 +6,11 @@ next upstream only while nothing has reached the client yet. It returns the
 opened stream with the events read so far; from then on the request belongs to
 that upstream. A failure that is the request's own fault (HTTP 400, 404, 422)
 is returned to the client as the upstream said it, without trying elsewhere.
+
+With ``hedge_after`` the first attempt may be hedged (`tokometer.gateway.hedge`): the
+winner is returned as if it had been the only attempt, the loser was cancelled. A
+resume (`tokometer.gateway.resume`) opens the route again without the upstreams that
+already failed this answer, and without hedging.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +26,7 @@ from tokometer.errors import TokometerError
 from tokometer.gateway.auth import auth_error
 from tokometer.gateway.config import RouteConfig
 from tokometer.gateway.health import UpstreamHealth
+from tokometer.gateway.hedge import HedgeAfter, race
 from tokometer.gateway.metrics import GatewayMetrics
 from tokometer.gateway.upstream import Endpoint, Upstream, UpstreamCall, UpstreamError, UpstreamEvent
 from tokometer.wire.openai import error_body
@@ -68,6 +74,8 @@ class Opened:
     fallback: bool
     retries: int
     tried: list[str] = field(default_factory=list)
+    hedge: str | None = None
+    """A hedge was sent: the leg that won ("primary" or "hedge")."""
     _released: bool = False
 
     def release(self) -> None:
@@ -77,6 +85,11 @@ class Opened:
             self.upstream.in_flight -= 1
             if self.upstream.limit is not None:
                 self.upstream.limit.release()
+
+    async def discard(self) -> None:
+        """Close the upstream request and give back its slot (a hedge's loser, a broken segment)."""
+        await self.call.cancel()
+        self.release()
 
 
 class Router:
@@ -88,6 +101,9 @@ class Router:
         self.health: dict[str, UpstreamHealth] = {
             name: UpstreamHealth(u.cfg.breaker_failures, u.cfg.breaker_cooldown_s) for name, u in upstreams.items()
         }
+        self._racing: dict[str, int] = {}
+        """Hedged races running, by route."""
+        self._specs: dict[str, HedgeAfter] = {}
 
     def order(self, route: RouteConfig) -> list[tuple[str, str | None]]:
         """The route's upstreams, available ones first; each with why it is unavailable (or None)."""
@@ -102,20 +118,30 @@ class Router:
         return ready + later
 
     async def open(self, route: RouteConfig, body: Mapping[str, Any], endpoint: Endpoint,
-                   only: str | None = None) -> Opened:
+                   only: str | None = None, exclude: frozenset[str] = frozenset()) -> Opened:
+        """Open the route's first upstream that answers (``only``: that one; ``exclude``: not these, and no
+        hedging: a resume)."""
         errors: list[tuple[str, UpstreamError]] = []
         retries = 0
         tried: list[str] = []
-        order = [(only, None)] if only else self.order(route)
-        for name, _ in order:
+        order = [only] if only else [name for name, _ in self.order(route) if name not in exclude]
+        hedging = route.hedge_after is not None and not only and not exclude
+        skip: set[str] = set()
+        for name in order:
+            if name in skip:
+                continue
             upstream = self.upstreams[name]
             attempts = 1 + upstream.cfg.retries
             for attempt in range(attempts):
                 tried.append(name)
                 try:
-                    opened = await self._try(upstream, body, endpoint)
+                    if hedging:
+                        hedging = False
+                        opened = await self._hedged(route, upstream, order, body, endpoint, errors, tried, skip)
+                    else:
+                        opened = await self._try(upstream, body, endpoint)
                 except UpstreamError as error:
-                    self._failed(name, error)
+                    self.failed(name, error)
                     errors.append((name, error))
                     if error.client_error:
                         raise
@@ -124,19 +150,84 @@ class Router:
                         self.metrics.retries.labels(name).inc()
                         await asyncio.sleep(upstream.cfg.retry_backoff_s * (2**attempt))
                     continue
-                opened.fallback = name != route.upstreams[0]
+                opened.fallback = opened.upstream.name != route.upstreams[0]
                 opened.retries = retries
                 opened.tried = tried
-                if opened.fallback:
-                    self.metrics.fallbacks.labels(route.model, route.upstreams[0], name).inc()
+                if opened.fallback and not exclude:
+                    self.metrics.fallbacks.labels(route.model, route.upstreams[0], opened.upstream.name).inc()
                 return opened
+        if not errors:
+            errors.append((",".join(sorted(exclude)) or route.model,
+                           UpstreamError("reset", "no other upstream is left to try")))
         raise AllUpstreamsFailed(errors)
 
-    def _failed(self, name: str, error: UpstreamError) -> None:
+    def failed(self, name: str, error: UpstreamError) -> None:
+        """Count a failure of upstream ``name`` (its breaker; the timeouts metric)."""
         if error.category == "timeout":
             self.metrics.timeouts.labels(name).inc()
         if not error.client_error:
             self.health[name].failure(f"{error.category}: {error.detail[:120]}")
+
+    # -- hedging ----------------------------------------------------------------------------
+    async def _hedged(self, route: RouteConfig, primary: Upstream, order: list[str], body: Mapping[str, Any],
+                      endpoint: Endpoint, errors: list[tuple[str, UpstreamError]], tried: list[str],
+                      skip: set[str]) -> Opened:
+        """The first attempt on ``primary``, raced by a hedge if its first token is late (raises the primary's
+        error when no leg answered; the hedge's error is counted here)."""
+        assert route.hedge_after is not None
+        spec = self._specs.get(route.hedge_after)
+        if spec is None:
+            spec = self._specs[route.hedge_after] = HedgeAfter.parse(route.hedge_after)
+        deadline_ms = spec.deadline_ms(self.health[primary.name].recent_ttft_ms(), route.hedge_min_ms)
+        target: list[str] = []
+
+        def start_hedge() -> Coroutine[Any, Any, Opened] | None:
+            name = self._hedge_target(route, order, primary.name)
+            if name is None:
+                return None
+            racing = self._racing.get(route.model, 0)  # each race's hedge leg is in flight too: not a request
+            if racing >= max(1.0, route.hedge_budget * (self._route_in_flight(route) - racing)):
+                self.metrics.hedges.labels(route.model, "over_budget").inc()
+                return None
+            target.append(name)
+            tried.append(name)
+            self._racing[route.model] = self._racing.get(route.model, 0) + 1
+            return self._try(self.upstreams[name], body, endpoint)
+
+        try:
+            result = await race(self._try(primary, body, endpoint), None if deadline_ms is None else deadline_ms / 1e3,
+                                start_hedge, Opened.discard)
+        finally:
+            if target:
+                self._racing[route.model] -= 1
+        if target:
+            hedge = target[0]
+            if isinstance(result.hedge_error, UpstreamError):
+                self.failed(hedge, result.hedge_error)
+                errors.append((hedge, result.hedge_error))
+                skip.add(hedge)
+            self.metrics.hedges.labels(route.model, result.by or "failed").inc()
+        if result.primary_lost_after_s is not None:  # cancelled, not failed: it was at least this slow
+            self.health[primary.name].success(ttft_ms=result.primary_lost_after_s * 1e3)
+        if result.winner is None:  # the primary's error goes to the caller: retries and fallback as usual
+            assert result.primary_error is not None
+            raise result.primary_error
+        if result.by == "hedge" and isinstance(result.primary_error, UpstreamError):
+            self.failed(primary.name, result.primary_error)
+            errors.append((primary.name, result.primary_error))
+        if target:
+            result.winner.hedge = result.by
+        return result.winner
+
+    def _hedge_target(self, route: RouteConfig, order: list[str], primary: str) -> str | None:
+        """The next upstream after ``primary`` that is available now (not down, not slow)."""
+        for name, reason in self.order(route):
+            if name != primary and reason is None and name in order:
+                return name
+        return None
+
+    def _route_in_flight(self, route: RouteConfig) -> int:
+        return sum(self.upstreams[name].in_flight for name in set(route.upstreams))
 
     async def _try(self, upstream: Upstream, body: Mapping[str, Any], endpoint: Endpoint) -> Opened:
         if upstream.limit is not None:

@@ -147,7 +147,11 @@ class UpstreamCall:
         response.on_chunk = lambda chunk, stamp: self._queue.put_nowait((chunk, stamp))
         self._task = loop.create_task(self.upstream.pool.request(self.request, response))
         self._task.add_done_callback(lambda _: self._queue.put_nowait(_EOF))
-        done, _ = await asyncio.wait({head, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            done, _ = await asyncio.wait({head, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # no response head yet (a hedge's loser, a client gone): hang up now
+            self._task.cancel()
+            raise
         if head not in done:
             head.cancel()
             self._raise_from_task()

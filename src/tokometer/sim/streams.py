@@ -56,6 +56,7 @@ class _Stream:
             message: Message = await receive()
             if message["type"] == "http.disconnect":
                 self.disconnected = True
+                self.trace.disconnected_ns = time.perf_counter_ns()
                 self.gone.set()
                 return
 

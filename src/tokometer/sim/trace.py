@@ -44,6 +44,8 @@ class SendTrace:
     event_tokens: list[int] = field(default_factory=list)
     end_ns: int = 0
     disconnected: bool = False
+    disconnected_ns: int = 0
+    """When the client's disconnect reached the server (0: it did not go away), even while a stream waits."""
     body: str = ""
     """The request body (first 64 KiB), with --trace-bodies."""
     body_digest: str = ""
