@@ -111,6 +111,7 @@ class Relay:
         self._upstream_sent_ns = 0
         self._send: Send | None = None
         self._held: list[bytes] = []
+        self._batch: list[bytes] | None = None  # while relaying: writes gathered for one send
         self._writer: ChunkWriter | None = None
         self._sent_role = False
         self._events = 0
@@ -268,13 +269,24 @@ class Relay:
         return resumed
 
     async def _relay(self, opened: Opened) -> None:
-        for event in opened.buffered:
-            await self._event(event)
-        opened.buffered = []
-        async for event in opened.events:
-            await self._event(event)
-            if self.gone:
-                raise UpstreamError("cancelled", "the client went away")
+        # Events that are already here when one is relayed go to the client in one write: an upstream
+        # read that brought several (the gateway fell behind) costs one send, not one each.
+        self._batch = []
+        try:
+            for event in opened.buffered:
+                await self._event(event)
+            opened.buffered = []
+            await self._flush()
+            call = opened.call
+            async for event in opened.events:
+                await self._event(event)
+                if self.gone:
+                    raise UpstreamError("cancelled", "the client went away")
+                if not call.more:
+                    await self._flush()
+        finally:
+            await self._flush()
+            self._batch = None
 
     async def _event(self, event: UpstreamEvent) -> None:
         answer, p = self.answer, event.parsed
@@ -376,6 +388,7 @@ class Relay:
             return
         if self.gone:
             return
+        self._batch = []  # the ending goes in one write with the response's last chunk (`_end`)
         if self._writer is not None:  # translated: write the ending ourselves
             if not self.error:
                 assert self._assembly is not None
@@ -409,15 +422,31 @@ class Relay:
     async def _write(self, data: bytes) -> None:
         if not data or self.gone:
             return
+        if self._batch is not None:
+            self._batch.append(data)
+            return
+        await self._send_body(data, True)
+
+    async def _flush(self) -> None:
+        """Send what `_write` gathered while batching (and go on batching)."""
+        if self._batch:
+            data = b"".join(self._batch)
+            self._batch.clear()
+            if not self.gone:
+                await self._send_body(data, True)
+
+    async def _send_body(self, data: bytes, more: bool) -> None:
         assert self._send is not None
         if self.first_sent_ns is None and self._assembly is not None and self._assembly.content:
             self.first_sent_ns = time.perf_counter_ns()
-        await self._send({"type": "http.response.body", "body": data, "more_body": True})
+        await self._send({"type": "http.response.body", "body": data, "more_body": more})
 
     async def _end(self) -> None:
-        assert self._send is not None
+        """End the response, with whatever the ending gathered (one write: events, ``[DONE]``, the last chunk)."""
+        data = b"".join(self._batch) if self._batch else b""
+        self._batch = None
         with contextlib.suppress(OSError):
-            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+            await self._send_body(data, False)
 
     async def _json(self, status: int, body: dict[str, Any]) -> None:
         if self._assembly is not None and self._assembly.content:

@@ -133,6 +133,8 @@ class UpstreamCall:
         self._splitter = EventSplitter(upstream.backend.framing)
         self.status = 0
         self.sent_ns = 0
+        self.more = False
+        """While `events` yields: another event is already here (the relay batches its writes on this)."""
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -193,7 +195,9 @@ class UpstreamCall:
                 frames = self._splitter.flush()
             else:
                 frames = self._splitter.feed(chunk)
-            for frame in frames:
+            last = len(frames) - 1
+            for i, frame in enumerate(frames):
+                self.more = i < last or not self._queue.empty()
                 payload = payload_of(frame)
                 parsed = None
                 if payload:
