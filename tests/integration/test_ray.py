@@ -31,6 +31,7 @@ import pytest
 
 from tests.conftest import SimServer, require_ray, run_cli
 from tests.ray_cluster import LocalRayCluster, start_local_cluster
+from tokometer.records import RequestRecord
 
 pytestmark = pytest.mark.slow
 
@@ -189,18 +190,23 @@ def test_records_reach_the_store_while_the_step_runs_and_ctrl_c_keeps_them(
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 130, err
+    run, kept = _last_run(store)
+    assert run["status"] == "interrupted"
+    assert seen <= len(kept) < 400
+    assert {r.actor for r in kept} == {0, 1}
+    assert all(r.ok or r.error == "cancelled" for r in kept)
+
+
+def _last_run(store: Path) -> tuple[dict[str, Any], list[RequestRecord]]:
+    """The store's newest run and its records."""
     from tokometer.store import ResultStore
 
     results = ResultStore(f"sqlite:///{store}", read_only=True)
     try:
         run = results.list_runs(1)[0]
-        kept = results.load_records(int(run["id"]))
+        return run, results.load_records(int(run["id"]))
     finally:
         results.close()
-    assert run["status"] == "interrupted"
-    assert seen <= len(kept) < 400
-    assert {r.actor for r in kept} == {0, 1}
-    assert all(r.ok or r.error == "cancelled" for r in kept)
 
 
 def test_a_failing_actor_fails_the_run_and_keeps_what_finished(
@@ -217,14 +223,7 @@ def test_a_failing_actor_fails_the_run_and_keeps_what_finished(
     assert process.returncode == 2
     assert err.count("\n") == 1 and err.startswith("tokometer: error: Ray actor "), err
     assert " failed: " in err
-    from tokometer.store import ResultStore
-
-    results = ResultStore(f"sqlite:///{store}", read_only=True)
-    try:
-        run = results.list_runs(1)[0]
-        kept = results.load_records(int(run["id"]))
-    finally:
-        results.close()
+    run, kept = _last_run(store)
     assert run["status"] == "failed" and len(kept) >= seen
 
 

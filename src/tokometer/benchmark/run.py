@@ -15,6 +15,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from time import perf_counter_ns
 from typing import Any, Protocol
 
@@ -162,7 +163,8 @@ async def run_benchmark(
                               temperature=spec.temperature, seed=spec.seed_value, include_usage=spec.include_usage)
     timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s)
     target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
-    setup = WorkerSetup(target, spec.api, params, timeouts, spec.tokenizer if prepared.local_tokenizer else None,
+    tokenizer = _portable(spec.tokenizer) if prepared.local_tokenizer else None
+    setup = WorkerSetup(target, spec.api, params, timeouts, tokenizer,
                         sessions=prepared.sessions is not None)
     cluster = await RayLoad.connect(spec.ray, setup, spec.ray_actors) if spec.ray is not None else None
     try:
@@ -262,3 +264,10 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
                        steps=results, model=prepared.model, prompt_source=(prepared.sessions or prepared.source).name,
                        engine=engine, host=host_info(), warnings=warnings)
 
+
+def _portable(tokenizer: str | None) -> str | None:
+    """``--tokenizer`` as another process (a worker, a Ray actor in another directory) can load it: a local
+    file or folder by its absolute path, anything else as given."""
+    if tokenizer and Path(tokenizer).expanduser().exists():
+        return str(Path(tokenizer).expanduser().resolve())
+    return tokenizer

@@ -189,6 +189,11 @@ class BenchSpec(BaseModel):
             raise ValueError("ray_actors counts Ray actors: give ray (the cluster's address) too")
         if self.ray is not None and self.workers > 1:
             raise ValueError("give workers (processes on this host) or ray (actors on a cluster), not both")
+        generators = max(self.workers, self.ray_actors or 1)
+        if self.max_concurrency is not None and self.max_concurrency < generators:
+            raise ValueError(f"--max-concurrency {self.max_concurrency} is below the {generators} load generators "
+                             "(workers or Ray actors), each of which needs at least one request in flight: raise it "
+                             "or use fewer generators")
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"URL {self.url!r} must start with http:// or https://")
         return self

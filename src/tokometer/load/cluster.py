@@ -281,11 +281,21 @@ class _StepRun:
             for index, future in runs.items():
                 if future in done and (exc := future.exception()) is not None:
                     self._fail(self._actors[index], _one_line(exc))
+            if self.failure is not None and deadline is None:  # the others were told to stop: wait so long
+                deadline = perf_counter_ns() + int(_STOP_TIMEOUT_S * 1e9)
         await self._take_all()
 
     async def _take_all(self) -> None:
         live = [a for a in self._actors if a.index not in self._dead]
-        batches = await asyncio.gather(*(_future(a.handle.take.remote()) for a in live), return_exceptions=True)
+        taking = asyncio.gather(*(_future(a.handle.take.remote()) for a in live), return_exceptions=True)
+        try:
+            batches = await asyncio.shield(taking)
+        except asyncio.CancelledError:  # Ctrl-C: the actors have handed these over; keep them, then stop
+            self._keep(live, await taking)
+            raise
+        self._keep(live, batches)
+
+    def _keep(self, live: list[_Actor], batches: list[Any]) -> None:
         for actor, batch in zip(live, batches, strict=True):
             if isinstance(batch, BaseException):
                 self._fail(actor, _one_line(batch))
@@ -306,8 +316,9 @@ class _StepRun:
         self.stop_all()
 
     def stop_all(self) -> None:
+        """Tell every actor to stop, failed ones too (one that failed to answer may still be running)."""
         for actor in self._actors:
-            if actor.index not in self._dead:
+            with contextlib.suppress(Exception):
                 actor.handle.stop.remote()
 
 
