@@ -167,3 +167,15 @@ def test_carry_on_body_and_stream_identity() -> None:
     raw = b'data: {"id":"cmpl-1","created":7,"model":"big","choices":[]}\n\n'
     assert stream_identity(raw) == ("cmpl-1", 7, "big")
     assert stream_identity(b"data: [DONE]\n\n") == (None, None, None)
+
+
+def test_a_hedge_loser_s_time_feeds_its_window_but_leaves_its_breaker_alone() -> None:
+    """A primary that hangs and always loses the race must still be able to open its circuit."""
+    h = UpstreamHealth(breaker_failures=2, breaker_cooldown_s=10, window=3)
+    h.failure("first_token_timeout", now=0.0)
+    h.sample(400.0)
+    assert h.consecutive_failures == 1 and list(h.ttft_ms) == [400.0]
+    h.failure("first_token_timeout", now=1.0)
+    assert h.state(now=2.0) == "open"
+    h.sample(450.0)
+    assert h.state(now=2.0) == "open"

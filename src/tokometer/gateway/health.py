@@ -86,6 +86,14 @@ class UpstreamHealth:
             if was_open:
                 self.listener.changed()
 
+    def sample(self, ttft_ms: float) -> None:
+        """A TTFT seen without an outcome (a hedge's loser, cancelled after so long): into the window only,
+        the breaker untouched (a primary that always loses must still be able to fail)."""
+        self.trial_in_flight = False
+        self._push(self.ttft_ms, ttft_ms)
+        if self.listener is not None:
+            self.listener.sampled(ttft_ms, None)
+
     def failure(self, reason: str, now: float | None = None) -> None:
         self.consecutive_failures += 1
         self.trial_in_flight = False

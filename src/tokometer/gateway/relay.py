@@ -112,6 +112,7 @@ class Relay:
         self._send: Send | None = None
         self._held: list[bytes] = []
         self._batch: list[bytes] | None = None  # while relaying: writes gathered for one send
+        self._first: Opened | None = None  # the answer's first segment (continuations and resumes follow)
         self._writer: ChunkWriter | None = None
         self._sent_role = False
         self._events = 0
@@ -133,8 +134,9 @@ class Relay:
         finally:
             watcher.cancel()
             if self.opened is not None:
-                if self.gone:  # gone while the upstream was being opened (a hedge race): nobody cancelled it yet
-                    await self.opened.call.cancel()
+                # Whatever ended the answer (the client gone, a failure given up on, an error event), an
+                # upstream still answering must not go on into the void once its slot is given back.
+                await self.opened.call.cancel()
                 self.opened.release()
             self.on_done(self._outcome())
 
@@ -158,10 +160,11 @@ class Relay:
             record.error_detail = self.error or "the client went away"
         if self.answer.prompt_tokens is None:
             self.answer.prompt_tokens = self.ctx.prompt_tokens
+        first = self._first or opened  # how the answer began: fallback, retries, hedge are the first segment's
         return RelayOutcome(self.ctx, record, self._upstream_sent_ns, self.answer,
-                            opened.upstream if opened is not None else None, bool(opened and opened.fallback),
-                            opened.retries if opened is not None else 0, 499 if self.gone else self.status,
-                            self.error, self.first_sent_ns, self.gone, opened.hedge if opened is not None else None,
+                            opened.upstream if opened is not None else None, bool(first and first.fallback),
+                            first.retries if first is not None else 0, 499 if self.gone else self.status,
+                            self.error, self.first_sent_ns, self.gone, first.hedge if first is not None else None,
                             tuple(self._served_by) if len(self._served_by) > 1 else ())
 
     async def _watch(self, receive: Receive) -> None:
@@ -184,7 +187,7 @@ class Relay:
         except UpstreamError as exc:  # the request's own fault: pass the upstream's answer on
             await self._fail(exc.status or 502, _as_json(exc.body) or error_body(exc.detail, "invalid_request_error"))
             return
-        opened = self.opened
+        opened = self._first = self.opened
         served = opened.upstream.cfg.model or str(ctx.body.get("model", ""))
         self.answer.model = served
         self._upstream_sent_ns = opened.call.sent_ns
@@ -201,7 +204,9 @@ class Relay:
             try:
                 await self._relay(opened)
             except UpstreamError as exc:
-                failure = exc
+                # A connection that breaks after the answer's ending (a proxy dropping the last chunk)
+                # lost nothing: the answer ends normally.
+                failure = None if exc.category != "cancelled" and self._assembly.saw_done else exc
             else:
                 if self._resume and not self._assembly.saw_done and not self.gone and self._events:
                     failure = UpstreamError("reset", "the stream ended before its final event")

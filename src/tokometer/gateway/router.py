@@ -208,7 +208,7 @@ class Router:
                 skip.add(hedge)
             self.metrics.hedges.labels(route.model, result.by or "failed").inc()
         if result.primary_lost_after_s is not None:  # cancelled, not failed: it was at least this slow
-            self.health[primary.name].success(ttft_ms=result.primary_lost_after_s * 1e3)
+            self.health[primary.name].sample(result.primary_lost_after_s * 1e3)
         if result.winner is None:  # the primary's error goes to the caller: retries and fallback as usual
             assert result.primary_error is not None
             raise result.primary_error

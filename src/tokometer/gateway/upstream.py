@@ -197,7 +197,7 @@ class UpstreamCall:
                 frames = self._splitter.feed(chunk)
             last = len(frames) - 1
             for i, frame in enumerate(frames):
-                self.more = i < last or not self._queue.empty()
+                self.more = i < last  # a queued chunk may hold only part of the next event: never wait on it
                 payload = payload_of(frame)
                 parsed = None
                 if payload:

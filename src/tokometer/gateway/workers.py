@@ -104,6 +104,8 @@ class Supervisor:
                     announced = True
                 for worker, status in self._reap():
                     how = _describe(status)
+                    if self._stopping:  # Ctrl-C reaches the workers too: their exit is the stop, not a failure
+                        break
                     if not announced:
                         raise ConfigError(f"gateway worker {worker.index} {how} before it was ready (see its "
                                           "message above)")
