@@ -203,3 +203,36 @@ def test_host_header_forms() -> None:
     assert HttpPool("http://[::1]:8080/v1", use_env_proxy=False).host_header == "[::1]:8080"
     assert HttpPool("https://example.com/v1", use_env_proxy=False).host_header == "example.com"
     assert HttpPool("http://example.com:443/v1", use_env_proxy=False).host_header == "example.com:443"
+
+
+def test_tool_call_deltas_pass_through_the_gateway(tmp_path: Path) -> None:
+    """An OpenAI upstream answering with tool calls: deltas with no text, each of which must reach the client.
+    The simulator does not stream tool calls, so a raw server sends a vLLM-shaped answer."""
+    def chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
+        return b"data: " + json.dumps({"id": "c", "object": "chat.completion.chunk", "choices": [
+            {"index": 0, "delta": delta, "finish_reason": finish}]}).encode() + b"\n\n"
+
+    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "weather", "arguments": ""}}
+    events = [chunk({"role": "assistant", "content": None}), chunk({"tool_calls": [call]}),
+              chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}),
+              chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Oslo"}'}}]}),
+              chunk({}, "tool_calls"), b"data: [DONE]\n\n"]
+    server = RawServer(_send(_CHUNKED_HEAD, _chunked(events)), close_after=False)
+    server.start()
+    config = tmp_path / "gw.toml"
+    config.write_text(f'[[upstreams]]\nname = "raw"\nurl = "{server.url}"\n[[routes]]\nmodel = "m"\n'
+                      'upstreams = ["raw"]\n')
+    gw = start_gateway(config)
+    try:
+        status, body = post_stream(gw.openai_url, "m")
+    finally:
+        gw.stop()
+        server.stop()
+    assert status == 200, body[:300]
+    chunks = [json.loads(line[6:]) for line in body.decode().splitlines()
+              if line.startswith("data: {")]
+    arguments = "".join(tc["function"].get("arguments", "") for c in chunks for choice in c["choices"]
+                        for tc in choice["delta"].get("tool_calls", []))
+    assert arguments == '{"city": "Oslo"}'
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "tool_calls"
+    assert body.rstrip().endswith(b"data: [DONE]")

@@ -328,9 +328,10 @@ class Relay:
         if p.error is not None:
             await self._write(event.raw)
             return
-        # role-only, finish, usage and [DONE]: the first goes now, the ending waits (continuation may follow)
+        # role-only, finish, usage and [DONE]: the first goes now, the ending waits (continuation may follow);
+        # tool-call deltas carry no text but are the answer: every one goes on
         if p.finish_reason is None and not p.done and p.completion_tokens is None:
-            if not self._sent_role:
+            if not self._sent_role or _TOOL_CALL in event.raw or _FUNCTION_CALL in event.raw:
                 self._sent_role = True
                 await self._write(event.raw)
             return
@@ -468,6 +469,10 @@ class Relay:
             return
         self.status = status
         await self._json(status, body)
+
+
+_TOOL_CALL = b'"tool_calls"'
+_FUNCTION_CALL = b'"function_call"'
 
 
 def _as_json(text: str) -> dict[str, Any] | None:
