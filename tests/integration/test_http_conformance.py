@@ -175,6 +175,18 @@ def test_gateway(servers: dict[str, Case], gateway: SimServer, name: str) -> Non
             assert f"{name}: {case.error}" in message and case.detail in message, message
 
 
+def _through_gateway(server: RawServer, tmp_path: Path) -> tuple[int, bytes]:
+    """One streamed chat request through a gateway process whose only upstream is ``server`` (model "m")."""
+    config = tmp_path / "gw.toml"
+    config.write_text(f'[[upstreams]]\nname = "raw"\nurl = "{server.url}"\n[[routes]]\nmodel = "m"\n'
+                      'upstreams = ["raw"]\n')
+    gw = start_gateway(config)
+    try:
+        return post_stream(gw.openai_url, "m")
+    finally:
+        gw.stop()
+
+
 def test_ipv6_literal_host_is_bracketed_in_host_header(tmp_path: Path) -> None:
     server = RawServer(_send(_LENGTH_HEAD, SSE), host="::1", close_after=False)
     server.start()
@@ -183,14 +195,7 @@ def test_ipv6_literal_host_is_bracketed_in_host_header(tmp_path: Path) -> None:
                        tokenizer="none")
         assert result.steps[0].summary.requests_completed == 2
         assert all(f"\r\nHost: [::1]:{server.port}\r\n".encode() in head for head in server.heads)
-        config = tmp_path / "gw.toml"
-        config.write_text(f'[[upstreams]]\nname = "v6"\nurl = "{server.url}"\n[[routes]]\nmodel = "m"\n'
-                          'upstreams = ["v6"]\n')
-        gw = start_gateway(config)
-        try:
-            status, body = post_stream(gw.openai_url, "m")
-        finally:
-            gw.stop()
+        status, body = _through_gateway(server, tmp_path)
         assert status == 200 and _content(body) == TEXT
         assert f"\r\nHost: [::1]:{server.port}\r\n".encode() in server.heads[-1]
     finally:
@@ -219,14 +224,9 @@ def test_tool_call_deltas_pass_through_the_gateway(tmp_path: Path) -> None:
               chunk({}, "tool_calls"), b"data: [DONE]\n\n"]
     server = RawServer(_send(_CHUNKED_HEAD, _chunked(events)), close_after=False)
     server.start()
-    config = tmp_path / "gw.toml"
-    config.write_text(f'[[upstreams]]\nname = "raw"\nurl = "{server.url}"\n[[routes]]\nmodel = "m"\n'
-                      'upstreams = ["raw"]\n')
-    gw = start_gateway(config)
     try:
-        status, body = post_stream(gw.openai_url, "m")
+        status, body = _through_gateway(server, tmp_path)
     finally:
-        gw.stop()
         server.stop()
     assert status == 200, body[:300]
     chunks = [json.loads(line[6:]) for line in body.decode().splitlines()
