@@ -207,6 +207,9 @@ class Relay:
                 # A connection that breaks after the answer's ending (a proxy dropping the last chunk)
                 # lost nothing: the answer ends normally.
                 failure = None if exc.category != "cancelled" and self._assembly.saw_done else exc
+                if failure is None:
+                    log.warning("upstream %s broke off after the answer's ending (%s: %s): answer complete",
+                                opened.upstream.name, exc.category, exc.detail[:120])
             else:
                 if self._resume and not self._assembly.saw_done and not self.gone and self._events:
                     failure = UpstreamError("reset", "the stream ended before its final event")
