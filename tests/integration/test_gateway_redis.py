@@ -115,6 +115,17 @@ async def test_budgets_count_in_memory_while_redis_is_down(redis_server: RedisSe
         await other.close()
 
 
+async def test_closing_during_an_outage_leaves_no_catch_up_behind(redis_server: RedisServer) -> None:
+    budgets = TokenBudgets(KEYS, "day", redis_url=redis_server.url, timeout_s=0.5, retry_after_s=RETRY_S)
+    assert (await budgets.charge("team-a", 100)).used == 100
+    redis_server.stop()
+    await budgets.charge("team-a", 50)  # counted alone: a catch-up task waits for Redis
+    assert budgets.pending == 50
+    await budgets.close()  # its last hand-in fails too: nothing may be left running
+    assert not [t for t in asyncio.all_tasks() if "_catch_up_loop" in repr(t.get_coro())]
+    redis_server.start()
+
+
 async def test_latency_on_loopback(redis_server: RedisServer) -> None:
     """Not a benchmark: a guard that a round trip stays far below the default 50 ms timeout."""
     cache = RedisCache(redis_server.url)

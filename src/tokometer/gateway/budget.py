@@ -94,6 +94,7 @@ class TokenBudgets:
             redis_url, timeout_s=timeout_s, retry_after_s=retry_after_s, what="Redis (token budgets)")
         self._retry_after_s = retry_after_s
         self._catch_up: asyncio.Task[None] | None = None
+        self._closing = False
 
     @property
     def backend(self) -> str:
@@ -156,6 +157,7 @@ class TokenBudgets:
         return not self._pending
 
     async def close(self) -> None:
+        self._closing = True  # a last flush that fails must not start another catch-up that nobody ends
         if self._catch_up is not None:
             self._catch_up.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -191,7 +193,7 @@ class TokenBudgets:
         if before is not None and before[0] == start:
             tokens += before[1]
         self._pending[key_name] = (start, tokens)
-        if self._catch_up is None or self._catch_up.done():
+        if not self._closing and (self._catch_up is None or self._catch_up.done()):
             with contextlib.suppress(RuntimeError):  # no running loop: the next charge catches up
                 self._catch_up = asyncio.get_running_loop().create_task(self._catch_up_loop())
 
