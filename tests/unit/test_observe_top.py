@@ -67,8 +67,11 @@ def test_the_window_gives_gauges_now_rates_percentiles_and_history() -> None:
     assert ttft is not None
     # the window's increase: 4 observations <= 50 ms, 4 more <= 100 ms, sum 0.4 s
     assert ttft["count"] == 8
-    assert ttft["p50"] == pytest.approx(50.0)  # rank 4: the top of the first bucket
-    assert ttft["p99"] == pytest.approx(99.0)  # rank 7.92: 50 + 50 x 3.92 / 4
+    # rank 4: the top of the first bucket, so at most 50 ms (no number); rank 7.92 in (50, 100]: a range
+    assert ttft["p50"] is None and ttft["quantiles"]["p50"] == {"kind": "below", "lower": 0.0, "upper": 50.0,
+                                                                 "estimate": pytest.approx(50.0)}
+    assert ttft["p99"] is None and ttft["quantiles"]["p99"] == {"kind": "range", "lower": 50.0, "upper": 100.0,
+                                                                 "estimate": pytest.approx(99.0)}
     assert ttft["mean"] == pytest.approx(50.0)
     assert view.latency_ms("tpot") is None
     assert view.no_answer_s is None
@@ -151,7 +154,8 @@ def test_one_frame_shows_the_numbers() -> None:
     assert lines["requests running"].split()[2:5] == ["3", "3.0", "4"]
     assert "▅█▆" in lines["requests running"]  # 2, 4, 3 against 0..4
     assert lines["output tok/s"].split()[2:4] == ["250.0", "300.0"]
-    assert lines["TTFT"].split()[1:] == ["50.0", "90.0", "99.0", "50.0", "8"]
+    # p50 in the first bucket is a bound; p90/p99 in (50, 100] a range; the mean (exact) a number
+    assert lines["TTFT"].split()[1:] == ["≤", "50", "50–100", "50–100", "50.0", "8"]
     assert "0 H200" in screen and "90%" in screen and "30.0 / 141.0 GiB" in screen and "300 / 700 W" in screen
 
 

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from tokometer.observe.buckets import Located
 from tokometer.observe.snapshot import Histogram, Snapshot
 from tokometer.observe.window import (
     GaugeWindow,
@@ -85,9 +86,11 @@ def test_histogram_percentiles_come_from_the_window_s_bucket_increases() -> None
     ttft = w.histograms["ttft"]
     assert ttft.count == 20
     assert ttft.mean == pytest.approx(4.5 / 20)
-    assert ttft.p50 == pytest.approx(0.2)  # rank 10 of 20: the top of (0.1, 0.2]
-    assert ttft.p90 == pytest.approx(0.2 + 0.2 * 8 / 10)
-    assert ttft.p99 == pytest.approx(0.2 + 0.2 * 9.8 / 10)
+    # rank 10 of 20: the top of (0.1, 0.2]; a bucket twice as high as its lower edge only gives a range
+    assert ttft.quantiles["p50"] == Located("range", 0.1, 0.2, pytest.approx(0.2))
+    assert ttft.quantiles["p90"] == Located("range", 0.2, 0.4, pytest.approx(0.2 + 0.2 * 8 / 10))
+    assert ttft.quantiles["p99"].estimate == pytest.approx(0.2 + 0.2 * 9.8 / 10)
+    assert (ttft.p50, ttft.p90, ttft.p99) == (None, None, None)  # no number where the bucket cannot locate it
 
 
 def test_histogram_reset_takes_the_later_histogram() -> None:
@@ -128,6 +131,10 @@ def test_to_json_is_plain_data() -> None:
                        _snap(0.5, gauges={"requests_running": 3}, histograms={"tpot": last})])
     data = json.loads(json.dumps(w.to_json()))
     assert data["gauges"]["requests_running"] == {"mean": 2.0, "max": 3.0}
-    assert data["histograms"]["tpot"] == {"count": 2.0, "mean": 0.05, "p50": 0.05, "p90": pytest.approx(0.09),
-                                          "p99": pytest.approx(0.099)}
+    # both observations in the first bucket: every percentile is "<= 100 ms", Prometheus' figure kept beside
+    assert data["histograms"]["tpot"] == {
+        "count": 2.0, "mean": 0.05, "p50": None, "p90": None, "p99": None,
+        "quantiles": {"p50": {"kind": "below", "lower": 0.0, "upper": 0.1, "estimate": 0.05},
+                      "p90": {"kind": "below", "lower": 0.0, "upper": 0.1, "estimate": pytest.approx(0.09)},
+                      "p99": {"kind": "below", "lower": 0.0, "upper": 0.1, "estimate": pytest.approx(0.099)}}}
     assert data["prefix_cache_hit_rate"] is None and data["duration_s"] == 0.5

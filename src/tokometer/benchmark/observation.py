@@ -18,11 +18,32 @@ from typing import Any
 
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.metrics import StepSummary
+from tokometer.observe.buckets import describe, from_json
 from tokometer.observe.sampler import Sampler, fetch_text
 from tokometer.observe.snapshot import GpuSample, Snapshot
 from tokometer.observe.watch import is_local, metrics_url
 
-__all__ = ["RunObservation", "StepObservation", "crosscheck", "server_metrics_url"]
+__all__ = ["SERVER_LATENCIES", "RunObservation", "StepObservation", "client_counterpart", "crosscheck",
+           "server_metrics_url"]
+
+SERVER_LATENCIES = (("ttft", "TTFT"), ("tpot", "ITL/TPOT"), ("queue", "queue"), ("e2e", "E2E"))
+"""The server's latency histograms (`observe.snapshot.HISTOGRAMS`) as the step report names them, in order."""
+
+PER_REQUEST_TPOT = ("tgi", "tokometer-gateway")
+"""Sources whose ``tpot`` histogram has one observation per request (its mean decode time per token: the
+client's TPOT); the others observe every gap between tokens (the client's ITL)."""
+
+
+def client_counterpart(histogram: str, source: str) -> tuple[str, str] | None:
+    """The client's own distribution of the quantity a server histogram measures: (`StepSummary` field, label);
+    None for one the client cannot see (the server's queue time)."""
+    if histogram == "ttft":
+        return "ttft_ms", "TTFT"
+    if histogram == "e2e":
+        return "e2e_ms", "E2E"
+    if histogram == "tpot":
+        return ("tpot_ms", "TPOT") if source in PER_REQUEST_TPOT else ("itl_ms", "ITL")
+    return None
 
 TOKENS_TOLERANCE = 0.10
 """Client and server output tokens/s may differ by this share before the report says so."""
@@ -59,11 +80,13 @@ def crosscheck(summary: StepSummary, server: dict[str, Any]) -> list[str]:
                    f"tok/s ({100 * (server_tok_s / client_tok_s - 1):+.0f}%, tolerance ±{TOKENS_TOLERANCE:.0%}): "
                    "other clients on the server, or tokens that never reach the client (e.g. speculative or "
                    "aborted ones)")
-    ttft = (server.get("histograms") or {}).get("ttft") or {}
-    server_ttft_ms = 1e3 * ttft["p50"] if ttft.get("p50") is not None else None
+    located = from_json((server.get("histograms") or {}).get("ttft"), "p50")
+    server_ttft = located.scaled(1e3) if located is not None else None
+    # the least the server's p50 can be: its number, or its bucket's lower edge
+    least = None if server_ttft is None else (server_ttft.value if server_ttft.kind == "value" else server_ttft.lower)
     client_ttft_ms = summary.ttft_ms.p50
-    if server_ttft_ms is not None and client_ttft_ms and server_ttft_ms > (1 + TTFT_TOLERANCE) * client_ttft_ms:
-        out.append(f"the server's TTFT p50 ({server_ttft_ms:,.1f} ms) is above the client's ({client_ttft_ms:,.1f} "
+    if least is not None and client_ttft_ms and least > (1 + TTFT_TOLERANCE) * client_ttft_ms:
+        out.append(f"the server's TTFT p50 ({describe(server_ttft)} ms) is above the client's ({client_ttft_ms:,.1f} "
                    f"ms) by more than {TTFT_TOLERANCE:.0%}: the server counts TTFT differently, or other "
                    "clients' requests dominate its histogram")
     return out

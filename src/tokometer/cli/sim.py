@@ -66,6 +66,9 @@ __all__ = ["command"]
 @click.option("--metrics-names", type=click.Choice(["vllm", "vllm-v0", "sglang", "llamacpp", "tgi"]),
               default="vllm", show_default=True,
               help="Whose Prometheus names GET /metrics speaks: vLLM (V1), vLLM V0, SGLang, llama.cpp or TGI.")
+@click.option("--metrics-buckets", default=None, metavar="S,S,...",
+              help="Upper bounds (seconds) of every latency histogram's buckets in /metrics instead of the "
+                   "simulator's own, e.g. 0.3,1,10.")
 @click.option("--buffer-stream", is_flag=True,
               help="Hold every event and send the whole answer at its end, as a buffering proxy does.")
 @click.option("--truncate-context", is_flag=True,
@@ -102,6 +105,13 @@ def command(**opts: Any) -> None:
     except ValueError as exc:
         raise ConfigError(f"--fault: {exc}") from None
     schedule = [f.strip() for f in opts["fault_schedule"].split(",")] if opts["fault_schedule"] else []
+    buckets = None
+    if opts["metrics_buckets"] is not None:
+        try:
+            buckets = tuple(float(b) for b in opts["metrics_buckets"].split(","))
+        except ValueError:
+            raise ConfigError(f"--metrics-buckets: not a list of seconds: {opts['metrics_buckets']!r} "
+                              "(e.g. 0.3,1,10)") from None
     config = build_spec(
         SimConfig,
         model=opts["model"], ttft_ms=opts["ttft_ms"], itl_ms=opts["itl_ms"],
@@ -116,7 +126,7 @@ def command(**opts: Any) -> None:
         prefix_caching=not opts["no_prefix_caching"],
         gpu_memory_utilization=opts["gpu_memory_utilization"], time_scale=opts["time_scale"], jitter=opts["jitter"],
         trace_bodies=opts["trace_bodies"], max_output_tokens=opts["max_output_tokens"],
-        metrics_names=opts["metrics_names"], buffer_stream=opts["buffer_stream"],
+        metrics_names=opts["metrics_names"], metrics_buckets=buckets, buffer_stream=opts["buffer_stream"],
         truncate_context=opts["truncate_context"], load_slowdown=opts["load_slowdown"],
         prefix_cache_speedup=opts["prefix_cache_speedup"],
         reasoning_tokens=opts["reasoning_tokens"], reasoning_format=opts["reasoning_format"],

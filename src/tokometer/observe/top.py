@@ -7,7 +7,8 @@ seconds before ``now_ns``) into the numbers on the screen:
 - **over the window**: what `observe.window.server_window` makes of the window's scrapes: the
   server's token and request rates (counter increases over the time between the first and the last
   scrape), preemptions (their increase), and TTFT, ITL/TPOT, queue and end-to-end percentiles from
-  the histogram buckets that filled in the window (as Prometheus' ``histogram_quantile``);
+  the histogram buckets that filled in the window (each a number, a range or a bound by
+  `observe.buckets`' rule);
 - **history**: one value per scrape (gauges) or per pair of successive scrapes (tokens per second),
   for the sparklines;
 - **GPUs**: per GPU its newest reading, `observe.gpu_window.summarize_gpus` over the window, and the
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokometer.observe.buckets import Located
 from tokometer.observe.gpu_window import GpuWindow, summarize_gpus
 from tokometer.observe.sampler import Gap
 from tokometer.observe.snapshot import GpuSample, Snapshot
@@ -102,12 +104,21 @@ class TopView:
     no_answer_reason: str = ""
     gpus: tuple[GpuView, ...] = field(default_factory=tuple)
 
-    def latency_ms(self, name: str) -> dict[str, float | None] | None:
-        """``{"p50", "p90", "p99", "mean", "count"}`` of a normalised histogram over the window, in ms."""
+    def latency_ms(self, name: str) -> dict[str, Any] | None:
+        """``{"p50", "p90", "p99", "mean", "count", "quantiles"}`` of a normalised histogram over the window, in
+        ms: a percentile is a number only where its bucket locates it (`observe.buckets`), else None, and
+        ``quantiles`` holds each one's bucket edges, kind and Prometheus estimate."""
         h = self.server.histograms.get(name)
         if h is None:
             return None
-        return {"p50": _ms(h.p50), "p90": _ms(h.p90), "p99": _ms(h.p99), "mean": _ms(h.mean), "count": h.count}
+        return {"p50": _ms(h.p50), "p90": _ms(h.p90), "p99": _ms(h.p99), "mean": _ms(h.mean), "count": h.count,
+                "quantiles": {k: v.scaled(1e3).to_json() for k, v in h.quantiles.items()}}
+
+    def located_ms(self, name: str, quantile: str) -> Located | None:
+        """Percentile ``quantile`` (``p50``...) of histogram ``name`` over the window, in ms, with its bucket."""
+        h = self.server.histograms.get(name)
+        found = h.quantiles.get(quantile) if h is not None else None
+        return None if found is None else found.scaled(1e3)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -11,20 +11,20 @@ Pure functions of `Snapshot` values:
 - **prefix-cache hit rate**: Δhits / Δqueries where the engine counts both (vLLM V1), else the
   mean of the engine's own hit-rate gauge (vLLM V0, SGLang);
 - **histograms**: bucket increases over the window (again pair by pair, a decrease of the count
-  being a reset), then p50/p90/p99 as Prometheus' ``histogram_quantile`` computes them: find the
-  bucket holding rank q x count and interpolate linearly between its lower and upper bound (the
-  first bucket's lower bound is 0; a rank in the ``+Inf`` bucket gives the largest finite bound);
-  the mean is Δsum / Δcount. Percentiles from buckets are only as fine as the buckets are.
+  being a reset), then p50/p90/p99 located by `observe.buckets.locate`: the bucket holding rank
+  q x count, kept with each percentile (``quantiles``), and a number (``p50``...) only where that
+  bucket is narrow enough to locate it; Prometheus' ``histogram_quantile`` interpolation is kept
+  as each one's ``estimate``. The mean is Δsum / Δcount, exact whatever the buckets.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tokometer.observe.buckets import Located, locate
 from tokometer.observe.prometheus import merge_buckets
 from tokometer.observe.snapshot import Histogram, Snapshot
 
@@ -46,9 +46,13 @@ class HistogramWindow:
 
     count: float
     mean: float | None
+    """Δsum / Δcount: exact."""
     p50: float | None
+    """The percentile as a number where its bucket locates it (`observe.buckets`), else None."""
     p90: float | None
     p99: float | None
+    quantiles: dict[str, Located] = field(default_factory=dict)
+    """Each percentile's bucket edges, kind and Prometheus estimate, by name (``p50``...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,28 +105,17 @@ def histogram_increase(values: Sequence[Histogram]) -> Histogram | None:
 
 
 def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
-    """The q-quantile of cumulative ``(le, count)`` buckets, as Prometheus' histogram_quantile computes it."""
-    if not buckets or not 0.0 <= q <= 1.0:
-        return None
-    total = buckets[-1][1]
-    if total <= 0:
-        return None
-    rank = q * total
-    lower, below = 0.0, 0.0
-    for i, (le, count) in enumerate(buckets):
-        if count >= rank and count > below:
-            if math.isinf(le):
-                return buckets[i - 1][0] if i > 0 else None
-            if i == 0 and le <= 0:
-                return le
-            return lower + (le - lower) * (rank - below) / (count - below)
-        lower, below = le, count
-    return buckets[-1][0] if not math.isinf(buckets[-1][0]) else lower
+    """The q-quantile of cumulative ``(le, count)`` buckets, as Prometheus' histogram_quantile computes it
+    (its interpolation; `observe.buckets.locate` says whether the bucket can locate it)."""
+    located = locate(q, buckets)
+    return None if located is None else located.estimate
 
 
 def _histogram_window(h: Histogram) -> HistogramWindow:
-    quantiles = {name: histogram_quantile(q, h.buckets) for name, q in QUANTILES}
-    return HistogramWindow(count=h.count, mean=h.sum / h.count if h.count > 0 else None, **quantiles)
+    quantiles = {name: found for name, q in QUANTILES if (found := locate(q, h.buckets)) is not None}
+    values = {name: (quantiles[name].value if name in quantiles else None) for name, _ in QUANTILES}
+    return HistogramWindow(count=h.count, mean=h.sum / h.count if h.count > 0 else None, quantiles=quantiles,
+                           **values)
 
 
 def server_window(snapshots: Sequence[Snapshot], gaps: int = 0) -> ServerWindow:

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokometer.errors import ConfigError
+from tokometer.observe.buckets import Located, describe, from_json
 
 __all__ = ["cdf", "efficiency", "gpu", "rate_vs_throughput", "require_plotly", "server", "timeline"]
 
@@ -183,16 +184,18 @@ def server(runs: Sequence[Run]) -> Any:
     go = _go()
     fig = _subplots(rows=2, cols=2, subplot_titles=("gauges, mean over the step", "cache use (%), mean",
                                                     "per second (client's output tok/s for comparison)",
-                                                    "server latency p50 (ms)"))
+                                                    "server latency p50 (ms; bars: the bucket holding it)"))
     colour = 0
 
-    def add(run_index: int, run: Run, name: str, values: list[Any], block: str, row: int, col: int) -> None:
+    def add(run_index: int, run: Run, name: str, values: list[Any], block: str, row: int, col: int,
+            extra: dict[str, Any] | None = None) -> None:
         nonlocal colour
         suffix = f" · {run['name']}" if len(runs) > 1 else ""
         fig.add_trace(go.Scatter(x=[s["label"] for s in run["steps"]], y=values, mode="lines+markers",
                                  name=name + suffix, line={"color": _colour(colour),
                                                            "dash": _DASHES[run_index % len(_DASHES)]},
-                                 meta={"run": run["id"], "block": block, "name": name}), row=row, col=col)
+                                 meta={"run": run["id"], "block": block, "name": name}, **(extra or {})),
+                      row=row, col=col)
         colour += 1
 
     for i, run in enumerate(runs):
@@ -208,10 +211,35 @@ def server(runs: Sequence[Run]) -> Any:
         add(i, run, "client output tok/s", [(s["summary"] or {}).get("output_throughput_tok_s")
                                             for s in run["steps"]], "client", 2, 1)
         for name in sorted({k for b in blocks for k in (b.get("histograms") or {})}):
-            values = [(((b.get("histograms") or {}).get(name) or {}).get("p50")) for b in blocks]
-            add(i, run, f"{name} p50", [None if v is None else v * 1e3 for v in values], "histograms", 2, 2)
+            located = [from_json((b.get("histograms") or {}).get(name), "p50") for b in blocks]
+            y, minus, plus = _located_points([None if p is None else p.scaled(1e3) for p in located])
+            add(i, run, f"{name} p50", y, "histograms", 2, 2,
+                {"error_y": {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus},
+                 "text": [describe(None if p is None else p.scaled(1e3), unit="ms") for p in located],
+                 "hovertemplate": "%{x}: %{text}"})
     _mark_empty(fig, 2, 2)
     return _layout(fig, "What the server counted, per step (its /metrics)", height=660)
+
+
+def _located_points(located: Sequence[Located | None]) -> tuple[list[float | None], list[float], list[float]]:
+    """Each histogram percentile as a point and its error bars: a number where its bucket locates it, else the
+    middle of its bucket with bars to the bucket's edges (`tokometer.observe.buckets`); a ``+Inf`` bucket's
+    lower edge (an arrow up would need a marker of its own: the hover text says ``> X``)."""
+    y: list[float | None] = []
+    minus: list[float] = []
+    plus: list[float] = []
+    for p in located:
+        if p is None or p.kind in ("value", "above") or p.lower is None or p.upper is None:
+            point = None if p is None else (p.estimate if p.kind == "value" else p.lower)
+            y.append(point)
+            minus.append(0.0)
+            plus.append(0.0)
+            continue
+        middle = (p.lower + p.upper) / 2
+        y.append(middle)
+        minus.append(middle - p.lower)
+        plus.append(p.upper - middle)
+    return y, minus, plus
 
 
 def _mark_empty(fig: Any, rows: int, cols: int) -> None:

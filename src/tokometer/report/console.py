@@ -12,10 +12,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from tokometer.benchmark.observation import SERVER_LATENCIES, client_counterpart
 from tokometer.benchmark.run import BenchResult, StepResult
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits
 from tokometer.metrics import Distribution, StepSummary
+from tokometer.observe.buckets import describe, from_json
 from tokometer.records import RequestRecord
 from tokometer.report.headline import reasoning_line
 
@@ -95,8 +97,9 @@ def session_lines(s: StepSummary) -> list[str]:
     return out
 
 
-def server_lines(server: dict[str, Any] | None) -> list[str]:
-    """The step's "server" block: what the server's own /metrics said during it."""
+def server_lines(server: dict[str, Any] | None, summary: StepSummary | None = None) -> list[str]:
+    """The step's "server" block: what the server's own /metrics said during it, its latency percentiles
+    (each a number, a range or a bound: `tokometer.observe.buckets`) beside the client's own where it has them."""
     if not server:
         return []
     gauges, rates, hist = server.get("gauges") or {}, server.get("rates") or {}, server.get("histograms") or {}
@@ -107,25 +110,33 @@ def server_lines(server: dict[str, Any] | None) -> list[str]:
             return "-"
         return f"{scale * g['mean']:.{digits}f}{unit} (max {scale * g['max']:.{digits}f}{unit})"
 
-    def pct(name: str) -> str:
-        h = hist.get(name) or {}
-        if h.get("p50") is None:
-            return "-"
-        return f"p50 {1e3 * h['p50']:,.1f} / p99 {1e3 * h['p99']:,.1f} ms"
-
     line = (f"server ({server.get('source', '?')}, {server.get('samples', 0)} samples"
             + (f", {server['gaps']} gaps" if server.get("gaps") else "") + "): "
             f"running {gauge('requests_running')}, waiting {gauge('requests_waiting')}, "
             f"KV cache {gauge('kv_cache_usage', 0, 100.0, '%')}")
     tok = rates.get("generation_tokens")
-    second = (f"server counted {tok:,.1f} output tok/s" if tok is not None else "server counted no output tokens") + \
-        f"; TTFT {pct('ttft')}; TPOT {pct('tpot')}; queue {pct('queue')}"
+    second = f"server counted {tok:,.1f} output tok/s" if tok is not None else "server counted no output tokens"
     preempted = (server.get("counters") or {}).get("preemptions")
     if preempted:
         second += f"; {preempted:.0f} preemptions"
     if server.get("prefix_cache_hit_rate") is not None:
         second += f"; prefix-cache hits {100 * server['prefix_cache_hit_rate']:.0f}%"
-    return [line, second]
+    out = [line, second]
+    for name, label in SERVER_LATENCIES:
+        block = hist.get(name)
+        if not block or not block.get("count"):
+            continue
+        ms = {q: (None if (p := from_json(block, q)) is None else p.scaled(1e3)) for q in ("p50", "p99")}
+        mean = block.get("mean")
+        text = (f"server {label}: p50 {describe(ms['p50'])} / p99 {describe(ms['p99'])} ms"
+                + (f", mean {1e3 * mean:,.{3 if 1e3 * mean < 1 else 1}f} ms" if mean is not None else "")
+                + f" ({block['count']:,.0f} observed)")
+        counterpart = client_counterpart(name, str(server.get("source", "")))
+        client = getattr(summary, counterpart[0], None) if summary is not None and counterpart else None
+        if isinstance(client, Distribution) and client.p50 is not None and counterpart is not None:
+            text += f"; client {counterpart[1]} p50 {_f(client.p50)} / p99 {_f(client.p99)} ms"
+        out.append(text)
+    return out
 
 
 def gpu_lines(gpu: dict[str, Any]) -> list[str]:
@@ -187,7 +198,7 @@ def render_step(console: Console, result: StepResult) -> None:
                       f"({s.ttft_warm_prefix_ms.count}): prefix-cache speed-up {speedup}")
     for line in session_lines(s):
         console.print(f"  {line}")
-    for line in server_lines(result.server) + [g for block in result.gpu or () for g in gpu_lines(block)]:
+    for line in server_lines(result.server, s) + [g for block in result.gpu or () for g in gpu_lines(block)]:
         console.print(f"  {line}")
     console.print(f"  naive view (the article's script: mixes TTFT, network and decode): {s.naive_line()}")
     for error, example in s.error_examples.items():

@@ -1,9 +1,10 @@
 """One frame of ``tokometer top`` as a rich renderable (`render_top`), and the sparklines it draws.
 
 The numbers come from `tokometer.observe.top.TopView`; this module only lays them out: a title
-line, the server's table (now / over the window / history), its latency percentiles, then one line
-per GPU. A sparkline is a string of the block characters ``▁▂▃▄▅▆▇█``, one per reading, scaled from
-0 (or the lowest reading, for values that never approach 0) to the highest.
+line, the server's table (now / over the window / history), its latency percentiles (a number, a
+range ``20–40`` or a bound ``≤ 300``, by `tokometer.observe.buckets`' rule), then one line per GPU.
+A sparkline is a string of the block characters ``▁▂▃▄▅▆▇█``, one per reading, scaled from 0 (or
+the lowest reading, for values that never approach 0) to the highest.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tokometer.observe.buckets import describe
 from tokometer.observe.top import LATENCIES, GpuView, TopView
 
 __all__ = ["BLOCKS", "render_top", "sparkline"]
@@ -109,11 +111,11 @@ def _latency_table(view: TopView) -> Table | None:
     table.add_column("latency (ms)")
     for column in ("p50", "p90", "p99", "mean", "count"):
         table.add_column(column, justify="right")
-    for label, ms in rows:
+    for (name, label), (_, ms) in zip(LATENCIES, rows, strict=True):
         if ms is None:
             continue
         count = ms["count"]
-        table.add_row(label, _num(ms["p50"]), _num(ms["p90"]), _num(ms["p99"]), _num(ms["mean"]),
+        table.add_row(label, *(describe(view.located_ms(name, q)) for q in ("p50", "p90", "p99")), _num(ms["mean"]),
                       "-" if count is None else f"{count:,.0f}")
     return table
 

@@ -63,6 +63,9 @@ class SimConfig(BaseModel):
     trace_bodies: bool = False
     max_output_tokens: int | None = Field(None, ge=1, description="the server's own cap on one answer's length")
     metrics_names: MetricsNames = Field("vllm", description="whose metric names /metrics speaks (read at start)")
+    metrics_buckets: tuple[float, ...] | None = Field(
+        None, description="upper bounds (seconds, ascending) of every latency histogram's buckets instead of the "
+        "simulator's own, e.g. (0.3, 1.0) to put every fast request in a first bucket too wide to locate it")
     reasoning_tokens: int = Field(0, ge=0, description="reasoning mode: the first N tokens of every answer are "
                                   "reasoning (tokometer.sim.reasoning)")
     reasoning_format: Literal["reasoning_content", "reasoning", "think"] = Field(
@@ -97,6 +100,14 @@ class SimConfig(BaseModel):
     @property
     def modelled(self) -> bool:
         return self.hardware is not None
+
+    @field_validator("metrics_buckets")
+    @classmethod
+    def _check_buckets(cls, value: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        if value is not None and (not value or any(not 0 < b < float("inf") for b in value)
+                                  or list(value) != sorted(set(value))):
+            raise ValueError("bucket bounds must be positive, finite seconds in ascending order, e.g. 0.3,1,10")
+        return value
 
     @field_validator("faults")
     @classmethod

@@ -26,6 +26,8 @@ engine's source; `tokometer.observe.vocabulary` cites them):
   ``tgi_request_mean_time_per_token_duration`` (one observation per request: its mean decode time
   per token), ``tgi_request_duration`` (TGI has no TTFT histogram and no KV gauge).
 
+``--metrics-buckets`` replaces every latency histogram's buckets (to make, say, a first bucket too
+wide to locate anything, as vLLM's queue-time one is on a fast engine).
 ``tokometer_sim_info{metrics_names="..."} 1`` says it is the simulator, and whose names it speaks.
 The simulator has no queue-time truth it could export (the engine model does not stamp admission),
 so no mode exports a queue-time histogram.
@@ -173,9 +175,10 @@ class SimMetrics:
         self.generation_tokens = counter(n.generation_tokens, "Number of generation tokens processed.")
         self.success = counter(n.success, "Count of successfully processed requests.",
                                ("finished_reason",) if n.running.startswith("vllm:") else ())
-        self.ttft = histogram(n.ttft, "Histogram of time to first token in seconds.", _LATENCY_BUCKETS)
-        self.itl = histogram(n.itl, "Histogram of inter-token latency in seconds.", _ITL_BUCKETS)
-        self.e2e = histogram(n.e2e, "Histogram of end to end request latency.", _LATENCY_BUCKETS)
+        given = state.config.metrics_buckets  # --metrics-buckets: the same bounds for every latency histogram
+        self.ttft = histogram(n.ttft, "Histogram of time to first token in seconds.", given or _LATENCY_BUCKETS)
+        self.itl = histogram(n.itl, "Histogram of inter-token latency in seconds.", given or _ITL_BUCKETS)
+        self.e2e = histogram(n.e2e, "Histogram of end to end request latency.", given or _LATENCY_BUCKETS)
         self.input_length = self.generated = None
         if n.token_histograms:
             self.input_length = histogram(n.token_histograms[0], "Input token length per request.", _TOKEN_BUCKETS)
