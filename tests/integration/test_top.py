@@ -37,14 +37,15 @@ def _running(root: str) -> float:
 
 
 @contextmanager
-def _under_load(sim: SimServer, seconds: float, concurrency: int = 4, **extra: Any) -> Iterator[None]:
+def _under_load(sim: SimServer, seconds: float, concurrency: int = 4, output_tokens: int = 16,
+                **extra: Any) -> Iterator[None]:
     """The simulator serving ``concurrency`` streams for ``seconds`` (bench in a thread); entered once it runs some."""
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
             bench(sim.openai_url, concurrency=[concurrency], requests=None, duration_s=seconds, input_tokens=8,
-                  output_tokens=16, tokenizer="none", server_metrics="off", gpu_metrics="off", **extra)
+                  output_tokens=output_tokens, tokenizer="none", server_metrics="off", gpu_metrics="off", **extra)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -86,6 +87,22 @@ def test_once_json_shows_the_load_in_every_naming_mode(sim_factory: Callable[...
         assert {k: ttft["quantiles"]["p50"][k] for k in ("kind", "lower", "upper")} == {
             "kind": "range", "lower": pytest.approx(20.0), "upper": pytest.approx(40.0)}
     assert view["gpus"] == []
+
+
+def test_a_count_added_at_request_ends_says_when_the_window_is_too_short(sim_factory: Callable[..., SimServer]) -> None:
+    """The simulator, in llama.cpp's names, counts a request's tokens as it ends (as llama-server does without its
+    /slots, which the simulator does not serve): over one half-second interval of 2-second requests the count moves
+    once at most, and the frame says that the window is too short for a rate, with no per-scrape max."""
+    sim = sim_factory("--ttft-ms", "10", "--itl-ms", "10", "--model", "m", "--metrics-names", "llamacpp")
+    with _under_load(sim, seconds=6, output_tokens=200):
+        done = run_cli("top", sim.root, "--once", "--json", "--interval", "0.5s", "--gpu-metrics", "off")
+        shown = run_cli("top", sim.root, "--once", "--interval", "0.5s", "--gpu-metrics", "off")
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["output_counted"] == "at request end" and view["output_in_progress"] is False
+    assert view["output_moved"] <= 1 and view["output_too_short"] is True
+    assert shown.returncode == 0, shown.stderr
+    assert "the window is too short for a rate" in " ".join(shown.stdout.split())
 
 
 def test_once_json_through_the_gateway(sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
@@ -268,3 +285,47 @@ def test_once_json_against_the_embedded_engine() -> None:
     assert view["requests_running"] is not None and view["requests_running"] >= 0
     assert view["server"]["gauges"]["requests_running"]["max"] >= 1
     assert view["output_tok_s"] is not None and view["output_tok_s"] > 0
+
+
+@pytest.mark.engine
+def test_llamacpp_tokens_per_second_move_while_requests_generate() -> None:
+    """The embedded engine (llama-server b11434) adds a request's tokens to tokens_predicted_total only when it
+    ends; with 2 streams of 160-token answers, one-second frames would mostly see 0 tok/s. top reads /slots
+    beside /metrics, so every frame taken while both generate shows tokens moving, near what the client got."""
+    require_llama_server()
+    from tokometer.engines import LlamaCppSettings, start_llamacpp
+
+    with start_llamacpp(LlamaCppSettings(parallel=2)) as engine:
+        with urllib.request.urlopen(engine.root_url + "/slots", timeout=10) as response:
+            slots = json.loads(response.read())
+        assert [s["is_processing"] for s in slots] == [False, False]  # the shape observe.llamacpp_slots reads
+        results: list[Any] = []
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                results.append(bench(engine.root_url + "/v1", concurrency=[2], requests=None, duration_s=12,
+                                     input_tokens=16, output_tokens=160, tokenizer="none", server_metrics="off",
+                                     gpu_metrics="off"))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while _running(engine.root_url) < 2:
+            assert time.monotonic() < deadline and thread.is_alive(), errors or "the engine never ran two requests"
+            time.sleep(0.1)
+        frames = []
+        for _ in range(4):
+            done = run_cli("top", engine.root_url, "--once", "--json", "--interval", "1s", "--gpu-metrics", "off")
+            assert done.returncode == 0, done.stderr
+            frames.append(json.loads(done.stdout))
+        thread.join(120)
+    assert not errors, errors
+    client_tok_s = results[0].steps[0].summary.output_throughput_tok_s
+    for view in frames:
+        assert view["source"] == "llamacpp"
+        assert view["output_counted"] == "live" and view["output_in_progress"] is True
+        assert view["output_tok_s"] > 0, frames
+        assert view["output_tok_s"] == pytest.approx(client_tok_s, rel=0.6), (view["output_tok_s"], client_tok_s)

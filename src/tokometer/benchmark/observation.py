@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from time import perf_counter_ns
 from typing import Any
 
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.metrics import StepSummary
 from tokometer.observe.buckets import describe, from_json
-from tokometer.observe.sampler import Sampler, fetch_text
+from tokometer.observe.sampler import Sampler
 from tokometer.observe.snapshot import GpuSample, Snapshot
 from tokometer.observe.watch import is_local, metrics_url
 
@@ -106,7 +105,7 @@ class RunObservation:
     def start(cls, spec: BenchSpec, warnings: list[str]) -> RunObservation | None:
         """Check the sources once and start sampling them; None when there is nothing to sample."""
         from tokometer.observe.gpu_source import gpu_reader
-        from tokometer.observe.prometheus import parse
+        from tokometer.observe.scrape import scraper
         from tokometer.observe.summaries import gpu_summary, server_summary
 
         server: Callable[[], Snapshot] | None = None
@@ -115,10 +114,7 @@ class RunObservation:
         if url is not None:
             context = spec.tls().context() if url.startswith("https://") else None
 
-            def scrape() -> Snapshot:
-                text = fetch_text(url, min(5.0, spec.connect_timeout_s), context)
-                return parse(text, perf_counter_ns())
-
+            scrape = scraper(url, min(5.0, spec.connect_timeout_s), context)  # with llama.cpp's /slots
             try:
                 first = scrape()
                 server = scrape

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from prometheus_client.parser import text_string_to_metric_families
 
 from tokometer.observe.snapshot import Histogram, Snapshot
-from tokometer.observe.vocabulary import SIM_INFO, Family, Pick, detect, family
+from tokometer.observe.vocabulary import SIM_AT_REQUEST_END, SIM_INFO, Family, Pick, detect, family
 
 __all__ = ["merge_buckets", "parse"]
 
@@ -162,4 +162,6 @@ def parse(text: str, at_ns: int) -> Snapshot:
             found = _EMPTY  # declared, nothing observed yet (a labelled histogram before its first request)
         if found is not None:
             histograms[norm] = found
-    return Snapshot(at_ns=at_ns, source=source, gauges=gauges, counters=counters, histograms=histograms, raw=raw)
+    at_end = SIM_AT_REQUEST_END if source == "tokometer-sim" else fam.at_request_end
+    return Snapshot(at_ns=at_ns, source=source, gauges=gauges, counters=counters, histograms=histograms, raw=raw,
+                    at_request_end=tuple(c for c in at_end if c in counters))

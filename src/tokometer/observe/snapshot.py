@@ -48,6 +48,8 @@ class Snapshot:
     histograms: dict[str, Histogram] = field(default_factory=dict)
     raw: dict[str, float] = field(default_factory=dict)
     """Every sample as ``name{label="value",...}`` -> value."""
+    at_request_end: tuple[str, ...] = ()
+    """Counters this server adds to only when a request ends (`observe.vocabulary.Family.at_request_end`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,12 @@ seconds before ``now_ns``) into the numbers on the screen:
   `observe.buckets`' rule);
 - **history**: one value per scrape (gauges) or per pair of successive scrapes (tokens per second),
   for the sparklines;
+- **how the output tokens were counted** (``output_counted``): ``live`` where the count moves with
+  every token (vLLM; llama.cpp through its ``/slots``: ``output_in_progress``), ``at request end``
+  where the server adds a request's tokens only when it ends (llama.cpp without ``/slots``, TGI, the gateway, the
+  simulator). Then the rate between two scrapes is one request's tokens or nothing, so no per-scrape
+  maximum is given, and a window in which the count moved fewer than `MIN_MOVES` times while
+  requests ran is **too short** for a rate (``output_too_short``): the screen says so;
 - **GPUs**: per GPU its newest reading, `observe.gpu_window.summarize_gpus` over the window, and the
   history of utilisation, memory use and power.
 
@@ -31,9 +37,13 @@ from tokometer.observe.gpu_window import GpuWindow, summarize_gpus
 from tokometer.observe.sampler import Gap
 from tokometer.observe.snapshot import GpuSample, Snapshot
 from tokometer.observe.vocabulary import SIM_INFO
-from tokometer.observe.window import ServerWindow, server_window
+from tokometer.observe.window import ServerWindow, live_increase, server_window
 
-__all__ = ["LATENCIES", "GpuView", "TopView", "top_view"]
+__all__ = ["LATENCIES", "MIN_MOVES", "GpuView", "TopView", "top_view"]
+
+MIN_MOVES = 4
+"""A counter added to at request ends gives a rate over a window only where it moved at least this many times
+in it: each end is one request's tokens at once, so with k ends the rate is uncertain by about 1/k."""
 
 LATENCIES = (("ttft", "TTFT"), ("tpot", "ITL/TPOT"), ("queue", "queue"), ("e2e", "end to end"))
 """The normalised histograms shown, with their labels, in the order shown."""
@@ -95,6 +105,14 @@ class TopView:
     kv_history: tuple[float, ...] = ()
     output_tok_s_history: tuple[float, ...] = ()
     """Output tokens per second between each pair of successive scrapes."""
+    output_counted: str = ""
+    """``live`` (the count moves with every token), ``at request end``, or empty (no output counter)."""
+    output_in_progress: bool = False
+    """The count includes the tokens of the requests still running (llama.cpp's ``/slots``)."""
+    output_moved: int | None = None
+    """With ``at request end``: the scrape intervals in the window in which the count moved."""
+    output_too_short: bool = False
+    """The count, added to at request ends, moved fewer than `MIN_MOVES` times while requests ran."""
     raw_samples: int = 0
     """Samples of the newest scrape."""
     raw: dict[str, float] = field(default_factory=dict)
@@ -126,7 +144,10 @@ class TopView:
             "duration_s": self.server.duration_s, "samples": self.server.samples, "gaps": self.server.gaps,
             "no_answer_s": self.no_answer_s, "no_answer_reason": self.no_answer_reason or None,
             "requests_running": self.running, "requests_waiting": self.waiting, "kv_cache_usage": self.kv_cache_usage,
-            "output_tok_s": self.output_tok_s, "prompt_tok_s": self.prompt_tok_s, "requests_s": self.requests_s,
+            "output_tok_s": self.output_tok_s, "output_counted": self.output_counted or None,
+            "output_in_progress": self.output_in_progress,
+            "output_moved": self.output_moved, "output_too_short": self.output_too_short,
+            "prompt_tok_s": self.prompt_tok_s, "requests_s": self.requests_s,
             "preemptions": self.preemptions, "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
             "latency_ms": {name: self.latency_ms(name) for name, _ in LATENCIES},
             "history": {"requests_running": list(self.running_history), "requests_waiting": list(self.waiting_history),
@@ -151,14 +172,19 @@ def _source(snap: Snapshot) -> str:
     return snap.source
 
 
-def _rate_history(snaps: Sequence[Snapshot], counter: str) -> tuple[float, ...]:
+def _rate_history(snaps: Sequence[Snapshot], counter: str, live: bool) -> tuple[float, ...]:
     out = []
+    gauge = f"{counter}_in_progress"
     for before, after in itertools.pairwise(s for s in snaps if counter in s.counters):
         seconds = (after.at_ns - before.at_ns) / 1e9
         if seconds <= 0:
             continue
         a, b = before.counters[counter], after.counters[counter]
-        out.append((b - a if b >= a else b) / seconds)  # a drop is a reset: the new value is the increase
+        if live:
+            increase = live_increase([(a, before.gauges[gauge]), (b, after.gauges[gauge])])
+        else:
+            increase = b - a if b >= a else b  # a drop is a reset: the new value is the increase
+        out.append(increase / seconds)
     return tuple(out)
 
 
@@ -203,6 +229,13 @@ def top_view(metrics_url: str, snapshots: Sequence[Snapshot], gpu_samples: Seque
     def history(name: str) -> tuple[float, ...]:
         return tuple(s.gauges[name] for s in snaps if name in s.gauges)
 
+    live = "generation_tokens" in window.live
+    counted = "" if "generation_tokens" not in window.counters else \
+        "at request end" if "generation_tokens" in window.at_request_end else "live"
+    moved = window.moved.get("generation_tokens") if counted == "at request end" else None
+    busy = any(s.gauges.get("requests_running", 0) > 0 for s in snaps)
+    too_short = moved is not None and moved < MIN_MOVES and busy
+
     return TopView(
         metrics_url=metrics_url, window_s=window_s, server=window, source=_source(newest),
         running=newest.gauges.get("requests_running"), waiting=newest.gauges.get("requests_waiting"),
@@ -211,6 +244,7 @@ def top_view(metrics_url: str, snapshots: Sequence[Snapshot], gpu_samples: Seque
         requests_s=window.rates.get("requests_finished"), preemptions=window.counters.get("preemptions"),
         prefix_cache_hit_rate=window.prefix_cache_hit_rate,
         running_history=history("requests_running"), waiting_history=history("requests_waiting"),
-        kv_history=history("kv_cache_usage"), output_tok_s_history=_rate_history(snaps, "generation_tokens"),
+        kv_history=history("kv_cache_usage"), output_tok_s_history=_rate_history(snaps, "generation_tokens", live),
+        output_counted=counted, output_in_progress=live, output_moved=moved, output_too_short=too_short,
         raw_samples=len(newest.raw), raw=dict(newest.raw) if newest.source == "unknown" else {},
         no_answer_s=no_answer_s, no_answer_reason=reason, gpus=gpus)

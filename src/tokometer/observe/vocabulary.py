@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-__all__ = ["EXTRA_GAUGES", "FAMILIES", "SIM_INFO", "Family", "Pick", "detect", "family"]
+__all__ = ["EXTRA_GAUGES", "FAMILIES", "SIM_AT_REQUEST_END", "SIM_INFO", "Family", "Pick", "detect", "family"]
 
 EXTRA_GAUGES = ("prefix_cache_hit_rate",)
 """Gauges beyond `snapshot.GAUGES`: an engine's own prefix-cache hit rate (0..1), for engines that
@@ -33,6 +33,9 @@ export no hit/query counters (vLLM V0, SGLang)."""
 
 SIM_INFO = "tokometer_sim_info"
 """The simulator's marker gauge (label ``metrics_names``: the engine whose names it speaks)."""
+
+SIM_AT_REQUEST_END = ("prompt_tokens", "generation_tokens")
+"""The simulator counts a request's tokens as it ends, whichever engine's names it speaks (sim/metrics.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,9 @@ class Family:
     counters: dict[str, tuple[Pick, ...]] = field(default_factory=dict)
     histograms: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Normalised name -> candidate histogram family names."""
+    at_request_end: tuple[str, ...] = ()
+    """Normalised counters the engine adds to only when a request ends (a request's tokens in one jump):
+    over a window shorter than a request they stand still while tokens stream (`observe.window`)."""
 
 
 # vLLM V1, vllm/v1/metrics/loggers.py: gauges vllm:num_requests_running, vllm:num_requests_waiting,
@@ -172,6 +178,9 @@ LLAMACPP = Family(
         "prompt_tokens": _p("llamacpp:prompt_tokens_total"),
         "generation_tokens": _p("llamacpp:tokens_predicted_total"),
     },
+    # metrics_on_prediction() adds a slot's tokens as it is released; its /slots has the live count
+    # (tokometer.observe.llamacpp_slots). Prompt tokens are counted after each decode.
+    at_request_end=("generation_tokens",),
 )
 
 # TGI, router/src/server.rs and router/src/infer (metrics crate, Prometheus exporter): gauges
@@ -198,6 +207,7 @@ TGI = Family(
         "queue": ("tgi_request_queue_duration",),
         "e2e": ("tgi_request_duration",),
     },
+    at_request_end=("prompt_tokens", "generation_tokens"),  # per-request histograms' _sum
 )
 
 # tokometer's gateway, src/tokometer/gateway/metrics.py: OpenTelemetry GenAI histograms
@@ -221,6 +231,7 @@ GATEWAY = Family(
         "tpot": ("gen_ai_server_time_per_output_token_seconds",),
         "e2e": ("gen_ai_server_request_duration_seconds",),
     },
+    at_request_end=("prompt_tokens", "generation_tokens"),  # counted as each answer ends (gateway/app.py)
 )
 
 FAMILIES: tuple[Family, ...] = (VLLM, VLLM_V0, SGLANG, LLAMACPP, TGI, GATEWAY)

@@ -1,6 +1,7 @@
 """Watching a running server for ``tokometer top``: its ``/metrics`` and its GPUs, sampled on a thread.
 
-`Watch.open` checks the server's ``/metrics`` once (none there: an `EndpointError`, one line) and
+`Watch.open` checks the server's ``/metrics`` once (with llama.cpp's ``/slots``: `observe.scrape`;
+no ``/metrics`` there: an `EndpointError`, one line) and
 the GPU source (``--gpu-metrics``, as `bench` reads it: `observe.gpu_source.gpu_reader`), then a
 `observe.sampler.Sampler` reads both every ``interval_s`` on a daemon thread. `Watch.view` makes
 the frame of the last ``window_s`` seconds (`observe.top.top_view`) and forgets readings older than
@@ -17,9 +18,8 @@ from urllib.parse import urlsplit
 
 from tokometer.errors import ConfigError, EndpointError
 from tokometer.observe.gpu_source import gpu_reader
-from tokometer.observe.prometheus import parse
-from tokometer.observe.sampler import Sampler, fetch_text
-from tokometer.observe.snapshot import Snapshot
+from tokometer.observe.sampler import Sampler
+from tokometer.observe.scrape import scraper
 from tokometer.observe.top import TopView, top_view
 
 __all__ = ["SCRAPE_TIMEOUT_S", "Watch", "is_local", "metrics_url"]
@@ -71,9 +71,7 @@ class Watch:
         """Check the sources once (first readings kept) and, with ``start``, sample them on a thread."""
         target = metrics_url(url)
 
-        def scrape() -> Snapshot:
-            return parse(fetch_text(target, SCRAPE_TIMEOUT_S), perf_counter_ns())
-
+        scrape = scraper(target, SCRAPE_TIMEOUT_S)
         started = perf_counter_ns()
         try:
             first = scrape()

@@ -8,6 +8,15 @@ Pure functions of `Snapshot` values:
   counter reset (the server restarted: a value lower than the one before) counts the later value
   as the increase, as Prometheus' ``rate()``/``increase()`` do (without their extrapolation to the
   window's edges); rates are the increase over the time between the first and the last scrape;
+- **live counters**: where a snapshot carries a counter's in-progress gauge (``X_in_progress``:
+  llama.cpp's tokens generated so far by the requests still running, `observe.llamacpp_slots`),
+  the counter's increase is that of counter + in-progress (pair by pair; a small drop, from the
+  two readings not being taken at once, counts 0; a drop of the counter itself is a reset), so
+  it moves with every token;
+- **counters added to only at request ends** (``at_request_end``: llama.cpp's generated tokens
+  without ``/slots``, TGI's and the gateway's tokens, the simulator's): their increase is exact, but
+  over a window that holds few request ends it is mostly chance; ``moved`` counts the scrape
+  intervals in which each one moved, so a reader can say when a window is too short for it;
 - **prefix-cache hit rate**: Δhits / Δqueries where the engine counts both (vLLM V1), else the
   mean of the engine's own hit-rate gauge (vLLM V0, SGLang);
 - **histograms**: bucket increases over the window (again pair by pair, a decrease of the count
@@ -29,7 +38,7 @@ from tokometer.observe.prometheus import merge_buckets
 from tokometer.observe.snapshot import Histogram, Snapshot
 
 __all__ = ["GaugeWindow", "HistogramWindow", "ServerWindow", "counter_increase", "histogram_increase",
-           "histogram_quantile", "server_window"]
+           "histogram_quantile", "live_increase", "server_window"]
 
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 
@@ -73,6 +82,12 @@ class ServerWindow:
     """Increase per second (prompt/generation tokens per second as the server counted them)."""
     prefix_cache_hit_rate: float | None = None
     histograms: dict[str, HistogramWindow] = field(default_factory=dict)
+    live: list[str] = field(default_factory=list)
+    """Counters whose increase includes the tokens of the requests still running (moves with every token)."""
+    at_request_end: list[str] = field(default_factory=list)
+    """Counters the server adds to only when a request ends (and no live count of them was read)."""
+    moved: dict[str, int] = field(default_factory=dict)
+    """For each ``at_request_end`` counter: the scrape intervals (of ``samples`` - 1) in which it moved."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,6 +98,15 @@ def counter_increase(values: Sequence[float]) -> float:
     total = 0.0
     for before, after in itertools.pairwise(values):
         total += after - before if after >= before else after
+    return total
+
+
+def live_increase(pairs: Sequence[tuple[float, float]]) -> float:
+    """The increase of counter + in-progress over successive ``(counter, in_progress)`` readings: a drop of the
+    counter is a reset (the later sum counts); any other drop is the two readings' skew, counted 0."""
+    total = 0.0
+    for (c0, g0), (c1, g1) in itertools.pairwise(pairs):
+        total += c1 + g1 if c1 < c0 else max(0.0, (c1 + g1) - (c0 + g0))
     return total
 
 
@@ -134,11 +158,21 @@ def server_window(snapshots: Sequence[Snapshot], gaps: int = 0) -> ServerWindow:
 
     counters: dict[str, float] = {}
     rates: dict[str, float] = {}
+    live: list[str] = []
+    moved: dict[str, int] = {}
+    at_end = set(snaps[-1].at_request_end)
     for name in dict.fromkeys(k for s in snaps for k in s.counters):
         series = [s.counters[name] for s in snaps if name in s.counters]
         if len(series) < 2:
             continue
-        counters[name] = counter_increase(series)
+        gauge = f"{name}_in_progress"
+        if all(gauge in s.gauges for s in snaps if name in s.counters):
+            counters[name] = live_increase([(s.counters[name], s.gauges[gauge]) for s in snaps if name in s.counters])
+            live.append(name)
+        else:
+            counters[name] = counter_increase(series)
+            if name in at_end:
+                moved[name] = sum(1 for a, b in itertools.pairwise(series) if b != a)
         if duration > 0:
             rates[name] = counters[name] / duration
 
@@ -158,4 +192,5 @@ def server_window(snapshots: Sequence[Snapshot], gaps: int = 0) -> ServerWindow:
             histograms[name] = _histogram_window(increase)
 
     return ServerWindow(source=source, samples=len(snaps), gaps=gaps, duration_s=duration, gauges=gauges,
-                        counters=counters, rates=rates, prefix_cache_hit_rate=hit_rate, histograms=histograms)
+                        counters=counters, rates=rates, prefix_cache_hit_rate=hit_rate, histograms=histograms,
+                        live=live, at_request_end=list(moved), moved=moved)

@@ -92,8 +92,10 @@ def _server_table(view: TopView) -> Table:
     table.add_row("KV cache", _pct(view.kv_cache_usage), *mean_max("kv_cache_usage", "pct"),
                   sparkline(view.kv_history, hi=1.0))
     history = view.output_tok_s_history
-    table.add_row("output tok/s", "", _num(view.output_tok_s), _num(max(history), 1) if history else "-",
-                  sparkline(history))
+    # a count added to at request ends has no per-scrape maximum: between two scrapes it is one request or none
+    peak = _num(max(history), 1) if history and view.output_counted != "at request end" else "-"
+    table.add_row("output tok/s", "",
+                  _num(view.output_tok_s), peak, sparkline(history), style="dim" if view.output_too_short else None)
     table.add_row("prompt tok/s", "", _num(view.prompt_tok_s), "", "")
     table.add_row("requests/s finished", "", _num(view.requests_s, 2), "", "")
     table.add_row("preemptions", "", _num(view.preemptions, 0), "", "in the window",
@@ -101,6 +103,22 @@ def _server_table(view: TopView) -> Table:
     if view.prefix_cache_hit_rate is not None:
         table.add_row("prefix-cache hits", "", _pct(view.prefix_cache_hit_rate), "", "")
     return table
+
+
+def _output_note(view: TopView) -> Text | None:
+    """What the output tok/s row is, where the server counts a request's tokens only when it ends."""
+    if view.output_in_progress:
+        return Text(f"output tok/s: {view.source}'s count of finished requests' tokens plus its /slots' tokens of "
+                    "the running ones", style="dim")
+    if view.output_counted != "at request end":
+        return None
+    intervals = max(0, view.server.samples - 1)
+    moved = f"the count moved in {view.output_moved} of {intervals} scrape intervals"
+    if view.output_too_short:
+        return Text(f"output tok/s: {view.source} adds a request's tokens when it ends and {moved}: the window is "
+                    "too short for a rate (a longer --window)", style="yellow")
+    return Text(f"output tok/s: {view.source} adds a request's tokens when it ends ({moved}); no per-scrape max",
+                style="dim")
 
 
 def _latency_table(view: TopView) -> Table | None:
@@ -149,6 +167,9 @@ def render_top(view: TopView, interval_s: float | None = None) -> RenderableType
                           "(tokometer top --once --json shows them)"))
     else:
         parts.append(_server_table(view))
+        note = _output_note(view)
+        if note is not None:
+            parts.append(note)
         latency = _latency_table(view)
         if latency is not None:
             parts += [Text(""), latency]
