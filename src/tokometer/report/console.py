@@ -116,6 +116,10 @@ def server_lines(server: dict[str, Any] | None, summary: StepSummary | None = No
             f"KV cache {gauge('kv_cache_usage', 0, 100.0, '%')}")
     tok = rates.get("generation_tokens")
     second = f"server counted {tok:,.1f} output tok/s" if tok is not None else "server counted no output tokens"
+    if tok is not None and "generation_tokens" in (server.get("live") or []):
+        second += " (finished requests' tokens plus the running ones' from /slots)"
+    elif tok is not None and "generation_tokens" in (server.get("at_request_end") or []):
+        second += " (added as each request ended)"
     preempted = (server.get("counters") or {}).get("preemptions")
     if preempted:
         second += f"; {preempted:.0f} preemptions"
