@@ -97,8 +97,54 @@ def test_nothing_observed_and_bad_quantiles() -> None:
 
 def test_a_block_stored_before_the_rule_still_reads() -> None:
     old = {"count": 18.0, "mean": 2e-5, "p50": 0.15, "p90": 0.27, "p99": 0.297}
-    assert from_json(old, "p50") == Located("value", None, None, 0.15)
+    assert from_json(old, "p50") == Located("unknown", None, None, 0.15)
+    assert describe(from_json(old, "p50"), unit="ms") == "≈ 0.1 ms" and from_json(old, "p50").value is None  # type: ignore[union-attr]
     assert from_json(old, "p75") is None and from_json(None, "p50") is None
     new = {"count": 18.0, "p50": None, "quantiles": {"p50": {"kind": "below", "lower": 0.0, "upper": 0.3,
                                                              "estimate": 0.15}}}
     assert describe(from_json(new, "p50")) == "≤ 0.3"
+
+
+OLD_BLOCK = {"source": "vllm", "samples": 5, "gaps": 0, "duration_s": 4.0, "gauges": {}, "counters": {},
+             "rates": {"generation_tokens": 90.0}, "prefix_cache_hit_rate": None,
+             "histograms": {"queue": {"count": 18.0, "mean": 2e-5, "p50": 0.15, "p90": 0.27, "p99": 0.297}}}
+"""A step's server block as runs stored before the rule kept it: bare interpolated numbers, no buckets."""
+
+
+def _new_block() -> dict[str, object]:
+    from tokometer.observe.snapshot import Histogram, Snapshot
+    from tokometer.observe.window import server_window
+
+    def snap(t: int, n: float) -> Snapshot:
+        h = Histogram(buckets=((0.3, n), (1.0, n), (INF, n)), count=n, sum=n * 2e-5)
+        return Snapshot(at_ns=t * 1_000_000_000, source="vllm", histograms={"queue": h})
+
+    return server_window([snap(0, 0.0), snap(4, 18.0)]).to_json()
+
+
+def test_the_step_report_reads_old_and_new_blocks() -> None:
+    from tokometer.report.console import server_lines
+
+    old = server_lines(OLD_BLOCK)
+    # stored without its bucket: the number, marked as an interpolation
+    assert "server queue: p50 ≈ 150.0 / p99 ≈ 297.0 ms, mean 0.020 ms (18 observed)" in old
+    new = server_lines(_new_block())
+    assert "server queue: p50 ≤ 300 / p99 ≤ 300 ms, mean 0.020 ms (18 observed)" in new
+
+
+def test_the_report_chart_draws_a_bound_as_its_bucket() -> None:
+    pytest.importorskip("plotly")
+    from tokometer.report.charts import server
+
+    def run(block: dict[str, object]) -> dict[str, object]:
+        return {"id": 1, "name": "r", "steps": [{"label": "c=2", "server": block, "summary": {}}]}
+
+    for block, y, bars in ((OLD_BLOCK, 150.0, None), (_new_block(), 150.0, (150.0, 150.0))):
+        fig = server([run(block)])  # type: ignore[list-item]
+        trace = next(t for t in fig.data if (t.meta or {}).get("name") == "queue p50")
+        assert list(trace.y) == [pytest.approx(y)]
+        if bars is None:
+            assert list(trace.error_y.array) == [0.0] and list(trace.text) == ["≈ 150.0 ms"]
+        else:  # the middle of (0, 300 ms] with bars to its edges, and the bound in words
+            assert (trace.error_y.arrayminus[0], trace.error_y.array[0]) == pytest.approx(bars)
+            assert list(trace.text) == ["≤ 300 ms"]

@@ -13,7 +13,8 @@ the bucket's observations were spread evenly over it. The rule (`locate`):
 - **value**: a bucket narrow enough (upper edge ≤ 1.5 x lower: ±20 % around its middle) that the
   interpolated figure is shown as a number.
 
-Every kind keeps its bucket's edges (``lower``, ``upper``; ``upper`` None for ``+Inf``) and
+A run stored before the rule has only the interpolated numbers: they read as kind ``unknown``,
+written ``≈ 150.0``. Every other kind keeps its bucket's edges (``lower``, ``upper``; ``upper`` None for ``+Inf``) and
 Prometheus' interpolated ``estimate`` (what a Grafana panel shows), so the JSON and the results
 store say which bucket a percentile came from. `describe` writes one as text.
 """
@@ -36,7 +37,8 @@ class Located:
     """One histogram percentile: the bucket holding it, what may be said of it, and Prometheus' figure."""
 
     kind: str
-    """``value``, ``range``, ``below`` (the first bucket) or ``above`` (the ``+Inf`` bucket)."""
+    """``value``, ``range``, ``below`` (the first bucket), ``above`` (the ``+Inf`` bucket), or ``unknown`` (a run
+    stored before the rule: its interpolated number, without the bucket it came from)."""
     lower: float | None
     """The bucket's lower edge (0 for the first bucket); None where not known (a run stored before the rule)."""
     upper: float | None
@@ -101,14 +103,14 @@ def locate(q: float, buckets: Sequence[tuple[float, float]]) -> Located | None:
 
 def from_json(histogram: Mapping[str, Any] | None, name: str) -> Located | None:
     """Percentile ``name`` (``p50``...) of a stored histogram block; a block stored before the rule (no
-    ``quantiles``) gives its bare number as kind ``value`` with unknown edges. None: not there."""
+    ``quantiles``) gives its bare number as kind ``unknown`` (edges not kept). None: not there."""
     if not histogram:
         return None
     stored = (histogram.get("quantiles") or {}).get(name)
     if isinstance(stored, Mapping):
         return Located(str(stored.get("kind")), stored.get("lower"), stored.get("upper"), stored.get("estimate"))
     value = histogram.get(name)
-    return Located("value", None, None, float(value)) if isinstance(value, int | float) else None
+    return Located("unknown", None, None, float(value)) if isinstance(value, int | float) else None
 
 
 def _num(value: float, digits: int) -> str:
@@ -122,7 +124,8 @@ def _edge(value: float, digits: int) -> str:
 
 
 def describe(p: Located | None, digits: int = 1, unit: str = "") -> str:
-    """``12.3``, ``20–40``, ``≤ 300``, ``> 10,000`` (then ``unit``); ``-`` for nothing."""
+    """``12.3``, ``20–40``, ``≤ 300``, ``> 10,000``, ``≈ 150.0`` (stored without its bucket; then ``unit``);
+    ``-`` for nothing."""
     suffix = f" {unit}" if unit else ""
     if p is None:
         return "-"
@@ -134,4 +137,6 @@ def describe(p: Located | None, digits: int = 1, unit: str = "") -> str:
         return f"≤ {_edge(p.upper, digits)}{suffix}"
     if p.kind == "above" and p.lower is not None:
         return f"> {_edge(p.lower, digits)}{suffix}"
+    if p.kind == "unknown" and p.estimate is not None:
+        return f"≈ {_num(p.estimate, digits)}{suffix}"
     return "-"

@@ -229,8 +229,8 @@ def _located_points(located: Sequence[Located | None]) -> tuple[list[float | Non
     minus: list[float] = []
     plus: list[float] = []
     for p in located:
-        if p is None or p.kind in ("value", "above") or p.lower is None or p.upper is None:
-            point = None if p is None else (p.estimate if p.kind == "value" else p.lower)
+        if p is None or p.kind in ("value", "above", "unknown") or p.lower is None or p.upper is None:
+            point = None if p is None else p.lower if p.kind == "above" else p.estimate
             y.append(point)
             minus.append(0.0)
             plus.append(0.0)
