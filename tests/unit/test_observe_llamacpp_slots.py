@@ -6,13 +6,14 @@ hand-made scrapes whose true token rate is known.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from tokometer.observe.llamacpp_slots import IN_PROGRESS, in_progress, slots_url, with_in_progress
 from tokometer.observe.snapshot import Snapshot
-from tokometer.observe.top import MIN_MOVES, top_view
+from tokometer.observe.top import MIN_ENDS, top_view
 from tokometer.observe.window import live_increase, server_window
 
 S = 1_000_000_000
@@ -66,13 +67,22 @@ def test_a_count_added_at_request_ends_over_too_short_a_window_says_so() -> None
     snaps = [_llama(t, 1000.0, 4, None) for t in range(0, 4)] + [_llama(4, 1060.0, 4, None)]
     view = top_view("u", snaps, [], [], now_ns=4 * S, window_s=4)
     assert view.output_counted == "at request end" and not view.output_in_progress
-    assert view.output_moved == 1 < MIN_MOVES and view.output_too_short
+    assert view.output_moved == 1 < MIN_ENDS and view.output_too_short
     assert view.output_tok_s == pytest.approx(15.0)  # 60 tokens / 4 s: right here by luck, 0 a second earlier
     earlier = top_view("u", snaps[:4], [], [], now_ns=3 * S, window_s=3)
     assert earlier.output_tok_s == 0.0 and earlier.output_too_short
     # idle: nothing ran, so 0 tok/s is a measurement, not a window too short
     idle = [_llama(t, 1060.0, 0, None) for t in range(0, 3)]
     assert not top_view("u", idle, [], [], now_ns=2 * S, window_s=2).output_too_short
+    # the server's own count of finished requests, where it has one, says how many ended: 1 here, too few
+    counted = [dataclasses.replace(sn, counters={**sn.counters, "requests_finished": 10.0 + (t == 4)})
+               for t, sn in enumerate(snaps)]
+    view = top_view("u", counted, [], [], now_ns=4 * S, window_s=4)
+    assert view.output_request_ends == 1 and view.output_too_short
+    many = [dataclasses.replace(sn, counters={**sn.counters, "requests_finished": 10.0 + 8 * (t == 4)})
+            for t, sn in enumerate(snaps)]
+    view = top_view("u", many, [], [], now_ns=4 * S, window_s=4)
+    assert view.output_request_ends == 8 and view.output_moved == 1 and not view.output_too_short
     # many request ends in the window: a rate
     steady = [_llama(t, 1000.0 + 15.0 * t, 4, None) for t in range(0, 10)]
     view = top_view("u", steady, [], [], now_ns=9 * S, window_s=9)

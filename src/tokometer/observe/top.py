@@ -15,8 +15,9 @@ seconds before ``now_ns``) into the numbers on the screen:
   every token (vLLM; llama.cpp through its ``/slots``: ``output_in_progress``), ``at request end``
   where the server adds a request's tokens only when it ends (llama.cpp without ``/slots``, TGI, the gateway, the
   simulator). Then the rate between two scrapes is one request's tokens or nothing, so no per-scrape
-  maximum is given, and a window in which the count moved fewer than `MIN_MOVES` times while
-  requests ran is **too short** for a rate (``output_too_short``): the screen says so;
+  maximum is given, and a window in which fewer than `MIN_ENDS` requests ended while requests ran
+  (the server's count of finished requests; where it has none, the scrape intervals in which the
+  token count moved, a lower bound) is **too short** for a rate (``output_too_short``);
 - **GPUs**: per GPU its newest reading, `observe.gpu_window.summarize_gpus` over the window, and the
   history of utilisation, memory use and power.
 
@@ -39,10 +40,10 @@ from tokometer.observe.snapshot import GpuSample, Snapshot
 from tokometer.observe.vocabulary import SIM_INFO
 from tokometer.observe.window import ServerWindow, live_increase, server_window
 
-__all__ = ["LATENCIES", "MIN_MOVES", "GpuView", "TopView", "top_view"]
+__all__ = ["LATENCIES", "MIN_ENDS", "GpuView", "TopView", "top_view"]
 
-MIN_MOVES = 4
-"""A counter added to at request ends gives a rate over a window only where it moved at least this many times
+MIN_ENDS = 4
+"""A counter added to at request ends gives a rate over a window only where at least this many requests ended
 in it: each end is one request's tokens at once, so with k ends the rate is uncertain by about 1/k."""
 
 LATENCIES = (("ttft", "TTFT"), ("tpot", "ITL/TPOT"), ("queue", "queue"), ("e2e", "end to end"))
@@ -111,8 +112,10 @@ class TopView:
     """The count includes the tokens of the requests still running (llama.cpp's ``/slots``)."""
     output_moved: int | None = None
     """With ``at request end``: the scrape intervals in the window in which the count moved."""
+    output_request_ends: float | None = None
+    """With ``at request end``: requests that ended in the window (the server's count, else ``output_moved``)."""
     output_too_short: bool = False
-    """The count, added to at request ends, moved fewer than `MIN_MOVES` times while requests ran."""
+    """The count is added to at request ends, and fewer than `MIN_ENDS` ended in the window while requests ran."""
     raw_samples: int = 0
     """Samples of the newest scrape."""
     raw: dict[str, float] = field(default_factory=dict)
@@ -146,7 +149,8 @@ class TopView:
             "requests_running": self.running, "requests_waiting": self.waiting, "kv_cache_usage": self.kv_cache_usage,
             "output_tok_s": self.output_tok_s, "output_counted": self.output_counted or None,
             "output_in_progress": self.output_in_progress,
-            "output_moved": self.output_moved, "output_too_short": self.output_too_short,
+            "output_moved": self.output_moved, "output_request_ends": self.output_request_ends,
+            "output_too_short": self.output_too_short,
             "prompt_tok_s": self.prompt_tok_s, "requests_s": self.requests_s,
             "preemptions": self.preemptions, "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
             "latency_ms": {name: self.latency_ms(name) for name, _ in LATENCIES},
@@ -233,8 +237,10 @@ def top_view(metrics_url: str, snapshots: Sequence[Snapshot], gpu_samples: Seque
     counted = "" if "generation_tokens" not in window.counters else \
         "at request end" if "generation_tokens" in window.at_request_end else "live"
     moved = window.moved.get("generation_tokens") if counted == "at request end" else None
+    # request ends in the window: the server's count of finished requests, else the intervals the count moved in
+    ends = window.counters.get("requests_finished", moved) if moved is not None else None
     busy = any(s.gauges.get("requests_running", 0) > 0 for s in snaps)
-    too_short = moved is not None and moved < MIN_MOVES and busy
+    too_short = ends is not None and ends < MIN_ENDS and busy
 
     return TopView(
         metrics_url=metrics_url, window_s=window_s, server=window, source=_source(newest),
@@ -245,6 +251,7 @@ def top_view(metrics_url: str, snapshots: Sequence[Snapshot], gpu_samples: Seque
         prefix_cache_hit_rate=window.prefix_cache_hit_rate,
         running_history=history("requests_running"), waiting_history=history("requests_waiting"),
         kv_history=history("kv_cache_usage"), output_tok_s_history=_rate_history(snaps, "generation_tokens", live),
-        output_counted=counted, output_in_progress=live, output_moved=moved, output_too_short=too_short,
+        output_counted=counted, output_in_progress=live, output_moved=moved, output_request_ends=ends,
+        output_too_short=too_short,
         raw_samples=len(newest.raw), raw=dict(newest.raw) if newest.source == "unknown" else {},
         no_answer_s=no_answer_s, no_answer_reason=reason, gpus=gpus)

@@ -113,7 +113,11 @@ def _output_note(view: TopView) -> Text | None:
     if view.output_counted != "at request end":
         return None
     intervals = max(0, view.server.samples - 1)
-    moved = f"the count moved in {view.output_moved} of {intervals} scrape intervals"
+    if "requests_finished" in view.server.counters:
+        ends = view.output_request_ends or 0
+        moved = f"{ends:,.0f} request" + ("" if ends == 1 else "s") + " ended in the window"
+    else:
+        moved = f"the count moved in {view.output_moved} of {intervals} scrape intervals"
     if view.output_too_short:
         return Text(f"output tok/s: {view.source} adds a request's tokens when it ends and {moved}: the window is "
                     "too short for a rate (a longer --window)", style="yellow")
