@@ -151,3 +151,29 @@ def test_the_embedded_llamacpp_engine_s_real_metrics() -> None:
     window = server_window([before, after])
     assert window.counters["generation_tokens"] == result.steps[0].summary.output_tokens_total
     assert window.counters["prompt_tokens"] > 0
+
+
+@pytest.mark.engine
+def test_the_embedded_engine_s_tokens_are_counted_live_from_its_slots() -> None:
+    """llama-server adds a request's tokens to tokens_predicted_total only when it ends; its /slots has the
+    running requests' n_decoded. Read together (observe.scrape) during a run, the step's server block counts the
+    tokens as they are generated and agrees with the client, and a reading taken mid-answer has them."""
+    require_llama_server()
+    from tokometer.engines import LlamaCppSettings, start_llamacpp
+    from tokometer.observe.llamacpp_slots import IN_PROGRESS
+    from tokometer.observe.scrape import scraper
+
+    with start_llamacpp(LlamaCppSettings(parallel=2)) as engine:
+        read = scraper(engine.root_url + "/metrics", 10.0)
+        idle = read()
+        assert idle.gauges[IN_PROGRESS] == 0  # no slot busy
+        result = bench(engine.root_url + "/v1", concurrency=[2], requests=4, input_tokens=16, output_tokens=96,
+                       tokenizer="none", scrape_interval_s=0.5, gpu_metrics="off")
+    step = result.steps[0]
+    server = step.server
+    assert server is not None and server["source"] == "llamacpp"
+    assert server["live"] == ["generation_tokens"] and server["at_request_end"] == []
+    assert server["counters"]["generation_tokens"] == pytest.approx(step.summary.output_tokens_total, rel=0.15)
+    assert server["rates"]["generation_tokens"] == pytest.approx(step.summary.output_throughput_tok_s, rel=0.25)
+    busy = [g for g in (server["gauges"].get(IN_PROGRESS) or {}).values()]
+    assert busy and max(busy) > 0  # readings taken while answers streamed saw their tokens
