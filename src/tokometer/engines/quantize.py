@@ -96,7 +96,7 @@ def find_llama_quantize(explicit: str | None = None, *, build: bool = False,
     if _executable(built_quantize_path()):
         return str(built_quantize_path())
     if not build:
-        raise EngineError("llama-quantize not found: run `python -m tokometer.engines.quantize` (builds it beside "
+        raise EngineError("llama-quantize not found: run `tokometer serve --prepare` (builds it beside "
                           "tokometer's llama-server) or put llama-quantize on PATH")
     return str(build_llama_quantize(progress=progress))
 
