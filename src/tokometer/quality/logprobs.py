@@ -10,7 +10,8 @@ a prefix reused from the previous request would have been computed in another ba
   ``logprobs: true, top_logprobs: k``), parsed by `agreement.parse_logprobs`.
 - `forced_step`: B's next-token distribution after the prompt and A's first ``j`` tokens, asked as a
   completions request whose prompt is token ids (``/tokenize`` ids of the prompt, then A's ids) for
-  one token. Only where both servers tokenize alike and give token ids (llama.cpp).
+  one token. Only where both servers tokenize alike (``/tokenize``: llama.cpp's and vLLM's shapes) and A's
+  path carries token ids (llama.cpp).
 Failures are data: each call returns the result or a one-line reason, never raises (but cancellation).
 """
 
@@ -91,11 +92,15 @@ class LogprobClient:
         return steps, ""
 
     async def tokenize(self, text: str) -> list[int] | None:
-        """The prompt's token ids with the special tokens the server adds (llama.cpp ``/tokenize``), or None."""
-        answer, _ = await self._post(self.root, "/tokenize", {"content": text, "add_special": True})
-        tokens = answer.get("tokens") if isinstance(answer, dict) else None
-        if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens):
-            return list(tokens)
+        """The prompt's token ids with the special tokens the server adds, or None: llama.cpp's ``/tokenize``
+        (``content``, ``add_special``), else vLLM's (``model``, ``prompt``, ``add_special_tokens``)."""
+        shapes = ({"content": text, "add_special": True},
+                  {"model": self.endpoint.model, "prompt": text, "add_special_tokens": True})
+        for body in shapes:
+            answer, _ = await self._post(self.root, "/tokenize", body)
+            tokens = answer.get("tokens") if isinstance(answer, dict) else None
+            if isinstance(tokens, list) and tokens and all(type(t) is int and t >= 0 for t in tokens):
+                return list(tokens)
         return None
 
     async def forced_step(self, prompt_ids: Sequence[int], prefix_ids: Sequence[int]) -> TokenStep | None:
