@@ -11,7 +11,6 @@ the same requests against `tokometer sim`.
 from __future__ import annotations
 
 import json
-import socket
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,76 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import SimServer, start_gateway
-from tests.http_servers import RawServer
-
-PROMPT = "The capital of France is"
-ANSWER = (" the", " capital", " of", " the", " country", " of", " France", ".")
-"""What vLLM 0.32 (CPU) streamed for ``PROMPT`` with ``max_tokens`` 8: eight text events."""
-
-_HEAD = (b"HTTP/1.1 200 OK\r\ndate: Tue, 01 Dec 2026 12:00:00 GMT\r\nserver: uvicorn\r\n"
-         b"content-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n")
-"""uvicorn's head for vLLM's StreamingResponse: each ``yield`` of the generator becomes one HTTP chunk."""
-
-
-def _chunked(parts: list[bytes]) -> bytes:
-    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
-
-
-def vllm_completion_events(model: str, answer: tuple[str, ...] = ANSWER, prompt_tokens: int = 6) -> list[bytes]:
-    """vLLM 0.32's ``/v1/completions`` stream, byte for byte: each chunk is
-    ``CompletionStreamResponse.model_dump_json(exclude_unset=True)`` (so ``logprobs``, ``stop_reason``,
-    ``prompt_token_ids`` and ``token_ids`` come as ``null`` in every event, the finish rides on the last text
-    event), then with ``include_usage`` the usage chunk (``exclude_none=True``, vLLM's key order), then
-    ``[DONE]`` (vllm/entrypoints/openai/completion/serving.py, checked against the installed source)."""
-    head = f'{{"id":"cmpl-9f2c","object":"text_completion","created":1764590000,"model":"{model}","choices":'
-    events = []
-    for n, text in enumerate(answer):
-        finish = '"length"' if n == len(answer) - 1 else "null"
-        events.append(f'data: {head}[{{"index":0,"text":{json.dumps(text)},"logprobs":null,"finish_reason":'
-                      f'{finish},"stop_reason":null,"prompt_token_ids":null,"token_ids":null}}]}}\n\n'.encode())
-    total = prompt_tokens + len(answer)
-    events.append(f'data: {head}[],"usage":{{"prompt_tokens":{prompt_tokens},"total_tokens":{total},'
-                  f'"completion_tokens":{len(answer)}}}}}\n\n'.encode())
-    events.append(b"data: [DONE]\n\n")
-    return events
-
-
-def vllm_chat_events(model: str, answer: tuple[str, ...] = ANSWER, prompt_tokens: int = 6) -> list[bytes]:
-    """vLLM 0.32's ``/v1/chat/completions`` stream, byte for byte: the role event (with ``prompt_token_ids``
-    and ``prompt_text`` as ``null``), content deltas (``token_ids`` null), the finish on the last one
-    (``stop_reason`` too), the usage chunk, ``[DONE]`` (vllm/entrypoints/openai/chat_completion/serving.py)."""
-    head = f'{{"id":"chatcmpl-4a1b","object":"chat.completion.chunk","created":1764590000,"model":"{model}",' \
-           '"choices":'
-    events = [f'data: {head}[{{"index":0,"delta":{{"role":"assistant","content":""}},"logprobs":null,'
-              f'"finish_reason":null}}],"prompt_token_ids":null,"prompt_text":null}}\n\n'.encode()]
-    for n, text in enumerate(answer):
-        last = n == len(answer) - 1
-        finish = '"length","stop_reason":null' if last else "null"
-        events.append(f'data: {head}[{{"index":0,"delta":{{"content":{json.dumps(text)}}},"logprobs":null,'
-                      f'"finish_reason":{finish},"token_ids":null}}]}}\n\n'.encode())
-    total = prompt_tokens + len(answer)
-    events.append(f'data: {head}[],"usage":{{"prompt_tokens":{prompt_tokens},"total_tokens":{total},'
-                  f'"completion_tokens":{len(answer)}}}}}\n\n'.encode())
-    events.append(b"data: [DONE]\n\n")
-    return events
-
-
-class VllmBytesServer(RawServer):
-    """A raw-socket server written for these tests: answers ``POST /v1/completions`` and
-    ``POST /v1/chat/completions`` with vLLM 0.32's exact stream for `ANSWER` (as uvicorn frames it), whatever
-    the request asks; the gateway always asks its upstream for a stream with usage."""
-
-    def __init__(self, model: str) -> None:
-        super().__init__(self._answer)
-        self.model = model
-
-    def _answer(self, conn: socket.socket) -> None:
-        chat = self.heads[-1].startswith(b"POST /v1/chat/completions")
-        events = vllm_chat_events(self.model) if chat else vllm_completion_events(self.model)
-        conn.sendall(_HEAD)
-        for event in events:
-            conn.sendall(_chunked([event])[:-5])  # one HTTP chunk per event, as uvicorn writes them
-        conn.sendall(b"0\r\n\r\n")
+from tests.vllm_bytes import ANSWER, PROMPT, VllmBytesServer
 
 
 def post(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
