@@ -17,8 +17,8 @@ import pytest
 from tests.conftest import SimServer, run_cli, start_gateway
 from tests.helpers import bench
 from tests.vllm_bytes import ANSWER, VllmBytesServer, vllm_completion_events
-from tokometer.benchmark.run import BenchResult
-from tokometer.metrics.textcheck import SLACK, TOLERANCE
+from tokometer.benchmark.run import BenchResult, StepResult
+from tokometer.metrics.textcheck import SLACK, TOLERANCE, TextCheck
 
 MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 
@@ -51,11 +51,15 @@ def _bench(url: str, tokenizer: str = "none", requests: int = 3) -> BenchResult:
                  output_tokens=8, tokenizer=tokenizer)
 
 
+def _check(step: StepResult) -> TextCheck:
+    assert step.summary.text_check is not None
+    return step.summary.text_check
+
+
 def test_lost_text_is_flagged_by_its_bytes_without_a_tokenizer(lossy: VllmBytesServer,
                                                                honest: VllmBytesServer) -> None:
     step = _bench(lossy.url).steps[0]
-    check = step.summary.text_check
-    assert check is not None
+    check = _check(step)
     received = len((ANSWER[0] + ANSWER[-1]).encode())  # the two text events that arrived
     assert step.summary.output_tokens_total == 3 * 8  # usage still said 8 each: the counts look right
     assert check.checked == {"bytes": 3}
@@ -66,7 +70,7 @@ def test_lost_text_is_flagged_by_its_bytes_without_a_tokenizer(lossy: VllmBytesS
     assert "at most 5" in warnings[0]
 
     clean = _bench(honest.url).steps[0]
-    assert clean.summary.text_check.checked == {"bytes": 3} and clean.summary.text_check.short == ()
+    assert _check(clean).checked == {"bytes": 3} and _check(clean).short == ()
     assert not any("received less text" in w for w in clean.warnings)
 
 
@@ -74,14 +78,13 @@ def test_lost_text_is_flagged_by_the_tokenizer(lossy: VllmBytesServer, honest: V
     """With the model's tokenizer the count is exact: ' the' and '.' are 2 of the 8 tokens (Gemma's tokenizer
     counts vLLM's whole answer as 8 too), and the tokenizer-mismatch warning does not blame the tokenizer."""
     step = _bench(lossy.url, "bundled", requests=2).steps[0]
-    check = step.summary.text_check
-    assert check is not None
+    check = _check(step)
     assert check.checked == {"tokenizer": 2}
     assert [(s.counted, s.received) for s in check.short] == [(8, 2), (8, 2)]
     assert not any("is the tokenizer the model's own" in w for w in step.warnings)
 
     clean = _bench(honest.url, "bundled", requests=2).steps[0]
-    assert clean.summary.text_check.checked == {"tokenizer": 2} and clean.summary.text_check.short == ()
+    assert _check(clean).checked == {"tokenizer": 2} and _check(clean).short == ()
     assert not any("received less text" in w or "the tokenizer counts" in w for w in clean.warnings)
 
 
@@ -113,7 +116,7 @@ def test_the_simulator_through_the_gateway_adds_up(sim_factory: Callable[..., Si
         for api in ("openai-completions", "openai-chat"):
             step = bench(gw.openai_url, api=api, model="m", concurrency=[2], requests=6, input_tokens=8,
                          output_tokens=16, tokenizer="none", ignore_eos=True).steps[0]
-            assert step.summary.text_check.checked == {"bytes": 6}, api
-            assert step.summary.text_check.short == (), api
+            assert _check(step).checked == {"bytes": 6}, api
+            assert _check(step).short == (), api
     finally:
         gw.stop()

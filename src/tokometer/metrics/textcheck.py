@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 from tokometer.records import RequestRecord
 
-__all__ = ["SLACK", "TOLERANCE", "ShortText", "TextCheck", "check_text", "counted_tokens", "received_tokens"]
+__all__ = ["SLACK", "TOLERANCE", "ShortText", "TextCheck", "check_text", "counted_tokens", "is_short",
+           "received_tokens"]
 
 TOLERANCE = 0.10
 """Share of the server's count the received text may fall short by."""
@@ -76,6 +77,11 @@ class TextCheck:
                 "output token counts are the server's, not what arrived")
 
 
+def is_short(counted: int, received: int) -> bool:
+    """The rule: text that accounts for ``received`` tokens falls short of a server's count of ``counted``."""
+    return counted - received > max(SLACK, TOLERANCE * counted)
+
+
 def counted_tokens(record: RequestRecord) -> int | None:
     """The output tokens the server counted and sent text for (None: the count is not the server's)."""
     if record.output_tokens_source not in ("usage", "native") or record.output_tokens is None:
@@ -108,6 +114,6 @@ def check_text(records: Sequence[RequestRecord], count: Callable[[str], int] | N
             continue
         received, source = received_tokens(record, count)
         checked[source] += 1
-        if counted - received > max(SLACK, TOLERANCE * counted):
+        if is_short(counted, received):
             short.append(ShortText(record.index, counted, received, source))
     return TextCheck(dict(checked), tuple(short)) if checked else None
