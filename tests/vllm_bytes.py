@@ -3,8 +3,9 @@ sends them.
 
 The shapes are vLLM's pydantic models as its serving code dumps them (checked against the installed
 vllm 0.32.0 CPU build: vllm/entrypoints/openai/completion/serving.py and chat_completion/serving.py);
-the answer is what that vLLM streamed for `PROMPT` with ``max_tokens`` 8. Used where a test needs a
-real engine's bytes on demand without the engine.
+the answer is what that vLLM streamed for `PROMPT` with ``max_tokens`` 8, and the bytes were compared with
+what a running vLLM 0.32 (CPU, gemma-3-270m) sent, head included. Used where a test needs a real engine's
+bytes on demand without the engine.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ ANSWER = (" the", " capital", " of", " the", " country", " of", " France", ".")
 """What vLLM 0.32 (CPU) streamed for ``PROMPT`` with ``max_tokens`` 8: eight text events."""
 
 _HEAD = (b"HTTP/1.1 200 OK\r\ndate: Tue, 01 Dec 2026 12:00:00 GMT\r\nserver: uvicorn\r\n"
-         b"content-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n")
+         b"content-type: text/event-stream; charset=utf-8\r\nvary: Origin\r\ntransfer-encoding: chunked\r\n\r\n")
+FINGERPRINT = "vllm-0.32.0-0b139011"
+"""vLLM sets ``system_fingerprint`` on the usage chunk (its version and a build hash)."""
 """uvicorn's head for vLLM's StreamingResponse: each ``yield`` of the generator becomes one HTTP chunk."""
 
 
@@ -44,7 +47,7 @@ def vllm_completion_events(model: str, answer: tuple[str, ...] = ANSWER, prompt_
                       f'{finish},"stop_reason":null,"prompt_token_ids":null,"token_ids":null}}]}}\n\n'.encode())
     total = prompt_tokens + len(answer)
     events.append(f'data: {head}[],"usage":{{"prompt_tokens":{prompt_tokens},"total_tokens":{total},'
-                  f'"completion_tokens":{len(answer)}}}}}\n\n'.encode())
+                  f'"completion_tokens":{len(answer)}}},"system_fingerprint":"{FINGERPRINT}"}}\n\n'.encode())
     events.append(b"data: [DONE]\n\n")
     return events
 
@@ -64,7 +67,7 @@ def vllm_chat_events(model: str, answer: tuple[str, ...] = ANSWER, prompt_tokens
                       f'"finish_reason":{finish},"token_ids":null}}]}}\n\n'.encode())
     total = prompt_tokens + len(answer)
     events.append(f'data: {head}[],"usage":{{"prompt_tokens":{prompt_tokens},"total_tokens":{total},'
-                  f'"completion_tokens":{len(answer)}}}}}\n\n'.encode())
+                  f'"completion_tokens":{len(answer)}}},"system_fingerprint":"{FINGERPRINT}"}}\n\n'.encode())
     events.append(b"data: [DONE]\n\n")
     return events
 
