@@ -237,7 +237,7 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
                 seen = await asyncio.to_thread(observation.step, step_start, step_end, result.summary)
                 result.server, result.gpu = seen.server, seen.gpu
                 result.warnings.extend(seen.findings)
-            counter = functools.lru_cache(maxsize=4096)(count) if count is not None else None  # texts counted once
+            counter = functools.cache(count) if count is not None else None  # each text counted once, for this step
             result.summary.text_check = check = check_text(outcome.records, counter)
             if check is not None and (short := check.warning()):
                 result.warnings.append(short)
