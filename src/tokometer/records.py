@@ -189,6 +189,9 @@ class RequestRecord:
     error_detail: str = ""
     server: ServerTiming | None = None
     output_text: str = ""
+    reasoning_text: str = ""
+    """Reasoning sent in a field of its own (``reasoning_content``, Ollama's ``thinking``); inline ``<think>``
+    sections stay in ``output_text``. Neither text is stored."""
     first_answer_ns: int = 0
     reasoning_tokens: int | None = None
     reasoning_tokens_source: TokenSource | None = None

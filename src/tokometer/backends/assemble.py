@@ -104,6 +104,7 @@ class StreamAssembly:
     def finish(self, count_tokens: Callable[[str], int] | None) -> None:
         record, content, final = self.record, self.content, self.final
         record.output_text = "".join(self.texts)
+        record.reasoning_text = "".join(event.reasoning for _, event in content if event.reasoning)
         if content:
             record.first_token_ns = content[0][0]
             record.last_token_ns = content[-1][0]

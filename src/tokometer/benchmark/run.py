@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from tokometer.load.sessions import run_session_step
 from tokometer.load.share import WorkerSetup
 from tokometer.load.workers import run_step_in_workers
 from tokometer.metrics import SLO, StepSummary, summarize
+from tokometer.metrics.textcheck import TextCheck, check_text
 from tokometer.records import RequestRecord
 from tokometer.store.store import ResultStore, now_iso
 from tokometer.wire.base import GenerationParams
@@ -132,12 +134,13 @@ def prompt_cache_warning(summary: StepSummary, server: dict[str, Any] | None) ->
             "earlier run's prompts do this; compare only runs with the same cache-hit rate")
 
 
-def _token_mismatch(records: list[RequestRecord], count: Callable[[str], int]) -> str | None:
+def _token_mismatch(records: list[RequestRecord], count: Callable[[str], int], check: TextCheck | None) -> str | None:
     server = local = 0
+    short = {s.index for s in check.short} if check is not None else set()  # text lost on the way: warned of apart
     for r in records:
         # an answer with reasoning sent in a field of its own has less text than tokens: not comparable
         if r.ok and r.output_text and r.output_tokens_source in ("usage", "native") and r.output_tokens \
-                and not r.reasoning_tokens:
+                and not r.reasoning_tokens and r.index not in short:
             server += r.output_tokens
             local += count(r.output_text)
     if server and abs(local - server) / server > _MISMATCH_LIMIT:
@@ -234,7 +237,11 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
                 seen = await asyncio.to_thread(observation.step, step_start, step_end, result.summary)
                 result.server, result.gpu = seen.server, seen.gpu
                 result.warnings.extend(seen.findings)
-            if count is not None and (mismatch := _token_mismatch(outcome.records, count)):
+            counter = functools.cache(count) if count is not None else None  # each text counted once, for this step
+            result.summary.text_check = check = check_text(outcome.records, counter)
+            if check is not None and (short := check.warning()):
+                result.warnings.append(short)
+            if counter is not None and (mismatch := _token_mismatch(outcome.records, counter, check)):
                 result.warnings.append(mismatch)
             # shared prefixes (--prefix-tokens), sessions' histories and a trace's shared blocks are there to be
             # cached: their effect is reported, not warned of

@@ -32,8 +32,9 @@ from tokometer.errors import TokometerError
 from tokometer.gateway.config import UpstreamConfig
 from tokometer.messages import message_text
 from tokometer.records import ErrorCategory, describe_http_failure
-from tokometer.wire.base import GenerationParams, ParsedEvent
+from tokometer.wire.base import Backend, GenerationParams, ParsedEvent
 from tokometer.wire.framing import EventSplitter, payload_reader
+from tokometer.wire.openai import OpenAIChat, OpenAICompletions
 
 __all__ = ["Endpoint", "Upstream", "UpstreamCall", "UpstreamError", "UpstreamEvent"]
 
@@ -75,6 +76,8 @@ class Upstream:
         self.name = cfg.name
         self.backend = create_backend(cfg.api)
         self.openai = cfg.api.startswith("openai")
+        self._readers: dict[Endpoint, Backend] = {"chat": OpenAIChat(), "completions": OpenAICompletions()} \
+            if self.openai else {"chat": self.backend, "completions": self.backend}
         self.pool = HttpPool(cfg.url, connect_timeout=cfg.connect_timeout_s, idle_timeout=cfg.idle_timeout_s,
                              total_timeout=cfg.total_timeout_s, tls=cfg.tls())
         self.limit = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
@@ -84,6 +87,14 @@ class Upstream:
         key = cfg.key()
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
+
+    def reader(self, endpoint: Endpoint) -> Backend:
+        """The adapter that reads this upstream's answer to a request at ``endpoint``. An OpenAI upstream
+        answers ``/chat/completions`` with chat chunks (``delta.content``) and ``/completions`` with completion
+        chunks (``text``), whichever of the two its ``api`` names (that says only that it speaks OpenAI's
+        protocol): reading one with the other's adapter finds no text in it. Any other upstream answers both
+        in its own protocol, which its adapter reads."""
+        return self._readers[endpoint]
 
     def request_bytes(self, body: Mapping[str, Any], endpoint: Endpoint) -> bytes:
         """The upstream request for a client's OpenAI-format ``body``."""
@@ -103,7 +114,7 @@ class Upstream:
 
     async def open(self, body: Mapping[str, Any], endpoint: Endpoint) -> UpstreamCall:
         """Send the request and wait for the response head; raise UpstreamError if it fails or is not 200."""
-        call = UpstreamCall(self, self.request_bytes(body, endpoint))
+        call = UpstreamCall(self, self.request_bytes(body, endpoint), self.reader(endpoint))
         await call.start()
         return call
 
@@ -124,13 +135,15 @@ def _prompt(body: Mapping[str, Any], endpoint: Endpoint) -> Prompt:
 class UpstreamCall:
     """One streamed request to an upstream: head first, then events as they arrive."""
 
-    def __init__(self, upstream: Upstream, request: bytes) -> None:
+    def __init__(self, upstream: Upstream, request: bytes, backend: Backend) -> None:
         self.upstream = upstream
         self.request = request
+        self.backend = backend
+        """The adapter that reads this answer (`Upstream.reader`)."""
         self.response = StreamedResponse()
         self._queue: asyncio.Queue[tuple[bytes, int]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
-        self._splitter = EventSplitter(upstream.backend.framing)
+        self._splitter = EventSplitter(backend.framing)
         self.status = 0
         self.sent_ns = 0
         self.more = False
@@ -186,8 +199,8 @@ class UpstreamCall:
 
     async def events(self) -> AsyncIterator[UpstreamEvent]:
         """Each event as it completes; raises UpstreamError if the stream breaks off."""
-        parse = self.upstream.backend.parse
-        payload_of = payload_reader(self.upstream.backend.framing)
+        parse = self.backend.parse
+        payload_of = payload_reader(self.backend.framing)
         while True:
             chunk, stamp = await self._queue.get()
             if stamp < 0:

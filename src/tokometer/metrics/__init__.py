@@ -10,6 +10,7 @@ from typing import Final
 
 from tokometer.metrics.distribution import PERCENTILES, Distribution
 from tokometer.metrics.summary import SLO, StepSummary, summarize
+from tokometer.metrics.textcheck import SLACK, TOLERANCE
 
 __all__ = ["DEFINITIONS", "PERCENTILES", "SLO", "Distribution", "StepSummary", "summarize"]
 
@@ -47,6 +48,11 @@ DEFINITIONS: Final[dict[str, str]] = {
     "prefix_cache_speedup": "ttft_cold_prefix_ms p50 / ttft_warm_prefix_ms p50: about 1 without a prefix cache",
     "output_tokens.source": "where output token counts came from: usage (server usage block), native (engine "
     "counters), tokenizer, estimate (count of content events)",
+    "output_tokens.text_check": "per completed answer whose output count is the server's (usage, native): the "
+    "text received (answer and reasoning fields) counted by the model's tokenizer where one is local, else its "
+    "UTF-8 bytes (an upper bound: a token is at least one byte); an answer is short when the server's count "
+    f"(less reasoning it did not send) exceeds that by more than max({SLACK} tokens, {TOLERANCE:.0%}); null when "
+    "not checked",
     "server_prefill_ms": "the engine's own prompt-processing time, where the protocol reports it",
     "server_decode_tok_s": "the engine's own decode speed, where the protocol reports it",
     "percentiles": "linear interpolation between closest ranks (numpy default)",

@@ -25,6 +25,7 @@ from tokometer.metrics.distribution import Distribution
 from tokometer.metrics.prefix import prefix_split
 from tokometer.metrics.reasoning import ReasoningSummary, summarize_reasoning
 from tokometer.metrics.sessions import per_turn, session_stats
+from tokometer.metrics.textcheck import TextCheck
 from tokometer.records import RequestRecord
 
 __all__ = ["SLO", "StepSummary", "summarize"]
@@ -116,6 +117,11 @@ class StepSummary:
     """Multi-turn sessions: sessions completed and failed, turns and duration per session, TTFT growth from
     the first turn to the last (`tokometer.metrics.sessions`); None when the step ran no sessions."""
 
+    text_check: TextCheck | None = None
+    """Whether each answer's received text adds up to the server's count of its output tokens
+    (`tokometer.metrics.textcheck`); None when not checked (no answer had a count from the server, or the
+    step was summarised again from the store, which keeps no text)."""
+
     def naive_line(self) -> str:
         """The article's summary line (elapsed, generated tokens, average tok/s), labelled."""
         return (
@@ -127,12 +133,13 @@ class StepSummary:
         out: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            out[name] = value.to_json() if isinstance(value, (Distribution, ReasoningSummary)) else value
+            out[name] = value.to_json() if isinstance(value, (Distribution, ReasoningSummary, TextCheck)) else value
         tokens = out.pop("output_tokens")
         out["output_tokens"] = {
             "total": self.output_tokens_total,
             "source": self.output_tokens_source,
             "per_request": tokens,
+            "text_check": out.pop("text_check"),
         }
         in_tokens = out.pop("input_tokens")
         out["input_tokens"] = {
