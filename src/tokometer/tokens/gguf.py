@@ -114,12 +114,16 @@ def _with_transformers(meta: dict[str, Any], path: Path) -> _HFTokenizer:
               if f"tokenizer.{key}" in meta}
     try:
         backend, _ = convert(str(meta.get("general.architecture", "")), fields)
-    except (ValueError, KeyError, TypeError) as exc:
+    except Exception as exc:  # transformers' converter on a header it does not expect: any of its errors
         raise TokenizerError(f"cannot convert the tokenizer of {path.name}: {exc}") from exc
     from tokenizers import Tokenizer
 
     if not isinstance(backend, Tokenizer):
         raise TokenizerError(f"transformers returned no tokenizer for {path.name}")
+    try:
+        backend.encode(_PROBE)
+    except Exception as exc:
+        raise TokenizerError(f"the tokenizer converted from {path.name} cannot encode text: {exc}") from exc
     return backend
 
 
@@ -128,6 +132,8 @@ MAX_VOCAB = 1 << 22
 MAX_TOKEN_CHARS = 1024
 """Characters one token may have (real vocabularies stay under a few hundred); longer ones are refused
 before the merges are rebuilt, which costs the square of a token's length."""
+_PROBE = "Hello, world: 1 + 1 = 2 ✓"
+"""A text a converted tokenizer must encode before it is cached."""
 _TYPED_ARRAYS = {"tokenizer.ggml.token_type": (int,), "tokenizer.ggml.scores": (int, float),
                  "tokenizer.ggml.merges": (str,)}
 
@@ -163,9 +169,11 @@ def convert_gguf_tokenizer(meta: dict[str, Any], path: Path) -> _HFTokenizer:
     arch = str(meta.get("general.architecture", ""))
     if meta.get("tokenizer.ggml.model") == "llama" and arch in _GEMMA_ARCHS:
         try:
-            return _gemma(meta)
+            tok = _gemma(meta)
+            tok.encode(_PROBE)  # a vocabulary it cannot encode with (no unknown token...) fails here, not later
         except Exception as exc:  # the tokenizers library refusing what the header describes
             raise TokenizerError(f"cannot convert the tokenizer of {path.name}: {exc}") from exc
+        return tok
     return _with_transformers(meta, path)
 
 
