@@ -3,9 +3,10 @@
 Every server here is a hostile raw-socket server written for these tests (`tests.http_servers.RawServer`):
 it streams a well-formed answer whose counts or timings are wrong in one chosen way (an absurd
 ``usage.completion_tokens``, a negative one, a string where a count goes, a count far past ``max_tokens``,
-non-finite llama.cpp/Ollama timings, reasoning tokens counted in usage but never streamed), or answers the
-API path with an HTML page. No real engine can be made to send these on demand. Each runs through the
-bench core (and one through the command line, to see what a user sees).
+non-finite llama.cpp/Ollama timings, reasoning tokens counted in usage but never streamed), answers the
+API path with an HTML page, or accepts connections too slowly for its accept queue. No real engine can be
+made to send these on demand. Each runs through the bench core (two through the command line, to see what a
+user sees).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -192,3 +194,69 @@ def test_html_page_on_the_api_path_is_not_an_api_answer() -> None:
         assert step.summary.errors == {"protocol": 2}, step.summary.error_examples
         detail = step.summary.error_examples["protocol"]
         assert "not an API answer" in detail and "Welcome to nginx!" in detail
+
+
+class _SlowAcceptServer:
+    """A hostile server written for this test: its accept queue holds one connection (``listen(0)``) and it
+    accepts one every 0.3 s, so a burst of new connections overflows it and the kernel drops their SYNs: the
+    client retries each after 1 s, as against a server whose accept queue is full. Each accepted connection
+    gets one streamed answer and is closed."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def __enter__(self) -> str:
+        self._thread.start()
+        return self.url
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self.sock.close()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            time.sleep(0.3)
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            buffer = b""
+            while b"\r\n\r\n" not in buffer:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                buffer += data
+            head, _, rest = buffer.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            body = b"".join(_chat({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}))
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+def test_a_server_slow_to_accept_is_not_the_clients_fault() -> None:
+    """Six sends 50 ms apart, each on a new connection, to a server whose accept queue overflows: some
+    connections take 1 s or more to open (SYN retries). That is the server's side: the client's self-check
+    does not say it fell behind, and its note says whose the delay was."""
+    with _SlowAcceptServer() as url:
+        result = bench(url, api="openai-chat", model="m", rate=[20.0], arrival="constant", requests=6,
+                       input_tokens=4, output_tokens=16, tokenizer="none", idle_timeout_s=10)
+    step = result.steps[0]
+    connects = sorted(r.connect_ns / 1e6 for r in step.records)
+    assert connects[-1] > 900, connects  # the kernel did drop SYNs: this test's premise
+    assert step.summary.requests_completed == 6, step.summary.error_examples
+    health = step.health
+    assert not health.saturated, health.verdict
+    assert "behind_schedule" not in health.problems and "late_sends" not in health.problems
+    assert "slow to accept" in health.note and "server's side" in health.note, health.note
