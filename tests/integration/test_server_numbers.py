@@ -88,6 +88,15 @@ def test_count_past_max_tokens_is_not_believed() -> None:
     assert "more than max_tokens 16" in summary.server_numbers_example
 
 
+def test_count_far_below_the_events_is_not_believed() -> None:
+    """usage.completion_tokens of 1 for 9 content events (each event is at least a token): the events count."""
+    words = tuple(f" w{i}" for i in range(9))
+    result = _run(_stream(_chat({"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}, words)))
+    summary = result.steps[0].summary
+    assert summary.output_tokens_source == {"estimate": 2} and summary.output_tokens_total == 18
+    assert "fewer than one token for every 4 of its 9 content events" in summary.server_numbers_example
+
+
 def test_string_prompt_tokens_neither_crash_nor_count(tmp_path: Path) -> None:
     """``"prompt_tokens": "12"`` through the command line: the run completes and is saved as completed, the
     count is not taken from usage, and no traceback is printed."""
