@@ -33,6 +33,7 @@ from tokometer.backends.http1 import (
 from tokometer.datasets.base import Prompt
 from tokometer.records import RequestRecord, describe_http_failure
 from tokometer.wire.base import Backend, GenerationParams, answer_length
+from tokometer.wire.mediatype import not_an_api_answer
 
 __all__ = ["StreamClient", "Target", "Timeouts"]
 
@@ -140,6 +141,11 @@ class StreamClient:
                 failure = describe_http_failure(response.status, response.headers, text)
                 assert failure is not None
                 record.error, record.error_detail = failure
+                record.finish_reason = "error"
+                on_done(record)
+                return False
+            if (what := not_an_api_answer(response.headers, response.chunks)) is not None:
+                record.error, record.error_detail = "protocol", f"HTTP {response.status}: {what}"
                 record.finish_reason = "error"
                 on_done(record)
                 return False

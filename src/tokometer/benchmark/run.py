@@ -134,6 +134,13 @@ def prompt_cache_warning(summary: StepSummary, server: dict[str, Any] | None) ->
             "earlier run's prompts do this; compare only runs with the same cache-hit rate")
 
 
+def _rejected_numbers_warning(summary: StepSummary) -> str:
+    """A sentence when some of the server's counts were not believed (`tokometer.wire.numbers`)."""
+    return (f"the server's numbers were not believed for {summary.server_numbers_rejected} request(s), for "
+            f"example {summary.server_numbers_example}: their counts came from the next source down (the "
+            "tokenizer, the engine's counters or the events received; see output_tokens.source)")
+
+
 def _token_mismatch(records: list[RequestRecord], count: Callable[[str], int], check: TextCheck | None) -> str | None:
     server = local = 0
     short = {s.index for s in check.short} if check is not None else set()  # text lost on the way: warned of apart
@@ -208,6 +215,8 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
     async with contextlib.AsyncExitStack() as stack:
         if observation is not None:
             stack.callback(observation.stop)
+        if store is not None and run_id is not None:  # a bug must not leave the run "running": it failed
+            stack.push(lambda kind, exc, tb: _failed(store, run_id) if isinstance(exc, Exception) else None)
         client = await stack.enter_async_context(StreamClient(setup.target, create_backend(spec.api), setup.params,
                                                               setup.timeouts, count_tokens=count))
         while (planned := plan.next_step(results)) is not None:
@@ -237,6 +246,8 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
                 seen = await asyncio.to_thread(observation.step, step_start, step_end, result.summary)
                 result.server, result.gpu = seen.server, seen.gpu
                 result.warnings.extend(seen.findings)
+            if result.summary.server_numbers_rejected:
+                result.warnings.append(_rejected_numbers_warning(result.summary))
             counter = functools.cache(count) if count is not None else None  # each text counted once, for this step
             result.summary.text_check = check = check_text(outcome.records, counter)
             if check is not None and (short := check.warning()):
@@ -270,6 +281,11 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
     return BenchResult(spec=spec, run_id=run_id, status=status, started_at=started, finished_at=now_iso(),
                        steps=results, model=prepared.model, prompt_source=(prepared.sessions or prepared.source).name,
                        engine=engine, host=host_info(), warnings=warnings)
+
+
+def _failed(store: ResultStore, run_id: int) -> None:
+    with contextlib.suppress(Exception):
+        store.finish_run(run_id, "failed")
 
 
 def _portable(tokenizer: str | None) -> str | None:

@@ -114,6 +114,22 @@ class ServerConfig(_Strict):
         "'authenticated' means everyone)")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_MAX_NAME = 256
+"""Characters a name (an upstream's, a key's, a route's model) may have."""
+
+
+def _plain_name(value: str) -> str:
+    """A name that goes into metrics labels, logs, headers and request lines: 1 to 256 characters, no
+    control characters (a NUL or a newline in a name would cut or forge a line wherever it is written)."""
+    if not value or len(value) > _MAX_NAME:
+        raise ValueError(f"must have 1 to {_MAX_NAME} characters")
+    if (bad := _CONTROL.search(value)) is not None:
+        raise ValueError(f"holds a control character (U+{ord(bad.group()):04X} at position {bad.start()}): "
+                         "names are plain text")
+    return value
+
+
 class UpstreamConfig(_Strict):
     """One engine behind the gateway."""
 
@@ -146,7 +162,19 @@ class UpstreamConfig(_Strict):
     def _url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
+        if _CONTROL.search(value) or " " in value:
+            raise ValueError("holds a space or a control character")
         return value.rstrip("/")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _plain_name(value)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        return _plain_name(value) if value else value
 
     @field_validator("api")
     @classmethod
@@ -197,6 +225,16 @@ class RouteConfig(_Strict):
     max_resumes: int = Field(2, ge=1, le=16, description="resumes one answer may take before the stream ends with "
                              "an error event")
 
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        return _plain_name(value)
+
+    @field_validator("upstreams")
+    @classmethod
+    def _upstream_names(cls, value: list[str]) -> list[str]:
+        return [_plain_name(name) for name in value]
+
     @field_validator("hedge_after")
     @classmethod
     def _hedge_after(cls, value: str | None) -> str | None:
@@ -241,6 +279,11 @@ class KeyConfig(_Strict):
                         "prints it")
     tokens_per_period: int | None = Field(None, ge=1, description="token budget per [budgets] period (default: "
                                           "none)")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _plain_name(value)
 
     @field_validator("sha256")
     @classmethod

@@ -110,6 +110,12 @@ class StepSummary:
     """Reasoning and answer apart (time to first answer token, token counts, the answer's decode speed);
     None when no completed answer of the step had reasoning (`tokometer.metrics.reasoning`)."""
 
+    server_numbers_rejected: int = 0
+    """Requests (of the window) with a server count or duration that was not believed
+    (`RequestRecord.rejected_numbers`): their counts came from the next source down."""
+    server_numbers_example: str = ""
+    """One such request's ``rejected_numbers``."""
+
     per_turn: list[dict[str, Any]] | None = None
     """Multi-turn sessions: per turn, its requests, TTFT, prompt length and prompt-cache share
     (`tokometer.metrics.sessions`); None when the step ran no sessions."""
@@ -226,6 +232,8 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         per_turn=per_turn(records),
         session_stats=session_stats(records),
         reasoning=summarize_reasoning(ok),
+        server_numbers_rejected=sum(1 for r in window if r.rejected_numbers),
+        server_numbers_example=next((r.rejected_numbers for r in window if r.rejected_numbers), ""),
         **_prefix_effect(window),
     )
 

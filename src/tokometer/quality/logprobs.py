@@ -84,9 +84,12 @@ class LogprobClient:
         if answer is None:
             return None, error
         choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not choices or not isinstance(choices[0], dict):
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return None, "the answer has no choices"
-        steps = parse_logprobs(choices[0])
+        try:
+            steps = parse_logprobs(choices[0])
+        except ValueError as exc:
+            return None, f"malformed logprobs from the server: {exc}"
         if steps is None:
             return None, "the server returned no logprobs"
         return steps, ""
@@ -108,7 +111,10 @@ class LogprobClient:
         path, body = self._body([*prompt_ids, *prefix_ids], 1)
         answer, _ = await self._post(self.pool, path, body)
         choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not choices or not isinstance(choices[0], dict):
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return None
-        steps = parse_logprobs(choices[0])
+        try:
+            steps = parse_logprobs(choices[0])
+        except ValueError:  # malformed: this position is not scored
+            return None
         return steps[0] if steps else None

@@ -14,6 +14,7 @@ import orjson
 
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
+from tokometer.wire.numbers import count, text_field
 from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int
 from tokometer.wire.timings import read_llamacpp_timings
 
@@ -46,17 +47,17 @@ class LlamaCpp(Backend):
         event = ParsedEvent()
         if data.get("error"):
             error = data["error"]
-            event.error = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+            event.error = str(error.get("message", error)) if isinstance(error, dict) else str(error)
             return event
-        event.text = data.get("content") or ""
+        event.text = text_field(data, "content")
         tokens = data.get("tokens")
         if isinstance(tokens, list) and tokens:
             event.tokens = len(tokens)
         if data.get("stop"):
             event.done = event.meta = True
             event.finish_reason = map_finish_reason(data.get("stop_type")) or "stop"
-            event.completion_tokens_native = data.get("tokens_predicted")
-            event.prompt_tokens_native = data.get("tokens_evaluated")
+            event.completion_tokens_native = count(event, "tokens_predicted", data.get("tokens_predicted"))
+            event.prompt_tokens_native = count(event, "tokens_evaluated", data.get("tokens_evaluated"))
             timings = data.get("timings")
             if isinstance(timings, dict):
                 read_llamacpp_timings(timings, event)

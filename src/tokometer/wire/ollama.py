@@ -14,11 +14,12 @@ import orjson
 
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
+from tokometer.wire.numbers import count, duration_ms, obj, text_field
 from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, opt_int, prompt_tokens
 
 __all__ = ["Ollama", "OllamaChatServer"]
 
-_NS_PER_MS = 1_000_000.0
+_MS_PER_NS = 1e-6
 
 
 class Ollama(Backend):
@@ -53,24 +54,20 @@ class Ollama(Backend):
         if data.get("error"):
             event.error = str(data["error"])
             return event
-        message = data.get("message") or {}
-        event.text = message.get("content") or ""
-        event.reasoning = message.get("thinking") or ""
+        message = obj(data.get("message"))
+        event.text = text_field(message, "content")
+        event.reasoning = text_field(message, "thinking")
         if data.get("done"):
             event.done = event.meta = True
             event.finish_reason = map_finish_reason(data.get("done_reason")) or "stop"
-            event.completion_tokens_native = data.get("eval_count")
-            event.prompt_tokens_native = data.get("prompt_eval_count")
-            event.server_decode_n = data.get("eval_count")
-            event.server_prompt_n = data.get("prompt_eval_count")
-            event.server_decode_ms = _ms(data.get("eval_duration"))
-            event.server_prompt_ms = _ms(data.get("prompt_eval_duration"))
-            event.server_total_ms = _ms(data.get("total_duration"))
+            event.completion_tokens_native = event.server_decode_n = count(event, "eval_count", data.get("eval_count"))
+            event.prompt_tokens_native = event.server_prompt_n = count(event, "prompt_eval_count",
+                                                                       data.get("prompt_eval_count"))
+            event.server_decode_ms = duration_ms(event, "eval_duration", data.get("eval_duration"), _MS_PER_NS)
+            event.server_prompt_ms = duration_ms(event, "prompt_eval_duration", data.get("prompt_eval_duration"),
+                                                 _MS_PER_NS)
+            event.server_total_ms = duration_ms(event, "total_duration", data.get("total_duration"), _MS_PER_NS)
         return event
-
-
-def _ms(ns: Any) -> float | None:
-    return ns / _NS_PER_MS if isinstance(ns, (int, float)) else None
 
 
 class OllamaChatServer(ServerProtocol):

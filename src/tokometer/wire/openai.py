@@ -21,11 +21,12 @@ import orjson
 
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
+from tokometer.wire.numbers import count, obj, text_field
 from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int, prompt_tokens
 from tokometer.wire.timings import read_llamacpp_timings
 
 __all__ = ["DONE", "REASONING_FIELDS", "ChunkWriter", "OpenAIChat", "OpenAIChatServer", "OpenAICompletions",
-           "OpenAICompletionsServer", "error_body", "error_event", "reasoning_tokens"]
+           "OpenAICompletionsServer", "error_body", "error_event", "read_usage", "reasoning_tokens"]
 
 DONE = b"data: [DONE]\n\n"
 
@@ -62,11 +63,13 @@ class _OpenAIBase(Backend):
         event = ParsedEvent()
         error = data.get("error")
         if error:
-            event.error = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+            event.error = str(error.get("message", error)) if isinstance(error, dict) else str(error)
             return event
         choices = data.get("choices") or ()
         if choices:
-            choice = choices[0]
+            if not isinstance(choices, list):
+                raise ValueError("'choices' is not a list")
+            choice = obj(choices[0])
             self._read_choice(choice, event)
             finish = choice.get("finish_reason")
             if finish:
@@ -74,16 +77,11 @@ class _OpenAIBase(Backend):
                 event.meta = True
         usage = data.get("usage")
         if usage:
-            event.prompt_tokens = usage.get("prompt_tokens")
-            event.completion_tokens = usage.get("completion_tokens")
-            details = usage.get("prompt_tokens_details")  # OpenAI; vLLM with --enable-prompt-tokens-details
-            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-                event.cached_prompt_tokens = details["cached_tokens"]
-            event.reasoning_tokens = reasoning_tokens(usage)
+            read_usage(obj(usage), event)
             event.meta = True
         timings = data.get("timings")
         if timings:
-            read_llamacpp_timings(timings, event)
+            read_llamacpp_timings(obj(timings), event)
             event.meta = True
         return event
 
@@ -104,19 +102,31 @@ class OpenAIChat(_OpenAIBase):
         return HttpRequest("/chat/completions", body)
 
     def _read_choice(self, choice: dict[str, Any], event: ParsedEvent) -> None:
-        delta = choice.get("delta") or {}
-        event.text = delta.get("content") or ""
+        delta = obj(choice.get("delta"))
+        event.text = text_field(delta, "content")
         # REASONING_FIELDS, spelled out: this runs for every event of every stream
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         event.reasoning = reasoning if isinstance(reasoning, str) else ""
 
 
-def reasoning_tokens(usage: dict[str, Any]) -> int | None:
+def read_usage(usage: dict[str, Any], event: ParsedEvent) -> None:
+    """OpenAI's ``usage`` object onto ``event``, every count through `tokometer.wire.numbers.count`."""
+    event.prompt_tokens = count(event, "usage.prompt_tokens", usage.get("prompt_tokens"))
+    event.completion_tokens = count(event, "usage.completion_tokens", usage.get("completion_tokens"))
+    details = obj(usage.get("prompt_tokens_details"))  # OpenAI; vLLM with --enable-prompt-tokens-details
+    cached = count(event, "usage.prompt_tokens_details.cached_tokens", details.get("cached_tokens"))
+    if cached is not None:
+        event.cached_prompt_tokens = cached
+    event.reasoning_tokens = reasoning_tokens(usage, event)
+
+
+def reasoning_tokens(usage: dict[str, Any], event: ParsedEvent | None = None) -> int | None:
     """``usage.completion_tokens_details.reasoning_tokens``: the output tokens that were reasoning (OpenAI,
-    DeepSeek, vLLM where it counts them)."""
+    DeepSeek, vLLM where it counts them); a value that is not a count is ``None`` (noted on ``event``)."""
     details = usage.get("completion_tokens_details")
     value = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return count(event if event is not None else ParsedEvent(), "usage.completion_tokens_details.reasoning_tokens",
+                 value)
 
 
 class OpenAICompletions(_OpenAIBase):
@@ -132,7 +142,7 @@ class OpenAICompletions(_OpenAIBase):
         return HttpRequest("/completions", body)
 
     def _read_choice(self, choice: dict[str, Any], event: ParsedEvent) -> None:
-        event.text = choice.get("text") or ""
+        event.text = text_field(choice, "text")
 
 
 def error_body(message: str, kind: str = "server_error", code: str | int | None = None,
