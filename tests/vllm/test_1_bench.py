@@ -35,12 +35,13 @@ def test_closed_loop_with_the_servers_account(vllm: VllmServer, tmp_path: Path) 
         # vLLM's own counters over the step: the same requests, the same generated tokens
         assert server["counters"]["requests_finished"] == 4
         assert server["counters"]["generation_tokens"] == 4 * 16
-        # its TTFT histogram counted every request; its mean and the client's agree within the network's
-        # and the histogram's coarseness (vLLM stamps TTFT inside the engine, the client at the socket)
+        # its TTFT histogram counted every request. vLLM stamps TTFT inside the engine, from the request's
+        # arrival there, the client at its socket: the server's can only be shorter (measured here: 109 ms
+        # against 268 ms on a busy 2-core host, the rest is vLLM's HTTP front end, template and tokenizer)
         ttft = server["histograms"]["ttft"]
         assert ttft["count"] == 4
         client_ttft_mean_s = summary["ttft_ms"]["mean"] / 1000
-        assert abs(ttft["mean"] - client_ttft_mean_s) < max(0.5 * client_ttft_mean_s, 0.05)
+        assert 0 < ttft["mean"] <= client_ttft_mean_s + 0.002
 
 
 def test_open_loop(vllm: VllmServer, tmp_path: Path) -> None:

@@ -39,7 +39,8 @@ def test_find_max_concurrency_verdicts_follow_the_measurements(vllm: VllmServer,
     best = found["best"]
     assert best == max(p for p in passed if not missed or p < min(missed))
     # estimate on those runs: the efficiency of a bf16 CPU run against this host's peaks
-    done = run_cli("estimate", "--run", "1", "--store", str(store), "--hardware", "host", timeout=600)
+    done = run_cli("estimate", "--run", "1", "--store", str(store), "--model", "gemma-3-270m", "--dtype", "bf16",
+                   "--hardware", "host", env={"XDG_CACHE_HOME": str(tmp_path)}, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     for percent in re.findall(r"(?:MFU|MBU)\D{0,12}?(\d+(?:\.\d+)?) ?%", done.stdout):

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["command"]
 
 _DEFAULT_PORTS = {"llamacpp": 8080, "vllm": 8000, "ollama": 11434}
-_SHOWN = ("engine", "engine_version", "model", "model_file", "model_sha256", "quantization", "ctx_size",
+_SHOWN = ("engine", "engine_version", "device", "model", "model_file", "model_sha256", "quantization", "ctx_size",
           "ctx_per_slot", "parallel", "threads", "max_model_len", "binary", "binary_source", "chat_template")
 
 
