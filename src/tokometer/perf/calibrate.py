@@ -130,7 +130,7 @@ def fit(results: Sequence[RunEfficiency], typical: Efficiency | None = None) -> 
             return default
         median = statistics.median(samples[name])
         if median > 1:
-            over[name] = (f"the runs reached {median:.0%} — above 100 %: the {d.hardware.name} peak used "
+            over[name] = (f"the runs reached {median:,.0%} — above 100 %: the {d.hardware.name} peak used "
                           f"({peaks[name]}) is too low for them; give a better peak, then calibrate again")
             return default
         return median

@@ -86,8 +86,8 @@ def over_peak_message(name: str, ratio: float, d: Deployment) -> str:
                "--hardware with a TOML row (--hardware-file)")
     else:
         fix = "pass --hardware with the device this ran on, or a TOML row with its figures (--hardware-file)"
-    return (f"{_NAMES.get(name, name)} {ratio:.0%} — above 100 %: the {hw.name} peak used ({used}) is too low for "
-            f"this run ({extra}); {fix}")
+    return (f"{_NAMES.get(name, name)} {ratio:,.0%} — above 100 %: the {hw.name} peak used ({used}) is too low for "
+            f"this run, {extra}; {fix}")
 
 
 @dataclass(frozen=True)
