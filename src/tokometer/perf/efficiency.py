@@ -225,13 +225,13 @@ def _step(d: Deployment, index: int, load: str, records: list[RequestRecord], he
 
 def _pct(x: float | None) -> str:
     if x is not None and x > 1:
-        return f"above 100 % ({x:.0%}: the peak used is too low)"
+        return f"above 100 % ({x:,.0%}: the peak used is too low)"
     return "n/a" if x is None else f"{x:.0%}"
 
 
 def _of(x: float, what: str) -> str:
     """``at 54% of peak FLOP/s``, or, above 100 %, that the peak is wrong."""
-    return f"above the {what} used ({x:.0%}: that peak is too low)" if x > 1 else f"at {x:.0%} of {what}"
+    return f"above the {what} used ({x:,.0%}: that peak is too low)" if x > 1 else f"at {x:.0%} of {what}"
 
 
 def _verdict(health: ClientHealth | None, tpot: float | None, server_tpot: float | None, ttft: float | None,

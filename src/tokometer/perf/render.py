@@ -49,11 +49,9 @@ def _header(console: Console, d: Deployment) -> None:
     note = f" ({d.hardware.note})" if d.hardware.note else ""
     console.print(f"  sources   model: {d.model.source}; hardware: {d.hardware.source}{note}")
     for peak in d.hardware.peaks:
-        used = " ← this deployment's" if d.compute_peak == peak else ""
+        used = f" ← used ({normalize_dtype(d.weight_dtype)} weights multiply in {peak.dtype})" \
+            if d.compute_peak == peak else ""
         console.print(f"  peak      {peak.label()}{used}: {peak.detail}")
-    if d.compute_peak is not None and not d.hardware.peaks:
-        console.print(f"  peak      {d.compute_peak.label()} ({normalize_dtype(d.weight_dtype)} weights multiply "
-                      f"in {d.compute_dtype})")
 
 
 def render_estimate(console: Console, e: Estimate) -> None:
