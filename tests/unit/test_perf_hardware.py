@@ -99,3 +99,17 @@ def test_the_compute_dtype_of_a_weight_format_on_a_cpu_and_on_a_gpu() -> None:
     assert Deployment(model, h100, "fp32").compute_peak == ComputePeak("bf16", 989e12, "datasheet",
                                                                         "NVIDIA H100 datasheet")
     assert "fp32 250 GFLOP/s (measured) / bf16 4.096 TFLOP/s (theoretical)" in host.describe()
+
+
+def test_the_torch_measurement_says_why_it_has_no_figure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """bf16/fp16 are measured in a child Python with torch; one without torch, or none at all, is a reason."""
+    import sys
+
+    monkeypatch.setenv(host_module.TORCH_PYTHON_ENV, str(tmp_path / "no-python"))
+    assert "no-python" in host_module._torch_matmul(64, 1)["error"]
+    script = tmp_path / "python"  # a "Python" whose torch import fails, as one without torch does
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import no_such_torch_module' \"$@\"\n")
+    script.chmod(0o755)
+    monkeypatch.setenv(host_module.TORCH_PYTHON_ENV, str(script))
+    error = host_module._torch_matmul(64, 1)["error"]
+    assert "failed (exit 1)" in error and "ModuleNotFoundError" in error
