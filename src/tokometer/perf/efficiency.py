@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tokometer.metrics.request import e2e_ns, tpot_ns, ttft_ns
+from tokometer.perf.host import TORCH_PYTHON_ENV
 from tokometer.perf.roofline import Deployment, Efficiency, decode_flops, prefill_flops, prefill_s, weight_bytes_read
 from tokometer.records import RequestRecord
 
@@ -82,7 +83,7 @@ def over_peak_message(name: str, ratio: float, d: Deployment) -> str:
         extra = ("or the engine did less work than counted (prefix-cache hits skip prefill)" if name == "prefill_mfu"
                  else "or the engine did less work than counted")
     if hw.name == "host":
-        fix = ("measure it (--remeasure; bf16/fp16 with torch: TOKOMETER_TORCH_PYTHON=<a Python with torch>) or pass "
+        fix = (f"measure it (--remeasure; bf16/fp16 with torch: {TORCH_PYTHON_ENV}=<a Python with torch>) or pass "
                "--hardware with a TOML row (--hardware-file)")
     else:
         fix = "pass --hardware with the device this ran on, or a TOML row with its figures (--hardware-file)"
