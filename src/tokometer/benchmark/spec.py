@@ -222,6 +222,10 @@ class BenchSpec(BaseModel):
             if self.requests is not None:
                 raise ValueError("--sessions counts sessions per step: leave out --requests (--duration still "
                                  "applies)")
+            if self.prefix_tokens or self.prefix_groups != 1:
+                raise ValueError("--prefix-tokens and --prefix-groups shape single synthetic prompts, not sessions "
+                                 "(each turn resends the history, which is the shared prefix there): leave them out "
+                                 "with --sessions")
         if self.trace is not None:
             if self.concurrency or self.rate or self.synchronous or self.find_max is not None:
                 raise ValueError("--trace replays the trace's own arrival times: leave out --concurrency, --rate, "
