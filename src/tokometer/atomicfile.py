@@ -30,7 +30,7 @@ from typing import IO, Any, Literal, overload
 
 from tokometer.errors import OutputError
 
-__all__ = ["atomic_open", "write_atomic"]
+__all__ = ["atomic_open", "atomic_path", "write_atomic"]
 
 _TERMINATED = 128 + signal.SIGTERM
 
@@ -98,10 +98,40 @@ def _atomic(path: Path, mode: str, encoding: str, newline: str | None) -> Iterat
     _sync_directory(target.parent)
 
 
+@contextlib.contextmanager
+def atomic_path(path: Path | str) -> Iterator[Path]:
+    """A temporary path beside ``path`` for a writer that wants a file name (a library's ``save(path)``); the
+    file written there replaces ``path`` when the ``with`` block ends without an exception, else it is removed."""
+    shown = Path(path)
+    target = Path(os.path.realpath(shown.expanduser()))
+    existed = target.exists()
+    temp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
+    with _sigterm_as_exit():
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            yield temp
+            fd = os.open(temp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temp, target)
+        except OSError as exc:
+            _remove(temp)
+            raise _error(shown, exc, existed) from None
+        except BaseException:
+            _remove(temp)
+            raise
+    _sync_directory(target.parent)
+
+
 def _error(path: Path, exc: OSError, existed: bool) -> OutputError:
     why = exc.strerror or str(exc)
     if exc.errno is not None:
         why += f" (errno {exc.errno})"
+    blocking = next((p for p in path.expanduser().parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        why = f"{blocking} is a file, not a directory"
     after = f"the previous {path.name} is unchanged" if existed else "nothing was written"
     return OutputError(f"cannot write {path}: {why}; {after}")
 
