@@ -307,3 +307,20 @@ def test_a_non_ascii_key_matches_the_simulator_in_either_encoding(sim_factory: C
         assert _exchange(sim.root, head)[0] == 200
     status, _ = _post(sim.root, "/v1/chat/completions", body, b"Authorization: Bearer cle-Schlussel\r\n")
     assert status == 401
+
+
+def test_mid_stream_faults_of_an_answer_that_is_not_streamed(sim_factory: Callable[..., SimServer]) -> None:
+    """The faults a stream shows mid-answer, for a whole answer: what a server whose handler failed sends."""
+    sim = sim_factory("--ttft-ms", "1", "--itl-ms", "1", "--fault-schedule", "error_event,malformed,reset,stall",
+                      "--stall-s", "0.5", "--fault-after-tokens", "1")
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    status, content_type, body = _answer(sim, "/v1/chat/completions", chat)
+    assert status == 500 and json.loads(body)["error"]["message"] == "simulated engine failure"
+    status, content_type, body = _answer(sim, "/v1/chat/completions", chat)
+    assert status == 200 and content_type == "application/json"
+    with pytest.raises(ValueError):
+        json.loads(body)  # cut short
+    for _ in ("reset", "stall"):
+        status, _, _ = _answer(sim, "/v1/chat/completions", chat)
+        assert status == 500
+    assert [t["fault"] for t in sim.trace()] == ["error_event:done", "malformed:done", "reset:done", "stall:done"]

@@ -8,8 +8,9 @@ script (`ScriptedStream`) or the continuous-batching engine (`EngineStream`).
 A request that does not stream (``stream`` false, or absent where the protocol's default is not to
 stream: OpenAI, llama.cpp) is timed the same way and answered with one JSON body when its last
 token is ready; the trace's event stamps are then the moments tokens were ready. Its mid-stream
-faults become what a real server does: a reset, a stall, a 500 (``error_event``), or a body cut
-short (``malformed``).
+faults become what a server whose handler failed answers: ``reset`` and ``stall`` (after its time) a
+bare 500 (uvicorn's, no response having started), ``error_event`` a 500 with the protocol's error
+body, ``malformed`` a body cut short.
 """
 
 from __future__ import annotations
@@ -176,7 +177,7 @@ class _Stream:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.gone.wait(), self.state.config.stall_s)
             if self._whole is not None and not self.disconnected:
-                raise SimulatedReset("simulated stall: the connection closes without an answer")
+                raise SimulatedReset("simulated stall: the handler fails without an answer")
             return True
         if fault == "error_event":
             if self._whole is not None:
