@@ -324,3 +324,18 @@ def test_mid_stream_faults_of_an_answer_that_is_not_streamed(sim_factory: Callab
         status, _, _ = _answer(sim, "/v1/chat/completions", chat)
         assert status == 500
     assert [t["fault"] for t in sim.trace()] == ["error_event:done", "malformed:done", "reset:done", "stall:done"]
+
+
+def test_an_upstream_key_that_no_header_can_carry_is_refused_at_start(tmp_path: Path) -> None:
+    """The gateway's own key to an upstream goes out in a header: non-ASCII there is one line, exit 2, at start."""
+    from tests.conftest import run_cli
+
+    config = tmp_path / "gw.toml"
+    route = '[[routes]]\nmodel = "m"\nupstreams = ["a"]\n'
+    config.write_text(f'[[upstreams]]\nname = "a"\nurl = "http://127.0.0.1:9/v1"\napi_key = "{KEY}"\n{route}')
+    done = run_cli("gateway", "--config", str(config), "--check")
+    assert done.returncode == 2 and "upstreams.0.api_key: the API key holds non-ASCII" in done.stderr, done.stderr
+    config.write_text(f'[[upstreams]]\nname = "a"\nurl = "http://127.0.0.1:9/v1"\napi_key_env = "H7_KEY"\n{route}')
+    done = run_cli("gateway", "--config", str(config), "--port", "0", env={"H7_KEY": KEY}, timeout=60)
+    assert done.returncode == 2 and "$H7_KEY: the API key holds non-ASCII" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

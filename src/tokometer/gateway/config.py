@@ -160,6 +160,13 @@ class UpstreamConfig(_Strict):
             raise ValueError(f"unknown API {value!r}: use one of {', '.join(sorted(BACKENDS))}")
         return value
 
+    @field_validator("api_key")
+    @classmethod
+    def _ascii_key(cls, value: str | None) -> str | None:
+        if value is not None and _key_problem(value):
+            raise ValueError(_key_problem(value))
+        return value
+
     def tls(self) -> TlsOptions:
         """How to check this upstream's certificate (only used for https:// URLs)."""
         return TlsOptions(verify=self.verify, ca_bundle=self.ca_bundle)
@@ -168,8 +175,19 @@ class UpstreamConfig(_Strict):
         if self.api_key is not None:
             return self.api_key
         if self.api_key_env:
-            return os.environ.get(self.api_key_env)
+            value = os.environ.get(self.api_key_env)
+            if value is not None and (problem := _key_problem(value)):
+                raise ConfigError(f"upstream {self.name!r}: ${self.api_key_env}: {problem}")
+            return value
         return None
+
+
+def _key_problem(value: str) -> str | None:
+    """Why an upstream key cannot go in an Authorization header as it is, or None."""
+    if value.isascii() and value.isprintable():
+        return None
+    return ("the API key holds non-ASCII or control characters, which an HTTP header carries only as raw bytes "
+            "that servers read differently (UTF-8 or Latin-1): use the key's ASCII form")
 
 
 class RouteConfig(_Strict):
