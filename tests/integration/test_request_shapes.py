@@ -334,8 +334,8 @@ def test_an_upstream_key_that_no_header_can_carry_is_refused_at_start(tmp_path: 
     route = '[[routes]]\nmodel = "m"\nupstreams = ["a"]\n'
     config.write_text(f'[[upstreams]]\nname = "a"\nurl = "http://127.0.0.1:9/v1"\napi_key = "{KEY}"\n{route}')
     done = run_cli("gateway", "--config", str(config), "--check")
-    assert done.returncode == 2 and "upstreams.0.api_key: the API key holds non-ASCII" in done.stderr, done.stderr
+    assert done.returncode == 2 and "upstreams.0.api_key: the API key: it holds non-ASCII" in done.stderr, done.stderr
     config.write_text(f'[[upstreams]]\nname = "a"\nurl = "http://127.0.0.1:9/v1"\napi_key_env = "H7_KEY"\n{route}')
     done = run_cli("gateway", "--config", str(config), "--port", "0", env={"H7_KEY": KEY}, timeout=60)
-    assert done.returncode == 2 and "$H7_KEY: the API key holds non-ASCII" in done.stderr, done.stderr
+    assert done.returncode == 2 and "$H7_KEY: the API key: it holds non-ASCII" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_valid
 from tokometer.backends import BACKENDS
 from tokometer.backends.tls import TlsOptions
 from tokometer.load.profiles import Arrival
-from tokometer.secrets import header_problem, redact_headers
+from tokometer.secrets import header_problem, redact_headers, value_problem
 
 __all__ = ["BenchSpec"]
 
@@ -166,6 +166,8 @@ class BenchSpec(BaseModel):
         if self.synchronous and (self.concurrency or self.rate):
             raise ValueError("--synchronous sends one request at a time: give it without --concurrency and --rate "
                              "(or leave it out; --concurrency 1 is the same load)")
+        if self.api_key is not None and (problem := value_problem(self.api_key)):
+            raise ValueError(f"--api-key: {problem}")
         for number, (name, value) in enumerate(self.headers.items(), 1):
             problem = header_problem(name, value)
             if problem:

@@ -14,6 +14,7 @@ import click
 from tokometer.backends import BACKENDS
 from tokometer.cli.options import (
     FiniteFloat,
+    api_key_option,
     build_spec,
     check_output_path,
     parse_duration,
@@ -35,7 +36,8 @@ __all__ = ["command"]
 @click.option("--api", type=click.Choice(sorted(BACKENDS)), default=None,
               help="Protocol the server speaks [default: ollama for a URL on port 11434, else openai-chat].")
 @click.option("--model", default="", help="Model name to request (default: the first one the server lists).")
-@click.option("--api-key", envvar="TOKOMETER_API_KEY", default=None, help="Bearer token (or TOKOMETER_API_KEY).")
+@click.option("--api-key", callback=api_key_option, envvar="TOKOMETER_API_KEY", default=None,
+              help="Bearer token (or TOKOMETER_API_KEY).")
 @click.option("--header", "headers", multiple=True, help="Extra request header 'Name: value' (repeatable).")
 @click.option("--ca-bundle", type=click.Path(dir_okay=False), default=None,
               help="PEM file of CAs to trust for an https:// URL (a private CA or a self-signed server).")

@@ -30,6 +30,7 @@ from tokometer.backends import BACKENDS
 from tokometer.backends.tls import TlsOptions
 from tokometer.errors import ConfigError
 from tokometer.inbound.limits import DEFAULT_LIMITS
+from tokometer.secrets import value_problem
 
 __all__ = [
     "EXAMPLE_CONFIG",
@@ -184,10 +185,8 @@ class UpstreamConfig(_Strict):
 
 def _key_problem(value: str) -> str | None:
     """Why an upstream key cannot go in an Authorization header as it is, or None."""
-    if value.isascii() and value.isprintable():
-        return None
-    return ("the API key holds non-ASCII or control characters, which an HTTP header carries only as raw bytes "
-            "that servers read differently (UTF-8 or Latin-1): use the key's ASCII form")
+    problem = value_problem(value)
+    return None if problem is None else f"the API key: {problem}"
 
 
 class RouteConfig(_Strict):
