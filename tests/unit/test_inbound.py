@@ -8,8 +8,10 @@ The same functions the gateway and the simulator call on every request (`tokomet
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from tokometer.atomicfile import atomic_open, atomic_path, write_atomic
@@ -27,11 +29,39 @@ def test_depth_is_counted_without_recursion() -> None:
     assert json_depth(deep) == 100_001
 
 
+@pytest.mark.parametrize("levels", [0, 1, 2, 3, 62, 63, 64, 300])
+def test_the_byte_scan_finds_the_depth_the_walk_finds(levels: int) -> None:
+    """Strings full of brackets and escaped quotes do not count; the depth is exact at the limit."""
+    value: object = {"s": "[[{{\\\"]]", "k": [1, {"t": "}]"}], "e": [], "o": {}}
+    for level in range(levels):
+        value = [value, []] if level % 2 else {"a": value, "b": "[{"}
+    body = {"x": value}
+    raw = json.dumps(body).encode()
+    depth = json_depth(body)
+    for limit in (depth - 1, depth, depth + 1):
+        if depth > limit:
+            with pytest.raises(BadBody, match=f"more than {limit} levels"):
+                parse_object(raw, max_depth=limit)
+        else:
+            assert parse_object(raw, max_depth=limit) == body
+
+
+def test_a_wide_body_is_checked_quickly() -> None:
+    """The check on top of parsing: the Python walk it replaced took 3 s more than orjson's parse of this body."""
+    raw = json.dumps({"a": [[]] * 1_000_000}).encode()
+    started = time.perf_counter()
+    orjson.loads(raw)
+    parsed = time.perf_counter()
+    parse_object(raw)
+    checked = time.perf_counter()
+    assert (checked - parsed) - (parsed - started) < 1.0
+
+
 def test_parse_object_refuses_what_is_not_a_shallow_object() -> None:
     assert parse_object(b'{"a": [[1]]}') == {"a": [[1]]}
     assert parse_object(b'{"s": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}')["s"]
     for raw, words in ((b"[1]", "not an array"), (b'"x"', "not a string"), (b"{", "invalid JSON"),
-                       (b"\xff", "invalid JSON"), (json.dumps({"a": [[[[]]]]}).encode(), "nested 5 levels")):
+                       (b"\xff", "invalid JSON"), (json.dumps({"a": [[[[]]]]}).encode(), "more than 4 levels")):
         with pytest.raises(BadBody, match=words):
             parse_object(raw, max_depth=4)
 

@@ -2,13 +2,16 @@
 
 orjson parses up to 1,024 levels, but writes at most 254 (and much of Python recurses on nesting): a
 body nested deeper than ``max_depth`` (64 by default, `tokometer.inbound.limits`) is refused here,
-before any code that would copy, hash or forward it sees it. The depth is found without recursion;
-the bracket count of the raw bytes bounds it from above, so the usual body (a few dozen brackets)
-is not walked at all.
+before any code that would copy, hash or forward it sees it. The depth is read from the raw bytes
+at C speed, never by walking the parsed values in Python (a 3 MB body of a million empty arrays took
+4 s that way): the bracket count bounds it from above, so the usual body (a few dozen brackets) is
+not looked at again; otherwise its strings are cut out, everything but the brackets dropped, and the
+innermost pairs removed one level at a time, at most ``max_depth + 1`` times.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -30,9 +33,25 @@ def parse_object(raw: bytes, max_depth: int = DEFAULT_LIMITS.max_json_depth) -> 
         raise BadBody(f"invalid JSON body: {exc}") from None
     if not isinstance(body, dict):
         raise BadBody(f"the body must be a JSON object, not {_kind(body)}")
-    if raw.count(b"[") + raw.count(b"{") > max_depth and (depth := json_depth(body)) > max_depth:
-        raise BadBody(f"the body is nested {depth} levels deep, more than this server takes ({max_depth})")
+    if raw.count(b"[") + raw.count(b"{") > max_depth and _deeper_than(raw, max_depth):
+        raise BadBody(f"the body nests arrays and objects more than {max_depth} levels deep, more than this "
+                      "server takes")
     return body
+
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # the unrolled form: 4x faster than (a|b)*
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _deeper_than(raw: bytes, limit: int) -> bool:
+    """Whether the (valid) JSON ``raw`` nests containers more than ``limit`` deep; linear passes in C."""
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    for _ in range(limit):
+        if not brackets:
+            return False
+        # one level: every innermost pair, but not the pair that removing them exposes (hence the marker)
+        brackets = brackets.replace(b"[]", b"\0").replace(b"{}", b"").replace(b"\0", b"")
+    return bool(brackets)
 
 
 def json_depth(value: Any) -> int:
