@@ -17,7 +17,7 @@ import pytest
 from tokometer.atomicfile import atomic_open, atomic_path, write_atomic
 from tokometer.errors import OutputError
 from tokometer.inbound.headers import header_text
-from tokometer.inbound.jsonbody import BadBody, json_depth, parse_object
+from tokometer.inbound.jsonbody import BadBody, _deeper_than, json_depth, parse_object
 from tokometer.wire.openai_request import check_request
 
 
@@ -39,6 +39,7 @@ def test_the_byte_scan_finds_the_depth_the_walk_finds(levels: int) -> None:
     raw = json.dumps(body).encode()
     depth = json_depth(body)
     for limit in (depth - 1, depth, depth + 1):
+        assert _deeper_than(raw, limit) == (depth > limit)  # the byte scan, used for very wide bodies
         if depth > limit:
             with pytest.raises(BadBody, match=f"more than {limit} levels"):
                 parse_object(raw, max_depth=limit)

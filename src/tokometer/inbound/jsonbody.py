@@ -2,16 +2,17 @@
 
 orjson parses up to 1,024 levels, but writes at most 254 (and much of Python recurses on nesting): a
 body nested deeper than ``max_depth`` (64 by default, `tokometer.inbound.limits`) is refused here,
-before any code that would copy, hash or forward it sees it. The depth is read from the raw bytes
-at C speed, never by walking the parsed values in Python (a 3 MB body of a million empty arrays took
-4 s that way): the bracket count bounds it from above, so the usual body (a few dozen brackets) is
-not looked at again; otherwise its strings are cut out, everything but the brackets dropped, and the
-innermost pairs removed one level at a time, at most ``max_depth + 1`` times.
+before any code that would copy, hash or forward it sees it. The depth is found the cheaper of two
+ways, in time linear in the body: the bracket count bounds it from above, so the usual body (a few
+dozen brackets) is not looked at again; a body of up to 50,000 values (a long chat) is walked,
+without recursion; a body of very many small values (a million empty arrays: 2.4 s of walking) is
+scanned at C speed instead: everything but brackets and quotes is dropped (escapes first), the
+strings' insides cut out, and the innermost pairs removed one level at a time, at most
+``max_depth`` times (each a pass of `bytes.replace`).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import orjson
@@ -33,19 +34,28 @@ def parse_object(raw: bytes, max_depth: int = DEFAULT_LIMITS.max_json_depth) -> 
         raise BadBody(f"invalid JSON body: {exc}") from None
     if not isinstance(body, dict):
         raise BadBody(f"the body must be a JSON object, not {_kind(body)}")
-    if raw.count(b"[") + raw.count(b"{") > max_depth and _deeper_than(raw, max_depth):
+    containers = raw.count(b"[") + raw.count(b"{")  # at least as many as there are (strings may hold some)
+    if containers <= max_depth:
+        return body
+    elements = containers + raw.count(b",")  # at least as many values as the walk would visit
+    if json_depth(body) > max_depth if elements <= _WALK_AT_MOST else _deeper_than(raw, max_depth):
         raise BadBody(f"the body nests arrays and objects more than {max_depth} levels deep, more than this "
                       "server takes")
     return body
 
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # the unrolled form: 4x faster than (a|b)*
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_WALK_AT_MOST = 50_000
+"""Bodies of up to this many values are measured by walking them (a chat: ~2 ms for 2,000 messages); more
+(a million small arrays: 2.4 s of walking) by scanning their bytes (~60 ms for those 3 MB)."""
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
 
 
 def _deeper_than(raw: bytes, limit: int) -> bool:
     """Whether the (valid) JSON ``raw`` nests containers more than ``limit`` deep; linear passes in C."""
-    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    # escaped backslashes, then escaped quotes, go first; then only brackets and quotes are kept, and every
+    # other piece between quotes is a string's inside
+    kept = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    brackets = b"".join(kept.split(b'"')[::2])
     for _ in range(limit):
         if not brackets:
             return False
