@@ -106,6 +106,15 @@ def parse_headers(values: tuple[str, ...]) -> dict[str, str]:
     return headers
 
 
+def api_key_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--api-key``'s check: a key no header can carry as it is (non-ASCII, a line break) is one line, exit 2."""
+    from tokometer.secrets import value_problem
+
+    if value is not None and (problem := value_problem(value)):
+        raise click.BadParameter(f"{problem} (the key is not shown)", ctx=ctx, param=param)
+    return value
+
+
 def check_output_path(path: Path | None, option: str, example: str) -> None:
     """Refuse an output file that cannot be written, before anything is measured (``example``: a file name to
     suggest inside a directory)."""

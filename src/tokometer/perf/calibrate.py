@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tokometer.atomicfile import write_atomic
 from tokometer.errors import ConfigError
 from tokometer.perf.efficiency import RunEfficiency, StepEfficiency
 from tokometer.perf.roofline import Efficiency, decode_limiter
@@ -175,8 +176,5 @@ def save_calibration(calibration: Calibration, path: Path | None = None) -> Path
     target = path or calibration_path()
     data = _read(target)
     data[calibration.hardware] = calibration.to_json()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", "utf-8")
-    tmp.replace(target)
+    write_atomic(target, json.dumps(data, indent=2) + "\n")
     return target

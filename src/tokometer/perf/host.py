@@ -31,6 +31,7 @@ core count and RAM; ``remeasure=True`` (CLI ``--remeasure``) measures again. Abo
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -43,6 +44,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tokometer.atomicfile import write_atomic
+from tokometer.errors import OutputError
 from tokometer.perf.cpupeak import DTYPES, CpuFeatures, cycle_peaks, read_cpu_features
 from tokometer.perf.hardware import ComputePeak, HardwareSpec
 
@@ -190,13 +193,8 @@ def _load_or_measure(remeasure: bool) -> dict[str, Any]:
         except (OSError, ValueError):
             pass
     result = measure_host()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}")
-        partial.write_text(json.dumps(result, indent=1), "utf-8")
-        os.replace(partial, path)
-    except OSError:
-        pass  # the cache only saves time
+    with contextlib.suppress(OutputError):  # the cache only saves time
+        write_atomic(path, json.dumps(result, indent=1))
     result["cached"] = False
     return result
 

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tokometer.atomicfile import atomic_path
 from tokometer.bundled import file_sha256, gemma_chat_template
 from tokometer.cachedir import cache_root
-from tokometer.errors import TokenizerError
+from tokometer.errors import OutputError, TokenizerError
 from tokometer.gguf import read_gguf
 from tokometer.tokens.hf import FileTokenizer
 
@@ -208,15 +208,8 @@ def _facts(meta: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 def _write_atomic(target: Path, write: Any) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
-    try:
-        write(partial)
-        os.replace(partial, target)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
+    with atomic_path(target) as partial:
+        write(str(partial))
 
 
 def _load_cached(directory: Path, gguf: Path, name: str | None) -> FileTokenizer | None:
@@ -258,7 +251,7 @@ def gguf_tokenizer(path: str | Path, *, name: str | None = None, cache_dir: Path
         _write_atomic(directory / "tokenizer.json", lambda p: backend.save(p))
         _write_atomic(directory / "tokometer.json",
                       lambda p: Path(p).write_text(json.dumps(facts, indent=1), encoding="utf-8"))
-    except OSError as exc:
+    except OutputError as exc:
         raise TokenizerError(f"cannot write the converted tokenizer to {directory}: {exc}") from exc
     loaded = _load_cached(directory, gguf, name)
     if loaded is None:

@@ -15,7 +15,7 @@ import orjson
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
 from tokometer.wire.numbers import count, text_field
-from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int
+from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int, stream_field
 from tokometer.wire.timings import read_llamacpp_timings
 
 __all__ = ["LlamaCpp", "LlamaCppServer"]
@@ -66,6 +66,7 @@ class LlamaCpp(Backend):
 
 class LlamaCppServer(ServerProtocol):
     path: ClassVar[str] = "/completion"
+    stream_default: ClassVar[bool | None] = False  # llama.cpp server's README: "stream": default false
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
         prompt = body.get("prompt")
@@ -78,6 +79,7 @@ class LlamaCppServer(ServerProtocol):
             max_tokens=None if n_predict in (None, -1) else opt_int(n_predict, "n_predict"),
             ignore_eos=bool(body.get("ignore_eos")),
             return_tokens=bool(body.get("return_tokens")),
+            stream=stream_field(body, False),
         )
 
     def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
@@ -94,6 +96,15 @@ class LlamaCppServer(ServerProtocol):
         return b"data: " + orjson.dumps(payload) + b"\n\n"
 
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
+        return b"data: " + orjson.dumps(self._final(info, finish, completion_tokens, timing)) + b"\n\n"
+
+    def whole(self, info: RequestInfo, text: str, reasoning: str, ids: list[int], finish: str,
+              completion_tokens: int, timing: StreamTiming) -> dict[str, Any]:
+        no_field(self, reasoning)
+        return {**self._final(info, finish, completion_tokens, timing), "content": text,
+                "tokens": ids if info.return_tokens else []}
+
+    def _final(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> dict[str, Any]:
         decode_n = max(completion_tokens - 1, 0)
         payload = {
             "index": 0,
@@ -116,7 +127,7 @@ class LlamaCppServer(ServerProtocol):
                 "predicted_per_token_ms": timing.decode_ms / decode_n if decode_n else 0.0,
             },
         }
-        return b"data: " + orjson.dumps(payload) + b"\n\n"
+        return payload
 
     def error_event(self, message: str) -> bytes:
         return b"data: " + orjson.dumps({"error": {"code": 500, "message": message, "type": "server_error"}}) + b"\n\n"

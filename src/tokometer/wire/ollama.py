@@ -15,7 +15,15 @@ import orjson
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
 from tokometer.wire.numbers import count, duration_ms, obj, text_field
-from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, opt_int, prompt_tokens
+from tokometer.wire.serving import (
+    Count,
+    RequestInfo,
+    ServerProtocol,
+    StreamTiming,
+    opt_int,
+    prompt_tokens,
+    stream_field,
+)
 
 __all__ = ["Ollama", "OllamaChatServer"]
 
@@ -74,6 +82,7 @@ class OllamaChatServer(ServerProtocol):
     path: ClassVar[str] = "/api/chat"
     content_type: ClassVar[str] = "application/x-ndjson"
     carries_reasoning: ClassVar[bool] = True
+    stream_default: ClassVar[bool | None] = True  # Ollama's API: /api/chat streams unless "stream": false
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
         options = body.get("options") or {}
@@ -83,23 +92,36 @@ class OllamaChatServer(ServerProtocol):
             model=str(body.get("model") or default_model),
             prompt_tokens=prompt_tokens(body.get("messages"), count),
             max_tokens=opt_int(options.get("num_predict"), "options.num_predict"),
+            stream=stream_field(body, True),
         )
 
-    def _line(self, info: RequestInfo, content: str, thinking: str = "", **extra: Any) -> bytes:
+    def _payload(self, info: RequestInfo, content: str, thinking: str = "", **extra: Any) -> dict[str, Any]:
         message = {"role": "assistant", "content": content}
         if thinking:
             message["thinking"] = thinking
         payload: dict[str, Any] = {"model": info.model, "created_at": "2026-01-01T00:00:00Z", "message": message}
         payload.update(extra)
-        return orjson.dumps(payload) + b"\n"
+        return payload
+
+    def _line(self, info: RequestInfo, content: str, thinking: str = "", **extra: Any) -> bytes:
+        return orjson.dumps(self._payload(info, content, thinking, **extra)) + b"\n"
 
     def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
         return self._line(info, text, reasoning, done=False)
 
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
-        return self._line(
+        return orjson.dumps(self._final(info, "", "", finish, completion_tokens, timing)) + b"\n"
+
+    def whole(self, info: RequestInfo, text: str, reasoning: str, ids: list[int], finish: str,
+              completion_tokens: int, timing: StreamTiming) -> dict[str, Any]:
+        return self._final(info, text, reasoning, finish, completion_tokens, timing)
+
+    def _final(self, info: RequestInfo, text: str, reasoning: str, finish: str, completion_tokens: int,
+               timing: StreamTiming) -> dict[str, Any]:
+        return self._payload(
             info,
-            "",
+            text,
+            reasoning,
             done=True,
             done_reason=finish,
             total_duration=int(timing.total_ms * 1e6),

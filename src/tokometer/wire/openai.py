@@ -22,7 +22,17 @@ import orjson
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
 from tokometer.wire.numbers import count, obj, text_field
-from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int, prompt_tokens
+from tokometer.wire.openai_request import check_request
+from tokometer.wire.serving import (
+    Count,
+    RequestInfo,
+    ServerProtocol,
+    StreamTiming,
+    no_field,
+    opt_int,
+    prompt_tokens,
+    stream_field,
+)
 from tokometer.wire.timings import read_llamacpp_timings
 
 __all__ = ["DONE", "REASONING_FIELDS", "ChunkWriter", "OpenAIChat", "OpenAIChatServer", "OpenAICompletions",
@@ -227,6 +237,7 @@ class ChunkWriter:
 class _OpenAIServer(ServerProtocol):
     chat: ClassVar[bool]
     carries_reasoning: ClassVar[bool] = False
+    stream_default: ClassVar[bool | None] = False  # OpenAI's API reference: stream defaults to false
 
     def _read_common(self, body: dict[str, Any], default_model: str, prompt_tokens: int) -> RequestInfo:
         options = body.get("stream_options") or {}
@@ -236,6 +247,7 @@ class _OpenAIServer(ServerProtocol):
             prompt_tokens=prompt_tokens,
             max_tokens=opt_int(max_tokens, "max_tokens"),
             ignore_eos=bool(body.get("ignore_eos")),
+            stream=stream_field(body, False),
             include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
             sent_stream_options="stream_options" in body,
         )
@@ -262,6 +274,12 @@ class _OpenAIServer(ServerProtocol):
             out += writer.usage(info.prompt_tokens, completion_tokens, reasoning, info.cached_tokens)
         return out + DONE
 
+    def whole(self, info: RequestInfo, text: str, reasoning: str, ids: list[int], finish: str,
+              completion_tokens: int, timing: StreamTiming) -> dict[str, Any]:
+        writer = self._writer(info)
+        writer.reasoning_field = info.reasoning_field
+        return writer.whole(text, reasoning, finish, info.prompt_tokens, completion_tokens)
+
     def error_event(self, message: str) -> bytes:
         return error_event(message, "server_error", 500)
 
@@ -272,6 +290,7 @@ class OpenAIChatServer(_OpenAIServer):
     carries_reasoning: ClassVar[bool] = True
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
+        check_request(body, chat=True)
         return self._read_common(body, default_model, prompt_tokens(body.get("messages"), count))
 
 
@@ -280,6 +299,7 @@ class OpenAICompletionsServer(_OpenAIServer):
     chat: ClassVar[bool] = False
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
+        check_request(body, chat=False)
         prompt = body.get("prompt")
         if not isinstance(prompt, str):
             raise ValueError("'prompt' must be a string")
