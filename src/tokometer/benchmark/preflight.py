@@ -95,7 +95,8 @@ async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[st
     target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
     params = GenerationParams(model=model, max_tokens=1, temperature=spec.temperature, seed=spec.seed_value,
                               include_usage=spec.include_usage)
-    timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s)
+    timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s,
+                        max_event_bytes=spec.max_event_bytes)
     record = RequestRecord(index=-1, step=-1)
     async with StreamClient(target, create_backend(spec.api), params, timeouts) as client:
         await client.send(Prompt.from_text("Hello"), record)
