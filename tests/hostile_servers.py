@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["Answer", "HostileServer", "big_event", "endless_body", "hostile", "ignores_max_tokens", "silent",
-           "trickle", "undelimited_event"]
+__all__ = ["Answer", "HostileServer", "big_event", "endless_body", "hostile", "ignores_max_tokens", "json_answer",
+           "silent", "trickle", "undelimited_event"]
 
 Answer = Callable[[socket.socket, threading.Event], None]
 """Writes one answer on a connection until done, the peer hangs up or the event (server stopped) is set."""
@@ -71,6 +71,15 @@ def endless_body(content_type: bytes = b"application/json") -> Answer:
         piece = b'"model",' * 8192
         while not stop.is_set():
             conn.sendall(piece)
+    return answer
+
+
+def json_answer(value: object) -> Answer:
+    """A well-behaved answer (for the paths a test does not make hostile)."""
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        body = json.dumps(value).encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                     % (len(body), body))
     return answer
 
 

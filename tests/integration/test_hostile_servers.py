@@ -9,18 +9,25 @@ time, and says what the client must do instead of hanging or growing.
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import SimServer, run_cli
 from tests.helpers import bench
 from tests.hostile_servers import (
     big_event,
     endless_body,
     hostile,
     ignores_max_tokens,
+    json_answer,
     silent,
     trickle,
     undelimited_event,
@@ -118,3 +125,114 @@ def test_a_small_get_of_an_endless_answer_is_refused_at_its_size_limit() -> None
             asyncio.run(Probe(timeout_s=20).get(server.url + "/models"))
         assert time.monotonic() - started < 10
         assert asyncio.run(Probe(timeout_s=20).get_json(server.url + "/models")) is None
+
+
+def test_gateway_an_upstream_event_that_never_ends_stalls_no_other_client(
+        sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
+    """A real gateway process with two upstreams: the hostile one sends an event that never ends (a 16 MiB one
+    stalled every client of every other upstream for 3.3 s), the simulator streams normally. The client of the
+    hostile upstream gets a failure at the 1 MiB event limit; the simulator's client, streaming meanwhile, sees
+    no gap longer than a fraction of a second."""
+    from tests.integration.test_gateway_limits import _start
+
+    sim = sim_factory("--ttft-ms", "5", "--itl-ms", "20")
+    with hostile({"/v1/chat/completions": undelimited_event}) as bad:
+        config = tmp_path / "gw.toml"
+        config.write_text(f"[cache]\nenabled = false\n[[upstreams]]\nname = \"sim\"\nurl = \"{sim.openai_url}\"\n"
+                          f"retries = 0\n[[upstreams]]\nname = \"bad\"\nurl = \"{bad.url}\"\nretries = 0\n"
+                          "[[routes]]\nmodel = \"m\"\nupstreams = [\"sim\"]\n"
+                          "[[routes]]\nmodel = \"bad\"\nupstreams = [\"bad\"]\n")
+        gw = _start(config, tmp_path / "gw.log")
+        try:
+            gaps: list[float] = []
+            bad_answer: list[bytes] = []
+
+            def healthy() -> None:
+                last = time.monotonic()
+                with urllib.request.urlopen(_stream_request(gw.root, "m", 60), timeout=30) as response:
+                    for _ in response:
+                        now = time.monotonic()
+                        gaps.append(now - last)
+                        last = now
+
+            def hostile_client() -> None:
+                time.sleep(0.3)  # the healthy stream is flowing
+                try:
+                    with urllib.request.urlopen(_stream_request(gw.root, "bad", 8), timeout=30) as response:
+                        bad_answer.append(response.read())
+                except urllib.error.HTTPError as error:
+                    bad_answer.append(error.read())
+
+            threads = [threading.Thread(target=healthy), threading.Thread(target=hostile_client)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+        finally:
+            gw.process.terminate()
+            gw.process.wait(10)
+            if gw.process.stdout:
+                gw.process.stdout.close()
+    assert bad_answer and b"without ending" in bad_answer[0], bad_answer[:1]
+    assert len(gaps) > 60
+    assert max(gaps[1:]) < 0.5, max(gaps[1:])
+
+
+def _stream_request(root: str, model: str, max_tokens: int) -> urllib.request.Request:
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens,
+            "stream": True}
+    return urllib.request.Request(root + "/v1/chat/completions", json.dumps(body).encode(),
+                                  {"Content-Type": "application/json"})
+
+
+def test_doctor_ends_against_a_server_that_trickles_floods_and_ignores_max_tokens() -> None:
+    """A hostile server for every path doctor reads: ``/metrics``, ``/props`` and ``/health`` trickle a byte a
+    second or two, ``/tokenize`` floods, the completions stream past ``max_tokens`` forever. Doctor must end
+    within its limits (an endless ``/v1/models`` reached 436 MiB in 10 s before), naming what it saw."""
+    models = json_answer({"object": "list", "data": [{"id": "m", "object": "model"}]})
+    answers = {"/v1/models": models, "/metrics": trickle(2.0), "/props": trickle(1.0, b"application/json"),
+               "/health": trickle(1.0), "/tokenize": endless_body(), "/v1/chat/completions": ignores_max_tokens}
+    with hostile(answers) as server:
+        started = time.monotonic()
+        done = run_cli("doctor", server.url, "--model", "m", "--quick", "--timeout", "5", "--json", timeout=90)
+        elapsed = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    findings = {f["id"]: f for f in json.loads(done.stdout)["findings"]}
+    assert "server ignored max_tokens" in json.dumps(findings)
+    assert "total timeout" in findings["server.no_metrics"]["evidence"]["error"]
+    assert elapsed < 60
+
+
+def test_doctor_names_an_endless_model_list_as_a_bad_answer() -> None:
+    """An endless ``/v1/models``: refused at 16 MiB, and doctor says the answer is unusable (not "nothing answers")."""
+    with hostile({"/v1/models": endless_body()}) as server:
+        done = run_cli("doctor", server.url, "--quick", "--json", timeout=60)
+    assert done.returncode == 1, done.stderr
+    findings = [(f["id"], f["severity"]) for f in json.loads(done.stdout)["findings"]]
+    assert findings == [("reach.bad_answer", "error")]
+
+
+def test_quality_client_refuses_an_endless_answer_and_a_stream_that_never_ends() -> None:
+    """``quality``'s non-streamed requests (greedy paths with log-probabilities) against an endless body and a
+    trickle: each is a one-line failure within its limits, never a hang or a growing buffer."""
+    from tokometer.quality.endpoints import Endpoint, EndpointSpec
+    from tokometer.quality.logprobs import LogprobClient
+
+    async def ask(url: str, timeout_s: float) -> tuple[object, str]:
+        endpoint = Endpoint("a", EndpointSpec(url), url, url.removesuffix("/v1"), "m")
+        client = LogprobClient(endpoint, "openai-chat", top_k=2, max_tokens=4, timeout_s=timeout_s)
+        try:
+            return await client.greedy_path("hi")
+        finally:
+            await client.close()
+
+    with hostile({"/v1/chat/completions": endless_body()}) as flood:
+        started = time.monotonic()
+        steps, why = asyncio.run(ask(flood.url, 30))
+        assert steps is None and "passed 16 MiB" in why
+        assert time.monotonic() - started < 10
+    with hostile({"/v1/chat/completions": trickle(0.5, b"application/json")}) as slow:
+        started = time.monotonic()
+        steps, why = asyncio.run(ask(slow.url, 3))
+        assert steps is None and "total timeout (3 s)" in why
+        assert time.monotonic() - started < 8

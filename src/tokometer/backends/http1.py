@@ -150,6 +150,7 @@ class _Connection(asyncio.Protocol):
         self._tunnel_buffer = bytearray()
         self.last_data_ns = 0
         self.deadline_ns = 0
+        self.total_s = 0.0
         self.idle_ns = 0
         self.got_bytes = False
 
@@ -293,7 +294,9 @@ class _Connection(asyncio.Protocol):
         if self._done is None or self._done.done():
             return
         if self.deadline_ns and now > self.deadline_ns:
-            self._fail(HttpTimeout("the request took longer than its total timeout"))
+            what = "the response head" if not self._head_done else "the answer's end"
+            self._fail(HttpTimeout(f"the request took longer than its total timeout ({self.total_s:g} s): "
+                                   f"{what} had not come{' (bytes did, a trickle)' if self.got_bytes else ''}"))
         elif self.idle_ns and now - self.last_data_ns > self.idle_ns:
             what = "response headers" if not self.got_bytes else "more of the stream"
             self._fail(HttpTimeout(f"no {what} within the idle timeout"))
@@ -312,6 +315,7 @@ class _Connection(asyncio.Protocol):
         self.last_data_ns = now
         self.idle_ns = idle_ns
         self.deadline_ns = now + total_ns if total_ns else 0
+        self.total_s = total_ns / 1e9
         self.transport.write(request)
         return self._done
 
