@@ -249,3 +249,15 @@ def test_bench_tells_the_user_what_it_waits_for_when_a_server_accepts_and_never_
     assert f"tokometer: waiting for {server.url} to answer the check request: the first byte" in done.stderr
     assert "Traceback" not in done.stderr
     assert elapsed < 30
+
+
+@pytest.mark.parametrize("answer", [trickle(1.0, b"application/json"), endless_body()], ids=["trickle", "endless"])
+def test_the_server_tokenizer_probe_gives_up_on_a_trickling_or_endless_tokenize(answer) -> None:  # type: ignore[no-untyped-def]
+    """``/tokenize`` (asked by bench's and doctor's ``--tokenizer auto``) that trickles a byte a second, or floods:
+    the probe's 5 s is a deadline for the whole answer and 16 MiB its limit, so it gives up (no tokenizer)."""
+    from tokometer.tokens.remote import probe_server_tokenizer
+
+    with hostile({"/tokenize": answer}) as server:
+        started = time.monotonic()
+        assert probe_server_tokenizer(server.url) is None
+        assert time.monotonic() - started < 9

@@ -7,7 +7,6 @@ either the GET fails (HttpTimeout, ProtocolViolation) like any other failure."""
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,8 +35,6 @@ class Probe:
     tls: TlsOptions = field(default_factory=TlsOptions)
     timeout_s: float = 10.0
     max_body_bytes: int = MAX_SMALL_BODY_BYTES
-    ssl_context: ssl.SSLContext | None = None
-    """A ready context for https, in place of ``tls``'s."""
 
     async def get(self, url: str) -> tuple[int, bytes]:
         """(status, body) of ``GET url``; raises ConnectError, HttpTimeout or PeerReset."""
@@ -51,8 +48,6 @@ class Probe:
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         pool = HttpPool(f"{parts.scheme}://{parts.netloc}", connect_timeout=self.timeout_s,
                         idle_timeout=self.timeout_s, total_timeout=self.timeout_s, tls=self.tls)
-        if self.ssl_context is not None and pool.ssl is not None:
-            pool.ssl = self.ssl_context
         try:
             response = StreamedResponse(max_body_bytes=self.max_body_bytes)
             await pool.request(pool.encode("GET", path, b"", self.headers), response)

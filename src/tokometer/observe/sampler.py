@@ -2,9 +2,9 @@
 
 The benchmark's event loop stamps every byte the server sends; nothing of the sampling runs on it.
 A daemon thread reads the sources every ``interval_s`` (default 1 s): the server's Prometheus
-exposition (`fetch_text`: a GET with the project's HTTP client on a loop of its own, the same
-``HTTP(S)_PROXY``/``NO_PROXY`` and TLS settings as the run, a deadline for the whole answer and a
-size limit) and the GPUs (NVML, or a DCGM exporter's ``/metrics``). Each
+exposition (`fetch_text`: urllib, which honours the same ``HTTP(S)_PROXY``/``NO_PROXY`` as the
+client, with the run's TLS settings, a deadline for the whole answer and a size limit:
+`tokometer.blockinghttp`) and the GPUs (NVML, or a DCGM exporter's ``/metrics``). Each
 reading is kept with its `perf_counter_ns` stamp, the clock the client stamps requests with, so
 that a step's window ``[first sent, last ended]`` selects the readings taken during it. A reading
 that fails is a gap, counted and kept with its reason, never an error of the run.
@@ -12,51 +12,31 @@ that fails is a gap, counted and kept with its reason, never an error of the run
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import email.message
 import ssl
 import threading
-import urllib.error
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import TypeVar
 
-from tokometer.backends.http1 import MAX_SMALL_BODY_BYTES, StreamedResponse
-from tokometer.backends.probe import Probe
+from tokometer.blockinghttp import MAX_ANSWER_BYTES, request_bytes
 from tokometer.observe.snapshot import GpuSample, Snapshot
 
 __all__ = ["Gap", "Sampler", "fetch_text"]
 
 _Reading = TypeVar("_Reading", Snapshot, GpuSample)
 
-_MAX_BYTES = MAX_SMALL_BODY_BYTES
+_MAX_BYTES = MAX_ANSWER_BYTES
 """The largest exposition read (a server with thousands of label sets is still far below)."""
 
 
 def fetch_text(url: str, timeout_s: float, context: ssl.SSLContext | None = None) -> str:
     """The body of ``GET url`` as text, blocking; raises OSError on any failure: no connection, the whole
-    answer not in within ``timeout_s`` (`HttpTimeout`, however the server trickles it), more than 16 MiB
-    (`ProtocolViolation`), a status other than 200 (``urllib.error.HTTPError``, with its ``code``)."""
-    probe = Probe({"Accept": "text/plain;version=0.0.4"}, timeout_s=timeout_s, max_body_bytes=_MAX_BYTES,
-                  ssl_context=context)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        response = asyncio.run(probe.fetch(url))
-    else:  # called on a thread that runs a loop: the GET gets a loop of its own on another thread
-        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tokometer-fetch") as pool:
-            response = pool.submit(_fetch_blocking, probe, url).result()
-    body = b"".join(response.chunks)
-    if response.status != 200:
-        raise urllib.error.HTTPError(url, response.status, body[:200].decode("utf-8", "replace").strip()
-                                     or f"HTTP {response.status}", email.message.Message(), None)
+    answer not in within ``timeout_s`` (however the server trickles it), more than 16 MiB, a status of 400
+    or more (``urllib.error.HTTPError``, with its ``code``). (`tokometer.blockinghttp`)"""
+    body = request_bytes(url, headers={"Accept": "text/plain;version=0.0.4"}, timeout_s=timeout_s,
+                         max_bytes=_MAX_BYTES, context=context)
     return body.decode("utf-8", "replace")
-
-
-def _fetch_blocking(probe: Probe, url: str) -> StreamedResponse:
-    return asyncio.run(probe.fetch(url))
 
 
 @dataclass(frozen=True, slots=True)
