@@ -6,12 +6,15 @@ exposition (`fetch_text`: urllib, which honours the same ``HTTP(S)_PROXY``/``NO_
 client, with the run's TLS settings, a deadline for the whole answer and a size limit:
 `tokometer.blockinghttp`) and the GPUs (NVML, or a DCGM exporter's ``/metrics``). Each
 reading is kept with its `perf_counter_ns` stamp, the clock the client stamps requests with, so
-that a step's window ``[first sent, last ended]`` selects the readings taken during it. A reading
+that a step's window ``[first sent, last ended]`` selects the readings taken during it. Each server
+reading keeps its parsed figures; only the newest keeps every raw series too (`Snapshot.raw`, which
+for a large page weighs more than the page). A reading
 that fails is a gap, counted and kept with its reason, never an error of the run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ssl
 import threading
 from collections.abc import Callable, Sequence
@@ -80,7 +83,10 @@ class Sampler:
         """Take one reading of every source now (the thread calls this; so may a test)."""
         if self.server is not None:
             try:
-                self.snapshots.append(self.server())
+                snapshot = self.server()
+                if self.snapshots and self.snapshots[-1].raw:  # only the newest keeps every raw series
+                    self.snapshots[-1] = dataclasses.replace(self.snapshots[-1], raw={})
+                self.snapshots.append(snapshot)
             except (OSError, ValueError) as exc:
                 self.gaps.append(Gap(perf_counter_ns(), "server", str(exc)[:200]))
         if self.gpus is not None:
