@@ -8,6 +8,7 @@ hangs up or the server is stopped, and never faster than a loopback socket allow
 - `undelimited_event`: a 200 SSE stream whose one event never ends (no blank line, ever);
 - `ignores_max_tokens`: a 200 SSE stream of valid content events forever, never ``[DONE]``;
 - `big_event`: one valid content event of ``size`` bytes, then a normal ending;
+- `big_events_then_paced`: huge valid events on the first stream, paced small ones on the others;
 - `trickle`: a 200 head promising a large body, then one byte every ``every_s`` seconds;
 - `endless_body`: a 200 head without a length, then junk as fast as the socket takes it;
 - `silent`: reads the request and never answers.
@@ -15,6 +16,7 @@ hangs up or the server is stopped, and never faster than a loopback socket allow
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -22,8 +24,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["Answer", "HostileServer", "big_event", "endless_body", "hostile", "ignores_max_tokens", "json_answer",
-           "silent", "trickle", "undelimited_event"]
+__all__ = ["Answer", "HostileServer", "big_event", "big_events_then_paced", "endless_body", "hostile",
+           "ignores_max_tokens", "json_answer", "silent", "trickle", "undelimited_event"]
 
 Answer = Callable[[socket.socket, threading.Event], None]
 """Writes one answer on a connection until done, the peer hangs up or the event (server stopped) is set."""
@@ -54,6 +56,28 @@ def big_event(size: int) -> Answer:
     def answer(conn: socket.socket, stop: threading.Event) -> None:
         conn.sendall(_SSE_HEAD + _content("a") + _content("b" * size)
                      + b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+    return answer
+
+
+def big_events_then_paced(size: int, n_big: int = 4, n_paced: int = 40, gap_s: float = 0.01) -> Answer:
+    """The first request gets ``n_big`` valid content events of ``size`` bytes each, every later one a paced
+    stream (``n_paced`` events ``gap_s`` apart): one heavy stream beside healthy ones."""
+    served = itertools.count()
+    ending = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        if next(served) == 0:
+            conn.sendall(_SSE_HEAD)
+            for _ in range(n_big):
+                conn.sendall(_content("b" * size))
+            conn.sendall(ending)
+            return
+        conn.sendall(_SSE_HEAD)
+        for i in range(n_paced):
+            if stop.wait(gap_s):
+                return
+            conn.sendall(_content(f" t{i}"))
+        conn.sendall(ending)
     return answer
 
 

@@ -261,3 +261,24 @@ def test_the_server_tokenizer_probe_gives_up_on_a_trickling_or_endless_tokenize(
         started = time.monotonic()
         assert probe_server_tokenizer(server.url) is None
         assert time.monotonic() - started < 9
+
+
+def test_one_stream_of_huge_events_does_not_stall_the_others_unseen() -> None:
+    """One stream sends 6 MiB events (under a raised --max-event-bytes), three others a token every 10 ms.
+    Parsing the huge events gave the healthy streams ITL p99 3.6 s while the self-check said "client kept
+    up". Now parsing is linear and in slices: the healthy streams' ITL stays near the server's pacing, and
+    whatever lateness the stamps did suffer, the self-check's loop lag shows."""
+    from tests.hostile_servers import big_events_then_paced
+
+    with hostile({"/v1/chat/completions": big_events_then_paced(6 * 1024 * 1024)}) as server:
+        result = bench(server.url, model="m", concurrency=[4], requests=8, input_tokens=4, output_tokens=40,
+                       tokenizer="none", max_event_bytes=8 * 1024 * 1024, warmup=0)
+    step = result.steps[0]
+    assert step.summary.requests_failed == 0, step.summary.error_examples
+    healthy = [r for r in step.records if len(r.event_ns) > 10]
+    assert len(healthy) == 7
+    gaps_ms = sorted((b - a) / 1e6 for r in healthy for a, b in zip(r.event_ns, r.event_ns[1:], strict=False))
+    itl_p99 = gaps_ms[int(0.99 * (len(gaps_ms) - 1))]
+    assert itl_p99 < 500, itl_p99
+    if itl_p99 > 100:  # the stamps were late: the client must say so, not "client kept up"
+        assert step.health.loop_lag_max_ms > 50, (itl_p99, step.health)
