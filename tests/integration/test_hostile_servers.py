@@ -282,3 +282,15 @@ def test_one_stream_of_huge_events_does_not_stall_the_others_unseen() -> None:
     assert itl_p99 < 500, itl_p99
     if itl_p99 > 100:  # the stamps were late: the client must say so, not "client kept up"
         assert step.health.loop_lag_max_ms > 50, (itl_p99, step.health)
+
+
+def test_doctor_tells_the_user_what_it_waits_for_when_a_server_never_answers() -> None:
+    """A server that lists its models and never answers a completion: doctor was silent for 3 x 60 s. Now each
+    wait past 5 s gets a line saying what it waits for (and the --timeout that ends it)."""
+    models = json_answer({"object": "list", "data": [{"id": "m", "object": "model"}]})
+    with hostile({"/v1/models": models, "/v1/chat/completions": silent}) as server:
+        done = run_cli("doctor", server.url, "--quick", "--timeout", "7", timeout=120)
+    assert done.returncode == 1
+    assert f"tokometer doctor: waiting for {server.url} to answer a request: no answer in 5 s (it fails after " \
+           "--timeout 7)" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -18,8 +18,6 @@ the check's outcome is a warning. Then the context the server advertises (vLLM's
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from urllib.parse import urlsplit
 
 from tokometer.backends import create_backend
@@ -29,6 +27,7 @@ from tokometer.benchmark.spec import BenchSpec
 from tokometer.datasets import Prompt
 from tokometer.errors import EndpointError
 from tokometer.records import RequestRecord
+from tokometer.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
 from tokometer.wire.base import GenerationParams
 
 __all__ = ["advertised_context", "preflight", "protocol_hint", "server_root"]
@@ -92,17 +91,11 @@ async def advertised_context(spec: BenchSpec, model: str, probe: Probe) -> tuple
     return None
 
 
-_SAY_WAITING_AFTER_S = 5.0
-"""Silence after which the user is told what the check request waits for."""
-
-
-def _say_waiting(spec: BenchSpec, record: RequestRecord) -> None:
-    """One line on stderr: a server that accepted and does not answer is not left in silence."""
+def _waiting(spec: BenchSpec, record: RequestRecord) -> str:
     what = "the first byte of its answer" if not record.first_byte_ns else "the end of its answer"
-    sys.stderr.write(f"tokometer: waiting for {spec.url} to answer the check request: {what} has not come in "
-                     f"{_SAY_WAITING_AFTER_S:g} s (it fails after --idle-timeout {spec.idle_timeout_s:g}s or "
-                     f"--timeout {spec.request_timeout_s:g}s)\n")
-    sys.stderr.flush()
+    return (f"tokometer: waiting for {spec.url} to answer the check request: {what} has not come in "
+            f"{WAIT_NOTICE_AFTER_S:g} s (it fails after --idle-timeout {spec.idle_timeout_s:g}s or "
+            f"--timeout {spec.request_timeout_s:g}s)")
 
 
 async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[str]) -> None:
@@ -113,12 +106,9 @@ async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[st
     timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s,
                         max_event_bytes=spec.max_event_bytes)
     record = RequestRecord(index=-1, step=-1)
-    waiting = asyncio.get_running_loop().call_later(_SAY_WAITING_AFTER_S, _say_waiting, spec, record)
-    try:
+    with say_while_waiting(lambda: _waiting(spec, record)):
         async with StreamClient(target, create_backend(spec.api), params, timeouts) as client:
             await client.send(Prompt.from_text("Hello"), record)
-    finally:
-        waiting.cancel()
     error, detail = record.error, record.error_detail
     if error is None:
         pass
