@@ -125,3 +125,19 @@ def test_event_watch_counts_events_and_stops_past_its_limits() -> None:
     assert big.feed(b"{}\n" + b"z" * 99) is None
     assert big.feed(b"zz") == ("a line of the stream passed 100 bytes without ending (101 bytes so far): the server "
                                "lost its framing or sends events larger than the limit")
+
+
+def test_event_watch_does_not_count_sse_comments() -> None:
+    """Some servers and proxies send ``: keep-alive`` comments while a request waits in their queue: they carry
+    no token, so they must not bring a stream closer to the "server ignored max_tokens" limit."""
+    from tokometer.wire.framing import EventWatch
+
+    watch = EventWatch("sse", max_events=2)
+    for _ in range(100):
+        assert watch.feed(b": PROCESSING\n\n") is None
+    assert watch.feed(b"data: 1\n\n: ping\n") is None
+    assert watch.feed(b"\ndata: 2\n\n:") is None
+    assert watch.feed(b" ping\r\n\r\ndata") is None
+    assert watch.events == 2
+    # the open event began with "data", so the ": 3" that completes it is no comment: a third event
+    assert watch.feed(b": 3\n\n") == "3 events, more than the 2 allowed"

@@ -159,29 +159,43 @@ class EventWatch:
     For a reader that keeps the raw bytes for later (the bench stamps chunks and parses after the
     stream): `feed` is linear in the new bytes and says why to stop reading, or None. Stops when an
     event grows past ``max_event_bytes`` or when more than ``max_events`` events came (0: no limit).
+    SSE comment events (``: keep-alive``, which some servers send while a request waits) are not
+    counted: they carry no token.
     """
 
-    __slots__ = ("_framing", "_tail", "events", "max_event_bytes", "max_events", "open_bytes")
+    __slots__ = ("_first", "_framing", "_tail", "events", "max_event_bytes", "max_events", "open_bytes")
 
     def __init__(self, framing: Framing, max_event_bytes: int = MAX_EVENT_BYTES, max_events: int = 0) -> None:
         self._framing = framing
         self._tail = b""
+        self._first = b""
+        """The open event's first byte (b"" before it has one)."""
         self.events = 0
         self.open_bytes = 0
         self.max_event_bytes = max_event_bytes
         self.max_events = max_events
 
     def feed(self, data: bytes) -> str | None:
+        if not self._first:
+            self._first = data[:1]
         window = self._tail + data if self._tail else data
         end = 0
-        found = 0
         if b"\n" in window:  # memchr first: a run without LF (a huge event) costs no search
             ends = _event_ends(self._framing, window, 0)
             if ends:
-                found, end = len(ends), ends[-1]
-        if found:
-            self.events += found
-            self.open_bytes = len(window) - end
+                if self._framing == "ndjson":
+                    self.events += len(ends)
+                else:
+                    first = self._first
+                    for at in ends:
+                        if first != b":":
+                            self.events += 1
+                        first = window[at:at + 1]
+                    self._first = first
+                end = ends[-1]
+                self.open_bytes = len(window) - end
+            else:
+                self.open_bytes += len(data)
         else:
             self.open_bytes += len(data)
         self._tail = window[max(end, len(window) - _CARRY):] if end < len(window) else b""
