@@ -18,6 +18,7 @@ from tokometer.backends import BACKENDS
 from tokometer.backends.tls import TlsOptions
 from tokometer.load.profiles import Arrival
 from tokometer.secrets import header_problem, redact_headers, value_problem
+from tokometer.wire.framing import MAX_EVENT_BYTES
 
 __all__ = ["BenchSpec"]
 
@@ -91,6 +92,8 @@ class BenchSpec(BaseModel):
     connect_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(60.0, gt=0)
     request_timeout_s: float = Field(600.0, gt=0)
+    max_event_bytes: int = Field(MAX_EVENT_BYTES, gt=0)
+    """The largest streamed event accepted; past it the request is a ``protocol`` error."""
 
     slo_ttft_ms: float | None = Field(None, gt=0)
     slo_tpot_ms: float | None = Field(None, gt=0)

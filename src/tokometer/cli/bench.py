@@ -21,6 +21,7 @@ from tokometer.cli.options import (
     parse_float_list,
     parse_headers,
     parse_int_list,
+    parse_size,
 )
 from tokometer.cli.terminate import EXIT_CODE, Terminate
 
@@ -106,6 +107,9 @@ __all__ = ["command"]
 @click.option("--idle-timeout", default="60s", show_default=True, help="Limit for silence inside a stream.")
 @click.option("--connect-timeout", default="10s", show_default=True,
               help="Limit for opening a connection (TCP and TLS), e.g. 10s, 500ms.")
+@click.option("--max-event-bytes", default=None,
+              help="Largest streamed event accepted, e.g. 4MiB (default 1 MiB); a larger one fails the request as "
+              "a protocol error.")
 @click.option("--slo-ttft-ms", type=float, default=None, help="TTFT objective for goodput.")
 @click.option("--slo-tpot-ms", type=float, default=None, help="TPOT objective for goodput.")
 @click.option("--slo-e2e-ms", type=float, default=None, help="End-to-end latency objective for goodput.")
@@ -172,6 +176,8 @@ def command(**opts: Any) -> int:
 
         from tokometer.benchmark.spec import BenchSpec
 
+        if (max_event := parse_size(opts["max_event_bytes"], "--max-event-bytes")) is not None:
+            values["max_event_bytes"] = max_event  # the spec holds the default
         spec = build_spec(BenchSpec, **values)
         return _run(spec, opts, engine_identity, engine_check, terminate)
 

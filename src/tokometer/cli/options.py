@@ -87,6 +87,20 @@ def parse_duration(value: str | None, option: str) -> float | None:
     return seconds
 
 
+def parse_size(value: str | None, option: str) -> int | None:
+    """``"1MiB"``, ``"512KiB"``, ``"65536"`` -> bytes."""
+    if value is None:
+        return None
+    from tokometer.units import byte_size
+
+    size = byte_size(value)
+    if size is None:
+        raise click.BadParameter(f"{value!r} is not a size (write e.g. 1MiB, 512KiB, 65536)", param_hint=option)
+    if size <= 0:
+        raise click.BadParameter("must be larger than zero", param_hint=option)
+    return size
+
+
 def parse_headers(values: tuple[str, ...]) -> dict[str, str]:
     """``("X-A: 1",)`` -> ``{"X-A": "1"}``; a line break (it would end the field on the wire) is refused."""
     from tokometer.secrets import header_problem

@@ -5,6 +5,8 @@ connect/idle/total timeouts, and each chunk handed over the moment it arrives.
 `UpstreamCall` turns those chunks into whole events, each parsed by the
 protocol's adapter (so the gateway knows content from usage from errors) and
 kept byte for byte (so an OpenAI upstream's events reach the client unchanged).
+The splitter is the bench's (`wire.framing`, linear in the bytes) with its event size limit
+(1 MiB): an upstream whose event grows past it is a ``protocol`` failure, and is no longer read.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from tokometer.gateway.config import UpstreamConfig
 from tokometer.messages import message_text
 from tokometer.records import ErrorCategory, describe_http_failure
 from tokometer.wire.base import Backend, GenerationParams, ParsedEvent
-from tokometer.wire.framing import EventSplitter, payload_reader
+from tokometer.wire.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
 from tokometer.wire.openai import OpenAIChat, OpenAICompletions
 
 __all__ = ["Endpoint", "Upstream", "UpstreamCall", "UpstreamError", "UpstreamEvent"]
@@ -41,6 +43,8 @@ __all__ = ["Endpoint", "Upstream", "UpstreamCall", "UpstreamError", "UpstreamEve
 Endpoint = Literal["chat", "completions"]
 
 _EOF = (b"", -1)
+_ERROR_BODY_BYTES = 8192
+"""How much of an upstream's error answer is read (and quoted); the rest is not waited for."""
 
 
 class UpstreamError(TokometerError):
@@ -143,7 +147,7 @@ class UpstreamCall:
         self.response = StreamedResponse()
         self._queue: asyncio.Queue[tuple[bytes, int]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
-        self._splitter = EventSplitter(backend.framing)
+        self._splitter = EventSplitter(backend.framing, MAX_EVENT_BYTES)
         self.status = 0
         self.sent_ns = 0
         self.more = False
@@ -190,12 +194,16 @@ class UpstreamCall:
 
     async def _read_rest(self) -> str:
         parts = []
-        while True:
+        size = 0
+        while size < _ERROR_BODY_BYTES:
             chunk, stamp = await self._queue.get()
             if stamp < 0:
                 break
             parts.append(chunk)
-        return b"".join(parts)[:8192].decode("utf-8", "replace")
+            size += len(chunk)
+        else:  # enough to quote: an endless error page is not read to its end
+            await self.cancel()
+        return b"".join(parts)[:_ERROR_BODY_BYTES].decode("utf-8", "replace")
 
     async def events(self) -> AsyncIterator[UpstreamEvent]:
         """Each event as it completes; raises UpstreamError if the stream breaks off."""
@@ -207,7 +215,11 @@ class UpstreamCall:
                 self._raise_from_task()  # a broken connection outranks the half event it left behind
                 frames = self._splitter.flush()
             else:
-                frames = self._splitter.feed(chunk)
+                try:
+                    frames = self._splitter.feed(chunk)
+                except EventTooLarge as exc:
+                    await self.cancel()
+                    raise UpstreamError("protocol", str(exc)) from None
             last = len(frames) - 1
             for i, frame in enumerate(frames):
                 self.more = i < last  # a queued chunk may hold only part of the next event: never wait on it

@@ -22,7 +22,15 @@ from typing import Any
 
 import orjson
 
-from tokometer.backends.http1 import ConnectError, HttpPool, HttpTimeout, PeerReset, StreamedResponse, TlsOptions
+from tokometer.backends.http1 import (
+    MAX_SMALL_BODY_BYTES,
+    ConnectError,
+    HttpPool,
+    HttpTimeout,
+    PeerReset,
+    StreamedResponse,
+    TlsOptions,
+)
 from tokometer.quality.agreement import TokenStep, parse_logprobs
 from tokometer.quality.endpoints import Endpoint
 
@@ -51,7 +59,7 @@ class LogprobClient:
 
     async def _post(self, pool: HttpPool, path: str, body: dict[str, Any]) -> tuple[Any, str]:
         """(the JSON answer, "") or (None, why not)."""
-        response = StreamedResponse()
+        response = StreamedResponse(max_body_bytes=MAX_SMALL_BODY_BYTES)  # a whole answer: limited, as every GET
         try:
             await pool.request(pool.encode("POST", path, orjson.dumps(body), self.headers), response)
         except (ConnectError, HttpTimeout, PeerReset) as exc:
