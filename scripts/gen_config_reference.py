@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from tokometer.atomicfile import write_atomic
 from tokometer.gateway.config import ENV_PREFIX, EXAMPLE_CONFIG, GatewayConfig, submodel
 
 __all__ = ["PAGE", "render"]
@@ -152,8 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PAGE} is stale: run .venv/bin/python scripts/gen_config_reference.py", file=sys.stderr)
             return 1
         return 0
-    PAGE.parent.mkdir(parents=True, exist_ok=True)
-    PAGE.write_text(text, "utf-8")
+    write_atomic(PAGE, text)
     print(f"wrote {PAGE}")
     return 0
 

@@ -14,14 +14,16 @@ module; it imports only `tokometer.errors` and `tokometer.cachedir`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from tokometer.atomicfile import write_atomic
 from tokometer.cachedir import cache_root, file_lock
-from tokometer.errors import EngineError
+from tokometer.errors import EngineError, OutputError
 
 __all__ = ["BUNDLED_MODEL", "BUNDLED_PACKAGE", "GEMMA_CHAT_TEMPLATE", "bundled_model_path", "bundled_sha256",
            "file_sha256", "gemma_chat_template"]
@@ -108,11 +110,6 @@ def file_sha256(path: Path) -> str:
         while block := handle.read(4 << 20):
             digest.update(block)
     cache[key] = digest.hexdigest()
-    try:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache_file.with_name(f"{cache_file.name}.{os.getpid()}")
-        partial.write_text(json.dumps(cache, indent=1), encoding="utf-8")
-        os.replace(partial, cache_file)
-    except OSError:
-        pass  # the cache only saves time
+    with contextlib.suppress(OutputError):  # the cache only saves time
+        write_atomic(cache_file, json.dumps(cache, indent=1))
     return cache[key]

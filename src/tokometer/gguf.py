@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FILE_TYPES", "GGML_TYPES", "TOKENIZER_ARRAYS", "GGUFFile", "GGUFTensor", "gguf_metadata",
-           "quantization_of", "read_gguf"]
+__all__ = ["FILE_TYPES", "GGML_TYPES", "MAX_ARRAY_DEPTH", "MAX_DIMS", "MAX_ELEMENTS", "TOKENIZER_ARRAYS", "GGUFFile",
+           "GGUFTensor", "gguf_metadata", "quantization_of", "read_gguf"]
 
 TOKENIZER_ARRAYS = ("tokenizer.",)
 """Key prefix of the large arrays (vocabulary, scores, token types, merges): pass as ``skip_arrays``."""
@@ -54,6 +54,14 @@ _SCALARS = {kind: struct.Struct("<" + code) for kind, code in
             {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}.items()}
 _CODES = {kind: s.format[1:] for kind, s in _SCALARS.items()}
 _STRING, _ARRAY = 8, 9
+_MIN_ITEM_BYTES = {**{kind: s.size for kind, s in _SCALARS.items()}, _STRING: 8, _ARRAY: 12}
+
+MAX_ARRAY_DEPTH = 8
+"""Arrays of arrays deeper than this are refused (real files nest one level at most)."""
+MAX_DIMS = 8
+"""Dimensions a tensor may have (ggml's GGML_MAX_DIMS is 4)."""
+MAX_ELEMENTS = 2**48
+"""Elements one tensor may have (2.8 x 10^14: far beyond any model's largest tensor)."""
 _U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
 _ARRAY_HEAD = struct.Struct("<IQ")  # item type, count
 _TENSOR_TAIL = struct.Struct("<IQ")  # ggml type, offset
@@ -140,14 +148,17 @@ class _Cursor:
         self.off = off
         return out if keep else None
 
-    def value(self, kind: int, keep: bool = True) -> Any:
+    def value(self, kind: int, keep: bool = True, depth: int = 0) -> Any:
         if kind in _SCALARS:
             return self.take(_SCALARS[kind])[0]
         if kind == _STRING:
             return self.string()
         if kind != _ARRAY:
             raise ValueError(f"unknown GGUF value type {kind}")
+        if depth >= MAX_ARRAY_DEPTH:
+            raise ValueError(f"arrays nested more than {MAX_ARRAY_DEPTH} deep")
         item_kind, count = self.take(_ARRAY_HEAD)
+        self.fits(count, _MIN_ITEM_BYTES.get(item_kind, 1), "array")
         if item_kind in _SCALARS:
             size = _SCALARS[item_kind].size * count
             if self.off + size > len(self.buf):
@@ -160,16 +171,23 @@ class _Cursor:
             return list(values)
         if item_kind == _STRING:
             return self.strings(count, keep)
-        items = [self.value(item_kind, keep) for _ in range(count)]
+        items = [self.value(item_kind, keep, depth + 1) for _ in range(count)]
         return items if keep else None
+
+    def fits(self, count: int, least: int, what: str) -> None:
+        """``count`` items of at least ``least`` bytes each must fit in the rest of the file."""
+        if count * least > len(self.buf) - self.off:
+            raise struct.error(f"{what} of {count:,} items runs past the end of the file")
 
 
 def read_gguf(path: str | Path, *, skip_arrays: tuple[str, ...] = (), tensors: bool = True) -> GGUFFile:
     """Read the header of the GGUF file at ``path``: metadata and (``tensors``) the tensor table.
 
     ``skip_arrays``: key prefixes whose array values are stepped over, not decoded (`TOKENIZER_ARRAYS`
-    for the tokenizer's). Raises ``ValueError`` for a file that is not GGUF or is cut short inside
-    what is read, ``OSError`` for one that cannot be read.
+    for the tokenizer's). Raises ``ValueError`` for a file that is not GGUF, is cut short inside what is
+    read, or holds what no real file does (arrays nested past `MAX_ARRAY_DEPTH`, counts larger than the
+    file, a tensor of more than `MAX_DIMS` dimensions or `MAX_ELEMENTS` elements); ``OSError`` for one
+    that cannot be read.
     """
     file = Path(path)
     with file.open("rb") as handle:
@@ -181,7 +199,7 @@ def read_gguf(path: str | Path, *, skip_arrays: tuple[str, ...] = (), tensors: b
             try:
                 return _parse(file, cursor, len(mapped), skip_arrays, tensors)
             except struct.error as exc:
-                raise ValueError(f"truncated GGUF header in {file}") from exc
+                raise ValueError(f"truncated GGUF header in {file}: {exc}") from exc
             finally:
                 cursor.buf = memoryview(b"")
                 view.release()
@@ -193,6 +211,7 @@ def _parse(file: Path, cursor: _Cursor, size: int, skip_arrays: tuple[str, ...],
         raise ValueError(f"{file} is GGUF version {version}; only versions 2 and later are read")
     (tensor_count,) = cursor.take(_U64)
     (kv_count,) = cursor.take(_U64)
+    cursor.fits(kv_count, 12, "key/value table")  # a key (8 + its bytes) and a type (4)
     meta: dict[str, Any] = {}
     skipped: list[str] = []
     for _ in range(kv_count):
@@ -206,11 +225,20 @@ def _parse(file: Path, cursor: _Cursor, size: int, skip_arrays: tuple[str, ...],
     table: list[GGUFTensor] = []
     data_offset: int | None = None
     if tensors:
+        cursor.fits(tensor_count, 24, "tensor table")  # a name (8 + its bytes), dims (4), type (4), offset (8)
         for _ in range(tensor_count):
             name = cursor.string()
             (dims,) = cursor.take(_U32)
+            if dims > MAX_DIMS:
+                raise ValueError(f"tensor {name[:80]!r} has {dims} dimensions (at most {MAX_DIMS})")
             shape = struct.unpack_from(f"<{dims}Q", cursor.buf, cursor.off)
             cursor.off += 8 * dims
+            elements = 1
+            for dim in shape:
+                elements *= dim
+            if elements > MAX_ELEMENTS:
+                raise ValueError(f"tensor {name[:80]!r} has a shape of {elements:.3g} elements "
+                                 f"({' x '.join(map(str, shape))}): no model has such a tensor")
             ggml_type, offset = cursor.take(_TENSOR_TAIL)
             table.append(GGUFTensor(name, tuple(shape), ggml_type, offset))
         alignment = meta.get("general.alignment", 32)

@@ -1,8 +1,9 @@
 """Output files checked before the work that fills them: a run is not measured only to fail at ``--json``.
 
-The writers create missing directories (``mkdir -p``), so a path in a directory that does not exist
-yet is fine; what cannot work is a path that is a directory, one below a regular file, or one in a
-directory this process may not write. Nothing is created by the check.
+The writers (`tokometer.atomicfile`) create missing directories (``mkdir -p``), so a path in a
+directory that does not exist yet is fine; what cannot work is a path that is a directory, one below
+a regular file, or one in a directory this process may not write (a file is replaced by a new one
+written beside it, so even an existing file needs a writable directory). Nothing is created by the check.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ def writable_file_problem(path: Path, example: str = "out.json") -> str | None:
     if path.exists():
         if not os.access(path, os.W_OK):
             return f"cannot write {path}: permission denied; give a path you may write"
+        directory = Path(os.path.realpath(path)).parent
+        if not os.access(directory, os.W_OK | os.X_OK):  # a new version is written beside it, then renamed
+            return (f"cannot replace {path}: no permission to write in {directory}, where its new version is "
+                    "written first (tokometer.atomicfile); give a path you may write")
         return None
     ancestor = path.parent
     while not ancestor.exists() and ancestor != ancestor.parent:

@@ -22,7 +22,8 @@ Field meanings follow docs/reference/metrics.md ("When things happen"):
 What the workload made of a request (kept in the store's ``workload`` column, `workload`): the shared
 prefix it started with (``prefix_group``; ``prefix_first``: the run's first request with that prefix), its
 chat session and turn (``session``, ``turn``, from 0), and the reasoning tokens of its answer
-(``reasoning_tokens``, with ``reasoning_tokens_source``). A request sent by a Ray actor (``bench --ray``)
+(``reasoning_tokens``, with ``reasoning_tokens_source``; ``hidden_tokens``: those never streamed), and the
+server's numbers it did not believe (``rejected_numbers``). A request sent by a Ray actor (``bench --ray``)
 also carries the ``actor`` (numbered within the run, from 0) and the Ray ``node`` it ran on (the first 12 hex
 digits of its node ID); its stamps were taken on that node's monotonic clock and moved onto the driver's
 (`RequestRecord.shift_clock`, `tokometer.load.cluster`).
@@ -91,6 +92,7 @@ _CONTEXT_LENGTH_HINTS: Final[tuple[str, ...]] = (
 
 
 _WORKLOAD_FIELDS: Final[tuple[str, ...]] = ("first_answer_ns", "reasoning_tokens", "reasoning_tokens_source",
+                                              "hidden_tokens", "rejected_numbers",
                                               "prefix_group", "prefix_first", "session", "turn", "actor", "node")
 _NUMBERED_FROM_0: Final[tuple[str, ...]] = ("session", "turn", "prefix_group", "actor")
 """Workload fields whose 0 is a value, not "not set"."""
@@ -189,9 +191,18 @@ class RequestRecord:
     error_detail: str = ""
     server: ServerTiming | None = None
     output_text: str = ""
+    reasoning_text: str = ""
+    """Reasoning sent in a field of its own (``reasoning_content``, Ollama's ``thinking``); inline ``<think>``
+    sections stay in ``output_text``. Neither text is stored."""
     first_answer_ns: int = 0
     reasoning_tokens: int | None = None
     reasoning_tokens_source: TokenSource | None = None
+    hidden_tokens: int | None = None
+    """Output tokens the server counted but never streamed (reasoning an o-series API hides, counted in
+    ``usage.completion_tokens_details.reasoning_tokens``): part of ``output_tokens``, never of TPOT or ITL."""
+    rejected_numbers: str | None = None
+    """The server's numbers this record did not believe, in words (`tokometer.wire.numbers`,
+    `tokometer.backends.plausible`); the counts came from the next source down instead."""
     prefix_group: int | None = None
     prefix_first: bool = False
     session: int | None = None

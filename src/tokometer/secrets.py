@@ -7,7 +7,9 @@ given but stored, printed and written out as `REDACTED` only: no fingerprint eit
 short hash of a weak secret can be reversed by trying candidates.
 
 `header_problem` says why a header cannot be sent at all: a name that is not an HTTP token, or a
-CR, LF or NUL anywhere (it would end the field early and smuggle another one onto the wire).
+CR, LF or NUL anywhere (it would end the field early and smuggle another one onto the wire), or a
+value with non-ASCII characters (`value_problem`: a header carries them only as raw bytes, which
+servers read as UTF-8 or as Latin-1, so the same text is not the same key everywhere).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "header_problem", "is_sensitive_header", "redact_headers", "redact_saved_spec"]
+__all__ = ["REDACTED", "header_problem", "is_sensitive_header", "redact_headers", "redact_saved_spec",
+           "value_problem"]
 
 REDACTED = "<redacted>"
 
@@ -33,6 +36,16 @@ def header_problem(name: str, value: str) -> str | None:
         return "it contains a line break (CR or LF) or a NUL, which would end the field on the wire"
     if not _TOKEN.fullmatch(name):
         return "its name is not a valid HTTP field name (letters, digits and !#$%&'*+.^_`|~- only, no spaces)"
+    return value_problem(value)
+
+
+def value_problem(value: str) -> str | None:
+    """Why ``value`` (an API key, a header's value) cannot be sent as it is in a header, or None; never quotes it."""
+    if any(c in value for c in _BREAKS):
+        return "it contains a line break (CR or LF) or a NUL, which would end the field on the wire"
+    if not value.isascii():
+        return ("it holds non-ASCII characters, which an HTTP header carries only as raw bytes that servers read "
+                "differently (UTF-8 or Latin-1): use its ASCII form")
     return None
 
 

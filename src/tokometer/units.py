@@ -1,11 +1,11 @@
-"""Durations as people write them (``90``, ``90s``, ``1.5m``, ``500ms``): one parser for every option and
-objective that takes one."""
+"""Durations as people write them (``90``, ``90s``, ``1.5m``, ``500ms``) and sizes (``4096``, ``512KiB``,
+``1MiB``): one parser each for every option and objective that takes one."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["duration_seconds"]
+__all__ = ["byte_size", "duration_seconds"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -18,3 +18,17 @@ def duration_seconds(text: str, default_unit: str = "s") -> float | None:
     if match is None:
         return None
     return float(match.group(1)) * _UNITS[match.group(2) or default_unit]
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|k|mb|mib|m|gb|gib|g)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
+               "g": 1024**3, "gb": 1000**3, "gib": 1024**3}
+
+
+def byte_size(text: str) -> int | None:
+    """``text`` in bytes: a bare number, or one with a unit (``KiB``, ``MiB``, ``GiB``; ``KB``/``MB``/``GB``
+    are powers of 1000; ``K``/``M``/``G`` powers of 1024). None when ``text`` is not a size."""
+    match = _SIZE.match(text)
+    if match is None:
+        return None
+    return int(float(match.group(1)) * _SIZE_UNITS[(match.group(2) or "b").lower()])

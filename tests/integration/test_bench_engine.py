@@ -76,6 +76,23 @@ def test_bench_without_url_starts_and_stops_the_embedded_engine(tmp_path: Path) 
                 and p.ppid() == 1 and str(tmp_path) in " ".join(p.cmdline())]
 
 
+def _wait_until_it_answers(engine: psutil.Process, deadline: float) -> None:
+    """Until the engine's /health answers 200 (a fixed sleep lost the race on a loaded 2-core host)."""
+    import urllib.request
+
+    while time.monotonic() < deadline:
+        ports = [c.laddr.port for c in engine.net_connections("tcp") if c.status == psutil.CONN_LISTEN]
+        for port in ports:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                pass
+        time.sleep(0.2)
+    raise AssertionError("the embedded engine never answered /health")
+
+
 def test_engine_crash_during_a_run_is_one_clear_error(tmp_path: Path) -> None:
     require_llama_server()
     bench_process = subprocess.Popen(
@@ -90,12 +107,14 @@ def test_engine_crash_during_a_run_is_one_clear_error(tmp_path: Path) -> None:
             engine_pid = engines[0].pid
         time.sleep(0.2)
     assert engine_pid is not None, "the embedded engine did not start"
-    time.sleep(8)  # let it start measuring
+    _wait_until_it_answers(psutil.Process(engine_pid), deadline)
+    time.sleep(10)  # and the run past its check request, measuring (200 requests take minutes)
     psutil.Process(engine_pid).send_signal(signal.SIGKILL)
     stdout, stderr = bench_process.communicate(timeout=120)
-    assert bench_process.returncode == 2, (stdout, stderr)
+    assert bench_process.returncode == 1, (stdout, stderr)  # a run that failed part-way, not bad input (2)
     lines = stderr.strip().splitlines()
     assert lines[-1].startswith("tokometer: error: the engine exited during the run (exit code -9)")
+    assert "the engine exited during the run" not in stdout  # said once, on stderr
     assert "Traceback" not in stderr
     assert not psutil.pid_exists(engine_pid) or psutil.Process(engine_pid).status() == psutil.STATUS_ZOMBIE
 

@@ -71,6 +71,13 @@ def _refused(args: list[str], *fragments: str, env: dict[str, str] | None = None
     (["bench", "--url", URL, "--header", "X-A: 1\r\nX-Injected: 2"], ["--header", "header 1", "line break"]),
     (["bench", "--url", URL, "--header", "X-A: 1\nX-Injected: 2"], ["--header", "line break"]),
     (["bench", "--url", URL, "--header", "X-B: 1", "--header", "X A: 2"], ["--header", "header 2", "field name"]),
+    # combinations that were accepted and silently wrong (issue 22 H)
+    (["bench", "--url", URL, "--sessions", "2", "--prefix-tokens", "16"], ["--prefix-tokens", "--sessions"]),
+    (["bench", "--url", URL, "--sessions", "2", "--prefix-groups", "3"], ["--prefix-groups", "--sessions"]),
+    # a key no header carries the same way to every server: refused, not a traceback per request (issue 22 F)
+    (["bench", "--url", URL, "--api-key", "ключ"], ["--api-key", "non-ASCII", "the key is not shown"]),
+    (["doctor", URL, "--api-key", "ключ"], ["--api-key", "non-ASCII"]),
+    (["quality", URL, URL, "--api-key", "ключ"], ["--api-key", "non-ASCII"]),
     # help and usage
     (["bench", "--url", URL, "--api", "grpc"], ["--api", "'grpc'", "'openai-chat'", "'tgi'"]),
     (["runs", "5"], ["tokometer runs --id 5"]),

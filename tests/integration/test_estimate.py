@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import require_llama_server, run_cli
+from tests.conftest import SimServer, bench_stored, require_llama_server, run_cli
 from tokometer.cli.estimate import command as estimate
 from tokometer.records import RequestRecord, ServerTiming
 from tokometer.store import ResultStore
@@ -115,6 +117,72 @@ def test_efficiency_of_an_embedded_engine_run(tmp_path: Path) -> None:
     assert data["hardware"] == "host" and data["weight_dtype"] == "Q4_K_M" and data["kv_dtype"] == "fp16"
     assert data["weight_bytes"] == 246_587_904
     step = data["steps"][0]
-    assert 0 < step["mbu"] < 1.5 and 0 < step["prefill_mfu"] < 1.5
+    assert data["compute_dtype"] == "int8"  # llama.cpp's CPU kernels multiply Q4_K_M in 8-bit integers
+    for name in ("mbu", "prefill_mfu"):  # an efficiency, or (over 100 %) a ratio said to mean a wrong peak
+        assert (step[name] is not None and 0 < step[name] <= 1) or step["over_peak"][name]["ratio"] > 1
     assert step["prefill_source"] == "server prompt time" and step["decode_batch"] == pytest.approx(1.0)
     assert "MBU" in done.stdout and "bottleneck" in done.stdout
+
+
+def _host_cache(cache: Path, matmul_gflops: float, torch_bf16_gflops: float, bandwidth_gbs: float) -> None:
+    """A cached host measurement (`tokometer.perf.host`) with figures chosen by the test, for this very host."""
+    from tokometer.hostinfo import host_info
+
+    info = host_info()
+    (cache / "tokometer").mkdir(parents=True)
+    (cache / "tokometer" / "host-perf.json").write_text(json.dumps({
+        "measured_at": "2026-01-01T00:00:00+00:00", **{k: info[k] for k in ("cpu_model", "physical_cores",
+                                                                            "logical_cpus", "ram_bytes")},
+        "bandwidth_gbs": bandwidth_gbs, "copy_gbs": bandwidth_gbs, "read_gbs": bandwidth_gbs,
+        "matmul_gflops": matmul_gflops, "threads": 2, "array_mib": 128, "matmul_n": 1536, "clock_ghz": 2.0,
+        "torch": {"bf16": torch_bf16_gflops, "fp16": torch_bf16_gflops, "torch": "test", "python": "test"}}))
+
+
+def test_a_run_beyond_the_host_peak_says_the_peak_is_wrong(tmp_path: Path,
+                                                           sim_factory: Callable[..., SimServer]) -> None:
+    """A real bench of ``tokometer sim`` (first token after 200 ms, then one every 40 ms: slow enough that the
+    client keeps up on a loaded machine) judged as Llama-3.1-8B bf16 on a host whose cached measurement says
+    1 GFLOP/s bf16 and 1 GB/s: prefill of ~2 × 7.5 B × 64 FLOPs in ≥ 200 ms and 16 GB read per 40 ms step are
+    thousands of times those peaks, which no efficiency can be."""
+    sim = sim_factory("--ttft-ms", "200", "--itl-ms", "40")
+    db = tmp_path / "runs.db"
+    run = bench_stored(db, "--url", sim.openai_url, "-c", "1", "-n", "3", "--input-tokens", "64",
+                       "--output-tokens", "4", "-q")
+    cache = tmp_path / "cache"
+    _host_cache(cache, matmul_gflops=1.0, torch_bf16_gflops=1.0, bandwidth_gbs=1.0)
+    env = {"XDG_CACHE_HOME": str(cache), "TOKOMETER_CALIBRATION": str(tmp_path / "calibration.json"), **WIDE}
+    out = tmp_path / "eff.json"
+    done = run_cli("estimate", "--run", str(run), "--store", str(db), "-m", "llama-3.1-8b", "-H", "host",
+                   "--dtype", "bf16", "--json", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())["run_efficiency"]
+    assert data["compute_dtype"] == "bf16" and data["peak"]["basis"] == "measured" and data["peak"]["flops"] == 1e9
+    step = data["steps"][0]
+    assert step["prefill_mfu"] is None and step["mbu"] is None  # not efficiencies
+    prefill = step["over_peak"]["prefill_mfu"]
+    # the known truth: TTFT ≥ the sim's 200 ms, so the ratio is at most FLOPs / 200 ms / 1 GFLOP/s (and it is that
+    # within the client's and the loaded machine's delays)
+    from tokometer.perf import resolve_model
+    from tokometer.perf.roofline import prefill_flops
+
+    flops = prefill_flops(resolve_model("llama-3.1-8b"), int(step["prefill_tokens"]))
+    assert step["prefill_tokens"] >= 64 and 0.200 <= step["prefill_s"] < 1.0
+    assert prefill["ratio"] == pytest.approx(flops * step["prefill_concurrency"] / step["prefill_s"] / 1e9)
+    assert flops / 1.0 / 1e9 < prefill["ratio"] <= flops / 0.200 / 1e9
+    assert "— above 100 %: the host peak used (bf16, measured 1 GFLOP/s) is too low for this run" in prefill["message"]
+    assert "--remeasure" in prefill["message"] and "--hardware-file" in prefill["message"]
+    assert "(bandwidth, measured 1 GB/s) is too low" in step["over_peak"]["mbu"]["message"]
+    text = done.stdout
+    assert "above peak" in text and "the host peak used (bf16, measured 1 GFLOP/s) is too low" in text
+    for line in text.splitlines():  # outside the lines that say so, no percentage above 100
+        if "above" not in line:
+            assert all(float(p.replace(",", "")) <= 100 for p in re.findall(r"([\d,.]+) ?%", line)), line
+
+    assert step["bottleneck"] != "client", step["why"]  # else --calibrate has no sample
+    done = run_cli("estimate", "--calibrate", str(run), "--store", str(db), "-m", "llama-3.1-8b", "-H", "host",
+                   "--dtype", "bf16", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "prefill compute 55% (typical: the runs reached" in done.stdout.replace("\n", " ")
+    stored = json.loads((tmp_path / "calibration.json").read_text())["host"]
+    assert stored["efficiency"]["prefill_compute"] == 0.55 and "prefill_compute" in stored["over_peak"]
+    assert "is too low for them" in stored["over_peak"]["prefill_compute"]

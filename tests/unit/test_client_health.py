@@ -120,3 +120,28 @@ def test_worker_healths_merge_and_are_judged_on_all_records() -> None:
     assert merged.cpu_fraction == pytest.approx(1.3) and merged.loop_lag_p99_ms == 0.4 and merged.workers == 2
     assert merged.client_lag_p99_ms == pytest.approx(0.2) and merged.client_lag_limit_ms == pytest.approx(5.0)
     assert not merged.saturated
+
+
+def test_loop_monitor_sees_a_stall_of_the_loop_for_as_long_as_it_lasted() -> None:
+    """One 300 ms block of the loop in a 1.5 s window (what parsing one huge event did): the lag p99
+    must show it, where sampling only the next turn of the loop said 0.09 ms and "client kept up"."""
+    import asyncio
+    import time
+
+    from tokometer.load.health import LoopMonitor
+    from tokometer.load.profiles import LoadStep
+
+    async def scenario() -> LoopMonitor:
+        monitor = LoopMonitor()
+        monitor.start()
+        await asyncio.sleep(0.6)
+        time.sleep(0.3)  # noqa: ASYNC251  (the point: the loop is held, nothing runs, no byte is stamped)
+        await asyncio.sleep(0.6)
+        monitor.stop()
+        return monitor
+
+    monitor = asyncio.run(scenario())
+    health = monitor.health(LoadStep(mode="concurrency", concurrency=1), [])
+    assert health.loop_lag_max_ms >= 250
+    assert health.loop_lag_p99_ms >= 100
+    assert health.saturated and "loop_lag" in health.problems

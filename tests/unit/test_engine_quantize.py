@@ -62,7 +62,7 @@ def test_a_cached_build_without_it_gets_only_that_target(cache: Path, model: Pat
     build_llama_server(progress=RecordingProgress(), steps=old)
     assert read_build_info()["tools"] == ["llama-server"]
     server_mtime = built_binary_path().stat().st_mtime_ns
-    with pytest.raises(EngineError, match=r"llama-quantize not found: run `python -m tokometer\.engines\.quantize`"):
+    with pytest.raises(EngineError, match=r"llama-quantize not found: run `tokometer serve --prepare`"):
         find_llama_quantize()
     progress = RecordingProgress()
     path = build_llama_quantize(progress=progress, steps=old)

@@ -51,7 +51,7 @@ def _fake_exe(path: Path) -> Path:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX paths and executables")
 def test_lookup_order(no_llama: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    with pytest.raises(EngineError, match=r"llama-server not found: run `python -m tokometer.engines.build`"):
+    with pytest.raises(EngineError, match=r"llama-server not found: run `tokometer serve --prepare`"):
         find_llama_server()
     cached = _fake_exe(built_binary_path())
     assert str(tmp_path / "cache") in str(cached)

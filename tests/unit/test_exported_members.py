@@ -7,8 +7,8 @@ import importlib
 import pytest
 
 PUBLIC = {
-    "tokometer.errors": ["ConfigError", "DatasetError", "EndpointError", "EngineError", "StoreError",
-                         "TokenizerError", "TokometerError"],
+    "tokometer.errors": ["ConfigError", "DatasetError", "EndpointError", "EngineError", "OutputError", "RunFailed",
+                         "StoreError", "TokenizerError", "TokometerError"],
     "tokometer.records": ["ERROR_CATEGORIES", "TOKEN_SOURCES", "ErrorCategory", "FinishReason", "RequestRecord",
                           "ServerTiming", "TokenSource", "classify_http_error", "describe_http_failure"],
     "tokometer.backends": ["BACKENDS", "Backend", "GenerationParams", "HttpRequest", "ParsedEvent",

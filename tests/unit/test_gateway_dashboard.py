@@ -1,4 +1,4 @@
-"""The shipped Grafana dashboard only queries metrics the gateway exports."""
+"""The shipped Grafana dashboard only queries metrics the gateway exports, and `gateway --dashboard` writes it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tokometer.gateway.metrics import GatewayMetrics
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "tokometer-gateway.json"
+DASHBOARD = Path(__file__).resolve().parents[2] / "src" / "tokometer" / "gateway" / "dashboard.json"
 GPU = {"tokometer_gpu_memory_used_bytes", "tokometer_gpu_memory_total_bytes", "tokometer_gpu_utilization_ratio",
        "tokometer_gpu_power_watts", "tokometer_gpu_power_limit_watts"}
 
@@ -34,3 +34,17 @@ def test_dashboard_queries_exported_metrics() -> None:
     missing = {m for m in used if m not in exported and m.removesuffix("_bucket") not in exported}
     assert not missing, f"the dashboard queries metrics the gateway does not export: {missing}"
     assert len(dashboard["panels"]) >= 12
+
+
+def test_gateway_writes_out_the_shipped_dashboard(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    target = tmp_path / "dashboard.json"
+    done = run_cli("gateway", "--dashboard", str(target))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(target.read_text()) == json.loads(DASHBOARD.read_text())
+    shown = run_cli("gateway", "--dashboard", "-")
+    assert json.loads(shown.stdout) == json.loads(DASHBOARD.read_text())
+    refused = run_cli("gateway", "--dashboard", str(tmp_path / "missing-dir" / "d.json"))
+    assert refused.returncode == 2 and refused.stderr.startswith("tokometer: error: --dashboard ")
+    assert "Traceback" not in refused.stderr

@@ -91,3 +91,28 @@ def test_the_servers_measured_batch_replaces_the_inferred_one() -> None:
     assert measured_batch({"gauges": {"requests_running": {"mean": 3.5, "max": 4.0}}}) == 3.5
     assert measured_batch({"gauges": {}}) is None and measured_batch(None) is None
     assert measured_batch({"gauges": {"requests_running": {"mean": 0.0, "max": 0.0}}}) is None
+
+
+def test_above_100_percent_is_not_an_efficiency_but_a_wrong_peak() -> None:
+    # 0.1 TFLOP/s and 10 GB/s: the same records as above give MBU 53.8 % × 10 = 538 %, prefill MFU 20.75 GFLOP in
+    # 80 ms / 0.1 TFLOP/s = 259 %, decode MFU 5.4 % × 10 = 54 %
+    low = Deployment(resolve_model("gemma-3-270m"),
+                     HardwareSpec(name="slow", kind="cpu", memory_gb=16, bandwidth_gbs=10, bf16_tflops=0.1,
+                                  source="made up"))
+    run, records = _run([(None, [_record(0, 0, 0, 100, 10), _record(0, 1, 300 * MS, 100, 10)])])
+    result = run_efficiency(run, records, low)
+    step = result.steps[0]
+    assert step.mbu is None and step.prefill_mfu is None  # left out: not efficiencies
+    assert step.decode_mfu == pytest.approx((2 * 268e6 + 73_728 * 105.5) / 0.010 / 0.1e12)  # 54 %: kept
+    assert set(step.over_peak) == {"mbu", "prefill_mfu"}
+    assert step.over_peak["mbu"].ratio == pytest.approx((536e6 + 18_432 * 105.5) / 0.010 / 10e9)
+    flops = 2 * (268e6 - 262_144 * 640) * 100 + 2 * 262_144 * 640 + 73_728 * 5050
+    assert step.over_peak["prefill_mfu"].ratio == pytest.approx(flops / 0.080 / 0.1e12)
+    message = step.over_peak["prefill_mfu"].message
+    assert message.startswith("prefill MFU 259% — above 100 %: the slow peak used (bf16, datasheet 100 GFLOP/s) is "
+                              "too low for this run, or the engine did less work than counted (prefix-cache hits")
+    assert "MBU 538% — above 100 %: the slow peak used (bandwidth, datasheet 10 GB/s)" in step.over_peak["mbu"].message
+    assert step.bottleneck == "bandwidth" and "above the peak bandwidth used (538%: that peak is too low)" in step.why
+    data = result.to_json()
+    assert data["steps"][0]["mbu"] is None and data["steps"][0]["over_peak"]["mbu"]["ratio"] > 1
+    assert data["peak"] == {"dtype": "bf16", "flops": 0.1e12, "basis": "datasheet", "detail": "made up"}

@@ -78,3 +78,38 @@ def test_host_is_measured_once_and_cached(monkeypatch: pytest.MonkeyPatch) -> No
     assert "(cached)" in again.source and again.bandwidth_gbs == host.bandwidth_gbs
     fresh = host_module.host_hardware(remeasure=True)
     assert "(cached)" not in fresh.source
+    assert (fresh.peaks[0].dtype, fresh.peaks[0].basis) == ("fp32", "measured")
+
+
+def test_the_compute_dtype_of_a_weight_format_on_a_cpu_and_on_a_gpu() -> None:
+    from tokometer.perf import Deployment, resolve_model
+    from tokometer.perf.hardware import ComputePeak, HardwareSpec
+
+    peaks = (ComputePeak("fp32", 250e9, "measured"), ComputePeak("bf16", 4096e9, "theoretical"),
+             ComputePeak("fp16", 512e9, "theoretical"), ComputePeak("int8", 8192e9, "theoretical"))
+    host = HardwareSpec(name="host", kind="cpu", memory_gb=16, bandwidth_gbs=10, bf16_tflops=4.096, peaks=peaks)
+    model = resolve_model("gemma-3-270m")
+    on_host = {dtype: Deployment(model, host, dtype) for dtype in ("bf16", "fp16", "fp32", "Q4_K_M", "fp8", "awq")}
+    assert {k: (d.compute_dtype, d.compute_flops) for k, d in on_host.items()} == {
+        "bf16": ("bf16", 4096e9), "fp16": ("fp16", 512e9), "fp32": ("fp32", 250e9),
+        "Q4_K_M": ("int8", 8192e9),  # llama.cpp's CPU kernels: 8-bit activations, integer dot products
+        "fp8": ("bf16", 4096e9), "awq": ("bf16", 4096e9)}  # no fp8 units on a CPU: dequantised to bf16
+    h100 = resolve_hardware("H100")
+    assert Deployment(model, h100, "Q4_K_M").compute_dtype == "bf16"  # on a GPU: dequantised into 16-bit
+    assert Deployment(model, h100, "fp32").compute_peak == ComputePeak("bf16", 989e12, "datasheet",
+                                                                        "NVIDIA H100 datasheet")
+    assert "fp32 250 GFLOP/s (measured) / bf16 4.096 TFLOP/s (theoretical)" in host.describe()
+
+
+def test_the_torch_measurement_says_why_it_has_no_figure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """bf16/fp16 are measured in a child Python with torch; one without torch, or none at all, is a reason."""
+    import sys
+
+    monkeypatch.setenv(host_module.TORCH_PYTHON_ENV, str(tmp_path / "no-python"))
+    assert "no-python" in host_module._torch_matmul(64, 1)["error"]
+    script = tmp_path / "python"  # a "Python" whose torch import fails, as one without torch does
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import no_such_torch_module' \"$@\"\n")
+    script.chmod(0o755)
+    monkeypatch.setenv(host_module.TORCH_PYTHON_ENV, str(script))
+    error = host_module._torch_matmul(64, 1)["error"]
+    assert "failed (exit 1)" in error and "ModuleNotFoundError" in error

@@ -4,7 +4,9 @@ Runs after the last byte arrived, and in small slices (`BackgroundAssembler`),
 so parsing never sits between a byte's arrival and its timestamp.
 Token counts follow the order of trust in docs/reference/metrics.md: server usage, the
 engine's native counters, the model's tokenizer, and last a count of content
-events (an estimate, labelled so). Reasoning (a field of its own, or inline ``<think>``
+events (an estimate, labelled so). A server's count that is not believable for the stream it came with
+(`tokometer.backends.plausible`) is set aside for the next source, and the record says so
+(``rejected_numbers``). Reasoning (a field of its own, or inline ``<think>``
 sections: `tokometer.wire.reasoning`) is split from the answer here too: when the answer
 began, and how many of the output tokens were reasoning.
 """
@@ -17,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from tokometer.backends.plausible import output_count_problem
 from tokometer.records import RequestRecord, ServerTiming, TokenSource
 from tokometer.wire.base import Backend, ParsedEvent
 from tokometer.wire.framing import iter_payloads
@@ -78,16 +81,46 @@ class StreamAssembly:
         if event.has_content:
             self.content.append((stamp, event))
             self.texts.append(event.text)
+        if event.rejected:
+            _note(record, event.rejected)
         if event.meta:
             _merge_final(self.final, event)
         if event.done or event.finish_reason is not None:
             self.saw_done = True
 
     def segment_output_tokens(self) -> int:
-        """Output tokens of the current segment: the server's count where it gave one, else its content events."""
+        """Output tokens of the current segment: the server's count where it gave one and it is believable,
+        else its content events."""
         final = self.final
-        reported = final.completion_tokens if final.completion_tokens is not None else final.completion_tokens_native
-        return reported if reported is not None else len(self.content) - self._segment_start
+        events = len(self.content) - self._segment_start
+        for reported in (final.completion_tokens, final.completion_tokens_native):
+            if reported is not None and self._output_problem(reported) is None:
+                return reported
+        return events
+
+    def _output_problem(self, reported: int) -> str | None:
+        segment = self.content[self._segment_start:]
+        per_event = [event.tokens for _, event in segment]
+        exact = sum(n or 0 for n in per_event) if segment and all(n is not None for n in per_event) else None
+        return output_count_problem(reported, events=len(segment), exact_tokens=exact,
+                                    max_tokens=self.record.requested_output_tokens,
+                                    has_text=any(event.text or event.reasoning for _, event in segment))
+
+    def _distrust(self) -> None:
+        """Set aside the server's counts that cannot be this stream's (noted on the record)."""
+        final, record = self.final, self.record
+        for name, label in (("completion_tokens", "usage.completion_tokens"),
+                            ("completion_tokens_native", "the engine's output count")):
+            reported = getattr(final, name)
+            if reported is not None and (why := self._output_problem(reported)) is not None:
+                _note(record, f"{label}={reported} ({why})")
+                setattr(final, name, None)
+        total = (final.completion_tokens if final.completion_tokens is not None
+                 else final.completion_tokens_native)
+        if final.reasoning_tokens is not None and total is not None and final.reasoning_tokens > total:
+            _note(record, f"usage.completion_tokens_details.reasoning_tokens={final.reasoning_tokens} "
+                          f"(more than the {total} output tokens)")
+            final.reasoning_tokens = total
 
     def output_tokens_so_far(self) -> int:
         return self.earlier_output_tokens + self.segment_output_tokens()
@@ -104,6 +137,7 @@ class StreamAssembly:
     def finish(self, count_tokens: Callable[[str], int] | None) -> None:
         record, content, final = self.record, self.content, self.final
         record.output_text = "".join(self.texts)
+        record.reasoning_text = "".join(event.reasoning for _, event in content if event.reasoning)
         if content:
             record.first_token_ns = content[0][0]
             record.last_token_ns = content[-1][0]
@@ -116,6 +150,7 @@ class StreamAssembly:
             record.error = "empty_response"
             record.error_detail = "HTTP 200 with an empty body"
             record.finish_reason = "error"
+        self._distrust()
         _count_tokens(record, content, final, count_tokens, self.earlier_output_tokens, self._segment_start)
         _split_reasoning(record, content, final, count_tokens, self.earlier_reasoning_tokens)
         record.server = _server_timing(final)
@@ -218,6 +253,14 @@ class BackgroundAssembler:
             await asyncio.sleep(0)
 
 
+def _note(record: RequestRecord, note: str) -> None:
+    """Add ``note`` to the record's list of the server's numbers it did not believe (kept short)."""
+    if record.rejected_numbers and note in record.rejected_numbers:
+        return
+    joined = f"{record.rejected_numbers}; {note}" if record.rejected_numbers else note
+    record.rejected_numbers = joined if len(joined) <= 500 else joined[:497] + "..."
+
+
 def _merge_final(final: ParsedEvent, event: ParsedEvent) -> None:
     """Keep the last non-empty value of every counter and timing field."""
     for name in (
@@ -310,8 +353,7 @@ def _split_reasoning(
     inline = split_inline([event.text for _, event in content])
     told = (final.reasoning_tokens or 0) + earlier
     if inline is None and not any(event.reasoning for _, event in content):  # the usual answer: no per-event work
-        if told and record.output_tokens:  # reasoning the server hid (OpenAI's o-series): only its count
-            record.reasoning_tokens, record.reasoning_tokens_source = min(told, record.output_tokens), "usage"
+        _hidden_reasoning(record, content, told)
         return
     if inline is None:
         splits = [EventSplit(event.reasoning, event.text) for _, event in content]
@@ -320,8 +362,7 @@ def _split_reasoning(
                   for (_, event), part in zip(content, inline, strict=True)]
     reasoned = any(split.reasoning or split.tagged for split in splits)
     if not reasoned:
-        if told and record.output_tokens:  # reasoning the server hid (OpenAI's o-series): only its count
-            record.reasoning_tokens, record.reasoning_tokens_source = min(told, record.output_tokens), "usage"
+        _hidden_reasoning(record, content, told)
         return
     answers = [stamp for (stamp, _), split in zip(content, splits, strict=True) if split.answer.strip()]
     record.first_answer_ns = answers[0] if answers else 0
@@ -341,6 +382,34 @@ def _split_reasoning(
     if record.output_tokens is not None:
         count = min(count, record.output_tokens)
     record.reasoning_tokens, record.reasoning_tokens_source = count, source
+
+
+def _hidden_reasoning(record: RequestRecord, content: list[tuple[int, ParsedEvent]], told: int) -> None:
+    """Reasoning the server counted (``told``) but never streamed (OpenAI's o-series): only its count.
+
+    Where the output count is the server's (it includes the hidden tokens), those tokens are set apart
+    (``hidden_tokens``) and each event's share is of the streamed tokens alone, so that TPOT, ITL and
+    decode speed measure what arrived. At least one token per content event was streamed: a reasoning
+    count that leaves less is cut to fit, and noted.
+    """
+    output = record.output_tokens
+    if not told or not output:
+        return
+    record.reasoning_tokens, record.reasoning_tokens_source = min(told, output), "usage"
+    if record.output_tokens_source not in ("usage", "native") or not content:
+        return
+    per_event = [event.tokens for _, event in content]
+    exact = all(n is not None for n in per_event)
+    visible = int(sum(n or 0 for n in per_event)) if exact else max(output - told, len(content))
+    hidden = max(0, output - visible)
+    if hidden < told:
+        if not exact:
+            _note(record, f"usage.completion_tokens_details.reasoning_tokens={told} (leaves fewer than one "
+                          f"token for each of the {len(content)} streamed events of {output})")
+        record.reasoning_tokens = hidden
+    record.hidden_tokens = hidden or None
+    if hidden and not exact:
+        record.event_tokens = [visible / len(content)] * len(content)
 
 
 def _reasoning_share(split: EventSplit) -> float:

@@ -26,6 +26,7 @@ from tokometer.backends.http1 import (
     HttpPool,
     HttpTimeout,
     PeerReset,
+    ProtocolViolation,
     StreamedResponse,
     TlsOptions,
     transport_error_category,
@@ -33,8 +34,20 @@ from tokometer.backends.http1 import (
 from tokometer.datasets.base import Prompt
 from tokometer.records import RequestRecord, describe_http_failure
 from tokometer.wire.base import Backend, GenerationParams, answer_length
+from tokometer.wire.framing import MAX_EVENT_BYTES, EventWatch
+from tokometer.wire.mediatype import not_an_api_answer
 
-__all__ = ["StreamClient", "Target", "Timeouts"]
+__all__ = ["StreamClient", "Target", "Timeouts", "event_limit"]
+
+_EXTRA_EVENTS = 64
+"""Events allowed past twice ``max_tokens`` (role, usage, final and keep-alive events, and more)."""
+
+
+def event_limit(max_tokens: int | None) -> int:
+    """The most events read from a stream that asked for ``max_tokens`` (0: no limit, none asked):
+    twice ``max_tokens`` plus 64. A token is at most one event on every engine tokometer knows, so a
+    stream past this is a server that ignored ``max_tokens``."""
+    return 2 * max_tokens + _EXTRA_EVENTS if max_tokens else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +63,13 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
-    """Per-request limits in seconds: connecting, silence between bytes, and in all."""
+    """Per-request limits: connecting, silence between bytes, and in all (seconds), and the size of
+    one streamed event (bytes; past it the request is a ``protocol`` error)."""
 
     connect: float = 10.0
     idle: float = 60.0
     total: float = 600.0
+    max_event_bytes: int = MAX_EVENT_BYTES
 
 
 class StreamClient:
@@ -72,6 +87,7 @@ class StreamClient:
         self.backend = backend
         self.params = params
         self.count_tokens = count_tokens
+        self.max_event_bytes = timeouts.max_event_bytes
         self.assembler = BackgroundAssembler()
         self.pool = HttpPool(target.base_url, connect_timeout=timeouts.connect, idle_timeout=timeouts.idle,
                              total_timeout=timeouts.total, tls=target.tls)
@@ -110,15 +126,17 @@ class StreamClient:
         for attempt in (0, 1):
             request = self.backend.build(prompt, self.params)
             raw = self.pool.encode("POST", request.path, orjson.dumps(request.body), self._headers)
-            retry = await self._send_once(raw, record, on_done)
+            retry = await self._send_once(raw, record, on_done, event_limit(record.requested_output_tokens))
             if not retry or attempt:
                 break
             record.error = None
             record.error_detail = ""
         return await finished if finished is not None else record
 
-    async def _send_once(self, raw: bytes, record: RequestRecord, on_done: Callable[[RequestRecord], None]) -> bool:
-        response = StreamedResponse()
+    async def _send_once(self, raw: bytes, record: RequestRecord, on_done: Callable[[RequestRecord], None],
+                         max_events: int = 0) -> bool:
+        watch = EventWatch(self.backend.framing, self.max_event_bytes, max_events)
+        response = StreamedResponse(watch=watch)
         try:
             await self.pool.request(raw, response)
         except asyncio.CancelledError:
@@ -130,7 +148,12 @@ class StreamClient:
             raise
         except (HttpTimeout, ConnectError, PeerReset) as exc:
             self._fill(record, response)
-            self._fail(record, transport_error_category(exc), str(exc))
+            detail = str(exc)
+            if isinstance(exc, ProtocolViolation) and max_events and watch.events > max_events:
+                detail = (f"server ignored max_tokens: {watch.events} events for max_tokens "
+                          f"{record.requested_output_tokens} (reading stops past 2 x max_tokens + {_EXTRA_EVENTS} "
+                          "events); what came until then is kept")
+            self._fail(record, transport_error_category(exc), detail)
         else:
             self._fill(record, response)
             if not 200 <= response.status < 300:
@@ -140,6 +163,11 @@ class StreamClient:
                 failure = describe_http_failure(response.status, response.headers, text)
                 assert failure is not None
                 record.error, record.error_detail = failure
+                record.finish_reason = "error"
+                on_done(record)
+                return False
+            if (what := not_an_api_answer(response.headers, response.chunks)) is not None:
+                record.error, record.error_detail = "protocol", f"HTTP {response.status}: {what}"
                 record.finish_reason = "error"
                 on_done(record)
                 return False

@@ -15,8 +15,10 @@ fields kept apart in ``trailers``) or by the server closing the connection
 after the head ends the body, a reset or a close before the head does not);
 interim 1xx heads (100 Continue, 103 Early Hints) skipped; header values
 trimmed of surrounding whitespace and repeated fields joined with ", "; limits
-of 64 KiB and 500 fields on a response head, past which the request fails with
-a `ProtocolViolation` rather than waiting or growing; IPv6 literal hosts; TLS
+of 64 KiB and 500 fields on a response head, and, where the caller sets them on the
+`StreamedResponse`, a limit on the body's size and on a stream's events (`EventWatch`:
+one event's size, their number), past which the request fails with a
+`ProtocolViolation` rather than waiting or growing; IPv6 literal hosts; TLS
 (`TlsOptions`: system trust store, a CA bundle, or no checks); ``HTTP_PROXY`` /
 ``HTTPS_PROXY`` / ``NO_PROXY`` (`tokometer.backends.proxy`: absolute-form
 requests, CONNECT tunnels for https); connect/idle/total timeouts (one watchdog
@@ -42,9 +44,11 @@ import httptools
 from tokometer.backends.proxy import Proxy, proxy_for
 from tokometer.backends.tls import TlsOptions
 from tokometer.records import ErrorCategory
+from tokometer.wire.framing import EventWatch
 
-__all__ = ["MAX_HEAD_BYTES", "MAX_HEAD_FIELDS", "TLS_TRUST_HINT", "ConnectError", "HttpPool", "HttpTimeout",
-           "PeerReset", "ProtocolViolation", "StreamedResponse", "TlsOptions", "transport_error_category"]
+__all__ = ["MAX_ERROR_BODY_BYTES", "MAX_HEAD_BYTES", "MAX_HEAD_FIELDS", "MAX_SMALL_BODY_BYTES", "TLS_TRUST_HINT",
+           "ConnectError", "HttpPool", "HttpTimeout", "PeerReset", "ProtocolViolation", "StreamedResponse",
+           "TlsOptions", "transport_error_category"]
 
 _WATCH_INTERVAL_S = 0.05
 _STALE_LIMIT = 3
@@ -52,6 +56,11 @@ MAX_HEAD_BYTES = 64 * 1024
 """The longest response head (status line and header fields) accepted."""
 MAX_HEAD_FIELDS = 500
 """The most header fields accepted in one response head."""
+MAX_SMALL_BODY_BYTES = 16 * 1024 * 1024
+"""The largest answer to a small request (a model list, ``/props``, ``/metrics``, a non-streamed answer):
+a server with thousands of models or label sets is still far below."""
+MAX_ERROR_BODY_BYTES = 1024 * 1024
+"""The largest body of an answer that is not 2xx, where a response has any limit (an error page)."""
 TLS_TRUST_HINT = ("trust its CA (bench --ca-bundle FILE; ca_bundle for a gateway upstream) or, for a test server "
                   "only, turn checks off (bench --insecure; verify = false)")
 
@@ -109,6 +118,13 @@ class StreamedResponse:
     """Called once the status and headers are in (the gateway starts relaying then)."""
     on_chunk: Callable[[bytes, int], None] | None = None
     """When set, each body chunk goes here with its stamp instead of into ``chunks``/``stamps``."""
+    max_body_bytes: int = 0
+    """The largest body accepted (0: no limit; bodies that are not 2xx are then limited only with a
+    ``watch``). Past it the request fails with a `ProtocolViolation`; what came is kept."""
+    watch: EventWatch | None = None
+    """For a 2xx stream kept in ``chunks``: counts its events as they arrive and stops the reading
+    when one grows past its size limit or there are too many (`EventWatch`)."""
+    body_bytes: int = 0
 
 
 class _Connection(asyncio.Protocol):
@@ -134,6 +150,7 @@ class _Connection(asyncio.Protocol):
         self._tunnel_buffer = bytearray()
         self.last_data_ns = 0
         self.deadline_ns = 0
+        self.total_s = 0.0
         self.idle_ns = 0
         self.got_bytes = False
 
@@ -229,6 +246,22 @@ class _Connection(asyncio.Protocol):
             return
         response.chunks.append(body)
         response.stamps.append(self._now)
+        if response.watch is not None or response.max_body_bytes:
+            self._limit(response, body)
+
+    def _limit(self, response: StreamedResponse, body: bytes) -> None:
+        """Stop reading (`_Stop`, a `ProtocolViolation`) a body past its size or event limits."""
+        response.body_bytes += len(body)
+        ok = 200 <= response.status < 300
+        limit = response.max_body_bytes if ok else min(response.max_body_bytes or MAX_ERROR_BODY_BYTES,
+                                                       MAX_ERROR_BODY_BYTES)
+        if limit and response.body_bytes > limit:
+            self._violation = (f"the answer passed {_mib(limit)} (HTTP {response.status}) without ending: "
+                               "is this the server meant?")
+            raise _Stop
+        if ok and response.watch is not None and (why := response.watch.feed(body)):
+            self._violation = why
+            raise _Stop
 
     def on_message_complete(self) -> None:
         assert self._parser is not None
@@ -261,7 +294,9 @@ class _Connection(asyncio.Protocol):
         if self._done is None or self._done.done():
             return
         if self.deadline_ns and now > self.deadline_ns:
-            self._fail(HttpTimeout("the request took longer than its total timeout"))
+            what = "the response head" if not self._head_done else "the answer's end"
+            self._fail(HttpTimeout(f"the request took longer than its total timeout ({self.total_s:g} s): "
+                                   f"{what} had not come{' (bytes did, a trickle)' if self.got_bytes else ''}"))
         elif self.idle_ns and now - self.last_data_ns > self.idle_ns:
             what = "response headers" if not self.got_bytes else "more of the stream"
             self._fail(HttpTimeout(f"no {what} within the idle timeout"))
@@ -280,6 +315,7 @@ class _Connection(asyncio.Protocol):
         self.last_data_ns = now
         self.idle_ns = idle_ns
         self.deadline_ns = now + total_ns if total_ns else 0
+        self.total_s = total_ns / 1e9
         self.transport.write(request)
         return self._done
 
@@ -484,6 +520,10 @@ class HttpPool:
             conn.abort()
         self._idle.clear()
         self._busy.clear()
+
+
+def _mib(n: int) -> str:
+    return f"{n / 1048576:g} MiB"
 
 
 def _tls_failure(authority: str, exc: ssl.SSLError) -> str:

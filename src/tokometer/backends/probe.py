@@ -1,5 +1,9 @@
 """Plain GET requests for looking around a server before a run (model lists, /props, /info), with the
-same HTTP client, proxies and TLS settings as the run itself."""
+same HTTP client, proxies and TLS settings as the run itself.
+
+Each GET has a deadline for the whole answer (``timeout_s`` from the request's sending: a server that
+trickles a byte now and then does not keep it open) and a size limit (`MAX_SMALL_BODY_BYTES`); past
+either the GET fails (HttpTimeout, ProtocolViolation) like any other failure."""
 
 from __future__ import annotations
 
@@ -10,7 +14,14 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from tokometer.backends.http1 import ConnectError, HttpPool, HttpTimeout, PeerReset, StreamedResponse
+from tokometer.backends.http1 import (
+    MAX_SMALL_BODY_BYTES,
+    ConnectError,
+    HttpPool,
+    HttpTimeout,
+    PeerReset,
+    StreamedResponse,
+)
 from tokometer.backends.tls import TlsOptions
 
 __all__ = ["Probe"]
@@ -23,6 +34,7 @@ class Probe:
     headers: Mapping[str, str] = field(default_factory=dict)
     tls: TlsOptions = field(default_factory=TlsOptions)
     timeout_s: float = 10.0
+    max_body_bytes: int = MAX_SMALL_BODY_BYTES
 
     async def get(self, url: str) -> tuple[int, bytes]:
         """(status, body) of ``GET url``; raises ConnectError, HttpTimeout or PeerReset."""
@@ -35,9 +47,9 @@ class Probe:
         parts = urlsplit(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         pool = HttpPool(f"{parts.scheme}://{parts.netloc}", connect_timeout=self.timeout_s,
-                        idle_timeout=self.timeout_s, total_timeout=self.timeout_s + 5, tls=self.tls)
+                        idle_timeout=self.timeout_s, total_timeout=self.timeout_s, tls=self.tls)
         try:
-            response = StreamedResponse()
+            response = StreamedResponse(max_body_bytes=self.max_body_bytes)
             await pool.request(pool.encode("GET", path, b"", self.headers), response)
             return response
         finally:

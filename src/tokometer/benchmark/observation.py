@@ -113,7 +113,6 @@ class RunObservation:
         url = server_metrics_url(spec)
         if url is not None:
             context = spec.tls().context() if url.startswith("https://") else None
-
             scrape = scraper(url, min(5.0, spec.connect_timeout_s), context)  # with llama.cpp's /slots
             try:
                 first = scrape()

@@ -27,6 +27,7 @@ from tokometer.benchmark.spec import BenchSpec
 from tokometer.datasets import Prompt
 from tokometer.errors import EndpointError
 from tokometer.records import RequestRecord
+from tokometer.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
 from tokometer.wire.base import GenerationParams
 
 __all__ = ["advertised_context", "preflight", "protocol_hint", "server_root"]
@@ -90,15 +91,24 @@ async def advertised_context(spec: BenchSpec, model: str, probe: Probe) -> tuple
     return None
 
 
+def _waiting(spec: BenchSpec, record: RequestRecord) -> str:
+    what = "the first byte of its answer" if not record.first_byte_ns else "the end of its answer"
+    return (f"tokometer: waiting for {spec.url} to answer the check request: {what} has not come in "
+            f"{WAIT_NOTICE_AFTER_S:g} s (it fails after --idle-timeout {spec.idle_timeout_s:g}s or "
+            f"--timeout {spec.request_timeout_s:g}s)")
+
+
 async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[str]) -> None:
     """Send one 1-token request as the run will; raise EndpointError for what no run could survive."""
     target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
     params = GenerationParams(model=model, max_tokens=1, temperature=spec.temperature, seed=spec.seed_value,
                               include_usage=spec.include_usage)
-    timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s)
+    timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s,
+                        max_event_bytes=spec.max_event_bytes)
     record = RequestRecord(index=-1, step=-1)
-    async with StreamClient(target, create_backend(spec.api), params, timeouts) as client:
-        await client.send(Prompt.from_text("Hello"), record)
+    with say_while_waiting(lambda: _waiting(spec, record)):
+        async with StreamClient(target, create_backend(spec.api), params, timeouts) as client:
+            await client.send(Prompt.from_text("Hello"), record)
     error, detail = record.error, record.error_detail
     if error is None:
         pass

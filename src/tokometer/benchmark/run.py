@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from tokometer.load.sessions import run_session_step
 from tokometer.load.share import WorkerSetup
 from tokometer.load.workers import run_step_in_workers
 from tokometer.metrics import SLO, StepSummary, summarize
+from tokometer.metrics.textcheck import TextCheck, check_text
 from tokometer.records import RequestRecord
 from tokometer.store.store import ResultStore, now_iso
 from tokometer.wire.base import GenerationParams
@@ -132,12 +134,20 @@ def prompt_cache_warning(summary: StepSummary, server: dict[str, Any] | None) ->
             "earlier run's prompts do this; compare only runs with the same cache-hit rate")
 
 
-def _token_mismatch(records: list[RequestRecord], count: Callable[[str], int]) -> str | None:
+def _rejected_numbers_warning(summary: StepSummary) -> str:
+    """A sentence when some of the server's counts were not believed (`tokometer.wire.numbers`)."""
+    return (f"the server's numbers were not believed for {summary.server_numbers_rejected} request(s), for "
+            f"example {summary.server_numbers_example}: their counts came from the next source down (the "
+            "tokenizer, the engine's counters or the events received; see output_tokens.source)")
+
+
+def _token_mismatch(records: list[RequestRecord], count: Callable[[str], int], check: TextCheck | None) -> str | None:
     server = local = 0
+    short = {s.index for s in check.short} if check is not None else set()  # text lost on the way: warned of apart
     for r in records:
         # an answer with reasoning sent in a field of its own has less text than tokens: not comparable
         if r.ok and r.output_text and r.output_tokens_source in ("usage", "native") and r.output_tokens \
-                and not r.reasoning_tokens:
+                and not r.reasoning_tokens and r.index not in short:
             server += r.output_tokens
             local += count(r.output_text)
     if server and abs(local - server) / server > _MISMATCH_LIMIT:
@@ -161,7 +171,8 @@ async def run_benchmark(
     prepared: Prepared = await prepare(spec, plan.expected_steps)
     params = GenerationParams(model=prepared.model, max_tokens=spec.output_tokens, ignore_eos=spec.ignore_eos,
                               temperature=spec.temperature, seed=spec.seed_value, include_usage=spec.include_usage)
-    timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s)
+    timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s,
+                        max_event_bytes=spec.max_event_bytes)
     target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
     tokenizer = _portable(spec.tokenizer) if prepared.local_tokenizer else None
     setup = WorkerSetup(target, spec.api, params, timeouts, tokenizer,
@@ -205,6 +216,8 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
     async with contextlib.AsyncExitStack() as stack:
         if observation is not None:
             stack.callback(observation.stop)
+        if store is not None and run_id is not None:  # a bug must not leave the run "running": it failed
+            stack.push(lambda kind, exc, tb: _failed(store, run_id) if isinstance(exc, Exception) else None)
         client = await stack.enter_async_context(StreamClient(setup.target, create_backend(spec.api), setup.params,
                                                               setup.timeouts, count_tokens=count))
         while (planned := plan.next_step(results)) is not None:
@@ -234,7 +247,13 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
                 seen = await asyncio.to_thread(observation.step, step_start, step_end, result.summary)
                 result.server, result.gpu = seen.server, seen.gpu
                 result.warnings.extend(seen.findings)
-            if count is not None and (mismatch := _token_mismatch(outcome.records, count)):
+            if result.summary.server_numbers_rejected:
+                result.warnings.append(_rejected_numbers_warning(result.summary))
+            counter = functools.cache(count) if count is not None else None  # each text counted once, for this step
+            result.summary.text_check = check = check_text(outcome.records, counter)
+            if check is not None and (short := check.warning()):
+                result.warnings.append(short)
+            if counter is not None and (mismatch := _token_mismatch(outcome.records, counter, check)):
                 result.warnings.append(mismatch)
             # shared prefixes (--prefix-tokens), sessions' histories and a trace's shared blocks are there to be
             # cached: their effect is reported, not warned of
@@ -263,6 +282,11 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
     return BenchResult(spec=spec, run_id=run_id, status=status, started_at=started, finished_at=now_iso(),
                        steps=results, model=prepared.model, prompt_source=(prepared.sessions or prepared.source).name,
                        engine=engine, host=host_info(), warnings=warnings)
+
+
+def _failed(store: ResultStore, run_id: int) -> None:
+    with contextlib.suppress(Exception):
+        store.finish_run(run_id, "failed")
 
 
 def _portable(tokenizer: str | None) -> str | None:

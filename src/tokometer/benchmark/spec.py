@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_valid
 from tokometer.backends import BACKENDS
 from tokometer.backends.tls import TlsOptions
 from tokometer.load.profiles import Arrival
-from tokometer.secrets import header_problem, redact_headers
+from tokometer.secrets import header_problem, redact_headers, value_problem
+from tokometer.wire.framing import MAX_EVENT_BYTES
 
 __all__ = ["BenchSpec"]
 
@@ -91,6 +92,8 @@ class BenchSpec(BaseModel):
     connect_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(60.0, gt=0)
     request_timeout_s: float = Field(600.0, gt=0)
+    max_event_bytes: int = Field(MAX_EVENT_BYTES, gt=0)
+    """The largest streamed event accepted; past it the request is a ``protocol`` error."""
 
     slo_ttft_ms: float | None = Field(None, gt=0)
     slo_tpot_ms: float | None = Field(None, gt=0)
@@ -166,6 +169,8 @@ class BenchSpec(BaseModel):
         if self.synchronous and (self.concurrency or self.rate):
             raise ValueError("--synchronous sends one request at a time: give it without --concurrency and --rate "
                              "(or leave it out; --concurrency 1 is the same load)")
+        if self.api_key is not None and (problem := value_problem(self.api_key)):
+            raise ValueError(f"--api-key: {problem}")
         for number, (name, value) in enumerate(self.headers.items(), 1):
             problem = header_problem(name, value)
             if problem:
@@ -222,6 +227,10 @@ class BenchSpec(BaseModel):
             if self.requests is not None:
                 raise ValueError("--sessions counts sessions per step: leave out --requests (--duration still "
                                  "applies)")
+            if self.prefix_tokens or self.prefix_groups != 1:
+                raise ValueError("--prefix-tokens and --prefix-groups shape single synthetic prompts, not sessions "
+                                 "(each turn resends the history, which is the shared prefix there): leave them out "
+                                 "with --sessions")
         if self.trace is not None:
             if self.concurrency or self.rate or self.synchronous or self.find_max is not None:
                 raise ValueError("--trace replays the trace's own arrival times: leave out --concurrency, --rate, "

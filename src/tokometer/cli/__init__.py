@@ -8,7 +8,10 @@ traceback instead.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         print(f"{prog}: error: {_one_line(str(exc))}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(exc.exit_status)
     except click.Abort:
         print(f"{prog}: interrupted", file=sys.stderr)
         sys.exit(130)
@@ -98,6 +101,36 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as exc:
         if debug:
             raise
+        if exc.filename is None and exc.errno in _OUTPUT_ERRNOS:  # files are named (tokometer.atomicfile)
+            _stdout_lost(prog, exc)
         print(f"{prog}: error: {_one_line(str(exc))} (run with --debug for details)", file=sys.stderr)
         sys.exit(2)
+    if _stdout_fails():  # what is still buffered cannot be written (a full disk behind '> file', /dev/full)
+        _stdout_lost(prog, None)
     sys.exit(result if isinstance(result, int) else 0)
+
+
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO, errno.EPIPE})
+"""Write errors without a file name: every file tokometer writes is named, so these are standard output's."""
+
+
+def _stdout_fails() -> bool:
+    try:
+        sys.stdout.flush()
+    except OSError:
+        return True
+    return False
+
+
+def _stdout_lost(prog: str, exc: OSError | None) -> None:
+    """Standard output cannot take what was written to it: one line naming it, exit 2 (and no second
+    complaint when the interpreter flushes it on the way out)."""
+    try:
+        sys.stdout.flush()
+    except OSError as again:
+        exc = again
+    why = (exc.strerror or str(exc)) if exc is not None else "the output could not be written"
+    print(f"{prog}: error: cannot write to standard output: {why}; what was shown is incomplete", file=sys.stderr)
+    with contextlib.suppress(OSError):
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaces the broken stream until exit
+    sys.exit(2)

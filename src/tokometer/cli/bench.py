@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -13,12 +14,14 @@ import click
 from tokometer.backends import BACKENDS
 from tokometer.cli.options import (
     FiniteFloat,
+    api_key_option,
     build_spec,
     check_output_path,
     parse_duration,
     parse_float_list,
     parse_headers,
     parse_int_list,
+    parse_size,
 )
 from tokometer.cli.terminate import EXIT_CODE, Terminate
 
@@ -34,7 +37,8 @@ __all__ = ["command"]
 @click.option("--api", type=click.Choice(sorted(BACKENDS)), default=None,
               help="Protocol the server speaks [default: ollama for a URL on port 11434, else openai-chat].")
 @click.option("--model", default="", help="Model name to request (default: the first one the server lists).")
-@click.option("--api-key", envvar="TOKOMETER_API_KEY", default=None, help="Bearer token (or TOKOMETER_API_KEY).")
+@click.option("--api-key", callback=api_key_option, envvar="TOKOMETER_API_KEY", default=None,
+              help="Bearer token (or TOKOMETER_API_KEY).")
 @click.option("--header", "headers", multiple=True, help="Extra request header 'Name: value' (repeatable).")
 @click.option("--ca-bundle", type=click.Path(dir_okay=False), default=None,
               help="PEM file of CAs to trust for an https:// URL (a private CA or a self-signed server).")
@@ -103,6 +107,9 @@ __all__ = ["command"]
 @click.option("--idle-timeout", default="60s", show_default=True, help="Limit for silence inside a stream.")
 @click.option("--connect-timeout", default="10s", show_default=True,
               help="Limit for opening a connection (TCP and TLS), e.g. 10s, 500ms.")
+@click.option("--max-event-bytes", default=None,
+              help="Largest streamed event accepted, e.g. 4MiB (default 1 MiB); a larger one fails the request as "
+              "a protocol error.")
 @click.option("--slo-ttft-ms", type=float, default=None, help="TTFT objective for goodput.")
 @click.option("--slo-tpot-ms", type=float, default=None, help="TPOT objective for goodput.")
 @click.option("--slo-e2e-ms", type=float, default=None, help="End-to-end latency objective for goodput.")
@@ -169,6 +176,8 @@ def command(**opts: Any) -> int:
 
         from tokometer.benchmark.spec import BenchSpec
 
+        if (max_event := parse_size(opts["max_event_bytes"], "--max-event-bytes")) is not None:
+            values["max_event_bytes"] = max_event  # the spec holds the default
         spec = build_spec(BenchSpec, **values)
         return _run(spec, opts, engine_identity, engine_check, terminate)
 
@@ -277,7 +286,9 @@ def _run(spec: BenchSpec, opts: dict[str, Any], engine: dict[str, Any] | None,
     finally:
         if store is not None:
             store.close()
-    render_result(console, result)
+    failure = (result.warnings[-1] if result.warnings else "the run failed") if result.status == "failed" else None
+    # the failure is said once, on stderr below; the JSON keeps it among the run's warnings
+    render_result(console, result if failure is None else dataclasses.replace(result, warnings=result.warnings[:-1]))
     if result.steps and (actors := result.steps[-1].health.actors):
         console.print(_ray_line(actors))
     if opts["json_path"]:
@@ -288,10 +299,10 @@ def _run(spec: BenchSpec, opts: dict[str, Any], engine: dict[str, Any] | None,
         console.print(f"CSV written to {opts['csv_path']}")
     if result.status == "interrupted":
         return EXIT_CODE if terminate.received else 130
-    if result.status == "failed":
-        from tokometer.errors import EngineError, TokometerError
+    if failure is not None:  # a Ray actor or the engine died part-way: not bad input (2), a failed run (1)
+        from tokometer.errors import RunFailed
 
-        raise (EngineError if engine else TokometerError)(result.warnings[-1] if result.warnings else "the run failed")
+        raise RunFailed(failure)
     return 1 if result.failed_requests else 0
 
 

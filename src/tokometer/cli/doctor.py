@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from tokometer.backends import BACKENDS
-from tokometer.cli.options import FiniteFloat, build_spec
+from tokometer.cli.options import FiniteFloat, api_key_option, build_spec
 
 __all__ = ["command"]
 
@@ -18,7 +18,8 @@ __all__ = ["command"]
 @click.option("--api", type=click.Choice(sorted(BACKENDS)), default=None,
               help="Protocol the server speaks [default: ollama for a URL on port 11434, else openai-chat].")
 @click.option("--model", default="", help="Model name to ask for (default: the first one the server lists).")
-@click.option("--api-key", envvar="TOKOMETER_API_KEY", default=None, help="Bearer token (or TOKOMETER_API_KEY).")
+@click.option("--api-key", callback=api_key_option, envvar="TOKOMETER_API_KEY", default=None,
+              help="Bearer token (or TOKOMETER_API_KEY).")
 @click.option("--hardware", default=None,
               help="What the server runs on ('tokometer estimate --list-hardware', or host): compare its speed "
                    "with the roofline estimate.")

@@ -73,6 +73,7 @@ def command(**opts: Any) -> int:
       tokometer estimate --run 3                     # a run of the embedded engine: its GGUF on this host
       tokometer estimate --calibrate 3,5             # fit the efficiencies to runs 3 and 5, for their hardware
     """
+    from tokometer.atomicfile import write_atomic
     from tokometer.cli.output import make_console
     from tokometer.perf import hardware_table
     from tokometer.perf.catalog import BUILTIN_MODELS
@@ -96,7 +97,7 @@ def command(**opts: Any) -> int:
     else:
         payload = _estimate(console, spec, opts["explain"])
     if opts["json_path"]:
-        opts["json_path"].write_text(json.dumps({"schema": SCHEMA, **payload}, indent=2, default=str), "utf-8")
+        write_atomic(opts["json_path"], json.dumps({"schema": SCHEMA, **payload}, indent=2, default=str))
         console.print(f"JSON written to {opts['json_path']}")
     return 0
 

@@ -30,6 +30,23 @@ class _GatewayCommand(click.Command):
                              "lists by index (TOKOMETER_GATEWAY__UPSTREAMS__0__URL=...).")
 
 
+def _write_dashboard(target: Path) -> None:
+    """``--dashboard FILE``: the shipped Grafana dashboard (``tokometer/gateway/dashboard.json``) written out."""
+    from importlib.resources import files
+
+    from tokometer.errors import ConfigError
+
+    text = files("tokometer.gateway").joinpath("dashboard.json").read_text(encoding="utf-8")
+    if str(target) == "-":
+        click.echo(text, nl=False)
+        return
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--dashboard {target}: cannot write it: {exc.strerror or exc}") from exc
+    click.echo(f"tokometer gateway: wrote the Grafana dashboard to {target}", err=True)
+
+
 @click.command("gateway", cls=_GatewayCommand)
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
               help="The gateway's TOML or YAML file (example and reference below).")
@@ -45,13 +62,19 @@ class _GatewayCommand(click.Command):
               "overriding [replicas] workers; they share state through [replicas] redis_url.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="warning",
               show_default=True, help="Log verbosity (uvicorn's levels).")
+@click.option("--dashboard", "dashboard", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help="Write the Grafana dashboard of the gateway's /metrics (shipped in the package) to "
+              "FILE ('-': standard output) and exit; import it in Grafana with a Prometheus data source.")
 def command(config_path: Path | None, host: str | None, port: int | None, hash_key: str | None, check: bool,
-            workers: int | None, log_level: str) -> None:
+            workers: int | None, log_level: str, dashboard: Path | None) -> None:
     """Serve /v1/chat/completions and /v1/completions in front of any engines: timeouts, retries,
     circuit breakers, fallback when the primary is down or slow, an answer cache, token budgets,
     API keys, /metrics."""
     from tokometer.errors import ConfigError
 
+    if dashboard is not None:
+        _write_dashboard(dashboard)
+        return
     if hash_key is not None:
         from tokometer.gateway.auth import hash_key as digest
 

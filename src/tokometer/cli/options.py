@@ -87,6 +87,20 @@ def parse_duration(value: str | None, option: str) -> float | None:
     return seconds
 
 
+def parse_size(value: str | None, option: str) -> int | None:
+    """``"1MiB"``, ``"512KiB"``, ``"65536"`` -> bytes."""
+    if value is None:
+        return None
+    from tokometer.units import byte_size
+
+    size = byte_size(value)
+    if size is None:
+        raise click.BadParameter(f"{value!r} is not a size (write e.g. 1MiB, 512KiB, 65536)", param_hint=option)
+    if size <= 0:
+        raise click.BadParameter("must be larger than zero", param_hint=option)
+    return size
+
+
 def parse_headers(values: tuple[str, ...]) -> dict[str, str]:
     """``("X-A: 1",)`` -> ``{"X-A": "1"}``; a line break (it would end the field on the wire) is refused."""
     from tokometer.secrets import header_problem
@@ -104,6 +118,15 @@ def parse_headers(values: tuple[str, ...]) -> dict[str, str]:
                                      "(its text is not shown: it may hold a secret)", param_hint="--header")
         headers[name.strip()] = value.strip()
     return headers
+
+
+def api_key_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--api-key``'s check: a key no header can carry as it is (non-ASCII, a line break) is one line, exit 2."""
+    from tokometer.secrets import value_problem
+
+    if value is not None and (problem := value_problem(value)):
+        raise click.BadParameter(f"{problem} (the key is not shown)", ctx=ctx, param=param)
+    return value
 
 
 def check_output_path(path: Path | None, option: str, example: str) -> None:

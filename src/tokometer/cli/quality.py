@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from tokometer.cli.options import api_key_option
+
 __all__ = ["command"]
 
 
@@ -23,7 +25,8 @@ __all__ = ["command"]
 @click.option("--api", type=click.Choice(["openai-completions", "openai-chat"]), default="openai-completions",
               show_default=True, help="Protocol; completions sends the few-shot prompts as they are (and allows "
                                       "teacher forcing).")
-@click.option("--api-key", default=None, envvar="TOKOMETER_API_KEY", help="Bearer key for both endpoints.")
+@click.option("--api-key", callback=api_key_option, default=None, envvar="TOKOMETER_API_KEY",
+              help="Bearer key for both endpoints.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Use the first N eval items [default: "
                                                                         "all 300].")
 @click.option("--max-tokens", type=click.IntRange(1, 4096), default=16, show_default=True,

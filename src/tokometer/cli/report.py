@@ -29,6 +29,7 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
       tokometer report baseline:main 7 -o both.html # two runs overlaid
       tokometer report 7 --format md                # markdown on stdout
     """
+    from tokometer.atomicfile import write_atomic
     from tokometer.cli.options import check_output_path
     from tokometer.errors import ConfigError
     from tokometer.report.data import report_data
@@ -67,7 +68,6 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
         text = render_html(data)
     assert output is not None
     output = output.expanduser()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, "utf-8")
+    write_atomic(output, text)
     click.echo(f"wrote {output} ({len(text.encode()) / 1e6:.1f} MB): {len(loaded)} run"
                f"{'s' if len(loaded) != 1 else ''}, {sum(len(r.steps) for r, _ in loaded)} steps")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["command"]
 
 _DEFAULT_PORTS = {"llamacpp": 8080, "vllm": 8000, "ollama": 11434}
-_SHOWN = ("engine", "engine_version", "model", "model_file", "model_sha256", "quantization", "ctx_size",
+_SHOWN = ("engine", "engine_version", "device", "model", "model_file", "model_sha256", "quantization", "ctx_size",
           "ctx_per_slot", "parallel", "threads", "max_model_len", "binary", "binary_source", "chat_template")
 
 
@@ -49,6 +49,32 @@ def _rebuild() -> None:
         progress.close()
 
 
+def _prepare(engine: str, opts: dict[str, Any]) -> None:
+    """``--prepare``: set the engine up (build, venv, model) and exit."""
+    from tokometer.errors import ConfigError
+
+    if engine == "vllm":
+        _prepare_vllm()
+    elif engine == "llamacpp":
+        from tokometer.engines.binary import find_llama_server
+        from tokometer.engines.quantize import find_llama_quantize
+        from tokometer.errors import EngineError
+
+        if opts["rebuild"]:
+            _rebuild()
+        try:
+            server = find_llama_server(opts["llama_server"])
+        except EngineError:
+            if opts["llama_server"]:
+                raise
+            _rebuild()  # not built yet: build it now (the same build, checked by a smoke run)
+            server = find_llama_server()
+        _say(f"llama-server: {server}")
+        _say(f"llama-quantize: {find_llama_quantize(build=True)}")
+    else:
+        raise ConfigError("--prepare sets up llamacpp or vllm; Ollama is installed from ollama.com")
+
+
 def _start_llamacpp(opts: dict[str, Any], port: int) -> EngineHandle | None:
     from tokometer.engines import LlamaCppSettings, find_llama_server, start_llamacpp
     from tokometer.engines.llamacpp import llamacpp_argv
@@ -70,25 +96,65 @@ def _start_llamacpp(opts: dict[str, Any], port: int) -> EngineHandle | None:
     return start_llamacpp(settings)
 
 
+def _vllm_device(opts: dict[str, Any]) -> str:
+    """``gpu`` or ``cpu``: as given by --device, else a GPU when one is found (or --gpu-memory-gb is given)."""
+    if opts["device"] != "auto":
+        return str(opts["device"])
+    if opts["gpu_memory_gb"] is not None:
+        return "gpu"
+    from tokometer.engines.gpus import detect_gpus
+
+    return "gpu" if detect_gpus() else "cpu"
+
+
+def _prepare_vllm() -> None:
+    """``--engine vllm --prepare``: vLLM's venv (its CPU build) and the bundled model converted for it, once."""
+    from tokometer.engines.vllm_model import bundled_checkpoint
+
+    _say(f"vLLM's CPU build and the bundled model are ready: {bundled_checkpoint(_say)}")
+
+
 def _start_vllm(opts: dict[str, Any], port: int) -> EngineHandle | None:
-    from tokometer.engines.gpus import gpu_for_planning
-    from tokometer.engines.vllm import plan_vllm, start_vllm
+    from tokometer.engines.vllm import find_vllm, plan_vllm, plan_vllm_cpu, start_vllm
     from tokometer.errors import ConfigError
 
-    if not opts["model"]:
-        raise ConfigError("--engine vllm needs --model (a Hugging Face id, a local dir, or e.g. llama-3.1-8b)")
-    plan = plan_vllm(opts["model"], gpu_for_planning(opts["gpu_memory_gb"]),
-                     gpu_memory_utilization=opts["gpu_memory_utilization"],
-                     tensor_parallel_size=opts["tensor_parallel_size"], max_model_len=opts["max_model_len"],
-                     quantization=opts["quantization"], kv_cache_dtype=opts["kv_cache_dtype"],
-                     host=opts["host"], port=port, extra_args=tuple(opts["engine_args"]))
+    device = _vllm_device(opts)
+    if device == "gpu":
+        from tokometer.engines.gpus import gpu_for_planning
+
+        if not opts["model"]:
+            raise ConfigError("--engine vllm on a GPU needs --model (a Hugging Face id, a local dir, or e.g. "
+                              "llama-3.1-8b)")
+        plan = plan_vllm(opts["model"], gpu_for_planning(opts["gpu_memory_gb"]),
+                         gpu_memory_utilization=opts["gpu_memory_utilization"],
+                         tensor_parallel_size=opts["tensor_parallel_size"], max_model_len=opts["max_model_len"],
+                         quantization=opts["quantization"], kv_cache_dtype=opts["kv_cache_dtype"],
+                         host=opts["host"], port=port, extra_args=tuple(opts["engine_args"]))
+    else:
+        model, served = opts["model"], opts["served_model_name"]
+        if not model:
+            from tokometer.engines.vllm_model import BUNDLED_VLLM_NAME, bundled_checkpoint, find_bundled_checkpoint
+
+            found = find_bundled_checkpoint()
+            if found is None and opts["dry_run"]:
+                raise ConfigError("the bundled model is not converted for vLLM yet: run `tokometer serve --engine "
+                                  "vllm --prepare` first (or pass --model, a local checkpoint directory)")
+            model, served = str(found or bundled_checkpoint(_say)), served or BUNDLED_VLLM_NAME
+        plan = plan_vllm_cpu(model, kv_cache_gib=opts["kv_cache_gb"], max_model_len=opts["max_model_len"],
+                             served_name=served, host=opts["host"], port=port, extra_args=tuple(opts["engine_args"]))
+    install = None if opts["dry_run"] and not opts["vllm"] else find_vllm(opts["vllm"])
+    if install is not None:
+        plan.argv[0] = str(install.binary)
     click.echo(plan.explain())
     if opts["dry_run"]:
         if not plan.fits:
             sys.exit(1)
         return None
-    _say("starting vLLM (loading weights and capturing CUDA graphs takes minutes) …")
-    return start_vllm(plan, ready_timeout_s=opts["ready_timeout"] or 1800.0)
+    if device == "gpu":
+        _say("starting vLLM (loading weights and capturing CUDA graphs takes minutes) …")
+    else:
+        _say("starting vLLM on the CPU (loading and warming up takes a few minutes on a small machine) …")
+    return start_vllm(plan, ready_timeout_s=opts["ready_timeout"] or 1800.0, install=install)
 
 
 def _start_ollama(opts: dict[str, Any], port: int | None) -> EngineHandle | None:
@@ -132,10 +198,12 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
 
 @click.command("serve", context_settings={"ignore_unknown_options": True})
 @click.option("--engine", type=click.Choice(["llamacpp", "vllm", "ollama"]), default="llamacpp", show_default=True,
-              help="The engine to start: llama.cpp (CPU, built by tokometer), vLLM (NVIDIA GPU) or Ollama.")
+              help="The engine to start: llama.cpp (CPU, built by tokometer), vLLM (NVIDIA GPU, or its CPU build) or "
+              "Ollama.")
 @click.option("--model", default=None,
               help="llamacpp: a .gguf file (default: the bundled Gemma 3 270M Q4_K_M); vllm: HF id, local dir or "
-              "a built-in name (llama-3.1-8b, qwen2.5-7b, mistral-7b, …); ollama: a model name.")
+              "a built-in name (llama-3.1-8b, qwen2.5-7b, mistral-7b, …; on CPU default: the bundled model, "
+              "converted to bf16); ollama: a model name.")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address the engine listens on (0.0.0.0 or :: for every interface).")
 @click.option("--port", type=PORT, default=None,
@@ -150,6 +218,19 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
 @click.option("--rebuild", is_flag=True,
               help="llamacpp: first build tokometer's own llama-server afresh for this CPU (minutes; checked by a "
               "smoke run, with safer instruction sets if it dies).")
+@click.option("--prepare", is_flag=True,
+              help="Set the engine up and exit: llamacpp builds llama-server if missing (with --rebuild: afresh) and "
+              "llama-quantize; vllm makes its own venv with vLLM's CPU build and converts the bundled model (once).")
+@click.option("--vllm", "vllm", default=None, metavar="PATH",
+              help="vllm: the vllm command, its venv directory or its python (default: $TOKOMETER_VLLM, then the "
+              "venv --prepare made, then PATH).")
+@click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
+              help="vllm: GPU (CUDA) or CPU (vLLM's CPU build); auto: a GPU when one is found.")
+@click.option("--kv-cache-gb", type=FiniteFloat(min=0, min_open=True), default=4.0, show_default=True,
+              help="vllm on CPU: host memory for the KV cache, GiB (VLLM_CPU_KVCACHE_SPACE).")
+@click.option("--served-model-name", default=None,
+              help="vllm: the model name clients send (default: the model path; gemma-3-270m-bf16 for the bundled "
+              "model).")
 @click.option("--gpu-memory-gb", type=FiniteFloat(min=0, min_open=True), default=None,
               help="vllm: GPU memory in GiB (default: detected).")
 @click.option("--gpu-memory-utilization", type=FiniteFloat(0.05, 0.99), default=0.90, show_default=True,
@@ -181,6 +262,9 @@ def command(**opts: Any) -> None:
         from tokometer.errors import ConfigError
 
         raise ConfigError(f"--rebuild rebuilds tokometer's llama.cpp server; it does not apply to --engine {engine}")
+    if opts["prepare"]:
+        _prepare(engine, opts)
+        return
     port = opts["port"] if opts["port"] is not None else _DEFAULT_PORTS[engine]
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from tokometer.cli.options import LOG_LEVELS, PORT, build_spec
+from tokometer.inbound.limits import DEFAULT_LIMITS
 
 __all__ = ["command"]
 
@@ -29,6 +30,8 @@ __all__ = ["command"]
 @click.option("--max-context", type=int, default=32768, show_default=True,
               help="Context window: longer requests get HTTP 400 (context length).")
 @click.option("--api-key", default=None, help="Require this bearer token (HTTP 401 otherwise).")
+@click.option("--max-body-bytes", type=click.IntRange(min=1024), default=DEFAULT_LIMITS.max_body_bytes,
+              show_default=True, help="Larger request bodies get HTTP 413 (the gateway's limit).")
 @click.option("--reject-stream-options", is_flag=True, help="Answer 400 to stream_options, like some servers.")
 @click.option("--fault", "faults", multiple=True,
               help="Fault and its rate per request, e.g. http_500=0.1 (repeatable). Faults: http_400, http_401, "
@@ -117,7 +120,7 @@ def command(**opts: Any) -> None:
         model=opts["model"], ttft_ms=opts["ttft_ms"], itl_ms=opts["itl_ms"],
         tokens_per_event=opts["tokens_per_event"], output_tokens=opts["output_tokens"],
         default_max_tokens=opts["default_max_tokens"], empty_first_event=opts["empty_first_event"],
-        max_context=opts["max_context"], api_key=opts["api_key"],
+        max_context=opts["max_context"], api_key=opts["api_key"], max_body_bytes=opts["max_body_bytes"],
         reject_stream_options=opts["reject_stream_options"], faults=faults, fault_schedule=schedule,
         fault_after_tokens=opts["fault_after_tokens"], stall_s=opts["stall_s"],
         slow_first_byte_ms=opts["slow_first_byte_ms"], seed=opts["seed"], precise=opts["precise"],

@@ -21,8 +21,11 @@ from tokometer.datasets.base import Message, Prompt
 from tokometer.errors import DatasetError
 from tokometer.tokens.base import Tokenizer
 
-__all__ = ["FixedSource", "JsonlSource", "ShareGPTSource", "load_source_file", "sharegpt_entries",
+__all__ = ["TOO_DEEP", "FixedSource", "JsonlSource", "ShareGPTSource", "load_source_file", "sharegpt_entries",
            "sharegpt_messages"]
+
+TOO_DEEP = "JSON nested too deep to read (arrays or objects inside each other by the thousand)"
+"""What a dataset line nested past Python's recursion limit is told."""
 
 _ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
           "system": "system", "bing": "assistant", "bard": "assistant"}
@@ -108,6 +111,8 @@ def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
             yield where, json.loads(line)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            raise DatasetError(f"{where}: {TOO_DEEP}") from None
 
 
 class JsonlSource(_ListSource):
@@ -156,6 +161,10 @@ def sharegpt_entries(path: Path) -> list[tuple[str, Any]]:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        except RecursionError:
+            raise DatasetError(f"{path}: {TOO_DEEP}") from None
+        if not isinstance(data, list):
+            raise DatasetError(f"{path}: expected a JSON list of conversations")
         return [(f"{path}[{i}]", obj) for i, obj in enumerate(data)]
     return list(_json_lines(path))
 

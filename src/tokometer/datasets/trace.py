@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tokometer.datasets.base import Prompt
+from tokometer.datasets.files import TOO_DEEP
 from tokometer.datasets.synthetic import make_exact_text
 from tokometer.datasets.words import WORDS
 from tokometer.errors import DatasetError
@@ -81,6 +82,8 @@ def read_trace(path: str | Path) -> list[TraceEntry]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            raise DatasetError(f"{where}: {TOO_DEEP}") from None
         if not isinstance(obj, dict):
             raise DatasetError(f"{where}: expected an object with timestamp, input_length, output_length")
         stamp = obj.get("timestamp")

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from tokometer.backends.http1 import ConnectError, HttpTimeout, PeerReset, StreamedResponse
+from tokometer.backends.http1 import ConnectError, HttpTimeout, PeerReset, ProtocolViolation, StreamedResponse
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
 
@@ -96,11 +96,11 @@ async def _tcp_ms(address: str, port: int, limit_s: float) -> float | None:
     return elapsed
 
 
-async def _get(session: Session, path: str) -> StreamedResponse | str:
+async def _get(session: Session, path: str) -> StreamedResponse | OSError:
     try:
         return await session.probe.fetch(session.root + path)
     except (ConnectError, HttpTimeout, PeerReset) as exc:
-        return str(exc)
+        return exc
 
 
 async def run(session: Session) -> None:
@@ -119,10 +119,17 @@ async def run(session: Session) -> None:
     tcp_ms = await _tcp_ms(addresses[0], port, session.connect_timeout_s) if addresses else None
     list_path = _MODEL_LISTS.get(session.api, "/v1/models")
     listing = await _get(session, list_path)
-    if isinstance(listing, str):
+    if isinstance(listing, ProtocolViolation):  # something answered, and broke HTTP or a limit
+        session.reachable = session.can_generate = False
+        session.add(Finding("reach.bad_answer", "error", f"the answer to GET {list_path} is not one a client can use",
+                            {"error": str(listing), "addresses": addresses, "dns_ms": round(dns_ms, 1)},
+                            "Is this URL the inference server's (and not another service on that port)? An answer "
+                            "larger than 16 MiB or one that breaks HTTP/1.1 is refused rather than read."))
+        return
+    if isinstance(listing, OSError):
         session.reachable = session.can_generate = False
         session.add(Finding("reach.unreachable", "error", f"nothing answers HTTP at {session.root}",
-                            {"error": listing, "addresses": addresses, "dns_ms": round(dns_ms, 1)},
+                            {"error": str(listing), "addresses": addresses, "dns_ms": round(dns_ms, 1)},
                             "Is the server running, on this host and port, and listening on an address this "
                             "machine can reach (not only 127.0.0.1 on another host)? A firewall may drop it."))
         return

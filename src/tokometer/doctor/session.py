@@ -28,6 +28,7 @@ from tokometer.doctor.spec import DoctorSpec
 from tokometer.errors import DatasetError, TokenizerError
 from tokometer.records import RequestRecord
 from tokometer.tokens.base import BaseTokenizer
+from tokometer.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
 from tokometer.wire.base import GenerationParams
 
 __all__ = ["Exchange", "Session"]
@@ -150,6 +151,9 @@ class Session:
                                   seed=0, include_usage=include_usage)
         timeouts = Timeouts(connect=self.connect_timeout_s, idle=self.spec.timeout_s, total=self.spec.timeout_s)
         record = RequestRecord(index=0, step=-1)
-        async with StreamClient(target, backend, params, timeouts) as client:
-            await client.send(prompt, record)
+        waiting = (f"tokometer doctor: waiting for {self.spec.url} to answer a request: no answer in "
+                   f"{WAIT_NOTICE_AFTER_S:g} s (it fails after --timeout {self.spec.timeout_s:g})")
+        with say_while_waiting(lambda: waiting):
+            async with StreamClient(target, backend, params, timeouts) as client:
+                await client.send(prompt, record)
         return Exchange(record, backend.include_usage_rejected, prompt.input_tokens, len(prompt.text.split()))

@@ -27,8 +27,8 @@ from tokometer.errors import EngineError
 __all__ = ["ENV_VAR", "binary_source", "find_llama_server", "llama_server_version"]
 
 ENV_VAR = "TOKOMETER_LLAMA_SERVER"
-_NOT_FOUND = ("llama-server not found: run `python -m tokometer.engines.build` (builds llama.cpp's server from "
-              "source, ~6 min on 2 cores) or put llama-server on PATH")
+_NOT_FOUND = ("llama-server not found: run `tokometer serve --prepare` (builds llama.cpp's server from source, "
+              "~7 min on 2 cores, once) or put llama-server on PATH")
 
 
 def _executable(path: Path) -> bool:

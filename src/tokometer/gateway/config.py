@@ -29,6 +29,8 @@ from pydantic_core import ErrorDetails, PydanticUndefined
 from tokometer.backends import BACKENDS
 from tokometer.backends.tls import TlsOptions
 from tokometer.errors import ConfigError
+from tokometer.inbound.limits import DEFAULT_LIMITS
+from tokometer.secrets import value_problem
 
 __all__ = [
     "EXAMPLE_CONFIG",
@@ -99,11 +101,15 @@ class ServerConfig(_Strict):
 
     host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 or :: for every interface)")
     port: int = Field(8100, ge=0, le=65535, description="port to listen on; 0 picks a free one")
-    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="larger request bodies get 413")
+    max_body_bytes: int = Field(DEFAULT_LIMITS.max_body_bytes, ge=1024, description="larger request bodies get 413")
+    body_timeout_s: float = Field(DEFAULT_LIMITS.body_timeout_s, gt=0,
+                                  description="a request body must arrive whole within this of its head (408)")
     max_messages: int = Field(2048, ge=1, description="chat requests with more messages get 400")
-    max_header_bytes: int = Field(32 * 1024, ge=1024, description="larger request heads get 431")
-    max_header_fields: int = Field(100, ge=8, description="request heads with more fields get 431")
-    header_timeout_s: float = Field(10.0, gt=0, description="a request head must arrive within this (408)")
+    max_header_bytes: int = Field(DEFAULT_LIMITS.max_header_bytes, ge=1024, description="larger request heads get 431")
+    max_header_fields: int = Field(DEFAULT_LIMITS.max_header_fields, ge=8,
+                                   description="request heads with more fields get 431")
+    header_timeout_s: float = Field(DEFAULT_LIMITS.header_timeout_s, gt=0,
+                                    description="a request head must arrive within this (408)")
     keep_alive_timeout_s: float = Field(15.0, gt=0, description="idle kept-alive connections are closed after this")
     max_connections: int = Field(1024, ge=1, description="open client connections (fewer if file descriptors are "
                                  "short); at the limit the idlest is closed, or the new one gets 503")
@@ -112,6 +118,22 @@ class ServerConfig(_Strict):
     health_details: Literal["public", "authenticated", "none"] = Field(
         "authenticated", description="who sees upstream errors and timings in /health (with no [[keys]], "
         "'authenticated' means everyone)")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_MAX_NAME = 256
+"""Characters a name (an upstream's, a key's, a route's model) may have."""
+
+
+def _plain_name(value: str) -> str:
+    """A name that goes into metrics labels, logs, headers and request lines: 1 to 256 characters, no
+    control characters (a NUL or a newline in a name would cut or forge a line wherever it is written)."""
+    if not value or len(value) > _MAX_NAME:
+        raise ValueError(f"must have 1 to {_MAX_NAME} characters")
+    if (bad := _CONTROL.search(value)) is not None:
+        raise ValueError(f"holds a control character (U+{ord(bad.group()):04X} at position {bad.start()}): "
+                         "names are plain text")
+    return value
 
 
 class UpstreamConfig(_Strict):
@@ -146,13 +168,32 @@ class UpstreamConfig(_Strict):
     def _url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
+        if _CONTROL.search(value) or " " in value:
+            raise ValueError("holds a space or a control character")
         return value.rstrip("/")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _plain_name(value)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        return _plain_name(value) if value else value
 
     @field_validator("api")
     @classmethod
     def _api(cls, value: str) -> str:
         if value not in BACKENDS:
             raise ValueError(f"unknown API {value!r}: use one of {', '.join(sorted(BACKENDS))}")
+        return value
+
+    @field_validator("api_key")
+    @classmethod
+    def _ascii_key(cls, value: str | None) -> str | None:
+        if value is not None and _key_problem(value):
+            raise ValueError(_key_problem(value))
         return value
 
     def tls(self) -> TlsOptions:
@@ -163,8 +204,17 @@ class UpstreamConfig(_Strict):
         if self.api_key is not None:
             return self.api_key
         if self.api_key_env:
-            return os.environ.get(self.api_key_env)
+            value = os.environ.get(self.api_key_env)
+            if value is not None and (problem := _key_problem(value)):
+                raise ConfigError(f"upstream {self.name!r}: ${self.api_key_env}: {problem}")
+            return value
         return None
+
+
+def _key_problem(value: str) -> str | None:
+    """Why an upstream key cannot go in an Authorization header as it is, or None."""
+    problem = value_problem(value)
+    return None if problem is None else f"the API key: {problem}"
 
 
 class RouteConfig(_Strict):
@@ -196,6 +246,16 @@ class RouteConfig(_Strict):
                                           "continues the answer in the same stream (default: on with 2+ upstreams)")
     max_resumes: int = Field(2, ge=1, le=16, description="resumes one answer may take before the stream ends with "
                              "an error event")
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        return _plain_name(value)
+
+    @field_validator("upstreams")
+    @classmethod
+    def _upstream_names(cls, value: list[str]) -> list[str]:
+        return [_plain_name(name) for name in value]
 
     @field_validator("hedge_after")
     @classmethod
@@ -241,6 +301,11 @@ class KeyConfig(_Strict):
                         "prints it")
     tokens_per_period: int | None = Field(None, ge=1, description="token budget per [budgets] period (default: "
                                           "none)")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _plain_name(value)
 
     @field_validator("sha256")
     @classmethod

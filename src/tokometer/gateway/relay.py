@@ -191,7 +191,7 @@ class Relay:
         served = opened.upstream.cfg.model or str(ctx.body.get("model", ""))
         self.answer.model = served
         self._upstream_sent_ns = opened.call.sent_ns
-        self._assembly = StreamAssembly(self.record, opened.upstream.backend)
+        self._assembly = StreamAssembly(self.record, opened.call.backend)
         if not opened.upstream.openai or not ctx.stream:
             self._writer = ChunkWriter(ctx.endpoint == "chat", served)
         elif opened.buffered:

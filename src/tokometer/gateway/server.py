@@ -1,4 +1,4 @@
-"""Run the gateway with uvicorn (uvloop + httptools, with the limits of `gateway.connections`) on a socket.
+"""Run the gateway with uvicorn (uvloop + httptools, with the limits of `inbound.connections`) on a socket.
 
 `serve` runs one gateway process: the only one (it prints the URL line itself), or one worker of
 `tokometer.gateway.workers` (it reports ready to its supervisor instead, and exits when the
@@ -18,7 +18,7 @@ import uvloop
 
 from tokometer.gateway.app import Gateway, create_app
 from tokometer.gateway.config import GatewayConfig
-from tokometer.gateway.connections import ConnectionLimits, fd_budget, guarded_protocol
+from tokometer.inbound.connections import ConnectionLimits, fd_budget, guarded_protocol
 
 __all__ = ["serve", "setup_logging", "url_line"]
 

@@ -5,6 +5,8 @@ connect/idle/total timeouts, and each chunk handed over the moment it arrives.
 `UpstreamCall` turns those chunks into whole events, each parsed by the
 protocol's adapter (so the gateway knows content from usage from errors) and
 kept byte for byte (so an OpenAI upstream's events reach the client unchanged).
+The splitter is the bench's (`wire.framing`, linear in the bytes) with its event size limit
+(1 MiB): an upstream whose event grows past it is a ``protocol`` failure, and is no longer read.
 """
 
 from __future__ import annotations
@@ -32,14 +34,17 @@ from tokometer.errors import TokometerError
 from tokometer.gateway.config import UpstreamConfig
 from tokometer.messages import message_text
 from tokometer.records import ErrorCategory, describe_http_failure
-from tokometer.wire.base import GenerationParams, ParsedEvent
-from tokometer.wire.framing import EventSplitter, payload_reader
+from tokometer.wire.base import Backend, GenerationParams, ParsedEvent
+from tokometer.wire.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
+from tokometer.wire.openai import OpenAIChat, OpenAICompletions
 
 __all__ = ["Endpoint", "Upstream", "UpstreamCall", "UpstreamError", "UpstreamEvent"]
 
 Endpoint = Literal["chat", "completions"]
 
 _EOF = (b"", -1)
+_ERROR_BODY_BYTES = 8192
+"""How much of an upstream's error answer is read (and quoted); the rest is not waited for."""
 
 
 class UpstreamError(TokometerError):
@@ -75,6 +80,8 @@ class Upstream:
         self.name = cfg.name
         self.backend = create_backend(cfg.api)
         self.openai = cfg.api.startswith("openai")
+        self._readers: dict[Endpoint, Backend] = {"chat": OpenAIChat(), "completions": OpenAICompletions()} \
+            if self.openai else {"chat": self.backend, "completions": self.backend}
         self.pool = HttpPool(cfg.url, connect_timeout=cfg.connect_timeout_s, idle_timeout=cfg.idle_timeout_s,
                              total_timeout=cfg.total_timeout_s, tls=cfg.tls())
         self.limit = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
@@ -84,6 +91,14 @@ class Upstream:
         key = cfg.key()
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
+
+    def reader(self, endpoint: Endpoint) -> Backend:
+        """The adapter that reads this upstream's answer to a request at ``endpoint``. An OpenAI upstream
+        answers ``/chat/completions`` with chat chunks (``delta.content``) and ``/completions`` with completion
+        chunks (``text``), whichever of the two its ``api`` names (that says only that it speaks OpenAI's
+        protocol): reading one with the other's adapter finds no text in it. Any other upstream answers both
+        in its own protocol, which its adapter reads."""
+        return self._readers[endpoint]
 
     def request_bytes(self, body: Mapping[str, Any], endpoint: Endpoint) -> bytes:
         """The upstream request for a client's OpenAI-format ``body``."""
@@ -103,7 +118,7 @@ class Upstream:
 
     async def open(self, body: Mapping[str, Any], endpoint: Endpoint) -> UpstreamCall:
         """Send the request and wait for the response head; raise UpstreamError if it fails or is not 200."""
-        call = UpstreamCall(self, self.request_bytes(body, endpoint))
+        call = UpstreamCall(self, self.request_bytes(body, endpoint), self.reader(endpoint))
         await call.start()
         return call
 
@@ -124,13 +139,15 @@ def _prompt(body: Mapping[str, Any], endpoint: Endpoint) -> Prompt:
 class UpstreamCall:
     """One streamed request to an upstream: head first, then events as they arrive."""
 
-    def __init__(self, upstream: Upstream, request: bytes) -> None:
+    def __init__(self, upstream: Upstream, request: bytes, backend: Backend) -> None:
         self.upstream = upstream
         self.request = request
+        self.backend = backend
+        """The adapter that reads this answer (`Upstream.reader`)."""
         self.response = StreamedResponse()
         self._queue: asyncio.Queue[tuple[bytes, int]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
-        self._splitter = EventSplitter(upstream.backend.framing)
+        self._splitter = EventSplitter(backend.framing, MAX_EVENT_BYTES)
         self.status = 0
         self.sent_ns = 0
         self.more = False
@@ -177,24 +194,32 @@ class UpstreamCall:
 
     async def _read_rest(self) -> str:
         parts = []
-        while True:
+        size = 0
+        while size < _ERROR_BODY_BYTES:
             chunk, stamp = await self._queue.get()
             if stamp < 0:
                 break
             parts.append(chunk)
-        return b"".join(parts)[:8192].decode("utf-8", "replace")
+            size += len(chunk)
+        else:  # enough to quote: an endless error page is not read to its end
+            await self.cancel()
+        return b"".join(parts)[:_ERROR_BODY_BYTES].decode("utf-8", "replace")
 
     async def events(self) -> AsyncIterator[UpstreamEvent]:
         """Each event as it completes; raises UpstreamError if the stream breaks off."""
-        parse = self.upstream.backend.parse
-        payload_of = payload_reader(self.upstream.backend.framing)
+        parse = self.backend.parse
+        payload_of = payload_reader(self.backend.framing)
         while True:
             chunk, stamp = await self._queue.get()
             if stamp < 0:
                 self._raise_from_task()  # a broken connection outranks the half event it left behind
                 frames = self._splitter.flush()
             else:
-                frames = self._splitter.feed(chunk)
+                try:
+                    frames = self._splitter.feed(chunk)
+                except EventTooLarge as exc:
+                    await self.cancel()
+                    raise UpstreamError("protocol", str(exc)) from None
             last = len(frames) - 1
             for i, frame in enumerate(frames):
                 self.more = i < last  # a queued chunk may hold only part of the next event: never wait on it

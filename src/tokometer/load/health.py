@@ -38,6 +38,8 @@ _SHORTFALL_LIMIT = 0.05
 _TTFT_SHARE = 0.10
 """Event-loop lag p99 allowed, as a share of TTFT p50."""
 _HOST_BUSY_LIMIT = 0.95
+_SLOW_CONNECT_MS = 100.0
+"""Connection set-up p99 above this (and above the client-lag allowance) gets a note: the server's side."""
 _MS = 1e-6
 
 
@@ -70,6 +72,8 @@ class StepTiming:
     sends: int = 0
     e2e_p50_ms: float | None = None
     ttft_p50_ms: float | None = None
+    connect_p99_ms: float | None = None
+    """p99 of the time new connections took to open: the server's side (its accept queue), never the client's."""
 
     @classmethod
     def of(cls, step: LoadStep, records: Sequence[RequestRecord]) -> StepTiming:
@@ -78,8 +82,10 @@ class StepTiming:
         open_loop = step.open_loop
         spans: tuple[float | None, float | None] = (None, None)
         if open_loop and len(sent) > 1:
+            # when the client began each send: connection set-up (a server slow to accept) is not its lateness
+            began = [r.sent_ns - r.connect_ns for r in sent]
             spans = ((max(r.due_ns for r in sent) - min(r.due_ns for r in sent)) * _MS,
-                     (max(r.sent_ns for r in sent) - min(r.sent_ns for r in sent)) * _MS)
+                     (max(began) - min(began)) * _MS)
         return cls(
             open_loop=open_loop,
             capped=open_loop and bool(step.max_concurrency),
@@ -88,6 +94,7 @@ class StepTiming:
             sends=len(sent),
             e2e_p50_ms=Distribution.of([v for v in map(m.e2e_ns, measured) if v is not None], _MS).p50,
             ttft_p50_ms=Distribution.of([v for v in map(m.ttft_ns, measured) if v is not None], _MS).p50,
+            connect_p99_ms=Distribution.of([v for v in map(m.connect_ns, measured) if v is not None], _MS).p99,
         )
 
     @property
@@ -175,7 +182,10 @@ class ClientHealth:
         scheduling noise and does not count. With ``--max-concurrency`` on a
         rate, sends wait for a free slot by design: ``behind_schedule`` and
         ``late_sends`` then become a note, not a verdict. A host whose CPUs
-        were more than 95% busy gets a note as well.
+        were more than 95% busy gets a note as well. Connection set-up is the
+        server's side (its accept queue) and counts in no rule: client lag and
+        the send span are measured from when the client began each send, and a
+        slow set-up (p99 over 100 ms) is a note that says whose it is.
         """
         t = timing or StepTiming()
         self.client_lag_limit_ms, self.loop_lag_limit_ms = t.client_lag_limit_ms(), t.loop_lag_limit_ms()
@@ -186,6 +196,10 @@ class ClientHealth:
             held = [found.pop(k) for k in ("behind_schedule", "late_sends") if k in found]
             if held:
                 notes.append("--max-concurrency held sends back (" + "; ".join(held) + ")")
+        if t.connect_p99_ms is not None and t.connect_p99_ms > max(_SLOW_CONNECT_MS, self.client_lag_limit_ms):
+            notes.append(f"opening connections took up to {t.connect_p99_ms:.0f} ms (p99): the server was slow to "
+                         "accept them (a full accept queue retries a SYN after 1 s); that is the server's side, "
+                         "not the client's, and it is not counted as client lag")
         if self.host_cpu_busy is not None and self.host_cpu_busy > _HOST_BUSY_LIMIT:
             notes.append(f"the host's CPUs were {100 * self.host_cpu_busy:.0f}% busy during the step: the client "
                          "competed for CPU (with a server on the same machine?), so latencies may include "
@@ -233,8 +247,21 @@ class ClientHealth:
         ).judge(StepTiming.of(step, records))
 
 
+_MAX_FILLED = 200_000
+"""The most samples one stall may add (a 1,000 s stall at 5 ms)."""
+
+
 class LoopMonitor:
-    """Samples event-loop scheduling delay every ``interval`` seconds while running."""
+    """Samples event-loop scheduling delay every ``interval`` seconds while running.
+
+    A sample is how long one more turn of the loop took (what a ready callback, and a byte that has
+    arrived, waits). A timer that fired more than ``interval`` late is a stall of the whole loop (a
+    long parse, a blocking call): the sample is then that lateness, and it counts for the time it
+    lasted: the samples the monitor would have taken during it are filled in, each as late as it
+    would have been (``lag - interval``, ``lag - 2 interval``, ...: the correction HdrHistogram makes
+    for an expected interval), so a stall of a tenth of the step moves the p99 as it moved the arrival
+    stamps of every stream. Timer lateness under ``interval`` is the OS's scheduling noise, not a stall.
+    """
 
     def __init__(self, interval: float = 0.005) -> None:
         self.interval = interval
@@ -248,11 +275,19 @@ class LoopMonitor:
         self.host_busy: float | None = None
 
     async def _run(self) -> None:
+        interval_ns = int(self.interval * 1e9)
         while True:
+            due = time.perf_counter_ns() + interval_ns
             await asyncio.sleep(self.interval)
             t0 = time.perf_counter_ns()
             await asyncio.sleep(0)
-            self.samples.append(time.perf_counter_ns() - t0)
+            now = time.perf_counter_ns()
+            late = now - due
+            if late <= interval_ns:
+                self.samples.append(now - t0)
+                continue
+            self.samples.append(late)  # a stall; and the samples it kept from being taken, each as late as it was
+            self.samples.extend(range(late - interval_ns, 0, -interval_ns)[:_MAX_FILLED])
 
     def start(self) -> None:
         self._wall0 = time.perf_counter_ns()

@@ -10,6 +10,7 @@ from typing import Final
 
 from tokometer.metrics.distribution import PERCENTILES, Distribution
 from tokometer.metrics.summary import SLO, StepSummary, summarize
+from tokometer.metrics.textcheck import SLACK, TOLERANCE
 
 __all__ = ["DEFINITIONS", "PERCENTILES", "SLO", "Distribution", "StepSummary", "summarize"]
 
@@ -20,9 +21,10 @@ DEFINITIONS: Final[dict[str, str]] = {
     "client_lag_ms": "time the request was sent minus the time it was scheduled; > 0 means the client fell behind",
     "connect_ms": "time spent opening new connections (requests that reused a kept-alive connection are not in it)",
     "tpot_ms": "decode time per output token: (last token time - first token time) / (output tokens - tokens of "
-    "the first event); equals (last - first) / (output_tokens - 1) when the first event carries one token",
+    "the first event); equals (last - first) / (output_tokens - 1) when the first event carries one token; "
+    "tokens the server counted but never streamed (hidden reasoning) are left out",
     "decode_speed_tok_s": "1 / TPOT per request: the steady decode-phase speed (the article's TPS); TPOT and "
-    "decode speed count reasoning and answer tokens alike",
+    "decode speed count reasoning and answer tokens alike, as far as they were streamed",
     "itl_ms": "inter-token latency: each gap between consecutive content events divided by the tokens the later "
     "event carried (token-normalised)",
     "chunk_gap_ms": "raw gaps between consecutive content events, not normalised",
@@ -47,6 +49,11 @@ DEFINITIONS: Final[dict[str, str]] = {
     "prefix_cache_speedup": "ttft_cold_prefix_ms p50 / ttft_warm_prefix_ms p50: about 1 without a prefix cache",
     "output_tokens.source": "where output token counts came from: usage (server usage block), native (engine "
     "counters), tokenizer, estimate (count of content events)",
+    "output_tokens.text_check": "per completed answer whose output count is the server's (usage, native): the "
+    "text received (answer and reasoning fields) counted by the model's tokenizer where one is local, else its "
+    "UTF-8 bytes (an upper bound: a token is at least one byte); an answer is short when the server's count "
+    f"(less reasoning it did not send) exceeds that by more than max({SLACK} tokens, {TOLERANCE:.0%}); null when "
+    "not checked",
     "server_prefill_ms": "the engine's own prompt-processing time, where the protocol reports it",
     "server_decode_tok_s": "the engine's own decode speed, where the protocol reports it",
     "percentiles": "linear interpolation between closest ranks (numpy default)",
@@ -58,7 +65,8 @@ DEFINITIONS: Final[dict[str, str]] = {
     "reasoning.reasoning_tokens": "output tokens that were reasoning, per answer that reasoned: usage "
     "(usage.completion_tokens_details.reasoning_tokens), native (tokens of the reasoning events where each "
     "event's count is exact), tokenizer (the model's tokenizer on the reasoning text), estimate (each event's "
-    "share of the output by characters); an answer cut while reasoning was all reasoning",
+    "share of the output by characters); an answer cut while reasoning was all reasoning; hidden: those the "
+    "server counted but never streamed (o-series APIs), kept out of TPOT, ITL and decode speed",
     "reasoning.answer_tokens": "output tokens - reasoning tokens, per completed answer",
     "reasoning.reasoning_share": "sum of reasoning tokens / sum of output tokens of the completed answers",
     "reasoning.answer_decode_speed_tok_s": "decode speed of the answer alone: tokens of the events after the first "

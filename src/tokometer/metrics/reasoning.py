@@ -3,7 +3,8 @@
 Present only when some completed answer of the step had reasoning (streamed in a field of its own,
 inline between ``<think>`` tags, or counted by the server in its usage). TTFT stays "any token"
 (reasoning counts); the time to the first *answer* token is `ttfat_ms`. The step's decode speed and
-TPOT count reasoning and answer tokens alike; `answer_decode_speed_tok_s` is the answer's own.
+TPOT count reasoning and answer tokens alike, as far as they were streamed (reasoning a server counts
+but hides, ``hidden_tokens_total``, is reported apart); `answer_decode_speed_tok_s` is the answer's own.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ class ReasoningSummary:
     """Reasoning tokens / output tokens, over the completed answers."""
     answer_decode_speed_tok_s: Distribution
     reasoning_tokens_source: dict[str, int] = field(default_factory=dict)
+    hidden_tokens_total: int = 0
+    """Reasoning tokens the server counted but never streamed (o-series APIs): in the output tokens and
+    the reasoning share, never in TPOT, ITL or decode speed."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,6 +53,7 @@ class ReasoningSummary:
             "no_answer": self.no_answer,
             "ttfat_ms": self.ttfat_ms.to_json(),
             "reasoning_tokens": {"total": self.reasoning_tokens_total, "source": self.reasoning_tokens_source,
+                                 "hidden": self.hidden_tokens_total,
                                  "per_request": self.reasoning_tokens.to_json()},
             "answer_tokens": {"total": self.answer_tokens_total, "per_request": self.answer_tokens.to_json()},
             "reasoning_share": self.reasoning_share,
@@ -78,4 +83,5 @@ def summarize_reasoning(ok: Sequence[RequestRecord]) -> ReasoningSummary | None:
         answer_decode_speed_tok_s=Distribution.of(speeds),
         reasoning_tokens_source=dict(Counter(r.reasoning_tokens_source for r in reasoning
                                              if r.reasoning_tokens_source)),
+        hidden_tokens_total=sum(r.hidden_tokens or 0 for r in reasoning),
     )

@@ -24,6 +24,7 @@ __all__ = [
     "itl_ns",
     "prefill_speed_tok_s",
     "reasoned",
+    "streamed_tokens",
     "tpot_ns",
     "ttfat_ns",
     "ttft_from_due_ns",
@@ -105,14 +106,20 @@ def tpot_ns(r: RequestRecord) -> float | None:
 
     ``(last_token_ns - first_token_ns) / (output_tokens - tokens_of_first_event)``:
     the first event marks the end of prefill; when it carries one token this is
-    exactly ``(last - first) / (output_tokens - 1)`` (docs/reference/metrics.md).
+    exactly ``(last - first) / (output_tokens - 1)`` (docs/reference/metrics.md). Tokens the server
+    counted but never streamed (`RequestRecord.hidden_tokens`) are not output that arrived: left out.
     """
     if not r.ok or not r.output_tokens or not r.event_tokens:
         return None
-    after_first = r.output_tokens - r.event_tokens[0]
+    after_first = streamed_tokens(r) - r.event_tokens[0]
     if after_first <= 0 or r.last_token_ns <= r.first_token_ns:
         return None
     return (r.last_token_ns - r.first_token_ns) / after_first
+
+
+def streamed_tokens(r: RequestRecord) -> int:
+    """Output tokens that arrived in the stream: all of them but those the server never streamed."""
+    return (r.output_tokens or 0) - (r.hidden_tokens or 0)
 
 
 def decode_speed_tok_s(r: RequestRecord) -> float | None:

@@ -25,6 +25,7 @@ from tokometer.metrics.distribution import Distribution
 from tokometer.metrics.prefix import prefix_split
 from tokometer.metrics.reasoning import ReasoningSummary, summarize_reasoning
 from tokometer.metrics.sessions import per_turn, session_stats
+from tokometer.metrics.textcheck import TextCheck
 from tokometer.records import RequestRecord
 
 __all__ = ["SLO", "StepSummary", "summarize"]
@@ -109,12 +110,23 @@ class StepSummary:
     """Reasoning and answer apart (time to first answer token, token counts, the answer's decode speed);
     None when no completed answer of the step had reasoning (`tokometer.metrics.reasoning`)."""
 
+    server_numbers_rejected: int = 0
+    """Requests (of the window) with a server count or duration that was not believed
+    (`RequestRecord.rejected_numbers`): their counts came from the next source down."""
+    server_numbers_example: str = ""
+    """One such request's ``rejected_numbers``."""
+
     per_turn: list[dict[str, Any]] | None = None
     """Multi-turn sessions: per turn, its requests, TTFT, prompt length and prompt-cache share
     (`tokometer.metrics.sessions`); None when the step ran no sessions."""
     session_stats: dict[str, Any] | None = None
     """Multi-turn sessions: sessions completed and failed, turns and duration per session, TTFT growth from
     the first turn to the last (`tokometer.metrics.sessions`); None when the step ran no sessions."""
+
+    text_check: TextCheck | None = None
+    """Whether each answer's received text adds up to the server's count of its output tokens
+    (`tokometer.metrics.textcheck`); None when not checked (no answer had a count from the server, or the
+    step was summarised again from the store, which keeps no text)."""
 
     def naive_line(self) -> str:
         """The article's summary line (elapsed, generated tokens, average tok/s), labelled."""
@@ -127,12 +139,13 @@ class StepSummary:
         out: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            out[name] = value.to_json() if isinstance(value, (Distribution, ReasoningSummary)) else value
+            out[name] = value.to_json() if isinstance(value, (Distribution, ReasoningSummary, TextCheck)) else value
         tokens = out.pop("output_tokens")
         out["output_tokens"] = {
             "total": self.output_tokens_total,
             "source": self.output_tokens_source,
             "per_request": tokens,
+            "text_check": out.pop("text_check"),
         }
         in_tokens = out.pop("input_tokens")
         out["input_tokens"] = {
@@ -219,6 +232,8 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         per_turn=per_turn(records),
         session_stats=session_stats(records),
         reasoning=summarize_reasoning(ok),
+        server_numbers_rejected=sum(1 for r in window if r.rejected_numbers),
+        server_numbers_example=next((r.rejected_numbers for r in window if r.rejected_numbers), ""),
         **_prefix_effect(window),
     )
 

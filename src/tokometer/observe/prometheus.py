@@ -117,11 +117,11 @@ def _pick(samples: list[_Sample], pick: Pick, declared: dict[str, str] | None = 
     if declared is not None and declared.get(_family_name(pick.name)) in ("counter", "histogram"):
         total = 0.0
     for name, labels, value in samples:
-        if name != pick.name or math.isnan(value):
-            continue
+        if name != pick.name or not math.isfinite(value) or value < 0:  # a server's numbers are data: no
+            continue  # engine gauge or counter tokometer reads is negative or infinite
         if all(labels.get(k) == v for k, v in pick.labels):
             total = (total or 0.0) + value
-    return total
+    return total if total is None or math.isfinite(total) else None
 
 
 def _first(samples: list[_Sample], picks: tuple[Pick, ...], declared: dict[str, str] | None = None) -> float | None:

@@ -2,39 +2,44 @@
 
 The benchmark's event loop stamps every byte the server sends; nothing of the sampling runs on it.
 A daemon thread reads the sources every ``interval_s`` (default 1 s): the server's Prometheus
-exposition (fetched with urllib, which honours the same ``HTTP(S)_PROXY``/``NO_PROXY`` as the
-client, with the run's TLS settings) and the GPUs (NVML, or a DCGM exporter's ``/metrics``). Each
+exposition (`fetch_text`: urllib, which honours the same ``HTTP(S)_PROXY``/``NO_PROXY`` as the
+client, with the run's TLS settings, a deadline for the whole answer and a size limit:
+`tokometer.blockinghttp`) and the GPUs (NVML, or a DCGM exporter's ``/metrics``). Each
 reading is kept with its `perf_counter_ns` stamp, the clock the client stamps requests with, so
-that a step's window ``[first sent, last ended]`` selects the readings taken during it. A reading
+that a step's window ``[first sent, last ended]`` selects the readings taken during it. Each server
+reading keeps its parsed figures; only the newest keeps every raw series too (`Snapshot.raw`, which
+for a large page weighs more than the page). A reading
 that fails is a gap, counted and kept with its reason, never an error of the run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ssl
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import TypeVar
 
+from tokometer.blockinghttp import MAX_ANSWER_BYTES, request_bytes
 from tokometer.observe.snapshot import GpuSample, Snapshot
 
 __all__ = ["Gap", "Sampler", "fetch_text"]
 
 _Reading = TypeVar("_Reading", Snapshot, GpuSample)
 
-_MAX_BYTES = 16 * 1024 * 1024
+_MAX_BYTES = MAX_ANSWER_BYTES
 """The largest exposition read (a server with thousands of label sets is still far below)."""
 
 
 def fetch_text(url: str, timeout_s: float, context: ssl.SSLContext | None = None) -> str:
-    """The body of ``GET url`` as text; raises OSError (urllib's errors are OSErrors) on any failure."""
-    request = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
-    with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
-        return str(response.read(_MAX_BYTES).decode("utf-8", "replace"))
+    """The body of ``GET url`` as text, blocking; raises OSError on any failure: no connection, the whole
+    answer not in within ``timeout_s`` (however the server trickles it), more than 16 MiB, a status of 400
+    or more (``urllib.error.HTTPError``, with its ``code``). (`tokometer.blockinghttp`)"""
+    body = request_bytes(url, headers={"Accept": "text/plain;version=0.0.4"}, timeout_s=timeout_s,
+                         max_bytes=_MAX_BYTES, context=context)
+    return body.decode("utf-8", "replace")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +83,10 @@ class Sampler:
         """Take one reading of every source now (the thread calls this; so may a test)."""
         if self.server is not None:
             try:
-                self.snapshots.append(self.server())
+                snapshot = self.server()
+                if self.snapshots and self.snapshots[-1].raw:  # only the newest keeps every raw series
+                    self.snapshots[-1] = dataclasses.replace(self.snapshots[-1], raw={})
+                self.snapshots.append(snapshot)
             except (OSError, ValueError) as exc:
                 self.gaps.append(Gap(perf_counter_ns(), "server", str(exc)[:200]))
         if self.gpus is not None:

@@ -10,8 +10,10 @@ by default). A measured run says what fractions *this* engine reached on *this* 
   is a sample of ``decode_bandwidth``; where compute bound, its decode MFU is one of ``decode_compute``;
 - prefill: each step's prefill MFU is a sample of ``prefill_compute`` (from the server's own prompt time
   where it reports one, else TTFT);
-- each efficiency is the median of its samples (capped at 1); one without samples keeps the typical value
-  and says so.
+- each efficiency is the median of its samples; one without samples keeps the typical value and says so;
+  a sample above 100 % (`tokometer.perf.efficiency`: the peak is wrong) counts, and a median above 100 % is
+  not stored: the typical value is kept and the calibration says that the peak used is too low for these
+  runs (fix the peak, then calibrate again).
 
 The result is stored per hardware name (``<user config dir>/tokometer/calibration.json``; another file:
 ``TOKOMETER_CALIBRATION``), and every later estimate for that hardware (``estimate``, ``--target``,
@@ -25,13 +27,14 @@ import json
 import os
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tokometer.atomicfile import write_atomic
 from tokometer.errors import ConfigError
-from tokometer.perf.efficiency import RunEfficiency
+from tokometer.perf.efficiency import RunEfficiency, StepEfficiency
 from tokometer.perf.roofline import Efficiency, decode_limiter
 
 __all__ = ["Calibration", "calibration_path", "fit", "load_calibration", "save_calibration"]
@@ -50,6 +53,8 @@ class Calibration:
     """Samples behind each efficiency (0: the typical value was kept)."""
     models: tuple[str, ...] = ()
     created_at: str = ""
+    over_peak: dict[str, str] = field(default_factory=dict)
+    """Efficiencies whose fitted median exceeded 100 %, kept typical: why, by name."""
 
     def describe(self) -> str:
         e = self.efficiency
@@ -57,14 +62,17 @@ class Calibration:
         for name, value in (("decode bandwidth", e.decode_bandwidth), ("prefill compute", e.prefill_compute),
                             ("decode compute", e.decode_compute)):
             key = name.replace(" ", "_")
-            parts.append(f"{name} {value:.0%}" + ("" if self.samples.get(key) else " (typical: no sample)"))
+            if key in self.over_peak:
+                parts.append(f"{name} {value:.0%} (typical: {self.over_peak[key]})")
+            else:
+                parts.append(f"{name} {value:.0%}" + ("" if self.samples.get(key) else " (typical: no sample)"))
         runs = ", ".join(str(r) for r in self.runs)
         return f"calibrated from run{'s' if len(self.runs) > 1 else ''} {runs} on {self.hardware}: {'; '.join(parts)}"
 
     def to_json(self) -> dict[str, Any]:
         e = self.efficiency
         return {"hardware": self.hardware, "runs": list(self.runs), "models": list(self.models),
-                "created_at": self.created_at, "samples": dict(self.samples),
+                "created_at": self.created_at, "samples": dict(self.samples), "over_peak": dict(self.over_peak),
                 "efficiency": {"decode_bandwidth": e.decode_bandwidth, "prefill_compute": e.prefill_compute,
                                "decode_compute": e.decode_compute}}
 
@@ -75,7 +83,8 @@ class Calibration:
                    efficiency=Efficiency(float(e["decode_bandwidth"]), float(e["prefill_compute"]),
                                          float(e["decode_compute"])),
                    runs=tuple(int(r) for r in data.get("runs", ())), samples=dict(data.get("samples", {})),
-                   models=tuple(data.get("models", ())), created_at=str(data.get("created_at", "")))
+                   models=tuple(data.get("models", ())), created_at=str(data.get("created_at", "")),
+                   over_peak={str(k): str(v) for k, v in (data.get("over_peak") or {}).items()})
 
 
 def fit(results: Sequence[RunEfficiency], typical: Efficiency | None = None) -> Calibration:
@@ -95,19 +104,37 @@ def fit(results: Sequence[RunEfficiency], typical: Efficiency | None = None) -> 
                 continue
             batch = max(1, round(step.decode_batch))
             context = round(batch * step.context_tokens)
+
+            def ratio(name: str, value: float | None, step: StepEfficiency = step) -> float | None:
+                over = step.over_peak.get(name)
+                return over.ratio if over else value
+
             if decode_limiter(d, batch, context, base) == "bandwidth":
-                if step.mbu:
-                    samples["decode_bandwidth"].append(step.mbu)
-            elif step.decode_mfu:
-                samples["decode_compute"].append(step.decode_mfu)
-            if step.prefill_mfu:
-                samples["prefill_compute"].append(step.prefill_mfu)
+                if mbu := ratio("mbu", step.mbu):
+                    samples["decode_bandwidth"].append(mbu)
+            elif decode_mfu := ratio("decode_mfu", step.decode_mfu):
+                samples["decode_compute"].append(decode_mfu)
+            if prefill_mfu := ratio("prefill_mfu", step.prefill_mfu):
+                samples["prefill_compute"].append(prefill_mfu)
     if not any(samples.values()):
         raise ConfigError("--calibrate: no step of these runs measures the engine (every one was limited by the "
                           "client, the network or queueing); calibrate from runs at lower load")
 
+    d = results[0].deployment
+    peaks = {"decode_bandwidth": f"bandwidth {d.hardware.bandwidth_gbs:,.4g} GB/s",
+             "prefill_compute": d.compute_peak.label() if d.compute_peak else "none",
+             "decode_compute": d.compute_peak.label() if d.compute_peak else "none"}
+    over: dict[str, str] = {}
+
     def value(name: str, default: float) -> float:
-        return min(1.0, statistics.median(samples[name])) if samples[name] else default
+        if not samples[name]:
+            return default
+        median = statistics.median(samples[name])
+        if median > 1:
+            over[name] = (f"the runs reached {median:,.0%} — above 100 %: the {d.hardware.name} peak used "
+                          f"({peaks[name]}) is too low for them; give a better peak, then calibrate again")
+            return default
+        return median
 
     efficiency = Efficiency(value("decode_bandwidth", base.decode_bandwidth),
                             value("prefill_compute", base.prefill_compute),
@@ -115,7 +142,7 @@ def fit(results: Sequence[RunEfficiency], typical: Efficiency | None = None) -> 
     return Calibration(hardware=hardware.pop(), efficiency=efficiency, runs=tuple(r.run_id for r in results),
                        samples={k: len(v) for k, v in samples.items()},
                        models=tuple(sorted({r.deployment.model.name for r in results})),
-                       created_at=datetime.now(UTC).isoformat(timespec="seconds"))
+                       created_at=datetime.now(UTC).isoformat(timespec="seconds"), over_peak=over)
 
 
 def calibration_path() -> Path:
@@ -149,8 +176,5 @@ def save_calibration(calibration: Calibration, path: Path | None = None) -> Path
     target = path or calibration_path()
     data = _read(target)
     data[calibration.hardware] = calibration.to_json()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", "utf-8")
-    tmp.replace(target)
+    write_atomic(target, json.dumps(data, indent=2) + "\n")
     return target

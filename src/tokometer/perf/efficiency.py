@@ -24,16 +24,23 @@ The likely bottleneck, first rule that holds:
     4. bandwidth   MBU ≥ 50 %
     5. compute     decode MFU ≥ 50 %, or prefill MFU ≥ 40 % and TTFT ≥ 1/3 of E2E
     6. engine      neither is near its peak: kernels, threading or per-step overhead (scheduling)
+
+An efficiency above 100 % is not an efficiency: the peak it was judged against is wrong (too low for what
+the run did: a host's measured matmul that the engine's kernels beat, a theoretical clock below the turbo
+one, a datasheet row that is not this device) or the run did less work than counted (prefix-cache hits
+skip prefill). Such a figure is left out (None, null in JSON) and kept in ``over_peak`` with a message that
+names the peak used and how to give a better one; the rule above still reads it as "at least 100 %".
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tokometer.metrics.request import e2e_ns, tpot_ns, ttft_ns
+from tokometer.perf.host import TORCH_PYTHON_ENV
 from tokometer.perf.roofline import Deployment, Efficiency, decode_flops, prefill_flops, prefill_s, weight_bytes_read
 from tokometer.records import RequestRecord
 
@@ -42,11 +49,46 @@ if TYPE_CHECKING:  # not imported at run time: rendering an estimate needs neith
     from tokometer.load.profiles import LoadStep
     from tokometer.store.runs import StoredRun
 
-__all__ = ["BOTTLENECK_RULE", "RunEfficiency", "StepEfficiency", "decode_batch", "measured_batch", "run_efficiency"]
+__all__ = ["BOTTLENECK_RULE", "OverPeak", "RunEfficiency", "StepEfficiency", "decode_batch", "measured_batch",
+           "over_peak_message", "run_efficiency"]
 
 BOTTLENECK_RULE = ("first that holds: client saturated → client; server decode time/token < 80% of client TPOT → "
                    "network; TTFT > 2 × prefill and ≥ 1/3 of E2E → queueing/scheduling; MBU ≥ 50% → bandwidth; "
                    "decode MFU ≥ 50% or (prefill MFU ≥ 40% and TTFT ≥ 1/3 of E2E) → compute; else engine overhead")
+
+
+_NAMES = {"mbu": "MBU", "decode_mfu": "decode MFU", "prefill_mfu": "prefill MFU"}
+
+
+@dataclass(frozen=True)
+class OverPeak:
+    """A utilisation above 100 %: the ratio measured and the message saying the peak it was judged against is wrong."""
+
+    ratio: float
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ratio": self.ratio, "message": self.message}
+
+
+def over_peak_message(name: str, ratio: float, d: Deployment) -> str:
+    """``prefill MFU 118 % — above 100 %: the host peak used (bf16, theoretical …) is too low for this run; …``."""
+    hw = d.hardware
+    if name == "mbu":
+        used = f"bandwidth, {'measured' if hw.name == 'host' else 'datasheet'} {hw.bandwidth_gbs:,.4g} GB/s"
+        extra = "or the engine read fewer bytes per step than counted"
+    else:
+        peak = d.compute_peak
+        used = peak.label() if peak else "none"
+        extra = ("or the engine did less work than counted (prefix-cache hits skip prefill)" if name == "prefill_mfu"
+                 else "or the engine did less work than counted")
+    if hw.name == "host":
+        fix = (f"measure it (--remeasure; bf16/fp16 with torch: {TORCH_PYTHON_ENV}=<a Python with torch>) or pass "
+               "--hardware with a TOML row (--hardware-file)")
+    else:
+        fix = "pass --hardware with the device this ran on, or a TOML row with its figures (--hardware-file)"
+    return (f"{_NAMES.get(name, name)} {ratio:,.0%} — above 100 %: the {hw.name} peak used ({used}) is too low for "
+            f"this run, {extra}; {fix}")
 
 
 @dataclass(frozen=True)
@@ -73,9 +115,11 @@ class StepEfficiency:
     server_tpot_s: float | None
     bottleneck: str
     why: str
+    over_peak: dict[str, OverPeak] = field(default_factory=dict)
+    """MBU / MFU figures above 100 % (left out of the fields above), by field name."""
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "over_peak": {k: v.to_json() for k, v in self.over_peak.items()}}
 
 
 @dataclass(frozen=True)
@@ -92,7 +136,9 @@ class RunEfficiency:
         return {"run_id": self.run_id, "model": d.model.name, "hardware": d.hardware.name,
                 "hardware_source": d.hardware.source, "weight_dtype": d.weight_dtype, "kv_dtype": d.kv_dtype,
                 "weight_bytes": d.weight_bytes, "bandwidth_gbs": d.hardware.bandwidth_gbs,
-                "peak_flops": d.compute_flops, "rule": self.rule, "steps": [s.to_json() for s in self.steps]}
+                "peak_flops": d.compute_flops, "compute_dtype": d.compute_dtype,
+                "peak": d.compute_peak.to_json() if d.compute_peak else None, "rule": self.rule,
+                "steps": [s.to_json() for s in self.steps]}
 
 
 def _overlap(intervals: list[tuple[float, float]]) -> float:
@@ -170,12 +216,23 @@ def _step(d: Deployment, index: int, load: str, records: list[RequestRecord], he
     source = "server prompt time" if from_server else "TTFT (includes waiting and network)"
     verdict, why = _verdict(health, tpot, server_tpot, ttft, reference, from_server, e2e, mbu, decode_mfu,
                             prefill_mfu)
-    return StepEfficiency(index, load, len(records), batch, context, tpot, read, mbu, decode_mfu, n, prefill_time,
-                          source, together, prefill_mfu, ttft, _median(waits), e2e, server_tpot, verdict, why)
+    raw = {"mbu": mbu, "decode_mfu": decode_mfu, "prefill_mfu": prefill_mfu}
+    over = {k: OverPeak(v, over_peak_message(k, v, d)) for k, v in raw.items() if v is not None and v > 1}
+    shown = {k: None if k in over else v for k, v in raw.items()}
+    return StepEfficiency(index, load, len(records), batch, context, tpot, read, shown["mbu"], shown["decode_mfu"], n,
+                          prefill_time, source, together, shown["prefill_mfu"], ttft, _median(waits), e2e, server_tpot,
+                          verdict, why, over)
 
 
 def _pct(x: float | None) -> str:
+    if x is not None and x > 1:
+        return f"above 100 % ({x:,.0%}: the peak used is too low)"
     return "n/a" if x is None else f"{x:.0%}"
+
+
+def _of(x: float, what: str) -> str:
+    """``at 54% of peak FLOP/s``, or, above 100 %, that the peak is wrong."""
+    return f"above the {what} used ({x:,.0%}: that peak is too low)" if x > 1 else f"at {x:.0%} of {what}"
 
 
 def _verdict(health: ClientHealth | None, tpot: float | None, server_tpot: float | None, ttft: float | None,
@@ -193,11 +250,11 @@ def _verdict(health: ClientHealth | None, tpot: float | None, server_tpot: float
                             f"({prefill * 1e3:.0f} ms) and {ttft_share:.0%} of E2E: requests waited for a slot or "
                             "behind other prompts")
     if mbu is not None and mbu >= 0.5:
-        return "bandwidth", f"decode moves weights and KV at {_pct(mbu)} of peak bandwidth (MBU)"
+        return "bandwidth", f"decode moves weights and KV {_of(mbu, 'peak bandwidth')} (MBU)"
     if decode_mfu is not None and decode_mfu >= 0.5:
-        return "compute", f"decode uses {_pct(decode_mfu)} of peak FLOP/s"
+        return "compute", f"decode runs {_of(decode_mfu, 'peak FLOP/s')}"
     if prefill_mfu is not None and prefill_mfu >= 0.4 and ttft_share >= 1 / 3:
-        return "compute", f"prefill runs at {_pct(prefill_mfu)} of peak FLOP/s and TTFT is {ttft_share:.0%} of E2E"
+        return "compute", f"prefill runs {_of(prefill_mfu, 'peak FLOP/s')} and TTFT is {ttft_share:.0%} of E2E"
     shares = {"bandwidth": mbu, "compute": decode_mfu}
     near = max((k for k, v in shares.items() if v is not None), key=lambda k: shares[k] or 0.0, default=None)
     nearest = f"; decode is closest to its {near} limit" if near else ""

@@ -113,7 +113,9 @@ class Estimate:
                       "source": d.model.source},
             "hardware": {"name": d.hardware.name, "memory_gib": d.hardware.memory_gb,
                          "bandwidth_gbs": d.hardware.bandwidth_gbs, "peak_tflops": (d.compute_flops or 0) / 1e12
-                         or None, "source": d.hardware.source, "note": d.hardware.note},
+                         or None, "source": d.hardware.source, "note": d.hardware.note,
+                         "compute_dtype": d.compute_dtype, "peak": d.compute_peak.to_json() if d.compute_peak else None,
+                         "peaks": [p.to_json() for p in d.hardware.peaks]},
             "weight_dtype": normalize_dtype(d.weight_dtype), "kv_dtype": d.kv_dtype, "tp": d.tp, "pp": d.pp,
             "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
             "efficiency": {"decode_bandwidth": self.efficiency.decode_bandwidth,

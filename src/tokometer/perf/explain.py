@@ -95,12 +95,18 @@ def _decode(e: Estimate, batch: int, context: int) -> str:
         work = decode_flops(d.model, batch, context)
         lines.append(f"  Compute: 2 × {d.model.matmul_params / 1e9:.2f} B params multiplied per token × {batch:,} + "
                      f"attention {d.model.attention_flops_per_pair:,} FLOPs × {context:,} cached tokens = "
-                     f"{work / 1e9:,.1f} GFLOP / ({d.tp} × {flops / 1e12:,.4g} TFLOP/s) = "
+                     f"{work / 1e9:,.1f} GFLOP / ({d.tp} × {flops / 1e12:,.4g} TFLOP/s{_basis(d)}) = "
                      f"{fmt_time(work / (d.tp * flops))}.")
     lines.append(f"  Step bound {fmt_time(bound)} → {1 / bound:,.1f} tok/s per request, {batch / bound:,.1f} tok/s "
                  f"in all; expected at {eff.decode_bandwidth:.0%} of bandwidth / {eff.decode_compute:.0%} of FLOP/s: "
                  f"{fmt_time(expected)} → {1 / expected:,.1f} and {batch / expected:,.1f} tok/s.")
     return "\n".join(lines)
+
+
+def _basis(d: Deployment) -> str:
+    """`` bf16 theoretical``: which figure the compute time was divided by, for a host's per-dtype peaks."""
+    peak = d.compute_peak
+    return f" {peak.dtype} {peak.basis}" if peak and d.hardware.peaks else ""
 
 
 def _prefill(e: Estimate) -> str:
@@ -117,8 +123,8 @@ def _prefill(e: Estimate) -> str:
     return (f"Prefill of {n:,} tokens ({which}): 2 × {body / 1e9:.2f} B × {n:,} + the LM head once, 2 × "
             f"{d.model.lm_head_params / 1e9:.2f} B, + attention {d.model.attention_flops_per_pair:,} FLOPs × "
             f"{n:,}×{n + 1:,}/2 causal pairs = {work / 1e12:,.2f} TFLOP / "
-            f"({d.tp} × {flops / 1e12:,.4g} TFLOP/s) = {fmt_time(work / (d.tp * flops))}; floor: reading the weights "
-            f"once {fmt_time(floor)}. Bound {fmt_time(bound)}; expected at {eff.prefill_compute:.0%} of "
+            f"({d.tp} × {flops / 1e12:,.4g} TFLOP/s{_basis(d)}) = {fmt_time(work / (d.tp * flops))}; floor: reading "
+            f"the weights once {fmt_time(floor)}. Bound {fmt_time(bound)}; expected at {eff.prefill_compute:.0%} of "
             f"FLOP/s {fmt_time(prefill_s(d, n, 0, eff))}: the TTFT of a request that does not queue.")
 
 
@@ -129,7 +135,8 @@ def _turning_point(e: Estimate) -> str:
     d = e.deployment
     flops = d.compute_flops or 0.0
     text = (f"Turning point: with short contexts decode turns compute bound at batch {short:,}: there the step's "
-            f"FLOPs, 2 × {d.model.matmul_params / 1e9:.2f} B × batch / ({d.tp} × {flops / 1e12:,.4g} TFLOP/s), "
+            f"FLOPs, 2 × {d.model.matmul_params / 1e9:.2f} B × batch / "
+            f"({d.tp} × {flops / 1e12:,.4g} TFLOP/s{_basis(d)}), "
             f"take as long as reading {fmt_bytes(weight_bytes_read(d, short) / d.tp)} of weights"
             f"{' per GPU' if d.tp > 1 else ''} at {d.hardware.bandwidth_gbs:,.4g} GB/s; below it a bigger batch "
             "costs almost nothing per step, as the weights are read once for all sequences.")

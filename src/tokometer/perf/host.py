@@ -1,4 +1,4 @@
-"""This machine as a `HardwareSpec`: measured memory bandwidth and matmul speed, RAM, cores.
+"""This machine as a `HardwareSpec`: measured memory bandwidth, peak compute per data type, RAM, cores.
 
 Bandwidth is a short STREAM-style test in numpy, run on every logical CPU at once (one thread
 each on its own slice; numpy releases the GIL inside these loops) over two 128 MiB arrays, four
@@ -8,20 +8,35 @@ times an L3 cache of 32 MiB:
     read  a.sum()         counted as 128 MiB moved
 
 each repeated five times; the best repeat of each is kept, as STREAM does, and the larger of the
-two is the host's bandwidth. Compute is *measured*, not estimated: the best of three float32
-matrix products of 1536 × 1536 (2 × 1536³ FLOPs each) through numpy's BLAS on all cores. For
-reference the note also gives a rough theoretical figure, physical cores × 32 FLOPs per cycle
-(two 8-wide fp32 FMA units, AVX2) × clock. An engine's quantised CPU kernels (llama.cpp's int8
-dot products) may beat or trail the float32 matmul; the figure is a yardstick, not a datasheet.
+two is the host's bandwidth.
 
-Results are cached with the date in ``<user cache dir>/tokometer/host-perf.json`` for this CPU,
-core count and RAM; ``remeasure=True`` (CLI ``--remeasure``) measures again. About 1–2 s.
+Compute comes per data type (fp32, bf16, fp16, int8), each labelled ``measured`` or ``theoretical``:
+
+    measured      fp32: the best of three float32 matrix products of 1536 × 1536 (2 × 1536³ FLOPs each)
+                  through numpy's BLAS on all cores. bf16 and fp16: the same products in torch, where a
+                  Python with torch is at hand (``TOKOMETER_TORCH_PYTHON``, else this interpreter when
+                  torch imports; run in a child process with a 60 s deadline; torch is no dependency)
+    theoretical   physical cores × FLOPs per cycle per core from the CPU's flags (`tokometer.perf.cpupeak`:
+                  vector width, FMA units, dot-product and AMX tile instructions) × the clock the OS
+                  reports (turbo may be higher; AVX-512/AMX clocks may be lower)
+
+The figure a data type's efficiency is judged against is the measured one where there is one, else the
+theoretical one; both are in its ``detail``. A measured matmul reaches a share of the silicon's peak (AMX
+rarely more than a fraction on a few cores), so an engine's own kernels may beat it: an efficiency above
+100 % then says the peak is wrong, not the engine (`tokometer.perf.efficiency`).
+
+Measurements are cached with the date in ``<user cache dir>/tokometer/host-perf.json`` for this CPU,
+core count and RAM; ``remeasure=True`` (CLI ``--remeasure``) measures again. About 1–2 s (more with torch).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,9 +44,32 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tokometer.perf.hardware import HardwareSpec
+from tokometer.atomicfile import write_atomic
+from tokometer.errors import OutputError
+from tokometer.perf.cpupeak import DTYPES, CpuFeatures, cycle_peaks, read_cpu_features
+from tokometer.perf.hardware import ComputePeak, HardwareSpec
 
-__all__ = ["host_cache_file", "host_hardware", "measure_host"]
+__all__ = ["TORCH_PYTHON_ENV", "host_cache_file", "host_hardware", "host_peaks", "measure_host"]
+
+TORCH_PYTHON_ENV = "TOKOMETER_TORCH_PYTHON"
+"""A Python interpreter with torch, to measure the host's bf16 and fp16 matmul speed (e.g. a vLLM venv's)."""
+_TORCH_TIMEOUT_S = 60.0
+_TORCH_SCRIPT = """
+import json, sys, time, torch
+n, threads = int(sys.argv[1]), int(sys.argv[2])
+torch.set_num_threads(threads)
+out = {"torch": torch.__version__}
+for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+    x = torch.rand(n, n).to(dtype)
+    x @ x
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        x @ x
+        best = min(best, time.perf_counter() - start)
+    out[name] = 2 * n**3 / best / 1e9
+print(json.dumps(out))
+"""
 
 _ARRAY_MIB = 128
 _REPEATS = 5
@@ -86,14 +124,41 @@ def measure_host(array_mib: int | None = None, matmul_n: int | None = None) -> d
     copy_gbs = 2 * n * 8 / copy_s / 1e9
     read_gbs = n * 8 / read_s / 1e9
     info = host_info()
+    torch = _torch_matmul(matmul_n, threads)
     return {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "cpu_model": info["cpu_model"], "physical_cores": info["physical_cores"],
         "logical_cpus": info["logical_cpus"], "ram_bytes": info["ram_bytes"],
         "bandwidth_gbs": max(copy_gbs, read_gbs), "copy_gbs": copy_gbs, "read_gbs": read_gbs,
         "matmul_gflops": 2 * matmul_n**3 / matmul_s / 1e9, "threads": threads, "array_mib": array_mib,
-        "matmul_n": matmul_n, "clock_ghz": _clock_ghz(),
+        "matmul_n": matmul_n, "clock_ghz": _clock_ghz(), "torch": torch,
     }
+
+
+def _torch_python() -> str | None:
+    explicit = os.environ.get(TORCH_PYTHON_ENV)
+    if explicit:
+        return explicit
+    return sys.executable if importlib.util.find_spec("torch") is not None else None
+
+
+def _torch_matmul(n: int, threads: int) -> dict[str, Any]:
+    """bf16 and fp16 GFLOP/s of an n² matmul in torch (a child process with a deadline), or why not."""
+    python = _torch_python()
+    if python is None:
+        return {"error": f"no torch here (set {TORCH_PYTHON_ENV} to a Python that has it)"}
+    try:
+        done = subprocess.run([python, "-c", _TORCH_SCRIPT, str(n), str(threads)], capture_output=True, text=True,
+                              timeout=_TORCH_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"error": f"torch at {python}: {exc}", "python": python}
+    try:
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        return {"error": f"torch at {python} failed (exit {done.returncode}): {tail}", "python": python}
+    result["python"] = python
+    return result
 
 
 def _clock_ghz() -> float | None:
@@ -128,30 +193,61 @@ def _load_or_measure(remeasure: bool) -> dict[str, Any]:
         except (OSError, ValueError):
             pass
     result = measure_host()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}")
-        partial.write_text(json.dumps(result, indent=1), "utf-8")
-        os.replace(partial, path)
-    except OSError:
-        pass  # the cache only saves time
+    with contextlib.suppress(OutputError):  # the cache only saves time
+        write_atomic(path, json.dumps(result, indent=1))
     result["cached"] = False
     return result
 
 
+def _theoretical(features: CpuFeatures, cores: int, ghz: float | None) -> dict[str, tuple[float, str]]:
+    if not ghz:
+        return {}
+    return {dtype: (cores * peak.per_cycle * ghz * 1e9,
+                    f"{cores} cores × {peak.per_cycle:,g} {'ops' if dtype == 'int8' else 'FLOP'}/cycle ({peak.path}) "
+                    f"× {ghz:.2f} GHz" + (f"; {peak.assumption}" if peak.assumption else ""))
+            for dtype, peak in cycle_peaks(features).items()}
+
+
+def host_peaks(m: dict[str, Any], features: CpuFeatures | None = None) -> tuple[ComputePeak, ...]:
+    """Per data type, the peak the host is judged against (measured where ``m`` has a measurement, else
+    theoretical from ``features``' flags × ``m``'s physical cores × clock), each saying which it is."""
+    theory = _theoretical(features or read_cpu_features(), int(m["physical_cores"]), m.get("clock_ghz"))
+    torch = m.get("torch") or {}
+    measured: dict[str, tuple[float, str]] = {
+        "fp32": (float(m["matmul_gflops"]) * 1e9, f"float32 {m['matmul_n']}² matmul through numpy's BLAS on "
+                                                  f"{m['threads']} threads")}
+    for dtype in ("bf16", "fp16"):
+        if isinstance(torch.get(dtype), (int, float)) and torch[dtype] > 0:
+            measured[dtype] = (float(torch[dtype]) * 1e9, f"{dtype} {m['matmul_n']}² matmul in torch "
+                                                          f"{torch.get('torch', '')} ({torch.get('python', '')})")
+    peaks = []
+    for dtype in DTYPES:
+        if dtype in measured:
+            flops, how = measured[dtype]
+            if dtype in theory:
+                value, rule = theory[dtype]
+                above = " (above it: the clock reported is below the one it ran at)" if flops > value else ""
+                how += f"; theoretical {value / 1e9:,.0f} G{'OP' if dtype == 'int8' else 'FLOP'}/s{above}: {rule}"
+            peaks.append(ComputePeak(dtype, flops, "measured", how))
+        elif dtype in theory:
+            value, rule = theory[dtype]
+            why = f"; not measured: {torch['error']}" if dtype in ("bf16", "fp16") and torch.get("error") else ""
+            peaks.append(ComputePeak(dtype, value, "theoretical", rule + why))
+    return tuple(peaks)
+
+
 def host_hardware(remeasure: bool = False) -> HardwareSpec:
-    """This host: RAM, measured bandwidth (best of copy/read) and measured float32 matmul FLOP/s."""
+    """This host: RAM, measured bandwidth (best of copy/read) and its peak per data type (`host_peaks`)."""
     m = _load_or_measure(remeasure)
-    rough = ""
-    if m.get("clock_ghz"):
-        peak = m["physical_cores"] * 32 * m["clock_ghz"]
-        rough = (f"; rough theoretical fp32 peak {m['physical_cores']} cores × 32 FLOP/cycle × {m['clock_ghz']:.2f} "
-                 f"GHz = {peak:,.0f} GFLOP/s")
+    peaks = host_peaks(m)
     source = (f"measured {m['measured_at'][:10]}{' (cached)' if m.get('cached') else ''}: numpy stream test on "
               f"{m['threads']} threads, copy {m['copy_gbs']:.1f} / read {m['read_gbs']:.1f} GB/s over "
-              f"{m['array_mib']} MiB arrays; compute = float32 {m['matmul_n']}² matmul "
-              f"{m['matmul_gflops']:,.1f} GFLOP/s")
+              f"{m['array_mib']} MiB arrays; compute per data type, measured where a matmul measured it, else "
+              "theoretical from the CPU flags")
+    by_dtype = {p.dtype: p for p in peaks}
+    bf16 = by_dtype.get("bf16") or by_dtype.get("fp32")
+    clock = f", {m['clock_ghz']:.2f} GHz" if m.get("clock_ghz") else ", clock unknown"
     return HardwareSpec(
         name="host", kind="cpu", memory_gb=m["ram_bytes"] / 2**30, bandwidth_gbs=float(m["bandwidth_gbs"]),
-        bf16_tflops=float(m["matmul_gflops"]) / 1000, source=source,
-        note=f"{m['cpu_model']}, {m['physical_cores']} cores{rough}", compute_label="fp32 matmul")
+        bf16_tflops=bf16.flops / 1e12 if bf16 else None, source=source,
+        note=f"{m['cpu_model']}, {m['physical_cores']} cores{clock}", peaks=peaks)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -86,6 +87,8 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
     cfg = {**cfg, **cfg.get("text_config", {})}
     try:
         hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+        if hidden < 1 or heads < 1 or int(cfg["num_hidden_layers"]) < 1:
+            raise ValueError("hidden_size, num_attention_heads and num_hidden_layers must be at least 1")
         if cfg.get("kv_lora_rank"):
             head_dim = int(cfg.get("qk_nope_head_dim", 128)) + int(cfg.get("qk_rope_head_dim", 64))
         else:
@@ -102,7 +105,7 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
             kv_lora_rank=int(cfg.get("kv_lora_rank") or 0), qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
             tied_embeddings=tied, hf_id=name, source=source,
             native_dtype=normalize_dtype(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")))
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
         raise ConfigError(f"{name}: config.json lacks a field the estimate needs ({exc})") from exc
     method = str((cfg.get("quantization_config") or {}).get("quant_method", "")).lower()
     if method:
@@ -146,6 +149,22 @@ def _gguf_tensors(gguf: GGUFFile) -> tuple[float, float, int, bool]:
     return params, experts, vocab, lm_head
 
 
+_MAX_SIZE = 1 << 24
+"""The largest width, head count, layer count or expert count read from a header (16.7 million)."""
+_MAX_CONTEXT = 1 << 31
+
+
+def _whole(value: Any) -> int | None:
+    """``value`` as a whole number (an int, or a float with no fraction), else None; bools are not numbers."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
+
+
 def model_from_gguf(path: Path) -> ModelSpec:
     """A ModelSpec from a GGUF file's header: exact parameter count and weight bytes."""
     try:
@@ -156,26 +175,38 @@ def model_from_gguf(path: Path) -> ModelSpec:
     params, expert_params, vocab, lm_head = _gguf_tensors(gguf)
     data_bytes = float(gguf.data_bytes or 0)
 
-    def get(key: str, default: Any = None) -> Any:
+    def get(key: str, default: int, low: int = 0, high: int = _MAX_SIZE) -> int:
+        """``{arch}.{key}`` as a whole number in ``[low, high]`` (a per-layer list: its largest), else
+        ConfigError naming the key: a crafted header must not become a division by zero or an overflow."""
         value = meta.get(f"{arch}.{key}", default)
-        return max(value) if isinstance(value, list) and value else value
+        if isinstance(value, list):
+            numbers = [n for n in map(_whole, value) if n is not None]
+            number = max(numbers) if numbers and len(numbers) == len(value) else None
+        else:
+            number = _whole(value)
+        if number is None or not low <= number <= high:
+            raise ConfigError(f"{path}: the GGUF header's {arch}.{key} is {str(value)[:40]!r}; "
+                              f"a whole number from {low} to {high:,} is needed")
+        return number
 
-    try:
-        hidden, heads, layers = int(get("embedding_length")), int(get("attention.head_count")), int(get("block_count"))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{path}: the GGUF header lacks {arch}.embedding_length/head_count/block_count") from exc
-    experts, per_token = int(get("expert_count", 0) or 0), int(get("expert_used_count", 0) or 0)
+    for key in ("embedding_length", "attention.head_count", "block_count"):
+        if f"{arch}.{key}" not in meta:
+            raise ConfigError(f"{path}: the GGUF header lacks {arch}.embedding_length/head_count/block_count")
+    hidden, heads, layers = get("embedding_length", 0, 1), get("attention.head_count", 0, 1), get("block_count", 0, 1)
+    experts = get("expert_count", 0)
+    per_token = get("expert_used_count", 0, 0, max(experts, 0) if experts else _MAX_SIZE)
     active = params - expert_params * (1 - per_token / experts) if experts and per_token else None
     quant = quantization_of(path, meta)
-    rank = int(get("attention.kv_lora_rank", 0) or 0)
+    rank = get("attention.kv_lora_rank", 0)
     return ModelSpec(
         name=str(meta.get("general.name") or path.stem), params=params, layers=layers, hidden=hidden, heads=heads,
-        kv_heads=int(get("attention.head_count_kv", heads) or heads),
-        head_dim=int(get("attention.key_length", 0) or hidden // heads), vocab=vocab,
-        max_context=int(get("context_length", 4096) or 4096), intermediate=int(get("feed_forward_length", 0) or 0),
+        kv_heads=get("attention.head_count_kv", heads, 0) or heads,
+        head_dim=get("attention.key_length", 0) or max(1, hidden // heads), vocab=vocab,
+        max_context=get("context_length", 4096, 0, _MAX_CONTEXT) or 4096,
+        intermediate=get("feed_forward_length", 0),
         active_params=active, experts=experts, experts_per_token=per_token,
-        v_head_dim=int(get("attention.value_length", 0) or 0), kv_lora_rank=rank,
-        qk_rope_head_dim=int(get("rope.dimension_count", 0) or 0) if rank else 0,
+        v_head_dim=get("attention.value_length", 0), kv_lora_rank=rank,
+        qk_rope_head_dim=get("rope.dimension_count", 0) if rank else 0,
         tied_embeddings=not lm_head, native_dtype=quant, weight_bytes=data_bytes, hf_id=str(path),
         source=f"GGUF header of {path.name} ({quant}, {data_bytes / 1e6:,.1f} MB of tensors)")
 

@@ -17,6 +17,11 @@ Bits per weight, and what they cover:
 Compute: fp8 weights run on the fp8 tensor cores (W8A8) and int8 on the int8 ones where the
 hardware lists them; every other type (4-bit weight-only, GGUF) is dequantised and multiplied in
 16 bits, so the bf16 figure applies.
+
+On a CPU (``kind = "cpu"``: the host) each format is multiplied in its own data type: bf16, fp16 and fp32
+weights in theirs, int8 in int8; fp8 and the 4-bit weight-only formats are dequantised to bf16 (CPUs have no
+fp8 units); GGUF's quantised types in int8, as llama.cpp's CPU kernels do: activations are quantised to 8
+bits (Q8_K / Q8_0 blocks) and each block's dot product is an integer one (VNNI, AMX or VPMADDUBSW).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class WeightDtype:
     linear_only: bool  # True: only the linear layers are quantised; embeddings / LM head stay 16-bit
     compute: str  # "bf16", "fp8" or "int8": which peak FLOP/s column applies
     source: str
+    cpu_compute: str = "bf16"  # the data type its matrix products run in on a CPU (module docstring)
 
     @property
     def bytes_per_weight(self) -> float:
@@ -45,22 +51,24 @@ class WeightDtype:
 
 
 def _w(name: str, bits: float, linear_only: bool = False, compute: str = "bf16",
-       source: str = "") -> WeightDtype:
-    return WeightDtype(name, bits, linear_only, compute, source)
+       source: str = "", cpu: str = "bf16") -> WeightDtype:
+    return WeightDtype(name, bits, linear_only, compute, source, cpu)
 
 
 _GROUP = "4-bit weights + one fp16 scale and one fp16 zero point per group of 128"
 _LLAMA_CPP = "llama.cpp quantize, measured on Llama-3.1-8B"
 _BLOCK = "llama.cpp block layout"
 WEIGHT_DTYPES: dict[str, WeightDtype] = {d.name: d for d in (
-    _w("bf16", 16, source="2 bytes"), _w("fp16", 16, source="2 bytes"), _w("fp32", 32, source="4 bytes"),
-    _w("fp8", 8, True, "fp8", "1 byte (linear layers)"), _w("int8", 8, True, "int8", "1 byte (linear layers)"),
+    _w("bf16", 16, source="2 bytes"), _w("fp16", 16, source="2 bytes", cpu="fp16"),
+    _w("fp32", 32, source="4 bytes", cpu="fp32"), _w("fp8", 8, True, "fp8", "1 byte (linear layers)"),
+    _w("int8", 8, True, "int8", "1 byte (linear layers)", cpu="int8"),
     _w("awq", 4.25, True, source=_GROUP), _w("gptq", 4.25, True, source=_GROUP), _w("int4", 4.25, True, source=_GROUP),
-    _w("Q4_K_S", 4.67, source=_LLAMA_CPP), _w("Q4_K_M", 4.89, source=_LLAMA_CPP),
-    _w("Q5_K_M", 5.70, source=_LLAMA_CPP), _w("Q6_K", 6.56, source=_LLAMA_CPP), _w("Q8_0", 8.50, source=_LLAMA_CPP),
-    _w("Q4_0", 4.5, source=_BLOCK), _w("Q4_1", 5.0, source=_BLOCK), _w("Q5_0", 5.5, source=_BLOCK),
-    _w("Q5_1", 6.0, source=_BLOCK), _w("F16", 16, source="2 bytes"), _w("BF16", 16, source="2 bytes"),
-    _w("F32", 32, source="4 bytes"),
+    _w("Q4_K_S", 4.67, source=_LLAMA_CPP, cpu="int8"), _w("Q4_K_M", 4.89, source=_LLAMA_CPP, cpu="int8"),
+    _w("Q5_K_M", 5.70, source=_LLAMA_CPP, cpu="int8"), _w("Q6_K", 6.56, source=_LLAMA_CPP, cpu="int8"),
+    _w("Q8_0", 8.50, source=_LLAMA_CPP, cpu="int8"), _w("Q4_0", 4.5, source=_BLOCK, cpu="int8"),
+    _w("Q4_1", 5.0, source=_BLOCK, cpu="int8"), _w("Q5_0", 5.5, source=_BLOCK, cpu="int8"),
+    _w("Q5_1", 6.0, source=_BLOCK, cpu="int8"), _w("F16", 16, source="2 bytes", cpu="fp16"),
+    _w("BF16", 16, source="2 bytes"), _w("F32", 32, source="4 bytes", cpu="fp32"),
 )}
 
 # Bytes per KV-cache element. q8_0 / q4_0 are llama.cpp's quantised caches (block of 32 + fp16 scale).

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from tokometer.perf.efficiency import RunEfficiency
+from tokometer.perf.efficiency import RunEfficiency, StepEfficiency
 from tokometer.perf.estimate import Estimate
 from tokometer.perf.explain import fmt_bytes
 from tokometer.perf.quant import normalize_dtype
@@ -48,6 +48,10 @@ def _header(console: Console, d: Deployment) -> None:
     console.print(f"  hardware  {d.hardware.describe(source=False)}")
     note = f" ({d.hardware.note})" if d.hardware.note else ""
     console.print(f"  sources   model: {d.model.source}; hardware: {d.hardware.source}{note}")
+    for peak in d.hardware.peaks:
+        used = f" ← used ({normalize_dtype(d.weight_dtype)} weights multiply in {peak.dtype})" \
+            if d.compute_peak == peak else ""
+        console.print(f"  peak      {peak.label()}{used}: {peak.detail}")
 
 
 def render_estimate(console: Console, e: Estimate) -> None:
@@ -146,20 +150,24 @@ def render_run(console: Console, r: RunEfficiency) -> None:
                    "TTFT ms", "wait ms", "bottleneck"):
         table.add_column(column, justify="left" if column in ("load", "bottleneck") else "right")
 
-    def pct(x: float | None) -> str:
-        return "-" if x is None else f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
-
     def ms(x: float | None) -> str:
         return "-" if x is None else _ms(x)
 
     for s in r.steps:
-        gbs = f"{s.bytes_per_step / s.tpot_s / 1e9:,.1f} ({pct(s.mbu)})" if s.tpot_s else "-"
+        def pct(x: float | None, name: str, s: StepEfficiency = s) -> str:
+            if name in s.over_peak:
+                return "above peak!"  # not an efficiency: the message below says why
+            return "-" if x is None else f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
+
+        gbs = f"{s.bytes_per_step / s.tpot_s / 1e9:,.1f} ({pct(s.mbu, 'mbu')})" if s.tpot_s else "-"
         table.add_row(str(s.step), s.load, str(s.requests), f"{s.decode_batch:.2f}", ms(s.tpot_s), gbs,
-                      pct(s.decode_mfu), f"{ms(s.prefill_s)} ({pct(s.prefill_mfu)})", ms(s.ttft_s), ms(s.wait_s),
-                      s.bottleneck)
+                      pct(s.decode_mfu, "decode_mfu"), f"{ms(s.prefill_s)} ({pct(s.prefill_mfu, 'prefill_mfu')})",
+                      ms(s.ttft_s), ms(s.wait_s), s.bottleneck)
     console.print(table)
     for s in r.steps:
         console.print(f"  step {s.step} ({s.load}): {s.bottleneck}: {s.why}")
+        for over in s.over_peak.values():
+            console.print(f"  step {s.step} ({s.load}): [bold]{over.message}[/bold]")
     sources = sorted({s.prefill_source for s in r.steps})
     console.print(f"  batch = mean requests decoding at once; prefill time from: {', '.join(sources)}")
     console.print("  MBU = (weights + KV read per step) / TPOT / peak bandwidth; MFU = FLOPs / time / peak FLOP/s")

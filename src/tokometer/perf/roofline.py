@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from tokometer.errors import ConfigError
-from tokometer.perf.hardware import HardwareSpec
+from tokometer.perf.hardware import ComputePeak, HardwareSpec
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import kv_bytes, normalize_dtype, weight_dtype
 
@@ -134,9 +134,20 @@ class Deployment:
         return self.model.layers * self._kv_per_layer_per_gpu()
 
     @cached_property
+    def compute_dtype(self) -> str:
+        """The data type this weight format multiplies in on this hardware (`tokometer.perf.quant`)."""
+        fmt = weight_dtype(self.weight_dtype)
+        return fmt.cpu_compute if self.hardware.kind == "cpu" else fmt.compute
+
+    @cached_property
+    def compute_peak(self) -> ComputePeak | None:
+        """One GPU's peak for this weight format, with how it is known (None: the hardware has no compute figure)."""
+        return self.hardware.compute_peak(self.compute_dtype)
+
+    @cached_property
     def compute_flops(self) -> float | None:
         """One GPU's peak FLOP/s for this weight format (None: the hardware has no compute figure)."""
-        return self.hardware.peak_flops(weight_dtype(self.weight_dtype).compute)
+        return self.compute_peak.flops if self.compute_peak else None
 
     def usable_memory_bytes(self, gpu_memory_utilization: float = 0.9) -> int:
         """One GPU's memory × the share the engine may take (vLLM's ``--gpu-memory-utilization``)."""

@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["REST_FLOOR", "ItemComparison", "TokenStep", "compare_paths", "first_divergence", "kl_topk",
-           "parse_logprobs"]
+__all__ = ["MAX_STEPS", "REST_FLOOR", "ItemComparison", "TokenStep", "compare_paths", "first_divergence",
+           "kl_topk", "parse_logprobs"]
 
 REST_FLOOR = 1e-10
 """The least probability a "rest" bucket is given, so that KL stays finite."""
@@ -103,13 +103,38 @@ def compare_paths(a: Sequence[TokenStep], b: Sequence[TokenStep],
     return ItemComparison(divergence is None, divergence, kl, top1, forced)
 
 
-def _steps_from_content(content: Sequence[Any]) -> list[TokenStep]:
+MAX_STEPS = 100_000
+"""Token positions one answer's logprobs may list (far beyond any ``max_tokens`` quality asks for)."""
+
+
+def _logprob(value: Any, where: str) -> float:
+    """A log-probability: a finite number, at most 0 (a rounding above 0 is read as 0); else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{where} is {str(value)[:40]!r}, not a finite number")
+    if value > 1e-3:
+        raise ValueError(f"{where} is {value:g}: a log-probability is at most 0")
+    return min(float(value), 0.0)
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError(f"{where} is not a list")
+    if len(value) > MAX_STEPS:
+        raise ValueError(f"{where} lists {len(value):,} entries")
+    return value
+
+
+def _steps_from_content(content: list[Any]) -> list[TokenStep]:
     steps = []
-    for entry in content:
-        top = {str(t.get("token", "")): float(t["logprob"]) for t in entry.get("top_logprobs") or ()
+    for position, entry in enumerate(_list(content, "logprobs.content")):
+        if not isinstance(entry, dict):
+            raise ValueError(f"logprobs.content[{position}] is not an object")
+        top = {str(t.get("token", "")): _logprob(t["logprob"], f"logprobs.content[{position}].top_logprobs")
+               for t in _list(entry.get("top_logprobs") or [], f"logprobs.content[{position}].top_logprobs")
                if isinstance(t, dict) and t.get("logprob") is not None}
         token_id = entry.get("id")
-        steps.append(TokenStep(str(entry.get("token", "")), token_id if isinstance(token_id, int) else None, top))
+        token_id = token_id if isinstance(token_id, int) and not isinstance(token_id, bool) else None
+        steps.append(TokenStep(str(entry.get("token", "")), token_id, top))
     return steps
 
 
@@ -118,11 +143,28 @@ def parse_logprobs(choice: Mapping[str, Any]) -> list[TokenStep] | None:
 
     ``{"content": [{"token", "logprob", "id"?, "top_logprobs": [{"token", "logprob"}]}]}``: OpenAI chat, and
     llama.cpp for completions too; ``{"tokens", "token_logprobs", "top_logprobs": [{token: logprob}]}``: OpenAI's
-    legacy completions, as vLLM answers them.
+    legacy completions, as vLLM answers them. A server's logprobs are data, not truth: a shape that is neither
+    (entries that are not objects, a log-probability that is not a finite number at most 0, more than
+    `MAX_STEPS` positions) raises ``ValueError`` saying where.
     """
     logprobs = choice.get("logprobs")
     if not isinstance(logprobs, dict):
         return None
+    content = logprobs.get("content")
+    if isinstance(content, list):
+        return _steps_from_content(content)
+    tokens = logprobs.get("tokens")
+    if isinstance(tokens, list):
+        _list(tokens, "logprobs.tokens")
+        tops = logprobs.get("top_logprobs") or [None] * len(tokens)
+        steps = []
+        for position, (token, top) in enumerate(zip(tokens, _list(tops, "logprobs.top_logprobs"), strict=False)):
+            if top is not None and not isinstance(top, dict):
+                raise ValueError(f"logprobs.top_logprobs[{position}] is not an object")
+            steps.append(TokenStep(str(token), None, {str(k): _logprob(v, f"logprobs.top_logprobs[{position}]")
+                                                      for k, v in (top or {}).items() if v is not None}))
+        return steps
+    return None
     content = logprobs.get("content")
     if isinstance(content, list):
         return _steps_from_content(content)

@@ -54,8 +54,9 @@ def load_evalset(path: Path | None = None, limit: int | None = None) -> list[Eva
         try:
             row = json.loads(line)
             items.append(EvalItem(str(row["id"]), str(row.get("task", "")), str(row["prompt"]), str(row["answer"])))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise DatasetError(f"{where} line {number}: not an item with id, prompt and answer ({exc})") from exc
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            raise DatasetError(f"{where} line {number}: not an item with id, prompt and answer "
+                               f"({type(exc).__name__ if isinstance(exc, RecursionError) else exc})") from None
         if limit is not None and len(items) >= limit:
             break
     if not items:

@@ -10,7 +10,8 @@ a prefix reused from the previous request would have been computed in another ba
   ``logprobs: true, top_logprobs: k``), parsed by `agreement.parse_logprobs`.
 - `forced_step`: B's next-token distribution after the prompt and A's first ``j`` tokens, asked as a
   completions request whose prompt is token ids (``/tokenize`` ids of the prompt, then A's ids) for
-  one token. Only where both servers tokenize alike and give token ids (llama.cpp).
+  one token. Only where both servers tokenize alike (``/tokenize``: llama.cpp's and vLLM's shapes) and A's
+  path carries token ids (llama.cpp).
 Failures are data: each call returns the result or a one-line reason, never raises (but cancellation).
 """
 
@@ -21,7 +22,15 @@ from typing import Any
 
 import orjson
 
-from tokometer.backends.http1 import ConnectError, HttpPool, HttpTimeout, PeerReset, StreamedResponse, TlsOptions
+from tokometer.backends.http1 import (
+    MAX_SMALL_BODY_BYTES,
+    ConnectError,
+    HttpPool,
+    HttpTimeout,
+    PeerReset,
+    StreamedResponse,
+    TlsOptions,
+)
 from tokometer.quality.agreement import TokenStep, parse_logprobs
 from tokometer.quality.endpoints import Endpoint
 
@@ -50,7 +59,7 @@ class LogprobClient:
 
     async def _post(self, pool: HttpPool, path: str, body: dict[str, Any]) -> tuple[Any, str]:
         """(the JSON answer, "") or (None, why not)."""
-        response = StreamedResponse()
+        response = StreamedResponse(max_body_bytes=MAX_SMALL_BODY_BYTES)  # a whole answer: limited, as every GET
         try:
             await pool.request(pool.encode("POST", path, orjson.dumps(body), self.headers), response)
         except (ConnectError, HttpTimeout, PeerReset) as exc:
@@ -83,19 +92,26 @@ class LogprobClient:
         if answer is None:
             return None, error
         choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not choices or not isinstance(choices[0], dict):
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return None, "the answer has no choices"
-        steps = parse_logprobs(choices[0])
+        try:
+            steps = parse_logprobs(choices[0])
+        except ValueError as exc:
+            return None, f"malformed logprobs from the server: {exc}"
         if steps is None:
             return None, "the server returned no logprobs"
         return steps, ""
 
     async def tokenize(self, text: str) -> list[int] | None:
-        """The prompt's token ids with the special tokens the server adds (llama.cpp ``/tokenize``), or None."""
-        answer, _ = await self._post(self.root, "/tokenize", {"content": text, "add_special": True})
-        tokens = answer.get("tokens") if isinstance(answer, dict) else None
-        if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens):
-            return list(tokens)
+        """The prompt's token ids with the special tokens the server adds, or None: llama.cpp's ``/tokenize``
+        (``content``, ``add_special``), else vLLM's (``model``, ``prompt``, ``add_special_tokens``)."""
+        shapes = ({"content": text, "add_special": True},
+                  {"model": self.endpoint.model, "prompt": text, "add_special_tokens": True})
+        for body in shapes:
+            answer, _ = await self._post(self.root, "/tokenize", body)
+            tokens = answer.get("tokens") if isinstance(answer, dict) else None
+            if isinstance(tokens, list) and tokens and all(type(t) is int and t >= 0 for t in tokens):
+                return list(tokens)
         return None
 
     async def forced_step(self, prompt_ids: Sequence[int], prefix_ids: Sequence[int]) -> TokenStep | None:
@@ -103,7 +119,10 @@ class LogprobClient:
         path, body = self._body([*prompt_ids, *prefix_ids], 1)
         answer, _ = await self._post(self.pool, path, body)
         choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not choices or not isinstance(choices[0], dict):
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return None
-        steps = parse_logprobs(choices[0])
+        try:
+            steps = parse_logprobs(choices[0])
+        except ValueError:  # malformed: this position is not scored
+            return None
         return steps[0] if steps else None

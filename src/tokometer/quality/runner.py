@@ -178,7 +178,7 @@ async def _teacher_force(a: EndpointRun, b: EndpointRun, items: Sequence[EvalIte
         ids_a, ids_b = await client_a.tokenize(items[0].prompt), await client_b.tokenize(items[0].prompt)
         if ids_a is None or ids_b is None or ids_a != ids_b or not first_path or first_path[0].id is None:
             return empty, (f"{shared}; no teacher forcing: the servers do not both tokenize the prompt alike and "
-                           "give token ids (llama.cpp /tokenize)")
+                           "A's path gives token ids (/tokenize of llama.cpp or vLLM; ids on A's path: llama.cpp)")
         for index, (item, path_a, path_b) in enumerate(zip(items, a.paths, b.paths, strict=True)):
             if not path_a or path_b is None:
                 continue

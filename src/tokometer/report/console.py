@@ -189,7 +189,10 @@ def render_step(console: Console, result: StepResult) -> None:
         + (f"; send rate {_f(s.send_rate_rps, 2)}/s" if result.step.open_loop else "")
         + (f"; goodput {_f(s.goodput_rps, 2)} req/s" if s.goodput_rps is not None else "")
     )
-    console.print(f"  output tokens counted by: {sources}")
+    check = s.text_check
+    console.print(f"  output tokens counted by: {sources}" + (
+        f"; received text short of the count in {len(check.short)} of {sum(check.checked.values())} answers"
+        if check is not None and check.short else ""))
     if s.reasoning is not None:
         console.print(f"  {reasoning_line(s.reasoning.to_json())}")
     if s.prompt_cache_hit_rate is not None:

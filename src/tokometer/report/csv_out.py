@@ -6,6 +6,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from tokometer.atomicfile import atomic_open
 from tokometer.benchmark.run import BenchResult, StepResult
 
 __all__ = ["CSV_COLUMNS", "step_row", "write_csv"]
@@ -51,8 +52,7 @@ def step_row(s: StepResult) -> dict[str, Any]:
 
 
 def write_csv(result: BenchResult, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
+    with atomic_open(path, newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         for step in result.steps:

@@ -53,6 +53,9 @@ def reasoning_line(reasoning: Mapping[str, Any]) -> str:
             f"p50 {fmt(_dist(reasoning, 'ttfat_ms', 'p50'))} ms, p99 {fmt(_dist(reasoning, 'ttfat_ms', 'p99'))} ms; "
             f"answer decode p50 {fmt(_dist(reasoning, 'answer_decode_speed_tok_s', 'p50'))} tok/s "
             "(TPOT and decode speed count reasoning and answer tokens)")
+    if tokens.get("hidden"):
+        line += (f"; {tokens['hidden']} reasoning tokens were counted by the server but never streamed "
+                 "(left out of TPOT, ITL and decode speed)")
     if reasoning.get("no_answer"):
         line += f"; {reasoning['no_answer']} ended before their answer began"
     return line

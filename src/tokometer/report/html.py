@@ -153,6 +153,9 @@ def render_html(data: Mapping[str, Any]) -> str:
     runs = data["runs"]
     timelines = "".join(_chart(charts.timeline(run), CHART_IDS["timeline"].format(id=run["id"])) for run in runs)
     notes = [f"{run['name']}: {run['efficiency_note']}" for run in runs if run["efficiency_note"]]
+    notes += [f"{run['name']}, {step['label']}: {over['message']} (left out of the chart: not an efficiency)"
+              for run in runs if run["efficiency"] for step in run["efficiency"]["steps"]
+              for over in step.get("over_peak", {}).values()]
     efficiency = charts.efficiency(runs)
     sections = [
         ("Summary", _summary(runs)),

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tokometer import __version__
+from tokometer.atomicfile import write_atomic
 from tokometer.benchmark.run import BenchResult
 from tokometer.metrics import DEFINITIONS
 
@@ -61,5 +62,4 @@ def bench_json(result: BenchResult) -> dict[str, Any]:
 
 
 def write_json(result: BenchResult, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(bench_json(result), indent=2) + "\n")
+    write_atomic(path, json.dumps(bench_json(result), indent=2) + "\n")

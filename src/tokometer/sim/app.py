@@ -13,14 +13,15 @@ import logging
 import time
 from typing import Any
 
-import orjson
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tokometer.inbound.body import BodyTimeout, BodyTooLarge, discard_rest, read_body
+from tokometer.inbound.jsonbody import BadBody, parse_object
 from tokometer.messages import message_text
 from tokometer.sim.auth import REFUSAL, RequireKey, authorized
 from tokometer.sim.config import SimConfig
@@ -31,6 +32,7 @@ from tokometer.sim.state import DropSimulatedResets, SimState
 from tokometer.sim.steptime import engine_for
 from tokometer.sim.streams import EngineStream, ScriptedStream
 from tokometer.sim.trace import SendTrace, json_slices
+from tokometer.wire.openai_request import check_request
 
 __all__ = ["create_app"]
 
@@ -57,6 +59,32 @@ class _StampArrival:
         await self.app(scope, receive, send)
 
 
+async def _read(request: Request, config: SimConfig) -> bytes | Response:
+    """The body within the limits the gateway keeps too (`tokometer.inbound`), or the refusal to send."""
+    try:
+        return await read_body(request, config.max_body_bytes, config.body_timeout_s, "--max-body-bytes")
+    except BodyTooLarge as exc:
+        await discard_rest(request)
+        return JSONResponse({"error": {"message": str(exc), "type": "invalid_request_error"}}, status_code=413,
+                            headers={"connection": "close"})
+    except BodyTimeout as exc:
+        return JSONResponse({"error": {"message": str(exc), "type": "invalid_request_error"}}, status_code=408,
+                            headers={"connection": "close"})
+    except ClientDisconnect:
+        return Response(status_code=499)
+
+
+async def _json(request: Request, config: SimConfig) -> dict[str, Any] | Response:
+    """An endpoint's JSON object body (an empty body is ``{}``), or the refusal to send."""
+    raw = await _read(request, config)
+    if isinstance(raw, Response):
+        return raw
+    try:
+        return parse_object(raw or b"{}")
+    except BadBody as exc:
+        return _error(None, 400, str(exc), "invalid_request_error")
+
+
 def _error(proto: Protocol | None, status: int, message: str, kind: str) -> Response:
     body = proto.error_body(status, message, kind) if proto else {"error": {"message": message, "type": kind}}
     return JSONResponse(body, status_code=status)
@@ -79,15 +107,20 @@ def create_app(config: SimConfig) -> Starlette:
         if not authorized(request.headers.get("authorization"), config.api_key):
             trace.status = 401
             return _error(proto, 401, REFUSAL, "authentication_error")
-        raw = await request.body()
+        raw_or_refusal = await _read(request, config)
+        if isinstance(raw_or_refusal, Response):
+            trace.status = raw_or_refusal.status_code
+            return raw_or_refusal
+        raw = raw_or_refusal
         trace.body_digest = hashlib.blake2b(raw, digest_size=6).hexdigest()
         if state.config.trace_bodies:
             trace.body = raw[:65536].decode("utf-8", "replace")
         try:
-            body = orjson.loads(raw)
-            if not isinstance(body, dict):
-                raise ValueError("the body must be a JSON object")
+            body = parse_object(raw)
             info = proto.read(body, config.model, count_words)
+        except BadBody as exc:
+            trace.status = 400
+            return _error(proto, 400, str(exc), "invalid_request_error")
         except ValueError as exc:
             trace.status = 400
             return _error(proto, 400, f"invalid request: {exc}", "invalid_request_error")
@@ -141,25 +174,32 @@ def create_app(config: SimConfig) -> Starlette:
         return JSONResponse({"status": "ok"})
 
     async def tokenize(request: Request) -> Response:
-        body: dict[str, Any] = orjson.loads(await request.body() or b"{}")
+        body = await _json(request, state.config)
+        if isinstance(body, Response):
+            return body
         text = body.get("content", body.get("prompt", ""))
         messages = body.get("messages")
-        if isinstance(messages, list):  # vLLM's chat form: the sim has no template, so the messages' words
-            text = " ".join(message_text(m) for m in messages if isinstance(m, dict))
+        if messages is not None:  # vLLM's chat form: the sim has no template, so the messages' words
+            try:
+                check_request({"messages": messages}, chat=True)
+            except ValueError as exc:
+                return _error(None, 400, f"invalid request: {exc}", "invalid_request_error")
+            text = " ".join(message_text(m) for m in messages)
         if not isinstance(text, str):
             return _error(None, 400, "'content' must be a string", "invalid_request_error")
         ids = [state.word_id(w) for w in text.split()]
         return JSONResponse({"tokens": ids, "count": len(ids), "max_model_len": state.config.max_context})
 
     async def detokenize(request: Request) -> Response:
-        body: dict[str, Any] = orjson.loads(await request.body() or b"{}")
+        body = await _json(request, state.config)
+        if isinstance(body, Response):
+            return body
         ids = body.get("tokens")
-        if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
             return _error(None, 400, "'tokens' must be a list of integers", "invalid_request_error")
-        try:
-            text = " ".join(state.words[i] for i in ids)
-        except IndexError:
+        if not all(0 <= i < len(state.words) for i in ids):
             return _error(None, 400, "unknown token id", "invalid_request_error")
+        text = " ".join(state.words[i] for i in ids)
         return JSONResponse({"content": text, "prompt": text})
 
     async def get_trace(request: Request) -> Response:
@@ -183,10 +223,10 @@ def create_app(config: SimConfig) -> Starlette:
 
     async def patch_config(request: Request) -> Response:
         """Change the script while running (e.g. make the server slow, then fast again, in a test)."""
+        changes = await _json(request, state.config)
+        if isinstance(changes, Response):
+            return changes
         try:
-            changes = orjson.loads(await request.body() or b"{}")
-            if not isinstance(changes, dict):
-                raise ValueError("give a JSON object of settings")
             state.config = SimConfig.model_validate({**state.config.model_dump(), **changes})
         except ValueError as exc:
             return _error(None, 400, f"invalid settings: {exc}", "invalid_request_error")

@@ -4,7 +4,9 @@ The generation endpoints check the key themselves (`authorized`), so that a refu
 traced and answered in its protocol's error shape; `RequireKey` guards everything else: the
 trace, the config, ``/metrics``, model lists and the tokenizer. ``/health`` stays open, as
 load balancers and readiness checks call it without credentials. The key is read from the
-current config at each request, so ``PATCH /sim/config`` (with the old key) can change it.
+current config at each request, so ``PATCH /sim/config`` (with the old key) can change it. A key
+with non-ASCII characters matches whether its client sends it as UTF-8 or as Latin-1
+(`tokometer.inbound.headers`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tokometer.inbound.headers import header_text
 from tokometer.sim.state import SimState
 
 __all__ = ["OPEN_PATHS", "RequireKey", "authorized"]
@@ -29,7 +32,7 @@ def authorized(authorization: str | None, api_key: str | None) -> bool:
     if api_key is None:
         return True
     expected = f"Bearer {api_key}".encode()
-    return hmac.compare_digest((authorization or "").encode(), expected)
+    return hmac.compare_digest(header_text(authorization or "").encode(), expected)
 
 
 class RequireKey:

@@ -6,6 +6,8 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tokometer.inbound.limits import DEFAULT_LIMITS
+
 __all__ = ["FAULTS", "METRICS_NAMES", "Fault", "MetricsNames", "SimConfig", "parse_fault_rates"]
 
 Fault = Literal[
@@ -51,6 +53,10 @@ class SimConfig(BaseModel):
     empty_first_event: bool = False
     max_context: int = Field(32768, ge=1)
     api_key: str | None = None
+    max_body_bytes: int = Field(DEFAULT_LIMITS.max_body_bytes, ge=1024, description="larger request bodies get 413 "
+                                "(the gateway's limit; tokometer.inbound)")
+    body_timeout_s: float = Field(DEFAULT_LIMITS.body_timeout_s, gt=0, description="a request body must arrive "
+                                  "whole within this of its head, else 408 (the gateway's limit)")
     reject_stream_options: bool = False
     faults: dict[str, float] = Field(default_factory=dict, description="fault name -> probability per request")
     fault_schedule: list[str] = Field(default_factory=list, description="fault per request, cycled in order")

@@ -1,4 +1,6 @@
-"""Run the simulator on a socket with uvicorn (uvloop + httptools)."""
+"""Run the simulator on a socket with uvicorn (uvloop + httptools), with the gateway's limits on request heads
+and bodies (`tokometer.inbound`): 431 for a head over 32 KiB or 100 fields, 408 for one that takes over 10 s
+or a body over 30 s, 413 for a body over ``--max-body-bytes``."""
 
 from __future__ import annotations
 
@@ -7,10 +9,15 @@ import socket
 import uvicorn
 import uvloop
 
+from tokometer.inbound.connections import ConnectionLimits, fd_budget, guarded_protocol
+from tokometer.inbound.limits import DEFAULT_LIMITS
 from tokometer.sim.app import create_app
 from tokometer.sim.config import SimConfig
 
 __all__ = ["bind_socket", "serve"]
+
+_MAX_CONNECTIONS = 1 << 16
+"""As many open connections as the descriptors allow: a load test may hold thousands at once."""
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -28,10 +35,14 @@ def serve(config: SimConfig, sock: socket.socket, *, log_level: str = "warning")
     """Serve until interrupted. Prints the URL line tests and scripts wait for."""
     app = create_app(config)
     host, port = sock.getsockname()[:2]
+    limits = DEFAULT_LIMITS  # the gateway's own: a test server people point tools at is on an open port too
+    protocol = guarded_protocol(ConnectionLimits(
+        max_header_bytes=limits.max_header_bytes, max_header_fields=limits.max_header_fields,
+        header_timeout_s=limits.header_timeout_s, max_connections=fd_budget(_MAX_CONNECTIONS), logger="tokometer.sim"))
     uv_config = uvicorn.Config(
         app,
         loop="uvloop",
-        http="httptools",
+        http=protocol,
         log_level=log_level,
         access_log=False,
         lifespan="off",

@@ -1,9 +1,16 @@
-"""The simulator's streaming responses: scripted timing, or tokens from the engine model.
+"""The simulator's answers: scripted timing, or tokens from the engine model; streamed, or whole.
 
 Both are ASGI callables returned by the generate endpoint. They share the
 headers, the optional empty role-only first event, the mid-stream faults and
 the send trace; they differ in who decides when a token is ready: a fixed
 script (`ScriptedStream`) or the continuous-batching engine (`EngineStream`).
+
+A request that does not stream (``stream`` false, or absent where the protocol's default is not to
+stream: OpenAI, llama.cpp) is timed the same way and answered with one JSON body when its last
+token is ready; the trace's event stamps are then the moments tokens were ready. Its mid-stream
+faults become what a server whose handler failed answers: ``reset`` and ``stall`` (after its time) a
+bare 500 (uvicorn's, no response having started), ``error_event`` a 500 with the protocol's error
+body, ``malformed`` a body cut short.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import contextlib
 import time
 from typing import Any
 
+import orjson
 from starlette.types import Message, Receive, Scope, Send
 
 from tokometer.clock import sleep_until
@@ -50,6 +58,10 @@ class _Stream:
         """Scales the scripted TTFT (below 1 for a prompt the simulated prefix cache holds)."""
         self._held: list[bytes] | None = [] if state.config.buffer_stream else None
         """With ``buffer_stream``: the body so far, sent in one piece when the answer ends."""
+        self._whole: tuple[list[int], list[str], list[str]] | None = None if info.stream else ([], [], [])
+        """Not streamed: the answer's token ids, text and reasoning so far, sent as one body at the end."""
+        self._failed: tuple[int, bytes] | None = None
+        """Not streamed: the status and body a mid-stream fault sends instead of the answer."""
 
     async def _watch_disconnect(self, receive: Receive) -> None:
         while True:
@@ -67,9 +79,12 @@ class _Stream:
         try:
             await self._start()
             await self._body()
+            self.trace.completion_tokens = self.sent
+            if self._whole is not None:
+                await self._send_whole()
+                return
             if self.n_tokens == 0:
                 await self._write(self.proto.finish(self.info, self.finish, 0, self._timing()))
-            self.trace.completion_tokens = self.sent
             held, self._held = self._held, None
             if held:
                 await self._write(b"".join(held))  # a buffering proxy lets the whole answer go at once
@@ -85,6 +100,24 @@ class _Stream:
     async def _body(self) -> None:
         raise NotImplementedError
 
+    async def _send_whole(self) -> None:
+        """The answer of a request that does not stream: one JSON body (or what a fault made of it)."""
+        assert self._whole is not None and self._send is not None
+        if self.disconnected:
+            return
+        ids, text, reasoning = self._whole
+        status, content_type = 200, b"application/json"
+        if self._failed is not None:
+            status, body = self._failed
+        else:
+            body = orjson.dumps(self.proto.whole(self.info, "".join(text), "".join(reasoning), ids, self.finish,
+                                                 self.sent, self._timing()))
+        await self._send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", content_type), (b"content-length", str(len(body)).encode()),
+            (b"x-sim-request-id", str(self.trace.seq).encode())]})
+        self.trace.headers_ns = time.perf_counter_ns()
+        await self._send({"type": "http.response.body", "body": body, "more_body": False})
+
     async def _write(self, body: bytes, more: bool = True) -> None:
         if self._held is not None:
             self._held.append(body)
@@ -97,6 +130,8 @@ class _Stream:
         if trace.fault == "slow_first_byte":
             await sleep_until(trace.received_ns + int(cfg.slow_first_byte_ms * _NS_PER_MS), self.spin_ns)
         assert self._send is not None
+        if self._whole is not None:
+            return  # the head goes with the whole answer
         await self._send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", self.proto.content_type.encode()), (b"cache-control", b"no-cache"),
             (b"x-sim-request-id", str(trace.seq).encode())]})
@@ -114,6 +149,14 @@ class _Stream:
         trace = self.trace
         ids = [(trace.seq * 31 + self.sent + i) % len(WORDS) for i in range(take)]
         text, reasoning = event_text(self.state.config, self.proto, self.info, ids, self.sent)
+        if self._whole is not None:
+            self._whole[0].extend(ids)
+            self._whole[1].append(text)
+            self._whole[2].append(reasoning)
+            trace.event_ns.append(time.perf_counter_ns())
+            trace.event_tokens.append(take)
+            self.sent += take
+            return
         if self.sent + take == self.n_tokens:
             body = self.proto.last_tokens(self.info, ids, text, self.sent, self.finish, self._timing(), reasoning)
         else:
@@ -133,12 +176,25 @@ class _Stream:
         if fault == "stall":
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.gone.wait(), self.state.config.stall_s)
+            if self._whole is not None and not self.disconnected:
+                raise SimulatedReset("simulated stall: the handler fails without an answer")
             return True
         if fault == "error_event":
+            if self._whole is not None:
+                error = self.proto.error_body(500, "simulated engine failure", "server_error")
+                self._failed = (500, orjson.dumps(error))
+                return True
             await self._write(self.proto.error_event("simulated engine failure"))
             return True
-        await self._write(self.proto.malformed())
+        await self.write_malformed()
         return False
+
+    async def write_malformed(self) -> None:
+        """The ``malformed`` fault: a broken event in a stream, or a body cut short (status 200) for a whole answer."""
+        if self._whole is not None:
+            self._failed = (200, b'{"id": "cmpl-broken", "choices": [{"index": 0, "text": "bro')
+            return
+        await self._write(self.proto.malformed())
 
     def _timing(self) -> StreamTiming:
         events = self.trace.event_ns
@@ -216,7 +272,7 @@ class EngineStream(_Stream):
         if self.fault_due():
             if self.trace.fault == "malformed":
                 self.trace.fault += ":done"
-                await self._write(self.proto.malformed())
+                await self.write_malformed()
             else:
                 self._fault.set()
                 return

@@ -25,21 +25,22 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tokometer.atomicfile import atomic_path
 from tokometer.bundled import file_sha256, gemma_chat_template
 from tokometer.cachedir import cache_root
-from tokometer.errors import TokenizerError
+from tokometer.errors import OutputError, TokenizerError
 from tokometer.gguf import read_gguf
 from tokometer.tokens.hf import FileTokenizer
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer as _HFTokenizer
 
-__all__ = ["CONVERTER_VERSION", "convert_gguf_tokenizer", "gguf_tokenizer", "tokenizer_cache_dir"]
+__all__ = ["CONVERTER_VERSION", "MAX_TOKEN_CHARS", "MAX_VOCAB", "check_vocabulary", "convert_gguf_tokenizer",
+           "gguf_tokenizer", "tokenizer_cache_dir"]
 
 CONVERTER_VERSION = 1
 _GEMMA_ARCHS = frozenset({"gemma", "gemma2", "gemma3"})
@@ -113,22 +114,66 @@ def _with_transformers(meta: dict[str, Any], path: Path) -> _HFTokenizer:
               if f"tokenizer.{key}" in meta}
     try:
         backend, _ = convert(str(meta.get("general.architecture", "")), fields)
-    except (ValueError, KeyError, TypeError) as exc:
+    except Exception as exc:  # transformers' converter on a header it does not expect: any of its errors
         raise TokenizerError(f"cannot convert the tokenizer of {path.name}: {exc}") from exc
     from tokenizers import Tokenizer
 
     if not isinstance(backend, Tokenizer):
         raise TokenizerError(f"transformers returned no tokenizer for {path.name}")
+    try:
+        backend.encode(_PROBE)
+    except Exception as exc:
+        raise TokenizerError(f"the tokenizer converted from {path.name} cannot encode text: {exc}") from exc
     return backend
+
+
+MAX_VOCAB = 1 << 22
+"""Tokens a vocabulary may have (4.2 million; the largest real ones have about 260 thousand)."""
+MAX_TOKEN_CHARS = 1024
+"""Characters one token may have (real vocabularies stay under a few hundred); longer ones are refused
+before the merges are rebuilt, which costs the square of a token's length."""
+_PROBE = "Hello, world: 1 + 1 = 2 ✓"
+"""A text a converted tokenizer must encode before it is cached."""
+_TYPED_ARRAYS = {"tokenizer.ggml.token_type": (int,), "tokenizer.ggml.scores": (int, float),
+                 "tokenizer.ggml.merges": (str,)}
+
+
+def check_vocabulary(meta: dict[str, Any], path: Path) -> None:
+    """TokenizerError unless the header's tokenizer arrays have the shapes and types of a real one: tokens
+    a list of strings of at most `MAX_TOKEN_CHARS` characters (at most `MAX_VOCAB` of them); token types,
+    scores and merges, where present, lists of integers, numbers and strings; the chat template a string."""
+    tokens = meta.get("tokenizer.ggml.tokens")
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+        raise TokenizerError(f"{path}: tokenizer.ggml.tokens is not a list of strings")
+    if not tokens or len(tokens) > MAX_VOCAB:
+        raise TokenizerError(f"{path}: tokenizer.ggml.tokens has {len(tokens):,} tokens (1 to {MAX_VOCAB:,} expected)")
+    longest = max(len(t) for t in tokens)
+    if longest > MAX_TOKEN_CHARS:
+        raise TokenizerError(f"{path}: a token of tokenizer.ggml.tokens has {longest:,} characters "
+                             f"(at most {MAX_TOKEN_CHARS:,} expected)")
+    for key, kinds in _TYPED_ARRAYS.items():
+        values = meta.get(key)
+        if values is not None and (not isinstance(values, list) or not all(
+                isinstance(v, kinds) and not isinstance(v, bool) for v in values)):
+            raise TokenizerError(f"{path}: {key} is not a list of {' or '.join(k.__name__ for k in kinds)}")
+    template = meta.get("tokenizer.chat_template")
+    if template is not None and not isinstance(template, str):
+        raise TokenizerError(f"{path}: tokenizer.chat_template is not a string")
 
 
 def convert_gguf_tokenizer(meta: dict[str, Any], path: Path) -> _HFTokenizer:
     """A ``tokenizers.Tokenizer`` for the tokenizer described by a GGUF header (see the module docstring)."""
     if "tokenizer.ggml.tokens" not in meta:
         raise TokenizerError(f"{path} carries no tokenizer (no tokenizer.ggml.tokens in its header)")
+    check_vocabulary(meta, path)
     arch = str(meta.get("general.architecture", ""))
     if meta.get("tokenizer.ggml.model") == "llama" and arch in _GEMMA_ARCHS:
-        return _gemma(meta)
+        try:
+            tok = _gemma(meta)
+            tok.encode(_PROBE)  # a vocabulary it cannot encode with (no unknown token...) fails here, not later
+        except Exception as exc:  # the tokenizers library refusing what the header describes
+            raise TokenizerError(f"cannot convert the tokenizer of {path.name}: {exc}") from exc
+        return tok
     return _with_transformers(meta, path)
 
 
@@ -163,15 +208,8 @@ def _facts(meta: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 def _write_atomic(target: Path, write: Any) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
-    try:
-        write(partial)
-        os.replace(partial, target)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
+    with atomic_path(target) as partial:
+        write(str(partial))
 
 
 def _load_cached(directory: Path, gguf: Path, name: str | None) -> FileTokenizer | None:
@@ -213,7 +251,7 @@ def gguf_tokenizer(path: str | Path, *, name: str | None = None, cache_dir: Path
         _write_atomic(directory / "tokenizer.json", lambda p: backend.save(p))
         _write_atomic(directory / "tokometer.json",
                       lambda p: Path(p).write_text(json.dumps(facts, indent=1), encoding="utf-8"))
-    except OSError as exc:
+    except OutputError as exc:
         raise TokenizerError(f"cannot write the converted tokenizer to {directory}: {exc}") from exc
     loaded = _load_cached(directory, gguf, name)
     if loaded is None:

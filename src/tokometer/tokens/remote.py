@@ -1,7 +1,9 @@
 """The engine's own tokenizer over HTTP: llama.cpp and vLLM ``/tokenize`` + ``/detokenize``.
 
 Used before a run (to make prompts of an exact length), never on the hot path, and by
-``tokometer count --tokenizer URL``. Chats are rendered by the server itself (llama.cpp
+``tokometer count --tokenizer URL``. Each request has a deadline for the whole answer and a 16 MiB
+limit on it (`tokometer.blockinghttp`: a server that trickles or floods fails it, never hangs it).
+Chats are rendered by the server itself (llama.cpp
 ``/apply-template``; vLLM's ``/tokenize`` takes ``messages``); the context window is read from
 llama.cpp ``/props`` or vLLM ``/v1/models``.
 """
@@ -9,11 +11,10 @@ llama.cpp ``/props`` or vLLM ``/v1/models``.
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tokometer.blockinghttp import request_bytes
 from tokometer.errors import TokenizerError
 from tokometer.tokens.base import BaseTokenizer
 
@@ -43,11 +44,10 @@ class ServerTokenizer(BaseTokenizer):
     def _post(self, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         data_out = None if body is None else json.dumps(body).encode()
         method = "GET" if body is None else "POST"
-        request = urllib.request.Request(self.root + path, data_out, self._headers, method=method)
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                data = json.loads(response.read())
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+            data = json.loads(request_bytes(self.root + path, data_out, self._headers, timeout_s=self._timeout,
+                                            method=method))
+        except (OSError, ValueError, RecursionError) as exc:  # urllib's errors are OSErrors
             raise TokenizerError(f"the server's tokenizer at {self.root}{path} failed: {exc}") from exc
         if not isinstance(data, dict):
             raise TokenizerError(f"{self.root}{path} answered something other than a JSON object")

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokometer.errors import TokenizerError
+from tokometer.atomicfile import write_atomic
+from tokometer.errors import OutputError, TokenizerError
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.tokens.chat import message_text
 
@@ -87,11 +87,8 @@ def _install_local_file(path: Path, name: str) -> None:
     cache = _tiktoken_cache_dir()
     target = cache / hashlib.sha1(url.encode()).hexdigest()
     try:
-        cache.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f"{target.name}.{os.getpid()}")
-        shutil.copyfile(path, partial)
-        os.replace(partial, target)
-    except OSError as exc:
+        write_atomic(target, data)  # the bytes just checked, not a second read of the file
+    except OutputError as exc:
         raise TokenizerError(f"cannot copy {path} into tiktoken's cache {cache}: {exc}") from exc
 
 

@@ -75,6 +75,8 @@ class ParsedEvent:
     reasoning_tokens: int | None = None
     """Output tokens the server counted as reasoning (``usage.completion_tokens_details.reasoning_tokens``)."""
     error: str | None = None
+    rejected: str | None = None
+    """The server's numbers in this event that were not believed, in words (`tokometer.wire.numbers`)."""
     done: bool = False
     meta: bool = False
     """True when the event carries anything besides content (finish reason, counters, timings)."""

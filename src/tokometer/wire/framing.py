@@ -18,38 +18,192 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
-__all__ = ["EventSplitter", "Framing", "iter_payloads", "ndjson_payload", "payload_reader", "sse_payload"]
+__all__ = ["MAX_EVENT_BYTES", "EventSplitter", "EventTooLarge", "EventWatch", "Framing", "iter_payloads",
+           "ndjson_payload", "payload_reader", "sse_payload"]
 
 Framing = Literal["sse", "ndjson"]
 
 _BOUNDARY: dict[str, re.Pattern[bytes]] = {"sse": re.compile(rb"\r?\n\r?\n"), "ndjson": re.compile(rb"\n")}
 _LINE = re.compile(rb"\r?\n")
 
+MAX_EVENT_BYTES = 1024 * 1024
+"""The default limit on one event's size (1 MiB): a token's event is a few hundred bytes, one with
+log-probabilities a few KiB; an event past this is a server that lost its framing, not an answer."""
+
+_CARRY = 3
+"""How many of the last bytes scanned may begin a delimiter still to be completed (``\\r\\n\\r`` is the
+longest unfinished one): the next search starts there, never at the open event's beginning."""
+
+
+def _event_ends(framing: str, data: bytes, start: int) -> list[int]:
+    """Where each event that ends in ``data[start:]`` ends (just past its delimiter).
+
+    A plain substring search (memchr speed) where it is exact: always for NDJSON, and for SSE
+    where the bytes hold no CR and no run of three LFs; the regular expression otherwise."""
+    if framing == "ndjson":
+        delimiter, step = b"\n", 1
+    elif b"\r" not in data and b"\n\n\n" not in data:
+        delimiter, step = b"\n\n", 2
+    else:
+        return [match.end() for match in _BOUNDARY["sse"].finditer(data, start)]
+    ends = []
+    at = data.find(delimiter, start)
+    while at >= 0:
+        at += step
+        ends.append(at)
+        at = data.find(delimiter, at)
+    return ends
+
+
+class EventTooLarge(ValueError):
+    """An event grew past the splitter's limit without ending."""
+
+
+def _too_large(framing: str, size: int, limit: int) -> EventTooLarge:
+    what = "an event" if framing == "sse" else "a line"
+    return EventTooLarge(f"{what} of the stream passed {_size(limit)} without ending ({_size(size)} so far): the "
+                         "server lost its framing or sends events larger than the limit")
+
+
+def _size(n: int) -> str:
+    if n >= 1048576:
+        return f"{n / 1048576:.1f} MiB"
+    return f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} bytes"
+
 
 class EventSplitter:
-    """Feed bytes, get back the complete events they finish (delimiters included)."""
+    """Feed bytes, get back the complete events they finish (delimiters included).
 
-    __slots__ = ("_boundary", "_buffer")
+    Linear in the bytes fed: each `feed` searches only the new bytes (and the last few of the open
+    event, which may begin a delimiter), never the open event again; the open event's pieces are
+    joined once, when it ends. With ``max_event_bytes``, an event that grows past it raises
+    `EventTooLarge` (the caller classifies the stream as a protocol error; the splitter is then spent).
+    """
 
-    def __init__(self, framing: Framing) -> None:
-        self._buffer = b""
-        self._boundary = _BOUNDARY[framing]
+    __slots__ = ("_framing", "_open", "_open_bytes", "_tail", "max_event_bytes")
+
+    def __init__(self, framing: Framing, max_event_bytes: int = 0) -> None:
+        self._open: list[bytes] = []
+        """The pieces of the event begun and not yet ended."""
+        self._open_bytes = 0
+        self._tail = b""
+        """The open event's last bytes (at most `_CARRY`): where a delimiter may have begun."""
+        self._framing = framing
+        self.max_event_bytes = max_event_bytes
+
+    @property
+    def open_bytes(self) -> int:
+        """The size of the event begun and not yet ended."""
+        return self._open_bytes
 
     def feed(self, data: bytes) -> list[bytes]:
-        buffer = self._buffer + data if self._buffer else data
-        events: list[bytes] = []
+        if self._open:
+            return self._feed_open(data)
+        events: list[bytes] = []  # the usual case, inline: nothing carried over, whole events in the chunk
         start = 0
-        for match in self._boundary.finditer(buffer):  # C speed; one event a chunk is the usual case
-            end = match.end()
-            events.append(buffer[start:end])
+        for end in _event_ends(self._framing, data, 0):
+            events.append(data[start:end])
             start = end
-        self._buffer = buffer[start:] if start else buffer
+        if start < len(data) or (self.max_event_bytes and len(data) > self.max_event_bytes):
+            self._keep(data, start, events)
         return events
+
+    def _feed_open(self, data: bytes) -> list[bytes]:
+        window = self._tail + data
+        ends = _event_ends(self._framing, window, 0) if b"\n" in window else []  # memchr first: no LF, no search
+        if not ends:
+            self._open.append(data)
+            self._open_bytes += len(data)
+            self._tail = window[-_CARRY:]
+            if self.max_event_bytes and self._open_bytes > self.max_event_bytes:
+                raise _too_large(self._framing, self._open_bytes, self.max_event_bytes)
+            return []
+        cut = ends[0] - len(self._tail)  # > 0: the tail alone held no delimiter
+        self._open.append(data[:cut])
+        first = b"".join(self._open)
+        self._open.clear()
+        self._open_bytes, self._tail = 0, b""
+        events = [first]
+        start = cut
+        for end in ends[1:]:
+            end -= len(window) - len(data)
+            events.append(data[start:end])
+            start = end
+        self._keep(data, start, events)
+        return events
+
+    def _keep(self, data: bytes, start: int, events: list[bytes]) -> None:
+        """Carry ``data[start:]`` over as the open event; check the limit."""
+        if start < len(data):
+            rest = data[start:] if start else data
+            self._open.append(rest)
+            self._open_bytes = len(rest)
+            self._tail = rest[-_CARRY:]
+        limit = self.max_event_bytes
+        if limit and any(len(event) > limit for event in events):
+            raise _too_large(self._framing, max(map(len, events)), limit)
+        if limit and self._open_bytes > limit:
+            raise _too_large(self._framing, self._open_bytes, limit)
 
     def flush(self) -> list[bytes]:
         """Whatever is left when the stream ends (a last event without its delimiter)."""
-        rest, self._buffer = self._buffer, b""
+        rest = b"".join(self._open)
+        self._open.clear()
+        self._open_bytes, self._tail = 0, b""
         return [rest] if rest.strip() else []
+
+
+class EventWatch:
+    """Counts a stream's events as its bytes arrive, and the size of the one still open, keeping none.
+
+    For a reader that keeps the raw bytes for later (the bench stamps chunks and parses after the
+    stream): `feed` is linear in the new bytes and says why to stop reading, or None. Stops when an
+    event grows past ``max_event_bytes`` or when more than ``max_events`` events came (0: no limit).
+    SSE comment events (``: keep-alive``, which some servers send while a request waits) are not
+    counted: they carry no token.
+    """
+
+    __slots__ = ("_first", "_framing", "_tail", "events", "max_event_bytes", "max_events", "open_bytes")
+
+    def __init__(self, framing: Framing, max_event_bytes: int = MAX_EVENT_BYTES, max_events: int = 0) -> None:
+        self._framing = framing
+        self._tail = b""
+        self._first = b""
+        """The open event's first byte (b"" before it has one)."""
+        self.events = 0
+        self.open_bytes = 0
+        self.max_event_bytes = max_event_bytes
+        self.max_events = max_events
+
+    def feed(self, data: bytes) -> str | None:
+        if not self._first:
+            self._first = data[:1]
+        window = self._tail + data if self._tail else data
+        end = 0
+        if b"\n" in window:  # memchr first: a run without LF (a huge event) costs no search
+            ends = _event_ends(self._framing, window, 0)
+            if ends:
+                if self._framing == "ndjson":
+                    self.events += len(ends)
+                else:
+                    first = self._first
+                    for at in ends:
+                        if first != b":":
+                            self.events += 1
+                        first = window[at:at + 1]
+                    self._first = first
+                end = ends[-1]
+                self.open_bytes = len(window) - end
+            else:
+                self.open_bytes += len(data)
+        else:
+            self.open_bytes += len(data)
+        self._tail = window[max(end, len(window) - _CARRY):] if end < len(window) else b""
+        if self.max_event_bytes and self.open_bytes > self.max_event_bytes:
+            return str(_too_large(self._framing, self.open_bytes, self.max_event_bytes))
+        if self.max_events and self.events > self.max_events:
+            return f"{self.events} events, more than the {self.max_events} allowed"
+        return None
 
 
 def sse_payload(event: bytes) -> bytes | None:

@@ -14,7 +14,8 @@ import orjson
 
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
-from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int
+from tokometer.wire.numbers import count, text_field
+from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int, stream_field
 from tokometer.wire.timings import read_llamacpp_timings
 
 __all__ = ["LlamaCpp", "LlamaCppServer"]
@@ -46,17 +47,17 @@ class LlamaCpp(Backend):
         event = ParsedEvent()
         if data.get("error"):
             error = data["error"]
-            event.error = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+            event.error = str(error.get("message", error)) if isinstance(error, dict) else str(error)
             return event
-        event.text = data.get("content") or ""
+        event.text = text_field(data, "content")
         tokens = data.get("tokens")
         if isinstance(tokens, list) and tokens:
             event.tokens = len(tokens)
         if data.get("stop"):
             event.done = event.meta = True
             event.finish_reason = map_finish_reason(data.get("stop_type")) or "stop"
-            event.completion_tokens_native = data.get("tokens_predicted")
-            event.prompt_tokens_native = data.get("tokens_evaluated")
+            event.completion_tokens_native = count(event, "tokens_predicted", data.get("tokens_predicted"))
+            event.prompt_tokens_native = count(event, "tokens_evaluated", data.get("tokens_evaluated"))
             timings = data.get("timings")
             if isinstance(timings, dict):
                 read_llamacpp_timings(timings, event)
@@ -65,6 +66,7 @@ class LlamaCpp(Backend):
 
 class LlamaCppServer(ServerProtocol):
     path: ClassVar[str] = "/completion"
+    stream_default: ClassVar[bool | None] = False  # llama.cpp server's README: "stream": default false
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
         prompt = body.get("prompt")
@@ -77,6 +79,7 @@ class LlamaCppServer(ServerProtocol):
             max_tokens=None if n_predict in (None, -1) else opt_int(n_predict, "n_predict"),
             ignore_eos=bool(body.get("ignore_eos")),
             return_tokens=bool(body.get("return_tokens")),
+            stream=stream_field(body, False),
         )
 
     def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
@@ -93,6 +96,15 @@ class LlamaCppServer(ServerProtocol):
         return b"data: " + orjson.dumps(payload) + b"\n\n"
 
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
+        return b"data: " + orjson.dumps(self._final(info, finish, completion_tokens, timing)) + b"\n\n"
+
+    def whole(self, info: RequestInfo, text: str, reasoning: str, ids: list[int], finish: str,
+              completion_tokens: int, timing: StreamTiming) -> dict[str, Any]:
+        no_field(self, reasoning)
+        return {**self._final(info, finish, completion_tokens, timing), "content": text,
+                "tokens": ids if info.return_tokens else []}
+
+    def _final(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> dict[str, Any]:
         decode_n = max(completion_tokens - 1, 0)
         payload = {
             "index": 0,
@@ -115,7 +127,7 @@ class LlamaCppServer(ServerProtocol):
                 "predicted_per_token_ms": timing.decode_ms / decode_n if decode_n else 0.0,
             },
         }
-        return b"data: " + orjson.dumps(payload) + b"\n\n"
+        return payload
 
     def error_event(self, message: str) -> bytes:
         return b"data: " + orjson.dumps({"error": {"code": 500, "message": message, "type": "server_error"}}) + b"\n\n"

@@ -14,11 +14,20 @@ import orjson
 
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
-from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, opt_int, prompt_tokens
+from tokometer.wire.numbers import count, duration_ms, obj, text_field
+from tokometer.wire.serving import (
+    Count,
+    RequestInfo,
+    ServerProtocol,
+    StreamTiming,
+    opt_int,
+    prompt_tokens,
+    stream_field,
+)
 
 __all__ = ["Ollama", "OllamaChatServer"]
 
-_NS_PER_MS = 1_000_000.0
+_MS_PER_NS = 1e-6
 
 
 class Ollama(Backend):
@@ -53,30 +62,27 @@ class Ollama(Backend):
         if data.get("error"):
             event.error = str(data["error"])
             return event
-        message = data.get("message") or {}
-        event.text = message.get("content") or ""
-        event.reasoning = message.get("thinking") or ""
+        message = obj(data.get("message"))
+        event.text = text_field(message, "content")
+        event.reasoning = text_field(message, "thinking")
         if data.get("done"):
             event.done = event.meta = True
             event.finish_reason = map_finish_reason(data.get("done_reason")) or "stop"
-            event.completion_tokens_native = data.get("eval_count")
-            event.prompt_tokens_native = data.get("prompt_eval_count")
-            event.server_decode_n = data.get("eval_count")
-            event.server_prompt_n = data.get("prompt_eval_count")
-            event.server_decode_ms = _ms(data.get("eval_duration"))
-            event.server_prompt_ms = _ms(data.get("prompt_eval_duration"))
-            event.server_total_ms = _ms(data.get("total_duration"))
+            event.completion_tokens_native = event.server_decode_n = count(event, "eval_count", data.get("eval_count"))
+            event.prompt_tokens_native = event.server_prompt_n = count(event, "prompt_eval_count",
+                                                                       data.get("prompt_eval_count"))
+            event.server_decode_ms = duration_ms(event, "eval_duration", data.get("eval_duration"), _MS_PER_NS)
+            event.server_prompt_ms = duration_ms(event, "prompt_eval_duration", data.get("prompt_eval_duration"),
+                                                 _MS_PER_NS)
+            event.server_total_ms = duration_ms(event, "total_duration", data.get("total_duration"), _MS_PER_NS)
         return event
-
-
-def _ms(ns: Any) -> float | None:
-    return ns / _NS_PER_MS if isinstance(ns, (int, float)) else None
 
 
 class OllamaChatServer(ServerProtocol):
     path: ClassVar[str] = "/api/chat"
     content_type: ClassVar[str] = "application/x-ndjson"
     carries_reasoning: ClassVar[bool] = True
+    stream_default: ClassVar[bool | None] = True  # Ollama's API: /api/chat streams unless "stream": false
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
         options = body.get("options") or {}
@@ -86,23 +92,36 @@ class OllamaChatServer(ServerProtocol):
             model=str(body.get("model") or default_model),
             prompt_tokens=prompt_tokens(body.get("messages"), count),
             max_tokens=opt_int(options.get("num_predict"), "options.num_predict"),
+            stream=stream_field(body, True),
         )
 
-    def _line(self, info: RequestInfo, content: str, thinking: str = "", **extra: Any) -> bytes:
+    def _payload(self, info: RequestInfo, content: str, thinking: str = "", **extra: Any) -> dict[str, Any]:
         message = {"role": "assistant", "content": content}
         if thinking:
             message["thinking"] = thinking
         payload: dict[str, Any] = {"model": info.model, "created_at": "2026-01-01T00:00:00Z", "message": message}
         payload.update(extra)
-        return orjson.dumps(payload) + b"\n"
+        return payload
+
+    def _line(self, info: RequestInfo, content: str, thinking: str = "", **extra: Any) -> bytes:
+        return orjson.dumps(self._payload(info, content, thinking, **extra)) + b"\n"
 
     def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
         return self._line(info, text, reasoning, done=False)
 
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
-        return self._line(
+        return orjson.dumps(self._final(info, "", "", finish, completion_tokens, timing)) + b"\n"
+
+    def whole(self, info: RequestInfo, text: str, reasoning: str, ids: list[int], finish: str,
+              completion_tokens: int, timing: StreamTiming) -> dict[str, Any]:
+        return self._final(info, text, reasoning, finish, completion_tokens, timing)
+
+    def _final(self, info: RequestInfo, text: str, reasoning: str, finish: str, completion_tokens: int,
+               timing: StreamTiming) -> dict[str, Any]:
+        return self._payload(
             info,
-            "",
+            text,
+            reasoning,
             done=True,
             done_reason=finish,
             total_duration=int(timing.total_ms * 1e6),

@@ -21,11 +21,22 @@ import orjson
 
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
-from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int, prompt_tokens
+from tokometer.wire.numbers import count, obj, text_field
+from tokometer.wire.openai_request import check_request
+from tokometer.wire.serving import (
+    Count,
+    RequestInfo,
+    ServerProtocol,
+    StreamTiming,
+    no_field,
+    opt_int,
+    prompt_tokens,
+    stream_field,
+)
 from tokometer.wire.timings import read_llamacpp_timings
 
 __all__ = ["DONE", "REASONING_FIELDS", "ChunkWriter", "OpenAIChat", "OpenAIChatServer", "OpenAICompletions",
-           "OpenAICompletionsServer", "error_body", "error_event", "reasoning_tokens"]
+           "OpenAICompletionsServer", "error_body", "error_event", "read_usage", "reasoning_tokens"]
 
 DONE = b"data: [DONE]\n\n"
 
@@ -62,11 +73,13 @@ class _OpenAIBase(Backend):
         event = ParsedEvent()
         error = data.get("error")
         if error:
-            event.error = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+            event.error = str(error.get("message", error)) if isinstance(error, dict) else str(error)
             return event
         choices = data.get("choices") or ()
         if choices:
-            choice = choices[0]
+            if not isinstance(choices, list):
+                raise ValueError("'choices' is not a list")
+            choice = obj(choices[0])
             self._read_choice(choice, event)
             finish = choice.get("finish_reason")
             if finish:
@@ -74,16 +87,11 @@ class _OpenAIBase(Backend):
                 event.meta = True
         usage = data.get("usage")
         if usage:
-            event.prompt_tokens = usage.get("prompt_tokens")
-            event.completion_tokens = usage.get("completion_tokens")
-            details = usage.get("prompt_tokens_details")  # OpenAI; vLLM with --enable-prompt-tokens-details
-            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-                event.cached_prompt_tokens = details["cached_tokens"]
-            event.reasoning_tokens = reasoning_tokens(usage)
+            read_usage(obj(usage), event)
             event.meta = True
         timings = data.get("timings")
         if timings:
-            read_llamacpp_timings(timings, event)
+            read_llamacpp_timings(obj(timings), event)
             event.meta = True
         return event
 
@@ -104,19 +112,31 @@ class OpenAIChat(_OpenAIBase):
         return HttpRequest("/chat/completions", body)
 
     def _read_choice(self, choice: dict[str, Any], event: ParsedEvent) -> None:
-        delta = choice.get("delta") or {}
-        event.text = delta.get("content") or ""
+        delta = obj(choice.get("delta"))
+        event.text = text_field(delta, "content")
         # REASONING_FIELDS, spelled out: this runs for every event of every stream
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         event.reasoning = reasoning if isinstance(reasoning, str) else ""
 
 
-def reasoning_tokens(usage: dict[str, Any]) -> int | None:
+def read_usage(usage: dict[str, Any], event: ParsedEvent) -> None:
+    """OpenAI's ``usage`` object onto ``event``, every count through `tokometer.wire.numbers.count`."""
+    event.prompt_tokens = count(event, "usage.prompt_tokens", usage.get("prompt_tokens"))
+    event.completion_tokens = count(event, "usage.completion_tokens", usage.get("completion_tokens"))
+    details = obj(usage.get("prompt_tokens_details"))  # OpenAI; vLLM with --enable-prompt-tokens-details
+    cached = count(event, "usage.prompt_tokens_details.cached_tokens", details.get("cached_tokens"))
+    if cached is not None:
+        event.cached_prompt_tokens = cached
+    event.reasoning_tokens = reasoning_tokens(usage, event)
+
+
+def reasoning_tokens(usage: dict[str, Any], event: ParsedEvent | None = None) -> int | None:
     """``usage.completion_tokens_details.reasoning_tokens``: the output tokens that were reasoning (OpenAI,
-    DeepSeek, vLLM where it counts them)."""
+    DeepSeek, vLLM where it counts them); a value that is not a count is ``None`` (noted on ``event``)."""
     details = usage.get("completion_tokens_details")
     value = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return count(event if event is not None else ParsedEvent(), "usage.completion_tokens_details.reasoning_tokens",
+                 value)
 
 
 class OpenAICompletions(_OpenAIBase):
@@ -132,7 +152,7 @@ class OpenAICompletions(_OpenAIBase):
         return HttpRequest("/completions", body)
 
     def _read_choice(self, choice: dict[str, Any], event: ParsedEvent) -> None:
-        event.text = choice.get("text") or ""
+        event.text = text_field(choice, "text")
 
 
 def error_body(message: str, kind: str = "server_error", code: str | int | None = None,
@@ -217,6 +237,7 @@ class ChunkWriter:
 class _OpenAIServer(ServerProtocol):
     chat: ClassVar[bool]
     carries_reasoning: ClassVar[bool] = False
+    stream_default: ClassVar[bool | None] = False  # OpenAI's API reference: stream defaults to false
 
     def _read_common(self, body: dict[str, Any], default_model: str, prompt_tokens: int) -> RequestInfo:
         options = body.get("stream_options") or {}
@@ -226,6 +247,7 @@ class _OpenAIServer(ServerProtocol):
             prompt_tokens=prompt_tokens,
             max_tokens=opt_int(max_tokens, "max_tokens"),
             ignore_eos=bool(body.get("ignore_eos")),
+            stream=stream_field(body, False),
             include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
             sent_stream_options="stream_options" in body,
         )
@@ -252,6 +274,12 @@ class _OpenAIServer(ServerProtocol):
             out += writer.usage(info.prompt_tokens, completion_tokens, reasoning, info.cached_tokens)
         return out + DONE
 
+    def whole(self, info: RequestInfo, text: str, reasoning: str, ids: list[int], finish: str,
+              completion_tokens: int, timing: StreamTiming) -> dict[str, Any]:
+        writer = self._writer(info)
+        writer.reasoning_field = info.reasoning_field
+        return writer.whole(text, reasoning, finish, info.prompt_tokens, completion_tokens)
+
     def error_event(self, message: str) -> bytes:
         return error_event(message, "server_error", 500)
 
@@ -262,6 +290,7 @@ class OpenAIChatServer(_OpenAIServer):
     carries_reasoning: ClassVar[bool] = True
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
+        check_request(body, chat=True)
         return self._read_common(body, default_model, prompt_tokens(body.get("messages"), count))
 
 
@@ -270,6 +299,7 @@ class OpenAICompletionsServer(_OpenAIServer):
     chat: ClassVar[bool] = False
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
+        check_request(body, chat=False)
         prompt = body.get("prompt")
         if not isinstance(prompt, str):
             raise ValueError("'prompt' must be a string")

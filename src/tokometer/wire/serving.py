@@ -19,7 +19,8 @@ from tokometer.messages import message_text
 if TYPE_CHECKING:
     from tokometer.wire.openai import ChunkWriter
 
-__all__ = ["Count", "RequestInfo", "ServerProtocol", "StreamTiming", "no_field", "opt_int", "prompt_tokens"]
+__all__ = ["Count", "RequestInfo", "ServerProtocol", "StreamTiming", "no_field", "opt_int", "prompt_tokens",
+           "stream_field"]
 
 Count = Callable[[str], int]
 """A server's tokenizer: text -> tokens."""
@@ -33,6 +34,8 @@ class RequestInfo:
     prompt_tokens: int
     max_tokens: int | None
     ignore_eos: bool = False
+    stream: bool = True
+    """Whether the answer is streamed (the request's ``stream``, or the protocol's default), else one body."""
     include_usage: bool = False
     return_tokens: bool = False
     sent_stream_options: bool = False
@@ -64,6 +67,9 @@ class ServerProtocol(ABC):
 
     path: ClassVar[str]
     content_type: ClassVar[str] = "text/event-stream"
+    stream_default: ClassVar[bool | None] = None
+    """What a request without ``stream`` gets (OpenAI and llama.cpp: not streamed; Ollama: streamed);
+    None: the endpoint always streams (TGI's ``/generate_stream``) and ``stream`` is not read."""
     carries_reasoning: ClassVar[bool] = False
     """True when the protocol has a field for reasoning text; without one, reasoning goes inline in the
     text between ``<think>`` tags (`tokometer.wire.reasoning.inline`)."""
@@ -93,6 +99,12 @@ class ServerProtocol(ABC):
         return (self.tokens(info, ids, text, done_before, reasoning)
                 + self.finish(info, finish, done_before + len(ids), timing))
 
+    def whole(self, info: RequestInfo, text: str, reasoning: str, ids: list[int], finish: str,
+              completion_tokens: int, timing: StreamTiming) -> dict[str, Any]:
+        """The body of an answer that is not streamed (``info.stream`` false): all of ``text`` (and
+        ``reasoning``, where the protocol `carries_reasoning`) with the closing event's accounting."""
+        raise NotImplementedError(f"{self.path} always streams")
+
     @abstractmethod
     def error_event(self, message: str) -> bytes:
         """An error reported inside an already started stream."""
@@ -121,6 +133,16 @@ def prompt_tokens(messages: Any, count: Count) -> int:
             raise ValueError("each message must be an object")
         total += count(message_text(message))
     return total
+
+
+def stream_field(body: dict[str, Any], default: bool) -> bool:
+    """A request's ``stream``: its value, or ``default`` when absent or null; ValueError if not a boolean."""
+    value = body.get("stream")
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ValueError("'stream' must be a boolean (true or false)")
+    return value
 
 
 def opt_int(value: Any, name: str) -> int | None:

@@ -14,6 +14,7 @@ import orjson
 
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
+from tokometer.wire.numbers import count, text_field
 from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int
 
 __all__ = ["TGI", "TgiServer"]
@@ -51,13 +52,13 @@ class TGI(Backend):
         if isinstance(token, dict):
             event.tokens = 1
             if not token.get("special"):
-                event.text = token.get("text") or ""
+                event.text = text_field(token, "text")
         details = data.get("details")
         if isinstance(details, dict):
             event.done = event.meta = True
             event.finish_reason = map_finish_reason(details.get("finish_reason"))
-            event.completion_tokens_native = details.get("generated_tokens")
-            event.prompt_tokens_native = details.get("input_length")
+            event.completion_tokens_native = count(event, "details.generated_tokens", details.get("generated_tokens"))
+            event.prompt_tokens_native = count(event, "details.input_length", details.get("input_length"))
         elif data.get("generated_text") is not None:
             event.done = True
         return event

@@ -1,4 +1,4 @@
-"""The gateway's HTTP connections, bounded the way nginx and Envoy bound theirs.
+"""The HTTP connections of tokometer's servers (gateway, simulator), bounded the way nginx and Envoy bound theirs.
 
 uvicorn's httptools protocol, with what it lacks for a server on an open port:
 
@@ -13,9 +13,10 @@ uvicorn's httptools protocol, with what it lacks for a server on an open port:
   reached, the connection idle the longest (no request in progress, however it got there) is
   closed to make room; if every connection is busy, the new one is answered ``503`` and closed.
 
-Refusals are counted in ``tokometer_gateway_rejected_total`` (reasons ``header_too_large``,
-``header_timeout``, ``connections``, and ``idle_evicted`` for connections closed to make room) and
-logged as one line with the client's address (evictions at level info).
+Refusals are reported to ``on_refusal`` (the gateway counts them in ``tokometer_gateway_rejected_total``;
+reasons ``header_too_large``, ``header_timeout``, ``connections``, and ``idle_evicted`` for connections
+closed to make room) and logged as one line with the client's address (evictions at level info) on the
+``logger`` the server names.
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 __all__ = ["ConnectionLimits", "fd_budget", "guarded_protocol"]
 
-log = logging.getLogger("tokometer.gateway")
-
 _FD_RESERVE = 64
 """Descriptors kept for everything else: the listening socket, logs, Redis, the tokenizer, probes."""
 
@@ -46,6 +45,8 @@ class ConnectionLimits:
     max_connections: int
     on_refusal: Any = None
     """Called with a reason label for each refusal (the gateway counts them)."""
+    logger: str = "tokometer.gateway"
+    """The logger refusals are written to."""
 
 
 def fd_budget(wanted: int) -> int:
@@ -100,7 +101,8 @@ class _GuardedProtocol(HttpToolsProtocol):
         if not idle:
             return False
         victim = min(idle, key=lambda c: c.idle_since)
-        log.info("closing the connection idle longest (from %s) to make room", _address(victim.client))
+        logging.getLogger(self.limits.logger).info("closing the connection idle longest (from %s) to make room",
+                                                   _address(victim.client))
         victim._refused = True
         victim.transport.close()
         if self.limits.on_refusal is not None:
@@ -186,7 +188,8 @@ class _GuardedProtocol(HttpToolsProtocol):
             return
         self._refused = True
         self._disarm_head_timer()
-        log.warning("refused a connection from %s: %s (%d)", _address(self.client), message, status)
+        logging.getLogger(self.limits.logger).warning("refused a connection from %s: %s (%d)", _address(self.client),
+                                                      message, status)
         if self.limits.on_refusal is not None:
             self.limits.on_refusal(label)
         self.transport.write(_response(status, reason, message))

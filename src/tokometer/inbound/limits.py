@@ -1,0 +1,31 @@
+"""The default limits of one client request, shared by the gateway (its ``[server]`` settings) and the simulator.
+
+nginx's ``client_max_body_size``, ``large_client_header_buffers``, ``client_header_timeout`` and
+``client_body_timeout``, in one place: the gateway's config takes its defaults from `DEFAULT_LIMITS`,
+the simulator serves with them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_LIMITS", "RequestLimits"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLimits:
+    max_body_bytes: int = 4 * 1024 * 1024
+    """Larger request bodies get 413, refused before they are read (from Content-Length) or as they arrive."""
+    body_timeout_s: float = 30.0
+    """A request body must arrive whole within this, from the end of its head (408)."""
+    max_header_bytes: int = 32 * 1024
+    """Larger request heads (request line and fields) get 431."""
+    max_header_fields: int = 100
+    """Request heads with more fields get 431."""
+    header_timeout_s: float = 10.0
+    """A request head must arrive within this of its first byte, or of the connection opening (408)."""
+    max_json_depth: int = 64
+    """JSON bodies nested deeper (arrays and objects inside each other) get 400."""
+
+
+DEFAULT_LIMITS = RequestLimits()

@@ -1,0 +1,122 @@
+"""The servers' request boundary as pure functions: JSON depth, OpenAI field types, header text, atomic writes.
+
+The same functions the gateway and the simulator call on every request (`tokometer.inbound`,
+`tokometer.wire.openai_request`); the processes themselves are tested on loopback in
+``tests/integration/test_request_shapes.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tokometer.atomicfile import atomic_open, atomic_path, write_atomic
+from tokometer.errors import OutputError
+from tokometer.inbound.headers import header_text
+from tokometer.inbound.jsonbody import BadBody, _deeper_than, json_depth, parse_object
+from tokometer.wire.openai_request import check_request
+
+
+def test_depth_is_counted_without_recursion() -> None:
+    assert json_depth(1) == 0 and json_depth([]) == 1 and json_depth({"a": [1]}) == 2
+    deep: list[object] = []
+    for _ in range(100_000):
+        deep = [deep]
+    assert json_depth(deep) == 100_001
+
+
+@pytest.mark.parametrize("levels", [0, 1, 2, 3, 62, 63, 64, 300])
+def test_the_byte_scan_finds_the_depth_the_walk_finds(levels: int) -> None:
+    """Strings full of brackets and escaped quotes do not count; the depth is exact at the limit."""
+    value: object = {"s": "[[{{\\\"]]", "k": [1, {"t": "}]"}], "e": [], "o": {}}
+    for level in range(levels):
+        value = [value, []] if level % 2 else {"a": value, "b": "[{"}
+    body = {"x": value}
+    raw = json.dumps(body).encode()
+    depth = json_depth(body)
+    for limit in (depth - 1, depth, depth + 1):
+        assert _deeper_than(raw, limit) == (depth > limit)  # the byte scan, used for very wide bodies
+        if depth > limit:
+            with pytest.raises(BadBody, match=f"more than {limit} levels"):
+                parse_object(raw, max_depth=limit)
+        else:
+            assert parse_object(raw, max_depth=limit) == body
+
+
+def test_a_wide_body_is_checked_quickly() -> None:
+    """The check on top of parsing: the Python walk it replaced took 3 s more than orjson's parse of this body."""
+    raw = json.dumps({"a": [[]] * 1_000_000}).encode()
+    started = time.perf_counter()
+    orjson.loads(raw)
+    parsed = time.perf_counter()
+    parse_object(raw)
+    checked = time.perf_counter()
+    assert (checked - parsed) - (parsed - started) < 1.0
+
+
+def test_parse_object_refuses_what_is_not_a_shallow_object() -> None:
+    assert parse_object(b'{"a": [[1]]}') == {"a": [[1]]}
+    assert parse_object(b'{"s": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}')["s"]
+    for raw, words in ((b"[1]", "not an array"), (b'"x"', "not a string"), (b"{", "invalid JSON"),
+                       (b"\xff", "invalid JSON"), (json.dumps({"a": [[[[]]]]}).encode(), "more than 4 levels")):
+        with pytest.raises(BadBody, match=words):
+            parse_object(raw, max_depth=4)
+
+
+@pytest.mark.parametrize(("body", "chat", "field"), [
+    ({"messages": [1, 2]}, True, "messages[0]"),
+    ({"messages": "hi"}, True, "'messages'"),
+    ({}, True, "'messages'"),
+    ({"messages": [{"role": 1}]}, True, "messages[0].role"),
+    ({"messages": [{"content": {"a": 1}}]}, True, "messages[0].content"),
+    ({"messages": [{"content": [{"type": "text", "text": 5}]}]}, True, "messages[0].content[0].text"),
+    ({"messages": [], "stream": "yes"}, True, "'stream'"),
+    ({"messages": [], "stream_options": {"include_usage": 1}}, True, "stream_options.include_usage"),
+    ({"messages": [], "max_tokens": True}, True, "'max_tokens'"),
+    ({"messages": [], "max_tokens": 2**31}, True, "'max_tokens'"),
+    ({"messages": [], "temperature": float("inf")}, True, "'temperature'"),
+    ({"messages": [], "seed": 2**64}, True, "'seed'"),
+    ({"messages": [], "model": 5}, True, "'model'"),
+    ({"prompt": {"a": 1}}, False, "'prompt'"),
+    ({"prompt": [[1], ["x"]]}, False, "'prompt'"),
+])
+def test_a_field_of_the_wrong_type_is_named(body: dict[str, object], chat: bool, field: str) -> None:
+    with pytest.raises(ValueError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        check_request(body, chat)
+
+
+def test_the_shapes_openai_takes_pass() -> None:
+    check_request({"model": "m", "messages": [{"role": "user", "content": "hi"},
+                                             {"role": "user", "content": [{"type": "text", "text": "a"},
+                                                                          {"type": "image_url", "image_url": {}}]},
+                                             {"role": "assistant", "content": None, "tool_calls": []}],
+                   "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 0, "temperature": 0,
+                   "seed": -1, "stop": ["\n"], "n": 1, "tools": [{"type": "function"}]}, chat=True)
+    for prompt in ("hi", ["a", "b"], [1, 2], [[1], [2, 3]], []):
+        check_request({"prompt": prompt, "max_tokens": None, "stop": "x"}, chat=False)
+
+
+def test_header_text_reads_utf8_and_latin1_alike() -> None:
+    key = "clé-ключ"
+    assert header_text(key.encode("utf-8").decode("latin-1")) == key  # what Starlette hands over for UTF-8
+    assert header_text("clé") == "clé"  # Latin-1 bytes that are not UTF-8: kept as they are
+    assert header_text("plain") == "plain"
+
+
+def test_atomic_writes_keep_the_old_file_on_failure(tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "out.txt"
+    write_atomic(target, "one")
+    with pytest.raises(RuntimeError), atomic_open(target) as handle:
+        handle.write("half")
+        raise RuntimeError("stopped part-way")
+    assert target.read_text() == "one"
+    with atomic_path(target) as temp:
+        temp.write_text("two")
+    assert target.read_text() == "two"
+    assert [p.name for p in target.parent.iterdir()] == ["out.txt"]
+    with pytest.raises(OutputError, match=r"below-a-file: .*out\.txt is a file, not a directory; nothing"):
+        write_atomic(target / "below-a-file", "x")

@@ -1,0 +1,91 @@
+"""The gateway with a real vLLM as primary and llama.cpp as backup: hedging and the circuit breaker when vLLM
+is slowed (its API server held by SIGSTOP), and the official `openai` SDK as the client — which found that
+the gateway dropped the text of streamed ``/v1/completions`` from vLLM."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.vllm.conftest import VllmServer
+from tests.vllm.gateway_front import gateway, gateway_config, stopped
+
+_CHAT = {"model": "chat", "messages": [{"role": "user", "content": "Name three colours."}], "max_tokens": 12,
+         "temperature": 0}
+
+
+def _post(url: str, body: dict[str, Any], timeout: float = 120) -> tuple[dict[str, Any], dict[str, str]]:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read()), {k.lower(): v for k, v in response.headers.items()}
+
+
+def test_a_stalled_vllm_is_hedged_onto_llamacpp(vllm: VllmServer, llamacpp: Any, tmp_path: Path) -> None:
+    config = gateway_config(vllm, llamacpp, route='hedge_after = "1s"', primary="retries = 0")
+    with gateway(tmp_path / "gw.toml", config) as gw:
+        answer, headers = _post(gw.openai_url + "/chat/completions", _CHAT)  # vLLM answers when it is well
+        assert headers["x-tokometer-upstream"] == "vllm", headers
+        with stopped(vllm):
+            started = time.monotonic()
+            answer, headers = _post(gw.openai_url + "/chat/completions", _CHAT)
+            took = time.monotonic() - started
+        assert headers["x-tokometer-upstream"] == "llamacpp" and headers["x-tokometer-hedge"] == "hedge", headers
+        assert answer["choices"][0]["message"]["content"]
+        assert 1.0 <= took < 30  # the hedge went out after 1 s, and llama.cpp answered
+
+
+def test_the_breaker_opens_on_a_stalled_vllm_and_closes_when_it_recovers(vllm: VllmServer, llamacpp: Any,
+                                                                         tmp_path: Path) -> None:
+    config = gateway_config(vllm, llamacpp, primary="retries = 0\nfirst_token_timeout_s = 1\nbreaker_failures = 2\n"
+                                                    "breaker_cooldown_s = 2")
+    with gateway(tmp_path / "gw.toml", config) as gw:
+        with stopped(vllm):
+            for _ in range(2):  # each waits out vLLM's first-token limit, then falls back
+                _, headers = _post(gw.openai_url + "/chat/completions", _CHAT)
+                assert headers["x-tokometer-upstream"] == "llamacpp"
+            with urllib.request.urlopen(gw.root + "/health", timeout=10) as response:
+                health = json.loads(response.read())
+            assert health["upstreams"]["vllm"]["state"] == "open", health
+            started = time.monotonic()
+            _, headers = _post(gw.openai_url + "/chat/completions", _CHAT)
+            assert headers["x-tokometer-upstream"] == "llamacpp"
+            assert time.monotonic() - started < 1.0 + 10  # no first-token wait on an open circuit
+        time.sleep(2.5)  # past the cooldown: one trial request goes to vLLM, which answers again
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            _, headers = _post(gw.openai_url + "/chat/completions", _CHAT)
+            if headers["x-tokometer-upstream"] == "vllm":
+                break
+            time.sleep(1)
+        assert headers["x-tokometer-upstream"] == "vllm"
+
+
+def test_the_openai_sdk_through_the_gateway_gets_what_vllm_sends(vllm: VllmServer, llamacpp: Any,
+                                                                 tmp_path: Path) -> None:
+    import openai
+
+    direct = openai.OpenAI(base_url=vllm.openai_url, api_key=vllm.api_key or "none", max_retries=0)
+    config = gateway_config(vllm, llamacpp).replace('model = "chat"', f'model = "{vllm.model}"', 1)
+    with gateway(tmp_path / "gw.toml", config) as gw:
+        via = openai.OpenAI(base_url=gw.openai_url, api_key="none", max_retries=0)
+        ask: dict[str, Any] = {"model": vllm.model, "prompt": "The capital of France is", "max_tokens": 8,
+                               "temperature": 0}
+        want = direct.completions.create(**ask)
+        got = via.completions.create(**ask)
+        assert want.choices[0].text and got.choices[0].text == want.choices[0].text
+        assert got.usage is not None and want.usage is not None
+        assert got.usage.completion_tokens == want.usage.completion_tokens
+        streamed = "".join(c.choices[0].text for c in via.completions.create(**ask, stream=True) if c.choices)
+        assert streamed == want.choices[0].text  # every text event relayed, not only some of them
+        chat: dict[str, Any] = {"model": vllm.model, "messages": [{"role": "user", "content": "Say hello."}],
+                                "max_tokens": 8, "temperature": 0}
+        want_chat = direct.chat.completions.create(**chat).choices[0].message.content
+        assert via.chat.completions.create(**chat).choices[0].message.content == want_chat
+        parts = [c.choices[0].delta.content or "" for c in
+                 via.chat.completions.create(**chat, stream=True, stream_options={"include_usage": True})
+                 if c.choices]
+        assert "".join(parts) == want_chat
+        assert [m.id for m in via.models.list().data]
