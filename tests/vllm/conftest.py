@@ -133,7 +133,7 @@ def stop_vllm_serve(server: VllmServer) -> None:
     if server.serve is None:
         return
     if server.serve.poll() is None:
-        server.serve.send_signal(signal.SIGINT)
+        server.serve.send_signal(signal.SIGTERM)  # as Ctrl-C; SIGINT may be ignored in a background job
         try:
             server.serve.wait(60)
         except subprocess.TimeoutExpired:
