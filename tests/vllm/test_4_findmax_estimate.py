@@ -50,5 +50,10 @@ def test_find_max_concurrency_verdicts_follow_the_measurements(vllm: VllmServer,
     done = run_cli("estimate", "--calibrate", "1", "--store", str(store), "--model", "gemma-3-270m", "--hardware",
                    "host", "--dtype", "bf16", "--json", str(calibrated), env={"XDG_CACHE_HOME": str(tmp_path)},
                    timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "Traceback" not in done.stderr
+    if done.returncode == 2:  # an honest refusal on a busy host: the client's self-check flagged every step
+        assert "no step of these runs measures the engine" in done.stderr, done.stderr
+    else:
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        fitted = json.loads(calibrated.read_text())
+        assert "Traceback" not in done.stdout and fitted
