@@ -23,7 +23,7 @@ def test_find_max_concurrency_verdicts_follow_the_measurements(vllm: VllmServer,
     done = run_cli("bench", *common, "-c", "1", "-n", "4", "--json", str(first), timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     tpot_c1 = json.loads(first.read_text())["steps"][0]["summary"]["tpot_ms"]["p50"]
-    limit = round(tpot_c1 * 1.4, 1)  # one sequence meets it; on a CPU, a batch of several does not
+    limit = round(tpot_c1 * 2.0, 1)  # one sequence should meet it; on a CPU, a batch of several may not
     out = tmp_path / "find.json"
     done = run_cli("bench", *common, "--find-max", "concurrency", "--slo", f"tpot_p50={limit}ms", "-n", "4",
                    "--json", str(out), timeout=1500)
@@ -35,9 +35,10 @@ def test_find_max_concurrency_verdicts_follow_the_measurements(vllm: VllmServer,
         observed = probe["observed"]["tpot_p50"]
         assert probe["passed"] == (observed <= limit and not probe["saturated"]), probe
         (passed if probe["passed"] else missed).append(probe["load"])
-    assert passed, "concurrency 1 met the limit it was set from (1.4 × its own TPOT)"
-    best = found["best"]
-    assert best == max(p for p in passed if not missed or p < min(missed))
+    # the answer is the highest load that passed below the lowest that missed (none when nothing passed: a
+    # busy shared host can slow even one sequence past the limit it was set from a minute earlier)
+    below = [p for p in passed if not missed or p < min(missed)]
+    assert found["best"] == (max(below) if below else None), found
     # estimate on those runs: the efficiency of a bf16 CPU run against this host's peaks
     done = run_cli("estimate", "--run", "1", "--store", str(store), "--model", "gemma-3-270m", "--dtype", "bf16",
                    "--hardware", "host", env={"XDG_CACHE_HOME": str(tmp_path)}, timeout=600)
