@@ -63,7 +63,9 @@ def test_server_going_away_mid_run_gives_connect_errors(tmp_path: Path) -> None:
         [sys.executable, "-m", "tokometer", "bench", "--url", sim.openai_url, "--rate", "20", "-n", "60",
          "--input-tokens", "4", "--output-tokens", "8", "--json", str(out), "--no-store", "-q"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.0)
+    deadline = time.monotonic() + 60  # until the run is under way (not a fixed sleep: a busy host starts slowly)
+    while len(sim.trace()) < 10 and time.monotonic() < deadline:
+        time.sleep(0.1)
     sim.process.kill()
     sim.stop()
     _stdout, stderr = bench.communicate(timeout=60)
