@@ -170,3 +170,46 @@ def test_file_lock_excludes_a_second_holder(tmp_path: Path) -> None:
         order.append("first done")
     thread.join(5)
     assert order == ["first done", "second"]
+
+
+def test_readiness_refuses_an_endless_answer_without_keeping_it() -> None:
+    """A raw server written for the purpose: its /v1/models answer never ends (no Content-Length, no close).
+    The readiness check reads at most 1 MiB of it, refuses it, and gives up at its deadline."""
+    import socket
+    import threading
+
+    from tokometer.engines.ready import MAX_ANSWER_BYTES, wait_ready
+    from tokometer.errors import EngineError
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                try:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"data\": [")
+                    chunk = b'{"id": "m"},' * 4096
+                    for _ in range(2 * MAX_ANSWER_BYTES // len(chunk) + 2):
+                        conn.sendall(chunk)
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        started = time.monotonic()
+        with pytest.raises(EngineError, match="did not answer GET"):
+            wait_ready(f"http://127.0.0.1:{listener.getsockname()[1]}", None, timeout_s=2.0)
+        assert time.monotonic() - started < 15
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()

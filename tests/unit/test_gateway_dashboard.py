@@ -45,6 +45,8 @@ def test_gateway_writes_out_the_shipped_dashboard(tmp_path: Path) -> None:
     assert json.loads(target.read_text()) == json.loads(DASHBOARD.read_text())
     shown = run_cli("gateway", "--dashboard", "-")
     assert json.loads(shown.stdout) == json.loads(DASHBOARD.read_text())
-    refused = run_cli("gateway", "--dashboard", str(tmp_path / "missing-dir" / "d.json"))
-    assert refused.returncode == 2 and refused.stderr.startswith("tokometer: error: --dashboard ")
+    (tmp_path / "a-file").write_text("")
+    refused = run_cli("gateway", "--dashboard", str(tmp_path / "a-file" / "d.json"))  # its "directory" is a file
+    assert refused.returncode == 2 and refused.stderr.startswith("tokometer: error: cannot write ")
+    assert "d.json" in refused.stderr
     assert "Traceback" not in refused.stderr

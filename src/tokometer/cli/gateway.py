@@ -34,16 +34,13 @@ def _write_dashboard(target: Path) -> None:
     """``--dashboard FILE``: the shipped Grafana dashboard (``tokometer/gateway/dashboard.json``) written out."""
     from importlib.resources import files
 
-    from tokometer.errors import ConfigError
-
     text = files("tokometer.gateway").joinpath("dashboard.json").read_text(encoding="utf-8")
     if str(target) == "-":
         click.echo(text, nl=False)
         return
-    try:
-        target.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--dashboard {target}: cannot write it: {exc.strerror or exc}") from exc
+    from tokometer.atomicfile import write_atomic
+
+    write_atomic(target, text)  # a failure is one line naming the file; a previous file stays intact
     click.echo(f"tokometer gateway: wrote the Grafana dashboard to {target}", err=True)
 
 

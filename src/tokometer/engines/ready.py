@@ -17,7 +17,9 @@ from typing import Any, Protocol
 from tokometer.engines.signals import died_error
 from tokometer.errors import EngineError
 
-__all__ = ["http_json", "http_raw", "log_excerpt", "wait_ready"]
+__all__ = ["MAX_ANSWER_BYTES", "http_json", "http_raw", "log_excerpt", "wait_ready"]
+
+MAX_ANSWER_BYTES = 1 << 20  # /v1/models and a 1-token completion fit many times over
 
 
 class _Watched(Protocol):
@@ -39,11 +41,18 @@ def http_raw(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
     request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.read()
+            return response.status, _capped(response.read(MAX_ANSWER_BYTES + 1))
     except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read()
+        status, raw = exc.code, exc.read(MAX_ANSWER_BYTES + 1)
         exc.close()
-        return status, raw
+        return status, _capped(raw)
+
+
+def _capped(raw: bytes) -> bytes:
+    """A readiness answer is small: one past the cap is refused as not an answer (never kept whole)."""
+    if len(raw) > MAX_ANSWER_BYTES:
+        raise OSError(f"answer larger than {MAX_ANSWER_BYTES // 2**20} MiB: not a readiness answer")
+    return raw
 
 
 def http_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
