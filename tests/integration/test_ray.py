@@ -6,9 +6,14 @@ takes ~6-12 s) and its process groups are killed at the end. Every run goes thro
 
 Tolerances, where a ``--ray`` run is compared with a single-process run of the same load: the simulator
 scripts each request (TTFT 20 ms, then a token every 2 ms), so both runs measure the same server and may
-differ only by scheduling noise on the machine (2 shared cores in CI): TTFT and TPOT percentiles (p50, p90)
-within 15% of each other, or 3 ms (TTFT) and 0.3 ms (TPOT) where that is more, about one scheduler time slice
-and one delayed token spread over an answer; closed-loop request throughput within 15%. Totals
+differ only by scheduling noise on the machine (2 shared cores in CI): medians (p50) of TTFT and TPOT within
+15% of each other, or 3 ms (TTFT) and 0.3 ms (TPOT) where that is more, about one scheduler time slice and one
+delayed token spread over an answer; closed-loop request throughput within 15%. The tail (p90) gets 10 ms for
+TTFT and 1 ms for TPOT: with two actors, two raylets and the GCS on the same two cores as the simulator, the Ray
+client's p90 TTFT was measured 0.2-6.1 ms above the one-process client's (five runs, one of them CI's) while the
+simulator's own p90 moved by under 2.5 ms -- a wait for a core, not a wrong clock. What is pinned exactly is
+the truth: each run's median TTFT within 3 ms of the simulator's own median for the same requests (its first
+event's send stamp minus its arrival stamp, from its trace). Totals
 (requests, tokens) are exact. An open loop's arrivals are random: each run must send at its own schedule's
 rate (within 5%, what the client controls), and both schedules must be the asked rate within four standard
 deviations of a Poisson count (4 / sqrt(n)).
@@ -60,11 +65,28 @@ def _close(a: float | None, b: float | None, floor: float, share: float) -> bool
     return abs(a - b) <= max(floor, share * max(a, b))
 
 
+_FLOORS = {("ttft_ms", "p50"): 3.0, ("tpot_ms", "p50"): 0.3, ("ttft_ms", "p90"): 10.0, ("tpot_ms", "p90"): 1.0}
+"""How far apart the two runs' percentiles may be, at least (the module's docstring says why)."""
+
+
 def _same_latencies(one: dict[str, Any], ray: dict[str, Any]) -> None:
-    for metric, floor in (("ttft_ms", 3.0), ("tpot_ms", 0.3)):
-        for q in ("p50", "p90"):
-            print(f"{metric} {q}: one process {one[metric][q]:.3f}, Ray {ray[metric][q]:.3f}")
-            assert _close(one[metric][q], ray[metric][q], floor, 0.15), (metric, q, one[metric][q], ray[metric][q])
+    for (metric, q), floor in _FLOORS.items():
+        print(f"{metric} {q}: one process {one[metric][q]:.3f}, Ray {ray[metric][q]:.3f}")
+        assert _close(one[metric][q], ray[metric][q], floor, 0.15), (metric, q, one[metric][q], ray[metric][q])
+
+
+def _server_ttft_p50(traces: list[dict[str, Any]]) -> float:
+    """The simulator's own median TTFT (ms) over ``traces``: first event sent minus request received."""
+    ttfts = sorted((t["event_ns"][0] - t["received_ns"]) / 1e6 for t in traces)
+    return ttfts[len(ttfts) // 2]
+
+
+def _near_the_truth(summary: dict[str, Any], traces: list[dict[str, Any]]) -> None:
+    """The client's median TTFT is the server's own, plus at most 3 ms (loopback, parsing, one time slice)."""
+    truth = _server_ttft_p50(traces)
+    measured = summary["ttft_ms"]["p50"]
+    print(f"ttft_ms p50: measured {measured:.3f}, the simulator's own {truth:.3f}")
+    assert truth <= measured + 0.5 and measured - truth <= 3.0, (measured, truth)
 
 
 def _records(store: Path) -> list[Any]:
@@ -113,13 +135,18 @@ def test_closed_loop_on_two_nodes_matches_one_process(cluster: LocalRayCluster,
     load = ("-c", "4,8", "-n", "160", "--warmup", "8", "--input-tokens", "16", "--output-tokens", "16",
             "--seed", "5")
     ones = _bench(sim.openai_url, tmp_path / "one.json", *load, "--no-store")["steps"]
+    one_traces = sim.trace()
     sim.clear_trace()
     store = tmp_path / "runs.db"
     rays = _bench(sim.openai_url, tmp_path / "ray.json", *load, "--ray", cluster.address, "-w", "2",
                   "--store", str(store))["steps"]
-    assert len(ones) == len(rays) == 2
-    for one, ray in zip(ones, rays, strict=True):
+    ray_traces = sim.trace()
+    assert len(ones) == len(rays) == 2 and len(one_traces) == len(ray_traces) == 2 * 168
+    for index, (one, ray) in enumerate(zip(ones, rays, strict=True)):
         a, b = one["summary"], ray["summary"]
+        # each step's 168 requests in arrival order; its 8 warm-up requests are sent first
+        _near_the_truth(a, one_traces[index * 168 + 8:(index + 1) * 168])
+        _near_the_truth(b, ray_traces[index * 168 + 8:(index + 1) * 168])
         assert a["requests_completed"] == b["requests_completed"] == 160 and b["requests_failed"] == 0
         assert a["output_tokens"]["total"] == b["output_tokens"]["total"] == 160 * 16
         assert _close(a["request_throughput_rps"], b["request_throughput_rps"], 0.0, 0.15)
