@@ -299,7 +299,7 @@ class Gateway:
                                        served_by=list(outcome.served_by) or None))
         if ctx.key is not None and (prompt or completion):
             self._background(self.budgets.charge(ctx.key, (prompt or 0) + (completion or 0)))
-        complete = status == 200 and outcome.error is None and answer.finish_reason is not None
+        complete = status == 200 and outcome.error is None and answer.finish_reason is not None and not answer.cut
         if complete and ctx.cache_key is not None and self.cache is not None and upstream is not None:
             cached = CachedAnswer(model=answer.model, text=answer.text, finish_reason=answer.finish_reason or "stop",
                                   prompt_tokens=prompt or 0, completion_tokens=completion or 0,
