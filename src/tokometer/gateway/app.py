@@ -123,9 +123,10 @@ class Gateway:
                 return JSONResponse(auth_error(401, problem), status_code=401)
         limits = self.config.server
         try:
-            raw = await read_body(request, limits.max_body_bytes, limits.body_timeout_s)
+            raw = await read_body(request, limits.max_body_bytes, limits.body_timeout_s,
+                                  idle_timeout_s=limits.body_idle_timeout_s)
         except BodyTimeout as exc:
-            self.metrics.rejected.labels("body_timeout").inc()
+            self.metrics.rejected.labels(exc.reason).inc()
             log.warning("client %s: %s", _client(request), exc)
             return JSONResponse(error_body(str(exc), "invalid_request_error", "request_timeout"), status_code=408,
                                 headers={"connection": "close"})
