@@ -11,6 +11,7 @@ streams a real answer), a stalled reader closed and its upstream request cancell
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import select
 import socket
@@ -249,8 +250,8 @@ def test_client_reading_nothing_is_closed_and_its_upstream_cancelled(
     gateway's write buffer is full and nothing leaves it for client_stall_s, the gateway aborts the
     connection and cancels the request upstream (the simulator's trace shows it disconnected)."""
     gw, sim = gateway("client_stall_s = 1", "--itl-ms", "0.001", "--tokens-per-event", "256", "--max-context",
-                      "10000000")  # ~1M tokens/s: the kernel's buffers (MBs on loopback) fill in about a second
-    body = _body(max_tokens=5_000_000, stream=True)
+                      "100000000")  # ~1M tokens/s: the kernel's buffers (MBs on loopback) fill in about a second
+    body = _body(max_tokens=50_000_000, stream=True)  # far more than it can send before it is cancelled
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     try:
@@ -270,9 +271,91 @@ def test_client_reading_nothing_is_closed_and_its_upstream_cancelled(
                 break
             time.sleep(0.1)
         assert len(traces) == 1, sim.trace()
-        assert sum(traces[0]["event_tokens"]) < 5_000_000  # cut short, not streamed to its end
+        assert sum(traces[0]["event_tokens"]) < 50_000_000  # cut short, not streamed to its end
     finally:
         sock.close()
     counts = gw.rejected()
     assert counts.get("client_stalled") == 1, counts
     assert gw.stderr().count("took nothing of its answer") == 1
+
+
+def _send_queue(local_port: int, remote_port: int) -> int | None:
+    """Bytes the kernel holds unsent or unacknowledged on the loopback connection from ``local_port`` to
+    ``remote_port`` (``tx_queue`` in /proc/net/tcp), None if there is no such connection."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == local_port and int(fields[2].split(":")[1], 16) == remote_port:
+            return int(fields[4].split(":")[0], 16)
+    return None
+
+
+def _stalled_reader(gw: Gateway, max_tokens: int) -> socket.socket:
+    """A connection that asked for a long fast stream and reads none of it, returned once the gateway's
+    kernel send queue to it has stopped growing (full: what the gateway writes more stays in its own
+    buffer, whose high-water mark pauses writing at once)."""
+    body = _body(max_tokens=max_tokens, stream=True)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(gw.address)
+    sock.sendall(_head(len(body)) + body)
+    queued, deadline = -1, time.monotonic() + 20
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = _send_queue(gw.address[1], sock.getsockname()[1])
+        if now == queued and now:
+            time.sleep(0.7)  # paused for longer than connections.PROGRESS_GRACE_S
+            return sock
+        queued = now or 0
+    sock.close()
+    raise AssertionError("the stream never filled the gateway's send queue")
+
+
+def test_at_the_cap_idle_goes_first_then_stuck_requests_then_stalled_answers(gateway: Start) -> None:
+    """Two slots. One holds an answer its client does not read; beside it come, in turn, a kept-alive
+    idle connection, a request stuck after its 100 Continue, and one being answered (the simulator's
+    first token made slow): each newcomer is served, and what is closed for it is the idle one, then
+    the stuck request (408), and only when nothing else is left the stalled answer."""
+    gw, sim = gateway("max_connections = 2\nclient_stall_s = 60\nbody_idle_timeout_s = 60",
+                      "--itl-ms", "0.001", "--tokens-per-event", "256", "--max-context", "100000000")
+    stalled = _stalled_reader(gw, 50_000_000)
+    small = _body()
+    idle = http.client.HTTPConnection(*gw.address, timeout=10)
+    try:
+        idle.request("POST", "/v1/chat/completions", small, {"Content-Type": "application/json"})
+        assert idle.getresponse().read() and idle.sock is not None  # kept alive, idle now
+
+        def served() -> bytes:
+            with _connect(gw) as new:
+                new.sendall(_head(len(small), close=True) + small)
+                return _read_all(new)
+
+        assert served().startswith(b"HTTP/1.1 200")
+        assert _read_all(idle.sock) == b""  # closed to make room: idle first
+
+        with _connect(gw) as stuck:
+            stuck.sendall(_head(len(small), expect=True))
+            assert stuck.recv(4096).startswith(b"HTTP/1.1 100")
+            time.sleep(0.7)
+            assert served().startswith(b"HTTP/1.1 200")
+            assert _read_all(stuck).startswith(b"HTTP/1.1 408")  # then the request that does not progress
+
+        sim.call("/sim/config", "PATCH", {"ttft_ms": 2000})  # the next request is being answered for 2 s
+        answered: list[bytes] = []
+        slow = threading.Thread(target=lambda: answered.append(served()))
+        slow.start()
+        deadline = time.monotonic() + 10
+        while len(sim.trace()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sim.call("/sim/config", "PATCH", {"ttft_ms": 5})
+        assert served().startswith(b"HTTP/1.1 200")  # made room by closing the stalled answer at last
+        slow.join(10)
+        assert answered and answered[0].startswith(b"HTTP/1.1 200")
+    finally:
+        stalled.close()
+        idle.close()
+    counts = gw.rejected()
+    assert (counts.get("idle_evicted"), counts.get("slow_request_evicted"), counts.get("stalled_evicted")) \
+        == (1, 1, 1), counts
+    assert "connections" not in counts and "client_stalled" not in counts, counts
+    first = sim.trace()[0]
+    assert first["disconnected"]  # its upstream request was cancelled
