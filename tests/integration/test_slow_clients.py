@@ -208,8 +208,13 @@ def test_stuck_requests_make_room_at_the_connection_cap(gateway: Start) -> None:
     finally:
         for sock in stuck:
             sock.close()
+    deadline = time.monotonic() + 5
+    while gw.stderr().count("went away while sending its request body") < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
     log = gw.stderr()
     assert log.count("to make room: its request has not progressed") == 1, log
+    assert log.count("went away while sending its request body") == 3, log  # the other three, closed by the test
     assert "Traceback" not in log, log
 
 

@@ -46,7 +46,11 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["PROGRESS_GRACE_S", "ConnectionLimits", "fd_budget", "guarded_protocol"]
+__all__ = ["EVICTED", "PROGRESS_GRACE_S", "ConnectionLimits", "fd_budget", "guarded_protocol"]
+
+EVICTED = "tokometer.evicted"
+"""Set (True) in a request's ASGI scope when its connection was closed to make room: the application then
+sees a disconnect it need not log again (the eviction was)."""
 
 PROGRESS_GRACE_S = 0.5
 """A connection that moved a byte (of its request in, or of its answer out) this recently is progressing:
@@ -172,6 +176,7 @@ class _GuardedProtocol(HttpToolsProtocol):
                      client, still_s)
             label = "slow_request_evicted"
             if self.cycle is not None and not self.cycle.response_complete:
+                self.cycle.scope[EVICTED] = True  # type: ignore[literal-required]
                 self.cycle.disconnected = True  # the application stops waiting for the body now
                 self.cycle.message_event.set()
             self.transport.write(_response(408, "Request Timeout", "the request did not progress and the server "
