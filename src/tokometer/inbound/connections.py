@@ -152,7 +152,7 @@ class _GuardedProtocol(HttpToolsProtocol):
                 return _IDLE, self.idle_since
             return (_SENDING, self.last_byte) if now - self.last_byte >= PROGRESS_GRACE_S else (_BUSY, 0.0)
         if not cycle.response_started:
-            if cycle.more_body and now - self.last_byte >= PROGRESS_GRACE_S:
+            if cycle.more_body and not self.flow.read_paused and now - self.last_byte >= PROGRESS_GRACE_S:
                 return _SENDING, self.last_byte  # the application waits for a body that does not come
             return _BUSY, 0.0  # being answered
         if self.flow.write_paused:
