@@ -1,6 +1,7 @@
 """Run the simulator on a socket with uvicorn (uvloop + httptools), with the gateway's limits on request heads
 and bodies (`tokometer.inbound`): 431 for a head over 32 KiB or 100 fields, 408 for one that takes over 10 s
-or a body over 30 s, 413 for a body over ``--max-body-bytes``."""
+or a body over 30 s (or pausing 10 s), 413 for a body over ``--max-body-bytes``. Unlike the gateway it does not
+close a client that reads nothing of its answer: an engine stand-in is pushed back by TCP, as engines are."""
 
 from __future__ import annotations
 
