@@ -37,6 +37,8 @@ sys.path.insert(0, str(HERE))
 from client_ceiling import run_bench, start_pacer  # noqa: E402
 from gateway_overhead import cpu_seconds, start_gateway, stop, summary  # noqa: E402
 
+KEY = "sk-tokometer-bench-0123456789abcdef"
+"""LiteLLM's proxy refuses to start without a master key; every path is sent it (the others ignore it)."""
 _DEFAULT_LITELLM = Path.home() / ".cache/tokometer/litellm-venv/bin/litellm"
 
 
@@ -53,14 +55,14 @@ def start_litellm(binary: Path, upstream: str, tmp: Path) -> tuple[subprocess.Po
                       f"      api_base: {upstream}/v1\n      api_key: none\n"
                       "litellm_settings:\n  telemetry: false\n  drop_params: true\n")
     port = _free_port()
-    env = {**os.environ, "LITELLM_LOG": "ERROR", "LITELLM_TELEMETRY": "False"}
+    env = {**os.environ, "LITELLM_LOG": "ERROR", "LITELLM_TELEMETRY": "False", "LITELLM_MASTER_KEY": KEY}
     process = subprocess.Popen([str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
                                 "--num_workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     root = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(root + "/health/liveliness", timeout=2):
+            with urllib.request.urlopen(root + "/health/liveliness", timeout=2):  # no key needed
                 return process, root
         except OSError:
             time.sleep(0.5)
@@ -75,22 +77,22 @@ def _measure(url: str, pid: int | None, args: tuple[str, ...]) -> dict[str, Any]
     cpu = cpu_seconds(pid) - before if pid else 0.0
     return {"requests": done, "failed": s["requests_failed"], "ttft_p50_ms": s["ttft_ms"]["p50"],
             "ttft_p99_ms": s["ttft_ms"]["p99"], "streams_per_s": s["request_throughput_rps"],
-            "cpu_us_per_request": 1e6 * cpu / done if pid and done else None}
+            "cpu_us_per_request": 1e6 * cpu / done if pid and done else None, "errors": s["errors"]}
 
 
 def compare(litellm: Path, requests: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for part, pacer_args, load in (
-            ("latency", ("--ttft-ms", "1", "--itl-ms", "1"),
+            ("latency", ("--ttft-ms", "1", "--itl-ms", "1", "--varied"),
              ("-c", "1", "-n", "60", "--warmup", "3", "--output-tokens", "200")),
-            ("throughput", ("--ttft-ms", "1", "--itl-ms", "0.1"),
+            ("throughput", ("--ttft-ms", "1", "--itl-ms", "0.1", "--varied"),
              ("-c", "32", "-n", str(requests), "--warmup", "32", "--output-tokens", "16"))):
         pacer, root = start_pacer(*pacer_args)
         with tempfile.TemporaryDirectory() as tmp:
             gateway, gw_root = start_gateway(root, Path(tmp))
             lite, lite_root = start_litellm(litellm, root, Path(tmp))
             try:
-                args = (*load, "--model", "pacer")
+                args = (*load, "--model", "pacer", "--api-key", KEY)
                 out[part] = {"direct": _measure(root + "/v1", None, args),
                              "tokometer": _measure(gw_root + "/v1", gateway.pid, args),
                              "litellm": _measure(lite_root + "/v1", lite.pid, args)}
@@ -117,6 +119,9 @@ def main() -> None:
         base = rows["direct"]
         for name in ("tokometer", "litellm"):
             row = rows[name]
+            if not row["requests"]:
+                print(f"{part:10} {name:9} every request failed: {row['errors']}")
+                continue
             print(f"{part:10} {name:9} TTFT p50 +{row['ttft_p50_ms'] - base['ttft_p50_ms']:.2f} ms, "
                   f"p99 +{row['ttft_p99_ms'] - base['ttft_p99_ms']:.2f} ms, {row['streams_per_s']:.0f} streams/s "
                   f"(direct {base['streams_per_s']:.0f}), CPU {row['cpu_us_per_request'] or 0:.0f} us/request, "

@@ -37,6 +37,9 @@ def _chunk(data: bytes) -> bytes:
 
 
 _TOKEN_CHUNK = _chunk(_TOKEN)
+_WORDS = (b" tok", b" ken", b" word", b" piece", b" bit", b" part", b" unit", b" item")
+_VARIED = tuple(_chunk(_TOKEN.replace(b'" tok"', b'"' + word + b'"')) for word in _WORDS)
+"""With --varied: eight tokens in turn (LiteLLM's proxy fails a stream that repeats one chunk)."""
 
 
 class Stream:
@@ -57,6 +60,7 @@ class Pacer:
         self.ttft_ns = ttft_ns
         self.itl_ns = itl_ns
         self.spin_ns = spin_ns
+        self.varied = False
         self.heap: list[tuple[int, int, Stream]] = []
         self.seq = 0
         self.wake = asyncio.Event()
@@ -91,12 +95,13 @@ class Pacer:
                     continue
                 stream.left -= 1
                 stamp = time.perf_counter_ns()
+                token = _VARIED[stream.left % 8] if self.varied else _TOKEN_CHUNK
                 if stream.left == 0:
-                    stream.transport.write(_TOKEN_CHUNK + _chunk(_FINAL % stream.n) + b"0\r\n\r\n")
+                    stream.transport.write(token + _chunk(_FINAL % stream.n) + b"0\r\n\r\n")
                     stream.event_ns.append(stamp)
                     self.traces.append({"received_ns": stream.received_ns, "event_ns": stream.event_ns})
                 else:
-                    stream.transport.write(_TOKEN_CHUNK)
+                    stream.transport.write(token)
                     stream.event_ns.append(stamp)
                     heapq.heappush(heap, (due + self.itl_ns, seq, stream))
 
@@ -150,6 +155,7 @@ class Conn(asyncio.Protocol):
 
 async def main(args: argparse.Namespace) -> None:
     pacer = Pacer(int(args.ttft_ms * 1e6), int(args.itl_ms * 1e6), int(args.spin_us * 1e3))
+    pacer.varied = args.varied
     loop = asyncio.get_running_loop()
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -169,4 +175,5 @@ if __name__ == "__main__":
     parser.add_argument("--itl-ms", type=float, default=1.0)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--spin-us", type=float, default=1500.0, help="spin this long before each due time")
+    parser.add_argument("--varied", action="store_true", help="eight tokens in turn instead of one repeated")
     uvloop.run(main(parser.parse_args()))
