@@ -21,7 +21,7 @@ from tokometer.benchmark.spec import BenchSpec
 from tokometer.load.profiles import LoadStep
 
 if TYPE_CHECKING:
-    from tokometer.benchmark.run import StepResult
+    from tokometer.benchmark.results import StepResult
 
 __all__ = ["FindMaxPlan", "PlannedStep", "StepPlan", "SweepPlan", "plan_for", "sweep_steps"]
 

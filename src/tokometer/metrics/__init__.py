@@ -23,14 +23,14 @@ DEFINITIONS: Final[dict[str, str]] = {
     "tpot_ms": "decode time per output token: (last token time - first token time) / (output tokens - tokens of "
     "the first event); equals (last - first) / (output_tokens - 1) when the first event carries one token; "
     "tokens the server counted but never streamed (hidden reasoning) are left out",
-    "decode_speed_tok_s": "1 / TPOT per request: the steady decode-phase speed (the article's TPS); TPOT and "
-    "decode speed count reasoning and answer tokens alike, as far as they were streamed",
+    "decode_speed_tok_s": "1 / TPOT per request: the steady decode-phase speed (tokens/s once the answer "
+    "streams); TPOT and decode speed count reasoning and answer tokens alike, as far as they were streamed",
     "itl_ms": "inter-token latency: each gap between consecutive content events divided by the tokens the later "
     "event carried (token-normalised)",
     "chunk_gap_ms": "raw gaps between consecutive content events, not normalised",
     "e2e_ms": "end-to-end latency: stream closed minus request sent",
-    "e2e_speed_tok_s": "output tokens / E2E per request: the article's naive average speed (mixes network, TTFT "
-    "and decode)",
+    "e2e_speed_tok_s": "output tokens / E2E per request: the naive average speed, a whole request's time "
+    "over its tokens (mixes network, TTFT and decode)",
     "prefill_speed_tok_s": "input tokens / TTFT per request as the client sees it (includes queueing and network)",
     "duration_s": "max(end) - min(sent) over the measured requests (warm-up excluded)",
     "output_throughput_tok_s": "sum of output tokens of completed requests / duration",

@@ -207,7 +207,7 @@ def render_step(console: Console, result: StepResult) -> None:
         console.print(f"  {line}")
     for line in server_lines(result.server, s) + [g for block in result.gpu or () for g in gpu_lines(block)]:
         console.print(f"  {line}")
-    console.print(f"  naive view (the article's script: mixes TTFT, network and decode): {s.naive_line()}")
+    console.print(f"  naive view (generated tokens / elapsed time: mixes TTFT, network and decode): {s.naive_line()}")
     for error, example in s.error_examples.items():
         console.print(f"  [red]{error}[/red]: {example}")
     for warning in result.warnings:
