@@ -14,10 +14,11 @@ import contextlib
 import logging
 import queue
 import threading
-from dataclasses import asdict, dataclass, field
+import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
@@ -31,8 +32,18 @@ logger = logging.getLogger("tokometer.gateway")
 _PER = 1_000_000
 
 
+_second: list[Any] = [-1, ""]
+"""The last whole second `_utc_now` formatted, and its text up to the seconds."""
+
+
 def _utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Now, UTC, ISO 8601 to the millisecond with a ``Z`` (the date and time formatted once a second: every
+    request's line has one, and `datetime.isoformat` costs more than the rest of the line)."""
+    now = time.time()
+    second = int(now)
+    if second != _second[0]:
+        _second[0], _second[1] = second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{_second[1]}.{int((now - second) * 1000):03d}Z"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -63,7 +74,7 @@ class RequestLogEntry:
     served_by: list[str] | None = None  # with resumes: every upstream that served part of the answer, in order
 
     def to_json(self) -> bytes:
-        return orjson.dumps(asdict(self))
+        return orjson.dumps(self)  # orjson writes a dataclass's fields in order, at C speed (asdict: 15 times slower)
 
 
 def cost_usd(upstream: UpstreamConfig, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
