@@ -12,6 +12,8 @@ And the gateway itself (in front of bench/pacer.py) under ``gateway-uvicorn`` (`
 ``gateway-granian`` (the same ASGI app, served by granian). The server's CPU time per request is its
 processes' user + system time over the step, divided by the requests answered.
 
+granian and py-spy come with the ``bench`` extra.
+
     .venv/bin/python bench/server_choice.py [--servers uvicorn,granian,raw,gateway-uvicorn,gateway-granian]
 """
 
@@ -214,6 +216,9 @@ def main() -> None:
         raise SystemExit("needs at least 2 CPUs (the server alone on one)")
     os.sched_setaffinity(0, set(cpus[:-1]))
     for kind in args.servers.split(","):
+        if "granian" in kind and not (Path(sys.executable).parent / "granian").exists():
+            print(json.dumps({"server": kind, "skipped": "granian is not installed (pip install 'tokometer[bench]')"}))
+            continue
         print(json.dumps(measure(kind, args)), flush=True)
 
 
