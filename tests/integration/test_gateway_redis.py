@@ -71,7 +71,9 @@ async def test_a_hung_redis_costs_one_timeout_per_back_off(redis_server: RedisSe
         started = time.perf_counter()
         results = await asyncio.gather(*(cache.get("a") for _ in range(50)))
         assert results == [None] * 50 and not cache.healthy
-        assert time.perf_counter() - started < 0.05 + 0.15  # one timeout for all of them
+        # one timeout for all of them: 50 paid one after another would be 2.5 s; the bound leaves a busy
+        # 2-core host (CI) its scheduling delays (0.26 s measured once with other tests running)
+        assert time.perf_counter() - started < 1.0
         os.kill(pid, signal.SIGCONT)
         await asyncio.sleep(RETRY_S)
         await cache.put("b", replace(ANSWER, text="bee"))

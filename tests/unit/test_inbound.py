@@ -1,4 +1,5 @@
-"""The servers' request boundary as pure functions: JSON depth, OpenAI field types, header text, atomic writes.
+"""The servers' request boundary as pure functions: JSON depth, OpenAI field types, header text, atomic writes,
+and the body deadlines (`read_body` over an ASGI channel that delivers at set times).
 
 The same functions the gateway and the simulator call on every request (`tokometer.inbound`,
 `tokometer.wire.openai_request`); the processes themselves are tested on loopback in
@@ -7,15 +8,18 @@ The same functions the gateway and the simulator call on every request (`tokomet
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
 
 import orjson
 import pytest
+from starlette.requests import Request
 
 from tokometer.atomicfile import atomic_open, atomic_path, write_atomic
 from tokometer.errors import OutputError
+from tokometer.inbound.body import BodyTimeout, read_body
 from tokometer.inbound.headers import header_text
 from tokometer.inbound.jsonbody import BadBody, _deeper_than, json_depth, parse_object
 from tokometer.wire.openai_request import check_request
@@ -120,3 +124,29 @@ def test_atomic_writes_keep_the_old_file_on_failure(tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["out.txt"]
     with pytest.raises(OutputError, match=r"below-a-file: .*out\.txt is a file, not a directory; nothing"):
         write_atomic(target / "below-a-file", "x")
+
+
+def _request(pieces: list[tuple[float, bytes]]) -> Request:
+    """A Starlette request whose ASGI channel delivers each ``(delay_s, bytes)`` piece after its delay."""
+    queue = list(pieces)
+
+    async def receive() -> dict[str, object]:
+        delay, chunk = queue.pop(0)
+        await asyncio.sleep(delay)
+        return {"type": "http.request", "body": chunk, "more_body": bool(queue)}
+
+    return Request({"type": "http", "method": "POST", "headers": []}, receive)
+
+
+async def test_read_body_has_an_idle_and_a_total_deadline() -> None:
+    steady = [(0.05, b"x")] * 6  # 0.3 s in all, never a pause over 0.1 s
+    assert await read_body(_request(steady), 1024, 1.0, idle_timeout_s=0.1) == b"x" * 6
+    with pytest.raises(BodyTimeout, match=r"did not arrive within 0\.2 s") as total:
+        await read_body(_request(steady), 1024, 0.2, idle_timeout_s=0.1)
+    assert total.value.reason == "body_timeout"
+    paused = [(0.0, b"x"), (0.3, b"y")]
+    with pytest.raises(BodyTimeout, match=r"nothing came for 0\.1 s") as idle:
+        await read_body(_request(paused), 1024, 5.0, idle_timeout_s=0.1)
+    assert idle.value.reason == "body_idle_timeout"
+    with pytest.raises(BodyTimeout, match="nothing came"):  # the first read too (a 100 Continue then nothing)
+        await read_body(_request([(0.3, b"x")]), 1024, 5.0, idle_timeout_s=0.1)

@@ -23,7 +23,9 @@ one event's size, their number), past which the request fails with a
 ``HTTPS_PROXY`` / ``NO_PROXY`` (`tokometer.backends.proxy`: absolute-form
 requests, CONNECT tunnels for https); connect/idle/total timeouts (one watchdog
 for all requests, not a timer per chunk); a retry when a pooled connection
-turns out to be closed before any byte came back.
+turns out to be closed before any byte came back; flow control for a consumer
+that falls behind (`StreamedResponse.pause` / `resume`: the socket is no longer
+read, so TCP pushes back on the server, and the idle timeout waits meanwhile).
 
 What it does not: redirects (a 3xx is the caller's error to report: POST is not
 re-sent), compression, HTTP/2, request bodies other than one buffer.
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -125,6 +128,19 @@ class StreamedResponse:
     """For a 2xx stream kept in ``chunks``: counts its events as they arrive and stops the reading
     when one grows past its size limit or there are too many (`EventWatch`)."""
     body_bytes: int = 0
+    _conn: _Connection | None = None
+    """The connection reading this response, while it does (for `pause` and `resume`)."""
+
+    def pause(self) -> None:
+        """Stop reading the body: the consumer of ``on_chunk`` is behind. The server's writes then fill the
+        socket's buffers and TCP stops it; the idle timeout does not run while paused (the total one does)."""
+        if self._conn is not None:
+            self._conn.set_reading(False)
+
+    def resume(self) -> None:
+        """Read the body again after `pause` (the idle timeout restarts now)."""
+        if self._conn is not None:
+            self._conn.set_reading(True)
 
 
 class _Connection(asyncio.Protocol):
@@ -153,10 +169,17 @@ class _Connection(asyncio.Protocol):
         self.total_s = 0.0
         self.idle_ns = 0
         self.got_bytes = False
+        self.paused = False
+        """Reading was paused by the response's consumer (`StreamedResponse.pause`)."""
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not subclasses
+        if self.pool.receive_buffer:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.pool.receive_buffer)
 
     def data_received(self, data: bytes) -> None:
         now = self._now = perf_counter_ns()
@@ -289,6 +312,17 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
+    def set_reading(self, on: bool) -> None:
+        """Pause (``on`` False) or resume reading the socket; resuming restarts the idle clock."""
+        if on == (not self.paused) or self.closed or self.transport is None:
+            return
+        self.paused = not on
+        if on:
+            self.last_data_ns = perf_counter_ns()
+            self.transport.resume_reading()
+        else:
+            self.transport.pause_reading()
+
     def check_time(self, now: int) -> None:
         """Called by the watchdog: fail the request if a limit has passed."""
         if self._done is None or self._done.done():
@@ -297,7 +331,7 @@ class _Connection(asyncio.Protocol):
             what = "the response head" if not self._head_done else "the answer's end"
             self._fail(HttpTimeout(f"the request took longer than its total timeout ({self.total_s:g} s): "
                                    f"{what} had not come{' (bytes did, a trickle)' if self.got_bytes else ''}"))
-        elif self.idle_ns and now - self.last_data_ns > self.idle_ns:
+        elif self.idle_ns and not self.paused and now - self.last_data_ns > self.idle_ns:
             what = "response headers" if not self.got_bytes else "more of the stream"
             self._fail(HttpTimeout(f"no {what} within the idle timeout"))
 
@@ -305,6 +339,7 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         loop = asyncio.get_running_loop()
         self._response = response
+        response._conn = self
         self._parser = httptools.HttpResponseParser(self)
         self._done = loop.create_future()
         self._head_done = self._interim = self._close_delimited = False
@@ -322,7 +357,10 @@ class _Connection(asyncio.Protocol):
     def finish(self) -> bool:
         """After a response: True if the connection can serve another request."""
         self._done = None
+        if self._response is not None:
+            self._response._conn = None
         self._response = None
+        self.set_reading(True)  # a consumer that paused an answer which then ended: the next one is read
         return self._keep_alive and not self.closed
 
     # -- CONNECT tunnels through a proxy ---------------------------------------------------
@@ -363,7 +401,8 @@ class HttpPool:
     """Keep-alive connections to one origin (scheme://host:port), directly or through a proxy."""
 
     def __init__(self, base_url: str, *, connect_timeout: float = 10.0, idle_timeout: float = 60.0,
-                 total_timeout: float = 600.0, tls: TlsOptions | None = None, use_env_proxy: bool = True) -> None:
+                 total_timeout: float = 600.0, tls: TlsOptions | None = None, use_env_proxy: bool = True,
+                 receive_buffer: int = 0) -> None:
         parts = urlsplit(base_url)
         try:
             port = parts.port
@@ -386,6 +425,9 @@ class HttpPool:
         if self.proxy is not None and self.ssl is None:
             self._target_prefix = f"http://{self.host_header}"
         self.connect_timeout = connect_timeout
+        self.receive_buffer = receive_buffer
+        """The sockets' SO_RCVBUF (0: the kernel's, which grows to tcp_rmem's maximum, often 6-32 MiB):
+        with `StreamedResponse.pause`, what the kernel holds of an answer nobody is taking."""
         self.idle_ns = int(idle_timeout * 1e9)
         self.total_ns = int(total_timeout * 1e9)
         self._idle: list[_Connection] = []

@@ -105,10 +105,11 @@ def command(config_path: Path | None, host: str | None, port: int | None, hash_k
             click.echo(f"tokometer gateway: warning: {warning}", err=True)
         click.echo(f"{config_path}: {len(config.upstreams)} upstream(s), {len(config.routes)} route(s): OK")
         return
+    from tokometer.gateway.upstream import CLIENT_SEND_BUFFER_BYTES
     from tokometer.sim.server import bind_socket
 
     try:
-        sock = bind_socket(config.server.host, config.server.port)
+        sock = bind_socket(config.server.host, config.server.port, send_buffer=CLIENT_SEND_BUFFER_BYTES)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {config.server.host}:{config.server.port}: {exc.strerror or exc}; "
                           "pick another port") from None

@@ -40,6 +40,7 @@ from tokometer.gateway.router import Router
 from tokometer.gateway.sharedstate import share_health
 from tokometer.gateway.upstream import Endpoint, Upstream
 from tokometer.inbound.body import BodyTimeout, BodyTooLarge, discard_rest, read_body
+from tokometer.inbound.connections import EVICTED
 from tokometer.inbound.jsonbody import BadBody, parse_object
 from tokometer.metrics.request import decode_speed_tok_s, tpot_ns, ttft_ns
 from tokometer.wire.openai import ChunkWriter, error_body
@@ -122,9 +123,10 @@ class Gateway:
                 return JSONResponse(auth_error(401, problem), status_code=401)
         limits = self.config.server
         try:
-            raw = await read_body(request, limits.max_body_bytes, limits.body_timeout_s)
+            raw = await read_body(request, limits.max_body_bytes, limits.body_timeout_s,
+                                  idle_timeout_s=limits.body_idle_timeout_s)
         except BodyTimeout as exc:
-            self.metrics.rejected.labels("body_timeout").inc()
+            self.metrics.rejected.labels(exc.reason).inc()
             log.warning("client %s: %s", _client(request), exc)
             return JSONResponse(error_body(str(exc), "invalid_request_error", "request_timeout"), status_code=408,
                                 headers={"connection": "close"})
@@ -134,7 +136,8 @@ class Gateway:
             return JSONResponse(error_body(str(exc), "invalid_request_error", "request_too_large"), status_code=413,
                                 headers={"connection": "close"})
         except ClientDisconnect:
-            log.warning("client %s went away while sending its request body", _client(request))
+            if not request.scope.get(EVICTED):  # closed to make room: logged as such already
+                log.warning("client %s went away while sending its request body", _client(request))
             return Response(status_code=499)
         size = len(raw)
         try:
@@ -299,7 +302,7 @@ class Gateway:
                                        served_by=list(outcome.served_by) or None))
         if ctx.key is not None and (prompt or completion):
             self._background(self.budgets.charge(ctx.key, (prompt or 0) + (completion or 0)))
-        complete = status == 200 and outcome.error is None and answer.finish_reason is not None
+        complete = status == 200 and outcome.error is None and answer.finish_reason is not None and not answer.cut
         if complete and ctx.cache_key is not None and self.cache is not None and upstream is not None:
             cached = CachedAnswer(model=answer.model, text=answer.text, finish_reason=answer.finish_reason or "stop",
                                   prompt_tokens=prompt or 0, completion_tokens=completion or 0,

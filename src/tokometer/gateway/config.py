@@ -104,6 +104,9 @@ class ServerConfig(_Strict):
     max_body_bytes: int = Field(DEFAULT_LIMITS.max_body_bytes, ge=1024, description="larger request bodies get 413")
     body_timeout_s: float = Field(DEFAULT_LIMITS.body_timeout_s, gt=0,
                                   description="a request body must arrive whole within this of its head (408)")
+    body_idle_timeout_s: float = Field(DEFAULT_LIMITS.body_idle_timeout_s, gt=0,
+                                       description="nor may it pause longer than this between two reads, from the "
+                                       "'100 Continue' on (408)")
     max_messages: int = Field(2048, ge=1, description="chat requests with more messages get 400")
     max_header_bytes: int = Field(DEFAULT_LIMITS.max_header_bytes, ge=1024, description="larger request heads get 431")
     max_header_fields: int = Field(DEFAULT_LIMITS.max_header_fields, ge=8,
@@ -111,8 +114,12 @@ class ServerConfig(_Strict):
     header_timeout_s: float = Field(DEFAULT_LIMITS.header_timeout_s, gt=0,
                                     description="a request head must arrive within this (408)")
     keep_alive_timeout_s: float = Field(15.0, gt=0, description="idle kept-alive connections are closed after this")
+    client_stall_s: float = Field(DEFAULT_LIMITS.client_stall_s, gt=0,
+                                  description="a client that takes nothing of its answer for this long is closed "
+                                  "and its upstream request cancelled")
     max_connections: int = Field(1024, ge=1, description="open client connections (fewer if file descriptors are "
-                                 "short); at the limit the idlest is closed, or the new one gets 503")
+                                 "short); at the limit one that is not progressing is closed (idle, then a "
+                                 "stalled request, then a stalled answer), or the new one gets 503")
     counting_threads: int = Field(1, ge=1, le=64, description="large prompts (256 KiB and more) counted at once, "
                                   "off the event loop; smaller ones have two threads of their own")
     health_details: Literal["public", "authenticated", "none"] = Field(

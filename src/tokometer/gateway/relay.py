@@ -33,7 +33,7 @@ import orjson
 from starlette.types import Message, Receive, Scope, Send
 
 from tokometer.backends.assemble import StreamAssembly
-from tokometer.gateway.openai_format import Answer, whole
+from tokometer.gateway.openai_format import MAX_KEPT_CHARS, Answer, whole
 from tokometer.gateway.resume import carry_on_body, client_max_tokens, resume_enabled, stream_identity
 from tokometer.gateway.router import AllUpstreamsFailed, Opened, Router, all_failed_body
 from tokometer.gateway.upstream import Endpoint, Upstream, UpstreamError, UpstreamEvent
@@ -117,6 +117,8 @@ class Relay:
         self._sent_role = False
         self._events = 0
         self._resume = resume_enabled(ctx.route)
+        # the text is needed for a non-streamed answer, the cache, a resume or a continuation, and only then kept
+        self.answer.keep = not ctx.stream or ctx.cache_key is not None or self._resume or ctx.route.continue_on_length
         self._served_by: list[str] = []
         """Upstreams that served a segment cut off by a failure, then the one after (resume only)."""
         self._first_raw: bytes | None = None
@@ -257,6 +259,10 @@ class Relay:
             self._served_by.append(failed)
         limit = client_max_tokens(ctx.body)
         assert self._assembly is not None
+        if self.answer.cut:
+            self.error = f"too long to resume: the gateway keeps the first {MAX_KEPT_CHARS:,} characters of an answer"
+            self.router.metrics.resumes.labels(route.model, failure.category, "gave_up").inc()
+            return None
         if limit is not None and self._assembly.output_tokens_so_far() >= limit:
             self.error = "nothing left to resume: the answer has all its max_tokens"
             self.router.metrics.resumes.labels(route.model, failure.category, "gave_up").inc()
@@ -311,9 +317,7 @@ class Relay:
         assert self._assembly is not None
         self._assembly.add(event.stamp, p)
         if p.has_content:
-            answer.text += p.text
-            answer.reasoning += p.reasoning
-            answer.content_events += 1
+            answer.add(p.text, p.reasoning)
         if p.finish_reason is not None:
             answer.finish_reason = p.finish_reason
         if p.error is not None:
@@ -356,7 +360,7 @@ class Relay:
 
     def _continue_wanted(self) -> bool:
         route, answer = self.ctx.route, self.answer
-        if not route.continue_on_length or answer.finish_reason != "length" or self.gone or self.error:
+        if not route.continue_on_length or answer.finish_reason != "length" or self.gone or self.error or answer.cut:
             return False
         wanted = self.ctx.requested_max_tokens
         assert self._assembly is not None
@@ -400,6 +404,11 @@ class Relay:
         if not ctx.stream:
             if self.error and not answer.text:
                 await self._fail(502, error_body(f"the upstream failed: {self.error}"))
+                return
+            if answer.cut:
+                self.error = (f"the answer is longer than the {MAX_KEPT_CHARS:,} characters the gateway keeps for a "
+                              "non-streamed answer")
+                await self._fail(502, error_body(f"{self.error}: ask for it with \"stream\": true"))
                 return
             assert self._writer is not None and self._assembly is not None
             answer.completion_tokens = self._assembly.output_tokens_so_far()

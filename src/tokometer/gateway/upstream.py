@@ -7,6 +7,14 @@ protocol's adapter (so the gateway knows content from usage from errors) and
 kept byte for byte (so an OpenAI upstream's events reach the client unchanged).
 The splitter is the bench's (`wire.framing`, linear in the bytes) with its event size limit
 (1 MiB): an upstream whose event grows past it is a ``protocol`` failure, and is no longer read.
+
+Backpressure: what has arrived and not yet been relayed is at most `READ_AHEAD_BYTES` (and one
+socket read more). When a client reads slowly, the relay waits on its socket, the chunks queue up,
+and past that mark the upstream's socket is no longer read (`StreamedResponse.pause`): the engine's
+writes then fill TCP's buffers and it is held back, instead of the gateway buffering the answer.
+Reading resumes when the queue is down to a quarter of the mark. The upstream sockets' receive
+buffer is set to the same size (the kernel's own grows to tens of MiB on a fast link), so that an
+answer nobody takes holds the engine back after about twice the mark, not after megabytes.
 """
 
 from __future__ import annotations
@@ -38,11 +46,19 @@ from tokometer.wire.base import Backend, GenerationParams, ParsedEvent
 from tokometer.wire.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
 from tokometer.wire.openai import OpenAIChat, OpenAICompletions
 
-__all__ = ["Endpoint", "Upstream", "UpstreamCall", "UpstreamError", "UpstreamEvent"]
+__all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Endpoint", "Upstream", "UpstreamCall", "UpstreamError",
+           "UpstreamEvent"]
 
 Endpoint = Literal["chat", "completions"]
 
 _EOF = (b"", -1)
+READ_AHEAD_BYTES = 256 * 1024
+"""The most of one upstream answer read ahead of the client (then the upstream is paused)."""
+_RESUME_BYTES = READ_AHEAD_BYTES // 4
+CLIENT_SEND_BUFFER_BYTES = 256 * 1024
+"""The SO_SNDBUF of the gateway's client connections: the kernel's part of what a client that reads nothing
+holds up (with the default it grows to tcp_wmem's maximum, often 4 MiB), the other end of the relay's
+read-ahead."""
 _ERROR_BODY_BYTES = 8192
 """How much of an upstream's error answer is read (and quoted); the rest is not waited for."""
 
@@ -83,7 +99,7 @@ class Upstream:
         self._readers: dict[Endpoint, Backend] = {"chat": OpenAIChat(), "completions": OpenAICompletions()} \
             if self.openai else {"chat": self.backend, "completions": self.backend}
         self.pool = HttpPool(cfg.url, connect_timeout=cfg.connect_timeout_s, idle_timeout=cfg.idle_timeout_s,
-                             total_timeout=cfg.total_timeout_s, tls=cfg.tls())
+                             total_timeout=cfg.total_timeout_s, tls=cfg.tls(), receive_buffer=READ_AHEAD_BYTES)
         self.limit = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
         self.waiting = 0
         self.in_flight = 0
@@ -150,6 +166,9 @@ class UpstreamCall:
         self._splitter = EventSplitter(backend.framing, MAX_EVENT_BYTES)
         self.status = 0
         self.sent_ns = 0
+        self.queued_bytes = 0
+        """Arrived and not yet taken by `events` (bounded by READ_AHEAD_BYTES and one socket read)."""
+        self.paused = False
         self.more = False
         """While `events` yields: another event is already here (the relay batches its writes on this)."""
 
@@ -163,7 +182,7 @@ class UpstreamCall:
                 head.set_result(None)
 
         response.on_head = on_head
-        response.on_chunk = lambda chunk, stamp: self._queue.put_nowait((chunk, stamp))
+        response.on_chunk = self._arrived
         self._task = loop.create_task(self.upstream.pool.request(self.request, response))
         self._task.add_done_callback(lambda _: self._queue.put_nowait(_EOF))
         try:
@@ -182,6 +201,22 @@ class UpstreamCall:
             category, detail = describe_http_failure(self.status, response.headers, body) or failure
             raise UpstreamError(category, detail, self.status, body)
 
+    def _arrived(self, chunk: bytes, stamp: int) -> None:
+        self._queue.put_nowait((chunk, stamp))
+        self.queued_bytes += len(chunk)
+        if self.queued_bytes > READ_AHEAD_BYTES and not self.paused:
+            self.paused = True
+            self.response.pause()
+
+    async def _take(self) -> tuple[bytes, int]:
+        """The next chunk (``stamp`` -1: the request ended), reading the upstream again once the queue is short."""
+        chunk, stamp = await self._queue.get()
+        self.queued_bytes -= len(chunk)
+        if self.paused and self.queued_bytes <= _RESUME_BYTES:
+            self.paused = False
+            self.response.resume()
+        return chunk, stamp
+
     def _raise_from_task(self) -> None:
         assert self._task is not None and self._task.done()
         if self._task.cancelled():
@@ -196,7 +231,7 @@ class UpstreamCall:
         parts = []
         size = 0
         while size < _ERROR_BODY_BYTES:
-            chunk, stamp = await self._queue.get()
+            chunk, stamp = await self._take()
             if stamp < 0:
                 break
             parts.append(chunk)
@@ -210,7 +245,7 @@ class UpstreamCall:
         parse = self.backend.parse
         payload_of = payload_reader(self.backend.framing)
         while True:
-            chunk, stamp = await self._queue.get()
+            chunk, stamp = await self._take()
             if stamp < 0:
                 self._raise_from_task()  # a broken connection outranks the half event it left behind
                 frames = self._splitter.flush()

@@ -6,17 +6,32 @@ uvicorn's httptools protocol, with what it lacks for a server on an open port:
   ``max_header_fields`` fields, else ``431`` and the connection is closed; a head must arrive
   within ``header_timeout_s`` of its first byte (or of the connection opening), else ``408``.
   A client that connects and sends nothing, or sends a header a byte at a time, holds its
-  connection for seconds, not forever.
+  connection for seconds, not forever. (Bodies have their deadlines where they are read,
+  `tokometer.inbound.body`.)
 - **idle keep-alive**: closed after ``keep_alive_timeout_s`` (uvicorn's own timer).
+- **a client that takes nothing of its answer** (nginx's ``send_timeout``): when the transport has
+  paused writing (its buffer is over the high-water mark; uvicorn's ``send`` then waits) and for
+  ``client_stall_s`` nothing of that buffer went out, the connection is aborted; the application
+  sees ``http.disconnect`` (the gateway's relay then cancels the upstream request).
 - **open connections**: at most ``max_connections``, and never so many that the process would run
-  out of file descriptors (each streaming client also needs one to its upstream): when the limit is
-  reached, the connection idle the longest (no request in progress, however it got there) is
-  closed to make room; if every connection is busy, the new one is answered ``503`` and closed.
+  out of file descriptors (each streaming client also needs one to its upstream). When the limit is
+  reached, a connection that is not progressing is closed to make room, in this order:
+
+  1. idle: no request in progress (kept alive, or never used), the longest idle first;
+  2. still sending its request (head, or a body the application waits for) and nothing came for
+     `PROGRESS_GRACE_S`: the one whose last byte came longest ago, answered ``408`` (with
+     ``connection: close``);
+  3. its answer stalled: writing paused and nothing drained for `PROGRESS_GRACE_S`, the longest
+     stalled first, aborted.
+
+  Only when every connection is doing real work (its request being answered, its answer being
+  read) is the new one answered ``503`` and closed.
 
 Refusals are reported to ``on_refusal`` (the gateway counts them in ``tokometer_gateway_rejected_total``;
-reasons ``header_too_large``, ``header_timeout``, ``connections``, and ``idle_evicted`` for connections
-closed to make room) and logged as one line with the client's address (evictions at level info) on the
-``logger`` the server names.
+reasons ``header_too_large``, ``header_timeout``, ``connections``, ``client_stalled``, and for the
+connections closed to make room ``idle_evicted``, ``slow_request_evicted`` and ``stalled_evicted``)
+and logged as one line with the client's address (evictions at level info) on the ``logger`` the
+server names.
 """
 
 from __future__ import annotations
@@ -31,7 +46,15 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["ConnectionLimits", "fd_budget", "guarded_protocol"]
+__all__ = ["EVICTED", "PROGRESS_GRACE_S", "ConnectionLimits", "fd_budget", "guarded_protocol"]
+
+EVICTED = "tokometer.evicted"
+"""Set (True) in a request's ASGI scope when its connection was closed to make room: the application then
+sees a disconnect it need not log again (the eviction was)."""
+
+PROGRESS_GRACE_S = 0.5
+"""A connection that moved a byte (of its request in, or of its answer out) this recently is progressing:
+it is not closed to make room for a new one."""
 
 _FD_RESERVE = 64
 """Descriptors kept for everything else: the listening socket, logs, Redis, the tokenizer, probes."""
@@ -47,6 +70,8 @@ class ConnectionLimits:
     """Called with a reason label for each refusal (the gateway counts them)."""
     logger: str = "tokometer.gateway"
     """The logger refusals are written to."""
+    client_stall_s: float | None = None
+    """A connection whose answer is stalled (writes paused, nothing drained) this long is aborted; None: never."""
 
 
 def fd_budget(wanted: int) -> int:
@@ -81,11 +106,17 @@ class _GuardedProtocol(HttpToolsProtocol):
         self._refused = False
         self._head_timer: asyncio.TimerHandle | None = None
         self.idle_since = time.monotonic()
+        self.last_byte = self.idle_since
+        """When the client last sent something (or connected)."""
+        self._drained_at = self.idle_since
+        """When its answer last made progress out of a paused write buffer (or writing was paused)."""
+        self._buffered = 0
+        self._stall_timer: asyncio.TimerHandle | None = None
 
     # -- connection ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.limits.max_connections and not self._evict_idlest():
+        if len(self.connections) > self.limits.max_connections and not self._make_room():
             self._refuse(503, "Service Unavailable", "connections",
                          "the gateway is at its connection limit; retry shortly")
             return
@@ -93,30 +124,126 @@ class _GuardedProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_timer()
+        self._disarm_stall_timer()
         super().connection_lost(exc)
 
-    def _evict_idlest(self) -> bool:
-        idle = [c for c in self.connections
-                if c is not self and isinstance(c, _GuardedProtocol) and not c._refused and c.idle()]
-        if not idle:
+    def _make_room(self) -> bool:
+        """Close the connection that progresses least (module docstring); False if every one does real work."""
+        now = time.monotonic()
+        victim, rank, since = None, _BUSY, 0.0
+        for other in self.connections:
+            if other is self or not isinstance(other, _GuardedProtocol):
+                continue
+            other_rank, other_since = other._stage(now)
+            if other_rank < rank or (other_rank == rank != _BUSY and other_since < since):
+                victim, rank, since = other, other_rank, other_since
+        if victim is None:
             return False
-        victim = min(idle, key=lambda c: c.idle_since)
-        logging.getLogger(self.limits.logger).info("closing the connection idle longest (from %s) to make room",
-                                                   _address(victim.client))
-        victim._refused = True
-        victim.transport.close()
-        if self.limits.on_refusal is not None:
-            self.limits.on_refusal("idle_evicted")
+        victim._evict(rank, now - since)
         return True
+
+    def _stage(self, now: float) -> tuple[int, float]:
+        """How much this connection progresses, for `_make_room`: its rank, and since when it has not."""
+        if self._refused or self.transport.is_closing():
+            return _BUSY, 0.0
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            if not self._in_head:
+                return _IDLE, self.idle_since
+            return (_SENDING, self.last_byte) if now - self.last_byte >= PROGRESS_GRACE_S else (_BUSY, 0.0)
+        if not cycle.response_started:
+            if cycle.more_body and not self.flow.read_paused and now - self.last_byte >= PROGRESS_GRACE_S:
+                return _SENDING, self.last_byte  # the application waits for a body that does not come
+            return _BUSY, 0.0  # being answered
+        if self.flow.write_paused:
+            self._sample_drain(now)
+            if now - self._drained_at >= PROGRESS_GRACE_S:
+                return _STALLED, self._drained_at
+        return _BUSY, 0.0
+
+    def _evict(self, rank: int, still_s: float) -> None:
+        log = logging.getLogger(self.limits.logger)
+        self._refused = True
+        self._disarm_head_timer()
+        self._disarm_stall_timer()
+        client = _address(self.client)
+        if rank == _IDLE:
+            log.info("closing the connection idle longest (from %s) to make room", client)
+            label = "idle_evicted"
+            self.transport.close()
+        elif rank == _SENDING:
+            log.info("closing the connection from %s to make room: its request has not progressed for %.1f s (408)",
+                     client, still_s)
+            label = "slow_request_evicted"
+            if self.cycle is not None and not self.cycle.response_complete:
+                self.cycle.scope[EVICTED] = True  # type: ignore[literal-required]
+                self.cycle.disconnected = True  # the application stops waiting for the body now
+                self.cycle.message_event.set()
+            self.transport.write(_response(408, "Request Timeout", "the request did not progress and the server "
+                                           "needed its connection: send it at once"))
+            self.transport.close()
+        else:
+            log.info("closing the connection from %s to make room: it has taken nothing of its answer for %.1f s",
+                     client, still_s)
+            label = "stalled_evicted"
+            self.transport.abort()
+        if self.limits.on_refusal is not None:
+            self.limits.on_refusal(label)
 
     def idle(self) -> bool:
         """No request is being answered (it may be sending one slowly)."""
         return self.cycle is None or self.cycle.response_complete
 
+    # -- answers the client does not take ---------------------------------------------------
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._drained_at = time.monotonic()
+        self._buffered = self.transport.get_write_buffer_size()
+        if self.limits.client_stall_s is not None and self._stall_timer is None:
+            self._stall_timer = self.loop.call_later(self._stall_step(), self._check_stall)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._disarm_stall_timer()
+
+    def _sample_drain(self, now: float) -> None:
+        buffered = self.transport.get_write_buffer_size()
+        if buffered < self._buffered:
+            self._drained_at = now
+        self._buffered = buffered
+
+    def _stall_step(self) -> float:
+        return max(0.05, (self.limits.client_stall_s or 0.0) / 4)
+
+    def _check_stall(self) -> None:
+        self._stall_timer = None
+        stall_s = self.limits.client_stall_s
+        if stall_s is None or not self.flow.write_paused or self._refused or self.transport.is_closing():
+            return
+        now = time.monotonic()
+        self._sample_drain(now)
+        if now - self._drained_at < stall_s:
+            self._stall_timer = self.loop.call_later(self._stall_step(), self._check_stall)
+            return
+        self._refused = True
+        self._disarm_head_timer()
+        logging.getLogger(self.limits.logger).warning(
+            "closing the connection from %s: it took nothing of its answer for %g s (client_stall_s), %s bytes "
+            "waiting", _address(self.client), stall_s, f"{self._buffered:,}")
+        if self.limits.on_refusal is not None:
+            self.limits.on_refusal("client_stalled")
+        self.transport.abort()
+
+    def _disarm_stall_timer(self) -> None:
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+
     # -- request heads ---------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
+        self.last_byte = time.monotonic()
         idle = self.idle()
         if idle and self._head_timer is None and not self._in_head:
             self._arm_head_timer()  # the first bytes of a request on a kept-alive connection
@@ -194,6 +321,10 @@ class _GuardedProtocol(HttpToolsProtocol):
             self.limits.on_refusal(label)
         self.transport.write(_response(status, reason, message))
         self.transport.close()
+
+
+_IDLE, _SENDING, _STALLED, _BUSY = range(4)
+"""The ranks of `_GuardedProtocol._stage`: who is closed first to make room (`_BUSY` never)."""
 
 
 class _Stop(Exception):

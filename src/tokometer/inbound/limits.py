@@ -1,8 +1,8 @@
 """The default limits of one client request, shared by the gateway (its ``[server]`` settings) and the simulator.
 
 nginx's ``client_max_body_size``, ``large_client_header_buffers``, ``client_header_timeout`` and
-``client_body_timeout``, in one place: the gateway's config takes its defaults from `DEFAULT_LIMITS`,
-the simulator serves with them.
+``client_body_timeout``, and ``send_timeout`` (a client that takes nothing of its answer), in one place: the
+gateway's config takes its defaults from `DEFAULT_LIMITS`, the simulator serves with them.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ class RequestLimits:
     """Larger request bodies get 413, refused before they are read (from Content-Length) or as they arrive."""
     body_timeout_s: float = 30.0
     """A request body must arrive whole within this, from the end of its head (408)."""
+    body_idle_timeout_s: float = 10.0
+    """Nor may it pause longer than this between two reads (nginx's ``client_body_timeout``): a trickle
+    or an ``Expect: 100-continue`` that never sends its body gets 408 well before ``body_timeout_s``."""
     max_header_bytes: int = 32 * 1024
     """Larger request heads (request line and fields) get 431."""
     max_header_fields: int = 100
@@ -26,6 +29,9 @@ class RequestLimits:
     """A request head must arrive within this of its first byte, or of the connection opening (408)."""
     max_json_depth: int = 64
     """JSON bodies nested deeper (arrays and objects inside each other) get 400."""
+    client_stall_s: float = 30.0
+    """A client whose connection takes none of its response (writes paused, nothing drained) for this long
+    is closed, and its upstream request cancelled."""
 
 
 DEFAULT_LIMITS = RequestLimits()

@@ -62,7 +62,8 @@ class _StampArrival:
 async def _read(request: Request, config: SimConfig) -> bytes | Response:
     """The body within the limits the gateway keeps too (`tokometer.inbound`), or the refusal to send."""
     try:
-        return await read_body(request, config.max_body_bytes, config.body_timeout_s, "--max-body-bytes")
+        return await read_body(request, config.max_body_bytes, config.body_timeout_s, "--max-body-bytes",
+                               idle_timeout_s=config.body_idle_timeout_s)
     except BodyTooLarge as exc:
         await discard_rest(request)
         return JSONResponse({"error": {"message": str(exc), "type": "invalid_request_error"}}, status_code=413,

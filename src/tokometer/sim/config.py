@@ -57,6 +57,8 @@ class SimConfig(BaseModel):
                                 "(the gateway's limit; tokometer.inbound)")
     body_timeout_s: float = Field(DEFAULT_LIMITS.body_timeout_s, gt=0, description="a request body must arrive "
                                   "whole within this of its head, else 408 (the gateway's limit)")
+    body_idle_timeout_s: float = Field(DEFAULT_LIMITS.body_idle_timeout_s, gt=0, description="nor pause longer "
+                                       "than this between two reads, else 408 (the gateway's limit)")
     reject_stream_options: bool = False
     faults: dict[str, float] = Field(default_factory=dict, description="fault name -> probability per request")
     fault_schedule: list[str] = Field(default_factory=list, description="fault per request, cycled in order")

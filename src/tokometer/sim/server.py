@@ -1,6 +1,7 @@
 """Run the simulator on a socket with uvicorn (uvloop + httptools), with the gateway's limits on request heads
 and bodies (`tokometer.inbound`): 431 for a head over 32 KiB or 100 fields, 408 for one that takes over 10 s
-or a body over 30 s, 413 for a body over ``--max-body-bytes``."""
+or a body over 30 s (or pausing 10 s), 413 for a body over ``--max-body-bytes``. Unlike the gateway it does not
+close a client that reads nothing of its answer: an engine stand-in is pushed back by TCP, as engines are."""
 
 from __future__ import annotations
 
@@ -20,11 +21,14 @@ _MAX_CONNECTIONS = 1 << 16
 """As many open connections as the descriptors allow: a load test may hold thousands at once."""
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    """Bind and listen; ``port=0`` picks a free port (read it from the socket)."""
+def bind_socket(host: str, port: int, send_buffer: int = 0) -> socket.socket:
+    """Bind and listen; ``port=0`` picks a free port (read it from the socket). ``send_buffer``: the SO_SNDBUF
+    the accepted connections inherit (0: the kernel's, which grows to tcp_wmem's maximum, often 4 MiB)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if send_buffer:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
     sock.bind((host, port))
     sock.listen(2048)
     sock.set_inheritable(True)
