@@ -33,7 +33,7 @@ __all__ = ["RequestLog", "RequestLogEntry", "cost_usd"]
 logger = logging.getLogger("tokometer.gateway")
 
 _PER = 1_000_000
-HANDOVER_S = 0.02
+HANDOVER_S = 0.1
 """How long lines written on an event loop gather before they go to the writing thread."""
 
 
