@@ -179,3 +179,30 @@ def test_a_hedge_loser_s_time_feeds_its_window_but_leaves_its_breaker_alone() ->
     assert h.state(now=2.0) == "open"
     h.sample(450.0)
     assert h.state(now=2.0) == "open"
+
+
+def test_route_series_count_what_labels_would_and_only_once_used() -> None:
+    """`GatewayMetrics.series` (children looked up once) renders exactly what ``labels()`` calls would."""
+    from tokometer.gateway.metrics import GatewayMetrics
+
+    cached, direct = GatewayMetrics(gpu=False), GatewayMetrics(gpu=False)
+    for _ in range(3):
+        series = cached.series("chat", "a")
+        assert series is cached.series("chat", "a")
+        series.request(200)
+        series.observe("ttft", 0.012)
+        series.observe("duration", 0.2)
+        series.observe("overhead", 0.0003)
+        series.add("output", 16)
+        direct.requests.labels("chat", "a", "200").inc()
+        direct.ttft.labels("chat", "a").observe(0.012)
+        direct.duration.labels("chat", "a").observe(0.2)
+        direct.overhead.labels("chat").observe(0.0003)
+        direct.tokens.labels("chat", "a", "output").inc(16)
+    cached.series("chat", "b").request(502)
+    direct.requests.labels("chat", "b", "502").inc()
+    text = cached.render().decode()
+    assert text == direct.render().decode()
+    assert 'tokometer_gateway_requests_total{route="chat",status="200",upstream="a"} 3.0' in text
+    assert "gen_ai_server_time_per_output_token_seconds_count{" not in text  # unused series are not made
+    assert "tokometer_gateway_cost_usd_total{" not in text
