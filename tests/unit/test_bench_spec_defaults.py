@@ -103,7 +103,8 @@ def test_every_spec_message_names_fields_that_have_flags() -> None:
 
 
 @pytest.mark.parametrize(("values", "library", "cli"), [
-    ({"concurrency": [1], "rate": [2.0]}, "give concurrency or rate, not both", "give --concurrency or --rate, not both"),
+    ({"concurrency": [1], "rate": [2.0]}, "give concurrency or rate, not both",
+     "give --concurrency or --rate, not both"),
     ({"prefix_tokens": 300}, "prefix_tokens 300 must be less than input_tokens 256",
      "--prefix-tokens 300 must be less than --input-tokens 256"),
     ({"find_max": "concurrency", "concurrency": [1, 2], "slo": "ttft_p99=1s"},

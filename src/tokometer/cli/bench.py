@@ -8,7 +8,7 @@ import functools
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import click
 
@@ -27,6 +27,7 @@ from tokometer.cli.options import (
 )
 from tokometer.cli.specoption import SpecOption, flag_words, user_fields
 from tokometer.cli.terminate import EXIT_CODE, Terminate
+from tokometer.load.profiles import Arrival
 
 if TYPE_CHECKING:
     from tokometer.benchmark.spec import BenchSpec
@@ -93,7 +94,7 @@ def _mebibytes(size: int) -> str:
              help="Request rates per second to sweep, e.g. 10,20 (open loop).")
 @spec_option("--synchronous", is_flag=True, field="synchronous",
              help="One request at a time (instead of --concurrency or --rate).")
-@spec_option("--arrival", type=click.Choice(["poisson", "gamma", "constant"]), field="arrival",
+@spec_option("--arrival", type=click.Choice(get_args(Arrival)), field="arrival",
              show_default=True, help="Arrival process for --rate.")
 @spec_option("--burstiness", type=FiniteFloat(min=0, min_open=True), field="burstiness", show_default=True,
              help="Gamma shape for --arrival gamma (<1 burstier, >1 smoother).")
