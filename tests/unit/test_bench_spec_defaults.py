@@ -17,14 +17,14 @@ import pytest
 from tokometer.benchmark import spec as spec_module
 from tokometer.benchmark.embedded import EMBEDDED_PROFILE
 from tokometer.benchmark.spec import BenchSpec, apply_profile
-from tokometer.cli.bench import _spec_values, command
+from tokometer.cli.bench import _engine_settings, _spec, _spec_values, command
 from tokometer.cli.options import build_spec
-from tokometer.cli.specoption import SpecOption, flag_words
+from tokometer.cli.specoption import SpecOption, flag_words, spec_options
 from tokometer.errors import ConfigError
 from tokometer.specproblem import FieldProblem
 
 URL = "http://127.0.0.1:9/v1"
-FLAGS = flag_words(command)
+FLAGS = flag_words(command, _spec)
 
 
 def _field_default(field: str) -> Any:
@@ -36,7 +36,7 @@ def _defaults_context() -> click.Context:
 
 
 def test_every_field_has_exactly_one_option() -> None:
-    options = [p for p in command.params if isinstance(p, SpecOption)]
+    options = list(spec_options(command, _spec))
     fields = [f for option in options for f in (option.field, *option.also)]
     assert sorted(fields) == sorted(BenchSpec.model_fields)  # every field, none twice
     assert FLAGS["request_timeout_s"] == "--timeout" and FLAGS["tls_verify"] == "--insecure"
@@ -47,7 +47,7 @@ def test_every_click_default_is_the_fields_default() -> None:
     """Each option's default, read as the command reads it, is its field's default: no second copy."""
     ctx = _defaults_context()
     values = _spec_values(ctx.params, set(BenchSpec.model_fields))
-    own = {f for p in command.params if isinstance(p, SpecOption) and p._own_default for f in (p.field, *p.also)}
+    own = {f for p in spec_options(command, _spec) if p._own_default for f in (p.field, *p.also)}
     assert own == {"url", "api", "headers", "workers", "ray_actors", "max_event_bytes"}  # absence read by the command
     checked = 0
     for field in BenchSpec.model_fields.keys() - own:
@@ -58,6 +58,9 @@ def test_every_click_default_is_the_fields_default() -> None:
     # an option left to its default is not passed on: the spec applies its own
     assert set(_spec_values(ctx.params, set())) == {"url", "api", "model"}
     assert build_spec(BenchSpec, **_spec_values(ctx.params, set())) == BenchSpec(url=URL)
+    # the embedded engine's options: the engine's settings
+    (parallel,) = (p for p in command.params if isinstance(p, SpecOption) and p.spec is _engine_settings)
+    assert parallel.name == "engine_parallel" and ctx.params["engine_parallel"] == _engine_settings()().parallel == 4
 
 
 def test_the_help_shows_the_fields_defaults() -> None:

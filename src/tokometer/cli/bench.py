@@ -31,6 +31,7 @@ from tokometer.load.profiles import Arrival
 
 if TYPE_CHECKING:
     from tokometer.benchmark.spec import BenchSpec
+    from tokometer.engines import LlamaCppSettings
 
 __all__ = ["command"]
 
@@ -39,6 +40,12 @@ def _spec() -> type[BenchSpec]:
     from tokometer.benchmark.spec import BenchSpec
 
     return BenchSpec
+
+
+def _engine_settings() -> type[LlamaCppSettings]:
+    from tokometer.engines import LlamaCppSettings
+
+    return LlamaCppSettings
 
 
 spec_option = functools.partial(click.option, cls=SpecOption, spec=_spec)
@@ -186,7 +193,8 @@ def _mebibytes(size: int) -> str:
 @click.option("--quiet", "-q", is_flag=True, help="No live progress display.")
 @click.option("--engine-model", type=click.Path(path_type=Path), default=None,
               help="Embedded engine: a GGUF file instead of the bundled Gemma 3 270M.")
-@click.option("--engine-parallel", type=int, default=4, show_default=True, help="Embedded engine: parallel slots.")
+@click.option("--engine-parallel", cls=SpecOption, spec=_engine_settings, field="parallel", type=int,
+              show_default=True, help="Embedded engine: parallel slots.")
 @click.option("--engine-threads", type=int, default=None, help="Embedded engine: CPU threads.")
 def command(**opts: Any) -> int:
     """Benchmark an inference endpoint: TTFT, TPOT/ITL, decode speed, throughput, errors.
@@ -203,7 +211,7 @@ def command(**opts: Any) -> int:
       tokometer bench --url http://10.0.0.5:8000/v1 -c 256 --ray auto     # load from a Ray cluster's nodes
     """
     embedded = opts["url"] is None
-    values = _spec_values(opts, user_fields(click.get_current_context()))
+    values = _spec_values(opts, user_fields(click.get_current_context(), _spec))
     check_output_path(opts["json_path"], "--json", "result.json")  # before the run, not after it
     check_output_path(opts["csv_path"], "--csv", "result.csv")
     with Terminate() as terminate, ExitStack() as stack:
@@ -226,7 +234,7 @@ def command(**opts: Any) -> int:
 
         if embedded:
             values = apply_profile(values, EMBEDDED_PROFILE)
-        spec = build_spec(BenchSpec, flags=flag_words(command), **values)
+        spec = build_spec(BenchSpec, flags=flag_words(command, _spec), **values)
         return _run(spec, opts, engine_identity, engine_check, terminate)
 
 

@@ -1,4 +1,4 @@
-"""`SpecOption`: a click option that stands for a field of a command's pydantic spec.
+"""`SpecOption`: a click option that stands for a field of a command's spec (a pydantic model or a dataclass).
 
 Its default is the field's own, read from the spec when click first needs it (a run, or ``--help``), so the
 number is written once, on the field, and ``--help`` of every other command does not import the spec. Its
@@ -8,15 +8,13 @@ from its pydantic models the same way.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel
-
-__all__ = ["SpecOption", "flag_words", "user_fields"]
+__all__ = ["SpecOption", "flag_words", "spec_options", "user_fields"]
 
 
 class SpecOption(click.Option):
@@ -28,11 +26,11 @@ class SpecOption(click.Option):
     sets (``--workers``: processes, or with ``--ray`` Ray actors).
     """
 
-    def __init__(self, *decls: Any, field: str, spec: Callable[[], type[BaseModel]],
+    def __init__(self, *decls: Any, field: str, spec: Callable[[], type],
                  to_cli: Callable[[Any], Any] | None = None, also: tuple[str, ...] = (), **attrs: Any) -> None:
         self.field = field
         self.also = also
-        self._spec = spec
+        self.spec = spec
         self._to_cli = to_cli
         self._own_default = "default" in attrs
         super().__init__(*decls, **attrs)
@@ -40,7 +38,11 @@ class SpecOption(click.Option):
 
     def field_default(self) -> Any:
         """The spec field's default, as the option would take it."""
-        value = self._spec().model_fields[self.field].get_default(call_default_factory=True)
+        spec: Any = self.spec()
+        if dataclasses.is_dataclass(spec):
+            (value,) = (f.default for f in dataclasses.fields(spec) if f.name == self.field)
+        else:
+            value = spec.model_fields[self.field].get_default(call_default_factory=True)
         return value if self._to_cli is None else self._to_cli(value)
 
     def get_default(self, ctx: click.Context, call: bool = True) -> Any:
@@ -58,19 +60,20 @@ class SpecOption(click.Option):
             self.help = template
 
 
-def _spec_options(command: click.Command) -> Iterable[SpecOption]:
-    return (p for p in command.params if isinstance(p, SpecOption))
+def spec_options(command: click.Command, spec: Callable[[], type]) -> Iterable[SpecOption]:
+    """``command``'s options for the fields of ``spec``."""
+    return (p for p in command.params if isinstance(p, SpecOption) and p.spec is spec)
 
 
-def flag_words(command: click.Command) -> dict[str, str]:
-    """Each spec field that ``command``'s options set -> its flag (``request_timeout_s`` -> ``--timeout``)."""
-    return {field: option.flag for option in _spec_options(command) for field in (option.field, *option.also)}
+def flag_words(command: click.Command, spec: Callable[[], type]) -> dict[str, str]:
+    """Each field of ``spec`` that ``command``'s options set -> its flag (``request_timeout_s`` -> ``--timeout``)."""
+    return {field: option.flag for option in spec_options(command, spec) for field in (option.field, *option.also)}
 
 
-def user_fields(ctx: click.Context) -> set[str]:
-    """The spec fields whose options the user gave (on the command line or through their environment
+def user_fields(ctx: click.Context, spec: Callable[[], type]) -> set[str]:
+    """The fields of ``spec`` whose options the user gave (on the command line or through their environment
     variable): the others are left to the spec's defaults."""
     given = {click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT,
              click.core.ParameterSource.PROMPT}
-    return {field for option in _spec_options(ctx.command) if option.name is not None
+    return {field for option in spec_options(ctx.command, spec) if option.name is not None
             and ctx.get_parameter_source(option.name) in given for field in (option.field, *option.also)}
