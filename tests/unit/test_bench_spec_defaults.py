@@ -159,3 +159,19 @@ def test_the_endpoint_defaults_are_the_fields() -> None:
     assert BenchSpec(url=URL, duration_s=5.0, requests=7).requests == 7
     stored = BenchSpec(url=URL, duration_s=5.0, requests=100).model_dump()
     assert BenchSpec.model_validate(stored).requests == 100  # a saved spec keeps its count
+
+
+def test_every_choice_is_the_fields_literal() -> None:
+    """An option's choices are its field's values (``--api``: the registered backends)."""
+    from typing import get_args
+
+    from tokometer.backends import BACKENDS
+
+    choices = {p.field: list(p.type.choices) for p in spec_options(command, _spec) if isinstance(p.type, click.Choice)}
+    assert set(choices) == {"api", "arrival", "dataset_kind", "find_max"}
+    assert choices.pop("api") == sorted(BACKENDS)  # the spec checks against BACKENDS
+    for field, listed in choices.items():
+        literal = [a for a in get_args(BenchSpec.model_fields[field].annotation) if a is not type(None)]
+        if len(literal) == 1 and get_args(literal[0]):  # Literal[...] | None
+            literal = list(get_args(literal[0]))
+        assert listed == literal, field
