@@ -15,7 +15,8 @@ PARAMS = GenerationParams(model="m", max_tokens=16, seed=3)
 
 
 def test_registry_and_defaults() -> None:
-    assert set(BACKENDS) == {"openai-chat", "openai-completions", "ollama", "tgi", "llamacpp"}
+    assert set(BACKENDS) == {"openai-chat", "openai-completions", "openai-responses", "anthropic-messages", "ollama",
+                             "tgi", "llamacpp"}
     with pytest.raises(ConfigError, match="unknown API 'grpc'"):
         create_backend("grpc")
     assert default_api_for_url("http://h:8000/v1") == "openai-chat"

@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 from tokometer.errors import ConfigError
+from tokometer.wire.anthropic import AnthropicMessages
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent
 from tokometer.wire.llamacpp import LlamaCpp
 from tokometer.wire.ollama import Ollama
 from tokometer.wire.openai import OpenAIChat, OpenAICompletions
+from tokometer.wire.openai_responses import OpenAIResponses
 from tokometer.wire.tgi import TGI
 
 __all__ = [
@@ -23,7 +25,7 @@ __all__ = [
 ]
 
 BACKENDS: dict[str, type[Backend]] = {
-    cls.name: cls for cls in (OpenAIChat, OpenAICompletions, Ollama, TGI, LlamaCpp)
+    cls.name: cls for cls in (OpenAIChat, OpenAICompletions, OpenAIResponses, AnthropicMessages, Ollama, TGI, LlamaCpp)
 }
 
 
