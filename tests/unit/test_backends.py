@@ -21,6 +21,7 @@ def test_registry_and_defaults() -> None:
         create_backend("grpc")
     assert default_api_for_url("http://h:8000/v1") == "openai-chat"
     assert default_api_for_url("http://localhost:11434") == "ollama"
+    assert default_api_for_url("https://api.anthropic.com/v1") == "anthropic-messages"
 
 
 def test_request_bodies() -> None:

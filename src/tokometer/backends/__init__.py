@@ -39,8 +39,11 @@ def create_backend(name: str) -> Backend:
 
 
 def default_api_for_url(url: str) -> str:
-    """Guess the protocol from a URL: ``/v1`` means OpenAI chat, port 11434 Ollama."""
+    """Guess the protocol from a URL: Anthropic's own host its Messages API, ``/v1`` OpenAI chat, port 11434
+    Ollama."""
     stripped = url.rstrip("/")
+    if "://api.anthropic.com" in stripped:
+        return "anthropic-messages"
     if stripped.endswith("/v1") or "/v1/" in stripped:
         return "openai-chat"
     if ":11434" in stripped:
