@@ -126,6 +126,19 @@ def test_the_key_in_x_api_key_and_a_refusal_in_anthropics_shape(sim_factory: Cal
     assert "max_tokens" in answer["error"]["message"]
 
 
+def test_responses_not_streamed_is_one_response_object(sim_factory: Callable[..., SimServer]) -> None:
+    sim = sim_factory("--reasoning-tokens", "2", "--reasoning-format", "reasoning")
+    status, answer = _post(sim.root + "/v1/responses", {}, {"model": "m", "input": "a b c", "max_output_tokens": 5})
+    assert status == 200 and answer["object"] == "response" and answer["status"] == "incomplete"
+    assert answer["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert answer["usage"] == {"input_tokens": 3, "output_tokens": 5, "total_tokens": 8,
+                               "output_tokens_details": {"reasoning_tokens": 2}}
+    assert [item["type"] for item in answer["output"]] == ["reasoning", "message"]
+    assert len(answer["output"][1]["content"][0]["text"].split()) == 3
+    status, answer = _post(sim.root + "/v1/responses", {}, {"input": 5})
+    assert status == 400 and "'input'" in answer["error"]["message"]
+
+
 def test_cli_bench_of_both_apis(sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
     """As a user runs it, with the check request first and the model found in /v1/models."""
     sim = sim_factory("--ttft-ms", "20", "--itl-ms", "2", "--model", "listed-model")
