@@ -126,6 +126,15 @@ def test_the_key_in_x_api_key_and_a_refusal_in_anthropics_shape(sim_factory: Cal
     assert "max_tokens" in answer["error"]["message"]
 
 
+def test_a_refused_anthropic_key_says_where_it_went(sim_factory: Callable[..., SimServer]) -> None:
+    sim = sim_factory("--api-key", "k1")
+    done = run_cli("bench", "--url", sim.openai_url, "--api", "anthropic-messages", "--model", "m", "--api-key", "k2",
+                   "-n", "1", "--no-store")
+    assert done.returncode == 2
+    assert "refused the API key given" in done.stderr and "--header 'Authorization: Bearer KEY'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_responses_not_streamed_is_one_response_object(sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory("--reasoning-tokens", "2", "--reasoning-format", "reasoning")
     status, answer = _post(sim.root + "/v1/responses", {}, {"model": "m", "input": "a b c", "max_output_tokens": 5})
