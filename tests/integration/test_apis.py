@@ -58,13 +58,17 @@ def test_timing_and_counts_match_the_simulators_trace(sim_factory: Callable[...,
     assert all(r.finish_reason == "length" for r in step.records)
 
 
-@pytest.mark.parametrize(("api", "source"), [("openai-responses", "usage"), ("anthropic-messages", "estimate")])
-def test_reasoning_blocks_split_the_answer(sim_factory: Callable[..., SimServer], api: str, source: str) -> None:
+@pytest.mark.parametrize(("api", "fmt", "source"), [("openai-responses", "reasoning", "usage"),
+                                                   ("anthropic-messages", "reasoning", "estimate"),
+                                                   ("openai-responses", "think", "estimate"),
+                                                   ("anthropic-messages", "think", "estimate")])
+def test_reasoning_blocks_split_the_answer(sim_factory: Callable[..., SimServer], api: str, fmt: str,
+                                           source: str) -> None:
     """12 reasoning tokens (Responses' ``reasoning_text`` deltas, Anthropic's ``thinking`` block), then the answer:
     the time to the first answer token is the event that carried token 12. Responses counts reasoning tokens in
-    its usage; Anthropic's usage does not, so the thinking block's events are counted (an estimate, so labelled)."""
-    sim = sim_factory("--ttft-ms", "50", "--itl-ms", "2", "--reasoning-tokens", "12", "--reasoning-format",
-                      "reasoning")
+    its usage; Anthropic's usage does not, so the thinking block's events are counted (an estimate, so labelled).
+    With ``think`` the reasoning comes inline in the answer text between ``<think>`` tags, and is found there."""
+    sim = sim_factory("--ttft-ms", "50", "--itl-ms", "2", "--reasoning-tokens", "12", "--reasoning-format", fmt)
     result = bench(sim.openai_url, api=api, model="sim-model", concurrency=[1], requests=5, input_tokens=16,
                    output_tokens=64)
     step = result.steps[0]
