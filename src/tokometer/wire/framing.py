@@ -220,6 +220,11 @@ def sse_payload(event: bytes) -> bytes | None:
     """The ``data`` of one SSE event (multi-line data joined with newlines), or None if it has none."""
     if event.startswith(b"data: ") and event.endswith(b"\n\n") and event.count(b"\n") == 2:
         return event[6:-2]  # the common case, first: one "data: " line ended by LF LF
+    if event.startswith(b"event: ") and event.endswith(b"\n\n") and event.count(b"\n") == 3 \
+            and b"\r" not in event:
+        at = event.find(b"\ndata: ")  # a named event (OpenAI Responses, Anthropic): "event: X", one data line
+        if at > 0:
+            return event[at + 7:-2]
     parts = []
     for line in _LINE.split(event):
         if line.startswith(b"data:"):
