@@ -88,6 +88,16 @@ def test_config_env_overrides_and_errors(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.toml", {})
 
 
+@pytest.mark.parametrize("api", ["openai-responses", "anthropic-messages"])
+def test_apis_the_gateway_cannot_relay_are_refused_upstream(tmp_path: Path, api: str) -> None:
+    """bench speaks them; the gateway would send such an upstream chat requests, so its config refuses them."""
+    path = tmp_path / "g.toml"
+    path.write_text(f'[[upstreams]]\nname = "a"\nurl = "http://h:1/v1"\napi = "{api}"\n'
+                    '[[routes]]\nmodel = "m"\nupstreams = ["a"]\n')
+    with pytest.raises(ConfigError, match=rf"upstreams.0.api: '{api}' is not relayed by the gateway yet .*openai-chat"):
+        load_config(path, {})
+
+
 def test_hedge_after_parses_percentiles_and_times() -> None:
     assert HedgeAfter.parse("p95") == HedgeAfter(percentile=95)
     assert HedgeAfter.parse("300ms") == HedgeAfter(fixed_ms=300.0)
