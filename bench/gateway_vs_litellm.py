@@ -88,20 +88,24 @@ def compare(litellm: Path, requests: int) -> dict[str, Any]:
             ("throughput", ("--ttft-ms", "1", "--itl-ms", "0.1", "--varied"),
              ("-c", "32", "-n", str(requests), "--warmup", "32", "--output-tokens", "16"))):
         pacer, root = start_pacer(*pacer_args)
-        with tempfile.TemporaryDirectory() as tmp:
-            gateway, gw_root = start_gateway(root, Path(tmp))
-            lite, lite_root = start_litellm(litellm, root, Path(tmp))
-            try:
-                args = (*load, "--model", "pacer", "--api-key", KEY)
-                out[part] = {"direct": _measure(root + "/v1", None, args),
-                             "tokometer": _measure(gw_root + "/v1", gateway.pid, args),
-                             "litellm": _measure(lite_root + "/v1", lite.pid, args)}
-            finally:
-                stop(gateway)
-                lite.terminate()
-                lite.wait(30)
-                pacer.terminate()
-                pacer.wait()
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                gateway, gw_root = start_gateway(root, Path(tmp))
+                try:
+                    lite, lite_root = start_litellm(litellm, root, Path(tmp))
+                    try:
+                        args = (*load, "--model", "pacer", "--api-key", KEY)
+                        out[part] = {"direct": _measure(root + "/v1", None, args),
+                                     "tokometer": _measure(gw_root + "/v1", gateway.pid, args),
+                                     "litellm": _measure(lite_root + "/v1", lite.pid, args)}
+                    finally:
+                        lite.terminate()
+                        lite.wait(30)
+                finally:
+                    stop(gateway)
+        finally:
+            pacer.terminate()
+            pacer.wait()
     return out
 
 

@@ -3,7 +3,7 @@
 
 Every item is made here from a fixed seed (``SEED``) and lists written in this file, so the set is
 licence-clean (no downloaded benchmark) and reproducible: running this script again writes the
-same bytes (tests/unit/test_quality.py checks it). Six tasks, 50 items each, 300 in all, each with
+same bytes (tests/unit/quality/test_quality.py checks it). Six tasks, 50 items each, 300 in all, each with
 an exact answer that a small base model partly gets right:
 
     add        two-digit addition              "What is 23 + 58?"                    81

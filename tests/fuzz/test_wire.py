@@ -9,6 +9,7 @@ record it fills are finite and not negative.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from typing import Any
@@ -24,7 +25,7 @@ from tokometer.metrics import request as m
 from tokometer.metrics.summary import summarize
 from tokometer.records import RequestRecord
 from tokometer.wire.base import ParsedEvent
-from tokometer.wire.framing import iter_payloads
+from tokometer.wire.framing import EventSplitter, EventWatch, iter_payloads
 from tokometer.wire.mediatype import not_an_api_answer
 from tokometer.wire.numbers import MAX_COUNT, MAX_DURATION_MS
 from tokometer.wire.openai import read_usage
@@ -113,6 +114,28 @@ def test_framing_splits_anything(framing: Any, chunks: list[bytes]) -> None:
     stamps = list(range(1, len(chunks) + 1))
     for stamp, payload in iter_payloads(chunks, stamps, framing):
         assert stamp in stamps and isinstance(payload, bytes)
+
+
+_SSE_PIECES = st.sampled_from([b"data: {}", b"data: x", b": keep-alive", b"\n", b"\n\n", b"\r\n", b"\r\n\r\n",
+                               b"\n\n\n", b"event: e", b"x"])
+
+
+@given(st.lists(_SSE_PIECES, max_size=24), st.lists(st.integers(0, 200), max_size=8))
+def test_event_watch_counts_what_the_splitter_finds(pieces: list[bytes], cuts: list[int]) -> None:
+    """The watch (bytes as they arrive, keeping none) and the splitter (the kept bytes, afterwards) agree
+    on the events of a stream however it is cut into chunks: its one-event fast path included."""
+    data = b"".join(pieces)
+    bounds = sorted({0, len(data), *(c for c in cuts if c < len(data))})
+    by_cuts = [data[a:b] for a, b in itertools.pairwise(bounds)]
+    by_lflf = [part + b"\n\n" for part in data.split(b"\n\n")]  # whole events as chunks, as servers write them
+    for chunks in (by_cuts, by_lflf):
+        watch = EventWatch("sse")
+        for chunk in chunks:
+            assert watch.feed(chunk) is None
+        splitter = EventSplitter("sse")
+        frames = [frame for chunk in chunks for frame in splitter.feed(chunk)]
+        assert watch.events == sum(1 for frame in frames if not frame.startswith(b":")), chunks
+        assert watch.open_bytes == splitter.open_bytes
 
 
 @given(st.dictionaries(st.sampled_from(["content-type", "x"]), st.text(max_size=30)),

@@ -74,6 +74,8 @@ def _refused(args: list[str], *fragments: str, env: dict[str, str] | None = None
     # combinations that were accepted and silently wrong (issue 22 H)
     (["bench", "--url", URL, "--sessions", "2", "--prefix-tokens", "16"], ["--prefix-tokens", "--sessions"]),
     (["bench", "--url", URL, "--sessions", "2", "--prefix-groups", "3"], ["--prefix-groups", "--sessions"]),
+    # a field's error names its flag, not the field (issue 24: once "--scrape-interval-s", "--ray-actors")
+    (["bench", "--url", URL, "--scrape-interval", "10ms"], ["--scrape-interval: ", "0.05"]),
     # a key no header carries the same way to every server: refused, not a traceback per request (issue 22 F)
     (["bench", "--url", URL, "--api-key", "ключ"], ["--api-key", "non-ASCII", "the key is not shown"]),
     (["doctor", URL, "--api-key", "ключ"], ["--api-key", "non-ASCII"]),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tests.unit.test_tokens_hf import make_bpe_dir
+from tests.unit.tokens.test_tokens_hf import make_bpe_dir
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HTTPS_PROXY": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
 ARTICLE = "大模型推理速度是落地的关键指标，token 是计算的基本单位。"

@@ -25,7 +25,7 @@ def test_poisson_rate_is_achieved(sim_factory: Callable[..., SimServer]) -> None
     arrivals = sorted(t["received_ns"] for t in sim.trace())
     assert (len(arrivals) - 1) / ((arrivals[-1] - arrivals[0]) / 1e9) == pytest.approx(50.0, rel=0.03)
     assert summary.client_lag_ms.p50 is not None and summary.client_lag_ms.p50 < 1.0
-    # What the verdict promises (the rule: ClientHealth.judge, tests/unit/test_client_health.py): the rate was
+    # What the verdict promises (the rule: ClientHealth.judge, tests/unit/load/test_client_health.py): the rate was
     # achieved and lateness is judged against the 20 ms mean gap, so a busy machine's millisecond or two of client
     # lag does not make the client "could not keep up" with the schedule.
     health = step.health

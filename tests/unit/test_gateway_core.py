@@ -88,6 +88,16 @@ def test_config_env_overrides_and_errors(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.toml", {})
 
 
+@pytest.mark.parametrize("api", ["openai-responses", "anthropic-messages"])
+def test_apis_the_gateway_cannot_relay_are_refused_upstream(tmp_path: Path, api: str) -> None:
+    """bench speaks them; the gateway would send such an upstream chat requests, so its config refuses them."""
+    path = tmp_path / "g.toml"
+    path.write_text(f'[[upstreams]]\nname = "a"\nurl = "http://h:1/v1"\napi = "{api}"\n'
+                    '[[routes]]\nmodel = "m"\nupstreams = ["a"]\n')
+    with pytest.raises(ConfigError, match=rf"upstreams.0.api: '{api}' is not relayed by the gateway yet .*openai-chat"):
+        load_config(path, {})
+
+
 def test_hedge_after_parses_percentiles_and_times() -> None:
     assert HedgeAfter.parse("p95") == HedgeAfter(percentile=95)
     assert HedgeAfter.parse("300ms") == HedgeAfter(fixed_ms=300.0)
@@ -179,3 +189,30 @@ def test_a_hedge_loser_s_time_feeds_its_window_but_leaves_its_breaker_alone() ->
     assert h.state(now=2.0) == "open"
     h.sample(450.0)
     assert h.state(now=2.0) == "open"
+
+
+def test_route_series_count_what_labels_would_and_only_once_used() -> None:
+    """`GatewayMetrics.series` (children looked up once) renders exactly what ``labels()`` calls would."""
+    from tokometer.gateway.metrics import GatewayMetrics
+
+    cached, direct = GatewayMetrics(gpu=False), GatewayMetrics(gpu=False)
+    for _ in range(3):
+        series = cached.series("chat", "a")
+        assert series is cached.series("chat", "a")
+        series.request(200)
+        series.observe("ttft", 0.012)
+        series.observe("duration", 0.2)
+        series.observe("overhead", 0.0003)
+        series.add("output", 16)
+        direct.requests.labels("chat", "a", "200").inc()
+        direct.ttft.labels("chat", "a").observe(0.012)
+        direct.duration.labels("chat", "a").observe(0.2)
+        direct.overhead.labels("chat").observe(0.0003)
+        direct.tokens.labels("chat", "a", "output").inc(16)
+    cached.series("chat", "b").request(502)
+    direct.requests.labels("chat", "b", "502").inc()
+    text = cached.render().decode()
+    assert text == direct.render().decode()
+    assert 'tokometer_gateway_requests_total{route="chat",status="200",upstream="a"} 3.0' in text
+    assert "gen_ai_server_time_per_output_token_seconds_count{" not in text  # unused series are not made
+    assert "tokometer_gateway_cost_usd_total{" not in text

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -9,7 +12,7 @@ import pytest
 
 from tokometer.errors import ConfigError
 from tokometer.gateway.config import UpstreamConfig
-from tokometer.gateway.requestlog import RequestLog, RequestLogEntry, cost_usd
+from tokometer.gateway.requestlog import HANDOVER_S, RequestLog, RequestLogEntry, _utc_now, cost_usd
 
 
 def test_lines_are_written_in_order_and_flushed_on_close(tmp_path: Path) -> None:
@@ -35,6 +38,42 @@ def test_lines_are_written_in_order_and_flushed_on_close(tmp_path: Path) -> None
     assert last == {**last, "key": None, "status": 429, "error": "budget", "upstream": None, "e2e_ms": 0.0}
     RequestLog(path).close()  # reopening appends
     assert len(path.read_bytes().splitlines()) == 501
+
+
+def test_lines_written_on_an_event_loop_reach_the_file_in_one_hand_over(tmp_path: Path) -> None:
+    path = tmp_path / "requests.jsonl"
+    log = RequestLog(path)
+
+    async def requests() -> list[int]:
+        counts = []
+        for i in range(300):
+            log.write(RequestLogEntry(key=None, route="chat", status=200, prompt_tokens=i))
+        counts.append(len(path.read_bytes().splitlines()))  # gathered on the loop, not handed over yet
+        await asyncio.sleep(HANDOVER_S * 5)
+        for _ in range(100):  # the thread writes them out soon after the hand-over
+            if len(path.read_bytes().splitlines()) == 300:
+                break
+            await asyncio.sleep(0.01)
+        counts.append(len(path.read_bytes().splitlines()))
+        log.write(RequestLogEntry(key=None, route="chat", status=200, prompt_tokens=300))
+        return counts
+
+    assert asyncio.run(requests()) == [0, 300]
+    asyncio.run(asyncio.sleep(0))  # a later loop: the line gathered on the first (now closed) is still pending
+    log.close()  # close hands over what is pending
+    lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    assert [line["prompt_tokens"] for line in lines] == list(range(301))
+
+
+def test_time_is_utc_to_the_millisecond() -> None:
+    before = datetime.now(UTC)
+    stamp = _utc_now()
+    after = datetime.now(UTC)
+    parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    assert stamp.endswith("Z") and len(stamp) == len("2026-12-01T15:25:42.862Z")
+    assert before.replace(microsecond=before.microsecond // 1000 * 1000) <= parsed <= after
+    time.sleep(0.002)
+    assert _utc_now() > stamp
 
 
 def test_no_path_is_a_no_op() -> None:

@@ -9,7 +9,8 @@ from tokometer.backends.assemble import assemble
 from tokometer.metrics import request as m
 from tokometer.metrics.summary import summarize
 from tokometer.records import RequestRecord
-from tokometer.wire.openai import ChunkWriter, OpenAIChat, OpenAICompletions
+from tokometer.wire.openai import OpenAIChat, OpenAICompletions
+from tokometer.wire.openai_chunks import ChunkWriter
 from tokometer.wire.reasoning import inline, split_inline
 
 MS = 1_000_000

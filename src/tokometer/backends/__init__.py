@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 from tokometer.errors import ConfigError
+from tokometer.wire.anthropic import AnthropicMessages
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent
 from tokometer.wire.llamacpp import LlamaCpp
 from tokometer.wire.ollama import Ollama
 from tokometer.wire.openai import OpenAIChat, OpenAICompletions
+from tokometer.wire.openai_responses import OpenAIResponses
 from tokometer.wire.tgi import TGI
 
 __all__ = [
@@ -23,7 +25,7 @@ __all__ = [
 ]
 
 BACKENDS: dict[str, type[Backend]] = {
-    cls.name: cls for cls in (OpenAIChat, OpenAICompletions, Ollama, TGI, LlamaCpp)
+    cls.name: cls for cls in (OpenAIChat, OpenAICompletions, OpenAIResponses, AnthropicMessages, Ollama, TGI, LlamaCpp)
 }
 
 
@@ -37,8 +39,11 @@ def create_backend(name: str) -> Backend:
 
 
 def default_api_for_url(url: str) -> str:
-    """Guess the protocol from a URL: ``/v1`` means OpenAI chat, port 11434 Ollama."""
+    """Guess the protocol from a URL: Anthropic's own host its Messages API, ``/v1`` OpenAI chat, port 11434
+    Ollama."""
     stripped = url.rstrip("/")
+    if "://api.anthropic.com" in stripped:
+        return "anthropic-messages"
     if stripped.endswith("/v1") or "/v1/" in stripped:
         return "openai-chat"
     if ":11434" in stripped:

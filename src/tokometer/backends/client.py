@@ -92,8 +92,9 @@ class StreamClient:
         self.pool = HttpPool(target.base_url, connect_timeout=timeouts.connect, idle_timeout=timeouts.idle,
                              total_timeout=timeouts.total, tls=target.tls)
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream, application/x-ndjson"}
+        self._headers.update(backend.fixed_headers())
         if target.api_key:
-            self._headers["Authorization"] = f"Bearer {target.api_key}"
+            self._headers.update(backend.auth_headers(target.api_key))
         self._headers.update(target.headers)
 
     async def drain(self) -> None:

@@ -119,7 +119,11 @@ async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[st
         if spec.api_key is None and not any(k.lower() == "authorization" for k in spec.headers):
             raise EndpointError(f"{spec.url} wants an API key ({detail[:120]}): give --api-key KEY "
                                 "(or set TOKOMETER_API_KEY)")
-        raise EndpointError(f"{spec.url} refused the API key given ({detail[:120]}): check --api-key")
+        hint = ""
+        if spec.api == "anthropic-messages" and not any(k.lower() == "authorization" for k in spec.headers):
+            hint = (" (it went as x-api-key, as Anthropic takes it; a server that reads only Authorization: Bearer, "
+                    "as vLLM does, needs --header 'Authorization: Bearer KEY' too)")
+        raise EndpointError(f"{spec.url} refused the API key given ({detail[:120]}): check --api-key{hint}")
     elif error in ("redirect", "protocol", "connect"):
         raise EndpointError(f"{spec.url}: the check request failed: {detail}")
     else:

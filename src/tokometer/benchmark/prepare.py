@@ -80,7 +80,7 @@ async def _check_endpoint(spec: BenchSpec, warnings: list[str]) -> str:
 
 async def _model(spec: BenchSpec, probe: Probe) -> str:
     """The model to ask for when none was given: the first one the server lists."""
-    if spec.api.startswith("openai"):
+    if spec.api.startswith("openai") or spec.api == "anthropic-messages":  # Anthropic lists models the same way
         data = await probe.get_json(spec.url.rstrip("/") + "/models")
         models = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)]
         if models and isinstance(models[0], str):

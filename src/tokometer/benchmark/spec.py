@@ -4,11 +4,16 @@ The CLI builds one from its options; a library user builds one directly. It is
 saved with every run, so a run can be repeated exactly, except for its secrets:
 ``api_key`` is never serialised and sensitive ``headers`` serialise as
 ``<redacted>`` (`tokometer.secrets`); the spec itself keeps them for sending.
+
+Each default is stated once, on its field: ``tokometer bench`` reads its options' defaults from here, and a
+profile (`apply_profile`: the embedded engine's lighter run) replaces some of them. The checks speak field
+names (`tokometer.specproblem.FieldProblem`); the CLI says them as its flags.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,11 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_valid
 
 from tokometer.backends import BACKENDS
 from tokometer.backends.tls import TlsOptions
+from tokometer.datasets.trace import BLOCK_TOKENS
 from tokometer.load.profiles import Arrival
 from tokometer.secrets import header_problem, redact_headers, value_problem
+from tokometer.specproblem import FieldProblem
 from tokometer.wire.framing import MAX_EVENT_BYTES
 
-__all__ = ["BenchSpec"]
+__all__ = ["BenchSpec", "apply_profile"]
 
 
 class BenchSpec(BaseModel):
@@ -86,7 +93,7 @@ class BenchSpec(BaseModel):
     shipped example)."""
     time_scale: float = Field(1.0, gt=0, allow_inf_nan=False)
     """Stretch the trace's timestamps by this factor (2: half as fast, 0.5: twice as fast)."""
-    trace_block_tokens: int = Field(512, ge=1)
+    trace_block_tokens: int = Field(BLOCK_TOKENS, ge=1)
     """Tokens per ``hash_ids`` block of the trace (Mooncake: 512)."""
 
     connect_timeout_s: float = Field(10.0, gt=0)
@@ -155,8 +162,9 @@ class BenchSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _workload_counts(cls, data: Any) -> Any:
-        """Sessions count sessions, and a trace replays all of itself: neither takes the default request count."""
-        if isinstance(data, dict) and (data.get("sessions") or data.get("trace")) and "requests" not in data:
+        """Sessions count sessions, a trace replays all of itself and a duration ends a step by time: none takes
+        the default request count."""
+        if isinstance(data, dict) and "requests" not in data and not _counts_requests(data):
             return {**data, "requests": None}
         return data
 
@@ -165,40 +173,41 @@ class BenchSpec(BaseModel):
         if self.api not in BACKENDS:
             raise ValueError(f"unknown API {self.api!r}: use one of {', '.join(sorted(BACKENDS))}")
         if self.concurrency and self.rate:
-            raise ValueError("give --concurrency or --rate, not both")
+            raise FieldProblem("give {concurrency} or {rate}, not both")
         if self.synchronous and (self.concurrency or self.rate):
-            raise ValueError("--synchronous sends one request at a time: give it without --concurrency and --rate "
-                             "(or leave it out; --concurrency 1 is the same load)")
+            raise FieldProblem("{synchronous} sends one request at a time: give it without {concurrency} and {rate} "
+                               "(or leave it out; {concurrency} 1 is the same load)")
         if self.api_key is not None and (problem := value_problem(self.api_key)):
-            raise ValueError(f"--api-key: {problem}")
+            raise FieldProblem("{api_key}: {problem}", problem=problem)
         for number, (name, value) in enumerate(self.headers.items(), 1):
             problem = header_problem(name, value)
             if problem:
                 raise ValueError(f"header {number}: {problem}")
         if any(c < 1 for c in self.concurrency):
-            raise ValueError("concurrency must be at least 1")
+            raise FieldProblem("{concurrency} must be at least 1")
         if any(r <= 0 for r in self.rate):
             raise ValueError("rates must be positive")
         self._check_workload()
         if self.requests is None and self.duration_s is None and self.sessions is None and self.trace is None:
-            raise ValueError("give --requests or --duration (or both)")
+            raise FieldProblem("give {requests} or {duration_s} (or both)")
         if self.dataset is not None and self.prompt is not None:
-            raise ValueError("give --dataset or --prompt, not both")
+            raise FieldProblem("give {dataset} or {prompt}, not both")
         if self.prefix_tokens and (self.dataset is not None or self.prompt is not None):
-            raise ValueError("--prefix-tokens shapes synthetic prompts: leave out --dataset and --prompt")
+            raise FieldProblem("{prefix_tokens} shapes synthetic prompts: leave out {dataset} and {prompt}")
         if self.prefix_tokens >= self.input_tokens:
-            raise ValueError(f"--prefix-tokens {self.prefix_tokens} must be less than --input-tokens "
-                             f"{self.input_tokens}: each prompt is its shared prefix and then its own words")
+            raise FieldProblem("{prefix_tokens} {prefix} must be less than {input_tokens} {length}: each prompt is "
+                               "its shared prefix and then its own words", prefix=self.prefix_tokens,
+                               length=self.input_tokens)
         self._check_search()
         if self.ray_actors is not None and self.ray is None:
-            raise ValueError("ray_actors counts Ray actors: give ray (the cluster's address) too")
+            raise FieldProblem("{ray_actors} counts Ray actors: give {ray} (the cluster's address) too")
         if self.ray is not None and self.workers > 1:
-            raise ValueError("give workers (processes on this host) or ray (actors on a cluster), not both")
+            raise FieldProblem("give {workers} (processes on this host) or {ray} (actors on a cluster), not both")
         generators = max(self.workers, self.ray_actors or 1)
         if self.max_concurrency is not None and self.max_concurrency < generators:
-            raise ValueError(f"--max-concurrency {self.max_concurrency} is below the {generators} load generators "
-                             "(workers or Ray actors), each of which needs at least one request in flight: raise it "
-                             "or use fewer generators")
+            raise FieldProblem("{max_concurrency} {cap} is below the {generators} load generators (workers or Ray "
+                               "actors), each of which needs at least one request in flight: raise it or use fewer "
+                               "generators", cap=self.max_concurrency, generators=generators)
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"URL {self.url!r} must start with http:// or https://")
         return self
@@ -209,46 +218,49 @@ class BenchSpec(BaseModel):
         from tokometer.errors import ConfigError
 
         if self.sessions is None and (self.turns is not None or self.think_time not in ("0", "")):
-            raise ValueError("--turns and --think-time shape sessions: give --sessions N too")
-        if self.trace is None and (self.time_scale != 1.0 or self.trace_block_tokens != 512):
-            raise ValueError("--time-scale and --trace-block-tokens replay a trace: give --trace FILE too")
-        try:
-            if self.turns is not None:
-                Sampled.parse(self.turns, "--turns", whole=True).check_at_least(1, "--turns")
-            Sampled.parse(self.think_time or "0", "--think-time")
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
+            raise FieldProblem("{turns} and {think_time} shape sessions: give {sessions} N too")
+        if self.trace is None and (self.time_scale != 1.0 or self.trace_block_tokens != BLOCK_TOKENS):
+            raise FieldProblem("{time_scale} and {trace_block_tokens} replay a trace: give {trace} FILE too")
+        for field, text, whole in (("turns", self.turns, True), ("think_time", self.think_time or "0", False)):
+            if text is None:
+                continue
+            try:
+                parsed = Sampled.parse(text, field, whole=whole)
+                if whole:
+                    parsed.check_at_least(1, field)
+            except ConfigError as exc:
+                raise FieldProblem.naming(field, str(exc)) from None
         if self.sessions is not None:
             if self.trace is not None:
-                raise ValueError("give --sessions or --trace, not both")
+                raise FieldProblem("give {sessions} or {trace}, not both")
             if self.prompt is not None:
-                raise ValueError("--sessions makes conversations: leave out --prompt (a ShareGPT --dataset gives "
-                                 "real ones)")
+                raise FieldProblem("{sessions} makes conversations: leave out {prompt} (a ShareGPT {dataset} gives "
+                                   "real ones)")
             if self.requests is not None:
-                raise ValueError("--sessions counts sessions per step: leave out --requests (--duration still "
-                                 "applies)")
+                raise FieldProblem("{sessions} counts sessions per step: leave out {requests} ({duration_s} still "
+                                   "applies)")
             if self.prefix_tokens or self.prefix_groups != 1:
-                raise ValueError("--prefix-tokens and --prefix-groups shape single synthetic prompts, not sessions "
-                                 "(each turn resends the history, which is the shared prefix there): leave them out "
-                                 "with --sessions")
+                raise FieldProblem("{prefix_tokens} and {prefix_groups} shape single synthetic prompts, not sessions "
+                                   "(each turn resends the history, which is the shared prefix there): leave them out "
+                                   "with {sessions}")
         if self.trace is not None:
             if self.concurrency or self.rate or self.synchronous or self.find_max is not None:
-                raise ValueError("--trace replays the trace's own arrival times: leave out --concurrency, --rate, "
-                                 "--synchronous and --find-max (--time-scale speeds it up or slows it down)")
+                raise FieldProblem("{trace} replays the trace's own arrival times: leave out {concurrency}, {rate}, "
+                                   "{synchronous} and {find_max} ({time_scale} speeds it up or slows it down)")
             if self.dataset is not None or self.prompt is not None or self.prefix_tokens:
-                raise ValueError("--trace makes its own prompts (the trace's lengths and shared blocks): leave out "
-                                 "--dataset, --prompt and --prefix-tokens")
+                raise FieldProblem("{trace} makes its own prompts (the trace's lengths and shared blocks): leave out "
+                                   "{dataset}, {prompt} and {prefix_tokens}")
             if self.warmup:
-                raise ValueError("--trace replays the trace's own requests: leave out --warmup")
+                raise FieldProblem("{trace} replays the trace's own requests: leave out {warmup}")
 
     def _check_search(self) -> None:
         if self.slo is not None and self.find_max is None:
-            raise ValueError("--slo sets the objectives of --find-max: give --find-max too (or use --slo-ttft-ms "
-                             "and friends for goodput)")
+            raise FieldProblem("{slo} sets the objectives of {find_max}: give {find_max} too (or use {slo_ttft_ms} "
+                               "and friends for goodput)")
         if self.find_max is None:
             return
         if self.slo is None:
-            raise ValueError("--find-max needs objectives: give --slo, e.g. --slo ttft_p99=2s,tpot_p50=50ms")
+            raise FieldProblem("{find_max} needs objectives: give {slo}, e.g. {slo} ttft_p99=2s,tpot_p50=50ms")
         from tokometer.benchmark.findmax import parse_objectives
         from tokometer.errors import ConfigError
 
@@ -257,12 +269,41 @@ class BenchSpec(BaseModel):
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
         if self.repeat > 1:
-            raise ValueError("--repeat and --find-max do not go together: search once, then repeat the load found")
+            raise FieldProblem("{repeat} and {find_max} do not go together: search once, then repeat the load found")
         if self.synchronous:
-            raise ValueError("--find-max searches over load: leave out --synchronous")
-        wrong, given = ("--concurrency", self.concurrency) if self.find_max == "rate" else ("--rate", self.rate)
+            raise FieldProblem("{find_max} searches over load: leave out {synchronous}")
+        wrong, given = ("concurrency", self.concurrency) if self.find_max == "rate" else ("rate", self.rate)
         if given:
-            raise ValueError(f"--find-max {self.find_max} searches over {self.find_max}: leave out {wrong}")
+            raise FieldProblem("{find_max} {load} searches over {load}: leave out {" + wrong + "}", load=self.find_max)
         starts = self.rate if self.find_max == "rate" else self.concurrency
         if len(starts) > 1:
-            raise ValueError(f"--find-max starts from one --{self.find_max} value, not {len(starts)}")
+            raise FieldProblem("{find_max} starts from one {" + self.find_max + "} value, not {count}",
+                               count=len(starts))
+
+
+def _counts_requests(values: Mapping[str, Any]) -> bool:
+    """Whether a spec of ``values`` takes a default request count: not for sessions, a trace or a duration."""
+    return not (values.get("sessions") or values.get("trace") or values.get("duration_s") is not None)
+
+
+def apply_profile(values: Mapping[str, Any], profile: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with ``profile``'s defaults, instead of the fields' own, for the fields they leave out.
+
+    A profile is a set of defaults for a kind of target (the embedded engine's lighter run,
+    `tokometer.benchmark.embedded.EMBEDDED_PROFILE`). As with the fields' own: its ``requests`` applies only
+    where a request count does (`_counts_requests`), and its ``concurrency`` levels only where no load is given.
+    """
+    out = dict(values)
+    for field, default in profile.items():
+        if field not in BenchSpec.model_fields:
+            raise ValueError(f"the profile sets {field!r}, which is not a field of BenchSpec")
+        if field in out or (field == "requests" and not _counts_requests(out)):
+            continue
+        if field in ("concurrency", "rate") and any(out.get(f) for f in _LOADS):
+            continue
+        out[field] = default
+    return out
+
+
+_LOADS = ("concurrency", "rate", "synchronous", "find_max", "trace")
+"""The fields that say what load to put on: with none of them, a profile's concurrency levels apply."""

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import click
 
 from tokometer.backends import BACKENDS
+from tokometer.benchmark.embedded import EMBEDDED_PROFILE
 from tokometer.cli.options import (
     FiniteFloat,
     api_key_option,
@@ -23,122 +25,176 @@ from tokometer.cli.options import (
     parse_int_list,
     parse_size,
 )
+from tokometer.cli.specoption import SpecOption, flag_words, user_fields
 from tokometer.cli.terminate import EXIT_CODE, Terminate
+from tokometer.load.profiles import Arrival
 
 if TYPE_CHECKING:
     from tokometer.benchmark.spec import BenchSpec
+    from tokometer.engines import LlamaCppSettings
 
 __all__ = ["command"]
 
 
+def _spec() -> type[BenchSpec]:
+    from tokometer.benchmark.spec import BenchSpec
+
+    return BenchSpec
+
+
+def _engine_settings() -> type[LlamaCppSettings]:
+    from tokometer.engines import LlamaCppSettings
+
+    return LlamaCppSettings
+
+
+spec_option = functools.partial(click.option, cls=SpecOption, spec=_spec)
+"""An option for a `BenchSpec` field: its default is the field's (`tokometer.cli.specoption`)."""
+
+
+def _negated(value: bool) -> bool:
+    """A ``--no-X``/``--insecure`` flag's default: the opposite of its field's."""
+    return not value
+
+
+def _seconds(value: float | None) -> str | None:
+    """A field's seconds as the duration option's text: ``600.0`` -> ``600s``."""
+    return None if value is None else f"{value:g}s"
+
+
+def _listed(values: list[float]) -> str | None:
+    """A list field's default as the option's comma-separated text (None for an empty one)."""
+    return ",".join(f"{v:g}" for v in values) or None
+
+
+def _mebibytes(size: int) -> str:
+    return f"{size / 2**20:g} MiB"
+
+
 @click.command("bench")
-@click.option("--url", help="Base URL of the server (e.g. http://127.0.0.1:8000/v1). Omit to start the embedded "
-              "llama.cpp engine with the bundled model and benchmark that.")
-@click.option("--api", type=click.Choice(sorted(BACKENDS)), default=None,
-              help="Protocol the server speaks [default: ollama for a URL on port 11434, else openai-chat].")
-@click.option("--model", default="", help="Model name to request (default: the first one the server lists).")
-@click.option("--api-key", callback=api_key_option, envvar="TOKOMETER_API_KEY", default=None,
-              help="Bearer token (or TOKOMETER_API_KEY).")
-@click.option("--header", "headers", multiple=True, help="Extra request header 'Name: value' (repeatable).")
-@click.option("--ca-bundle", type=click.Path(dir_okay=False), default=None,
-              help="PEM file of CAs to trust for an https:// URL (a private CA or a self-signed server).")
-@click.option("--insecure", is_flag=True, help="Do not check an https:// server's certificate (test servers only).")
-@click.option("--no-check", is_flag=True, help="Skip the 1-token check request sent before the run (it finds a wrong "
-              "--api, URL or key before a thousand requests fail).")
-@click.option("--server-metrics", default="auto", show_default=True, metavar="auto|off|URL",
-              help="The server's Prometheus /metrics to sample through the run (auto: at the URL's origin).")
-@click.option("--gpu-metrics", default="auto", show_default=True, metavar="auto|nvml|off|URL",
-              help="GPU telemetry: NVML for a server on this machine, or a DCGM exporter's /metrics URL.")
-@click.option("--scrape-interval", default="1s", show_default=True, help="How often server and GPU metrics are read.")
-@click.option("--concurrency", "-c", default=None, help="Concurrency levels to sweep, e.g. 1,4,16 (closed loop).")
-@click.option("--rate", "-r", default=None, help="Request rates per second to sweep, e.g. 10,20 (open loop).")
-@click.option("--synchronous", is_flag=True, help="One request at a time (instead of --concurrency or --rate).")
-@click.option("--arrival", type=click.Choice(["poisson", "gamma", "constant"]), default="poisson",
-              show_default=True, help="Arrival process for --rate.")
-@click.option("--burstiness", type=FiniteFloat(min=0, min_open=True), default=1.0, show_default=True,
-              help="Gamma shape for --arrival gamma (<1 burstier, >1 smoother).")
-@click.option("--max-concurrency", type=int, default=None, help="Cap on requests in flight for --rate.")
-@click.option("--requests", "-n", "requests_", type=int, default=None,
-              help="Measured requests per step [default: 100; 8 for the embedded engine].")
-@click.option("--duration", default=None, help="Stop each step after this long, e.g. 30s, 2m.")
-@click.option("--warmup", type=int, default=0, show_default=True,
-              help="Requests per step sent first and left out of results.")
-@click.option("--input-tokens", type=int, default=None,
-              help="Synthetic prompt length in tokens [default: 256; 128 for the embedded engine].")
-@click.option("--prefix-tokens", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Start each synthetic prompt with one of --prefix-groups shared prefixes of this many tokens "
-                   "(agents' system prompts); the report gives TTFT with a cold and a warm prefix.")
-@click.option("--prefix-groups", type=click.IntRange(min=1), default=1, show_default=True,
-              help="How many different shared prefixes (with --prefix-tokens).")
-@click.option("--output-tokens", type=int, default=None,
-              help="max_tokens per request [default: 128; 64 for the embedded engine].")
-@click.option("--ignore-eos", is_flag=True,
-              help="Ask the server to ignore EOS so every answer is --output-tokens long.")
-@click.option("--temperature", type=FiniteFloat(min=0), default=0.0, show_default=True,
-              help="Sampling temperature sent with every request (0: greedy, the same answer each time).")
-@click.option("--seed", type=int, default=None,
-              help="Seed for prompts, arrival times and sampling (default: a fresh one per run, recorded with it, so "
-                   "that no run is answered from an earlier one's prompt cache; give it to repeat a run exactly).")
-@click.option("--no-usage", is_flag=True, help="Do not send stream_options.include_usage.")
-@click.option("--dataset", type=click.Path(path_type=Path), default=None,
-              help="Prompts from a JSONL or ShareGPT file instead of synthetic ones.")
-@click.option("--dataset-kind", type=click.Choice(["auto", "jsonl", "sharegpt"]), default="auto", show_default=True,
-              help="Format of --dataset (auto: from its content).")
-@click.option("--prompt", default=None, help="Send this one prompt every time.")
-@click.option("--sessions", type=click.IntRange(min=1), default=None,
-              help="Multi-turn chat sessions per step instead of single requests: each turn sends the history with "
-                   "the model's real answers. -c counts live sessions, -r new sessions a second.")
-@click.option("--turns", default=None, metavar="K|A-B|exp:K",
-              help="Turns per session: fixed, uniform A-B, or exponential with mean K [default: 4; a ShareGPT "
-                   "--dataset: each conversation's own human turns].")
-@click.option("--think-time", default="0", show_default=True, metavar="T|A-B|exp:T",
-              help="The user's think time between an answer and the next turn, e.g. 2s, 1s-3s, exp:2s.")
-@click.option("--trace", type=click.Path(path_type=Path), default=None,
-              help="Replay a request trace (Mooncake JSONL: timestamp ms, input_length, output_length, hash_ids) "
-                   "at its own timing, prompts of its exact lengths, shared blocks shared; 'example': a shipped one.")
-@click.option("--time-scale", type=FiniteFloat(min=0, min_open=True), default=1.0, show_default=True,
-              help="Stretch the trace's timestamps by this factor (2: half as fast, 0.5: twice as fast).")
-@click.option("--trace-block-tokens", type=click.IntRange(min=1), default=512, show_default=True,
-              help="Tokens per hash_ids block of the trace.")
-@click.option("--tokenizer", default="auto", show_default=True,
-              help="auto (the server's /tokenize if it has one), server, none, or anything 'tokometer count "
-              "--tokenizer' takes (bundled, a .gguf, tokenizer.json, a model directory or id, tiktoken:ENC).")
-@click.option("--timeout", default="600s", show_default=True, help="Limit for a whole request.")
-@click.option("--idle-timeout", default="60s", show_default=True, help="Limit for silence inside a stream.")
-@click.option("--connect-timeout", default="10s", show_default=True,
-              help="Limit for opening a connection (TCP and TLS), e.g. 10s, 500ms.")
-@click.option("--max-event-bytes", default=None,
-              help="Largest streamed event accepted, e.g. 4MiB (default 1 MiB); a larger one fails the request as "
-              "a protocol error.")
-@click.option("--slo-ttft-ms", type=float, default=None, help="TTFT objective for goodput.")
-@click.option("--slo-tpot-ms", type=float, default=None, help="TPOT objective for goodput.")
-@click.option("--slo-e2e-ms", type=float, default=None, help="End-to-end latency objective for goodput.")
-@click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
-              help="Run the whole sweep this many times over; each step is saved as a trial, and 'tokometer "
-                   "compare' pools a load's trials and says how much they differ (run-to-run noise).")
-@click.option("--find-max", type=click.Choice(["rate", "concurrency"]), is_flag=False, flag_value="rate",
-              default=None, help="Search for the highest request rate (or concurrency) that meets --slo: double "
+@spec_option("--url", field="url", default=None,
+             help="Base URL of the server (e.g. http://127.0.0.1:8000/v1). Omit to start the embedded llama.cpp "
+                  "engine with the bundled model and benchmark that.")
+@spec_option("--api", field="api", type=click.Choice(sorted(BACKENDS)), default=None,
+             help="Protocol the server speaks [default: ollama for a URL on port 11434, else openai-chat].")
+@spec_option("--model", field="model", help="Model name to request (default: the first one the server lists).")
+@spec_option("--api-key", callback=api_key_option, envvar="TOKOMETER_API_KEY", field="api_key",
+             help="Bearer token (or TOKOMETER_API_KEY).")
+@spec_option("--header", "headers", field="headers", multiple=True, default=(),
+             help="Extra request header 'Name: value' (repeatable).")
+@spec_option("--ca-bundle", type=click.Path(dir_okay=False), field="ca_bundle",
+             help="PEM file of CAs to trust for an https:// URL (a private CA or a self-signed server).")
+@spec_option("--insecure", is_flag=True, field="tls_verify", to_cli=_negated,
+             help="Do not check an https:// server's certificate (test servers only).")
+@spec_option("--no-check", is_flag=True, field="check", to_cli=_negated,
+             help="Skip the 1-token check request sent before the run (it finds a wrong --api, URL or key before a "
+                  "thousand requests fail).")
+@spec_option("--server-metrics", show_default=True, field="server_metrics", metavar="auto|off|URL",
+             help="The server's Prometheus /metrics to sample through the run (auto: at the URL's origin).")
+@spec_option("--gpu-metrics", show_default=True, field="gpu_metrics", metavar="auto|nvml|off|URL",
+             help="GPU telemetry: NVML for a server on this machine, or a DCGM exporter's /metrics URL.")
+@spec_option("--scrape-interval", show_default=True, field="scrape_interval_s", to_cli=_seconds,
+             help="How often server and GPU metrics are read.")
+@spec_option("--concurrency", "-c", field="concurrency", to_cli=_listed,
+             help="Concurrency levels to sweep, e.g. 1,4,16 (closed loop).")
+@spec_option("--rate", "-r", field="rate", to_cli=_listed,
+             help="Request rates per second to sweep, e.g. 10,20 (open loop).")
+@spec_option("--synchronous", is_flag=True, field="synchronous",
+             help="One request at a time (instead of --concurrency or --rate).")
+@spec_option("--arrival", type=click.Choice(get_args(Arrival)), field="arrival",
+             show_default=True, help="Arrival process for --rate.")
+@spec_option("--burstiness", type=FiniteFloat(min=0, min_open=True), field="burstiness", show_default=True,
+             help="Gamma shape for --arrival gamma (<1 burstier, >1 smoother).")
+@spec_option("--max-concurrency", type=int, field="max_concurrency", help="Cap on requests in flight for --rate.")
+@spec_option("--requests", "-n", "requests_", type=int, field="requests",
+             help=f"Measured requests per step [default: {{default}}; {EMBEDDED_PROFILE['requests']} for the embedded "
+                  "engine].")
+@spec_option("--duration", field="duration_s", to_cli=_seconds, help="Stop each step after this long, e.g. 30s, 2m.")
+@spec_option("--warmup", type=int, field="warmup", show_default=True,
+             help="Requests per step sent first and left out of results.")
+@spec_option("--input-tokens", type=int, field="input_tokens",
+             help=f"Synthetic prompt length in tokens [default: {{default}}; {EMBEDDED_PROFILE['input_tokens']} for "
+                  "the embedded engine].")
+@spec_option("--prefix-tokens", type=click.IntRange(min=0), field="prefix_tokens", show_default=True,
+             help="Start each synthetic prompt with one of --prefix-groups shared prefixes of this many tokens "
+                  "(agents' system prompts); the report gives TTFT with a cold and a warm prefix.")
+@spec_option("--prefix-groups", type=click.IntRange(min=1), field="prefix_groups", show_default=True,
+             help="How many different shared prefixes (with --prefix-tokens).")
+@spec_option("--output-tokens", type=int, field="output_tokens",
+             help=f"max_tokens per request [default: {{default}}; {EMBEDDED_PROFILE['output_tokens']} for the "
+                  "embedded engine].")
+@spec_option("--ignore-eos", is_flag=True, field="ignore_eos",
+             help="Ask the server to ignore EOS so every answer is --output-tokens long.")
+@spec_option("--temperature", type=FiniteFloat(min=0), field="temperature", show_default=True,
+             help="Sampling temperature sent with every request (0: greedy, the same answer each time).")
+@spec_option("--seed", type=int, field="seed",
+             help="Seed for prompts, arrival times and sampling (default: a fresh one per run, recorded with it, so "
+                  "that no run is answered from an earlier one's prompt cache; give it to repeat a run exactly).")
+@spec_option("--no-usage", is_flag=True, field="include_usage", to_cli=_negated,
+             help="Do not send stream_options.include_usage.")
+@spec_option("--dataset", type=click.Path(path_type=Path), field="dataset",
+             help="Prompts from a JSONL or ShareGPT file instead of synthetic ones.")
+@spec_option("--dataset-kind", type=click.Choice(["auto", "jsonl", "sharegpt"]), field="dataset_kind",
+             show_default=True,
+             help="Format of --dataset (auto: from its content).")
+@spec_option("--prompt", field="prompt", help="Send this one prompt every time.")
+@spec_option("--sessions", type=click.IntRange(min=1), field="sessions",
+             help="Multi-turn chat sessions per step instead of single requests: each turn sends the history with "
+                  "the model's real answers. -c counts live sessions, -r new sessions a second.")
+@spec_option("--turns", field="turns", metavar="K|A-B|exp:K",
+             help="Turns per session: fixed, uniform A-B, or exponential with mean K [default: 4; a ShareGPT "
+                  "--dataset: each conversation's own human turns].")
+@spec_option("--think-time", field="think_time", show_default=True, metavar="T|A-B|exp:T",
+             help="The user's think time between an answer and the next turn, e.g. 2s, 1s-3s, exp:2s.")
+@spec_option("--trace", type=click.Path(path_type=Path), field="trace",
+             help="Replay a request trace (Mooncake JSONL: timestamp ms, input_length, output_length, hash_ids) "
+                  "at its own timing, prompts of its exact lengths, shared blocks shared; 'example': a shipped one.")
+@spec_option("--time-scale", type=FiniteFloat(min=0, min_open=True), field="time_scale", show_default=True,
+             help="Stretch the trace's timestamps by this factor (2: half as fast, 0.5: twice as fast).")
+@spec_option("--trace-block-tokens", type=click.IntRange(min=1), field="trace_block_tokens", show_default=True,
+             help="Tokens per hash_ids block of the trace.")
+@spec_option("--tokenizer", field="tokenizer", show_default=True,
+             help="auto (the server's /tokenize if it has one), server, none, or anything 'tokometer count "
+             "--tokenizer' takes (bundled, a .gguf, tokenizer.json, a model directory or id, tiktoken:ENC).")
+@spec_option("--timeout", show_default=True, field="request_timeout_s", to_cli=_seconds,
+             help="Limit for a whole request.")
+@spec_option("--idle-timeout", show_default=True, field="idle_timeout_s", to_cli=_seconds,
+             help="Limit for silence inside a stream.")
+@spec_option("--connect-timeout", show_default=True, field="connect_timeout_s", to_cli=_seconds,
+             help="Limit for opening a connection (TCP and TLS), e.g. 10s, 500ms.")
+@spec_option("--max-event-bytes", field="max_event_bytes", default=None, to_cli=_mebibytes,
+             help="Largest streamed event accepted, e.g. 4MiB (default {default}); a larger one fails the request as "
+             "a protocol error.")
+@spec_option("--slo-ttft-ms", type=float, field="slo_ttft_ms", help="TTFT objective for goodput.")
+@spec_option("--slo-tpot-ms", type=float, field="slo_tpot_ms", help="TPOT objective for goodput.")
+@spec_option("--slo-e2e-ms", type=float, field="slo_e2e_ms", help="End-to-end latency objective for goodput.")
+@spec_option("--repeat", type=click.IntRange(1, 100), field="repeat", show_default=True,
+             help="Run the whole sweep this many times over; each step is saved as a trial, and 'tokometer "
+                  "compare' pools a load's trials and says how much they differ (run-to-run noise).")
+@spec_option("--find-max", type=click.Choice(["rate", "concurrency"]), is_flag=False, flag_value="rate",
+             field="find_max", help="Search for the highest request rate (or concurrency) that meets --slo: double "
                                  "the load until a probe misses, then bisect (rates to 5%). Each probe is one step "
                                  "of --requests requests; -r/-c gives the first probe [default: 1].")
-@click.option("--slo", default=None, metavar="NAME=LIMIT,...",
-              help="The objectives of --find-max, e.g. ttft_p99=2s,tpot_p50=50ms,goodput=0.9 (percentiles of "
-                   "ttft, tpot, itl, e2e; goodput: share of requests within every limit; errors=1% by default).")
-@click.option("--workers", "-w", type=click.IntRange(min=1), default=None,
-              help="Load-generator processes (use more when the report says the client could not keep up); "
-                   "with --ray, Ray actors [default: 1; with --ray: one actor per node].")
-@click.option("--ray", default=None, metavar="auto|ADDRESS",
-              help="Run each step's load on Ray actors spread over a running cluster's nodes (auto: the cluster "
-                   "started on this machine, or RAY_ADDRESS; else the head's HOST:PORT). Needs "
-                   "pip install 'tokometer[ray]'.")
+@spec_option("--slo", field="slo", metavar="NAME=LIMIT,...",
+             help="The objectives of --find-max, e.g. ttft_p99=2s,tpot_p50=50ms,goodput=0.9 (percentiles of "
+                  "ttft, tpot, itl, e2e; goodput: share of requests within every limit; errors=1% by default).")
+@spec_option("--workers", "-w", field="workers", also=("ray_actors",), type=click.IntRange(min=1), default=None,
+             help="Load-generator processes (use more when the report says the client could not keep up); "
+                  "with --ray, Ray actors [default: {default}; with --ray: one actor per node].")
+@spec_option("--ray", field="ray", metavar="auto|ADDRESS",
+             help="Run each step's load on Ray actors spread over a running cluster's nodes (auto: the cluster "
+                  "started on this machine, or RAY_ADDRESS; else the head's HOST:PORT). Needs "
+                  "pip install 'tokometer[ray]'.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the result as JSON.")
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="Write one CSV row per step.")
 @click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
 @click.option("--no-store", is_flag=True, help="Do not save the run.")
-@click.option("--label", default=None, help="A note saved with the run (e.g. 'baseline, Q4_K_M').")
+@spec_option("--label", field="label", help="A note saved with the run (e.g. 'baseline, Q4_K_M').")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress display.")
 @click.option("--engine-model", type=click.Path(path_type=Path), default=None,
               help="Embedded engine: a GGUF file instead of the bundled Gemma 3 270M.")
-@click.option("--engine-parallel", type=int, default=4, show_default=True, help="Embedded engine: parallel slots.")
+@click.option("--engine-parallel", cls=SpecOption, spec=_engine_settings, field="parallel", type=int,
+              show_default=True, help="Embedded engine: parallel slots.")
 @click.option("--engine-threads", type=int, default=None, help="Embedded engine: CPU threads.")
 def command(**opts: Any) -> int:
     """Benchmark an inference endpoint: TTFT, TPOT/ITL, decode speed, throughput, errors.
@@ -155,7 +211,7 @@ def command(**opts: Any) -> int:
       tokometer bench --url http://10.0.0.5:8000/v1 -c 256 --ray auto     # load from a Ray cluster's nodes
     """
     embedded = opts["url"] is None
-    values = _spec_values(opts, embedded)
+    values = _spec_values(opts, user_fields(click.get_current_context(), _spec))
     check_output_path(opts["json_path"], "--json", "result.json")  # before the run, not after it
     check_output_path(opts["csv_path"], "--csv", "result.csv")
     with Terminate() as terminate, ExitStack() as stack:
@@ -174,17 +230,17 @@ def command(**opts: Any) -> int:
             engine_identity = engine.identity
             engine_check = check_of(engine)
 
-        from tokometer.benchmark.spec import BenchSpec
+        from tokometer.benchmark.spec import BenchSpec, apply_profile
 
-        if (max_event := parse_size(opts["max_event_bytes"], "--max-event-bytes")) is not None:
-            values["max_event_bytes"] = max_event  # the spec holds the default
-        spec = build_spec(BenchSpec, **values)
+        if embedded:
+            values = apply_profile(values, EMBEDDED_PROFILE)
+        spec = build_spec(BenchSpec, flags=flag_words(command, _spec), **values)
         return _run(spec, opts, engine_identity, engine_check, terminate)
 
 
-def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
+def _spec_values(opts: dict[str, Any], given: set[str]) -> dict[str, Any]:
+    """The spec's values of the options the user gave (``given``: their fields); the spec has the rest."""
     from tokometer.backends import default_api_for_url
-    from tokometer.benchmark.embedded import bench_defaults
     from tokometer.errors import ConfigError
 
     if opts["url"] is not None and not opts["url"].strip():
@@ -197,41 +253,28 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
         if not opts["ray"].strip():
             raise ConfigError("--ray is empty: give auto, or the Ray head's address HOST:PORT")
         import_ray()  # not installed: say how, before anything starts
-    defaults = bench_defaults(embedded)
-    concurrency = parse_int_list(opts["concurrency"], "--concurrency")
-    rate = parse_float_list(opts["rate"], "--rate")
-    if (not concurrency and not rate and not opts["synchronous"] and opts["find_max"] is None
-            and opts["trace"] is None):
-        concurrency = list(defaults.concurrency)
-    duration = parse_duration(opts["duration"], "--duration")
-    requests = opts["requests_"]
-    if requests is None and duration is None and opts["sessions"] is None and opts["trace"] is None:
-        requests = defaults.requests
-    return {
-        "url": opts["url"] or "http://127.0.0.1:0/v1",
-        "api": opts["api"] or (default_api_for_url(opts["url"]) if opts["url"] else "openai-chat"),
-        "model": opts["model"],
-        "api_key": opts["api_key"],
+    values = {
         "headers": parse_headers(opts["headers"]),
         "ca_bundle": opts["ca_bundle"],
+        "api_key": opts["api_key"],
         "tls_verify": not opts["insecure"],
         "check": not opts["no_check"],
         "server_metrics": opts["server_metrics"],
         "gpu_metrics": opts["gpu_metrics"],
         "scrape_interval_s": parse_duration(opts["scrape_interval"], "--scrape-interval"),
-        "concurrency": concurrency,
-        "rate": rate,
+        "concurrency": parse_int_list(opts["concurrency"], "--concurrency"),
+        "rate": parse_float_list(opts["rate"], "--rate"),
         "synchronous": opts["synchronous"],
         "arrival": opts["arrival"],
         "burstiness": opts["burstiness"],
         "max_concurrency": opts["max_concurrency"],
-        "requests": requests,
-        "duration_s": duration,
+        "requests": opts["requests_"],
+        "duration_s": parse_duration(opts["duration"], "--duration"),
         "warmup": opts["warmup"],
-        "input_tokens": defaults.input_tokens if opts["input_tokens"] is None else opts["input_tokens"],
+        "input_tokens": opts["input_tokens"],
         "prefix_tokens": opts["prefix_tokens"],
         "prefix_groups": opts["prefix_groups"],
-        "output_tokens": defaults.output_tokens if opts["output_tokens"] is None else opts["output_tokens"],
+        "output_tokens": opts["output_tokens"],
         "ignore_eos": opts["ignore_eos"],
         "temperature": opts["temperature"],
         "seed": opts["seed"],
@@ -249,16 +292,23 @@ def _spec_values(opts: dict[str, Any], embedded: bool) -> dict[str, Any]:
         "connect_timeout_s": parse_duration(opts["connect_timeout"], "--connect-timeout"),
         "idle_timeout_s": parse_duration(opts["idle_timeout"], "--idle-timeout"),
         "request_timeout_s": parse_duration(opts["timeout"], "--timeout"),
+        "max_event_bytes": parse_size(opts["max_event_bytes"], "--max-event-bytes"),
         "slo_ttft_ms": opts["slo_ttft_ms"],
         "slo_tpot_ms": opts["slo_tpot_ms"],
         "slo_e2e_ms": opts["slo_e2e_ms"],
         "label": opts["label"],
-        "workers": (opts["workers"] or 1) if opts["ray"] is None else 1,
+        "workers": opts["workers"] if opts["ray"] is None else 1,
         "ray": opts["ray"],
         "ray_actors": opts["workers"] if opts["ray"] is not None else None,
         "repeat": opts["repeat"],
         "find_max": opts["find_max"],
         "slo": opts["slo"],
+    }
+    return {
+        "url": opts["url"] or "http://127.0.0.1:0/v1",  # the embedded engine's, once it is up
+        "api": opts["api"] or (default_api_for_url(opts["url"]) if opts["url"] else "openai-chat"),
+        "model": opts["model"],
+        **{field: value for field, value in values.items() if field in given},
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -141,13 +142,19 @@ def check_output_path(path: Path | None, option: str, example: str) -> None:
         raise ConfigError(f"{option}: {problem}")
 
 
-def build_spec(spec_type: type[T], /, **values: object) -> T:
-    """Validate ``values`` into ``model``; the first problem becomes one ConfigError line."""
+def build_spec(spec_type: type[T], /, *, flags: Mapping[str, str] | None = None, **values: object) -> T:
+    """Validate ``values`` into ``model``; the first problem becomes one ConfigError line. ``flags``: each
+    field's option (``request_timeout_s`` -> ``--timeout``), for the field an error is about and the fields a
+    `tokometer.specproblem.FieldProblem` names; without it a field is said ``--its-name``."""
+    from tokometer.specproblem import FieldProblem
+
+    words = flags or {}
     try:
         return spec_type(**values)
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"])
-        message = error["msg"].removeprefix("Value error, ")
-        option = f"--{where.replace('_', '-')}: " if where else ""
+        cause = error.get("ctx", {}).get("error")
+        message = cause.render(words) if isinstance(cause, FieldProblem) else error["msg"].removeprefix("Value error, ")
+        option = f"{words.get(where, '--' + where.replace('_', '-'))}: " if where else ""
         raise ConfigError(f"{option}{message}") from None

@@ -38,8 +38,10 @@ from tokometer.datasets.words import WORDS
 from tokometer.errors import DatasetError
 from tokometer.tokens.base import Tokenizer
 
-__all__ = ["EXAMPLE_TRACE", "TraceEntry", "TraceSource", "read_trace", "trace_offsets"]
+__all__ = ["BLOCK_TOKENS", "EXAMPLE_TRACE", "TraceEntry", "TraceSource", "read_trace", "trace_offsets"]
 
+BLOCK_TOKENS = 512
+"""Tokens per ``hash_ids`` block unless told otherwise (``bench --trace-block-tokens``): Mooncake's 512."""
 EXAMPLE_TRACE = Path(__file__).with_name("data") / "example_trace.jsonl"
 """The small example trace shipped with tokometer (``bench --trace example``); scripts/gen_example_trace.py
 writes it."""
@@ -110,7 +112,7 @@ def trace_offsets(entries: list[TraceEntry], time_scale: float = 1.0) -> tuple[i
 class TraceSource:
     """One prompt per trace request, of its exact input length, with the trace's shared blocks shared."""
 
-    def __init__(self, path: str | Path, tokenizer: Tokenizer | None, *, block_tokens: int = 512,
+    def __init__(self, path: str | Path, tokenizer: Tokenizer | None, *, block_tokens: int = BLOCK_TOKENS,
                  seed: int = 0) -> None:
         if block_tokens < 1:
             raise DatasetError("the trace's block size must be at least 1 token")

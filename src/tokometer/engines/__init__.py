@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from tokometer.bundled import bundled_model_path
 from tokometer.engines.binary import find_llama_server
+from tokometer.engines.embedded import start_llamacpp
 from tokometer.engines.handle import EngineHandle
-from tokometer.engines.llamacpp import LlamaCppSettings, start_llamacpp
+from tokometer.engines.llamacpp import LlamaCppSettings
 
 __all__ = [
     "EngineHandle",

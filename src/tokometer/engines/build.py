@@ -64,6 +64,7 @@ from tokometer.cachedir import file_lock
 from tokometer.engines._fs import LLAMA_CPP_BUILD, LLAMA_QUANTIZE_EXE, LLAMA_SERVER_EXE, build_dir, built_binary_path
 from tokometer.engines.buildprogress import BuildProgress, build_minutes, cmake_percent, duration, progress_for_stderr
 from tokometer.engines.cpu import AmxProbe, amx_advertised, cpu_fingerprint, probe_amx
+from tokometer.engines.serverbinary import llama_server_version
 from tokometer.engines.signals import exit_reason
 from tokometer.engines.smoke import SMOKE_TOKENS, SmokeResult, smoke_run
 from tokometer.errors import EngineError
@@ -341,8 +342,6 @@ def _install(binary: Path, source: Path, flags: FlagSet, attempts: list[Attempt]
     if final.exists():  # the old build (we hold the lock; a running engine keeps its open binary)
         shutil.rmtree(final)
     os.replace(staging, final)
-    from tokometer.engines.binary import llama_server_version
-
     llama_server_version.cache_clear()  # the path is the same, the binary is not
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from tokometer.bundled import file_sha256
 from tokometer.engines._fs import built_binary_path
-from tokometer.engines.binary import binary_source, llama_server_version
+from tokometer.engines.serverbinary import binary_source, llama_server_version
 from tokometer.gguf import gguf_metadata, quantization_of
 from tokometer.hostinfo import host_info, physical_cores
 

@@ -1,6 +1,10 @@
 """The embedded engine: llama.cpp's ``llama-server`` running a GGUF model (by default the bundled
 Gemma 3 270M Q4_K_M), started with sane settings and returned once it answers a real request.
 
+This module holds the settings, the command line and the launch of a given binary; starting with the
+binary the normal lookup finds is `tokometer.engines.embedded.start_llamacpp` (the lookup may build
+and smoke-run a binary, and the smoke run launches it through here).
+
 Settings and why:
     --parallel 4          four slots: continuous batching across up to four requests at once
     --ctx-size 4096 × N   the total KV cache; llama.cpp splits it evenly, so 4096 tokens per slot
@@ -19,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from tokometer.bundled import bundled_model_path, gemma_chat_template
-from tokometer.engines.binary import find_llama_server
 from tokometer.engines.handle import EngineHandle
 from tokometer.engines.identity import llamacpp_identity, physical_cores
 from tokometer.engines.process import EngineProcess, busy_port_error, connect_host, free_port, port_in_use
@@ -27,7 +30,7 @@ from tokometer.engines.ready import wait_ready
 from tokometer.errors import EngineError
 from tokometer.gguf import gguf_metadata
 
-__all__ = ["LlamaCppSettings", "chat_template_args", "checked_model", "llamacpp_argv", "start_llamacpp", "swa_args"]
+__all__ = ["LlamaCppSettings", "chat_template_args", "checked_model", "launch_llamacpp", "llamacpp_argv", "swa_args"]
 
 _BIND_FAILURE = ("couldn't bind", "address already in use", "failed to bind")
 _AUTO_PORT_TRIES = 3
@@ -43,7 +46,7 @@ class LlamaCppSettings:
     parallel: int = 4
     ctx_size: int | None = None  # None: 4096 * parallel
     threads: int | None = None  # None: physical cores
-    binary: str | None = None  # None: the normal lookup (see engines.binary)
+    binary: str | None = None  # None: the normal lookup (see engines.binary; engines.embedded uses it)
     extra_args: tuple[str, ...] = ()
     ready_timeout_s: float = 120.0
 
@@ -114,13 +117,13 @@ def checked_model(settings: LlamaCppSettings) -> tuple[Path, dict[str, Any]]:
     return model, meta
 
 
-def start_llamacpp(settings: LlamaCppSettings) -> EngineHandle:
-    """Start ``llama-server`` and block until it completes a 1-token request; raise EngineError on failure.
+def launch_llamacpp(binary: str, model: Path, meta: dict[str, Any], settings: LlamaCppSettings) -> EngineHandle:
+    """Start this ``llama-server`` binary on ``model`` (checked by `checked_model`, ``meta`` its GGUF header)
+    and block until it completes a 1-token request; raise EngineError on failure.
 
     Nothing is left running if this raises (or is interrupted): the engine's process group is stopped.
+    `tokometer.engines.embedded.start_llamacpp` finds the binary first; the smoke run passes its own.
     """
-    model, meta = checked_model(settings)  # a bad model file is said first, whatever the binary
-    binary = find_llama_server(settings.binary)
     tries = _AUTO_PORT_TRIES if settings.port == 0 else 1
     for attempt in range(tries):
         if settings.port == 0:

@@ -2,7 +2,7 @@
 
 A build that compiles can still die at its first matrix multiply (SIGILL when ``-march=native``
 used instructions the machine advertises but refuses, e.g. AMX in a VM). The smoke run starts the
-binary the normal way (``start_llamacpp``: one slot, a small context, a free loopback port) with
+binary the normal way (``launch_llamacpp``: one slot, a small context, a free loopback port) with
 the bundled model, which already completes a 1-token request when ready, then asks for a few more
 tokens, and stops it. It takes a few seconds. The result says whether it worked and, if the engine
 died by a signal, which one: the build falls back to safer flags on that.
@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokometer.bundled import bundled_model_path
-from tokometer.engines.llamacpp import LlamaCppSettings, start_llamacpp
+from tokometer.engines.llamacpp import LlamaCppSettings, checked_model, launch_llamacpp
 from tokometer.engines.ready import http_json
+from tokometer.engines.serverbinary import checked_binary
 from tokometer.engines.signals import EngineDied
 from tokometer.errors import EngineError
 
@@ -55,7 +56,8 @@ def smoke_run(binary: Path, model: Path | None = None, timeout_s: float = 120.0)
     settings = LlamaCppSettings(model_path=model_path, binary=str(binary), parallel=1, ctx_size=512,
                                 ready_timeout_s=timeout_s)
     try:
-        with start_llamacpp(settings) as engine:
+        model_file, meta = checked_model(settings)
+        with launch_llamacpp(checked_binary(str(binary)), model_file, meta, settings) as engine:
             body = {"model": engine.model, "prompt": "The capital of France is", "max_tokens": SMOKE_TOKENS,
                     "temperature": 0}
             try:

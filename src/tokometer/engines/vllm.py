@@ -37,7 +37,7 @@ from tokometer.engines.ready import wait_ready
 from tokometer.errors import ConfigError, EngineError
 from tokometer.perf.catalog import BUILTIN_MODELS
 from tokometer.perf.explain import kv_arithmetic, weights_arithmetic
-from tokometer.perf.hardware import HardwareSpec
+from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.loaders import resolve_model
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import normalize_dtype

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -267,30 +266,31 @@ class Gateway:
         name, route = (upstream.name if upstream is not None else "none"), ctx.route.model
         status = outcome.status
         ttft, tpot, e2e = ttft_ns(record), tpot_ns(record), (record.end_ns - record.sent_ns)
-        upstream_ttft = None
-        if outcome.upstream_sent_ns and record.first_token_ns:
-            upstream_ttft = ttft_ns(dataclasses.replace(record, sent_ns=outcome.upstream_sent_ns))
+        # the upstream's own TTFT: `ttft_ns` of the record as if sent when the upstream request was
+        upstream_ttft = None if ttft is None or not outcome.upstream_sent_ns else \
+            ttft + record.sent_ns - outcome.upstream_sent_ns
         if upstream is not None and record.ok and not outcome.served_by:  # a resumed answer's TPOT is no one's
             self.router.health[name].success(None if upstream_ttft is None else upstream_ttft / 1e6,
                                              None if tpot is None else tpot / 1e6)
+        series = self.metrics.series(route, name)
         if ttft is not None:
-            self.metrics.ttft.labels(route, name).observe(ttft / 1e9)
+            series.observe("ttft", ttft / 1e9)
         if tpot is not None:
-            self.metrics.tpot.labels(route, name).observe(tpot / 1e9)
+            series.observe("tpot", tpot / 1e9)
         prompt, completion = answer.prompt_tokens or ctx.prompt_tokens, record.output_tokens
-        self.metrics.requests.labels(route, name, str(status)).inc()
-        self.metrics.duration.labels(route, name).observe(e2e / 1e9)
+        series.request(status)
+        series.observe("duration", e2e / 1e9)
         cost = cost_usd(upstream.cfg, prompt or 0, completion or 0) if upstream is not None else None
         if prompt:
-            self.metrics.tokens.labels(route, name, "input").inc(prompt)
+            series.add("input", prompt)
         if completion:
-            self.metrics.tokens.labels(route, name, "output").inc(completion)
+            series.add("output", completion)
         if cost:
-            self.metrics.cost.labels(route, name).inc(cost)
+            series.add("cost", cost)
         overhead = None
         if outcome.upstream_sent_ns and record.first_token_ns and outcome.first_sent_ns and outcome.hedge != "hedge":
             overhead = ((outcome.upstream_sent_ns - record.sent_ns) + (outcome.first_sent_ns - record.first_token_ns))
-            self.metrics.overhead.labels(route).observe(overhead / 1e9)
+            series.observe("overhead", overhead / 1e9)
         self.log.write(RequestLogEntry(key=ctx.key, route=route, upstream=upstream.name if upstream else None,
                                        model_served=answer.model or None, status=status, prompt_tokens=prompt,
                                        completion_tokens=completion, cost_usd=cost, ttft_ms=_ms(ttft),

@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # *_created series only add noise
 
-__all__ = ["CONTENT_TYPE", "GatewayMetrics", "GpuCollector"]
+__all__ = ["CONTENT_TYPE", "GatewayMetrics", "GpuCollector", "RouteSeries"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 30.0, 60.0)
@@ -95,6 +95,45 @@ class GpuCollector(Collector):
         yield from (memory, total, util, power, limit)
 
 
+class RouteSeries:
+    """The series of one (route, upstream) pair that every relayed request touches, each looked up once (on
+    first use, so that /metrics shows the same series as before): a ``labels()`` lookup costs a lock, a
+    tuple and a dict probe, and a request made seven of them."""
+
+    __slots__ = ("_children", "_metrics", "_route", "_upstream")
+
+    def __init__(self, metrics: GatewayMetrics, route: str, upstream: str) -> None:
+        self._metrics, self._route, self._upstream = metrics, route, upstream
+        self._children: dict[object, Any] = {}
+
+    def _child(self, which: object) -> Any:
+        child = self._children.get(which)
+        if child is None:
+            m, route, upstream = self._metrics, self._route, self._upstream
+            if isinstance(which, int):
+                child = m.requests.labels(route, upstream, str(which))
+            elif which in ("input", "output"):
+                child = m.tokens.labels(route, upstream, which)
+            elif which == "overhead":
+                child = m.overhead.labels(route)
+            else:
+                child = getattr(m, str(which)).labels(route, upstream)
+            self._children[which] = child
+        return child
+
+    def request(self, status: int) -> None:
+        """One request more that ended with HTTP ``status``."""
+        self._child(status).inc()
+
+    def observe(self, which: str, seconds: float) -> None:
+        """One value of histogram ``which``: ttft, tpot, duration or overhead."""
+        self._child(which).observe(seconds)
+
+    def add(self, which: str, amount: float) -> None:
+        """Add to counter ``which``: input or output (tokens), or cost."""
+        self._child(which).inc(amount)
+
+
 class GatewayMetrics:
     """Every metric of one gateway, in its own registry."""
 
@@ -130,6 +169,7 @@ class GatewayMetrics:
         self.resumes = Counter("tokometer_gateway_resumes", "Answers an upstream broke off mid-stream, by why (reason) "
                                "and outcome: resumed (on the next upstream) or gave_up (error event).",
                                ["route", "reason", "outcome"], registry=r)
+        self._series: dict[tuple[str, str], RouteSeries] = {}
         self.shown = r  # what /metrics renders
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # --workers: every worker's counters, added up
             self.shown = CollectorRegistry(auto_describe=True)
@@ -138,6 +178,13 @@ class GatewayMetrics:
             self.add_live(live)
         if gpu:
             self.shown.register(GpuCollector())
+
+    def series(self, route: str, upstream: str) -> RouteSeries:
+        """The series of requests on ``route`` served by ``upstream`` (made on first use, then kept)."""
+        found = self._series.get((route, upstream))
+        if found is None:
+            found = self._series[route, upstream] = RouteSeries(self, route, upstream)
+        return found
 
     def add_live(self, live: Callable[[], dict[str, dict[str, float]]]) -> None:
         """Export the in-flight/waiting/up gauges read from ``live()`` at scrape time."""

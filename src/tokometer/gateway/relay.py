@@ -284,25 +284,30 @@ class Relay:
 
     async def _relay(self, opened: Opened) -> None:
         # Events that are already here when one is relayed go to the client in one write: an upstream
-        # read that brought several (the gateway fell behind) costs one send, not one each.
-        self._batch = []
+        # read that brought several (the gateway fell behind) costs one send, not one each. Taking in an
+        # event is plain code (`_event` only gathers what it writes): per event the relay costs one
+        # function call and, when no further event is already here, one send.
+        batch = self._batch = []
+        event_of = self._event
         try:
             for event in opened.buffered:
-                await self._event(event)
+                event_of(event)
             opened.buffered = []
             await self._flush()
             call = opened.call
             async for event in opened.events:
-                await self._event(event)
+                event_of(event)
                 if self.gone:
                     raise UpstreamError("cancelled", "the client went away")
-                if not call.more:
+                if batch and not call.more:
                     await self._flush()
         finally:
             await self._flush()
             self._batch = None
 
-    async def _event(self, event: UpstreamEvent) -> None:
+    def _event(self, event: UpstreamEvent) -> None:
+        """Take in one upstream event: the record, the answer so far, and what the client gets (gathered in
+        ``_batch``, which `_relay` sends)."""
         answer, p = self.answer, event.parsed
         self._events += 1
         if p is None:
@@ -320,32 +325,38 @@ class Relay:
         if not self.ctx.stream:
             return
         if self._writer is None:  # an OpenAI upstream: relay its bytes
-            await self._relay_openai(event, p)
+            self._relay_openai(event, p)
         elif p.has_content:
             if not self._sent_role:
                 self._sent_role = True
-                await self._write(self._writer.role())
-            await self._write(self._writer.content(p.text, p.reasoning))
+                self._put(self._writer.role())
+            self._put(self._writer.content(p.text, p.reasoning))
 
-    async def _relay_openai(self, event: UpstreamEvent, p: ParsedEvent) -> None:
+    def _relay_openai(self, event: UpstreamEvent, p: ParsedEvent) -> None:
         if p.has_content:
-            await self._write(event.raw)
+            self._put(event.raw)
             self._sent_role = True
             return
         if p.error is not None:
-            await self._write(event.raw)
+            self._put(event.raw)
             return
         # role-only, finish, usage and [DONE]: the first goes now, the ending waits (continuation may follow);
         # tool-call deltas carry no text but are the answer: every one goes on
         if p.finish_reason is None and not p.done and p.completion_tokens is None:
             if not self._sent_role or _TOOL_CALL in event.raw or _FUNCTION_CALL in event.raw:
                 self._sent_role = True
-                await self._write(event.raw)
+                self._put(event.raw)
             return
         usage_only = p.completion_tokens is not None and p.finish_reason is None and not p.done
         if usage_only and not self.ctx.include_usage:
             return
         self._held.append(event.raw)
+
+    def _put(self, data: bytes) -> None:
+        """Gather ``data`` for the client's next send (while `_relay` runs)."""
+        if data and not self.gone:
+            assert self._batch is not None
+            self._batch.append(data)
 
     def _continue_wanted(self) -> bool:
         route, answer = self.ctx.route, self.answer
@@ -447,9 +458,10 @@ class Relay:
 
     async def _flush(self) -> None:
         """Send what `_write` gathered while batching (and go on batching)."""
-        if self._batch:
-            data = b"".join(self._batch)
-            self._batch.clear()
+        batch = self._batch
+        if batch:
+            data = batch[0] if len(batch) == 1 else b"".join(batch)
+            batch.clear()
             if not self.gone:
                 await self._send_body(data, True)
 

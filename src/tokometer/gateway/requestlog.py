@@ -4,20 +4,24 @@ Each line holds who asked (the key's name, never its secret), what they asked fo
 answered (upstream, the model it served), the outcome (status, error), the tokens and what they
 cost, and the speed (TTFT, decode tok/s, end to end), with whether the answer came from the cache or
 a fallback upstream, whether a hedge raced the primary, and whether the answer was resumed. A
-background thread writes the lines, so the event loop never waits on the disk; `RequestLog.close`
-writes out whatever is queued.
+background thread writes the lines, so the event loop never waits on the disk; lines written on an
+event loop are handed to it every `HANDOVER_S` in one piece (each hand-over wakes the thread, which
+cost as much as the rest of the line when every request did it); `RequestLog.close` writes out
+whatever is queued.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import queue
 import threading
-from dataclasses import asdict, dataclass, field
+import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
@@ -29,10 +33,22 @@ __all__ = ["RequestLog", "RequestLogEntry", "cost_usd"]
 logger = logging.getLogger("tokometer.gateway")
 
 _PER = 1_000_000
+HANDOVER_S = 0.1
+"""How long lines written on an event loop gather before they go to the writing thread."""
+
+
+_second: list[Any] = [-1, ""]
+"""The last whole second `_utc_now` formatted, and its text up to the seconds."""
 
 
 def _utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Now, UTC, ISO 8601 to the millisecond with a ``Z`` (the date and time formatted once a second: every
+    request's line has one, and `datetime.isoformat` costs more than the rest of the line)."""
+    now = time.time()
+    second = int(now)
+    if second != _second[0]:
+        _second[0], _second[1] = second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{_second[1]}.{int((now - second) * 1000):03d}Z"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -63,7 +79,7 @@ class RequestLogEntry:
     served_by: list[str] | None = None  # with resumes: every upstream that served part of the answer, in order
 
     def to_json(self) -> bytes:
-        return orjson.dumps(asdict(self))
+        return orjson.dumps(self)  # orjson writes a dataclass's fields in order, at C speed (asdict: 15 times slower)
 
 
 def cost_usd(upstream: UpstreamConfig, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
@@ -96,6 +112,10 @@ class RequestLog:
         self._queue: queue.SimpleQueue[bytes | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._pending: list[bytes] = []
+        """Lines written on the event loop since the last hand-over."""
+        self._handover_on: asyncio.AbstractEventLoop | None = None
+        """The loop a hand-over is scheduled on (None: none is)."""
         if path is None:
             return
         try:
@@ -110,7 +130,22 @@ class RequestLog:
         """Queue one line; returns at once. Ignored once closed."""
         if self._thread is None or self._closed:
             return
-        self._queue.put(entry.to_json() + b"\n")
+        line = entry.to_json() + b"\n"
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop here: straight to the thread
+            self._queue.put(line)
+            return
+        self._pending.append(line)
+        if self._handover_on is not loop:  # none due, or due on a loop that is gone
+            self._handover_on = loop
+            loop.call_later(HANDOVER_S, self._hand_over)
+
+    def _hand_over(self) -> None:
+        self._handover_on = None
+        if self._pending:
+            self._queue.put(b"".join(self._pending))
+            self._pending.clear()
 
     def close(self) -> None:
         """Write out every queued line and close the file (blocks until done; idempotent)."""
@@ -118,6 +153,7 @@ class RequestLog:
             return
         self._closed = True
         if self._thread is not None:
+            self._hand_over()
             self._queue.put(_CLOSE)
             self._thread.join()
 

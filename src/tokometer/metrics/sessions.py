@@ -21,6 +21,7 @@ from typing import Any
 
 from tokometer.metrics import request as m
 from tokometer.metrics.distribution import Distribution
+from tokometer.metrics.promptcache import prompt_cache_hit_rate
 from tokometer.records import RequestRecord
 
 __all__ = ["per_turn", "session_stats"]
@@ -38,8 +39,6 @@ def _mean(values: list[float]) -> float | None:
 
 def per_turn(records: Sequence[RequestRecord]) -> list[dict[str, Any]] | None:
     """One entry per turn number (``turn`` from 1), or None when no record belongs to a session."""
-    from tokometer.metrics.summary import _cache_hit_rate
-
     by_turn: dict[int, list[RequestRecord]] = defaultdict(list)
     for r in _measured(records):
         assert r.turn is not None
@@ -57,7 +56,7 @@ def per_turn(records: Sequence[RequestRecord]) -> list[dict[str, Any]] | None:
             "ttft_ms": Distribution.of((v for v in map(m.ttft_ns, ok) if v is not None), _MS).to_json(),
             "input_tokens_mean": _mean([float(r.input_tokens) for r in ok if r.input_tokens is not None]),
             "cached_tokens_mean": _mean(cached),
-            "prompt_cache_hit_rate": _cache_hit_rate(ok),
+            "prompt_cache_hit_rate": prompt_cache_hit_rate(ok),
         })
     return out
 

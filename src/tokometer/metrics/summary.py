@@ -23,6 +23,7 @@ from typing import Any
 from tokometer.metrics import request as m
 from tokometer.metrics.distribution import Distribution
 from tokometer.metrics.prefix import prefix_split
+from tokometer.metrics.promptcache import prompt_cache_hit_rate
 from tokometer.metrics.reasoning import ReasoningSummary, summarize_reasoning
 from tokometer.metrics.sessions import per_turn, session_stats
 from tokometer.metrics.textcheck import TextCheck
@@ -225,7 +226,7 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         server_prefill_ms=Distribution.of(s.prompt_ms for s in server if s.prompt_ms is not None),
         server_decode_tok_s=Distribution.of(v for v in (s.decode_tok_s for s in server) if v is not None),
         error_examples=examples,
-        prompt_cache_hit_rate=_cache_hit_rate(ok),
+        prompt_cache_hit_rate=prompt_cache_hit_rate(ok),
         prompt_cache_reported=sum(1 for r in ok if r.server is not None and r.server.cached_tokens is not None),
         completion_rate_rps=_completion_rate(ok),
         ttft_growth=_ttft_growth(ok),
@@ -263,17 +264,3 @@ def _ttft_growth(ok: Sequence[RequestRecord]) -> float | None:
     quarter = len(ttfts) // 4
     first, last = sum(ttfts[:quarter]) / quarter, sum(ttfts[-quarter:]) / quarter
     return last / first if first > 0 else None
-
-
-def _cache_hit_rate(records: Sequence[RequestRecord]) -> float | None:
-    cached = prompt = 0
-    for r in records:
-        if r.server is None or r.server.cached_tokens is None:
-            continue
-        total = r.input_tokens if r.input_tokens_source in ("usage", "native") and r.input_tokens else None
-        if total is None and r.server.prompt_tokens is not None:
-            total = r.server.prompt_tokens + r.server.cached_tokens  # llama.cpp: prompt_n excludes cache_n
-        if total:
-            cached += r.server.cached_tokens
-            prompt += total
-    return cached / prompt if prompt else None

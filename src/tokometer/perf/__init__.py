@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from tokometer.perf.estimate import BatchEstimate, Estimate, estimate
 from tokometer.perf.explain import explain
-from tokometer.perf.hardware import HardwareSpec, hardware_table, resolve_hardware
+from tokometer.perf.hardware import hardware_table, resolve_hardware
+from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.loaders import resolve_model
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.roofline import Deployment, Efficiency, decode_step_s, prefill_s

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from tokometer.errors import ConfigError
 from tokometer.perf.efficiency import RunEfficiency, run_efficiency
 from tokometer.perf.estimate import Estimate, estimate
-from tokometer.perf.hardware import HardwareSpec, hardware_table, resolve_hardware
+from tokometer.perf.hardware import hardware_table, resolve_hardware
+from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.loaders import resolve_model
 from tokometer.perf.quant import default_kv_dtype
 from tokometer.perf.roofline import Deployment, Efficiency

@@ -47,7 +47,7 @@ from typing import Any
 from tokometer.atomicfile import write_atomic
 from tokometer.errors import OutputError
 from tokometer.perf.cpupeak import DTYPES, CpuFeatures, cycle_peaks, read_cpu_features
-from tokometer.perf.hardware import ComputePeak, HardwareSpec
+from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
 
 __all__ = ["TORCH_PYTHON_ENV", "host_cache_file", "host_hardware", "host_peaks", "measure_host"]
 

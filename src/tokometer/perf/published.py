@@ -3,7 +3,7 @@
 ``data/published-serving.csv`` holds throughput at maximum load as engine makers publish it, each row with
 its source: model, hardware, GPUs (TP), weight and KV format, prompt and answer lengths, and the output
 tokens per second over the whole deployment. `compare_published` sets each beside `serving.max_load` for
-the same deployment at the stated `Efficiency`: the test (tests/unit/test_perf_published.py) and
+the same deployment at the stated `Efficiency`: the test (tests/unit/perf/test_perf_published.py) and
 docs/commands/estimate.md show how far apart they are (``bench/published_serving.py`` prints the table).
 """
 

@@ -15,7 +15,7 @@ from tokometer.perf.roofline import weight_bytes_read
 from tokometer.perf.target import TargetAnswer
 
 if TYPE_CHECKING:
-    from tokometer.perf.hardware import HardwareSpec
+    from tokometer.perf.hardwarespec import HardwareSpec
     from tokometer.perf.model import ModelSpec
     from tokometer.perf.roofline import Deployment
 

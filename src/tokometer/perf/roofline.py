@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from tokometer.errors import ConfigError
-from tokometer.perf.hardware import ComputePeak, HardwareSpec
+from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import kv_bytes, normalize_dtype, weight_dtype
 

@@ -17,7 +17,7 @@ In steady state each iteration
 
 The prefill is *added* to the decode step rather than overlapped with it: the two run as one batch of
 kernels whose matmuls grow with the prefill tokens, and the published figures this module is checked
-against (`tests/unit/test_perf_published.py`, docs/commands/estimate.md) fit the sum: with the overlap
+against (`tests/unit/perf/test_perf_published.py`, docs/commands/estimate.md) fit the sum: with the overlap
 (``max``) prompt-heavy shapes such as 5000→500 come out 50–66 % too fast, with the sum within 15 %.
 Reserving the whole ``input + output`` per sequence is what an engine must do to never preempt; engines
 that admit more and preempt are not modelled.

@@ -1,4 +1,4 @@
-"""The simulated inference server: scripted timing, five protocols, faults, a send trace."""
+"""The simulated inference server: scripted timing, seven protocols, faults, a send trace."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from tokometer.inbound.body import BodyTimeout, BodyTooLarge, discard_rest, read_body
 from tokometer.inbound.jsonbody import BadBody, parse_object
 from tokometer.messages import message_text
-from tokometer.sim.auth import REFUSAL, RequireKey, authorized
+from tokometer.sim.auth import REFUSAL, RequireKey, authorized, presented
 from tokometer.sim.config import SimConfig
 from tokometer.sim.metrics import CONTENT_TYPE, SimMetrics
 from tokometer.sim.prefixcache import block_hashes, prompt_words
@@ -105,7 +105,7 @@ def create_app(config: SimConfig) -> Starlette:
         seq, fault = state.next_request()
         trace = SendTrace(seq=seq, path=request.url.path, fault=fault, received_ns=received_ns)
         state.trace.add(trace)
-        if not authorized(request.headers.get("authorization"), config.api_key):
+        if not authorized(presented(request.headers, request.url.path), config.api_key):
             trace.status = 401
             return _error(proto, 401, REFUSAL, "authentication_error")
         raw_or_refusal = await _read(request, config)

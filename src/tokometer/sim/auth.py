@@ -4,7 +4,8 @@ The generation endpoints check the key themselves (`authorized`), so that a refu
 traced and answered in its protocol's error shape; `RequireKey` guards everything else: the
 trace, the config, ``/metrics``, model lists and the tokenizer. ``/health`` stays open, as
 load balancers and readiness checks call it without credentials. The key is read from the
-current config at each request, so ``PATCH /sim/config`` (with the old key) can change it. A key
+current config at each request, so ``PATCH /sim/config`` (with the old key) can change it.
+``/v1/messages`` also takes the key as Anthropic clients send it, in ``x-api-key`` (`presented`). A key
 with non-ASCII characters matches whether its client sends it as UTF-8 or as Latin-1
 (`tokometer.inbound.headers`).
 """
@@ -21,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from tokometer.inbound.headers import header_text
 from tokometer.sim.state import SimState
 
-__all__ = ["OPEN_PATHS", "RequireKey", "authorized"]
+__all__ = ["OPEN_PATHS", "RequireKey", "authorized", "presented"]
 
 OPEN_PATHS = frozenset({"/health"})
 REFUSAL = "Invalid API key (simulated): check the key you send."
@@ -33,6 +34,15 @@ def authorized(authorization: str | None, api_key: str | None) -> bool:
         return True
     expected = f"Bearer {api_key}".encode()
     return hmac.compare_digest(header_text(authorization or "").encode(), expected)
+
+
+def presented(headers: Headers, path: str) -> str | None:
+    """The credentials a generation request presents, as an ``Authorization`` value: that header, or on
+    Anthropic's ``/v1/messages`` the ``x-api-key`` header as a bearer token."""
+    authorization = headers.get("authorization")
+    if authorization is None and path == "/v1/messages" and (key := headers.get("x-api-key")) is not None:
+        return f"Bearer {key}"
+    return authorization
 
 
 class RequireKey:

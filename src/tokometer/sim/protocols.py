@@ -1,15 +1,18 @@
 """The protocols the simulator speaks, by path: the server sides of `tokometer.wire`'s protocols.
 
-OpenAI chat and completions (SSE, as vLLM sends them), Ollama ``/api/chat`` (NDJSON), TGI
-``/generate_stream`` (SSE, one token per event) and llama.cpp ``/completion``. The simulator's
-tokenizer is `count_words`: one whitespace-separated word is one token.
+OpenAI chat and completions (SSE, as vLLM sends them), OpenAI Responses ``/v1/responses`` and
+Anthropic Messages ``/v1/messages`` (named SSE events, as the two APIs document them), Ollama
+``/api/chat`` (NDJSON), TGI ``/generate_stream`` (SSE, one token per event) and llama.cpp
+``/completion``. The simulator's tokenizer is `count_words`: one whitespace-separated word is one token.
 """
 
 from __future__ import annotations
 
+from tokometer.wire.anthropic import AnthropicMessagesServer
 from tokometer.wire.llamacpp import LlamaCppServer
 from tokometer.wire.ollama import OllamaChatServer
 from tokometer.wire.openai import OpenAIChatServer, OpenAICompletionsServer
+from tokometer.wire.openai_responses import OpenAIResponsesServer
 from tokometer.wire.serving import RequestInfo, ServerProtocol, StreamTiming
 from tokometer.wire.tgi import TgiServer
 
@@ -24,6 +27,6 @@ def count_words(text: str) -> int:
 
 
 PROTOCOLS: dict[str, ServerProtocol] = {
-    p.path: p for p in (OpenAIChatServer(), OpenAICompletionsServer(), OllamaChatServer(), TgiServer(),
-                        LlamaCppServer())
+    p.path: p for p in (OpenAIChatServer(), OpenAICompletionsServer(), OpenAIResponsesServer(),
+                        AnthropicMessagesServer(), OllamaChatServer(), TgiServer(), LlamaCppServer())
 }

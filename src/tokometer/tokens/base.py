@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from tokometer.errors import TokenizerError
+from tokometer.tokens.template import render_template
 
 __all__ = ["BaseTokenizer", "Tokenizer"]
 
@@ -71,8 +72,6 @@ class BaseTokenizer:
         if not self.chat_template:
             raise TokenizerError(f"{self.name} has no chat template: give --tokenizer a Hugging Face model or "
                                  "directory whose tokenizer_config.json has one, or a GGUF file that carries one")
-        from tokometer.tokens.chat import render_template
-
         return render_template(self.chat_template, messages, add_generation_prompt=add_generation_prompt,
                                **self.special_tokens)
 

@@ -1,4 +1,4 @@
-"""Chats: parsing JSON messages, rendering a chat template, and counting what the template adds.
+"""Chats: parsing JSON messages and counting what the chat template adds.
 
 A model never sees bare messages: its chat template wraps each in role markers and control tokens
 (Gemma: ``<start_of_turn>user\\n…<end_of_turn>\\n``), and those tokens count against the context
@@ -8,9 +8,8 @@ window and the bill like any other (R2). ``count_chat`` reports them apart:
     content   the sum of each message's content counted on its own
     template  total - content: what the template costs
 
-Templates are Jinja, rendered as transformers and llama.cpp render them: a sandboxed environment
-with ``trim_blocks``/``lstrip_blocks``, a ``tojson`` filter that does not escape HTML, and
-``raise_exception`` / ``strftime_now``.
+The template is rendered by the tokenizer (`BaseTokenizer.render_chat`, through
+`tokometer.tokens.template`).
 """
 
 from __future__ import annotations
@@ -18,19 +17,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tokometer.errors import DatasetError, TokenizerError
+from tokometer.errors import DatasetError
 from tokometer.messages import message_text
 from tokometer.tokens.base import BaseTokenizer
 
-if TYPE_CHECKING:
-    from jinja2 import Template
-
-__all__ = ["ChatCount", "Messages", "count_chat", "looks_like_json", "message_text", "parse_messages",
-           "render_template"]
+__all__ = ["ChatCount", "Messages", "count_chat", "looks_like_json", "message_text", "parse_messages"]
 
 Messages = list[dict[str, Any]]
 
@@ -87,45 +80,6 @@ def parse_messages(data: str | Any, where: str = "chat") -> Messages:
         raise DatasetError(f"invalid chat JSON in {where}: expected a non-empty list of messages "
                            '(e.g. [{"role": "user", "content": "Hello"}]) or {"messages": [...]}')
     return [_check_message(item, f"{where}, message {i + 1}") for i, item in enumerate(data)]
-
-
-def _raise_exception(message: str) -> None:
-    from jinja2.exceptions import TemplateError
-
-    raise TemplateError(message)
-
-
-def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
-            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-def _strftime_now(fmt: str) -> str:
-    return datetime.now().strftime(fmt)
-
-
-@lru_cache(maxsize=16)
-def _compile(template: str) -> Template:
-    from jinja2.ext import loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-    env.filters["tojson"] = _tojson
-    env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = _strftime_now
-    return env.from_string(template)
-
-
-def render_template(template: str, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
-                    **variables: Any) -> str:
-    """Render a Jinja chat template (``bos_token``, ``eos_token`` and the like go in ``variables``)."""
-    from jinja2.exceptions import TemplateError
-
-    try:
-        return _compile(template).render(messages=list(messages), add_generation_prompt=add_generation_prompt,
-                                         **variables)
-    except TemplateError as exc:
-        raise TokenizerError(f"the chat template failed on these messages: {exc}") from None
 
 
 def count_chat(tokenizer: BaseTokenizer, messages: Sequence[Mapping[str, Any]], *,

@@ -93,7 +93,7 @@ def map_finish_reason(value: object) -> FinishReason | None:
     text = str(value).lower()
     if text in {"length", "limit", "max_tokens", "max_new_tokens"}:
         return "length"
-    if text in {"stop", "eos", "eos_token", "stop_sequence", "word", "end_turn", "tool_calls"}:
+    if text in {"stop", "eos", "eos_token", "stop_sequence", "word", "end_turn", "tool_calls", "tool_use"}:
         return "stop"
     return "unknown"
 
@@ -117,6 +117,15 @@ class Backend(ABC):
     @abstractmethod
     def parse(self, payload: bytes) -> ParsedEvent | None:
         """Parse one event's payload (SSE data or one NDJSON line); ``None`` to skip it."""
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        """The headers that carry ``api_key``, and any the protocol always wants (``Authorization: Bearer``
+        unless overridden: Anthropic's ``x-api-key``)."""
+        return {"Authorization": f"Bearer {api_key}"}
+
+    def fixed_headers(self) -> dict[str, str]:
+        """Headers every request of this protocol carries, with or without a key (Anthropic's version)."""
+        return {}
 
     def wants_usage(self, params: GenerationParams) -> bool:
         return self.supports_include_usage and params.include_usage and not self.include_usage_rejected

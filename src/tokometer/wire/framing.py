@@ -176,6 +176,16 @@ class EventWatch:
         self.max_events = max_events
 
     def feed(self, data: bytes) -> str | None:
+        if (not self._tail and self._framing == "sse" and data[-2:] == b"\n\n" and data.count(b"\n\n") == 1
+                and b"\r" not in data and b"\n\n\n" not in data):
+            # the common chunk: exactly one whole event, bare LF, nothing open before it (half the work)
+            if data[0] != 58:  # ":" begins a comment event
+                self.events += 1
+            self._first = b""
+            self.open_bytes = 0
+            if self.max_events and self.events > self.max_events:
+                return f"{self.events} events, more than the {self.max_events} allowed"
+            return None
         if not self._first:
             self._first = data[:1]
         window = self._tail + data if self._tail else data
@@ -210,6 +220,11 @@ def sse_payload(event: bytes) -> bytes | None:
     """The ``data`` of one SSE event (multi-line data joined with newlines), or None if it has none."""
     if event.startswith(b"data: ") and event.endswith(b"\n\n") and event.count(b"\n") == 2:
         return event[6:-2]  # the common case, first: one "data: " line ended by LF LF
+    if event.startswith(b"event: ") and event.endswith(b"\n\n") and event.count(b"\n") == 3 \
+            and b"\r" not in event:
+        at = event.find(b"\ndata: ")  # a named event (OpenAI Responses, Anthropic): "event: X", one data line
+        if at > 0:
+            return event[at + 7:-2]
     parts = []
     for line in _LINE.split(event):
         if line.startswith(b"data:"):

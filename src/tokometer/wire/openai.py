@@ -7,14 +7,13 @@ and TensorRT-LLM's OpenAI server all speak it; some add their own fields, and
 llama.cpp adds ``timings``, which are read when present.
 
 Client side: `OpenAIChat` / `OpenAICompletions` build requests and parse events. Server side:
-`ChunkWriter` renders chunks as vLLM sends them (the simulator's streams, the gateway's translated
-streams and cached replays, whole non-streamed answers), and `error_body` is OpenAI's error shape.
+`OpenAIChatServer` / `OpenAICompletionsServer` (the simulator's), rendering through
+`tokometer.wire.openai_chunks.ChunkWriter` (re-exported here for the gateway's imports), and
+`error_body` is OpenAI's error shape.
 """
 
 from __future__ import annotations
 
-import time
-import uuid
 from typing import Any, ClassVar
 
 import orjson
@@ -22,6 +21,7 @@ import orjson
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
 from tokometer.wire.numbers import count, obj, text_field
+from tokometer.wire.openai_chunks import ChunkWriter
 from tokometer.wire.openai_request import check_request
 from tokometer.wire.serving import (
     Count,
@@ -164,74 +164,6 @@ def error_body(message: str, kind: str = "server_error", code: str | int | None 
 def error_event(message: str, kind: str = "server_error", code: str | int | None = None) -> bytes:
     """An error reported inside a stream that has started (vLLM sends the error object as an event)."""
     return b"data: " + orjson.dumps(error_body(message, kind, code)) + b"\n\n"
-
-
-class ChunkWriter:
-    """Renders the OpenAI streaming chunks of one answer (chat or legacy completions) as vLLM does."""
-
-    __slots__ = ("chat", "created", "id", "model", "object", "reasoning_field")
-
-    def __init__(self, chat: bool, model: str, id: str | None = None, created: int | None = None,
-                 reasoning_field: str = "reasoning_content") -> None:
-        self.chat = chat
-        self.reasoning_field = reasoning_field
-        """The delta field reasoning text goes in (one of `REASONING_FIELDS`)."""
-        self.model = model
-        self.id = id or f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
-        self.created = int(time.time()) if created is None else created
-        self.object = "chat.completion.chunk" if chat else "text_completion"
-
-    def chunk(self, choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> bytes:
-        payload: dict[str, Any] = {"id": self.id, "object": self.object, "created": self.created,
-                                   "model": self.model, "choices": choices}
-        if usage is not None:
-            payload["usage"] = usage
-        return b"data: " + orjson.dumps(payload) + b"\n\n"
-
-    def role(self) -> bytes:
-        """The role-only first event of a chat stream (nothing for completions)."""
-        if not self.chat:
-            return b""
-        return self.chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                            "finish_reason": None}])
-
-    def content(self, text: str, reasoning: str = "") -> bytes:
-        if self.chat:
-            delta: dict[str, Any] = {"content": text} if text or not reasoning else {}
-            if reasoning:
-                delta[self.reasoning_field] = reasoning
-            return self.chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
-        return self.chunk([{"index": 0, "text": text, "logprobs": None, "finish_reason": None}])
-
-    def finish(self, reason: str) -> bytes:
-        if self.chat:
-            return self.chunk([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": reason}])
-        return self.chunk([{"index": 0, "text": "", "logprobs": None, "finish_reason": reason}])
-
-    def usage(self, prompt_tokens: int, completion_tokens: int, reasoning_tokens: int | None = None,
-              cached_tokens: int | None = None) -> bytes:
-        usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                                 "total_tokens": prompt_tokens + completion_tokens}
-        if reasoning_tokens is not None:
-            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
-        if cached_tokens is not None:
-            usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
-        return self.chunk([], usage)
-
-    def whole(self, text: str, reasoning: str, finish_reason: str, prompt_tokens: int,
-              completion_tokens: int) -> dict[str, Any]:
-        """The body of a non-streamed answer."""
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                 "total_tokens": prompt_tokens + completion_tokens}
-        if self.chat:
-            message: dict[str, Any] = {"role": "assistant", "content": text}
-            if reasoning:
-                message[self.reasoning_field] = reasoning
-            choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish_reason}
-        else:
-            choice = {"index": 0, "text": text, "finish_reason": finish_reason}
-        return {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
-                "created": self.created, "model": self.model, "choices": [choice], "usage": usage}
 
 
 class _OpenAIServer(ServerProtocol):

@@ -12,12 +12,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from tokometer.messages import message_text
-
-if TYPE_CHECKING:
-    from tokometer.wire.openai import ChunkWriter
+from tokometer.wire.openai_chunks import ChunkWriter
 
 __all__ = ["Count", "RequestInfo", "ServerProtocol", "StreamTiming", "no_field", "opt_int", "prompt_tokens",
            "stream_field"]

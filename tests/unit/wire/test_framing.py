@@ -141,3 +141,20 @@ def test_event_watch_does_not_count_sse_comments() -> None:
     assert watch.events == 2
     # the open event began with "data", so the ": 3" that completes it is no comment: a third event
     assert watch.feed(b": 3\n\n") == "3 events, more than the 2 allowed"
+
+
+def test_named_events_give_their_data_line_only() -> None:
+    """OpenAI Responses and Anthropic name each event (``event: TYPE``); the reader takes the data line alone,
+    however the event is spelt (the one-data-line form has a fast path of its own)."""
+    from tokometer.wire.framing import sse_payload
+
+    cases = {
+        b'event: ping\ndata: {"type": "ping"}\n\n': b'{"type": "ping"}',
+        b'event: ping\r\ndata: {"type": "ping"}\r\n\r\n': b'{"type": "ping"}',
+        b"event: x\ndata:y\n\n": b"y",
+        b"event: x\nid: 7\n\n": None,
+        b"event: x\ndata: a\ndata: b\n\n": b"a\nb",
+        b"event: x\ndata: \n\n": b"",
+        b"id: 1\nevent: x\ndata: z\n\n": b"z",
+    }
+    assert {event: sse_payload(event) for event in cases} == cases

@@ -11,7 +11,7 @@ from typing import TextIO
 
 import pytest
 
-from tests.unit.test_engine_build import FakeSteps, RecordingProgress, _script, cache, model  # noqa: F401
+from tests.unit.engines.test_engine_build import FakeSteps, RecordingProgress, _script, cache, model  # noqa: F401
 from tokometer.engines.build import FlagSet, build_llama_server, built_binary_path, read_build_info
 from tokometer.engines.buildprogress import BuildProgress
 from tokometer.engines.quantize import build_llama_quantize, find_llama_quantize, quantize_gguf

@@ -11,9 +11,9 @@ import pytest
 from tokometer.engines import bundled_model_path
 from tokometer.errors import DatasetError
 from tokometer.tokens import BaseTokenizer, FileTokenizer, parse_messages
-from tokometer.tokens.chat import render_template
 from tokometer.tokens.counting import count_jsonl, count_text, decode_input
 from tokometer.tokens.gguf import gguf_tokenizer
+from tokometer.tokens.template import render_template
 
 
 @pytest.fixture(scope="module")

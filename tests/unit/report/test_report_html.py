@@ -11,7 +11,7 @@ import pytest
 import tokometer.perf.app as app
 from tokometer.bundled import bundled_model_path
 from tokometer.load.profiles import LoadStep
-from tokometer.perf.hardware import ComputePeak, HardwareSpec
+from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
 from tokometer.records import RequestRecord, ServerTiming
 from tokometer.report.data import report_data
 from tokometer.report.html import DATA_ID, embed_json, render_html

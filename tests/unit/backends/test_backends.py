@@ -15,11 +15,13 @@ PARAMS = GenerationParams(model="m", max_tokens=16, seed=3)
 
 
 def test_registry_and_defaults() -> None:
-    assert set(BACKENDS) == {"openai-chat", "openai-completions", "ollama", "tgi", "llamacpp"}
+    assert set(BACKENDS) == {"openai-chat", "openai-completions", "openai-responses", "anthropic-messages", "ollama",
+                             "tgi", "llamacpp"}
     with pytest.raises(ConfigError, match="unknown API 'grpc'"):
         create_backend("grpc")
     assert default_api_for_url("http://h:8000/v1") == "openai-chat"
     assert default_api_for_url("http://localhost:11434") == "ollama"
+    assert default_api_for_url("https://api.anthropic.com/v1") == "anthropic-messages"
 
 
 def test_request_bodies() -> None:

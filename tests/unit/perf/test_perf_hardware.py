@@ -83,7 +83,7 @@ def test_host_is_measured_once_and_cached(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_the_compute_dtype_of_a_weight_format_on_a_cpu_and_on_a_gpu() -> None:
     from tokometer.perf import Deployment, resolve_model
-    from tokometer.perf.hardware import ComputePeak, HardwareSpec
+    from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
 
     peaks = (ComputePeak("fp32", 250e9, "measured"), ComputePeak("bf16", 4096e9, "theoretical"),
              ComputePeak("fp16", 512e9, "theoretical"), ComputePeak("int8", 8192e9, "theoretical"))

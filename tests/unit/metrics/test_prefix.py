@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_datasets import bpe_path  # noqa: F401  (the fixture)
+from tests.unit.datasets.test_datasets import bpe_path  # noqa: F401  (the fixture)
 from tokometer.datasets import SyntheticSource
 from tokometer.engines.llamacpp import swa_args
 from tokometer.errors import DatasetError

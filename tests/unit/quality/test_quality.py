@@ -17,7 +17,7 @@ from tokometer.quality.runner import EndpointRun, QualityResult, QualitySpec
 from tokometer.quality.stats import mcnemar_exact_p, mcnemar_mid_p, paired_difference, wilson_interval
 from tokometer.quality.verdict import gate_failures, summarise
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ln = math.log
 
 

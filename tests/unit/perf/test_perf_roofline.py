@@ -39,7 +39,7 @@ def test_llama_8b_bf16_on_h100_at_batch_1() -> None:
 
 def test_kv_capacity_matches_the_vllm_planner() -> None:
     # 80 GiB × 0.9 = 77,309,411,328 B − 16,060,000,000 B weights − 2 GiB reserve = 59,101,927,680 B
-    # / 131,072 B per token = 450,911 tokens (tests/unit/test_engines_vllm.py has the same number)
+    # / 131,072 B per token = 450,911 tokens (tests/unit/engines/test_engines_vllm.py has the same number)
     assert llama_h100().kv_capacity_tokens() == 450_911
     assert llama_h100().kv_budget_bytes() == 59_101_927_680 and llama_h100().usable_memory_bytes() == 77_309_411_328
     assert llama_h100().kv_capacity_tokens(0.5) == (int(80 * GIB * 0.5) - 16_060_000_000 - 2 * GIB) // 131_072

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_observe_gpu_nvml import FakeGpu, FakeNvml
+from tests.unit.observe.test_observe_gpu_nvml import FakeGpu, FakeNvml
 from tokometer.errors import ConfigError
 from tokometer.observe.gpu_source import gpu_reader
 

@@ -45,7 +45,8 @@ from tokometer.engines.build import (
 )
 from tokometer.engines.buildprogress import BuildProgress, LineProgress, build_minutes, cmake_percent, duration
 from tokometer.engines.cpu import AmxProbe, cpu_fingerprint, cpu_flags, is_x86_64, probe_amx
-from tokometer.engines.llamacpp import LlamaCppSettings, start_llamacpp
+from tokometer.engines.embedded import start_llamacpp
+from tokometer.engines.llamacpp import LlamaCppSettings
 from tokometer.engines.process import EngineProcess
 from tokometer.engines.signals import EngineDied, exit_reason, signal_advice
 from tokometer.engines.smoke import SmokeResult, smoke_run

@@ -1,0 +1,86 @@
+"""OpenAI's streaming chunks, rendered as vLLM sends them: `ChunkWriter`.
+
+One writer per answer renders its chat or (legacy) completions chunks, the usage-only event and
+the body of a non-streamed answer: the simulator's streams (through `tokometer.wire.openai`'s
+server protocols), the gateway's translated streams and cached replays. A leaf: the server-side
+request info of `tokometer.wire.serving` carries a writer, and the OpenAI protocol module uses
+both, so the writer lives below them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+__all__ = ["ChunkWriter"]
+
+
+class ChunkWriter:
+    """Renders the OpenAI streaming chunks of one answer (chat or legacy completions) as vLLM does."""
+
+    __slots__ = ("chat", "created", "id", "model", "object", "reasoning_field")
+
+    def __init__(self, chat: bool, model: str, id: str | None = None, created: int | None = None,
+                 reasoning_field: str = "reasoning_content") -> None:
+        self.chat = chat
+        self.reasoning_field = reasoning_field
+        """The delta field reasoning text goes in (one of `tokometer.wire.openai.REASONING_FIELDS`)."""
+        self.model = model
+        self.id = id or f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
+        self.created = int(time.time()) if created is None else created
+        self.object = "chat.completion.chunk" if chat else "text_completion"
+
+    def chunk(self, choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> bytes:
+        payload: dict[str, Any] = {"id": self.id, "object": self.object, "created": self.created,
+                                   "model": self.model, "choices": choices}
+        if usage is not None:
+            payload["usage"] = usage
+        return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+    def role(self) -> bytes:
+        """The role-only first event of a chat stream (nothing for completions)."""
+        if not self.chat:
+            return b""
+        return self.chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                            "finish_reason": None}])
+
+    def content(self, text: str, reasoning: str = "") -> bytes:
+        if self.chat:
+            delta: dict[str, Any] = {"content": text} if text or not reasoning else {}
+            if reasoning:
+                delta[self.reasoning_field] = reasoning
+            return self.chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
+        return self.chunk([{"index": 0, "text": text, "logprobs": None, "finish_reason": None}])
+
+    def finish(self, reason: str) -> bytes:
+        if self.chat:
+            return self.chunk([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": reason}])
+        return self.chunk([{"index": 0, "text": "", "logprobs": None, "finish_reason": reason}])
+
+    def usage(self, prompt_tokens: int, completion_tokens: int, reasoning_tokens: int | None = None,
+              cached_tokens: int | None = None) -> bytes:
+        usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                 "total_tokens": prompt_tokens + completion_tokens}
+        if reasoning_tokens is not None:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+        if cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+        return self.chunk([], usage)
+
+    def whole(self, text: str, reasoning: str, finish_reason: str, prompt_tokens: int,
+              completion_tokens: int) -> dict[str, Any]:
+        """The body of a non-streamed answer."""
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}
+        if self.chat:
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if reasoning:
+                message[self.reasoning_field] = reasoning
+            choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish_reason}
+        else:
+            choice = {"index": 0, "text": text, "finish_reason": finish_reason}
+        return {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
+                "created": self.created, "model": self.model, "choices": [choice], "usage": usage}
