@@ -123,3 +123,26 @@ def test_csv_takes_one_run_and_html_no_file(saved: tuple[Path, int, dict[str, An
     assert done.returncode == 2 and "reports one run" in done.stderr
     done = run_cli("report", str(tmp_path / "x.json"), "--format", "md")
     assert done.returncode == 2 and "--format csv or json" in done.stderr
+
+
+def test_every_optional_block_reads_back(sim_factory: Any, tmp_path: Path) -> None:
+    """Reasoning, shared prefixes and multi-turn sessions fill the summary's optional blocks: each reads back
+    as the type and writes the same JSON again."""
+    sim = sim_factory("--ttft-ms", "10", "--itl-ms", "1", "--reasoning-tokens", "6")
+    runs = [("--prefix-tokens", "16", "--prefix-groups", "2", "-c", "2", "-n", "8"),
+            ("--sessions", "2", "--turns", "2", "-c", "2")]
+    seen: set[str] = set()
+    for i, args in enumerate(runs):
+        out = tmp_path / f"{i}.json"
+        done = run_cli("bench", "--url", sim.openai_url, "--input-tokens", "24", "--output-tokens", "12",
+                       "--no-store", "--json", str(out), *args)
+        assert done.returncode == 0, done.stderr
+        data = json.loads(out.read_text())
+        assert data["run_id"] is None
+        run = StoredRun.from_bench_json(data)
+        for step, written in zip(run.steps, data["steps"], strict=True):
+            typed = step.step_summary
+            assert typed is not None and typed.to_json() == written["summary"]
+            seen |= {name for name in ("reasoning", "ttft_cold_prefix_ms", "per_turn", "session_stats")
+                     if getattr(typed, name) is not None}
+    assert seen == {"reasoning", "ttft_cold_prefix_ms", "per_turn", "session_stats"}
