@@ -458,8 +458,13 @@ def _short(step: StoredStep) -> str:
 def _cache_rate(steps: Sequence[StoredStep], name: str) -> float | None:
     """The mean of a load's trials' cache-hit rates (``prompt_cache_hit_rate`` from the answers, or the
     server's ``prefix_cache_hit_rate``); None when no trial has one."""
-    values = [float(v) for st in steps if (v := ((st.summary or {}) if name == "prompt_cache_hit_rate"
-                                                 else (st.server or {})).get(name)) is not None]
+    def rate(st: StoredStep) -> Any:
+        if name == "prompt_cache_hit_rate":
+            summary = st.step_summary
+            return summary.prompt_cache_hit_rate if summary is not None else None
+        return (st.server or {}).get(name)
+
+    values = [float(v) for st in steps if (v := rate(st)) is not None]
     return sum(values) / len(values) if values else None
 
 

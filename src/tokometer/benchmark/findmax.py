@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from tokometer.errors import ConfigError
 from tokometer.load.profiles import LoadStep
+from tokometer.metrics.summary import StepSummary
 from tokometer.units import duration_seconds
 
 __all__ = [
@@ -165,23 +166,33 @@ def load_value(load: LoadStep, kind: Kind) -> float | None:
     return float(load.concurrency) if load.mode == "concurrency" else None
 
 
-def _observed(summary: Mapping[str, Any], o: Objective) -> float | None:
-    measured = int(summary.get("requests_completed") or 0) + int(summary.get("requests_failed") or 0)
+Summary = StepSummary | Mapping[str, Any]
+"""A step's summary: typed, or as `StepSummary.to_json` wrote it (read as the type)."""
+
+
+def _typed(summary: Summary) -> StepSummary:
+    return summary if isinstance(summary, StepSummary) else StepSummary.from_json(summary)
+
+
+def _observed(summary: StepSummary, o: Objective) -> float | None:
+    measured = summary.requests_completed + summary.requests_failed
     if o.name == "errors":
-        return int(summary.get("requests_failed") or 0) / measured if measured else None
+        return summary.requests_failed / measured if measured else None
     if o.name == "goodput":
-        goodput, duration = summary.get("goodput_rps"), summary.get("duration_s")
+        goodput, duration = summary.goodput_rps, summary.duration_s
         if goodput is None or not duration or not measured:
             return None
-        return float(goodput) * float(duration) / measured
-    dist = summary.get(o.metric or "") or {}
-    value = dist.get(o.percentile_key)
+        return goodput * duration / measured
+    if o.metric is None:
+        return None
+    value = getattr(getattr(summary, o.metric), o.percentile_key.replace(".", "_"))
     return None if value is None else float(value)
 
 
-def judge(summary: Mapping[str, Any], load: LoadStep, objectives: Sequence[Objective], step: int = 0,
+def judge(summary: Summary, load: LoadStep, objectives: Sequence[Objective], step: int = 0,
           kind: Kind = "rate") -> Probe:
-    """One probe (a step's summary, `StepSummary.to_json`) against the objectives; see the module docstring."""
+    """One probe (a step's summary) against the objectives; see the module docstring."""
+    summary = _typed(summary)
     value = load_value(load, kind) or 0.0
     misses, observed = [], {}
     for o in objectives:
@@ -197,10 +208,9 @@ def judge(summary: Mapping[str, Any], load: LoadStep, objectives: Sequence[Objec
             misses.append(f"{o.name} {seen:,.0f} ms > {_ms(o.limit)}")
     saturated = False
     if load.mode == "rate":
-        sent, done, growth = summary.get("send_rate_rps"), summary.get("completion_rate_rps"), \
-            summary.get("ttft_growth")
+        sent, done, growth = summary.send_rate_rps, summary.completion_rate_rps, summary.ttft_growth
         if sent and done is not None and growth is not None and \
-                done < SATURATED_SHARE * float(sent) and growth > SATURATED_GROWTH:
+                done < SATURATED_SHARE * sent and growth > SATURATED_GROWTH:
             saturated = True
             misses.append(f"saturated: finished {float(done):.3g} req/s of {float(sent):.3g} sent, "
                           f"TTFT grew {float(growth):.1f}x through the step")
@@ -280,7 +290,7 @@ def start_value(spec: Mapping[str, Any]) -> float:
     return float(values[0]) if values else 1.0
 
 
-def outcome(spec: Mapping[str, Any], steps: Iterable[tuple[int, LoadStep | None, Mapping[str, Any] | None]],
+def outcome(spec: Mapping[str, Any], steps: Iterable[tuple[int, LoadStep | None, Summary | None]],
             ) -> FindMax | None:
     """The answer of a find-max run from its spec (``find_max``, ``slo``) and its finished steps
     ((index, load, summary) in order); None for a run that is not one."""

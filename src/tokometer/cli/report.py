@@ -1,15 +1,44 @@
-"""``tokometer report RUN [RUN ...]``: saved runs as one self-contained HTML page, or a markdown summary.
+"""``tokometer report RUN [RUN ...]``: saved runs as one self-contained HTML page, or a markdown summary;
+one run as CSV or as ``bench --json``'s JSON.
 
-HTML (``-o report.html``) needs the ``report`` extra (plotly); markdown (``--format md``, printed or written
-to ``-o``) does not. Bad input is one line and exit status 2, as for every command."""
+HTML (``-o report.html``) needs the ``report`` extra (plotly); markdown, CSV and JSON (printed, or written to
+``-o``) do not. For CSV and JSON the run may also be a file ``bench --json`` wrote. Bad input is one line and
+exit status 2, as for every command."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-__all__ = ["command"]
+if TYPE_CHECKING:
+    from tokometer.store.runs import StoredRun
+
+__all__ = ["MAX_RESULT_BYTES", "command"]
+
+MAX_RESULT_BYTES = 256 * 1024 * 1024
+"""The largest ``bench --json`` file read back."""
+
+
+def _bench_file(path: Path) -> StoredRun:
+    """The run in a ``bench --json`` file; a one-line error for one that cannot be read as such."""
+    from tokometer.errors import ConfigError
+    from tokometer.store.runs import StoredRun
+
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_RESULT_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_RESULT_BYTES:
+        raise ConfigError(f"{path} is larger than {MAX_RESULT_BYTES // 2**20} MiB: not a bench --json result")
+    try:
+        return StoredRun.from_bench_json(json.loads(raw))
+    except (ValueError, RecursionError) as exc:
+        reason = "not JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise ConfigError(f"{path}: {reason} (bench --json writes a tokometer.bench/1 result)") from None
 
 
 @click.command("report")
@@ -17,9 +46,11 @@ __all__ = ["command"]
 @click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=True), default=None,
               help="Write the report here (required for html; md is printed without it).")
-@click.option("--format", "fmt", type=click.Choice(["html", "md"]), default="html", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(["html", "md", "csv", "json"]), default="html",
+              show_default=True,
               help="html: one offline page with interactive charts; md: headline numbers and tables for a "
-                   "pull-request comment.")
+                   "pull-request comment; csv: one row per step, as bench --csv; json: the run as bench --json "
+                   "writes it (csv and json: one run, an id or a bench --json file).")
 @click.option("--title", default=None, help="The report's title [default: 'tokometer report: run N'].")
 def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: str, title: str | None) -> None:
     """Report saved runs (ids, or baseline:NAME as 'runs --tag' names it): one run, or several overlaid.
@@ -28,6 +59,8 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
       tokometer report 3 -o report.html            # one run
       tokometer report baseline:main 7 -o both.html # two runs overlaid
       tokometer report 7 --format md                # markdown on stdout
+      tokometer report 7 --format csv -o run7.csv   # one row per step
+      tokometer report result.json --format csv     # a bench --json file
     """
     from tokometer.atomicfile import write_atomic
     from tokometer.cli.options import check_output_path
@@ -42,7 +75,13 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
         from tokometer.report.charts import require_plotly
 
         require_plotly()
-    check_output_path(output, "--output", "report.html" if fmt == "html" else "report.md")
+    check_output_path(output, "--output", "report.html" if fmt == "html" else f"report.{fmt}")
+    if fmt in ("csv", "json"):
+        _write_table(runs, store, output, fmt)
+        return
+    if files := [ref for ref in runs if ref.endswith(".json")]:
+        raise ConfigError(f"{files[0]}: a bench --json file is reported with --format csv or json (the HTML "
+                          "and markdown reports read the run's requests from the store)")
     results = ResultStore(configured_store_url(store), read_only=True)
     try:
         loaded = []
@@ -71,3 +110,40 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
     write_atomic(output, text)
     click.echo(f"wrote {output} ({len(text.encode()) / 1e6:.1f} MB): {len(loaded)} run"
                f"{'s' if len(loaded) != 1 else ''}, {sum(len(r.steps) for r, _ in loaded)} steps")
+
+
+def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: str) -> None:
+    """``--format csv|json``: one run, by id from the store or from a ``bench --json`` file."""
+    from tokometer.atomicfile import write_atomic
+    from tokometer.errors import ConfigError
+    from tokometer.store import ResultStore, configured_store_url
+
+    if len(runs) != 1:
+        raise ConfigError(f"--format {fmt} reports one run; {len(runs)} were given (one command per run)")
+    ref = runs[0]
+    if ref.endswith(".json") or Path(ref).expanduser().is_file():
+        run = _bench_file(Path(ref).expanduser())
+    else:
+        results = ResultStore(configured_store_url(store), read_only=True)
+        try:
+            run_id = results.resolve(ref)
+            found = results.run(run_id)
+            if found is None:
+                raise ConfigError(f"no run {run_id} in {results.display_url}: see 'tokometer runs' for the ids")
+            run = found
+        finally:
+            results.close()
+    if fmt == "csv":
+        from tokometer.report.csv_out import csv_text
+
+        text = csv_text(run)
+    else:
+        from tokometer.report.json_out import run_json
+
+        text = json.dumps(run_json(run), indent=2) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output = output.expanduser()
+    write_atomic(output, text)
+    click.echo(f"wrote {output}: {len(run.steps)} steps")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -56,3 +56,17 @@ class Distribution:
         out = asdict(self)
         out["p99.9"] = out.pop("p99_9")
         return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Distribution:
+        """The distribution `to_json` wrote; an absent one (a file older than the metric) reads as empty."""
+        if not data:
+            return cls.of(())
+
+        def num(key: str) -> float | None:
+            value = data.get(key)
+            return float(value) if value is not None else None
+
+        return cls(count=int(data.get("count") or 0), mean=num("mean"), std=num("std"), min=num("min"),
+                   p50=num("p50"), p90=num("p90"), p95=num("p95"), p99=num("p99"), p99_9=num("p99.9"),
+                   max=num("max"))

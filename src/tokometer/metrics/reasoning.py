@@ -10,7 +10,7 @@ but hides, ``hidden_tokens_total``, is reported apart); `answer_decode_speed_tok
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,23 @@ class ReasoningSummary:
             "reasoning_share": self.reasoning_share,
             "answer_decode_speed_tok_s": self.answer_decode_speed_tok_s.to_json(),
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ReasoningSummary:
+        """The summary `to_json` wrote."""
+        reasoning = data.get("reasoning_tokens") or {}
+        answer = data.get("answer_tokens") or {}
+        share = data.get("reasoning_share")
+        return cls(requests=int(data.get("requests") or 0), no_answer=int(data.get("no_answer") or 0),
+                   ttfat_ms=Distribution.from_json(data.get("ttfat_ms")),
+                   reasoning_tokens_total=int(reasoning.get("total") or 0),
+                   reasoning_tokens=Distribution.from_json(reasoning.get("per_request")),
+                   answer_tokens_total=int(answer.get("total") or 0),
+                   answer_tokens=Distribution.from_json(answer.get("per_request")),
+                   reasoning_share=float(share) if share is not None else None,
+                   answer_decode_speed_tok_s=Distribution.from_json(data.get("answer_decode_speed_tok_s")),
+                   reasoning_tokens_source=dict(reasoning.get("source") or {}),
+                   hidden_tokens_total=int(reasoning.get("hidden") or 0))
 
 
 def summarize_reasoning(ok: Sequence[RequestRecord]) -> ReasoningSummary | None:

@@ -16,8 +16,8 @@ distributions. Definitions as in docs/reference/metrics.md:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from tokometer.metrics import request as m
@@ -158,6 +158,48 @@ class StepSummary:
             out.pop(name)
         out["naive_summary"] = self.naive_line()
         return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StepSummary:
+        """The summary `to_json` wrote: in ``bench --json``'s steps and in the store's ``summary`` column alike.
+
+        ``StepSummary.from_json(s.to_json()) == s``. A file older than a metric reads without it: a distribution
+        as empty, a count as 0, a rate as None, a table as empty; keys this version does not know are dropped."""
+        flat = dict(data)
+        flat.pop("naive_summary", None)
+        for name in ("output_tokens", "input_tokens"):
+            tokens = flat.pop(name, None) or {}
+            flat[f"{name}_total"] = tokens.get("total", 0)
+            flat[f"{name}_source"] = dict(tokens.get("source") or {})
+            flat[name] = tokens.get("per_request")
+            if name == "output_tokens":
+                flat["text_check"] = tokens.get("text_check")
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            value = flat.get(f.name)
+            kind = str(f.type)
+            if kind.startswith("Distribution"):
+                values[f.name] = Distribution.from_json(value) if value is not None or "None" not in kind else None
+            elif f.name == "reasoning":
+                values[f.name] = ReasoningSummary.from_json(value) if value is not None else None
+            elif f.name == "text_check":
+                values[f.name] = TextCheck.from_json(value) if value is not None else None
+            elif value is not None:
+                values[f.name] = float(value) if kind.startswith("float") else value
+            elif f.default is not MISSING or f.default_factory is not MISSING:
+                continue
+            else:
+                values[f.name] = _absent(kind)
+        return cls(**values)
+
+
+def _absent(kind: str) -> Any:
+    """What a required field of type ``kind`` reads as when an old file lacks it."""
+    if "None" in kind:
+        return None
+    if kind.startswith("dict"):
+        return {}
+    return 0.0 if kind == "float" else 0
 
 
 def _values(records: Sequence[RequestRecord], fn: Any) -> list[float]:

@@ -17,7 +17,7 @@ output count is the server's (``usage`` or ``native``) is checked against what a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -61,6 +61,14 @@ class TextCheck:
     def to_json(self) -> dict[str, Any]:
         return {"checked": self.checked, "short": [s.to_json() for s in self.short],
                 "tolerance": {"share": TOLERANCE, "tokens": SLACK}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TextCheck:
+        """The check `to_json` wrote (its ``tolerance`` is this version's constants, not read back)."""
+        short = tuple(ShortText(index=int(s["index"]), counted=int(s["counted"]), received=int(s["received"]),
+                                source="bytes" if s.get("source") == "bytes" else "tokenizer")
+                      for s in data.get("short") or ())
+        return cls(checked={str(k): int(v) for k, v in (data.get("checked") or {}).items()}, short=short)
 
     def warning(self) -> str | None:
         """The step's warning when any request was short (None: the text added up everywhere)."""

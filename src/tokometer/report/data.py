@@ -58,7 +58,7 @@ def step_label(step: StoredStep) -> str:
 
 def find_max_of(run: StoredRun) -> FindMax | None:
     """The answer of a ``bench --find-max`` run, recomputed from its saved steps (None for a sweep)."""
-    return findmax.outcome(run.spec, [(s.index, s.load, s.summary) for s in run.steps])
+    return findmax.outcome(run.spec, [(s.index, s.load, s.step_summary) for s in run.steps])
 
 
 def _annotations(run: StoredRun, knee_at: int | None) -> list[dict[str, Any]]:

@@ -16,8 +16,15 @@ from typing import Any
 
 from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep, load_entry
+from tokometer.metrics.summary import StepSummary
 
-__all__ = ["EngineIdentity", "StoredRun", "StoredStep", "load_of", "stored_health"]
+__all__ = ["BENCH_SCHEMA", "EngineIdentity", "StoredRun", "StoredStep", "load_of", "stored_health"]
+
+BENCH_SCHEMA = "tokometer.bench/1"
+"""The schema of ``bench --json``'s file (docs/reference/json.md)."""
+
+_BENCH_STEP_KEYS = {"index": "step", "client": "health"}
+"""A ``bench --json`` step's key -> the store's name for it; every other key is the same in both."""
 
 
 def load_of(data: Mapping[str, Any] | None) -> LoadStep | None:
@@ -109,6 +116,11 @@ class StoredStep:
                 "summary": self.summary, "health": self.health.to_json() if self.health else None,
                 "interrupted": self.interrupted, "server": self.server, "gpu": list(self.gpu) if self.gpu else None}
 
+    @property
+    def step_summary(self) -> StepSummary | None:
+        """The summary as the typed `StepSummary` it was written from (None until the step finished)."""
+        return StepSummary.from_json(self.summary) if self.summary else None
+
 
 _RUN_FIELDS = frozenset(("id", "status", "started_at", "finished_at", "target", "api", "model", "label", "spec",
                          "engine", "host", "steps", "tokometer_version"))
@@ -146,6 +158,27 @@ class StoredRun:
                    steps=tuple(StoredStep.from_json(s) for s in data.get("steps") or ()),
                    tokometer_version=data.get("tokometer_version"),
                    extra={k: v for k, v in data.items() if k not in _RUN_FIELDS})
+
+    @classmethod
+    def from_bench_json(cls, data: Mapping[str, Any]) -> StoredRun:
+        """A run as ``bench --json`` wrote it (``tokometer.bench/1``). Its ``run_id`` is the id (0 for a run
+        that was not saved, ``--no-store``); what the store does not keep (``prompt_source``, ``warnings``)
+        goes to ``extra``. Raises ValueError for anything else."""
+        if not isinstance(data, Mapping) or data.get("schema") != BENCH_SCHEMA:
+            raise ValueError(f"not a {BENCH_SCHEMA} result (bench --json writes one)")
+        target = data.get("target") or {}
+        try:
+            steps = [{_BENCH_STEP_KEYS.get(k, k): v for k, v in step.items()} for step in data.get("steps") or ()]
+            run = {"id": data.get("run_id") or 0, "status": data["status"], "started_at": data["started_at"],
+                   "finished_at": data.get("finished_at"), "target": target["url"], "api": target["api"],
+                   "model": target.get("model") or "", "label": (data.get("spec") or {}).get("label"),
+                   "spec": data.get("spec"), "engine": data.get("engine"), "host": data.get("host"),
+                   "tokometer_version": data.get("tokometer_version"),
+                   "prompt_source": data.get("prompt_source"), "warnings": list(data.get("warnings") or ()),
+                   "steps": [{**s, "started_at": s.get("started_at") or data["started_at"]} for s in steps]}
+            return cls.from_json(run)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"a malformed {BENCH_SCHEMA} result ({type(exc).__name__}: {exc})") from None
 
     def to_json(self) -> dict[str, Any]:
         """The run as `ResultStore.get_run` returns it."""
