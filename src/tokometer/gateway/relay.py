@@ -154,7 +154,6 @@ class Relay:
                     resumes += 1
                     resumed = await self._resume_after(opened, failure)
                 elif decision.why is not None:  # a resume was wanted and cannot be
-                    resumes += 1
                     self._note_failed(opened)
                     self.error = decision.why
                     self._count_resume(failure, "gave_up")
