@@ -32,9 +32,10 @@ from tokometer.gateway.config import GatewayConfig, RouteConfig
 from tokometer.gateway.memory import lower_thread_priority, release_free_memory
 from tokometer.gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from tokometer.gateway.openai_format import Answer, replay, whole
+from tokometer.gateway.outcome import RelayContext, RelayOutcome
 from tokometer.gateway.prober import Prober
 from tokometer.gateway.prompt import PromptCheck, PromptLimiter, TooLong
-from tokometer.gateway.relay import Relay, RelayContext, RelayOutcome
+from tokometer.gateway.relay import Relay
 from tokometer.gateway.requestlog import RequestLog, RequestLogEntry, cost_usd
 from tokometer.gateway.router import Router
 from tokometer.gateway.sharedstate import share_health
@@ -199,7 +200,7 @@ class Gateway:
         ctx = RelayContext(route, endpoint, check.body, stream, include_usage, key.name if key else None, ck,
                            check.prompt_tokens, asked if isinstance(asked, int) else None, received, headers)
         self.prober.ensure_running()
-        return Relay(ctx, self.router, self.finish)
+        return Relay(ctx, self.router, self.metrics, self.finish)
 
     async def _check_prompt(self, route: RouteConfig, body: dict[str, Any], endpoint: Endpoint,
                             size: int) -> PromptCheck | None:
