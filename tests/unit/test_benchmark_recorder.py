@@ -4,6 +4,7 @@ where there is one) and an observer that writes down what it is told."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import pytest
 
@@ -50,8 +51,18 @@ def _saved(store: ResultStore) -> SavedRun:
                                             host=None))
 
 
-def test_each_event_goes_to_the_store_and_to_the_observer(store_url: str) -> None:
-    store, notes = ResultStore(store_url), Notes()
+@pytest.fixture
+def store(store_url: str) -> Iterator[ResultStore]:
+    """The store, closed after the test (an open PostgreSQL connection left to the collector is an error)."""
+    opened = ResultStore(store_url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def test_each_event_goes_to_the_store_and_to_the_observer(store: ResultStore) -> None:
+    notes = Notes()
     recorder = Recorder(_saved(store), notes)
     assert recorder.run_id is not None
     limits = StepLimits(3)
@@ -71,8 +82,7 @@ def test_each_event_goes_to_the_store_and_to_the_observer(store_url: str) -> Non
     assert [r.index for r in store.load_records(recorder.run_id)] == [0, 1, 2]
 
 
-def test_a_run_that_ends_by_a_bug_is_saved_failed_and_one_cancelled_is_not(store_url: str) -> None:
-    store = ResultStore(store_url)
+def test_a_run_that_ends_by_a_bug_is_saved_failed_and_one_cancelled_is_not(store: ResultStore) -> None:
     broken, cancelled = Recorder(_saved(store), Notes()), Recorder(_saved(store), Notes())
     with pytest.raises(ZeroDivisionError), broken:
         _ = 1 / 0
