@@ -49,7 +49,9 @@ def test_the_sweep_runs_n_times_over_as_trials(setup: tuple[Path, list[int], dic
 def test_compare_pools_trials_and_reports_their_noise(setup: tuple[Path, list[int], dict[str, object]]) -> None:
     store, (base, new), _ = setup
     done = run_cli("compare", str(base), str(new), "--store", str(store), "--json")
-    assert done.returncode == 0, done.stdout + done.stderr
+    # Two runs of one configuration: the gate's verdict on a tail of 36 requests is chance here (a TTFT p99
+    # of 21.4 against 22.9 ms was once "regression", exit 1); what this test pins is the pooling and the noise.
+    assert done.returncode in (0, 1), done.stdout + done.stderr
     comparison = json.loads(done.stdout)
     assert [(s["load"], s["base_trials"], s["new_trials"], s["base_requests"]) for s in comparison["steps"]] == \
         [({"concurrency": 1}, 3, 3, 36), ({"concurrency": 4}, 3, 3, 36)]
