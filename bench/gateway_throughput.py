@@ -33,9 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from client_ceiling import run_bench, start_pacer  # noqa: E402
-
-GATEWAY_PREFIX: list[str] = []
-"""Put before the gateway's command (``taskset -c N`` with ``--pin``)."""
+from gateway_overhead import GATEWAY_PREFIX, pin  # noqa: E402  (--pin fills the one prefix both scripts use)
 
 
 def start_gateway(upstream: str, tmp: Path, workers: int) -> tuple[subprocess.Popen[str], str]:
@@ -135,16 +133,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "gateway_cpu_us_per_request": median(cpu_us), "ttft_p50_direct_ms": median(ttft_direct),
             "ttft_p50_gateway_ms": median(ttft_via),
             "added_ttft_p50_ms": median(ttft_via) - median(ttft_direct)}
-
-
-def pin() -> None:
-    """The gateway alone on the last CPU; this process (and so the client and the upstream) on the others."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        raise SystemExit("--pin needs at least 2 CPUs")
-    os.sched_setaffinity(0, set(cpus[:-1]))
-    GATEWAY_PREFIX[:] = ["taskset", "-c", str(cpus[-1])]
-    print(f"pinned: gateway on CPU {cpus[-1]}, client and upstream on CPUs {cpus[:-1]}", flush=True)
 
 
 def main() -> None:
