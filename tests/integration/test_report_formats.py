@@ -117,6 +117,24 @@ def test_bad_result_file_is_one_line(tmp_path: Path, content: str, message: str)
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+def test_huge_or_deeply_nested_result_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A file larger than any result (sparse: it costs no disk) is refused after reading at most the limit
+    and a byte; one nested too deep for the parser is a one-line error too."""
+    from tokometer.cli.report import MAX_RESULT_BYTES
+
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as handle:
+        handle.truncate(4 * MAX_RESULT_BYTES)
+    done = run_cli("report", str(huge), "--format", "csv")
+    assert done.returncode == 2 and "larger than 256 MiB" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    done = run_cli("report", str(deep), "--format", "json")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_csv_takes_one_run_and_html_no_file(saved: tuple[Path, int, dict[str, Any], str], tmp_path: Path) -> None:
     store, run_id, _, _ = saved
     done = run_cli("report", str(run_id), str(run_id + 1), "--store", str(store), "--format", "json")
