@@ -34,7 +34,12 @@ def test_calibration_recovers_the_servers_efficiency_and_is_reused(sim_factory: 
     calibration = json.loads(out.read_text())["calibration"]
     typical = Efficiency()
     assert calibration["efficiency"]["decode_bandwidth"] == pytest.approx(typical.decode_bandwidth / SCALE, rel=0.1)
-    assert calibration["samples"]["decode_bandwidth"] == 2 and calibration["runs"] == [1]
+    # Each step is a sample unless its own judgement says it measured something else (on two loaded cores
+    # the client can be the limiter of one step): then it is listed as skipped, with the reason.
+    judged = calibration["samples"]["decode_bandwidth"]
+    assert judged >= 1 and judged + len(calibration["skipped"]) == 2 and calibration["runs"] == [1]
+    assert all(s.startswith("run 1 step ") and s.split(": ")[1] in ("client", "network", "queueing")
+               for s in calibration["skipped"]), calibration["skipped"]
     assert calibration["efficiency"]["decode_compute"] == typical.decode_compute  # no compute-bound step: kept
     assert "calibrated from run 1 on H100-SXM: decode bandwidth 6%" in done.stdout
     # Reused: an estimate for the H100 now expects the measured speed, and says where that comes from.

@@ -126,6 +126,8 @@ def _calibrate(console: Console, spec: EstimateSpec, run_ids: list[int], store: 
     console.print(f"  samples: {', '.join(f'{k} {v}' for k, v in calibration.samples.items())}; stored in "
                   f"{calibration_path()}: estimates for {calibration.hardware} now expect these "
                   "(--no-calibration: the typical ones)")
+    if calibration.skipped:
+        console.print(f"  skipped (said nothing about the engine): {'; '.join(calibration.skipped)}")
     return {"calibration": calibration.to_json()}
 
 

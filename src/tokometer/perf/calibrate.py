@@ -55,6 +55,8 @@ class Calibration:
     created_at: str = ""
     over_peak: dict[str, str] = field(default_factory=dict)
     """Efficiencies whose fitted median exceeded 100 %, kept typical: why, by name."""
+    skipped: tuple[str, ...] = ()
+    """Steps that said nothing about the engine, each as ``run R step S: <bottleneck>``."""
 
     def describe(self) -> str:
         e = self.efficiency
@@ -73,6 +75,7 @@ class Calibration:
         e = self.efficiency
         return {"hardware": self.hardware, "runs": list(self.runs), "models": list(self.models),
                 "created_at": self.created_at, "samples": dict(self.samples), "over_peak": dict(self.over_peak),
+                "skipped": list(self.skipped),
                 "efficiency": {"decode_bandwidth": e.decode_bandwidth, "prefill_compute": e.prefill_compute,
                                "decode_compute": e.decode_compute}}
 
@@ -84,7 +87,8 @@ class Calibration:
                                          float(e["decode_compute"])),
                    runs=tuple(int(r) for r in data.get("runs", ())), samples=dict(data.get("samples", {})),
                    models=tuple(data.get("models", ())), created_at=str(data.get("created_at", "")),
-                   over_peak={str(k): str(v) for k, v in (data.get("over_peak") or {}).items()})
+                   over_peak={str(k): str(v) for k, v in (data.get("over_peak") or {}).items()},
+                   skipped=tuple(str(s) for s in data.get("skipped", ())))
 
 
 def fit(results: Sequence[RunEfficiency], typical: Efficiency | None = None) -> Calibration:
@@ -97,10 +101,12 @@ def fit(results: Sequence[RunEfficiency], typical: Efficiency | None = None) -> 
         raise ConfigError(f"--calibrate: the runs are on different hardware ({', '.join(sorted(hardware))}); "
                           "calibrate each hardware from its own runs")
     samples: dict[str, list[float]] = {"decode_bandwidth": [], "prefill_compute": [], "decode_compute": []}
+    skipped: list[str] = []
     for result in results:
         d = result.deployment
         for step in result.steps:
             if step.bottleneck in _SKIPPED:
+                skipped.append(f"run {result.run_id} step {step.step}: {step.bottleneck}")
                 continue
             batch = max(1, round(step.decode_batch))
             context = round(batch * step.context_tokens)
@@ -142,7 +148,8 @@ def fit(results: Sequence[RunEfficiency], typical: Efficiency | None = None) -> 
     return Calibration(hardware=hardware.pop(), efficiency=efficiency, runs=tuple(r.run_id for r in results),
                        samples={k: len(v) for k, v in samples.items()},
                        models=tuple(sorted({r.deployment.model.name for r in results})),
-                       created_at=datetime.now(UTC).isoformat(timespec="seconds"), over_peak=over)
+                       created_at=datetime.now(UTC).isoformat(timespec="seconds"), over_peak=over,
+                       skipped=tuple(skipped))
 
 
 def calibration_path() -> Path:
