@@ -20,6 +20,7 @@ from tokometer.benchmark.spec import BenchSpec
 from tokometer.datasets import FixedSource, Prompt, SyntheticSource, load_source_file
 from tokometer.datasets.conversations import SessionScript, SessionSource, ShareGPTSessions, SyntheticSessions
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
+from tokometer.datasets.images import ImageSpec, parse_image_size
 from tokometer.datasets.sampled import Sampled
 from tokometer.datasets.trace import TraceSource
 from tokometer.errors import DatasetError, EndpointError, TokenizerError
@@ -127,8 +128,12 @@ def _source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -
         return trace
     if spec.dataset is not None:
         return load_source_file(spec.dataset, spec.dataset_kind, tokenizer)
+    images = None
+    if spec.images:
+        width, height = parse_image_size(spec.image_size)
+        images = ImageSpec(spec.images, width, height, spec.image_format)
     source = SyntheticSource(spec.input_tokens, tokenizer=tokenizer, seed=spec.seed_value,
-                             prefix_tokens=spec.prefix_tokens, prefix_groups=spec.prefix_groups)
+                             prefix_tokens=spec.prefix_tokens, prefix_groups=spec.prefix_groups, images=images)
     if tokenizer is None:
         warnings.append(f"no tokenizer: synthetic prompts are {spec.input_tokens} words, not exactly "
                         f"{spec.input_tokens} tokens (the server's own prompt counts are reported)")

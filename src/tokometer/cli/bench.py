@@ -27,6 +27,7 @@ from tokometer.cli.options import (
 )
 from tokometer.cli.specoption import SpecOption, flag_words, user_fields
 from tokometer.cli.terminate import EXIT_CODE, Terminate
+from tokometer.datasets.images import ImageFormat
 from tokometer.load.profiles import Arrival
 
 if TYPE_CHECKING:
@@ -123,6 +124,15 @@ def _mebibytes(size: int) -> str:
 @spec_option("--output-tokens", type=int, field="output_tokens",
              help=f"max_tokens per request [default: {{default}}; {EMBEDDED_PROFILE['output_tokens']} for the "
                   "embedded engine].")
+@spec_option("--images", type=click.IntRange(min=0, max=16), field="images", show_default=True,
+             help="Synthetic images sent in every chat request (data URLs; openai-chat, synthetic prompts).")
+@spec_option("--image-size", field="image_size", show_default=True, help="Each image's WIDTHxHEIGHT in pixels.")
+@spec_option("--image-format", type=click.Choice(get_args(ImageFormat)), field="image_format", show_default=True,
+             help="How the images are encoded.")
+@spec_option("--tools", type=click.IntRange(min=0, max=128), field="tools", show_default=True,
+             help="Tool definitions sent in every chat request (a tool-call workload).")
+@spec_option("--tool-choice", field="tool_choice", show_default=True,
+             help="With --tools: auto, required, none, or one tool's name (get_weather, search_web, ...).")
 @spec_option("--ignore-eos", is_flag=True, field="ignore_eos",
              help="Ask the server to ignore EOS so every answer is --output-tokens long.")
 @spec_option("--temperature", type=FiniteFloat(min=0), field="temperature", show_default=True,
@@ -276,6 +286,11 @@ def _spec_values(opts: dict[str, Any], given: set[str]) -> dict[str, Any]:
         "prefix_groups": opts["prefix_groups"],
         "output_tokens": opts["output_tokens"],
         "ignore_eos": opts["ignore_eos"],
+        "images": opts["images"],
+        "image_size": opts["image_size"],
+        "image_format": opts["image_format"],
+        "tools": opts["tools"],
+        "tool_choice": opts["tool_choice"],
         "temperature": opts["temperature"],
         "seed": opts["seed"],
         "include_usage": not opts["no_usage"],

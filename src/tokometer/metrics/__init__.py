@@ -67,6 +67,16 @@ DEFINITIONS: Final[dict[str, str]] = {
     "event's count is exact), tokenizer (the model's tokenizer on the reasoning text), estimate (each event's "
     "share of the output by characters); an answer cut while reasoning was all reasoning; hidden: those the "
     "server counted but never streamed (o-series APIs), kept out of TPOT, ITL and decode speed",
+    "tool_calls": "answers that called a tool only (null when none did): tool-call deltas (delta.tool_calls, a "
+    "function name or an argument fragment) are output, so they count for TTFT, TPOT and ITL like answer text",
+    "tool_calls.time_to_first_tool_call_ms": "the first event carrying a tool-call delta minus the time the request "
+    "was sent; equals TTFT when the answer began with its call",
+    "tool_calls.tool_call_tokens": "output tokens that were tool calls, per answer that called one: all output "
+    "tokens (their source) when the answer streamed nothing else, else the model's tokenizer on the names and "
+    "argument fragments (tokenizer), else each event's share by characters (estimate)",
+    "images": "requests that sent images only (bench --images): images sent, and image_tokens: "
+    "usage.prompt_tokens_details.image_tokens where the server reports it (reported: how many answers did); "
+    "unknown otherwise, never guessed",
     "reasoning.answer_tokens": "output tokens - reasoning tokens, per completed answer",
     "reasoning.reasoning_share": "sum of reasoning tokens / sum of output tokens of the completed answers",
     "reasoning.answer_decode_speed_tok_s": "decode speed of the answer alone: tokens of the events after the first "

@@ -25,6 +25,7 @@ __all__ = [
     "prefill_speed_tok_s",
     "reasoned",
     "streamed_tokens",
+    "time_to_first_tool_call_ns",
     "tpot_ns",
     "ttfat_ns",
     "ttft_from_due_ns",
@@ -37,6 +38,14 @@ def ttft_ns(r: RequestRecord) -> int | None:
     if not r.ok or not r.first_token_ns:
         return None
     return r.first_token_ns - r.sent_ns
+
+
+def time_to_first_tool_call_ns(r: RequestRecord) -> int | None:
+    """Time to first tool call: the first event carrying a tool-call delta (a name or an argument fragment)
+    minus send time; ``None`` when the answer called no tool. At or after TTFT: a tool-call delta is output."""
+    if not r.ok or not r.first_tool_call_ns:
+        return None
+    return r.first_tool_call_ns - r.sent_ns
 
 
 def reasoned(r: RequestRecord) -> bool:

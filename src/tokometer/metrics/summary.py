@@ -22,11 +22,13 @@ from typing import Any
 
 from tokometer.metrics import request as m
 from tokometer.metrics.distribution import Distribution
+from tokometer.metrics.images import ImageSummary, summarize_images
 from tokometer.metrics.prefix import prefix_split
 from tokometer.metrics.promptcache import prompt_cache_hit_rate
 from tokometer.metrics.reasoning import ReasoningSummary, summarize_reasoning
 from tokometer.metrics.sessions import per_turn, session_stats
 from tokometer.metrics.textcheck import TextCheck
+from tokometer.metrics.toolcalls import ToolCallSummary, summarize_tool_calls
 from tokometer.records import RequestRecord
 
 __all__ = ["SLO", "StepSummary", "summarize"]
@@ -110,6 +112,12 @@ class StepSummary:
     reasoning: ReasoningSummary | None = None
     """Reasoning and answer apart (time to first answer token, token counts, the answer's decode speed);
     None when no completed answer of the step had reasoning (`tokometer.metrics.reasoning`)."""
+    tool_calls: ToolCallSummary | None = None
+    """Time to first tool call, calls and their tokens; None when no completed answer called a tool
+    (`tokometer.metrics.toolcalls`)."""
+    images: ImageSummary | None = None
+    """Images sent and the image tokens the server reported; None when no request sent one
+    (`tokometer.metrics.images`)."""
 
     server_numbers_rejected: int = 0
     """Requests (of the window) with a server count or duration that was not believed
@@ -140,7 +148,8 @@ class StepSummary:
         out: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            out[name] = value.to_json() if isinstance(value, (Distribution, ReasoningSummary, TextCheck)) else value
+            parts = (Distribution, ReasoningSummary, TextCheck, ToolCallSummary, ImageSummary)
+            out[name] = value.to_json() if isinstance(value, parts) else value
         tokens = out.pop("output_tokens")
         out["output_tokens"] = {
             "total": self.output_tokens_total,
@@ -182,6 +191,8 @@ class StepSummary:
                 values[f.name] = Distribution.from_json(value) if value is not None or "None" not in kind else None
             elif f.name == "reasoning":
                 values[f.name] = ReasoningSummary.from_json(value) if value is not None else None
+            elif f.name in _PARTS:
+                values[f.name] = _PARTS[f.name](value) if value is not None else None
             elif f.name == "text_check":
                 values[f.name] = TextCheck.from_json(value) if value is not None else None
             elif value is not None:
@@ -191,6 +202,10 @@ class StepSummary:
             else:
                 values[f.name] = _absent(kind)
         return cls(**values)
+
+
+_PARTS: dict[str, Any] = {"tool_calls": ToolCallSummary.from_json, "images": ImageSummary.from_json}
+"""The step summary's optional parts read back by their own ``from_json``."""
 
 
 def _absent(kind: str) -> Any:
@@ -275,6 +290,8 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         per_turn=per_turn(records),
         session_stats=session_stats(records),
         reasoning=summarize_reasoning(ok),
+        tool_calls=summarize_tool_calls(ok),
+        images=summarize_images(ok),
         server_numbers_rejected=sum(1 for r in window if r.rejected_numbers),
         server_numbers_example=next((r.rejected_numbers for r in window if r.rejected_numbers), ""),
         **_prefix_effect(window),
