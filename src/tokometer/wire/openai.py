@@ -142,6 +142,9 @@ def read_usage(usage: dict[str, Any], event: ParsedEvent) -> None:
     if cached is not None:
         event.cached_prompt_tokens = cached
     images = count(event, "usage.prompt_tokens_details.image_tokens", details.get("image_tokens"))
+    if images is None:  # vLLM after 0.32 (--enable-prompt-tokens-details): tokens per modality
+        images = count(event, "usage.prompt_tokens_details.multimodal_tokens.image",
+                       obj(details.get("multimodal_tokens")).get("image"))
     if images is not None:
         event.image_tokens = images
     event.reasoning_tokens = reasoning_tokens(usage, event)

@@ -7,6 +7,7 @@ import pytest
 from tokometer.datasets.images import ImageSpec, data_url, make_images, parse_image_size
 from tokometer.errors import ConfigError
 from tokometer.wire.images import image_parts, image_size, qwen2_vl_image_tokens
+from tokometer.wire.openai import OpenAIChat
 
 
 @pytest.mark.parametrize("fmt", ["png", "jpeg"])
@@ -39,3 +40,19 @@ def test_sizes_are_checked() -> None:
     for bad in ("1024", "0x10", "5000x10", "axb"):
         with pytest.raises(ConfigError, match="--image-size"):
             parse_image_size(bad)
+
+
+def test_image_tokens_come_from_usage_where_the_server_says() -> None:
+    chat = OpenAIChat()
+    said = chat.parse(b'{"choices": [], "usage": {"prompt_tokens": 300, "completion_tokens": 2, '
+                      b'"prompt_tokens_details": {"image_tokens": 256}}}')
+    per_modality = chat.parse(b'{"choices": [], "usage": {"prompt_tokens": 300, "completion_tokens": 2, '
+                              b'"prompt_tokens_details": {"multimodal_tokens": {"image": 255}}}}')
+    silent = chat.parse(b'{"choices": [], "usage": {"prompt_tokens": 300, "completion_tokens": 2}}')
+    absurd = chat.parse(b'{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, '
+                        b'"prompt_tokens_details": {"image_tokens": -4}}}')
+    assert said is not None and said.image_tokens == 256
+    assert per_modality is not None and per_modality.image_tokens == 255
+    assert silent is not None and silent.image_tokens is None
+    assert absurd is not None and absurd.image_tokens is None
+    assert "image_tokens=-4 (negative)" in (absurd.rejected or "")

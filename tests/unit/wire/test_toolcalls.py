@@ -36,3 +36,4 @@ def test_hostile_entries_are_noted_and_bounded() -> None:
     assert "not a whole number from 0 to 1023" in delta.rejected
     assert "(not an object)" in delta.rejected and "function.name=['x'] (not a string)" in delta.rejected
     assert f"only the first {MAX_CALLS_PER_EVENT} read" in delta.rejected
+
