@@ -64,3 +64,35 @@ def test_bench_bounds_and_classifies_hostile_tool_call_chunks() -> None:
         assert record.tool_call_tokens is not None and record.tool_call_tokens_source == "estimate"
     assert step.summary.tool_calls is not None and step.summary.tool_calls.requests == 2
     assert step.summary.server_numbers_rejected == 2
+
+
+def _text_then_call(conn: socket.socket, stop: threading.Event) -> None:
+    """Well-formed: two text events, 50 ms, then a call in three events, and usage (5 output tokens)."""
+    conn.sendall(_HEAD + b'data: {"choices":[{"index":0,"delta":{"content":"Let me"}}]}\n\n'
+                 + b'data: {"choices":[{"index":0,"delta":{"content":" check"}}]}\n\n')
+    time.sleep(0.05)
+    conn.sendall(_event([{"index": 0, "id": "c1", "type": "function", "function": {"name": "get_weather",
+                                                                               "arguments": ""}}])
+                 + _event([{"index": 0, "function": {"arguments": "{\"city\": "}}])
+                 + _event([{"index": 0, "function": {"arguments": "\"Oslo\"}"}}])
+                 + b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n'
+                 + b'data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14}}\n\n'
+                 + b"data: [DONE]\n\n")
+
+
+def test_text_before_a_call_starts_ttft_and_the_call_comes_later() -> None:
+    with hostile({"/v1/chat/completions": _text_then_call}) as server:
+        result = bench(server.url, model="m", concurrency=[1], requests=2, input_tokens=4, output_tokens=16,
+                       tokenizer="none", tools=1)
+    step = result.steps[0]
+    assert step.summary.requests_completed == 2, step.summary.error_examples
+    for record in step.records:
+        assert record.output_text == "Let me check" and record.finish_reason == "stop"
+        assert record.tool_call_text == 'get_weather{"city": "Oslo"}'
+        assert record.tool_calls == 1 and record.output_tokens == 5 and len(record.event_ns) == 5
+        assert record.first_tool_call_ns - record.first_token_ns >= 45e6  # the 50 ms pause between text and call
+        assert record.tool_call_tokens_source == "estimate"  # each event's share (1 token each) by characters
+        assert record.tool_call_tokens == 3
+    tools = step.summary.tool_calls
+    assert tools is not None and tools.time_to_first_tool_call_ms.p50 is not None
+    assert step.summary.ttft_ms.p50 is not None and tools.time_to_first_tool_call_ms.p50 > step.summary.ttft_ms.p50 + 45

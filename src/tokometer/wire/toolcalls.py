@@ -7,7 +7,8 @@ following ones each with a fragment of the arguments (a JSON text, streamed piec
 
 Tool-call deltas are output: the model generated them token by token, so they count for TTFT, TPOT and
 ITL like answer text (docs/reference/metrics.md). What an event carried is kept as text (`ToolDelta.text`:
-the names and argument fragments, for counting tokens) and the indexes of the calls it touched.
+the names and argument fragments, for counting tokens), the indexes of the calls it touched, and each
+believed entry (`ToolPiece`: index, id, name, arguments fragment) for a reader that re-renders the calls.
 
 The reader trusts nothing: at most `MAX_CALLS_PER_EVENT` entries of one event are read; an ``index`` must
 be a whole number from 0 to `MAX_TOOL_INDEX` (one that is absent is read as 0, as a server that sends a
@@ -24,13 +25,25 @@ from typing import Any, Final
 
 import orjson
 
-__all__ = ["MAX_CALLS_PER_EVENT", "MAX_TOOL_INDEX", "ToolDelta", "json_fragment", "read_tool_calls", "tool_call_delta"]
+__all__ = ["MAX_CALLS_PER_EVENT", "MAX_TOOL_INDEX", "ToolDelta", "ToolPiece", "json_fragment", "read_tool_calls",
+           "tool_call_delta"]
 
 MAX_TOOL_INDEX: Final = 1023
 """The largest tool-call index believed: no answer calls a thousand tools in parallel."""
 
 MAX_CALLS_PER_EVENT: Final = 64
 """Entries of one event's ``tool_calls`` that are read; the rest are noted and left."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPiece:
+    """One believed entry of ``delta.tool_calls``: which call (``index``), its ``id`` and function ``name`` where
+    this delta gave them (the call's first), and the fragment of its arguments (``""``: none)."""
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
 
 
 @dataclass(slots=True)
@@ -41,6 +54,8 @@ class ToolDelta:
     """The function names and argument fragments, joined (output text, for counting its tokens)."""
     indexes: list[int] = field(default_factory=list)
     """The calls this event added to (their ``index``)."""
+    pieces: list[ToolPiece] = field(default_factory=list)
+    """The entries whose index was believed, in order (what a translator re-renders)."""
     rejected: str = ""
     """What was not believed, in words (``""``: nothing)."""
 
@@ -72,7 +87,7 @@ def read_tool_calls(value: Any) -> ToolDelta | None:
             continue
         function = entry.get("function")
         function = function if isinstance(function, dict) else {}
-        carried = False
+        read: dict[str, str] = {}
         for name in ("name", "arguments"):
             piece = function.get(name)
             if piece is None:
@@ -80,13 +95,16 @@ def read_tool_calls(value: Any) -> ToolDelta | None:
             if not isinstance(piece, str):
                 _note(delta, f"tool_calls[].function.{name}={_shown(piece)} (not a string)")
                 continue
+            read[name] = piece
             if piece:
                 parts.append(piece)
-                carried = True
+        call_id = entry.get("id")
+        call_id = call_id if isinstance(call_id, str) else None
         index = entry.get("index", 0)
         if isinstance(index, int) and not isinstance(index, bool) and 0 <= index <= MAX_TOOL_INDEX:
-            if carried or entry.get("id") is not None:
+            if any(read.values()) or call_id is not None:
                 delta.indexes.append(index)
+                delta.pieces.append(ToolPiece(index, call_id, read.get("name"), read.get("arguments", "")))
         else:
             _note(delta, f"tool_calls[].index={_shown(index)} (not a whole number from 0 to {MAX_TOOL_INDEX})")
     delta.text = "".join(parts)

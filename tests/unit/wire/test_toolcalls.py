@@ -19,6 +19,9 @@ def test_a_call_streams_as_name_then_fragments_that_join_into_json() -> None:
     assert text.startswith("get_weather")
     assert orjson.loads(text.removeprefix("get_weather")) == {"query": " rainy day"}
     assert [e.tool_calls.indexes for e in events if e is not None and e.tool_calls is not None] == [[0], [0]]
+    pieces = [p for e in events if e is not None and e.tool_calls is not None for p in e.tool_calls.pieces]
+    assert [(p.index, p.id, p.name) for p in pieces] == [(0, "call-chatcmpl-abc", "get_weather"), (0, None, None)]
+    assert "".join(p.arguments for p in pieces) == '{"query": " rainy day"}'
 
 
 def test_an_empty_first_delta_is_not_output() -> None:
