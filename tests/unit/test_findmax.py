@@ -79,3 +79,31 @@ def test_a_sweep_repeats_whole_passes() -> None:
     assert single.next_step([]) == single.next_step([]) and single.next_step([None]) is None  # type: ignore[list-item]
     first = single.next_step([])
     assert first is not None and first.trial is None
+
+
+def test_an_overloaded_probe_misses_whatever_the_slo_and_doubtful_verdicts_say_so() -> None:
+    objectives = findmax.parse_objectives("ttft_p99=2s")
+    rate = LoadStep("rate", rate=16.875)
+    # Issue 26: a loose SLO held at 16.875/s against a capacity of 16/s; the overload test (as stored) says no.
+    overloaded = {"slope": 0.06, "slope_low": 0.03, "rise_ms": 350.0, "send_rate_rps": 16.87, "n": 100,
+                  "completion_rate_rps": 15.98, "rate_p": 0.3, "sustained_rps": 15.9, "queue_grew": True,
+                  "fell_behind": False, "latency": "ttft"}
+    doubtful = {"ttft_ms": {"p99": [150.0, None]}}
+    probe = findmax.judge({**_summary(172), "ttft_ms": {"p99": 172, "count": 100}, "overload": overloaded,
+                           "percentile_ci": doubtful}, rate, objectives)
+    assert not probe.passed and probe.saturated and probe.misses[0].startswith("overloaded: TTFT rose 350 ms")
+    assert probe.uncertain == () and probe.requests_needed is None  # the overload settles it
+    # Kept up, p99 of 100 requests below the limit: met, but a p99 has no upper end below 368 requests.
+    kept_up = {**overloaded, "slope": 0.0, "slope_low": -0.01, "queue_grew": False}
+    met = findmax.judge({**_summary(172), "ttft_ms": {"p99": 172, "count": 100}, "overload": kept_up,
+                         "percentile_ci": doubtful}, LoadStep("rate", rate=9.375), objectives, step=1)
+    assert met.passed and met.requests_needed == 368 and "95% interval 150 ms to unbounded" in met.uncertain[0]
+    sure = findmax.judge({**_summary(172), "ttft_ms": {"p99": 172, "count": 400}, "overload": kept_up,
+                          "percentile_ci": {"ttft_ms": {"p99": [150.0, 190.0]}}}, rate, objectives)
+    assert sure.passed and sure.uncertain == ()
+    search = findmax.FindMax("rate", tuple(objectives), (met, probe), best=9.375, failed_at=16.875, converged=False)
+    assert search.answer() == ("highest load meeting ttft_p99 <= 2 s, errors <= 1%: 9.375 req/s (search cut short; "
+                               "16.875 missed: the limit lies between 9.375 and 16.875); uncertain: 1 of 2 verdicts "
+                               "(9.375) rest on a percentile whose 95% interval holds the limit; about 368 requests "
+                               "per probe would settle them (-n 368)")
+    assert search.to_json()["requests_needed"] == 368

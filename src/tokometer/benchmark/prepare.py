@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tokometer.backends import create_backend
 from tokometer.backends.http1 import ConnectError, HttpTimeout, PeerReset
 from tokometer.backends.probe import Probe
 from tokometer.benchmark.preflight import preflight, protocol_hint, server_root
@@ -61,7 +62,8 @@ class Prepared:
 async def _check_endpoint(spec: BenchSpec, warnings: list[str]) -> str:
     """Connect once, pick the model, send the check request (`preflight`); return the model.
     Raises EndpointError if nothing answers or no run could work."""
-    headers = {**spec.headers, **({"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {})}
+    key_headers = create_backend(spec.api).auth_headers(spec.api_key) if spec.api_key else {}
+    headers = {**spec.headers, **key_headers}  # the protocol's own key header (Anthropic: x-api-key)
     probe = Probe(headers, spec.tls(), spec.connect_timeout_s)
     try:
         await probe.get(server_root(spec.url) + "/")

@@ -184,7 +184,8 @@ def _mebibytes(size: int) -> str:
 @spec_option("--find-max", type=click.Choice(["rate", "concurrency"]), is_flag=False, flag_value="rate",
              field="find_max", help="Search for the highest request rate (or concurrency) that meets --slo: double "
                                  "the load until a probe misses, then bisect (rates to 5%). Each probe is one step "
-                                 "of --requests requests; -r/-c gives the first probe [default: 1].")
+                                 "of --requests requests (a p99 needs 368 to be bounded); a probe whose queue grew "
+                                 "misses whatever --slo says; -r/-c gives the first probe [default: 1].")
 @spec_option("--slo", field="slo", metavar="NAME=LIMIT,...",
              help="The objectives of --find-max, e.g. ttft_p99=2s,tpot_p50=50ms,goodput=0.9 (percentiles of "
                   "ttft, tpot, itl, e2e; goodput: share of requests within every limit; errors=1% by default).")

@@ -29,6 +29,7 @@ import psutil
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
 from tokometer.observe.snapshot import GpuSample
+from tokometer.units import GIB as _GIB
 
 __all__ = ["RAM_FACTOR", "GpuLink", "SwapCounters", "gpu_findings", "ram_finding", "run", "swap_finding"]
 
@@ -36,7 +37,6 @@ RAM_FACTOR = 2.0
 """Host RAM below this multiple of the model's weights is a warning (the article: 2-3x)."""
 _READ_BYTES = 256 * 2**20
 _SLOW_DISK_MB_S = 200.0
-_GIB = 2**30
 
 
 @dataclass(frozen=True, slots=True)

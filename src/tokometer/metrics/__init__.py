@@ -42,6 +42,13 @@ DEFINITIONS: Final[dict[str, str]] = {
     "requests; under a request rate, below send_rate_rps means the queue grew through the step",
     "ttft_growth": "mean TTFT of the last quarter of completed requests (in send order) / mean TTFT of the first "
     "quarter: well above 1 when requests waited longer as the step went on (a growing queue)",
+    "overload": "whether the server kept up with the requests sent: queue_grew when the 99 % lower bound of the "
+    "Theil-Sen slope of TTFT (E2E without streaming) against send time is above zero (Mann-Kendall, one-sided, "
+    "alpha 1 %); fell_behind when the completions over their span against the sends over theirs, as two Poisson "
+    "counts, have an exact conditional binomial p below 1 %; sustained_rps = send rate / (1 + slope)",
+    "percentile_ci": "per latency metric and percentile, its 95 % distribution-free interval [low, high]: the "
+    "order statistics whose ranks bracket the percentile by the binomial distribution; null for an end the "
+    "sample cannot bound (a p99 needs 368 values for an upper end)",
     "ttft_cold_prefix_ms": "TTFT of the requests that were the run's first with their shared prefix "
     "(--prefix-groups): nothing can have cached it",
     "ttft_warm_prefix_ms": "TTFT of the requests sent after an earlier request with the same prefix had its first "

@@ -11,6 +11,8 @@ distributions. Definitions as in docs/reference/metrics.md:
 - goodput = completed requests meeting every SLO / duration
 - completion rate = (completed - 1) / (last end - first end) of completed requests
 - TTFT growth = mean TTFT of the last quarter of completed requests (in send order) / that of the first quarter
+- overload: whether the server kept up (`tokometer.metrics.overload`)
+- percentile intervals: where each latency percentile lies at 95 % (`tokometer.metrics.order_stats`)
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any
 from tokometer.metrics import request as m
 from tokometer.metrics.distribution import Distribution
 from tokometer.metrics.images import ImageSummary, summarize_images
+from tokometer.metrics.order_stats import intervals
+from tokometer.metrics.overload import Overload, overload
 from tokometer.metrics.prefix import prefix_split
 from tokometer.metrics.promptcache import prompt_cache_hit_rate
 from tokometer.metrics.reasoning import ReasoningSummary, summarize_reasoning
@@ -102,6 +106,13 @@ class StepSummary:
     ttft_growth: float | None = None
     """Mean TTFT of the last quarter of completed requests, in send order, over that of the first quarter:
     well above 1 when each request waited longer than the one before (None: fewer than 8 completed)."""
+    overload: Overload | None = None
+    """The tests of whether the server kept up with the requests sent (`tokometer.metrics.overload`); None with
+    fewer than 8 completed."""
+    percentile_ci: dict[str, dict[str, list[float | None]]] | None = None
+    """Per latency metric (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``), per percentile (``p99``), its 95 %
+    distribution-free interval [low, high] from order statistics; None for an end the sample cannot bound
+    (`tokometer.metrics.order_stats`)."""
     ttft_cold_prefix_ms: Distribution | None = None
     """TTFT of the requests that were the first with their shared prefix (`tokometer.metrics.prefix`);
     None when the step's prompts shared none."""
@@ -148,8 +159,9 @@ class StepSummary:
         out: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            parts = (Distribution, ReasoningSummary, TextCheck, ToolCallSummary, ImageSummary)
-            out[name] = value.to_json() if isinstance(value, parts) else value
+            typed = isinstance(value, (Distribution, ReasoningSummary, TextCheck, Overload, ToolCallSummary,
+                                       ImageSummary))
+            out[name] = value.to_json() if typed else value
         tokens = out.pop("output_tokens")
         out["output_tokens"] = {
             "total": self.output_tokens_total,
@@ -191,6 +203,8 @@ class StepSummary:
                 values[f.name] = Distribution.from_json(value) if value is not None or "None" not in kind else None
             elif f.name == "reasoning":
                 values[f.name] = ReasoningSummary.from_json(value) if value is not None else None
+            elif f.name == "overload":
+                values[f.name] = Overload.from_json(value)
             elif f.name in _PARTS:
                 values[f.name] = _PARTS[f.name](value) if value is not None else None
             elif f.name == "text_check":
@@ -248,6 +262,7 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         itl.extend(m.itl_ns(r))
         gaps.extend(m.chunk_gaps_ns(r))
     server = [r.server for r in ok if r.server is not None]
+    completion_rate = _completion_rate(ok)
     return StepSummary(
         requests_completed=len(ok),
         requests_failed=len(failed),
@@ -285,8 +300,12 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         error_examples=examples,
         prompt_cache_hit_rate=prompt_cache_hit_rate(ok),
         prompt_cache_reported=sum(1 for r in ok if r.server is not None and r.server.cached_tokens is not None),
-        completion_rate_rps=_completion_rate(ok),
+        completion_rate_rps=completion_rate,
         ttft_growth=_ttft_growth(ok),
+        overload=overload(window, send_rate, completion_rate),
+        percentile_ci={"ttft_ms": intervals(_values(ok, m.ttft_ns), _MS),
+                       "tpot_ms": intervals(_values(ok, m.tpot_ns), _MS),
+                       "itl_ms": intervals(itl, _MS), "e2e_ms": intervals(_values(ok, m.e2e_ns), _MS)},
         per_turn=per_turn(records),
         session_stats=session_stats(records),
         reasoning=summarize_reasoning(ok),

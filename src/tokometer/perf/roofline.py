@@ -46,11 +46,11 @@ from tokometer.errors import ConfigError
 from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import kv_bytes, normalize_dtype, weight_dtype
+from tokometer.units import GIB
 
 __all__ = ["ACTIVATION_RESERVE_GIB", "BOUND", "Deployment", "Efficiency", "compute_bound_batch", "decode_flops",
            "decode_limiter", "decode_step_s", "prefill_flops", "prefill_s", "weight_bytes_read"]
 
-GIB = 2**30
 ACTIVATION_RESERVE_GIB = 2.0
 
 
