@@ -102,3 +102,14 @@ def test_the_csv_columns_are_the_registry_s() -> None:
     assert row["ttft_ms_p90"] == s.ttft_ms.p90 and row["decode_speed_tok_s_mean"] == s.decode_speed_tok_s.mean
     assert row["duration_s"] == round(s.duration_s, 4) and row["output_tokens_source"] == ""
     assert row["requests_failed"] == 1 and row["output_tokens_total"] == 24
+
+
+def test_a_find_max_run_saved_with_the_old_names_reports_in_the_new() -> None:
+    """A spec stored before one vocabulary says ``goodput=`` and ``errors=``; its answer is recomputed as it was."""
+    step = _summary().to_json()
+    steps = [(0, findmax.LoadStep("rate", rate=1.0), step), (1, findmax.LoadStep("rate", rate=2.0), step)]
+    old = findmax.outcome({"find_max": "rate", "slo": "e2e_p99=1s,goodput=0.8,errors=20%"}, steps)
+    new = findmax.outcome({"find_max": "rate", "slo": "e2e_p99=1s,goodput_share=0.8,error_rate=20%"}, steps)
+    assert old is not None and new is not None and old.to_json() == new.to_json()
+    assert old.to_json()["objectives"] == {"e2e_p99": 1000.0, "goodput_share": 0.8, "error_rate": 0.2}
+    assert old.best == 2.0 and "goodput_share >= 80%, error_rate <= 20%" in old.answer()
