@@ -2,7 +2,9 @@
 
 Pure functions of two `StoredRun` s and their `RequestRecord` s; nothing here reads the store or prints.
 
-Steps are matched by index. For each matched step and metric (`METRICS`) the comparison gives:
+Steps are matched by index. For each matched step and metric (`METRICS`: the gate's choice of metrics and
+thresholds; their names, labels, units and directions are the metric registry's, `tokometer.metrics.registry`)
+the comparison gives:
 
 - ``base`` and ``new``: the metric over the step's measurement window (warm-up requests left out), computed
   as `tokometer.metrics.summarize` computes it (percentiles interpolate linearly, numpy's default);
@@ -42,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokometer.errors import ConfigError
+from tokometer.metrics import registry
 from tokometer.metrics import request as m
 from tokometer.metrics.summary import SLO
 from tokometer.records import RequestRecord
@@ -107,17 +110,29 @@ class MetricDef:
     """For a percentile: which per-request series (``ttft``, ``tpot``, ``e2e``)."""
 
 
+def _gate(key: str, kind: Kind, threshold: float) -> MetricDef:
+    """The gate's row for ``key``, a registry name (``ttft_p50``): label, unit and direction from the registry; a
+    share is shown in % (its change in points)."""
+    found = registry.objective(key)
+    if found is None:
+        raise KeyError(f"{key} is not a metric of the registry")
+    metric, stat = found
+    label = f"{metric.label} {stat}" if stat else metric.label
+    return MetricDef(key, label, "%" if metric.unit == "share" else metric.unit, kind, metric.better == "higher",
+                     threshold, float(stat[1:]) if stat else 50.0, metric.short if kind == "percentile" else "")
+
+
 METRICS: tuple[MetricDef, ...] = (
-    MetricDef("ttft_p50", "TTFT p50", "ms", "percentile", False, 0.05, 50.0, "ttft"),
-    MetricDef("ttft_p99", "TTFT p99", "ms", "percentile", False, 0.10, 99.0, "ttft"),
-    MetricDef("tpot_p50", "TPOT p50", "ms", "percentile", False, 0.05, 50.0, "tpot"),
-    MetricDef("tpot_p99", "TPOT p99", "ms", "percentile", False, 0.10, 99.0, "tpot"),
-    MetricDef("itl_p50", "ITL p50", "ms", "itl", False, 0.05, 50.0),
-    MetricDef("e2e_p50", "E2E p50", "ms", "percentile", False, 0.05, 50.0, "e2e"),
-    MetricDef("e2e_p99", "E2E p99", "ms", "percentile", False, 0.10, 99.0, "e2e"),
-    MetricDef("output_throughput", "output throughput", "tok/s", "throughput", True, 0.05),
-    MetricDef("goodput", "goodput", "req/s", "goodput", True, 0.05),
-    MetricDef("error_rate", "error rate", "%", "error_rate", False, 0.01),
+    _gate("ttft_p50", "percentile", 0.05),
+    _gate("ttft_p99", "percentile", 0.10),
+    _gate("tpot_p50", "percentile", 0.05),
+    _gate("tpot_p99", "percentile", 0.10),
+    _gate("itl_p50", "itl", 0.05),
+    _gate("e2e_p50", "percentile", 0.05),
+    _gate("e2e_p99", "percentile", 0.10),
+    _gate("output_throughput", "throughput", 0.05),
+    _gate("goodput", "goodput", 0.05),
+    _gate("error_rate", "error_rate", 0.01),
 )
 DEFAULT_THRESHOLDS: dict[str, float] = {d.key: d.default_threshold for d in METRICS}
 _BY_KEY = {d.key: d for d in METRICS}

@@ -1,11 +1,13 @@
 """``bench --find-max``: the highest load that still meets the objectives (``--slo``).
 
-**Objectives** (`parse_objectives`): ``ttft_p99=2s,tpot_p50=50ms,goodput=0.9``. A percentile objective
-(``ttft``, ``tpot``, ``itl`` or ``e2e`` at ``p50``, ``p90``, ``p95``, ``p99`` or ``p99.9``) is met when the
-step's percentile is at or below the limit (a bare number is in milliseconds); ``goodput=F`` when at least
-the share F of the measured requests completed within every per-request objective (``--slo-*-ms``, or else
-the limits of the ttft, tpot and e2e objectives taken per request); ``errors=P%`` when at most P % of them
-failed (1 % unless given).
+**Objectives** (`parse_objectives`): ``ttft_p99=2s,tpot_p50=50ms,goodput_share=0.9``. The names are the
+metric registry's (`tokometer.metrics.registry.objective`). A percentile objective (``ttft``, ``tpot``,
+``itl`` or ``e2e`` at ``p50``, ``p90``, ``p95``, ``p99`` or ``p99.9``) is met when the step's percentile is at
+or below the limit (a bare number is in milliseconds); ``goodput_share=F`` when at least the share F of the
+measured requests completed within every per-request objective (``--slo-*-ms``, or else the limits of the
+ttft, tpot and e2e objectives taken per request); ``error_rate=P%`` when at most P % of them failed (1 % unless
+given). ``goodput=`` and ``errors=``, the names of these two before ``goodput`` meant req/s everywhere, are
+still read (a saved run's spec has them).
 
 **Probes** (`judge`): each probe is one step of the run. It passes when every objective is met and the
 server kept up. Under a request rate, a server that does not keep up is *overloaded*, by either of the two
@@ -34,15 +36,15 @@ of its own, and the report and the console agree by construction.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from tokometer.errors import ConfigError
 from tokometer.load.profiles import LoadStep
+from tokometer.metrics import registry
 from tokometer.metrics.order_stats import bounded_from
-from tokometer.metrics.summary import StepSummary
+from tokometer.metrics.summary import SLO, StepSummary
 from tokometer.units import duration_seconds
 
 __all__ = [
@@ -68,8 +70,10 @@ _LEGACY_SHARE, _LEGACY_GROWTH = 0.9, 2.0
 above 2x."""
 DEFAULT_ERRORS = 0.01
 
-_PERCENTILE = re.compile(r"^(ttft|tpot|itl|e2e)_p(50|90|95|99|99\.9)$")
-_PER_REQUEST = {"ttft": "slo_ttft_ms", "tpot": "slo_tpot_ms", "e2e": "slo_e2e_ms"}
+_OLD_NAMES = {"goodput": "goodput_share", "errors": "error_rate"}
+"""Objective names of runs saved before one vocabulary, read as today's."""
+_PER_REQUEST = frozenset(f.name for f in fields(SLO))
+"""The distributions a per-request limit (``slo_ttft_ms``) exists for: ``ttft_ms``, ``tpot_ms``, ``e2e_ms``."""
 
 
 @dataclass(frozen=True)
@@ -77,25 +81,28 @@ class Objective:
     """One objective of ``--slo``."""
 
     name: str
-    """``ttft_p99``, ``goodput`` or ``errors``."""
+    """``ttft_p99``, ``goodput_share`` or ``error_rate``."""
     limit: float
     """Milliseconds for a percentile; a share (0.9) for goodput and errors."""
 
     @property
     def metric(self) -> str | None:
         """The summary distribution a percentile objective reads (``ttft_ms``); None for the others."""
-        match = _PERCENTILE.match(self.name)
-        return f"{match.group(1)}_ms" if match else None
+        found = registry.objective(self.name)
+        return found[0].name if found is not None and found[1] is not None else None
 
     @property
     def percentile_key(self) -> str:
-        return "p" + self.name.rsplit("_p", 1)[1]
+        """The percentile a percentile objective names (``p99``)."""
+        found = registry.objective(self.name)
+        assert found is not None and found[1] is not None, self.name
+        return found[1]
 
     def describe(self) -> str:
-        if self.name == "goodput":
-            return f"goodput >= {100 * self.limit:g}%"
-        if self.name == "errors":
-            return f"errors <= {100 * self.limit:g}%"
+        if self.name == "goodput_share":
+            return f"goodput_share >= {100 * self.limit:g}%"
+        if self.name == "error_rate":
+            return f"error_rate <= {100 * self.limit:g}%"
         return f"{self.name} <= {_ms(self.limit)}"
 
 
@@ -104,7 +111,7 @@ def _ms(value: float) -> str:
 
 
 def parse_objectives(text: str) -> list[Objective]:
-    """``"ttft_p99=2s,tpot_p50=50ms,goodput=0.9"`` -> objectives (``errors=1%`` added unless given);
+    """``"ttft_p99=2s,tpot_p50=50ms,goodput_share=0.9"`` -> objectives (``error_rate=1%`` added unless given);
     `ConfigError` naming the part that is wrong."""
     out: dict[str, Objective] = {}
     for part in (p.strip() for p in text.split(",")):
@@ -112,24 +119,35 @@ def parse_objectives(text: str) -> list[Objective]:
             continue
         name, sep, value = (x.strip() for x in part.partition("="))
         if not sep:
-            raise ConfigError(f"--slo: {part!r} is not NAME=LIMIT (write e.g. ttft_p99=2s,tpot_p50=50ms,goodput=0.9)")
-        if _PERCENTILE.match(name):
+            raise ConfigError(f"--slo: {part!r} is not NAME=LIMIT "
+                              "(write e.g. ttft_p99=2s,tpot_p50=50ms,goodput_share=0.9)")
+        found = registry.objective(_OLD_NAMES.get(name, name))
+        if found is not None and found[1] is not None:  # a percentile
             seconds = duration_seconds(value, default_unit="ms")
             if seconds is None or seconds <= 0:
                 raise ConfigError(f"--slo: {value!r} for {name} is not a time (write e.g. {name}=2s or 500ms)")
             out[name] = Objective(name, seconds * 1000.0)
-        elif name in ("goodput", "errors"):
+        elif found is not None and found[0].unit == "share":
             share = _share(value)
             if share is None or not 0 <= share <= 1:
                 raise ConfigError(f"--slo: {value!r} for {name} is not a share (write e.g. {name}=0.9 or 90%)")
-            out[name] = Objective(name, share)
+            out[found[0].short] = Objective(found[0].short, share)
         else:
-            raise ConfigError(f"--slo: unknown objective {name!r}: use ttft, tpot, itl or e2e with p50, p90, p95, "
-                              "p99 or p99.9 (ttft_p99=2s), goodput=SHARE or errors=PERCENT")
-    if not any(o.name not in ("errors",) for o in out.values()):
+            raise ConfigError(f"--slo: unknown objective {name!r}: use {_KNOWN} (ttft_p99=2s), "
+                              "goodput_share=SHARE or error_rate=PERCENT")
+    if not any(o.name != "error_rate" for o in out.values()):
         raise ConfigError("--slo: give at least one latency or goodput objective (e.g. ttft_p99=2s)")
-    out.setdefault("errors", Objective("errors", DEFAULT_ERRORS))
+    out.setdefault("error_rate", Objective("error_rate", DEFAULT_ERRORS))
     return list(out.values())
+
+
+def _or(words: Sequence[str]) -> str:
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+_KNOWN = (f"{_or([m.short for m in registry.percentile_metrics()])} with "
+          f"{_or(registry.LATENCY_PERCENTILES)}")
+"""The percentile objectives, in words: ``ttft, tpot, itl or e2e with p50, p90, p95, p99 or p99.9``."""
 
 
 def _share(text: str) -> float | None:
@@ -145,7 +163,7 @@ def per_request_slo(objectives: Sequence[Objective]) -> dict[str, float]:
     out: dict[str, float] = {}
     for o in objectives:
         metric = o.metric
-        key = _PER_REQUEST.get(metric[:-3]) if metric else None
+        key = f"slo_{metric}" if metric in _PER_REQUEST else None
         if key is not None:
             out[key] = min(out.get(key, math.inf), o.limit)
     return out
@@ -191,17 +209,10 @@ def _typed(summary: Summary) -> StepSummary:
 
 
 def _observed(summary: StepSummary, o: Objective) -> float | None:
-    measured = summary.requests_completed + summary.requests_failed
-    if o.name == "errors":
-        return summary.requests_failed / measured if measured else None
-    if o.name == "goodput":
-        goodput, duration = summary.goodput_rps, summary.duration_s
-        if goodput is None or not duration or not measured:
-            return None
-        return goodput * duration / measured
-    if o.metric is None:
-        return None
-    value = getattr(getattr(summary, o.metric), o.percentile_key.replace(".", "_"))
+    found = registry.objective(o.name)
+    value = getattr(summary, found[0].attribute or found[0].name) if found is not None else None
+    if found is not None and found[1] is not None:
+        return value.stat(found[1]) if value is not None else None
     return None if value is None else float(value)
 
 
@@ -249,10 +260,10 @@ def judge(summary: Summary, load: LoadStep, objectives: Sequence[Objective], ste
         observed[o.name] = seen
         if seen is None:
             misses.append(f"{o.name}: not measured")
-        elif o.name == "goodput" and seen < o.limit:
-            misses.append(f"goodput {100 * seen:.0f}% < {100 * o.limit:g}%")
-        elif o.name == "errors" and seen > o.limit:
-            misses.append(f"errors {100 * seen:.1f}% > {100 * o.limit:g}%")
+        elif o.name == "goodput_share" and seen < o.limit:
+            misses.append(f"goodput_share {100 * seen:.0f}% < {100 * o.limit:g}%")
+        elif o.name == "error_rate" and seen > o.limit:
+            misses.append(f"error_rate {100 * seen:.1f}% > {100 * o.limit:g}%")
         elif o.metric is not None and seen > o.limit:
             misses.append(f"{o.name} {seen:,.0f} ms > {_ms(o.limit)}")
         if seen is not None and o.metric is not None and (doubt := _doubt(summary, o, seen)) is not None:

@@ -131,7 +131,7 @@ class BenchSpec(BaseModel):
     """Search for the highest rate (or concurrency) that meets ``slo`` instead of sweeping
     (`tokometer.benchmark.findmax`)."""
     slo: str | None = None
-    """The objectives of ``find_max``: ``ttft_p99=2s,tpot_p50=50ms,goodput=0.9``."""
+    """The objectives of ``find_max``: ``ttft_p99=2s,tpot_p50=50ms,goodput_share=0.9``."""
 
     @field_serializer("headers")
     def _redacted_headers(self, headers: dict[str, str]) -> dict[str, str]:

@@ -187,8 +187,9 @@ def _mebibytes(size: int) -> str:
                                  "of --requests requests (a p99 needs 368 to be bounded); a probe whose queue grew "
                                  "misses whatever --slo says; -r/-c gives the first probe [default: 1].")
 @spec_option("--slo", field="slo", metavar="NAME=LIMIT,...",
-             help="The objectives of --find-max, e.g. ttft_p99=2s,tpot_p50=50ms,goodput=0.9 (percentiles of "
-                  "ttft, tpot, itl, e2e; goodput: share of requests within every limit; errors=1% by default).")
+             help="The objectives of --find-max, e.g. ttft_p99=2s,tpot_p50=50ms,goodput_share=0.9 (percentiles "
+                  "of ttft, tpot, itl, e2e; goodput_share: share of requests within every limit; error_rate=1% by "
+                  "default).")
 @spec_option("--workers", "-w", field="workers", also=("ray_actors",), type=click.IntRange(min=1), default=None,
              help="Load-generator processes (use more when the report says the client could not keep up); "
                   "with --ray, Ray actors [default: {default}; with --ray: one actor per node].")

@@ -132,7 +132,8 @@ def streamed_tokens(r: RequestRecord) -> int:
 
 
 def decode_speed_tok_s(r: RequestRecord) -> float | None:
-    """The article's TPS: 1 / TPOT, tokens per second in the steady decode phase (reasoning tokens included)."""
+    """Decode speed: 1 / TPOT, tokens per second in the steady decode phase (reasoning tokens included): the
+    "tokens per second" people usually mean."""
     tpot = tpot_ns(r)
     return 1e9 / tpot if tpot else None
 
@@ -162,7 +163,8 @@ def e2e_ns(r: RequestRecord) -> int | None:
 
 
 def e2e_speed_tok_s(r: RequestRecord) -> float | None:
-    """The article's naive "average speed": output tokens over the whole request time."""
+    """The naive "average speed" a simple timing script gives: output tokens over the whole request time (mixes
+    network, TTFT and decode)."""
     e2e = e2e_ns(r)
     if not e2e or r.output_tokens is None:
         return None

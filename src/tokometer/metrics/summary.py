@@ -2,7 +2,8 @@
 
 The measurement window holds every request of the step that is not a warm-up
 request; failed requests count (by category) but are kept out of latency
-distributions. Definitions as in docs/reference/metrics.md:
+distributions. Each field has a row in the metric registry (`tokometer.metrics.registry`: name, unit,
+direction, definition); definitions as in docs/reference/metrics.md:
 
 - duration = max(end_ns) - min(sent_ns) over the window
 - output throughput = sum(output_tokens) / duration (input and total likewise)
@@ -148,8 +149,23 @@ class StepSummary:
     (`tokometer.metrics.textcheck`); None when not checked (no answer had a count from the server, or the
     step was summarised again from the store, which keeps no text)."""
 
+    @property
+    def error_rate(self) -> float | None:
+        """Failed requests / measured requests (None: none measured)."""
+        measured = self.requests_completed + self.requests_failed
+        return self.requests_failed / measured if measured else None
+
+    @property
+    def goodput_share(self) -> float | None:
+        """Goodput as a share of the measured requests (None: no objectives, or nothing measured)."""
+        measured = self.requests_completed + self.requests_failed
+        if self.goodput_rps is None or not self.duration_s or not measured:
+            return None
+        return self.goodput_rps * self.duration_s / measured
+
     def naive_line(self) -> str:
-        """The article's summary line (elapsed, generated tokens, average tok/s), labelled."""
+        """The naive view: what a simple timing script prints (elapsed time, generated tokens, their average
+        tok/s), which mixes TTFT, network and decode; labelled as such where shown."""
         return (
             f"elapsed {self.duration_s:.2f}s, generated tokens {self.output_tokens_total}, "
             f"average {self.output_throughput_tok_s:.2f} token/s"

@@ -1,7 +1,7 @@
 """Console output of a benchmark: a live progress line, a table per step, a sweep table.
 
-The sweep table puts per-request decode speed beside aggregate throughput: the
-article's "rate vs throughput" (R5) in one glance.
+The sweep table puts per-request decode speed beside aggregate throughput: how
+much each request slows down as the load buys throughput, in one glance.
 """
 
 from __future__ import annotations
