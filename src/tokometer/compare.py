@@ -21,9 +21,11 @@ the comparison gives:
   +1; the same: 0), which says how much the two samples overlap whatever the percentile;
 - ``verdict`` by the rule of `verdict`: a regression is a change in the bad direction whose interval
   excludes zero and whose size exceeds the metric's threshold; an improvement likewise in the good
-  direction; "no change" when the whole interval lies within ± the threshold; otherwise "cannot tell" (the
-  noise is too large to decide either way). A percentile with fewer than `MIN_TAIL` values beyond it in
-  either run (p99 of fewer than 500 requests) is always "cannot tell".
+  direction; "within threshold" when the interval excludes zero but lies within ± the threshold (a real move,
+  smaller than the threshold: never called "no change"); "no change" when the whole interval lies within ±
+  the threshold and holds zero; otherwise "cannot tell" (the noise is too large to decide either way). A
+  percentile with fewer than `MIN_TAIL` values beyond it in either run (p99 of fewer than 500 requests) is
+  always "cannot tell".
 
 Trials (``bench --repeat N``): steps are matched by load, not by index, and a load's trials are pooled (their
 requests together; for throughput and goodput their durations added). The bootstrap over pooled requests sees
@@ -38,7 +40,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -87,7 +89,7 @@ point value uses them all)."""
 CACHE_POINTS = 0.10
 """Prompt-cache hit rates further apart than this (10 points) make two runs unlike."""
 
-Verdict = Literal["regression", "improvement", "no change", "cannot tell"]
+Verdict = Literal["regression", "improvement", "within threshold", "no change", "cannot tell"]
 Kind = Literal["percentile", "itl", "throughput", "goodput", "error_rate"]
 FArray = npt.NDArray[np.float64]
 IArray = npt.NDArray[np.int64]
@@ -335,7 +337,9 @@ def verdict(change: float | None, ci: tuple[float, float] | None, threshold: flo
     - regression: the change is in the bad direction, its interval excludes zero, and its size exceeds the
       threshold;
     - improvement: the same in the good direction;
-    - no change: the whole interval lies within ± the threshold (any change is smaller than it);
+    - within threshold: the interval excludes zero and lies within ± the threshold (the move is real but
+      smaller than the threshold);
+    - no change: the whole interval lies within ± the threshold and holds zero;
     - cannot tell: anything else (the interval is too wide to say).
     """
     if change is None or ci is None or not all(math.isfinite(x) for x in (change, *ci)):
@@ -346,7 +350,7 @@ def verdict(change: float | None, ci: tuple[float, float] | None, threshold: flo
     if excludes_zero and abs(change) > threshold:
         return "regression" if worse > 0 else "improvement"
     if -threshold <= low and high <= threshold:
-        return "no change"
+        return "within threshold" if excludes_zero else "no change"
     return "cannot tell"
 
 
@@ -566,7 +570,7 @@ class Comparison:
         return "regression" if self.regressions else "pass"
 
     def to_json(self) -> dict[str, Any]:
-        counts = {v: len(self.with_verdict(v)) for v in ("regression", "improvement", "no change", "cannot tell")}
+        counts = {v: len(self.with_verdict(v)) for v in get_args(Verdict)}
         return {"base": self.base_id, "new": self.new_id, "verdict": self.verdict, "counts": counts,
                 "unlike": self.unlike, "notes": self.notes,
                 "method": {"bootstrap_resamples": self.resamples, "seed": self.seed, "confidence": CONFIDENCE,
