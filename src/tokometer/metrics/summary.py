@@ -129,6 +129,12 @@ class StepSummary:
     (`tokometer.metrics.textcheck`); None when not checked (no answer had a count from the server, or the
     step was summarised again from the store, which keeps no text)."""
 
+    steady_state: dict[str, Any] | None = None
+    """The step over the window where its load was at its target (`tokometer.metrics.window.steady_state`);
+    None for a trace or sessions, whose load has no single target."""
+    time_slices: dict[str, Any] | None = None
+    """The step per slice of ``bench --time-slice`` (`tokometer.metrics.window.time_slices`); None without."""
+
     def naive_line(self) -> str:
         """The article's summary line (elapsed, generated tokens, average tok/s), labelled."""
         return (
