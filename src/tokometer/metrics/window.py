@@ -131,19 +131,19 @@ def window_summary(records: Sequence[RequestRecord], chosen: Sequence[RequestRec
 
 def time_slices(records: Sequence[RequestRecord], slice_s: float, target: Target,
                 slo: SLO | None = None) -> dict[str, Any]:
-    """The step cut into slices of ``slice_s`` seconds from its start to its last end, each summarised by
+    """The step cut into slices of ``slice_s`` seconds from its start until its last end, each summarised by
     `window_summary`, its requests those sent in it: ``{"slice_s", "requests_by": "sent", "slices": [...]}``."""
     t0 = origin_ns(records)
     load = _Load(records, t0)
     span = int(load.end.max()) if load.end.size else 0
     width = int(slice_s * 1e9)
     note = None
-    if span > width * MAX_SLICES:
-        width = -(-span // MAX_SLICES)
+    if span // width + 1 > MAX_SLICES:
+        width = span // MAX_SLICES + 1
         note = f"{slice_s:g} s would cut this step into more than {MAX_SLICES} slices: slices of {width / 1e9:g} s"
     measured = [r for r in records if not r.warmup and r.sent_ns]
     slices = []
-    for k in range(max(1, -(-span // width)) if span else 0):
+    for k in range(span // width + 1 if load.sent.size else 0):  # the last end falls inside the last slice
         a, b = k * width, (k + 1) * width
         chosen = [r for r in measured if a <= r.sent_ns - t0 < b]
         slices.append({"index": k, **window_summary(records, chosen, load, t0, a, b, target, slo)})
