@@ -168,10 +168,31 @@ def test_every_choice_is_the_fields_literal() -> None:
     from tokometer.backends import BACKENDS
 
     choices = {p.field: list(p.type.choices) for p in spec_options(command, _spec) if isinstance(p.type, click.Choice)}
-    assert set(choices) == {"api", "arrival", "dataset_kind", "find_max", "image_format"}
+    assert set(choices) == {"api", "arrival", "dataset_kind", "find_max", "image_format", "ramp"}
     assert choices.pop("api") == sorted(BACKENDS)  # the spec checks against BACKENDS
     for field, listed in choices.items():
         literal = [a for a in get_args(BenchSpec.model_fields[field].annotation) if a is not type(None)]
         if len(literal) == 1 and get_args(literal[0]):  # Literal[...] | None
             literal = list(get_args(literal[0]))
         assert listed == literal, field
+
+
+@pytest.mark.parametrize(("values", "match"), [
+    ({"concurrency": [4], "ramp": "linear", "ramp_from": 1}, "needs where it starts"),
+    ({"concurrency": [4], "ramp_from": 1, "ramp_time_s": 5}, "give ramp linear|exponential"),
+    ({"concurrency": [4, 8], "ramp": "linear", "ramp_from": 4, "ramp_time_s": 5}, "below every step's load"),
+    ({"concurrency": [4], "ramp": "linear", "ramp_from": 0.5, "ramp_time_s": 5}, "at least one slot"),
+    ({"rate": [4.0], "ramp": "exponential", "ramp_from": 0, "ramp_time_s": 5}, "above 0"),
+    ({"synchronous": True, "ramp": "linear", "ramp_from": 1, "ramp_time_s": 5}, "give one of them"),
+    ({"concurrency": [4], "workers": 2, "ramp": "linear", "ramp_from": 1, "ramp_time_s": 5}, "one event loop"),
+])
+def test_a_ramp_must_rise_to_each_steps_load(values: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        BenchSpec(url=URL, **values)  # type: ignore[arg-type]
+
+
+def test_each_step_ramps_to_its_own_load() -> None:
+    from tokometer.benchmark.plan import sweep_steps
+
+    steps = sweep_steps(BenchSpec(url=URL, rate=[4.0, 8.0], ramp="exponential", ramp_from=1, ramp_time_s=10))
+    assert [(s.ramp.start, s.ramp.end) for s in steps if s.ramp] == [(1.0, 4.0), (1.0, 8.0)]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from tokometer.benchmark import findmax
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.load.profiles import LoadStep
+from tokometer.load.ramp import Ramp
 
 if TYPE_CHECKING:
     from tokometer.benchmark.results import StepResult
@@ -53,10 +54,18 @@ def sweep_steps(spec: BenchSpec) -> list[LoadStep]:
     sessions = spec.sessions is not None
     if spec.rate:
         return [LoadStep("rate", rate=r, arrival=spec.arrival, burstiness=spec.burstiness,
-                         max_concurrency=spec.max_concurrency, sessions=sessions) for r in spec.rate]
+                         max_concurrency=spec.max_concurrency, sessions=sessions, ramp=_ramp(spec, r))
+                for r in spec.rate]
     if spec.synchronous or not spec.concurrency:
         return [LoadStep("synchronous", sessions=sessions)]
-    return [LoadStep("concurrency", concurrency=c, sessions=sessions) for c in spec.concurrency]
+    return [LoadStep("concurrency", concurrency=c, sessions=sessions, ramp=_ramp(spec, c)) for c in spec.concurrency]
+
+
+def _ramp(spec: BenchSpec, level: float) -> Ramp | None:
+    """The ramp of a step whose load is ``level``, when ``spec`` asks for ramps."""
+    if spec.ramp is None or spec.ramp_from is None or spec.ramp_time_s is None:
+        return None
+    return Ramp(spec.ramp, spec.ramp_from, float(level), spec.ramp_time_s)
 
 
 class SweepPlan:

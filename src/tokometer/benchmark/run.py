@@ -33,6 +33,7 @@ from tokometer.load.runner import StepLimits, StepOutcome
 from tokometer.load.share import WorkerSetup
 from tokometer.metrics import SLO, summarize
 from tokometer.metrics.textcheck import check_text
+from tokometer.metrics.window import steady_state, time_slices
 from tokometer.store.store import ResultStore, now_iso
 from tokometer.wire.base import GenerationParams
 
@@ -115,7 +116,14 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: Ste
     step_start = perf_counter_ns()
     outcome = await executor.run(step, index, seed=spec.seed_value + index)
     step_end = perf_counter_ns()
-    summary = summarize(outcome.records, SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms))
+    slo = SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms)
+    summary = summarize(outcome.records, slo)
+    if (level := step.target) is not None and not step.sessions:
+        summary.steady_state = steady_state(outcome.records, step.target_at, level,
+                                            step.ramp.duration_s if step.ramp else 0.0, not step.open_loop,
+                                            spec.steady_tolerance, slo)
+    if spec.time_slice_s is not None:
+        summary.time_slices = time_slices(outcome.records, spec.time_slice_s, step.target_at, slo)
     result = StepResult(index, step, summary, outcome.health, outcome.interrupted, outcome.records,
                         trial=planned.trial)
     if observation is not None:

@@ -24,6 +24,7 @@ from tokometer.backends.tls import TlsOptions
 from tokometer.datasets.images import ImageFormat
 from tokometer.datasets.trace import BLOCK_TOKENS
 from tokometer.load.profiles import Arrival
+from tokometer.load.ramp import RampStrategy
 from tokometer.secrets import header_problem, redact_headers, value_problem
 from tokometer.specproblem import FieldProblem
 from tokometer.wire.framing import MAX_EVENT_BYTES
@@ -60,6 +61,18 @@ class BenchSpec(BaseModel):
     arrival: Arrival = "poisson"
     burstiness: float = Field(1.0, gt=0)
     max_concurrency: int | None = Field(None, ge=1)
+
+    ramp: RampStrategy | None = None
+    """Ramp each step's load (its concurrency or rate) from ``ramp_from`` up to its own value over ``ramp_time_s``,
+    then hold it (`tokometer.load.ramp`); None: the load is at its value from the start."""
+    ramp_from: float | None = Field(None, ge=0, allow_inf_nan=False)
+    """Where a ramp starts (concurrency slots, or requests a second)."""
+    ramp_time_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """How long a ramp takes to reach the step's value."""
+    time_slice_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """Also summarise each step per slice of this many seconds (`tokometer.metrics.window`); None: not."""
+    steady_tolerance: float = Field(0.1, gt=0, lt=1)
+    """How close to its target the load must be for the step's steady state (`tokometer.metrics.window`)."""
 
     requests: int | None = Field(100, ge=1)
     duration_s: float | None = Field(None, gt=0)
@@ -211,6 +224,7 @@ class BenchSpec(BaseModel):
                                length=self.input_tokens)
         self._check_search()
         self._check_media()
+        self._check_ramp()
         if self.ray_actors is not None and self.ray is None:
             raise FieldProblem("{ray_actors} counts Ray actors: give {ray} (the cluster's address) too")
         if self.ray is not None and self.workers > 1:
@@ -295,6 +309,30 @@ class BenchSpec(BaseModel):
                                    "{dataset}, {prompt} and {prefix_tokens}")
             if self.warmup:
                 raise FieldProblem("{trace} replays the trace's own requests: leave out {warmup}")
+
+    def _check_ramp(self) -> None:
+        if self.ramp is None:
+            if self.ramp_from is not None or self.ramp_time_s is not None:
+                raise FieldProblem("{ramp_from} and {ramp_time_s} shape a ramp: give {ramp} linear|exponential too")
+            return
+        if self.ramp_from is None or self.ramp_time_s is None:
+            raise FieldProblem("{ramp} needs where it starts and how long it takes: give {ramp_from} and "
+                               "{ramp_time_s}, e.g. {ramp_from} 1 {ramp_time_s} 30s")
+        levels: list[float] = [float(c) for c in self.concurrency] or list(self.rate)
+        if not levels or self.find_max is not None:
+            raise FieldProblem("{ramp} ramps each step's {concurrency} or {rate} up to its value: give one of them "
+                               "(not {synchronous}, {find_max} or {trace})")
+        if self.sessions is not None or self.workers > 1 or self.ray is not None:
+            raise FieldProblem("{ramp} runs on one event loop of single requests: leave out {sessions}, {workers} "
+                               "and {ray}")
+        if self.ramp == "exponential" and self.ramp_from <= 0:
+            raise FieldProblem("an exponential {ramp} grows by the same factor every second: {ramp_from} must be "
+                               "above 0")
+        if self.concurrency and self.ramp_from < 1:
+            raise FieldProblem("a concurrency {ramp} starts with at least one slot: {ramp_from} must be at least 1")
+        if any(self.ramp_from >= level for level in levels):
+            raise FieldProblem("{ramp} rises: {ramp_from} {start} must be below every step's load (lowest {low})",
+                               start=self.ramp_from, low=min(levels))
 
     def _check_search(self) -> None:
         if self.slo is not None and self.find_max is None:

@@ -29,6 +29,7 @@ from tokometer.cli.specoption import SpecOption, flag_words, user_fields
 from tokometer.cli.terminate import EXIT_CODE, Terminate
 from tokometer.datasets.images import ImageFormat
 from tokometer.load.profiles import Arrival
+from tokometer.load.ramp import RampStrategy
 
 if TYPE_CHECKING:
     from tokometer.benchmark.spec import BenchSpec
@@ -107,6 +108,15 @@ def _mebibytes(size: int) -> str:
 @spec_option("--burstiness", type=FiniteFloat(min=0, min_open=True), field="burstiness", show_default=True,
              help="Gamma shape for --arrival gamma (<1 burstier, >1 smoother).")
 @spec_option("--max-concurrency", type=int, field="max_concurrency", help="Cap on requests in flight for --rate.")
+@spec_option("--ramp", type=click.Choice(get_args(RampStrategy)), field="ramp",
+             help="Ramp each step's --concurrency or --rate up from --ramp-from over --ramp-time, then hold it.")
+@spec_option("--ramp-from", type=FiniteFloat(min=0), field="ramp_from",
+             help="Where a --ramp starts: concurrency slots (at least 1), or requests a second.")
+@spec_option("--ramp-time", field="ramp_time_s", to_cli=_seconds, help="How long a --ramp takes, e.g. 30s.")
+@spec_option("--time-slice", field="time_slice_s", to_cli=_seconds,
+             help="Also summarise each step per slice of this long (requests by send time), e.g. 10s.")
+@spec_option("--steady-tolerance", type=FiniteFloat(min=0, min_open=True), field="steady_tolerance",
+             show_default=True, help="How close to its target the load must be for the step's steady state.")
 @spec_option("--requests", "-n", "requests_", type=int, field="requests",
              help=f"Measured requests per step [default: {{default}}; {EMBEDDED_PROFILE['requests']} for the embedded "
                   "engine].")
@@ -280,6 +290,11 @@ def _spec_values(opts: dict[str, Any], given: set[str]) -> dict[str, Any]:
         "arrival": opts["arrival"],
         "burstiness": opts["burstiness"],
         "max_concurrency": opts["max_concurrency"],
+        "ramp": opts["ramp"],
+        "ramp_from": opts["ramp_from"],
+        "ramp_time_s": parse_duration(opts["ramp_time"], "--ramp-time"),
+        "time_slice_s": parse_duration(opts["time_slice"], "--time-slice"),
+        "steady_tolerance": opts["steady_tolerance"],
         "requests": opts["requests_"],
         "duration_s": parse_duration(opts["duration"], "--duration"),
         "warmup": opts["warmup"],

@@ -5,6 +5,8 @@
   (closed loop). A request is due when its slot frees.
 - ``rate``: open loop; requests are due on a schedule computed before the step
   starts (``schedule_offsets``), whatever the server does.
+- ``ramp`` (with ``concurrency`` or ``rate``): the load rises to the step's value over a set time, then holds
+  (`tokometer.load.ramp`).
 - ``trace``: open loop on a recorded schedule: ``offsets`` (ns from the step's start, from a trace file's
   timestamps, `tokometer.datasets.trace`).
 
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from tokometer.load.ramp import Ramp
 
 __all__ = ["Arrival", "LoadStep", "load_entry", "schedule_offsets"]
 
@@ -39,11 +43,27 @@ class LoadStep:
     """``trace``: each request's due time, ns from the step's start (already stretched by the time scale)."""
     trace: str = ""
     """``trace``: the trace's name, for labels."""
+    ramp: Ramp | None = None
+    """``concurrency`` or ``rate``: the load rises to the step's value (the ramp's end) over the ramp's time."""
 
     @property
     def open_loop(self) -> bool:
         """Requests are due on a schedule fixed before the step starts (a rate, or a trace)."""
         return self.mode in ("rate", "trace")
+
+    @property
+    def target(self) -> float | None:
+        """The load the step holds once any ramp is over: its concurrency (1 when synchronous), its rate, or
+        None for a trace."""
+        if self.mode == "trace":
+            return None
+        if self.mode == "rate":
+            return self.rate
+        return float(self.concurrency if self.mode == "concurrency" else 1)
+
+    def target_at(self, t_s: float) -> float | None:
+        """The load the step aims at ``t_s`` seconds after its start: on its ramp, then `target`."""
+        return self.ramp.at(t_s) if self.ramp is not None else self.target
 
     @property
     def trace_rate(self) -> float | None:
@@ -60,9 +80,12 @@ class LoadStep:
             if self.max_concurrency:
                 out["max_concurrency"] = self.max_concurrency
             return out
+        out = self._label()
+        if self.ramp is not None:
+            out["ramp"] = self.ramp.label()
         if self.sessions:
-            return {**self._label(), "sessions": True}
-        return self._label()
+            return {**out, "sessions": True}
+        return out
 
     def _label(self) -> dict[str, Any]:
         out: dict[str, Any]
@@ -82,8 +105,11 @@ class LoadStep:
         """A few characters for table columns: ``c=4``, ``10/s``, ``trace``."""
         if self.mode == "trace":
             return "trace"
+        ramped = "" if self.ramp is None else f"{self.ramp.start:g}↗"
         if self.mode == "rate":
-            return f"{self.rate:g}/s"
+            return f"{ramped}{self.rate:g}/s"
+        if ramped:
+            return f"c={ramped}{self.concurrency}"
         return "sync" if self.mode == "synchronous" else f"c={self.concurrency}"
 
     def describe(self) -> str:
@@ -94,8 +120,12 @@ class LoadStep:
             if self.mode == "rate":
                 return f"rate {self.rate:g} new sessions/s ({self.arrival})"
             return "one session at a time" if self.mode == "synchronous" else f"{self.concurrency} live sessions"
+        ramp = "" if self.ramp is None else (f", ramped {self.ramp.strategy} from {self.ramp.start:g} over "
+                                             f"{self.ramp.duration_s:g} s")
         if self.mode == "rate":
-            return f"rate {self.rate:g}/s ({self.arrival})"
+            return f"rate {self.rate:g}/s ({self.arrival}{ramp})"
+        if ramp:
+            return f"concurrency {self.concurrency} ({ramp[2:]})"
         if self.mode == "synchronous":
             return "synchronous"
         return f"concurrency {self.concurrency}"

@@ -129,7 +129,8 @@ async def run_step(
         await client.send(prompt, record, on_done=done)
 
     loop = (_open_loop(step, limits, issuer, one, in_flight, seed, start_ns) if step.open_loop
-            else _closed_loop(step.concurrency if step.mode == "concurrency" else 1, issuer, one))
+            else _closed_loop(step.concurrency if step.mode == "concurrency" else 1, issuer, one,
+                              step.ramp.slot_opens(step.concurrency) if step.ramp is not None else None))
     interrupted = await guarded(loop, in_flight, client, monitor)
     health = monitor.health(step, records)
     records.sort(key=lambda r: r.index)
@@ -161,11 +162,16 @@ async def guarded(loop: Coroutine[Any, Any, None], tasks: set[asyncio.Task[None]
 
 
 async def _closed_loop(
-    concurrency: int, issuer: Issuer[Prompt], one: _Send
+    concurrency: int, issuer: Issuer[Prompt], one: _Send, opens_s: list[float] | None = None
 ) -> None:
-    issuer.start(perf_counter_ns())
+    """``concurrency`` slots, each sending its next request as its last one ends; with ``opens_s`` (a ramp,
+    `tokometer.load.ramp.Ramp.slot_opens`) slot k starts that many seconds after the step's start."""
+    start = perf_counter_ns()
+    issuer.start(start)
 
-    async def worker() -> None:
+    async def worker(opens: float) -> None:
+        if opens > 0:
+            await sleep_until(start + int(opens * 1e9), DISPATCH_SPIN_NS)
         while True:
             due = perf_counter_ns()
             item = issuer.take(due)
@@ -173,7 +179,7 @@ async def _closed_loop(
                 return
             await one(item[0], item[1], due)
 
-    workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    workers = [asyncio.create_task(worker(opens_s[k] if opens_s else 0.0)) for k in range(concurrency)]
     try:
         await asyncio.gather(*workers)
     except asyncio.CancelledError:
@@ -189,12 +195,17 @@ def step_offsets(step: LoadStep, limits: StepLimits, seed: int) -> list[int]:
     if step.mode == "trace":
         return list(step.offsets if limits.total is None else step.offsets[:limits.total])
     assert step.rate is not None
+    ramp = step.ramp
     if limits.total is not None:
         n = limits.total
     else:
         assert limits.duration_s is not None
-        n = limits.warmup + max(1, int(step.rate * limits.duration_s))
-    return schedule_offsets(n, step.rate, step.arrival, step.burstiness, seed)
+        expected = ramp.expected(limits.duration_s) if ramp is not None else step.rate * limits.duration_s
+        n = limits.warmup + max(1, int(expected))
+    if ramp is None:
+        return schedule_offsets(n, step.rate, step.arrival, step.burstiness, seed)
+    # A unit-rate schedule of the step's arrival kind, its points mapped through the ramp's Λ⁻¹.
+    return [int(ramp.due_at(u / 1e9) * 1e9) for u in schedule_offsets(n, 1.0, step.arrival, step.burstiness, seed)]
 
 
 async def _open_loop(

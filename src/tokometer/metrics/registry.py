@@ -210,6 +210,12 @@ METRICS: Final[tuple[Metric, ...]] = (
     Metric("percentile_ci", "per latency metric and percentile, its 95 % distribution-free interval [low, high]: "
            "the order statistics whose ranks bracket the percentile by the binomial distribution; null for an end "
            "the sample cannot bound (a p99 needs 368 values for an upper end)"),
+    # -- the step over its plateau and per time slice (bench --time-slice)
+    Metric("steady_state", "the step over the window where its load was at its target (within --steady-tolerance): "
+           "requests sent after the window opened and finished before it closed, so the first wave and the drain "
+           "are left out; null for a trace or sessions, whose load has no single target"),
+    Metric("time_slices", "the step per slice of bench --time-slice: a request belongs to the slice it was sent "
+           "in, output tokens to the slice they arrived in; null without --time-slice"),
     # -- tool calls and images
     Metric("tool_calls", "answers that called a tool only (null when none did): tool-call deltas (delta.tool_calls, "
            "a function name or an argument fragment) are output, so they count for TTFT, TPOT and ITL like answer "

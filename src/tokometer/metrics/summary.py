@@ -162,6 +162,11 @@ class StepSummary:
         if self.goodput_rps is None or not self.duration_s or not measured:
             return None
         return self.goodput_rps * self.duration_s / measured
+    steady_state: dict[str, Any] | None = None
+    """The step over the window where its load was at its target (`tokometer.metrics.window.steady_state`);
+    None for a trace or sessions, whose load has no single target."""
+    time_slices: dict[str, Any] | None = None
+    """The step per slice of ``bench --time-slice`` (`tokometer.metrics.window.time_slices`); None without."""
 
     def naive_line(self) -> str:
         """The naive view: what a simple timing script prints (elapsed time, generated tokens, their average

@@ -20,6 +20,7 @@ from tokometer.metrics import Distribution, StepSummary
 from tokometer.observe.buckets import describe, from_json
 from tokometer.records import RequestRecord
 from tokometer.report.headline import reasoning_line
+from tokometer.report.windows import slice_table, steady_lines
 
 __all__ = ["LiveProgress", "render_result", "render_step"]
 
@@ -206,8 +207,10 @@ def render_step(console: Console, result: StepResult) -> None:
         console.print(f"  shared prefixes: TTFT p50 cold {_f(s.ttft_cold_prefix_ms.p50)} ms "
                       f"({s.ttft_cold_prefix_ms.count}), warm {_f(s.ttft_warm_prefix_ms.p50)} ms "
                       f"({s.ttft_warm_prefix_ms.count}): prefix-cache speed-up {speedup}")
-    for line in session_lines(s):
+    for line in session_lines(s) + steady_lines(s):
         console.print(f"  {line}")
+    if (slices := slice_table(s)) is not None:
+        console.print(slices)
     for line in server_lines(result.server, s) + [g for block in result.gpu or () for g in gpu_lines(block)]:
         console.print(f"  {line}")
     console.print(f"  naive view (generated tokens / elapsed time: mixes TTFT, network and decode): {s.naive_line()}")

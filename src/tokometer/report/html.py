@@ -16,6 +16,7 @@ from typing import Any
 
 from tokometer.report import charts
 from tokometer.report.headline import COLUMNS, describe, fmt, headline, step_rows
+from tokometer.report.steady import STEADY_COLUMNS, steady_rows
 
 __all__ = ["CHART_IDS", "DATA_ID", "embed_json", "render_html"]
 
@@ -167,6 +168,10 @@ def render_html(data: Mapping[str, Any]) -> str:
                  "objectives (✕) is never it; ◆ marks the find-max answer.")),
         ("TTFT against load", _optional(charts.ttft_vs_load(runs), CHART_IDS["ttft_load"],
                                         "Fewer than two loads of one kind: no TTFT-against-load chart.")),
+        ("Steady state", _table(STEADY_COLUMNS, steady_rows(runs), text_columns=(0, 1, 2, 6)) + _note(
+            "Each step over the window where its load was at its target (within the run's --steady-tolerance): "
+            "the first wave and the drain left out; in brackets, the whole step's number (the metric "
+            "definitions page, \"Time slices and steady state\").")),
         ("Latency distributions", _chart(charts.cdf(runs, "ttft_ms", "TTFT per step (CDF)", "TTFT, ms"),
                                          CHART_IDS["ttft"])
          + _chart(charts.cdf(runs, "tpot_ms", "TPOT per step (CDF)", "TPOT, ms"), CHART_IDS["tpot"])),

@@ -16,6 +16,7 @@ from typing import Any
 
 from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep, load_entry
+from tokometer.load.ramp import Ramp
 from tokometer.metrics.summary import StepSummary
 
 __all__ = ["BENCH_SCHEMA", "EngineIdentity", "StoredRun", "StoredStep", "load_of", "stored_health"]
@@ -31,14 +32,15 @@ def load_of(data: Mapping[str, Any] | None) -> LoadStep | None:
     """The `LoadStep` whose ``label()`` a step's ``load`` column holds; None for anything else."""
     if not data:
         return None
+    ramp = Ramp.from_label(data.get("ramp"))
     if data.get("rate") is not None:
         return LoadStep("rate", rate=float(data["rate"]), arrival=data.get("arrival", "poisson"),
                         burstiness=float(data.get("burstiness", 1.0)),
-                        max_concurrency=data.get("max_concurrency"))
+                        max_concurrency=data.get("max_concurrency"), ramp=ramp)
     if data.get("concurrency") is not None:
         if data.get("synchronous"):
             return LoadStep("synchronous", concurrency=int(data["concurrency"]))
-        return LoadStep("concurrency", concurrency=int(data["concurrency"]))
+        return LoadStep("concurrency", concurrency=int(data["concurrency"]), ramp=ramp)
     return None
 
 

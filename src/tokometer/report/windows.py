@@ -1,0 +1,60 @@
+"""A step's steady state and time slices on the console (`tokometer.metrics.window`).
+
+`steady_lines`: the steady-state window and its numbers beside the whole step's; `slice_table`: one row per
+time slice, the target load beside the load achieved, so a ramp shows as it rose.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from tokometer.metrics import StepSummary
+
+__all__ = ["slice_table", "steady_lines"]
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def steady_lines(s: StepSummary) -> list[str]:
+    """The steady state in two lines (the window, then its numbers against the whole step's); none without."""
+    st = s.steady_state
+    if not st:
+        return []
+    if not st.get("found"):
+        return [f"steady state: not found ({st.get('reason', '')})"]
+    load = (f"achieved concurrency {_f(st['achieved_concurrency'], 2)}" if st["basis"] == "concurrency"
+            else f"send rate {_f(st['send_rate_rps'], 2)}/s")
+    held = "held" if st["at_target"] else "[yellow]not held[/yellow]"
+    window = (f"steady state: {st['start_s']:.2f}-{st['end_s']:.2f} s, {st['requests']} requests "
+              f"(of {s.requests_completed + s.requests_failed}); {load} against a target of {st['target']:g} "
+              f"({held}, tolerance {100 * st['tolerance']:g} %)")
+    pairs = [("TTFT p50", st["ttft_ms"]["p50"], s.ttft_ms.p50, "ms", 1),
+             ("TTFT p99", st["ttft_ms"]["p99"], s.ttft_ms.p99, "ms", 1),
+             ("TPOT p50", st["tpot_ms"]["p50"], s.tpot_ms.p50, "ms", 2),
+             ("output", st["output_throughput_tok_s"], s.output_throughput_tok_s, "tok/s", 1),
+             ("req/s", st["request_throughput_rps"], s.request_throughput_rps, "", 2)]
+    numbers = "; ".join(f"{name} {_f(steady, digits)} (step {_f(whole, digits)})" + (f" {unit}" if unit else "")
+                        for name, steady, whole, unit, digits in pairs)
+    return [window, f"  steady state vs whole step: {numbers}"]
+
+
+def slice_table(s: StepSummary) -> Table | None:
+    """The step's time slices, one row each (None without ``--time-slice``)."""
+    block: dict[str, Any] | None = s.time_slices
+    if not block or not block.get("slices"):
+        return None
+    table = Table(title=f"  time slices of {block['slice_s']:g} s (requests by send time)", title_justify="left",
+                  show_edge=False)
+    for column in ("from s", "requests", "target", "concurrency", "send/s", "output tok/s", "TTFT p50 ms",
+                   "TTFT p99 ms", "TPOT p50 ms"):
+        table.add_column(column, justify="right")
+    for sl in block["slices"]:
+        table.add_row(_f(sl["start_s"], 2), str(sl["requests"]), _f(sl["target"], 2),
+                      _f(sl["achieved_concurrency"], 2), _f(sl["send_rate_rps"], 1),
+                      _f(sl["output_throughput_tok_s"]), _f(sl["ttft_ms"]["p50"]), _f(sl["ttft_ms"]["p99"]),
+                      _f(sl["tpot_ms"]["p50"], 2))
+    return table
