@@ -3,7 +3,8 @@
 Each line holds ``metadata`` (``credit_issued_ns``: when the request was due; ``request_start_ns`` and
 ``request_end_ns``: wall-clock nanoseconds) and ``metrics`` (``time_to_first_token``, ``inter_chunk_latency``:
 the gaps between content chunks, ``request_latency``, ``http_req_connection_overhead``, all ms;
-``output_token_count`` / ``output_sequence_length``, ``input_sequence_length``), or an ``error``. AIPerf's
+``usage_completion_tokens``, else ``output_token_count`` (AIPerf's own tokenizer), ``input_sequence_length``),
+or an ``error``. AIPerf's
 TTFT runs from ``request_start_ns``, before the connection was opened; tokometer's from when the request was
 sent, so the connection overhead is taken off (it becomes the record's ``connect_ns``). Tokens per chunk are
 not in the file (shared as `streamed_record` says). The version and AIPerf's own aggregates come from
@@ -30,7 +31,7 @@ from tokometer.imports.source import (
     read_bytes,
     streamed_record,
 )
-from tokometer.records import RequestRecord
+from tokometer.records import RequestRecord, TokenSource
 
 __all__ = ["TOOL", "looks_like_jsonl", "read"]
 
@@ -161,10 +162,15 @@ def _record(i: int, row: Mapping[str, Any], path: Path) -> RequestRecord:
     ttft_ms = as_float(_metric(metrics, "time_to_first_token"), path, f"{where}.time_to_first_token") or 0.0
     gaps = as_list(_metric(metrics, "inter_chunk_latency") or [], path, f"{where}.inter_chunk_latency")
     latency_ms = as_float(_metric(metrics, "request_latency"), path, f"{where}.request_latency") or 0.0
-    output = as_int(_metric(metrics, "output_token_count") or _metric(metrics, "output_sequence_length"), path,
-                    f"{where}.output_token_count") or 0
+    usage = as_int(_metric(metrics, "usage_completion_tokens"), path, f"{where}.usage_completion_tokens",
+                   optional=True)
+    counted = as_int(_metric(metrics, "output_token_count") or _metric(metrics, "output_sequence_length") or 0,
+                     path, f"{where}.output_token_count") or 0
+    source: TokenSource = "usage" if usage is not None else "tokenizer"
+    output = usage if usage is not None else counted
     connect = round(min(overhead_ms, ttft_ms) * 1e6)
     gaps_ns = [round((as_float(g, path, f"{where}.inter_chunk_latency") or 0.0) * 1e6) for g in gaps]
     return streamed_record(i, due_ns=min(due, start), connect_ns=connect, sent_ns=start + connect,
                            ttft_ns=round(ttft_ms * 1e6) - connect, gaps_ns=gaps_ns,
-                           end_ns=start + round(latency_ms * 1e6), output_tokens=output, input_tokens=inputs)
+                           end_ns=start + round(latency_ms * 1e6), output_tokens=output, input_tokens=inputs,
+                           output_source=source)

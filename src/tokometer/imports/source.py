@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tokometer.errors import ConfigError
-from tokometer.records import RequestRecord
+from tokometer.records import RequestRecord, TokenSource
 
 __all__ = ["MAX_IMPORT_BYTES", "MAX_NESTING", "ImportFormatError", "ImportedRun", "ImportedStep", "as_float",
            "as_int", "as_list", "as_map", "check_nesting", "read_bytes", "read_json", "seconds_ns",
@@ -177,7 +177,7 @@ def seconds_ns(seconds: float) -> int:
 
 def streamed_record(index: int, *, sent_ns: int, ttft_ns: int, gaps_ns: Sequence[int], end_ns: int,
                     output_tokens: int, input_tokens: int | None, due_ns: int = 0, connect_ns: int = 0,
-                    step: int = 0) -> RequestRecord:
+                    step: int = 0, output_source: TokenSource = "usage") -> RequestRecord:
     """A successful streamed request from a tool's stamps: sent, first chunk ``ttft_ns`` later, then one chunk
     after each gap of ``gaps_ns``. Tokens per chunk are not known: the first chunk is taken to carry one token
     and the others an equal share of the rest, which makes `tokometer.metrics.request.tpot_ns` exactly
@@ -192,5 +192,5 @@ def streamed_record(index: int, *, sent_ns: int, ttft_ns: int, gaps_ns: Sequence
                          event_tokens=[float(min(output_tokens, 1))] + [later] * len(gaps_ns),
                          chunk_count=len(stamps), input_tokens=input_tokens,
                          input_tokens_source="usage" if input_tokens is not None else None,
-                         output_tokens=output_tokens, output_tokens_source="usage", status=200,
+                         output_tokens=output_tokens, output_tokens_source=output_source, status=200,
                          finish_reason="unknown")
