@@ -63,7 +63,6 @@ class ImportedRun:
     steps: list[ImportedStep]
     api: str = "openai-chat"
     """The protocol the tool spoke, as ``bench --api`` names it: runs of several tools over one protocol compare."""
-    started_at: str | None = None
     tool_summary: dict[str, float] = field(default_factory=dict)
     """The tool's own headline numbers, as it computed them under its own definitions (of its first step):
     ``ttft_p50_ms``, ``tpot_p50_ms``, ``itl_p50_ms``, ``e2e_p50_ms``, ``chunk_gap_p50_ms``, ``output_tok_s``

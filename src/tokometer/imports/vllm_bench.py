@@ -89,17 +89,8 @@ def read(data: Any, path: Path) -> ImportedRun:
                        model=str(data.get("model_id") or ""), target=str(data.get("base_url") or "vllm bench serve"),
                        steps=[ImportedStep(load, records)],
                        api="openai-chat" if "chat" in str(data.get("endpoint_type") or "") else "openai-completions",
-                       started_at=_started(data.get("date")),
                        tool_summary=summary, agrees=("ttft", "tpot", "e2e"), not_recomputed=dict(NOT_RECOMPUTED),
                        differences=dict(DIFFERENCES))
-
-
-def _started(date: Any) -> str | None:
-    """vLLM's ``date`` (``20261201-183702``, local time) as ISO, or None."""
-    text = str(date or "")
-    if len(text) == 15 and text[8] == "-" and (text[:8] + text[9:]).isdigit():
-        return f"{text[:4]}-{text[4:6]}-{text[6:8]}T{text[9:11]}:{text[11:13]}:{text[13:15]}"
-    return None
 
 
 def _record(i: int, row: Mapping[str, Any], path: Path) -> RequestRecord:
