@@ -103,5 +103,12 @@ def test_wrong_types_inside_a_real_file(tmp_path: Path) -> None:
     _refused(tmp_path, GUIDELLM, bad, says="latencies[3] should be a non-negative number")
 
 
+def test_a_vllm_result_without_its_requests(tmp_path: Path) -> None:
+    data = {k: v for k, v in json.loads(VLLM.read_text()).items() if not isinstance(v, list)}
+    summary_only = tmp_path / "vllm.json"
+    summary_only.write_text(json.dumps(data))
+    _refused(tmp_path, summary_only, says="saved without --save-detailed")
+
+
 def test_a_missing_file(tmp_path: Path) -> None:
     _refused(tmp_path, tmp_path / "nowhere.json", says="cannot read")

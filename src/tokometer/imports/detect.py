@@ -27,6 +27,9 @@ def read_import(path: Path) -> ImportedRun:
         return vllm_bench.read(data, path)
     if guidellm.looks_like(data):
         return guidellm.read(data, path)
+    if isinstance(data, dict) and "mean_ttft_ms" in data and "completed" in data:
+        raise ImportFormatError(f"{path}: a vllm bench serve result saved without --save-detailed: it holds no "
+                                "per-request data to recompute from (run it again with --save-detailed)")
     raise ImportFormatError(f"{path}: not a result tokometer can import: it reads vllm bench serve JSON "
                             "saved with --save-detailed, GuideLLM's benchmarks JSON and AIPerf's "
                             "profile_export.jsonl")
