@@ -34,7 +34,7 @@ def command(files: tuple[Path, ...], store: str | None) -> None:
 
     \b
       tokometer import vllm-result.json            # vllm bench serve --save-result --save-detailed
-      tokometer import benchmarks.json             # guidellm benchmark --output-path benchmarks.json
+      tokometer import guidellm.json               # guidellm run --output kind=json,path=guidellm.json
       tokometer import artifacts/*/profile_export.jsonl   # aiperf profile
       tokometer compare 12 13                      # then as any two runs
     """
