@@ -17,6 +17,7 @@ PUBLIC = {
     "tokometer.benchmark": [],
     "tokometer.load": [],
     "tokometer.report": [],
+    "tokometer.imports": ["ImportFormatError", "ImportedRun", "TOOLS", "read_import", "save_import"],
     "tokometer.metrics": ["DEFINITIONS", "PERCENTILES", "SLO", "Distribution", "StepSummary", "summarize"],
     "tokometer.datasets": ["FixedSource", "JsonlSource", "Message", "Prompt", "PromptSource", "ShareGPTSource",
                            "SyntheticSource", "load_source_file"],

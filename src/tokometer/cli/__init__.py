@@ -27,6 +27,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("tokometer.cli.compare", "Compare two saved runs: a noise-aware regression gate (exit 1)."),
     "count": ("tokometer.cli.count", "Count tokens with the model's own tokenizer; budgets and cost."),
     "doctor": ("tokometer.cli.doctor", "Why is a server slow or failing: checks, each a finding with a fix."),
+    "import": ("tokometer.cli.imports", "Import vllm bench serve, GuideLLM and AIPerf results as runs, recomputed."),
     "gateway": ("tokometer.cli.gateway", "OpenAI-compatible gateway: fallback, cache, budgets, keys, metrics."),
     "estimate": ("tokometer.cli.estimate", "Roofline limits of a deployment, and the efficiency of a measured run."),
     "quality": ("tokometer.cli.quality", "Same prompts to two endpoints: agreement, accuracy and speed, a verdict."),

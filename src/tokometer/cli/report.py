@@ -46,11 +46,12 @@ def _bench_file(path: Path) -> StoredRun:
 @click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=True), default=None,
               help="Write the report here (required for html; md is printed without it).")
-@click.option("--format", "fmt", type=click.Choice(["html", "md", "csv", "json"]), default="html",
+@click.option("--format", "fmt", type=click.Choice(["html", "md", "csv", "json", "llmd"]), default="html",
               show_default=True,
               help="html: one offline page with interactive charts; md: headline numbers and tables for a "
                    "pull-request comment; csv: one row per step, as bench --csv; json: the run as bench --json "
-                   "writes it (csv and json: one run, an id or a bench --json file).")
+                   "writes it; llmd: llm-d's Benchmark Report v0.1, one per step (csv, json and llmd: one run, an "
+                   "id or a bench --json file).")
 @click.option("--title", default=None, help="The report's title [default: 'tokometer report: run N'].")
 def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: str, title: str | None) -> None:
     """Report saved runs (ids, or baseline:NAME as 'runs --tag' names it): one run, or several overlaid.
@@ -61,6 +62,7 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
       tokometer report 7 --format md                # markdown on stdout
       tokometer report 7 --format csv -o run7.csv   # one row per step
       tokometer report result.json --format csv     # a bench --json file
+      tokometer report 7 --format llmd -o run7.json # llm-d's Benchmark Report
     """
     from tokometer.atomicfile import write_atomic
     from tokometer.cli.options import check_output_path
@@ -76,7 +78,7 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
 
         require_plotly()
     check_output_path(output, "--output", "report.html" if fmt == "html" else f"report.{fmt}")
-    if fmt in ("csv", "json"):
+    if fmt in ("csv", "json", "llmd"):
         _write_table(runs, store, output, fmt)
         return
     if files := [ref for ref in runs if ref.endswith(".json")]:
@@ -137,6 +139,10 @@ def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, 
         from tokometer.report.csv_out import csv_text
 
         text = csv_text(run)
+    elif fmt == "llmd":
+        from tokometer.report.llmd import llmd_reports
+
+        text = json.dumps(llmd_reports(run), indent=2) + "\n"
     else:
         from tokometer.report.json_out import run_json
 

@@ -1,0 +1,35 @@
+"""Which tool wrote a file: `read_import` reads any of them, found by shape, into an `ImportedRun`.
+
+A JSON document with vLLM's per-request lists is ``vllm bench serve``'s; one with GuideLLM's
+``benchmarks`` list is GuideLLM's report; a file of JSON lines whose records carry AIPerf's ``metadata`` and
+``metrics`` is AIPerf's ``profile_export.jsonl``. Anything else is refused, in one line, naming the formats.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokometer.imports import aiperf, guidellm, vllm_bench
+from tokometer.imports.source import ImportedRun, ImportFormatError, read_bytes, read_json
+
+__all__ = ["TOOLS", "read_import"]
+
+TOOLS = (vllm_bench.TOOL, guidellm.TOOL, aiperf.TOOL)
+
+
+def read_import(path: Path) -> ImportedRun:
+    """The run in ``path``, whichever tool wrote it; ImportFormatError (one line) otherwise."""
+    raw = read_bytes(path)
+    if aiperf.looks_like_jsonl(raw):
+        return aiperf.read(raw, path)
+    data = read_json(path, raw)
+    if vllm_bench.looks_like(data):
+        return vllm_bench.read(data, path)
+    if guidellm.looks_like(data):
+        return guidellm.read(data, path)
+    if isinstance(data, dict) and "mean_ttft_ms" in data and "completed" in data:
+        raise ImportFormatError(f"{path}: a vllm bench serve result saved without --save-detailed: it holds no "
+                                "per-request data to recompute from (run it again with --save-detailed)")
+    raise ImportFormatError(f"{path}: not a result tokometer can import: it reads vllm bench serve JSON "
+                            "saved with --save-detailed, GuideLLM's benchmarks JSON and AIPerf's "
+                            "profile_export.jsonl")

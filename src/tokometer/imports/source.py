@@ -1,0 +1,195 @@
+"""`ImportedRun`: another tool's result read into tokometer's records, and the guarded file reader.
+
+A reader (one module per tool: `vllm_bench`, `guidellm`, `aiperf`) turns the tool's per-request data into
+`RequestRecord` s, so every metric of the imported run comes from `tokometer.metrics` — the same definitions
+as a run tokometer measured itself. What the tool's data cannot give (per-chunk stamps, token counts per
+chunk, when a request was due) is said in ``not_recomputed``; where tokometer's definition differs from the
+tool's, ``differences`` says how (docs/reference/tool-definitions.md). The tool's own headline numbers are
+kept beside, in ``tool_summary``, for the user to set against the recomputed ones.
+
+Files are untrusted: `read_json` reads at most `MAX_IMPORT_BYTES`, refuses nesting deeper than
+`MAX_NESTING`, and every reader raises `ImportFormatError` (a `ConfigError`: one line, exit status 2) for
+a value of the wrong type instead of failing somewhere later.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from tokometer.errors import ConfigError
+from tokometer.records import RequestRecord, TokenSource
+
+__all__ = ["MAX_IMPORT_BYTES", "MAX_NESTING", "ImportFormatError", "ImportedRun", "ImportedStep", "as_float",
+           "as_int", "as_list", "as_map", "check_nesting", "read_bytes", "read_json", "seconds_ns",
+           "streamed_record"]
+
+MAX_IMPORT_BYTES: Final = 256 * 1024 * 1024
+"""The largest file imported (a vLLM ``--save-detailed`` result of 10,000 requests is ~60 MiB)."""
+MAX_NESTING: Final = 32
+"""The deepest nesting of JSON arrays and objects accepted (the tools' files nest at most ~8 deep)."""
+MAX_REQUESTS: Final = 1_000_000
+"""The most per-request records one file may hold."""
+
+
+class ImportFormatError(ConfigError):
+    """A file that is not, or not quite, what the tool writes: named, with the first thing wrong."""
+
+
+@dataclass
+class ImportedStep:
+    """One load point of the tool's run: its ``load`` entry and its requests."""
+
+    load: dict[str, Any]
+    """The step's ``load`` entry (`tokometer.load.profiles.LoadStep.label`'s shape where the tool said)."""
+    records: list[RequestRecord]
+
+
+@dataclass
+class ImportedRun:
+    """One run of another tool, as tokometer records plus what the tool itself said."""
+
+    tool: str
+    """``vllm-bench-serve``, ``guidellm`` or ``aiperf``."""
+    tool_version: str | None
+    source: str
+    """The file it was read from."""
+    model: str
+    target: str
+    steps: list[ImportedStep]
+    api: str = "openai-chat"
+    """The protocol the tool spoke, as ``bench --api`` names it: runs of several tools over one protocol compare."""
+    tool_summary: dict[str, float] = field(default_factory=dict)
+    """The tool's own headline numbers, as it computed them under its own definitions (of its first step):
+    ``ttft_p50_ms``, ``tpot_p50_ms``, ``itl_p50_ms``, ``e2e_p50_ms``, ``chunk_gap_p50_ms``, ``output_tok_s``
+    where the tool reports them — each the tool's metric of that name, not necessarily tokometer's."""
+    agrees: tuple[str, ...] = ()
+    """The metrics (``ttft``, ``tpot``, ``itl``, ``chunk_gap``, ``e2e``) whose ``tool_summary`` value is defined
+    as tokometer's, so the two should match; every other one is the tool's own definition."""
+    not_recomputed: dict[str, str] = field(default_factory=dict)
+    """Metric -> why the tool's per-request data does not allow tokometer's definition of it."""
+    differences: dict[str, str] = field(default_factory=dict)
+    """Metric -> how the tool's definition differs from tokometer's (the recomputed value is tokometer's)."""
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        """Every step's records, in step order."""
+        return [r for step in self.steps for r in step.records]
+
+    def provenance(self) -> dict[str, Any]:
+        """What is saved with the run (its ``spec.import``): the tool, its version and what was not redone."""
+        return {"tool": self.tool, "tool_version": self.tool_version, "source": self.source,
+                "tool_summary": self.tool_summary, "agrees": list(self.agrees), "not_recomputed": self.not_recomputed,
+                "differences": self.differences}
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, at most `MAX_IMPORT_BYTES`; ImportFormatError naming it otherwise."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_IMPORT_BYTES + 1)
+    except OSError as exc:
+        raise ImportFormatError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_IMPORT_BYTES:
+        raise ImportFormatError(f"{path} is larger than {MAX_IMPORT_BYTES // 2**20} MiB: not imported")
+    return raw
+
+
+def read_json(path: Path, raw: bytes | None = None) -> Any:
+    """One JSON document from ``path`` (or its ``raw`` bytes), size- and nesting-checked."""
+    raw = read_bytes(path) if raw is None else raw
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise ImportFormatError(f"{path}: nested deeper than {MAX_NESTING} levels: not imported") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ImportFormatError(f"{path}: not JSON ({exc})") from None
+    check_nesting(data, path)
+    return data
+
+
+def check_nesting(data: Any, path: Path | str) -> None:
+    """ImportFormatError when ``data`` nests arrays/objects deeper than `MAX_NESTING` (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, Mapping):
+            children: Sequence[Any] | Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > MAX_NESTING:
+            raise ImportFormatError(f"{path}: nested deeper than {MAX_NESTING} levels: not imported")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _where(path: Path | str, key: str) -> str:
+    return f"{path}: {key}"
+
+
+def as_map(value: Any, path: Path | str, key: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ImportFormatError(f"{_where(path, key)} should be an object, not {type(value).__name__}")
+    return value
+
+
+def as_list(value: Any, path: Path | str, key: str, *, length: int | None = None) -> list[Any]:
+    if not isinstance(value, list):
+        raise ImportFormatError(f"{_where(path, key)} should be a list, not {type(value).__name__}")
+    if len(value) > MAX_REQUESTS:
+        raise ImportFormatError(f"{_where(path, key)} holds more than {MAX_REQUESTS:,} entries: not imported")
+    if length is not None and len(value) != length:
+        raise ImportFormatError(f"{_where(path, key)} has {len(value)} entries, not {length} like the others")
+    return value
+
+
+def as_float(value: Any, path: Path | str, key: str, *, optional: bool = False) -> float | None:
+    """A finite, non-negative number (None when ``optional`` and absent)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ImportFormatError(f"{_where(path, key)} should be a non-negative number, not {value!r:.60}")
+    return float(value)
+
+
+def as_int(value: Any, path: Path | str, key: str, *, optional: bool = False) -> int | None:
+    """A non-negative whole number (None when ``optional`` and absent); an int is kept exact (ns stamps)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    number = as_float(value, path, key, optional=optional)
+    if number is None:
+        return None
+    if number != int(number):
+        raise ImportFormatError(f"{_where(path, key)} should be a whole number, not {value!r:.60}")
+    return int(number)
+
+
+def seconds_ns(seconds: float) -> int:
+    """Seconds (a tool's float stamp or duration) as whole nanoseconds."""
+    return round(seconds * 1e9)
+
+
+def streamed_record(index: int, *, sent_ns: int, ttft_ns: int, gaps_ns: Sequence[int], end_ns: int,
+                    output_tokens: int, input_tokens: int | None, due_ns: int = 0, connect_ns: int = 0,
+                    step: int = 0, output_source: TokenSource = "usage") -> RequestRecord:
+    """A successful streamed request from a tool's stamps: sent, first chunk ``ttft_ns`` later, then one chunk
+    after each gap of ``gaps_ns``. Tokens per chunk are not known: the first chunk is taken to carry one token
+    and the others an equal share of the rest, which makes `tokometer.metrics.request.tpot_ns` exactly
+    ``(last - first) / (output_tokens - 1)``."""
+    stamps = [sent_ns + ttft_ns]
+    for gap in gaps_ns:
+        stamps.append(stamps[-1] + gap)
+    later = (output_tokens - 1) / len(gaps_ns) if gaps_ns and output_tokens > 1 else 0.0
+    return RequestRecord(index=index, step=step, due_ns=due_ns or sent_ns, connect_ns=connect_ns, sent_ns=sent_ns,
+                         first_byte_ns=stamps[0], first_token_ns=stamps[0], last_token_ns=stamps[-1],
+                         end_ns=max(end_ns, stamps[-1]), event_ns=stamps,
+                         event_tokens=[float(min(output_tokens, 1))] + [later] * len(gaps_ns),
+                         chunk_count=len(stamps), input_tokens=input_tokens,
+                         input_tokens_source="usage" if input_tokens is not None else None,
+                         output_tokens=output_tokens, output_tokens_source=output_source, status=200,
+                         finish_reason="unknown")
