@@ -124,8 +124,12 @@ def headline(run: Mapping[str, Any]) -> list[str]:
     completed = sum(int(s.get("requests_completed") or 0) for _, s in done)
     lines.append(f"Requests: {completed:,} completed, {failed:,} failed.")
     troubled = [step["label"] for step in steps if (step["health"] or {}).get("saturated")]
-    lines.append(f"The client could not keep up at {', '.join(troubled)}: those steps measure the client."
-                 if troubled else "The client kept up at every step.")
+    checked = [step for step in steps if step["health"]]  # an imported run has no self-check of the client
+    if troubled:
+        lines.append(f"The client could not keep up at {', '.join(troubled)}: those steps measure the client.")
+    elif checked:
+        lines.append("The client kept up at every step." if len(checked) == len(steps) else
+                     f"The client kept up at the {len(checked)} of {len(steps)} steps it checked itself in.")
     noted = [(step["label"], step["health"]["note"]) for step in steps if (step["health"] or {}).get("note")]
     if noted:
         lines.append(f"Self-check notes at {', '.join(label for label, _ in noted)}; at {noted[0][0]}: "
