@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +197,14 @@ def test_each_step_ramps_to_its_own_load() -> None:
 
     steps = sweep_steps(BenchSpec(url=URL, rate=[4.0, 8.0], ramp="exponential", ramp_from=1, ramp_time_s=10))
     assert [(s.ramp.start, s.ramp.end) for s in steps if s.ramp] == [(1.0, 4.0), (1.0, 8.0)]
+
+
+def test_a_duration_step_makes_the_prompts_it_can_send_not_8192() -> None:
+    from tokometer.benchmark.prepare import prompts_per_step
+
+    timed = {"url": URL, "duration_s": 2.0, "warmup": 2}
+    assert prompts_per_step(BenchSpec(**timed, rate=[20.0]), 8192, 0.01) == 2 + math.ceil(50 + 4 * 40**0.5 + 8)
+    # 4 slots, each at most one request per 10 ms (the check's 1-token answer) for 2 s: 4 x 201
+    assert prompts_per_step(BenchSpec(**timed, concurrency=[4]), 8192, 0.01) == 2 + 804
+    assert prompts_per_step(BenchSpec(**timed, concurrency=[64]), 8192, None) == 2 + 8192  # no check: the cap
+    assert prompts_per_step(BenchSpec(url=URL, requests=30, warmup=2), 8192, 0.01) == 32

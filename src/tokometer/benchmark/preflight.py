@@ -98,8 +98,9 @@ def _waiting(spec: BenchSpec, record: RequestRecord) -> str:
             f"--timeout {spec.request_timeout_s:g}s)")
 
 
-async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[str]) -> None:
-    """Send one 1-token request as the run will; raise EndpointError for what no run could survive."""
+async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[str]) -> float | None:
+    """Send one 1-token request as the run will; raise EndpointError for what no run could survive. Returns how
+    long the answer took (seconds; None when it failed): no request of the run can be much quicker."""
     target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
     params = GenerationParams(model=model, max_tokens=1, temperature=spec.temperature, seed=spec.seed_value,
                               include_usage=spec.include_usage)
@@ -135,3 +136,6 @@ async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[st
             raise EndpointError(f"--input-tokens {spec.input_tokens} + --output-tokens {spec.output_tokens} = "
                                 f"{wanted:,} tokens, more than the server's context of {context[0]:,} "
                                 f"({context[1]}): lower them, or give the server a bigger context")
+    if error is None and record.end_ns and record.sent_ns:
+        return (record.end_ns - record.sent_ns) / 1e9
+    return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -59,9 +60,9 @@ class Prepared:
         return items[start:] + items[:start]
 
 
-async def _check_endpoint(spec: BenchSpec, warnings: list[str]) -> str:
-    """Connect once, pick the model, send the check request (`preflight`); return the model.
-    Raises EndpointError if nothing answers or no run could work."""
+async def _check_endpoint(spec: BenchSpec, warnings: list[str]) -> tuple[str, float | None]:
+    """Connect once, pick the model, send the check request (`preflight`); return the model and how long the
+    check's 1-token answer took (None without one). Raises EndpointError if nothing answers or no run could work."""
     key_headers = create_backend(spec.api).auth_headers(spec.api_key) if spec.api_key else {}
     headers = {**spec.headers, **key_headers}  # the protocol's own key header (Anthropic: x-api-key)
     probe = Probe(headers, spec.tls(), spec.connect_timeout_s)
@@ -76,9 +77,31 @@ async def _check_endpoint(spec: BenchSpec, warnings: list[str]) -> str:
         raise EndpointError(f"{spec.url} does not answer HTTP ({exc}); check the URL and that the server is up") \
             from None
     model = spec.model or await _model(spec, probe)
-    if spec.check:
-        await preflight(spec, model, probe, warnings)
-    return model
+    quickest = await preflight(spec, model, probe, warnings) if spec.check else None
+    return model, quickest
+
+
+_QUICKEST_FLOOR_S = 0.001
+"""No request is taken to be quicker than this, whatever the check request took."""
+
+
+def prompts_per_step(spec: BenchSpec, unique: int, quickest_s: float | None) -> int:
+    """How many synthetic prompts one step can use, made before timing starts (at most ``unique``, warm-up
+    included): ``-n`` when given; for a ``--duration`` step a bound on what it can send, so a 2 s step does not
+    first make 8,192 exact prompts through a server's /tokenize. Under a rate: the Poisson count over the
+    duration plus four standard deviations; under concurrency: every slot sending back to back at the speed
+    of the check request's 1-token answer (no real request is quicker). A step that needs more makes them
+    as it goes (`SyntheticSource.prompts`)."""
+    if spec.requests is not None or spec.duration_s is None or spec.find_max is not None:
+        return min(spec.requests or unique, unique) + spec.warmup
+    d = spec.duration_s
+    if spec.rate:
+        expected = max(spec.rate) * d
+        bound = 1.25 * expected + 4 * math.sqrt(expected) + 8  # 25 %: arrivals burstier than Poisson
+    else:
+        slots = max(spec.concurrency or [1])
+        bound = slots * (d / max(quickest_s or _QUICKEST_FLOOR_S, _QUICKEST_FLOOR_S) + 1)
+    return min(math.ceil(bound), unique) + spec.warmup
 
 
 async def _model(spec: BenchSpec, probe: Probe) -> str:
@@ -145,7 +168,7 @@ def _source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -
 async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
     """Check the endpoint, pick the model and tokenizer, make the prompts."""
     warnings: list[str] = []
-    model = await _check_endpoint(spec, warnings)
+    model, quickest = await _check_endpoint(spec, warnings)
     spec_for_tok = spec.model_copy(update={"model": model})
     if spec.url.startswith("https://") and spec.tls().warning:
         warnings.append(f"{spec.tls().warning} (--insecure)")
@@ -168,7 +191,7 @@ async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
     elif isinstance(source, SyntheticSource) and sessions is None:
         # Every request of the run gets a prompt of its own (up to the source's limit), so no
         # step is sped up by a prefix cache holding an earlier step's prompts.
-        per_step = (spec.requests or source.unique) + spec.warmup
+        per_step = prompts_per_step(spec, source.unique, quickest)
         stop = threading.Event()
         try:
             await asyncio.to_thread(source.prepare, per_step * n_steps, stop)
