@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
+from tokometer.gateway.clientapi import error_body as client_error_body
+from tokometer.gateway.clientapi import writer_for
 from tokometer.gateway.clientstream import ClientStream
 from tokometer.gateway.openai_format import MAX_KEPT_CHARS, Answer, whole
 from tokometer.gateway.outcome import Measurement, RelayContext, RelayOutcome
@@ -38,11 +40,14 @@ from tokometer.gateway.router import AllUpstreamsFailed, Opened, Router, all_fai
 from tokometer.gateway.segments import SegmentPolicy, SegmentState
 from tokometer.gateway.upstream import UpstreamError, UpstreamEvent
 from tokometer.wire.base import ParsedEvent
-from tokometer.wire.openai import DONE, ChunkWriter, error_body, error_event
+from tokometer.wire.chat_tools import tool_call_deltas
+from tokometer.wire.framing import sse_payload
+from tokometer.wire.openai import DONE, error_body, error_event
 
 if TYPE_CHECKING:
     from tokometer.backends.assemble import StreamAssembly
     from tokometer.gateway.metrics import GatewayMetrics
+    from tokometer.wire.stream_writer import StreamWriter
 
 __all__ = ["Relay", "RelayContext", "RelayOutcome"]
 
@@ -66,7 +71,9 @@ class Relay:
         self.error: str | None = None
         self._assembly: StreamAssembly | None = None  # the measurement's, once an upstream answers
         self._first: Opened | None = None  # the answer's first segment (continuations and resumes follow)
-        self._writer: ChunkWriter | None = None
+        self._writer: StreamWriter | None = None
+        """Writes the client's events when the gateway does not relay an OpenAI upstream's bytes to an OpenAI
+        client: a translated upstream, a non-streamed answer, an Anthropic or Responses client, a resume."""
         self._sent_role = False
         self._events = 0
         self._put: Callable[[bytes], None] = _no_client  # the client stream's `put`, once there is one
@@ -119,8 +126,8 @@ class Relay:
         self.answer.model = served
         assembly = self._assembly = self.measure.start(opened.call.backend, opened.call.sent_ns)
         client.content = assembly.content
-        if not opened.upstream.openai or not ctx.stream:
-            self._writer = ChunkWriter(ctx.endpoint == "chat", served)
+        if ctx.api != "openai" or not opened.upstream.openai or not ctx.stream:
+            self._writer = self._new_writer(served)
         elif opened.buffered:
             self._first_raw = opened.buffered[-1].raw  # the first content event (or the whole empty answer)
         if ctx.stream:
@@ -160,7 +167,8 @@ class Relay:
                 if resumed is None:
                     self._give_up(opened, failure)
                     if ctx.stream and not client.gone:
-                        await client.write(error_event(self.error or failure.detail))
+                        message = self.error or failure.detail
+                        await client.write(self._writer.error(message) if self._writer else error_event(message))
                     break
                 opened = self.opened = resumed
                 continue
@@ -257,15 +265,31 @@ class Relay:
             answer.finish_reason = p.finish_reason
         if p.error is not None:
             self.error = f"server_error_event: {p.error}"
+        writer = self._writer
+        if not p.has_content and _TOOL_CALL in event.raw:  # a tool call: the answer, though it carries no text
+            self.answer.has_tool_calls = True  # (not cached: the cache keeps text)
+            if writer is not None:
+                self._tool_calls(writer, event.raw)
         if not self.ctx.stream:
             return
-        if self._writer is None:  # an OpenAI upstream: relay its bytes
+        if writer is None:  # an OpenAI upstream and client: relay its bytes
             self._relay_openai(event, p)
         elif p.has_content:
-            if not self._sent_role:
-                self._sent_role = True
-                self._put(self._writer.role())
-            self._put(self._writer.content(p.text, p.reasoning))
+            self._put(writer.content(p.text, p.reasoning))
+
+    def _tool_calls(self, writer: StreamWriter, raw: bytes) -> None:
+        """An OpenAI chat event's tool-call deltas, kept (for a non-streamed answer) and translated into the
+        client's protocol (an OpenAI client of an OpenAI upstream gets the event as it is: `_relay_openai`)."""
+        answer, stream = self.answer, self.ctx.stream
+        for delta in tool_call_deltas(sse_payload(raw) or b""):
+            answer.tool_calls.add(delta)
+            if stream:
+                self._put(writer.tool_call(delta))
+
+    def _new_writer(self, model: str, ident: str | None = None, created: int | None = None) -> StreamWriter:
+        ctx = self.ctx
+        return writer_for(ctx.api, ctx.endpoint == "chat", model, ctx.include_usage, ctx.prompt_tokens,
+                          ctx.requested_max_tokens, ident, created, opened=self._sent_role)
 
     def _relay_openai(self, event: UpstreamEvent, p: ParsedEvent) -> None:
         if p.has_content:
@@ -299,7 +323,7 @@ class Relay:
         self.answer.finish_reason = None
         if self._writer is None:
             ident, created, model = stream_identity(self._first_raw or b"")
-            self._writer = ChunkWriter(ctx.endpoint == "chat", model or self.answer.model, ident, created)
+            self._writer = self._new_writer(model or self.answer.model, ident, created)
         return carry_on_body(ctx.body, ctx.endpoint, self.answer.text, left)
 
     async def _finish_stream(self) -> None:
@@ -324,12 +348,12 @@ class Relay:
         client.batch = []  # the ending goes in one write with the response's last chunk (`end`)
         write = client.write
         if self._writer is not None:  # translated: write the ending ourselves
-            if not self.error:
-                await write(self._writer.finish(answer.finish_reason or "stop"))
-                if ctx.include_usage:
-                    await write(self._writer.usage(self.measure.prompt_tokens() or ctx.prompt_tokens or 0,
-                                                   self.measure.output_tokens()))
-            await write(DONE)
+            if self.error:
+                await write(self._writer.abort(self.error))
+            else:
+                await write(self._writer.ending(answer.finish_reason or "stop",
+                                                self.measure.prompt_tokens() or ctx.prompt_tokens or 0,
+                                                self.measure.output_tokens()))
         else:
             for raw in self._held:
                 await write(raw)
@@ -355,10 +379,13 @@ class Relay:
         assert client is not None
         self.error = self.error or str(body.get("error", {}).get("message", ""))[:300]
         if client.sent_head:
-            await client.write(b"data: " + orjson.dumps(body) + b"\n\n")
+            if self._writer is not None and self.ctx.api != "openai":
+                await client.write(self._writer.error(self.error))
+            else:
+                await client.write(b"data: " + orjson.dumps(body) + b"\n\n")
             await client.end()
             return
-        await client.json(status, body, self._headers())
+        await client.json(status, client_error_body(self.ctx.api, status, body), self._headers())
 
 
 _TOOL_CALL = b'"tool_calls"'
