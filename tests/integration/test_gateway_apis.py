@@ -24,6 +24,7 @@ import pytest
 
 from tests.conftest import SimServer, start_gateway
 from tests.helpers import bench
+from tests.integration.gateway_streams import metrics
 from tokometer.gateway.auth import hash_key
 
 MS = 1e6
@@ -142,6 +143,11 @@ def test_anthropic_client_in_front_of_an_openai_chat_upstream(sim_factory: Calla
     assert summary.requests_failed == 0, summary.error_examples
     assert summary.output_tokens_total == 6 * 16 and summary.output_tokens_source == {"usage": 6}
     assert summary.ttft_ms.p50 == pytest.approx(40.0, abs=15.0)
+    values = metrics(gw.root)
+    labels = '{route="m",upstream="sim"}'
+    assert values[f"gen_ai_server_time_to_first_token_seconds_count{labels}"] == 7
+    assert values[f"gen_ai_server_time_per_output_token_seconds_count{labels}"] == 7
+    assert values['tokometer_gateway_tokens_total{route="m",type="output",upstream="sim"}'] == 12 + 6 * 16
     gw.stop()
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(lines) == 7 and all(line["status"] == 200 and line["ttft_ms"] >= 40 for line in lines)
@@ -266,6 +272,29 @@ def test_fallback_resume_budget_and_cache_on_messages(sim_factory: Callable[...,
     assert lines[0]["fallback"] and lines[0]["upstream"] == "backup" and lines[0]["ttft_ms"] is not None
     assert lines[1]["resumes"] == 1 and lines[1]["served_by"] == ["breaking", "backup"]
     assert lines[2]["cache_hit"] and lines[3]["cache_hit"]
+
+
+@pytest.mark.parametrize("api", ["anthropic-messages", "openai-responses"])
+def test_a_late_primary_is_hedged_for_messages_and_responses(sim_factory: Callable[..., SimServer],
+                                                             gateway_factory: Callable[[str], SimServer],
+                                                             api: str) -> None:
+    primary = sim_factory("--ttft-ms", "3000", "--itl-ms", "1")
+    backup = sim_factory("--ttft-ms", "20", "--itl-ms", "1")
+    gw = gateway_factory(_upstream("primary", primary.openai_url, extra="retries = 0")
+                         + _upstream("backup", backup.openai_url)
+                         + _route("primary", "backup", extra='hedge_after = "150ms"') + "[cache]\nenabled = false\n")
+    started = time.perf_counter()
+    if api == "anthropic-messages":
+        response, events = _stream(gw.root + "/v1/messages", _messages_body("hedge me", 6))
+        text = _anthropic_text(events)
+    else:
+        response, events = _stream(gw.root + "/v1/responses", {"model": "m", "input": "hedge me",
+                                                                "max_output_tokens": 6})
+        text = "".join(d["delta"] for name, d in events if name == "response.output_text.delta")
+    assert time.perf_counter() - started < 1.5  # long before the primary's 3 s first token
+    assert response.headers["x-tokometer-upstream"] == "backup" and response.headers["x-tokometer-hedge"] == "hedge"
+    assert len(text.split()) == 6
+    assert metrics(gw.root)['tokometer_gateway_hedges_total{outcome="hedge",route="m"}'] == 1
 
 
 def test_errors_are_answered_in_the_clients_shape(sim_factory: Callable[..., SimServer],
