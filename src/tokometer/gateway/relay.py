@@ -351,9 +351,12 @@ class Relay:
             if self.error:
                 await write(self._writer.abort(self.error))
             else:
+                final = self._assembly.final if self._assembly is not None and self.measure.segments == 1 else None
                 await write(self._writer.ending(answer.finish_reason or "stop",
                                                 self.measure.prompt_tokens() or ctx.prompt_tokens or 0,
-                                                self.measure.output_tokens()))
+                                                self.measure.output_tokens(),
+                                                final.reasoning_tokens if final is not None else None,
+                                                final.cached_prompt_tokens if final is not None else None))
         else:
             for raw in self._held:
                 await write(raw)

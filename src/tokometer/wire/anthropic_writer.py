@@ -101,11 +101,14 @@ class AnthropicStreamWriter:
             out.append(self._delta({"type": "input_json_delta", "partial_json": delta.arguments}))
         return b"".join(out)
 
-    def ending(self, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> bytes:
+    def ending(self, finish_reason: str, prompt_tokens: int, completion_tokens: int,
+               reasoning_tokens: int | None = None, cached_tokens: int | None = None) -> bytes:
         out = self._start() + self._close()
         delta = {"stop_reason": stop_reason(finish_reason, self.tools), "stop_sequence": None}
-        out += anthropic_event({"type": "message_delta", "delta": delta,
-                                "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens}})
+        usage = {"input_tokens": prompt_tokens - (cached_tokens or 0), "output_tokens": completion_tokens}
+        if cached_tokens is not None:  # Anthropic counts the prompt as its fresh and cache-read parts
+            usage["cache_read_input_tokens"] = cached_tokens
+        out += anthropic_event({"type": "message_delta", "delta": delta, "usage": usage})
         return out + anthropic_event({"type": "message_stop"})
 
     def error(self, message: str) -> bytes:

@@ -169,16 +169,22 @@ class ResponsesStreamWriter:
                                    output_index=len(self._items) - 1, delta=delta.arguments))
         return b"".join(out)
 
-    def _usage(self, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-        return {"input_tokens": prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens": completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": prompt_tokens + completion_tokens}
+    def _usage(self, prompt_tokens: int, completion_tokens: int, reasoning_tokens: int | None = None,
+               cached_tokens: int | None = None) -> dict[str, Any]:
+        usage: dict[str, Any] = {"input_tokens": prompt_tokens, "output_tokens": completion_tokens,
+                                 "total_tokens": prompt_tokens + completion_tokens}
+        if cached_tokens is not None:  # the details only where the upstream said
+            usage["input_tokens_details"] = {"cached_tokens": cached_tokens}
+        if reasoning_tokens is not None:
+            usage["output_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+        return usage
 
-    def ending(self, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> bytes:
+    def ending(self, finish_reason: str, prompt_tokens: int, completion_tokens: int,
+               reasoning_tokens: int | None = None, cached_tokens: int | None = None) -> bytes:
         out = self._start() + self._close()
         incomplete = finish_reason == "length"
         response = self._response("incomplete" if incomplete else "completed",
-                                  self._usage(prompt_tokens, completion_tokens))
+                                  self._usage(prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens))
         return out + self._event("response.incomplete" if incomplete else "response.completed", response=response)
 
     def error(self, message: str) -> bytes:

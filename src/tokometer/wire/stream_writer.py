@@ -30,8 +30,10 @@ class StreamWriter(Protocol):
     def tool_call(self, delta: ToolCallDelta) -> bytes:
         """A piece of a tool call."""
 
-    def ending(self, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> bytes:
-        """The answer's end: its finish reason and usage, and the stream's last event."""
+    def ending(self, finish_reason: str, prompt_tokens: int, completion_tokens: int,
+               reasoning_tokens: int | None = None, cached_tokens: int | None = None) -> bytes:
+        """The answer's end: its finish reason and usage (the reasoning and cached prompt tokens where the
+        upstream said), and the stream's last event."""
 
     def error(self, message: str) -> bytes:
         """An error inside a stream that has started."""
@@ -79,10 +81,11 @@ class OpenAIStreamWriter:
     def _reason(self, finish_reason: str) -> str:
         return "tool_calls" if self.tools and finish_reason == "stop" else finish_reason
 
-    def ending(self, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> bytes:
+    def ending(self, finish_reason: str, prompt_tokens: int, completion_tokens: int,
+               reasoning_tokens: int | None = None, cached_tokens: int | None = None) -> bytes:
         out = self.chunks.finish(self._reason(finish_reason))
         if self.include_usage:
-            out += self.chunks.usage(prompt_tokens, completion_tokens)
+            out += self.chunks.usage(prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens)
         return out + DONE
 
     def error(self, message: str) -> bytes:
