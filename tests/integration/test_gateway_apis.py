@@ -151,6 +151,7 @@ def test_anthropic_client_in_front_of_an_openai_chat_upstream(sim_factory: Calla
     gw.stop()
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(lines) == 7 and all(line["status"] == 200 and line["ttft_ms"] >= 40 for line in lines)
+    assert {line["api"] for line in lines} == {"anthropic-messages"}
     gateway_ttft = sorted(line["ttft_ms"] for line in lines[1:])
     assert gateway_ttft[3] <= summary.ttft_ms.p50 + 1  # the gateway's first token is before the client's
     assert summary.ttft_ms.p50 - gateway_ttft[3] < 15
@@ -272,6 +273,7 @@ def test_fallback_resume_budget_and_cache_on_messages(sim_factory: Callable[...,
     assert lines[0]["fallback"] and lines[0]["upstream"] == "backup" and lines[0]["ttft_ms"] is not None
     assert lines[1]["resumes"] == 1 and lines[1]["served_by"] == ["breaking", "backup"]
     assert lines[2]["cache_hit"] and lines[3]["cache_hit"]
+    assert [line["api"] for line in lines[:4]] == ["anthropic-messages"] * 3 + ["openai-responses"]
 
 
 @pytest.mark.parametrize("api", ["anthropic-messages", "openai-responses"])

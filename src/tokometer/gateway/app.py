@@ -30,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 from tokometer.gateway.auth import KeyRing, auth_error
 from tokometer.gateway.budget import TokenBudgets
 from tokometer.gateway.cache import AnswerCache, CachedAnswer, cache_key, make_cache
-from tokometer.gateway.clientapi import ClientApi, to_chat_request, writer_for
+from tokometer.gateway.clientapi import ClientApi, api_name, to_chat_request, writer_for
 from tokometer.gateway.clientapi import error_body as client_error_body
 from tokometer.gateway.config import GatewayConfig, RouteConfig
 from tokometer.gateway.memory import lower_thread_priority, release_free_memory
@@ -244,7 +244,8 @@ class Gateway:
                                        status=200, prompt_tokens=hit.prompt_tokens,
                                        completion_tokens=hit.completion_tokens, cost_usd=0.0, ttft_ms=None,
                                        decode_tok_s=None, e2e_ms=(time.perf_counter_ns() - received) / 1e6,
-                                       cache_hit=True, fallback=False, retries=0, error=None))
+                                       cache_hit=True, fallback=False, retries=0, error=None,
+                                       api=api_name(api, endpoint)))
         self.metrics.requests.labels(route.model, "cache", "200").inc()
         if not stream:
             return JSONResponse(whole(writer, answer), headers=out_headers)
@@ -311,7 +312,8 @@ class Gateway:
                                        error=outcome.error, upstream_ttft_ms=_ms(upstream_ttft),
                                        overhead_ms=_ms(overhead), hedge=outcome.hedge,
                                        resumes=max(0, len(outcome.served_by) - 1),
-                                       served_by=list(outcome.served_by) or None))
+                                       served_by=list(outcome.served_by) or None,
+                                       api=api_name(ctx.api, ctx.endpoint)))
         if ctx.key is not None and (prompt or completion):
             self._background(self.budgets.charge(ctx.key, (prompt or 0) + (completion or 0)))
         complete = status == 200 and outcome.error is None and answer.finish_reason is not None and not answer.cut \

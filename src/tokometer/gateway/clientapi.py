@@ -23,9 +23,14 @@ from tokometer.wire.responses_request import chat_request_from_responses
 from tokometer.wire.responses_writer import ResponsesStreamWriter
 from tokometer.wire.stream_writer import OpenAIStreamWriter, StreamWriter
 
-__all__ = ["ClientApi", "error_body", "to_chat_request", "writer_for"]
+__all__ = ["ClientApi", "api_name", "error_body", "to_chat_request", "writer_for"]
 
 ClientApi = Literal["openai", "anthropic-messages", "openai-responses"]
+
+
+def api_name(api: ClientApi, endpoint: str) -> str:
+    """The client's protocol in `tokometer bench --api`'s names (the request log's ``api``)."""
+    return f"openai-{endpoint}" if api == "openai" else api
 
 
 def to_chat_request(api: ClientApi, body: dict[str, Any]) -> dict[str, Any]:
