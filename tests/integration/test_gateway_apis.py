@@ -452,3 +452,31 @@ def test_tool_calls_translate_between_protocols(tool_server: _ToolServer,
     choice = answer["choices"][0]
     assert choice["finish_reason"] == "tool_calls"
     assert [c["function"]["arguments"] for c in choice["message"]["tool_calls"]] == done
+
+
+def test_the_sdks_read_translated_tool_calls(tool_server: _ToolServer,
+                                             gateway_factory: Callable[[str], SimServer]) -> None:
+    """The ``anthropic`` SDK's stream accumulator builds the ``tool_use`` inputs from the gateway's
+    ``input_json_delta``s; the ``openai`` SDK reads the ``function_call`` items, streamed and not."""
+    anthropic = pytest.importorskip("anthropic")
+    openai = pytest.importorskip("openai")
+    gw = gateway_factory(_upstream("tools", tool_server.url) + _route("tools") + "[cache]\nenabled = false\n")
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    claude = anthropic.Anthropic(base_url=gw.root, api_key="unused", max_retries=0)
+    with claude.messages.stream(model="m", max_tokens=50, messages=[{"role": "user", "content": "weather?"}],
+                                tools=[{"name": "get_weather", "input_schema": schema}]) as stream:
+        final = stream.get_final_message()
+    claude.close()
+    assert final.stop_reason == "tool_use"
+    assert [(b.type, b.id, b.name, b.input) for b in final.content] == [
+        ("tool_use", "call_1", "get_weather", {"city": "Paris"}), ("tool_use", "call_2", "get_time", {})]
+    client = openai.OpenAI(base_url=gw.root + "/v1", api_key="unused", max_retries=0)
+    tools = [{"type": "function", "name": "get_weather", "parameters": schema}]
+    answer = client.responses.create(model="m", input="weather?", tools=tools)
+    assert [(i.type, i.call_id, i.name, i.arguments) for i in answer.output] == [
+        ("function_call", "call_1", "get_weather", '{"city": "Paris"}'), ("function_call", "call_2", "get_time", "{}")]
+    streamed = [event.arguments for event in client.responses.create(model="m", input="weather?", tools=tools,
+                                                                      stream=True)
+                if event.type == "response.function_call_arguments.done"]
+    client.close()
+    assert streamed == ['{"city": "Paris"}', "{}"]
