@@ -80,7 +80,8 @@ def _message(message: Any, index: int) -> list[dict[str, Any]]:
         elif kind == "tool_result" and role == "user":
             result = block.get("content", "")
             text = result if isinstance(result, str) else "".join(
-                part.get("text", "") for part in result if isinstance(part, dict)) if isinstance(result, list) else ""
+                part["text"] for part in result if isinstance(part, dict) and isinstance(part.get("text"), str)
+            ) if isinstance(result, list) else ""
             results.append({"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")), "content": text})
         elif kind in ("thinking", "redacted_thinking"):
             continue
