@@ -1,9 +1,11 @@
 """Relay one request: route it, stream the answer back as it arrives, account for it.
 
-An OpenAI-speaking upstream's events go to the client byte for byte (the
+An OpenAI-speaking upstream's events go to an OpenAI client byte for byte (the
 usage-only event is dropped if the client did not ask for usage; the gateway
-asks every upstream for it). Other protocols are translated event by event
-into OpenAI chunks. While relaying, the gateway measures with the bench core:
+asks every upstream for it). Otherwise (another upstream protocol, or a client
+speaking Anthropic's Messages or OpenAI's Responses API) each event is written
+by the client protocol's `StreamWriter` (`tokometer.gateway.clientapi`), tool-call
+deltas of an OpenAI-chat upstream included. While relaying, the gateway measures with the bench core:
 every parsed event goes into the `StreamAssembly` of a `Measurement`
 (`tokometer.gateway.outcome`), which fills a `RequestRecord` from the gateway's
 point of view, so that TTFT, TPOT, tokens and E2E are `tokometer.metrics.request`'s.
