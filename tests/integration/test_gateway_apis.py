@@ -335,12 +335,14 @@ def test_responses_and_messages_upstreams_serve_chat_and_messages_clients(sim_fa
 
 
 class _ToolServer:
-    """A raw asyncio HTTP server that answers every request with an OpenAI chat stream of two tool calls (the
-    first's arguments in three pieces), keeping each request body it got."""
+    """A raw asyncio HTTP server that answers every request with a stream of two tool calls (the first's
+    arguments in three pieces) in OpenAI chat's events, or (``api``) the Messages or Responses API's, keeping each
+    request body it got."""
 
     CALLS = (("call_1", "get_weather", ['{"city"', ': "Par', 'is"}']), ("call_2", "get_time", ['{}']))
 
-    def __init__(self) -> None:
+    def __init__(self, api: str = "openai-chat") -> None:
+        self.api = api
         self.bodies: list[dict[str, Any]] = []
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -366,6 +368,9 @@ class _ToolServer:
         body = json.loads(await asyncio.wait_for(reader.readexactly(length), 10))
         self.bodies.append(body)
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+        if self.api != "openai-chat":
+            await self._named_events(writer)
+            return
 
         def chunk(delta: dict[str, Any] | None, finish: str | None = None,
                   usage: dict[str, int] | None = None) -> bytes:
@@ -386,6 +391,45 @@ class _ToolServer:
                 writer.write(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
         writer.write(chunk({}, "tool_calls") + chunk(None, usage={"prompt_tokens": 20, "completion_tokens": 9,
                                                                   "total_tokens": 29}) + b"data: [DONE]\n\n")
+        await writer.drain()
+        writer.close()
+
+    async def _named_events(self, writer: asyncio.StreamWriter) -> None:
+        """The same two calls in the Messages API's events (``tool_use`` blocks) or the Responses API's
+        (``function_call`` items)."""
+
+        def event(payload: dict[str, Any]) -> bytes:
+            return f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n".encode()
+
+        anthropic = self.api == "anthropic-messages"
+        if anthropic:
+            writer.write(event({"type": "message_start", "message": {"id": "msg_t", "type": "message", "role":
+                                "assistant", "content": [], "model": "tools", "usage": {"input_tokens": 20,
+                                                                                        "output_tokens": 1}}}))
+        else:
+            writer.write(event({"type": "response.created", "response": {"id": "resp_t", "status": "in_progress"}}))
+        for index, (ident, name, pieces) in enumerate(self.CALLS):
+            if anthropic:
+                writer.write(event({"type": "content_block_start", "index": index, "content_block": {
+                    "type": "tool_use", "id": ident, "name": name, "input": {}}}))
+            else:
+                writer.write(event({"type": "response.output_item.added", "output_index": index, "item": {
+                    "type": "function_call", "id": f"fc_{index}", "call_id": ident, "name": name, "arguments": ""}}))
+            for piece in pieces:
+                await writer.drain()
+                await asyncio.sleep(0.002)
+                writer.write(event({"type": "content_block_delta", "index": index, "delta": {
+                    "type": "input_json_delta", "partial_json": piece}}) if anthropic else event({
+                        "type": "response.function_call_arguments.delta", "output_index": index, "delta": piece}))
+            writer.write(event({"type": "content_block_stop", "index": index}) if anthropic else event({
+                "type": "response.output_item.done", "output_index": index, "item": {"type": "function_call"}}))
+        if anthropic:
+            writer.write(event({"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+                                "usage": {"output_tokens": 9}}) + event({"type": "message_stop"}))
+        else:
+            writer.write(event({"type": "response.completed", "response": {
+                "id": "resp_t", "status": "completed", "output": [{"type": "function_call"}],
+                "usage": {"input_tokens": 20, "output_tokens": 9}}}))
         await writer.drain()
         writer.close()
 
@@ -480,3 +524,37 @@ def test_the_sdks_read_translated_tool_calls(tool_server: _ToolServer,
                 if event.type == "response.function_call_arguments.done"]
     client.close()
     assert streamed == ['{"city": "Paris"}', "{}"]
+
+
+@pytest.mark.parametrize("api", ["anthropic-messages", "openai-responses"])
+def test_tool_calls_from_messages_and_responses_upstreams(gateway_factory: Callable[[str], SimServer],
+                                                          api: str) -> None:
+    """An upstream speaking the Messages or Responses API gets the chat client's tools in its own shape, and its
+    tool calls reach an OpenAI chat client as ``tool_calls`` deltas and an Anthropic client as ``tool_use``."""
+    server = _ToolServer(api)
+    try:
+        gw = gateway_factory(_upstream("tools", server.url, extra=f'api = "{api}"') + _route("tools")
+                             + "[cache]\nenabled = false\n")
+        schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+        response = _post(gw.root + "/v1/chat/completions", {
+            "model": "m", "messages": [{"role": "user", "content": "weather?"}], "stream": True, "max_tokens": 50,
+            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": schema}}],
+            "tool_choice": "required"})
+        sent = server.bodies[-1]
+        if api == "anthropic-messages":
+            assert sent["tools"] == [{"name": "get_weather", "input_schema": schema}]
+            assert sent["tool_choice"] == {"type": "any"}
+        else:
+            assert sent["tools"] == [{"type": "function", "name": "get_weather", "parameters": schema}]
+            assert sent["tool_choice"] == "required"
+        chunks = [json.loads(line[6:]) for line in response.body.decode().split("\n\n") if line.startswith("data: {")]
+        calls = [c for chunk in chunks if chunk["choices"] for c in chunk["choices"][0]["delta"].get("tool_calls", [])]
+        assert [(c["id"], c["function"]["name"]) for c in calls if "id" in c] == [("call_1", "get_weather"),
+                                                                                 ("call_2", "get_time")]
+        assert "".join(c["function"]["arguments"] for c in calls if c["index"] == 0) == '{"city": "Paris"}'
+        assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "tool_calls"
+        _, events = _stream(gw.root + "/v1/messages", _messages_body("weather?", 50))
+        starts = [d["content_block"]["name"] for name, d in events if name == "content_block_start"]
+        assert starts == ["get_weather", "get_time"] and events[-2][1]["delta"]["stop_reason"] == "tool_use"
+    finally:
+        server.stop()

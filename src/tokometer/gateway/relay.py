@@ -45,10 +45,12 @@ from tokometer.wire.base import ParsedEvent
 from tokometer.wire.chat_tools import tool_call_deltas
 from tokometer.wire.framing import sse_payload
 from tokometer.wire.openai import DONE, error_body, error_event
+from tokometer.wire.tool_events import MARKERS, tool_delta_reader
 
 if TYPE_CHECKING:
     from tokometer.backends.assemble import StreamAssembly
     from tokometer.gateway.metrics import GatewayMetrics
+    from tokometer.wire.chat_tools import ToolCallDelta
     from tokometer.wire.stream_writer import StreamWriter
 
 __all__ = ["Relay", "RelayContext", "RelayOutcome"]
@@ -87,6 +89,9 @@ class Relay:
         self._served_by: list[str] = []
         """Upstreams that served a segment cut off by a failure, then the one after (resume only)."""
         self._first_raw: bytes | None = None
+        self._tool_markers: tuple[bytes, ...] = ()
+        """The serving upstream's tool-call event markers (a Messages or Responses upstream; else none)."""
+        self._tool_reader: Callable[[bytes], ToolCallDelta | None] | None = None
         """The first content event the client got, for the id/created/model of chunks the gateway writes."""
 
     # -- ASGI -------------------------------------------------------------------------------
@@ -232,6 +237,8 @@ class Relay:
         # function call and, when no further event is already here, one send.
         client = self.client
         assert client is not None
+        api = opened.upstream.cfg.api
+        self._tool_markers, self._tool_reader = MARKERS.get(api, ()), tool_delta_reader(api)
         batch = client.batch = []
         event_of, flush = self._event, client.flush
         try:
@@ -255,8 +262,11 @@ class Relay:
         ``_put``, which `_relay` sends)."""
         answer, p = self.answer, event.parsed
         self._events += 1
-        if p is None:
-            return
+        if p is None or (not p.has_content and self._tool_markers):
+            if self._tool_markers and any(marker in event.raw for marker in self._tool_markers):
+                self._upstream_tool_call(event.raw)  # an event the measurement reads nothing in
+            if p is None:
+                return
         if p.error is not None and self._resume:
             raise UpstreamError("server_error_event", f"error event: {p.error[:200]}")
         assert self._assembly is not None
@@ -287,6 +297,17 @@ class Relay:
             answer.tool_calls.add(delta)
             if stream:
                 self._put(writer.tool_call(delta))
+
+    def _upstream_tool_call(self, raw: bytes) -> None:
+        """A Messages or Responses upstream's tool-call event, translated like a chat upstream's."""
+        assert self._writer is not None and self._tool_reader is not None
+        delta = self._tool_reader(sse_payload(raw) or b"")
+        if delta is None:
+            return
+        self.answer.has_tool_calls = True
+        self.answer.tool_calls.add(delta)
+        if self.ctx.stream:
+            self._put(self._writer.tool_call(delta))
 
     def _new_writer(self, model: str, ident: str | None = None, created: int | None = None) -> StreamWriter:
         ctx = self.ctx

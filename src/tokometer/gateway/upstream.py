@@ -45,6 +45,7 @@ from tokometer.records import ErrorCategory, describe_http_failure
 from tokometer.wire.base import Backend, GenerationParams, ParsedEvent
 from tokometer.wire.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
 from tokometer.wire.openai import OpenAIChat, OpenAICompletions
+from tokometer.wire.tool_events import tool_fields
 
 __all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Endpoint", "Upstream", "UpstreamCall", "UpstreamError",
            "UpstreamEvent"]
@@ -134,6 +135,8 @@ class Upstream:
         params = GenerationParams(model=self.cfg.model, max_tokens=max_tokens if isinstance(max_tokens, int) else None,
                                   temperature=body.get("temperature"), seed=body.get("seed"), include_usage=False)
         request = self.backend.build(prompt, params)
+        if body.get("tools"):  # the Messages and Responses APIs declare tools too (in their own shape)
+            request.body.update(tool_fields(self.cfg.api, body.get("tools"), body.get("tool_choice")))
         return self.pool.encode("POST", request.path, orjson.dumps(request.body), self._headers)
 
     async def open(self, body: Mapping[str, Any], endpoint: Endpoint) -> UpstreamCall:

@@ -163,3 +163,27 @@ def test_responses_request_becomes_a_chat_request() -> None:
         chat_request_from_responses({"model": "m", "input": "x", "previous_response_id": "r"})
     with pytest.raises(ValueError, match="'input'"):
         chat_request_from_responses({"model": "m", "input": 3})
+
+
+def test_tool_fields_and_readers_of_the_messages_and_responses_apis() -> None:
+    from tokometer.wire.tool_events import tool_delta_reader, tool_fields
+
+    tools = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}]
+    choice = {"type": "function", "function": {"name": "f"}}
+    assert tool_fields("anthropic-messages", tools, choice) == {
+        "tools": [{"name": "f", "input_schema": {"type": "object"}, "description": "d"}],
+        "tool_choice": {"type": "tool", "name": "f"}}
+    assert tool_fields("openai-responses", tools, "auto") == {
+        "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}, "description": "d"}],
+        "tool_choice": "auto"}
+    assert tool_fields("ollama", tools, None) == {} and tool_fields("anthropic-messages", "junk", None) == {}
+    anthropic, responses = tool_delta_reader("anthropic-messages"), tool_delta_reader("openai-responses")
+    assert anthropic is not None and responses is not None and tool_delta_reader("tgi") is None
+    for reader, writer in ((anthropic, AnthropicStreamWriter("m")), (responses, ResponsesStreamWriter("m"))):
+        calls = ToolCalls()
+        for payload in iter_payloads(_render(writer), "sse"):
+            if (delta := reader(payload)) is not None:
+                calls.add(delta)
+        # the writers' own events read back: one call, its name, its arguments whole (the Responses API's
+        # call id is the writer's own call_id, the chat call's id)
+        assert [(c.id, c.name, c.arguments) for c in calls.calls] == [("call_a", "f", '{"x": 1}')]
