@@ -61,7 +61,7 @@ async def _post(app: Any, path: str, body: bytes) -> int:
     return status
 
 
-PATHS = st.sampled_from(["/v1/chat/completions", "/v1/completions"])
+PATHS = st.sampled_from(["/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses"])
 
 
 @given(PATHS, st.binary(max_size=200))
@@ -77,13 +77,26 @@ def test_any_bytes(gateway: tuple[asyncio.Runner, Any], path: str, body: bytes) 
         assert status == 400
 
 
+block = st.fixed_dictionaries({"type": st.sampled_from(["text", "image", "tool_use", "tool_result", "thinking",
+                                                         "input_text", "input_image"]) | json_values},
+                              optional={"text": texts | json_values, "source": json_values, "input": json_values,
+                                        "content": json_values, "image_url": json_values, "id": json_values})
 message = st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "assistant"]) | json_values,
-                                 "content": texts | json_values})
+                                 "content": texts | json_values | st.lists(block, max_size=3)},
+                                optional={"type": st.sampled_from(["message", "function_call",
+                                                                   "function_call_output", "reasoning"])})
 bodies = st.fixed_dictionaries({"model": st.sampled_from(["m", "other"]) | json_values}, optional={
     "messages": st.lists(message, max_size=3), "prompt": texts | st.lists(texts, max_size=2),
     "max_tokens": json_values, "max_completion_tokens": json_values, "stream": st.booleans() | json_values,
     "stream_options": json_values, "temperature": json_values, "seed": json_values, "n": json_values,
-    "stop": json_values, "logprobs": json_values, "extra": json_values})
+    "stop": json_values, "logprobs": json_values, "extra": json_values,
+    # the Messages and Responses APIs' own fields
+    "system": texts | json_values, "input": texts | st.lists(message, max_size=3) | json_values,
+    "instructions": json_values, "max_output_tokens": json_values, "stop_sequences": json_values,
+    "tools": json_values | st.lists(st.fixed_dictionaries({"name": texts | json_values}, optional={
+        "type": st.sampled_from(["function", "web_search"]), "input_schema": json_values,
+        "parameters": json_values}), max_size=2),
+    "tool_choice": json_values | st.sampled_from(["auto", "required"]), "previous_response_id": json_values})
 
 
 @given(PATHS, bodies)

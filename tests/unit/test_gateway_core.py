@@ -14,8 +14,10 @@ from tokometer.gateway.health import UpstreamHealth
 from tokometer.gateway.hedge import MIN_SAMPLES, HedgeAfter, Race, percentile, race
 from tokometer.gateway.openai_format import Answer, replay, whole
 from tokometer.gateway.resume import carry_on_body, client_max_tokens, stream_identity
+from tokometer.gateway.upstream import Upstream
 from tokometer.wire.framing import EventSplitter, sse_payload
 from tokometer.wire.openai import ChunkWriter
+from tokometer.wire.stream_writer import OpenAIStreamWriter
 
 
 def test_splitter_returns_whole_events_as_they_complete() -> None:
@@ -33,16 +35,16 @@ def test_splitter_returns_whole_events_as_they_complete() -> None:
 
 
 def test_chunk_writer_replays_and_aggregates() -> None:
-    writer = ChunkWriter(True, "m")
+    writer = OpenAIStreamWriter(ChunkWriter(True, "m"), include_usage=True)
     answer = Answer(text="hello", finish_reason="stop", prompt_tokens=3, completion_tokens=2)
-    chunks = replay(writer, answer, include_usage=True)
+    chunks = [event + b"\n\n" for event in b"".join(replay(writer, answer)).split(b"\n\n") if event]
     payloads = [orjson.loads(c[6:]) for c in chunks[:-1]]
     assert payloads[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert payloads[1]["choices"][0]["delta"]["content"] == "hello"
     assert payloads[2]["choices"][0]["finish_reason"] == "stop"
     assert payloads[3]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
     assert chunks[-1] == b"data: [DONE]\n\n"
-    body = whole(ChunkWriter(False, "m"), answer)
+    body = whole(OpenAIStreamWriter(ChunkWriter(False, "m"), include_usage=False), answer)
     assert body["object"] == "text_completion" and body["choices"][0]["text"] == "hello"
 
 
@@ -88,14 +90,25 @@ def test_config_env_overrides_and_errors(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.toml", {})
 
 
-@pytest.mark.parametrize("api", ["openai-responses", "anthropic-messages"])
-def test_apis_the_gateway_cannot_relay_are_refused_upstream(tmp_path: Path, api: str) -> None:
-    """bench speaks them; the gateway would send such an upstream chat requests, so its config refuses them."""
-    path = tmp_path / "g.toml"
-    path.write_text(f'[[upstreams]]\nname = "a"\nurl = "http://h:1/v1"\napi = "{api}"\n'
-                    '[[routes]]\nmodel = "m"\nupstreams = ["a"]\n')
-    with pytest.raises(ConfigError, match=rf"upstreams.0.api: '{api}' is not relayed by the gateway yet .*openai-chat"):
-        load_config(path, {})
+@pytest.mark.parametrize(("api", "path", "key_header"),
+                         [("openai-responses", b"/v1/responses", b"Authorization: Bearer s3"),
+                          ("anthropic-messages", b"/v1/messages", b"x-api-key: s3")])
+def test_responses_and_messages_upstreams_get_their_own_requests(tmp_path: Path, api: str, path: bytes,
+                                                                  key_header: bytes) -> None:
+    """An upstream speaking the Responses or Messages API is sent its own request (its adapter's path, body and
+    key header), not the client's chat request."""
+    config = tmp_path / "g.toml"
+    config.write_text(f'[[upstreams]]\nname = "a"\nurl = "http://h:1/v1"\napi = "{api}"\napi_key = "s3"\n'
+                      '[[routes]]\nmodel = "m"\nupstreams = ["a"]\n')
+    upstream = Upstream(load_config(config, {}).upstreams[0])
+    assert not upstream.openai
+    request = upstream.request_bytes({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                      "max_tokens": 5}, "chat")
+    head, _, body = request.partition(b"\r\n\r\n")
+    assert head.startswith(b"POST " + path + b" ") and key_header in head
+    sent = orjson.loads(body)
+    assert sent["stream"] is True and sent["max_tokens" if api == "anthropic-messages" else "max_output_tokens"] == 5
+    assert (b"anthropic-version: " in head) == (api == "anthropic-messages")
 
 
 def test_hedge_after_parses_percentiles_and_times() -> None:

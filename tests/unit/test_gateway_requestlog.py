@@ -33,7 +33,7 @@ def test_lines_are_written_in_order_and_flushed_on_close(tmp_path: Path) -> None
     assert list(first) == ["time", "key", "route", "upstream", "model_served", "status", "prompt_tokens",
                            "completion_tokens", "cost_usd", "ttft_ms", "tpot_ms", "decode_tok_s", "e2e_ms", "cache_hit",
                            "fallback", "retries", "error", "upstream_ttft_ms", "overhead_ms", "hedge", "resumes",
-                           "served_by"]
+                           "served_by", "api"]
     assert first["time"].endswith("Z") and first["retries"] == 1 and first["cache_hit"] is False
     assert last == {**last, "key": None, "status": 429, "error": "budget", "upstream": None, "e2e_ms": 0.0}
     RequestLog(path).close()  # reopening appends

@@ -6,7 +6,9 @@ model's tokenizer: rejected, truncated, ``max_tokens`` capped) → the answer
 cache → the router (primary, retries, circuit breaker, fallback, "slow" as
 down) → the relay (streams pass through as they arrive) → accounting (budget,
 cache, metrics, one log line). Endpoints: ``/v1/chat/completions``,
-``/v1/completions``, ``/v1/models``, ``/health``, ``/metrics``.
+``/v1/completions``, ``/v1/messages`` (Anthropic's Messages API) and ``/v1/responses`` (OpenAI's
+Responses API), both translated into chat requests on the way in and written back in their own
+protocol (`tokometer.gateway.clientapi`), ``/v1/models``, ``/health``, ``/metrics``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from starlette.types import Receive, Scope, Send
 from tokometer.gateway.auth import KeyRing, auth_error
 from tokometer.gateway.budget import TokenBudgets
 from tokometer.gateway.cache import AnswerCache, CachedAnswer, cache_key, make_cache
+from tokometer.gateway.clientapi import ClientApi, api_name, to_chat_request, writer_for
+from tokometer.gateway.clientapi import error_body as client_error_body
 from tokometer.gateway.config import GatewayConfig, RouteConfig
 from tokometer.gateway.memory import lower_thread_priority, release_free_memory
 from tokometer.gateway.metrics import CONTENT_TYPE, GatewayMetrics
@@ -44,7 +48,7 @@ from tokometer.inbound.body import BodyTimeout, BodyTooLarge, discard_rest, read
 from tokometer.inbound.connections import EVICTED
 from tokometer.inbound.jsonbody import BadBody, parse_object
 from tokometer.metrics.request import decode_speed_tok_s, tpot_ns, ttft_ns
-from tokometer.wire.openai import ChunkWriter, error_body
+from tokometer.wire.openai import error_body
 from tokometer.wire.openai_request import check_request
 
 __all__ = ["Gateway", "create_app"]
@@ -54,6 +58,12 @@ _BIG_PROMPT_BYTES = 256 * 1024
 """Bodies from this size on are counted in the big-prompt lane."""
 _BIG_QUEUE_PER_THREAD = 4
 """Big prompts waiting (or being counted) per counting thread before more are refused with 503."""
+
+
+def _error(api: ClientApi, body: dict[str, Any], status_code: int,
+           headers: dict[str, str] | None = None) -> JSONResponse:
+    """An error the gateway answers itself (``body`` in OpenAI's shape), in the shape ``api``'s clients read."""
+    return JSONResponse(client_error_body(api, status_code, body), status_code=status_code, headers=headers)
 
 
 def _client(request: Request) -> str:
@@ -113,7 +123,7 @@ class Gateway:
             pool.shutdown(wait=False, cancel_futures=True)
 
     # -- handling ---------------------------------------------------------------------------
-    async def handle(self, request: Request, endpoint: Endpoint) -> Response | Relay:
+    async def handle(self, request: Request, endpoint: Endpoint, api: ClientApi = "openai") -> Response | Relay:
         received = time.perf_counter_ns()
         key = None
         if self.keys.enabled:
@@ -121,7 +131,7 @@ class Gateway:
             if key is None:
                 self.metrics.rejected.labels("auth").inc()
                 log.warning("authentication failed from %s: %s", _client(request), problem)
-                return JSONResponse(auth_error(401, problem), status_code=401)
+                return _error(api, auth_error(401, problem), status_code=401)
         limits = self.config.server
         try:
             raw = await read_body(request, limits.max_body_bytes, limits.body_timeout_s,
@@ -129,12 +139,12 @@ class Gateway:
         except BodyTimeout as exc:
             self.metrics.rejected.labels(exc.reason).inc()
             log.warning("client %s: %s", _client(request), exc)
-            return JSONResponse(error_body(str(exc), "invalid_request_error", "request_timeout"), status_code=408,
+            return _error(api, error_body(str(exc), "invalid_request_error", "request_timeout"), status_code=408,
                                 headers={"connection": "close"})
         except BodyTooLarge as exc:
             self.metrics.rejected.labels("body_too_large").inc()
             await discard_rest(request)
-            return JSONResponse(error_body(str(exc), "invalid_request_error", "request_too_large"), status_code=413,
+            return _error(api, error_body(str(exc), "invalid_request_error", "request_too_large"), status_code=413,
                                 headers={"connection": "close"})
         except ClientDisconnect:
             if not request.scope.get(EVICTED):  # closed to make room: logged as such already
@@ -142,48 +152,48 @@ class Gateway:
             return Response(status_code=499)
         size = len(raw)
         try:
-            body = parse_object(raw)
+            body = to_chat_request(api, parse_object(raw))
             check_request(body, endpoint == "chat")
         except BadBody as exc:
             self.metrics.rejected.labels("bad_body").inc()
-            return JSONResponse(error_body(str(exc), "invalid_request_error"), status_code=400)
+            return _error(api, error_body(str(exc), "invalid_request_error"), status_code=400)
         except ValueError as exc:  # a field of the wrong type: named, as OpenAI answers it
             self.metrics.rejected.labels("bad_field").inc()
-            return JSONResponse(error_body(f"invalid request: {exc}", "invalid_request_error", "invalid_type"),
+            return _error(api, error_body(f"invalid request: {exc}", "invalid_request_error", "invalid_type"),
                                 status_code=400)
         finally:
             del raw
         messages = body.get("messages")
         if isinstance(messages, list) and len(messages) > limits.max_messages:
             self.metrics.rejected.labels("too_many_messages").inc()
-            return JSONResponse(error_body(f"{len(messages):,} messages is more than this gateway takes "
+            return _error(api, error_body(f"{len(messages):,} messages is more than this gateway takes "
                                            f"({limits.max_messages:,}): send fewer", "invalid_request_error",
                                            "too_many_messages"), status_code=400)
         route = self.config.route(str(body.get("model", "")))
         if route is None:
             models = ", ".join(r.model for r in self.config.routes)
-            return JSONResponse(error_body(f"model {body.get('model')!r} is not served here; models: {models}",
+            return _error(api, error_body(f"model {body.get('model')!r} is not served here; models: {models}",
                                            "invalid_request_error", "model_not_found"), status_code=404)
         if key is not None and key.tokens_per_period is not None:
             state = await self.budgets.state(key.name)
             if state.exceeded:
                 self.metrics.rejected.labels("budget").inc()
-                return JSONResponse(error_body(self.budgets.message(state), "rate_limit_error",
+                return _error(api, error_body(self.budgets.message(state), "rate_limit_error",
                                                "token_budget_exceeded"), status_code=429)
         try:
             check = await self._check_prompt(route, body, endpoint, size)
         except TooLong as exc:
             self.metrics.rejected.labels("too_long").inc()
-            return JSONResponse(error_body(str(exc), "invalid_request_error", "context_length_exceeded"),
+            return _error(api, error_body(str(exc), "invalid_request_error", "context_length_exceeded"),
                                 status_code=400)
         if check is None:
             self.metrics.rejected.labels("counting_busy").inc()
-            return JSONResponse(error_body("too many large prompts are being counted at once: retry shortly",
+            return _error(api, error_body("too many large prompts are being counted at once: retry shortly",
                                            "server_error", "counting_busy"), status_code=503,
                                 headers={"retry-after": "1"})
         stream = bool(body.get("stream"))
         options = body.get("stream_options")
-        include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+        include_usage = api != "openai" or bool(isinstance(options, dict) and options.get("include_usage"))
         asked = body.get("max_completion_tokens", body.get("max_tokens"))
         headers: dict[str, str] = {} if self.worker is None else {"x-tokometer-worker": self.worker}
         if check.truncated_from is not None:
@@ -195,10 +205,10 @@ class Gateway:
             hit = await self.cache.get(ck)
             self.metrics.cache.labels(route.model, "hit" if hit else "miss").inc()
             if hit is not None:
-                return self._replay(route, endpoint, hit, stream, include_usage, key.name if key else None,
-                                    received, headers)
+                return self._replay(route, endpoint, api, hit, stream, include_usage, key.name if key else None,
+                                    received, headers, asked if isinstance(asked, int) else None)
         ctx = RelayContext(route, endpoint, check.body, stream, include_usage, key.name if key else None, ck,
-                           check.prompt_tokens, asked if isinstance(asked, int) else None, received, headers)
+                           check.prompt_tokens, asked if isinstance(asked, int) else None, received, headers, api)
         self.prober.ensure_running()
         return Relay(ctx, self.router, self.metrics, self.finish)
 
@@ -223,21 +233,23 @@ class Gateway:
             self._big_waiting -= 1
             release_free_memory()
 
-    def _replay(self, route: RouteConfig, endpoint: Endpoint, hit: CachedAnswer, stream: bool, include_usage: bool,
-                key: str | None, received: int, headers: dict[str, str]) -> Response:
+    def _replay(self, route: RouteConfig, endpoint: Endpoint, api: ClientApi, hit: CachedAnswer, stream: bool,
+                include_usage: bool, key: str | None, received: int, headers: dict[str, str],
+                max_tokens: int | None) -> Response:
         answer = Answer(text=hit.text, reasoning=hit.reasoning, finish_reason=hit.finish_reason,
                         prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens, model=hit.model)
-        writer = ChunkWriter(endpoint == "chat", hit.model)
+        writer = writer_for(api, endpoint == "chat", hit.model, include_usage, hit.prompt_tokens, max_tokens)
         out_headers = {**headers, "x-tokometer-cache": "hit", "x-tokometer-upstream": hit.served_by}
         self.log.write(RequestLogEntry(key=key, route=route.model, upstream=hit.served_by, model_served=hit.model,
                                        status=200, prompt_tokens=hit.prompt_tokens,
                                        completion_tokens=hit.completion_tokens, cost_usd=0.0, ttft_ms=None,
                                        decode_tok_s=None, e2e_ms=(time.perf_counter_ns() - received) / 1e6,
-                                       cache_hit=True, fallback=False, retries=0, error=None))
+                                       cache_hit=True, fallback=False, retries=0, error=None,
+                                       api=api_name(api, endpoint)))
         self.metrics.requests.labels(route.model, "cache", "200").inc()
         if not stream:
             return JSONResponse(whole(writer, answer), headers=out_headers)
-        chunks = replay(writer, answer, include_usage)
+        chunks = replay(writer, answer)
 
         async def body() -> AsyncIterator[bytes]:
             for chunk in chunks:
@@ -300,10 +312,12 @@ class Gateway:
                                        error=outcome.error, upstream_ttft_ms=_ms(upstream_ttft),
                                        overhead_ms=_ms(overhead), hedge=outcome.hedge,
                                        resumes=max(0, len(outcome.served_by) - 1),
-                                       served_by=list(outcome.served_by) or None))
+                                       served_by=list(outcome.served_by) or None,
+                                       api=api_name(ctx.api, ctx.endpoint)))
         if ctx.key is not None and (prompt or completion):
             self._background(self.budgets.charge(ctx.key, (prompt or 0) + (completion or 0)))
-        complete = status == 200 and outcome.error is None and answer.finish_reason is not None and not answer.cut
+        complete = status == 200 and outcome.error is None and answer.finish_reason is not None and not answer.cut \
+            and not answer.has_tool_calls
         if complete and ctx.cache_key is not None and self.cache is not None and upstream is not None:
             cached = CachedAnswer(model=answer.model, text=answer.text, finish_reason=answer.finish_reason or "stop",
                                   prompt_tokens=prompt or 0, completion_tokens=completion or 0,
@@ -324,19 +338,21 @@ class _GatewayApp(Starlette):
     directly; an exception there still reaches uvicorn, which logs it and answers 500.
     """
 
-    _FAST: ClassVar[dict[str, Endpoint]] = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
+    _FAST: ClassVar[dict[str, tuple[Endpoint, ClientApi]]] = {
+        "/v1/chat/completions": ("chat", "openai"), "/v1/completions": ("completions", "openai"),
+        "/v1/messages": ("chat", "anthropic-messages"), "/v1/responses": ("chat", "openai-responses")}
 
     def __init__(self, gateway: Gateway, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.gateway = gateway
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        endpoint = self._FAST.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
-        if endpoint is None:
+        fast = self._FAST.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+        if fast is None:
             await super().__call__(scope, receive, send)
             return
         scope["app"] = self
-        answer = await self.gateway.handle(Request(scope, receive), endpoint)
+        answer = await self.gateway.handle(Request(scope, receive), *fast)
         await answer(scope, receive, send)
 
 
@@ -349,6 +365,12 @@ def create_app(config: GatewayConfig) -> Starlette:
 
     async def completions(request: Request) -> Response | Relay:
         return await gateway.handle(request, "completions")
+
+    async def messages(request: Request) -> Response | Relay:
+        return await gateway.handle(request, "chat", "anthropic-messages")
+
+    async def responses(request: Request) -> Response | Relay:
+        return await gateway.handle(request, "chat", "openai-responses")
 
     async def models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [
@@ -371,6 +393,8 @@ def create_app(config: GatewayConfig) -> Starlette:
     app = _GatewayApp(gateway, routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/messages", messages, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

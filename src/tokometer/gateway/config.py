@@ -127,9 +127,6 @@ class ServerConfig(_Strict):
         "'authenticated' means everyone)")
 
 
-NOT_RELAYED_APIS = frozenset({"openai-responses", "anthropic-messages"})
-"""Protocols `bench` speaks that the gateway cannot use upstream yet: it would send them chat requests."""
-
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _MAX_NAME = 256
 """Characters a name (an upstream's, a key's, a route's model) may have."""
@@ -152,7 +149,7 @@ class UpstreamConfig(_Strict):
     name: str = Field(description="what routes call it")
     url: str = Field(description="base URL, http:// or https:// (an OpenAI-compatible server's ends in /v1)")
     api: str = Field("openai-chat", description="protocol it speaks: "
-                     f"{', '.join(sorted(set(BACKENDS) - NOT_RELAYED_APIS))}")
+                     f"{', '.join(sorted(BACKENDS))}")
     model: str = Field("", description="model name sent upstream (default: the one the client asked for)")
     api_key: str | None = Field(None, description="bearer token for the upstream (better: api_key_env)")
     api_key_env: str | None = Field(None, description="environment variable holding the upstream's key")
@@ -196,10 +193,7 @@ class UpstreamConfig(_Strict):
     @field_validator("api")
     @classmethod
     def _api(cls, value: str) -> str:
-        usable = sorted(set(BACKENDS) - NOT_RELAYED_APIS)
-        if value in NOT_RELAYED_APIS:
-            raise ValueError(f"{value!r} is not relayed by the gateway yet (bench speaks it; the gateway's "
-                             f"translation is not built): use one of {', '.join(usable)}")
+        usable = sorted(BACKENDS)
         if value not in BACKENDS:
             raise ValueError(f"unknown API {value!r}: use one of {', '.join(usable)}")
         return value

@@ -1,15 +1,17 @@
-"""What an answer amounted to, and how the gateway writes it in OpenAI's format when it cannot relay bytes.
+"""What an answer amounted to, and how the gateway writes a whole one in the client's protocol.
 
-Used when the bytes cannot simply be relayed: an Ollama, TGI or llama.cpp upstream (its events
-become OpenAI chunks), an answer from the cache (replayed as a stream), a client that asked for
-``stream: false`` (one JSON answer). The chunks themselves are `tokometer.wire.openai`'s.
+Used when the bytes cannot simply be relayed: an answer from the cache (replayed as a stream), a
+client that asked for ``stream: false`` (one JSON answer). The events and bodies themselves are the
+client protocol's `tokometer.wire.stream_writer.StreamWriter`'s (OpenAI chunks, Anthropic Messages
+events, Responses API events).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tokometer.wire.openai import DONE, ChunkWriter
+from tokometer.wire.chat_tools import ToolCalls
+from tokometer.wire.stream_writer import StreamWriter
 
 __all__ = ["MAX_KEPT_CHARS", "Answer", "replay", "whole"]
 
@@ -27,8 +29,9 @@ class Answer:
     when read. (Appending to one string copies the answer so far at every event: 26 s of CPU for 200,000
     events measured here; a piece per event costs ~60 bytes of object header each.)"""
 
-    __slots__ = ("_reasoning", "_text", "completion_tokens", "content_events", "cut", "finish_reason", "keep",
-                 "kept", "model", "prompt_tokens", "segment_completion_tokens")
+    __slots__ = ("_reasoning", "_text", "completion_tokens", "content_events", "cut", "finish_reason",
+                 "has_tool_calls", "keep", "kept", "model", "prompt_tokens", "segment_completion_tokens",
+                 "tool_calls")
 
     def __init__(self, text: str = "", reasoning: str = "", finish_reason: str | None = None,
                  prompt_tokens: int | None = None, completion_tokens: int | None = None, model: str = "") -> None:
@@ -45,6 +48,10 @@ class Answer:
         self.content_events = 0
         self.model = model
         self.segment_completion_tokens: int | None = None
+        self.has_tool_calls = False
+        """The answer holds tool calls (it is not cached: the cache keeps text)."""
+        self.tool_calls = ToolCalls()
+        """The tool calls, gathered where the gateway writes the client's events itself."""
         """The completion tokens the current segment's upstream reported (continuation adds them up)."""
 
     def add(self, text: str, reasoning: str) -> None:
@@ -99,16 +106,14 @@ class _Pieces:
         return self.chunks[0] if self.chunks else ""
 
 
-def replay(writer: ChunkWriter, answer: Answer, include_usage: bool) -> list[bytes]:
-    """A whole answer as a stream: role, content, finish, usage (if asked), [DONE]."""
-    out = [writer.role(), writer.content(answer.text, answer.reasoning), writer.finish(answer.finish_reason or "stop")]
-    if include_usage:
-        out.append(writer.usage(answer.prompt_tokens or 0, answer.completion_tokens or 0))
-    out.append(DONE)
+def replay(writer: StreamWriter, answer: Answer) -> list[bytes]:
+    """A whole answer as a stream: its content, then its ending (finish, usage, the last event)."""
+    out = [writer.content(answer.text, answer.reasoning),
+           writer.ending(answer.finish_reason or "stop", answer.prompt_tokens or 0, answer.completion_tokens or 0)]
     return [part for part in out if part]
 
 
-def whole(writer: ChunkWriter, answer: Answer) -> dict[str, Any]:
+def whole(writer: StreamWriter, answer: Answer) -> dict[str, Any]:
     """The non-streaming response body."""
-    return writer.whole(answer.text, answer.reasoning, answer.finish_reason or "stop", answer.prompt_tokens or 0,
-                        answer.completion_tokens or 0)
+    return writer.whole(answer.text, answer.reasoning, answer.tool_calls.calls, answer.finish_reason or "stop",
+                        answer.prompt_tokens or 0, answer.completion_tokens or 0)

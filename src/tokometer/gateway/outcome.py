@@ -18,6 +18,7 @@ from tokometer.backends.assemble import StreamAssembly
 from tokometer.records import RequestRecord, classify_http_error
 
 if TYPE_CHECKING:
+    from tokometer.gateway.clientapi import ClientApi
     from tokometer.gateway.config import RouteConfig
     from tokometer.gateway.openai_format import Answer
     from tokometer.gateway.router import Opened
@@ -42,6 +43,8 @@ class RelayContext:
     requested_max_tokens: int | None
     received_ns: int
     headers: dict[str, str] = field(default_factory=dict)
+    api: ClientApi = "openai"
+    """The protocol the client speaks (the request is an OpenAI ``endpoint`` request by now)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,11 @@
 """Relay one request: route it, stream the answer back as it arrives, account for it.
 
-An OpenAI-speaking upstream's events go to the client byte for byte (the
+An OpenAI-speaking upstream's events go to an OpenAI client byte for byte (the
 usage-only event is dropped if the client did not ask for usage; the gateway
-asks every upstream for it). Other protocols are translated event by event
-into OpenAI chunks. While relaying, the gateway measures with the bench core:
+asks every upstream for it). Otherwise (another upstream protocol, or a client
+speaking Anthropic's Messages or OpenAI's Responses API) each event is written
+by the client protocol's `StreamWriter` (`tokometer.gateway.clientapi`), tool-call
+deltas of an OpenAI-chat upstream included. While relaying, the gateway measures with the bench core:
 every parsed event goes into the `StreamAssembly` of a `Measurement`
 (`tokometer.gateway.outcome`), which fills a `RequestRecord` from the gateway's
 point of view, so that TTFT, TPOT, tokens and E2E are `tokometer.metrics.request`'s.
@@ -30,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
+from tokometer.gateway.clientapi import error_body as client_error_body
+from tokometer.gateway.clientapi import writer_for
 from tokometer.gateway.clientstream import ClientStream
 from tokometer.gateway.openai_format import MAX_KEPT_CHARS, Answer, whole
 from tokometer.gateway.outcome import Measurement, RelayContext, RelayOutcome
@@ -38,11 +42,16 @@ from tokometer.gateway.router import AllUpstreamsFailed, Opened, Router, all_fai
 from tokometer.gateway.segments import SegmentPolicy, SegmentState
 from tokometer.gateway.upstream import UpstreamError, UpstreamEvent
 from tokometer.wire.base import ParsedEvent
-from tokometer.wire.openai import DONE, ChunkWriter, error_body, error_event
+from tokometer.wire.chat_tools import tool_call_deltas
+from tokometer.wire.framing import sse_payload
+from tokometer.wire.openai import DONE, error_body, error_event
+from tokometer.wire.tool_events import MARKERS, tool_delta_reader
 
 if TYPE_CHECKING:
     from tokometer.backends.assemble import StreamAssembly
     from tokometer.gateway.metrics import GatewayMetrics
+    from tokometer.wire.chat_tools import ToolCallDelta
+    from tokometer.wire.stream_writer import StreamWriter
 
 __all__ = ["Relay", "RelayContext", "RelayOutcome"]
 
@@ -66,7 +75,9 @@ class Relay:
         self.error: str | None = None
         self._assembly: StreamAssembly | None = None  # the measurement's, once an upstream answers
         self._first: Opened | None = None  # the answer's first segment (continuations and resumes follow)
-        self._writer: ChunkWriter | None = None
+        self._writer: StreamWriter | None = None
+        """Writes the client's events when the gateway does not relay an OpenAI upstream's bytes to an OpenAI
+        client: a translated upstream, a non-streamed answer, an Anthropic or Responses client, a resume."""
         self._sent_role = False
         self._events = 0
         self._put: Callable[[bytes], None] = _no_client  # the client stream's `put`, once there is one
@@ -78,6 +89,9 @@ class Relay:
         self._served_by: list[str] = []
         """Upstreams that served a segment cut off by a failure, then the one after (resume only)."""
         self._first_raw: bytes | None = None
+        self._tool_markers: tuple[bytes, ...] = ()
+        """The serving upstream's tool-call event markers (a Messages or Responses upstream; else none)."""
+        self._tool_reader: Callable[[bytes], ToolCallDelta | None] | None = None
         """The first content event the client got, for the id/created/model of chunks the gateway writes."""
 
     # -- ASGI -------------------------------------------------------------------------------
@@ -119,8 +133,8 @@ class Relay:
         self.answer.model = served
         assembly = self._assembly = self.measure.start(opened.call.backend, opened.call.sent_ns)
         client.content = assembly.content
-        if not opened.upstream.openai or not ctx.stream:
-            self._writer = ChunkWriter(ctx.endpoint == "chat", served)
+        if ctx.api != "openai" or not opened.upstream.openai or not ctx.stream:
+            self._writer = self._new_writer(served)
         elif opened.buffered:
             self._first_raw = opened.buffered[-1].raw  # the first content event (or the whole empty answer)
         if ctx.stream:
@@ -160,7 +174,8 @@ class Relay:
                 if resumed is None:
                     self._give_up(opened, failure)
                     if ctx.stream and not client.gone:
-                        await client.write(error_event(self.error or failure.detail))
+                        message = self.error or failure.detail
+                        await client.write(self._writer.error(message) if self._writer else error_event(message))
                     break
                 opened = self.opened = resumed
                 continue
@@ -222,6 +237,8 @@ class Relay:
         # function call and, when no further event is already here, one send.
         client = self.client
         assert client is not None
+        api = opened.upstream.cfg.api
+        self._tool_markers, self._tool_reader = MARKERS.get(api, ()), tool_delta_reader(api)
         batch = client.batch = []
         event_of, flush = self._event, client.flush
         try:
@@ -245,8 +262,11 @@ class Relay:
         ``_put``, which `_relay` sends)."""
         answer, p = self.answer, event.parsed
         self._events += 1
-        if p is None:
-            return
+        if p is None or (not p.has_content and self._tool_markers):
+            if self._tool_markers and any(marker in event.raw for marker in self._tool_markers):
+                self._upstream_tool_call(event.raw)  # an event the measurement reads nothing in
+            if p is None:
+                return
         if p.error is not None and self._resume:
             raise UpstreamError("server_error_event", f"error event: {p.error[:200]}")
         assert self._assembly is not None
@@ -257,15 +277,42 @@ class Relay:
             answer.finish_reason = p.finish_reason
         if p.error is not None:
             self.error = f"server_error_event: {p.error}"
+        writer = self._writer
+        if not p.has_content and _TOOL_CALL in event.raw:  # a tool call: the answer, though it carries no text
+            self.answer.has_tool_calls = True  # (not cached: the cache keeps text)
+            if writer is not None:
+                self._tool_calls(writer, event.raw)
         if not self.ctx.stream:
             return
-        if self._writer is None:  # an OpenAI upstream: relay its bytes
+        if writer is None:  # an OpenAI upstream and client: relay its bytes
             self._relay_openai(event, p)
         elif p.has_content:
-            if not self._sent_role:
-                self._sent_role = True
-                self._put(self._writer.role())
-            self._put(self._writer.content(p.text, p.reasoning))
+            self._put(writer.content(p.text, p.reasoning))
+
+    def _tool_calls(self, writer: StreamWriter, raw: bytes) -> None:
+        """An OpenAI chat event's tool-call deltas, kept (for a non-streamed answer) and translated into the
+        client's protocol (an OpenAI client of an OpenAI upstream gets the event as it is: `_relay_openai`)."""
+        answer, stream = self.answer, self.ctx.stream
+        for delta in tool_call_deltas(sse_payload(raw) or b""):
+            answer.tool_calls.add(delta)
+            if stream:
+                self._put(writer.tool_call(delta))
+
+    def _upstream_tool_call(self, raw: bytes) -> None:
+        """A Messages or Responses upstream's tool-call event, translated like a chat upstream's."""
+        assert self._writer is not None and self._tool_reader is not None
+        delta = self._tool_reader(sse_payload(raw) or b"")
+        if delta is None:
+            return
+        self.answer.has_tool_calls = True
+        self.answer.tool_calls.add(delta)
+        if self.ctx.stream:
+            self._put(self._writer.tool_call(delta))
+
+    def _new_writer(self, model: str, ident: str | None = None, created: int | None = None) -> StreamWriter:
+        ctx = self.ctx
+        return writer_for(ctx.api, ctx.endpoint == "chat", model, ctx.include_usage, ctx.prompt_tokens,
+                          ctx.requested_max_tokens, ident, created, opened=self._sent_role)
 
     def _relay_openai(self, event: UpstreamEvent, p: ParsedEvent) -> None:
         if p.has_content:
@@ -299,7 +346,7 @@ class Relay:
         self.answer.finish_reason = None
         if self._writer is None:
             ident, created, model = stream_identity(self._first_raw or b"")
-            self._writer = ChunkWriter(ctx.endpoint == "chat", model or self.answer.model, ident, created)
+            self._writer = self._new_writer(model or self.answer.model, ident, created)
         return carry_on_body(ctx.body, ctx.endpoint, self.answer.text, left)
 
     async def _finish_stream(self) -> None:
@@ -324,12 +371,15 @@ class Relay:
         client.batch = []  # the ending goes in one write with the response's last chunk (`end`)
         write = client.write
         if self._writer is not None:  # translated: write the ending ourselves
-            if not self.error:
-                await write(self._writer.finish(answer.finish_reason or "stop"))
-                if ctx.include_usage:
-                    await write(self._writer.usage(self.measure.prompt_tokens() or ctx.prompt_tokens or 0,
-                                                   self.measure.output_tokens()))
-            await write(DONE)
+            if self.error:
+                await write(self._writer.abort(self.error))
+            else:
+                final = self._assembly.final if self._assembly is not None and self.measure.segments == 1 else None
+                await write(self._writer.ending(answer.finish_reason or "stop",
+                                                self.measure.prompt_tokens() or ctx.prompt_tokens or 0,
+                                                self.measure.output_tokens(),
+                                                final.reasoning_tokens if final is not None else None,
+                                                final.cached_prompt_tokens if final is not None else None))
         else:
             for raw in self._held:
                 await write(raw)
@@ -355,10 +405,13 @@ class Relay:
         assert client is not None
         self.error = self.error or str(body.get("error", {}).get("message", ""))[:300]
         if client.sent_head:
-            await client.write(b"data: " + orjson.dumps(body) + b"\n\n")
+            if self._writer is not None and self.ctx.api != "openai":
+                await client.write(self._writer.error(self.error))
+            else:
+                await client.write(b"data: " + orjson.dumps(body) + b"\n\n")
             await client.end()
             return
-        await client.json(status, body, self._headers())
+        await client.json(status, client_error_body(self.ctx.api, status, body), self._headers())
 
 
 _TOOL_CALL = b'"tool_calls"'

@@ -77,6 +77,7 @@ class RequestLogEntry:
     hedge: str | None = None  # a hedge was sent: the leg that won ("primary" or "hedge"; None: no hedge)
     resumes: int = 0  # times the answer was resumed on another upstream after one failed mid-answer
     served_by: list[str] | None = None  # with resumes: every upstream that served part of the answer, in order
+    api: str | None = None  # the protocol the client spoke, in bench's --api names (openai-chat, anthropic-messages...)
 
     def to_json(self) -> bytes:
         return orjson.dumps(self)  # orjson writes a dataclass's fields in order, at C speed (asdict: 15 times slower)

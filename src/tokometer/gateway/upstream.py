@@ -45,12 +45,14 @@ from tokometer.records import ErrorCategory, describe_http_failure
 from tokometer.wire.base import Backend, GenerationParams, ParsedEvent
 from tokometer.wire.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
 from tokometer.wire.openai import OpenAIChat, OpenAICompletions
+from tokometer.wire.tool_events import tool_fields
 
 __all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Endpoint", "Upstream", "UpstreamCall", "UpstreamError",
            "UpstreamEvent"]
 
 Endpoint = Literal["chat", "completions"]
 
+_OPENAI_APIS = frozenset({"openai-chat", "openai-completions"})
 _EOF = (b"", -1)
 READ_AHEAD_BYTES = 256 * 1024
 """The most of one upstream answer read ahead of the client (then the upstream is paused)."""
@@ -95,7 +97,9 @@ class Upstream:
         self.cfg = cfg
         self.name = cfg.name
         self.backend = create_backend(cfg.api)
-        self.openai = cfg.api.startswith("openai")
+        self.openai = cfg.api in _OPENAI_APIS
+        """It speaks OpenAI chat/completions: the client's request goes as it is (others' is built by their adapter:
+        Ollama, TGI, llama.cpp, Anthropic's Messages and OpenAI's Responses API alike)."""
         self._readers: dict[Endpoint, Backend] = {"chat": OpenAIChat(), "completions": OpenAICompletions()} \
             if self.openai else {"chat": self.backend, "completions": self.backend}
         self.pool = HttpPool(cfg.url, connect_timeout=cfg.connect_timeout_s, idle_timeout=cfg.idle_timeout_s,
@@ -104,9 +108,10 @@ class Upstream:
         self.waiting = 0
         self.in_flight = 0
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream, application/x-ndjson"}
+        self._headers.update(self.backend.fixed_headers())
         key = cfg.key()
         if key:
-            self._headers["Authorization"] = f"Bearer {key}"
+            self._headers.update(self.backend.auth_headers(key))
 
     def reader(self, endpoint: Endpoint) -> Backend:
         """The adapter that reads this upstream's answer to a request at ``endpoint``. An OpenAI upstream
@@ -130,6 +135,8 @@ class Upstream:
         params = GenerationParams(model=self.cfg.model, max_tokens=max_tokens if isinstance(max_tokens, int) else None,
                                   temperature=body.get("temperature"), seed=body.get("seed"), include_usage=False)
         request = self.backend.build(prompt, params)
+        if body.get("tools"):  # the Messages and Responses APIs declare tools too (in their own shape)
+            request.body.update(tool_fields(self.cfg.api, body.get("tools"), body.get("tool_choice")))
         return self.pool.encode("POST", request.path, orjson.dumps(request.body), self._headers)
 
     async def open(self, body: Mapping[str, Any], endpoint: Endpoint) -> UpstreamCall:
