@@ -92,8 +92,8 @@ _CONTEXT_LENGTH_HINTS: Final[tuple[str, ...]] = (
 
 
 _WORKLOAD_FIELDS: Final[tuple[str, ...]] = ("first_answer_ns", "reasoning_tokens", "reasoning_tokens_source",
-                                              "hidden_tokens", "rejected_numbers",
-                                              "prefix_group", "prefix_first", "session", "turn", "actor", "node")
+                                              "hidden_tokens", "rejected_numbers", "prefix_group", "prefix_first",
+                                              "inputs", "session", "turn", "actor", "node")
 _NUMBERED_FROM_0: Final[tuple[str, ...]] = ("session", "turn", "prefix_group", "actor")
 """Workload fields whose 0 is a value, not "not set"."""
 _STAMP_FIELDS: Final[tuple[str, ...]] = ("due_ns", "sent_ns", "first_byte_ns", "first_token_ns", "last_token_ns",
@@ -205,6 +205,8 @@ class RequestRecord:
     `tokometer.backends.plausible`); the counts came from the next source down instead."""
     prefix_group: int | None = None
     prefix_first: bool = False
+    inputs: int | None = None
+    """Inputs the request carried, for a protocol that takes a batch (embeddings, rerank); None for the rest."""
     session: int | None = None
     turn: int | None = None
     actor: int | None = None

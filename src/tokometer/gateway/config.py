@@ -127,7 +127,7 @@ class ServerConfig(_Strict):
         "'authenticated' means everyone)")
 
 
-NOT_RELAYED_APIS = frozenset({"openai-responses", "anthropic-messages"})
+NOT_RELAYED_APIS = frozenset({"openai-responses", "anthropic-messages", "openai-embeddings", "rerank"})
 """Protocols `bench` speaks that the gateway cannot use upstream yet: it would send them chat requests."""
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
