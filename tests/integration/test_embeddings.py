@@ -115,3 +115,7 @@ def test_cli_prints_the_batch_metrics_and_refuses_a_batch_for_chat(sim_factory: 
     assert refused.stderr.strip().splitlines() == [
         "tokometer: error: --batch-size is the inputs of one embeddings or rerank request: give --api "
         "openai-embeddings or rerank (a generation request carries one prompt)"]
+    doctor = run_cli("doctor", sim.openai_url, "--api", "rerank")
+    assert doctor.returncode == 2 and doctor.stderr.strip().splitlines() == [
+        "tokometer: error: doctor checks a generating server's streams; rerank answers are not streamed: measure "
+        "them with tokometer bench --api rerank"]
