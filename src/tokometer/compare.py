@@ -2,7 +2,9 @@
 
 Pure functions of two `StoredRun` s and their `RequestRecord` s; nothing here reads the store or prints.
 
-Steps are matched by index. For each matched step and metric (`METRICS`) the comparison gives:
+Steps are matched by index. For each matched step and metric (`METRICS`: the gate's choice of metrics and
+thresholds; their names, labels, units and directions are the metric registry's, `tokometer.metrics.registry`)
+the comparison gives:
 
 - ``base`` and ``new``: the metric over the step's measurement window (warm-up requests left out), computed
   as `tokometer.metrics.summarize` computes it (percentiles interpolate linearly, numpy's default);
@@ -19,9 +21,11 @@ Steps are matched by index. For each matched step and metric (`METRICS`) the com
   +1; the same: 0), which says how much the two samples overlap whatever the percentile;
 - ``verdict`` by the rule of `verdict`: a regression is a change in the bad direction whose interval
   excludes zero and whose size exceeds the metric's threshold; an improvement likewise in the good
-  direction; "no change" when the whole interval lies within ± the threshold; otherwise "cannot tell" (the
-  noise is too large to decide either way). A percentile with fewer than `MIN_TAIL` values beyond it in
-  either run (p99 of fewer than 500 requests) is always "cannot tell".
+  direction; "within threshold" when the interval excludes zero but lies within ± the threshold (a real move,
+  smaller than the threshold: never called "no change"); "no change" when the whole interval lies within ±
+  the threshold and holds zero; otherwise "cannot tell" (the noise is too large to decide either way). A
+  percentile with fewer than `MIN_TAIL` values beyond it in either run (p99 of fewer than 500 requests) is
+  always "cannot tell".
 
 Trials (``bench --repeat N``): steps are matched by load, not by index, and a load's trials are pooled (their
 requests together; for throughput and goodput their durations added). The bootstrap over pooled requests sees
@@ -36,12 +40,13 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
 
 from tokometer.errors import ConfigError
+from tokometer.metrics import registry
 from tokometer.metrics import request as m
 from tokometer.metrics.summary import SLO
 from tokometer.records import RequestRecord
@@ -84,7 +89,7 @@ point value uses them all)."""
 CACHE_POINTS = 0.10
 """Prompt-cache hit rates further apart than this (10 points) make two runs unlike."""
 
-Verdict = Literal["regression", "improvement", "no change", "cannot tell"]
+Verdict = Literal["regression", "improvement", "within threshold", "no change", "cannot tell"]
 Kind = Literal["percentile", "itl", "throughput", "goodput", "error_rate"]
 FArray = npt.NDArray[np.float64]
 IArray = npt.NDArray[np.int64]
@@ -107,17 +112,29 @@ class MetricDef:
     """For a percentile: which per-request series (``ttft``, ``tpot``, ``e2e``)."""
 
 
+def _gate(key: str, kind: Kind, threshold: float) -> MetricDef:
+    """The gate's row for ``key``, a registry name (``ttft_p50``): label, unit and direction from the registry; a
+    share is shown in % (its change in points)."""
+    found = registry.objective(key)
+    if found is None:
+        raise KeyError(f"{key} is not a metric of the registry")
+    metric, stat = found
+    label = f"{metric.label} {stat}" if stat else metric.label
+    return MetricDef(key, label, "%" if metric.unit == "share" else metric.unit, kind, metric.better == "higher",
+                     threshold, float(stat[1:]) if stat else 50.0, metric.short if kind == "percentile" else "")
+
+
 METRICS: tuple[MetricDef, ...] = (
-    MetricDef("ttft_p50", "TTFT p50", "ms", "percentile", False, 0.05, 50.0, "ttft"),
-    MetricDef("ttft_p99", "TTFT p99", "ms", "percentile", False, 0.10, 99.0, "ttft"),
-    MetricDef("tpot_p50", "TPOT p50", "ms", "percentile", False, 0.05, 50.0, "tpot"),
-    MetricDef("tpot_p99", "TPOT p99", "ms", "percentile", False, 0.10, 99.0, "tpot"),
-    MetricDef("itl_p50", "ITL p50", "ms", "itl", False, 0.05, 50.0),
-    MetricDef("e2e_p50", "E2E p50", "ms", "percentile", False, 0.05, 50.0, "e2e"),
-    MetricDef("e2e_p99", "E2E p99", "ms", "percentile", False, 0.10, 99.0, "e2e"),
-    MetricDef("output_throughput", "output throughput", "tok/s", "throughput", True, 0.05),
-    MetricDef("goodput", "goodput", "req/s", "goodput", True, 0.05),
-    MetricDef("error_rate", "error rate", "%", "error_rate", False, 0.01),
+    _gate("ttft_p50", "percentile", 0.05),
+    _gate("ttft_p99", "percentile", 0.10),
+    _gate("tpot_p50", "percentile", 0.05),
+    _gate("tpot_p99", "percentile", 0.10),
+    _gate("itl_p50", "itl", 0.05),
+    _gate("e2e_p50", "percentile", 0.05),
+    _gate("e2e_p99", "percentile", 0.10),
+    _gate("output_throughput", "throughput", 0.05),
+    _gate("goodput", "goodput", 0.05),
+    _gate("error_rate", "error_rate", 0.01),
 )
 DEFAULT_THRESHOLDS: dict[str, float] = {d.key: d.default_threshold for d in METRICS}
 _BY_KEY = {d.key: d for d in METRICS}
@@ -320,7 +337,9 @@ def verdict(change: float | None, ci: tuple[float, float] | None, threshold: flo
     - regression: the change is in the bad direction, its interval excludes zero, and its size exceeds the
       threshold;
     - improvement: the same in the good direction;
-    - no change: the whole interval lies within ± the threshold (any change is smaller than it);
+    - within threshold: the interval excludes zero and lies within ± the threshold (the move is real but
+      smaller than the threshold);
+    - no change: the whole interval lies within ± the threshold and holds zero;
     - cannot tell: anything else (the interval is too wide to say).
     """
     if change is None or ci is None or not all(math.isfinite(x) for x in (change, *ci)):
@@ -331,7 +350,7 @@ def verdict(change: float | None, ci: tuple[float, float] | None, threshold: flo
     if excludes_zero and abs(change) > threshold:
         return "regression" if worse > 0 else "improvement"
     if -threshold <= low and high <= threshold:
-        return "no change"
+        return "within threshold" if excludes_zero else "no change"
     return "cannot tell"
 
 
@@ -551,7 +570,7 @@ class Comparison:
         return "regression" if self.regressions else "pass"
 
     def to_json(self) -> dict[str, Any]:
-        counts = {v: len(self.with_verdict(v)) for v in ("regression", "improvement", "no change", "cannot tell")}
+        counts = {v: len(self.with_verdict(v)) for v in get_args(Verdict)}
         return {"base": self.base_id, "new": self.new_id, "verdict": self.verdict, "counts": counts,
                 "unlike": self.unlike, "notes": self.notes,
                 "method": {"bootstrap_resamples": self.resamples, "seed": self.seed, "confidence": CONFIDENCE,

@@ -23,7 +23,9 @@ What the workload made of a request (kept in the store's ``workload`` column, `w
 prefix it started with (``prefix_group``; ``prefix_first``: the run's first request with that prefix), its
 chat session and turn (``session``, ``turn``, from 0), and the reasoning tokens of its answer
 (``reasoning_tokens``, with ``reasoning_tokens_source``; ``hidden_tokens``: those never streamed), and the
-server's numbers it did not believe (``rejected_numbers``). A request sent by a Ray actor (``bench --ray``)
+server's numbers it did not believe (``rejected_numbers``), its tool calls (``first_tool_call_ns``, ``tool_calls``,
+``tool_call_tokens``) and images (``images``; ``image_tokens``: the server's count, where it gave one). A request
+sent by a Ray actor (``bench --ray``)
 also carries the ``actor`` (numbered within the run, from 0) and the Ray ``node`` it ran on (the first 12 hex
 digits of its node ID); its stamps were taken on that node's monotonic clock and moved onto the driver's
 (`RequestRecord.shift_clock`, `tokometer.load.cluster`).
@@ -92,12 +94,14 @@ _CONTEXT_LENGTH_HINTS: Final[tuple[str, ...]] = (
 
 
 _WORKLOAD_FIELDS: Final[tuple[str, ...]] = ("first_answer_ns", "reasoning_tokens", "reasoning_tokens_source",
-                                              "hidden_tokens", "rejected_numbers", "prefix_group", "prefix_first",
-                                              "inputs", "session", "turn", "actor", "node")
+                                              "hidden_tokens", "rejected_numbers", "first_tool_call_ns",
+                                              "tool_calls", "tool_call_tokens", "tool_call_tokens_source",
+                                              "images", "image_tokens", "inputs",
+                                              "prefix_group", "prefix_first", "session", "turn", "actor", "node")
 _NUMBERED_FROM_0: Final[tuple[str, ...]] = ("session", "turn", "prefix_group", "actor")
 """Workload fields whose 0 is a value, not "not set"."""
 _STAMP_FIELDS: Final[tuple[str, ...]] = ("due_ns", "sent_ns", "first_byte_ns", "first_token_ns", "last_token_ns",
-                                         "end_ns", "first_answer_ns")
+                                         "end_ns", "first_answer_ns", "first_tool_call_ns")
 """The scalar clock readings of a record (``event_ns`` holds more); ``connect_ns`` is a duration."""
 
 
@@ -203,6 +207,21 @@ class RequestRecord:
     rejected_numbers: str | None = None
     """The server's numbers this record did not believe, in words (`tokometer.wire.numbers`,
     `tokometer.backends.plausible`); the counts came from the next source down instead."""
+    tool_call_text: str = ""
+    """The tool calls' names and argument fragments as streamed (``delta.tool_calls``); not stored."""
+    first_tool_call_ns: int = 0
+    """The first event carrying a tool-call delta (0: none did); tool-call deltas are output, so the first
+    token is at or before it."""
+    tool_calls: int | None = None
+    """Tool calls the answer made (distinct ``index`` values); None: none."""
+    tool_call_tokens: int | None = None
+    tool_call_tokens_source: TokenSource | None = None
+    """Output tokens that were tool calls, and where that count came from (`tokometer.metrics.toolcalls`)."""
+    images: int | None = None
+    """Images the request sent (``--images``)."""
+    image_tokens: int | None = None
+    """Prompt tokens the server said were images (``usage.prompt_tokens_details.image_tokens``); None: it did
+    not say (unknown, never guessed)."""
     prefix_group: int | None = None
     prefix_first: bool = False
     inputs: int | None = None

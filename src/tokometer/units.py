@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["byte_size", "duration_seconds"]
+__all__ = ["GIB", "MIB", "byte_size", "duration_seconds"]
+
+MIB = 2**20
+GIB = 2**30
+"""Binary sizes: every module that shows or computes GiB/MiB takes them from here."""
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}

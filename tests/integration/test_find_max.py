@@ -91,6 +91,23 @@ def test_the_highest_rate_is_the_engines_capacity(modelled: SimServer, tmp_path:
     assert first_miss["saturated"], first_miss  # at twice the start the queue grew
 
 
+def test_a_rate_the_engine_cannot_sustain_is_never_the_answer(modelled: SimServer, tmp_path: Path) -> None:
+    """Issue 26: a loose SLO (TTFT p99 within 2 s) holds for a while above capacity, since over 100 requests the
+    queue grows too little to break it; the overload test must miss those probes anyway, so the answer is at
+    most the engine's capacity, and the answer says a p99 of 100 requests is uncertain."""
+    capacity = SEQS / (OUTPUT * _step_s())
+    result, _ = _find(modelled, tmp_path, "--find-max", "-r", "8", "-n", "100", "--slo", "ttft_p99=2s")
+    search = result["find_max"]
+    assert isinstance(search, dict)
+    assert search["best"] is not None and search["best"] <= capacity, (search["best"], capacity)
+    above = [p for p in search["probes"] if p["load"] > capacity]
+    assert above and all(not p["passed"] and p["saturated"] for p in above), above
+    # The SLO alone would have met at least one of them: the overload test is what missed it.
+    assert any(p["observed"]["ttft_p99"] <= 2000 for p in above), above
+    assert all(any(m.startswith("overloaded: ") for m in p["misses"]) for p in above)
+    assert search["requests_needed"] == 368 and "(-n 368)" in search["answer"]
+
+
 def test_bad_objectives_are_one_line_errors(modelled: SimServer) -> None:
     cases = {
         ("--find-max", "--slo", "ttft_p99=fast"): "is not a time",

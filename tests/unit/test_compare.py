@@ -78,7 +78,7 @@ def test_cliffs_delta() -> None:
     (0.10, (0.08, 0.12), False, "regression"),  # slower, sure, above 5 %
     (-0.10, (-0.12, -0.08), False, "improvement"),
     (-0.10, (-0.12, -0.08), True, "regression"),  # less throughput
-    (0.04, (0.03, 0.05), False, "no change"),  # sure, but smaller than the threshold
+    (0.04, (0.03, 0.05), False, "within threshold"),  # sure, but smaller than the threshold
     (0.01, (-0.02, 0.03), False, "no change"),
     (0.08, (-0.01, 0.15), False, "cannot tell"),  # large, but the interval holds zero
     (0.02, (0.01, 0.09), False, "cannot tell"),  # small, but could be above the threshold

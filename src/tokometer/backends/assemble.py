@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from tokometer.backends.plausible import output_count_problem
+from tokometer.backends.toolsplit import tool_calls
 from tokometer.records import RequestRecord, ServerTiming, TokenSource
 from tokometer.wire.base import Backend, ParsedEvent
 from tokometer.wire.framing import iter_payloads
@@ -109,7 +110,7 @@ class StreamAssembly:
         exact = sum(n or 0 for n in per_event) if segment and all(n is not None for n in per_event) else None
         return output_count_problem(reported, events=len(segment), exact_tokens=exact,
                                     max_tokens=self.record.requested_output_tokens,
-                                    has_text=any(event.text or event.reasoning for _, event in segment))
+                                    has_text=any(event.has_content for _, event in segment))
 
     def _distrust(self) -> None:
         """Set aside the server's counts that cannot be this stream's (noted on the record)."""
@@ -143,6 +144,7 @@ class StreamAssembly:
         record, content, final = self.record, self.content, self.final
         record.output_text = "".join(self.texts)
         record.reasoning_text = "".join(event.reasoning for _, event in content if event.reasoning)
+        record.tool_call_text = "".join(event.tool_calls.text for _, event in content if event.tool_calls)
         if content:
             record.first_token_ns = content[0][0]
             record.last_token_ns = content[-1][0]
@@ -158,6 +160,9 @@ class StreamAssembly:
         self._distrust()
         _count_tokens(record, content, final, count_tokens, self.earlier_output_tokens, self._segment_start)
         _split_reasoning(record, content, final, count_tokens, self.earlier_reasoning_tokens)
+        tool_calls(record, content, count_tokens)
+        if final.image_tokens is not None:
+            record.image_tokens = final.image_tokens
         record.server = _server_timing(final)
         if record.finish_reason is None:
             record.finish_reason = final.finish_reason or ("stop" if self.saw_done else "unknown")
@@ -280,6 +285,7 @@ def _merge_final(final: ParsedEvent, event: ParsedEvent) -> None:
         "server_decode_n",
         "server_total_ms",
         "cached_prompt_tokens",
+        "image_tokens",
         "reasoning_tokens",
     ):
         value = getattr(event, name)
@@ -305,9 +311,10 @@ def _count_tokens(
         record.output_tokens, record.output_tokens_source = earlier + final.completion_tokens_native, "native"
     elif exact_events:
         record.output_tokens, record.output_tokens_source = sum(n or 0 for n in per_event), "native"
-    elif count_tokens is not None and (record.output_text or any(event.reasoning for _, event in content)):
+    elif count_tokens is not None and (record.output_text or record.tool_call_text
+                                       or any(event.reasoning for _, event in content)):
         reasoning = "".join(event.reasoning for _, event in content)  # reasoning sent in a field of its own
-        counted = count_tokens(record.output_text) + (count_tokens(reasoning) if reasoning else 0)
+        counted = sum(count_tokens(text) for text in (record.output_text, reasoning, record.tool_call_text) if text)
         record.output_tokens, record.output_tokens_source = counted, "tokenizer"
     elif content:
         record.output_tokens, record.output_tokens_source = earlier + len(content) - segment_start, "estimate"

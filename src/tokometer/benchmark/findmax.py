@@ -1,24 +1,34 @@
 """``bench --find-max``: the highest load that still meets the objectives (``--slo``).
 
-**Objectives** (`parse_objectives`): ``ttft_p99=2s,tpot_p50=50ms,goodput=0.9``. A percentile objective
-(``ttft``, ``tpot``, ``itl`` or ``e2e`` at ``p50``, ``p90``, ``p95``, ``p99`` or ``p99.9``) is met when the
-step's percentile is at or below the limit (a bare number is in milliseconds); ``goodput=F`` when at least
-the share F of the measured requests completed within every per-request objective (``--slo-*-ms``, or else
-the limits of the ttft, tpot and e2e objectives taken per request); ``errors=P%`` when at most P % of them
-failed (1 % unless given).
+**Objectives** (`parse_objectives`): ``ttft_p99=2s,tpot_p50=50ms,goodput_share=0.9``. The names are the
+metric registry's (`tokometer.metrics.registry.objective`). A percentile objective (``ttft``, ``tpot``,
+``itl`` or ``e2e`` at ``p50``, ``p90``, ``p95``, ``p99`` or ``p99.9``) is met when the step's percentile is at
+or below the limit (a bare number is in milliseconds); ``goodput_share=F`` when at least the share F of the
+measured requests completed within every per-request objective (``--slo-*-ms``, or else the limits of the
+ttft, tpot and e2e objectives taken per request); ``error_rate=P%`` when at most P % of them failed (1 % unless
+given). ``goodput=`` and ``errors=``, the names of these two before ``goodput`` meant req/s everywhere, are
+still read (a saved run's spec has them).
 
 **Probes** (`judge`): each probe is one step of the run. It passes when every objective is met and the
-server kept up. Under a request rate, a server that does not keep up is *saturated*: it finished requests
-more slowly than they were sent (completion rate below `SATURATED_SHARE` of the send rate) while each
-request waited longer than the one before (TTFT growth above `SATURATED_GROWTH`); such a probe fails even if
-its objectives happened to hold, since a longer step would miss them.
+server kept up. Under a request rate, a server that does not keep up is *overloaded*, by either of the two
+tests of `tokometer.metrics.overload` (each one-sided at 1 %): its queue grew (the Theil–Sen slope of TTFT
+against send time has its lower confidence bound above zero) or it finished clearly fewer requests than were
+sent (completions over their span against sends over theirs, an exact test of two Poisson rates). Such a probe
+misses whatever the objectives say: a rate the server cannot sustain is never an answer (a longer step would
+miss any latency objective).
+
+A percentile objective's verdict is **uncertain** when the 95 % interval of the percentile (from order
+statistics, `tokometer.metrics.order_stats`) holds the limit: a p99 of 100 requests has no upper end at all,
+since a p99 is bounded from above only from 368 requests. The verdict then follows the point estimate, and
+`Probe.uncertain` says so with the requests a probe would need (`requests_needed`).
 
 **Search** (`next_probe`): start at the first ``--rate``/``--concurrency`` value (1 when none is given); while
 probes pass, double the load; once one fails, bisect between the highest pass below the lowest failure and
 that failure, until they are within `RESOLUTION` of each other (rates) or adjacent (concurrency). A first
 probe that fails halves the load instead (rates only; concurrency 1 is the floor). At most `MAX_PROBES`.
 
-**Answer** (`outcome`): the highest passing load below the lowest failing one. It is recomputed from the
+**Answer** (`outcome`): the highest passing load below the lowest failing one; the limit lies between the two
+(the bracket), and the answer names the probes whose verdicts were uncertain. It is recomputed from the
 saved steps (their load and summary) and the saved spec, so a stored run carries its answer without a column
 of its own, and the report and the console agree by construction.
 """
@@ -26,21 +36,20 @@ of its own, and the report and the console agree by construction.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from tokometer.errors import ConfigError
 from tokometer.load.profiles import LoadStep
-from tokometer.metrics.summary import StepSummary
+from tokometer.metrics import registry
+from tokometer.metrics.order_stats import bounded_from
+from tokometer.metrics.summary import SLO, StepSummary
 from tokometer.units import duration_seconds
 
 __all__ = [
     "MAX_PROBES",
     "RESOLUTION",
-    "SATURATED_GROWTH",
-    "SATURATED_SHARE",
     "FindMax",
     "Objective",
     "Probe",
@@ -56,12 +65,15 @@ Kind = Literal["rate", "concurrency"]
 MAX_PROBES = 16
 RESOLUTION = 0.05
 """Rates: the search stops when the highest pass and the lowest failure are within 5 % of the pass."""
-SATURATED_SHARE = 0.9
-SATURATED_GROWTH = 2.0
+_LEGACY_SHARE, _LEGACY_GROWTH = 0.9, 2.0
+"""Summaries stored before the overload tests: completion rate under 90 % of the send rate and TTFT growth
+above 2x."""
 DEFAULT_ERRORS = 0.01
 
-_PERCENTILE = re.compile(r"^(ttft|tpot|itl|e2e)_p(50|90|95|99|99\.9)$")
-_PER_REQUEST = {"ttft": "slo_ttft_ms", "tpot": "slo_tpot_ms", "e2e": "slo_e2e_ms"}
+_OLD_NAMES = {"goodput": "goodput_share", "errors": "error_rate"}
+"""Objective names of runs saved before one vocabulary, read as today's."""
+_PER_REQUEST = frozenset(f.name for f in fields(SLO))
+"""The distributions a per-request limit (``slo_ttft_ms``) exists for: ``ttft_ms``, ``tpot_ms``, ``e2e_ms``."""
 
 
 @dataclass(frozen=True)
@@ -69,25 +81,28 @@ class Objective:
     """One objective of ``--slo``."""
 
     name: str
-    """``ttft_p99``, ``goodput`` or ``errors``."""
+    """``ttft_p99``, ``goodput_share`` or ``error_rate``."""
     limit: float
     """Milliseconds for a percentile; a share (0.9) for goodput and errors."""
 
     @property
     def metric(self) -> str | None:
         """The summary distribution a percentile objective reads (``ttft_ms``); None for the others."""
-        match = _PERCENTILE.match(self.name)
-        return f"{match.group(1)}_ms" if match else None
+        found = registry.objective(self.name)
+        return found[0].name if found is not None and found[1] is not None else None
 
     @property
     def percentile_key(self) -> str:
-        return "p" + self.name.rsplit("_p", 1)[1]
+        """The percentile a percentile objective names (``p99``)."""
+        found = registry.objective(self.name)
+        assert found is not None and found[1] is not None, self.name
+        return found[1]
 
     def describe(self) -> str:
-        if self.name == "goodput":
-            return f"goodput >= {100 * self.limit:g}%"
-        if self.name == "errors":
-            return f"errors <= {100 * self.limit:g}%"
+        if self.name == "goodput_share":
+            return f"goodput_share >= {100 * self.limit:g}%"
+        if self.name == "error_rate":
+            return f"error_rate <= {100 * self.limit:g}%"
         return f"{self.name} <= {_ms(self.limit)}"
 
 
@@ -96,7 +111,7 @@ def _ms(value: float) -> str:
 
 
 def parse_objectives(text: str) -> list[Objective]:
-    """``"ttft_p99=2s,tpot_p50=50ms,goodput=0.9"`` -> objectives (``errors=1%`` added unless given);
+    """``"ttft_p99=2s,tpot_p50=50ms,goodput_share=0.9"`` -> objectives (``error_rate=1%`` added unless given);
     `ConfigError` naming the part that is wrong."""
     out: dict[str, Objective] = {}
     for part in (p.strip() for p in text.split(",")):
@@ -104,24 +119,35 @@ def parse_objectives(text: str) -> list[Objective]:
             continue
         name, sep, value = (x.strip() for x in part.partition("="))
         if not sep:
-            raise ConfigError(f"--slo: {part!r} is not NAME=LIMIT (write e.g. ttft_p99=2s,tpot_p50=50ms,goodput=0.9)")
-        if _PERCENTILE.match(name):
+            raise ConfigError(f"--slo: {part!r} is not NAME=LIMIT "
+                              "(write e.g. ttft_p99=2s,tpot_p50=50ms,goodput_share=0.9)")
+        found = registry.objective(_OLD_NAMES.get(name, name))
+        if found is not None and found[1] is not None:  # a percentile
             seconds = duration_seconds(value, default_unit="ms")
             if seconds is None or seconds <= 0:
                 raise ConfigError(f"--slo: {value!r} for {name} is not a time (write e.g. {name}=2s or 500ms)")
             out[name] = Objective(name, seconds * 1000.0)
-        elif name in ("goodput", "errors"):
+        elif found is not None and found[0].unit == "share":
             share = _share(value)
             if share is None or not 0 <= share <= 1:
                 raise ConfigError(f"--slo: {value!r} for {name} is not a share (write e.g. {name}=0.9 or 90%)")
-            out[name] = Objective(name, share)
+            out[found[0].short] = Objective(found[0].short, share)
         else:
-            raise ConfigError(f"--slo: unknown objective {name!r}: use ttft, tpot, itl or e2e with p50, p90, p95, "
-                              "p99 or p99.9 (ttft_p99=2s), goodput=SHARE or errors=PERCENT")
-    if not any(o.name not in ("errors",) for o in out.values()):
+            raise ConfigError(f"--slo: unknown objective {name!r}: use {_KNOWN} (ttft_p99=2s), "
+                              "goodput_share=SHARE or error_rate=PERCENT")
+    if not any(o.name != "error_rate" for o in out.values()):
         raise ConfigError("--slo: give at least one latency or goodput objective (e.g. ttft_p99=2s)")
-    out.setdefault("errors", Objective("errors", DEFAULT_ERRORS))
+    out.setdefault("error_rate", Objective("error_rate", DEFAULT_ERRORS))
     return list(out.values())
+
+
+def _or(words: Sequence[str]) -> str:
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+_KNOWN = (f"{_or([m.short for m in registry.percentile_metrics()])} with "
+          f"{_or(registry.LATENCY_PERCENTILES)}")
+"""The percentile objectives, in words: ``ttft, tpot, itl or e2e with p50, p90, p95, p99 or p99.9``."""
 
 
 def _share(text: str) -> float | None:
@@ -137,7 +163,7 @@ def per_request_slo(objectives: Sequence[Objective]) -> dict[str, float]:
     out: dict[str, float] = {}
     for o in objectives:
         metric = o.metric
-        key = _PER_REQUEST.get(metric[:-3]) if metric else None
+        key = f"slo_{metric}" if metric in _PER_REQUEST else None
         if key is not None:
             out[key] = min(out.get(key, math.inf), o.limit)
     return out
@@ -153,10 +179,18 @@ class Probe:
     """The run's step index."""
     passed: bool
     misses: tuple[str, ...] = ()
-    """Each objective missed (``ttft_p99 2,340 ms > 2 s``), and saturation."""
+    """Each objective missed (``ttft_p99 2,340 ms > 2 s``), and overload (``overloaded: TTFT rose ...``)."""
     saturated: bool = False
+    """The server did not keep up (overloaded); the JSON keeps this name."""
     observed: Mapping[str, float | None] = field(default_factory=dict)
     """Each objective's value in the probe (ms, or a share)."""
+    uncertain: tuple[str, ...] = ()
+    """Each percentile objective whose 95 % interval holds its limit, in words; empty when a sure miss (overload,
+    another objective) settles the verdict anyway."""
+    requests_needed: int | None = None
+    """About how many requests would settle the uncertain verdicts (None: none uncertain)."""
+    overload: Mapping[str, Any] | None = None
+    """The overload tests as stored (`tokometer.metrics.overload.Overload.to_json`); None untested."""
 
 
 def load_value(load: LoadStep, kind: Kind) -> float | None:
@@ -175,18 +209,42 @@ def _typed(summary: Summary) -> StepSummary:
 
 
 def _observed(summary: StepSummary, o: Objective) -> float | None:
-    measured = summary.requests_completed + summary.requests_failed
-    if o.name == "errors":
-        return summary.requests_failed / measured if measured else None
-    if o.name == "goodput":
-        goodput, duration = summary.goodput_rps, summary.duration_s
-        if goodput is None or not duration or not measured:
-            return None
-        return goodput * duration / measured
-    if o.metric is None:
-        return None
-    value = getattr(getattr(summary, o.metric), o.percentile_key.replace(".", "_"))
+    found = registry.objective(o.name)
+    value = getattr(summary, found[0].attribute or found[0].name) if found is not None else None
+    if found is not None and found[1] is not None:
+        return value.stat(found[1]) if value is not None else None
     return None if value is None else float(value)
+
+
+def _doubt(summary: StepSummary, o: Objective, seen: float) -> tuple[str, int] | None:
+    """For a percentile objective whose interval holds its limit: (why, requests needed); else None."""
+    assert o.metric is not None
+    bounds = (summary.percentile_ci or {}).get(o.metric, {}).get(o.percentile_key)
+    if not bounds:
+        return None
+    low, high = bounds
+    met = seen <= o.limit
+    if (met and high is not None and high <= o.limit) or (not met and low is not None and low > o.limit):
+        return None
+    n = int(getattr(summary, o.metric).count)
+    q = float(o.percentile_key[1:]) / 100.0
+    needed = bounded_from(q)
+    if low is not None and high is not None and seen != o.limit:  # the interval narrows as 1 / sqrt(n)
+        needed = max(needed, math.ceil(n * ((high - low) / (2 * abs(seen - o.limit))) ** 2))
+    span = f"{_ms(low) if low is not None else 'unbounded'} to {_ms(high) if high is not None else 'unbounded'}"
+    return (f"{o.name} {seen:,.0f} ms of {n} requests, 95% interval {span} holds the limit {_ms(o.limit)}",
+            needed)
+
+
+def _overloaded(summary: StepSummary) -> str | None:
+    """Why the server did not keep up, or None when it did (or the step was not tested)."""
+    test = summary.overload
+    if test is not None:
+        return test.why() if test.overloaded else None
+    sent, done, growth = summary.send_rate_rps, summary.completion_rate_rps, summary.ttft_growth
+    if sent and done is not None and growth is not None and done < _LEGACY_SHARE * sent and growth > _LEGACY_GROWTH:
+        return f"finished {float(done):.3g} req/s of {float(sent):.3g} sent, TTFT grew {float(growth):.1f}x"
+    return None
 
 
 def judge(summary: Summary, load: LoadStep, objectives: Sequence[Objective], step: int = 0,
@@ -194,28 +252,31 @@ def judge(summary: Summary, load: LoadStep, objectives: Sequence[Objective], ste
     """One probe (a step's summary) against the objectives; see the module docstring."""
     summary = _typed(summary)
     value = load_value(load, kind) or 0.0
-    misses, observed = [], {}
+    misses: list[str] = []
+    observed: dict[str, float | None] = {}
+    doubts: list[tuple[str, int, bool]] = []
     for o in objectives:
         seen = _observed(summary, o)
         observed[o.name] = seen
         if seen is None:
             misses.append(f"{o.name}: not measured")
-        elif o.name == "goodput" and seen < o.limit:
-            misses.append(f"goodput {100 * seen:.0f}% < {100 * o.limit:g}%")
-        elif o.name == "errors" and seen > o.limit:
-            misses.append(f"errors {100 * seen:.1f}% > {100 * o.limit:g}%")
+        elif o.name == "goodput_share" and seen < o.limit:
+            misses.append(f"goodput_share {100 * seen:.0f}% < {100 * o.limit:g}%")
+        elif o.name == "error_rate" and seen > o.limit:
+            misses.append(f"error_rate {100 * seen:.1f}% > {100 * o.limit:g}%")
         elif o.metric is not None and seen > o.limit:
             misses.append(f"{o.name} {seen:,.0f} ms > {_ms(o.limit)}")
-    saturated = False
-    if load.mode == "rate":
-        sent, done, growth = summary.send_rate_rps, summary.completion_rate_rps, summary.ttft_growth
-        if sent and done is not None and growth is not None and \
-                done < SATURATED_SHARE * sent and growth > SATURATED_GROWTH:
-            saturated = True
-            misses.append(f"saturated: finished {float(done):.3g} req/s of {float(sent):.3g} sent, "
-                          f"TTFT grew {float(growth):.1f}x through the step")
-    return Probe(value=value, step=step, passed=not misses, misses=tuple(misses), saturated=saturated,
-                 observed=observed)
+        if seen is not None and o.metric is not None and (doubt := _doubt(summary, o, seen)) is not None:
+            doubts.append((*doubt, seen > o.limit))
+    why = _overloaded(summary) if load.mode == "rate" else None
+    if why is not None:
+        misses.append(f"overloaded: {why}")
+    if len(misses) > sum(1 for d in doubts if d[2]):  # a sure miss settles the verdict, whatever the doubts
+        doubts = []
+    return Probe(value=value, step=step, passed=not misses, misses=tuple(misses), saturated=why is not None,
+                 observed=observed, uncertain=tuple(d[0] for d in doubts),
+                 requests_needed=max((d[1] for d in doubts), default=None),
+                 overload=summary.overload.to_json() if summary.overload is not None else None)
 
 
 def _bounds(history: Sequence[tuple[float, bool]]) -> tuple[float | None, float | None]:
@@ -265,23 +326,40 @@ class FindMax:
         return "req/s" if self.kind == "rate" else "concurrent requests"
 
     def answer(self) -> str:
-        """One sentence: the answer and how sure it is."""
+        """One sentence: the answer, the bracket the limit lies in, and how sure the verdicts were."""
         goals = ", ".join(o.describe() for o in self.objectives)
         if self.best is None:
             lowest = f" {self.failed_at:g} {self.unit}" if self.failed_at is not None else ""
-            return f"no load met {goals}: even the lowest probed,{lowest}, missed"
+            return f"no load met {goals}: even the lowest probed,{lowest}, missed" + self._doubts()
         text = f"highest load meeting {goals}: {self.best:g} {self.unit}"
         if self.failed_at is None:
-            return text + " (every probe passed: the search stopped before finding a limit)"
+            return text + " (every probe passed: the search stopped before finding a limit)" + self._doubts()
+        between = f"the limit lies between {self.best:g} and {self.failed_at:g}"
         if not self.converged:
-            return text + f" (search cut short; {self.failed_at:g} missed)"
-        return text + f" ({self.failed_at:g} missed)"
+            return text + f" (search cut short; {self.failed_at:g} missed: {between})" + self._doubts()
+        return text + f" ({self.failed_at:g} missed: {between})" + self._doubts()
+
+    @property
+    def requests_needed(self) -> int | None:
+        """About how many requests per probe would settle every uncertain verdict (None: none uncertain)."""
+        return max((p.requests_needed for p in self.probes if p.requests_needed is not None), default=None)
+
+    def _doubts(self) -> str:
+        doubtful = [p for p in self.probes if p.uncertain]
+        if not doubtful:
+            return ""
+        loads = ", ".join(f"{p.value:g}" for p in doubtful)
+        return (f"; uncertain: {len(doubtful)} of {len(self.probes)} verdicts ({loads}) rest on a percentile whose "
+                f"95% interval holds the limit; about {self.requests_needed} requests per probe would settle "
+                f"them (-n {self.requests_needed})")
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "best": self.best, "failed_at": self.failed_at, "converged": self.converged,
                 "objectives": {o.name: o.limit for o in self.objectives}, "answer": self.answer(),
+                "requests_needed": self.requests_needed,
                 "probes": [{"step": p.step, "load": p.value, "passed": p.passed, "misses": list(p.misses),
-                            "saturated": p.saturated, "observed": dict(p.observed)} for p in self.probes]}
+                            "saturated": p.saturated, "observed": dict(p.observed), "uncertain": list(p.uncertain),
+                            "requests_needed": p.requests_needed, "overload": p.overload} for p in self.probes]}
 
 
 def start_value(spec: Mapping[str, Any]) -> float:

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tokometer.backends import BACKENDS
+from tokometer.backends import BACKENDS, create_backend
 from tokometer.backends.http1 import ConnectError, HttpTimeout, PeerReset
 from tokometer.backends.probe import Probe
 from tokometer.benchmark.preflight import preflight, protocol_hint, server_root
@@ -22,6 +22,7 @@ from tokometer.datasets import FixedSource, Prompt, SyntheticSource, load_source
 from tokometer.datasets.batched import BatchedSource
 from tokometer.datasets.conversations import SessionScript, SessionSource, ShareGPTSessions, SyntheticSessions
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
+from tokometer.datasets.images import ImageSpec, parse_image_size
 from tokometer.datasets.sampled import Sampled
 from tokometer.datasets.trace import TraceSource
 from tokometer.errors import DatasetError, EndpointError, TokenizerError
@@ -62,7 +63,8 @@ class Prepared:
 async def _check_endpoint(spec: BenchSpec, warnings: list[str]) -> str:
     """Connect once, pick the model, send the check request (`preflight`); return the model.
     Raises EndpointError if nothing answers or no run could work."""
-    headers = {**spec.headers, **({"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {})}
+    key_headers = create_backend(spec.api).auth_headers(spec.api_key) if spec.api_key else {}
+    headers = {**spec.headers, **key_headers}  # the protocol's own key header (Anthropic: x-api-key)
     probe = Probe(headers, spec.tls(), spec.connect_timeout_s)
     try:
         await probe.get(server_root(spec.url) + "/")
@@ -129,8 +131,12 @@ def _source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -
         return trace
     if spec.dataset is not None:
         return load_source_file(spec.dataset, spec.dataset_kind, tokenizer)
+    images = None
+    if spec.images:
+        width, height = parse_image_size(spec.image_size)
+        images = ImageSpec(spec.images, width, height, spec.image_format)
     source = SyntheticSource(spec.input_tokens, tokenizer=tokenizer, seed=spec.seed_value,
-                             prefix_tokens=spec.prefix_tokens, prefix_groups=spec.prefix_groups)
+                             prefix_tokens=spec.prefix_tokens, prefix_groups=spec.prefix_groups, images=images)
     if tokenizer is None:
         warnings.append(f"no tokenizer: synthetic prompts are {spec.input_tokens} words, not exactly "
                         f"{spec.input_tokens} tokens (the server's own prompt counts are reported)")

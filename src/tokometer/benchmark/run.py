@@ -52,7 +52,8 @@ async def run_benchmark(
     plan = plan_for(spec)
     prepared: Prepared = await prepare(spec, plan.expected_steps)
     params = GenerationParams(model=prepared.model, max_tokens=spec.output_tokens, ignore_eos=spec.ignore_eos,
-                              temperature=spec.temperature, seed=spec.seed_value, include_usage=spec.include_usage)
+                              temperature=spec.temperature, seed=spec.seed_value, include_usage=spec.include_usage,
+                              **spec.tool_params())
     timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s,
                         max_event_bytes=spec.max_event_bytes)
     target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())

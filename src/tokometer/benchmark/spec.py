@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_valid
 
 from tokometer.backends import BACKENDS
 from tokometer.backends.tls import TlsOptions
+from tokometer.datasets.images import ImageFormat
 from tokometer.datasets.trace import BLOCK_TOKENS
 from tokometer.load.profiles import Arrival
 from tokometer.secrets import header_problem, redact_headers, value_problem
@@ -98,6 +99,16 @@ class BenchSpec(BaseModel):
     trace_block_tokens: int = Field(BLOCK_TOKENS, ge=1)
     """Tokens per ``hash_ids`` block of the trace (Mooncake: 512)."""
 
+    images: int = Field(0, ge=0, le=16)
+    """Synthetic images sent with every synthetic chat prompt (`tokometer.datasets.images`); 0: none."""
+    image_size: str = "512x512"
+    """Each image's WIDTHxHEIGHT in pixels (with ``images``)."""
+    image_format: ImageFormat = "jpeg"
+    tools: int = Field(0, ge=0, le=128)
+    """Tool definitions sent with every chat request (`tokometer.datasets.tools`); 0: none."""
+    tool_choice: str = "auto"
+    """With ``tools``: ``auto``, ``required``, ``none``, or the name of one of the tools (that function)."""
+
     connect_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(60.0, gt=0)
     request_timeout_s: float = Field(600.0, gt=0)
@@ -122,7 +133,7 @@ class BenchSpec(BaseModel):
     """Search for the highest rate (or concurrency) that meets ``slo`` instead of sweeping
     (`tokometer.benchmark.findmax`)."""
     slo: str | None = None
-    """The objectives of ``find_max``: ``ttft_p99=2s,tpot_p50=50ms,goodput=0.9``."""
+    """The objectives of ``find_max``: ``ttft_p99=2s,tpot_p50=50ms,goodput_share=0.9``."""
 
     @field_serializer("headers")
     def _redacted_headers(self, headers: dict[str, str]) -> dict[str, str]:
@@ -207,6 +218,7 @@ class BenchSpec(BaseModel):
                                "its shared prefix and then its own words", prefix=self.prefix_tokens,
                                length=self.input_tokens)
         self._check_search()
+        self._check_media()
         if self.ray_actors is not None and self.ray is None:
             raise FieldProblem("{ray_actors} counts Ray actors: give {ray} (the cluster's address) too")
         if self.ray is not None and self.workers > 1:
@@ -219,6 +231,37 @@ class BenchSpec(BaseModel):
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"URL {self.url!r} must start with http:// or https://")
         return self
+
+    def _check_media(self) -> None:
+        """Images and tools go in OpenAI chat requests; images on synthetic prompts."""
+        from tokometer.datasets.images import parse_image_size
+        from tokometer.datasets.tools import tool_definitions
+        from tokometer.errors import ConfigError
+
+        if (self.images or self.tools) and self.api != "openai-chat":
+            raise FieldProblem("{images} and {tools} go in OpenAI chat requests: use {api} openai-chat")
+        if self.images:
+            if self.dataset is not None or self.prompt is not None or self.trace is not None or self.sessions:
+                raise FieldProblem("{images} go with synthetic prompts: leave out {dataset}, {prompt}, {trace} and "
+                                   "{sessions}")
+            try:
+                parse_image_size(self.image_size)
+            except ConfigError as exc:
+                raise FieldProblem.naming("image_size", str(exc)) from None
+        if self.tools and self.tool_choice not in ("auto", "required", "none") and self.tool_choice not in {
+                t["function"]["name"] for t in tool_definitions(self.tools)}:
+            raise FieldProblem("{tool_choice} {choice} is not auto, required, none or one of the {tools} tools' names "
+                               "(get_weather, search_web, ...)", choice=self.tool_choice)
+
+    def tool_params(self) -> dict[str, Any]:
+        """The ``tools`` and ``tool_choice`` of `tokometer.wire.base.GenerationParams` for this run."""
+        from tokometer.datasets.tools import tool_definitions
+
+        if not self.tools:
+            return {}
+        choice: str | dict[str, Any] = self.tool_choice if self.tool_choice in ("auto", "required", "none") else \
+            {"type": "function", "function": {"name": self.tool_choice}}
+        return {"tools": tool_definitions(self.tools), "tool_choice": choice}
 
     def _check_workload(self) -> None:
         """Sessions and traces against the rest."""

@@ -27,6 +27,7 @@ from tokometer.cli.options import (
 )
 from tokometer.cli.specoption import SpecOption, flag_words, user_fields
 from tokometer.cli.terminate import EXIT_CODE, Terminate
+from tokometer.datasets.images import ImageFormat
 from tokometer.load.profiles import Arrival
 
 if TYPE_CHECKING:
@@ -125,6 +126,15 @@ def _mebibytes(size: int) -> str:
 @spec_option("--output-tokens", type=int, field="output_tokens",
              help=f"max_tokens per request [default: {{default}}; {EMBEDDED_PROFILE['output_tokens']} for the "
                   "embedded engine].")
+@spec_option("--images", type=click.IntRange(min=0, max=16), field="images", show_default=True,
+             help="Synthetic images sent in every chat request (data URLs; openai-chat, synthetic prompts).")
+@spec_option("--image-size", field="image_size", show_default=True, help="Each image's WIDTHxHEIGHT in pixels.")
+@spec_option("--image-format", type=click.Choice(get_args(ImageFormat)), field="image_format", show_default=True,
+             help="How the images are encoded.")
+@spec_option("--tools", type=click.IntRange(min=0, max=128), field="tools", show_default=True,
+             help="Tool definitions sent in every chat request (a tool-call workload).")
+@spec_option("--tool-choice", field="tool_choice", show_default=True,
+             help="With --tools: auto, required, none, or one tool's name (get_weather, search_web, ...).")
 @spec_option("--ignore-eos", is_flag=True, field="ignore_eos",
              help="Ask the server to ignore EOS so every answer is --output-tokens long.")
 @spec_option("--temperature", type=FiniteFloat(min=0), field="temperature", show_default=True,
@@ -176,10 +186,12 @@ def _mebibytes(size: int) -> str:
 @spec_option("--find-max", type=click.Choice(["rate", "concurrency"]), is_flag=False, flag_value="rate",
              field="find_max", help="Search for the highest request rate (or concurrency) that meets --slo: double "
                                  "the load until a probe misses, then bisect (rates to 5%). Each probe is one step "
-                                 "of --requests requests; -r/-c gives the first probe [default: 1].")
+                                 "of --requests requests (a p99 needs 368 to be bounded); a probe whose queue grew "
+                                 "misses whatever --slo says; -r/-c gives the first probe [default: 1].")
 @spec_option("--slo", field="slo", metavar="NAME=LIMIT,...",
-             help="The objectives of --find-max, e.g. ttft_p99=2s,tpot_p50=50ms,goodput=0.9 (percentiles of "
-                  "ttft, tpot, itl, e2e; goodput: share of requests within every limit; errors=1% by default).")
+             help="The objectives of --find-max, e.g. ttft_p99=2s,tpot_p50=50ms,goodput_share=0.9 (percentiles "
+                  "of ttft, tpot, itl, e2e; goodput_share: share of requests within every limit; error_rate=1% by "
+                  "default).")
 @spec_option("--workers", "-w", field="workers", also=("ray_actors",), type=click.IntRange(min=1), default=None,
              help="Load-generator processes (use more when the report says the client could not keep up); "
                   "with --ray, Ray actors [default: {default}; with --ray: one actor per node].")
@@ -279,6 +291,11 @@ def _spec_values(opts: dict[str, Any], given: set[str]) -> dict[str, Any]:
         "batch_size": opts["batch_size"],
         "output_tokens": opts["output_tokens"],
         "ignore_eos": opts["ignore_eos"],
+        "images": opts["images"],
+        "image_size": opts["image_size"],
+        "image_format": opts["image_format"],
+        "tools": opts["tools"],
+        "tool_choice": opts["tool_choice"],
         "temperature": opts["temperature"],
         "seed": opts["seed"],
         "include_usage": not opts["no_usage"],

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tokometer.cli.options import PORT, FiniteFloat
+from tokometer.units import GIB
 
 if TYPE_CHECKING:
     from tokometer.engines.handle import EngineHandle
@@ -82,10 +83,11 @@ def _start_llamacpp(opts: dict[str, Any], port: int) -> EngineHandle | None:
     if opts["rebuild"]:
         _rebuild()
 
+    given = {"parallel": opts["parallel"], "ready_timeout_s": opts["ready_timeout"]}  # None: the settings' default
     settings = LlamaCppSettings(
         model_path=Path(opts["model"]) if opts["model"] else None, host=opts["host"], port=port,
-        parallel=opts["parallel"], ctx_size=opts["ctx_size"], threads=opts["threads"], binary=opts["llama_server"],
-        extra_args=tuple(opts["engine_args"]), ready_timeout_s=opts["ready_timeout"] or 120.0)
+        ctx_size=opts["ctx_size"], threads=opts["threads"], binary=opts["llama_server"],
+        extra_args=tuple(opts["engine_args"]), **{k: v for k, v in given.items() if v is not None})
     if opts["dry_run"]:
         from tokometer.engines.llamacpp import checked_model
 
@@ -188,7 +190,7 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
     host = handle.identity.get("host", {})
     if host:
         table.add_row("host", f"{host.get('cpu_model')}, {host.get('physical_cores')} cores, "
-                              f"{host.get('ram_bytes', 0) / 2**30:.1f} GiB RAM")
+                              f"{host.get('ram_bytes', 0) / GIB:.1f} GiB RAM")
     console = make_console()
     console.print(f"[bold green]ready[/] at {handle.root_url}  (OpenAI API: {handle.openai_url}, "
                   f"model [bold]{handle.model}[/])")
@@ -208,8 +210,8 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
               help="Address the engine listens on (0.0.0.0 or :: for every interface).")
 @click.option("--port", type=PORT, default=None,
               help="Default 8080 (llamacpp), 8000 (vllm), 11434 (ollama); 0 = free.")
-@click.option("--parallel", type=click.IntRange(min=1), default=4, show_default=True,
-              help="llamacpp: slots batched together.")
+@click.option("--parallel", type=click.IntRange(min=1), default=None,
+              help="llamacpp: slots batched together (default: LlamaCppSettings.parallel, 4).")
 @click.option("--ctx-size", type=click.IntRange(min=1), default=None,
               help="llamacpp: total context, split between the slots (default 4096 × --parallel).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,

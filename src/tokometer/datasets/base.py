@@ -39,6 +39,8 @@ class Prompt:
     exact_length: bool = False
     """``max_tokens`` is the answer's length to reproduce (a trace's ``output_length``), not a reference: it
     holds with ``--ignore-eos`` too (`tokometer.wire.base.answer_length`)."""
+    images: tuple[str, ...] = ()
+    """Images sent with the last message, as ``data:`` URLs (``--images``; chat APIs only)."""
 
     @classmethod
     def from_text(cls, text: str, *, input_tokens: int | None = None, max_tokens: int | None = None) -> Prompt:

@@ -10,6 +10,9 @@ each prompt starts with one of them (chosen by the seed), then a line break and 
 whole prompt is still exactly ``input_tokens`` tokens. The first prompt with each prefix is marked
 (``prefix_first``): it is the one a prefix cache cannot have seen.
 
+With ``images`` (`tokometer.datasets.images`) each prompt also carries its own synthetic images; such
+prompts repeat after 256 (their images are held in memory), so a server's image cache can help past that.
+
 Without a tokenizer the prompt has ``input_tokens`` words and its length
 in tokens is unknown: the source says so (``exact`` is False) and the run
 reports the server's own count.
@@ -23,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from tokometer.datasets.base import Prompt
+from tokometer.datasets.images import ImageSpec, make_images
 from tokometer.datasets.words import WORDS
 from tokometer.errors import DatasetError
 from tokometer.tokens.base import Tokenizer
@@ -30,6 +34,8 @@ from tokometer.tokens.base import Tokenizer
 __all__ = ["SyntheticSource", "make_exact_text"]
 
 _ATTEMPTS = 8
+_IMAGE_PROMPTS = 256
+"""Distinct prompts made when each carries images (they repeat after that: a run holds them in memory)."""
 
 
 def _words(rng: random.Random, n: int) -> str:
@@ -73,6 +79,7 @@ class SyntheticSource:
         unique: int = 8192,
         prefix_tokens: int = 0,
         prefix_groups: int = 1,
+        images: ImageSpec | None = None,
     ) -> None:
         if input_tokens < 1:
             raise DatasetError("--input-tokens must be at least 1")
@@ -88,15 +95,23 @@ class SyntheticSource:
         self.input_tokens = input_tokens
         self.tokenizer = tokenizer
         self.seed = seed
-        self.unique = unique
+        self.images = images
+        self.unique = min(unique, _IMAGE_PROMPTS) if images is not None else unique
         self.exact = tokenizer is not None
         shared = f", {prefix_groups} shared prefix{'es' if prefix_groups > 1 else ''} of {prefix_tokens}" \
             if prefix_tokens else ""
-        self.name = (f"synthetic({input_tokens} tokens{shared}, "
+        pictures = f", {images.describe()}" if images is not None else ""
+        self.name = (f"synthetic({input_tokens} tokens{shared}{pictures}, "
                      f"{'exact: ' + tokenizer.name if tokenizer else 'words'})")
         self._cache: list[Prompt] = []
 
     def _make(self, index: int) -> Prompt:
+        prompt = self._make_text(index)
+        if self.images is None:
+            return prompt
+        return replace(prompt, images=make_images(self.images, self.seed, index))
+
+    def _make_text(self, index: int) -> Prompt:
         rng = random.Random(f"{self.seed}:{index}")
         if self.prefix_tokens:
             return self._make_shared(index, rng)

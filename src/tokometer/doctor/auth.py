@@ -12,12 +12,13 @@ then skipped.
 
 from __future__ import annotations
 
+from tokometer.backends import create_backend
 from tokometer.benchmark.preflight import protocol_hint
 from tokometer.datasets import Prompt
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
 
-__all__ = ["CLOCK_SKEW_S", "NOT_MODEL_TOKENS", "key_shown", "run"]
+__all__ = ["CLOCK_SKEW_S", "NOT_MODEL_TOKENS", "key_header", "key_shown", "run"]
 
 CLOCK_SKEW_S = 60.0
 """A server clock further than this from this machine's is a finding (tokens with exp/nbf claims fail)."""
@@ -25,12 +26,19 @@ CLOCK_SKEW_S = 60.0
 NOT_MODEL_TOKENS = "this is about authentication tokens (API keys), not model tokens"
 
 
-def key_shown(key: str | None) -> str:
-    """The header a key is sent in, with the key hidden but for its length and first characters."""
+def key_shown(key: str | None, api: str = "openai-chat") -> str:
+    """The header a key is sent in (the protocol's: `Backend.auth_headers`), with the key hidden but for its
+    length and first characters."""
     if not key:
         return "none (no --api-key, no TOKOMETER_API_KEY)"
     head = key[:3] if len(key) >= 12 else ""
-    return f"Authorization: Bearer {head}… ({len(key)} characters)"
+    return key_header(api, f"{head}… ({len(key)} characters)")
+
+
+def key_header(api: str, shown: str = "KEY") -> str:
+    """``Authorization: Bearer KEY`` or, for Anthropic's Messages API, ``x-api-key: KEY``."""
+    name, value = next(iter(create_backend(api).auth_headers("\0").items()))
+    return f"{name}: {value.replace(chr(0), shown)}"
 
 
 def _skew_evidence(session: Session) -> dict[str, object]:
@@ -42,7 +50,7 @@ async def run(session: Session) -> None:
     """The auth check (the first request): sets ``session.can_generate``."""
     exchange = await session.send(Prompt.from_text("Hello"), 1)
     record = exchange.record
-    evidence: dict[str, object] = {"header_sent": key_shown(session.spec.api_key),
+    evidence: dict[str, object] = {"header_sent": key_shown(session.spec.api_key, session.api),
                                    "key_set": bool(session.spec.api_key), "status": record.status,
                                    "answer": record.error_detail[:300], **_skew_evidence(session)}
     if session.www_authenticate:
@@ -61,7 +69,7 @@ async def run(session: Session) -> None:
             session.add(Finding("auth.missing_key", "error",
                                 f"HTTP 401: the server wants an API key, none was sent; {NOT_MODEL_TOKENS}", evidence,
                                 "Give the key with --api-key KEY (or TOKOMETER_API_KEY); it is sent as "
-                                "'Authorization: Bearer KEY'."))
+                                f"'{key_header(session.api)}'."))
         else:
             session.add(Finding("auth.key_refused", "error",
                                 f"HTTP 401: the server refuses the API key sent; {NOT_MODEL_TOKENS}", evidence,

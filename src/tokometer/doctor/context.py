@@ -2,7 +2,9 @@
 
 - **The window**: as the server advertises it (vLLM's ``max_model_len`` in ``/v1/models``, llama.cpp's
   ``n_ctx`` per slot in ``/props``, TGI's ``max_total_tokens``: the benchmark's `advertised_context`),
-  else found by a binary search with prompts of known length (not with ``--quick``).
+  else found by a binary search with prompts of known length (not with ``--quick``). A search that reaches
+  its own ceiling (`PROBE_LIMIT`) with every prompt taken whole found no limit: it says "no limit found up to
+  N tokens", never that N is the window.
 - **Past the window**: a prompt 32 tokens longer than the window is sent. An HTTP 400 is the honest
   answer; an answer whose ``usage.prompt_tokens`` is below what was sent is *silent truncation* (the
   model never saw the start of the prompt).
@@ -22,7 +24,7 @@ from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Exchange, Session
 from tokometer.errors import TokenizerError
 
-__all__ = ["OVERFLOW_MARGIN", "PROBE_LIMIT", "Fit", "count_mismatch", "fit_of", "run"]
+__all__ = ["OVERFLOW_MARGIN", "PROBE_LIMIT", "Fit", "NoLimit", "count_mismatch", "fit_of", "run"]
 
 OVERFLOW_MARGIN = 32
 """Tokens past the window in the overflow probe."""
@@ -68,8 +70,14 @@ async def _probe(session: Session, n_tokens: int) -> tuple[Fit, Exchange, int]:
     return fit_of(exchange, sent), exchange, sent
 
 
-async def _search(session: Session) -> tuple[int, str] | None:
-    """The window found by trying prompts of known length: doubling, then bisecting."""
+class NoLimit(int):
+    """What a search found when every prompt up to its ceiling was taken whole: the longest prompt that fit
+    (an `int`), which is not a context window."""
+
+
+async def _search(session: Session) -> tuple[int, str] | NoLimit | None:
+    """The window found by trying prompts of known length: doubling, then bisecting; `NoLimit` when no prompt
+    up to `PROBE_LIMIT` was refused or cut."""
     good, bad = 0, None
     size = _SEARCH_START
     for _ in range(_SEARCH_STEPS):
@@ -92,6 +100,8 @@ async def _search(session: Session) -> tuple[int, str] | None:
         size = (good + bad) // 2 if bad is not None else size
     if good == 0:
         return None
+    if bad is None:
+        return NoLimit(good)
     how = f"found by probing: {good:,} prompt tokens fit" + (f", {bad:,} do not" if bad else "")
     session.refused_at = bad
     return good + _ANSWER_TOKENS, how
@@ -102,9 +112,19 @@ async def run(session: Session) -> None:
     spec = session.bench_spec()
     session.context = await advertised_context(spec, session.model, session.probe)
     if session.context is None and not session.spec.quick:
-        session.context = await _search(session)
-        if session.context is None:
+        found = await _search(session)
+        if isinstance(found, NoLimit):
+            session.add(Finding("context.no_limit_found", "info",
+                                f"no context limit found up to {int(found):,} prompt tokens: the server advertises "
+                                "no window and took every probe whole", {"context_tokens": None,
+                                                                         "largest_prompt_taken": int(found),
+                                                                         "probe_limit": PROBE_LIMIT},
+                                f"The probe stops at {PROBE_LIMIT:,} tokens: the window is at least that long, or "
+                                "the server shifts or drops context without saying so."))
+        elif found is None:
             session.skip("context", "the server advertises no context window and the probe could not find one")
+        else:
+            session.context = found
     if session.context is not None:
         window, where = session.context
         session.add(Finding("context.window", "info", f"context window: {window:,} tokens ({where})",

@@ -1,6 +1,6 @@
 """Host: the machine a local server runs on (a loopback URL): RAM, swap, disk, CPU governor, GPUs (R8, R12, R15).
 
-- **RAM** against the model file's size: the article's rule is at least 2–3x the weights;
+- **RAM** against the model file's size: the usual rule is at least 2–3x the weights;
 - **swap**: pages swapped in or out while doctor ran (`psutil.swap_memory`);
 - **disk**: the filesystem the model file is on, and how fast its first 256 MiB read (the
   cold-start cost; a file in the page cache reads at memory speed, and the figure says so);
@@ -29,14 +29,14 @@ import psutil
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
 from tokometer.observe.snapshot import GpuSample
+from tokometer.units import GIB as _GIB
 
 __all__ = ["RAM_FACTOR", "GpuLink", "SwapCounters", "gpu_findings", "ram_finding", "run", "swap_finding"]
 
 RAM_FACTOR = 2.0
-"""Host RAM below this multiple of the model's weights is a warning (the article: 2-3x)."""
+"""Host RAM below this multiple of the model's weights is a warning (the usual rule: 2-3x)."""
 _READ_BYTES = 256 * 2**20
 _SLOW_DISK_MB_S = 200.0
-_GIB = 2**30
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,7 +74,7 @@ class Session:
     _rng: random.Random = field(default_factory=random.Random)
 
     def __post_init__(self) -> None:
-        headers = {"Authorization": f"Bearer {self.spec.api_key}"} if self.spec.api_key else {}
+        headers = create_backend(self.api).auth_headers(self.spec.api_key) if self.spec.api_key else {}
         self.probe = Probe(headers, timeout_s=self.connect_timeout_s)
         self.model = self.spec.model
 

@@ -10,18 +10,28 @@ Then the same 384-token prompt is sent twice: a prefix (prompt) cache answers th
 first token sooner. With ``--hardware`` (and a model ``tokometer estimate`` knows), the idle decode
 speed is compared with the roofline estimate (`tokometer.perf.app.run_estimate`). ``--quick``
 skips the load and the pair, and reports the streaming check's one request.
+
+Behind a proxy that buffers the stream (the streaming check's ``streaming.buffered`` or ``streaming.bursty``)
+the per-event decode speed is not the server's: a whole answer at once reads 0 tok/s, blocks of events read
+far too fast (a block's tokens counted as made at once). Then ``speed.summary`` is a warning that says so: no
+decode speed where the whole answer came at once, and the speed from the blocks' arrival where it came in
+several (`tokometer.doctor.streaming.burst_decode_tok_s`); the aggregate output tok/s stands either way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
+from tokometer.doctor.streaming import burst_decode_tok_s
 from tokometer.errors import ConfigError, TokometerError
 from tokometer.metrics import request as per_request
+from tokometer.records import RequestRecord
 
 __all__ = ["BATCHING_GAIN", "LOAD", "Load", "bottleneck", "interfered", "run"]
 
@@ -76,12 +86,37 @@ def _load(summary: Any) -> Load | None:
     return Load(ttft, decode or 0.0, summary.output_throughput_tok_s)
 
 
+def _stream_problem(session: Session) -> str | None:
+    """``buffered`` or ``bursty`` when the streaming check found the stream held back by something; else None."""
+    shape = session.speed.get("stream_shape")
+    if shape is None:
+        return None
+    return "buffered" if shape.buffered else "bursty" if shape.bursty else None
+
+
+def _burst_speed(records: Sequence[RequestRecord]) -> float | None:
+    """The median over ``records`` of the decode speed from their bursts' arrival; None where none has one."""
+    speeds = [v for v in (burst_decode_tok_s(r.event_ns, r.event_tokens) for r in records if r.ok and not r.warmup)
+              if v is not None]
+    return statistics.median(speeds) if speeds else None
+
+
+_BUFFERED_ADVICE = ("Per-request speed cannot be seen through this path: measure at the engine's own port, or turn "
+                    "buffering off for text/event-stream (see the streaming check). The output tok/s in all stands.")
+_BURSTY_ADVICE = ("Per-request speed through this path is only estimated from the blocks: measure at the engine's own "
+                  "port, or turn buffering off for text/event-stream (see the streaming check). The output tok/s in "
+                  "all stands.")
+
+
 async def run(session: Session) -> None:
     """The speed check."""
     idle: Load | None = None
     if session.spec.quick:
         record = session.speed.get("stream_record")
-        if record is not None:
+        problem = _stream_problem(session)
+        if record is not None and problem is not None:
+            idle = _quick_behind_a_buffer(session, record, problem)
+        elif record is not None:
             ttft, decode = per_request.ttft_ns(record), per_request.decode_speed_tok_s(record)
             if ttft is not None and decode is not None:
                 idle = Load(ttft / 1e6, decode, decode)
@@ -93,6 +128,55 @@ async def run(session: Session) -> None:
         await _prefix_cache(session)
     if idle is not None:
         await _versus_estimate(session, idle)
+
+
+def _quick_behind_a_buffer(session: Session, record: RequestRecord, problem: str) -> Load | None:
+    """``--quick``'s one request through a buffering path: no per-event decode speed, the blocks' one if any."""
+    ttft = per_request.ttft_ns(record)
+    naive = per_request.decode_speed_tok_s(record)
+    blocks = burst_decode_tok_s(record.event_ns, record.event_tokens) if problem == "bursty" else None
+    evidence = {"stream": problem, "first_arrival_ms": None if ttft is None else round(ttft / 1e6, 1),
+                "decode_tok_s_from_blocks": None if blocks is None else round(blocks, 1),
+                "per_event_decode_tok_s": None if naive is None else round(naive, 1)}
+    if blocks is None:
+        title = (f"one request: no decode speed: the stream is {problem} (streaming.{problem}), the answer arrived "
+                 "at once" + (f" after {ttft / 1e6:,.0f} ms" if ttft is not None else ""))
+    else:
+        title = (f"one request: decode about {blocks:,.1f} tok/s, from the blocks' arrival (the stream is bursty: "
+                 f"the per-event figure, {naive or 0:,.1f} tok/s, counts a block's tokens as made at once)")
+    session.add(Finding("speed.summary", "warning", title, evidence,
+                        _BUFFERED_ADVICE if blocks is None else _BURSTY_ADVICE))
+    if blocks is None or ttft is None:
+        return None
+    return Load(ttft / 1e6, blocks, blocks)
+
+
+def _behind_a_buffer(session: Session, problem: str, one: Any, many: Any, idle: Load, loaded: Load,
+                     evidence: dict[str, Any]) -> Load | None:
+    """``speed.summary`` through a buffering path (see the module docstring); returns the idle figures with the
+    decode speed from the blocks' arrival, or None when there is no decode speed to judge."""
+    alone = _burst_speed(one.records) if problem == "bursty" else None
+    each = _burst_speed(many.records) if problem == "bursty" else None
+    for key, load, blocks in (("idle", idle, alone), (f"{LOAD}_at_once", loaded, each)):
+        evidence[key] = {**load.to_json(), "decode_tok_s_per_request_p50": None if blocks is None else round(blocks, 1)}
+        if problem == "bursty":
+            evidence[key]["per_event_decode_tok_s_p50"] = round(load.decode_tok_s, 1)
+    evidence["stream"] = problem
+    if problem == "buffered" or alone is None:
+        why = ("the stream is buffered (streaming.buffered): every answer arrived at once, so its first token's "
+               "time is the whole answer's" if problem == "buffered" else
+               "the stream is bursty (streaming.bursty) and each answer came in one block")
+        title = (f"no decode speed: {why}; alone: the answer after {idle.ttft_ms:,.0f} ms; {LOAD} at once: after "
+                 f"{loaded.ttft_ms:,.0f} ms, {loaded.output_tok_s:,.1f} tok/s in all")
+        session.add(Finding("speed.summary", "warning", title, evidence, _BUFFERED_ADVICE))
+        return None
+    title = (f"decode speed from the blocks' arrival (the stream is bursty: streaming.bursty): alone about "
+             f"{alone:,.1f} tok/s, {LOAD} at once about " + ("-" if each is None else f"{each:,.1f}")
+             + f" tok/s each, {loaded.output_tok_s:,.1f} tok/s in all (the per-event figure, "
+             f"{idle.decode_tok_s:,.1f} tok/s, counts a block's tokens as made at once; TTFT "
+             f"{idle.ttft_ms:,.0f} ms is the first block's arrival)")
+    session.add(Finding("speed.summary", "warning", title, evidence, _BURSTY_ADVICE))
+    return Load(idle.ttft_ms, alone, idle.output_tok_s)
 
 
 async def _under_load(session: Session) -> Load | None:
@@ -123,10 +207,15 @@ async def _under_load(session: Session) -> Load | None:
                                 "batching_gain": round(loaded.output_tok_s / idle.output_tok_s, 2)
                                 if idle.output_tok_s else None, "failed": failed,
                                 "likely_bottleneck": bottleneck(idle, loaded)}
-    title = (f"alone: TTFT {idle.ttft_ms:,.0f} ms, {idle.decode_tok_s:,.1f} tok/s; {LOAD} at once: TTFT "
-             f"{loaded.ttft_ms:,.0f} ms, {loaded.decode_tok_s:,.1f} tok/s each, "
-             f"{loaded.output_tok_s:,.1f} tok/s in all")
-    session.add(Finding("speed.summary", "info", title, evidence))
+    problem = _stream_problem(session)
+    judged: Load | None = idle
+    if problem is not None:
+        judged = _behind_a_buffer(session, problem, one, many, idle, loaded, evidence)
+    else:
+        title = (f"alone: TTFT {idle.ttft_ms:,.0f} ms, {idle.decode_tok_s:,.1f} tok/s; {LOAD} at once: TTFT "
+                 f"{loaded.ttft_ms:,.0f} ms, {loaded.decode_tok_s:,.1f} tok/s each, "
+                 f"{loaded.output_tok_s:,.1f} tok/s in all")
+        session.add(Finding("speed.summary", "info", title, evidence))
     if interfered(idle, loaded):
         session.add(Finding("speed.interference", "warning",
                             f"{LOAD} requests at once slow each other down without more throughput "
@@ -138,7 +227,7 @@ async def _under_load(session: Session) -> Load | None:
         session.add(Finding("speed.failures", "warning", f"{failed} of {2 * LOAD} requests failed under a light load",
                             {"errors": {**one.summary.errors, **many.summary.errors}},
                             "See the server's log: failures at 4 requests at once point to limits set too low."))
-    return idle
+    return judged
 
 
 async def _prefix_cache(session: Session) -> None:

@@ -11,7 +11,8 @@ arrive):
 - **include_usage**: whether ``stream_options.include_usage`` is refused (HTTP 400, which the
   client works around) or ignored (no usage in the stream), for OpenAI APIs.
 
-The record is kept for the speed check (idle TTFT and decode speed when there is no load step).
+The record and its shape are kept for the speed check (idle TTFT and decode speed when there is no load
+step; a buffered or bursty stream makes per-event decode figures meaningless there: `burst_decode_tok_s`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
 
-__all__ = ["BURST_GAP_NS", "StreamShape", "run", "stream_shape"]
+__all__ = ["BURST_GAP_NS", "StreamShape", "burst_decode_tok_s", "run", "stream_shape"]
 
 BURST_GAP_NS = 200_000
 """Events closer than this (0.2 ms) came in the same read, or back to back: one burst."""
@@ -69,6 +70,29 @@ def stream_shape(sent_ns: int, event_ns: Sequence[int], end_ns: int) -> StreamSh
     )
 
 
+def burst_decode_tok_s(event_ns: Sequence[int], event_tokens: Sequence[float]) -> float | None:
+    """Decode speed from when the bursts arrived, for a stream a proxy passes on in blocks.
+
+    A proxy flushes a block when it fills, and a block's end almost always cuts an event in two: the first
+    burst (the complete events of the first block) arrives when the event after it was made, and the last burst
+    when the last event was. So the speed is the tokens made between those two moments, all the tokens after
+    the first burst but the first of them, over the time between the two arrivals. The per-event figure
+    (`tokometer.metrics.request.decode_speed_tok_s`) instead counts a block's tokens as made at once. A first
+    burst of one event (a stream of separate events, not blocks) gives the per-event figure: every token after
+    the first over the time from it. None with fewer than two bursts (a whole answer at once: nothing to tell
+    the speed from)."""
+    if len(event_ns) < 2 or len(event_tokens) != len(event_ns):
+        return None
+    ends = [i for i, (a, b) in enumerate(itertools.pairwise(event_ns)) if b - a >= BURST_GAP_NS]
+    if not ends:
+        return None
+    first_end = ends[0]  # the first burst's last event
+    made_from = first_end + 1 if first_end > 0 else first_end  # blocks: the cut event was made at the arrival
+    span = event_ns[-1] - event_ns[first_end]
+    tokens = sum(event_tokens[made_from + 1:])
+    return tokens * 1e9 / span if span > 0 and tokens > 0 else None
+
+
 async def run(session: Session) -> None:
     """The streaming check."""
     ask = _ASK // 2 if session.spec.quick else _ASK
@@ -82,6 +106,7 @@ async def run(session: Session) -> None:
         return
     session.speed["stream_record"] = record
     shape = stream_shape(record.sent_ns, record.event_ns, record.end_ns)
+    session.speed["stream_shape"] = shape
     evidence = {"events": shape.events, "bursts": shape.bursts, "same_read_share": round(shape.same_read_share, 2),
                 "ttft_ms": round(shape.ttft_ms, 1), "e2e_ms": round(shape.e2e_ms, 1),
                 "longest_gap_ms": round(shape.longest_gap_ms, 1), "output_tokens": record.output_tokens}

@@ -10,10 +10,10 @@ import subprocess
 from dataclasses import dataclass
 
 from tokometer.errors import EngineError
+from tokometer.units import GIB
 
 __all__ = ["GpuInfo", "detect_gpus", "gpu_for_planning"]
 
-GIB = 2**30
 
 
 @dataclass(frozen=True)

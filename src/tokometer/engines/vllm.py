@@ -42,11 +42,11 @@ from tokometer.perf.loaders import resolve_model
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import normalize_dtype
 from tokometer.perf.roofline import ACTIVATION_RESERVE_GIB, Deployment
+from tokometer.units import GIB
 
 __all__ = ["KV_CACHE_DTYPES", "QUANTIZATIONS", "VLLM_ENV_VAR", "VllmInstall", "VllmPlan", "find_vllm", "plan_vllm",
            "plan_vllm_cpu", "start_vllm", "vllm_binary"]
 
-GIB = 2**30
 ROUND_TO = 256
 QUANTIZATIONS = ("fp8", "awq", "gptq")  # --quantization values planned for (bits per weight: tokometer.perf.quant)
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")  # auto: the model's dtype; fp8 variants: 1 byte

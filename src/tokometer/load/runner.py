@@ -125,6 +125,7 @@ async def run_step(
         if prompt.input_tokens is not None:
             record.input_tokens, record.input_tokens_source = prompt.input_tokens, "prompt_spec"
         record.prefix_group, record.prefix_first = prompt.prefix_group, prompt.prefix_first
+        record.images = len(prompt.images) or None
         await client.send(prompt, record, on_done=done)
 
     loop = (_open_loop(step, limits, issuer, one, in_flight, seed, start_ns) if step.open_loop

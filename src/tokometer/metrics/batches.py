@@ -6,9 +6,9 @@ Definitions (docs/reference/metrics.md's window: completed, non-warm-up requests
   results is an error, `tokometer.backends.assemble`)
 - inputs/s = inputs / the step's duration (as requests/s is requests / duration)
 
-Metrics added here (for the metric registry to fold in): ``inputs_total`` (count), ``inputs_per_s``
-(inputs/s). Latency is the E2E distribution (the whole response: such an answer has no first token, so no
-TTFT, TPOT or ITL), input tokens/s the input throughput, both of `tokometer.metrics.summary`.
+Their rows are in `tokometer.metrics.registry` (``inputs_total``, ``inputs_per_s``). Latency is the E2E
+distribution (the whole response: such an answer has no first token, so no TTFT, TPOT or ITL), input tokens/s
+the input throughput, both of `tokometer.metrics.summary`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,7 @@ from collections.abc import Sequence
 
 from tokometer.records import RequestRecord
 
-__all__ = ["BATCH_METRICS", "inputs_total"]
-
-BATCH_METRICS: dict[str, str] = {
-    "inputs_total": "inputs (texts) carried by the step's completed batched requests",
-    "inputs_per_s": "inputs_total / step duration",
-}
+__all__ = ["inputs_total"]
 
 
 def inputs_total(ok: Sequence[RequestRecord]) -> int:

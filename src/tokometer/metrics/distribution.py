@@ -52,6 +52,11 @@ class Distribution:
             max=float(data.max()),
         )
 
+    def stat(self, key: str) -> float | None:
+        """One statistic by its JSON name: ``p50``, ``p99.9``, ``mean``, ``max``."""
+        value = getattr(self, key.replace(".", "_"))
+        return None if value is None else float(value)
+
     def to_json(self) -> dict[str, float | int | None]:
         out = asdict(self)
         out["p99.9"] = out.pop("p99_9")

@@ -1,11 +1,11 @@
-"""The knee of a sweep: the load step that gives the most throughput for the least delay.
+"""The knee of a sweep: the load that gives the most throughput for the least delay.
 
 A sweep trades per-request speed for aggregate throughput: each step of more concurrency (or a higher
 rate) makes the server produce more tokens per second in all while each request decodes more slowly.
 Where to stop is a judgement; tokometer makes it with Kleinrock's **power** (L. Kleinrock, "Power and
 deterministic rules of thumb for probabilistic problems in computer communications", ICC 1979): the
 throughput of a system divided by the delay it imposes, which rises while added load buys throughput
-cheaply and falls once it mostly buys waiting. Here, per step::
+cheaply and falls once it mostly buys waiting. Here, per load::
 
     power = output throughput (tok/s, all requests) × decode speed p50 (tok/s, one request)
 
@@ -13,12 +13,15 @@ which is throughput / TPOT (decode speed = 1 / TPOT per request; the median of 1
 1 / the median TPOT up to interpolation between the two middle requests), in tokens per second
 squared. **The knee is the step with the largest power**; on the "rate vs throughput" chart (x:
 output throughput, y: decode speed p50) it is the point with the largest x × y, the point that
-touches the highest hyperbola x·y = constant. A tie goes to the lighter load (the earlier step). A
-step without both numbers (nothing completed, no token after the first) has no power and is never
-the knee; a sweep of one step has that step as its knee.
+touches the highest hyperbola x·y = constant. A tie goes to the lighter load (the earlier one). A
+load without both numbers (nothing completed, no token after the first) has no power and is never
+the knee. The knee is a trade-off between loads, so it is over loads: the trials of one load
+(``bench --repeat``) are one candidate, pooled (`tokometer.report.data`), and fewer than two loads
+with a power have no knee (a run of one load, however many trials, has none).
 
-Both numbers are read from a step's stored summary (`StepSummary.to_json`: ``output_throughput_tok_s``
-and ``decode_speed_tok_s.p50``), so the knee is found from exactly the figures a report plots.
+For a load of one trial both numbers are read from its step's stored summary (`StepSummary.to_json`:
+``output_throughput_tok_s`` and ``decode_speed_tok_s.p50``), so the knee is found from exactly the figures a
+report plots.
 Definition also in docs/reference/metrics.md ("The knee of a sweep").
 """
 
@@ -48,7 +51,10 @@ def summary_power(summary: Mapping[str, Any] | None) -> float | None:
 
 
 def knee(powers: Sequence[float | None]) -> int | None:
-    """The index of the largest power (the first of equal ones); None when no step has one."""
+    """The index of the largest of the loads' powers (the first of equal ones); None when fewer than two loads
+    have one (no trade-off to judge)."""
+    if sum(value is not None for value in powers) < 2:
+        return None
     best: int | None = None
     for index, value in enumerate(powers):
         if value is not None and (best is None or value > (powers[best] or 0.0)):

@@ -25,6 +25,7 @@ __all__ = [
     "prefill_speed_tok_s",
     "reasoned",
     "streamed_tokens",
+    "time_to_first_tool_call_ns",
     "tpot_ns",
     "ttfat_ns",
     "ttft_from_due_ns",
@@ -37,6 +38,14 @@ def ttft_ns(r: RequestRecord) -> int | None:
     if not r.ok or not r.first_token_ns:
         return None
     return r.first_token_ns - r.sent_ns
+
+
+def time_to_first_tool_call_ns(r: RequestRecord) -> int | None:
+    """Time to first tool call: the first event carrying a tool-call delta (a name or an argument fragment)
+    minus send time; ``None`` when the answer called no tool. At or after TTFT: a tool-call delta is output."""
+    if not r.ok or not r.first_tool_call_ns:
+        return None
+    return r.first_tool_call_ns - r.sent_ns
 
 
 def reasoned(r: RequestRecord) -> bool:
@@ -123,7 +132,8 @@ def streamed_tokens(r: RequestRecord) -> int:
 
 
 def decode_speed_tok_s(r: RequestRecord) -> float | None:
-    """The article's TPS: 1 / TPOT, tokens per second in the steady decode phase (reasoning tokens included)."""
+    """Decode speed: 1 / TPOT, tokens per second in the steady decode phase (reasoning tokens included): the
+    "tokens per second" people usually mean."""
     tpot = tpot_ns(r)
     return 1e9 / tpot if tpot else None
 
@@ -153,7 +163,8 @@ def e2e_ns(r: RequestRecord) -> int | None:
 
 
 def e2e_speed_tok_s(r: RequestRecord) -> float | None:
-    """The article's naive "average speed": output tokens over the whole request time."""
+    """The naive "average speed" a simple timing script gives: output tokens over the whole request time (mixes
+    network, TTFT and decode)."""
     e2e = e2e_ns(r)
     if not e2e or r.output_tokens is None:
         return None

@@ -2,7 +2,8 @@
 
 The measurement window holds every request of the step that is not a warm-up
 request; failed requests count (by category) but are kept out of latency
-distributions. Definitions as in docs/reference/metrics.md:
+distributions. Each field has a row in the metric registry (`tokometer.metrics.registry`: name, unit,
+direction, definition); definitions as in docs/reference/metrics.md:
 
 - duration = max(end_ns) - min(sent_ns) over the window
 - output throughput = sum(output_tokens) / duration (input and total likewise)
@@ -11,6 +12,8 @@ distributions. Definitions as in docs/reference/metrics.md:
 - goodput = completed requests meeting every SLO / duration
 - completion rate = (completed - 1) / (last end - first end) of completed requests
 - TTFT growth = mean TTFT of the last quarter of completed requests (in send order) / that of the first quarter
+- overload: whether the server kept up (`tokometer.metrics.overload`)
+- percentile intervals: where each latency percentile lies at 95 % (`tokometer.metrics.order_stats`)
 """
 
 from __future__ import annotations
@@ -23,11 +26,15 @@ from typing import Any
 from tokometer.metrics import request as m
 from tokometer.metrics.batches import inputs_total
 from tokometer.metrics.distribution import Distribution
+from tokometer.metrics.images import ImageSummary, summarize_images
+from tokometer.metrics.order_stats import intervals
+from tokometer.metrics.overload import Overload, overload
 from tokometer.metrics.prefix import prefix_split
 from tokometer.metrics.promptcache import prompt_cache_hit_rate
 from tokometer.metrics.reasoning import ReasoningSummary, summarize_reasoning
 from tokometer.metrics.sessions import per_turn, session_stats
 from tokometer.metrics.textcheck import TextCheck
+from tokometer.metrics.toolcalls import ToolCallSummary, summarize_tool_calls
 from tokometer.records import RequestRecord
 
 __all__ = ["SLO", "StepSummary", "summarize"]
@@ -101,6 +108,13 @@ class StepSummary:
     ttft_growth: float | None = None
     """Mean TTFT of the last quarter of completed requests, in send order, over that of the first quarter:
     well above 1 when each request waited longer than the one before (None: fewer than 8 completed)."""
+    overload: Overload | None = None
+    """The tests of whether the server kept up with the requests sent (`tokometer.metrics.overload`); None with
+    fewer than 8 completed."""
+    percentile_ci: dict[str, dict[str, list[float | None]]] | None = None
+    """Per latency metric (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``), per percentile (``p99``), its 95 %
+    distribution-free interval [low, high] from order statistics; None for an end the sample cannot bound
+    (`tokometer.metrics.order_stats`)."""
     ttft_cold_prefix_ms: Distribution | None = None
     """TTFT of the requests that were the first with their shared prefix (`tokometer.metrics.prefix`);
     None when the step's prompts shared none."""
@@ -111,6 +125,12 @@ class StepSummary:
     reasoning: ReasoningSummary | None = None
     """Reasoning and answer apart (time to first answer token, token counts, the answer's decode speed);
     None when no completed answer of the step had reasoning (`tokometer.metrics.reasoning`)."""
+    tool_calls: ToolCallSummary | None = None
+    """Time to first tool call, calls and their tokens; None when no completed answer called a tool
+    (`tokometer.metrics.toolcalls`)."""
+    images: ImageSummary | None = None
+    """Images sent and the image tokens the server reported; None when no request sent one
+    (`tokometer.metrics.images`)."""
 
     server_numbers_rejected: int = 0
     """Requests (of the window) with a server count or duration that was not believed
@@ -135,8 +155,23 @@ class StepSummary:
     (`tokometer.metrics.textcheck`); None when not checked (no answer had a count from the server, or the
     step was summarised again from the store, which keeps no text)."""
 
+    @property
+    def error_rate(self) -> float | None:
+        """Failed requests / measured requests (None: none measured)."""
+        measured = self.requests_completed + self.requests_failed
+        return self.requests_failed / measured if measured else None
+
+    @property
+    def goodput_share(self) -> float | None:
+        """Goodput as a share of the measured requests (None: no objectives, or nothing measured)."""
+        measured = self.requests_completed + self.requests_failed
+        if self.goodput_rps is None or not self.duration_s or not measured:
+            return None
+        return self.goodput_rps * self.duration_s / measured
+
     def naive_line(self) -> str:
-        """The article's summary line (elapsed, generated tokens, average tok/s), labelled."""
+        """The naive view: what a simple timing script prints (elapsed time, generated tokens, their average
+        tok/s), which mixes TTFT, network and decode; labelled as such where shown."""
         return (
             f"elapsed {self.duration_s:.2f}s, generated tokens {self.output_tokens_total}, "
             f"average {self.output_throughput_tok_s:.2f} token/s"
@@ -146,7 +181,9 @@ class StepSummary:
         out: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            out[name] = value.to_json() if isinstance(value, (Distribution, ReasoningSummary, TextCheck)) else value
+            typed = isinstance(value, (Distribution, ReasoningSummary, TextCheck, Overload, ToolCallSummary,
+                                       ImageSummary))
+            out[name] = value.to_json() if typed else value
         tokens = out.pop("output_tokens")
         out["output_tokens"] = {
             "total": self.output_tokens_total,
@@ -188,6 +225,10 @@ class StepSummary:
                 values[f.name] = Distribution.from_json(value) if value is not None or "None" not in kind else None
             elif f.name == "reasoning":
                 values[f.name] = ReasoningSummary.from_json(value) if value is not None else None
+            elif f.name == "overload":
+                values[f.name] = Overload.from_json(value)
+            elif f.name in _PARTS:
+                values[f.name] = _PARTS[f.name](value) if value is not None else None
             elif f.name == "text_check":
                 values[f.name] = TextCheck.from_json(value) if value is not None else None
             elif value is not None:
@@ -197,6 +238,10 @@ class StepSummary:
             else:
                 values[f.name] = _absent(kind)
         return cls(**values)
+
+
+_PARTS: dict[str, Any] = {"tool_calls": ToolCallSummary.from_json, "images": ImageSummary.from_json}
+"""The step summary's optional parts read back by their own ``from_json``."""
 
 
 def _absent(kind: str) -> Any:
@@ -240,6 +285,7 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         gaps.extend(m.chunk_gaps_ns(r))
     server = [r.server for r in ok if r.server is not None]
     inputs = inputs_total(ok)
+    completion_rate = _completion_rate(ok)
     return StepSummary(
         requests_completed=len(ok),
         requests_failed=len(failed),
@@ -277,11 +323,17 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         error_examples=examples,
         prompt_cache_hit_rate=prompt_cache_hit_rate(ok),
         prompt_cache_reported=sum(1 for r in ok if r.server is not None and r.server.cached_tokens is not None),
-        completion_rate_rps=_completion_rate(ok),
+        completion_rate_rps=completion_rate,
         ttft_growth=_ttft_growth(ok),
+        overload=overload(window, send_rate, completion_rate),
+        percentile_ci={"ttft_ms": intervals(_values(ok, m.ttft_ns), _MS),
+                       "tpot_ms": intervals(_values(ok, m.tpot_ns), _MS),
+                       "itl_ms": intervals(itl, _MS), "e2e_ms": intervals(_values(ok, m.e2e_ns), _MS)},
         per_turn=per_turn(records),
         session_stats=session_stats(records),
         reasoning=summarize_reasoning(ok),
+        tool_calls=summarize_tool_calls(ok),
+        images=summarize_images(ok),
         server_numbers_rejected=sum(1 for r in window if r.rejected_numbers),
         server_numbers_example=next((r.rejected_numbers for r in window if r.rejected_numbers), ""),
         inputs_total=inputs,

@@ -104,7 +104,7 @@ def counted_tokens(record: RequestRecord) -> int | None:
 
 def received_tokens(record: RequestRecord, count: Callable[[str], int] | None) -> tuple[int, Received]:
     """What the received text accounts for, and how it was counted."""
-    texts = [text for text in (record.output_text, record.reasoning_text) if text]
+    texts = [text for text in (record.output_text, record.reasoning_text, record.tool_call_text) if text]
     if count is not None:
         return sum(count(text) for text in texts), "tokenizer"
     return sum(len(text.encode("utf-8", "surrogatepass")) for text in texts), "bytes"

@@ -13,10 +13,10 @@ from tokometer.perf.roofline import (
     prefill_s,
     weight_bytes_read,
 )
+from tokometer.units import GIB
 
 __all__ = ["explain", "fmt_bytes", "fmt_time", "kv_arithmetic", "weights_arithmetic"]
 
-GIB = 2**30
 
 
 def fmt_bytes(n: float) -> str:

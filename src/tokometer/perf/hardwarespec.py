@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokometer.units import GIB
+
 __all__ = ["ComputePeak", "HardwareSpec"]
 
-GIB = 2**30
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from tokometer.atomicfile import write_atomic
 from tokometer.errors import OutputError
 from tokometer.perf.cpupeak import DTYPES, CpuFeatures, cycle_peaks, read_cpu_features
 from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
+from tokometer.units import GIB
 
 __all__ = ["TORCH_PYTHON_ENV", "host_cache_file", "host_hardware", "host_peaks", "measure_host"]
 
@@ -248,6 +249,6 @@ def host_hardware(remeasure: bool = False) -> HardwareSpec:
     bf16 = by_dtype.get("bf16") or by_dtype.get("fp32")
     clock = f", {m['clock_ghz']:.2f} GHz" if m.get("clock_ghz") else ", clock unknown"
     return HardwareSpec(
-        name="host", kind="cpu", memory_gb=m["ram_bytes"] / 2**30, bandwidth_gbs=float(m["bandwidth_gbs"]),
+        name="host", kind="cpu", memory_gb=m["ram_bytes"] / GIB, bandwidth_gbs=float(m["bandwidth_gbs"]),
         bf16_tflops=bf16.flops / 1e12 if bf16 else None, source=source,
         note=f"{m['cpu_model']}, {m['physical_cores']} cores{clock}", peaks=peaks)

@@ -13,6 +13,7 @@ from tokometer.perf.explain import fmt_bytes
 from tokometer.perf.quant import normalize_dtype
 from tokometer.perf.roofline import weight_bytes_read
 from tokometer.perf.target import TargetAnswer
+from tokometer.units import GIB
 
 if TYPE_CHECKING:
     from tokometer.perf.hardwarespec import HardwareSpec
@@ -59,7 +60,7 @@ def render_estimate(console: Console, e: Estimate) -> None:
     console.print(f"[bold]{d.describe()}[/bold]")
     _header(console, d)
     per_gpu = f", {fmt_bytes(d.weight_bytes_per_gpu)} per GPU" if d.gpus > 1 else ""
-    console.print(f"  weights   {fmt_bytes(d.weight_bytes)} ({d.weight_bytes / 2**30:,.2f} GiB) in "
+    console.print(f"  weights   {fmt_bytes(d.weight_bytes)} ({d.weight_bytes / GIB:,.2f} GiB) in "
                   f"{normalize_dtype(d.weight_dtype)}{per_gpu}")
     kv = f"  KV cache  {fmt_bytes(d.kv_bytes_per_token)} per token ({d.kv_dtype})"
     if e.kv_capacity_tokens is not None:
@@ -67,7 +68,7 @@ def render_estimate(console: Console, e: Estimate) -> None:
                f"{e.max_sequences:,} sequences of {e.tokens_per_sequence:,}")
     console.print(kv)
     if e.kv_capacity_tokens == 0 and d.hardware.memory_gb:
-        console.print(f"  [bold]does not fit[/bold]: {d.weight_bytes_per_gpu / 2**30:,.2f} GiB of weights per GPU + "
+        console.print(f"  [bold]does not fit[/bold]: {d.weight_bytes_per_gpu / GIB:,.2f} GiB of weights per GPU + "
                       f"2 GiB reserve > {d.hardware.memory_gb * e.gpu_memory_utilization:,.2f} GiB usable; use more "
                       "GPUs (--tp, --pp) or a lower-bit --dtype. The times below assume it did fit.")
     ceiling = weight_bytes_read(d, 1) / d.tp / d.hardware.bandwidth

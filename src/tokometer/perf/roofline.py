@@ -46,6 +46,7 @@ from tokometer.errors import ConfigError
 from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import kv_bytes, normalize_dtype, weight_dtype
+from tokometer.units import GIB
 
 __all__ = [
     "ACTIVATION_RESERVE_GIB",
@@ -62,7 +63,6 @@ __all__ = [
     "weight_bytes_read",
 ]
 
-GIB = 2**30
 ACTIVATION_RESERVE_GIB = 2.0
 
 

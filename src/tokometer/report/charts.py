@@ -3,7 +3,10 @@
 Each function takes the report's ``runs`` and returns a figure, or None when no run has what it plots:
 
 - `rate_vs_throughput`: per step, decode speed p50 (tok/s per request) against output throughput (tok/s in
-  all), one line per run, each point labelled with its load, the run's annotations (the knee) marked;
+  all), one line per run, each point labelled with its load, a find-max probe that missed drawn as ✕, the
+  run's annotations (the knee ★, the find-max answer ◆; one ★ where they fall on one load) marked;
+- `ttft_vs_load`: TTFT p50 and the objective's percentile against the load (rate or concurrency), the TTFT
+  objective as a line, each find-max probe marked met (●) or missed (✕);
 - `cdf`: the empirical CDF of TTFT or TPOT per step (one line per run × step);
 - `timeline`: one run's requests in send order, each a bar of client lag, wait and prefill (or TTFT where
   the server gave no prompt time), decode; failed requests in red;
@@ -22,7 +25,7 @@ from typing import Any
 from tokometer.errors import ConfigError
 from tokometer.observe.buckets import Located, describe, from_json
 
-__all__ = ["cdf", "efficiency", "gpu", "rate_vs_throughput", "require_plotly", "server", "timeline"]
+__all__ = ["cdf", "efficiency", "gpu", "rate_vs_throughput", "require_plotly", "server", "timeline", "ttft_vs_load"]
 
 Run = Mapping[str, Any]
 _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -81,26 +84,96 @@ def rate_vs_throughput(runs: Sequence[Run]) -> Any:
         x = [(s["summary"] or {}).get("output_throughput_tok_s") for s in steps]
         y = [_p(s["summary"], "decode_speed_tok_s") for s in steps]
         hover = [[s["label"], _p(s["summary"], "ttft_ms"), _p(s["summary"], "tpot_ms"), s["power"]] for s in steps]
+        symbols = [_SYMBOL[_verdict(s)] for s in steps]
         fig.add_trace(go.Scatter(
             x=x, y=y, mode="lines+markers+text", name=run["name"], text=[s["label"] for s in steps],
-            textposition="top center", marker={"size": 9, "color": _colour(i)}, line={"color": _colour(i)},
+            textposition="top center", marker={"size": 9, "color": _colour(i), "symbol": symbols},
+            line={"color": _colour(i)},
             customdata=hover, meta={"run": run["id"], "kind": "steps"},
             hovertemplate=("%{customdata[0]}: %{x:,.1f} output tok/s, %{y:,.1f} tok/s/request<br>"
                            "TTFT p50 %{customdata[1]:,.1f} ms, TPOT p50 %{customdata[2]:,.2f} ms, "
                            "power %{customdata[3]:,.0f}<extra>" + run["name"] + "</extra>")))
         for mark in run["annotations"]:
-            at = mark["step"]
-            if x[at] is None or y[at] is None:
+            at, mx, my = mark["step"], mark.get("x"), mark.get("y")
+            if mx is None or my is None:
                 continue
+            knee = mark["kind"] != "find_max"
             fig.add_trace(go.Scatter(
-                x=[x[at]], y=[y[at]], mode="markers", name=f"{mark['text']} ({run['name']})",
-                marker={"symbol": "star", "size": 20, "color": _colour(i), "line": {"width": 1.5, "color": "black"}},
+                x=[mx], y=[my], mode="markers", name=f"{mark['text']} ({run['name']})",
+                marker={"symbol": "star" if knee else "diamond", "size": 20 if knee else 15, "color": _colour(i),
+                        "line": {"width": 1.5, "color": "black"}},
                 meta={"run": run["id"], "kind": mark["kind"], "step": at}, hoverinfo="name"))
-            fig.add_annotation(x=x[at], y=y[at], text=mark["text"], showarrow=True, arrowhead=2, ax=40, ay=-40)
+            # the knee's label up and right, the find-max answer's down and left: two marks never share a spot
+            fig.add_annotation(x=mx, y=my, text=mark["text"], showarrow=True, arrowhead=2,
+                               ax=40 if knee else -60, ay=-40 if knee else 45)
     return _layout(fig, "Per-request decode speed vs aggregate throughput (p50 per step; ★ the knee: most "
-                        "throughput × speed)", xaxis_title="output tokens/s, all requests",
+                        "throughput × speed; ◆ find-max; ✕ a probe that missed)",
+                   xaxis_title="output tokens/s, all requests",
                    yaxis_title="decode tokens/s per request (p50)", yaxis_rangemode="tozero",
                    xaxis_rangemode="tozero")
+
+
+_SYMBOL = {"met": "circle", "missed": "x", None: "circle"}
+
+
+def _verdict(step: Mapping[str, Any]) -> str | None:
+    """A find-max probe's verdict, ``met`` or ``missed``; None for a step that is not a probe."""
+    probe = step.get("probe")
+    return None if probe is None else "met" if probe["passed"] else "missed"
+
+
+def ttft_vs_load(runs: Sequence[Run]) -> Any:
+    """TTFT against the load: p50 and the objective's percentile (p99 without one) of each step, in load
+    order, the TTFT objective a horizontal line, find-max probes met (●) or missed (✕). Only the loads of one
+    kind (the first run's: rate or concurrency) share the axis; None when no run has two such loads."""
+    kinds = [load["mode"] for run in runs for load in run["loads"] if load["value"] is not None]
+    if not kinds:
+        return None
+    kind = kinds[0]
+    go = _go()
+    fig = go.Figure()
+    drawn = 0
+    for i, run in enumerate(runs):
+        slo = run.get("slo") or {}
+        key = slo.get("percentile") or "p99"
+        points = sorted(((load["value"], position) for load in run["loads"] if load["mode"] == kind
+                         and load["value"] is not None for position in load["steps"]
+                         if run["steps"][position]["summary"]), key=lambda p: p[0])
+        if len({v for v, _ in points}) < 2:
+            continue
+        drawn += 1
+        x = [v for v, _ in points]
+        steps = [run["steps"][position] for _, position in points]
+        verdicts = [_verdict(s) for s in steps]
+        misses = ["; ".join((s.get("probe") or {}).get("misses") or []) or (v or "") for s, v in zip(steps, verdicts,
+                                                                                                  strict=True)]
+        for name, dash in ((key, "solid"), ("p50", "dot")):
+            if name == "p50" and key == "p50":
+                continue
+            fig.add_trace(go.Scatter(
+                x=x, y=[_p(s["summary"], "ttft_ms", name) for s in steps], mode="lines+markers",
+                name=f"TTFT {name}" + (f" · {run['name']}" if len(runs) > 1 else ""),
+                line={"color": _colour(i), "dash": dash},
+                marker={"size": 11 if name == key else 6, "symbol": [_SYMBOL[v] for v in verdicts],
+                        "color": [_VERDICT_COLOUR[v] if name == key else _colour(i) for v in verdicts]},
+                customdata=[[s["label"], v or "", m] for s, v, m in zip(steps, verdicts, misses, strict=True)],
+                meta={"run": run["id"], "kind": "ttft", "percentile": name, "verdicts": verdicts},
+                hovertemplate="%{customdata[0]}: TTFT " + name + " %{y:,.1f} ms %{customdata[1]}<br>"
+                              "%{customdata[2]}<extra>" + run["name"] + "</extra>"))
+        if slo.get("ttft_ms") is not None:
+            what = f"{slo['name']} <= {slo['ttft_ms']:g} ms" if slo.get("percentile") else \
+                f"per-request TTFT objective (goodput) {slo['ttft_ms']:g} ms"
+            fig.add_hline(y=slo["ttft_ms"], line={"color": "#d62828", "dash": "dash", "width": 1.5},
+                          annotation_text=f"SLO: {what}", annotation_position="top left")
+    if not drawn:
+        return None
+    unit = "requests/s" if kind == "rate" else "concurrent requests"
+    return _layout(fig, "TTFT against load (● met, ✕ missed the objectives; dashed red: the TTFT objective)",
+                   xaxis_title=f"load ({unit})", yaxis_title="TTFT, ms", yaxis_rangemode="tozero",
+                   xaxis_rangemode="tozero")
+
+
+_VERDICT_COLOUR = {"met": "#2a9d8f", "missed": "#d62828", None: "#555"}
 
 
 def cdf(runs: Sequence[Run], metric: str, title: str, axis: str) -> Any:

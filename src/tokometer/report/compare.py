@@ -12,7 +12,8 @@ from tokometer.compare import Comparison, MetricComparison, StepComparison
 
 __all__ = ["render_compare", "render_markdown", "verdict_line"]
 
-_STYLE = {"regression": "bold red", "improvement": "green", "no change": "", "cannot tell": "yellow"}
+_STYLE = {"regression": "bold red", "improvement": "green", "within threshold": "", "no change": "",
+          "cannot tell": "yellow"}
 
 
 def _value(x: MetricComparison, value: float | None) -> str:
@@ -59,6 +60,13 @@ def _has_trials(step: StepComparison) -> bool:
     return step.base_trials > 1 or step.new_trials > 1
 
 
+def _verdict(x: MetricComparison) -> str:
+    """The verdict as printed: a real move under the threshold names its size ("within threshold (+2.95%)")."""
+    if x.verdict == "within threshold" and x.change is not None:
+        return f"within threshold ({100 * x.change:+.2f}{'%' if x.relative else ' pt'})"
+    return x.verdict
+
+
 def _effect(value: float | None) -> str:
     return "-" if value is None else f"{value:+.2f}"
 
@@ -72,8 +80,11 @@ def verdict_line(comparison: Comparison) -> str:
         return f"FAIL: run {c.new_id} regressed against run {c.base_id}: {named}"
     improved = len(c.with_verdict("improvement"))
     unsure = len(c.with_verdict("cannot tell"))
+    within = len(c.with_verdict("within threshold"))
     same = len(c.with_verdict("no change"))
-    text = f"PASS: no regression of run {c.new_id} against run {c.base_id} ({improved} improved, {same} no change"
+    text = f"PASS: no regression of run {c.new_id} against run {c.base_id} ({improved} improved"
+    text += f", {within} within threshold" if within else ""
+    text += f", {same} no change"
     text += f", {unsure} cannot tell: too noisy or too few requests to decide)" if unsure else ")"
     return text
 
@@ -99,7 +110,7 @@ def render_compare(console: Console, comparison: Comparison) -> None:
             cells = [f"{x.label} ({x.unit})", _value(x, x.base), _value(x, x.new), _signed(x, x.change),
                      _interval(x), _effect(x.effect_size), _threshold(x)]
             cells += [_noise(x)] if _has_trials(step) else []
-            table.add_row(*cells, x.verdict, style=_STYLE[x.verdict])
+            table.add_row(*cells, _verdict(x), style=_STYLE[x.verdict])
         console.print(table)
         for x in step.metrics:
             if x.reason:
@@ -117,6 +128,9 @@ def render_markdown(comparison: Comparison) -> str:
     """A markdown summary for a pull-request comment: the verdict, then a table per step."""
     icon = {"regression": "❌ regression", "improvement": "✅ improvement", "no change": "no change",
             "cannot tell": "⚠️ cannot tell"}
+    def shown(x: MetricComparison) -> str:
+        return icon.get(x.verdict) or _verdict(x)
+
     lines: list[str] = [f"### tokometer compare: {verdict_line(comparison)}", ""]
     lines += [f"- {note}" for note in _notes(comparison)]
     if _notes(comparison):
@@ -130,7 +144,7 @@ def render_markdown(comparison: Comparison) -> str:
         for x in step.metrics:
             cells: list[Any] = [f"{x.label} ({x.unit})", _value(x, x.base), _value(x, x.new), _signed(x, x.change),
                                 _interval(x), _effect(x.effect_size), _threshold(x),
-                                *([_noise(x)] if noise else []), icon[x.verdict]]
+                                *([_noise(x)] if noise else []), shown(x)]
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
         lines.append("")
         reasons = [f"- {x.label}: cannot tell: {x.reason}" for x in step.metrics if x.reason]

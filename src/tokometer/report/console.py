@@ -1,7 +1,7 @@
 """Console output of a benchmark: a live progress line, a table per step, a sweep table.
 
-The sweep table puts per-request decode speed beside aggregate throughput: the
-article's "rate vs throughput" (R5) in one glance.
+The sweep table puts per-request decode speed beside aggregate throughput: how
+much each request slows down as the load buys throughput, in one glance.
 """
 
 from __future__ import annotations
@@ -198,6 +198,9 @@ def render_step(console: Console, result: StepResult) -> None:
         if check is not None and check.short else ""))
     if s.reasoning is not None:
         console.print(f"  {reasoning_line(s.reasoning.to_json())}")
+    for part in (s.tool_calls, s.images):
+        if part is not None:
+            console.print(f"  {part.line()}")
     if s.prompt_cache_hit_rate is not None:
         console.print(f"  prompt cache: {100 * s.prompt_cache_hit_rate:.0f}% of prompt tokens came from the server's "
                       f"cache ({s.prompt_cache_reported} answers said)")

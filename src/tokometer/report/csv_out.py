@@ -1,7 +1,9 @@
 """CSV of a benchmark run: one row per load step, the headline numbers.
 
 A live run (``bench --csv``) and a saved one (``report --format csv``: from the store, or a ``bench --json``
-file read back) give the same rows: both go through `summary_row`, over the step's typed `StepSummary`."""
+file read back) give the same rows: both go through `summary_row`, over the step's typed `StepSummary`.
+The columns are the metric registry's (`tokometer.metrics.registry`: a metric's ``csv`` says which of its
+figures are columns)."""
 
 from __future__ import annotations
 
@@ -14,18 +16,17 @@ from typing import Any
 from tokometer.atomicfile import atomic_open
 from tokometer.benchmark.run import BenchResult, StepResult
 from tokometer.load.profiles import LoadStep
+from tokometer.metrics import registry
 from tokometer.metrics.summary import StepSummary
 from tokometer.store.runs import StoredRun
 
 __all__ = ["CSV_COLUMNS", "csv_text", "run_rows", "step_row", "summary_row", "write_csv"]
 
-CSV_COLUMNS = [
-    "step", "concurrency", "rate", "requests_completed", "requests_failed", "duration_s",
-    "output_throughput_tok_s", "request_throughput_rps", "achieved_concurrency",
-    "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99",
-    "e2e_ms_p50", "e2e_ms_p99", "decode_speed_tok_s_p50", "decode_speed_tok_s_mean", "client_lag_ms_p99",
-    "output_tokens_total", "output_tokens_source", "trial",
-]
+_METRIC_COLUMNS = registry.csv_columns()
+CSV_COLUMNS = ["step", "concurrency", "rate", *(column for column, _, _ in _METRIC_COLUMNS), "trial"]
+"""The load's columns, then each metric's (`tokometer.metrics.registry.csv_columns`, in registry order)."""
+_DIGITS = {"s": 4, "tok/s": 3, "req/s": 4, "requests": 3}
+"""Decimals a rate or a duration is rounded to, by unit (a count is whole already; percentiles are not rounded)."""
 
 
 def step_row(s: StepResult) -> dict[str, Any]:
@@ -39,35 +40,27 @@ def run_rows(run: StoredRun) -> list[dict[str, Any]]:
             if (summary := s.step_summary) is not None]
 
 
+def _cell(value: Any, unit: str) -> Any:
+    if isinstance(value, dict):  # counts by source: usage=12;estimate=3
+        return ";".join(f"{k}={v}" for k, v in sorted(value.items()))
+    if isinstance(value, float) and unit in _DIGITS:
+        return round(value, _DIGITS[unit])
+    return value
+
+
 def summary_row(index: int, step: LoadStep | None, trial: int | None, summary: StepSummary) -> dict[str, Any]:
     """One step's row, from its index, load, trial and summary."""
     load = step.label() if step is not None else {}
-    return {
+    row: dict[str, Any] = {
         "step": index,
         "concurrency": load.get("concurrency", ""),
         "rate": load.get("rate", ""),
         "trial": trial if trial is not None else "",
-        "requests_completed": summary.requests_completed,
-        "requests_failed": summary.requests_failed,
-        "duration_s": round(summary.duration_s, 4),
-        "output_throughput_tok_s": round(summary.output_throughput_tok_s, 3),
-        "request_throughput_rps": round(summary.request_throughput_rps, 4),
-        "achieved_concurrency": round(summary.achieved_concurrency, 3),
-        "ttft_ms_p50": summary.ttft_ms.p50,
-        "ttft_ms_p90": summary.ttft_ms.p90,
-        "ttft_ms_p99": summary.ttft_ms.p99,
-        "tpot_ms_p50": summary.tpot_ms.p50,
-        "tpot_ms_p99": summary.tpot_ms.p99,
-        "itl_ms_p50": summary.itl_ms.p50,
-        "itl_ms_p99": summary.itl_ms.p99,
-        "e2e_ms_p50": summary.e2e_ms.p50,
-        "e2e_ms_p99": summary.e2e_ms.p99,
-        "decode_speed_tok_s_p50": summary.decode_speed_tok_s.p50,
-        "decode_speed_tok_s_mean": summary.decode_speed_tok_s.mean,
-        "client_lag_ms_p99": summary.client_lag_ms.p99,
-        "output_tokens_total": summary.output_tokens_total,
-        "output_tokens_source": ";".join(f"{k}={v}" for k, v in sorted(summary.output_tokens_source.items())),
     }
+    for column, metric, stat in _METRIC_COLUMNS:
+        value = getattr(summary, metric.attribute or metric.name)
+        row[column] = value.stat(stat) if stat else _cell(value, metric.unit)
+    return row
 
 
 def _write(handle: Any, rows: Iterable[dict[str, Any]]) -> None:

@@ -4,6 +4,8 @@ The HTML page (`tokometer.report.html`) plots exactly these numbers and embeds t
 ``<script type="application/json" id="tokometer-data">`` tag; the markdown summary
 (`tokometer.report.markdown`) prints them. Nothing here recomputes a step's figures: each step carries
 its stored summary (`StepSummary.to_json`) as saved, and the knee comes from `tokometer.metrics.knee`.
+The knee is over loads, not steps: the trials of a load (``bench --repeat``) are pooled (`_loads`), a run of one
+load has no knee, and in a find-max run a probe that missed its objectives is never the knee.
 What is added is per request, from the run's records with the metric functions of
 `tokometer.metrics.request`: the TTFT and TPOT samples behind each step's distributions (for the CDFs)
 and each request's timeline (lag, wait, prefill, decode).
@@ -14,8 +16,12 @@ Schema ``tokometer.report/1``::
      "runs": [{"id", "name", "model", "target", "api", "status", "started_at", "finished_at", "label",
                "spec", "engine", "host",
                "steps": [{"index", "label", "load", "interrupted", "summary", "power", "health", "server",
-                          "gpu"}],
-               "knee": position in steps or null, "annotations": [{"step", "kind", "text"}],
+                          "gpu", "probe": {"passed", "misses", "saturated"} or null (a find-max probe's verdict)}],
+               "loads": [{"label", "value", "mode", "steps": [positions of its trials], "trials",
+                          "output_throughput_tok_s", "decode_speed_p50", "ttft_p50_ms", "power", "eligible"}],
+               "knee": position in steps (the knee load's first trial) or null, "knee_load": position in loads,
+               "annotations": [{"step", "kind", "text", "x", "y"}],
+               "slo": {"ttft_ms", "name"} or null (the TTFT objective, for the TTFT-against-load chart),
                "cdf": {"ttft_ms": [[...] per step], "tpot_ms": [[...] per step]},
                "timeline": {"requests", "shown", "every", "columns": {...}},
                "efficiency": {...} or null, "efficiency_note": str or null}]}
@@ -23,15 +29,17 @@ Schema ``tokometer.report/1``::
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
 from tokometer import __version__
 from tokometer.benchmark import findmax
-from tokometer.benchmark.findmax import FindMax
+from tokometer.benchmark.findmax import FindMax, parse_objectives
+from tokometer.compare import load_groups
 from tokometer.errors import TokometerError
 from tokometer.metrics import request as m
-from tokometer.metrics.knee import knee, summary_power
+from tokometer.metrics.knee import knee, power, summary_power
 from tokometer.records import RequestRecord
 from tokometer.store.runs import StoredRun, StoredStep
 
@@ -61,20 +69,97 @@ def find_max_of(run: StoredRun) -> FindMax | None:
     return findmax.outcome(run.spec, [(s.index, s.load, s.step_summary) for s in run.steps])
 
 
-def _annotations(run: StoredRun, knee_at: int | None) -> list[dict[str, Any]]:
-    """Run-level markers drawn on the rate-vs-throughput chart: the knee, and a search's answer
-    (``bench --find-max``): ``{"step": position, "kind": ..., "text": ...}``."""
+def _annotations(run: StoredRun, loads: Sequence[dict[str, Any]], knee_load: int | None,
+                 search: FindMax | None) -> list[dict[str, Any]]:
+    """Run-level markers drawn on the rate-vs-throughput chart: the knee (at its load's pooled point), and a
+    search's answer (``bench --find-max``): ``{"step": position, "kind": ..., "text": ..., "x": ..., "y": ...}``.
+    When both fall on one load they are one marker (``knee and find-max: ...``), never two stars on one point."""
     marks: list[dict[str, Any]] = []
-    if knee_at is not None:
-        marks.append({"step": knee_at, "kind": "knee", "text": f"knee: {step_label(run.steps[knee_at])}"})
-    search = find_max_of(run)
+    if knee_load is not None:
+        load = loads[knee_load]
+        marks.append({"step": load["steps"][0], "kind": "knee", "text": f"knee: {load['label']}",
+                      "x": load["output_throughput_tok_s"], "y": load["decode_speed_p50"]})
     if search is not None and search.best is not None:
         best = next((p.step for p in search.probes if p.passed and p.value == search.best), None)
         position = next((i for i, s in enumerate(run.steps) if s.index == best), None)
         if position is not None:
-            marks.append({"step": position, "kind": "find_max",
-                          "text": f"find-max: {search.best:g} {search.unit}"})
+            text = f"find-max: {search.best:g} {search.unit}"
+            if marks and position in loads[knee_load or 0]["steps"]:
+                marks[0]["kind"], marks[0]["text"] = "knee_find_max", f"knee and {text}"
+            else:
+                summary = run.steps[position].summary or {}
+                marks.append({"step": position, "kind": "find_max", "text": text,
+                              "x": summary.get("output_throughput_tok_s"),
+                              "y": (summary.get("decode_speed_tok_s") or {}).get("p50")})
     return marks
+
+
+def _loads(run: StoredRun, records: Sequence[RequestRecord], search: FindMax | None) -> list[dict[str, Any]]:
+    """The run's loads, each with its trials pooled: throughput = all their output tokens / all their time
+    (``sum(throughput × duration) / sum(duration)``), decode speed p50 = the median of all their requests'
+    decode speeds (one trial: its summary's own figures), power of the two (`tokometer.metrics.knee.power`).
+    ``eligible``: may be the knee (finished, and in a find-max run every probe of it met the objectives)."""
+    position = {step.index: i for i, step in enumerate(run.steps)}
+    verdicts = {p.step: p.passed for p in search.probes} if search is not None else {}
+    out = []
+    for _, steps in load_groups(run):
+        summaries = [s.summary for s in steps if s.summary]
+        throughput: float | None = None
+        decode: float | None = None
+        ttft: float | None = None
+        if len(summaries) == 1:
+            throughput = summaries[0].get("output_throughput_tok_s")
+            decode = (summaries[0].get("decode_speed_tok_s") or {}).get("p50")
+            ttft = (summaries[0].get("ttft_ms") or {}).get("p50")
+        elif summaries:
+            time = sum(float(s.get("duration_s") or 0.0) for s in summaries)
+            tokens = sum(float(s.get("output_throughput_tok_s") or 0.0) * float(s.get("duration_s") or 0.0)
+                         for s in summaries)
+            throughput = tokens / time if time > 0 else None
+            indices = {s.index for s in steps}
+            pooled = [r for r in _measured(records) if r.step in indices and r.ok]
+            speeds = [v for v in map(m.decode_speed_tok_s, pooled) if v is not None]
+            decode = statistics.median(speeds) if speeds else None
+            ttfts = [v / 1e6 for v in map(m.ttft_ns, pooled) if v is not None]
+            ttft = statistics.median(ttfts) if ttfts else None
+        first = steps[0]
+        eligible = bool(summaries) and all(verdicts.get(s.index, True) for s in steps)
+        out.append({"label": first.load.short() if first.load is not None else f"step {first.index}",
+                    "mode": first.load.mode if first.load is not None else None,
+                    "value": _load_value(first), "steps": [position[s.index] for s in steps],
+                    "trials": len(summaries), "output_throughput_tok_s": throughput, "decode_speed_p50": decode,
+                    "ttft_p50_ms": ttft, "power": power(throughput, decode), "eligible": eligible})
+    return out
+
+
+def _load_value(step: StoredStep) -> float | None:
+    """The number a load is plotted at: its concurrency, or its rate."""
+    load = step.load
+    if load is None or load.mode == "trace":
+        return None
+    return load.rate if load.mode == "rate" else float(load.concurrency)
+
+
+def _slo(spec: Any) -> dict[str, Any] | None:
+    """The run's TTFT objective: a ``--slo`` ttft percentile (find-max), else ``--slo-ttft-ms`` (goodput)."""
+    if spec.get("slo"):
+        try:
+            objectives = parse_objectives(str(spec["slo"]))
+        except TokometerError:
+            objectives = []
+        for o in objectives:
+            if o.metric == "ttft_ms":
+                return {"ttft_ms": o.limit, "name": o.name, "percentile": o.percentile_key}
+    if spec.get("slo_ttft_ms"):
+        return {"ttft_ms": float(spec["slo_ttft_ms"]), "name": "slo_ttft_ms", "percentile": None}
+    return None
+
+
+def _probe(step: StoredStep, search: FindMax | None) -> dict[str, Any] | None:
+    probe = next((p for p in search.probes if p.step == step.index), None) if search is not None else None
+    if probe is None:
+        return None
+    return {"passed": probe.passed, "misses": list(probe.misses), "saturated": probe.saturated}
 
 
 def _thin(values: list[float], limit: int) -> list[float]:
@@ -120,9 +205,10 @@ def _timeline(steps: Sequence[StoredStep], records: Sequence[RequestRecord]) -> 
     return {"requests": len(measured), "shown": len(shown), "every": every, "columns": columns}
 
 
-def _step(step: StoredStep) -> dict[str, Any]:
+def _step(step: StoredStep, search: FindMax | None) -> dict[str, Any]:
     return {"index": step.index, "label": step_label(step), "load": step.load.label() if step.load else None,
-            "interrupted": step.interrupted, "summary": dict(step.summary) if step.summary else None,
+            "probe": _probe(step, search), "interrupted": step.interrupted,
+            "summary": dict(step.summary) if step.summary else None,
             "power": summary_power(step.summary), "health": step.health.to_json() if step.health else None,
             "server": dict(step.server) if step.server else None, "gpu": [dict(g) for g in step.gpu]}
 
@@ -153,8 +239,11 @@ def _efficiency(run: StoredRun, records: list[RequestRecord]) -> tuple[dict[str,
 
 
 def _run(run: StoredRun, records: list[RequestRecord], judge: bool) -> dict[str, Any]:
-    steps = [_step(s) for s in run.steps]
-    knee_at = knee([s["power"] for s in steps])
+    search = find_max_of(run)
+    steps = [_step(s, search) for s in run.steps]
+    loads = _loads(run, records, search)
+    knee_load = knee([load["power"] if load["eligible"] else None for load in loads])
+    knee_at = loads[knee_load]["steps"][0] if knee_load is not None else None
     by_step: dict[int, list[RequestRecord]] = {}
     for r in _measured(records):
         by_step.setdefault(r.step, []).append(r)
@@ -163,9 +252,9 @@ def _run(run: StoredRun, records: list[RequestRecord], judge: bool) -> dict[str,
         "id": run.id, "name": run_name(run), "model": run.model, "target": run.target, "api": run.api,
         "status": run.status, "started_at": run.started_at, "finished_at": run.finished_at, "label": run.label,
         "spec": dict(run.spec), "engine": run.engine.to_json() if run.engine else None,
-        "host": dict(run.host) if run.host else None, "steps": steps, "knee": knee_at,
-        "annotations": _annotations(run, knee_at),
-        "find_max": search.to_json() if (search := find_max_of(run)) is not None else None,
+        "host": dict(run.host) if run.host else None, "steps": steps, "loads": loads,
+        "knee": knee_at, "knee_load": knee_load, "annotations": _annotations(run, loads, knee_load, search),
+        "slo": _slo(run.spec), "find_max": search.to_json() if search is not None else None,
         "cdf": {"ttft_ms": [_cdf(by_step.get(s.index, []), m.ttft_ns) for s in run.steps],
                 "tpot_ms": [_cdf(by_step.get(s.index, []), m.tpot_ns) for s in run.steps]},
         "timeline": _timeline(run.steps, records), "efficiency": efficiency, "efficiency_note": note,

@@ -28,11 +28,15 @@ def _dist(summary: Mapping[str, Any], name: str, key: str) -> float | None:
 
 
 def step_rows(run: Mapping[str, Any]) -> list[list[str]]:
-    """One row of `COLUMNS` per step; the knee's load is marked ``(knee)``."""
+    """One row of `COLUMNS` per step; the knee's load is marked ``(knee)`` (each of its trials), a find-max
+    probe ``(met)`` or ``(missed)``."""
     rows = []
+    knee = run["loads"][run["knee_load"]]["steps"] if run.get("knee_load") is not None else []
     for position, step in enumerate(run["steps"]):
         s = step["summary"] or {}
-        label = step["label"] + (" (knee)" if position == run["knee"] else "")
+        label = step["label"] + (" (knee)" if position in knee else "")
+        probe = step.get("probe")
+        label += "" if probe is None else " (met)" if probe["passed"] else " (missed)"
         label += " (interrupted)" if step["interrupted"] else ""
         rows.append([label, fmt(s.get("requests_completed")), fmt(s.get("requests_failed")),
                      fmt(_dist(s, "ttft_ms", "p50")), fmt(_dist(s, "ttft_ms", "p99")),
@@ -77,16 +81,23 @@ def headline(run: Mapping[str, Any]) -> list[str]:
     if not done:
         return [f"{run['name']}: no step finished."]
     lines = []
-    if run["knee"] is not None:
-        step = steps[run["knee"]]
-        s = step["summary"]
-        lines.append(f"Knee (most throughput × per-request speed): {step['label']}, "
-                     f"{fmt(s['output_throughput_tok_s'])} output tok/s in all at "
-                     f"{fmt(_dist(s, 'decode_speed_tok_s', 'p50'))} tok/s per request, "
-                     f"TTFT p50 {fmt(_dist(s, 'ttft_ms', 'p50'))} ms.")
+    if run.get("knee_load") is not None:
+        load = run["loads"][run["knee_load"]]
+        pooled = f" ({load['trials']} trials pooled)" if load["trials"] > 1 else ""
+        lines.append(f"Knee (most throughput × per-request speed): {load['label']}{pooled}, "
+                     f"{fmt(load['output_throughput_tok_s'])} output tok/s in all at "
+                     f"{fmt(load['decode_speed_p50'])} tok/s per request, TTFT p50 {fmt(load['ttft_p50_ms'])} ms.")
+    elif len(run.get("loads") or []) == 1:
+        lines.append("No knee: the run has one load (a knee is a trade-off between loads; trials of one load "
+                     "are pooled).")
     search = run.get("find_max")
     if search:
         lines.append(f"Find max: {search['answer']}.")
+        probes = {p["step"]: p for p in search["probes"]}
+        verdicts = [f"{step['label']} {'met' if probes[step['index']]['passed'] else 'missed'}"
+                    + ("" if probes[step["index"]]["passed"] else f" ({'; '.join(probes[step['index']]['misses'])})")
+                    for step in sorted(steps, key=lambda st: st["index"]) if step["index"] in probes]
+        lines.append("Probes, in the order run: " + ", ".join(verdicts) + ".")
     fastest = max(done, key=lambda d: _dist(d[1], "decode_speed_tok_s", "p50") or 0.0)
     busiest = max(done, key=lambda d: d[1].get("output_throughput_tok_s") or 0.0)
     lines.append(f"Fastest per request: {fmt(_dist(fastest[1], 'decode_speed_tok_s', 'p50'))} tok/s "

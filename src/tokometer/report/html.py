@@ -22,7 +22,7 @@ __all__ = ["CHART_IDS", "DATA_ID", "embed_json", "render_html"]
 DATA_ID = "tokometer-data"
 CHART_IDS = {"rate": "chart-rate-throughput", "ttft": "chart-ttft-cdf", "tpot": "chart-tpot-cdf",
              "timeline": "chart-timeline-run-{id}", "server": "chart-server", "gpu": "chart-gpu",
-             "efficiency": "chart-efficiency"}
+             "efficiency": "chart-efficiency", "ttft_load": "chart-ttft-load"}
 """The ``id`` of each chart's element (``.data`` there holds the traces Plotly drew)."""
 
 _CSS = """
@@ -162,7 +162,11 @@ def render_html(data: Mapping[str, Any]) -> str:
         ("Per-request speed vs aggregate throughput", _chart(charts.rate_vs_throughput(runs), CHART_IDS["rate"])
          + _note("Each point is a step, at its p50 decode speed and its output throughput. The knee (★) is the "
                  "step with the largest power, output tok/s × decode tok/s per request: past it, more load buys "
-                 "mostly waiting (tokometer/metrics/knee.py; the metric definitions page).")),
+                 "mostly waiting (tokometer/metrics/knee.py; the metric definitions page). The knee is over loads: "
+                 "the trials of a load are pooled, one load has no knee, and a find-max probe that missed its "
+                 "objectives (✕) is never it; ◆ marks the find-max answer.")),
+        ("TTFT against load", _optional(charts.ttft_vs_load(runs), CHART_IDS["ttft_load"],
+                                        "Fewer than two loads of one kind: no TTFT-against-load chart.")),
         ("Latency distributions", _chart(charts.cdf(runs, "ttft_ms", "TTFT per step (CDF)", "TTFT, ms"),
                                          CHART_IDS["ttft"])
          + _chart(charts.cdf(runs, "tpot_ms", "TPOT per step (CDF)", "TPOT, ms"), CHART_IDS["tpot"])),

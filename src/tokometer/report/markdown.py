@@ -35,6 +35,7 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     lines = [f"## {data['title']}", ""]
     for run in data["runs"]:
         lines += _run(run)
-    lines.append(f"Power = output tok/s × decode tok/s per request (p50); the knee is the step with the most. "
+    lines.append(f"Power = output tok/s × decode tok/s per request (p50); the knee is the load with the most (its "
+                 f"trials pooled; one load has none; a find-max probe that missed is never it). "
                  f"tokometer {data['tokometer_version']}.")
     return "\n".join(lines) + "\n"

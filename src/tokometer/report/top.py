@@ -18,6 +18,7 @@ from rich.text import Text
 
 from tokometer.observe.buckets import describe
 from tokometer.observe.top import LATENCIES, GpuView, TopView
+from tokometer.units import GIB
 
 __all__ = ["BLOCKS", "render_top", "sparkline"]
 
@@ -151,8 +152,8 @@ def _gpu_table(gpus: Sequence[GpuView]) -> Table:
         s = gpu.latest
         memory = "-"
         if s.memory_used_bytes is not None:
-            memory = f"{s.memory_used_bytes / 2**30:,.1f}"
-            memory += f" / {s.memory_total_bytes / 2**30:,.1f} GiB" if s.memory_total_bytes else " GiB"
+            memory = f"{s.memory_used_bytes / GIB:,.1f}"
+            memory += f" / {s.memory_total_bytes / GIB:,.1f} GiB" if s.memory_total_bytes else " GiB"
         power = "-" if s.power_w is None else f"{s.power_w:,.0f}" + (
             f" / {s.power_limit_w:,.0f} W" if s.power_limit_w else " W")
         name = f"{s.index} {s.name}".strip() + (f" ({', '.join(s.throttle)})" if s.throttle else "")

@@ -1,6 +1,6 @@
 """A Hugging Face model's tokenizer through ``transformers.AutoTokenizer`` (model id or local directory).
 
-This is the article's route (R1): ``AutoTokenizer.from_pretrained(model)`` brings the tokenizer as
+The usual route: ``AutoTokenizer.from_pretrained(model)`` brings the tokenizer as
 the model's authors configured it, and its chat template. transformers is imported only here and
 only when such a tokenizer is asked for (the ``hf`` extra; torch is never needed). Counting goes
 through the fast tokenizer's Rust backend, so batch counting runs at the library's own speed.

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from tokometer.datasets.base import Prompt
 from tokometer.records import FinishReason
+from tokometer.wire.toolcalls import ToolDelta
 
 __all__ = ["Backend", "GenerationParams", "HttpRequest", "ParsedEvent", "answer_length", "map_finish_reason"]
 
@@ -31,6 +32,10 @@ class GenerationParams:
     seed: int | None = None
     include_usage: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
+    tools: tuple[dict[str, Any], ...] = ()
+    """Tool definitions sent with every chat request (``--tools``: `tokometer.datasets.tools`)."""
+    tool_choice: str | dict[str, Any] | None = None
+    """The request's ``tool_choice`` (``auto``, ``required``, ``none`` or a named function); None: not sent."""
 
 
 def answer_length(prompt: Prompt, params: GenerationParams) -> int | None:
@@ -58,6 +63,8 @@ class ParsedEvent:
     reasoning: str = ""
     """Reasoning text sent in a field of its own (``reasoning_content``/``reasoning`` deltas, Ollama's
     ``thinking``); reasoning inline in ``text`` (``<think>``) is found later (`tokometer.wire.reasoning`)."""
+    tool_calls: ToolDelta | None = None
+    """OpenAI chat ``delta.tool_calls``: output like text (`tokometer.wire.toolcalls`)."""
     tokens: int | None = None
     """Tokens this event carried, when the protocol says so exactly."""
     finish_reason: FinishReason | None = None
@@ -72,6 +79,8 @@ class ParsedEvent:
     server_total_ms: float | None = None
     cached_prompt_tokens: int | None = None
     """Prompt tokens the server took from its prompt (prefix) cache, where it says."""
+    image_tokens: int | None = None
+    """Prompt tokens the server counted for images (``usage.prompt_tokens_details.image_tokens``), where it says."""
     reasoning_tokens: int | None = None
     """Output tokens the server counted as reasoning (``usage.completion_tokens_details.reasoning_tokens``)."""
     error: str | None = None
@@ -85,7 +94,8 @@ class ParsedEvent:
 
     @property
     def has_content(self) -> bool:
-        return bool(self.text or self.reasoning or self.tokens)
+        tools = self.tool_calls
+        return bool(self.text or self.reasoning or self.tokens or (tools is not None and tools.text))
 
 
 def map_finish_reason(value: object) -> FinishReason | None:

@@ -20,6 +20,7 @@ import orjson
 
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
+from tokometer.wire.images import image_part, image_parts, image_size, qwen2_vl_image_tokens
 from tokometer.wire.numbers import count, obj, text_field
 from tokometer.wire.openai_chunks import ChunkWriter
 from tokometer.wire.openai_request import check_request
@@ -34,6 +35,7 @@ from tokometer.wire.serving import (
     stream_field,
 )
 from tokometer.wire.timings import read_llamacpp_timings
+from tokometer.wire.toolcalls import read_tool_calls
 
 __all__ = ["DONE", "REASONING_FIELDS", "ChunkWriter", "OpenAIChat", "OpenAIChatServer", "OpenAICompletions",
            "OpenAICompletionsServer", "error_body", "error_event", "read_usage", "reasoning_tokens"]
@@ -107,6 +109,13 @@ class OpenAIChat(_OpenAIBase):
     def build(self, prompt: Prompt, params: GenerationParams) -> HttpRequest:
         body = self._common(params)
         body["messages"] = [{"role": m.role, "content": m.content} for m in prompt.messages]
+        if prompt.images:
+            last = body["messages"][-1]
+            last["content"] = [{"type": "text", "text": last["content"]}, *map(image_part, prompt.images)]
+        if params.tools:
+            body["tools"] = list(params.tools)
+            if params.tool_choice is not None:
+                body["tool_choice"] = params.tool_choice
         if (max_tokens := answer_length(prompt, params)) is not None:
             body["max_tokens"] = max_tokens
         return HttpRequest("/chat/completions", body)
@@ -117,6 +126,11 @@ class OpenAIChat(_OpenAIBase):
         # REASONING_FIELDS, spelled out: this runs for every event of every stream
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         event.reasoning = reasoning if isinstance(reasoning, str) else ""
+        calls = delta.get("tool_calls")
+        if calls:
+            event.tool_calls = tools = read_tool_calls(calls)
+            if tools is not None and tools.rejected:
+                event.rejected = f"{event.rejected}; {tools.rejected}" if event.rejected else tools.rejected
 
 
 def read_usage(usage: dict[str, Any], event: ParsedEvent) -> None:
@@ -127,6 +141,12 @@ def read_usage(usage: dict[str, Any], event: ParsedEvent) -> None:
     cached = count(event, "usage.prompt_tokens_details.cached_tokens", details.get("cached_tokens"))
     if cached is not None:
         event.cached_prompt_tokens = cached
+    images = count(event, "usage.prompt_tokens_details.image_tokens", details.get("image_tokens"))
+    if images is None:  # vLLM after 0.32 (--enable-prompt-tokens-details): tokens per modality
+        images = count(event, "usage.prompt_tokens_details.multimodal_tokens.image",
+                       obj(details.get("multimodal_tokens")).get("image"))
+    if images is not None:
+        event.image_tokens = images
     event.reasoning_tokens = reasoning_tokens(usage, event)
 
 
@@ -193,24 +213,40 @@ class _OpenAIServer(ServerProtocol):
         return self._writer(info).role()
 
     def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
+        return self._tokens(info, text, reasoning, last=False)
+
+    def _tokens(self, info: RequestInfo, text: str, reasoning: str, last: bool) -> bytes:
         no_field(self, reasoning)
         writer = self._writer(info)
         writer.reasoning_field = info.reasoning_field  # the writer may predate the first reasoning (role event)
-        return writer.content(text, reasoning)
+        if info.tool_name is None or reasoning or not (text or info.tool_started):
+            return writer.content(text, reasoning)
+        first, info.tool_started = not info.tool_started, True
+        return writer.tool_call(info.tool_name, text, first, last)
+
+    def last_tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, finish: str,
+                    timing: StreamTiming, reasoning: str = "") -> bytes:
+        return (self._tokens(info, text, reasoning, last=finish != "length")
+                + self.finish(info, finish, done_before + len(ids), timing))
 
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
         writer = self._writer(info)
-        out = writer.finish(finish)
+        out = writer.finish(_finish_reason(info, finish))
         if info.include_usage:
             reasoning = None if info.reasoning_tokens is None else min(info.reasoning_tokens, completion_tokens)
-            out += writer.usage(info.prompt_tokens, completion_tokens, reasoning, info.cached_tokens)
+            out += writer.usage(info.prompt_tokens, completion_tokens, reasoning, info.cached_tokens,
+                                info.image_tokens)
         return out + DONE
 
     def whole(self, info: RequestInfo, text: str, reasoning: str, ids: list[int], finish: str,
               completion_tokens: int, timing: StreamTiming) -> dict[str, Any]:
         writer = self._writer(info)
         writer.reasoning_field = info.reasoning_field
-        return writer.whole(text, reasoning, finish, info.prompt_tokens, completion_tokens)
+        body = writer.whole(text, reasoning, _finish_reason(info, finish), info.prompt_tokens, completion_tokens,
+                            info.tool_name)
+        if info.image_tokens is not None:
+            body["usage"]["prompt_tokens_details"] = {"image_tokens": info.image_tokens}
+        return body
 
     def error_event(self, message: str) -> bytes:
         return error_event(message, "server_error", 500)
@@ -223,7 +259,52 @@ class OpenAIChatServer(_OpenAIServer):
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
         check_request(body, chat=True)
-        return self._read_common(body, default_model, prompt_tokens(body.get("messages"), count))
+        messages = body.get("messages")
+        images = _image_tokens(messages)
+        info = self._read_common(body, default_model, prompt_tokens(messages, count) + (images or 0))
+        info.image_tokens = images
+        info.tool_name = _tool_to_call(body.get("tools"), body.get("tool_choice"))
+        return info
+
+
+def _finish_reason(info: RequestInfo, finish: str) -> str:
+    return "tool_calls" if info.tool_name is not None and finish == "stop" else finish
+
+
+def _image_tokens(messages: Any) -> int | None:
+    """The prompt tokens of a chat's images by Qwen2-VL's rule (`tokometer.wire.images`); None: no images.
+    ValueError for an image whose size cannot be read from the request (the simulator fetches nothing)."""
+    total: int | None = None
+    for message in messages if isinstance(messages, list) else ():
+        for url in image_parts(message.get("content") if isinstance(message, dict) else None):
+            size = image_size(url)
+            if size is None:
+                raise ValueError("image_url: the simulator takes PNG or JPEG images as data: URLs (base64) only")
+            total = (total or 0) + qwen2_vl_image_tokens(*size)
+    return total
+
+
+def _tool_to_call(tools: Any, choice: Any) -> str | None:
+    """The simulator's answer to a request with ``tools``: a call of the named function (``tool_choice``
+    ``{"type": "function", "function": {"name": ...}}``), else of the first tool, unless ``tool_choice`` is
+    ``none``; no tools, no call. ValueError for tools that are not function definitions with a name."""
+    if tools is None:
+        return None
+    if not isinstance(tools, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("function"), dict)
+            and isinstance(t["function"].get("name"), str) for t in tools):
+        raise ValueError("'tools' must be an array of {\"type\": \"function\", \"function\": {\"name\": ...}} objects")
+    if not tools or choice == "none":
+        return None
+    if isinstance(choice, dict):
+        named = obj(choice.get("function")).get("name")
+        if not isinstance(named, str) or named not in {t["function"]["name"] for t in tools}:
+            raise ValueError("'tool_choice' names a function that is not in 'tools'")
+        return named
+    if choice not in (None, "auto", "required"):
+        raise ValueError("'tool_choice' must be none, auto, required or {\"type\": \"function\", ...}")
+    name: str = tools[0]["function"]["name"]
+    return name
 
 
 class OpenAICompletionsServer(_OpenAIServer):

@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from tokometer.wire.toolcalls import json_fragment, tool_call_delta
+
 __all__ = ["ChunkWriter"]
 
 
@@ -55,30 +57,44 @@ class ChunkWriter:
             return self.chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
         return self.chunk([{"index": 0, "text": text, "logprobs": None, "finish_reason": None}])
 
+    def tool_call(self, name: str, text: str, first: bool, last: bool) -> bytes:
+        """A chat event carrying ``text`` as a fragment of the arguments of a call of tool ``name`` (as
+        ``{"query": "<text>"}``): the first one with the call's id and name, the last one closing the JSON."""
+        arguments = ('{"query": "' if first else "") + json_fragment(text) + ('"}' if last else "")
+        entry = tool_call_delta(0, arguments, call_id=f"call-{self.id[-12:]}" if first else None,
+                                name=name if first else None)
+        return self.chunk([{"index": 0, "delta": {"tool_calls": [entry]}, "logprobs": None, "finish_reason": None}])
+
     def finish(self, reason: str) -> bytes:
         if self.chat:
             return self.chunk([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": reason}])
         return self.chunk([{"index": 0, "text": "", "logprobs": None, "finish_reason": reason}])
 
     def usage(self, prompt_tokens: int, completion_tokens: int, reasoning_tokens: int | None = None,
-              cached_tokens: int | None = None) -> bytes:
+              cached_tokens: int | None = None, image_tokens: int | None = None) -> bytes:
         usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                                  "total_tokens": prompt_tokens + completion_tokens}
         if reasoning_tokens is not None:
             usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
-        if cached_tokens is not None:
-            usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+        details = {name: value for name, value in (("cached_tokens", cached_tokens), ("image_tokens", image_tokens))
+                   if value is not None}
+        if details:
+            usage["prompt_tokens_details"] = details
         return self.chunk([], usage)
 
     def whole(self, text: str, reasoning: str, finish_reason: str, prompt_tokens: int,
-              completion_tokens: int) -> dict[str, Any]:
-        """The body of a non-streamed answer."""
+              completion_tokens: int, tool_name: str | None = None) -> dict[str, Any]:
+        """The body of a non-streamed answer (with ``tool_name``: a call of that tool, ``text`` its query)."""
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                  "total_tokens": prompt_tokens + completion_tokens}
         if self.chat:
             message: dict[str, Any] = {"role": "assistant", "content": text}
             if reasoning:
                 message[self.reasoning_field] = reasoning
+            if tool_name is not None:
+                message["content"] = None
+                message["tool_calls"] = [{"id": f"call-{self.id[-12:]}", "type": "function", "function": {
+                    "name": tool_name, "arguments": '{"query": "' + json_fragment(text) + '"}'}}]
             choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish_reason}
         else:
             choice = {"index": 0, "text": text, "finish_reason": finish_reason}

@@ -49,6 +49,14 @@ class RequestInfo:
     cached_tokens: int | None = None
     """Prompt tokens the server took from its prefix cache (OpenAI usage's
     ``prompt_tokens_details.cached_tokens``, llama.cpp's ``cache_n``); ``None``: not reported."""
+    image_tokens: int | None = None
+    """Of ``prompt_tokens``, those of the request's images (OpenAI chat: reported as usage's
+    ``prompt_tokens_details.image_tokens``); ``None``: no images."""
+    tool_name: str | None = None
+    """OpenAI chat: the answer is a call of this tool (its tokens stream as ``delta.tool_calls`` argument
+    fragments, `tokometer.wire.toolcalls`); ``None``: a text answer."""
+    tool_started: bool = False
+    """The call's first delta (its id and name) has been written."""
 
 
 @dataclass(slots=True)

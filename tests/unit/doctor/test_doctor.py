@@ -83,6 +83,7 @@ def test_the_key_is_never_shown() -> None:
     assert key_shown(None).startswith("none")
     assert key_shown("sk-abcdefghijklmnop") == "Authorization: Bearer sk-… (19 characters)"
     assert key_shown("short") == "Authorization: Bearer … (5 characters)"
+    assert key_shown("sk-ant-abcdefghijklmnop", "anthropic-messages") == "x-api-key: sk-… (23 characters)"
 
 
 def _window(waiting: float = 0, kv: float = 0.2, preemptions: float = 0) -> dict[str, object]:

@@ -26,10 +26,11 @@ def test_the_knee_of_a_hand_computed_sweep() -> None:
 
 def test_ties_go_to_the_lighter_load_and_steps_without_numbers_are_never_the_knee() -> None:
     assert knee([400.0, 400.0, 100.0]) == 0
-    assert knee([None, 5.0, None]) == 1
+    assert knee([None, 5.0, None, 6.0]) == 3
+    assert knee([None, 5.0, None]) is None  # one load with a power: no trade-off, no knee
     assert knee([None, None]) is None
     assert knee([]) is None
-    assert knee([7.0]) == 0
+    assert knee([7.0]) is None
     assert summary_power(None) is None
     assert summary_power(_summary(100, None)) is None
     assert summary_power(_summary(0, 50)) is None

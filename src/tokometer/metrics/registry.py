@@ -1,0 +1,278 @@
+"""The metric registry: every name a step's summary has, once, as plain data.
+
+One row per metric (`Metric`): its name, unit, direction, one-line definition, and which of its percentiles
+an objective or a gate may name. Everything that spells a metric's name reads it from here:
+
+- `tokometer.metrics.DEFINITIONS`, the ``definitions`` block of every JSON result (`definitions`);
+- ``compare``'s metric table (`tokometer.compare.METRICS`: which metrics the gate judges and their thresholds
+  are the gate's own; their names, labels, units and directions come from here);
+- ``bench --find-max``'s objectives (`objective`: ``ttft_p99``, ``goodput_share``, ``error_rate``);
+- the CSV's columns (`csv_columns`, in registry order).
+
+`StepSummary`'s fields and this table are held against each other by a unit test
+(tests/unit/metrics/test_registry.py): a summary field without a row here, or a row naming no field or
+property of the summary, fails it.
+
+**Names.** ``name`` is the key a JSON result uses (``output_tokens.source`` for the nested ones);
+``field`` the `StepSummary` attribute that holds it (``output_tokens_source``). ``short`` is the name an
+objective (``--slo``) or a threshold (``compare --threshold``) takes: a percentile is ``short`` + ``_p99``.
+Each short name has one unit: ``goodput`` is req/s (`goodput_rps`), ``goodput_share`` the share of the
+measured requests that met every per-request objective, ``error_rate`` the share that failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from tokometer.metrics.textcheck import SLACK, TOLERANCE
+
+__all__ = [
+    "LATENCY_PERCENTILES",
+    "METRICS",
+    "NOTES",
+    "Direction",
+    "Metric",
+    "by_name",
+    "csv_columns",
+    "definitions",
+    "objective",
+    "percentile_metrics",
+]
+
+Direction = Literal["lower", "higher"]
+
+LATENCY_PERCENTILES: Final[tuple[str, ...]] = ("p50", "p90", "p95", "p99", "p99.9")
+"""The percentiles an objective or a threshold may name (a `Distribution` has each)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """One metric of a step's summary."""
+
+    name: str
+    """The key in a JSON result: ``ttft_ms``; a nested one with a dot: ``output_tokens.source``."""
+    definition: str
+    """One line, written into every JSON result's ``definitions``."""
+    unit: str = ""
+    """``ms``, ``s``, ``tok/s``, ``req/s``, ``tokens``, ``requests``, ``share`` (0 to 1), ``ratio``; empty for
+    a table or a text."""
+    better: Direction | None = None
+    """Which way is better; None where neither is (a count, a table)."""
+    field: str | None = ""
+    """The `StepSummary` field or property that holds it ("": the same as ``name``; None: inside another
+    field, as the ``reasoning.`` rows are)."""
+    label: str = ""
+    """How a table heads it: ``TTFT``."""
+    short: str = ""
+    """The name objectives and thresholds take (``ttft``: ``ttft_p99``); empty when none does."""
+    percentiles: tuple[str, ...] = ()
+    """A distribution's percentiles an objective or a threshold may name (``ttft_p99``)."""
+    csv: tuple[str, ...] = ()
+    """Its columns in the CSV: ``""`` for the value itself, or the distribution's statistics (``p50``,
+    ``mean``); none: not in the CSV."""
+
+    @property
+    def attribute(self) -> str | None:
+        """The `StepSummary` attribute that holds it (None: inside another one)."""
+        return self.name if self.field == "" else self.field
+
+
+_LATENCY = LATENCY_PERCENTILES
+
+METRICS: Final[tuple[Metric, ...]] = (
+    # -- what happened to the requests
+    Metric("requests_completed", "measured requests that completed (warm-up requests left out)", "requests",
+           csv=("",)),
+    Metric("requests_failed", "measured requests that failed, whatever the category", "requests", csv=("",)),
+    Metric("requests_warmup", "warm-up requests: sent, counted here, and left out of every other figure",
+           "requests"),
+    Metric("errors", "failed requests by category (http_429, reset, timeout, ...): a table of counts"),
+    Metric("error_examples", "one error message per category, as the first failed request of it gave"),
+    Metric("error_rate", "failed requests / measured requests (a share; compare judges its change in points)",
+           "share", "lower", label="error rate", short="error_rate"),
+    Metric("finish_reasons", "measured requests by finish reason (stop, length, error, cancelled, unknown)"),
+    Metric("length_truncated", "completed requests that ended at max_tokens (finish reason length)", "requests"),
+    # -- the step as a whole
+    Metric("duration_s", "max(end) - min(sent) over the measured requests (warm-up excluded)", "s", csv=("",)),
+    Metric("output_throughput_tok_s", "sum of output tokens of completed requests / duration", "tok/s", "higher",
+           label="output throughput", short="output_throughput", csv=("",)),
+    Metric("input_throughput_tok_s", "sum of input tokens of completed requests / duration", "tok/s"),
+    Metric("total_throughput_tok_s", "sum of input and output tokens of completed requests / duration", "tok/s"),
+    Metric("request_throughput_rps", "completed requests / duration", "req/s", "higher", csv=("",)),
+    Metric("achieved_concurrency", "sum of E2E of measured requests / duration", "requests", csv=("",)),
+    Metric("send_rate_rps", "(requests sent - 1) / (last send - first send): the offered load actually achieved",
+           "req/s"),
+    Metric("completion_rate_rps", "(completed requests - 1) / (last end - first end): the rate the server "
+           "finished requests; under a request rate, below send_rate_rps means the queue grew through the step",
+           "req/s"),
+    Metric("goodput_rps", "completed requests meeting every given SLO / duration", "req/s", "higher",
+           label="goodput", short="goodput"),
+    Metric("goodput_share", "completed requests meeting every given SLO / measured requests: goodput as a share "
+           "(the --find-max objective goodput_share)", "share", "higher", label="goodput share",
+           short="goodput_share"),
+    # -- per request, as distributions
+    Metric("ttft_ms", "time to first token: first event carrying generated text (or reasoning text) minus the "
+           "time the request was sent; role-only, empty and usage-only events do not count", "ms", "lower",
+           label="TTFT", short="ttft", percentiles=_LATENCY, csv=("p50", "p90", "p99")),
+    Metric("tpot_ms", "decode time per output token: (last token time - first token time) / (output tokens - "
+           "tokens of the first event); equals (last - first) / (output_tokens - 1) when the first event carries "
+           "one token; tokens the server counted but never streamed (hidden reasoning) are left out", "ms",
+           "lower", label="TPOT", short="tpot", percentiles=_LATENCY, csv=("p50", "p99")),
+    Metric("itl_ms", "inter-token latency: each gap between consecutive content events divided by the tokens the "
+           "later event carried (token-normalised)", "ms", "lower", label="ITL", short="itl",
+           percentiles=_LATENCY, csv=("p50", "p99")),
+    Metric("e2e_ms", "end-to-end latency: stream closed minus request sent", "ms", "lower", label="E2E",
+           short="e2e", percentiles=_LATENCY, csv=("p50", "p99")),
+    Metric("decode_speed_tok_s", "1 / TPOT per request: the steady decode-phase speed (tokens/s once the answer "
+           "streams); TPOT and decode speed count reasoning and answer tokens alike, as far as they were streamed",
+           "tok/s", "higher", label="decode speed", csv=("p50", "mean")),
+    Metric("client_lag_ms", "time the request was sent minus the time it was scheduled; > 0 means the client fell "
+           "behind", "ms", "lower", label="client lag", csv=("p99",)),
+    Metric("output_tokens.total", "sum of output tokens of the completed requests", "tokens",
+           field="output_tokens_total", csv=("",)),
+    Metric("output_tokens.source", "where output token counts came from: usage (server usage block), native "
+           "(engine counters), tokenizer, estimate (count of content events)", field="output_tokens_source",
+           csv=("",)),
+    Metric("output_tokens.per_request", "output tokens per completed request, as a distribution", "tokens",
+           field="output_tokens"),
+    Metric("output_tokens.text_check", "per completed answer whose output count is the server's (usage, "
+           "native): the text received (answer and reasoning fields) counted by the model's tokenizer where one "
+           "is local, else its UTF-8 bytes (an upper bound: a token is at least one byte); an answer is short "
+           "when the server's count (less reasoning it did not send) exceeds that by more than "
+           f"max({SLACK} tokens, {TOLERANCE:.0%}); null when not checked", field="text_check"),
+    Metric("input_tokens.total", "sum of input (prompt) tokens of the completed requests", "tokens",
+           field="input_tokens_total"),
+    Metric("input_tokens.source", "where input token counts came from: usage (server usage block), native "
+           "(engine counters), prompt_spec (the length the prompt was built to)", field="input_tokens_source"),
+    Metric("input_tokens.per_request", "input tokens per completed request, as a distribution", "tokens",
+           field="input_tokens"),
+    Metric("ttft_from_due_ms", "first token minus the time the load profile scheduled the request (includes "
+           "client lag)", "ms", "lower"),
+    Metric("connect_ms", "time spent opening new connections (requests that reused a kept-alive connection are "
+           "not in it)", "ms", "lower"),
+    Metric("chunk_gap_ms", "raw gaps between consecutive content events, not normalised", "ms", "lower"),
+    Metric("e2e_speed_tok_s", "output tokens / E2E per request: the naive average speed, a whole request's time "
+           "over its tokens (mixes network, TTFT and decode)", "tok/s", "higher"),
+    Metric("prefill_speed_tok_s", "input tokens / TTFT per request as the client sees it (includes queueing and "
+           "network)", "tok/s", "higher"),
+    Metric("server_prefill_ms", "the engine's own prompt-processing time, where the protocol reports it", "ms",
+           "lower"),
+    Metric("server_decode_tok_s", "the engine's own decode speed, where the protocol reports it", "tok/s",
+           "higher"),
+    # -- queueing, caches, the server's own numbers
+    Metric("ttft_growth", "mean TTFT of the last quarter of completed requests (in send order) / mean TTFT of "
+           "the first quarter: well above 1 when requests waited longer as the step went on (a growing queue)",
+           "ratio", "lower"),
+    Metric("ttft_cold_prefix_ms", "TTFT of the requests that were the run's first with their shared prefix "
+           "(--prefix-groups): nothing can have cached it", "ms", "lower"),
+    Metric("ttft_warm_prefix_ms", "TTFT of the requests sent after an earlier request with the same prefix had "
+           "its first token (its prefill, the prefix's included, was done)", "ms", "lower"),
+    Metric("prefix_cache_speedup", "ttft_cold_prefix_ms p50 / ttft_warm_prefix_ms p50: about 1 without a prefix "
+           "cache", "ratio", "higher"),
+    Metric("prompt_cache_hit_rate", "sum of prompt tokens the server said came from its prompt cache / sum of "
+           "prompt tokens, over the prompt_cache_reported answers that said; null when none did", "share"),
+    Metric("prompt_cache_reported", "completed answers that said how many prompt tokens came from the cache",
+           "requests"),
+    Metric("server_numbers_rejected", "measured requests with a server count or duration that was not believed: "
+           "their counts came from the next source down", "requests"),
+    Metric("server_numbers_example", "one such request's rejected numbers, in words"),
+    # -- multi-turn sessions
+    Metric("per_turn", "multi-turn sessions, per turn: its requests, TTFT, prompt length and prompt-cache share; "
+           "null without sessions"),
+    Metric("session_stats", "multi-turn sessions: sessions completed and failed, turns and duration per "
+           "session, session throughput, TTFT growth from the first turn to the last; null without sessions"),
+    # -- reasoning models
+    Metric("reasoning", "reasoning models only (null when no answer of the step had reasoning): reasoning sent in "
+           "reasoning_content / reasoning deltas (Ollama: thinking) or inline between <think> and </think>"),
+    Metric("reasoning.ttfat_ms", "time to first answer token: the first event carrying answer text that is not "
+           "only whitespace (not reasoning, not a think tag) minus the time the request was sent; equals TTFT for "
+           "an answer without reasoning; answers that never got past their reasoning are left out (counted in "
+           "no_answer)", "ms", "lower", field=None),
+    Metric("reasoning.reasoning_tokens", "output tokens that were reasoning, per answer that reasoned: usage "
+           "(usage.completion_tokens_details.reasoning_tokens), native (tokens of the reasoning events where each "
+           "event's count is exact), tokenizer (the model's tokenizer on the reasoning text), estimate (each "
+           "event's share of the output by characters); an answer cut while reasoning was all reasoning; hidden: "
+           "those the server counted but never streamed (o-series APIs), kept out of TPOT, ITL and decode speed",
+           "tokens", field=None),
+    Metric("reasoning.answer_tokens", "output tokens - reasoning tokens, per completed answer", "tokens",
+           field=None),
+    Metric("reasoning.reasoning_share", "sum of reasoning tokens / sum of output tokens of the completed answers",
+           "share", field=None),
+    Metric("reasoning.answer_decode_speed_tok_s", "decode speed of the answer alone: tokens of the events after "
+           "the first answer event / (last token time - first answer token time)", "tok/s", "higher", field=None),
+    # -- did the server keep up (find-max's overload test) and how sure is each percentile
+    Metric("overload", "whether the server kept up with the requests sent: queue_grew when the 99 % lower bound of "
+           "the Theil-Sen slope of TTFT (E2E without streaming) against send time is above zero (Mann-Kendall, "
+           "one-sided, alpha 1 %); fell_behind when the completions over their span against the sends over theirs, "
+           "as two Poisson counts, have an exact conditional binomial p below 1 %; sustained_rps = send rate / "
+           "(1 + slope)"),
+    Metric("percentile_ci", "per latency metric and percentile, its 95 % distribution-free interval [low, high]: "
+           "the order statistics whose ranks bracket the percentile by the binomial distribution; null for an end "
+           "the sample cannot bound (a p99 needs 368 values for an upper end)"),
+    # -- tool calls and images
+    Metric("tool_calls", "answers that called a tool only (null when none did): tool-call deltas (delta.tool_calls, "
+           "a function name or an argument fragment) are output, so they count for TTFT, TPOT and ITL like answer "
+           "text"),
+    Metric("tool_calls.time_to_first_tool_call_ms", "the first event carrying a tool-call delta minus the time the "
+           "request was sent; equals TTFT when the answer began with its call", "ms", "lower", field=None),
+    Metric("tool_calls.tool_call_tokens", "output tokens that were tool calls, per answer that called one: all "
+           "output tokens (their source) when the answer streamed nothing else, else the model's tokenizer on the "
+           "names and argument fragments (tokenizer), else each event's share by characters (estimate)", "tokens",
+           field=None),
+    Metric("images", "requests that sent images only (bench --images): images sent, and image_tokens: "
+           "usage.prompt_tokens_details.image_tokens where the server reports it (reported: how many answers did); "
+           "unknown otherwise, never guessed"),
+    # -- batched requests (embeddings, rerank: one JSON answer, latency is e2e_ms, no TTFT)
+    Metric("inputs_total", "embeddings and rerank: inputs (texts) the completed requests carried, each answer "
+           "checked to have one result per input; 0 for generation", "inputs", csv=("",)),
+    Metric("inputs_per_s", "inputs_total / duration (null for generation)", "inputs/s", "higher", csv=("",)),
+)
+
+NOTES: Final[dict[str, str]] = {
+    "percentiles": "linear interpolation between closest ranks (numpy default)",
+}
+"""How every distribution is computed: in ``definitions`` beside the metrics, not a metric itself."""
+
+_BY_NAME: Final[dict[str, Metric]] = {m.name: m for m in METRICS}
+_BY_SHORT: Final[dict[str, Metric]] = {m.short: m for m in METRICS if m.short}
+
+
+def by_name(name: str) -> Metric:
+    """The row of ``name`` (``ttft_ms``); `KeyError` for a name the registry does not have."""
+    return _BY_NAME[name]
+
+
+def definitions() -> dict[str, str]:
+    """Every metric's definition by name, and the `NOTES`: the ``definitions`` block of a JSON result."""
+    return {**{m.name: m.definition for m in METRICS}, **NOTES}
+
+
+def objective(name: str) -> tuple[Metric, str | None] | None:
+    """What an objective or threshold name means: ``ttft_p99`` -> (the ``ttft_ms`` row, ``"p99"``);
+    ``goodput`` -> (the ``goodput_rps`` row, None); None for a name that is neither."""
+    if name in _BY_SHORT:
+        metric = _BY_SHORT[name]
+        return None if metric.percentiles else (metric, None)
+    short, sep, stat = name.rpartition("_")
+    metric_or_none = _BY_SHORT.get(short) if sep else None
+    if metric_or_none is None or stat not in metric_or_none.percentiles:
+        return None
+    return metric_or_none, stat
+
+
+def percentile_metrics() -> tuple[Metric, ...]:
+    """The metrics whose percentiles an objective may name (``ttft``, ``tpot``, ...), in registry order."""
+    return tuple(m for m in METRICS if m.percentiles)
+
+
+def csv_columns() -> list[tuple[str, Metric, str]]:
+    """The CSV's metric columns in order: (column, metric, statistic), statistic ``""`` for the value itself.
+    A column is the summary attribute (``output_tokens_total``), or it and the statistic (``ttft_ms_p50``)."""
+    out = []
+    for m in METRICS:
+        for stat in m.csv:
+            attribute = m.attribute or m.name
+            out.append((f"{attribute}_{stat}" if stat else attribute, m, stat))
+    return out
+
