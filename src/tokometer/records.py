@@ -96,7 +96,7 @@ _CONTEXT_LENGTH_HINTS: Final[tuple[str, ...]] = (
 _WORKLOAD_FIELDS: Final[tuple[str, ...]] = ("first_answer_ns", "reasoning_tokens", "reasoning_tokens_source",
                                               "hidden_tokens", "rejected_numbers", "first_tool_call_ns",
                                               "tool_calls", "tool_call_tokens", "tool_call_tokens_source",
-                                              "images", "image_tokens",
+                                              "images", "image_tokens", "inputs",
                                               "prefix_group", "prefix_first", "session", "turn", "actor", "node")
 _NUMBERED_FROM_0: Final[tuple[str, ...]] = ("session", "turn", "prefix_group", "actor")
 """Workload fields whose 0 is a value, not "not set"."""
@@ -224,6 +224,8 @@ class RequestRecord:
     not say (unknown, never guessed)."""
     prefix_group: int | None = None
     prefix_first: bool = False
+    inputs: int | None = None
+    """Inputs the request carried, for a protocol that takes a batch (embeddings, rerank); None for the rest."""
     session: int | None = None
     turn: int | None = None
     actor: int | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 from tokometer.errors import ConfigError
 from tokometer.wire.anthropic import AnthropicMessages
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent
+from tokometer.wire.embeddings import OpenAIEmbeddings, Rerank
 from tokometer.wire.llamacpp import LlamaCpp
 from tokometer.wire.ollama import Ollama
 from tokometer.wire.openai import OpenAIChat, OpenAICompletions
@@ -25,7 +26,8 @@ __all__ = [
 ]
 
 BACKENDS: dict[str, type[Backend]] = {
-    cls.name: cls for cls in (OpenAIChat, OpenAICompletions, OpenAIResponses, AnthropicMessages, Ollama, TGI, LlamaCpp)
+    cls.name: cls for cls in (OpenAIChat, OpenAICompletions, OpenAIResponses, AnthropicMessages, Ollama, TGI, LlamaCpp,
+                              OpenAIEmbeddings, Rerank)
 }
 
 

@@ -84,6 +84,11 @@ class StreamAssembly:
             self.texts.append(event.text)
         if event.rejected:
             _note(record, event.rejected)
+        if event.items is not None and record.inputs is not None and event.items != record.inputs \
+                and record.error is None:
+            record.error = "malformed_stream"
+            record.error_detail = f"the answer has {event.items} results for the {record.inputs} inputs sent"
+            record.finish_reason = "error"
         if event.meta:
             _merge_final(self.final, event)
         if event.done or event.finish_reason is not None:

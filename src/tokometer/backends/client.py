@@ -34,7 +34,8 @@ from tokometer.backends.http1 import (
 from tokometer.datasets.base import Prompt
 from tokometer.records import RequestRecord, describe_http_failure
 from tokometer.wire.base import Backend, GenerationParams, answer_length
-from tokometer.wire.framing import MAX_EVENT_BYTES, EventWatch
+from tokometer.wire.embeddings import batch_inputs
+from tokometer.wire.framing import MAX_BODY_BYTES, MAX_EVENT_BYTES, EventWatch
 from tokometer.wire.mediatype import not_an_api_answer
 
 __all__ = ["StreamClient", "Target", "Timeouts", "event_limit"]
@@ -119,7 +120,10 @@ class StreamClient:
         is finished (parsed) in the background, then handed to ``on_done``;
         without it, returns the finished record.
         """
-        record.requested_output_tokens = answer_length(prompt, self.params)
+        if self.backend.streams:
+            record.requested_output_tokens = answer_length(prompt, self.params)
+        else:  # one JSON answer: nothing generated; the record counts the inputs sent
+            record.inputs = len(batch_inputs(prompt))
         finished: asyncio.Future[RequestRecord] | None = None
         if on_done is None:
             finished = asyncio.get_running_loop().create_future()
@@ -136,7 +140,8 @@ class StreamClient:
 
     async def _send_once(self, raw: bytes, record: RequestRecord, on_done: Callable[[RequestRecord], None],
                          max_events: int = 0) -> bool:
-        watch = EventWatch(self.backend.framing, self.max_event_bytes, max_events)
+        limit = self.max_event_bytes if self.backend.streams else max(self.max_event_bytes, MAX_BODY_BYTES)
+        watch = EventWatch(self.backend.framing, limit, max_events)
         response = StreamedResponse(watch=watch)
         try:
             await self.pool.request(raw, response)

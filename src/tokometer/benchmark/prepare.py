@@ -14,12 +14,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tokometer.backends import create_backend
+from tokometer.backends import BACKENDS, create_backend
 from tokometer.backends.http1 import ConnectError, HttpTimeout, PeerReset
 from tokometer.backends.probe import Probe
 from tokometer.benchmark.preflight import preflight, protocol_hint, server_root
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.datasets import FixedSource, Prompt, SyntheticSource, load_source_file
+from tokometer.datasets.batched import BatchedSource
 from tokometer.datasets.conversations import SessionScript, SessionSource, ShareGPTSessions, SyntheticSessions
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
 from tokometer.datasets.images import ImageSpec, parse_image_size
@@ -31,7 +32,7 @@ from tokometer.tokens import ServerTokenizer, Tokenizer, probe_server_tokenizer
 
 __all__ = ["Prepared", "prepare"]
 
-Source = SyntheticSource | FixedSource | JsonlSource | ShareGPTSource | TraceSource
+Source = SyntheticSource | FixedSource | JsonlSource | ShareGPTSource | TraceSource | BatchedSource
 
 
 @dataclass(slots=True)
@@ -106,7 +107,7 @@ def prompts_per_step(spec: BenchSpec, unique: int, quickest_s: float | None) -> 
 
 async def _model(spec: BenchSpec, probe: Probe) -> str:
     """The model to ask for when none was given: the first one the server lists."""
-    if spec.api.startswith("openai") or spec.api == "anthropic-messages":  # Anthropic lists models the same way
+    if spec.api.startswith("openai") or spec.api in ("anthropic-messages", "rerank"):  # listed the same way
         data = await probe.get_json(spec.url.rstrip("/") + "/models")
         models = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)]
         if models and isinstance(models[0], str):
@@ -194,11 +195,26 @@ async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
         per_step = prompts_per_step(spec, source.unique, quickest)
         stop = threading.Event()
         try:
-            await asyncio.to_thread(source.prepare, per_step * n_steps, stop)
+            await asyncio.to_thread(source.prepare, per_step * n_steps * spec.batch_size, stop)
         finally:
             stop.set()  # cancelled (Ctrl-C): the thread stops at its next prompt, not after all of them
+    if not BACKENDS[spec.api].streams:  # embeddings, rerank: each request a batch of inputs
+        source = _batched(spec, source, n_steps)
     return Prepared(model=model, source=source, tokenizer=tokenizer, local_tokenizer=local, warnings=warnings,
                     sessions=sessions)
+
+
+def _batched(spec: BenchSpec, source: Source, n_steps: int) -> BatchedSource:
+    """``source`` in batches of ``--batch-size`` inputs: as many as the run sends (synthetic prompts, up to
+    the source's distinct ones), or enough to use every prompt of a file once."""
+    if isinstance(source, SyntheticSource):
+        drawn = min(((spec.requests or source.unique) + spec.warmup) * n_steps * spec.batch_size, source.unique)
+    elif isinstance(source, TraceSource):
+        drawn = len(source.entries)
+    else:
+        drawn = len(source.items)
+    return BatchedSource(source.name, source.prompts(), spec.batch_size,
+                         BatchedSource.batches_for(drawn, spec.batch_size))
 
 
 async def _in_thread(make: Callable[[int, threading.Event], None], n: int) -> None:

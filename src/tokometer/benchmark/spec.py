@@ -83,6 +83,8 @@ class BenchSpec(BaseModel):
     """Each synthetic prompt starts with one of ``prefix_groups`` shared prefixes of this many tokens (0: none)."""
     prefix_groups: int = Field(1, ge=1)
     output_tokens: int = Field(128, ge=1)
+    batch_size: int = Field(1, ge=1, le=4096)
+    """Inputs per request, for an API that takes a batch (``openai-embeddings``, ``rerank``)."""
     ignore_eos: bool = False
     temperature: float | None = Field(0.0, ge=0, allow_inf_nan=False)
     seed: int | None = None
@@ -212,6 +214,12 @@ class BenchSpec(BaseModel):
         if any(r <= 0 for r in self.rate):
             raise ValueError("rates must be positive")
         self._check_workload()
+        if not BACKENDS[self.api].streams and (self.sessions is not None or self.trace is not None):
+            raise FieldProblem("{api} {name} sends batches of texts, not conversations or a trace: leave out "
+                               "{sessions} and {trace}", name=self.api)
+        if self.batch_size != 1 and BACKENDS[self.api].streams:
+            raise FieldProblem("{batch_size} is the inputs of one embeddings or rerank request: give {api} "
+                               "openai-embeddings or rerank (a generation request carries one prompt)")
         if self.requests is None and self.duration_s is None and self.sessions is None and self.trace is None:
             raise FieldProblem("give {requests} or {duration_s} (or both)")
         if self.dataset is not None and self.prompt is not None:

@@ -131,6 +131,8 @@ def _mebibytes(size: int) -> str:
                   "(agents' system prompts); the report gives TTFT with a cold and a warm prefix.")
 @spec_option("--prefix-groups", type=click.IntRange(min=1), field="prefix_groups", show_default=True,
              help="How many different shared prefixes (with --prefix-tokens).")
+@spec_option("--batch-size", type=click.IntRange(1, 4096), field="batch_size", show_default=True,
+             help="Inputs per request, each --input-tokens long (--api openai-embeddings or rerank).")
 @spec_option("--output-tokens", type=int, field="output_tokens",
              help=f"max_tokens per request [default: {{default}}; {EMBEDDED_PROFILE['output_tokens']} for the "
                   "embedded engine].")
@@ -301,6 +303,7 @@ def _spec_values(opts: dict[str, Any], given: set[str]) -> dict[str, Any]:
         "input_tokens": opts["input_tokens"],
         "prefix_tokens": opts["prefix_tokens"],
         "prefix_groups": opts["prefix_groups"],
+        "batch_size": opts["batch_size"],
         "output_tokens": opts["output_tokens"],
         "ignore_eos": opts["ignore_eos"],
         "images": opts["images"],

@@ -39,6 +39,9 @@ SCHEMA = "tokometer.estimate/1"
               help="Prompt length of each sequence.")
 @click.option("--output-tokens", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Answer length of each sequence.")
+@click.option("--workload", type=click.Choice(["generate", "embed"]), default="generate", show_default=True,
+              help="embed: embedding (or rerank) passes, a prefill only; --batch is the inputs per pass, "
+                   "--input-tokens each input's length (--output-tokens is not used).")
 @click.option("--gpu-memory-utilization", type=FiniteFloat(0.05, 1.0), default=0.9, show_default=True,
               help="Share of device memory for weights + KV cache (a 2 GiB activation reserve is also kept).")
 @click.option("--bw-efficiency", type=FiniteFloat(0.01, 1.0), default=None,
@@ -88,7 +91,13 @@ def command(**opts: Any) -> int:
         return 0
     check_output_path(opts["json_path"], "--json", "estimate.json")
     spec = _spec(opts)
-    if opts["calibrate_runs"] is not None:
+    if opts["workload"] == "embed":
+        if opts["calibrate_runs"] is not None or opts["run_id"] is not None or opts["target"] is not None \
+                or opts["explain"]:
+            raise click.UsageError("--workload embed estimates passes: leave out --calibrate, --run, --target and "
+                                   "--explain")
+        payload = _embed(console, spec)
+    elif opts["calibrate_runs"] is not None:
         payload = _calibrate(console, spec, parse_int_list(opts["calibrate_runs"], "--calibrate"), opts["store"])
     elif opts["run_id"] is not None:
         payload = _run(console, spec, opts["run_id"], opts["store"])
@@ -143,6 +152,14 @@ def _estimate(console: Console, spec: EstimateSpec, explained: bool) -> dict[str
         console.print()
         console.print(text, soft_wrap=True)
     return {"estimate": result.to_json(), **({"explain": text} if text else {})}
+
+
+def _embed(console: Console, spec: EstimateSpec) -> dict[str, Any]:
+    from tokometer.perf.embedding import render_embedding_estimate, run_embedding_estimate
+
+    result = run_embedding_estimate(spec)
+    render_embedding_estimate(console, result)
+    return {"estimate": result.to_json()}
 
 
 def _target(console: Console, spec: EstimateSpec, target: float) -> dict[str, Any]:

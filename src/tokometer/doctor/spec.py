@@ -43,4 +43,7 @@ class DoctorSpec(BaseModel):
             raise ValueError(f"URL {self.url!r} must start with http:// or https://")
         if self.api is not None and self.api not in BACKENDS:
             raise ValueError(f"unknown API {self.api!r}: use one of {', '.join(sorted(BACKENDS))}")
+        if self.api is not None and not BACKENDS[self.api].streams:
+            raise ValueError(f"doctor checks a generating server's streams; {self.api} answers are not streamed: "
+                             f"measure them with tokometer bench --api {self.api}")
         return self

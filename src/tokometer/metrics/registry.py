@@ -229,6 +229,10 @@ METRICS: Final[tuple[Metric, ...]] = (
     Metric("images", "requests that sent images only (bench --images): images sent, and image_tokens: "
            "usage.prompt_tokens_details.image_tokens where the server reports it (reported: how many answers did); "
            "unknown otherwise, never guessed"),
+    # -- batched requests (embeddings, rerank: one JSON answer, latency is e2e_ms, no TTFT)
+    Metric("inputs_total", "embeddings and rerank: inputs (texts) the completed requests carried, each answer "
+           "checked to have one result per input; 0 for generation", "inputs", csv=("",)),
+    Metric("inputs_per_s", "inputs_total / duration (null for generation)", "inputs/s", "higher", csv=("",)),
 )
 
 NOTES: Final[dict[str, str]] = {

@@ -24,6 +24,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from tokometer.metrics import request as m
+from tokometer.metrics.batches import inputs_total
 from tokometer.metrics.distribution import Distribution
 from tokometer.metrics.images import ImageSummary, summarize_images
 from tokometer.metrics.order_stats import intervals
@@ -143,6 +144,11 @@ class StepSummary:
     session_stats: dict[str, Any] | None = None
     """Multi-turn sessions: sessions completed and failed, turns and duration per session, TTFT growth from
     the first turn to the last (`tokometer.metrics.sessions`); None when the step ran no sessions."""
+
+    inputs_total: int = 0
+    """Batched requests (embeddings, rerank): the inputs the completed ones carried (`tokometer.metrics.batches`)."""
+    inputs_per_s: float | None = None
+    """``inputs_total`` / duration; None when the step sent no batched request."""
 
     text_check: TextCheck | None = None
     """Whether each answer's received text adds up to the server's count of its output tokens
@@ -283,6 +289,7 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         itl.extend(m.itl_ns(r))
         gaps.extend(m.chunk_gaps_ns(r))
     server = [r.server for r in ok if r.server is not None]
+    inputs = inputs_total(ok)
     completion_rate = _completion_rate(ok)
     return StepSummary(
         requests_completed=len(ok),
@@ -334,6 +341,8 @@ def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepS
         images=summarize_images(ok),
         server_numbers_rejected=sum(1 for r in window if r.rejected_numbers),
         server_numbers_example=next((r.rejected_numbers for r in window if r.rejected_numbers), ""),
+        inputs_total=inputs,
+        inputs_per_s=per_s(inputs) if any(r.inputs is not None for r in window) else None,
         **_prefix_effect(window),
     )
 

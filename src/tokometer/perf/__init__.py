@@ -17,7 +17,7 @@ from tokometer.perf.hardware import hardware_table, resolve_hardware
 from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.loaders import resolve_model
 from tokometer.perf.model import ModelSpec
-from tokometer.perf.roofline import Deployment, Efficiency, decode_step_s, prefill_s
+from tokometer.perf.roofline import Deployment, Efficiency, decode_step_s, embedding_pass_s, prefill_s
 
 __all__ = [
     "BatchEstimate",
@@ -27,6 +27,7 @@ __all__ = [
     "HardwareSpec",
     "ModelSpec",
     "decode_step_s",
+    "embedding_pass_s",
     "estimate",
     "explain",
     "hardware_table",

@@ -48,8 +48,20 @@ from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import kv_bytes, normalize_dtype, weight_dtype
 from tokometer.units import GIB
 
-__all__ = ["ACTIVATION_RESERVE_GIB", "BOUND", "Deployment", "Efficiency", "compute_bound_batch", "decode_flops",
-           "decode_limiter", "decode_step_s", "prefill_flops", "prefill_s", "weight_bytes_read"]
+__all__ = [
+    "ACTIVATION_RESERVE_GIB",
+    "BOUND",
+    "Deployment",
+    "Efficiency",
+    "compute_bound_batch",
+    "decode_flops",
+    "decode_limiter",
+    "decode_step_s",
+    "embedding_pass_s",
+    "prefill_flops",
+    "prefill_s",
+    "weight_bytes_read",
+]
 
 ACTIVATION_RESERVE_GIB = 2.0
 
@@ -239,6 +251,14 @@ def prefill_s(d: Deployment, tokens: int, context_tokens: int = 0, efficiency: E
         return floor
     work = prefill_flops(d.model, tokens, context_tokens, sequences)
     return max(floor, work / (d.tp * flops * eff.prefill_compute))
+
+
+def embedding_pass_s(d: Deployment, inputs: int, tokens_each: int, efficiency: Efficiency | None = None) -> float:
+    """Time of one embedding (or rerank) pass over ``inputs`` texts of ``tokens_each`` tokens: a prefill only
+    (nothing is decoded), each input its own sequence with nothing cached: `prefill_s` of ``inputs ×
+    tokens_each`` tokens over ``inputs`` sequences. The pooling and the output head are left out (a
+    vector per input, against a prefill's many layers)."""
+    return prefill_s(d, inputs * tokens_each, 0, efficiency, sequences=max(1, inputs))
 
 
 def compute_bound_batch(d: Deployment, context_per_sequence: float, efficiency: Efficiency | None = None,

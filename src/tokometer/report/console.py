@@ -159,6 +159,9 @@ def gpu_lines(gpu: dict[str, Any]) -> list[str]:
 def render_step(console: Console, result: StepResult) -> None:
     """The detailed table of one step, then its counts and warnings."""
     s = result.summary
+    if s.inputs_per_s is not None:
+        render_batch_step(console, result)
+        return
     title = (f"Step {result.index + 1}: {result.step.describe()}"
              + (f" (trial {result.trial})" if result.trial is not None else "")
              + (" (interrupted)" if result.interrupted else ""))
@@ -221,16 +224,66 @@ def render_step(console: Console, result: StepResult) -> None:
     console.print()
 
 
+def render_batch_step(console: Console, result: StepResult) -> None:
+    """One step of embeddings or rerank requests: one JSON answer each, so latency is the whole response."""
+    s = result.summary
+    title = (f"Step {result.index + 1}: {result.step.describe()}"
+             + (f" (trial {result.trial})" if result.trial is not None else "")
+             + (" (interrupted)" if result.interrupted else ""))
+    table = Table(title=title, title_justify="left", show_edge=False)
+    for column in ("metric", "mean", "p50", "p90", "p99", "max", "n"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    _dist_row(table, "latency (ms)", s.e2e_ms)
+    _dist_row(table, "input tokens/request", s.input_tokens, 1)
+    _dist_row(table, "client lag (ms)", s.client_lag_ms, 3)
+    console.print(table)
+    errors = ", ".join(f"{k} {v}" for k, v in s.errors.items())
+    per_request = s.inputs_total / s.requests_completed if s.requests_completed else 0
+    console.print(f"  requests: {s.requests_completed} completed, {s.requests_failed} failed"
+                  + (f" ({errors})" if errors else "")
+                  + (f", {s.requests_warmup} warm-up not counted" if s.requests_warmup else "")
+                  + f"; {s.inputs_total} inputs ({_f(per_request, 1)} per request)")
+    sources = ", ".join(f"{k} {v}" for k, v in sorted(s.input_tokens_source.items())) or "none"
+    console.print(f"  throughput: {_f(s.request_throughput_rps, 2)} req/s, {_f(s.inputs_per_s, 1)} inputs/s, "
+                  f"{_f(s.input_throughput_tok_s)} input tok/s (counted by: {sources}) over {s.duration_s:.2f} s; "
+                  f"achieved concurrency {_f(s.achieved_concurrency, 2)}"
+                  + (f"; send rate {_f(s.send_rate_rps, 2)}/s" if result.step.open_loop else ""))
+    console.print("  not streamed: latency is the whole response; there is no TTFT, TPOT or ITL")
+    for line in server_lines(result.server, s) + [g for block in result.gpu or () for g in gpu_lines(block)]:
+        console.print(f"  {line}")
+    for error, example in s.error_examples.items():
+        console.print(f"  [red]{error}[/red]: {example}")
+    for warning in result.warnings:
+        console.print(f"  [yellow]warning:[/yellow] {warning}")
+    console.print()
+
+
 def step_name(result: StepResult) -> str:
     """A step's load in a few characters, with its trial (``c=4 #2``) when the sweep was repeated."""
     return result.step.short() + (f" #{result.trial}" if result.trial is not None else "")
+
+
+def _batch_sweep(console: Console, result: BenchResult) -> None:
+    table = Table(title="Sweep: latency vs throughput (not streamed: latency is the whole response)",
+                  title_justify="left", show_edge=False)
+    for column in ("load", "ok", "failed", "req/s", "inputs/s", "input tok/s", "latency p50 ms",
+                   "latency p99 ms", "lag p99 ms"):
+        table.add_column(column, justify="left" if column == "load" else "right", no_wrap=column == "load")
+    for step in result.steps:
+        s = step.summary
+        table.add_row(step_name(step), str(s.requests_completed), str(s.requests_failed),
+                      _f(s.request_throughput_rps, 2), _f(s.inputs_per_s, 1), _f(s.input_throughput_tok_s),
+                      _f(s.e2e_ms.p50), _f(s.e2e_ms.p99), _f(s.client_lag_ms.p99, 2))
+    console.print(table)
 
 
 def render_result(console: Console, result: BenchResult) -> None:
     """The sweep table (when there is more than one step, or the run searched for a maximum), the search's
     answer, and the run's warnings."""
     search = result.find_max()
-    if len(result.steps) > 1 or search is not None:
+    if len(result.steps) > 1 and all(step.summary.inputs_per_s is not None for step in result.steps):
+        _batch_sweep(console, result)
+    elif len(result.steps) > 1 or search is not None:
         title = ("Find max: each probe against the objectives" if search is not None
                  else "Sweep: per-request speed vs aggregate throughput")
         table = Table(title=title, title_justify="left", show_edge=False)

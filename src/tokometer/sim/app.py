@@ -25,6 +25,7 @@ from tokometer.inbound.jsonbody import BadBody, parse_object
 from tokometer.messages import message_text
 from tokometer.sim.auth import REFUSAL, RequireKey, authorized, presented
 from tokometer.sim.config import SimConfig
+from tokometer.sim.embeddings import embedding_routes
 from tokometer.sim.metrics import CONTENT_TYPE, SimMetrics
 from tokometer.sim.prefixcache import block_hashes, prompt_words
 from tokometer.sim.protocols import PROTOCOLS, Protocol, count_words
@@ -245,6 +246,7 @@ def create_app(config: SimConfig) -> Starlette:
         Route("/sim/config", sim_config, methods=["GET"]),
         Route("/sim/config", patch_config, methods=["PATCH"]),
         Route("/metrics", prometheus, methods=["GET"]),
+        *embedding_routes(state, _json),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(_StampArrival),
                                                Middleware(RequireKey, state=state, skip=PROTOCOLS)])

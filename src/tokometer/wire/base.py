@@ -18,7 +18,7 @@ from tokometer.wire.toolcalls import ToolDelta
 
 __all__ = ["Backend", "GenerationParams", "HttpRequest", "ParsedEvent", "answer_length", "map_finish_reason"]
 
-Framing = Literal["sse", "ndjson"]
+Framing = Literal["sse", "ndjson", "json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +86,8 @@ class ParsedEvent:
     error: str | None = None
     rejected: str | None = None
     """The server's numbers in this event that were not believed, in words (`tokometer.wire.numbers`)."""
+    items: int | None = None
+    """Results a non-streaming answer carried (embeddings, rerank scores): checked against the inputs sent."""
     done: bool = False
     meta: bool = False
     """True when the event carries anything besides content (finish reason, counters, timings)."""
@@ -116,6 +118,8 @@ class Backend(ABC):
     supports_include_usage: ClassVar[bool] = False
     exact_event_tokens: ClassVar[bool] = False
     """True when every content event is exactly one token (TGI)."""
+    streams: ClassVar[bool] = True
+    """False for a protocol answered by one JSON body (embeddings, rerank): no first token, no TTFT."""
 
     def __init__(self) -> None:
         self.include_usage_rejected = False

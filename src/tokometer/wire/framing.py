@@ -9,7 +9,8 @@ is the stamp of the chunk that completed it, the moment a client could first hav
 SSE events end at a blank line; a line ends with LF or CRLF (the rare lone-CR line end is not
 supported). An event's ``data`` lines are joined with newlines; ``event:``, ``id:``, ``retry:`` and
 comment lines carry nothing tokometer reads (the specification's reading). NDJSON events are the
-non-empty lines.
+non-empty lines. A ``json`` answer (embeddings, rerank: no stream) is one event, the whole body, capped at
+`MAX_BODY_BYTES` rather than an event's limit.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
-__all__ = ["MAX_EVENT_BYTES", "EventSplitter", "EventTooLarge", "EventWatch", "Framing", "iter_payloads",
-           "ndjson_payload", "payload_reader", "sse_payload"]
+__all__ = ["MAX_BODY_BYTES", "MAX_EVENT_BYTES", "EventSplitter", "EventTooLarge", "EventWatch", "Framing",
+           "iter_payloads", "ndjson_payload", "payload_reader", "sse_payload"]
 
-Framing = Literal["sse", "ndjson"]
+Framing = Literal["sse", "ndjson", "json"]
 
 _BOUNDARY: dict[str, re.Pattern[bytes]] = {"sse": re.compile(rb"\r?\n\r?\n"), "ndjson": re.compile(rb"\n")}
 _LINE = re.compile(rb"\r?\n")
@@ -29,6 +30,10 @@ _LINE = re.compile(rb"\r?\n")
 MAX_EVENT_BYTES = 1024 * 1024
 """The default limit on one event's size (1 MiB): a token's event is a few hundred bytes, one with
 log-probabilities a few KiB; an event past this is a server that lost its framing, not an answer."""
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""The limit on a whole ``json`` answer (64 MiB): a batch of 256 embeddings of 4096 floats as JSON text is
+about 20 MiB; past this the answer is a ``protocol`` error, not read on."""
 
 _CARRY = 3
 """How many of the last bytes scanned may begin a delimiter still to be completed (``\\r\\n\\r`` is the
@@ -40,6 +45,8 @@ def _event_ends(framing: str, data: bytes, start: int) -> list[int]:
 
     A plain substring search (memchr speed) where it is exact: always for NDJSON, and for SSE
     where the bytes hold no CR and no run of three LFs; the regular expression otherwise."""
+    if framing == "json":
+        return []  # the whole body is one event, ended by the end of the answer
     if framing == "ndjson":
         delimiter, step = b"\n", 1
     elif b"\r" not in data and b"\n\n\n" not in data:
@@ -60,7 +67,7 @@ class EventTooLarge(ValueError):
 
 
 def _too_large(framing: str, size: int, limit: int) -> EventTooLarge:
-    what = "an event" if framing == "sse" else "a line"
+    what = {"sse": "an event", "ndjson": "a line"}.get(framing, "the answer")
     return EventTooLarge(f"{what} of the stream passed {_size(limit)} without ending ({_size(size)} so far): the "
                          "server lost its framing or sends events larger than the limit")
 
@@ -240,7 +247,7 @@ def ndjson_payload(event: bytes) -> bytes | None:
 
 
 def payload_reader(framing: Framing) -> Callable[[bytes], bytes | None]:
-    """`sse_payload` or `ndjson_payload`."""
+    """`sse_payload`, or `ndjson_payload` (a ``json`` answer too: the body, stripped)."""
     return sse_payload if framing == "sse" else ndjson_payload
 
 

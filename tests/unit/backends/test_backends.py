@@ -16,7 +16,7 @@ PARAMS = GenerationParams(model="m", max_tokens=16, seed=3)
 
 def test_registry_and_defaults() -> None:
     assert set(BACKENDS) == {"openai-chat", "openai-completions", "openai-responses", "anthropic-messages", "ollama",
-                             "tgi", "llamacpp"}
+                             "tgi", "llamacpp", "openai-embeddings", "rerank"}
     with pytest.raises(ConfigError, match="unknown API 'grpc'"):
         create_backend("grpc")
     assert default_api_for_url("http://h:8000/v1") == "openai-chat"
