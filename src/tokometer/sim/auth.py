@@ -5,7 +5,8 @@ traced and answered in its protocol's error shape; `RequireKey` guards everythin
 trace, the config, ``/metrics``, model lists and the tokenizer. ``/health`` stays open, as
 load balancers and readiness checks call it without credentials. The key is read from the
 current config at each request, so ``PATCH /sim/config`` (with the old key) can change it.
-``/v1/messages`` also takes the key as Anthropic clients send it, in ``x-api-key`` (`presented`). A key
+Every path also takes the key as Anthropic clients send it, in ``x-api-key`` (`presented`): their model
+list and messages alike, as Anthropic's API does. A key
 with non-ASCII characters matches whether its client sends it as UTF-8 or as Latin-1
 (`tokometer.inbound.headers`).
 """
@@ -37,10 +38,10 @@ def authorized(authorization: str | None, api_key: str | None) -> bool:
 
 
 def presented(headers: Headers, path: str) -> str | None:
-    """The credentials a generation request presents, as an ``Authorization`` value: that header, or on
-    Anthropic's ``/v1/messages`` the ``x-api-key`` header as a bearer token."""
+    """The credentials a request presents, as an ``Authorization`` value: that header, or else the
+    ``x-api-key`` header (Anthropic's) as a bearer token. ``path`` is kept for callers that name it."""
     authorization = headers.get("authorization")
-    if authorization is None and path == "/v1/messages" and (key := headers.get("x-api-key")) is not None:
+    if authorization is None and (key := headers.get("x-api-key")) is not None:
         return f"Bearer {key}"
     return authorization
 
@@ -55,7 +56,7 @@ class RequireKey:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (scope["type"] == "http" and scope["path"] not in self.skip
-                and not authorized(Headers(scope=scope).get("authorization"), self.state.config.api_key)):
+                and not authorized(presented(Headers(scope=scope), scope["path"]), self.state.config.api_key)):
             body = {"error": {"message": REFUSAL, "type": "authentication_error"}}
             await JSONResponse(body, status_code=401)(scope, receive, send)
             return
