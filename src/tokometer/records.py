@@ -206,7 +206,7 @@ class RequestRecord:
     ``usage.completion_tokens_details.reasoning_tokens``): part of ``output_tokens``, never of TPOT or ITL."""
     rejected_numbers: str | None = None
     """The server's numbers this record did not believe, in words (`tokometer.wire.numbers`,
-    `tokometer.backends.plausible`); the counts came from the next source down instead."""
+    `tokometer.client.plausible`); the counts came from the next source down instead."""
     tool_call_text: str = ""
     """The tool calls' names and argument fragments as streamed (``delta.tool_calls``); not stored."""
     first_tool_call_ns: int = 0

@@ -18,12 +18,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.strategies import json_values, numbers, texts
-from tokometer.backends import create_backend
-from tokometer.backends.assemble import StreamAssembly
-from tokometer.backends.plausible import length_margin
+from tokometer.client.assemble import StreamAssembly
+from tokometer.client.plausible import length_margin
 from tokometer.metrics import request as m
 from tokometer.metrics.summary import summarize
 from tokometer.records import RequestRecord
+from tokometer.wire.apis import create_backend
 from tokometer.wire.base import ParsedEvent
 from tokometer.wire.framing import EventSplitter, EventWatch, iter_payloads
 from tokometer.wire.mediatype import not_an_api_answer

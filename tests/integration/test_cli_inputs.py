@@ -207,9 +207,9 @@ def test_every_option_of_every_command_has_help() -> None:
 def test_choice_lists_are_the_libraries_own() -> None:
     import uvicorn.config
 
-    from tokometer.backends import BACKENDS
     from tokometer.cli.options import LOG_LEVELS
     from tokometer.engines.vllm import KV_CACHE_DTYPES
+    from tokometer.wire.apis import BACKENDS
 
     assert list(LOG_LEVELS) == list(uvicorn.config.LOG_LEVELS)
     choices = {(name, param.name): list(param.type.choices) for name, command in _commands()

@@ -118,7 +118,7 @@ def test_clients_that_never_read_hold_bounded_memory(gateway: tuple[SimServer, S
 def test_a_paused_answer_outlives_the_idle_timeout_and_reads_on(sim_factory: Callable[..., SimServer]) -> None:
     import asyncio
 
-    from tokometer.backends.http1 import HttpPool, StreamedResponse
+    from tokometer.client.http1 import HttpPool, StreamedResponse
 
     sim = sim_factory("--ttft-ms", "1", "--itl-ms", "1", "--max-context", "100000")
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True,

@@ -11,10 +11,10 @@ from dataclasses import replace
 
 from tests.conftest import RedisServer
 from tokometer.gateway.auth import hash_key
+from tokometer.gateway.breaker import UpstreamHealth
 from tokometer.gateway.budget import TokenBudgets
 from tokometer.gateway.cache import CachedAnswer, RedisCache
 from tokometer.gateway.config import KeyConfig
-from tokometer.gateway.health import UpstreamHealth
 from tokometer.gateway.sharedstate import SharedHealth
 
 ANSWER = CachedAnswer(model="m", text="hello", finish_reason="stop", prompt_tokens=5, completion_tokens=2,

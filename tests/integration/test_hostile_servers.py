@@ -116,8 +116,8 @@ def test_the_bench_sampler_keeps_a_trickling_metrics_page_to_its_deadline() -> N
 
 def test_a_small_get_of_an_endless_answer_is_refused_at_its_size_limit() -> None:
     """An endless ``/v1/models`` (doctor reached 436 MiB in 10 s): the probe stops at 16 MiB, a protocol error."""
-    from tokometer.backends.http1 import ProtocolViolation
-    from tokometer.backends.probe import Probe
+    from tokometer.client.http1 import ProtocolViolation
+    from tokometer.client.probe import Probe
 
     with hostile({"/v1/models": endless_body()}) as server:
         started = time.monotonic()

@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import SimServer, start_gateway
 from tests.helpers import bench
 from tests.http_servers import TOKENS, RawServer, Script, StdlibStreamServer, openai_sse, post_stream
-from tokometer.backends.http1 import MAX_HEAD_BYTES, HttpPool
+from tokometer.client.http1 import MAX_HEAD_BYTES, HttpPool
 
 SSE = b"".join(openai_sse())
 TEXT = "".join(TOKENS)

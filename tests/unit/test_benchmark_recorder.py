@@ -10,9 +10,9 @@ import pytest
 
 from tokometer.benchmark.recorder import Recorder, SavedRun, Unsaved
 from tokometer.benchmark.results import StepResult
-from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits
+from tokometer.load.selfcheck import ClientHealth
 from tokometer.metrics import summarize
 from tokometer.records import RequestRecord
 from tokometer.store import ResultStore

@@ -4,8 +4,8 @@ the real `summarize`; no server, no run."""
 from __future__ import annotations
 
 from tokometer.benchmark.step_warnings import CACHE_WARNING_SHARE, MISMATCH_LIMIT, step_warnings
-from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
+from tokometer.load.selfcheck import ClientHealth
 from tokometer.metrics import StepSummary, summarize
 from tokometer.metrics.textcheck import check_text
 from tokometer.records import RequestRecord, ServerTiming

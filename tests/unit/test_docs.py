@@ -85,7 +85,7 @@ def test_the_config_reference_names_every_setting() -> None:
 
 def test_every_field_of_the_json_result_is_documented() -> None:
     from tokometer.benchmark.spec import BenchSpec
-    from tokometer.load.health import ClientHealth
+    from tokometer.load.selfcheck import ClientHealth
     from tokometer.metrics import StepSummary
     from tokometer.report.csv_out import CSV_COLUMNS
 

@@ -11,7 +11,7 @@ PUBLIC = {
                          "StoreError", "TokenizerError", "TokometerError"],
     "tokometer.records": ["ERROR_CATEGORIES", "TOKEN_SOURCES", "ErrorCategory", "FinishReason", "RequestRecord",
                           "ServerTiming", "TokenSource", "classify_http_error", "describe_http_failure"],
-    "tokometer.backends": ["BACKENDS", "Backend", "GenerationParams", "HttpRequest", "ParsedEvent",
+    "tokometer.wire.apis": ["BACKENDS", "Backend", "GenerationParams", "HttpRequest", "ParsedEvent",
                            "create_backend", "default_api_for_url"],
     "tokometer.wire": ["Backend", "EventSplitter", "GenerationParams", "HttpRequest", "ParsedEvent", "iter_payloads"],
     "tokometer.benchmark": [],

@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from tokometer.errors import ConfigError
+from tokometer.gateway.breaker import UpstreamHealth
 from tokometer.gateway.config import load_config
-from tokometer.gateway.health import UpstreamHealth
 from tokometer.gateway.hedge import MIN_SAMPLES, HedgeAfter, Race, percentile, race
 from tokometer.gateway.openai_format import Answer, replay, whole
 from tokometer.gateway.resume import carry_on_body, client_max_tokens, stream_identity

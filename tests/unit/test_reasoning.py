@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tokometer.backends.assemble import assemble
+from tokometer.client.assemble import assemble
 from tokometer.metrics import request as m
 from tokometer.metrics.summary import summarize
 from tokometer.records import RequestRecord

@@ -6,15 +6,15 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tokometer.backends import create_backend
-from tokometer.backends.assemble import assemble
+from tokometer.client.assemble import assemble
 from tokometer.datasets.base import Message, Prompt
 from tokometer.records import RequestRecord
 from tokometer.sim.protocols import PROTOCOLS, count_words
 from tokometer.wire.anthropic import ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS, error_type
+from tokometer.wire.apis import create_backend
 from tokometer.wire.base import GenerationParams
 from tokometer.wire.framing import iter_payloads
-from tokometer.wire.serving import StreamTiming
+from tokometer.wire.server_protocol import StreamTiming
 
 PARAMS = GenerationParams(model="m", max_tokens=16, seed=3)
 PROMPT = Prompt.from_messages((Message("system", "be brief"), Message("user", "hi")))

@@ -2,7 +2,7 @@
 
 - `LocalExecutor`: prompts on this event loop, through one `StreamClient` (`tokometer.load.runner`);
 - `SessionExecutor`: chat sessions on this event loop (`tokometer.load.sessions`);
-- `WorkerExecutor`: prompts or sessions in ``--workers`` processes (`tokometer.load.workers`);
+- `WorkerExecutor`: prompts or sessions in ``--workers`` processes (`tokometer.load.processes`);
 - `RayExecutor`: prompts or sessions on Ray actors across a cluster (``--ray``, `tokometer.load.cluster`).
 
 Each runs one step at a time and returns the step's `StepOutcome`; between steps it keeps its place in
@@ -16,19 +16,19 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from tokometer.backends import create_backend
-from tokometer.backends.client import StreamClient
 from tokometer.benchmark.prepare import Prepared
 from tokometer.benchmark.spec import BenchSpec
+from tokometer.client.streamclient import StreamClient
 from tokometer.datasets.base import Prompt
 from tokometer.datasets.conversations import SessionScript
 from tokometer.load.cluster import RayLoad
+from tokometer.load.processes import run_step_in_workers
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome, run_step
 from tokometer.load.sessions import run_session_step
 from tokometer.load.share import Items, WorkerSetup
-from tokometer.load.workers import run_step_in_workers
 from tokometer.records import RequestRecord
+from tokometer.wire.apis import create_backend
 
 __all__ = ["LocalExecutor", "RayExecutor", "SessionExecutor", "StepExecutor", "WorkerExecutor", "executor_for"]
 

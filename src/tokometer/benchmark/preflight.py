@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from tokometer.backends import create_backend
-from tokometer.backends.client import StreamClient, Target, Timeouts
-from tokometer.backends.probe import Probe
 from tokometer.benchmark.spec import BenchSpec
+from tokometer.client.probe import Probe
+from tokometer.client.streamclient import StreamClient, Target, Timeouts
 from tokometer.datasets import Prompt
 from tokometer.errors import EndpointError
 from tokometer.records import RequestRecord
 from tokometer.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
+from tokometer.wire.apis import create_backend
 from tokometer.wire.base import GenerationParams
 
 __all__ = ["advertised_context", "preflight", "protocol_hint", "server_root"]

@@ -14,11 +14,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tokometer.backends import BACKENDS, create_backend
-from tokometer.backends.http1 import ConnectError, HttpTimeout, PeerReset
-from tokometer.backends.probe import Probe
 from tokometer.benchmark.preflight import preflight, protocol_hint, server_root
 from tokometer.benchmark.spec import BenchSpec
+from tokometer.client.http1 import ConnectError, HttpTimeout, PeerReset
+from tokometer.client.probe import Probe
 from tokometer.datasets import FixedSource, Prompt, SyntheticSource, load_source_file
 from tokometer.datasets.batched import BatchedSource
 from tokometer.datasets.conversations import SessionScript, SessionSource, ShareGPTSessions, SyntheticSessions
@@ -29,6 +28,7 @@ from tokometer.datasets.trace import TraceSource
 from tokometer.errors import DatasetError, EndpointError, TokenizerError
 from tokometer.load.runner import StepLimits
 from tokometer.tokens import ServerTokenizer, Tokenizer, probe_server_tokenizer
+from tokometer.wire.apis import BACKENDS, create_backend
 
 __all__ = ["Prepared", "prepare"]
 

@@ -12,8 +12,8 @@ from typing import Any
 from tokometer.benchmark import findmax
 from tokometer.benchmark.findmax import FindMax
 from tokometer.benchmark.spec import BenchSpec
-from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep, load_entry
+from tokometer.load.selfcheck import ClientHealth
 from tokometer.metrics import StepSummary
 from tokometer.records import RequestRecord
 

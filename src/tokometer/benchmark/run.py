@@ -18,7 +18,6 @@ from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
 
-from tokometer.backends.client import Target, Timeouts
 from tokometer.benchmark.executors import StepExecutor, executor_for
 from tokometer.benchmark.observation import RunObservation
 from tokometer.benchmark.plan import PlannedStep, StepPlan, plan_for
@@ -27,6 +26,7 @@ from tokometer.benchmark.recorder import BenchObserver, open_recorder
 from tokometer.benchmark.results import BenchResult, StepResult
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.benchmark.step_warnings import step_warnings
+from tokometer.client.streamclient import Target, Timeouts
 from tokometer.hostinfo import host_info
 from tokometer.load.cluster import RayLoad
 from tokometer.load.runner import StepLimits, StepOutcome

@@ -19,14 +19,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
-from tokometer.backends import BACKENDS
-from tokometer.backends.tls import TlsOptions
+from tokometer.client.tls import TlsOptions
 from tokometer.datasets.images import ImageFormat
 from tokometer.datasets.trace import BLOCK_TOKENS
 from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
 from tokometer.secrets import header_problem, redact_headers, value_problem
 from tokometer.specproblem import FieldProblem
+from tokometer.wire.apis import BACKENDS
 from tokometer.wire.framing import MAX_EVENT_BYTES
 
 __all__ = ["BenchSpec", "apply_profile"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
+from tokometer.load.selfcheck import ClientHealth
 from tokometer.metrics import StepSummary
 from tokometer.metrics.textcheck import TextCheck
 from tokometer.records import RequestRecord

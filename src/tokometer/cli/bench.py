@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import click
 
-from tokometer.backends import BACKENDS
 from tokometer.benchmark.embedded import EMBEDDED_PROFILE
 from tokometer.cli.options import (
     FiniteFloat,
@@ -30,6 +29,7 @@ from tokometer.cli.terminate import EXIT_CODE, Terminate
 from tokometer.datasets.images import ImageFormat
 from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
+from tokometer.wire.apis import BACKENDS
 
 if TYPE_CHECKING:
     from tokometer.benchmark.spec import BenchSpec
@@ -264,8 +264,8 @@ def command(**opts: Any) -> int:
 
 def _spec_values(opts: dict[str, Any], given: set[str]) -> dict[str, Any]:
     """The spec's values of the options the user gave (``given``: their fields); the spec has the rest."""
-    from tokometer.backends import default_api_for_url
     from tokometer.errors import ConfigError
+    from tokometer.wire.apis import default_api_for_url
 
     if opts["url"] is not None and not opts["url"].strip():
         raise ConfigError("--url is empty: give the server's base URL (e.g. http://127.0.0.1:8000/v1), "

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from tokometer.backends import BACKENDS
 from tokometer.cli.options import FiniteFloat, api_key_option, build_spec
+from tokometer.wire.apis import BACKENDS
 
 __all__ = ["command"]
 

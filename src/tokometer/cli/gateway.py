@@ -114,7 +114,7 @@ def command(config_path: Path | None, host: str | None, port: int | None, hash_k
         raise ConfigError(f"cannot listen on {config.server.host}:{config.server.port}: {exc.strerror or exc}; "
                           "pick another port") from None
     if config.replicas.workers > 1:
-        from tokometer.gateway.workers import Supervisor
+        from tokometer.gateway.supervisor import Supervisor
 
         if config.replicas.redis_url is None:
             click.echo(f"tokometer gateway: warning: {config.replicas.workers} workers without [replicas] redis_url: "

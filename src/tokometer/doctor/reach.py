@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from tokometer.backends.http1 import ConnectError, HttpTimeout, PeerReset, ProtocolViolation, StreamedResponse
+from tokometer.client.http1 import ConnectError, HttpTimeout, PeerReset, ProtocolViolation, StreamedResponse
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
 

@@ -1,7 +1,7 @@
 """`Session`: what the checks of one ``doctor`` run share: the target, the probe, one request at a time.
 
-Requests go through the project's own client (`tokometer.backends.client.StreamClient`, the one
-``bench`` stamps with) and GETs through `tokometer.backends.probe.Probe`; nothing here speaks
+Requests go through the project's own client (`tokometer.client.streamclient.StreamClient`, the one
+``bench`` stamps with) and GETs through `tokometer.client.probe.Probe`; nothing here speaks
 HTTP itself. Prompts of a known length are made with the server's tokenizer where it has one
 (`tokometer.datasets.synthetic.make_exact_text`), else as words (then the length in tokens is
 only known to be at least the word count).
@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from tokometer.backends import create_backend
-from tokometer.backends.client import StreamClient, Target, Timeouts
-from tokometer.backends.probe import Probe
 from tokometer.benchmark.preflight import server_root
 from tokometer.benchmark.spec import BenchSpec
+from tokometer.client.probe import Probe
+from tokometer.client.streamclient import StreamClient, Target, Timeouts
 from tokometer.datasets import Prompt
 from tokometer.datasets.synthetic import make_exact_text
 from tokometer.datasets.words import WORDS
@@ -29,6 +28,7 @@ from tokometer.errors import DatasetError, TokenizerError
 from tokometer.records import RequestRecord
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
+from tokometer.wire.apis import create_backend
 from tokometer.wire.base import GenerationParams
 
 __all__ = ["Exchange", "Session"]

@@ -26,11 +26,11 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails, PydanticUndefined
 
-from tokometer.backends import BACKENDS
-from tokometer.backends.tls import TlsOptions
+from tokometer.client.tls import TlsOptions
 from tokometer.errors import ConfigError
 from tokometer.inbound.limits import DEFAULT_LIMITS
 from tokometer.secrets import value_problem
+from tokometer.wire.apis import BACKENDS
 
 __all__ = [
     "EXAMPLE_CONFIG",

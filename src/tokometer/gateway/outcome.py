@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tokometer.backends.assemble import StreamAssembly
+from tokometer.client.assemble import StreamAssembly
 from tokometer.records import RequestRecord, classify_http_error
 
 if TYPE_CHECKING:

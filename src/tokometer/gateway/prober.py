@@ -12,8 +12,8 @@ import asyncio
 import contextlib
 from collections.abc import Mapping, Sequence
 
+from tokometer.gateway.breaker import UpstreamHealth
 from tokometer.gateway.config import RouteConfig
-from tokometer.gateway.health import UpstreamHealth
 from tokometer.gateway.upstream import Upstream, UpstreamError
 
 __all__ = ["Prober"]

@@ -48,7 +48,7 @@ from tokometer.wire.openai import DONE, error_body, error_event
 from tokometer.wire.tool_events import MARKERS, tool_delta_reader
 
 if TYPE_CHECKING:
-    from tokometer.backends.assemble import StreamAssembly
+    from tokometer.client.assemble import StreamAssembly
     from tokometer.gateway.metrics import GatewayMetrics
     from tokometer.wire.chat_tools import ToolCallDelta
     from tokometer.wire.stream_writer import StreamWriter

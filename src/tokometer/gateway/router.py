@@ -24,8 +24,8 @@ from typing import Any
 
 from tokometer.errors import TokometerError
 from tokometer.gateway.auth import auth_error
+from tokometer.gateway.breaker import UpstreamHealth
 from tokometer.gateway.config import RouteConfig
-from tokometer.gateway.health import UpstreamHealth
 from tokometer.gateway.hedge import HedgeAfter, race
 from tokometer.gateway.metrics import GatewayMetrics
 from tokometer.gateway.upstream import Endpoint, Upstream, UpstreamCall, UpstreamError, UpstreamEvent

@@ -1,7 +1,7 @@
 """Run the gateway with uvicorn (uvloop + httptools, with the limits of `inbound.connections`) on a socket.
 
 `serve` runs one gateway process: the only one (it prints the URL line itself), or one worker of
-`tokometer.gateway.workers` (it reports ready to its supervisor instead, and exits when the
+`tokometer.gateway.supervisor` (it reports ready to its supervisor instead, and exits when the
 supervisor's end of the ``lifeline`` pipe closes).
 """
 

@@ -34,8 +34,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tokometer.gateway.breaker import UpstreamHealth
 from tokometer.gateway.config import ReplicasConfig
-from tokometer.gateway.health import UpstreamHealth
 from tokometer.gateway.redislink import RedisLink, RedisUnavailable
 
 __all__ = ["SharedHealth", "share_health"]

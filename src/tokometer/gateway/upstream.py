@@ -1,6 +1,6 @@
 """One upstream engine: build its request from a client's OpenAI request, stream its events back.
 
-The HTTP work is tokometer's own client (`backends.http1`): keep-alive pool,
+The HTTP work is tokometer's own client (`client.http1`): keep-alive pool,
 connect/idle/total timeouts, and each chunk handed over the moment it arrives.
 `UpstreamCall` turns those chunks into whole events, each parsed by the
 protocol's adapter (so the gateway knows content from usage from errors) and
@@ -28,8 +28,7 @@ from typing import Any, Literal
 
 import orjson
 
-from tokometer.backends import create_backend
-from tokometer.backends.http1 import (
+from tokometer.client.http1 import (
     ConnectError,
     HttpPool,
     HttpTimeout,
@@ -42,6 +41,7 @@ from tokometer.errors import TokometerError
 from tokometer.gateway.config import UpstreamConfig
 from tokometer.messages import message_text
 from tokometer.records import ErrorCategory, describe_http_failure
+from tokometer.wire.apis import create_backend
 from tokometer.wire.base import Backend, GenerationParams, ParsedEvent
 from tokometer.wire.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
 from tokometer.wire.openai import OpenAIChat, OpenAICompletions

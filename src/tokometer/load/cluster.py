@@ -3,7 +3,7 @@
 `RayLoad.connect` joins a running cluster as a driver (``auto``: the one started on this machine, or named
 by RAY_ADDRESS; else the head's ``HOST:PORT``), reserves one CPU per actor in a SPREAD placement group (the
 actors land on as many distinct nodes as there are) and starts a `LoadActor` in each bundle, once for the
-whole run. `RayLoad.run_step` runs one step as `tokometer.load.workers` does on one host: each actor runs
+whole run. `RayLoad.run_step` runs one step as `tokometer.load.processes` does on one host: each actor runs
 its share (`tokometer.load.share`: concurrency, rate, requests, sessions or trace split between them) on an
 event loop of its own with the same stamping client; a start barrier (every actor `ready`, then `go` at one
 moment) makes them begin together; every 50 ms the driver takes each actor's finished records and hands
@@ -38,10 +38,10 @@ from types import ModuleType
 from typing import Any
 
 from tokometer.errors import ConfigError
-from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
 from tokometer.load.ray_actor import LoadActor, boot_id
 from tokometer.load.runner import StepLimits, StepOutcome
+from tokometer.load.selfcheck import ClientHealth
 from tokometer.load.share import Items, WorkerSetup, stopped_before_start
 from tokometer.records import RequestRecord
 

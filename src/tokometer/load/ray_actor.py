@@ -22,9 +22,9 @@ from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
 
-from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome
+from tokometer.load.selfcheck import ClientHealth
 from tokometer.load.share import Items, WorkerSetup, make_client, run_share, stopped_before_start
 from tokometer.records import RequestRecord
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any, Generic, TypeVar
 
-from tokometer.backends.client import StreamClient
+from tokometer.client.streamclient import StreamClient
 from tokometer.clock import sleep_until
 from tokometer.datasets.base import Prompt
-from tokometer.load.health import ClientHealth, LoopMonitor
 from tokometer.load.profiles import LoadStep, schedule_offsets
+from tokometer.load.selfcheck import ClientHealth, LoopMonitor
 from tokometer.records import RequestRecord
 
 __all__ = ["DISPATCH_SPIN_NS", "START_LEAD_NS", "Issuer", "StepLimits", "StepOutcome", "dispatch", "guarded",

@@ -23,11 +23,10 @@ import itertools
 from collections.abc import Awaitable, Callable, Iterator
 from time import perf_counter_ns
 
-from tokometer.backends.client import StreamClient
+from tokometer.client.streamclient import StreamClient
 from tokometer.clock import sleep_until
 from tokometer.datasets.base import Message, Prompt, chat_to_text
 from tokometer.datasets.conversations import SessionScript
-from tokometer.load.health import LoopMonitor
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import (
     DISPATCH_SPIN_NS,
@@ -39,6 +38,7 @@ from tokometer.load.runner import (
     guarded,
     step_offsets,
 )
+from tokometer.load.selfcheck import LoopMonitor
 from tokometer.records import RequestRecord
 
 __all__ = ["run_session_step"]

@@ -19,15 +19,15 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from tokometer.backends import create_backend
-from tokometer.backends.client import StreamClient, Target, Timeouts
+from tokometer.client.streamclient import StreamClient, Target, Timeouts
 from tokometer.clock import sleep_until
 from tokometer.datasets.base import Prompt
 from tokometer.datasets.conversations import SessionScript
-from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome, run_step
+from tokometer.load.selfcheck import ClientHealth
 from tokometer.records import RequestRecord
+from tokometer.wire.apis import create_backend
 from tokometer.wire.base import GenerationParams
 
 __all__ = ["Items", "Share", "WorkerSetup", "make_client", "run_share", "share", "split_evenly",

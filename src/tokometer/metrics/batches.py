@@ -3,7 +3,7 @@
 Definitions (docs/reference/metrics.md's window: completed, non-warm-up requests):
 
 - inputs = sum of ``RequestRecord.inputs`` (the texts each request carried; an answer with another number of
-  results is an error, `tokometer.backends.assemble`)
+  results is an error, `tokometer.client.assemble`)
 - inputs/s = inputs / the step's duration (as requests/s is requests / duration)
 
 Their rows are in `tokometer.metrics.registry` (``inputs_total``, ``inputs_per_s``). Latency is the E2E

@@ -5,7 +5,7 @@ stays "first event carrying generated output", and a tool call's name or argumen
 event (docs/reference/metrics.md), as are TPOT and ITL. What is the tool calls' own:
 `time_to_first_tool_call_ms` (the first event carrying a tool-call delta minus the time the request was
 sent; equals TTFT when the answer began with its call), the calls per answer, and the output tokens that
-were tool calls (`tokometer.backends.toolsplit` says how they are counted).
+were tool calls (`tokometer.client.toolsplit` says how they are counted).
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ from tokometer.perf.roofline import Deployment, Efficiency, decode_flops, prefil
 from tokometer.records import RequestRecord
 
 if TYPE_CHECKING:  # not imported at run time: rendering an estimate needs neither the store nor the load generator
-    from tokometer.load.health import ClientHealth
     from tokometer.load.profiles import LoadStep
+    from tokometer.load.selfcheck import ClientHealth
     from tokometer.store.runs import StoredRun
 
 __all__ = ["BOTTLENECK_RULE", "OverPeak", "RunEfficiency", "StepEfficiency", "decode_batch", "measured_batch",

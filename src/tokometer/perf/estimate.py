@@ -9,7 +9,7 @@ For each batch size, with every request holding ``input`` prompt tokens and gene
     fits                     batch × (input + output) ≤ KV capacity
 
 "bound" is the roofline at 100 % of bandwidth and FLOP/s; "expected" is at the stated
-`Efficiency`. ``max_load`` is the steady state with the cache kept full (`tokometer.perf.serving`): what a
+`Efficiency`. ``max_load`` is the steady state with the cache kept full (`tokometer.perf.maxload`): what a
 serving benchmark's "throughput at maximum load" measures. `explain()` writes the same arithmetic out in words.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokometer.perf.maxload import MaxLoad, max_load
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 from tokometer.perf.roofline import (
     ACTIVATION_RESERVE_GIB,
@@ -29,7 +30,6 @@ from tokometer.perf.roofline import (
     decode_step_s,
     prefill_s,
 )
-from tokometer.perf.serving import MaxLoad, max_load
 
 __all__ = ["BatchEstimate", "Estimate", "estimate"]
 

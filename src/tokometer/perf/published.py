@@ -16,8 +16,8 @@ from importlib import resources
 
 from tokometer.perf.hardware import resolve_hardware
 from tokometer.perf.loaders import resolve_model
+from tokometer.perf.maxload import max_load
 from tokometer.perf.roofline import Deployment, Efficiency
-from tokometer.perf.serving import max_load
 
 __all__ = ["Checked", "PublishedFigure", "compare_published", "published_figures"]
 

@@ -106,7 +106,7 @@ def _model_file(spec: EndpointSpec) -> Path | None:
 
 async def _resolve(label: str, spec: EndpointSpec, base_url: str, model: str | None, api_key: str | None,
                    identity: dict[str, Any]) -> Endpoint:
-    from tokometer.backends.probe import Probe
+    from tokometer.client.probe import Probe
     from tokometer.errors import EndpointError
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

@@ -1,6 +1,6 @@
 """Non-streamed requests for greedy token paths with their top-k log-probabilities, and teacher forcing.
 
-Sent with the project's HTTP client (`tokometer.backends.http1.HttpPool`), one request at a time
+Sent with the project's HTTP client (`tokometer.client.http1.HttpPool`), one request at a time
 per endpoint, so a server decodes each answer alone (batch size 1): concurrent requests would share
 batches and could change the last bits of the logits, and with them a greedy choice. On llama.cpp
 the prompt cache is turned off (``cache_prompt: false``) for these requests for the same reason:
@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from tokometer.backends.http1 import (
+from tokometer.client.http1 import (
     MAX_SMALL_BODY_BYTES,
     ConnectError,
     HttpPool,

@@ -4,7 +4,7 @@ Three passes, each endpoint alone in turn (A, then B), so that two servers on on
 compete for it while one is measured:
 
 1. **speed and answers**: every item through the project's streaming client
-   (`tokometer.backends.client.StreamClient`, the one ``bench`` uses), greedy (``temperature 0``),
+   (`tokometer.client.streamclient.StreamClient`, the one ``bench`` uses), greedy (``temperature 0``),
    ``--concurrency`` at a time, after one warm-up request. TTFT and decode speed per request come
    from `tokometer.metrics.request`; the streamed text is graded against the item's answer
    (`evalset.is_correct`).
@@ -25,8 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tokometer.backends import create_backend
-from tokometer.backends.client import StreamClient, Target
+from tokometer.client.streamclient import StreamClient, Target
 from tokometer.datasets.base import Prompt
 from tokometer.errors import EndpointError
 from tokometer.metrics.request import decode_speed_tok_s, ttft_ns
@@ -34,6 +33,7 @@ from tokometer.quality.agreement import ItemComparison, TokenStep, compare_paths
 from tokometer.quality.endpoints import Endpoint
 from tokometer.quality.evalset import EvalItem, is_correct
 from tokometer.records import RequestRecord
+from tokometer.wire.apis import create_backend
 from tokometer.wire.base import GenerationParams
 
 __all__ = ["EndpointRun", "QualityResult", "QualitySpec", "run_quality"]

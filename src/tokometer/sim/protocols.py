@@ -13,7 +13,7 @@ from tokometer.wire.llamacpp import LlamaCppServer
 from tokometer.wire.ollama import OllamaChatServer
 from tokometer.wire.openai import OpenAIChatServer, OpenAICompletionsServer
 from tokometer.wire.openai_responses import OpenAIResponsesServer
-from tokometer.wire.serving import RequestInfo, ServerProtocol, StreamTiming
+from tokometer.wire.server_protocol import RequestInfo, ServerProtocol, StreamTiming
 from tokometer.wire.tgi import TgiServer
 
 __all__ = ["PROTOCOLS", "Protocol", "RequestInfo", "StreamTiming", "count_words"]

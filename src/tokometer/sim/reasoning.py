@@ -22,7 +22,7 @@ from __future__ import annotations
 from tokometer.datasets.words import WORDS
 from tokometer.sim.config import SimConfig
 from tokometer.wire.reasoning import inline
-from tokometer.wire.serving import RequestInfo, ServerProtocol
+from tokometer.wire.server_protocol import RequestInfo, ServerProtocol
 
 __all__ = ["event_text"]
 

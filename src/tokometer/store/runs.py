@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep, load_entry
 from tokometer.load.ramp import Ramp
+from tokometer.load.selfcheck import ClientHealth
 from tokometer.metrics.summary import StepSummary
 
 __all__ = ["BENCH_SCHEMA", "EngineIdentity", "StoredRun", "StoredStep", "load_of", "stored_health"]

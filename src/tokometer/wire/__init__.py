@@ -10,7 +10,7 @@ chat tool-call deltas (`chat_tools`). Shared by both: one event
 splitter for SSE and NDJSON (`framing`); reasoning inline between ``<think>`` tags (`reasoning`);
 the reading of a chat message's text is the leaf module `tokometer.messages` (the tokenizers use it
 too).
-The HTTP client and the transport-error map are in `tokometer.backends.http1`.
+The HTTP client and the transport-error map are in `tokometer.client.http1`.
 """
 
 from __future__ import annotations

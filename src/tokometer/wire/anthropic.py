@@ -31,7 +31,15 @@ from tokometer.datasets.base import Prompt
 from tokometer.messages import content_text, message_text
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
 from tokometer.wire.numbers import count, obj, text_field
-from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int, stream_field
+from tokometer.wire.server_protocol import (
+    Count,
+    RequestInfo,
+    ServerProtocol,
+    StreamTiming,
+    no_field,
+    opt_int,
+    stream_field,
+)
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicMessages", "AnthropicMessagesServer",
            "anthropic_error_body", "anthropic_event", "error_type"]

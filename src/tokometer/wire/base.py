@@ -1,7 +1,7 @@
 """What every protocol adapter provides: a request body, a framing, an event parser.
 
 An adapter knows one wire protocol and nothing about timing. The shared client
-(`tokometer.backends.client`) sends the request, stamps every chunk of bytes as
+(`tokometer.client.streamclient`) sends the request, stamps every chunk of bytes as
 it arrives, and only afterwards splits the bytes into events (by the adapter's
 framing) and asks the adapter what each event carried (`ParsedEvent`).
 """
@@ -111,7 +111,7 @@ def map_finish_reason(value: object) -> FinishReason | None:
 
 
 class Backend(ABC):
-    """One wire protocol. Subclasses are registered by `name` in `tokometer.backends`."""
+    """One wire protocol. Subclasses are registered by `name` in `tokometer.wire.apis`."""
 
     name: ClassVar[str]
     framing: ClassVar[Framing] = "sse"

@@ -12,7 +12,7 @@
 The whole body is one event (framing ``json``): there is no first token, so an answer has no TTFT, TPOT
 or ITL; its latency is the full response time. The parser checks the answer's shape, not its values'
 meaning: one result per input (the count goes in ``ParsedEvent.items`` and is compared with the inputs
-sent, `tokometer.backends.assemble`), indexes each in range and seen once, every embedding a non-empty
+sent, `tokometer.client.assemble`), indexes each in range and seen once, every embedding a non-empty
 list of finite numbers of one length (or a base64 string: ``encoding_format: base64``), every score a
 finite number. An answer of any other shape raises ``ValueError`` with what was wrong (a
 ``malformed_stream`` error of the request); the size of the body is capped by the client

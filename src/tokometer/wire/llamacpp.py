@@ -15,7 +15,15 @@ import orjson
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
 from tokometer.wire.numbers import count, text_field
-from tokometer.wire.serving import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int, stream_field
+from tokometer.wire.server_protocol import (
+    Count,
+    RequestInfo,
+    ServerProtocol,
+    StreamTiming,
+    no_field,
+    opt_int,
+    stream_field,
+)
 from tokometer.wire.timings import read_llamacpp_timings
 
 __all__ = ["LlamaCpp", "LlamaCppServer"]

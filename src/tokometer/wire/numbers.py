@@ -7,7 +7,7 @@ beyond anything one request can hold (`MAX_COUNT` tokens, `MAX_DURATION_MS`), is
 noted on the event (`ParsedEvent.rejected`), so the record can say which of the server's numbers it
 did not believe. Whether a well-formed count is plausible against the stream it came with (the
 events received, ``max_tokens``) is judged later, once the stream is whole:
-`tokometer.backends.plausible`.
+`tokometer.client.plausible`.
 """
 
 from __future__ import annotations

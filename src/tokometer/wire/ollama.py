@@ -15,7 +15,7 @@ import orjson
 from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length, map_finish_reason
 from tokometer.wire.numbers import count, duration_ms, obj, text_field
-from tokometer.wire.serving import (
+from tokometer.wire.server_protocol import (
     Count,
     RequestInfo,
     ServerProtocol,

@@ -24,7 +24,7 @@ from tokometer.wire.images import image_part, image_parts, image_size, qwen2_vl_
 from tokometer.wire.numbers import count, obj, text_field
 from tokometer.wire.openai_chunks import ChunkWriter
 from tokometer.wire.openai_request import check_request
-from tokometer.wire.serving import (
+from tokometer.wire.server_protocol import (
     Count,
     RequestInfo,
     ServerProtocol,

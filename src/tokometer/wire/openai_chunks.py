@@ -3,7 +3,7 @@
 One writer per answer renders its chat or (legacy) completions chunks, the usage-only event and
 the body of a non-streamed answer: the simulator's streams (through `tokometer.wire.openai`'s
 server protocols), the gateway's translated streams and cached replays. A leaf: the server-side
-request info of `tokometer.wire.serving` carries a writer, and the OpenAI protocol module uses
+request info of `tokometer.wire.server_protocol` carries a writer, and the OpenAI protocol module uses
 both, so the writer lives below them.
 """
 

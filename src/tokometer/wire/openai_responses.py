@@ -29,7 +29,7 @@ from tokometer.datasets.base import Prompt
 from tokometer.wire.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length
 from tokometer.wire.numbers import count, obj, text_field
 from tokometer.wire.openai_request import MAX_TOKENS_LIMIT
-from tokometer.wire.serving import (
+from tokometer.wire.server_protocol import (
     Count,
     RequestInfo,
     ServerProtocol,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokometer.load.health import ClientHealth, StepTiming
 from tokometer.load.profiles import LoadStep
+from tokometer.load.selfcheck import ClientHealth, StepTiming
 from tokometer.records import RequestRecord
 
 MS = 1_000_000
@@ -128,8 +128,8 @@ def test_loop_monitor_sees_a_stall_of_the_loop_for_as_long_as_it_lasted() -> Non
     import asyncio
     import time
 
-    from tokometer.load.health import LoopMonitor
     from tokometer.load.profiles import LoadStep
+    from tokometer.load.selfcheck import LoopMonitor
 
     async def scenario() -> LoopMonitor:
         monitor = LoopMonitor()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
+from tokometer.load.selfcheck import ClientHealth
 from tokometer.perf import Deployment, HardwareSpec, resolve_model
 from tokometer.perf.efficiency import decode_batch, run_efficiency
 from tokometer.records import RequestRecord, ServerTiming

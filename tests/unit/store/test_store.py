@@ -7,8 +7,8 @@ import sys
 
 from sqlalchemy import create_engine, text
 
-from tokometer.load.health import ClientHealth
 from tokometer.load.profiles import LoadStep
+from tokometer.load.selfcheck import ClientHealth
 from tokometer.records import RequestRecord, ServerTiming
 from tokometer.store import ResultStore, StoredRun
 from tokometer.store.runs import load_of, stored_health

@@ -9,7 +9,7 @@ import json
 import orjson
 import pytest
 
-from tokometer.backends.assemble import assemble
+from tokometer.client.assemble import assemble
 from tokometer.datasets.base import Message, Prompt
 from tokometer.datasets.batched import BatchedSource
 from tokometer.records import RequestRecord

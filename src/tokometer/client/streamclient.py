@@ -1,6 +1,6 @@
 """Send one streaming request and fill its `RequestRecord`.
 
-The HTTP work is done by `tokometer.backends.http1`, which stamps the request
+The HTTP work is done by `tokometer.client.http1`, which stamps the request
 just before its single socket write and every chunk in ``data_received``.
 Nothing is parsed until the stream has ended; then `assemble()` splits the
 bytes into events and derives the first/last token stamps, token counts and
@@ -20,8 +20,8 @@ from time import perf_counter_ns
 
 import orjson
 
-from tokometer.backends.assemble import BackgroundAssembler, assemble
-from tokometer.backends.http1 import (
+from tokometer.client.assemble import BackgroundAssembler, assemble
+from tokometer.client.http1 import (
     ConnectError,
     HttpPool,
     HttpTimeout,

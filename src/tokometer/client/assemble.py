@@ -5,7 +5,7 @@ so parsing never sits between a byte's arrival and its timestamp.
 Token counts follow the order of trust in docs/reference/metrics.md: server usage, the
 engine's native counters, the model's tokenizer, and last a count of content
 events (an estimate, labelled so). A server's count that is not believable for the stream it came with
-(`tokometer.backends.plausible`) is set aside for the next source, and the record says so
+(`tokometer.client.plausible`) is set aside for the next source, and the record says so
 (``rejected_numbers``). Reasoning (a field of its own, or inline ``<think>``
 sections: `tokometer.wire.reasoning`) is split from the answer here too: when the answer
 began, and how many of the output tokens were reasoning.
@@ -19,8 +19,8 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from tokometer.backends.plausible import output_count_problem
-from tokometer.backends.toolsplit import tool_calls
+from tokometer.client.plausible import output_count_problem
+from tokometer.client.toolsplit import tool_calls
 from tokometer.records import RequestRecord, ServerTiming, TokenSource
 from tokometer.wire.base import Backend, ParsedEvent
 from tokometer.wire.framing import iter_payloads

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tokometer.backends import BACKENDS, create_backend, default_api_for_url
-from tokometer.backends.assemble import assemble
+from tokometer.client.assemble import assemble
 from tokometer.datasets.base import Message, Prompt
 from tokometer.errors import ConfigError
 from tokometer.records import RequestRecord, classify_http_error
+from tokometer.wire.apis import BACKENDS, create_backend, default_api_for_url
 from tokometer.wire.base import GenerationParams, map_finish_reason
 
 PARAMS = GenerationParams(model="m", max_tokens=16, seed=3)

@@ -1,4 +1,4 @@
-"""Which proxy the environment names for a target (`tokometer.backends.proxy`), as curl and urllib read it."""
+"""Which proxy the environment names for a target (`tokometer.client.proxy`), as curl and urllib read it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from tokometer.backends.proxy import proxy_for
+from tokometer.client.proxy import proxy_for
 from tokometer.errors import ConfigError
 
 VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")

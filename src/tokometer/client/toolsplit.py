@@ -1,7 +1,7 @@
 """A finished answer's tool calls onto its record: when the first one came, how many, how many tokens.
 
 Tool-call deltas (`tokometer.wire.toolcalls`) are output, parsed with the rest of the stream
-(`tokometer.backends.assemble`): they are content events, so TTFT, TPOT and ITL count them like answer
+(`tokometer.client.assemble`): they are content events, so TTFT, TPOT and ITL count them like answer
 text. This module sets what is theirs alone:
 
 - ``first_tool_call_ns``: the first event whose tool-call delta carried a name or an argument fragment;

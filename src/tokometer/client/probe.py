@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from tokometer.backends.http1 import (
+from tokometer.client.http1 import (
     MAX_SMALL_BODY_BYTES,
     ConnectError,
     HttpPool,
@@ -22,7 +22,7 @@ from tokometer.backends.http1 import (
     PeerReset,
     StreamedResponse,
 )
-from tokometer.backends.tls import TlsOptions
+from tokometer.client.tls import TlsOptions
 
 __all__ = ["Probe"]
 

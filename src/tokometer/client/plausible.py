@@ -4,7 +4,7 @@
 absurd size). What is left is a well-formed number that may still be wrong for this answer: more output
 tokens than ``max_tokens`` allows, fewer than the token ids the events carried, none at all (or far fewer
 than the content events) for an answer that streamed text. Each check returns why it does not believe a
-number (one short phrase) or ``None``; `tokometer.backends.assemble` then takes the count from the next
+number (one short phrase) or ``None``; `tokometer.client.assemble` then takes the count from the next
 source down the order of trust (docs/reference/metrics.md) and the record says which number it set aside
 (`RequestRecord.rejected_numbers`). A text-against-count check of the answer sits beside these.
 """

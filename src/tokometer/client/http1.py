@@ -20,7 +20,7 @@ of 64 KiB and 500 fields on a response head, and, where the caller sets them on 
 one event's size, their number), past which the request fails with a
 `ProtocolViolation` rather than waiting or growing; IPv6 literal hosts; TLS
 (`TlsOptions`: system trust store, a CA bundle, or no checks); ``HTTP_PROXY`` /
-``HTTPS_PROXY`` / ``NO_PROXY`` (`tokometer.backends.proxy`: absolute-form
+``HTTPS_PROXY`` / ``NO_PROXY`` (`tokometer.client.proxy`: absolute-form
 requests, CONNECT tunnels for https); connect/idle/total timeouts (one watchdog
 for all requests, not a timer per chunk); a retry when a pooled connection
 turns out to be closed before any byte came back; flow control for a consumer
@@ -44,8 +44,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from tokometer.backends.proxy import Proxy, proxy_for
-from tokometer.backends.tls import TlsOptions
+from tokometer.client.proxy import Proxy, proxy_for
+from tokometer.client.tls import TlsOptions
 from tokometer.records import ErrorCategory
 from tokometer.wire.framing import EventWatch
 
