@@ -278,7 +278,8 @@ class Relay:
         if p.error is not None:
             self.error = f"server_error_event: {p.error}"
         writer = self._writer
-        if not p.has_content and _TOOL_CALL in event.raw:  # a tool call: the answer, though it carries no text
+        if (p.tool_calls is not None or not p.has_content) and _TOOL_CALL in event.raw:
+            # a tool call: output (it counts for TTFT like text, `tokometer.wire.toolcalls`), the answer
             self.answer.has_tool_calls = True  # (not cached: the cache keeps text)
             if writer is not None:
                 self._tool_calls(writer, event.raw)
@@ -286,7 +287,7 @@ class Relay:
             return
         if writer is None:  # an OpenAI upstream and client: relay its bytes
             self._relay_openai(event, p)
-        elif p.has_content:
+        elif p.text or p.reasoning:
             self._put(writer.content(p.text, p.reasoning))
 
     def _tool_calls(self, writer: StreamWriter, raw: bytes) -> None:
