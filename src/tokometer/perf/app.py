@@ -111,8 +111,9 @@ def _names(value: str | None) -> list[str]:
     return [name for name in (value or "").split(",") if name.strip()]
 
 
-def run_estimate(spec: EstimateSpec) -> Estimate:
-    """The limits of ``spec``'s deployment (model and hardware required) at each of its batch sizes."""
+def estimate_inputs(spec: EstimateSpec) -> tuple[Deployment, list[int], Efficiency, str]:
+    """What every estimate of ``spec`` needs (model and hardware required): its deployment, batch sizes, and
+    the efficiencies with where they come from."""
     model = _require(spec.model, "--model", "for an estimate")
     hardware = _require(spec.hardware, "--hardware", "for an estimate (a table name, or 'host')")
     batches = list(spec.batches)
@@ -120,6 +121,12 @@ def run_estimate(spec: EstimateSpec) -> Estimate:
         raise ConfigError("--batch takes positive integers, e.g. 1,8,64")
     d = _deployment(spec, model, hardware)
     efficiency, source = resolve_efficiency(spec, d.hardware.name)
+    return d, batches, efficiency, source
+
+
+def run_estimate(spec: EstimateSpec) -> Estimate:
+    """The limits of ``spec``'s deployment (model and hardware required) at each of its batch sizes."""
+    d, batches, efficiency, source = estimate_inputs(spec)
     return replace(estimate(d, batches, spec.input_tokens, spec.output_tokens, efficiency,
                             spec.gpu_memory_utilization), efficiency_source=source)
 

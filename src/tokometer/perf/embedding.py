@@ -16,8 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tokometer.errors import ConfigError
-from tokometer.perf.app import EstimateSpec, _deployment, _require, resolve_efficiency
+from tokometer.perf.app import EstimateSpec, estimate_inputs
 from tokometer.perf.quant import normalize_dtype
 from tokometer.perf.roofline import BOUND, Deployment, Efficiency, embedding_pass_s
 
@@ -83,13 +82,7 @@ def _limiter(d: Deployment, batch: int, tokens_each: int, efficiency: Efficiency
 
 def run_embedding_estimate(spec: EstimateSpec) -> EmbeddingEstimate:
     """``spec``'s deployment (model and hardware required) doing embedding passes of each batch size."""
-    model = _require(spec.model, "--model", "for an estimate")
-    hardware = _require(spec.hardware, "--hardware", "for an estimate (a table name, or 'host')")
-    batches = list(spec.batches)
-    if not batches or min(batches) < 1:
-        raise ConfigError("--batch takes positive integers, e.g. 1,8,64")
-    d = _deployment(spec, model, hardware)
-    efficiency, source = resolve_efficiency(spec, d.hardware.name)
+    d, batches, efficiency, source = estimate_inputs(spec)
     return replace(embedding_estimate(d, batches, spec.input_tokens, efficiency), efficiency_source=source)
 
 

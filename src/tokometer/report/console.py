@@ -162,12 +162,7 @@ def render_step(console: Console, result: StepResult) -> None:
     if s.inputs_per_s is not None:
         render_batch_step(console, result)
         return
-    title = (f"Step {result.index + 1}: {result.step.describe()}"
-             + (f" (trial {result.trial})" if result.trial is not None else "")
-             + (" (interrupted)" if result.interrupted else ""))
-    table = Table(title=title, title_justify="left", show_edge=False)
-    for column in ("metric", "mean", "p50", "p90", "p99", "max", "n"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
+    table = _step_table(result)
     _dist_row(table, "TTFT (ms)", s.ttft_ms)
     _dist_row(table, "TPOT (ms)", s.tpot_ms, 3)
     _dist_row(table, "ITL (ms)", s.itl_ms, 3)
@@ -224,15 +219,21 @@ def render_step(console: Console, result: StepResult) -> None:
     console.print()
 
 
-def render_batch_step(console: Console, result: StepResult) -> None:
-    """One step of embeddings or rerank requests: one JSON answer each, so latency is the whole response."""
-    s = result.summary
+def _step_table(result: StepResult) -> Table:
+    """A step's table, titled and with its columns, empty."""
     title = (f"Step {result.index + 1}: {result.step.describe()}"
              + (f" (trial {result.trial})" if result.trial is not None else "")
              + (" (interrupted)" if result.interrupted else ""))
     table = Table(title=title, title_justify="left", show_edge=False)
     for column in ("metric", "mean", "p50", "p90", "p99", "max", "n"):
         table.add_column(column, justify="left" if column == "metric" else "right")
+    return table
+
+
+def render_batch_step(console: Console, result: StepResult) -> None:
+    """One step of embeddings or rerank requests: one JSON answer each, so latency is the whole response."""
+    s = result.summary
+    table = _step_table(result)
     _dist_row(table, "latency (ms)", s.e2e_ms)
     _dist_row(table, "input tokens/request", s.input_tokens, 1)
     _dist_row(table, "client lag (ms)", s.client_lag_ms, 3)
