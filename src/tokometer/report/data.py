@@ -43,7 +43,7 @@ from typing import Any
 from tokometer import __version__
 from tokometer.benchmark import findmax
 from tokometer.benchmark.findmax import FindMax, parse_objectives
-from tokometer.compare import load_groups
+from tokometer.compare import load_groups, run_gpus
 from tokometer.errors import TokometerError
 from tokometer.metrics import pareto
 from tokometer.metrics import request as m
@@ -52,7 +52,7 @@ from tokometer.metrics.pooling import pool_trials
 from tokometer.records import RequestRecord
 from tokometer.store.runs import StoredRun, StoredStep
 
-__all__ = ["MAX_CDF_POINTS", "MAX_TIMELINE_REQUESTS", "SCHEMA", "report_data", "run_gpus", "run_name", "step_label"]
+__all__ = ["MAX_CDF_POINTS", "MAX_TIMELINE_REQUESTS", "SCHEMA", "report_data", "run_name", "step_label"]
 
 SCHEMA = "tokometer.report/1"
 MAX_TIMELINE_REQUESTS = 5000
@@ -252,11 +252,6 @@ def _run(run: StoredRun, records: list[RequestRecord], judge: bool) -> dict[str,
                 "tpot_ms": [_cdf(by_step.get(s.index, []), m.tpot_ns) for s in run.steps]},
         "timeline": _timeline(run.steps, records), "efficiency": efficiency, "efficiency_note": note,
     }
-
-
-def run_gpus(run: StoredRun) -> tuple[int | None, str]:
-    """How many GPUs served ``run`` and how that is known (`tokometer.metrics.pareto.gpu_count`)."""
-    return pareto.gpu_count(run.engine.to_json() if run.engine else None, [step.gpu for step in run.steps])
 
 
 def _pareto(stored: Sequence[StoredRun], runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
