@@ -540,7 +540,7 @@ def unlike_fields(base: StoredRun, new: StoredRun) -> list[str]:
 
 def run_gpus(run: StoredRun) -> tuple[int | None, str]:
     """How many GPUs served ``run`` and how that is known (`tokometer.metrics.pareto.gpu_count`)."""
-    return pareto.gpu_count(run.engine.to_json() if run.engine else None, [step.gpu for step in run.steps])
+    return pareto.gpu_count(run.engine.to_json() if run.engine else None)
 
 
 def front_loads(run: StoredRun, records: Sequence[RequestRecord], name: str | None = None) -> pareto.RunLoads:

@@ -3,8 +3,8 @@
 Each load of a run is one point (its trials pooled, as the knee pools them: `tokometer.metrics.pooling`):
 
 - x, ``throughput``: output tokens per second of all requests together, divided by the run's GPU count when
-  the run knows it (`gpu_count`) and every run on the chart knows its own (`points`; otherwise all points
-  use the total, and the note says which run's count is unknown);
+  the engine saved with the run names it (`gpu_count`) and every run on the chart knows its own (`points`;
+  otherwise all points use the total, and the note says which run's count is unknown);
 - y, ``speed``: per-request decode speed p50 (tokens per second of one request).
 
 Both are better higher. A point **dominates** another when it is at least as good on both axes and better on
@@ -247,40 +247,21 @@ def _argv_gpus(argv: Sequence[Any]) -> int | None:
     return math.prod(sizes) if sizes else None
 
 
-def gpu_count(engine: Mapping[str, Any] | None, gpu_blocks: Iterable[Sequence[Mapping[str, Any]]]) -> tuple[
-        int | None, str]:
-    """How many GPUs served a run, and how that is known; (None, why not) when it is not.
-
-    From the engine identity saved with the run: a vLLM or SGLang engine (not on CPU) serves on the product of
-    its command line's tensor, pipeline and data parallel sizes (1 without any). Else from the GPU telemetry of
-    its steps (``gpu_blocks``: each step's ``gpu`` blocks): the GPUs whose utilisation was above zero in some
-    step (all GPUs read, where none reports utilisation)."""
+def gpu_count(engine: Mapping[str, Any] | None) -> tuple[int | None, str]:
+    """How many GPUs served a run, from the engine identity saved with it, and how that is known; (None, why
+    not) when it is not. A vLLM or SGLang engine (not on CPU) serves on the product of its command line's
+    tensor, pipeline and data parallel sizes (1 without any). GPU telemetry is not used: it reads the GPUs of a
+    machine or an exporter, not those of the deployment (a node's other GPUs, another job's)."""
     facts = engine or {}
     name = str(facts.get("engine") or "").lower()
-    if name in ("vllm", "sglang"):
-        if str(facts.get("device") or "").lower() == "cpu":
-            return None, f"a {name} engine on CPU"
-        count = _argv_gpus(facts.get("argv") or ())
-        return (count or 1), f"{count or 1} GPU{'s' if (count or 1) > 1 else ''} from the {name} command line"
-    read: set[int] = set()
-    busy: set[int] = set()
-    reported = False
-    for blocks in gpu_blocks:
-        for block in blocks:
-            index = int(block.get("index", 0))
-            read.add(index)
-            utilisation = block.get("utilization_max")
-            if isinstance(utilisation, (int, float)):
-                reported = True
-                if utilisation > 0:
-                    busy.add(index)
-    counted = busy if reported else read
-    if counted:
-        what = "busy in" if reported else "read by"
-        return len(counted), f"{len(counted)} GPU{'s' if len(counted) > 1 else ''} {what} the run's GPU telemetry"
-    if read:
-        return None, f"the GPU telemetry read {len(read)} GPU{'s' if len(read) > 1 else ''}, none busy"
-    return None, "no engine command line or GPU telemetry says how many GPUs served it"
+    if name not in ("vllm", "sglang"):
+        if facts.get("engine"):
+            return None, f"the {facts['engine']} engine saved with the run names no GPU count"
+        return None, "no engine saved with the run says how many GPUs served it"
+    if str(facts.get("device") or "").lower() == "cpu":
+        return None, f"a {name} engine on CPU"
+    count = _argv_gpus(facts.get("argv") or ()) or 1
+    return count, f"{count} GPU{'s' if count > 1 else ''} from the {name} command line"
 
 
 @dataclass(frozen=True)

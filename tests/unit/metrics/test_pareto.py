@@ -142,15 +142,11 @@ def test_equal_fronts_and_shared_points() -> None:
     assert empty.verdict == "empty" and "run 1 has no load" in empty.sentence("run 1", "run 2")
 
 
-def test_gpu_count_from_the_engine_and_from_telemetry() -> None:
+def test_gpu_count_from_the_engine_saved_with_the_run() -> None:
     argv = ["vllm", "serve", "m", "--tensor-parallel-size", "2", "-pp=2"]
-    assert gpu_count({"engine": "vllm", "argv": argv}, []) == (4, "4 GPUs from the vllm command line")
-    assert gpu_count({"engine": "vllm", "argv": ["vllm", "serve", "m"]}, [])[0] == 1
-    assert gpu_count({"engine": "vllm", "device": "cpu", "argv": argv}, [])[0] is None
-    # telemetry: GPU 1 idle in every step, GPU 0 busy: one GPU served
-    steps = [[{"index": 0, "utilization_max": 0.9}, {"index": 1, "utilization_max": 0.0}],
-             [{"index": 0, "utilization_max": 0.8}, {"index": 1, "utilization_max": 0.0}]]
-    assert gpu_count({"engine": "llama.cpp"}, steps) == (1, "1 GPU busy in the run's GPU telemetry")
-    assert gpu_count(None, [[{"index": 0}, {"index": 3}]]) == (2, "2 GPUs read by the run's GPU telemetry")
-    count, why = gpu_count(None, [])
-    assert count is None and why.startswith("no engine command line")
+    assert gpu_count({"engine": "vllm", "argv": argv}) == (4, "4 GPUs from the vllm command line")
+    assert gpu_count({"engine": "sglang", "argv": ["--tp", "8"]}) == (8, "8 GPUs from the sglang command line")
+    assert gpu_count({"engine": "vllm", "argv": ["vllm", "serve", "m"]})[0] == 1
+    assert gpu_count({"engine": "vllm", "device": "cpu", "argv": argv}) == (None, "a vllm engine on CPU")
+    assert gpu_count({"engine": "llama.cpp"}) == (None, "the llama.cpp engine saved with the run names no GPU count")
+    assert gpu_count(None) == (None, "no engine saved with the run says how many GPUs served it")
