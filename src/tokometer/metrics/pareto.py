@@ -159,8 +159,9 @@ class FrontComparison:
             losers = self.b if self.verdict == "a dominates" else self.a
             beaten = self.b_dominated_by if self.verdict == "a dominates" else self.a_dominated_by
             strict = sum(d is not None for d in beaten)
-            return (f"{win}'s front dominates {lose}'s: each of {lose}'s {len(losers)} front points is matched or "
-                    f"beaten on both axes ({strict} beaten)")
+            n = len(losers)
+            each = f"{lose}'s one front point is" if n == 1 else f"each of {lose}'s {n} front points is"
+            return f"{win}'s front dominates {lose}'s: {each} matched or beaten on both axes ({strict} beaten)"
         names = {"a": a_name, "b": b_name}
         parts = [f"{names[s.ahead]} up to {_fmt(s.high)}" if i == 0 else
                  f"{names[s.ahead]} from {_fmt(s.low)} to {_fmt(s.high)}" for i, s in enumerate(self._decided())]

@@ -138,6 +138,9 @@ def test_equal_fronts_and_shared_points() -> None:
     c = compare_fronts(a, b)
     assert c.verdict == "b dominates" and [d is not None for d in c.a_dominated_by] == [False, True]
     assert "(1 beaten)" in c.sentence("run 1", "run 2")
+    one = compare_fronts([_p(100, 50)], [_p(100, 60, run=2)])
+    assert one.sentence("run 1", "run 2") == ("run 2's front dominates run 1's: run 1's one front point is matched "
+                                              "or beaten on both axes (1 beaten)")
     empty = compare_fronts([], b)
     assert empty.verdict == "empty" and "run 1 has no load" in empty.sentence("run 1", "run 2")
 
