@@ -28,7 +28,8 @@ Schema ``tokometer.report/1``::
      "pareto": {"basis": "total" or "per GPU", "note": how each run's GPUs are known, "axes": {"x", "y"},
                 "gpus": [{"run", "count" or null, "source"}],
                 "points": [{"run", "run_name", "load", "load_index", "throughput_tok_s" (on the basis),
-                            "decode_speed_p50", "gpus", "knee", "on_front", "dominated_by": position or null}],
+                            "decode_speed_p50", "gpus", "knee", "missed" (a find-max probe that missed), "on_front",
+                            "dominated_by": position or null}],
                 "front": [positions in points, throughput ascending]}}
 
 The Pareto front (`tokometer.metrics.pareto`) is over the loads of every run given, at the same pooled points
@@ -269,6 +270,7 @@ def _pareto(stored: Sequence[StoredRun], runs: Sequence[dict[str, Any]]) -> dict
               for position, p in enumerate(pts) if p is not None]
     standing = pareto.standings([p for _, _, p in placed])
     points = [{**p.to_json(), "load_index": position, "knee": out["knee_load"] == position,
+               "missed": not out["loads"][position]["eligible"],
                "on_front": s.on_front, "dominated_by": s.dominated_by}
               for (out, position, p), s in zip(placed, standing, strict=True)]
     order = pareto.front([p for _, _, p in placed])
