@@ -25,14 +25,14 @@ def pareto_title(pareto: Mapping[str, Any]) -> str:
 
 
 def pareto_rows(pareto: Mapping[str, Any]) -> list[list[str]]:
-    """One row per point, in run and load order: its number, run, load (``(knee)`` marked, and a find-max probe
-    that missed ``(missed)``), throughput on the front's basis, speed, and ``on the front`` or ``dominated by
+    """One row per point, in run and load order: its number, run, load (``★ knee`` marked, and a find-max probe
+    that missed ``✕ missed``, as the chart marks them), throughput on the front's basis, speed, and ``on the front`` or ``dominated by
     #k (run N c=8)``."""
     points = pareto["points"]
     rows = []
     for i, p in enumerate(points):
         standing = "on the front" if p["on_front"] else f"dominated by {_name(points, p['dominated_by'])}"
-        mark = " (knee)" if p["knee"] else " (missed)" if p.get("missed") else ""
+        mark = " ★ knee" if p["knee"] else " ✕ missed" if p.get("missed") else ""
         rows.append([f"#{i + 1}", p["run_name"], p["load"] + mark,
                      fmt(p["throughput_tok_s"]), fmt(p["decode_speed_p50"]), standing])
     return rows

@@ -58,7 +58,7 @@ def test_the_front_across_two_runs_and_the_knees_on_it() -> None:
     assert [p["knee"] for p in pts] == [False, True, False, False, True, False]
     text = render_markdown(data)
     assert "### Pareto front" in text
-    assert "| #2 | run 5 | c=4 (knee) | 300.0 | 60.0 | dominated by #5 (run 6 c=4) |" in text
+    assert "| #2 | run 5 | c=4 ★ knee | 300.0 | 60.0 | dominated by #5 (run 6 c=4) |" in text
     assert "| #3 | run 5 | c=8 | 400.0 | 30.0 | on the front |" in text
     assert "The front, left to right (more throughput, less speed per request): #4 (run 6 c=1), #5 (run 6 c=4), " \
            "#3 (run 5 c=8)." in text
