@@ -63,7 +63,7 @@ def test_news_front_dominates() -> None:
     markdown = render_markdown(comparison)
     assert "| run 1 | c=8 | 320.0 | 15.0 | yes: run 2 c=4 (320.0, 33.0) |" in markdown
     assert f"- Pareto: {sentence}" in markdown
-    assert "per GPU unknown: run 1: no engine saved with the run" in markdown
+    assert "per GPU unknown: run 1, run 2: no engine saved with the run" in markdown
 
 
 def test_fronts_that_cross_with_trials_pooled() -> None:

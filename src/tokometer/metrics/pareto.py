@@ -286,7 +286,12 @@ def points(runs: Sequence[RunLoads]) -> tuple[str, list[list[Point | None]]]:
 
 def basis_note(basis: str, runs: Sequence[RunLoads]) -> str:
     """One sentence: which throughput the points use and how each run's GPUs are (or are not) known."""
+    def said(chosen: Sequence[RunLoads]) -> str:
+        by_reason: dict[str, list[str]] = {}
+        for r in chosen:
+            by_reason.setdefault(r.gpus_source, []).append(r.name)
+        return "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
+
     if basis == "per GPU":
-        return "Throughput per GPU: " + "; ".join(f"{r.name}: {r.gpus_source}" for r in runs) + "."
-    unknown = [f"{r.name}: {r.gpus_source}" for r in runs if not r.gpus]
-    return f"Throughput of all requests (per GPU unknown: {'; '.join(unknown)})."
+        return f"Throughput per GPU: {said(runs)}."
+    return f"Throughput of all requests (per GPU unknown: {said([r for r in runs if not r.gpus])})."

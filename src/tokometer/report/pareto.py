@@ -25,9 +25,9 @@ def pareto_title(pareto: Mapping[str, Any]) -> str:
 
 
 def pareto_rows(pareto: Mapping[str, Any]) -> list[list[str]]:
-    """One row per point, in run and load order: its number, run, load (``★ knee`` marked, and a find-max probe
-    that missed ``✕ missed``, as the chart marks them), throughput on the front's basis, speed, and ``on the front`` or ``dominated by
-    #k (run N c=8)``."""
+    """One row per point, in run and load order: its number, run, load (``★ knee`` marked, and a find-max
+    probe that missed ``✕ missed``, as the chart marks them), throughput on the front's basis, speed, and
+    ``on the front`` or ``dominated by #k (run N c=8)``."""
     points = pareto["points"]
     rows = []
     for i, p in enumerate(points):

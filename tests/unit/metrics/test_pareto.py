@@ -82,6 +82,9 @@ def test_per_gpu_only_when_every_run_knows_its_gpus() -> None:
     basis, per_run = points([one, two])
     assert basis == "total"
     assert basis_note(basis, [one, two]) == "Throughput of all requests (per GPU unknown: run 2: nothing says)."
+    three = RunLoads(3, "run 3", (), None, "nothing says")
+    assert basis_note(basis, [one, two, three]) == ("Throughput of all requests (per GPU unknown: run 2, run 3: "
+                                                    "nothing says).")
     assert per_run[0][0] is not None and per_run[0][0].throughput == 400.0 and per_run[0][1] is None
     basis, per_run = points([one])
     assert basis_note(basis, [one]) == "Throughput per GPU: run 1: 2 GPUs."
