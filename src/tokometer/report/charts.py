@@ -138,8 +138,7 @@ def rate_vs_throughput(runs: Sequence[Run], pareto: Mapping[str, Any] | None = N
         _front(fig, go, pareto)
     per_gpu = pareto is not None and pareto["basis"] == "per GPU"
     return _layout(fig, "Per-request decode speed vs aggregate throughput (p50 per step; ★ the knee: most "
-                        "throughput × speed; ◆ find-max; ✕ a probe that missed"
-                   + ("; ○ on the Pareto front, dotted: the front)" if pareto else ")"),
+                        "throughput × speed; ◆ find-max; ✕ a probe that missed)",
                    xaxis_title="output tokens/s " + ("per GPU" if per_gpu else "all requests"),
                    yaxis_title="decode tokens/s per request (p50)", yaxis_rangemode="tozero",
                    xaxis_rangemode="tozero")
