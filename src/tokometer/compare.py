@@ -32,6 +32,11 @@ requests together; for throughput and goodput their durations added). The bootst
 the noise within steps only, so the trials give the other part: ``noise`` is the relative sample standard
 deviation of the metric's per-trial values (for the error rate, in points), the larger of the two runs'. When
 it exceeds the threshold the gate cannot decide: the verdict is "cannot tell", whatever the interval says.
+
+Pareto fronts: each run's loads (trials pooled) as points of per-request decode speed p50 against output
+throughput (per GPU when both runs know their GPUs), NEW's front against BASE's
+(`tokometer.metrics.pareto.compare_fronts`): which front points the other front dominates, and whether one
+front dominates or they cross. It is reported beside the gate and does not change the exit status.
 """
 
 from __future__ import annotations
@@ -46,8 +51,9 @@ import numpy as np
 import numpy.typing as npt
 
 from tokometer.errors import ConfigError
-from tokometer.metrics import registry
+from tokometer.metrics import pareto, registry
 from tokometer.metrics import request as m
+from tokometer.metrics.pooling import pool_trials
 from tokometer.metrics.summary import SLO
 from tokometer.records import RequestRecord
 from tokometer.store.runs import StoredRun, StoredStep
@@ -61,15 +67,19 @@ __all__ = [
     "RESAMPLES",
     "SEED",
     "Comparison",
+    "Fronts",
     "MetricComparison",
     "MetricDef",
     "StepComparison",
     "StepSample",
     "cliffs_delta",
+    "compare_fronts",
     "compare_runs",
     "compare_samples",
+    "front_loads",
     "load_groups",
     "parse_thresholds",
+    "run_gpus",
     "trial_noise",
     "unlike_fields",
     "verdict",
@@ -528,6 +538,59 @@ def unlike_fields(base: StoredRun, new: StoredRun) -> list[str]:
     return out
 
 
+def run_gpus(run: StoredRun) -> tuple[int | None, str]:
+    """How many GPUs served ``run`` and how that is known (`tokometer.metrics.pareto.gpu_count`)."""
+    return pareto.gpu_count(run.engine.to_json() if run.engine else None)
+
+
+def front_loads(run: StoredRun, records: Sequence[RequestRecord], name: str | None = None) -> pareto.RunLoads:
+    """``run``'s loads as the Pareto front takes them: each load's trials pooled (`tokometer.metrics.pooling`,
+    as the report's knee pools them), with the run's GPUs."""
+    by_step: dict[int, list[RequestRecord]] = {}
+    for r in records:
+        by_step.setdefault(r.step, []).append(r)
+    loads = []
+    for _, steps in load_groups(run):
+        trials = [r for s in steps for r in by_step.get(s.index, [])]
+        pooled = pool_trials([s.summary for s in steps if s.summary], trials)
+        loads.append((_short(steps[0]), pooled.throughput, pooled.decode_p50))
+    gpus, source = run_gpus(run)
+    return pareto.RunLoads(run.id, name or f"run {run.id}", tuple(loads), gpus, source)
+
+
+@dataclass(frozen=True)
+class Fronts:
+    """NEW's Pareto front against BASE's: the comparison (``a``: BASE, ``b``: NEW), its basis and a sentence."""
+
+    comparison: pareto.FrontComparison
+    basis: str
+    """``total`` or ``per GPU``."""
+    note: str
+    """How each run's GPUs are known (`tokometer.metrics.pareto.basis_note`)."""
+    base_name: str
+    new_name: str
+
+    @property
+    def verdict_text(self) -> str:
+        return self.comparison.sentence(self.base_name, self.new_name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"basis": self.basis, "note": self.note, "x": self.comparison.unit,
+                "y": "decode tok/s per request (p50)", **self.comparison.to_json("base", "new"),
+                "text": self.verdict_text}
+
+
+def compare_fronts(base: StoredRun, new: StoredRun, base_records: Sequence[RequestRecord],
+                   new_records: Sequence[RequestRecord]) -> Fronts:
+    """NEW's Pareto front against BASE's (see the module docstring)."""
+    loads = [front_loads(base, base_records), front_loads(new, new_records)]
+    basis, (base_points, new_points) = pareto.points(loads)
+    unit = "output tok/s per GPU" if basis == "per GPU" else "output tok/s"
+    found = pareto.compare_fronts([p for p in base_points if p is not None], [p for p in new_points if p is not None],
+                                  unit)
+    return Fronts(found, basis, pareto.basis_note(basis, loads), loads[0].name, loads[1].name)
+
+
 @dataclass(frozen=True)
 class StepComparison:
     index: int
@@ -557,6 +620,8 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     resamples: int = RESAMPLES
     seed: int = SEED
+    fronts: Fronts | None = None
+    """NEW's Pareto front against BASE's (not part of the verdict)."""
 
     def with_verdict(self, wanted: Verdict) -> list[tuple[StepComparison, MetricComparison]]:
         return [(s, x) for s in self.steps for x in s.metrics if x.verdict == wanted]
@@ -576,7 +641,8 @@ class Comparison:
                 "method": {"bootstrap_resamples": self.resamples, "seed": self.seed, "confidence": CONFIDENCE,
                            "effect_size": "cliffs_delta", "trial_noise": "relative sample standard deviation of "
                            "per-trial values; above the threshold: cannot tell"},
-                "steps": [s.to_json() for s in self.steps]}
+                "steps": [s.to_json() for s in self.steps],
+                "pareto": self.fronts.to_json() if self.fronts is not None else None}
 
 
 def compare_runs(base: StoredRun, new: StoredRun, base_records: Sequence[RequestRecord],
@@ -616,4 +682,4 @@ def compare_runs(base: StoredRun, new: StoredRun, base_records: Sequence[Request
     if not steps:
         raise ConfigError(f"runs {base.id} and {new.id} have no load with measured requests in both")
     return Comparison(base_id=base.id, new_id=new.id, steps=steps, unlike=unlike, notes=notes,
-                      resamples=resamples, seed=seed)
+                      resamples=resamples, seed=seed, fronts=compare_fronts(base, new, base_records, new_records))

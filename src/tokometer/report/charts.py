@@ -3,8 +3,9 @@
 Each function takes the report's ``runs`` and returns a figure, or None when no run has what it plots:
 
 - `rate_vs_throughput`: per step, decode speed p50 (tok/s per request) against output throughput (tok/s in
-  all), one line per run, each point labelled with its load, a find-max probe that missed drawn as ✕, the
-  run's annotations (the knee ★, the find-max answer ◆; one ★ where they fall on one load) marked;
+  all, or per GPU where the Pareto front is), one line per run, each point labelled with its load, a find-max
+  probe that missed drawn as ✕, the run's annotations (the knee ★, the find-max answer ◆; one ★ where they fall
+  on one load) marked, and the Pareto front across the runs (its loads ringed ○, a dotted step line);
 - `ttft_vs_load`: TTFT p50 and the objective's percentile against the load (rate or concurrency), the TTFT
   objective as a line, each find-max probe marked met (●) or missed (✕);
 - `cdf`: the empirical CDF of TTFT or TPOT per step (one line per run × step);
@@ -75,13 +76,40 @@ def _p(summary: Mapping[str, Any] | None, name: str, key: str = "p50") -> float 
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def rate_vs_throughput(runs: Sequence[Run]) -> Any:
-    """Per-request decode speed against aggregate throughput across the steps, the knee marked."""
+def _per(pareto: Mapping[str, Any] | None, run: Run) -> float:
+    """What a run's throughputs are divided by on the chart: its GPUs when the front is per GPU, else 1."""
+    if not pareto or pareto["basis"] != "per GPU":
+        return 1.0
+    return float(next((g["count"] for g in pareto["gpus"] if g["run"] == run["id"]), None) or 1)
+
+
+def _scaled(value: Any, by: float) -> Any:
+    return value / by if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _front(fig: Any, go: Any, pareto: Mapping[str, Any]) -> None:
+    """The Pareto front across the runs: a step line through its points (left to right), each ringed."""
+    points = pareto["points"]
+    ordered = [points[i] for i in pareto["front"]]
+    if not ordered:
+        return
+    fig.add_trace(go.Scatter(
+        x=[p["throughput_tok_s"] for p in ordered], y=[p["decode_speed_p50"] for p in ordered], mode="lines+markers",
+        line={"color": "#444", "dash": "dot", "shape": "vh", "width": 1.5}, name="Pareto front (across the runs)",
+        marker={"size": 17, "symbol": "circle-open", "color": "#444", "line": {"width": 2}},
+        customdata=[f"{p['run_name']} {p['load']}" for p in ordered], meta={"kind": "pareto_front"},
+        hovertemplate="on the front: %{customdata}<extra></extra>"))
+
+
+def rate_vs_throughput(runs: Sequence[Run], pareto: Mapping[str, Any] | None = None) -> Any:
+    """Per-request decode speed against aggregate throughput across the steps, the knee marked; with ``pareto``
+    (`report_data`'s block) the front drawn across the runs, and the throughput per GPU where the front is."""
     go = _go()
     fig = go.Figure()
     for i, run in enumerate(runs):
         steps = run["steps"]
-        x = [(s["summary"] or {}).get("output_throughput_tok_s") for s in steps]
+        per = _per(pareto, run)
+        x = [_scaled((s["summary"] or {}).get("output_throughput_tok_s"), per) for s in steps]
         y = [_p(s["summary"], "decode_speed_tok_s") for s in steps]
         hover = [[s["label"], _p(s["summary"], "ttft_ms"), _p(s["summary"], "tpot_ms"), s["power"]] for s in steps]
         symbols = [_SYMBOL[_verdict(s)] for s in steps]
@@ -94,7 +122,7 @@ def rate_vs_throughput(runs: Sequence[Run]) -> Any:
                            "TTFT p50 %{customdata[1]:,.1f} ms, TPOT p50 %{customdata[2]:,.2f} ms, "
                            "power %{customdata[3]:,.0f}<extra>" + run["name"] + "</extra>")))
         for mark in run["annotations"]:
-            at, mx, my = mark["step"], mark.get("x"), mark.get("y")
+            at, mx, my = mark["step"], _scaled(mark.get("x"), per), mark.get("y")
             if mx is None or my is None:
                 continue
             knee = mark["kind"] != "find_max"
@@ -106,9 +134,12 @@ def rate_vs_throughput(runs: Sequence[Run]) -> Any:
             # the knee's label up and right, the find-max answer's down and left: two marks never share a spot
             fig.add_annotation(x=mx, y=my, text=mark["text"], showarrow=True, arrowhead=2,
                                ax=40 if knee else -60, ay=-40 if knee else 45)
+    if pareto:
+        _front(fig, go, pareto)
+    per_gpu = pareto is not None and pareto["basis"] == "per GPU"
     return _layout(fig, "Per-request decode speed vs aggregate throughput (p50 per step; ★ the knee: most "
                         "throughput × speed; ◆ find-max; ✕ a probe that missed)",
-                   xaxis_title="output tokens/s, all requests",
+                   xaxis_title="output tokens/s " + ("per GPU" if per_gpu else "all requests"),
                    yaxis_title="decode tokens/s per request (p50)", yaxis_rangemode="tozero",
                    xaxis_rangemode="tozero")
 

@@ -1,5 +1,5 @@
-"""Output of ``tokometer compare``: a table per step and a verdict line on the console, or a markdown summary
-for a pull-request comment. (JSON is `tokometer.compare.Comparison.to_json`.)"""
+"""Output of ``tokometer compare``: a table per step, the two runs' Pareto fronts and a verdict line on the
+console, or a markdown summary for a pull-request comment. (JSON is `tokometer.compare.Comparison.to_json`.)"""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tokometer.compare import Comparison, MetricComparison, StepComparison
+from tokometer.compare import Comparison, Fronts, MetricComparison, StepComparison
+from tokometer.metrics.pareto import Point
 
-__all__ = ["render_compare", "render_markdown", "verdict_line"]
+__all__ = ["front_rows", "render_compare", "render_markdown", "verdict_line"]
 
 _STYLE = {"regression": "bold red", "improvement": "green", "within threshold": "", "no change": "",
           "cannot tell": "yellow"}
@@ -94,6 +95,41 @@ def _notes(comparison: Comparison) -> list[str]:
     return out + list(comparison.notes)
 
 
+_FRONT_COLUMNS = ("front of", "load", "output tok/s", "decode tok/s/req p50", "dominated by the other front")
+
+
+def _number(value: float) -> str:
+    return f"{value:,.1f}"
+
+
+def front_rows(fronts: Fronts) -> list[list[str]]:
+    """A row per point of BASE's front, then of NEW's: its throughput (on the basis), speed, and the other
+    front's point that dominates it (``no``: none does)."""
+    c = fronts.comparison
+
+    def rows(points: tuple[Point, ...], by: tuple[Point | None, ...], other: str) -> list[list[str]]:
+        return [[p.run_name, p.load, _number(p.throughput), _number(p.speed),
+                 f"yes: {other} {d.load} ({_number(d.throughput)}, {_number(d.speed)})" if d is not None else "no"]
+                for p, d in zip(points, by, strict=True)]
+
+    return rows(c.a, c.a_dominated_by, fronts.new_name) + rows(c.b, c.b_dominated_by, fronts.base_name)
+
+
+def _front_title(fronts: Fronts) -> str:
+    return f"Pareto front: decode tok/s per request (p50) against {fronts.comparison.unit}, each run's loads"
+
+
+def _render_fronts(console: Console, fronts: Fronts) -> None:
+    table = Table(title=_front_title(fronts), title_justify="left", show_edge=False)
+    for name in _FRONT_COLUMNS:
+        table.add_column(name, justify="right" if "tok/s" in name else "left")
+    for row in front_rows(fronts):
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"  {fronts.note}")
+    console.print(f"Pareto: {fronts.verdict_text}", style="bold")
+
+
 def render_compare(console: Console, comparison: Comparison) -> None:
     """A rich table per step (metric, base, new, change, 95 % CI, effect size, threshold, verdict), then the
     verdict line."""
@@ -117,6 +153,8 @@ def render_compare(console: Console, comparison: Comparison) -> None:
                 console.print(f"  {x.label}: cannot tell: {x.reason}", style="yellow")
     console.print(f"  bootstrap: {comparison.resamples} resamples of requests per run, seed {comparison.seed}; "
                   "effect: Cliff's delta of the per-request values")
+    if comparison.fronts is not None:
+        _render_fronts(console, comparison.fronts)
     console.print(verdict_line(comparison), style="bold red" if comparison.regressions else "bold green")
 
 
@@ -149,6 +187,11 @@ def render_markdown(comparison: Comparison) -> str:
         lines.append("")
         reasons = [f"- {x.label}: cannot tell: {x.reason}" for x in step.metrics if x.reason]
         lines += [*reasons, ""] if reasons else []
+    if comparison.fronts is not None:
+        fronts = comparison.fronts
+        lines += [f"**{_front_title(fronts)}**", "", "| " + " | ".join(_FRONT_COLUMNS) + " |",
+                  "| --- | --- | ---: | ---: | --- |", *("| " + " | ".join(row) + " |" for row in front_rows(fronts)),
+                  "", f"- {fronts.note}", f"- Pareto: {fronts.verdict_text}", ""]
     lines.append(f"<sub>95% intervals: bootstrap over requests, {comparison.resamples} resamples, seed "
                  f"{comparison.seed}; effect: Cliff's delta. A regression is a change in the bad direction whose "
                  "interval excludes zero and whose size exceeds the threshold.</sub>")

@@ -24,22 +24,32 @@ Schema ``tokometer.report/1``::
                "slo": {"ttft_ms", "name"} or null (the TTFT objective, for the TTFT-against-load chart),
                "cdf": {"ttft_ms": [[...] per step], "tpot_ms": [[...] per step]},
                "timeline": {"requests", "shown", "every", "columns": {...}},
-               "efficiency": {...} or null, "efficiency_note": str or null}]}
+               "efficiency": {...} or null, "efficiency_note": str or null}],
+     "pareto": {"basis": "total" or "per GPU", "note": how each run's GPUs are known, "axes": {"x", "y"},
+                "gpus": [{"run", "count" or null, "source"}],
+                "points": [{"run", "run_name", "load", "load_index", "throughput_tok_s" (on the basis),
+                            "decode_speed_p50", "gpus", "knee", "missed" (a find-max probe that missed), "on_front",
+                            "dominated_by": position or null}],
+                "front": [positions in points, throughput ascending]}}
+
+The Pareto front (`tokometer.metrics.pareto`) is over the loads of every run given, at the same pooled points
+as the knee.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
 from tokometer import __version__
 from tokometer.benchmark import findmax
 from tokometer.benchmark.findmax import FindMax, parse_objectives
-from tokometer.compare import load_groups
+from tokometer.compare import load_groups, run_gpus
 from tokometer.errors import TokometerError
+from tokometer.metrics import pareto
 from tokometer.metrics import request as m
 from tokometer.metrics.knee import knee, power, summary_power
+from tokometer.metrics.pooling import pool_trials
 from tokometer.records import RequestRecord
 from tokometer.store.runs import StoredRun, StoredStep
 
@@ -95,33 +105,17 @@ def _annotations(run: StoredRun, loads: Sequence[dict[str, Any]], knee_load: int
 
 
 def _loads(run: StoredRun, records: Sequence[RequestRecord], search: FindMax | None) -> list[dict[str, Any]]:
-    """The run's loads, each with its trials pooled: throughput = all their output tokens / all their time
-    (``sum(throughput × duration) / sum(duration)``), decode speed p50 = the median of all their requests'
-    decode speeds (one trial: its summary's own figures), power of the two (`tokometer.metrics.knee.power`).
+    """The run's loads, each with its trials pooled (`tokometer.metrics.pooling`), and the power of the two
+    (`tokometer.metrics.knee.power`).
     ``eligible``: may be the knee (finished, and in a find-max run every probe of it met the objectives)."""
     position = {step.index: i for i, step in enumerate(run.steps)}
     verdicts = {p.step: p.passed for p in search.probes} if search is not None else {}
     out = []
     for _, steps in load_groups(run):
         summaries = [s.summary for s in steps if s.summary]
-        throughput: float | None = None
-        decode: float | None = None
-        ttft: float | None = None
-        if len(summaries) == 1:
-            throughput = summaries[0].get("output_throughput_tok_s")
-            decode = (summaries[0].get("decode_speed_tok_s") or {}).get("p50")
-            ttft = (summaries[0].get("ttft_ms") or {}).get("p50")
-        elif summaries:
-            time = sum(float(s.get("duration_s") or 0.0) for s in summaries)
-            tokens = sum(float(s.get("output_throughput_tok_s") or 0.0) * float(s.get("duration_s") or 0.0)
-                         for s in summaries)
-            throughput = tokens / time if time > 0 else None
-            indices = {s.index for s in steps}
-            pooled = [r for r in _measured(records) if r.step in indices and r.ok]
-            speeds = [v for v in map(m.decode_speed_tok_s, pooled) if v is not None]
-            decode = statistics.median(speeds) if speeds else None
-            ttfts = [v / 1e6 for v in map(m.ttft_ns, pooled) if v is not None]
-            ttft = statistics.median(ttfts) if ttfts else None
+        indices = {s.index for s in steps}
+        pooled = pool_trials(summaries, [r for r in records if r.step in indices])
+        throughput, decode, ttft = pooled.throughput, pooled.decode_p50, pooled.ttft_p50_ms
         first = steps[0]
         eligible = bool(summaries) and all(verdicts.get(s.index, True) for s in steps)
         out.append({"label": first.load.short() if first.load is not None else f"step {first.index}",
@@ -261,6 +255,31 @@ def _run(run: StoredRun, records: list[RequestRecord], judge: bool) -> dict[str,
     }
 
 
+def _pareto(stored: Sequence[StoredRun], runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The Pareto front of every load of every run (`tokometer.metrics.pareto`): each point with its run, its
+    load (position in the run's ``loads``), whether it is its run's knee, and its standing (``dominated_by``:
+    the position in ``points`` of a front point that dominates it)."""
+    loads = []
+    for run, out in zip(stored, runs, strict=True):
+        gpus, source = run_gpus(run)
+        loads.append(pareto.RunLoads(run.id, out["name"], tuple((load["label"], load["output_throughput_tok_s"],
+                                                                 load["decode_speed_p50"]) for load in out["loads"]),
+                                     gpus, source))
+    basis, per_run = pareto.points(loads)
+    placed = [(out, position, p) for out, pts in zip(runs, per_run, strict=True)
+              for position, p in enumerate(pts) if p is not None]
+    standing = pareto.standings([p for _, _, p in placed])
+    points = [{**p.to_json(), "load_index": position, "knee": out["knee_load"] == position,
+               "missed": not out["loads"][position]["eligible"],
+               "on_front": s.on_front, "dominated_by": s.dominated_by}
+              for (out, position, p), s in zip(placed, standing, strict=True)]
+    order = pareto.front([p for _, _, p in placed])
+    counts = [{"run": r.run, "count": r.gpus, "source": r.gpus_source} for r in loads]
+    return {"basis": basis, "note": pareto.basis_note(basis, loads), "gpus": counts, "points": points, "front": order,
+            "axes": {"x": "output tok/s" + (" per GPU" if basis == "per GPU" else ", all requests"),
+                     "y": "decode tok/s per request (p50)"}}
+
+
 def report_data(runs: Sequence[tuple[StoredRun, list[RequestRecord]]], title: str | None = None,
                 judge: bool = True) -> dict[str, Any]:
     """The report of ``runs`` (each a saved run and its records, as `ResultStore` reads them), in order.
@@ -269,5 +288,6 @@ def report_data(runs: Sequence[tuple[StoredRun, list[RequestRecord]]], title: st
     first time, measures this host; the markdown summary does without)."""
     names = ", ".join(str(run.id) for run, _ in runs)
     default = f"tokometer report: run{'s' if len(runs) > 1 else ''} {names}"
-    return {"schema": SCHEMA, "title": title or default, "tokometer_version": __version__,
-            "runs": [_run(run, records, judge) for run, records in runs]}
+    out = [_run(run, records, judge) for run, records in runs]
+    return {"schema": SCHEMA, "title": title or default, "tokometer_version": __version__, "runs": out,
+            "pareto": _pareto([run for run, _ in runs], out)}

@@ -16,6 +16,7 @@ from typing import Any
 
 from tokometer.report import charts
 from tokometer.report.headline import COLUMNS, describe, fmt, headline, step_rows
+from tokometer.report.pareto import PARETO_COLUMNS, pareto_lines, pareto_rows, pareto_title
 from tokometer.report.steady import STEADY_COLUMNS, steady_rows
 
 __all__ = ["CHART_IDS", "DATA_ID", "embed_json", "render_html"]
@@ -142,6 +143,15 @@ def _details(runs: Sequence[Mapping[str, Any]]) -> str:
     return "".join(parts)
 
 
+def _pareto(front: Mapping[str, Any] | None) -> str:
+    """The Pareto front's table and sentences (`tokometer.report.pareto`), under the chart that draws it."""
+    if not front:
+        return ""
+    return (f"<h3>Pareto front</h3>{_note(pareto_title(front))}"
+            + _table(PARETO_COLUMNS, pareto_rows(front), text_columns=(0, 1, 2, 5))
+            + "".join(f"<p>{_e(line)}</p>" for line in pareto_lines(front)))
+
+
 def _optional(fig: Any, div_id: str, absent: str) -> str:
     return _chart(fig, div_id) if fig is not None else _note(absent)
 
@@ -160,12 +170,13 @@ def render_html(data: Mapping[str, Any]) -> str:
     efficiency = charts.efficiency(runs)
     sections = [
         ("Summary", _summary(runs)),
-        ("Per-request speed vs aggregate throughput", _chart(charts.rate_vs_throughput(runs), CHART_IDS["rate"])
+        ("Per-request speed vs aggregate throughput", _chart(charts.rate_vs_throughput(runs, data.get("pareto")),
+                                                             CHART_IDS["rate"])
          + _note("Each point is a step, at its p50 decode speed and its output throughput. The knee (★) is the "
                  "step with the largest power, output tok/s × decode tok/s per request: past it, more load buys "
                  "mostly waiting (tokometer/metrics/knee.py; the metric definitions page). The knee is over loads: "
                  "the trials of a load are pooled, one load has no knee, and a find-max probe that missed its "
-                 "objectives (✕) is never it; ◆ marks the find-max answer.")),
+                 "objectives (✕) is never it; ◆ marks the find-max answer.") + _pareto(data.get("pareto"))),
         ("TTFT against load", _optional(charts.ttft_vs_load(runs), CHART_IDS["ttft_load"],
                                         "Fewer than two loads of one kind: no TTFT-against-load chart.")),
         ("Steady state", _table(STEADY_COLUMNS, steady_rows(runs), text_columns=(0, 1, 2, 6)) + _note(

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokometer.report.headline import COLUMNS, describe, headline, step_rows
+from tokometer.report.pareto import PARETO_COLUMNS, pareto_lines, pareto_rows, pareto_title
 
 __all__ = ["render_markdown"]
 
@@ -35,6 +36,10 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     lines = [f"## {data['title']}", ""]
     for run in data["runs"]:
         lines += _run(run)
+    if "pareto" in data:
+        front = data["pareto"]
+        lines += ["### Pareto front", "", f"{pareto_title(front)}.", "", *_table(PARETO_COLUMNS, pareto_rows(front)),
+                  "", *(f"- {line}" for line in pareto_lines(front)), ""]
     lines.append(f"Power = output tok/s × decode tok/s per request (p50); the knee is the load with the most (its "
                  f"trials pooled; one load has none; a find-max probe that missed is never it). "
                  f"tokometer {data['tokometer_version']}.")

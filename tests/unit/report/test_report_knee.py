@@ -130,6 +130,10 @@ def test_a_probe_that_missed_is_never_the_knee_and_probes_show_met_or_missed() -
     text = render_markdown(data)
     assert "| c=4 (missed) |" in text and "| c=3 (knee) (met) |" in text
     assert "c=4 missed (ttft_p99 150 ms > 100 ms)" in text
+    # on the Pareto front every probe is a point (each has more throughput and less speed than the one before,
+    # in load order); the one that missed is marked so
+    assert "| #3 | run 5 | c=4 ✕ missed | 340.0 | 85.0 | on the front |" in text
+    assert "| #4 | run 5 | c=3 ★ knee | 270.0 | 90.0 | on the front |" in text
 
 
 def test_the_ttft_against_load_chart_has_the_slo_line_and_the_verdicts() -> None:

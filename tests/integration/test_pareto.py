@@ -1,0 +1,48 @@
+"""The Pareto front of two real runs (issue 26): ``bench`` against two ``tokometer sim`` servers, one of them
+twice as fast in every respect (half the TTFT and half the time per token), so its front dominates by
+construction: at each load it gives about twice the throughput at about twice the per-request speed.
+
+Real servers on loopback (the simulator, as a subprocess); the runs are read back from the store by ``report``
+and ``compare`` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.conftest import SimServer, bench_stored, run_cli
+
+_LOAD = ("-c", "1,4", "-n", "24", "--input-tokens", "16", "--output-tokens", "32", "--seed", "1")
+
+
+def test_the_twice_as_fast_servers_front_dominates(sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    slow = sim_factory("--ttft-ms", "40", "--itl-ms", "8", "--load-slowdown", "0.2")
+    fast = sim_factory("--ttft-ms", "20", "--itl-ms", "4", "--load-slowdown", "0.2")
+    base = bench_stored(store, "--url", slow.openai_url, *_LOAD)
+    new = bench_stored(store, "--url", fast.openai_url, *_LOAD)
+
+    done = run_cli("compare", str(base), str(new), "--store", str(store), "--json")
+    assert done.returncode in (0, 1), done.stderr
+    front = json.loads(done.stdout)["pareto"]
+    assert front["verdict"] == "new dominates", front
+    assert front["basis"] == "total" and "per GPU unknown" in front["note"]  # the simulator names no GPUs
+    assert front["base_front"] and all(p["dominated_by"] is not None for p in front["base_front"])
+    assert all(p["dominated_by"] is None for p in front["new_front"])
+    # twice as fast: each load's decode speed about doubles (the client's own delays keep it from exactly 2)
+    speeds = {(p["run"], p["load"]): p["decode_speed_p50"] for p in front["base_front"] + front["new_front"]}
+    for (run, load), speed in speeds.items():
+        if run == new and (base, load) in speeds:
+            assert 1.6 < speed / speeds[(base, load)] < 2.4, speeds
+    table = run_cli("compare", str(base), str(new), "--store", str(store))
+    assert f"Pareto: run {new}'s front dominates run {base}'s" in table.stdout, table.stdout
+
+    md = run_cli("report", str(base), str(new), "--store", str(store), "--format", "md")
+    assert md.returncode == 0, md.stderr
+    rows = [line for line in md.stdout.splitlines() if re.match(r"\| #\d+ \|", line)]
+    assert len(rows) == 4, md.stdout  # two loads of each run
+    # the fast run's two loads are a trade-off (the slowdown per request in flight): both on the front
+    assert all("on the front" in row for row in rows if f"| run {new} |" in row), md.stdout
+    assert all("dominated by" in row and f"(run {new} " in row for row in rows if f"| run {base} |" in row), md.stdout
