@@ -22,28 +22,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SimServer, start_gateway
+from tests.conftest import SimServer
 from tests.helpers import bench
-from tests.integration.gateway_streams import metrics
+from tests.integration.gateway_streams import gateway_factory, metrics
 from tokometer.gateway.auth import hash_key
 
+__all__ = ["gateway_factory"]  # the fixture, used by name
+
 MS = 1e6
-
-
-@pytest.fixture
-def gateway_factory(tmp_path: Path) -> Iterator[Callable[[str], SimServer]]:
-    started: list[SimServer] = []
-
-    def make(text: str) -> SimServer:
-        path = tmp_path / f"gateway{len(started)}.toml"
-        path.write_text(text)
-        server = start_gateway(path)
-        started.append(server)
-        return server
-
-    yield make
-    for server in started:
-        server.stop()
 
 
 def _upstream(name: str, url: str, model: str = "sim-model", extra: str = "") -> str:

@@ -25,15 +25,10 @@ MAX_RESULT_BYTES = 256 * 1024 * 1024
 def _bench_file(path: Path) -> StoredRun:
     """The run in a ``bench --json`` file; a one-line error for one that cannot be read as such."""
     from tokometer.errors import ConfigError
+    from tokometer.readlimit import read_at_most
     from tokometer.store.runs import StoredRun
 
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_RESULT_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_RESULT_BYTES:
-        raise ConfigError(f"{path} is larger than {MAX_RESULT_BYTES // 2**20} MiB: not a bench --json result")
+    raw = read_at_most(path, MAX_RESULT_BYTES, "not a bench --json result")
     try:
         return StoredRun.from_bench_json(json.loads(raw))
     except (ValueError, RecursionError) as exc:

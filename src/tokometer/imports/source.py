@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tokometer.errors import ConfigError
+from tokometer.readlimit import read_at_most
 from tokometer.records import RequestRecord, TokenSource
 
 __all__ = ["MAX_IMPORT_BYTES", "MAX_NESTING", "ImportFormatError", "ImportedRun", "ImportedStep", "as_float",
@@ -89,14 +90,7 @@ class ImportedRun:
 
 def read_bytes(path: Path) -> bytes:
     """The file's bytes, at most `MAX_IMPORT_BYTES`; ImportFormatError naming it otherwise."""
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_IMPORT_BYTES + 1)
-    except OSError as exc:
-        raise ImportFormatError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_IMPORT_BYTES:
-        raise ImportFormatError(f"{path} is larger than {MAX_IMPORT_BYTES // 2**20} MiB: not imported")
-    return raw
+    return read_at_most(path, MAX_IMPORT_BYTES, "not imported", ImportFormatError)
 
 
 def read_json(path: Path, raw: bytes | None = None) -> Any:

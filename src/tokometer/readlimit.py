@@ -1,0 +1,24 @@
+"""Reading a whole file into memory, but never more than a stated size: one reader for every file a user
+hands over whole (a ``bench --json`` result, another tool's results), so a huge or endless file (a FIFO,
+``/dev/zero``) costs at most the limit and a one-line error, not the machine's memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokometer.errors import ConfigError
+
+__all__ = ["read_at_most"]
+
+
+def read_at_most(path: Path, limit: int, beyond: str, error: type[ConfigError] = ConfigError) -> bytes:
+    """``path``'s bytes, at most ``limit`` of them. A file that cannot be read, or has more, raises ``error``
+    naming it: ``<path> is larger than N MiB: <beyond>``."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(limit + 1)
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > limit:
+        raise error(f"{path} is larger than {limit // 2**20} MiB: {beyond}")
+    return raw
