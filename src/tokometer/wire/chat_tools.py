@@ -17,7 +17,8 @@ from typing import Any
 
 import orjson
 
-__all__ = ["ToolCall", "ToolCallDelta", "ToolCalls", "arguments_object", "chat_tool_call", "tool_call_deltas"]
+__all__ = ["MAX_ARGUMENT_CHARS", "MAX_CALLS", "ToolCall", "ToolCallDelta", "ToolCalls", "arguments_object",
+           "chat_tool_call", "tool_call_deltas"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,25 +69,51 @@ def tool_call_deltas(payload: bytes) -> list[ToolCallDelta]:
     return out
 
 
-class ToolCalls:
-    """Tool-call deltas gathered into whole calls, in the order they began."""
+MAX_CALLS = 128
+"""Tool calls one answer may gather; an upstream's further indexes are dropped (``ToolCalls.cut``)."""
+MAX_ARGUMENT_CHARS = 4 * 2**20
+"""Argument text one answer's calls may gather in all; what an upstream sends past it is dropped."""
 
-    __slots__ = ("_by_index",)
+
+class ToolCalls:
+    """Tool-call deltas gathered into whole calls, in the order they began: at most `MAX_CALLS` calls and
+    `MAX_ARGUMENT_CHARS` of arguments in all (``cut`` says something was dropped), kept as pieces so that a
+    call streamed in many small fragments costs linear time."""
+
+    __slots__ = ("_by_index", "_chars", "cut")
 
     def __init__(self) -> None:
-        self._by_index: dict[int, ToolCall] = {}
+        self._by_index: dict[int, tuple[ToolCall, list[str]]] = {}
+        self._chars = 0
+        self.cut = False
 
     def add(self, delta: ToolCallDelta) -> None:
-        call = self._by_index.get(delta.index)
-        if call is None:
-            call = self._by_index[delta.index] = ToolCall(delta.id or f"call_{delta.index}", delta.name or "", "")
-        elif delta.name and not call.name:
-            call.name = delta.name
-        call.arguments += delta.arguments
+        entry = self._by_index.get(delta.index)
+        if entry is None:
+            if len(self._by_index) >= MAX_CALLS:
+                self.cut = True
+                return
+            entry = self._by_index[delta.index] = (ToolCall(delta.id or f"call_{delta.index}", delta.name or "", ""),
+                                                   [])
+        elif delta.name and not entry[0].name:
+            entry[0].name = delta.name
+        if delta.arguments:
+            room = MAX_ARGUMENT_CHARS - self._chars
+            piece = delta.arguments[:max(room, 0)]
+            if len(piece) < len(delta.arguments):
+                self.cut = True
+            if piece:
+                entry[1].append(piece)
+                self._chars += len(piece)
 
     @property
     def calls(self) -> list[ToolCall]:
-        return list(self._by_index.values())
+        """The whole calls, their arguments joined."""
+        for call, pieces in self._by_index.values():
+            if pieces:
+                call.arguments += "".join(pieces)
+                pieces.clear()
+        return [call for call, _ in self._by_index.values()]
 
     def __bool__(self) -> bool:
         return bool(self._by_index)
