@@ -91,7 +91,7 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
         stack.push_async_callback(executor.close)
         while (planned := plan.next_step(results)) is not None:
             index = len(results)
-            recorder.step_started(index, planned.load, planned.trial, shown)
+            recorder.step_started(index, planned.load, planned.trial, planned.limits or shown)
             result, outcome = await _step(spec, planned, index, executor, observation, count)
             results.append(result)
             recorder.step_finished(result)
@@ -114,7 +114,7 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: Ste
     """Run one planned step and make its result: summary, the server's account of it, warnings."""
     step = planned.load
     step_start = perf_counter_ns()
-    outcome = await executor.run(step, index, seed=spec.seed_value + index)
+    outcome = await executor.run(step, index, seed=spec.seed_value + index, limits=planned.limits)
     step_end = perf_counter_ns()
     slo = SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms)
     summary = summarize(outcome.records, slo)
@@ -122,8 +122,8 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: Ste
         summary.steady_state = steady_state(outcome.records, step.target_at, level,
                                             step.ramp.duration_s if step.ramp else 0.0, not step.open_loop,
                                             spec.steady_tolerance, slo)
-    if spec.time_slice_s is not None:
-        summary.time_slices = time_slices(outcome.records, spec.time_slice_s, step.target_at, slo)
+    if (width := planned.time_slice_s or spec.time_slice_s) is not None:
+        summary.time_slices = time_slices(outcome.records, width, step.target_at, slo)
     result = StepResult(index, step, summary, outcome.health, outcome.interrupted, outcome.records,
                         trial=planned.trial)
     if observation is not None:
