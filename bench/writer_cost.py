@@ -122,7 +122,7 @@ def sim(tokens: int, concurrency: int, itl_ms: float, requests: int) -> list[dic
         health = step.get("client") or {}
         rows.append({"api": api, "output_tok_s": round(summary["output_throughput_tok_s"]),
                      "failed": summary["requests_failed"],
-                     "sim_cpu_us_per_token": round(cpu / max(1, summary["output_tokens_total"]) * 1e6, 2),
+                     "sim_cpu_us_per_token": round(cpu / max(1, summary["output_tokens"]["total"]) * 1e6, 2),
                      "client": health.get("verdict"), "client_cpu": health.get("cpu_fraction")})
     return rows
 
