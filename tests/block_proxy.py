@@ -1,11 +1,12 @@
 """A buffering reverse proxy, written for the tests of what ``doctor`` says behind one (issue 26).
 
-`BlockProxy` listens on loopback (a thread per connection) and relays each connection to an upstream
-server byte for byte, except the body of an event stream (``text/event-stream``, chunked): that it holds
-and passes on in blocks of ``block`` bytes, as nginx's ``proxy_buffering`` does with its buffers, the
-rest when the stream ends. ``block=None`` holds the whole stream until its end (a proxy that buffers whole
-answers). Other bodies (``Content-Length``) pass through as they come; keep-alive connections work, each
-response found by its head and its length or its chunked end.
+`BlockProxy` listens on loopback (a `tests.raw_sockets.Listener`: a thread per connection) and relays
+each connection to an upstream server byte for byte, except the body of an event stream
+(``text/event-stream``, chunked): that it holds and passes on in blocks of ``block`` bytes, as nginx's
+``proxy_buffering`` does with its buffers, the rest when the stream ends. ``block=None`` holds the whole
+stream until its end (a proxy that buffers whole answers). Other bodies (``Content-Length``) pass through
+as they come; keep-alive connections work, each response found by its head and its length or its
+chunked end.
 """
 
 from __future__ import annotations
@@ -15,36 +16,19 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tests.raw_sockets import Listener, content_length, read_head
+
 __all__ = ["BlockProxy", "block_proxy"]
 
-class BlockProxy:
+class BlockProxy(Listener):
     """A proxy to ``upstream`` (``host:port``) on a free loopback port; ``url`` is its root."""
 
     def __init__(self, upstream: tuple[str, int], block: int | None) -> None:
+        super().__init__()
         self.upstream, self.block = upstream, block
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self._sock.settimeout(0.2)
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self.url = f"http://{self.netloc}"
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._sock.close()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
-    def _serve(self, client: socket.socket) -> None:
+    def serve(self, client: socket.socket) -> None:
         upstream = socket.create_connection(self.upstream, timeout=60)
         client.settimeout(60)
 
@@ -69,19 +53,16 @@ class BlockProxy:
     def _responses(self, upstream: socket.socket, client: socket.socket) -> None:
         pending = b""
         while True:
-            while b"\r\n\r\n" not in pending:
-                data = upstream.recv(65536)
-                if not data:
-                    return
-                pending += data
-            head, _, pending = pending.partition(b"\r\n\r\n")
+            response = read_head(upstream, pending)
+            if response is None:
+                return
+            head, pending = response
             lower = head.lower()
             client.sendall(head + b"\r\n\r\n")
             if b"transfer-encoding: chunked" in lower:
                 pending = self._chunked(upstream, client, pending, b"text/event-stream" in lower)
             else:
-                length = next((int(line.split(b":", 1)[1]) for line in lower.split(b"\r\n")
-                               if line.startswith(b"content-length:")), 0)
+                length = content_length(head)
                 while len(pending) < length:
                     data = upstream.recv(65536)
                     if not data:

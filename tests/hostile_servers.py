@@ -1,9 +1,10 @@
 """Hostile HTTP servers, written for the tests of bounded time and memory (issue 22).
 
-`HostileServer` is a raw-socket server on loopback (a thread per connection) whose answer to each
-request is chosen by path (`answers`: the longest matching path prefix wins; anything else gets an
-empty 404). The answers misbehave the way a broken or malicious server does, each until the client
-hangs up or the server is stopped, and never faster than a loopback socket allows:
+`HostileServer` is a raw-socket server on loopback (a `tests.raw_sockets.Listener`: a thread per
+connection) whose answer to each request is chosen by path (`answers`: the longest matching path
+prefix wins; anything else gets an empty 404). The answers misbehave the way a broken or malicious
+server does, each until the client hangs up or the server is stopped, and never faster than a
+loopback socket allows:
 
 - `undelimited_event`: a 200 SSE stream whose one event never ends (no blank line, ever);
 - `ignores_max_tokens`: a 200 SSE stream of valid content events forever, never ``[DONE]``;
@@ -23,6 +24,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+from tests.raw_sockets import Listener, content_length, read_body, read_head
 
 __all__ = ["Answer", "HostileServer", "big_event", "big_events_then_paced", "endless_body", "hostile",
            "ignores_max_tokens", "json_answer", "silent", "trickle", "undelimited_event"]
@@ -111,59 +114,31 @@ def silent(conn: socket.socket, stop: threading.Event) -> None:
     stop.wait(120)
 
 
-class HostileServer:
+class HostileServer(Listener):
     """Answers each request by the longest matching path prefix in ``answers`` (404 for the rest)."""
 
     def __init__(self, answers: dict[str, Answer]) -> None:
+        super().__init__()
         self.answers = answers
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.root = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.root = f"http://{self.netloc}"
         self.url = self.root + "/v1"
         self.requests: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.sock.close()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
         try:
-            buffer = b""
-            while b"\r\n\r\n" not in buffer:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                buffer += data
-            head, _, rest = buffer.partition(b"\r\n\r\n")
-            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
-            while len(rest) < length:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                rest += data
+            request = read_head(conn)
+            if request is None:
+                return
+            head, rest = request
+            if read_body(conn, rest, content_length(head)) is None:
+                return
             method, path = head.split(b" ", 2)[:2]
             self.requests.append(f"{method.decode()} {path.decode()}")
             matches = [prefix for prefix in self.answers if path.decode().startswith(prefix)]
             if not matches:
                 conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                 return
-            self.answers[max(matches, key=len)](conn, self._stop)
+            self.answers[max(matches, key=len)](conn, self.stopped)
         except OSError:  # the client hung up on us: what these tests want
             return
         finally:

@@ -9,7 +9,7 @@
   the tests that use it say so.
 
 Both serve real TCP sockets on loopback in threads of the test process and record the request
-heads they received.
+heads they received (`RawServer` is a `tests.raw_sockets.Listener`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.raw_sockets import Listener, content_length, read_body, read_head
 
 __all__ = ["RawServer", "Script", "StdlibStreamServer", "openai_sse", "post_stream", "running"]
 
@@ -98,61 +100,32 @@ Script = Callable[[socket.socket], None]
 """Writes one scripted answer on a connection (it may close it, or leave it to the server)."""
 
 
-class RawServer:
+class RawServer(Listener):
     """Answers every POST with ``script``; GETs get an empty 404. Records the request heads."""
 
     def __init__(self, script: Script, host: str = "127.0.0.1", close_after: bool = True,
                  tls: ssl.SSLContext | None = None) -> None:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        netloc = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
-        self.url = f"{'https' if tls else 'http'}://{netloc}/v1"
+        super().__init__(host)
+        self.url = f"{'https' if tls else 'http'}://{self.netloc}/v1"
         self.tls = tls
         self.script = script
         self.close_after = close_after
         self.heads: list[bytes] = []
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self.sock.close()
-
-    def _accept(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
         buffer = b""
         try:
             if self.tls is not None:
                 conn = self.tls.wrap_socket(conn, server_side=True)
             while True:
-                while b"\r\n\r\n" not in buffer:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buffer += data
-                head, _, buffer = buffer.partition(b"\r\n\r\n")
-                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
-                while len(buffer) < length:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buffer += data
-                buffer = buffer[length:]
+                request = read_head(conn, buffer)
+                if request is None:
+                    return
+                head, rest = request
+                body = read_body(conn, rest, content_length(head))
+                if body is None:
+                    return
+                buffer = body[1]
                 if head.startswith(b"GET"):
                     conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                     continue

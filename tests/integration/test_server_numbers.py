@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 from tests.conftest import run_cli
 from tests.helpers import bench
 from tests.http_servers import RawServer, Script, running
+from tests.raw_sockets import Listener, content_length, read_body, read_head
 from tokometer.metrics import request as m
 
 WORDS = ("alpha", " beta", " gamma", " delta")
@@ -205,50 +205,28 @@ def test_html_page_on_the_api_path_is_not_an_api_answer() -> None:
         assert "not an API answer" in detail and "Welcome to nginx!" in detail
 
 
-class _SlowAcceptServer:
+class _SlowAcceptServer(Listener):
     """A hostile server written for this test: its accept queue holds one connection (``listen(0)``) and it
     accepts one every 0.3 s, so a burst of new connections overflows it and the kernel drops their SYNs: the
     client retries each after 1 s, as against a server whose accept queue is full. Each accepted connection
     gets one streamed answer and is closed."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(0)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
+        super().__init__(backlog=0, accept_every_s=0.3)
+        self.url = f"http://{self.netloc}/v1"
 
     def __enter__(self) -> str:
-        self._thread.start()
+        self.start()
         return self.url
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self.sock.close()
+        self.stop()
 
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-            time.sleep(0.3)
-
-    def _serve(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
         with conn:
-            buffer = b""
-            while b"\r\n\r\n" not in buffer:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                buffer += data
-            head, _, rest = buffer.partition(b"\r\n\r\n")
-            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
-            while len(rest) < length:
-                rest += conn.recv(65536)
+            request = read_head(conn)
+            if request is None or read_body(conn, request[1], content_length(request[0])) is None:
+                return
             body = b"".join(_chat({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}))
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n"
                          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))

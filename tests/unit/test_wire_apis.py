@@ -10,7 +10,8 @@ from tokometer.client.assemble import assemble
 from tokometer.datasets.base import Message, Prompt
 from tokometer.records import RequestRecord
 from tokometer.sim.protocols import PROTOCOLS, count_words
-from tokometer.wire.anthropic import ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS, error_type
+from tokometer.wire.anthropic import ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS
+from tokometer.wire.anthropic_writer import error_type
 from tokometer.wire.apis import create_backend
 from tokometer.wire.base import GenerationParams
 from tokometer.wire.framing import iter_payloads

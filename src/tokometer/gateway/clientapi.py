@@ -6,7 +6,8 @@ gateway every request is an OpenAI chat (or completions) request: a Messages or 
 translated on the way in (`tokometer.wire.anthropic_request`, `tokometer.wire.responses_request`),
 so that the prompt check, the cache, the budgets, the router (retries, fallback, hedging) and the
 relay (resume, continuation) work on one shape, and the answer is written back in the client's own
-protocol by its `tokometer.wire.stream_writer.StreamWriter`. Errors the gateway answers itself are
+protocol by its `tokometer.wire.stream_writer.StreamWriter` (the Messages and Responses writers are the
+ones the simulator writes its own streams with). Errors the gateway answers itself are
 written in the client's error shape (`error_body`): OpenAI's ``{"error": {...}}`` for chat,
 completions and Responses clients, ``{"type": "error", "error": {...}}`` for Anthropic's.
 """
@@ -15,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from tokometer.wire.anthropic import anthropic_error_body, error_type
 from tokometer.wire.anthropic_request import chat_request_from_anthropic
-from tokometer.wire.anthropic_writer import AnthropicStreamWriter
+from tokometer.wire.anthropic_writer import AnthropicStreamWriter, anthropic_error_body, error_type
 from tokometer.wire.openai_chunks import ChunkWriter
 from tokometer.wire.responses_request import chat_request_from_responses
 from tokometer.wire.responses_writer import ResponsesStreamWriter

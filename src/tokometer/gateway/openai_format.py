@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokometer.wire.chat_tools import ToolCalls
+from tokometer.wire.pieces import TextPieces
 from tokometer.wire.stream_writer import StreamWriter
 
 __all__ = ["MAX_KEPT_CHARS", "Answer", "replay", "whole"]
@@ -25,9 +26,7 @@ cache, a resume or continuation, and a non-streamed answer. Past it the answer s
 class Answer:
     """What an answer amounted to: collected while relaying, or read from the cache.
 
-    Text arrives an event at a time; it is kept as pieces, joined a few hundred at a time and once more
-    when read. (Appending to one string copies the answer so far at every event: 26 s of CPU for 200,000
-    events measured here; a piece per event costs ~60 bytes of object header each.)"""
+    Text arrives an event at a time; it is kept as `tokometer.wire.pieces.TextPieces`."""
 
     __slots__ = ("_reasoning", "_text", "completion_tokens", "content_events", "cut", "finish_reason",
                  "has_tool_calls", "keep", "kept", "model", "prompt_tokens", "segment_completion_tokens",
@@ -35,8 +34,8 @@ class Answer:
 
     def __init__(self, text: str = "", reasoning: str = "", finish_reason: str | None = None,
                  prompt_tokens: int | None = None, completion_tokens: int | None = None, model: str = "") -> None:
-        self._text = _Pieces(text)
-        self._reasoning = _Pieces(reasoning)
+        self._text = TextPieces(text)
+        self._reasoning = TextPieces(reasoning)
         self.kept = len(text) + len(reasoning)
         self.cut = False
         """Past MAX_KEPT_CHARS: the text kept is not the whole answer."""
@@ -75,35 +74,6 @@ class Answer:
     @property
     def reasoning(self) -> str:
         return self._reasoning.text()
-
-
-_JOIN_EVERY = 256
-
-
-class _Pieces:
-    """Text gathered a piece at a time: joined every _JOIN_EVERY pieces, and all together when read
-    (each character is copied twice)."""
-
-    __slots__ = ("chunks", "pending")
-
-    def __init__(self, text: str) -> None:
-        self.chunks: list[str] = [text] if text else []
-        self.pending: list[str] = []
-
-    def append(self, piece: str) -> None:
-        pending = self.pending
-        pending.append(piece)
-        if len(pending) >= _JOIN_EVERY:
-            self.chunks.append("".join(pending))
-            pending.clear()
-
-    def text(self) -> str:
-        if self.pending:
-            self.chunks.append("".join(self.pending))
-            self.pending.clear()
-        if len(self.chunks) > 1:
-            self.chunks[:] = ["".join(self.chunks)]
-        return self.chunks[0] if self.chunks else ""
 
 
 def replay(writer: StreamWriter, answer: Answer) -> list[bytes]:

@@ -8,11 +8,11 @@ Anthropic Messages ``/v1/messages`` (named SSE events, as the two APIs document 
 
 from __future__ import annotations
 
-from tokometer.wire.anthropic import AnthropicMessagesServer
+from tokometer.wire.anthropic_server import AnthropicMessagesServer
 from tokometer.wire.llamacpp import LlamaCppServer
 from tokometer.wire.ollama import OllamaChatServer
 from tokometer.wire.openai import OpenAIChatServer, OpenAICompletionsServer
-from tokometer.wire.openai_responses import OpenAIResponsesServer
+from tokometer.wire.responses_server import OpenAIResponsesServer
 from tokometer.wire.server_protocol import RequestInfo, ServerProtocol, StreamTiming
 from tokometer.wire.tgi import TgiServer
 

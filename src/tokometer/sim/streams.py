@@ -184,7 +184,7 @@ class _Stream:
                 error = self.proto.error_body(500, "simulated engine failure", "server_error")
                 self._failed = (500, orjson.dumps(error))
                 return True
-            await self._write(self.proto.error_event("simulated engine failure"))
+            await self._write(self.proto.error_event(self.info, "simulated engine failure"))
             return True
         await self.write_malformed()
         return False

@@ -2,11 +2,13 @@
 
 Client side (what `tokometer bench` and the gateway's upstream calls send and read): a `Backend`
 per protocol builds the request and parses each event (`base`, `openai`, `ollama`, `tgi`,
-`llamacpp`, with llama.cpp's `timings`). Server side: OpenAI chunk rendering (`openai_chunks.ChunkWriter`,
-used by the simulator and by the gateway for translated streams); the gateway's client-side writers of
-one answer in each protocol (`stream_writer`, `anthropic_writer`, `responses_writer`), the translations
-of a Messages or Responses request into a chat request (`anthropic_request`, `responses_request`) and
-chat tool-call deltas (`chat_tools`). Shared by both: one event
+`llamacpp`, `anthropic`, `openai_responses`, with llama.cpp's `timings`). Server side: one writer of an
+answer per protocol, used by the simulator and by the gateway alike: OpenAI chunks
+(`openai_chunks.ChunkWriter`, under `stream_writer`), Anthropic Messages events (`anthropic_writer`),
+Responses API events (`responses_writer`); the simulator's endpoints over them (`server_protocol`, and
+`anthropic_server`, `responses_server`); the translations of a Messages or Responses request into a chat
+request (`anthropic_request`, `responses_request`) and chat tool-call deltas (`chat_tools`). Shared by
+both: one event
 splitter for SSE and NDJSON (`framing`); reasoning inline between ``<think>`` tags (`reasoning`);
 the reading of a chat message's text is the leaf module `tokometer.messages` (the tokenizers use it
 too).

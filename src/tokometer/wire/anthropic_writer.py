@@ -1,15 +1,20 @@
-"""One answer written as Anthropic's Messages API streams it (the gateway's side of an Anthropic client).
+"""One answer written as Anthropic's Messages API streams it: the server side, for the simulator and the gateway.
 
-The events, in the order `tokometer.wire.anthropic` reads them: ``message_start`` (the message with
-empty ``content`` and ``usage.input_tokens``), then per content block ``content_block_start``,
-``content_block_delta``s and ``content_block_stop``: reasoning in a ``thinking`` block
-(``thinking_delta``), the answer in a ``text`` block (``text_delta``), each tool call in a
-``tool_use`` block (``id``, ``name``, ``input: {}``, then ``input_json_delta`` with
-``partial_json``); a new kind of content closes the open block and opens the next, with the next
-``index``. Then ``message_delta`` (``stop_reason``: ``end_turn``, ``max_tokens`` or ``tool_use``;
-``usage`` with ``input_tokens`` and the ``output_tokens``) and ``message_stop``. An error inside the
-stream is an ``error`` event (``{"type": "error", "error": {"type": "api_error", "message": ...}}``)
-and ends it.
+The one home of the Messages API's server-side shapes: the simulator's ``/v1/messages``
+(`tokometer.wire.anthropic_server`) and the gateway's Anthropic clients
+(`tokometer.gateway.clientapi`) write every event through `AnthropicStreamWriter`, so the two cannot
+drift apart. The events, in the order `tokometer.wire.anthropic` reads them: ``message_start`` (the
+message with empty ``content`` and ``usage.input_tokens``: the prompt tokens not read from the cache,
+with ``cache_read_input_tokens`` where some were), a ``ping`` as the API sends one, then per content
+block ``content_block_start``, ``content_block_delta``s and ``content_block_stop``: reasoning in a
+``thinking`` block (``thinking_delta``, closed by a ``signature_delta``), the answer in a ``text`` block
+(``text_delta``), each tool call in a ``tool_use`` block (``id``, ``name``, ``input: {}``, then
+``input_json_delta`` with ``partial_json``); a new kind of content closes the open block and opens the
+next, with the next ``index``. Then ``message_delta`` (``stop_reason``: ``end_turn``, ``max_tokens`` or
+``tool_use``; ``usage`` with ``input_tokens``, ``cache_read_input_tokens`` where known, and the
+``output_tokens``) and ``message_stop``. An error inside the stream is an ``error`` event
+(``{"type": "error", "error": {"type": "api_error", "message": ...}}``) and ends it; an HTTP error's
+body is the same object (`anthropic_error_body`, its ``type`` by status from `error_type`).
 """
 
 from __future__ import annotations
@@ -17,10 +22,32 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tokometer.wire.anthropic import anthropic_error_body, anthropic_event
+import orjson
+
 from tokometer.wire.chat_tools import ToolCall, ToolCallDelta, arguments_object
 
-__all__ = ["AnthropicStreamWriter", "stop_reason"]
+__all__ = ["AnthropicStreamWriter", "anthropic_error_body", "anthropic_event", "error_type", "stop_reason"]
+
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
+                403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+                429: "rate_limit_error", 504: "timeout_error", 529: "overloaded_error"}
+
+_PING = b'event: ping\ndata: {"type":"ping"}\n\n'
+
+
+def error_type(status: int) -> str:
+    """Anthropic's ``error.type`` for an HTTP status (``api_error`` for other server errors)."""
+    return _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+
+
+def anthropic_error_body(error_kind: str, message: str) -> dict[str, Any]:
+    """``{"type": "error", "error": {...}}`` as Anthropic sends it, in a body or an ``error`` event."""
+    return {"type": "error", "error": {"type": error_kind, "message": message}}
+
+
+def anthropic_event(payload: dict[str, Any]) -> bytes:
+    """One streamed event: ``event: TYPE`` and the JSON ``data`` line."""
+    return b"event: " + str(payload["type"]).encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
 def stop_reason(finish_reason: str, tools: bool) -> str:
@@ -30,16 +57,31 @@ def stop_reason(finish_reason: str, tools: bool) -> str:
     return "tool_use" if tools else "end_turn"
 
 
+def _usage(prompt_tokens: int, output_tokens: int, cached_tokens: int | None) -> dict[str, Any]:
+    """Anthropic counts the prompt as its fresh and cache-read parts."""
+    usage: dict[str, Any] = {"input_tokens": prompt_tokens - (cached_tokens or 0), "output_tokens": output_tokens}
+    if cached_tokens is not None:
+        usage["cache_read_input_tokens"] = cached_tokens
+    return usage
+
+
 class AnthropicStreamWriter:
-    """Renders one answer's Messages API events (a `tokometer.wire.stream_writer.StreamWriter`)."""
+    """Renders one answer's Messages API events (a `tokometer.wire.stream_writer.StreamWriter`).
 
-    __slots__ = ("_block", "_index", "_tool_blocks", "errored", "id", "model", "prompt_tokens", "started", "tools")
+    ``prompt_tokens`` and ``cached_tokens`` go in ``message_start``'s usage (the gateway's own count, and no
+    cache count: the upstream's come at the end; the simulator's are the truth); ``signature`` closes a
+    thinking block (the gateway has none to give)."""
 
-    def __init__(self, model: str, prompt_tokens: int | None = None, ident: str | None = None) -> None:
+    __slots__ = ("_block", "_index", "_tool_blocks", "cached_tokens", "errored", "id", "model", "prompt_tokens",
+                 "signature", "started", "tools")
+
+    def __init__(self, model: str, prompt_tokens: int | None = None, ident: str | None = None,
+                 cached_tokens: int | None = None, signature: str = "") -> None:
         self.model = model
         self.id = ident or f"msg_{uuid.uuid4().hex[:24]}"
         self.prompt_tokens = prompt_tokens
-        """``message_start``'s ``usage.input_tokens`` (the gateway's count; the upstream's comes at the end)."""
+        self.cached_tokens = cached_tokens
+        self.signature = signature
         self.started = False
         self.errored = False
         self.tools = False
@@ -54,16 +96,16 @@ class AnthropicStreamWriter:
         message: dict[str, Any] = {
             "id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
             "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": self.prompt_tokens or 0, "output_tokens": 0}}
-        return anthropic_event({"type": "message_start", "message": message})
+            "usage": _usage(self.prompt_tokens or 0, 1, self.cached_tokens)}  # output_tokens: a placeholder
+        return anthropic_event({"type": "message_start", "message": message}) + _PING
 
     def _close(self) -> bytes:
         if self._block is None:
             return b""
         out = b""
-        if self._block == "thinking":  # a thinking block ends with its signature; the gateway has none to give
+        if self._block == "thinking":  # a thinking block ends with its signature
             out = anthropic_event({"type": "content_block_delta", "index": self._index,
-                                   "delta": {"type": "signature_delta", "signature": ""}})
+                                   "delta": {"type": "signature_delta", "signature": self.signature}})
         self._block = None
         return out + anthropic_event({"type": "content_block_stop", "index": self._index})
 
@@ -105,10 +147,8 @@ class AnthropicStreamWriter:
                reasoning_tokens: int | None = None, cached_tokens: int | None = None) -> bytes:
         out = self._start() + self._close()
         delta = {"stop_reason": stop_reason(finish_reason, self.tools), "stop_sequence": None}
-        usage = {"input_tokens": prompt_tokens - (cached_tokens or 0), "output_tokens": completion_tokens}
-        if cached_tokens is not None:  # Anthropic counts the prompt as its fresh and cache-read parts
-            usage["cache_read_input_tokens"] = cached_tokens
-        out += anthropic_event({"type": "message_delta", "delta": delta, "usage": usage})
+        out += anthropic_event({"type": "message_delta", "delta": delta,
+                                "usage": _usage(prompt_tokens, completion_tokens, cached_tokens)})
         return out + anthropic_event({"type": "message_stop"})
 
     def error(self, message: str) -> bytes:
@@ -119,14 +159,15 @@ class AnthropicStreamWriter:
         return b"" if self.errored else self.error(message)
 
     def whole(self, text: str, reasoning: str, tool_calls: list[ToolCall], finish_reason: str,
-              prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+              prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> dict[str, Any]:
+        """The body of a non-streamed answer (``cached_tokens``: where the server knows them)."""
         content: list[dict[str, Any]] = []
         if reasoning:
-            content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
+            content.append({"type": "thinking", "thinking": reasoning, "signature": self.signature})
         if text or not tool_calls:
             content.append({"type": "text", "text": text})
         content += [{"type": "tool_use", "id": call.id, "name": call.name, "input": arguments_object(call.arguments)}
                     for call in tool_calls]
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
                 "stop_reason": stop_reason(finish_reason, bool(tool_calls)), "stop_sequence": None,
-                "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens}}
+                "usage": _usage(prompt_tokens, completion_tokens, cached_tokens)}

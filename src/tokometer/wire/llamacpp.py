@@ -137,7 +137,7 @@ class LlamaCppServer(ServerProtocol):
         }
         return payload
 
-    def error_event(self, message: str) -> bytes:
+    def error_event(self, info: RequestInfo, message: str) -> bytes:
         return b"data: " + orjson.dumps({"error": {"code": 500, "message": message, "type": "server_error"}}) + b"\n\n"
 
     def error_body(self, status: int, message: str, kind: str) -> dict[str, Any]:

@@ -132,7 +132,7 @@ class OllamaChatServer(ServerProtocol):
             eval_duration=int(timing.decode_ms * 1e6),
         )
 
-    def error_event(self, message: str) -> bytes:
+    def error_event(self, info: RequestInfo, message: str) -> bytes:
         return orjson.dumps({"error": message}) + b"\n"
 
     def malformed(self) -> bytes:

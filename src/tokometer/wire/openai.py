@@ -205,9 +205,10 @@ class _OpenAIServer(ServerProtocol):
         )
 
     def _writer(self, info: RequestInfo) -> ChunkWriter:
-        if info.writer is None:
-            info.writer = ChunkWriter(self.chat, info.model, info.id, info.created, info.reasoning_field)
-        return info.writer
+        writer = info.writer
+        if not isinstance(writer, ChunkWriter):
+            writer = info.writer = ChunkWriter(self.chat, info.model, info.id, info.created, info.reasoning_field)
+        return writer
 
     def start(self, info: RequestInfo) -> bytes:
         return self._writer(info).role()
@@ -248,7 +249,7 @@ class _OpenAIServer(ServerProtocol):
             body["usage"]["prompt_tokens_details"] = {"image_tokens": info.image_tokens}
         return body
 
-    def error_event(self, message: str) -> bytes:
+    def error_event(self, info: RequestInfo, message: str) -> bytes:
         return error_event(message, "server_error", 500)
 
 

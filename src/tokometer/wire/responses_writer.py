@@ -1,7 +1,10 @@
-"""One answer written as OpenAI's Responses API streams it (the gateway's side of a Responses client).
+"""One answer written as OpenAI's Responses API streams it: the server side, for the simulator and the gateway.
 
-The events, each with a ``sequence_number`` one above the last: ``response.created`` and
-``response.in_progress`` (the response, ``status: in_progress``); per output item
+The one home of the Responses API's server-side shapes: the simulator's ``/v1/responses``
+(`tokometer.wire.responses_server`) and the gateway's Responses clients (`tokometer.gateway.clientapi`)
+write every event through `ResponsesStreamWriter`. The events, each with a ``sequence_number`` one above
+the last: ``response.created`` and ``response.in_progress`` (the response, ``status: in_progress``); per
+output item
 ``response.output_item.added``, its deltas and its ``*.done`` events, then
 ``response.output_item.done``: reasoning in a ``reasoning`` item (``response.reasoning_text.delta``,
 as vLLM sends it), the answer in a ``message`` item (``response.content_part.added``,
@@ -9,9 +12,10 @@ as vLLM sends it), the answer in a ``message`` item (``response.content_part.add
 tool call in a ``function_call`` item (``call_id``, ``name``; ``response.function_call_arguments.delta``
 and ``.done``). The end is ``response.completed`` (``response.incomplete`` with
 ``incomplete_details.reason: max_output_tokens`` for a ``length`` finish) carrying the whole response:
-its ``output`` items and ``usage`` (``input_tokens``, ``output_tokens``, ``total_tokens``). An error
-inside the stream is an ``error`` event (``code``, ``message``). The ``*.done`` events and the final
-response repeat each item's text, so the writer keeps it (the gateway relays, it does not store).
+its ``output`` items and ``usage`` (``input_tokens``, ``output_tokens``, ``total_tokens``;
+``input_tokens_details.cached_tokens`` and ``output_tokens_details.reasoning_tokens`` where known). An
+error inside the stream is an ``error`` event (``code``, ``message``). The ``*.done`` events and the final
+response repeat each item's text, so the writer keeps it (as `tokometer.wire.pieces.TextPieces`).
 """
 
 from __future__ import annotations
@@ -20,10 +24,17 @@ import time
 import uuid
 from typing import Any
 
-from tokometer.wire.chat_tools import ToolCall, ToolCallDelta
-from tokometer.wire.openai_responses import responses_event
+import orjson
 
-__all__ = ["ResponsesStreamWriter"]
+from tokometer.wire.chat_tools import ToolCall, ToolCallDelta
+from tokometer.wire.pieces import TextPieces
+
+__all__ = ["ResponsesStreamWriter", "responses_event"]
+
+
+def responses_event(payload: dict[str, Any]) -> bytes:
+    """One streamed event as the API writes it: ``event: TYPE`` and the JSON ``data`` line."""
+    return b"event: " + str(payload["type"]).encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
 class _Item:
@@ -34,12 +45,10 @@ class _Item:
         self.id = ident
         self.name = name
         self.call_id = call_id
-        self.parts: list[str] = []
+        self.parts = TextPieces()
 
     def text(self) -> str:
-        if len(self.parts) > 1:
-            self.parts[:] = ["".join(self.parts)]
-        return self.parts[0] if self.parts else ""
+        return self.parts.text()
 
     def done(self) -> dict[str, Any]:
         """The item as ``response.output_item.done`` and the final response carry it."""
@@ -195,7 +204,9 @@ class ResponsesStreamWriter:
         return b"" if self.errored else self.error(message)
 
     def whole(self, text: str, reasoning: str, tool_calls: list[ToolCall], finish_reason: str,
-              prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+              prompt_tokens: int, completion_tokens: int, reasoning_tokens: int | None = None,
+              cached_tokens: int | None = None) -> dict[str, Any]:
+        """The body of a non-streamed answer (``reasoning_tokens``, ``cached_tokens``: where the server knows)."""
         if reasoning:
             self._items.append(_Item("reasoning", self._new_id("rs")))
             self._items[-1].parts.append(reasoning)
@@ -206,4 +217,4 @@ class ResponsesStreamWriter:
             self._items.append(_Item("function_call", self._new_id("fc"), call.name, call.id))
             self._items[-1].parts.append(call.arguments)
         return self._response("incomplete" if finish_reason == "length" else "completed",
-                              self._usage(prompt_tokens, completion_tokens))
+                              self._usage(prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens))

@@ -3,7 +3,11 @@
 A `ServerProtocol` turns "these tokens are ready now" into the exact bytes the real engine sends.
 Each protocol's implementation lives in its wire module beside the client side it answers
 (`openai.OpenAIChatServer`, `ollama.OllamaChatServer`, `tgi.TgiServer`, `llamacpp.LlamaCppServer`),
-so that what a client parses and what a server writes are written down once, together.
+so that what a client parses and what a server writes are written down once, together. Where the
+gateway writes the same protocol to its clients, both write through one writer of an answer: OpenAI's
+`openai_chunks.ChunkWriter`, Anthropic's `anthropic_writer.AnthropicStreamWriter` (the simulator's
+side: `anthropic_server.AnthropicMessagesServer`), the Responses API's
+`responses_writer.ResponsesStreamWriter` (`responses_server.OpenAIResponsesServer`).
 ``count`` is the server's tokenizer (the simulator's: one word, one token).
 """
 
@@ -15,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tokometer.messages import message_text
-from tokometer.wire.openai_chunks import ChunkWriter
 
 __all__ = ["Count", "RequestInfo", "ServerProtocol", "StreamTiming", "no_field", "opt_int", "prompt_tokens",
            "stream_field"]
@@ -39,8 +42,9 @@ class RequestInfo:
     sent_stream_options: bool = False
     id: str = ""
     created: int = 0
-    writer: ChunkWriter | None = None
-    """The OpenAI chunk renderer of this answer, made once (OpenAI protocols only)."""
+    writer: object | None = None
+    """The writer of this answer's events, made once by its protocol (OpenAI's `ChunkWriter`, Anthropic's and
+    the Responses API's stream writers; protocols whose events carry no state have none)."""
     reasoning_field: str = "reasoning_content"
     """OpenAI chat: the delta field reasoning text goes in (``reasoning_content`` or ``reasoning``)."""
     reasoning_tokens: int | None = None
@@ -112,7 +116,7 @@ class ServerProtocol(ABC):
         raise NotImplementedError(f"{self.path} always streams")
 
     @abstractmethod
-    def error_event(self, message: str) -> bytes:
+    def error_event(self, info: RequestInfo, message: str) -> bytes:
         """An error reported inside an already started stream."""
 
     def malformed(self) -> bytes:

@@ -124,7 +124,7 @@ class TgiServer(ServerProtocol):
                    "details": self._details(info, finish, completion_tokens), "top_tokens": None}
         return b"data:" + orjson.dumps(payload) + b"\n\n"
 
-    def error_event(self, message: str) -> bytes:
+    def error_event(self, info: RequestInfo, message: str) -> bytes:
         return b"data:" + orjson.dumps({"error": message, "error_type": "generation"}) + b"\n\n"
 
     def error_body(self, status: int, message: str, kind: str) -> dict[str, Any]:
