@@ -33,7 +33,7 @@ from tokometer.load.runner import StepLimits, StepOutcome
 from tokometer.load.share import WorkerSetup
 from tokometer.metrics import SLO, summarize
 from tokometer.metrics.textcheck import check_text
-from tokometer.metrics.window import steady_state, time_slices
+from tokometer.metrics.window import step_windows
 from tokometer.store.store import ResultStore, now_iso
 from tokometer.wire.base import GenerationParams
 
@@ -118,12 +118,8 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: Ste
     step_end = perf_counter_ns()
     slo = SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms)
     summary = summarize(outcome.records, slo)
-    if (level := step.target) is not None and not step.sessions:
-        summary.steady_state = steady_state(outcome.records, step.target_at, level,
-                                            step.ramp.duration_s if step.ramp else 0.0, not step.open_loop,
-                                            spec.steady_tolerance, slo)
-    if spec.time_slice_s is not None:
-        summary.time_slices = time_slices(outcome.records, spec.time_slice_s, step.target_at, slo)
+    summary.steady_state, summary.time_slices = step_windows(outcome.records, step, spec.steady_tolerance,
+                                                             spec.time_slice_s, slo)
     result = StepResult(index, step, summary, outcome.health, outcome.interrupted, outcome.records,
                         trial=planned.trial)
     if observation is not None:
