@@ -550,8 +550,9 @@ def unlike_fields(base: StoredRun, new: StoredRun) -> list[str]:
 
 
 def run_gpus(run: StoredRun) -> tuple[int | None, str]:
-    """How many GPUs served ``run`` and how that is known (`tokometer.metrics.pareto.gpu_count`)."""
-    return pareto.gpu_count(run.engine.to_json() if run.engine else None)
+    """How many GPUs served ``run`` and how that is known (`tokometer.metrics.pareto.gpu_count`): its spec's
+    ``gpus`` (``bench --gpus``) first, then the engine saved with it."""
+    return pareto.gpu_count(run.engine.to_json() if run.engine else None, run.spec.get("gpus"))
 
 
 def front_loads(run: StoredRun, records: Sequence[RequestRecord], name: str | None = None) -> pareto.RunLoads:

@@ -32,6 +32,7 @@ from tokometer.load.cluster import RayLoad
 from tokometer.load.runner import StepLimits, StepOutcome
 from tokometer.load.share import WorkerSetup
 from tokometer.metrics import SLO, summarize
+from tokometer.metrics.pareto import gpu_count
 from tokometer.metrics.textcheck import check_text
 from tokometer.metrics.window import step_windows
 from tokometer.store.store import ResultStore, now_iso
@@ -83,6 +84,7 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
     status = "completed"
     count = prepared.tokenizer.count if prepared.local_tokenizer and prepared.tokenizer else None
     observation = await asyncio.to_thread(RunObservation.start, spec, warnings)
+    gpus, _ = gpu_count(engine, spec.gpus)
     async with contextlib.AsyncExitStack() as stack:
         if observation is not None:
             stack.callback(observation.stop)
@@ -92,7 +94,7 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
         while (planned := plan.next_step(results)) is not None:
             index = len(results)
             recorder.step_started(index, planned.load, planned.trial, shown)
-            result, outcome = await _step(spec, planned, index, executor, observation, count)
+            result, outcome = await _step(spec, planned, index, executor, observation, count, gpus)
             results.append(result)
             recorder.step_finished(result)
             if problem := outcome.failure or (engine_check() if engine_check else None):
@@ -110,7 +112,7 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
 
 async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: StepExecutor,
                 observation: RunObservation | None,
-                count: Callable[[str], int] | None) -> tuple[StepResult, StepOutcome]:
+                count: Callable[[str], int] | None, gpus: int | None = None) -> tuple[StepResult, StepOutcome]:
     """Run one planned step and make its result: summary, the server's account of it, warnings."""
     step = planned.load
     step_start = perf_counter_ns()
@@ -120,6 +122,8 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: Ste
     summary = summarize(outcome.records, slo)
     summary.steady_state, summary.time_slices = step_windows(outcome.records, step, spec.steady_tolerance,
                                                              spec.time_slice_s, slo)
+    if gpus:
+        summary.output_throughput_per_gpu_tok_s = summary.output_throughput_tok_s / gpus
     result = StepResult(index, step, summary, outcome.health, outcome.interrupted, outcome.records,
                         trial=planned.trial)
     if observation is not None:

@@ -6,7 +6,8 @@ longer exists on this host was killed (SIGKILL, a crash, a power cut): its statu
 ``aborted`` and every step left without a summary is summarised from the requests stored before
 the end, marked interrupted: the same summary as ``bench`` gives, its steady state and time slices
 (`tokometer.metrics.window.step_windows`, from the step's saved load and the run's ``--time-slice`` and
-``--steady-tolerance``) included. Runs of other hosts are left alone: their processes cannot be seen.
+``--steady-tolerance``) and the throughput per GPU (``--gpus``, or the engine saved with the run)
+included. Runs of other hosts are left alone: their processes cannot be seen.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from sqlalchemy.engine import Connection
 
 from tokometer.load.profiles import LoadStep
 from tokometer.metrics import SLO, summarize
+from tokometer.metrics.pareto import gpu_count
 from tokometer.metrics.window import step_windows
 from tokometer.store.rows import row_record
 from tokometer.store.runs import load_of
@@ -76,8 +78,9 @@ def abort_runs(engine: Engine, run_ids: list[int]) -> list[int]:
 
 
 def _summarise_unfinished(conn: Connection, run_id: int) -> None:
-    spec = conn.execute(select(runs.c.spec).where(runs.c.id == run_id)).scalar_one()
+    spec, engine = conn.execute(select(runs.c.spec, runs.c.engine).where(runs.c.id == run_id)).one()
     spec = spec if isinstance(spec, dict) else {}
+    gpus, _ = gpu_count(engine if isinstance(engine, dict) else None, spec.get("gpus"))
     slo = SLO(spec.get("slo_ttft_ms"), spec.get("slo_tpot_ms"), spec.get("slo_e2e_ms"))
     have = {c["name"] for c in inspect(conn).get_columns("requests")}  # a store a reader may not migrate
     columns = [c for c in requests.c if c.name in have]
@@ -92,6 +95,8 @@ def _summarise_unfinished(conn: Connection, run_id: int) -> None:
         if load is not None:
             summary.steady_state, summary.time_slices = step_windows(
                 records, load, float(spec.get("steady_tolerance") or 0.1), spec.get("time_slice_s"), slo)
+        if gpus:
+            summary.output_throughput_per_gpu_tok_s = summary.output_throughput_tok_s / gpus
         conn.execute(update(steps).where(steps.c.run_id == run_id, steps.c.step == step)
                      .values(summary=summary.to_json(), interrupted=True))
 
