@@ -25,7 +25,7 @@ __all__ = ["CHART_IDS", "DATA_ID", "embed_json", "render_html"]
 DATA_ID = "tokometer-data"
 CHART_IDS = {"rate": "chart-rate-throughput", "ttft": "chart-ttft-cdf", "tpot": "chart-tpot-cdf",
              "timeline": "chart-timeline-run-{id}", "server": "chart-server", "gpu": "chart-gpu",
-             "efficiency": "chart-efficiency", "ttft_load": "chart-ttft-load"}
+             "efficiency": "chart-efficiency", "ttft_load": "chart-ttft-load", "slices": "chart-time-slices"}
 """The ``id`` of each chart's element (``.data`` there holds the traces Plotly drew)."""
 
 _CSS = """
@@ -154,12 +154,14 @@ def _pareto(front: Mapping[str, Any] | None) -> str:
 
 
 def _slices(runs: Sequence[Mapping[str, Any]]) -> str:
-    """A table per step with time slices (`tokometer.report.slices`); a note when no step has them."""
+    """A chart of every step's time slices, then a table per step (`tokometer.report.slices`); a note when no
+    step has them."""
     tables = slice_tables(runs)
     if not tables:
         return _note("No step of these runs was cut into time slices (bench --time-slice).")
-    return "".join(f"<h3>{_e(title)}</h3>" + _table(SLICE_COLUMNS, rows, text_columns=())
-                   for title, rows in tables) + _note(
+    chart = _chart(charts.time_slices(runs), CHART_IDS["slices"])
+    return chart + "".join(f"<h3>{_e(title)}</h3>" + _table(SLICE_COLUMNS, rows, text_columns=())
+                           for title, rows in tables) + _note(
         "A request belongs to the slice it was sent in; output tokens to the slice they arrived in; the load "
         "(concurrency, send rate) counts warm-up requests too (the metric definitions page, \"Time slices and "
         "steady state\").")

@@ -73,3 +73,18 @@ def test_markdown_and_html_show_the_steady_state_and_the_slices() -> None:
     assert [line.split(" | ")[1] for line in slice_lines] == ["2", "1"]  # requests sent in [0, 1) and [3, 4)
     page = render_html(data)
     assert "<h2>Time slices</h2>" in page and "<h3>run 3, c=2: time slices of 1 s (requests by send time)</h3>" in page
+
+
+def test_the_html_chart_draws_each_slice() -> None:
+    """The time-slice chart's traces are the saved slices' numbers: requests sent per slice, TTFT p99 (100 ms
+    each: every request's first token comes 0.1 s after its send), at each slice's start."""
+    from tokometer.report import charts
+
+    data = report_data([(_stored(), [])])
+    fig = charts.time_slices(data["runs"])
+    series = {trace.meta["series"]: trace for trace in fig.data}
+    assert list(series["requests"].y) == [2, 2, 2, 1, 0]
+    assert list(series["requests"].x) == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert [round(v, 6) for v in series["ttft_p99"].y[:4]] == [100.0] * 4 and series["ttft_p99"].y[4] is None
+    assert 'id="chart-time-slices"' in render_html(data)
+    assert charts.time_slices([{**data["runs"][0], "steps": []}]) is None
