@@ -234,8 +234,9 @@ def cdf(runs: Sequence[Run], metric: str, title: str, axis: str) -> Any:
 
 
 def time_slices(runs: Sequence[Run]) -> Any:
-    """Each step's time slices against their start (s from the step's start): TTFT p50 (dotted) and p99, output
-    tok/s, requests sent; one line per run × step. None when no step has slices."""
+    """Each step's time slices as steps over time (s from the step's start; each value held from its slice's
+    start to its end, the last slice's end added as a point): TTFT p50 (dotted) and p99, output tok/s, requests
+    sent; one line per run × step. None when no step has slices."""
     steps = [(run, step, block["slices"]) for run in runs for step in run["steps"]
              if (block := (step.get("summary") or {}).get("time_slices")) and block.get("slices")]
     if not steps:
@@ -245,19 +246,19 @@ def time_slices(runs: Sequence[Run]) -> Any:
                     subplot_titles=("TTFT, ms (p99; dotted: p50)", "output tok/s", "requests sent"))
     for i, (run, step, slices) in enumerate(steps):
         name = step["label"] + (f" · {run['name']}" if len(runs) > 1 else "")
-        x = [sl["start_s"] for sl in slices]
+        x = [sl["start_s"] for sl in slices] + [slices[-1]["end_s"]]
         meta = {"run": run["id"], "step": step["index"]}
         for row, key, y, dash, shown in (
                 (1, "ttft_p99", [sl["ttft_ms"]["p99"] for sl in slices], "solid", True),
                 (1, "ttft_p50", [sl["ttft_ms"]["p50"] for sl in slices], "dot", False),
                 (2, "output_tok_s", [sl["output_throughput_tok_s"] for sl in slices], "solid", False),
                 (3, "requests", [sl["requests"] for sl in slices], "solid", False)):
-            fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", line_shape="hv", name=name, legendgroup=name,
-                                     showlegend=shown, line={"color": _colour(i), "dash": dash},
+            fig.add_trace(go.Scatter(x=x, y=[*y, y[-1]], mode="lines+markers", line_shape="hv", name=name,
+                                     legendgroup=name, showlegend=shown, line={"color": _colour(i), "dash": dash},
                                      meta={**meta, "series": key},
                                      hovertemplate="from %{x:.2f} s: %{y:,.1f}<extra>" + name + "</extra>"),
                           row=row, col=1)
-    fig.update_xaxes(title_text="slice start, s from the step's start", row=3, col=1)
+    fig.update_xaxes(title_text="s from the step's start", row=3, col=1)
     return _layout(fig, "Time slices (requests by send time; tokens by arrival)", height=720)
 
 

@@ -76,15 +76,15 @@ def test_markdown_and_html_show_the_steady_state_and_the_slices() -> None:
 
 
 def test_the_html_chart_draws_each_slice() -> None:
-    """The time-slice chart's traces are the saved slices' numbers: requests sent per slice, TTFT p99 (100 ms
-    each: every request's first token comes 0.1 s after its send), at each slice's start."""
+    """The time-slice chart's traces are the saved slices' numbers, each held from its slice's start to its end:
+    requests sent per slice, TTFT p99 (100 ms each: every request's first token comes 0.1 s after its send)."""
     from tokometer.report import charts
 
     data = report_data([(_stored(), [])])
     fig = charts.time_slices(data["runs"])
     series = {trace.meta["series"]: trace for trace in fig.data}
-    assert list(series["requests"].y) == [2, 2, 2, 1, 0]
-    assert list(series["requests"].x) == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert list(series["requests"].y) == [2, 2, 2, 1, 0, 0]  # the last one again at its end
+    assert list(series["requests"].x) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     assert [round(v, 6) for v in series["ttft_p99"].y[:4]] == [100.0] * 4 and series["ttft_p99"].y[4] is None
     assert 'id="chart-time-slices"' in render_html(data)
     assert charts.time_slices([{**data["runs"][0], "steps": []}]) is None
