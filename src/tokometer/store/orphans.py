@@ -93,12 +93,19 @@ def _summarise_unfinished(conn: Connection, run_id: int) -> None:
         summary = summarize(records, slo)
         load = _stored_load(label)
         if load is not None:
+            tolerance = _number(spec.get("steady_tolerance")) or 0.1
             summary.steady_state, summary.time_slices = step_windows(
-                records, load, float(spec.get("steady_tolerance") or 0.1), spec.get("time_slice_s"), slo)
+                records, load, tolerance if tolerance < 1 else 0.1, _number(spec.get("time_slice_s")), slo)
         if gpus:
             summary.output_throughput_per_gpu_tok_s = summary.output_throughput_tok_s / gpus
         conn.execute(update(steps).where(steps.c.run_id == run_id, steps.c.step == step)
                      .values(summary=summary.to_json(), interrupted=True))
+
+
+def _number(value: Any) -> float | None:
+    """A positive finite number the spec saved (bench validated it; a store edited by hand may not hold one)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
+    return float(value) if ok else None
 
 
 def _stored_load(label: Any) -> LoadStep | None:

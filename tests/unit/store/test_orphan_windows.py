@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, text
 from tokometer.load.profiles import LoadStep
 from tokometer.metrics.window import step_windows
 from tokometer.records import RequestRecord
-from tokometer.store import ResultStore
+from tokometer.store import ResultStore, StoredRun
 
 S = 1_000_000_000
 
@@ -25,12 +25,10 @@ def _req(index: int, sent: float) -> RequestRecord:
                          finish_reason="length")
 
 
-def test_an_aborted_step_gets_its_steady_state_and_slices(store_url: str) -> None:
-    records = [_req(i, t) for i, t in enumerate((0.0, 1.0, 2.0, 3.0, 0.5, 1.5, 2.5))]
-    load = LoadStep("concurrency", 2)
+def _abort(store_url: str, spec: dict[str, object], records: list[RequestRecord], load: LoadStep) -> StoredRun:
+    """Save a run of one step with ``records``, make its process gone, open the store again: the aborted run."""
     store = ResultStore(store_url)
-    run_id = store.create_run(target="t", api="a", model="m", spec={"time_slice_s": 1.0, "steady_tolerance": 0.1},
-                              engine=None, host=None)
+    run_id = store.create_run(target="t", api="a", model="m", spec=spec, engine=None, host=None)
     store.start_step(run_id, 0, load.label())
     for record in records:
         store.append(run_id, record)
@@ -46,9 +44,26 @@ def test_an_aborted_step_gets_its_steady_state_and_slices(store_url: str) -> Non
     run = reader.run(run_id)
     reader.close()
     assert run is not None and run.status == "aborted"
+    return run
+
+
+def test_an_aborted_step_gets_its_steady_state_and_slices(store_url: str) -> None:
+    records = [_req(i, t) for i, t in enumerate((0.0, 1.0, 2.0, 3.0, 0.5, 1.5, 2.5))]
+    load = LoadStep("concurrency", 2)
+    run = _abort(store_url, {"time_slice_s": 1.0, "steady_tolerance": 0.1}, records, load)
     summary = run.steps[0].step_summary
     assert summary is not None and summary.steady_state is not None and summary.time_slices is not None
     state = summary.steady_state
     assert state["found"] and (state["start_s"], state["end_s"], state["requests"]) == (0.5, 3.5, 4)
     assert [s["requests"] for s in summary.time_slices["slices"]] == [2, 2, 2, 1, 0]
     assert (state, summary.time_slices) == step_windows(records, load, 0.1, 1.0)  # what bench saved
+
+
+def test_a_spec_edited_by_hand_does_not_break_opening_the_store(store_url: str) -> None:
+    """Values bench would have refused (a zero slice, a tolerance that is text) are taken as absent: no slices,
+    the default tolerance."""
+    records = [_req(i, t) for i, t in enumerate((0.0, 1.0, 2.0, 3.0, 0.5, 1.5, 2.5))]
+    run = _abort(store_url, {"time_slice_s": 0, "steady_tolerance": "x"}, records, LoadStep("concurrency", 2))
+    summary = run.steps[0].step_summary
+    assert summary is not None and summary.time_slices is None
+    assert summary.steady_state is not None and summary.steady_state["tolerance"] == 0.1
