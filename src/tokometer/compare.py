@@ -670,7 +670,10 @@ def _steady_of(step: StoredStep, records: list[RequestRecord]) -> list[RequestRe
         return f"no steady state ({state.get('reason', 'not found')})"
     if step.load is None:
         return "its load is unknown"
-    return steady_requests(records, step.load, float(state["tolerance"]))
+    tolerance = state.get("tolerance")
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 < tolerance < 1:
+        return f"a steady state saved without its tolerance ({tolerance!r})"
+    return steady_requests(records, step.load, float(tolerance))
 
 
 def _has_steady_state(run: StoredRun) -> bool:

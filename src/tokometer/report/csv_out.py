@@ -63,15 +63,17 @@ def run_rows(run: StoredRun) -> list[dict[str, Any]]:
 
 
 def _window_row(head: dict[str, Any], name: str, window: dict[str, Any]) -> dict[str, Any]:
+    start, end = window.get("start_s"), window.get("end_s")
     row = {**head, **dict.fromkeys(column for column, _, _ in _METRIC_COLUMNS), "window": name,
-           "window_start_s": window["start_s"], "window_end_s": window["end_s"]}
+           "window_start_s": start, "window_end_s": end}
     for column, metric, stat in _METRIC_COLUMNS:
         attribute = metric.attribute or metric.name
         if attribute == "duration_s":
-            row[column] = round(window["end_s"] - window["start_s"], _DIGITS["s"])
+            row[column] = (round(end - start, _DIGITS["s"])
+                           if isinstance(start, (int, float)) and isinstance(end, (int, float)) else None)
         elif (key := _WINDOW_FIGURES.get(attribute)) is not None:
             value = window.get(key)
-            row[column] = (value or {}).get(stat) if stat else _cell(value, metric.unit)
+            row[column] = (value.get(stat) if isinstance(value, dict) else None) if stat else _cell(value, metric.unit)
     return {k: "" if v is None else v for k, v in row.items()}
 
 
@@ -81,8 +83,9 @@ def window_rows(step_row: dict[str, Any], summary: StepSummary) -> list[dict[str
     out = []
     if (state := summary.steady_state) and state.get("found"):
         out.append(_window_row(head, "steady", state))
-    for sl in (summary.time_slices or {}).get("slices") or ():
-        out.append(_window_row(head, f"slice {sl['index']}", sl))
+    for k, sl in enumerate((summary.time_slices or {}).get("slices") or ()):
+        if isinstance(sl, dict):
+            out.append(_window_row(head, f"slice {sl.get('index', k)}", sl))
     return out
 
 

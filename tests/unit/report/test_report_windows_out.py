@@ -88,3 +88,14 @@ def test_the_html_chart_draws_each_slice() -> None:
     assert [round(v, 6) for v in series["ttft_p99"].y[:4]] == [100.0] * 4 and series["ttft_p99"].y[4] is None
     assert 'id="chart-time-slices"' in render_html(data)
     assert charts.time_slices([{**data["runs"][0], "steps": []}]) is None
+
+
+def test_a_window_written_by_hand_without_its_figures_leaves_cells_empty() -> None:
+    """A ``bench --json`` file edited by hand (a steady state that says only ``found``, a slice without numbers)
+    still gives its rows, the missing figures empty, and no traceback."""
+    summary = summarize([_req(0, 0.0)])
+    summary.steady_state = {"found": True}
+    summary.time_slices = {"slice_s": 1.0, "slices": [{"ttft_ms": "not a distribution"}, "not a slice"]}
+    rows = csv_out.step_rows(0, LoadStep("concurrency", 1), None, summary)
+    assert [r["window"] for r in rows] == ["step", "steady", "slice 0"]
+    assert rows[1]["duration_s"] == "" and rows[1]["window_start_s"] == "" and rows[2]["ttft_ms_p50"] == ""
