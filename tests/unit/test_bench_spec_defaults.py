@@ -169,7 +169,7 @@ def test_every_choice_is_the_fields_literal() -> None:
     from tokometer.wire.apis import BACKENDS
 
     choices = {p.field: list(p.type.choices) for p in spec_options(command, _spec) if isinstance(p.type, click.Choice)}
-    assert set(choices) == {"api", "arrival", "dataset_kind", "find_max", "image_format", "ramp"}
+    assert set(choices) == {"api", "arrival", "dataset_kind", "find_max", "image_format", "ramp", "search"}
     assert choices.pop("api") == sorted(BACKENDS)  # the spec checks against BACKENDS
     for field, listed in choices.items():
         literal = [a for a in get_args(BenchSpec.model_fields[field].annotation) if a is not type(None)]

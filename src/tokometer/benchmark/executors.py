@@ -38,8 +38,9 @@ OnRecord = Callable[[RequestRecord], None]
 class StepExecutor(Protocol):
     """Runs a run's steps one at a time, handing each finished request to the run's ``on_record``."""
 
-    async def run(self, step: LoadStep, index: int, seed: int) -> StepOutcome:
-        """Run ``step`` (the run's ``index``-th) with ``seed``; returns when it has ended or was cancelled."""
+    async def run(self, step: LoadStep, index: int, seed: int, limits: StepLimits | None = None) -> StepOutcome:
+        """Run ``step`` (the run's ``index``-th) with ``seed`` until ``limits`` (None: the run's); returns when it
+        has ended or was cancelled."""
         ...
 
     async def close(self) -> None:
@@ -54,10 +55,10 @@ class LocalExecutor:
         self.prepared, self.limits, self.client, self.on_record = prepared, limits, client, on_record
         self.prompts: Iterator[Prompt] = prepared.source.prompts()
 
-    async def run(self, step: LoadStep, index: int, seed: int) -> StepOutcome:
+    async def run(self, step: LoadStep, index: int, seed: int, limits: StepLimits | None = None) -> StepOutcome:
         if step.mode == "trace":
             self.prompts = self.prepared.source.prompts()  # every trial replays the trace from its start
-        return await run_step(step, index, self.limits, self.prompts, self.client, self.on_record, seed=seed)
+        return await run_step(step, index, limits or self.limits, self.prompts, self.client, self.on_record, seed=seed)
 
     async def close(self) -> None:
         await self.client.close()
@@ -70,8 +71,9 @@ class SessionExecutor:
                  on_record: OnRecord) -> None:
         self.scripts, self.limits, self.client, self.on_record = scripts, limits, client, on_record
 
-    async def run(self, step: LoadStep, index: int, seed: int) -> StepOutcome:
-        return await run_session_step(step, index, self.limits, self.scripts, self.client, self.on_record, seed=seed)
+    async def run(self, step: LoadStep, index: int, seed: int, limits: StepLimits | None = None) -> StepOutcome:
+        return await run_session_step(step, index, limits or self.limits, self.scripts, self.client, self.on_record,
+                                      seed=seed)
 
     async def close(self) -> None:
         await self.client.close()
@@ -106,9 +108,9 @@ class WorkerExecutor:
         self.handout, self.limits, self.setup, self.workers, self.on_record = (
             _Handout(prepared, limits), limits, setup, workers, on_record)
 
-    async def run(self, step: LoadStep, index: int, seed: int) -> StepOutcome:
+    async def run(self, step: LoadStep, index: int, seed: int, limits: StepLimits | None = None) -> StepOutcome:
         items = self.handout.items(step)
-        return self.handout.count(await run_step_in_workers(step, index, self.limits, items, self.setup,
+        return self.handout.count(await run_step_in_workers(step, index, limits or self.limits, items, self.setup,
                                                             self.workers, self.on_record, seed=seed))
 
     async def close(self) -> None:
@@ -121,9 +123,9 @@ class RayExecutor:
     def __init__(self, prepared: Prepared, limits: StepLimits, cluster: RayLoad, on_record: OnRecord) -> None:
         self.handout, self.limits, self.cluster, self.on_record = _Handout(prepared, limits), limits, cluster, on_record
 
-    async def run(self, step: LoadStep, index: int, seed: int) -> StepOutcome:
+    async def run(self, step: LoadStep, index: int, seed: int, limits: StepLimits | None = None) -> StepOutcome:
         items = self.handout.items(step)
-        return self.handout.count(await self.cluster.run_step(step, index, self.limits, items, self.on_record,
+        return self.handout.count(await self.cluster.run_step(step, index, limits or self.limits, items, self.on_record,
                                                               seed=seed))
 
     async def close(self) -> None:

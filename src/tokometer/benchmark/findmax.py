@@ -27,21 +27,34 @@ probes pass, double the load; once one fails, bisect between the highest pass be
 that failure, until they are within `RESOLUTION` of each other (rates) or adjacent (concurrency). A first
 probe that fails halves the load instead (rates only; concurrency 1 is the floor). At most `MAX_PROBES`.
 
+**Ramp search** (``--search ramp``; `scan_ramp`, `next_confirm`): one step ramps the load from ``--ramp-from`` to
+the ``-r``/``-c`` value over ``--ramp-time`` and ends there; its time slices (`tokometer.benchmark.ramp_search`)
+are judged in order by `judge`, each as a probe at its mean load, up to the first that misses. The first steady
+probe (`RampScan.candidate`) is the rate the server sustained in that slice when its queue grew there (the
+overload test's ``sustained_rps``), else the last good slice's load. While no steady probe has met, the next is
+the next good slice's load below the lowest miss (else half of it); then bisection between the highest steady pass
+and the lowest failure, the ramp's failing slice counted as one, until `RESOLUTION` (or adjacent), at most
+`ramp_search.MAX_CONFIRMS` steady probes. The answer is always a steady probe that met; the ramp only points.
+
 **Answer** (`outcome`): the highest passing load below the lowest failing one; the limit lies between the two
-(the bracket), and the answer names the probes whose verdicts were uncertain. It is recomputed from the
+(the bracket; in a ramp search the ramp's failing slice counts as a failure, never its slices as passes), and
+the answer names the probes whose verdicts were uncertain. It is recomputed from the
 saved steps (their load and summary) and the saved spec, so a stored run carries its answer without a column
 of its own, and the report and the console agree by construction.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from tokometer.benchmark.ramp_search import MAX_CONFIRMS, MIN_SLICE_REQUESTS, ramp_slices
 from tokometer.errors import ConfigError
 from tokometer.load.profiles import LoadStep
+from tokometer.load.ramp import Ramp
 from tokometer.metrics import registry
 from tokometer.metrics.order_stats import bounded_from
 from tokometer.metrics.summary import SLO, StepSummary
@@ -53,14 +66,19 @@ __all__ = [
     "FindMax",
     "Objective",
     "Probe",
+    "RampScan",
+    "SliceVerdict",
     "judge",
+    "next_confirm",
     "next_probe",
     "outcome",
     "parse_objectives",
     "per_request_slo",
+    "scan_ramp",
 ]
 
 Kind = Literal["rate", "concurrency"]
+Search = Literal["bisect", "ramp"]
 
 MAX_PROBES = 16
 RESOLUTION = 0.05
@@ -299,12 +317,142 @@ def next_probe(kind: Kind, history: Sequence[tuple[float, bool]], start: float, 
         assert lo is not None
         return float(max(2 * int(lo), int(lo) + 1)) if kind == "concurrency" else 2 * lo
     if lo is None:  # every probe failed: shrink
-        if kind == "concurrency":
-            return None if hi <= 1 else float(max(1, int(hi) // 2))
-        return hi / 2
+        return _shrink(kind, hi)
+    return _between(kind, lo, hi, resolution)
+
+
+def _shrink(kind: Kind, hi: float) -> float | None:
+    """Half the lowest failure (concurrency 1 is the floor: None)."""
+    if kind == "concurrency":
+        return None if hi <= 1 else float(max(1, int(hi) // 2))
+    return hi / 2
+
+
+def _between(kind: Kind, lo: float, hi: float, resolution: float) -> float | None:
+    """The midpoint of a pass and a failure, or None once they are adjacent (concurrency) or within ``resolution``."""
     if kind == "concurrency":
         return None if hi - lo <= 1 else float((int(lo) + int(hi)) // 2)
     return None if (hi - lo) / lo <= resolution else (lo + hi) / 2
+
+
+@dataclass(frozen=True)
+class SliceVerdict:
+    """One time slice of a ramp search's ramp step, judged (`tokometer.benchmark.ramp_search`)."""
+
+    index: int
+    start_s: float
+    end_s: float
+    requests: int
+    probe: Probe
+    """The slice judged as a probe at its load (its ``step`` is the ramp step's)."""
+
+    def describe(self) -> str:
+        what = "; ".join(self.probe.misses) if self.probe.misses else "met"
+        return (f"slice {self.index} ({self.start_s:g}-{self.end_s:g} s, {self.probe.value:g}, "
+                f"{self.requests} requests): {what}")
+
+
+@dataclass(frozen=True)
+class RampScan:
+    """The ramp phase of ``--search ramp``: the ramp step and its slices judged up to the first that missed."""
+
+    step: int
+    ramp: Ramp
+    kind: Kind
+    slices: tuple[SliceVerdict, ...]
+
+    @property
+    def failing(self) -> SliceVerdict | None:
+        """The first slice that missed; None when every judged slice met."""
+        return next((v for v in self.slices if not v.probe.passed), None)
+
+    @property
+    def good(self) -> tuple[SliceVerdict, ...]:
+        """The slices before the first that missed (each met)."""
+        return tuple(itertools.takewhile(lambda v: v.probe.passed, self.slices))
+
+    @property
+    def candidate(self) -> float:
+        """The first steady probe: for a rate whose first failing slice's queue grew, the rate the server sustained
+        there (`Overload.sustained_rps`: an estimate of its capacity, finer than the slices' steps); else the load of
+        the last good slice, else the ramp's start."""
+        fail, sustained = self.failing, self.sustained
+        if fail is not None and sustained is not None and 0 < sustained < fail.probe.value:
+            return sustained
+        if self.good:
+            return self.good[-1].probe.value
+        return float(max(1, int(self.ramp.start))) if self.kind == "concurrency" else self.ramp.start
+
+    @property
+    def sustained(self) -> float | None:
+        """The rate the server sustained in the first failing slice, by its queue's growth; None when its queue
+        did not grow (or the search is over concurrency)."""
+        fail = self.failing
+        test = fail.probe.overload if fail is not None and self.kind == "rate" else None
+        if not test or not test.get("queue_grew") or not test.get("sustained_rps"):
+            return None
+        return round(float(test["sustained_rps"]), 3)
+
+    def describe(self) -> str:
+        top = f"{self.ramp.start:g} to {self.ramp.end:g}{'/s' if self.kind == 'rate' else ''}"
+        head = f"ramp {self.ramp.strategy} {top} over {self.ramp.duration_s:g} s (step {self.step})"
+        if not self.slices:
+            return f"{head}: no slice had {MIN_SLICE_REQUESTS} requests to judge"
+        fail = self.failing
+        if fail is None:
+            return f"{head}: all {len(self.slices)} judged slices met"
+        good = f"last good slice {self.good[-1].index} at {self.good[-1].probe.value:g}" if self.good else \
+            "no slice met before it"
+        sustained = f", sustained about {self.sustained:g}/s" if self.sustained is not None else ""
+        return f"{head}: first miss {fail.describe()}; {good}{sustained}; first steady probe {self.candidate:g}"
+
+    def to_json(self) -> dict[str, Any]:
+        fail = self.failing
+        return {"step": self.step, "ramp": self.ramp.label(), "candidate": self.candidate,
+                "failed_slice": fail.index if fail is not None else None, "summary": self.describe(),
+                "slices": [{"index": v.index, "start_s": v.start_s, "end_s": v.end_s, "load": v.probe.value,
+                            "requests": v.requests, "passed": v.probe.passed, "misses": list(v.probe.misses),
+                            "saturated": v.probe.saturated} for v in self.slices]}
+
+
+def scan_ramp(summary: Summary, load: LoadStep, objectives: Sequence[Objective], step: int, kind: Kind) -> RampScan:
+    """The ramp step's slices (`ramp_search.ramp_slices`) judged in order by `judge`, up to the first miss."""
+    assert load.ramp is not None
+    verdicts = []
+    for piece in ramp_slices(_typed(summary).time_slices, load.ramp, kind):
+        at = (LoadStep("rate", rate=piece.load) if kind == "rate"
+              else LoadStep("concurrency", concurrency=int(piece.load)))
+        probe = judge(piece.summary, at, objectives, step, kind)
+        verdicts.append(SliceVerdict(piece.index, piece.start_s, piece.end_s, piece.requests, probe))
+        if not probe.passed:
+            break
+    return RampScan(step, load.ramp, kind, tuple(verdicts))
+
+
+def _ramp_bounds(scan: RampScan, history: Sequence[tuple[float, bool]]) -> tuple[float | None, float | None]:
+    """`_bounds` of the steady probes, the ramp's failing slice counted as a failure (never as a pass)."""
+    fail = scan.failing
+    return _bounds([*history, *([(fail.probe.value, False)] if fail is not None else [])])
+
+
+def next_confirm(scan: RampScan, history: Sequence[tuple[float, bool]], *, resolution: float = RESOLUTION,
+                 max_probes: int = MAX_CONFIRMS) -> float | None:
+    """The next steady probe of a ramp search after ``history`` ((load, passed) of the steady probes so far), or
+    None when done: first the ramp's candidate; while none met, down to the next good slice's load below the
+    lowest miss (else half of it); then bisection between the highest pass and the lowest failure, the ramp's
+    failing slice counted as one, until within ``resolution`` (or adjacent), at most ``max_probes`` in all."""
+    if not history:
+        return scan.candidate
+    if len(history) >= max_probes:
+        return None
+    lo, hi = _ramp_bounds(scan, history)
+    if hi is None:  # the ramp never missed and a steady probe met: nothing above to bracket the limit
+        return None
+    if lo is None:
+        gap = 1.0 if scan.kind == "concurrency" else hi * resolution
+        lower = [v.probe.value for v in scan.good if v.probe.value <= hi - gap]
+        return max(lower) if lower else _shrink(scan.kind, hi)
+    return _between(scan.kind, lo, hi, resolution)
 
 
 @dataclass(frozen=True)
@@ -320,6 +468,9 @@ class FindMax:
     """The lowest load that missed; None if every probe passed (the search ran out of probes first)."""
     converged: bool
     """The search ended by its own rule (not cut short, nor out of probes while growing)."""
+    search: Search = "bisect"
+    scan: RampScan | None = None
+    """``--search ramp``: the ramp phase; None for a bisection."""
 
     @property
     def unit(self) -> str:
@@ -330,14 +481,18 @@ class FindMax:
         goals = ", ".join(o.describe() for o in self.objectives)
         if self.best is None:
             lowest = f" {self.failed_at:g} {self.unit}" if self.failed_at is not None else ""
-            return f"no load met {goals}: even the lowest probed,{lowest}, missed" + self._doubts()
+            return f"no load met {goals}: even the lowest probed,{lowest}, missed" + self._doubts() + self._ramp()
         text = f"highest load meeting {goals}: {self.best:g} {self.unit}"
         if self.failed_at is None:
-            return text + " (every probe passed: the search stopped before finding a limit)" + self._doubts()
+            return (text + " (every probe passed: the search stopped before finding a limit)" + self._doubts()
+                    + self._ramp())
         between = f"the limit lies between {self.best:g} and {self.failed_at:g}"
         if not self.converged:
-            return text + f" (search cut short; {self.failed_at:g} missed: {between})" + self._doubts()
-        return text + f" ({self.failed_at:g} missed: {between})" + self._doubts()
+            return text + f" (search cut short; {self.failed_at:g} missed: {between})" + self._doubts() + self._ramp()
+        return text + f" ({self.failed_at:g} missed: {between})" + self._doubts() + self._ramp()
+
+    def _ramp(self) -> str:
+        return "" if self.scan is None else f"; {self.scan.describe()}"
 
     @property
     def requests_needed(self) -> int | None:
@@ -359,7 +514,8 @@ class FindMax:
                 "requests_needed": self.requests_needed,
                 "probes": [{"step": p.step, "load": p.value, "passed": p.passed, "misses": list(p.misses),
                             "saturated": p.saturated, "observed": dict(p.observed), "uncertain": list(p.uncertain),
-                            "requests_needed": p.requests_needed, "overload": p.overload} for p in self.probes]}
+                            "requests_needed": p.requests_needed, "overload": p.overload} for p in self.probes],
+                "search": self.search, "ramp": self.scan.to_json() if self.scan is not None else None}
 
 
 def start_value(spec: Mapping[str, Any]) -> float:
@@ -376,12 +532,21 @@ def outcome(spec: Mapping[str, Any], steps: Iterable[tuple[int, LoadStep | None,
     if kind not in ("rate", "concurrency") or not spec.get("slo"):
         return None
     objectives = parse_objectives(str(spec["slo"]))
-    probes = []
+    probes, scan = [], None
     for index, load, summary in steps:
         if load is None or summary is None or load_value(load, kind) is None:
             continue
+        if spec.get("search") == "ramp" and scan is None and load.ramp is not None:
+            scan = scan_ramp(summary, load, objectives, index, kind)
+            continue
         probes.append(judge(summary, load, objectives, index, kind))
     history = [(p.value, p.passed) for p in probes]
+    if spec.get("search") == "ramp":
+        best, failed_at = _ramp_bounds(scan, history) if scan is not None else (None, None)
+        done = scan is not None and bool(history) and failed_at is not None and best is not None and \
+            next_confirm(scan, history, max_probes=10**9) is None
+        return FindMax(kind=kind, objectives=tuple(objectives), probes=tuple(probes), best=best,
+                       failed_at=failed_at, converged=done, search="ramp", scan=scan)
     best, failed_at = _bounds(history)
     converged = bool(history) and failed_at is not None and \
         next_probe(kind, history, start_value(spec), max_probes=10**9) is None

@@ -12,19 +12,21 @@ much they differ.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from tokometer.benchmark import findmax
+from tokometer.benchmark import findmax, ramp_search
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.load.profiles import LoadStep
 from tokometer.load.ramp import Ramp
+from tokometer.load.runner import StepLimits
 
 if TYPE_CHECKING:
     from tokometer.benchmark.results import StepResult
 
-__all__ = ["FindMaxPlan", "PlannedStep", "StepPlan", "SweepPlan", "plan_for", "sweep_steps"]
+__all__ = ["FindMaxPlan", "PlannedStep", "RampSearchPlan", "StepPlan", "SweepPlan", "plan_for", "sweep_steps"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,10 @@ class PlannedStep:
     load: LoadStep
     trial: int | None = None
     """1..N with ``--repeat N`` (N > 1); None otherwise."""
+    limits: StepLimits | None = None
+    """When this step ends, where it differs from the run's (a ramp search's ramp: at the ramp's end)."""
+    time_slice_s: float | None = None
+    """Slice this step so wide, whatever ``--time-slice`` says (a ramp search's ramp)."""
 
 
 class StepPlan(Protocol):
@@ -109,8 +115,32 @@ class FindMaxPlan:
         return None if value is None else PlannedStep(self.load(value))
 
 
+class RampSearchPlan(FindMaxPlan):
+    """``--search ramp``: one ramp step (from ``ramp_from`` to the ``rate``/``concurrency`` value over
+    ``ramp_time_s``, ending at its end), judged slice by slice, then steady probes by `findmax.next_confirm`."""
+
+    def __init__(self, spec: BenchSpec) -> None:
+        super().__init__(spec)
+        assert spec.ramp_from is not None and spec.ramp_time_s is not None
+        self.ramp = Ramp(spec.ramp or "linear", spec.ramp_from, self.start, spec.ramp_time_s)
+        self.expected_steps = 1 + ramp_search.MAX_CONFIRMS
+
+    def next_step(self, done: Sequence[StepResult]) -> PlannedStep | None:
+        if not done:
+            load = dataclasses.replace(self.load(self.start), ramp=self.ramp)
+            return PlannedStep(load, limits=StepLimits(None, self.ramp.duration_s, self.spec.warmup),
+                               time_slice_s=ramp_search.slice_width(self.ramp.duration_s, self.spec.time_slice_s))
+        scan = findmax.scan_ramp(done[0].summary, done[0].step, self.objectives, done[0].index, self.kind)
+        history = [(p.value, p.passed) for p in (
+            findmax.judge(r.summary.to_json(), r.step, self.objectives, r.index, self.kind) for r in done[1:])]
+        value = findmax.next_confirm(scan, history)
+        return None if value is None else PlannedStep(self.load(value))
+
+
 def plan_for(spec: BenchSpec) -> StepPlan:
     """The plan ``spec`` asks for."""
+    if spec.find_max is not None and spec.search == "ramp":
+        return RampSearchPlan(spec)
     if spec.find_max is not None:
         return FindMaxPlan(spec)
     return SweepPlan(sweep_steps(spec), spec.repeat)

@@ -93,7 +93,7 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
         stack.push_async_callback(executor.close)
         while (planned := plan.next_step(results)) is not None:
             index = len(results)
-            recorder.step_started(index, planned.load, planned.trial, shown)
+            recorder.step_started(index, planned.load, planned.trial, planned.limits or shown)
             result, outcome = await _step(spec, planned, index, executor, observation, count, gpus)
             results.append(result)
             recorder.step_finished(result)
@@ -116,12 +116,12 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: Ste
     """Run one planned step and make its result: summary, the server's account of it, warnings."""
     step = planned.load
     step_start = perf_counter_ns()
-    outcome = await executor.run(step, index, seed=spec.seed_value + index)
+    outcome = await executor.run(step, index, seed=spec.seed_value + index, limits=planned.limits)
     step_end = perf_counter_ns()
     slo = SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms)
     summary = summarize(outcome.records, slo)
     summary.steady_state, summary.time_slices = step_windows(outcome.records, step, spec.steady_tolerance,
-                                                             spec.time_slice_s, slo)
+                                                             planned.time_slice_s or spec.time_slice_s, slo)
     if gpus:
         summary.output_throughput_per_gpu_tok_s = summary.output_throughput_tok_s / gpus
     result = StepResult(index, step, summary, outcome.health, outcome.interrupted, outcome.records,

@@ -150,6 +150,9 @@ class BenchSpec(BaseModel):
     (`tokometer.benchmark.findmax`)."""
     slo: str | None = None
     """The objectives of ``find_max``: ``ttft_p99=2s,tpot_p50=50ms,goodput_share=0.9``."""
+    search: Literal["bisect", "ramp"] = "bisect"
+    """How ``find_max`` searches: steady probes by doubling and bisection, or one ramp up to the ``rate`` or
+    ``concurrency`` value read slice by slice, then steady probes to confirm (`tokometer.benchmark.findmax`)."""
 
     @field_serializer("headers")
     def _redacted_headers(self, headers: dict[str, str]) -> dict[str, str]:
@@ -322,7 +325,14 @@ class BenchSpec(BaseModel):
                 raise FieldProblem("{trace} replays the trace's own requests: leave out {warmup}")
 
     def _check_ramp(self) -> None:
-        if self.ramp is None:
+        if self.search == "ramp":
+            if self.find_max is None:
+                raise FieldProblem("{search} ramp is a way for {find_max} to search: give {find_max} too")
+            if not (self.rate or self.concurrency) or self.ramp_from is None or self.ramp_time_s is None:
+                raise FieldProblem("{search} ramp ramps from {ramp_from} to the {" + self.find_max + "} value over "
+                                   "{ramp_time_s}: give all three, e.g. {ramp_from} 2 {" + self.find_max + "} 40 "
+                                   "{ramp_time_s} 30s")
+        if self.ramp is None and self.search != "ramp":
             if self.ramp_from is not None or self.ramp_time_s is not None:
                 raise FieldProblem("{ramp_from} and {ramp_time_s} shape a ramp: give {ramp} linear|exponential too")
             return
@@ -330,9 +340,9 @@ class BenchSpec(BaseModel):
             raise FieldProblem("{ramp} needs where it starts and how long it takes: give {ramp_from} and "
                                "{ramp_time_s}, e.g. {ramp_from} 1 {ramp_time_s} 30s")
         levels: list[float] = [float(c) for c in self.concurrency] or list(self.rate)
-        if not levels or self.find_max is not None:
+        if not levels or (self.find_max is not None and self.search != "ramp"):
             raise FieldProblem("{ramp} ramps each step's {concurrency} or {rate} up to its value: give one of them "
-                               "(not {synchronous}, {find_max} or {trace})")
+                               "(not {synchronous} or {trace}; with {find_max}, give {search} ramp)")
         if self.sessions is not None or self.workers > 1 or self.ray is not None:
             raise FieldProblem("{ramp} runs on one event loop of single requests: leave out {sessions}, {workers} "
                                "and {ray}")

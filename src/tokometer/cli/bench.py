@@ -205,6 +205,9 @@ def _mebibytes(size: int) -> str:
              help="The objectives of --find-max, e.g. ttft_p99=2s,tpot_p50=50ms,goodput_share=0.9 (percentiles "
                   "of ttft, tpot, itl, e2e; goodput_share: share of requests within every limit; error_rate=1% by "
                   "default).")
+@spec_option("--search", type=click.Choice(["bisect", "ramp"]), field="search", show_default=True,
+             help="How --find-max searches: steady probes (bisect), or one ramp from --ramp-from to the -r/-c "
+                  "value over --ramp-time judged slice by slice, then steady probes to confirm (ramp).")
 @spec_option("--workers", "-w", field="workers", also=("ray_actors",), type=click.IntRange(min=1), default=None,
              help="Load-generator processes (use more when the report says the client could not keep up); "
                   "with --ray, Ray actors [default: {default}; with --ray: one actor per node].")
@@ -342,6 +345,7 @@ def _spec_values(opts: dict[str, Any], given: set[str]) -> dict[str, Any]:
         "repeat": opts["repeat"],
         "find_max": opts["find_max"],
         "slo": opts["slo"],
+        "search": opts["search"],
     }
     return {
         "url": opts["url"] or "http://127.0.0.1:0/v1",  # the embedded engine's, once it is up

@@ -16,7 +16,8 @@ records (docs/reference/metrics.md, "Time slices and steady state"):
   `tokometer.metrics.summarize` over the window's requests. ``output_throughput_tok_s`` counts the output
   tokens that **arrived** in the window (each content event's tokens by its arrival stamp, scaled to the
   request's output-token count) over the window's length; ``request_throughput_rps`` the measured requests
-  that completed in the window; ``goodput_rps`` the window's requests that met every SLO over its length.
+  that completed in the window; ``goodput_rps`` the window's requests that met every SLO over its length;
+  ``overload`` the tests of `tokometer.metrics.overload` over the window's requests (None under 8 completed).
 
 Steady state, `steady_state`: the window where the load was at its target, within ``tolerance``:
 
@@ -133,6 +134,7 @@ def window_summary(records: Sequence[RequestRecord], chosen: Sequence[RequestRec
         "itl_ms": summary.itl_ms.to_json(), "e2e_ms": summary.e2e_ms.to_json(),
         "goodput_rps": (round(sum(1 for r in chosen if r.ok and slo.met(r)) / length_s, 6)
                         if slo is not None and not slo.empty and length_s > 0 else None),
+        "overload": summary.overload.to_json() if summary.overload is not None else None,
     }
 
 

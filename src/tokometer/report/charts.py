@@ -12,7 +12,8 @@ Each function takes the report's ``runs`` and returns a figure, or None when no 
 - `time_slices`: per time slice (``bench --time-slice``) of each step, TTFT p50 and p99, output tok/s and the
   requests sent, against the slice's start;
 - `timeline`: one run's requests in send order, each a bar of client lag, wait and prefill (or TTFT where
-  the server gave no prompt time), decode; failed requests in red;
+  the server gave no prompt time), decode; failed requests in red; a ramped step's target load (concurrency or
+  rate, `tokometer.report.ramps`) as a dashed line on a second axis;
 - `server`: the server's own `/metrics` account per step (gauge means, rates, histogram p50s);
 - `gpu`: each GPU's telemetry per step;
 - `efficiency`: MBU, decode MFU and prefill MFU per step against the estimate's band (expected → bound).
@@ -297,6 +298,17 @@ def timeline(run: Run) -> Any:
                                  marker={"color": _PHASES[phase], "line": {"width": 0}},
                                  meta={"run": run["id"], "phase": phase},
                                  hovertemplate="request %{y}: %{base:.3f} s + %{x:.3f} s<extra>" + phase + "</extra>"))
+    ramps = run["timeline"].get("ramps") or []
+    for ramp in ramps:  # the ramp's target, on a second axis
+        label = run["steps"][ramp["step"]]["label"]
+        fig.add_trace(go.Scatter(x=ramp["t_s"], y=ramp["target"], yaxis="y2", mode="lines", name=f"target {label}",
+                                 line={"color": "#d62728", "width": 2, "dash": "dash"},
+                                 meta={"run": run["id"], "step": ramp["step"], "ramp": True},
+                                 hovertemplate="%{x:.2f} s: %{y:.3g} " + ramp["unit"] + "<extra>ramp target</extra>"))
+    if ramps:
+        units = sorted({r["unit"] for r in ramps})
+        fig.update_layout(yaxis2={"title": "ramp target (" + ", ".join(units) + ")", "overlaying": "y",
+                                  "side": "right", "rangemode": "tozero", "showgrid": False})
     for position, start in step_starts.items():
         fig.add_vline(x=start, line={"width": 1, "dash": "dot", "color": "#555"},
                       annotation_text=run["steps"][position]["label"], annotation_position="top left")

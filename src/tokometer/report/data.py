@@ -23,7 +23,7 @@ Schema ``tokometer.report/1``::
                "annotations": [{"step", "kind", "text", "x", "y"}],
                "slo": {"ttft_ms", "name"} or null (the TTFT objective, for the TTFT-against-load chart),
                "cdf": {"ttft_ms": [[...] per step], "tpot_ms": [[...] per step]},
-               "timeline": {"requests", "shown", "every", "columns": {...}},
+               "timeline": {"requests", "shown", "every", "columns": {...}, "ramps": [...]},
                "efficiency": {...} or null, "efficiency_note": str or null}],
      "pareto": {"basis": "total" or "per GPU", "note": how each run's GPUs are known, "axes": {"x", "y"},
                 "gpus": [{"run", "count" or null, "source"}],
@@ -51,6 +51,7 @@ from tokometer.metrics import request as m
 from tokometer.metrics.knee import knee, power, summary_power
 from tokometer.metrics.pooling import pool_trials
 from tokometer.records import RequestRecord
+from tokometer.report.ramps import ramp_targets
 from tokometer.store.runs import StoredRun, StoredStep
 
 __all__ = ["MAX_CDF_POINTS", "MAX_TIMELINE_REQUESTS", "SCHEMA", "report_data", "run_name", "step_label"]
@@ -196,7 +197,8 @@ def _timeline(steps: Sequence[StoredStep], records: Sequence[RequestRecord]) -> 
                "end_s": _seconds(r.end_ns, t0), "server_prefill_s": prefill, "ok": r.ok, "error": r.error}
         for name, value in row.items():
             columns[name].append(value)
-    return {"requests": len(measured), "shown": len(shown), "every": every, "columns": columns}
+    return {"requests": len(measured), "shown": len(shown), "every": every, "columns": columns,
+            "ramps": ramp_targets(steps, records, t0)}
 
 
 def _step(step: StoredStep, search: FindMax | None) -> dict[str, Any]:

@@ -1,0 +1,156 @@
+"""The ramp search of ``bench --find-max --search ramp``: its slices judged (`tokometer.benchmark.ramp_search`,
+`findmax.scan_ramp`), its steady probes (`findmax.next_confirm`) and its answer from saved steps (`findmax.outcome`).
+
+The ramp step's slices are written by hand in the shape `tokometer.metrics.window.window_summary` gives them: a
+server whose TTFT p99 is 40 ms up to its capacity and grows with the queue above it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tokometer.benchmark import findmax
+from tokometer.benchmark.ramp_search import MAX_CONFIRMS, MIN_SLICE_REQUESTS, as_summary, ramp_slices, slice_width
+from tokometer.benchmark.spec import BenchSpec
+from tokometer.load.profiles import LoadStep
+from tokometer.load.ramp import Ramp
+from tokometer.metrics.distribution import Distribution
+from tokometer.metrics.summary import StepSummary
+
+RAMP = Ramp("linear", 4.0, 44.0, 10.0)  # 4 req/s more every second
+SPEC = {"find_max": "rate", "slo": "ttft_p99=100ms", "search": "ramp", "rate": [44.0]}
+OBJECTIVES = findmax.parse_objectives("ttft_p99=100ms")
+
+
+def _overload(queue_grew: bool, sustained: float | None) -> dict[str, Any]:
+    return {"n": 20, "latency": "ttft", "slope": 0.2 if queue_grew else 0.0, "slope_low": 0.1 if queue_grew else -0.1,
+            "rise_ms": 200.0 if queue_grew else 0.0, "send_rate_rps": None, "completion_rate_rps": None,
+            "rate_p": None, "sustained_rps": sustained, "queue_grew": queue_grew, "fell_behind": False,
+            "overloaded": queue_grew}
+
+
+def _slice(index: int, ttft_ms: float, requests: int, overload: dict[str, Any] | None = None) -> dict[str, Any]:
+    start, end = float(index), float(index + 1)
+    target = (RAMP.at(start) + RAMP.at(end)) / 2
+    return {"index": index, "start_s": start, "end_s": end, "requests": requests, "completed": requests, "failed": 0,
+            "target": target, "send_rate_rps": target, "ttft_ms": Distribution.of([ttft_ms] * requests).to_json(),
+            "tpot_ms": Distribution.of([10.0] * requests).to_json(), "itl_ms": None, "e2e_ms": None,
+            "goodput_rps": None, "overload": overload}
+
+
+def _ramp_summary(slices: list[dict[str, Any]]) -> dict[str, Any]:
+    base = StepSummary.from_json({"requests_completed": sum(s["requests"] for s in slices), "duration_s": 10.0})
+    base.time_slices = {"slice_s": 1.0, "requests_by": "sent", "note": None, "slices": slices}
+    return base.to_json()
+
+
+def _steady(value: float, ttft_ms: float) -> dict[str, Any]:
+    return StepSummary.from_json({"requests_completed": 60, "duration_s": 3.0,
+                                  "ttft_ms": Distribution.of([ttft_ms] * 60).to_json()}).to_json()
+
+
+CAPACITY_SLICES = [_slice(0, 30, 6), *(_slice(k, 40, 10 + 4 * k) for k in range(1, 6)),
+                   _slice(6, 150, 34, _overload(True, 25.0)), _slice(7, 400, 38, _overload(True, 24.0))]
+"""Slices 1-5 (6 to 26 req/s) meet; slice 6 (about 30 req/s) misses, its queue growing at a sustained 25/s."""
+
+
+def test_slices_are_read_back_as_summaries_with_their_load() -> None:
+    pieces = ramp_slices(_ramp_summary(CAPACITY_SLICES)["time_slices"], RAMP, "rate")
+    assert [p.index for p in pieces] == list(range(1, 8))  # slice 0 has fewer than MIN_SLICE_REQUESTS
+    assert MIN_SLICE_REQUESTS > 6
+    assert pieces[0].load == pytest.approx(RAMP.at(1.5)) and pieces[0].summary.ttft_ms.p99 == 40
+    as_typed = as_summary(CAPACITY_SLICES[6])
+    assert as_typed.overload is not None and as_typed.overload.queue_grew and as_typed.requests_completed == 34
+    assert [p.load for p in ramp_slices(_ramp_summary(CAPACITY_SLICES)["time_slices"], RAMP, "concurrency")][:2] \
+        == [10.0, 14.0]  # whole slots: floor of the mean target
+    assert slice_width(20.0, None) == 2.0 and slice_width(20.0, 0.5) == 0.5
+
+
+def test_the_first_failing_slice_and_the_candidate() -> None:
+    load = LoadStep("rate", rate=44.0, ramp=RAMP)
+    scan = findmax.scan_ramp(_ramp_summary(CAPACITY_SLICES), load, OBJECTIVES, 0, "rate")
+    assert [v.index for v in scan.slices] == [1, 2, 3, 4, 5, 6]  # judged up to the first miss
+    fail = scan.failing
+    assert fail is not None and fail.index == 6 and not fail.probe.passed and fail.probe.saturated
+    assert any(m.startswith("ttft_p99 150 ms > 100 ms") for m in fail.probe.misses)
+    assert scan.good[-1].probe.value == pytest.approx(26.0)
+    assert scan.sustained == 25.0 and scan.candidate == 25.0  # the rate its queue showed it sustained
+    assert "first miss slice 6 (6-7 s, 30" in scan.describe() and "sustained about 25/s" in scan.describe()
+    # Without a queue that grew, the candidate is the last good slice's load.
+    plain = [*CAPACITY_SLICES[:6], _slice(6, 150, 34)]
+    again = findmax.scan_ramp(_ramp_summary(plain), load, OBJECTIVES, 0, "rate")
+    assert again.sustained is None and again.candidate == pytest.approx(26.0)
+
+
+def _confirm(scan: findmax.RampScan, capacity: float) -> list[tuple[float, bool]]:
+    history: list[tuple[float, bool]] = []
+    while (value := findmax.next_confirm(scan, history)) is not None:
+        history.append((value, value <= capacity))
+    return history
+
+
+def test_steady_probes_confirm_step_down_and_stop_within_the_cap() -> None:
+    load = LoadStep("rate", rate=44.0, ramp=RAMP)
+    scan = findmax.scan_ramp(_ramp_summary(CAPACITY_SLICES), load, OBJECTIVES, 0, "rate")
+    # The candidate meets: bisect towards the failing slice (30) until within 5 %.
+    met = _confirm(scan, 29.0)
+    assert met[0] == (25.0, True) and met[1] == (27.5, True) and met[2][0] == 28.75 and len(met) == 3
+    # The candidate misses: down to the last good slice's load below it, then bisection.
+    missed = _confirm(scan, 23.0)
+    assert missed[0] == (25.0, False) and missed[1] == (pytest.approx(22.0), True)
+    assert len(missed) <= MAX_CONFIRMS and all(v <= 25.0 for v, _ in missed)
+    # Nothing meets: the cap ends it.
+    assert len(_confirm(scan, 1.0)) == MAX_CONFIRMS
+
+
+def test_the_answer_is_recomputed_from_saved_steps_and_is_a_steady_probe() -> None:
+    ramp_load = LoadStep("rate", rate=44.0, ramp=RAMP)
+    steps = [(0, ramp_load, _ramp_summary(CAPACITY_SLICES)),
+             (1, LoadStep("rate", rate=25.0), _steady(25.0, 40)),
+             (2, LoadStep("rate", rate=27.5), _steady(27.5, 300)),
+             (3, LoadStep("rate", rate=26.25), _steady(26.25, 45))]
+    found = findmax.outcome(SPEC, steps)
+    assert found is not None and found.search == "ramp" and found.scan is not None
+    assert found.best == 26.25 and found.failed_at == 27.5 and found.converged
+    assert [p.step for p in found.probes] == [1, 2, 3]  # the ramp step is not a probe
+    assert found.best in [p.value for p in found.probes if p.passed]
+    data = found.to_json()
+    assert data["search"] == "ramp" and data["ramp"]["failed_slice"] == 6 and data["ramp"]["candidate"] == 25.0
+    assert "first miss slice 6" in found.answer() and "the limit lies between 26.25 and 27.5" in found.answer()
+    # With only the candidate met, the ramp's failing slice is the bracket's top.
+    short = findmax.outcome(SPEC, steps[:2])
+    assert short is not None and short.best == 25.0 and short.failed_at == pytest.approx(30.0)
+    assert not short.converged  # 25 to 30 is wider than 5 %: the search would go on
+    # A bisection's answer says so too.
+    plain = findmax.outcome({**SPEC, "search": "bisect"}, steps[1:])
+    assert plain is not None and plain.search == "bisect" and plain.to_json()["ramp"] is None
+
+
+@pytest.mark.parametrize(("values", "match"), [
+    ({"rate": [40.0], "search": "ramp", "ramp_from": 2, "ramp_time_s": 10}, "give find_max too"),
+    ({"find_max": "rate", "slo": "ttft_p99=1s", "search": "ramp", "ramp_from": 2}, "give all three"),
+    ({"find_max": "rate", "slo": "ttft_p99=1s", "search": "ramp", "ramp_time_s": 5, "rate": [40.0]}, "give all three"),
+    ({"find_max": "rate", "slo": "ttft_p99=1s", "ramp": "linear", "ramp_from": 2, "ramp_time_s": 5, "rate": [40.0]},
+     "give search ramp"),
+    ({"find_max": "rate", "slo": "ttft_p99=1s", "search": "ramp", "ramp_from": 50, "ramp_time_s": 5,
+      "rate": [40.0]}, "below every step's load"),
+    ({"find_max": "rate", "slo": "ttft_p99=1s", "search": "ramp", "ramp_from": 2, "ramp_time_s": 5, "rate": [40.0],
+      "workers": 2}, "one event loop"),
+])
+def test_a_ramp_search_needs_its_ramp(values: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        BenchSpec(url="http://127.0.0.1:1/v1", **values)  # type: ignore[arg-type]
+
+
+def test_a_ramp_search_plans_its_ramp_step_first() -> None:
+    from tokometer.benchmark.plan import RampSearchPlan, plan_for
+
+    spec = BenchSpec(url="http://127.0.0.1:1/v1", find_max="rate", slo="ttft_p99=1s", search="ramp", ramp_from=2,
+                     ramp_time_s=10, rate=[40.0])
+    plan = plan_for(spec)
+    assert isinstance(plan, RampSearchPlan)
+    first = plan.next_step([])
+    assert first is not None and first.load.ramp == Ramp("linear", 2.0, 40.0, 10.0)
+    assert first.limits is not None and first.limits.duration_s == 10.0 and first.limits.requests is None
+    assert first.time_slice_s == 1.0
