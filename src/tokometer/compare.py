@@ -33,6 +33,13 @@ the noise within steps only, so the trials give the other part: ``noise`` is the
 deviation of the metric's per-trial values (for the error rate, in points), the larger of the two runs'. When
 it exceeds the threshold the gate cannot decide: the verdict is "cannot tell", whatever the interval says.
 
+Steady state (``compare --window steady``): each step's requests are those of its steady state instead
+(`tokometer.metrics.window.steady_requests`: the measured requests sent after the load reached its target
+and finished before the drain, chosen again from the saved records with the tolerance saved with the step's
+steady state), and every metric is computed over them as above (throughput over their span). A run without a
+steady state saved on any step (one saved before tokometer kept it, a trace, sessions) is refused; a load
+whose steady state was not found in either run is not compared, and a note says why.
+
 Pareto fronts: each run's loads (trials pooled) as points of per-request decode speed p50 against output
 throughput (per GPU when both runs know their GPUs), NEW's front against BASE's
 (`tokometer.metrics.pareto.compare_fronts`): which front points the other front dominates, and whether one
@@ -55,6 +62,7 @@ from tokometer.metrics import pareto, registry
 from tokometer.metrics import request as m
 from tokometer.metrics.pooling import pool_trials
 from tokometer.metrics.summary import SLO
+from tokometer.metrics.window import steady_requests
 from tokometer.records import RequestRecord
 from tokometer.store.runs import StoredRun, StoredStep
 
@@ -72,6 +80,7 @@ __all__ = [
     "MetricDef",
     "StepComparison",
     "StepSample",
+    "Window",
     "cliffs_delta",
     "compare_fronts",
     "compare_runs",
@@ -100,6 +109,8 @@ CACHE_POINTS = 0.10
 """Prompt-cache hit rates further apart than this (10 points) make two runs unlike."""
 
 Verdict = Literal["regression", "improvement", "within threshold", "no change", "cannot tell"]
+Window = Literal["step", "steady"]
+"""Which part of each step is compared: the whole step, or its steady state."""
 Kind = Literal["percentile", "itl", "throughput", "goodput", "error_rate"]
 FArray = npt.NDArray[np.float64]
 IArray = npt.NDArray[np.int64]
@@ -539,8 +550,9 @@ def unlike_fields(base: StoredRun, new: StoredRun) -> list[str]:
 
 
 def run_gpus(run: StoredRun) -> tuple[int | None, str]:
-    """How many GPUs served ``run`` and how that is known (`tokometer.metrics.pareto.gpu_count`)."""
-    return pareto.gpu_count(run.engine.to_json() if run.engine else None)
+    """How many GPUs served ``run`` and how that is known (`tokometer.metrics.pareto.gpu_count`): its spec's
+    ``gpus`` (``bench --gpus``) first, then the engine saved with it."""
+    return pareto.gpu_count(run.engine.to_json() if run.engine else None, run.spec.get("gpus"))
 
 
 def front_loads(run: StoredRun, records: Sequence[RequestRecord], name: str | None = None) -> pareto.RunLoads:
@@ -622,6 +634,8 @@ class Comparison:
     seed: int = SEED
     fronts: Fronts | None = None
     """NEW's Pareto front against BASE's (not part of the verdict)."""
+    window: Window = "step"
+    """The part of each step compared: ``step`` (all of it) or ``steady`` (its steady state)."""
 
     def with_verdict(self, wanted: Verdict) -> list[tuple[StepComparison, MetricComparison]]:
         return [(s, x) for s in self.steps for x in s.metrics if x.verdict == wanted]
@@ -637,7 +651,7 @@ class Comparison:
     def to_json(self) -> dict[str, Any]:
         counts = {v: len(self.with_verdict(v)) for v in get_args(Verdict)}
         return {"base": self.base_id, "new": self.new_id, "verdict": self.verdict, "counts": counts,
-                "unlike": self.unlike, "notes": self.notes,
+                "window": self.window, "unlike": self.unlike, "notes": self.notes,
                 "method": {"bootstrap_resamples": self.resamples, "seed": self.seed, "confidence": CONFIDENCE,
                            "effect_size": "cliffs_delta", "trial_noise": "relative sample standard deviation of "
                            "per-trial values; above the threshold: cannot tell"},
@@ -645,33 +659,79 @@ class Comparison:
                 "pareto": self.fronts.to_json() if self.fronts is not None else None}
 
 
+def _steady_of(step: StoredStep, records: list[RequestRecord]) -> list[RequestRecord] | str:
+    """The requests of ``step``'s steady state, as `tokometer.metrics.window.steady_state` chose them when the
+    step was summarised (the tolerance saved with it); else why there are none."""
+    summary = step.step_summary
+    state = summary.steady_state if summary is not None else None
+    if not state:
+        return "no steady state saved"
+    if not state.get("found"):
+        return f"no steady state ({state.get('reason', 'not found')})"
+    if step.load is None:
+        return "its load is unknown"
+    tolerance = state.get("tolerance")
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 < tolerance < 1:
+        return f"a steady state saved without its tolerance ({tolerance!r})"
+    return steady_requests(records, step.load, float(tolerance))
+
+
+def _has_steady_state(run: StoredRun) -> bool:
+    return any((summary := s.step_summary) is not None and summary.steady_state for s in run.steps)
+
+
 def compare_runs(base: StoredRun, new: StoredRun, base_records: Sequence[RequestRecord],
                  new_records: Sequence[RequestRecord], thresholds: Mapping[str, float] | None = None, *,
-                 force: bool = False, resamples: int = RESAMPLES, seed: int = SEED) -> Comparison:
+                 force: bool = False, resamples: int = RESAMPLES, seed: int = SEED,
+                 window: Window = "step") -> Comparison:
     """Compare two saved runs load by load (matched in the order the loads first ran; the trials of a load
-    pooled). Unlike runs (`unlike_fields`) raise `ConfigError` naming what differs, unless ``force``."""
+    pooled), over whole steps or (``window="steady"``) their steady states. Unlike runs (`unlike_fields`) raise
+    `ConfigError` naming what differs, unless ``force``; so does a run without a steady state saved, for
+    ``steady``."""
     unlike = unlike_fields(base, new)
     if unlike and not force:
         raise ConfigError(f"runs {base.id} and {new.id} are not alike: {'; '.join(unlike)} "
                           "(--force compares them anyway)")
+    if window == "steady":
+        for run in (base, new):
+            if not _has_steady_state(run):
+                raise ConfigError(f"run {run.id} has no steady state saved (a run saved before tokometer kept "
+                                  "one, or a trace or sessions run): compare whole steps (--window step)")
     base_slo, new_slo = _slo(base), _slo(new)
     slo_alike = base_slo == new_slo
     notes = []
     if not slo_alike and not (base_slo.empty and new_slo.empty):
         notes.append("goodput not compared: the runs' objectives (--slo-*) differ")
-    def trials(records: Sequence[RequestRecord], steps: Sequence[StoredStep], slo: SLO | None) -> list[StepSample]:
+    if window == "steady":
+        notes.append("each load over its steady state (--window steady); the Pareto fronts are of whole steps")
+
+    def trials(records: Sequence[RequestRecord], steps: Sequence[StoredStep], slo: SLO | None,
+               missing: list[str]) -> list[StepSample]:
         by_step: dict[int, list[RequestRecord]] = {}
         for r in records:
             by_step.setdefault(r.step, []).append(r)
-        return [s for s in (StepSample.of(by_step.get(st.index, []), slo) for st in steps) if s.n]
+        out = []
+        for st in steps:
+            chosen: list[RequestRecord] | str = by_step.get(st.index, [])
+            if window == "steady" and isinstance(chosen, list):
+                chosen = _steady_of(st, chosen)
+            if isinstance(chosen, str):
+                missing.append(chosen)
+            elif (sample := StepSample.of(chosen, slo)).n:
+                out.append(sample)
+        return out
 
     steps = []
     for (b_load, b_steps), (_, n_steps) in zip(load_groups(base), load_groups(new), strict=False):
         first = b_steps[0]
-        b_trials = trials(base_records, b_steps, base_slo if slo_alike else None)
-        n_trials = trials(new_records, n_steps, new_slo if slo_alike else None)
+        b_missing: list[str] = []
+        n_missing: list[str] = []
+        b_trials = trials(base_records, b_steps, base_slo if slo_alike else None, b_missing)
+        n_trials = trials(new_records, n_steps, new_slo if slo_alike else None, n_missing)
         if not b_trials or not n_trials:
-            notes.append(f"{_short(first)} not compared: no requests measured in {'BASE' if not b_trials else 'NEW'}")
+            side, why = ("BASE", b_missing) if not b_trials else ("NEW", n_missing)
+            notes.append(f"{_short(first)} not compared: " + (f"{side} has {why[0]}" if why else
+                                                               f"no requests measured in {side}"))
             continue
         b_sample, n_sample = StepSample.pooled(b_trials), StepSample.pooled(n_trials)
         steps.append(StepComparison(index=first.index, load=b_load, base_requests=b_sample.n,
@@ -680,6 +740,9 @@ def compare_runs(base: StoredRun, new: StoredRun, base_records: Sequence[Request
                                                             seed=seed + first.index, base_trials=b_trials,
                                                             new_trials=n_trials)))
     if not steps:
-        raise ConfigError(f"runs {base.id} and {new.id} have no load with measured requests in both")
+        part = "a steady state" if window == "steady" else "measured requests"
+        raise ConfigError(f"runs {base.id} and {new.id} have no load with {part} in both"
+                          + (f" ({notes[-1]})" if window == "steady" and notes else ""))
     return Comparison(base_id=base.id, new_id=new.id, steps=steps, unlike=unlike, notes=notes,
-                      resamples=resamples, seed=seed, fronts=compare_fronts(base, new, base_records, new_records))
+                      resamples=resamples, seed=seed, fronts=compare_fronts(base, new, base_records, new_records),
+                      window=window)

@@ -127,3 +127,49 @@ def test_a_named_baseline(store: Path, runs: dict[str, list[int]]) -> None:
     assert bad.returncode == 2 and "baseline:NAME" in bad.stderr
     no_id = run_cli("runs", "--tag", "main", "--store", str(store))
     assert no_id.returncode == 2 and "--tag NAME needs the run" in no_id.stderr
+
+
+def test_compare_over_the_steady_state(store: Path, runs: dict[str, list[int]]) -> None:
+    """``--window steady`` compares each load over the requests of its steady state as bench saved it (the same
+    count), and still sees the 10 % slower decode."""
+    base, new = runs["same"][0], runs["slower"][0]
+    done = run_cli("compare", str(base), str(new), "--store", str(store), "--window", "steady", "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    as_json = json.loads(done.stdout)
+    assert as_json["window"] == "steady" and as_json["verdict"] == "regression"
+    results = ResultStore(f"sqlite:///{store}", read_only=True)
+    summaries = [run.steps[0].step_summary for i in (base, new) if (run := results.run(i)) is not None]
+    results.close()
+    states = [s.steady_state for s in summaries if s is not None and s.steady_state is not None]
+    assert len(states) == 2 and all(s["found"] for s in states)
+    step = as_json["steps"][0]
+    assert (step["base_requests"], step["new_requests"]) == (states[0]["requests"], states[1]["requests"])
+    assert step["base_requests"] < 40  # the first wave and the drain are out
+    tpot = next(x for x in step["metrics"] if x["metric"] == "tpot_p50")
+    assert tpot["verdict"] == "regression" and 0.08 < tpot["change"] < 0.12
+    table = run_cli("compare", str(base), str(new), "--store", str(store), "--window", "steady")
+    assert "Concurrency 4, steady state (" in table.stdout
+
+
+def test_a_run_without_a_steady_state_is_refused_for_window_steady(store: Path, runs: dict[str, list[int]],
+                                                                   tmp_path: Path) -> None:
+    """A run saved before tokometer kept steady states (here: a copy of the store with them taken out of one
+    run's summaries) cannot be compared over them: one line, exit status 2."""
+    import shutil
+    import sqlite3
+
+    copy = tmp_path / "old.db"
+    shutil.copy(store, copy)
+    base, new = runs["same"][0], runs["same"][1]
+    with sqlite3.connect(copy) as db:
+        for step, summary in db.execute("SELECT step, summary FROM steps WHERE run_id = ?", (base,)).fetchall():
+            data = json.loads(summary)
+            data.pop("steady_state", None)
+            db.execute("UPDATE steps SET summary = ? WHERE run_id = ? AND step = ?", (json.dumps(data), base, step))
+    done = run_cli("compare", str(base), str(new), "--store", str(copy), "--window", "steady")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"tokometer: error: run {base} has no steady state saved (a run saved before tokometer kept one, or a "
+        "trace or sessions run): compare whole steps (--window step)"]
+    whole = run_cli("compare", str(base), str(new), "--store", str(copy))
+    assert whole.returncode in (0, 1) and ("PASS" in whole.stdout or "FAIL" in whole.stdout)  # whole steps compare

@@ -46,3 +46,24 @@ def test_the_twice_as_fast_servers_front_dominates(sim_factory: Callable[..., Si
     # the fast run's two loads are a trade-off (the slowdown per request in flight): both on the front
     assert all("on the front" in row for row in rows if f"| run {new} |" in row), md.stdout
     assert all("dominated by" in row and f"(run {new} " in row for row in rows if f"| run {base} |" in row), md.stdout
+
+
+def test_gpus_stated_with_bench_make_a_url_run_per_gpu(sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
+    """``bench --gpus 2`` against a URL (the simulator names no GPUs): each step's throughput per GPU is half its
+    total, the spec keeps it, and the report's and compare's Pareto fronts are per GPU with it as the source."""
+    store, out = tmp_path / "runs.db", tmp_path / "run.json"
+    sim = sim_factory("--ttft-ms", "20", "--itl-ms", "4")
+    run = bench_stored(store, "--url", sim.openai_url, *_LOAD, "--gpus", "2", "--json", str(out))
+    data = json.loads(out.read_text())
+    assert data["spec"]["gpus"] == 2
+    for step in data["steps"]:
+        s = step["summary"]
+        assert s["output_throughput_per_gpu_tok_s"] == s["output_throughput_tok_s"] / 2
+    md = run_cli("report", str(run), "--store", str(store), "--format", "md")
+    assert md.returncode == 0 and "against output tok/s per GPU" in md.stdout, md.stdout
+    done = run_cli("compare", str(run), str(run), "--store", str(store), "--json")
+    front = json.loads(done.stdout)["pareto"]
+    assert front["basis"] == "per GPU" and "2 GPUs from bench --gpus" in front["note"], front
+    bad = run_cli("bench", "--url", sim.openai_url, "-c", "1", "-n", "1", "--gpus", "0", "--no-store")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "tokometer: error: Invalid value for '--gpus': 0 is not in the range x>=1. (see 'tokometer bench --help')"]

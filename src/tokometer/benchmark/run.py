@@ -32,8 +32,9 @@ from tokometer.load.cluster import RayLoad
 from tokometer.load.runner import StepLimits, StepOutcome
 from tokometer.load.share import WorkerSetup
 from tokometer.metrics import SLO, summarize
+from tokometer.metrics.pareto import gpu_count
 from tokometer.metrics.textcheck import check_text
-from tokometer.metrics.window import steady_state, time_slices
+from tokometer.metrics.window import step_windows
 from tokometer.store.store import ResultStore, now_iso
 from tokometer.wire.base import GenerationParams
 
@@ -83,6 +84,7 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
     status = "completed"
     count = prepared.tokenizer.count if prepared.local_tokenizer and prepared.tokenizer else None
     observation = await asyncio.to_thread(RunObservation.start, spec, warnings)
+    gpus, _ = gpu_count(engine, spec.gpus)
     async with contextlib.AsyncExitStack() as stack:
         if observation is not None:
             stack.callback(observation.stop)
@@ -92,7 +94,7 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
         while (planned := plan.next_step(results)) is not None:
             index = len(results)
             recorder.step_started(index, planned.load, planned.trial, planned.limits or shown)
-            result, outcome = await _step(spec, planned, index, executor, observation, count)
+            result, outcome = await _step(spec, planned, index, executor, observation, count, gpus)
             results.append(result)
             recorder.step_finished(result)
             if problem := outcome.failure or (engine_check() if engine_check else None):
@@ -110,7 +112,7 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
 
 async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: StepExecutor,
                 observation: RunObservation | None,
-                count: Callable[[str], int] | None) -> tuple[StepResult, StepOutcome]:
+                count: Callable[[str], int] | None, gpus: int | None = None) -> tuple[StepResult, StepOutcome]:
     """Run one planned step and make its result: summary, the server's account of it, warnings."""
     step = planned.load
     step_start = perf_counter_ns()
@@ -118,12 +120,10 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: Ste
     step_end = perf_counter_ns()
     slo = SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms)
     summary = summarize(outcome.records, slo)
-    if (level := step.target) is not None and not step.sessions:
-        summary.steady_state = steady_state(outcome.records, step.target_at, level,
-                                            step.ramp.duration_s if step.ramp else 0.0, not step.open_loop,
-                                            spec.steady_tolerance, slo)
-    if (width := planned.time_slice_s or spec.time_slice_s) is not None:
-        summary.time_slices = time_slices(outcome.records, width, step.target_at, slo)
+    summary.steady_state, summary.time_slices = step_windows(outcome.records, step, spec.steady_tolerance,
+                                                             planned.time_slice_s or spec.time_slice_s, slo)
+    if gpus:
+        summary.output_throughput_per_gpu_tok_s = summary.output_throughput_tok_s / gpus
     result = StepResult(index, step, summary, outcome.health, outcome.interrupted, outcome.records,
                         trial=planned.trial)
     if observation is not None:

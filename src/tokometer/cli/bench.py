@@ -97,6 +97,9 @@ def _mebibytes(size: int) -> str:
              help="GPU telemetry: NVML for a server on this machine, or a DCGM exporter's /metrics URL.")
 @spec_option("--scrape-interval", show_default=True, field="scrape_interval_s", to_cli=_seconds,
              help="How often server and GPU metrics are read.")
+@spec_option("--gpus", type=click.IntRange(min=1), field="gpus",
+             help="How many GPUs serve the endpoint: throughput and the Pareto front per GPU [default: the "
+                  "vLLM or SGLang command line tokometer started, else unknown].")
 @spec_option("--concurrency", "-c", field="concurrency", to_cli=_listed,
              help="Concurrency levels to sweep, e.g. 1,4,16 (closed loop).")
 @spec_option("--rate", "-r", field="rate", to_cli=_listed,
@@ -289,6 +292,7 @@ def _spec_values(opts: dict[str, Any], given: set[str]) -> dict[str, Any]:
         "server_metrics": opts["server_metrics"],
         "gpu_metrics": opts["gpu_metrics"],
         "scrape_interval_s": parse_duration(opts["scrape_interval"], "--scrape-interval"),
+        "gpus": opts["gpus"],
         "concurrency": parse_int_list(opts["concurrency"], "--concurrency"),
         "rate": parse_float_list(opts["rate"], "--rate"),
         "synchronous": opts["synchronous"],

@@ -22,9 +22,12 @@ __all__ = ["command"]
                                             "prompt-cache hit rates) anyway.")
 @click.option("--format", "fmt", type=click.Choice(["table", "md"]), default="table", show_default=True,
               help="md: a markdown summary for a pull-request comment.")
+@click.option("--window", type=click.Choice(["step", "steady"]), default="step", show_default=True,
+              help="steady: compare each load over its steady state (the first wave and the drain left out), as "
+                   "bench saved it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def command(base: str, new: str, store: str | None, threshold: str | None, force: bool, fmt: str,
-            as_json: bool) -> int:
+            window: str, as_json: bool) -> int:
     """Compare run NEW against run BASE (ids, or baseline:NAME as 'runs --tag' names it); exit status 1 on a
     regression."""
     from tokometer.cli.output import make_console
@@ -47,7 +50,8 @@ def command(base: str, new: str, store: str | None, threshold: str | None, force
         base_records, new_records = results.load_records(base_id), results.load_records(new_id)
     finally:
         results.close()
-    comparison = compare_runs(base_run, new_run, base_records, new_records, thresholds, force=force)
+    comparison = compare_runs(base_run, new_run, base_records, new_records, thresholds, force=force,
+                              window="steady" if window == "steady" else "step")
     if as_json:
         click.echo(json.dumps(comparison.to_json(), indent=2))
     elif fmt == "md":

@@ -3,8 +3,9 @@
 Each load of a run is one point (its trials pooled, as the knee pools them: `tokometer.metrics.pooling`):
 
 - x, ``throughput``: output tokens per second of all requests together, divided by the run's GPU count when
-  the engine saved with the run names it (`gpu_count`) and every run on the chart knows its own (`points`;
-  otherwise all points use the total, and the note says which run's count is unknown);
+  the run states it (``bench --gpus``) or the engine saved with it names it (`gpu_count`) and every run on
+  the chart knows its own (`points`; otherwise all points use the total, and the note says which run's count is
+  unknown);
 - y, ``speed``: per-request decode speed p50 (tokens per second of one request).
 
 Both are better higher. A point **dominates** another when it is at least as good on both axes and better on
@@ -248,11 +249,15 @@ def _argv_gpus(argv: Sequence[Any]) -> int | None:
     return math.prod(sizes) if sizes else None
 
 
-def gpu_count(engine: Mapping[str, Any] | None) -> tuple[int | None, str]:
-    """How many GPUs served a run, from the engine identity saved with it, and how that is known; (None, why
-    not) when it is not. A vLLM or SGLang engine (not on CPU) serves on the product of its command line's
-    tensor, pipeline and data parallel sizes (1 without any). GPU telemetry is not used: it reads the GPUs of a
-    machine or an exporter, not those of the deployment (a node's other GPUs, another job's)."""
+def gpu_count(engine: Mapping[str, Any] | None, stated: Any = None) -> tuple[int | None, str]:
+    """How many GPUs served a run and how that is known; (None, why not) when it is not. ``stated``: what the
+    user said (``bench --gpus N``, saved in the run's spec as ``gpus``), taken first when it is a whole number of
+    at least 1. Else from the engine identity saved with it: a vLLM or SGLang engine (not on CPU) serves on the
+    product of its command line's tensor, pipeline and data parallel sizes (1 without any). GPU telemetry is not
+    used: it reads the GPUs of a machine or an exporter, not those of the deployment (a node's other GPUs,
+    another job's)."""
+    if isinstance(stated, int) and not isinstance(stated, bool) and stated >= 1:
+        return stated, f"{stated} GPU{'s' if stated > 1 else ''} from bench --gpus"
     facts = engine or {}
     name = str(facts.get("engine") or "").lower()
     if name not in ("vllm", "sglang"):

@@ -97,6 +97,9 @@ METRICS: Final[tuple[Metric, ...]] = (
     Metric("duration_s", "max(end) - min(sent) over the measured requests (warm-up excluded)", "s", csv=("",)),
     Metric("output_throughput_tok_s", "sum of output tokens of completed requests / duration", "tok/s", "higher",
            label="output throughput", short="output_throughput", csv=("",)),
+    Metric("output_throughput_per_gpu_tok_s", "output_throughput_tok_s / the GPUs that served the run (bench "
+           "--gpus, else the vLLM or SGLang command line tokometer started); null when not known", "tok/s",
+           "higher"),
     Metric("input_throughput_tok_s", "sum of input tokens of completed requests / duration", "tok/s"),
     Metric("total_throughput_tok_s", "sum of input and output tokens of completed requests / duration", "tok/s"),
     Metric("request_throughput_rps", "completed requests / duration", "req/s", "higher", csv=("",)),

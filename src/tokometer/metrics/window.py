@@ -32,19 +32,26 @@ Its requests are those sent after the window opened and finished by the time it 
 whose sends brought the load up to its target, is left out, and so are the requests that ran into the drain.
 ``at_target`` says whether the load held over the window: achieved concurrency (closed loop) or send rate
 (open loop) within ``tolerance`` of the target.
+
+`step_windows` decides, from a step's load (`StepLoad`: a `tokometer.load.profiles.LoadStep`), which of the two
+a step has: a steady state for a load with one target (not a trace, not sessions), slices with ``slice_s``. Both
+``bench`` and a step summarised again from the store (`tokometer.store.orphans`) call it; ``compare --window
+steady`` takes a step's steady-state requests from `steady_requests`, the same selection.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
 from tokometer.metrics.summary import SLO, summarize
 from tokometer.records import RequestRecord
 
-__all__ = ["MAX_SLICES", "origin_ns", "steady_state", "time_slices", "window_summary"]
+__all__ = ["MAX_SLICES", "StepLoad", "origin_ns", "steady_requests", "steady_state", "step_windows", "time_slices",
+           "window_summary"]
 
 MAX_SLICES = 1000
 """A step cut into more slices than this gets wider slices (the step's span / this), and says so."""
@@ -152,16 +159,25 @@ def time_slices(records: Sequence[RequestRecord], slice_s: float, target: Target
     return {"slice_s": width / 1e9, "requests_by": "sent", "note": note, "slices": slices}
 
 
-def steady_state(records: Sequence[RequestRecord], target: Target, level: float, ramp_s: float, closed_loop: bool,
-                 tolerance: float, slo: SLO | None = None) -> dict[str, Any]:
-    """The step over its steady state (see the module docstring): ``found``, how it was found, the window and
-    `window_summary` over it; or ``found: false`` and the ``reason``."""
-    basis = "concurrency" if closed_loop else "arrival rate"
-    head: dict[str, Any] = {"basis": basis, "tolerance": tolerance, "target": level}
+@dataclass(frozen=True)
+class _Window:
+    """Where a step's steady state opened and closed (ns from its start ``t0``) and the requests in it."""
+
+    t0: int
+    load: _Load
+    threshold: float
+    opened: int
+    closed: int
+    chosen: list[RequestRecord]
+
+
+def _steady_window(records: Sequence[RequestRecord], level: float, ramp_s: float, closed_loop: bool,
+                   tolerance: float) -> _Window | tuple[str, float | None]:
+    """The steady-state window (see the module docstring), or why there is none (and the threshold, if any)."""
     t0 = origin_ns(records)
     load = _Load(records, t0)
     if not load.sent.size:
-        return {**head, "found": False, "reason": "no request was sent"}
+        return "no request was sent", None
     ramp_end = int(ramp_s * 1e9)
     steps = load.steps()
     last_send = int(load.sent.max())
@@ -169,20 +185,79 @@ def steady_state(records: Sequence[RequestRecord], target: Target, level: float,
     threshold = (1 - tolerance) * held
     opened = _first_reaching(steps, ramp_end, threshold)
     if opened is None:
-        return {**head, "found": False,
-                "reason": f"the number in flight never reached {threshold:.2f} after the step's start"
-                + (" and its ramp" if ramp_end else "")}
+        return (f"the number in flight never reached {threshold:.2f} after the step's start"
+                + (" and its ramp" if ramp_end else "")), None
     closed = max((t for (t, n), (_, before) in zip(steps[1:], steps, strict=False) if before >= threshold > n),
                  default=int(load.end.max())) if closed_loop else last_send
     chosen = [r for r in records if not r.warmup and r.sent_ns and r.sent_ns - t0 > opened
               and r.end_ns - t0 <= closed]
     if closed <= opened or not chosen:
-        return {**head, "found": False, "threshold": round(threshold, 6),
-                "reason": "no request was sent after the load reached its target and finished before the drain"}
-    window = window_summary(records, chosen, load, t0, opened, closed, target, slo)
+        return "no request was sent after the load reached its target and finished before the drain", threshold
+    return _Window(t0, load, threshold, opened, closed, chosen)
+
+
+def steady_state(records: Sequence[RequestRecord], target: Target, level: float, ramp_s: float, closed_loop: bool,
+                 tolerance: float, slo: SLO | None = None) -> dict[str, Any]:
+    """The step over its steady state (see the module docstring): ``found``, how it was found, the window and
+    `window_summary` over it; or ``found: false`` and the ``reason``."""
+    basis = "concurrency" if closed_loop else "arrival rate"
+    head: dict[str, Any] = {"basis": basis, "tolerance": tolerance, "target": level}
+    found = _steady_window(records, level, ramp_s, closed_loop, tolerance)
+    if not isinstance(found, _Window):
+        reason, threshold = found
+        return {**head, "found": False, **({"threshold": round(threshold, 6)} if threshold is not None else {}),
+                "reason": reason}
+    w = found
+    window = window_summary(records, w.chosen, w.load, w.t0, w.opened, w.closed, target, slo)
     achieved = window["achieved_concurrency"] if closed_loop else window["send_rate_rps"]
     at_target = achieved is not None and abs(achieved - level) <= tolerance * level
-    return {**head, "found": True, "threshold": round(threshold, 6), "at_target": at_target, **window}
+    return {**head, "found": True, "threshold": round(w.threshold, 6), "at_target": at_target, **window}
+
+
+class _Ramp(Protocol):
+    @property
+    def duration_s(self) -> float: ...
+
+
+class StepLoad(Protocol):
+    """What `step_windows` reads of a step's load (`tokometer.load.profiles.LoadStep` has it)."""
+
+    @property
+    def target(self) -> float | None: ...
+    @property
+    def sessions(self) -> bool: ...
+    @property
+    def open_loop(self) -> bool: ...
+    @property
+    def ramp(self) -> _Ramp | None: ...
+    def target_at(self, t_s: float) -> float | None: ...
+
+
+def _has_steady_state(load: StepLoad) -> float | None:
+    """The level a step's steady state is held against: its target; None for a trace or sessions."""
+    return None if load.sessions else load.target
+
+
+def step_windows(records: Sequence[RequestRecord], load: StepLoad, tolerance: float, slice_s: float | None,
+                 slo: SLO | None = None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """A step's ``steady_state`` (None for a load without one target: a trace, sessions) and ``time_slices``
+    (None without ``slice_s``), as `StepSummary` holds them."""
+    level = _has_steady_state(load)
+    steady = (steady_state(records, load.target_at, level, load.ramp.duration_s if load.ramp else 0.0,
+                           not load.open_loop, tolerance, slo) if level is not None else None)
+    slices = time_slices(records, slice_s, load.target_at, slo) if slice_s is not None else None
+    return steady, slices
+
+
+def steady_requests(records: Sequence[RequestRecord], load: StepLoad,
+                    tolerance: float) -> list[RequestRecord] | str:
+    """The measured requests of a step's steady state, chosen as `steady_state` chose them; else why none."""
+    level = _has_steady_state(load)
+    if level is None:
+        return "a trace or sessions step has no single target"
+    found = _steady_window(records, level, load.ramp.duration_s if load.ramp else 0.0, not load.open_loop,
+                           tolerance)
+    return found.chosen if isinstance(found, _Window) else found[0]
 
 
 def _first_reaching(steps: Sequence[tuple[int, int]], after: int, threshold: float) -> int | None:

@@ -9,6 +9,8 @@ Each function takes the report's ``runs`` and returns a figure, or None when no 
 - `ttft_vs_load`: TTFT p50 and the objective's percentile against the load (rate or concurrency), the TTFT
   objective as a line, each find-max probe marked met (●) or missed (✕);
 - `cdf`: the empirical CDF of TTFT or TPOT per step (one line per run × step);
+- `time_slices`: per time slice (``bench --time-slice``) of each step, TTFT p50 and p99, output tok/s and the
+  requests sent, against the slice's start;
 - `timeline`: one run's requests in send order, each a bar of client lag, wait and prefill (or TTFT where
   the server gave no prompt time), decode; failed requests in red; a ramped step's target load (concurrency or
   rate, `tokometer.report.ramps`) as a dashed line on a second axis;
@@ -27,7 +29,8 @@ from typing import Any
 from tokometer.errors import ConfigError
 from tokometer.observe.buckets import Located, describe, from_json
 
-__all__ = ["cdf", "efficiency", "gpu", "rate_vs_throughput", "require_plotly", "server", "timeline", "ttft_vs_load"]
+__all__ = ["cdf", "efficiency", "gpu", "rate_vs_throughput", "require_plotly", "server", "time_slices", "timeline",
+           "ttft_vs_load"]
 
 Run = Mapping[str, Any]
 _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -229,6 +232,35 @@ def cdf(runs: Sequence[Run], metric: str, title: str, axis: str) -> Any:
                 + name + "</extra>"))
     return _layout(fig, title, xaxis_title=axis, yaxis_title="share of requests at or below",
                    yaxis_tickformat=".0%")
+
+
+def time_slices(runs: Sequence[Run]) -> Any:
+    """Each step's time slices as steps over time (s from the step's start; each value held from its slice's
+    start to its end, the last slice's end added as a point): TTFT p50 (dotted) and p99, output tok/s, requests
+    sent; one line per run × step. None when no step has slices."""
+    steps = [(run, step, block["slices"]) for run in runs for step in run["steps"]
+             if (block := (step.get("summary") or {}).get("time_slices")) and block.get("slices")]
+    if not steps:
+        return None
+    go = _go()
+    fig = _subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                    subplot_titles=("TTFT, ms (p99; dotted: p50)", "output tok/s", "requests sent"))
+    for i, (run, step, slices) in enumerate(steps):
+        name = step["label"] + (f" · {run['name']}" if len(runs) > 1 else "")
+        x = [sl["start_s"] for sl in slices] + [slices[-1]["end_s"]]
+        meta = {"run": run["id"], "step": step["index"]}
+        for row, key, y, dash, shown in (
+                (1, "ttft_p99", [sl["ttft_ms"]["p99"] for sl in slices], "solid", True),
+                (1, "ttft_p50", [sl["ttft_ms"]["p50"] for sl in slices], "dot", False),
+                (2, "output_tok_s", [sl["output_throughput_tok_s"] for sl in slices], "solid", False),
+                (3, "requests", [sl["requests"] for sl in slices], "solid", False)):
+            fig.add_trace(go.Scatter(x=x, y=[*y, y[-1]], mode="lines+markers", line_shape="hv", name=name,
+                                     legendgroup=name, showlegend=shown, line={"color": _colour(i), "dash": dash},
+                                     meta={**meta, "series": key},
+                                     hovertemplate="from %{x:.2f} s: %{y:,.1f}<extra>" + name + "</extra>"),
+                          row=row, col=1)
+    fig.update_xaxes(title_text="s from the step's start", row=3, col=1)
+    return _layout(fig, "Time slices (requests by send time; tokens by arrival)", height=720)
 
 
 def timeline(run: Run) -> Any:

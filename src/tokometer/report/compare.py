@@ -47,10 +47,11 @@ def _load(step: StepComparison) -> str:
     return "load unknown"
 
 
-def _title(step: StepComparison) -> str:
+def _title(step: StepComparison, comparison: Comparison) -> str:
     trials = (f" in {step.base_trials} vs {step.new_trials} trials"
               if step.base_trials > 1 or step.new_trials > 1 else "")
-    return f"{_load(step).capitalize()} ({step.base_requests} vs {step.new_requests} requests{trials})"
+    steady = ", steady state" if comparison.window == "steady" else ""
+    return f"{_load(step).capitalize()}{steady} ({step.base_requests} vs {step.new_requests} requests{trials})"
 
 
 def _noise(x: MetricComparison) -> str:
@@ -136,7 +137,7 @@ def render_compare(console: Console, comparison: Comparison) -> None:
     for note in _notes(comparison):
         console.print(note, style="yellow")
     for step in comparison.steps:
-        table = Table(title=_title(step), title_justify="left", show_edge=False)
+        table = Table(title=_title(step, comparison), title_justify="left", show_edge=False)
         columns = [("metric", "left"), ("base", "right"), ("new", "right"), ("change", "right"), ("95% CI", "right"),
                    ("effect", "right"), ("threshold", "right")]
         columns += [("trial noise", "right")] if _has_trials(step) else []
@@ -175,7 +176,7 @@ def render_markdown(comparison: Comparison) -> str:
         lines.append("")
     for step in comparison.steps:
         noise = _has_trials(step)
-        lines += [f"**{_title(step)}**", "",
+        lines += [f"**{_title(step, comparison)}**", "",
                   "| metric | base | new | change | 95% CI | effect | threshold |" + (" trial noise |" if noise else "")
                   + " verdict |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if noise else "") + " --- |"]

@@ -183,7 +183,10 @@ def render_step(console: Console, result: StepResult) -> None:
         + f"; {s.length_truncated} stopped at max_tokens"
     )
     console.print(
-        f"  throughput: {_f(s.output_throughput_tok_s)} output tok/s, {_f(s.request_throughput_rps, 2)} req/s"
+        f"  throughput: {_f(s.output_throughput_tok_s)} output tok/s"
+        + (f" ({_f(s.output_throughput_per_gpu_tok_s)} per GPU)" if s.output_throughput_per_gpu_tok_s is not None
+           else "")
+        + f", {_f(s.request_throughput_rps, 2)} req/s"
         f" over {s.duration_s:.2f} s; achieved concurrency {_f(s.achieved_concurrency, 2)}"
         + (f"; send rate {_f(s.send_rate_rps, 2)}/s" if result.step.open_loop else "")
         + (f"; goodput {_f(s.goodput_rps, 2)} req/s" if s.goodput_rps is not None else "")

@@ -1,9 +1,16 @@
-"""CSV of a benchmark run: one row per load step, the headline numbers.
+"""CSV of a benchmark run: one row per load step, the headline numbers, then a row per window of it.
 
 A live run (``bench --csv``) and a saved one (``report --format csv``: from the store, or a ``bench --json``
 file read back) give the same rows: both go through `summary_row`, over the step's typed `StepSummary`.
 The columns are the metric registry's (`tokometer.metrics.registry`: a metric's ``csv`` says which of its
-figures are columns)."""
+figures are columns).
+
+Windows (`WINDOW_COLUMNS`, appended after the older columns so a reader of those still reads them): each step's
+row has ``window`` ``step``; after it come its steady state (``steady``, where one was found) and each time
+slice (``slice 0``, ``slice 1``, ... with ``bench --time-slice``), their ``window_start_s`` and
+``window_end_s`` from the step's start (`tokometer.metrics.window`). A window's row holds the figures a window
+has (`_WINDOW_FIGURES`; requests by the window's choice of them, throughput over its length) and leaves the rest
+empty. One row per step: keep the rows whose ``window`` is ``step``."""
 
 from __future__ import annotations
 
@@ -20,24 +27,66 @@ from tokometer.metrics import registry
 from tokometer.metrics.summary import StepSummary
 from tokometer.store.runs import StoredRun
 
-__all__ = ["CSV_COLUMNS", "csv_text", "run_rows", "step_row", "summary_row", "write_csv"]
+__all__ = ["CSV_COLUMNS", "WINDOW_COLUMNS", "csv_text", "run_rows", "step_row", "step_rows", "summary_row",
+           "window_rows", "write_csv"]
 
 _METRIC_COLUMNS = registry.csv_columns()
-CSV_COLUMNS = ["step", "concurrency", "rate", *(column for column, _, _ in _METRIC_COLUMNS), "trial"]
-"""The load's columns, then each metric's (`tokometer.metrics.registry.csv_columns`, in registry order)."""
+WINDOW_COLUMNS = ["window", "window_start_s", "window_end_s"]
+"""Which part of the step a row is of: ``step``, ``steady`` or ``slice N``; and that window's span."""
+CSV_COLUMNS = ["step", "concurrency", "rate", *(column for column, _, _ in _METRIC_COLUMNS), "trial", *WINDOW_COLUMNS]
+"""The load's columns, then each metric's (`tokometer.metrics.registry.csv_columns`, in registry order), the
+trial, then the window's."""
+_WINDOW_FIGURES = {"requests_completed": "completed", "requests_failed": "failed",
+                   **{name: name for name in ("output_throughput_tok_s", "request_throughput_rps",
+                                              "achieved_concurrency", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")}}
+"""A CSV metric a window has -> its key in the window (`tokometer.metrics.window.window_summary`); its
+``duration_s`` is its length."""
 _DIGITS = {"s": 4, "tok/s": 3, "req/s": 4, "requests": 3}
 """Decimals a rate or a duration is rounded to, by unit (a count is whole already; percentiles are not rounded)."""
 
 
 def step_row(s: StepResult) -> dict[str, Any]:
-    """The row of a live step."""
+    """The row of a live step (the whole step's)."""
     return summary_row(s.index, s.step, s.trial, s.summary)
 
 
+def step_rows(index: int, step: LoadStep | None, trial: int | None, summary: StepSummary) -> list[dict[str, Any]]:
+    """A step's rows: the whole step's (`summary_row`), then its windows' (`window_rows`)."""
+    row = summary_row(index, step, trial, summary)
+    return [row, *window_rows(row, summary)]
+
+
 def run_rows(run: StoredRun) -> list[dict[str, Any]]:
-    """The rows of a saved run: one per step that finished with a summary."""
-    return [summary_row(s.index, s.load, s.trial, summary) for s in run.steps
-            if (summary := s.step_summary) is not None]
+    """The rows of a saved run: those of each step that finished with a summary."""
+    return [row for s in run.steps if (summary := s.step_summary) is not None
+            for row in step_rows(s.index, s.load, s.trial, summary)]
+
+
+def _window_row(head: dict[str, Any], name: str, window: dict[str, Any]) -> dict[str, Any]:
+    start, end = window.get("start_s"), window.get("end_s")
+    row = {**head, **dict.fromkeys(column for column, _, _ in _METRIC_COLUMNS), "window": name,
+           "window_start_s": start, "window_end_s": end}
+    for column, metric, stat in _METRIC_COLUMNS:
+        attribute = metric.attribute or metric.name
+        if attribute == "duration_s":
+            row[column] = (round(end - start, _DIGITS["s"])
+                           if isinstance(start, (int, float)) and isinstance(end, (int, float)) else None)
+        elif (key := _WINDOW_FIGURES.get(attribute)) is not None:
+            value = window.get(key)
+            row[column] = (value.get(stat) if isinstance(value, dict) else None) if stat else _cell(value, metric.unit)
+    return {k: "" if v is None else v for k, v in row.items()}
+
+
+def window_rows(step_row: dict[str, Any], summary: StepSummary) -> list[dict[str, Any]]:
+    """The rows of a step's steady state (where found) and time slices, under its ``step_row``'s load."""
+    head = {k: step_row[k] for k in ("step", "concurrency", "rate", "trial")}
+    out = []
+    if (state := summary.steady_state) and state.get("found"):
+        out.append(_window_row(head, "steady", state))
+    for k, sl in enumerate((summary.time_slices or {}).get("slices") or ()):
+        if isinstance(sl, dict):
+            out.append(_window_row(head, f"slice {sl.get('index', k)}", sl))
+    return out
 
 
 def _cell(value: Any, unit: str) -> Any:
@@ -56,6 +105,7 @@ def summary_row(index: int, step: LoadStep | None, trial: int | None, summary: S
         "concurrency": load.get("concurrency", ""),
         "rate": load.get("rate", ""),
         "trial": trial if trial is not None else "",
+        "window": "step", "window_start_s": "", "window_end_s": "",
     }
     for column, metric, stat in _METRIC_COLUMNS:
         value = getattr(summary, metric.attribute or metric.name)
@@ -71,7 +121,7 @@ def _write(handle: Any, rows: Iterable[dict[str, Any]]) -> None:
 
 def write_csv(result: BenchResult, path: Path) -> None:
     with atomic_open(path, newline="") as handle:
-        _write(handle, (step_row(step) for step in result.steps))
+        _write(handle, (row for s in result.steps for row in step_rows(s.index, s.step, s.trial, s.summary)))
 
 
 def csv_text(run: StoredRun) -> str:

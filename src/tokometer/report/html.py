@@ -17,14 +17,15 @@ from typing import Any
 from tokometer.report import charts
 from tokometer.report.headline import COLUMNS, describe, fmt, headline, step_rows
 from tokometer.report.pareto import PARETO_COLUMNS, pareto_lines, pareto_rows, pareto_title
-from tokometer.report.steady import STEADY_COLUMNS, steady_rows
+from tokometer.report.slices import SLICE_COLUMNS, slice_tables
+from tokometer.report.steady import STEADY_COLUMNS, STEADY_NOTE, steady_rows
 
 __all__ = ["CHART_IDS", "DATA_ID", "embed_json", "render_html"]
 
 DATA_ID = "tokometer-data"
 CHART_IDS = {"rate": "chart-rate-throughput", "ttft": "chart-ttft-cdf", "tpot": "chart-tpot-cdf",
              "timeline": "chart-timeline-run-{id}", "server": "chart-server", "gpu": "chart-gpu",
-             "efficiency": "chart-efficiency", "ttft_load": "chart-ttft-load"}
+             "efficiency": "chart-efficiency", "ttft_load": "chart-ttft-load", "slices": "chart-time-slices"}
 """The ``id`` of each chart's element (``.data`` there holds the traces Plotly drew)."""
 
 _CSS = """
@@ -152,6 +153,20 @@ def _pareto(front: Mapping[str, Any] | None) -> str:
             + "".join(f"<p>{_e(line)}</p>" for line in pareto_lines(front)))
 
 
+def _slices(runs: Sequence[Mapping[str, Any]]) -> str:
+    """A chart of every step's time slices, then a table per step (`tokometer.report.slices`); a note when no
+    step has them."""
+    tables = slice_tables(runs)
+    if not tables:
+        return _note("No step of these runs was cut into time slices (bench --time-slice).")
+    chart = _chart(charts.time_slices(runs), CHART_IDS["slices"])
+    return chart + "".join(f"<h3>{_e(title)}</h3>" + _table(SLICE_COLUMNS, rows, text_columns=())
+                           for title, rows in tables) + _note(
+        "A request belongs to the slice it was sent in; output tokens to the slice they arrived in; the load "
+        "(concurrency, send rate) counts warm-up requests too (the metric definitions page, \"Time slices and "
+        "steady state\").")
+
+
 def _optional(fig: Any, div_id: str, absent: str) -> str:
     return _chart(fig, div_id) if fig is not None else _note(absent)
 
@@ -179,10 +194,8 @@ def render_html(data: Mapping[str, Any]) -> str:
                  "objectives (✕) is never it; ◆ marks the find-max answer.") + _pareto(data.get("pareto"))),
         ("TTFT against load", _optional(charts.ttft_vs_load(runs), CHART_IDS["ttft_load"],
                                         "Fewer than two loads of one kind: no TTFT-against-load chart.")),
-        ("Steady state", _table(STEADY_COLUMNS, steady_rows(runs), text_columns=(0, 1, 2, 6)) + _note(
-            "Each step over the window where its load was at its target (within the run's --steady-tolerance): "
-            "the first wave and the drain left out; in brackets, the whole step's number (the metric "
-            "definitions page, \"Time slices and steady state\").")),
+        ("Steady state", _table(STEADY_COLUMNS, steady_rows(runs), text_columns=(0, 1, 2, 6)) + _note(STEADY_NOTE)),
+        ("Time slices", _slices(runs)),
         ("Latency distributions", _chart(charts.cdf(runs, "ttft_ms", "TTFT per step (CDF)", "TTFT, ms"),
                                          CHART_IDS["ttft"])
          + _chart(charts.cdf(runs, "tpot_ms", "TPOT per step (CDF)", "TPOT, ms"), CHART_IDS["tpot"])),

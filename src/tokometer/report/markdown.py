@@ -1,6 +1,8 @@
 """``tokometer report --format md``: headline numbers and a table per run, for a pull-request comment.
 
-Needs no plotting library: it prints `tokometer.report.headline`'s text of `report_data`'s runs."""
+Needs no plotting library: it prints `tokometer.report.headline`'s text of `report_data`'s runs, then each
+step's steady state (`tokometer.report.steady`) and time slices (`tokometer.report.slices`) where the runs
+have them, then the Pareto front."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from typing import Any
 
 from tokometer.report.headline import COLUMNS, describe, headline, step_rows
 from tokometer.report.pareto import PARETO_COLUMNS, pareto_lines, pareto_rows, pareto_title
+from tokometer.report.slices import SLICE_COLUMNS, slice_tables
+from tokometer.report.steady import STEADY_COLUMNS, STEADY_NOTE, steady_rows
 
 __all__ = ["render_markdown"]
 
@@ -36,6 +40,10 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     lines = [f"## {data['title']}", ""]
     for run in data["runs"]:
         lines += _run(run)
+    if steady := steady_rows(data["runs"]):
+        lines += ["### Steady state", "", STEADY_NOTE, "", *_table(STEADY_COLUMNS, steady), ""]
+    for title, rows in slice_tables(data["runs"]):
+        lines += [f"#### {title}", "", *_table(SLICE_COLUMNS, rows), ""]
     if "pareto" in data:
         front = data["pareto"]
         lines += ["### Pareto front", "", f"{pareto_title(front)}.", "", *_table(PARETO_COLUMNS, pareto_rows(front)),

@@ -6,11 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["STEADY_COLUMNS", "steady_rows"]
+__all__ = ["STEADY_COLUMNS", "STEADY_NOTE", "steady_rows"]
 
 STEADY_COLUMNS = ("run", "step", "window s", "requests", "target", "achieved", "at target", "TTFT p50 ms",
                   "TPOT p50 ms", "output tok/s")
 """Each number column holds the steady state's value, then the whole step's in brackets."""
+STEADY_NOTE = ("Each step over the window where its load was at its target (within the run's --steady-tolerance): "
+               "the first wave and the drain left out; in brackets, the whole step's number (the metric "
+               "definitions page, \"Time slices and steady state\").")
 
 
 def _f(value: float | None, digits: int = 1) -> str:

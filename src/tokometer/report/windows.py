@@ -1,7 +1,7 @@
 """A step's steady state and time slices on the console (`tokometer.metrics.window`).
 
 `steady_lines`: the steady-state window and its numbers beside the whole step's; `slice_table`: one row per
-time slice, the target load beside the load achieved, so a ramp shows as it rose.
+time slice (`tokometer.report.slices`), the target load beside the load achieved, so a ramp shows as it rose.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 from rich.table import Table
 
 from tokometer.metrics import StepSummary
+from tokometer.report.slices import SLICE_COLUMNS, slice_cells, slice_title
 
 __all__ = ["slice_table", "steady_lines"]
 
@@ -47,14 +48,9 @@ def slice_table(s: StepSummary) -> Table | None:
     block: dict[str, Any] | None = s.time_slices
     if not block or not block.get("slices"):
         return None
-    table = Table(title=f"  time slices of {block['slice_s']:g} s (requests by send time)", title_justify="left",
-                  show_edge=False)
-    for column in ("from s", "requests", "target", "concurrency", "send/s", "output tok/s", "TTFT p50 ms",
-                   "TTFT p99 ms", "TPOT p50 ms"):
+    table = Table(title=f"  {slice_title(block)}", title_justify="left", show_edge=False)
+    for column in SLICE_COLUMNS:
         table.add_column(column, justify="right")
-    for sl in block["slices"]:
-        table.add_row(_f(sl["start_s"], 2), str(sl["requests"]), _f(sl["target"], 2),
-                      _f(sl["achieved_concurrency"], 2), _f(sl["send_rate_rps"], 1),
-                      _f(sl["output_throughput_tok_s"]), _f(sl["ttft_ms"]["p50"]), _f(sl["ttft_ms"]["p99"]),
-                      _f(sl["tpot_ms"]["p50"], 2))
+    for row in slice_cells(block):
+        table.add_row(*row)
     return table

@@ -4,21 +4,30 @@ Each run row names the process writing it: pid, host name and the process's star
 pid reused by another program is not taken for it). A run still ``running`` whose process no
 longer exists on this host was killed (SIGKILL, a crash, a power cut): its status becomes
 ``aborted`` and every step left without a summary is summarised from the requests stored before
-the end, marked interrupted. Runs of other hosts are left alone: their processes cannot be seen.
+the end, marked interrupted: the same summary as ``bench`` gives, its steady state and time slices
+(`tokometer.metrics.window.step_windows`, from the step's saved load and the run's ``--time-slice`` and
+``--steady-tolerance``) and the throughput per GPU (``--gpus``, or the engine saved with the run)
+included. Runs of other hosts are left alone: their processes cannot be seen.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
+from collections.abc import Mapping
 from typing import Any
 
 import psutil
 from sqlalchemy import Engine, inspect, select, update
 from sqlalchemy.engine import Connection
 
+from tokometer.load.profiles import LoadStep
 from tokometer.metrics import SLO, summarize
+from tokometer.metrics.pareto import gpu_count
+from tokometer.metrics.window import step_windows
 from tokometer.store.rows import row_record
+from tokometer.store.runs import load_of
 from tokometer.store.schema import requests, runs, steps
 
 __all__ = ["abort_runs", "find_orphans", "process_identity"]
@@ -69,15 +78,42 @@ def abort_runs(engine: Engine, run_ids: list[int]) -> list[int]:
 
 
 def _summarise_unfinished(conn: Connection, run_id: int) -> None:
-    spec = conn.execute(select(runs.c.spec).where(runs.c.id == run_id)).scalar_one()
+    spec, engine = conn.execute(select(runs.c.spec, runs.c.engine).where(runs.c.id == run_id)).one()
     spec = spec if isinstance(spec, dict) else {}
+    gpus, _ = gpu_count(engine if isinstance(engine, dict) else None, spec.get("gpus"))
     slo = SLO(spec.get("slo_ttft_ms"), spec.get("slo_tpot_ms"), spec.get("slo_e2e_ms"))
     have = {c["name"] for c in inspect(conn).get_columns("requests")}  # a store a reader may not migrate
     columns = [c for c in requests.c if c.name in have]
-    open_steps = conn.execute(select(steps.c.step).where(steps.c.run_id == run_id, steps.c.summary.is_(None)))
-    for step in open_steps.scalars().all():
+    open_steps = conn.execute(select(steps.c.step, steps.c.load).where(steps.c.run_id == run_id,
+                                                                      steps.c.summary.is_(None)))
+    for step, label in open_steps.all():
         rows = conn.execute(select(*columns).where(requests.c.run_id == run_id, requests.c.step == step)
                             .order_by(requests.c.idx)).all()
-        summary = summarize([row_record(row) for row in rows], slo)
+        records = [row_record(row) for row in rows]
+        summary = summarize(records, slo)
+        load = _stored_load(label)
+        if load is not None:
+            tolerance = _number(spec.get("steady_tolerance")) or 0.1
+            summary.steady_state, summary.time_slices = step_windows(
+                records, load, tolerance if tolerance < 1 else 0.1, _number(spec.get("time_slice_s")), slo)
+        if gpus:
+            summary.output_throughput_per_gpu_tok_s = summary.output_throughput_tok_s / gpus
         conn.execute(update(steps).where(steps.c.run_id == run_id, steps.c.step == step)
                      .values(summary=summary.to_json(), interrupted=True))
+
+
+def _number(value: Any) -> float | None:
+    """A positive finite number the spec saved (bench validated it; a store edited by hand may not hold one)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
+    return float(value) if ok else None
+
+
+def _stored_load(label: Any) -> LoadStep | None:
+    """The load a step's ``load`` column holds, as far as its windows need it: a trace has no target, sessions
+    no steady state (`tokometer.store.runs.load_of` reads neither)."""
+    if not isinstance(label, Mapping):
+        return None
+    if label.get("arrival") == "trace":
+        return LoadStep("trace")
+    load = load_of(label)
+    return dataclasses.replace(load, sessions=True) if load is not None and label.get("sessions") else load

@@ -156,3 +156,12 @@ def test_gpu_count_from_the_engine_saved_with_the_run() -> None:
     assert gpu_count({"engine": "vllm", "device": "cpu", "argv": argv}) == (None, "a vllm engine on CPU")
     assert gpu_count({"engine": "llama.cpp"}) == (None, "the llama.cpp engine saved with the run names no GPU count")
     assert gpu_count(None) == (None, "no engine saved with the run says how many GPUs served it")
+
+
+def test_gpus_stated_with_bench_come_before_the_engine_s() -> None:
+    """``bench --gpus N`` (the spec's ``gpus``) is taken first; anything but a whole number of at least 1 is not."""
+    vllm = {"engine": "vllm", "argv": ["vllm", "serve", "m", "-tp", "4"]}
+    assert gpu_count(None, 2) == (2, "2 GPUs from bench --gpus")
+    assert gpu_count(vllm, 1) == (1, "1 GPU from bench --gpus")
+    for not_a_count in (None, 0, -2, True, 1.5, "2"):
+        assert gpu_count(vllm, not_a_count) == (4, "4 GPUs from the vllm command line")
