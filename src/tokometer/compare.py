@@ -489,8 +489,7 @@ def _cache_rate(steps: Sequence[StoredStep], name: str) -> float | None:
     server's ``prefix_cache_hit_rate``); None when no trial has one."""
     def rate(st: StoredStep) -> Any:
         if name == "prompt_cache_hit_rate":
-            summary = st.step_summary
-            return summary.prompt_cache_hit_rate if summary is not None else None
+            return st.summary.prompt_cache_hit_rate if st.summary is not None else None
         return (st.server or {}).get(name)
 
     values = [float(v) for st in steps if (v := rate(st)) is not None]
@@ -552,7 +551,7 @@ def front_loads(run: StoredRun, records: Sequence[RequestRecord], name: str | No
     loads = []
     for _, steps in load_groups(run):
         trials = [r for s in steps for r in by_step.get(s.index, [])]
-        pooled = pool_trials([s.summary for s in steps if s.summary], trials)
+        pooled = pool_trials([s.summary for s in steps if s.summary is not None], trials)
         loads.append((_short(steps[0]), pooled.throughput, pooled.decode_p50))
     gpus, source = run_gpus(run)
     return pareto.RunLoads(run.id, name or f"run {run.id}", tuple(loads), gpus, source)

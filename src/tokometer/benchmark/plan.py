@@ -104,7 +104,7 @@ class FindMaxPlan:
 
     def next_step(self, done: Sequence[StepResult]) -> PlannedStep | None:
         history = [(p.value, p.passed) for p in (
-            findmax.judge(r.summary.to_json(), r.step, self.objectives, r.index, self.kind) for r in done)]
+            findmax.judge(r.summary, r.step, self.objectives, r.index, self.kind) for r in done)]
         value = findmax.next_probe(self.kind, history, self.start)
         return None if value is None else PlannedStep(self.load(value))
 

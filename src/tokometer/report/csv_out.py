@@ -36,8 +36,7 @@ def step_row(s: StepResult) -> dict[str, Any]:
 
 def run_rows(run: StoredRun) -> list[dict[str, Any]]:
     """The rows of a saved run: one per step that finished with a summary."""
-    return [summary_row(s.index, s.load, s.trial, summary) for s in run.steps
-            if (summary := s.step_summary) is not None]
+    return [summary_row(s.index, s.load, s.trial, s.summary) for s in run.steps if s.summary is not None]
 
 
 def _cell(value: Any, unit: str) -> Any:
@@ -71,7 +70,7 @@ def _write(handle: Any, rows: Iterable[dict[str, Any]]) -> None:
 
 def write_csv(result: BenchResult, path: Path) -> None:
     with atomic_open(path, newline="") as handle:
-        _write(handle, (step_row(step) for step in result.steps))
+        _write(handle, run_rows(result.stored()))
 
 
 def csv_text(run: StoredRun) -> str:
