@@ -84,7 +84,7 @@ def streams_table(streams: list[int], workers: list[int], tokens: int) -> list[d
                 pacer.terminate()
                 pacer.wait()
             s = result["steps"][0]["summary"]
-            client = result["steps"][0]["client"]
+            client = result["steps"][0]["health"]
             t_ttft, t_itl, _ = truth(measured)
             rows.append({
                 "workers": w, "streams": n, "tok_s": s["output_throughput_tok_s"],

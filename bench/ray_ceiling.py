@@ -41,7 +41,7 @@ def one_run(how: str, extra: list[str], streams: int, tokens: int) -> dict[str, 
         pacer.terminate()
         pacer.wait()
     step = result["steps"][0]
-    s, client = step["summary"], step["client"]
+    s, client = step["summary"], step["health"]
     t_ttft, t_itl, _ = truth(measured)
     row = {
         "generator": how, "streams": streams, "tokens": tokens, "tok_s": s["output_throughput_tok_s"],

@@ -500,8 +500,7 @@ def _cache_rate(steps: Sequence[StoredStep], name: str) -> float | None:
     server's ``prefix_cache_hit_rate``); None when no trial has one."""
     def rate(st: StoredStep) -> Any:
         if name == "prompt_cache_hit_rate":
-            summary = st.step_summary
-            return summary.prompt_cache_hit_rate if summary is not None else None
+            return st.summary.prompt_cache_hit_rate if st.summary is not None else None
         return (st.server or {}).get(name)
 
     values = [float(v) for st in steps if (v := rate(st)) is not None]
@@ -564,7 +563,7 @@ def front_loads(run: StoredRun, records: Sequence[RequestRecord], name: str | No
     loads = []
     for _, steps in load_groups(run):
         trials = [r for s in steps for r in by_step.get(s.index, [])]
-        pooled = pool_trials([s.summary for s in steps if s.summary], trials)
+        pooled = pool_trials([s.summary for s in steps if s.summary is not None], trials)
         loads.append((_short(steps[0]), pooled.throughput, pooled.decode_p50))
     gpus, source = run_gpus(run)
     return pareto.RunLoads(run.id, name or f"run {run.id}", tuple(loads), gpus, source)
@@ -662,7 +661,7 @@ class Comparison:
 def _steady_of(step: StoredStep, records: list[RequestRecord]) -> list[RequestRecord] | str:
     """The requests of ``step``'s steady state, as `tokometer.metrics.window.steady_state` chose them when the
     step was summarised (the tolerance saved with it); else why there are none."""
-    summary = step.step_summary
+    summary = step.summary
     state = summary.steady_state if summary is not None else None
     if not state:
         return "no steady state saved"
@@ -677,7 +676,7 @@ def _steady_of(step: StoredStep, records: list[RequestRecord]) -> list[RequestRe
 
 
 def _has_steady_state(run: StoredRun) -> bool:
-    return any((summary := s.step_summary) is not None and summary.steady_state for s in run.steps)
+    return any((summary := s.summary) is not None and summary.steady_state for s in run.steps)
 
 
 def compare_runs(base: StoredRun, new: StoredRun, base_records: Sequence[RequestRecord],

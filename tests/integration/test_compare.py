@@ -138,7 +138,7 @@ def test_compare_over_the_steady_state(store: Path, runs: dict[str, list[int]]) 
     as_json = json.loads(done.stdout)
     assert as_json["window"] == "steady" and as_json["verdict"] == "regression"
     results = ResultStore(f"sqlite:///{store}", read_only=True)
-    summaries = [run.steps[0].step_summary for i in (base, new) if (run := results.run(i)) is not None]
+    summaries = [run.steps[0].summary for i in (base, new) if (run := results.run(i)) is not None]
     results.close()
     states = [s.steady_state for s in summaries if s is not None and s.steady_state is not None]
     assert len(states) == 2 and all(s["found"] for s in states)

@@ -103,7 +103,7 @@ def _records(store: Path) -> list[Any]:
 def _check_actors_and_clocks(step: dict[str, Any], records: list[Any], sim: SimServer, last: bool = True) -> None:
     """Two actors on two nodes; offsets within their stated accuracy; the merged timeline is the server's
     (the step's requests are the first ``len(records)`` of the simulator's trace, or with ``last`` the last)."""
-    actors = step["client"]["actors"]
+    actors = step["health"]["actors"]
     assert [a["actor"] for a in actors] == [0, 1] and len({a["node"] for a in actors}) == 2
     assert {(r.actor, r.node) for r in records} == {(a["actor"], a["node"]) for a in actors}
     assert sum(a["requests"] for a in actors) == len(records)
@@ -151,7 +151,7 @@ def test_closed_loop_on_two_nodes_matches_one_process(cluster: LocalRayCluster,
         assert a["output_tokens"]["total"] == b["output_tokens"]["total"] == 160 * 16
         assert _close(a["request_throughput_rps"], b["request_throughput_rps"], 0.0, 0.15)
         _same_latencies(a, b)
-        assert ray["client"]["workers"] == 2
+        assert ray["health"]["workers"] == 2
     records = _records(store)
     for index in range(len(rays)):
         mine = [r for r in records if r.step == index]
@@ -176,7 +176,7 @@ def test_poisson_rate_on_two_nodes_matches_one_process(cluster: LocalRayCluster,
     for step, got in ((one, None), (ray, records)):
         s = step["summary"]
         assert s["requests_completed"] == n and s["output_tokens"]["total"] == n * 16
-        assert step["client"]["send_shortfall"] < 0.05  # sent at its own schedule's rate
+        assert step["health"]["send_shortfall"] < 0.05  # sent at its own schedule's rate
         assert s["send_rate_rps"] == pytest.approx(rate, rel=4 / math.sqrt(n))
         assert _close(s["request_throughput_rps"], s["send_rate_rps"], 0.0, 0.05)
         if got is not None:

@@ -179,9 +179,9 @@ def test_one_run_offline_in_a_browser_plots_the_stored_numbers(store: tuple[Path
     assert all(summaries)
     labels = [s.load.short() for s in run.steps if s.load]
     assert labels == ["c=1", "c=4", "c=8"]
-    throughput = [s["output_throughput_tok_s"] for s in summaries if s]
-    decode = [s["decode_speed_tok_s"]["p50"] for s in summaries if s]
-    ttft_p50 = [s["ttft_ms"]["p50"] for s in summaries if s]
+    throughput = [s.output_throughput_tok_s for s in summaries if s]
+    decode = [s.decode_speed_tok_s.p50 for s in summaries if s]
+    ttft_p50 = [s.ttft_ms.p50 for s in summaries if s]
 
     # the rate-vs-throughput chart, as Plotly holds it in the page
     rate = page.traces["chart-rate-throughput"]
@@ -193,10 +193,12 @@ def test_one_run_offline_in_a_browser_plots_the_stored_numbers(store: tuple[Path
     star = next(t for t in rate if (t["meta"] or {}).get("kind") == "knee")
     assert star["x"] == [throughput[at]] and star["y"] == [decode[at]]
 
-    # the embedded JSON: the stored summaries, whole
+    # the embedded JSON: each step as the store and bench --json write it, its summary whole
     (data,) = page.data["runs"]
-    assert data["id"] == run_id and data["knee"] == at
-    assert [s["summary"] for s in data["steps"]] == summaries
+    assert page.data["schema"] == "tokometer.report/2" and data["id"] == run_id and data["knee"] == at
+    assert [s["summary"] for s in data["steps"]] == [s.to_json() for s in summaries if s]
+    assert [{k: s[k] for k in ("step", "load", "started_at", "health")} for s in data["steps"]] == \
+        [{k: s.to_json()[k] for k in ("step", "load", "started_at", "health")} for s in run.steps]
     assert [s["label"] for s in data["steps"]] == labels
 
     # CDFs: one line per step, its samples those behind the stored percentiles
@@ -204,13 +206,13 @@ def test_one_run_offline_in_a_browser_plots_the_stored_numbers(store: tuple[Path
     assert [t["name"] for t in ttft] == labels
     for trace, summary in zip(ttft, summaries, strict=True):
         assert summary is not None
-        assert len(trace["x"]) == summary["ttft_ms"]["count"]
-        assert float(np.percentile(trace["x"], 50)) == pytest.approx(summary["ttft_ms"]["p50"], abs=1e-3)
+        assert len(trace["x"]) == summary.ttft_ms.count
+        assert float(np.percentile(trace["x"], 50)) == pytest.approx(summary.ttft_ms.p50, abs=1e-3)
     tpot = page.traces["chart-tpot-cdf"]
-    assert [len(t["x"]) for t in tpot] == [s["tpot_ms"]["count"] for s in summaries if s]
+    assert [len(t["x"]) for t in tpot] == [s.tpot_ms.count for s in summaries if s]
 
     # the timeline: every measured request once
-    measured = sum(s["requests_completed"] + s["requests_failed"] for s in summaries if s)
+    measured = sum(s.requests_completed + s.requests_failed for s in summaries if s)
     timeline = page.traces[f"chart-timeline-run-{run_id}"]
     ends = [t for t in timeline if (t["meta"] or {}).get("phase") in ("decode", "failed")]
     assert sum(len(t["y"]) for t in ends) == measured == data["timeline"]["requests"] == 48
@@ -244,7 +246,7 @@ def test_several_runs_overlaid(store: tuple[Path, list[int]], tmp_path: Path) ->
     assert [t["meta"]["run"] for t in lines] == ids
     for trace, run_id in zip(lines, ids, strict=True):
         run = _stored(path, run_id)
-        assert trace["x"] == [s.summary["output_throughput_tok_s"] for s in run.steps if s.summary]
+        assert trace["x"] == [s.summary.output_throughput_tok_s for s in run.steps if s.summary]
     assert len(page.traces["chart-ttft-cdf"]) == 6  # 3 steps × 2 runs
     assert {f"chart-timeline-run-{i}" for i in ids} <= set(page.traces)
     assert {t["meta"]["run"] for t in page.traces["chart-gpu"]} == {ids[0]}  # only the first read GPUs
@@ -261,7 +263,7 @@ def test_markdown_summary(store: tuple[Path, list[int]], tmp_path: Path) -> None
     for step in run.steps:
         assert step.summary is not None and step.load is not None
         assert f"| {step.load.short()}" in text
-        assert f"{step.summary['output_throughput_tok_s']:,.1f}" in text
+        assert f"{step.summary.output_throughput_tok_s:,.1f}" in text
     assert text.count(" (knee) |") == 1 and "Knee (most throughput × per-request speed)" in text
     written = tmp_path / "summary.md"
     assert run_cli("report", str(run_id), str(other), "--store", str(path), "--format", "md", "-o",

@@ -68,7 +68,7 @@ def test_each_event_goes_to_the_store_and_to_the_observer(store: ResultStore) ->
     limits = StepLimits(3)
     records = _records()
     with recorder:
-        recorder.step_started(0, STEP, 2, limits)
+        recorder.step_started(0, STEP, 2, limits, "2026-01-01T00:00:00+00:00")
         for record in records:
             recorder.request_done(record)
         recorder.step_finished(_result(records))
@@ -78,7 +78,7 @@ def test_each_event_goes_to_the_store_and_to_the_observer(store: ResultStore) ->
     saved = store.run(recorder.run_id)
     assert saved is not None and saved.status == "completed" and len(saved.steps) == 1
     assert saved.steps[0].trial == 2 and saved.steps[0].summary is not None
-    assert saved.steps[0].summary["requests_completed"] == 3
+    assert saved.steps[0].summary.requests_completed == 3 and saved.steps[0].started_at == "2026-01-01T00:00:00+00:00"
     assert [r.index for r in store.load_records(recorder.run_id)] == [0, 1, 2]
 
 
@@ -98,7 +98,7 @@ def test_without_a_store_only_the_observer_hears_of_the_run() -> None:
     recorder = Recorder(Unsaved(), notes)
     records = _records()
     with recorder:
-        recorder.step_started(0, STEP, None, StepLimits(3))
+        recorder.step_started(0, STEP, None, StepLimits(3), "2026-01-01T00:00:00+00:00")
         recorder.request_done(records[0])
         recorder.step_finished(_result(records[:1]))
     recorder.run_finished("completed")

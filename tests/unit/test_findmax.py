@@ -10,6 +10,7 @@ from tokometer.benchmark import findmax
 from tokometer.benchmark.plan import SweepPlan
 from tokometer.errors import ConfigError
 from tokometer.load.profiles import LoadStep
+from tokometer.metrics.summary import StepSummary
 
 
 def test_objectives_parse_with_units_and_default_errors() -> None:
@@ -58,18 +59,24 @@ def _summary(ttft_p99: float, *, failed: int = 0, sent: float = 10.0, done: floa
             "completion_rate_rps": done, "ttft_growth": growth}
 
 
+def _judge(summary: dict[str, Any], load: LoadStep, objectives: list[findmax.Objective],
+           step: int = 0) -> findmax.Probe:
+    """`findmax.judge` of a summary as a saved step's ``summary`` holds it (`StepSummary.to_json`'s keys)."""
+    return findmax.judge(StepSummary.from_json(summary), load, objectives, step)
+
+
 def test_probes_are_judged_on_each_objective_and_saturation() -> None:
     objectives = findmax.parse_objectives("ttft_p99=2s,goodput_share=0.9")
     rate = LoadStep("rate", rate=10.0)
-    assert findmax.judge(_summary(1500, goodput=9.5), rate, objectives).passed
-    missed = findmax.judge(_summary(2500, failed=3, goodput=8.0), rate, objectives)
+    assert _judge(_summary(1500, goodput=9.5), rate, objectives).passed
+    missed = _judge(_summary(2500, failed=3, goodput=8.0), rate, objectives)
     assert missed.misses == ("ttft_p99 2,500 ms > 2 s", "goodput_share 80% < 90%", "error_rate 3.0% > 1%")
-    saturated = findmax.judge(_summary(1500, goodput=9.5, done=7.0, growth=4.0), rate, objectives)
+    saturated = _judge(_summary(1500, goodput=9.5, done=7.0, growth=4.0), rate, objectives)
     assert saturated.saturated and not saturated.passed
     # Completions lagging without the queue growing (a short step's tail) is not saturation, nor the reverse.
-    assert findmax.judge(_summary(1500, goodput=9.5, done=7.0, growth=1.2), rate, objectives).passed
-    assert findmax.judge(_summary(1500, goodput=9.5, done=9.8, growth=4.0), rate, objectives).passed
-    unmeasured = findmax.judge({"requests_completed": 0, "requests_failed": 5}, rate, objectives)
+    assert _judge(_summary(1500, goodput=9.5, done=7.0, growth=1.2), rate, objectives).passed
+    assert _judge(_summary(1500, goodput=9.5, done=9.8, growth=4.0), rate, objectives).passed
+    unmeasured = _judge({"requests_completed": 0, "requests_failed": 5}, rate, objectives)
     assert "ttft_p99: not measured" in unmeasured.misses
 
 
@@ -95,17 +102,17 @@ def test_an_overloaded_probe_misses_whatever_the_slo_and_doubtful_verdicts_say_s
                   "completion_rate_rps": 15.98, "rate_p": 0.3, "sustained_rps": 15.9, "queue_grew": True,
                   "fell_behind": False, "latency": "ttft"}
     doubtful = {"ttft_ms": {"p99": [150.0, None]}}
-    probe = findmax.judge({**_summary(172), "ttft_ms": {"p99": 172, "count": 100}, "overload": overloaded,
-                           "percentile_ci": doubtful}, rate, objectives)
+    probe = _judge({**_summary(172), "ttft_ms": {"p99": 172, "count": 100}, "overload": overloaded,
+                    "percentile_ci": doubtful}, rate, objectives)
     assert not probe.passed and probe.saturated and probe.misses[0].startswith("overloaded: TTFT rose 350 ms")
     assert probe.uncertain == () and probe.requests_needed is None  # the overload settles it
     # Kept up, p99 of 100 requests below the limit: met, but a p99 has no upper end below 368 requests.
     kept_up = {**overloaded, "slope": 0.0, "slope_low": -0.01, "queue_grew": False}
-    met = findmax.judge({**_summary(172), "ttft_ms": {"p99": 172, "count": 100}, "overload": kept_up,
-                         "percentile_ci": doubtful}, LoadStep("rate", rate=9.375), objectives, step=1)
+    met = _judge({**_summary(172), "ttft_ms": {"p99": 172, "count": 100}, "overload": kept_up,
+                  "percentile_ci": doubtful}, LoadStep("rate", rate=9.375), objectives, step=1)
     assert met.passed and met.requests_needed == 368 and "95% interval 150 ms to unbounded" in met.uncertain[0]
-    sure = findmax.judge({**_summary(172), "ttft_ms": {"p99": 172, "count": 400}, "overload": kept_up,
-                          "percentile_ci": {"ttft_ms": {"p99": [150.0, 190.0]}}}, rate, objectives)
+    sure = _judge({**_summary(172), "ttft_ms": {"p99": 172, "count": 400}, "overload": kept_up,
+                   "percentile_ci": {"ttft_ms": {"p99": [150.0, 190.0]}}}, rate, objectives)
     assert sure.passed and sure.uncertain == ()
     search = findmax.FindMax("rate", tuple(objectives), (met, probe), best=9.375, failed_at=16.875, converged=False)
     assert search.answer() == ("highest load meeting ttft_p99 <= 2 s, error_rate <= 1%: 9.375 req/s (search cut short; "

@@ -218,14 +218,6 @@ def load_value(load: LoadStep, kind: Kind) -> float | None:
     return float(load.concurrency) if load.mode == "concurrency" else None
 
 
-Summary = StepSummary | Mapping[str, Any]
-"""A step's summary: typed, or as `StepSummary.to_json` wrote it (read as the type)."""
-
-
-def _typed(summary: Summary) -> StepSummary:
-    return summary if isinstance(summary, StepSummary) else StepSummary.from_json(summary)
-
-
 def _observed(summary: StepSummary, o: Objective) -> float | None:
     found = registry.objective(o.name)
     value = getattr(summary, found[0].attribute or found[0].name) if found is not None else None
@@ -265,10 +257,9 @@ def _overloaded(summary: StepSummary) -> str | None:
     return None
 
 
-def judge(summary: Summary, load: LoadStep, objectives: Sequence[Objective], step: int = 0,
+def judge(summary: StepSummary, load: LoadStep, objectives: Sequence[Objective], step: int = 0,
           kind: Kind = "rate") -> Probe:
     """One probe (a step's summary) against the objectives; see the module docstring."""
-    summary = _typed(summary)
     value = load_value(load, kind) or 0.0
     misses: list[str] = []
     observed: dict[str, float | None] = {}
@@ -415,11 +406,11 @@ class RampScan:
                             "saturated": v.probe.saturated} for v in self.slices]}
 
 
-def scan_ramp(summary: Summary, load: LoadStep, objectives: Sequence[Objective], step: int, kind: Kind) -> RampScan:
+def scan_ramp(summary: StepSummary, load: LoadStep, objectives: Sequence[Objective], step: int, kind: Kind) -> RampScan:
     """The ramp step's slices (`ramp_search.ramp_slices`) judged in order by `judge`, up to the first miss."""
     assert load.ramp is not None
     verdicts = []
-    for piece in ramp_slices(_typed(summary).time_slices, load.ramp, kind):
+    for piece in ramp_slices(summary.time_slices, load.ramp, kind):
         at = (LoadStep("rate", rate=piece.load) if kind == "rate"
               else LoadStep("concurrency", concurrency=int(piece.load)))
         probe = judge(piece.summary, at, objectives, step, kind)
@@ -524,7 +515,7 @@ def start_value(spec: Mapping[str, Any]) -> float:
     return float(values[0]) if values else 1.0
 
 
-def outcome(spec: Mapping[str, Any], steps: Iterable[tuple[int, LoadStep | None, Summary | None]],
+def outcome(spec: Mapping[str, Any], steps: Iterable[tuple[int, LoadStep | None, StepSummary | None]],
             ) -> FindMax | None:
     """The answer of a find-max run from its spec (``find_max``, ``slo``) and its finished steps
     ((index, load, summary) in order); None for a run that is not one."""

@@ -110,7 +110,7 @@ class FindMaxPlan:
 
     def next_step(self, done: Sequence[StepResult]) -> PlannedStep | None:
         history = [(p.value, p.passed) for p in (
-            findmax.judge(r.summary.to_json(), r.step, self.objectives, r.index, self.kind) for r in done)]
+            findmax.judge(r.summary, r.step, self.objectives, r.index, self.kind) for r in done)]
         value = findmax.next_probe(self.kind, history, self.start)
         return None if value is None else PlannedStep(self.load(value))
 
@@ -132,7 +132,7 @@ class RampSearchPlan(FindMaxPlan):
                                time_slice_s=ramp_search.slice_width(self.ramp.duration_s, self.spec.time_slice_s))
         scan = findmax.scan_ramp(done[0].summary, done[0].step, self.objectives, done[0].index, self.kind)
         history = [(p.value, p.passed) for p in (
-            findmax.judge(r.summary.to_json(), r.step, self.objectives, r.index, self.kind) for r in done[1:])]
+            findmax.judge(r.summary, r.step, self.objectives, r.index, self.kind) for r in done[1:])]
         value = findmax.next_confirm(scan, history)
         return None if value is None else PlannedStep(self.load(value))
 

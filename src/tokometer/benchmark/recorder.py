@@ -54,7 +54,7 @@ class RunSink(Protocol):
         """The run's id in the store; None for a run kept nowhere."""
         ...
 
-    def start_step(self, index: int, load: dict[str, Any]) -> None: ...
+    def start_step(self, index: int, load: dict[str, Any], started_at: str) -> None: ...
 
     def append(self, record: RequestRecord) -> None: ...
 
@@ -73,8 +73,8 @@ class SavedRun:
     def run_id(self) -> int:
         return self.id
 
-    def start_step(self, index: int, load: dict[str, Any]) -> None:
-        self.store.start_step(self.id, index, load)
+    def start_step(self, index: int, load: dict[str, Any], started_at: str) -> None:
+        self.store.start_step(self.id, index, load, started_at=started_at)
 
     def append(self, record: RequestRecord) -> None:
         self.store.append(self.id, record)
@@ -94,7 +94,7 @@ class Unsaved:
     def run_id(self) -> None:
         return None
 
-    def start_step(self, index: int, load: dict[str, Any]) -> None:
+    def start_step(self, index: int, load: dict[str, Any], started_at: str) -> None:
         pass
 
     def append(self, record: RequestRecord) -> None:
@@ -118,8 +118,8 @@ class Recorder:
     def run_id(self) -> int | None:
         return self.sink.run_id
 
-    def step_started(self, index: int, step: LoadStep, trial: int | None, limits: StepLimits) -> None:
-        self.sink.start_step(index, load_entry(step, trial))
+    def step_started(self, index: int, step: LoadStep, trial: int | None, limits: StepLimits, started_at: str) -> None:
+        self.sink.start_step(index, load_entry(step, trial), started_at)
         self.observer.step_started(index, step, limits)
 
     def request_done(self, record: RequestRecord) -> None:

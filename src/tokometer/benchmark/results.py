@@ -2,6 +2,8 @@
 
 Plain data, apart from `run_benchmark` (`tokometer.benchmark.run`) that fills it, so that the plan
 (`tokometer.benchmark.plan`), the recorder and the reports can read a step without importing the run.
+`BenchResult.stored` is the run as a saved one reads (`tokometer.store.runs.StoredRun`): what the JSON, CSV and
+HTML renderers take, for a live run and a saved one alike.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokometer import __version__
 from tokometer.benchmark import findmax
 from tokometer.benchmark.findmax import FindMax
 from tokometer.benchmark.spec import BenchSpec
@@ -16,6 +19,7 @@ from tokometer.load.profiles import LoadStep, load_entry
 from tokometer.load.selfcheck import ClientHealth
 from tokometer.metrics import StepSummary
 from tokometer.records import RequestRecord
+from tokometer.store.runs import EngineIdentity, StoredRun, StoredStep
 
 __all__ = ["BenchResult", "StepResult"]
 
@@ -37,6 +41,8 @@ class StepResult:
     """Per GPU, what it did meanwhile, if it was read."""
     trial: int | None = None
     """Which pass of the sweep this was (1..N) with ``--repeat N``; None without."""
+    started_at: str = ""
+    """When the step started (`tokometer.store.store.now_iso`), as the store saves it."""
 
     @property
     def load_label(self) -> dict[str, Any]:
@@ -66,4 +72,19 @@ class BenchResult:
     def find_max(self) -> FindMax | None:
         """The answer of a ``--find-max`` run (None for a sweep), as `findmax.outcome` reads it from a saved run."""
         return findmax.outcome(self.spec.model_dump(mode="json"),
-                               [(s.index, s.step, s.summary.to_json()) for s in self.steps])
+                               [(s.index, s.step, s.summary) for s in self.steps])
+
+    def stored(self) -> StoredRun:
+        """The run as `ResultStore.run` reads it once saved, with what the store does not keep (``prompt_source``,
+        the run's and its steps' warnings) in ``extra``, as `StoredRun.from_bench_json` reads them back. Its
+        ``id`` is 0 for a run that was not saved."""
+        steps = tuple(StoredStep(s.index, s.step, s.started_at, s.summary, s.health, s.interrupted, s.server,
+                                 tuple(s.gpu or ()), s.trial) for s in self.steps)
+        spec = self.spec.model_dump(mode="json")
+        return StoredRun(id=self.run_id or 0, status=self.status, started_at=self.started_at,
+                         finished_at=self.finished_at, target=self.spec.url, api=self.spec.api, model=self.model,
+                         label=self.spec.label, spec=spec,
+                         engine=EngineIdentity.from_json(self.engine) if self.engine else None, host=self.host,
+                         steps=steps, tokometer_version=__version__,
+                         extra={"prompt_source": self.prompt_source,
+                                "warnings": self.warnings + [w for s in self.steps for w in s.warnings]})

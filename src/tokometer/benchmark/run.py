@@ -92,9 +92,10 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
         executor = executor_for(spec, prepared, setup, cluster, limits, recorder.request_done, count)
         stack.push_async_callback(executor.close)
         while (planned := plan.next_step(results)) is not None:
-            index = len(results)
-            recorder.step_started(index, planned.load, planned.trial, planned.limits or shown)
+            index, step_at = len(results), now_iso()
+            recorder.step_started(index, planned.load, planned.trial, planned.limits or shown, step_at)
             result, outcome = await _step(spec, planned, index, executor, observation, count, gpus)
+            result.started_at = step_at
             results.append(result)
             recorder.step_finished(result)
             if problem := outcome.failure or (engine_check() if engine_check else None):

@@ -26,14 +26,14 @@ def _bench_file(path: Path) -> StoredRun:
     """The run in a ``bench --json`` file; a one-line error for one that cannot be read as such."""
     from tokometer.errors import ConfigError
     from tokometer.readlimit import read_at_most
-    from tokometer.store.runs import StoredRun
+    from tokometer.store.runs import BENCH_SCHEMA, StoredRun
 
     raw = read_at_most(path, MAX_RESULT_BYTES, "not a bench --json result")
     try:
         return StoredRun.from_bench_json(json.loads(raw))
     except (ValueError, RecursionError) as exc:
         reason = "not JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
-        raise ConfigError(f"{path}: {reason} (bench --json writes a tokometer.bench/1 result)") from None
+        raise ConfigError(f"{path}: {reason} (bench --json writes a {BENCH_SCHEMA} result)") from None
 
 
 @click.command("report")

@@ -19,16 +19,17 @@ the knee. The knee is a trade-off between loads, so it is over loads: the trials
 (``bench --repeat``) are one candidate, pooled (`tokometer.report.data`), and fewer than two loads
 with a power have no knee (a run of one load, however many trials, has none).
 
-For a load of one trial both numbers are read from its step's stored summary (`StepSummary.to_json`:
-``output_throughput_tok_s`` and ``decode_speed_tok_s.p50``), so the knee is found from exactly the figures a
+For a load of one trial both numbers are read from its step's `StepSummary` (``output_throughput_tok_s`` and
+``decode_speed_tok_s.p50``), so the knee is found from exactly the figures a
 report plots.
 Definition also in docs/reference/metrics.md ("The knee of a sweep").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+
+from tokometer.metrics.summary import StepSummary
 
 __all__ = ["knee", "power", "summary_power"]
 
@@ -42,12 +43,11 @@ def power(output_throughput_tok_s: float | None, decode_speed_tok_s: float | Non
     return output_throughput_tok_s * decode_speed_tok_s
 
 
-def summary_power(summary: Mapping[str, Any] | None) -> float | None:
-    """`power` of a step from its stored summary (`StepSummary.to_json`); None for a step with no summary."""
-    if not summary:
+def summary_power(summary: StepSummary | None) -> float | None:
+    """`power` of a step from its summary; None for a step with no summary."""
+    if summary is None:
         return None
-    decode = summary.get("decode_speed_tok_s") or {}
-    return power(summary.get("output_throughput_tok_s"), decode.get("p50"))
+    return power(summary.output_throughput_tok_s, summary.decode_speed_tok_s.p50)
 
 
 def knee(powers: Sequence[float | None]) -> int | None:

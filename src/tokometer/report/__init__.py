@@ -1,4 +1,4 @@
-"""Presenting results: the console (`console`), JSON (`json_out`, schema ``tokometer.bench/1``) and CSV
+"""Presenting results: the console (`console`), JSON (`json_out`, schema ``tokometer.bench/2``) and CSV
 (`csv_out`). Import from the submodules: this package's own namespace stays empty so that importing one
 part does not load the others."""
 

@@ -424,10 +424,10 @@ def gpu(runs: Sequence[Run]) -> Any:
     fig = _subplots(rows=2, cols=3, subplot_titles=[title for _, title, _ in _GPU_PANELS])
     for i, run in enumerate(runs):
         labels = [s["label"] for s in run["steps"]]
-        indices = sorted({int(g.get("index", 0)) for s in run["steps"] for g in s["gpu"]})
+        indices = sorted({int(g.get("index", 0)) for s in run["steps"] for g in s["gpu"] or ()})
         for dash, index in enumerate(indices):
             per_step: list[Mapping[str, Any]] = [
-                next((g for g in s["gpu"] if int(g.get("index", 0)) == index), {}) for s in run["steps"]]
+                next((g for g in s["gpu"] or () if int(g.get("index", 0)) == index), {}) for s in run["steps"]]
             line = {"color": _colour(i), "dash": _DASHES[dash % len(_DASHES)]}
             legend = True
             for panel, (key, _, scale) in enumerate(_GPU_PANELS):

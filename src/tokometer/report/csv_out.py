@@ -58,8 +58,8 @@ def step_rows(index: int, step: LoadStep | None, trial: int | None, summary: Ste
 
 def run_rows(run: StoredRun) -> list[dict[str, Any]]:
     """The rows of a saved run: those of each step that finished with a summary."""
-    return [row for s in run.steps if (summary := s.step_summary) is not None
-            for row in step_rows(s.index, s.load, s.trial, summary)]
+    return [row for s in run.steps if s.summary is not None
+            for row in step_rows(s.index, s.load, s.trial, s.summary)]
 
 
 def _window_row(head: dict[str, Any], name: str, window: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +121,7 @@ def _write(handle: Any, rows: Iterable[dict[str, Any]]) -> None:
 
 def write_csv(result: BenchResult, path: Path) -> None:
     with atomic_open(path, newline="") as handle:
-        _write(handle, (row for s in result.steps for row in step_rows(s.index, s.step, s.trial, s.summary)))
+        _write(handle, run_rows(result.stored()))
 
 
 def csv_text(run: StoredRun) -> str:

@@ -2,21 +2,24 @@
 
 The HTML page (`tokometer.report.html`) plots exactly these numbers and embeds them, whole, in a
 ``<script type="application/json" id="tokometer-data">`` tag; the markdown summary
-(`tokometer.report.markdown`) prints them. Nothing here recomputes a step's figures: each step carries
-its stored summary (`StepSummary.to_json`) as saved, and the knee comes from `tokometer.metrics.knee`.
+(`tokometer.report.markdown`) prints them. Nothing here recomputes a step's figures: each step is written as
+the store and ``bench --json`` write it (`StoredRun`'s `StoredStep.to_json`, its summary `StepSummary.to_json`),
+and the knee comes from `tokometer.metrics.knee`.
 The knee is over loads, not steps: the trials of a load (``bench --repeat``) are pooled (`_loads`), a run of one
 load has no knee, and in a find-max run a probe that missed its objectives is never the knee.
 What is added is per request, from the run's records with the metric functions of
 `tokometer.metrics.request`: the TTFT and TPOT samples behind each step's distributions (for the CDFs)
 and each request's timeline (lag, wait, prefill, decode).
 
-Schema ``tokometer.report/1``::
+Schema ``tokometer.report/2`` (``/1`` named a step's ``step`` ``index``, wrote its ``load`` without the trial
+and ``gpu`` as ``[]`` when not read, and had no ``started_at``)::
 
     {"schema", "title", "tokometer_version",
      "runs": [{"id", "name", "model", "target", "api", "status", "started_at", "finished_at", "label",
                "spec", "engine", "host",
-               "steps": [{"index", "label", "load", "interrupted", "summary", "power", "health", "server",
-                          "gpu", "probe": {"passed", "misses", "saturated"} or null (a find-max probe's verdict)}],
+               "steps": [{"step", "load", "started_at", "summary", "health", "interrupted", "server", "gpu"
+                          (as `StoredStep.to_json`), "label", "power",
+                          "probe": {"passed", "misses", "saturated"} or null (a find-max probe's verdict)}],
                "loads": [{"label", "value", "mode", "steps": [positions of its trials], "trials",
                           "output_throughput_tok_s", "decode_speed_p50", "ttft_p50_ms", "power", "eligible"}],
                "knee": position in steps (the knee load's first trial) or null, "knee_load": position in loads,
@@ -56,7 +59,7 @@ from tokometer.store.runs import StoredRun, StoredStep
 
 __all__ = ["MAX_CDF_POINTS", "MAX_TIMELINE_REQUESTS", "SCHEMA", "report_data", "run_name", "step_label"]
 
-SCHEMA = "tokometer.report/1"
+SCHEMA = "tokometer.report/2"
 MAX_TIMELINE_REQUESTS = 5000
 """A run with more measured requests shows every k-th one in its timeline (the page says so)."""
 MAX_CDF_POINTS = 2000
@@ -77,7 +80,7 @@ def step_label(step: StoredStep) -> str:
 
 def find_max_of(run: StoredRun) -> FindMax | None:
     """The answer of a ``bench --find-max`` run, recomputed from its saved steps (None for a sweep)."""
-    return findmax.outcome(run.spec, [(s.index, s.load, s.step_summary) for s in run.steps])
+    return findmax.outcome(run.spec, [(s.index, s.load, s.summary) for s in run.steps])
 
 
 def _annotations(run: StoredRun, loads: Sequence[dict[str, Any]], knee_load: int | None,
@@ -98,10 +101,10 @@ def _annotations(run: StoredRun, loads: Sequence[dict[str, Any]], knee_load: int
             if marks and position in loads[knee_load or 0]["steps"]:
                 marks[0]["kind"], marks[0]["text"] = "knee_find_max", f"knee and {text}"
             else:
-                summary = run.steps[position].summary or {}
+                summary = run.steps[position].summary
                 marks.append({"step": position, "kind": "find_max", "text": text,
-                              "x": summary.get("output_throughput_tok_s"),
-                              "y": (summary.get("decode_speed_tok_s") or {}).get("p50")})
+                              "x": summary.output_throughput_tok_s if summary is not None else None,
+                              "y": summary.decode_speed_tok_s.p50 if summary is not None else None})
     return marks
 
 
@@ -113,7 +116,7 @@ def _loads(run: StoredRun, records: Sequence[RequestRecord], search: FindMax | N
     verdicts = {p.step: p.passed for p in search.probes} if search is not None else {}
     out = []
     for _, steps in load_groups(run):
-        summaries = [s.summary for s in steps if s.summary]
+        summaries = [s.summary for s in steps if s.summary is not None]
         indices = {s.index for s in steps}
         pooled = pool_trials(summaries, [r for r in records if r.step in indices])
         throughput, decode, ttft = pooled.throughput, pooled.decode_p50, pooled.ttft_p50_ms
@@ -202,11 +205,8 @@ def _timeline(steps: Sequence[StoredStep], records: Sequence[RequestRecord]) -> 
 
 
 def _step(step: StoredStep, search: FindMax | None) -> dict[str, Any]:
-    return {"index": step.index, "label": step_label(step), "load": step.load.label() if step.load else None,
-            "probe": _probe(step, search), "interrupted": step.interrupted,
-            "summary": dict(step.summary) if step.summary else None,
-            "power": summary_power(step.summary), "health": step.health.to_json() if step.health else None,
-            "server": dict(step.server) if step.server else None, "gpu": [dict(g) for g in step.gpu]}
+    return {**step.to_json(), "label": step_label(step), "power": summary_power(step.summary),
+            "probe": _probe(step, search)}
 
 
 def _efficiency(run: StoredRun, records: list[RequestRecord]) -> tuple[dict[str, Any] | None, str | None]:

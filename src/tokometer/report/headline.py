@@ -94,9 +94,9 @@ def headline(run: Mapping[str, Any]) -> list[str]:
     if search:
         lines.append(f"Find max: {search['answer']}.")
         probes = {p["step"]: p for p in search["probes"]}
-        verdicts = [f"{step['label']} {'met' if probes[step['index']]['passed'] else 'missed'}"
-                    + ("" if probes[step["index"]]["passed"] else f" ({'; '.join(probes[step['index']]['misses'])})")
-                    for step in sorted(steps, key=lambda st: st["index"]) if step["index"] in probes]
+        verdicts = [f"{step['label']} {'met' if probes[step['step']]['passed'] else 'missed'}"
+                    + ("" if probes[step["step"]]["passed"] else f" ({'; '.join(probes[step['step']]['misses'])})")
+                    for step in sorted(steps, key=lambda st: st["step"]) if step["step"] in probes]
         lines.append("Probes, in the order run: " + ", ".join(verdicts) + ".")
     fastest = max(done, key=lambda d: _dist(d[1], "decode_speed_tok_s", "p50") or 0.0)
     busiest = max(done, key=lambda d: d[1].get("output_throughput_tok_s") or 0.0)

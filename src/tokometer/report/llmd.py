@@ -89,5 +89,5 @@ def _report(run: StoredRun, step: StoredStep, summary: StepSummary) -> dict[str,
 
 def llmd_reports(run: StoredRun) -> dict[str, Any] | list[dict[str, Any]]:
     """The run's finished steps as llm-d Benchmark Reports (one object for one step, else a list)."""
-    reports = [_report(run, step, summary) for step in run.steps if (summary := step.step_summary) is not None]
+    reports = [_report(run, step, summary) for step in run.steps if (summary := step.summary) is not None]
     return reports[0] if len(reports) == 1 else reports

@@ -2,8 +2,10 @@
 
 The store keeps a run's row and its steps' rows as JSON-able values (`ResultStore.get_run` returns them as
 such, for ``tokometer runs --id``); code that reasons about a run reads it through these types instead:
-a step's load as the `LoadStep` it was run with, the client's health as the `ClientHealth` it was judged
-with, and the engine's identity with the facts read elsewhere typed. ``StoredRun.from_json(d).to_json()``
+a step's load as the `LoadStep` it was run with, its summary as the `StepSummary` it was written from, the
+client's health as the `ClientHealth` it was judged with, and the engine's identity with the facts read
+elsewhere typed: JSON only at the edge (``from_json``/``to_json``; ``bench --json`` files by
+``from_bench_json``). ``StoredRun.from_json(d).to_json()``
 gives ``d`` back for any run this version saved (a hand-written partial health reads as None).
 """
 
@@ -21,11 +23,12 @@ from tokometer.metrics.summary import StepSummary
 
 __all__ = ["BENCH_SCHEMA", "EngineIdentity", "StoredRun", "StoredStep", "load_of", "stored_health"]
 
-BENCH_SCHEMA = "tokometer.bench/1"
-"""The schema of ``bench --json``'s file (docs/reference/json.md)."""
+BENCH_SCHEMA = "tokometer.bench/2"
+"""The schema of ``bench --json``'s file (docs/reference/json.md): its steps are `StoredStep.to_json`'s."""
 
-_BENCH_STEP_KEYS = {"index": "step", "client": "health"}
-"""A ``bench --json`` step's key -> the store's name for it; every other key is the same in both."""
+_BENCH_V1 = "tokometer.bench/1"
+"""The schema before: a step's ``step`` was ``index``, its ``health`` was ``client``, and it had no ``started_at``."""
+_BENCH_V1_STEP_KEYS = {"index": "step", "client": "health"}
 
 
 def load_of(data: Mapping[str, Any] | None) -> LoadStep | None:
@@ -87,13 +90,14 @@ class EngineIdentity:
 
 @dataclass(frozen=True)
 class StoredStep:
-    """One saved step: its load, its summary (`StepSummary.to_json`, None until it finished), the client's
-    health and whether it was cut short."""
+    """One saved step: its load, its summary (None until it finished), the client's health and whether it was
+    cut short. `to_json` is the one way a step is written: in the store, in ``bench --json``
+    (``tokometer.bench/2``) and in the report's data (``tokometer.report/2``)."""
 
     index: int
     load: LoadStep | None
     started_at: str
-    summary: Mapping[str, Any] | None = None
+    summary: StepSummary | None = None
     health: ClientHealth | None = None
     interrupted: bool = False
     server: Mapping[str, Any] | None = None
@@ -102,26 +106,35 @@ class StoredStep:
     """Per GPU, what it did during the step (`tokometer.observe.gpu_window`), if it was read."""
     trial: int | None = None
     """Which pass of the sweep (1..N) with ``bench --repeat N``; None for a step of a run without."""
+    saved_load: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The ``load`` entry as read (`load_entry`'s), written back as it was: ``load`` keeps only what a
+    `LoadStep` can be rebuilt from (a trace's file and a session step's mark are not); None: written from
+    ``load`` and ``trial``."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StoredStep:
+        """A step as `to_json` wrote it; a summary of an earlier version reads by `StepSummary.from_json`'s rules."""
         load = data.get("load")
         trial = load.get("trial") if isinstance(load, Mapping) else None
+        summary = data.get("summary")
         return cls(index=int(data["step"]), load=load_of(load), started_at=str(data["started_at"]),
-                   summary=data.get("summary"), health=stored_health(data.get("health")),
-                   interrupted=bool(data.get("interrupted")), server=data.get("server"),
-                   gpu=tuple(data.get("gpu") or ()), trial=int(trial) if trial is not None else None)
+                   summary=StepSummary.from_json(summary) if summary else None,
+                   health=stored_health(data.get("health")), interrupted=bool(data.get("interrupted")),
+                   server=data.get("server"), gpu=tuple(data.get("gpu") or ()),
+                   trial=int(trial) if trial is not None else None,
+                   saved_load=dict(load) if isinstance(load, Mapping) else None)
 
     def to_json(self) -> dict[str, Any]:
-        load = load_entry(self.load, self.trial) if self.load else None
+        """``step``, ``load``, ``started_at``, ``summary`` (`StepSummary.to_json`), ``health``
+        (`ClientHealth.to_json`), ``interrupted``, ``server`` and ``gpu`` (null when not read)."""
+        if self.saved_load is not None:
+            load: dict[str, Any] | None = dict(self.saved_load)
+        else:
+            load = load_entry(self.load, self.trial) if self.load else None
         return {"step": self.index, "load": load, "started_at": self.started_at,
-                "summary": self.summary, "health": self.health.to_json() if self.health else None,
-                "interrupted": self.interrupted, "server": self.server, "gpu": list(self.gpu) if self.gpu else None}
-
-    @property
-    def step_summary(self) -> StepSummary | None:
-        """The summary as the typed `StepSummary` it was written from (None until the step finished)."""
-        return StepSummary.from_json(self.summary) if self.summary else None
+                "summary": self.summary.to_json() if self.summary is not None else None,
+                "health": self.health.to_json() if self.health else None, "interrupted": self.interrupted,
+                "server": self.server, "gpu": list(self.gpu) if self.gpu else None}
 
 
 _RUN_FIELDS = frozenset(("id", "status", "started_at", "finished_at", "target", "api", "model", "label", "spec",
@@ -163,14 +176,16 @@ class StoredRun:
 
     @classmethod
     def from_bench_json(cls, data: Mapping[str, Any]) -> StoredRun:
-        """A run as ``bench --json`` wrote it (``tokometer.bench/1``). Its ``run_id`` is the id (0 for a run
-        that was not saved, ``--no-store``); what the store does not keep (``prompt_source``, ``warnings``)
-        goes to ``extra``. Raises ValueError for anything else."""
-        if not isinstance(data, Mapping) or data.get("schema") != BENCH_SCHEMA:
+        """A run as ``bench --json`` wrote it (``tokometer.bench/2``, or ``/1`` of earlier versions). Its
+        ``run_id`` is the id (0 for a run that was not saved, ``--no-store``); what the store does not keep
+        (``prompt_source``, ``warnings``) goes to ``extra``. Raises ValueError for anything else."""
+        schema = data.get("schema") if isinstance(data, Mapping) else None
+        if schema not in (BENCH_SCHEMA, _BENCH_V1):
             raise ValueError(f"not a {BENCH_SCHEMA} result (bench --json writes one)")
         target = data.get("target") or {}
         try:
-            steps = [{_BENCH_STEP_KEYS.get(k, k): v for k, v in step.items()} for step in data.get("steps") or ()]
+            steps = [{_BENCH_V1_STEP_KEYS.get(k, k): v for k, v in step.items()} if schema == _BENCH_V1 else step
+                     for step in data.get("steps") or ()]
             run = {"id": data.get("run_id") or 0, "status": data["status"], "started_at": data["started_at"],
                    "finished_at": data.get("finished_at"), "target": target["url"], "api": target["api"],
                    "model": target.get("model") or "", "label": (data.get("spec") or {}).get("label"),
@@ -180,7 +195,7 @@ class StoredRun:
                    "steps": [{**s, "started_at": s.get("started_at") or data["started_at"]} for s in steps]}
             return cls.from_json(run)
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise ValueError(f"a malformed {BENCH_SCHEMA} result ({type(exc).__name__}: {exc})") from None
+            raise ValueError(f"a malformed {schema} result ({type(exc).__name__}: {exc})") from None
 
     def to_json(self) -> dict[str, Any]:
         """The run as `ResultStore.get_run` returns it."""

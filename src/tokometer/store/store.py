@@ -129,10 +129,11 @@ class ResultStore:
             raise StoreError("the results store did not return a run id")
         return run_id
 
-    def start_step(self, run_id: int, step: int, load: dict[str, Any]) -> None:
+    def start_step(self, run_id: int, step: int, load: dict[str, Any], *, started_at: str | None = None) -> None:
+        """A step begins (``started_at``: when, `now_iso`'s form; now if not given)."""
         self.flush()
         with self.engine.begin() as conn:
-            conn.execute(insert(steps).values(run_id=run_id, step=step, load=load, started_at=now_iso(),
+            conn.execute(insert(steps).values(run_id=run_id, step=step, load=load, started_at=started_at or now_iso(),
                                               interrupted=False))
 
     def append(self, run_id: int, record: RequestRecord) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tokometer.metrics.knee import knee, power, summary_power
+from tokometer.metrics.summary import StepSummary
 
 
-def _summary(throughput: float, decode_p50: float | None) -> dict[str, object]:
-    return {"output_throughput_tok_s": throughput, "decode_speed_tok_s": {"p50": decode_p50}}
+def _summary(throughput: float, decode_p50: float | None) -> StepSummary:
+    return StepSummary.from_json({"output_throughput_tok_s": throughput, "decode_speed_tok_s": {"p50": decode_p50}})
 
 
 def test_the_knee_of_a_hand_computed_sweep() -> None:

@@ -106,7 +106,7 @@ def test_the_csv_columns_are_the_registry_s() -> None:
 
 def test_a_find_max_run_saved_with_the_old_names_reports_in_the_new() -> None:
     """A spec stored before one vocabulary says ``goodput=`` and ``errors=``; its answer is recomputed as it was."""
-    step = _summary().to_json()
+    step = _summary()
     steps = [(0, findmax.LoadStep("rate", rate=1.0), step), (1, findmax.LoadStep("rate", rate=2.0), step)]
     old = findmax.outcome({"find_max": "rate", "slo": "e2e_p99=1s,goodput=0.8,errors=20%"}, steps)
     new = findmax.outcome({"find_max": "rate", "slo": "e2e_p99=1s,goodput_share=0.8,error_rate=20%"}, steps)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tokometer.load.profiles import LoadStep
+from tokometer.metrics.summary import StepSummary
 from tokometer.records import RequestRecord
 from tokometer.report import charts
 from tokometer.report.data import report_data
@@ -21,10 +22,12 @@ MS = 1_000_000
 
 
 def _summary(throughput: float, decode_p50: float, *, duration: float = 10.0, ttft_p99: float = 50.0,
-             completed: int = 10) -> dict[str, Any]:
-    return {"output_throughput_tok_s": throughput, "duration_s": duration, "requests_completed": completed,
-            "requests_failed": 0, "decode_speed_tok_s": {"p50": decode_p50},
-            "ttft_ms": {"p50": ttft_p99 / 2, "p99": ttft_p99}, "tpot_ms": {"p50": 1000 / decode_p50}}
+             completed: int = 10) -> StepSummary:
+    return StepSummary.from_json({"output_throughput_tok_s": throughput, "duration_s": duration,
+                                  "requests_completed": completed, "requests_failed": 0,
+                                  "decode_speed_tok_s": {"p50": decode_p50},
+                                  "ttft_ms": {"p50": ttft_p99 / 2, "p99": ttft_p99},
+                                  "tpot_ms": {"p50": 1000 / decode_p50}})
 
 
 def _run(steps: list[StoredStep], spec: dict[str, Any] | None = None) -> StoredRun:

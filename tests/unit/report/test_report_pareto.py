@@ -19,11 +19,10 @@ The front, left to right: run 6 c=1 (120), run 6 c=4 (350), run 5 c=8 (400).
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tokometer.load.profiles import LoadStep
+from tokometer.metrics.summary import StepSummary
 from tokometer.report import charts
 from tokometer.report.data import report_data
 from tokometer.report.markdown import render_markdown
@@ -32,10 +31,10 @@ from tokometer.store import EngineIdentity, StoredRun, StoredStep
 ROWS = {5: [(1, 100, 100), (4, 300, 60), (8, 400, 30)], 6: [(1, 120, 110), (4, 350, 70), (8, 380, 20)]}
 
 
-def _summary(throughput: float, decode: float) -> dict[str, Any]:
-    return {"output_throughput_tok_s": throughput, "duration_s": 10.0, "requests_completed": 10,
-            "requests_failed": 0, "decode_speed_tok_s": {"p50": decode}, "ttft_ms": {"p50": 20.0, "p99": 40.0},
-            "tpot_ms": {"p50": 1000 / decode}}
+def _summary(throughput: float, decode: float) -> StepSummary:
+    return StepSummary.from_json({"output_throughput_tok_s": throughput, "duration_s": 10.0, "requests_completed": 10,
+                                  "requests_failed": 0, "decode_speed_tok_s": {"p50": decode},
+                                  "ttft_ms": {"p50": 20.0, "p99": 40.0}, "tpot_ms": {"p50": 1000 / decode}})
 
 
 def _run(run_id: int, engine: EngineIdentity | None = None) -> StoredRun:

@@ -51,7 +51,7 @@ def test_an_aborted_step_gets_its_steady_state_and_slices(store_url: str) -> Non
     records = [_req(i, t) for i, t in enumerate((0.0, 1.0, 2.0, 3.0, 0.5, 1.5, 2.5))]
     load = LoadStep("concurrency", 2)
     run = _abort(store_url, {"time_slice_s": 1.0, "steady_tolerance": 0.1}, records, load)
-    summary = run.steps[0].step_summary
+    summary = run.steps[0].summary
     assert summary is not None and summary.steady_state is not None and summary.time_slices is not None
     state = summary.steady_state
     assert state["found"] and (state["start_s"], state["end_s"], state["requests"]) == (0.5, 3.5, 4)
@@ -64,6 +64,6 @@ def test_a_spec_edited_by_hand_does_not_break_opening_the_store(store_url: str) 
     the default tolerance."""
     records = [_req(i, t) for i, t in enumerate((0.0, 1.0, 2.0, 3.0, 0.5, 1.5, 2.5))]
     run = _abort(store_url, {"time_slice_s": 0, "steady_tolerance": "x"}, records, LoadStep("concurrency", 2))
-    summary = run.steps[0].step_summary
+    summary = run.steps[0].summary
     assert summary is not None and summary.time_slices is None
     assert summary.steady_state is not None and summary.steady_state["tolerance"] == 0.1

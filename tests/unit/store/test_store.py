@@ -9,6 +9,7 @@ from sqlalchemy import create_engine, text
 
 from tokometer.load.profiles import LoadStep
 from tokometer.load.selfcheck import ClientHealth
+from tokometer.metrics.summary import SLO, summarize
 from tokometer.records import RequestRecord, ServerTiming
 from tokometer.store import ResultStore, StoredRun
 from tokometer.store.runs import load_of, stored_health
@@ -134,9 +135,17 @@ def test_a_run_reads_back_typed_and_round_trips(store_url: str) -> None:
              LoadStep("rate", rate=2.5, arrival="gamma", burstiness=0.5, max_concurrency=8)]
     health = ClientHealth(loop_lag_p99_ms=0.2, loop_lag_max_ms=0.4, cpu_fraction=0.1, client_lag_p99_ms=None,
                           problems=["cpu"], saturated=True, verdict="v")
-    for index, load in enumerate(loads):
+    records = [RequestRecord(index=i, sent_ns=1_000 * i, first_token_ns=1_000 * i + 5_000_000,
+                             last_token_ns=1_000 * i + 9_000_000, end_ns=1_000 * i + 9_500_000, event_ns=[5, 7, 9],
+                             event_tokens=[1.0, 1.0, 1.0], status=200, output_tokens=3, output_tokens_source="usage",
+                             input_tokens=8, input_tokens_source="usage") for i in range(12)]
+    records.append(RequestRecord(index=12, sent_ns=3, end_ns=4, error="http_5xx", error_detail="HTTP 500", status=500))
+    summaries = [summarize(records[:n], SLO(ttft_ms=5.0)) for n in (0, 5, 13)]  # none measured, a few, all
+    for index, (load, summary) in enumerate(zip(loads, summaries, strict=True)):
         store.start_step(run_id, index, load.label())
-        store.finish_step(run_id, index, {"requests_completed": 0}, health.to_json(), interrupted=index == 2)
+        store.finish_step(run_id, index, summary.to_json(), health.to_json(), interrupted=index == 2)
+    sessions = LoadStep("concurrency", 2, sessions=True)  # a mark a LoadStep is not rebuilt with: kept as saved
+    store.start_step(run_id, 3, {**sessions.label(), "trial": 1}, started_at="2026-01-01T00:00:00.000+00:00")
     store.finish_run(run_id, "completed")
     run, data, missing = store.run(run_id), store.get_run(run_id), store.run(run_id + 1)
     store.close()
@@ -144,8 +153,12 @@ def test_a_run_reads_back_typed_and_round_trips(store_url: str) -> None:
     assert (run.id, run.status, run.target, run.label, run.spec) == (run_id, "completed", "http://x/v1", "l", {"a": 1})
     assert run.engine is not None and run.engine.is_llamacpp and run.engine.model_file == "/m.gguf"
     assert run.engine.argv == ("llama-server", "-ctk", "q8_0") and run.engine.facts["threads"] == 2
-    assert [s.load for s in run.steps] == loads and [s.index for s in run.steps] == [0, 1, 2]
-    assert all(s.health == health for s in run.steps) and [s.interrupted for s in run.steps] == [False, False, True]
+    assert [s.load for s in run.steps[:3]] == loads and [s.index for s in run.steps] == [0, 1, 2, 3]
+    assert all(s.health == health for s in run.steps[:3]) and [s.interrupted for s in run.steps] == [False, False, True,
+                                                                                                    False]
+    assert [s.summary for s in run.steps] == [*summaries, None]  # typed, as they were written
+    assert run.steps[3].trial == 1 and run.steps[3].started_at == "2026-01-01T00:00:00.000+00:00"
+    assert run.steps[3].to_json()["load"] == {"concurrency": 2, "sessions": True, "trial": 1}
     assert run.to_json() == data and StoredRun.from_json(data) == run
 
 
