@@ -248,7 +248,7 @@ def time_slices(runs: Sequence[Run]) -> Any:
     for i, (run, step, slices) in enumerate(steps):
         name = step["label"] + (f" · {run['name']}" if len(runs) > 1 else "")
         x = [sl["start_s"] for sl in slices] + [slices[-1]["end_s"]]
-        meta = {"run": run["id"], "step": step["index"]}
+        meta = {"run": run["id"], "step": step["step"]}
         for row, key, y, dash, shown in (
                 (1, "ttft_p99", [sl["ttft_ms"]["p99"] for sl in slices], "solid", True),
                 (1, "ttft_p50", [sl["ttft_ms"]["p50"] for sl in slices], "dot", False),

@@ -39,15 +39,15 @@ def _slice(index: int, ttft_ms: float, requests: int, overload: dict[str, Any] |
             "goodput_rps": None, "overload": overload}
 
 
-def _ramp_summary(slices: list[dict[str, Any]]) -> dict[str, Any]:
+def _ramp_summary(slices: list[dict[str, Any]]) -> StepSummary:
     base = StepSummary.from_json({"requests_completed": sum(s["requests"] for s in slices), "duration_s": 10.0})
     base.time_slices = {"slice_s": 1.0, "requests_by": "sent", "note": None, "slices": slices}
-    return base.to_json()
+    return base
 
 
-def _steady(value: float, ttft_ms: float) -> dict[str, Any]:
+def _steady(value: float, ttft_ms: float) -> StepSummary:
     return StepSummary.from_json({"requests_completed": 60, "duration_s": 3.0,
-                                  "ttft_ms": Distribution.of([ttft_ms] * 60).to_json()}).to_json()
+                                  "ttft_ms": Distribution.of([ttft_ms] * 60).to_json()})
 
 
 CAPACITY_SLICES = [_slice(0, 30, 6), *(_slice(k, 40, 10 + 4 * k) for k in range(1, 6)),
@@ -56,13 +56,13 @@ CAPACITY_SLICES = [_slice(0, 30, 6), *(_slice(k, 40, 10 + 4 * k) for k in range(
 
 
 def test_slices_are_read_back_as_summaries_with_their_load() -> None:
-    pieces = ramp_slices(_ramp_summary(CAPACITY_SLICES)["time_slices"], RAMP, "rate")
+    pieces = ramp_slices(_ramp_summary(CAPACITY_SLICES).time_slices, RAMP, "rate")
     assert [p.index for p in pieces] == list(range(1, 8))  # slice 0 has fewer than MIN_SLICE_REQUESTS
     assert MIN_SLICE_REQUESTS > 6
     assert pieces[0].load == pytest.approx(RAMP.at(1.5)) and pieces[0].summary.ttft_ms.p99 == 40
     as_typed = as_summary(CAPACITY_SLICES[6])
     assert as_typed.overload is not None and as_typed.overload.queue_grew and as_typed.requests_completed == 34
-    assert [p.load for p in ramp_slices(_ramp_summary(CAPACITY_SLICES)["time_slices"], RAMP, "concurrency")][:2] \
+    assert [p.load for p in ramp_slices(_ramp_summary(CAPACITY_SLICES).time_slices, RAMP, "concurrency")][:2] \
         == [10.0, 14.0]  # whole slots: floor of the mean target
     assert slice_width(20.0, None) == 2.0 and slice_width(20.0, 0.5) == 0.5
 
