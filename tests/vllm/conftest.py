@@ -33,6 +33,13 @@ import pytest
 API_KEY = "tokometer-vllm-test-key"
 MAX_MODEL_LEN = 2048
 START_TIMEOUT_S = 1500  # on a loaded 2-core machine vLLM's CPU warm-up alone has taken 5+ minutes
+# vLLM's own flags for the servers of these tests: eager PyTorch, no torch.compile. On a fresh machine (no compile
+# cache: ~/.cache/vllm and inductor's) the CPU build compiles and warms its graph before it answers: measured on
+# 2 cores at load 3-5, the shared vLLM's fixture took 440 s compiled against 92 s eager, the pooling one 250 s
+# against 83 s, and the find-max test ran no slower (97 s compiled, 86 s eager). What the tests check (counts
+# against the server's own, verdicts that follow their own measurements, agreement of log-probabilities, what
+# survives a kill) does not depend on the kernels being compiled; `tokometer serve` keeps vLLM's compiled default.
+TEST_VLLM_ARGS = ("--enforce-eager",)
 
 
 @dataclass
@@ -122,7 +129,8 @@ def start_vllm_serve(*extra: str) -> VllmServer:
     log = Path(tempfile.mkstemp(prefix="tokometer-test-vllm-", suffix=".log")[1])
     port = free_port()
     argv = [sys.executable, "-m", "tokometer", "serve", "--engine", "vllm", "--port", str(port), "--json",
-            "--kv-cache-gb", "1", "--max-model-len", str(MAX_MODEL_LEN), *extra, "--", "--api-key", API_KEY]
+            "--kv-cache-gb", "1", "--max-model-len", str(MAX_MODEL_LEN), *extra, "--", "--api-key", API_KEY,
+            *TEST_VLLM_ARGS]
     with log.open("w") as err:
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True)
     ready = _read_ready_line(process, log, START_TIMEOUT_S)

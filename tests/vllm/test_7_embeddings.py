@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli
-from tests.vllm.conftest import API_KEY, MAX_MODEL_LEN, START_TIMEOUT_S, VllmServer, require_vllm
+from tests.vllm.conftest import API_KEY, MAX_MODEL_LEN, START_TIMEOUT_S, TEST_VLLM_ARGS, VllmServer, require_vllm
 
 SERVED = "gemma-embed"
 
@@ -64,7 +64,7 @@ def pooling() -> Iterator[VllmServer]:
     assert checkpoint is not None
     port = free_port()
     plan = plan_vllm_cpu(str(checkpoint), kv_cache_gib=1, max_model_len=MAX_MODEL_LEN, served_name=SERVED,
-                         port=port, extra_args=("--runner", "pooling", "--api-key", API_KEY))
+                         port=port, extra_args=("--runner", "pooling", "--api-key", API_KEY, *TEST_VLLM_ARGS))
     install = find_vllm()
     process = EngineProcess([str(install.binary), *plan.argv[1:]], "vllm-pooling", env={**os.environ, **plan.env},
                             reap=True)
