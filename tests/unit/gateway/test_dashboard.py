@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tokometer.gateway.metrics import GatewayMetrics
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "src" / "tokometer" / "gateway" / "dashboard.json"
+DASHBOARD = Path(__file__).resolve().parents[3] / "src" / "tokometer" / "gateway" / "dashboard.json"
 GPU = {"tokometer_gpu_memory_used_bytes", "tokometer_gpu_memory_total_bytes", "tokometer_gpu_utilization_ratio",
        "tokometer_gpu_power_watts", "tokometer_gpu_power_limit_watts"}
 
