@@ -61,7 +61,7 @@ def test_one_ramp_then_steady_probes_finds_the_capacity_with_less(modelled: SimS
     assert failed is not None, search["ramp"]
     slice_ = next(s for s in search["ramp"]["slices"] if s["index"] == failed)
     assert not slice_["passed"] and slice_["misses"] and slice_["load"] > capacity * 0.9, slice_
-    assert f"first miss slice {failed} (" in printed and "first steady probe" in printed
+    assert f"first lasting miss slice {failed} (" in printed and "first steady probe" in printed
     assert search["failed_at"] is not None and search["failed_at"] > search["best"]
     # The saved run carries the same answer, recomputed from its spec and steps.
     results = ResultStore(f"sqlite:///{tmp_path / 'runs.db'}", read_only=True)
@@ -124,3 +124,26 @@ def test_the_report_timeline_draws_the_ramps_target(sim_factory: Callable[..., S
     assert y[:2] == [2.0, 20.0] and x[1] - x[0] == pytest.approx(2.0), (x, y)
     sends = page.data["runs"][0]["timeline"]["columns"]["sent_s"]
     assert x[0] <= min(sends) + 0.05 and (len(x) == 2 or (y[2] == 20.0 and x[2] == pytest.approx(max(sends), abs=0.05)))
+
+
+def test_a_concurrency_ramp_finds_the_engines_batch(modelled: SimServer, tmp_path: Path) -> None:
+    """Over concurrency: up to 8 requests each get a slot at the next decode step; a 9th waits for a whole answer
+    (20 steps), so with TTFT p99 within 4 steps the highest concurrency that meets is exactly 8
+    (test_find_max.py's bisection finds the same). One ramp of slots from 2 to 16 over 6 s, then at most three
+    steady probes of 24 requests: the answer is a steady probe that met, at most 8, and at least 7 (a steady probe
+    of 8 can miss on a crowded host, where the simulator's steps run late)."""
+    limit_ms = 4 * 1e3 * _step_s()
+    out = tmp_path / "ramp.json"
+    done = run_cli("bench", "--url", modelled.openai_url, "--input-tokens", str(INPUT), "--output-tokens", str(OUTPUT),
+                   "--ignore-eos", "--store", str(tmp_path / "runs.db"), "--json", str(out), "-n", "24",
+                   "--find-max", "concurrency", "--slo", f"ttft_p99={limit_ms:.0f}ms", "--search", "ramp",
+                   "-c", "16", "--ramp-from", "2", "--ramp-time", "6s", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(out.read_text())
+    search = result["find_max"]
+    steady = {p["load"]: p for p in search["probes"]}
+    assert search["best"] in steady and steady[search["best"]]["passed"], search
+    assert SEQS - 1 <= search["best"] <= SEQS, search["answer"]
+    failed = search["ramp"]["failed_slice"]
+    assert failed is not None and search["failed_at"] is not None and search["failed_at"] > search["best"]
+    assert len(result["steps"]) <= 4  # the ramp and at most three steady probes

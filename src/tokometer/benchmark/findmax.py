@@ -29,11 +29,13 @@ probe that fails halves the load instead (rates only; concurrency 1 is the floor
 
 **Ramp search** (``--search ramp``; `scan_ramp`, `next_confirm`): one step ramps the load from ``--ramp-from`` to
 the ``-r``/``-c`` value over ``--ramp-time`` and ends there; its time slices (`tokometer.benchmark.ramp_search`)
-are judged in order by `judge`, each as a probe at its mean load, up to the first that misses. The first steady
+are judged by `judge`, each as a probe at its mean load; the ramp fails at the first slice that misses and whose
+next slice misses too (a lone miss is noise: above the limit the queue keeps growing). The first steady
 probe (`RampScan.candidate`) is the rate the server sustained in that slice when its queue grew there (the
 overload test's ``sustained_rps``), else the last good slice's load. While no steady probe has met, the next is
 the next good slice's load below the lowest miss (else half of it); then bisection between the highest steady pass
-and the lowest failure, the ramp's failing slice counted as one, until `RESOLUTION` (or adjacent), at most
+and the lowest failure, the ramp's failing slice counted as one (`RampScan.miss_load`: for concurrency at the
+most slots open in it), until `RESOLUTION` (or adjacent), at most
 `ramp_search.MAX_CONFIRMS` steady probes. The answer is always a steady probe that met; the ramp only points.
 
 **Answer** (`outcome`): the highest passing load below the lowest failing one; the limit lies between the two
@@ -45,7 +47,6 @@ of its own, and the report and the console agree by construction.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -354,13 +355,33 @@ class RampScan:
 
     @property
     def failing(self) -> SliceVerdict | None:
-        """The first slice that missed; None when every judged slice met."""
-        return next((v for v in self.slices if not v.probe.passed), None)
+        """The first slice that missed and whose next judged slice missed too (or that is the last judged one);
+        None when there is none. Above the limit a queue keeps growing, so a real miss lasts; a lone miss that
+        the next slice does not repeat (a few requests' noise, TTFT rising as a batch fills) is not the limit."""
+        for k, v in enumerate(self.slices):
+            if not v.probe.passed and (k + 1 == len(self.slices) or not self.slices[k + 1].probe.passed):
+                return v
+        return None
 
     @property
     def good(self) -> tuple[SliceVerdict, ...]:
-        """The slices before the first that missed (each met)."""
-        return tuple(itertools.takewhile(lambda v: v.probe.passed, self.slices))
+        """The slices before the failing one that met."""
+        fail = self.failing
+        before = self.slices if fail is None else self.slices[:self.slices.index(fail)]
+        return tuple(v for v in before if v.probe.passed)
+
+    @property
+    def miss_load(self) -> float | None:
+        """The load the first failing slice counts as a miss at (None: none failed). A rate slice counts at its
+        mean rate; a concurrency slice at the most slots open in it (the ramp's target at the slice's end, whole
+        slots): a slice whose mean is 8.4 had a 9th slot open for part of it, and the 9th may be what missed, so
+        counting the miss at 8 could put the answer below a limit of 8."""
+        fail = self.failing
+        if fail is None:
+            return None
+        if self.kind == "rate":
+            return fail.probe.value
+        return float(max(fail.probe.value, math.floor(self.ramp.at(fail.end_s) + 1e-9)))
 
     @property
     def candidate(self) -> float:
@@ -395,7 +416,7 @@ class RampScan:
         good = f"last good slice {self.good[-1].index} at {self.good[-1].probe.value:g}" if self.good else \
             "no slice met before it"
         sustained = f", sustained about {self.sustained:g}/s" if self.sustained is not None else ""
-        return f"{head}: first miss {fail.describe()}; {good}{sustained}; first steady probe {self.candidate:g}"
+        return f"{head}: first lasting miss {fail.describe()}; {good}{sustained}; first steady probe {self.candidate:g}"
 
     def to_json(self) -> dict[str, Any]:
         fail = self.failing
@@ -407,7 +428,7 @@ class RampScan:
 
 
 def scan_ramp(summary: StepSummary, load: LoadStep, objectives: Sequence[Objective], step: int, kind: Kind) -> RampScan:
-    """The ramp step's slices (`ramp_search.ramp_slices`) judged in order by `judge`, up to the first miss."""
+    """The ramp step's slices (`ramp_search.ramp_slices`), each judged by `judge` (`RampScan.failing` reads them)."""
     assert load.ramp is not None
     verdicts = []
     for piece in ramp_slices(summary.time_slices, load.ramp, kind):
@@ -415,15 +436,15 @@ def scan_ramp(summary: StepSummary, load: LoadStep, objectives: Sequence[Objecti
               else LoadStep("concurrency", concurrency=int(piece.load)))
         probe = judge(piece.summary, at, objectives, step, kind)
         verdicts.append(SliceVerdict(piece.index, piece.start_s, piece.end_s, piece.requests, probe))
-        if not probe.passed:
-            break
     return RampScan(step, load.ramp, kind, tuple(verdicts))
 
 
 def _ramp_bounds(scan: RampScan, history: Sequence[tuple[float, bool]]) -> tuple[float | None, float | None]:
     """`_bounds` of the steady probes, the ramp's failing slice counted as a failure (never as a pass)."""
-    fail = scan.failing
-    return _bounds([*history, *([(fail.probe.value, False)] if fail is not None else [])])
+    miss = scan.miss_load
+    if miss is not None and any(passed and value >= miss for value, passed in history):
+        miss = None  # a steady probe met at or above the ramp's miss: the steady verdict stands
+    return _bounds([*history, *([(miss, False)] if miss is not None else [])])
 
 
 def next_confirm(scan: RampScan, history: Sequence[tuple[float, bool]], *, resolution: float = RESOLUTION,

@@ -70,17 +70,30 @@ def test_slices_are_read_back_as_summaries_with_their_load() -> None:
 def test_the_first_failing_slice_and_the_candidate() -> None:
     load = LoadStep("rate", rate=44.0, ramp=RAMP)
     scan = findmax.scan_ramp(_ramp_summary(CAPACITY_SLICES), load, OBJECTIVES, 0, "rate")
-    assert [v.index for v in scan.slices] == [1, 2, 3, 4, 5, 6]  # judged up to the first miss
+    assert [v.index for v in scan.slices] == [1, 2, 3, 4, 5, 6, 7]  # every slice with enough requests
     fail = scan.failing
     assert fail is not None and fail.index == 6 and not fail.probe.passed and fail.probe.saturated
     assert any(m.startswith("ttft_p99 150 ms > 100 ms") for m in fail.probe.misses)
     assert scan.good[-1].probe.value == pytest.approx(26.0)
     assert scan.sustained == 25.0 and scan.candidate == 25.0  # the rate its queue showed it sustained
-    assert "first miss slice 6 (6-7 s, 30" in scan.describe() and "sustained about 25/s" in scan.describe()
+    assert "first lasting miss slice 6 (6-7 s, 30" in scan.describe() and "sustained about 25/s" in scan.describe()
     # Without a queue that grew, the candidate is the last good slice's load.
     plain = [*CAPACITY_SLICES[:6], _slice(6, 150, 34)]
     again = findmax.scan_ramp(_ramp_summary(plain), load, OBJECTIVES, 0, "rate")
     assert again.sustained is None and again.candidate == pytest.approx(26.0)
+
+
+def test_a_lone_miss_the_next_slice_does_not_repeat_is_not_the_limit() -> None:
+    """Slice 3 (about 18 req/s) misses on noise and slice 4 meets again: the ramp fails at slice 6, where the miss
+    lasts (slice 7 misses too), and a steady probe that meets at or above a ramp miss overrules it."""
+    noisy = [*CAPACITY_SLICES[:3], _slice(3, 150, 22), *CAPACITY_SLICES[4:]]
+    load = LoadStep("rate", rate=44.0, ramp=RAMP)
+    scan = findmax.scan_ramp(_ramp_summary(noisy), load, OBJECTIVES, 0, "rate")
+    fail = scan.failing
+    assert fail is not None and fail.index == 6 and scan.candidate == 25.0
+    assert [v.index for v in scan.good] == [1, 2, 4, 5]
+    assert findmax.next_confirm(scan, [(25.0, True)]) == 27.5  # bisecting towards the lasting miss at 30
+    assert findmax._ramp_bounds(scan, [(25.0, True), (30.0, True)]) == (30.0, None)  # the steady pass stands
 
 
 def _confirm(scan: findmax.RampScan, capacity: float) -> list[tuple[float, bool]]:
@@ -117,7 +130,7 @@ def test_the_answer_is_recomputed_from_saved_steps_and_is_a_steady_probe() -> No
     assert found.best in [p.value for p in found.probes if p.passed]
     data = found.to_json()
     assert data["search"] == "ramp" and data["ramp"]["failed_slice"] == 6 and data["ramp"]["candidate"] == 25.0
-    assert "first miss slice 6" in found.answer() and "the limit lies between 26.25 and 27.5" in found.answer()
+    assert "first lasting miss slice 6" in found.answer() and "the limit lies between 26.25 and 27.5" in found.answer()
     # With only the candidate met, the ramp's failing slice is the bracket's top.
     short = findmax.outcome(SPEC, steps[:2])
     assert short is not None and short.best == 25.0 and short.failed_at == pytest.approx(30.0)
@@ -154,3 +167,30 @@ def test_a_ramp_search_plans_its_ramp_step_first() -> None:
     assert first is not None and first.load.ramp == Ramp("linear", 2.0, 40.0, 10.0)
     assert first.limits is not None and first.limits.duration_s == 10.0 and first.limits.requests is None
     assert first.time_slice_s == 1.0
+
+
+SLOTS = Ramp("linear", 2.0, 12.0, 10.0)  # a slot more every second
+
+
+def _slots_slice(index: int, ttft_ms: float) -> dict[str, Any]:
+    entry = _slice(index, ttft_ms, 20)
+    return {**entry, "target": (SLOTS.at(index) + SLOTS.at(index + 1)) / 2}
+
+
+def test_a_concurrency_slice_misses_at_the_most_slots_it_had_open() -> None:
+    """A server that holds 8 requests at once: slice 6 (6-7 s, mean target 8.5) had a 9th slot open for its second
+    half, and misses. The miss counts at 9, not at the slice's 8 whole slots on average, so the steady probes go
+    7 (met), 8 (met) and stop: the answer is 8, which counting the miss at 8 would never have probed."""
+    slices = [*(_slots_slice(k, 40) for k in range(6)), _slots_slice(6, 400), _slots_slice(7, 900)]
+    load = LoadStep("concurrency", concurrency=12, ramp=SLOTS)
+    scan = findmax.scan_ramp(_ramp_summary(slices), load, OBJECTIVES, 0, "concurrency")
+    fail = scan.failing
+    assert fail is not None and fail.index == 6 and fail.probe.value == 8.0 and scan.miss_load == 9.0
+    assert scan.candidate == 7.0  # the last good slice's whole slots (mean 7.5)
+    history = _confirm(scan, 8.0)
+    assert history == [(7.0, True), (8.0, True)]
+    spec = {"find_max": "concurrency", "slo": "ttft_p99=100ms", "search": "ramp", "concurrency": [12]}
+    steps = [(0, load, _ramp_summary(slices)), (1, LoadStep("concurrency", concurrency=7), _steady(7, 40)),
+             (2, LoadStep("concurrency", concurrency=8), _steady(8, 40))]
+    found = findmax.outcome(spec, steps)
+    assert found is not None and found.best == 8.0 and found.failed_at == 9.0 and found.converged
