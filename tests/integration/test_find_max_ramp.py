@@ -140,8 +140,8 @@ def test_a_concurrency_ramp_finds_the_engines_batch(modelled: SimServer, tmp_pat
     out = tmp_path / "ramp.json"
     done = run_cli("bench", "--url", modelled.openai_url, "--input-tokens", str(INPUT), "--output-tokens", str(OUTPUT),
                    "--ignore-eos", "--store", str(tmp_path / "runs.db"), "--json", str(out), "-n", "24",
-                   "--warmup", "8", "--find-max", "concurrency", "--slo", f"ttft_p99={limit_ms:.0f}ms", "--search", "ramp",
-                   "-c", "16", "--ramp-from", "2", "--ramp-time", "6s", timeout=300)
+                   "--warmup", "8", "--find-max", "concurrency", "--slo", f"ttft_p99={limit_ms:.0f}ms",
+                   "--search", "ramp", "-c", "16", "--ramp-from", "2", "--ramp-time", "6s", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(out.read_text())
     search = result["find_max"]
