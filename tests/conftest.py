@@ -15,6 +15,26 @@ from typing import Any
 
 import pytest
 
+# A test marked `timing` checks measured times against what was scheduled or modelled: the simulator's scripted TTFT,
+# a Poisson schedule, a trace's arrivals, a search's answer against the modelled capacity. On a shared 2-core host
+# (CI's, this project's) a process that is not scheduled for tens of milliseconds makes the server or the client
+# late, and the check misses through no fault of the code (seen in CI: TTFT 54.7 ms against a scripted 50 +- 4;
+# client loop lag 10.8 ms against 1 ms allowed). Such a test is run again, up to TIMING_RERUNS times, and every
+# rerun is counted in pytest's summary ("N rerun"); a fault in the code fails every run. Tests of behaviour, not
+# of time, are never marked.
+TIMING_RERUNS = 2
+# pyproject's `timeout` (600 s) bounds every test; a real vLLM's test may first start it (up to START_TIMEOUT_S).
+VLLM_TEST_TIMEOUT_S = 1800
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    vllm_tests = Path(__file__).parent / "vllm"
+    for item in items:
+        if item.get_closest_marker("timing") is not None:
+            item.add_marker(pytest.mark.flaky(reruns=TIMING_RERUNS, reruns_delay=2))
+        if vllm_tests in item.path.parents:
+            item.add_marker(pytest.mark.timeout(VLLM_TEST_TIMEOUT_S))
+
 
 @dataclass
 class SimServer:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -49,3 +50,44 @@ def kill_parent_and_expect_child_gone(parent: subprocess.Popen[str], child: psut
         if parent.stdout is not None:
             parent.stdout.close()
     Path(log_path).unlink(missing_ok=True)
+
+
+_JITTER_PROBE = """
+import signal, time
+def stop(*_):
+    raise SystemExit
+signal.signal(signal.SIGTERM, stop)
+late = []
+print("ready", flush=True)
+try:
+    while True:
+        before = time.perf_counter_ns()
+        time.sleep(0.001)
+        late.append((time.perf_counter_ns() - before) / 1e6 - 1.0)
+except SystemExit:
+    pass
+late.sort()
+print(late[int(0.99 * (len(late) - 1))] if late else 0.0, flush=True)
+"""
+
+
+class HostJitter:
+    """How late the host wakes an idle process: a side process sleeps 1 ms over and over while a test runs and
+    reports the p99 of how much later than asked it woke (ms). On a VM whose hypervisor takes the CPU away now and
+    then (steal time), every process is late by that much, the client under test included; a timing test bounds the
+    client by its own budget plus this figure, not by a bare millisecond the host never granted anyone."""
+
+    def __init__(self) -> None:
+        self.p99_ms: float | None = None
+        self._process: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> HostJitter:
+        self._process = subprocess.Popen([sys.executable, "-c", _JITTER_PROBE], stdout=subprocess.PIPE, text=True)
+        assert self._process.stdout is not None and self._process.stdout.readline().strip() == "ready"
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        self._process.terminate()
+        out, _ = self._process.communicate(timeout=30)
+        self.p99_ms = float(out.strip().splitlines()[-1])

@@ -21,6 +21,7 @@ SCALE = 10.0
 DEPLOYMENT = ("--model", "llama-3.1-8b", "--hardware", "H100-SXM", "--dtype", "awq")
 
 
+@pytest.mark.timing
 def test_calibration_recovers_the_servers_efficiency_and_is_reused(sim_factory: Callable[..., SimServer],
                                                                      tmp_path: Path) -> None:
     sim = sim_factory(*DEPLOYMENT, "--time-scale", str(SCALE))

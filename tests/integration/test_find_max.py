@@ -47,6 +47,7 @@ def _find(sim: SimServer, tmp_path: Path, *args: str) -> tuple[dict[str, object]
     return result, int(result["run_id"])
 
 
+@pytest.mark.timing
 def test_the_highest_concurrency_is_the_engines_batch(modelled: SimServer, tmp_path: Path) -> None:
     limit_ms = 4 * 1e3 * _step_s()
     result, run_id = _find(modelled, tmp_path, "--find-max", "concurrency", "-c", "4", "-n", "24",
@@ -79,6 +80,7 @@ def test_the_highest_concurrency_is_the_engines_batch(modelled: SimServer, tmp_p
     assert f"Find max: highest load meeting ttft_p99 <= {limit_ms:.0f} ms" in md.stdout, md.stdout
 
 
+@pytest.mark.timing
 def test_the_highest_rate_is_the_engines_capacity(modelled: SimServer, tmp_path: Path) -> None:
     capacity = SEQS / (OUTPUT * _step_s())  # requests/s the batch can finish
     result, _ = _find(modelled, tmp_path, "--find-max", "-r", "16", "-n", "60", "--arrival", "constant",
@@ -92,6 +94,7 @@ def test_the_highest_rate_is_the_engines_capacity(modelled: SimServer, tmp_path:
     assert first_miss["saturated"], first_miss  # at twice the start the queue grew
 
 
+@pytest.mark.timing
 def test_a_rate_the_engine_cannot_sustain_is_never_the_answer(modelled: SimServer, tmp_path: Path) -> None:
     """Issue 26: a loose SLO (TTFT p99 within 2 s) holds for a while above capacity, since over 100 requests the
     queue grows too little to break it; the overload test must miss those probes anyway, so the answer is at

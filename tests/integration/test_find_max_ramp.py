@@ -45,6 +45,7 @@ def _requests(result: dict[str, Any]) -> int:
     return sum(int(s["summary"]["requests_completed"]) + int(s["summary"]["requests_failed"]) for s in result["steps"])
 
 
+@pytest.mark.timing
 def test_one_ramp_then_steady_probes_finds_the_capacity_with_less(modelled: SimServer, tmp_path: Path) -> None:
     capacity = SEQS / (OUTPUT * _step_s())
     ramp, printed, run_id = _search(modelled, tmp_path, "ramp", "--search", "ramp", "-r", "40", "--ramp-from", "4",
@@ -126,6 +127,7 @@ def test_the_report_timeline_draws_the_ramps_target(sim_factory: Callable[..., S
     assert x[0] <= min(sends) + 0.05 and (len(x) == 2 or (y[2] == 20.0 and x[2] == pytest.approx(max(sends), abs=0.05)))
 
 
+@pytest.mark.timing
 def test_a_concurrency_ramp_finds_the_engines_batch(modelled: SimServer, tmp_path: Path) -> None:
     """Over concurrency: up to 8 requests each get a slot at the next decode step; a 9th waits for a whole answer
     (20 steps), so with TTFT p99 within 4 steps the highest concurrency that meets is exactly 8

@@ -9,13 +9,16 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SimServer, run_cli
-from tests.helpers import bench
+from tests.helpers import HostJitter, bench
 
 
+@pytest.mark.timing
 def test_poisson_rate_is_achieved(sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1")
-    result = bench(sim.openai_url, rate=[50.0], arrival="poisson", requests=1000, input_tokens=4, output_tokens=4,
-                   seed=11)
+    with HostJitter() as host:
+        result = bench(sim.openai_url, rate=[50.0], arrival="poisson", requests=1000, input_tokens=4,
+                       output_tokens=4, seed=11)
+    assert host.p99_ms is not None
     step = result.steps[0]
     summary = step.summary
     assert summary.requests_completed == 1000
@@ -27,11 +30,19 @@ def test_poisson_rate_is_achieved(sim_factory: Callable[..., SimServer]) -> None
     assert summary.client_lag_ms.p50 is not None and summary.client_lag_ms.p50 < 1.0
     # What the verdict promises (the rule: ClientHealth.judge, tests/unit/load/test_client_health.py): the rate was
     # achieved and lateness is judged against the 20 ms mean gap, so a busy machine's millisecond or two of client
-    # lag does not make the client "could not keep up" with the schedule.
+    # lag does not make the client "could not keep up" with the schedule. On a host that itself wakes every process
+    # later than that (a VM's steal time: tests/helpers.py:HostJitter), late sends are the truth, and the verdict
+    # must say so; the client is then held to 1 ms beyond the host's own lateness.
     health = step.health
     assert health.client_lag_limit_ms == pytest.approx(5.0, rel=0.05)
     assert health.send_shortfall is not None and health.send_shortfall < 0.03
-    assert not {"behind_schedule", "late_sends"} & set(health.problems), health.verdict
+    assert "behind_schedule" not in health.problems, health.verdict
+    lag_p99 = summary.client_lag_ms.p99
+    assert lag_p99 is not None
+    if host.p99_ms + 1.0 < health.client_lag_limit_ms:
+        assert "late_sends" not in health.problems, (health.verdict, f"host lateness p99 {host.p99_ms:.2f} ms")
+    else:
+        assert lag_p99 < host.p99_ms + 1.0 or "late_sends" in health.problems, (lag_p99, host.p99_ms)
     # Other work beside the test may still delay the event loop; it is flagged only on its stated rule, lag p99
     # over max(1 ms, 10% of TTFT p50), and then the verdict says so.
     assert summary.ttft_ms.p50 is not None

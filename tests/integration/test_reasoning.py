@@ -59,6 +59,7 @@ def _check(sim: SimServer, api: str, source: str, n: int = 5, tokens_per_event: 
     return step
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(("fmt", "api", "source"), [
     ("reasoning_content", "openai-chat", "usage"),
     ("reasoning", "openai-chat", "usage"),
@@ -75,6 +76,7 @@ def test_reasoning_split_equals_the_simulators_truth(sim_factory: Callable[..., 
     _check(sim, api, source)
 
 
+@pytest.mark.timing
 def test_an_event_with_reasoning_and_answer_starts_the_answer(sim_factory: Callable[..., SimServer]) -> None:
     # 5 tokens an event: event 2 carries tokens 10-14, reasoning 10-11 and answer 12-14
     sim = sim_factory("--ttft-ms", "50", "--itl-ms", "2", "--tokens-per-event", "5",

@@ -35,6 +35,7 @@ def _model_prefill_ms(tokens: int) -> float:
     return SCALE * 1e3 * prefill_s(d, tokens, 0, Efficiency())
 
 
+@pytest.mark.timing
 def test_per_turn_ttft_grows_as_the_simulator_says(sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory(*MODELLED, "--no-prefix-caching", "--trace-bodies")
     result = bench(sim.openai_url, sessions=3, synchronous=True, turns=str(TURNS), input_tokens=USER,
@@ -79,6 +80,7 @@ def test_per_turn_ttft_grows_as_the_simulator_says(sim_factory: Callable[..., Si
     assert stats["ttft_turn_growth"] == pytest.approx(measured[-1] / measured[0])
 
 
+@pytest.mark.timing
 def test_the_simulators_prefix_cache_keeps_later_turns_fast(sim_factory: Callable[..., SimServer]) -> None:
     """With its prefix cache (on by default), the simulator prefills only what the previous turn's prompt did not
     hold (its full 16-word blocks are cached; the answer and the new message are not): every turn costs about

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from tests.conftest import SimServer, run_cli
-from tests.helpers import bench
+from tests.helpers import HostJitter, bench
 
 BLOCK = 64
 
@@ -61,6 +62,7 @@ def _in_trace_order(rows: list[dict[str, Any]], traces: list[dict[str, Any]],
     return out
 
 
+@pytest.mark.timing
 def test_replay_keeps_the_traces_timing_lengths_and_shared_blocks(sim_factory: Callable[..., SimServer],
                                                                    tmp_path: Path) -> None:
     sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1", "--trace-bodies")
@@ -68,13 +70,19 @@ def test_replay_keeps_the_traces_timing_lengths_and_shared_blocks(sim_factory: C
     stamps = np.array([float(r["timestamp"]) for r in rows])
     # Best of five replays: on a 2-core machine that other processes keep busy, the OS deschedules the client for
     # a time slice (4 ms and more) whatever it does; one clean replay shows what the client itself keeps. The
-    # server's /metrics are not read, so that no scraping thread competes for the interpreter.
+    # server's /metrics are not read, so that no scraping thread competes for the interpreter. On a VM whose
+    # hypervisor takes the CPUs away now and then, every process wakes late (seen here with the host 25% busy: the
+    # client's send lag p99 4-7 ms on this commit and the one before it): the client is allowed its 1 ms beyond the
+    # host's own wake-up lateness, measured beside it (tests/helpers.py:HostJitter).
     best: tuple[float, float, float] | None = None
+    host_ms = 0.0  # the host's wake-up lateness (p99) during the best replay
     crowded = True  # every replay ran while the host's CPUs were all busy
     for _ in range(5):
         sim.clear_trace()
-        result = bench(sim.openai_url, api="openai-completions", trace=tmp_path / "trace.jsonl",
-                       trace_block_tokens=BLOCK, server_metrics="off", gpu_metrics="off")
+        with HostJitter() as jitter:
+            result = bench(sim.openai_url, api="openai-completions", trace=tmp_path / "trace.jsonl",
+                           trace_block_tokens=BLOCK, server_metrics="off", gpu_metrics="off")
+        assert jitter.p99_ms is not None
         (step,) = result.steps
         records = step.records
         assert step.summary.requests_completed == 120 and step.summary.requests_failed == 0
@@ -89,19 +97,22 @@ def test_replay_keeps_the_traces_timing_lengths_and_shared_blocks(sim_factory: C
                float(np.percentile(arrival_ms, 99)))
         print(f"sent - trace time: p50 {np.percentile(lag_ms, 50):.3f} p99 {p99[0]:.3f} max {lag_ms.max():.3f} ms; "
               f"received by the server - trace time: p50 {p99[1]:.3f} p99 {p99[2]:.3f} ms; "
-              f"host CPUs {100 * (step.health.host_cpu_busy or 0):.0f}% busy")
-        best = p99 if best is None or p99[0] < best[0] else best
+              f"host CPUs {100 * (step.health.host_cpu_busy or 0):.0f}% busy, host wake-up lateness p99 "
+              f"{jitter.p99_ms:.3f} ms")
+        if best is None or p99[0] - jitter.p99_ms < best[0] - host_ms:
+            best, host_ms = p99, jitter.p99_ms
         crowded = crowded and (step.health.host_cpu_busy or 0.0) > 0.95
-        if p99[0] < 1.0:
+        if p99[0] - host_ms < 1.0:
             break
     assert best is not None
-    if best[0] >= 1.0 and crowded:  # other processes held both cores through every replay: a looser bound
+    if best[0] - host_ms >= 1.0 and crowded:  # other processes held both cores through every replay: a looser bound
         print("every replay ran on a saturated host: checking p99 < 6 ms (one scheduler time slice) instead of 1 ms")
-        assert best[0] < 6.0 and best[2] < 10.0
+        assert best[0] < 6.0 + host_ms and best[2] < 10.0 + 2 * host_ms
     else:
-        assert best[0] < 1.0  # sent within 1 ms of the trace's time, p99
-        # and received by the server soon after (loopback, and the simulator's own reading of the request)
-        assert best[1] < 1.0 and best[2] < 5.0
+        assert best[0] < 1.0 + host_ms  # sent within 1 ms of the trace's time (p99), beyond the host's lateness
+        # and received by the server soon after (loopback, and the simulator's own reading of the request: a second
+        # process, as late as the host makes it)
+        assert best[1] < 1.0 + host_ms and best[2] < 5.0 + 2 * host_ms
     texts = [json.loads(t["body"])["prompt"] for t in traces]
     for i, row in enumerate(rows):  # the same leading ids, the same leading words
         for j in range(i):
@@ -113,6 +124,7 @@ def test_replay_keeps_the_traces_timing_lengths_and_shared_blocks(sim_factory: C
                 assert texts[i].split()[:BLOCK] != texts[j].split()[:BLOCK]
 
 
+@pytest.mark.timing
 def test_time_scale_workers_and_the_cli(sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
     sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1")
     rows = _trace(tmp_path / "trace.jsonl", 20, 20.0, seed=9)

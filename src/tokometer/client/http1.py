@@ -450,7 +450,8 @@ class HttpPool:
 
     async def _connect(self) -> _Connection:
         try:
-            return await asyncio.wait_for(self._open(), self.connect_timeout)
+            async with asyncio.timeout(self.connect_timeout):
+                return await self._open()
         except TimeoutError:
             raise HttpTimeout(f"could not connect to {self.describe()} within {self.connect_timeout:g} s") from None
 

@@ -77,7 +77,8 @@ async def _dns_ms(host: str, port: int) -> tuple[float, str | None, list[str]]:
     loop = asyncio.get_running_loop()
     start = time.perf_counter()
     try:
-        infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), 10)
+        async with asyncio.timeout(10):
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, TimeoutError) as exc:
         return (time.perf_counter() - start) * 1e3, str(exc) or type(exc).__name__, []
     return (time.perf_counter() - start) * 1e3, None, sorted({str(info[4][0]) for info in infos})
@@ -88,7 +89,8 @@ async def _tcp_ms(address: str, port: int, limit_s: float) -> float | None:
     loop = asyncio.get_running_loop()
     start = time.perf_counter()
     try:
-        transport, _ = await asyncio.wait_for(loop.create_connection(asyncio.Protocol, address, port), limit_s)
+        async with asyncio.timeout(limit_s):
+            transport, _ = await loop.create_connection(asyncio.Protocol, address, port)
     except (OSError, TimeoutError):
         return None
     elapsed = (time.perf_counter() - start) * 1e3

@@ -18,6 +18,7 @@ Callers catch `RedisUnavailable` and carry on without Redis.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -107,5 +108,8 @@ class RedisLink:
         self._down_until = self._monotonic() + self.retry_after_s
 
     async def close(self) -> None:
-        """Close the client and its connections."""
-        await self.client.aclose()
+        """Close the client and its connections, within ``timeout_s`` (a Redis that stopped answering cannot hold
+        the gateway's shutdown)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.timeout_s):
+                await self.client.aclose()

@@ -157,6 +157,7 @@ class SharedHealth:
         self.syncs = 0
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
 
     @property
     def coordinating(self) -> bool:
@@ -179,19 +180,24 @@ class SharedHealth:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def close(self) -> None:
+        """Stop the synchronisation (within one Redis timeout), push what is left, close the link."""
+        self._closing = True  # the loop ends at its next turn even if the cancel below were lost
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task}, timeout=self.link.timeout_s + self.sync_s)
         with contextlib.suppress(RedisUnavailable):  # this replica's last samples and changes
             await self.sync()
         await self.link.close()
 
     async def _run(self) -> None:
         assert self._wake is not None
-        while True:
+        while not self._closing:
+            # asyncio.timeout, not wait_for: on Python 3.11 a cancel that meets wait_for's own timeout comes out as
+            # TimeoutError (gh-86296), which this loop suppresses, and close() then waited for it forever (seen in
+            # tests/integration/test_gateway_redis.py with sync_s 30 ms)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.sync_s)
+                async with asyncio.timeout(self.sync_s):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 await self.sync()

@@ -98,7 +98,8 @@ async def discard_rest(request: Request) -> None:
     async def drain() -> None:  # from the ASGI channel itself: read_body's stream() has been used up
         seen = 0
         while seen <= DRAIN_BYTES:
-            message = await asyncio.wait_for(request.receive(), DRAIN_IDLE_S)
+            async with asyncio.timeout(DRAIN_IDLE_S):
+                message = await request.receive()
             if message["type"] != "http.request":
                 return
             seen += len(message.get("body", b""))
@@ -106,4 +107,5 @@ async def discard_rest(request: Request) -> None:
                 return
 
     with contextlib.suppress(TimeoutError, ClientDisconnect):
-        await asyncio.wait_for(drain(), DRAIN_S)
+        async with asyncio.timeout(DRAIN_S):
+            await drain()

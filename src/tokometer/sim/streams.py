@@ -175,7 +175,8 @@ class _Stream:
             raise SimulatedReset("simulated connection reset")
         if fault == "stall":
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.gone.wait(), self.state.config.stall_s)
+                async with asyncio.timeout(self.state.config.stall_s):
+                    await self.gone.wait()
             if self._whole is not None and not self.disconnected:
                 raise SimulatedReset("simulated stall: the handler fails without an answer")
             return True
