@@ -28,6 +28,7 @@ def _truth(trace: dict[str, Any]) -> tuple[float, float]:
     return (events[0] - trace["received_ns"]) / MS, (events[-1] - events[0]) / (sum(tokens) - tokens[0]) / MS
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(("api", "path"), APIS)
 @pytest.mark.parametrize("per_event", [1, 4])
 def test_timing_and_counts_match_the_simulators_trace(sim_factory: Callable[..., SimServer], api: str, path: str,
@@ -58,6 +59,7 @@ def test_timing_and_counts_match_the_simulators_trace(sim_factory: Callable[...,
     assert all(r.finish_reason == "length" for r in step.records)
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(("api", "fmt", "source"), [("openai-responses", "reasoning", "usage"),
                                                    ("anthropic-messages", "reasoning", "estimate"),
                                                    ("openai-responses", "think", "estimate"),

@@ -28,6 +28,7 @@ def engine() -> Iterator[EngineHandle]:
         yield handle
 
 
+@pytest.mark.timing
 def test_single_request_and_concurrency_4_counted_by_the_server(engine: EngineHandle) -> None:
     result = bench(engine.openai_url, concurrency=[1, 4], requests=4, input_tokens=32, output_tokens=24,
                    ignore_eos=True)

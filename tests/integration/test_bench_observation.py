@@ -16,6 +16,7 @@ from tests.http_servers import RawServer
 from tokometer.store import ResultStore
 
 
+@pytest.mark.timing
 def test_each_step_has_the_servers_account(sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
     sim = sim_factory("--ttft-ms", "30", "--itl-ms", "5")
     store = tmp_path / "runs.db"
@@ -65,6 +66,7 @@ def test_no_metrics_is_one_line_and_the_run_goes_on(tmp_path: Path) -> None:
     assert any(w.startswith(f"server metrics: none at http://127.0.0.1:{server.port}/metrics") for w in result.warnings)
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("names", ["vllm", "vllm-v0", "sglang", "llamacpp", "tgi"])
 def test_every_engines_metric_names_give_the_same_server_block(sim_factory: Callable[..., SimServer],
                                                                names: str) -> None:

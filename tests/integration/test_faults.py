@@ -84,7 +84,12 @@ def test_ctrl_c_keeps_finished_requests_and_prints_a_partial_summary(sim_factory
         [sys.executable, "-m", "tokometer", "bench", "--url", sim.openai_url, "-c", "2", "-n", "40",
          "--input-tokens", "4", "--output-tokens", "30", "--store", str(store_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4.0)
+    # Ctrl-C once the simulator has taken 8 requests (its check request and at least 6 that finished at c=2), not
+    # after a fixed 4 s: on a busy host the CLI's start alone has taken most of that (seen in a full run)
+    deadline = time.monotonic() + 120
+    while len(sim.trace()) < 8:
+        assert time.monotonic() < deadline and bench.poll() is None, "the bench never got under way"
+        time.sleep(0.1)
     bench.send_signal(signal.SIGINT)
     stdout, stderr = bench.communicate(timeout=30)
     assert bench.returncode == 130, stderr

@@ -36,6 +36,7 @@ def _scrape(root: str) -> tuple[str, Snapshot]:
     return text, parse(text, time.perf_counter_ns())
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("mode", ["vllm", "vllm-v0", "sglang", "llamacpp", "tgi"])
 def test_every_naming_mode_gives_the_same_normalised_truth(sim_factory: Callable[..., SimServer], mode: str) -> None:
     sim = sim_factory("--ttft-ms", "30", "--itl-ms", "2", "--model", "m", "--metrics-names", mode)

@@ -33,6 +33,7 @@ def test_llamacpp_reuses_a_shared_prefix(engine_two_slots: EngineHandle) -> None
     assert s.prefix_cache_speedup is not None
 
 
+@pytest.mark.timing
 def test_the_modelled_engines_prefix_cache_is_the_known_truth(sim_factory: Callable[..., SimServer]) -> None:
     """The simulator's modelled engine caches prompts in blocks of 16 tokens (its tokens are words). 12
     prompts of 256 tokens, each starting with one of 2 shared prefixes of 192 (12 whole blocks): the 10
