@@ -16,13 +16,14 @@ from typing import Any
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
 
-__all__ = ["KV_FULL", "run", "server_findings"]
+__all__ = ["KV_FULL", "gauge_max", "run", "server_findings"]
 
 KV_FULL = 0.90
 """KV-cache use at or above this share is "near full"."""
 
 
-def _max(block: dict[str, Any], gauge: str) -> float | None:
+def gauge_max(block: dict[str, Any], gauge: str) -> float | None:
+    """The highest value a gauge of a server window (as JSON) took, or None where the server has no such gauge."""
     value = (block.get("gauges") or {}).get(gauge)
     return float(value["max"]) if isinstance(value, dict) and value.get("max") is not None else None
 
@@ -30,8 +31,8 @@ def _max(block: dict[str, Any], gauge: str) -> float | None:
 def server_findings(block: dict[str, Any], under: str) -> list[Finding]:
     """Findings from one `tokometer.observe.window.ServerWindow` (as JSON); ``under``: what load it covers."""
     out: list[Finding] = []
-    waiting, running = _max(block, "requests_waiting"), _max(block, "requests_running")
-    kv = _max(block, "kv_cache_usage")
+    waiting, running = gauge_max(block, "requests_waiting"), gauge_max(block, "requests_running")
+    kv = gauge_max(block, "kv_cache_usage")
     preemptions = (block.get("counters") or {}).get("preemptions") or 0.0
     evidence = {"source": block.get("source"), "under": under, "requests_running_max": running,
                 "requests_waiting_max": waiting, "kv_cache_usage_max": kv, "preemptions": preemptions}

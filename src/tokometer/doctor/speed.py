@@ -4,7 +4,10 @@ The load is the benchmark itself (`tokometer.benchmark.run.run_benchmark`, nothi
 requests one at a time, then 4 at once (128-token prompts, 24-token answers), with the server's
 ``/metrics`` sampled through both steps for the server check. A server that batches requests gives
 more tokens per second in all at 4 than at 1; one that does not (one slot, static batching, a
-saturated engine) gives about the same, and each request waits for the others (interference).
+saturated engine) gives about the same, and each request waits for the others (interference). The
+server's own ``/metrics`` tell the two apart: where all 4 ran at once and the throughput held, one
+request already keeps the hardware busy (``speed.saturated``, info: more slots would not help); where
+they did not all run, or the throughput fell, requests interfere (``speed.interference``, warning).
 
 Then the same 384-token prompt is sent twice: a prefix (prompt) cache answers the second one's
 first token sooner. With ``--hardware`` (and a model ``tokometer estimate`` knows), the idle decode
@@ -27,18 +30,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokometer.doctor.finding import Finding
+from tokometer.doctor.server import gauge_max
 from tokometer.doctor.session import Session
 from tokometer.doctor.streaming import burst_decode_tok_s
 from tokometer.errors import ConfigError, TokometerError
 from tokometer.metrics import request as per_request
 from tokometer.records import RequestRecord
 
-__all__ = ["BATCHING_GAIN", "LOAD", "Load", "bottleneck", "interfered", "run"]
+__all__ = ["BATCHING_GAIN", "LOAD", "THRASHING_GAIN", "Load", "bottleneck", "interfered", "run", "saturated"]
 
 LOAD = 4
 """Requests at once in the load step."""
 BATCHING_GAIN = 1.15
 """Below this ratio of aggregate output tok/s (LOAD at once vs one at a time), requests interfere."""
+THRASHING_GAIN = 0.85
+"""Below this ratio, requests that all ran at once cost throughput: they thrash, not merely saturate."""
 _PREFIX_PROMPT = 384
 _PREFIX_SPEEDUP = 0.7
 _BELOW_ESTIMATE = 0.5
@@ -62,6 +68,13 @@ def interfered(idle: Load, loaded: Load) -> bool:
     gain = loaded.output_tok_s / idle.output_tok_s if idle.output_tok_s else 1.0
     slower = loaded.ttft_ms > 2 * idle.ttft_ms or 0 < loaded.decode_tok_s < 0.6 * idle.decode_tok_s
     return gain < BATCHING_GAIN and slower
+
+
+def saturated(idle: Load, loaded: Load, running_max: float | None) -> bool:
+    """Whether interfering requests all ran at once (the server's ``running`` gauge reached `LOAD`) and held the
+    throughput: the hardware, not the server's slots or scheduling, is the limit."""
+    gain = loaded.output_tok_s / idle.output_tok_s if idle.output_tok_s else 1.0
+    return running_max is not None and running_max >= LOAD and gain >= THRASHING_GAIN
 
 
 def bottleneck(idle: Load, loaded: Load) -> str:
@@ -216,7 +229,18 @@ async def _under_load(session: Session) -> Load | None:
                  f"{loaded.ttft_ms:,.0f} ms, {loaded.decode_tok_s:,.1f} tok/s each, "
                  f"{loaded.output_tok_s:,.1f} tok/s in all")
         session.add(Finding("speed.summary", "info", title, evidence))
-    if interfered(idle, loaded):
+    running_max = gauge_max(many.server, "requests_running") if many.server else None
+    evidence["requests_running_max"] = running_max
+    if interfered(idle, loaded) and saturated(idle, loaded, running_max):
+        session.add(Finding("speed.saturated", "info",
+                            f"{LOAD} requests ran at once (the server's /metrics: {running_max:.0f} running) for no "
+                            f"more throughput ({loaded.output_tok_s:,.1f} vs {idle.output_tok_s:,.1f} tok/s in all; "
+                            f"TTFT {loaded.ttft_ms:,.0f} vs {idle.ttft_ms:,.0f} ms): one request already keeps this "
+                            "hardware busy", evidence,
+                            "More requests at once buy latency here, not throughput, and more slots would not "
+                            "help: for more tokens per second, faster hardware (a GPU, more cores), a smaller or "
+                            "more quantised model, or more replicas on more machines."))
+    elif interfered(idle, loaded):
         session.add(Finding("speed.interference", "warning",
                             f"{LOAD} requests at once slow each other down without more throughput "
                             f"({loaded.output_tok_s:,.1f} vs {idle.output_tok_s:,.1f} tok/s in all; TTFT "

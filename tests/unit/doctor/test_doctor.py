@@ -10,7 +10,7 @@ from tokometer.doctor.reach import close_matches, date_skew_s, model_names
 from tokometer.doctor.render import evidence_text
 from tokometer.doctor.server import server_findings
 from tokometer.doctor.session import Exchange, Session
-from tokometer.doctor.speed import Load, bottleneck, interfered
+from tokometer.doctor.speed import LOAD, Load, bottleneck, interfered, saturated
 from tokometer.doctor.streaming import stream_shape
 from tokometer.observe.snapshot import GpuSample
 from tokometer.records import RequestRecord
@@ -42,6 +42,16 @@ def test_interference_needs_no_gain_and_slower_requests() -> None:
     assert bottleneck(idle, Load(400, 45, 120)).startswith("prefill")
     assert bottleneck(idle, Load(120, 20, 70)).startswith("decode")
     assert not interfered(idle, Load(110, 0.0, 42))  # unknown decode speed (all at once) alone is not slower
+
+
+def test_interference_with_every_request_running_and_the_throughput_held_is_saturation() -> None:
+    idle = Load(ttft_ms=733, decode_tok_s=14, output_tok_s=12.6)
+    held = Load(ttft_ms=5239, decode_tok_s=4, output_tok_s=12.3)  # a 2-core VM's llama.cpp with 4 slots, in CI
+    assert interfered(idle, held)
+    assert saturated(idle, held, running_max=LOAD)
+    assert not saturated(idle, held, running_max=1)  # one ran, three queued: too few slots, not the hardware
+    assert not saturated(idle, held, running_max=None)  # no /metrics: cannot tell, so interference stands
+    assert not saturated(idle, Load(5239, 2, 7.0), running_max=LOAD)  # all ran and lost throughput: thrashing
 
 
 def _exchange(error: str | None = None, status: int = 200, counted: int | None = None) -> Exchange:
