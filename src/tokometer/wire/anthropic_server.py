@@ -19,7 +19,9 @@ from tokometer.wire.server_protocol import (
     ServerProtocol,
     StreamTiming,
     no_field,
+    opt_bool,
     opt_int,
+    opt_str,
     stream_field,
 )
 
@@ -60,17 +62,12 @@ class AnthropicMessagesServer(ServerProtocol):
     stream_default: ClassVar[bool | None] = False
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
-        model = body.get("model")
-        if model is not None and not isinstance(model, str):
-            raise ValueError("model: must be a string")
+        model = opt_str(body.get("model"), "model")
         if body.get("max_tokens") is None:
             raise ValueError("max_tokens: Field required")
-        ignore_eos = body.get("ignore_eos")
-        if ignore_eos is not None and not isinstance(ignore_eos, bool):
-            raise ValueError("ignore_eos: must be a boolean (true or false)")
         return RequestInfo(model=model or default_model, prompt_tokens=_prompt_tokens(body, count),
-                           max_tokens=opt_int(body.get("max_tokens"), "max_tokens"), ignore_eos=bool(ignore_eos),
-                           stream=stream_field(body, False))
+                           max_tokens=opt_int(body.get("max_tokens"), "max_tokens"),
+                           ignore_eos=opt_bool(body.get("ignore_eos"), "ignore_eos"), stream=stream_field(body, False))
 
     def _writer(self, info: RequestInfo) -> AnthropicStreamWriter:
         """The answer's writer, made at its first event (when the prompt's cached tokens are known)."""

@@ -19,7 +19,9 @@ from tokometer.wire.server_protocol import (
     ServerProtocol,
     StreamTiming,
     no_field,
+    opt_bool,
     opt_int,
+    opt_str,
     prompt_tokens,
     stream_field,
 )
@@ -48,9 +50,7 @@ class OpenAIResponsesServer(ServerProtocol):
     stream_default: ClassVar[bool | None] = False
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
-        model = body.get("model")
-        if model is not None and not isinstance(model, str):
-            raise ValueError("'model' must be a string")
+        model = opt_str(body.get("model"), "model")
         value = body.get("input")
         _check_input(value)
         tokens = count(value) if isinstance(value, str) else prompt_tokens(value, count)
@@ -62,11 +62,8 @@ class OpenAIResponsesServer(ServerProtocol):
         max_tokens = opt_int(body.get("max_output_tokens"), "max_output_tokens")
         if max_tokens is not None and max_tokens > MAX_TOKENS_LIMIT:
             raise ValueError(f"'max_output_tokens' must be at most {MAX_TOKENS_LIMIT:,}")
-        ignore_eos = body.get("ignore_eos")
-        if ignore_eos is not None and not isinstance(ignore_eos, bool):
-            raise ValueError("'ignore_eos' must be a boolean (true or false)")
         return RequestInfo(model=model or default_model, prompt_tokens=tokens, max_tokens=max_tokens,
-                           ignore_eos=bool(ignore_eos), stream=stream_field(body, False))
+                           ignore_eos=opt_bool(body.get("ignore_eos"), "ignore_eos"), stream=stream_field(body, False))
 
     def _writer(self, info: RequestInfo) -> ResponsesStreamWriter:
         writer = info.writer

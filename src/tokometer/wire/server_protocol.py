@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 
 from tokometer.messages import message_text
 
-__all__ = ["Count", "RequestInfo", "ServerProtocol", "StreamTiming", "no_field", "opt_int", "prompt_tokens",
-           "stream_field"]
+__all__ = ["Count", "RequestInfo", "ServerProtocol", "StreamTiming", "no_field", "opt_bool", "opt_int", "opt_str",
+           "prompt_tokens", "stream_field"]
 
 Count = Callable[[str], int]
 """A server's tokenizer: text -> tokens."""
@@ -155,7 +155,22 @@ def stream_field(body: dict[str, Any], default: bool) -> bool:
     return value
 
 
+def opt_str(value: Any, name: str) -> str | None:
+    """A request's optional string field: None when absent or null; ValueError if not a string."""
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"'{name}' must be a string")
+    return value
+
+
+def opt_bool(value: Any, name: str) -> bool:
+    """A request's optional boolean field: False when absent or null; ValueError if not a boolean."""
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"'{name}' must be a boolean (true or false)")
+    return bool(value)
+
+
 def opt_int(value: Any, name: str) -> int | None:
+    """A request's optional non-negative integer field: None when absent or null; ValueError otherwise."""
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
