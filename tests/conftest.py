@@ -27,6 +27,15 @@ TIMING_RERUNS = 2
 VLLM_TEST_TIMEOUT_S = 1800
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background of a non-interactive shell (`make test &`, `nohup`, a CI runner's job)
+    # inherits SIGINT ignored (POSIX: asynchronous commands ignore it), and every process it starts would too:
+    # the Ctrl-C tests would see their SIGINT dropped, and each simulator's stop would wait out its 5 s for a kill.
+    # A handler of this process's own is reset to the default in every child at exec; an ignored signal is not.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     vllm_tests = Path(__file__).parent / "vllm"
     for item in items:
