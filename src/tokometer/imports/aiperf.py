@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from tokometer.imports.source import (
-    MAX_REQUESTS,
+    MAX_DURATION_NS,
+    MAX_RATE_PER_S,
+    UNIT_NS,
+    EventCount,
     ImportedRun,
     ImportedStep,
     ImportFormatError,
@@ -27,8 +30,12 @@ from tokometer.imports.source import (
     as_int,
     as_list,
     as_map,
+    as_text,
     check_nesting,
+    check_span,
+    duration_ns,
     read_bytes,
+    stamp_ns,
     streamed_record,
 )
 from tokometer.records import RequestRecord, TokenSource
@@ -72,8 +79,8 @@ def looks_like_jsonl(raw: bytes) -> bool:
 def read(raw: bytes, path: Path) -> ImportedRun:
     """The run in an AIPerf ``profile_export.jsonl`` (its bytes, already size-checked)."""
     lines = [line for line in raw.splitlines() if line.strip()]
-    if len(lines) > MAX_REQUESTS:
-        raise ImportFormatError(f"{path} holds more than {MAX_REQUESTS:,} records: not imported")
+    events = EventCount(path)
+    events.add(len(lines))
     rows: list[Mapping[str, Any]] = []
     for n, line in enumerate(lines, 1):
         try:
@@ -84,26 +91,22 @@ def read(raw: bytes, path: Path) -> ImportedRun:
             raise ImportFormatError(f"{path}: line {n}: not JSON ({exc})") from None
         check_nesting(row, f"{path}: line {n}")
         rows.append(as_map(row, path, f"line {n}"))
-    profiling = [r for r in rows if as_map(r.get("metadata"), path, "metadata").get("benchmark_phase")
-                 in (None, "profiling")]
-    records = [_record(i, row, path) for i, row in enumerate(profiling)]
+    profiling = [row for n, row in enumerate(rows, 1) if _phase(row, path, f"line {n}") in (None, "profiling")]
+    records = [_record(i, row, path, events) for i, row in enumerate(profiling)]
     version, summary, config = _beside(path)
-    endpoint = _mapping(config.get("endpoint"))
-    urls = [u for u in endpoint.get("urls") or () if isinstance(u, str)]
-    models = _mapping(config.get("models"))
-    names = [m.get("name") for m in models.get("items") or () if isinstance(m, Mapping)]
-    phases = [p for p in config.get("phases") or () if isinstance(p, Mapping) and p.get("kind") == "profiling"]
-    concurrency = phases[0].get("concurrency") if phases else None
-    load = {"concurrency": concurrency} if isinstance(concurrency, int) and not isinstance(concurrency, bool) else {}
+    model, target, api, load = _from_config(config, path.with_name(SUMMARY_FILE))
     not_recomputed = dict(NOT_RECOMPUTED)
     if version is None:
         not_recomputed["tool_summary"] = f"no {SUMMARY_FILE} beside the file: AIPerf's own numbers unknown"
-    return ImportedRun(tool=TOOL, tool_version=version, source=str(path),
-                       model=str(names[0]) if names and names[0] else "", target=urls[0] if urls else "aiperf",
-                       steps=[ImportedStep(load, records)],
-                       api="openai-completions" if endpoint.get("type") == "completions" else "openai-chat",
-                       tool_summary=summary,
+    return ImportedRun(tool=TOOL, tool_version=version, source=str(path), model=model, target=target,
+                       steps=[ImportedStep(load, records)], api=api, tool_summary=summary,
                        agrees=("chunk_gap",), not_recomputed=not_recomputed, differences=dict(DIFFERENCES))
+
+
+def _phase(row: Mapping[str, Any], path: Path, where: str) -> str | None:
+    """The record's ``metadata.benchmark_phase`` (``warmup``, ``profiling``; None when absent)."""
+    meta = as_map(row.get("metadata"), path, f"{where}.metadata")
+    return as_text(meta.get("benchmark_phase"), path, f"{where}.metadata.benchmark_phase", optional=True)
 
 
 def _beside(path: Path) -> tuple[str | None, dict[str, float], Mapping[str, Any]]:
@@ -117,60 +120,90 @@ def _beside(path: Path) -> tuple[str | None, dict[str, float], Mapping[str, Any]
     except (ValueError, RecursionError):
         raise ImportFormatError(f"{summary_path}: not JSON: not imported (move it away to import "
                                 f"{path.name} alone)") from None
-    if not isinstance(data, Mapping):
-        return None, {}, {}
+    data = as_map(data, summary_path, "the summary")
     out: dict[str, float] = {}
     for key, short in _SUMMARY:
-        block = data.get(key)
-        if isinstance(block, Mapping) and isinstance(block.get("p50"), (int, float)):
-            out[short] = float(block["p50"])
-    throughput = data.get("output_token_throughput")
-    if isinstance(throughput, Mapping) and isinstance(throughput.get("avg"), (int, float)):
-        out["output_tok_s"] = float(throughput["avg"])
-    version = data.get("aiperf_version")
-    config = data.get("input_config")
-    return (str(version) if version else None), out, config if isinstance(config, Mapping) else {}
+        block = as_map(data.get(key), summary_path, key, optional=True)
+        p50 = as_float(block.get("p50"), summary_path, f"{key}.p50", most=MAX_DURATION_NS / UNIT_NS["ms"],
+                       optional=True)
+        if p50 is not None:
+            out[short] = p50
+    throughput = as_map(data.get("output_token_throughput"), summary_path, "output_token_throughput", optional=True)
+    avg = as_float(throughput.get("avg"), summary_path, "output_token_throughput.avg", most=MAX_RATE_PER_S,
+                   optional=True)
+    if avg is not None:
+        out["output_tok_s"] = avg
+    version = as_text(data.get("aiperf_version"), summary_path, "aiperf_version", optional=True)
+    return version or None, out, as_map(data.get("input_config"), summary_path, "input_config", optional=True)
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+def _from_config(config: Mapping[str, Any], where: Path) -> tuple[str, str, str, dict[str, Any]]:
+    """The model, target, protocol and load of AIPerf's ``input_config`` (read from the summary file ``where``)."""
+    endpoint = as_map(config.get("endpoint"), where, "input_config.endpoint", optional=True)
+    urls = as_list(endpoint.get("urls"), where, "input_config.endpoint.urls", optional=True)
+    target = as_text(urls[0], where, "input_config.endpoint.urls[0]") if urls else None
+    models = as_map(config.get("models"), where, "input_config.models", optional=True)
+    items = as_list(models.get("items"), where, "input_config.models.items", optional=True)
+    model = as_text(as_map(items[0], where, "input_config.models.items[0]").get("name"), where,
+                    "input_config.models.items[0].name", optional=True) if items else None
+    kind = as_text(endpoint.get("type"), where, "input_config.endpoint.type", optional=True)
+    phases = as_list(config.get("phases"), where, "input_config.phases", optional=True)
+    load: dict[str, Any] = {}
+    for j, phase in enumerate(phases):
+        phase = as_map(phase, where, f"input_config.phases[{j}]")
+        if phase.get("kind") == "profiling":
+            concurrency = as_int(phase.get("concurrency"), where, f"input_config.phases[{j}].concurrency",
+                                 optional=True, positive=True)
+            load = {} if concurrency is None else {"concurrency": concurrency}
+            break
+    return (model or "", target or "aiperf", "openai-completions" if kind == "completions" else "openai-chat",
+            load)
 
 
-def _metric(metrics: Mapping[str, Any], name: str) -> Any:
-    block = metrics.get(name)
-    return block.get("value") if isinstance(block, Mapping) else None
+def _metric(metrics: Mapping[str, Any], name: str, path: Path, where: str) -> Any:
+    """The ``value`` of metric ``name`` (None when the record has no such metric)."""
+    return as_map(metrics.get(name), path, f"{where}.{name}", optional=True).get("value")
 
 
-def _record(i: int, row: Mapping[str, Any], path: Path) -> RequestRecord:
+def _record(i: int, row: Mapping[str, Any], path: Path, events: EventCount) -> RequestRecord:
     where = f"record {i + 1}"
     meta = as_map(row.get("metadata"), path, f"{where}.metadata")
-    metrics = as_map(row.get("metrics", {}), path, f"{where}.metrics")
-    start = as_int(meta.get("request_start_ns"), path, f"{where}.metadata.request_start_ns") or 0
-    due = as_int(meta.get("credit_issued_ns"), path, f"{where}.metadata.credit_issued_ns", optional=True) or start
-    end = as_int(meta.get("request_end_ns"), path, f"{where}.metadata.request_end_ns", optional=True) or start
-    inputs = as_int(_metric(metrics, "input_sequence_length"), path, f"{where}.input_sequence_length",
-                    optional=True)
+    metrics = as_map(row.get("metrics"), path, f"{where}.metrics", optional=True)
+
+    def metric_ns(name: str, *, optional: bool = False) -> int:
+        return duration_ns(_metric(metrics, name, path, where), path, f"{where}.{name}", unit="ms",
+                           optional=optional) or 0
+
+    def count(name: str) -> int | None:
+        return as_int(_metric(metrics, name, path, where), path, f"{where}.{name}", optional=True)
+
+    start = stamp_ns(meta.get("request_start_ns"), path, f"{where}.metadata.request_start_ns", unit="ns") or 0
+    due = stamp_ns(meta.get("credit_issued_ns"), path, f"{where}.metadata.credit_issued_ns", unit="ns",
+                   optional=True) or start
+    end = stamp_ns(meta.get("request_end_ns"), path, f"{where}.metadata.request_end_ns", unit="ns",
+                   optional=True) or start
+    inputs = count("input_sequence_length")
     error = row.get("error")
     if error or meta.get("was_cancelled"):
+        check_span(start, end, f"{path}: {where}")
         detail = error.get("message") or error.get("type") if isinstance(error, Mapping) else error
         return RequestRecord(index=i, due_ns=min(due, start), sent_ns=start, end_ns=end,
                              error="cancelled" if meta.get("was_cancelled") and not error else "protocol",
                              error_detail=" ".join(str(detail or "cancelled").split())[:300],
                              input_tokens=inputs, finish_reason="error")
-    overhead_ms = as_float(_metric(metrics, "http_req_connection_overhead"), path,
-                           f"{where}.http_req_connection_overhead", optional=True) or 0.0
-    ttft_ms = as_float(_metric(metrics, "time_to_first_token"), path, f"{where}.time_to_first_token") or 0.0
-    gaps = as_list(_metric(metrics, "inter_chunk_latency") or [], path, f"{where}.inter_chunk_latency")
-    latency_ms = as_float(_metric(metrics, "request_latency"), path, f"{where}.request_latency") or 0.0
-    usage = as_int(_metric(metrics, "usage_completion_tokens"), path, f"{where}.usage_completion_tokens",
-                   optional=True)
-    counted = as_int(_metric(metrics, "output_token_count") or _metric(metrics, "output_sequence_length") or 0,
-                     path, f"{where}.output_token_count") or 0
+    overhead = metric_ns("http_req_connection_overhead", optional=True)
+    ttft = metric_ns("time_to_first_token")
+    chunk_gaps = as_list(_metric(metrics, "inter_chunk_latency", path, where), path, f"{where}.inter_chunk_latency",
+                         optional=True)
+    events.add(len(chunk_gaps))
+    latency = metric_ns("request_latency")
+    usage = count("usage_completion_tokens")
+    counted = count("output_token_count") or count("output_sequence_length") or 0
     source: TokenSource = "usage" if usage is not None else "tokenizer"
-    output = usage if usage is not None else counted
-    connect = round(min(overhead_ms, ttft_ms) * 1e6)
-    gaps_ns = [round((as_float(g, path, f"{where}.inter_chunk_latency") or 0.0) * 1e6) for g in gaps]
-    return streamed_record(i, due_ns=min(due, start), connect_ns=connect, sent_ns=start + connect,
-                           ttft_ns=round(ttft_ms * 1e6) - connect, gaps_ns=gaps_ns,
-                           end_ns=start + round(latency_ms * 1e6), output_tokens=output, input_tokens=inputs,
+    connect = min(overhead, ttft)
+    gaps_ns = [duration_ns(g, path, f"{where}.inter_chunk_latency[{j}]", unit="ms") or 0
+               for j, g in enumerate(chunk_gaps)]
+    return streamed_record(i, where=f"{path}: {where}", due_ns=min(due, start), connect_ns=connect,
+                           sent_ns=start + connect, ttft_ns=ttft - connect, gaps_ns=gaps_ns, end_ns=start + latency,
+                           output_tokens=usage if usage is not None else counted, input_tokens=inputs,
                            output_source=source)

@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from tokometer.imports.source import (
+    MAX_DURATION_NS,
+    MAX_RATE_PER_S,
+    UNIT_NS,
+    EventCount,
     ImportedRun,
     ImportedStep,
     ImportFormatError,
@@ -22,7 +26,9 @@ from tokometer.imports.source import (
     as_int,
     as_list,
     as_map,
-    seconds_ns,
+    as_text,
+    check_span,
+    stamp_ns,
 )
 from tokometer.records import RequestRecord
 
@@ -49,6 +55,7 @@ NOT_RECOMPUTED: Final = {
 }
 _SUMMARY: Final = (("time_to_first_token_ms", "ttft_p50_ms", 1.0), ("inter_token_latency_ms", "itl_p50_ms", 1.0),
                    ("time_per_output_token_ms", "tpot_p50_ms", 1.0), ("request_latency", "e2e_p50_ms", 1000.0))
+"""GuideLLM's metric, the name `ImportedRun.tool_summary` gives its median, and what makes that milliseconds."""
 
 
 def looks_like(data: Any) -> bool:
@@ -62,63 +69,73 @@ def read(data: Any, path: Path) -> ImportedRun:
     if not looks_like(data):
         raise ImportFormatError(f"{path}: not a GuideLLM benchmarks report (no benchmarks list with "
                                 "metadata.guidellm_version)")
+    events = EventCount(path)
     benchmarks = as_list(data["benchmarks"], path, "benchmarks")
-    steps = [_step(k, as_map(b, path, f"benchmarks[{k}]"), path) for k, b in enumerate(benchmarks)]
+    steps = [_step(k, as_map(b, path, f"benchmarks[{k}]"), path, events) for k, b in enumerate(benchmarks)]
     first = as_map(benchmarks[0], path, "benchmarks[0]") if benchmarks else {}
-    backend = (first.get("config") or {}).get("backend") or {}
-    version = data["metadata"].get("guidellm_version")
-    return ImportedRun(tool=TOOL, tool_version=str(version) if version else None, source=str(path),
-                       model=str(backend.get("model") or ""), target=str(backend.get("target") or "guidellm"),
-                       steps=steps, api="openai-chat" if "chat" in str(backend.get("request_format") or "chat")
-                       else "openai-completions", tool_summary=_summary(first),
-                       agrees=("ttft", "e2e"), not_recomputed=dict(NOT_RECOMPUTED), differences=dict(DIFFERENCES))
+    config = as_map(first.get("config"), path, "benchmarks[0].config", optional=True)
+    backend = as_map(config.get("backend"), path, "benchmarks[0].config.backend", optional=True)
+
+    def text(key: str) -> str | None:
+        return as_text(backend.get(key), path, f"benchmarks[0].config.backend.{key}", optional=True)
+
+    version = as_text(data["metadata"].get("guidellm_version"), path, "metadata.guidellm_version", optional=True)
+    return ImportedRun(tool=TOOL, tool_version=version or None, source=str(path), model=text("model") or "",
+                       target=text("target") or "guidellm", steps=steps,
+                       api="openai-chat" if "chat" in (text("request_format") or "chat") else "openai-completions",
+                       tool_summary=_summary(first, path), agrees=("ttft", "e2e"),
+                       not_recomputed=dict(NOT_RECOMPUTED), differences=dict(DIFFERENCES))
 
 
-def _summary(benchmark: Mapping[str, Any]) -> dict[str, float]:
+def _summary(benchmark: Mapping[str, Any], path: Path) -> dict[str, float]:
     """The first benchmark's medians of its successful requests (ms), as GuideLLM computed them."""
-    metrics = benchmark.get("metrics")
+    metrics = as_map(benchmark.get("metrics"), path, "benchmarks[0].metrics", optional=True)
     out: dict[str, float] = {}
-    if not isinstance(metrics, Mapping):
-        return out
     for key, ours, scale in _SUMMARY:
-        block = metrics.get(key)
-        ok = block.get("successful") if isinstance(block, Mapping) else None
-        if isinstance(ok, Mapping) and isinstance(ok.get("median"), (int, float)):
-            out[ours] = float(ok["median"]) * scale
+        where = f"benchmarks[0].metrics.{key}"
+        block = as_map(metrics.get(key), path, where, optional=True)
+        ok = as_map(block.get("successful"), path, f"{where}.successful", optional=True)
+        median = as_float(ok.get("median"), path, f"{where}.successful.median",
+                          most=MAX_DURATION_NS / UNIT_NS["ms"] / scale, optional=True)
+        if median is not None:
+            out[ours] = median * scale
     return out
 
 
-def _load(config: Mapping[str, Any]) -> dict[str, Any]:
-    found = config.get("strategy")
-    strategy: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    kind = strategy.get("type_")
-    if kind == "concurrent" and isinstance(strategy.get("streams"), int):
-        return {"concurrency": strategy["streams"]}
+def _load(config: Mapping[str, Any], path: Path, where: str) -> dict[str, Any]:
+    """The step's ``load`` from its ``config.strategy``."""
+    strategy = as_map(config.get("strategy"), path, f"{where}.strategy", optional=True)
+    kind = as_text(strategy.get("type_"), path, f"{where}.strategy.type_", optional=True)
+    if kind == "concurrent":
+        return {"concurrency": as_int(strategy.get("streams"), path, f"{where}.strategy.streams", positive=True)}
     if kind == "synchronous":
         return {"concurrency": 1, "synchronous": True}
-    if kind in ("constant", "poisson") and isinstance(strategy.get("rate"), (int, float)):
-        return {"rate": float(strategy["rate"]), "arrival": kind}
-    return {"guidellm_strategy": str(kind)} if kind else {}
+    if kind in ("constant", "poisson"):
+        return {"rate": as_float(strategy.get("rate"), path, f"{where}.strategy.rate", most=MAX_RATE_PER_S,
+                                 positive=True), "arrival": kind}
+    return {"guidellm_strategy": kind} if kind else {}
 
 
-def _step(k: int, benchmark: Mapping[str, Any], path: Path) -> ImportedStep:
+def _step(k: int, benchmark: Mapping[str, Any], path: Path, events: EventCount) -> ImportedStep:
     requests = as_map(benchmark.get("requests"), path, f"benchmarks[{k}].requests")
     records: list[RequestRecord] = []
     for status in ("successful", "errored", "incomplete"):
-        for row in as_list(requests.get(status) or [], path, f"benchmarks[{k}].requests.{status}"):
-            records.append(_record(len(records), k, status, as_map(row, path, f"a {status} request"), path))
-    config = benchmark.get("config")
-    return ImportedStep(_load(config if isinstance(config, Mapping) else {}), records)
+        where = f"benchmarks[{k}].requests.{status}"
+        rows = as_list(requests.get(status), path, where, optional=True)
+        events.add(len(rows))
+        for j, row in enumerate(rows):
+            records.append(_record(len(records), k, status, as_map(row, path, f"{where}[{j}]"), path,
+                                   f"{where}[{j}]"))
+    config = as_map(benchmark.get("config"), path, f"benchmarks[{k}].config", optional=True)
+    return ImportedStep(_load(config, path, f"benchmarks[{k}].config"), records)
 
 
-def _record(i: int, k: int, status: str, row: Mapping[str, Any], path: Path) -> RequestRecord:
-    where = f"benchmarks[{k}].requests.{status}[{i}]"
+def _record(i: int, k: int, status: str, row: Mapping[str, Any], path: Path, where: str) -> RequestRecord:
     info = as_map(row.get("info"), path, f"{where}.info")
     timings = as_map(info.get("timings"), path, f"{where}.info.timings")
 
     def stamp(name: str) -> int:
-        value = as_float(timings.get(name), path, f"{where}.info.timings.{name}", optional=True)
-        return seconds_ns(value) if value else 0
+        return stamp_ns(timings.get(name), path, f"{where}.info.timings.{name}", unit="s", optional=True) or 0
 
     sent = stamp("request_start")
     record = RequestRecord(index=i, step=k, due_ns=stamp("targeted_start") or sent, sent_ns=sent,
@@ -135,6 +152,8 @@ def _record(i: int, k: int, status: str, row: Mapping[str, Any], path: Path) -> 
         record.error = "cancelled" if status == "incomplete" else "protocol"
         record.error_detail = " ".join(str(error or status).split())[:300]
         record.end_ns = record.end_ns or sent
+        if sent:
+            check_span(sent, record.end_ns, f"{path}: {where}")
         record.finish_reason = "cancelled" if status == "incomplete" else "error"
         return record
     first, last = stamp("first_token_iteration"), stamp("last_token_iteration")
@@ -144,8 +163,9 @@ def _record(i: int, k: int, status: str, row: Mapping[str, Any], path: Path) -> 
     record.first_byte_ns = record.first_token_ns = first
     record.last_token_ns = last
     record.end_ns = max(record.end_ns, last)
+    check_span(sent, record.end_ns, f"{path}: {where}")
     record.event_ns, record.event_tokens = [first], [float(min(record.output_tokens or 0, 1))]
-    record.chunk_count = as_int(timings.get("token_iterations"), path, f"{where}.token_iterations",
+    record.chunk_count = as_int(timings.get("token_iterations"), path, f"{where}.info.timings.token_iterations",
                                 optional=True) or 1
     record.status = 200
     return record

@@ -8,14 +8,16 @@ tool's, ``differences`` says how (docs/reference/tool-definitions.md). The tool'
 kept beside, in ``tool_summary``, for the user to set against the recomputed ones.
 
 Files are untrusted: `read_json` reads at most `MAX_IMPORT_BYTES`, refuses nesting deeper than
-`MAX_NESTING`, and every reader raises `ImportFormatError` (a `ConfigError`: one line, exit status 2) for
-a value of the wrong type instead of failing somewhere later.
+`MAX_NESTING`, and every reader reads every value through the helpers here, which raise `ImportFormatError`
+(a `ConfigError`: one line naming the file and the field, exit status 2) for a value of the wrong type or
+beyond its range instead of failing somewhere later: times up to `MAX_STAMP_NS`, durations up to a week
+(`MAX_DURATION_NS`), counts up to `tokometer.wire.numbers.MAX_COUNT`, rates up to `MAX_RATE_PER_S`, and at
+most `MAX_EVENTS` requests and chunk gaps in a file (`EventCount`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,17 +26,29 @@ from typing import Any, Final
 from tokometer.errors import ConfigError
 from tokometer.readlimit import read_at_most
 from tokometer.records import RequestRecord, TokenSource
+from tokometer.wire.numbers import MAX_COUNT, MAX_DURATION_MS
 
-__all__ = ["MAX_IMPORT_BYTES", "MAX_NESTING", "ImportFormatError", "ImportedRun", "ImportedStep", "as_float",
-           "as_int", "as_list", "as_map", "check_nesting", "read_bytes", "read_json", "seconds_ns",
-           "streamed_record"]
+__all__ = ["MAX_DURATION_NS", "MAX_EVENTS", "MAX_IMPORT_BYTES", "MAX_NESTING", "MAX_RATE_PER_S", "MAX_STAMP_NS",
+           "UNIT_NS", "EventCount", "ImportFormatError", "ImportedRun", "ImportedStep", "as_float", "as_int",
+           "as_list", "as_map", "as_text", "check_nesting", "check_span", "duration_ns", "read_bytes", "read_json",
+           "stamp_ns", "streamed_record"]
 
 MAX_IMPORT_BYTES: Final = 256 * 1024 * 1024
 """The largest file imported (a vLLM ``--save-detailed`` result of 10,000 requests is ~60 MiB)."""
 MAX_NESTING: Final = 32
 """The deepest nesting of JSON arrays and objects accepted (the tools' files nest at most ~8 deep)."""
-MAX_REQUESTS: Final = 1_000_000
-"""The most per-request records one file may hold."""
+MAX_EVENTS: Final = 5_000_000
+"""The most requests and chunk gaps one file may hold, all steps, statuses and requests together: each costs
+~160 bytes in the records beside ~100 in the parsed file (measured on a vLLM file), ~1.3 GB at the limit."""
+MAX_STAMP_NS: Final = 2**62
+"""The latest time a file may give, in nanoseconds of its clock (a wall clock's year 2116): half the store's
+64-bit integers, so a stamp plus a request's duration still fits."""
+MAX_DURATION_NS: Final = round(MAX_DURATION_MS * 1e6)
+"""The longest a request may take (`MAX_DURATION_MS`, a week), in nanoseconds."""
+MAX_RATE_PER_S: Final = 1e9
+"""The highest rate (requests or tokens a second) a file may give: beyond any server."""
+UNIT_NS: Final = {"s": 1e9, "ms": 1e6, "ns": 1}
+"""Nanoseconds in each unit the tools' files give times in."""
 
 
 class ImportFormatError(ConfigError):
@@ -122,62 +136,133 @@ def check_nesting(data: Any, path: Path | str) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
+class EventCount:
+    """The requests and chunk gaps read so far from one file: ImportFormatError once they pass `MAX_EVENTS`."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+        self.seen = 0
+
+    def add(self, count: int) -> None:
+        """``count`` more requests or chunk gaps."""
+        self.seen += count
+        if self.seen > MAX_EVENTS:
+            raise ImportFormatError(f"{self.path} holds more than {MAX_EVENTS:,} requests and chunk gaps in all: "
+                                    "not imported")
+
+
 def _where(path: Path | str, key: str) -> str:
     return f"{path}: {key}"
 
 
-def as_map(value: Any, path: Path | str, key: str) -> Mapping[str, Any]:
+def _shown(value: Any) -> str:
+    """``value`` as an error line shows it: its repr, at most 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def as_map(value: Any, path: Path | str, key: str, *, optional: bool = False) -> Mapping[str, Any]:
+    """An object (an empty one when ``optional`` and absent)."""
+    if value is None and optional:
+        return {}
     if not isinstance(value, Mapping):
         raise ImportFormatError(f"{_where(path, key)} should be an object, not {type(value).__name__}")
     return value
 
 
-def as_list(value: Any, path: Path | str, key: str, *, length: int | None = None) -> list[Any]:
+def as_list(value: Any, path: Path | str, key: str, *, length: int | None = None,
+            optional: bool = False) -> list[Any]:
+    """A list of at most `MAX_EVENTS` entries, ``length`` of them when given (empty when ``optional`` and
+    absent)."""
+    if value is None and optional:
+        return []
     if not isinstance(value, list):
         raise ImportFormatError(f"{_where(path, key)} should be a list, not {type(value).__name__}")
-    if len(value) > MAX_REQUESTS:
-        raise ImportFormatError(f"{_where(path, key)} holds more than {MAX_REQUESTS:,} entries: not imported")
+    if len(value) > MAX_EVENTS:
+        raise ImportFormatError(f"{_where(path, key)} holds more than {MAX_EVENTS:,} entries: not imported")
     if length is not None and len(value) != length:
         raise ImportFormatError(f"{_where(path, key)} has {len(value)} entries, not {length} like the others")
     return value
 
 
-def as_float(value: Any, path: Path | str, key: str, *, optional: bool = False) -> float | None:
-    """A finite, non-negative number (None when ``optional`` and absent)."""
+def as_text(value: Any, path: Path | str, key: str, *, optional: bool = False) -> str | None:
+    """A string (None when ``optional`` and absent)."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ImportFormatError(f"{_where(path, key)} should be a non-negative number, not {value!r:.60}")
+    if not isinstance(value, str):
+        raise ImportFormatError(f"{_where(path, key)} should be text, not {type(value).__name__}")
+    return value
+
+
+def as_float(value: Any, path: Path | str, key: str, *, most: float, optional: bool = False,
+             positive: bool = False, unit: str = "") -> float | None:
+    """A finite number from 0 (above it when ``positive``) to ``most`` (in ``unit``, for the message); None when
+    ``optional`` and absent. A bool is not a number; an integer of any size is compared exactly, never
+    converted first."""
+    if value is None and optional:
+        return None
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= most
+            or (positive and value == 0)):
+        kind = "positive" if positive else "non-negative"
+        raise ImportFormatError(f"{_where(path, key)} should be a {kind} number (at most {most:g}{unit}), "
+                                f"not {_shown(value)}")
     return float(value)
 
 
-def as_int(value: Any, path: Path | str, key: str, *, optional: bool = False) -> int | None:
-    """A non-negative whole number (None when ``optional`` and absent); an int is kept exact (ns stamps)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    number = as_float(value, path, key, optional=optional)
+def as_int(value: Any, path: Path | str, key: str, *, most: int = MAX_COUNT, optional: bool = False,
+           positive: bool = False) -> int | None:
+    """A whole number from 0 (1 when ``positive``) to ``most`` (a count: `MAX_COUNT`), an integral float too;
+    None when ``optional`` and absent. An int is kept exact (ns stamps)."""
+    number = as_float(value, path, key, most=most, optional=optional, positive=positive)
     if number is None:
         return None
-    if number != int(number):
-        raise ImportFormatError(f"{_where(path, key)} should be a whole number, not {value!r:.60}")
+    if isinstance(value, int):
+        return value
+    if not number.is_integer():
+        raise ImportFormatError(f"{_where(path, key)} should be a whole number, not {_shown(value)}")
     return int(number)
 
 
-def seconds_ns(seconds: float) -> int:
-    """Seconds (a tool's float stamp or duration) as whole nanoseconds."""
-    return round(seconds * 1e9)
+def _as_ns(value: Any, path: Path | str, key: str, *, unit: str, most_ns: int, optional: bool) -> int | None:
+    """A time in ``unit`` (a key of `UNIT_NS`) as whole nanoseconds, from 0 to ``most_ns``."""
+    scale = UNIT_NS[unit]
+    number = as_float(value, path, key, most=most_ns / scale, optional=optional, unit=f" {unit}")
+    if number is None:
+        return None
+    if isinstance(value, int) and scale == 1:
+        return value
+    return min(round(number * scale), most_ns)
 
 
-def streamed_record(index: int, *, sent_ns: int, ttft_ns: int, gaps_ns: Sequence[int], end_ns: int,
+def stamp_ns(value: Any, path: Path | str, key: str, *, unit: str, optional: bool = False) -> int | None:
+    """A point in time in ``unit`` (s, ms, ns) as nanoseconds, at most `MAX_STAMP_NS`."""
+    return _as_ns(value, path, key, unit=unit, most_ns=MAX_STAMP_NS, optional=optional)
+
+
+def duration_ns(value: Any, path: Path | str, key: str, *, unit: str, optional: bool = False) -> int | None:
+    """A duration in ``unit`` (s, ms, ns) as nanoseconds, at most `MAX_DURATION_NS`."""
+    return _as_ns(value, path, key, unit=unit, most_ns=MAX_DURATION_NS, optional=optional)
+
+
+def check_span(start_ns: int, end_ns: int, where: str) -> None:
+    """ImportFormatError unless a request ends no earlier than it starts and within `MAX_DURATION_NS`."""
+    if not 0 <= end_ns - start_ns <= MAX_DURATION_NS:
+        raise ImportFormatError(f"{where}: its end is {(end_ns - start_ns) / 1e9:.6g} s after its start: a "
+                                f"request takes from 0 to {MAX_DURATION_NS / 1e9:g} s")
+
+
+def streamed_record(index: int, *, where: str, sent_ns: int, ttft_ns: int, gaps_ns: Sequence[int], end_ns: int,
                     output_tokens: int, input_tokens: int | None, due_ns: int = 0, connect_ns: int = 0,
                     step: int = 0, output_source: TokenSource = "usage") -> RequestRecord:
     """A successful streamed request from a tool's stamps: sent, first chunk ``ttft_ns`` later, then one chunk
     after each gap of ``gaps_ns``. Tokens per chunk are not known: the first chunk is taken to carry one token
     and the others an equal share of the rest, which makes `tokometer.metrics.request.tpot_ns` exactly
-    ``(last - first) / (output_tokens - 1)``."""
+    ``(last - first) / (output_tokens - 1)``. ImportFormatError (naming ``where``) for a request that ends
+    before it starts or lasts longer than `MAX_DURATION_NS`."""
     stamps = [sent_ns + ttft_ns]
     for gap in gaps_ns:
         stamps.append(stamps[-1] + gap)
+    check_span(sent_ns, max(end_ns, stamps[-1]), where)
     later = (output_tokens - 1) / len(gaps_ns) if gaps_ns and output_tokens > 1 else 0.0
     return RequestRecord(index=index, step=step, due_ns=due_ns or sent_ns, connect_ns=connect_ns, sent_ns=sent_ns,
                          first_byte_ns=stamps[0], first_token_ns=stamps[0], last_token_ns=stamps[-1],

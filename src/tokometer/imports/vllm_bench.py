@@ -16,13 +16,20 @@ from pathlib import Path
 from typing import Any, Final
 
 from tokometer.imports.source import (
+    MAX_DURATION_NS,
+    MAX_RATE_PER_S,
+    MAX_STAMP_NS,
+    UNIT_NS,
+    EventCount,
     ImportedRun,
     ImportedStep,
     ImportFormatError,
     as_float,
     as_int,
     as_list,
-    seconds_ns,
+    as_text,
+    duration_ns,
+    stamp_ns,
     streamed_record,
 )
 from tokometer.records import RequestRecord
@@ -31,12 +38,16 @@ __all__ = ["TOOL", "looks_like", "read"]
 
 TOOL: Final = "vllm-bench-serve"
 _PER_REQUEST: Final = ("start_times", "ttfts", "itls", "latencies", "input_lens", "output_lens", "errors")
-_SUMMARY_KEYS: Final = {"median_ttft_ms": "ttft_p50_ms", "p99_ttft_ms": "ttft_p99_ms", "mean_ttft_ms": "ttft_mean_ms",
-                         "median_tpot_ms": "tpot_p50_ms", "mean_tpot_ms": "tpot_mean_ms",
-                         "median_itl_ms": "itl_p50_ms", "mean_itl_ms": "itl_mean_ms", "p99_itl_ms": "itl_p99_ms",
-                         "median_e2el_ms": "e2e_p50_ms", "output_throughput": "output_tok_s",
-                         "request_throughput": "requests_per_s", "duration": "duration_s"}
-"""vLLM's key -> the name `ImportedRun.tool_summary` gives it (the same for every tool)."""
+_MS: Final = MAX_DURATION_NS / UNIT_NS["ms"]
+_SUMMARY_KEYS: Final = (
+    ("median_ttft_ms", "ttft_p50_ms", _MS), ("p99_ttft_ms", "ttft_p99_ms", _MS), ("mean_ttft_ms", "ttft_mean_ms", _MS),
+    ("median_tpot_ms", "tpot_p50_ms", _MS), ("mean_tpot_ms", "tpot_mean_ms", _MS),
+    ("median_itl_ms", "itl_p50_ms", _MS), ("mean_itl_ms", "itl_mean_ms", _MS), ("p99_itl_ms", "itl_p99_ms", _MS),
+    ("median_e2el_ms", "e2e_p50_ms", _MS), ("output_throughput", "output_tok_s", MAX_RATE_PER_S),
+    ("request_throughput", "requests_per_s", MAX_RATE_PER_S), ("duration", "duration_s", MAX_STAMP_NS / UNIT_NS["s"]))
+"""vLLM's key, the name `ImportedRun.tool_summary` gives it (the same for every tool), and its largest value."""
+_MAX_BURSTINESS: Final = 1e6
+"""The largest gamma shape ``--burstiness`` may be: past it the arrivals are as regular as a fixed rate."""
 
 DIFFERENCES: Final = {
     "ttft": "vLLM stamps the first chunk with choices, content or not (a role-only first chunk makes TTFT "
@@ -70,46 +81,68 @@ def read(data: Any, path: Path) -> ImportedRun:
     if not looks_like(data):
         raise ImportFormatError(f"{path}: not a vllm bench serve result saved with --save-detailed "
                                 "(no per-request ttfts/itls/start_times)")
+    events = EventCount(path)
     n = len(as_list(data["ttfts"], path, "ttfts"))
+    events.add(n)
     columns = {key: as_list(data.get(key), path, key, length=n) for key in _PER_REQUEST}
-    records = [_record(i, {key: column[i] for key, column in columns.items()}, path) for i in range(n)]
-    load: dict[str, Any] = {}
-    concurrency = data.get("max_concurrency")
+    records = [_record(i, {key: column[i] for key, column in columns.items()}, path, events) for i in range(n)]
+    version = _text(data, "vllm_version", path) or _text(data, "version", path)
+    return ImportedRun(tool=TOOL, tool_version=version, source=str(path), model=_text(data, "model_id", path) or "",
+                       target=_text(data, "base_url", path) or "vllm bench serve",
+                       steps=[ImportedStep(_load(data, path), records)],
+                       api="openai-chat" if "chat" in (_text(data, "endpoint_type", path) or "")
+                       else "openai-completions",
+                       tool_summary=_summary(data, path), agrees=("ttft", "tpot", "e2e"),
+                       not_recomputed=dict(NOT_RECOMPUTED), differences=dict(DIFFERENCES))
+
+
+def _text(data: Mapping[str, Any], key: str, path: Path) -> str | None:
+    """The text at ``key``; None when absent or empty."""
+    return as_text(data.get(key), path, key, optional=True) or None
+
+
+def _load(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """The step's ``load``: a rate (``request_rate``; vLLM writes ``"inf"`` for none) and/or a concurrency."""
+    concurrency = as_int(data.get("max_concurrency"), path, "max_concurrency", optional=True, positive=True)
     rate = data.get("request_rate")
-    if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0:
-        load = {"rate": float(rate), "arrival": "poisson" if data.get("burstiness", 1.0) == 1.0 else "gamma"}
-        if concurrency is not None:
-            load["max_concurrency"] = as_int(concurrency, path, "max_concurrency")
-    elif concurrency is not None:
-        load = {"concurrency": as_int(concurrency, path, "max_concurrency")}
-    summary = {ours: float(value) for key, ours in _SUMMARY_KEYS.items()
-               if isinstance(value := data.get(key), (int, float)) and not isinstance(value, bool)}
-    version = data.get("vllm_version") or data.get("version")
-    return ImportedRun(tool=TOOL, tool_version=str(version) if version else None, source=str(path),
-                       model=str(data.get("model_id") or ""), target=str(data.get("base_url") or "vllm bench serve"),
-                       steps=[ImportedStep(load, records)],
-                       api="openai-chat" if "chat" in str(data.get("endpoint_type") or "") else "openai-completions",
-                       tool_summary=summary, agrees=("ttft", "tpot", "e2e"), not_recomputed=dict(NOT_RECOMPUTED),
-                       differences=dict(DIFFERENCES))
+    if rate is None or rate == "inf":
+        return {} if concurrency is None else {"concurrency": concurrency}
+    burstiness = as_float(data.get("burstiness"), path, "burstiness", most=_MAX_BURSTINESS, optional=True,
+                          positive=True)
+    load: dict[str, Any] = {"rate": as_float(rate, path, "request_rate", most=MAX_RATE_PER_S, positive=True),
+                            "arrival": "poisson" if burstiness in (None, 1.0) else "gamma"}
+    if concurrency is not None:
+        load["max_concurrency"] = concurrency
+    return load
 
 
-def _record(i: int, row: Mapping[str, Any], path: Path) -> RequestRecord:
+def _summary(data: Mapping[str, Any], path: Path) -> dict[str, float]:
+    """vLLM's own headline numbers, under `ImportedRun.tool_summary`'s names (those in the file)."""
+    summary = {}
+    for key, ours, most in _SUMMARY_KEYS:
+        value = as_float(data.get(key), path, key, most=most, optional=True)
+        if value is not None:
+            summary[ours] = value
+    return summary
+
+
+def _record(i: int, row: Mapping[str, Any], path: Path, events: EventCount) -> RequestRecord:
     where = f"request {i}"
-    error = row["errors"]
-    if error is not None and not isinstance(error, str):
-        raise ImportFormatError(f"{path}: errors[{i}] should be text, not {type(error).__name__}")
-    sent = seconds_ns(as_float(row["start_times"], path, f"start_times[{i}]") or 0.0)
+    error = as_text(row["errors"], path, f"errors[{i}]", optional=True)
+    sent = stamp_ns(row["start_times"], path, f"start_times[{i}]", unit="s") or 0
+    latency = duration_ns(row["latencies"], path, f"latencies[{i}]", unit="s") or 0
     record = RequestRecord(index=i, due_ns=sent, sent_ns=sent,
                            input_tokens=as_int(row["input_lens"], path, f"input_lens[{i}]", optional=True),
                            input_tokens_source="usage", finish_reason="unknown")
     if error:
         record.error, record.error_detail = "protocol", " ".join(error.split())[:300]
-        record.end_ns = sent + seconds_ns(as_float(row["latencies"], path, f"latencies[{i}]") or 0.0)
+        record.end_ns = sent + latency
         record.finish_reason = "error"
         return record
-    ttft = as_float(row["ttfts"], path, f"ttfts[{i}] ({where})") or 0.0
-    gaps = [as_float(g, path, f"itls[{i}]") or 0.0 for g in as_list(row["itls"], path, f"itls[{i}]")]
-    latency = as_float(row["latencies"], path, f"latencies[{i}]") or 0.0
+    ttft = duration_ns(row["ttfts"], path, f"ttfts[{i}] ({where})", unit="s") or 0
+    itls = as_list(row["itls"], path, f"itls[{i}]")
+    events.add(len(itls))
+    gaps = [duration_ns(g, path, f"itls[{i}][{j}]", unit="s") or 0 for j, g in enumerate(itls)]
     output = as_int(row["output_lens"], path, f"output_lens[{i}]") or 0
-    return streamed_record(i, sent_ns=sent, ttft_ns=seconds_ns(ttft), gaps_ns=[seconds_ns(g) for g in gaps],
-                           end_ns=sent + seconds_ns(latency), output_tokens=output, input_tokens=record.input_tokens)
+    return streamed_record(i, where=f"{path}: {where}", sent_ns=sent, ttft_ns=ttft, gaps_ns=gaps,
+                           end_ns=sent + latency, output_tokens=output, input_tokens=record.input_tokens)

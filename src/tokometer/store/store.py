@@ -1,11 +1,14 @@
 """`ResultStore`: saves runs as they happen, so a crash or Ctrl-C loses nothing finished.
 
 Requests are written by a background thread: `append()` only puts the record
-on a queue (no disk I/O on the event loop); the writer takes everything queued
-and commits it in one transaction, so under load it batches by itself and when
-idle each request is committed as soon as it finishes. SQLite (WAL mode) by
-default; PostgreSQL (``postgresql+psycopg://...``) is tested the same way and lets
-several benches on several hosts write one store at once.
+on a queue (no disk I/O on the event loop); the writer takes what is queued (at
+most `BATCH_ROWS`) and commits it in one transaction, so under load it batches by
+itself and when idle each request is committed as soon as it finishes. A batch that
+fails (any exception, a number beyond the database's integers too) is the store's
+error, raised by the next `flush()` or `close()`; the writer goes on with the next
+batch, and a wait for it gives up after `WRITE_DEADLINE_S` without progress.
+SQLite (WAL mode) by default; PostgreSQL (``postgresql+psycopg://...``) is tested
+the same way and lets several benches on several hosts write one store at once.
 
 Opened with ``read_only=True`` the store is only read (see `tokometer.store.database`).
 Either way, opening it marks the runs whose process was killed as ``aborted``
@@ -19,8 +22,9 @@ import os
 import queue
 import threading
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import platformdirs
 from sqlalchemy import BigInteger, delete, insert, inspect, literal, select, update
@@ -32,6 +36,7 @@ from tokometer.errors import StoreError
 from tokometer.records import RequestRecord
 from tokometer.secrets import redact_saved_spec
 from tokometer.store.database import (
+    database_error,
     display_url,
     is_writable,
     open_reader,
@@ -45,9 +50,14 @@ from tokometer.store.rows import record_row, row_record
 from tokometer.store.runs import StoredRun
 from tokometer.store.schema import SCHEMA_VERSION, requests, runs, steps, tags
 
-__all__ = ["ResultStore", "configured_store_url", "default_store_url", "now_iso"]
+__all__ = ["BATCH_ROWS", "WRITE_DEADLINE_S", "ResultStore", "configured_store_url", "default_store_url", "now_iso"]
 
 _STOP = object()
+BATCH_ROWS: Final = 5_000
+"""The most requests the writer commits in one transaction (so a wait for it sees progress often)."""
+WRITE_DEADLINE_S: Final = 120.0
+"""How long `ResultStore.flush` / `close` wait for the writer to commit its next batch before giving up: past
+SQLite's 30 s wait for another writer's lock, and a slow PostgreSQL."""
 
 
 def now_iso() -> str:
@@ -84,9 +94,12 @@ class ResultStore:
         self._columns = [c for c in runs.c if c.name in run_columns(self.engine)]
         self._step_columns = [c for c in steps.c if c.name in step_columns(self.engine)]
         self._request_columns = [c for c in requests.c if c.name in request_columns(self.engine)]
-        self._queue: queue.Queue[Any] = queue.Queue()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._pending = 0
+        """Requests appended and not yet committed (or failed); guarded by ``_written``."""
+        self._written = threading.Condition()
         self.aborted = self._abort_orphans()
         """Ids of the runs this opening found killed and marked ``aborted``."""
 
@@ -137,11 +150,18 @@ class ResultStore:
                                               interrupted=False))
 
     def append(self, run_id: int, record: RequestRecord) -> None:
-        """Queue one finished request for writing; returns at once."""
+        """Queue one finished request for writing; returns at once. StoreError for a stamp beyond 64 bits."""
+        try:
+            row = record_row(run_id, record)
+        except OverflowError as exc:
+            raise StoreError(f"request {record.index} cannot be saved: a stamp beyond the store's 64-bit "
+                             f"integers ({exc})") from None
         if self._writer is None:
             self._writer = threading.Thread(target=self._write_loop, name="tokometer-store", daemon=True)
             self._writer.start()
-        self._queue.put(record_row(run_id, record))
+        with self._written:
+            self._pending += 1
+        self._queue.put(row)
 
     def finish_step(self, run_id: int, step: int, summary: dict[str, Any], health: dict[str, Any],
                     interrupted: bool, *, server: dict[str, Any] | None = None,
@@ -194,40 +214,85 @@ class ResultStore:
             conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
 
     def flush(self) -> None:
-        """Wait until every queued request is written."""
+        """Wait until every queued request is written (StoreError when the writer failed, or made no progress
+        for `WRITE_DEADLINE_S`)."""
         if self._writer is not None:
-            self._queue.join()
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise StoreError(f"writing to the results store {self.display_url} failed: {error}")
+            self._wait_written(self._writer)
+        self._raise_error()
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._queue.put(_STOP)
-            self._writer.join()
-            self._writer = None
-        self.engine.dispose()
+        """Write what is queued (within `flush`'s deadline), stop the writer and let the database go; StoreError
+        as `flush` says, after letting it go."""
+        writer, self._writer = self._writer, None
+        try:
+            if writer is not None:
+                self._queue.put(_STOP)
+                self._wait_written(writer)
+                writer.join(WRITE_DEADLINE_S)
+        finally:
+            self.engine.dispose()
+        self._raise_error()
+
+    def _wait_written(self, writer: threading.Thread) -> None:
+        """Block until nothing is pending; StoreError when a batch takes longer than `WRITE_DEADLINE_S` or the
+        writer is gone with requests unwritten."""
+        with self._written:
+            while self._pending:
+                if not self._written.wait_for(partial(self._moved, self._pending, writer), timeout=WRITE_DEADLINE_S):
+                    raise StoreError(f"writing to the results store {self.display_url} made no progress in "
+                                     f"{WRITE_DEADLINE_S:g} s: {self._pending} request(s) not saved")
+                if self._pending and not writer.is_alive():
+                    raise StoreError(f"writing to the results store {self.display_url} stopped: "
+                                     f"{self._pending} request(s) not saved")
+
+    def _moved(self, pending: int, writer: threading.Thread) -> bool:
+        """Whether fewer than ``pending`` requests wait now, or ``writer`` is gone (called under ``_written``)."""
+        return self._pending < pending or not writer.is_alive()
+
+    def _raise_error(self) -> None:
+        """The writer's error, once, as a one-line StoreError."""
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise StoreError(f"writing to the results store {self.display_url} failed: "
+                             f"{database_error(error, self.url)}")
 
     def _write_loop(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            while True:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            rows = [row for row in batch if row is not _STOP]
+        """The writer thread: commit what is queued, batch by batch, until `close`'s stop mark."""
+        try:
+            stop = False
+            while not stop:
+                rows = self._take_batch()
+                stop = rows[-1] is _STOP
+                if stop:
+                    rows.pop()
+                self._insert(rows)
+                with self._written:
+                    self._pending -= len(rows)
+                    self._written.notify_all()
+        finally:
+            with self._written:
+                self._written.notify_all()  # a waiter sees the thread gone
+
+    def _take_batch(self) -> list[Any]:
+        """The next rows queued, at least one and at most `BATCH_ROWS` (the stop mark, when taken, last)."""
+        batch = [self._queue.get()]
+        while batch[-1] is not _STOP and len(batch) < BATCH_ROWS:
             try:
-                if rows:
-                    with self.engine.begin() as conn:
-                        conn.execute(insert(requests), rows)
-            except SQLAlchemyError as exc:
+                batch.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return batch
+
+    def _insert(self, rows: list[dict[str, Any]]) -> None:
+        """Commit ``rows`` in one transaction; any failure is kept (the first) for `flush` to raise."""
+        if not rows:
+            return
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(requests), rows)
+        except Exception as exc:  # every failure (sqlite3's OverflowError too) is the store's error
+            if self._error is None:
                 self._error = exc
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
-            if len(rows) != len(batch):
-                return
 
     # -- reading ----------------------------------------------------------------------------
     def list_runs(self, limit: int = 20) -> list[dict[str, Any]]:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
+import threading
+import time
+from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, text
 
+import tokometer.store.store as store_module
+from tokometer.errors import StoreError
 from tokometer.load.profiles import LoadStep
 from tokometer.load.selfcheck import ClientHealth
 from tokometer.metrics.summary import SLO, summarize
@@ -168,3 +175,74 @@ def test_a_partial_or_missing_health_reads_as_none() -> None:
                          "queue_ms": 3})  # a field it no longer has is dropped
     assert old is not None and old.loop_lag_max_ms == 2 and not old.saturated
     assert load_of({}) is None and load_of({"concurrency": 2}) == LoadStep("concurrency", 2)
+
+
+def _sqlite_store(tmp_path: Path) -> tuple[ResultStore, int]:
+    store = ResultStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    return store, store.create_run(target="t", api="a", model="m", spec={}, engine=None, host=None)
+
+
+def _flush_within(store: ResultStore, seconds: float) -> BaseException | None:
+    """What ``store.flush()`` raised (None: nothing), failing the test if it has not returned within ``seconds``."""
+    raised: list[BaseException | None] = []
+
+    def flush() -> None:
+        try:
+            store.flush()
+        except BaseException as exc:  # handed to the test
+            raised.append(exc)
+        else:
+            raised.append(None)
+
+    waiter = threading.Thread(target=flush, daemon=True)
+    waiter.start()
+    waiter.join(seconds)
+    assert raised, f"flush() still waiting after {seconds} s"
+    return raised[0]
+
+
+def test_a_row_beyond_sqlite_s_integers_is_the_flush_s_error_and_the_writer_goes_on(tmp_path: Path) -> None:
+    store, run_id = _sqlite_store(tmp_path)
+    store.append(run_id, RequestRecord(index=0, sent_ns=1, end_ns=10**21))  # sqlite3: OverflowError, not SQLAlchemy's
+    error = _flush_within(store, 60)
+    assert isinstance(error, StoreError) and "too large" in str(error) and "\n" not in str(error)
+    store.append(run_id, RequestRecord(index=1, sent_ns=1, end_ns=2))  # the writer is still there
+    store.flush()
+    assert [r.index for r in store.load_records(run_id)] == [1]
+    store.close()
+
+
+def test_a_failed_batch_never_leaves_flush_waiting_for_the_rest(tmp_path: Path) -> None:
+    store, run_id = _sqlite_store(tmp_path)
+    store.append(run_id, RequestRecord(index=0, sent_ns=1, end_ns=10**21))
+    for index in range(1, 20_001):
+        store.append(run_id, RequestRecord(index=index, sent_ns=1, end_ns=2))
+    assert isinstance(_flush_within(store, 120), StoreError)
+    assert 0 < len(store.load_records(run_id)) <= 20_000  # the batches after the bad one are kept
+    store.close()
+
+
+def test_stamps_beyond_64_bits_are_a_store_error_not_a_traceback(tmp_path: Path) -> None:
+    store, run_id = _sqlite_store(tmp_path)
+    with pytest.raises(StoreError, match=r"request 7 .*64-bit"):
+        store.append(run_id, RequestRecord(index=7, sent_ns=1, end_ns=2, event_ns=[10**20], event_tokens=[1.0]))
+    store.close()
+
+
+def test_flush_and_close_give_up_on_a_writer_that_makes_no_progress(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module, "WRITE_DEADLINE_S", 0.5)
+    store, run_id = _sqlite_store(tmp_path)
+    locker = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")  # another program holds the write lock: the writer waits on SQLite's busy timeout
+    try:
+        store.append(run_id, RequestRecord(index=0, sent_ns=1, end_ns=2))
+        started = time.monotonic()
+        error = _flush_within(store, 10)
+        assert isinstance(error, StoreError) and "1 request" in str(error) and "0.5 s" in str(error)
+        with pytest.raises(StoreError, match=r"0\.5 s"):
+            store.close()
+        assert time.monotonic() - started < 10
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
