@@ -239,6 +239,7 @@ class BenchSpec(BaseModel):
         self._check_search()
         self._check_media()
         self._check_ramp()
+        self._check_slices()
         if self.ray_actors is not None and self.ray is None:
             raise FieldProblem("{ray_actors} counts Ray actors: give {ray} (the cluster's address) too")
         if self.ray is not None and self.workers > 1:
@@ -354,6 +355,14 @@ class BenchSpec(BaseModel):
         if any(self.ramp_from >= level for level in levels):
             raise FieldProblem("{ramp} rises: {ramp_from} {start} must be below every step's load (lowest {low})",
                                start=self.ramp_from, low=min(levels))
+
+    def _check_slices(self) -> None:
+        from tokometer.metrics.window import MAX_SLICE_S, MIN_SLICE_S
+
+        if self.time_slice_s is not None and not MIN_SLICE_S <= self.time_slice_s <= MAX_SLICE_S:
+            raise FieldProblem("{time_slice_s} {value} s is out of range: a time slice is at least {low} s (1 ms) and "
+                               "at most {high} s", value=f"{self.time_slice_s:g}", low=f"{MIN_SLICE_S:g}",
+                               high=f"{MAX_SLICE_S:g}")
 
     def _check_search(self) -> None:
         if self.slo is not None and self.find_max is None:
