@@ -347,6 +347,19 @@ class BenchSpec(BaseModel):
         if self.sessions is not None or self.workers > 1 or self.ray is not None:
             raise FieldProblem("{ramp} runs on one event loop of single requests: leave out {sessions}, {workers} "
                                "and {ray}")
+        from tokometer.load.ramp import MAX_RAMP_LOAD, MAX_RAMP_S, MIN_RAMP_LOAD, MIN_RAMP_S
+
+        if self.ramp_from and not MIN_RAMP_LOAD <= self.ramp_from <= MAX_RAMP_LOAD:
+            raise FieldProblem("{ramp_from} {value} is out of range: a ramp starts at 0 (linear) or from {low} to "
+                               "{high}", value=f"{self.ramp_from:g}", low=f"{MIN_RAMP_LOAD:g}",
+                               high=f"{MAX_RAMP_LOAD:g}")
+        if not MIN_RAMP_S <= self.ramp_time_s <= MAX_RAMP_S:
+            raise FieldProblem("{ramp_time_s} {value} s is out of range: a ramp takes from {low} to {high} s",
+                               value=f"{self.ramp_time_s:g}", low=f"{MIN_RAMP_S:g}", high=f"{MAX_RAMP_S:g}")
+        if any(not MIN_RAMP_LOAD <= level <= MAX_RAMP_LOAD for level in levels):
+            raise FieldProblem("{ramp} rises to each step's load, which must be from {low} to {high} (the steps go "
+                               "from {lowest} to {highest})", low=f"{MIN_RAMP_LOAD:g}", high=f"{MAX_RAMP_LOAD:g}",
+                               lowest=f"{min(levels):g}", highest=f"{max(levels):g}")
         if self.ramp == "exponential" and self.ramp_from <= 0:
             raise FieldProblem("an exponential {ramp} grows by the same factor every second: {ramp_from} must be "
                                "above 0")
