@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_valid
 from tokometer.client.tls import TlsOptions
 from tokometer.datasets.images import ImageFormat
 from tokometer.datasets.trace import BLOCK_TOKENS
+from tokometer.limits import MAX_GPUS, MAX_SLICE_S, MIN_SLICE_S
 from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
 from tokometer.secrets import header_problem, redact_headers, value_problem
@@ -54,7 +55,7 @@ class BenchSpec(BaseModel):
     """GPU telemetry: ``auto`` (NVML when the server runs on this machine and NVML works), ``nvml``,
     ``off``, or a DCGM exporter's ``/metrics`` URL."""
     scrape_interval_s: float = Field(1.0, ge=0.05, le=60.0)
-    gpus: int | None = Field(None, ge=1)
+    gpus: int | None = Field(None, ge=1, le=MAX_GPUS)
     """How many GPUs serve the endpoint (``--gpus``): throughput per GPU and the Pareto front per GPU use it,
     before anything the engine's command line says (`tokometer.metrics.pareto.gpu_count`); None: not stated."""
 
@@ -370,8 +371,6 @@ class BenchSpec(BaseModel):
                                start=self.ramp_from, low=min(levels))
 
     def _check_slices(self) -> None:
-        from tokometer.metrics.window import MAX_SLICE_S, MIN_SLICE_S
-
         if self.time_slice_s is not None and not MIN_SLICE_S <= self.time_slice_s <= MAX_SLICE_S:
             raise FieldProblem("{time_slice_s} {value} s is out of range: a time slice is at least {low} s (1 ms) and "
                                "at most {high} s", value=f"{self.time_slice_s:g}", low=f"{MIN_SLICE_S:g}",

@@ -48,18 +48,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from tokometer.limits import MAX_SLICE_S, MIN_SLICE_S
 from tokometer.metrics.summary import SLO, summarize
 from tokometer.records import RequestRecord
 
-__all__ = ["MAX_SLICES", "MAX_SLICE_S", "MIN_SLICE_S", "StepLoad", "origin_ns", "slice_ns", "steady_requests",
-           "steady_state", "step_windows", "time_slices", "window_summary"]
+__all__ = ["MAX_SLICES", "StepLoad", "origin_ns", "slice_ns", "steady_requests", "steady_state", "step_windows",
+           "time_slices", "window_summary"]
 
 MAX_SLICES = 1000
 """A step cut into more slices than this gets wider slices (the step's span / this), and says so."""
-MIN_SLICE_S = 0.001
-"""The shortest time slice (``--time-slice``, and a ramp's tenths): 1 ms."""
-MAX_SLICE_S = 1_000_000.0
-"""The longest time slice: 1,000,000 s (11.6 days), longer than any step is expected to run."""
 
 Target = Callable[[float], float | None]
 """The load the profile aims at, ``t`` seconds from the step's start (None: no target, as for a trace)."""
@@ -150,8 +147,8 @@ def _summary(chosen: Sequence[RequestRecord], load: _Load, a: int, b: int, targe
 
 
 def slice_ns(slice_s: float) -> int:
-    """A slice width in ns, held within [`MIN_SLICE_S`, `MAX_SLICE_S`] (``bench`` validates ``--time-slice``
-    against them; a width read back from a store is held to them here)."""
+    """A slice width in ns, held within [`tokometer.limits.MIN_SLICE_S`, `MAX_SLICE_S`] (``bench`` validates
+    ``--time-slice`` against them; a width read back from a store is held to them here)."""
     if not math.isfinite(slice_s):
         return int(MAX_SLICE_S * 1e9)
     return int(min(max(slice_s, MIN_SLICE_S), MAX_SLICE_S) * 1e9)
