@@ -122,10 +122,11 @@ class Ramp:
         """The ramp `label` wrote; None for anything else (a value that is not a number, one out of range)."""
         if not isinstance(data, dict) or data.get("strategy") not in ("linear", "exponential"):
             return None
-        values = [data.get(key) for key in ("from", "to", "duration_s")]
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        values = [v for v in (data.get(key) for key in ("from", "to", "duration_s"))
+                  if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(values) != 3:
             return None
         try:
-            return cls(data["strategy"], *(float(v) for v in values))
+            return cls(data["strategy"], float(values[0]), float(values[1]), float(values[2]))
         except (OverflowError, ValueError):
             return None
