@@ -99,3 +99,18 @@ def test_a_ramp_without_its_start_is_bad_input() -> None:
     assert proc.stderr.strip().splitlines() == [
         "tokometer: error: --ramp needs where it starts and how long it takes: give --ramp-from and --ramp-time, "
         "e.g. --ramp-from 1 --ramp-time 30s"]
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (("-c", "4", "--time-slice", "0.0000000001"),
+     "tokometer: error: --time-slice 1e-10 s is out of range: a time slice is at least 0.001 s (1 ms) and at most "
+     "1e+06 s"),
+    (("-r", "10", "--ramp", "exponential", "--ramp-from", "1e-320", "--ramp-time", "5s"),
+     "tokometer: error: --ramp-from 9.99989e-321 is out of range: a ramp starts at 0 (linear) or from 1e-06 to 1e+09"),
+])
+def test_a_slice_or_a_ramp_out_of_range_is_bad_input(args: tuple[str, ...], line: str) -> None:
+    """A 0.1 ns slice once divided by zero at the end of the first step; a ramp from 1e-320 made its arrival times
+    NaN (open loop: a traceback; closed loop: the ramp skipped)."""
+    proc = run_cli("bench", "--url", "http://127.0.0.1:9/v1", *args)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [line]

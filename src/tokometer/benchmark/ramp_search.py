@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tokometer.limits import MIN_SLICE_S
 from tokometer.load.ramp import Ramp
 from tokometer.metrics.summary import StepSummary
 
@@ -56,8 +57,9 @@ class RampSlice:
 
 
 def slice_width(ramp_time_s: float, time_slice_s: float | None) -> float:
-    """The slices the ramp step is cut into: ``--time-slice``, else a tenth of the ramp."""
-    return time_slice_s if time_slice_s is not None else ramp_time_s / SLICES
+    """The slices the ramp step is cut into: ``--time-slice``, else a tenth of the ramp, and never under
+    `tokometer.limits.MIN_SLICE_S` (a ramp of under 10 ms has slices of that)."""
+    return time_slice_s if time_slice_s is not None else max(MIN_SLICE_S, ramp_time_s / SLICES)
 
 
 def as_summary(entry: Mapping[str, Any]) -> StepSummary:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_valid
 from tokometer.client.tls import TlsOptions
 from tokometer.datasets.images import ImageFormat
 from tokometer.datasets.trace import BLOCK_TOKENS
+from tokometer.limits import MAX_GPUS, MAX_SLICE_S, MIN_SLICE_S
 from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
 from tokometer.secrets import header_problem, redact_headers, value_problem
@@ -54,7 +55,7 @@ class BenchSpec(BaseModel):
     """GPU telemetry: ``auto`` (NVML when the server runs on this machine and NVML works), ``nvml``,
     ``off``, or a DCGM exporter's ``/metrics`` URL."""
     scrape_interval_s: float = Field(1.0, ge=0.05, le=60.0)
-    gpus: int | None = Field(None, ge=1)
+    gpus: int | None = Field(None, ge=1, le=MAX_GPUS)
     """How many GPUs serve the endpoint (``--gpus``): throughput per GPU and the Pareto front per GPU use it,
     before anything the engine's command line says (`tokometer.metrics.pareto.gpu_count`); None: not stated."""
 
@@ -239,6 +240,7 @@ class BenchSpec(BaseModel):
         self._check_search()
         self._check_media()
         self._check_ramp()
+        self._check_slices()
         if self.ray_actors is not None and self.ray is None:
             raise FieldProblem("{ray_actors} counts Ray actors: give {ray} (the cluster's address) too")
         if self.ray is not None and self.workers > 1:
@@ -346,6 +348,19 @@ class BenchSpec(BaseModel):
         if self.sessions is not None or self.workers > 1 or self.ray is not None:
             raise FieldProblem("{ramp} runs on one event loop of single requests: leave out {sessions}, {workers} "
                                "and {ray}")
+        from tokometer.load.ramp import MAX_RAMP_LOAD, MAX_RAMP_S, MIN_RAMP_LOAD, MIN_RAMP_S
+
+        if self.ramp_from and not MIN_RAMP_LOAD <= self.ramp_from <= MAX_RAMP_LOAD:
+            raise FieldProblem("{ramp_from} {value} is out of range: a ramp starts at 0 (linear) or from {low} to "
+                               "{high}", value=f"{self.ramp_from:g}", low=f"{MIN_RAMP_LOAD:g}",
+                               high=f"{MAX_RAMP_LOAD:g}")
+        if not MIN_RAMP_S <= self.ramp_time_s <= MAX_RAMP_S:
+            raise FieldProblem("{ramp_time_s} {value} s is out of range: a ramp takes from {low} to {high} s",
+                               value=f"{self.ramp_time_s:g}", low=f"{MIN_RAMP_S:g}", high=f"{MAX_RAMP_S:g}")
+        if any(not MIN_RAMP_LOAD <= level <= MAX_RAMP_LOAD for level in levels):
+            raise FieldProblem("{ramp} rises to each step's load, which must be from {low} to {high} (the steps go "
+                               "from {lowest} to {highest})", low=f"{MIN_RAMP_LOAD:g}", high=f"{MAX_RAMP_LOAD:g}",
+                               lowest=f"{min(levels):g}", highest=f"{max(levels):g}")
         if self.ramp == "exponential" and self.ramp_from <= 0:
             raise FieldProblem("an exponential {ramp} grows by the same factor every second: {ramp_from} must be "
                                "above 0")
@@ -354,6 +369,12 @@ class BenchSpec(BaseModel):
         if any(self.ramp_from >= level for level in levels):
             raise FieldProblem("{ramp} rises: {ramp_from} {start} must be below every step's load (lowest {low})",
                                start=self.ramp_from, low=min(levels))
+
+    def _check_slices(self) -> None:
+        if self.time_slice_s is not None and not MIN_SLICE_S <= self.time_slice_s <= MAX_SLICE_S:
+            raise FieldProblem("{time_slice_s} {value} s is out of range: a time slice is at least {low} s (1 ms) and "
+                               "at most {high} s", value=f"{self.time_slice_s:g}", low=f"{MIN_SLICE_S:g}",
+                               high=f"{MAX_SLICE_S:g}")
 
     def _check_search(self) -> None:
         if self.slo is not None and self.find_max is None:

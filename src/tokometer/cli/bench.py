@@ -27,6 +27,7 @@ from tokometer.cli.options import (
 from tokometer.cli.specoption import SpecOption, flag_words, user_fields
 from tokometer.cli.terminate import EXIT_CODE, Terminate
 from tokometer.datasets.images import ImageFormat
+from tokometer.limits import MAX_GPUS
 from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
 from tokometer.wire.apis import BACKENDS
@@ -97,7 +98,7 @@ def _mebibytes(size: int) -> str:
              help="GPU telemetry: NVML for a server on this machine, or a DCGM exporter's /metrics URL.")
 @spec_option("--scrape-interval", show_default=True, field="scrape_interval_s", to_cli=_seconds,
              help="How often server and GPU metrics are read.")
-@spec_option("--gpus", type=click.IntRange(min=1), field="gpus",
+@spec_option("--gpus", type=click.IntRange(min=1, max=MAX_GPUS), field="gpus",
              help="How many GPUs serve the endpoint: throughput and the Pareto front per GPU [default: the "
                   "vLLM or SGLang command line tokometer started, else unknown].")
 @spec_option("--concurrency", "-c", field="concurrency", to_cli=_listed,

@@ -4,9 +4,9 @@ Exit status 1 when any metric regressed, 0 otherwise, 2 for bad input (one line,
 
 from __future__ import annotations
 
-import json
-
 import click
+
+from tokometer.jsontext import dumps
 
 __all__ = ["command"]
 
@@ -53,7 +53,7 @@ def command(base: str, new: str, store: str | None, threshold: str | None, force
     comparison = compare_runs(base_run, new_run, base_records, new_records, thresholds, force=force,
                               window="steady" if window == "steady" else "step")
     if as_json:
-        click.echo(json.dumps(comparison.to_json(), indent=2))
+        click.echo(dumps(comparison.to_json(), indent=2))
     elif fmt == "md":
         click.echo(render_markdown(comparison), nl=False)
     else:

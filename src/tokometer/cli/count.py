@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tokometer.cli.options import build_spec
+from tokometer.jsontext import dumps
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -75,9 +76,8 @@ def command(**opts: Any) -> int:
     else:
         result = run_count(spec)
     if opts["as_json"]:
-        import json
 
-        click.echo(json.dumps(to_json(result), ensure_ascii=False, indent=1))
+        click.echo(dumps(to_json(result), ensure_ascii=False, indent=1))
     else:
         render_count(make_console(), result)
     return 0
@@ -105,9 +105,8 @@ def _list_prices(path: Path | None, as_json: bool) -> int:
 
     table = PriceTable.load(path)
     if as_json:
-        import json
 
-        click.echo(json.dumps(prices_json(table), indent=1))
+        click.echo(dumps(prices_json(table), indent=1))
     else:
         render_prices(make_console(), table)
     return 0

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
 from tokometer.cli.options import FiniteFloat, api_key_option, build_spec
+from tokometer.jsontext import dumps
 from tokometer.wire.apis import BACKENDS
 
 __all__ = ["command"]
@@ -50,7 +50,7 @@ def command(**opts: Any) -> int:
 
     report = uvloop.run(run_doctor(spec))
     if opts["as_json"]:
-        click.echo(json.dumps(report.to_json(), indent=2, default=str))
+        click.echo(dumps(report.to_json(), indent=2, default=str))
     else:
         from tokometer.cli.output import make_console
         from tokometer.doctor.render import render_report

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from tokometer.cli.options import RUN_ID, FiniteFloat, check_output_path, parse_int_list
+from tokometer.jsontext import dumps
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -106,7 +106,7 @@ def command(**opts: Any) -> int:
     else:
         payload = _estimate(console, spec, opts["explain"])
     if opts["json_path"]:
-        write_atomic(opts["json_path"], json.dumps({"schema": SCHEMA, **payload}, indent=2, default=str))
+        write_atomic(opts["json_path"], dumps({"schema": SCHEMA, **payload}, indent=2, default=str))
         console.print(f"JSON written to {opts['json_path']}")
     return 0
 

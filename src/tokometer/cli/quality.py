@@ -7,12 +7,12 @@ gate asked for (``--min-agreement``, ``--max-accuracy-drop``) fails; 2 for bad i
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from tokometer.cli.options import api_key_option
+from tokometer.jsontext import dumps
 
 __all__ = ["command"]
 
@@ -72,7 +72,7 @@ def command(endpoint_a: str, endpoint_b: str, model_a: str | None, model_b: str 
         result = asyncio.run(run_quality(a, b, items, spec, say=say))
     summary = summarise(result)
     if as_json:
-        click.echo(json.dumps(summary.to_json(), indent=2))
+        click.echo(dumps(summary.to_json(), indent=2))
     elif fmt == "md":
         click.echo(render_markdown(summary), nl=False)
     else:

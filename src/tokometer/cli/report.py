@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from tokometer.jsontext import dumps
+
 if TYPE_CHECKING:
     from tokometer.store.runs import StoredRun
 
@@ -137,11 +139,11 @@ def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, 
     elif fmt == "llmd":
         from tokometer.report.llmd import llmd_reports
 
-        text = json.dumps(llmd_reports(run), indent=2) + "\n"
+        text = dumps(llmd_reports(run), indent=2) + "\n"
     else:
         from tokometer.report.json_out import run_json
 
-        text = json.dumps(run_json(run), indent=2) + "\n"
+        text = dumps(run_json(run), indent=2) + "\n"
     if output is None:
         click.echo(text, nl=False)
         return

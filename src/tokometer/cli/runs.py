@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
 from tokometer.cli.options import RUN_ID
+from tokometer.jsontext import dumps
 
 __all__ = ["command"]
 
@@ -79,7 +79,7 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool, ta
             run = results.get_run(run_id)
             if run is None:
                 raise ConfigError(f"no run {run_id} in {results.display_url}: see 'tokometer runs' for the ids")
-            click.echo(json.dumps(run, indent=2, default=str))
+            click.echo(dumps(run, indent=2, default=str))
             return
         rows = results.list_runs(limit)
         named: dict[int, list[str]] = {}
@@ -88,7 +88,7 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool, ta
     finally:
         results.close()
     if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
+        click.echo(dumps(rows, indent=2, default=str))
         return
     console = make_console()
     if not rows:

@@ -7,7 +7,6 @@ pulled if missing). Whatever this command started is stopped when it exits, howe
 
 from __future__ import annotations
 
-import json
 import shlex
 import signal
 import sys
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tokometer.cli.options import PORT, FiniteFloat
+from tokometer.jsontext import dumps
 from tokometer.units import GIB
 
 if TYPE_CHECKING:
@@ -176,8 +176,8 @@ def _start_ollama(opts: dict[str, Any], port: int | None) -> EngineHandle | None
 
 def _show(handle: EngineHandle, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps({"url": handle.root_url, "openai_url": handle.openai_url, "model": handle.model,
-                               "identity": handle.identity}))
+        click.echo(dumps({"url": handle.root_url, "openai_url": handle.openai_url, "model": handle.model,
+                          "identity": handle.identity}))
         return
     from rich.table import Table
 

@@ -9,13 +9,13 @@ SIGTERM too, with the exit status a process ended by it has (143), as every comm
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING
 
 import click
 
 from tokometer.cli.options import parse_duration
+from tokometer.jsontext import dumps
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -64,7 +64,7 @@ def command(url: str, interval: str, window: str, gpu_metrics: str, once: bool, 
             if once:
                 view = watch.once(interval_s)
                 if as_json:
-                    click.echo(json.dumps(view.to_json(), indent=2))
+                    click.echo(dumps(view.to_json(), indent=2))
                 else:
                     console.print(render_top(view))
                 return

@@ -23,9 +23,18 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Ramp", "RampStrategy"]
+__all__ = ["MAX_RAMP_LOAD", "MAX_RAMP_S", "MIN_RAMP_LOAD", "MIN_RAMP_S", "Ramp", "RampStrategy"]
 
 RampStrategy = Literal["linear", "exponential"]
+
+MIN_RAMP_LOAD = 1e-6
+MAX_RAMP_LOAD = 1e9
+"""A ramp's start (unless a linear one's 0) and end, in slots or requests a second, lie from `MIN_RAMP_LOAD` to
+`MAX_RAMP_LOAD`: an exponential ramp then rises by a factor of at most 1e15 and Λ, Λ⁻¹ and the slots' openings
+stay finite (beyond, ``e / s`` overflowed and they were NaN)."""
+MIN_RAMP_S = 1e-9
+MAX_RAMP_S = 1e7
+"""A ramp's duration lies from 1 ns (the clock's step) to 10,000,000 s (116 days)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +51,16 @@ class Ramp:
             raise ValueError("a ramp rises: its start must be at least 0 and below its end")
         if self.strategy == "exponential" and self.start <= 0:
             raise ValueError("an exponential ramp starts above 0")
-        if self.duration_s <= 0:
+        if not self.duration_s > 0:
             raise ValueError("a ramp takes some time: its duration must be positive")
+        if self.start and not MIN_RAMP_LOAD <= self.start <= MAX_RAMP_LOAD:
+            raise ValueError(f"a ramp's start is 0 (linear) or from {MIN_RAMP_LOAD:g} to {MAX_RAMP_LOAD:g}, not "
+                             f"{self.start:g}")
+        if not MIN_RAMP_LOAD <= self.end <= MAX_RAMP_LOAD:
+            raise ValueError(f"a ramp's end is from {MIN_RAMP_LOAD:g} to {MAX_RAMP_LOAD:g}, not {self.end:g}")
+        if not MIN_RAMP_S <= self.duration_s <= MAX_RAMP_S:
+            raise ValueError(f"a ramp's duration is from {MIN_RAMP_S:g} to {MAX_RAMP_S:g} s, not "
+                             f"{self.duration_s:g} s")
 
     def at(self, t_s: float) -> float:
         """The target load ``t_s`` seconds from the step's start."""
@@ -102,10 +119,14 @@ class Ramp:
 
     @classmethod
     def from_label(cls, data: Any) -> Ramp | None:
-        """The ramp `label` wrote; None for anything else."""
+        """The ramp `label` wrote; None for anything else (a value that is not a number, one out of range)."""
         if not isinstance(data, dict) or data.get("strategy") not in ("linear", "exponential"):
             return None
+        values = [v for v in (data.get(key) for key in ("from", "to", "duration_s"))
+                  if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(values) != 3:
+            return None
         try:
-            return cls(data["strategy"], float(data["from"]), float(data["to"]), float(data["duration_s"]))
-        except (KeyError, TypeError, ValueError):
+            return cls(data["strategy"], float(values[0]), float(values[1]), float(values[2]))
+        except (OverflowError, ValueError):
             return None

@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tokometer.limits import MAX_GPUS
+
 __all__ = ["FrontComparison", "Point", "RunLoads", "Segment", "Standing", "basis_note", "best_speed",
            "compare_fronts", "dominates", "front", "gpu_count", "point", "points", "standings"]
 
@@ -232,31 +234,32 @@ def compare_fronts(a_points: Sequence[Point], b_points: Sequence[Point], unit: s
 # -- which throughput: per GPU where the run knows its GPUs -------------------------------------------------
 
 _PARALLEL = re.compile(r"^(?:--tensor-parallel-size|-tp|--tp-size|--tp|--pipeline-parallel-size|-pp|--pp-size"
-                       r"|--data-parallel-size|-dp|--dp-size|--dp)(?:=(\d+))?$")
+                       r"|--data-parallel-size|-dp|--dp-size|--dp)(?:=(\d+))?$", re.ASCII)
 """vLLM's and SGLang's parallel-size flags: the GPUs of a deployment are their product."""
 
 
 def _argv_gpus(argv: Sequence[Any]) -> int | None:
-    """The product of the parallel sizes on an engine's command line; None when it names none."""
+    """The product of the parallel sizes on an engine's command line (each a whole number from 1 to `MAX_GPUS`
+    in ASCII digits: ``"²"`` is a digit to `str.isdigit` but not to `int`); None when it names none."""
     sizes: list[int] = []
     for i, arg in enumerate(argv):
         match = _PARALLEL.match(str(arg))
         if match is None:
             continue
         value = match.group(1) or (str(argv[i + 1]) if i + 1 < len(argv) else "")
-        if value.isdigit() and int(value) > 0:
+        if value.isascii() and value.isdigit() and len(value) <= len(str(MAX_GPUS)) and 1 <= int(value) <= MAX_GPUS:
             sizes.append(int(value))
     return math.prod(sizes) if sizes else None
 
 
 def gpu_count(engine: Mapping[str, Any] | None, stated: Any = None) -> tuple[int | None, str]:
     """How many GPUs served a run and how that is known; (None, why not) when it is not. ``stated``: what the
-    user said (``bench --gpus N``, saved in the run's spec as ``gpus``), taken first when it is a whole number of
-    at least 1. Else from the engine identity saved with it: a vLLM or SGLang engine (not on CPU) serves on the
-    product of its command line's tensor, pipeline and data parallel sizes (1 without any). GPU telemetry is not
-    used: it reads the GPUs of a machine or an exporter, not those of the deployment (a node's other GPUs,
-    another job's)."""
-    if isinstance(stated, int) and not isinstance(stated, bool) and stated >= 1:
+    user said (``bench --gpus N``, saved in the run's spec as ``gpus``), taken first when it is a whole number
+    from 1 to `MAX_GPUS`. Else from the engine identity saved with it: a vLLM or SGLang engine (not on CPU)
+    serves on the product of its command line's tensor, pipeline and data parallel sizes (1 without any; not
+    known past `MAX_GPUS`). GPU telemetry is not used: it reads the GPUs of a machine or an exporter, not those
+    of the deployment (a node's other GPUs, another job's)."""
+    if isinstance(stated, int) and not isinstance(stated, bool) and 1 <= stated <= MAX_GPUS:
         return stated, f"{stated} GPU{'s' if stated > 1 else ''} from bench --gpus"
     facts = engine or {}
     name = str(facts.get("engine") or "").lower()
@@ -267,6 +270,8 @@ def gpu_count(engine: Mapping[str, Any] | None, stated: Any = None) -> tuple[int
     if str(facts.get("device") or "").lower() == "cpu":
         return None, f"a {name} engine on CPU"
     count = _argv_gpus(facts.get("argv") or ()) or 1
+    if count > MAX_GPUS:
+        return None, f"the {name} command line's parallel sizes multiply to {count} GPUs, more than {MAX_GPUS}"
     return count, f"{count} GPU{'s' if count > 1 else ''} from the {name} command line"
 
 

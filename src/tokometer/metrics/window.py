@@ -41,17 +41,19 @@ steady`` takes a step's steady-state requests from `steady_requests`, the same s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from tokometer.limits import MAX_SLICE_S, MIN_SLICE_S
 from tokometer.metrics.summary import SLO, summarize
 from tokometer.records import RequestRecord
 
-__all__ = ["MAX_SLICES", "StepLoad", "origin_ns", "steady_requests", "steady_state", "step_windows", "time_slices",
-           "window_summary"]
+__all__ = ["MAX_SLICES", "StepLoad", "origin_ns", "slice_ns", "steady_requests", "steady_state", "step_windows",
+           "time_slices", "window_summary"]
 
 MAX_SLICES = 1000
 """A step cut into more slices than this gets wider slices (the step's span / this), and says so."""
@@ -117,11 +119,17 @@ def window_summary(records: Sequence[RequestRecord], chosen: Sequence[RequestRec
                    a: int, b: int, target: Target, slo: SLO | None) -> dict[str, Any]:
     """One window [a, b) (ns from the step's start ``t0``) of a step: its load from all ``records``, its metrics
     from the measured requests ``chosen`` for it."""
-    length_s = (b - a) / 1e9
     measured = [r for r in records if not r.warmup and r.sent_ns]
-    summary = summarize(chosen, slo)
     tokens = sum(_arrived_tokens(r, t0 + a, t0 + b) for r in measured)
     completed = sum(1 for r in measured if r.ok and t0 + a <= r.end_ns < t0 + b)
+    return _summary(chosen, load, a, b, target, slo, tokens, completed)
+
+
+def _summary(chosen: Sequence[RequestRecord], load: _Load, a: int, b: int, target: Target, slo: SLO | None,
+             tokens: float, completed: int) -> dict[str, Any]:
+    """`window_summary` given the output tokens that arrived in the window and the requests completed in it."""
+    length_s = (b - a) / 1e9
+    summary = summarize(chosen, slo)
     return {
         "start_s": round(a / 1e9, 6), "end_s": round(b / 1e9, 6),
         "requests": len(chosen), "completed": summary.requests_completed, "failed": summary.requests_failed,
@@ -138,24 +146,69 @@ def window_summary(records: Sequence[RequestRecord], chosen: Sequence[RequestRec
     }
 
 
+def slice_ns(slice_s: float) -> int:
+    """A slice width in ns, held within [`tokometer.limits.MIN_SLICE_S`, `MAX_SLICE_S`] (``bench`` validates
+    ``--time-slice`` against them; a width read back from a store is held to them here)."""
+    if not math.isfinite(slice_s):
+        return int(MAX_SLICE_S * 1e9)
+    return int(min(max(slice_s, MIN_SLICE_S), MAX_SLICE_S) * 1e9)
+
+
+def _arrived_by_slice(measured: Sequence[RequestRecord], t0: int, width: int, count: int) -> list[float]:
+    """`_arrived_tokens` of every request in each of ``count`` slices of ``width`` ns from ``t0``, summed over
+    the requests in their order: each request's events are put into slices once (not once per slice), and
+    each slice's share of a request is summed over the same events in the same order, so the sums are those
+    of `_arrived_tokens` to the last bit."""
+    parts: list[list[float]] = [[] for _ in range(count)]
+    for r in measured:
+        if not r.ok or not r.output_tokens or not r.event_ns:
+            continue
+        streamed = sum(r.event_tokens)
+        if streamed <= 0:
+            continue
+        n = min(len(r.event_ns), len(r.event_tokens))
+        tokens = r.event_tokens[:n]
+        try:
+            keys = (np.asarray(r.event_ns[:n], dtype=np.int64) - t0) // width
+        except OverflowError:  # a stamp beyond 64 bits (a store edited by hand): outside every slice
+            keys = np.array([min(max((t - t0) // width, -1), count) for t in r.event_ns[:n]], dtype=np.int64)
+        if n > 1 and bool((keys[1:] < keys[:-1]).any()):  # stamps out of order: each slice's events, in order
+            order = np.argsort(keys, kind="stable")
+            keys, tokens = keys[order], [tokens[i] for i in order.tolist()]
+        cuts = (np.flatnonzero(keys[1:] != keys[:-1]) + 1).tolist()
+        for lo, hi in zip([0, *cuts], [*cuts, n], strict=True):
+            k = int(keys[lo])
+            if 0 <= k < count:
+                parts[k].append(sum(tokens[lo:hi]) * r.output_tokens / streamed)
+    return [sum(p) for p in parts]
+
+
 def time_slices(records: Sequence[RequestRecord], slice_s: float, target: Target,
                 slo: SLO | None = None) -> dict[str, Any]:
     """The step cut into slices of ``slice_s`` seconds from its start until its last end, each summarised by
-    `window_summary`, its requests those sent in it: ``{"slice_s", "requests_by": "sent", "slices": [...]}``."""
+    `window_summary`, its requests those sent in it: ``{"slice_s", "requests_by": "sent", "slices": [...]}``.
+
+    Each request is put into its slices once (its send, its end, its events), not looked at again per slice."""
     t0 = origin_ns(records)
     load = _Load(records, t0)
     span = int(load.end.max()) if load.end.size else 0
-    width = int(slice_s * 1e9)
+    width = slice_ns(slice_s)
     note = None
     if span // width + 1 > MAX_SLICES:
         width = span // MAX_SLICES + 1
         note = f"{slice_s:g} s would cut this step into more than {MAX_SLICES} slices: slices of {width / 1e9:g} s"
+    count = span // width + 1 if load.sent.size else 0  # the last end falls inside the last slice
     measured = [r for r in records if not r.warmup and r.sent_ns]
-    slices = []
-    for k in range(span // width + 1 if load.sent.size else 0):  # the last end falls inside the last slice
-        a, b = k * width, (k + 1) * width
-        chosen = [r for r in measured if a <= r.sent_ns - t0 < b]
-        slices.append({"index": k, **window_summary(records, chosen, load, t0, a, b, target, slo)})
+    chosen: list[list[RequestRecord]] = [[] for _ in range(count)]
+    completed = [0] * count
+    for r in measured:
+        if 0 <= (k := (r.sent_ns - t0) // width) < count:
+            chosen[k].append(r)
+        if r.ok and 0 <= (k := (r.end_ns - t0) // width) < count:
+            completed[k] += 1
+    tokens = _arrived_by_slice(measured, t0, width, count)
+    slices = [{"index": k, **_summary(chosen[k], load, k * width, (k + 1) * width, target, slo, tokens[k],
+                                      completed[k])} for k in range(count)]
     return {"slice_s": width / 1e9, "requests_by": "sent", "note": note, "slices": slices}
 
 

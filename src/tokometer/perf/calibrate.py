@@ -34,6 +34,7 @@ from typing import Any
 
 from tokometer.atomicfile import write_atomic
 from tokometer.errors import ConfigError
+from tokometer.jsontext import dumps
 from tokometer.perf.efficiency import RunEfficiency, StepEfficiency
 from tokometer.perf.roofline import Efficiency, decode_limiter
 
@@ -183,5 +184,5 @@ def save_calibration(calibration: Calibration, path: Path | None = None) -> Path
     target = path or calibration_path()
     data = _read(target)
     data[calibration.hardware] = calibration.to_json()
-    write_atomic(target, json.dumps(data, indent=2) + "\n")
+    write_atomic(target, dumps(data, indent=2) + "\n")
     return target

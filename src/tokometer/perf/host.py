@@ -46,6 +46,7 @@ from typing import Any
 
 from tokometer.atomicfile import write_atomic
 from tokometer.errors import OutputError
+from tokometer.jsontext import dumps
 from tokometer.perf.cpupeak import DTYPES, CpuFeatures, cycle_peaks, read_cpu_features
 from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
 from tokometer.units import GIB
@@ -69,7 +70,7 @@ for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
         x @ x
         best = min(best, time.perf_counter() - start)
     out[name] = 2 * n**3 / best / 1e9
-print(json.dumps(out))
+print(json.dumps(out, allow_nan=False))
 """
 
 _ARRAY_MIB = 128
@@ -195,7 +196,7 @@ def _load_or_measure(remeasure: bool) -> dict[str, Any]:
             pass
     result = measure_host()
     with contextlib.suppress(OutputError):  # the cache only saves time
-        write_atomic(path, json.dumps(result, indent=1))
+        write_atomic(path, dumps(result, indent=1))
     result["cached"] = False
     return result
 

@@ -9,11 +9,10 @@ read back. The page fetches nothing: no CDN, no fonts, no MathJax.
 from __future__ import annotations
 
 import html
-import json
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tokometer.jsontext import dumps
 from tokometer.report import charts
 from tokometer.report.headline import COLUMNS, describe, fmt, headline, step_rows
 from tokometer.report.pareto import PARETO_COLUMNS, pareto_lines, pareto_rows, pareto_title
@@ -42,19 +41,9 @@ pre { background: #f6f6f6; padding: .6rem; overflow-x: auto; font-size: .8rem; }
 """
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def embed_json(data: Any) -> str:
     """``data`` as JSON safe inside a ``<script>`` element (``<``, ``>`` and ``&`` escaped; NaN as null)."""
-    text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = dumps(data, ensure_ascii=False, separators=(",", ":"))
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
@@ -130,7 +119,7 @@ def _health(runs: Sequence[Mapping[str, Any]]) -> str:
 def _facts(title: str, facts: Mapping[str, Any] | None) -> str:
     if not facts:
         return f"<h4>{_e(title)}</h4>" + _note("not recorded")
-    rows = [[k, json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else ("-" if v is None else v)]
+    rows = [[k, dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else ("-" if v is None else v)]
             for k, v in facts.items()]
     return f"<h4>{_e(title)}</h4>" + _table(("name", "value"), rows, text_columns=(0, 1))
 

@@ -20,12 +20,12 @@ from the store has ``null`` and ``[]`` there.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from tokometer.atomicfile import write_atomic
 from tokometer.benchmark.run import BenchResult
+from tokometer.jsontext import dumps
 from tokometer.metrics import DEFINITIONS
 from tokometer.report.data import find_max_of
 from tokometer.store.runs import BENCH_SCHEMA, StoredRun
@@ -55,4 +55,4 @@ def bench_json(result: BenchResult) -> dict[str, Any]:
 
 
 def write_json(result: BenchResult, path: Path) -> None:
-    write_atomic(path, json.dumps(bench_json(result), indent=2) + "\n")
+    write_atomic(path, dumps(bench_json(result), indent=2) + "\n")

@@ -12,8 +12,6 @@ database's errors more than one line.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import random
 import sqlite3
@@ -29,6 +27,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from tokometer.errors import StoreError
+from tokometer.jsontext import dumps
 
 __all__ = ["database_error", "display_url", "is_writable", "open_reader", "open_writer", "request_columns",
            "run_columns", "sqlite_path", "step_columns", "store_exists"]
@@ -98,22 +97,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def _json(value: Any) -> str:
     """JSON every database takes: PostgreSQL refuses NaN and Infinity, so they are kept as null."""
-    try:
-        return json.dumps(value, allow_nan=False)
-    except ValueError:
-        return json.dumps(_finite(value), allow_nan=False)
+    return dumps(value)
 
 
 def _create_engine(url: str, **kwargs: Any) -> Engine:

@@ -194,3 +194,29 @@ def test_a_concurrency_slice_misses_at_the_most_slots_it_had_open() -> None:
              (2, LoadStep("concurrency", concurrency=8), _steady(8, 40))]
     found = findmax.outcome(spec, steps)
     assert found is not None and found.best == 8.0 and found.failed_at == 9.0 and found.converged
+
+
+def test_a_ramps_slices_are_never_under_the_shortest_slice() -> None:
+    from tokometer.limits import MIN_SLICE_S
+
+    assert slice_width(5e-9, None) == MIN_SLICE_S  # a tenth of a 5 ns ramp
+    assert slice_width(30.0, None) == 3.0 and slice_width(30.0, 0.5) == 0.5
+
+
+@pytest.mark.parametrize(("value", "match"), [(1e-10, "at least 0.001 s"), (0.0009, "at least 0.001 s"),
+                                              (2e6, "at most 1e\\+06 s")])
+def test_a_time_slice_out_of_range_is_refused(value: float, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        BenchSpec(url="http://127.0.0.1:1/v1", concurrency=[2], time_slice_s=value)
+    assert BenchSpec(url="http://127.0.0.1:1/v1", concurrency=[2], time_slice_s=0.001).time_slice_s == 0.001
+
+
+@pytest.mark.parametrize(("values", "match"), [
+    ({"rate": [10.0], "ramp": "exponential", "ramp_from": 1e-320, "ramp_time_s": 5.0},
+     "ramp_from 9.99989e-321 is out of range"),
+    ({"rate": [2e9], "ramp": "linear", "ramp_from": 1.0, "ramp_time_s": 5.0}, "from 1e-06 to 1e\\+09"),
+    ({"rate": [10.0], "ramp": "linear", "ramp_from": 1.0, "ramp_time_s": 1e-12}, "ramp_time_s 1e-12 s is out"),
+])
+def test_a_ramp_out_of_range_is_bad_input(values: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        BenchSpec(url="http://127.0.0.1:1/v1", **values)  # type: ignore[arg-type]

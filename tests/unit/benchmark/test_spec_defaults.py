@@ -120,6 +120,11 @@ def test_every_spec_message_names_fields_that_have_flags() -> None:
     ({"duration_s": 30.0, "sessions": 2, "requests": 4}, "sessions counts sessions per step: leave out requests "
      "(duration_s still applies)", "--sessions counts sessions per step: leave out --requests (--duration still"),
     ({"scrape_interval_s": 0.01}, "greater than or equal to 0.05", "--scrape-interval: Input should be"),
+    ({"concurrency": [2], "time_slice_s": 1e-10}, "time_slice_s 1e-10 s is out of range: a time slice is at least "
+     "0.001 s", "--time-slice 1e-10 s is out of range"),
+    ({"rate": [10.0], "ramp": "exponential", "ramp_from": 1e-20, "ramp_time_s": 5.0}, "ramp_from 1e-20 is out of "
+     "range", "--ramp-from 1e-20 is out of range: a ramp starts at 0 (linear) or from 1e-06 to 1e+09"),
+    ({"gpus": 65537}, "less than or equal to 65536", "--gpus: Input should be less than or equal to 65536"),
 ])
 def test_the_library_says_fields_and_the_cli_says_flags(values: dict[str, Any], library: str, cli: str) -> None:
     with pytest.raises(ValueError) as caught:
@@ -208,3 +213,12 @@ def test_a_duration_step_makes_the_prompts_it_can_send_not_8192() -> None:
     assert prompts_per_step(BenchSpec(**timed, concurrency=[4]), 8192, 0.01) == 2 + 804
     assert prompts_per_step(BenchSpec(**timed, concurrency=[64]), 8192, None) == 2 + 8192  # no check: the cap
     assert prompts_per_step(BenchSpec(url=URL, requests=30, warmup=2), 8192, 0.01) == 32
+
+
+def test_bench_refuses_more_gpus_than_the_most_taken() -> None:
+    from tokometer.benchmark.spec import BenchSpec
+    from tokometer.limits import MAX_GPUS
+
+    assert BenchSpec(url="http://127.0.0.1:1/v1", gpus=MAX_GPUS).gpus == MAX_GPUS
+    with pytest.raises(ValueError, match="less than or equal to 65536"):
+        BenchSpec(url="http://127.0.0.1:1/v1", gpus=MAX_GPUS + 1)

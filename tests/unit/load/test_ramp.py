@@ -73,3 +73,47 @@ def test_the_ramp_is_in_the_load_label_and_reads_back() -> None:
 def test_a_ramp_that_does_not_rise_is_refused(args: tuple[str, float, float, float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         Ramp(*args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (("exponential", 1e-320, 10.0, 5.0), "start"),  # e / s is infinite: Λ(t) and Λ⁻¹ were NaN
+    (("exponential", 1e-7, 10.0, 5.0), "start"),
+    (("linear", 1.0, 2e9, 5.0), "end"),
+    (("linear", 0.0, math.inf, 5.0), "end"),
+    (("linear", 0.0, 1e-300, 5.0), "end"),
+    (("linear", 1.0, 2.0, 1e-12), "duration"),
+    (("linear", 1.0, 2.0, 1e300), "duration"),
+    (("linear", 1.0, 2.0, math.nan), "duration"),
+])
+def test_a_ramp_out_of_range_is_refused(args: tuple[str, float, float, float], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        Ramp(*args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("strategy", ["linear", "exponential"])
+@pytest.mark.parametrize(("start", "end"), [(1e-6, 1e9), (1e-6, 2e-6), (1e9 - 1, 1e9), (0.0, 1e-6)])
+@pytest.mark.parametrize("duration", [1e-9, 1.0, 1e7])
+def test_every_ramp_in_range_has_finite_arrivals_and_times(strategy: str, start: float, end: float,
+                                                           duration: float) -> None:
+    if strategy == "exponential" and start == 0:
+        return
+    ramp = Ramp(strategy, start, end, duration)  # type: ignore[arg-type]
+    total = ramp.expected(duration)
+    assert math.isfinite(total) and total > 0
+    for arrivals in (total * 1e-9, total / 2, total, total * 2 + 1):
+        t = ramp.due_at(arrivals)
+        assert math.isfinite(t) and t >= 0
+    assert all(math.isfinite(t) for t in ramp.slot_opens(3))
+
+
+@pytest.mark.parametrize("label", [
+    {"strategy": "linear", "from": 1, "to": 10**400, "duration_s": 5},  # float() overflows
+    {"strategy": "linear", "from": True, "to": 8, "duration_s": 5},
+    {"strategy": "linear", "from": "1", "to": 8, "duration_s": 5},
+    {"strategy": "linear", "from": 1, "to": 8, "duration_s": "5"},
+    {"strategy": "exponential", "from": 1e-320, "to": 8, "duration_s": 5},
+    {"strategy": "linear", "from": 1, "to": 8},
+])
+def test_a_stored_ramp_that_is_not_one_reads_as_none(label: dict[str, object]) -> None:
+    assert Ramp.from_label(label) is None
+    assert Ramp.from_label({"strategy": "linear", "from": 1, "to": 8, "duration_s": 5}) == Ramp("linear", 1, 8, 5)

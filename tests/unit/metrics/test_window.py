@@ -107,3 +107,16 @@ def test_too_many_slices_are_widened() -> None:
     out = time_slices(_closed_loop(), 0.001, lambda t: 2.0)
     assert len(out["slices"]) == 1000 and out["slice_s"] == pytest.approx(0.004, abs=1e-8)
     assert "more than 1000 slices" in out["note"]
+
+
+def test_a_slice_under_the_shortest_is_held_to_it() -> None:
+    """A width of 0.1 ns (int() of it is 0 ns) once divided by zero; slices are at least `MIN_SLICE_S` long."""
+    from tokometer.limits import MAX_SLICE_S, MIN_SLICE_S
+    from tokometer.metrics.window import slice_ns
+
+    assert slice_ns(1e-10) == slice_ns(MIN_SLICE_S) == 1_000_000
+    assert slice_ns(1e300) == slice_ns(float("inf")) == int(MAX_SLICE_S * 1e9)
+    short = [_req(0, 0.0, 0.0005, tokens=2, ttft=0.0001)]
+    out = time_slices(short, 1e-10, lambda t: 1.0)
+    assert out["slice_s"] == 0.001 and len(out["slices"]) == 1 and out["slices"][0]["requests"] == 1
+    assert len(time_slices(_closed_loop(), 1e300, lambda t: 2.0)["slices"]) == 1

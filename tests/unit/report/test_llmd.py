@@ -55,3 +55,52 @@ def test_a_sweep_is_a_list_of_reports_in_step_order() -> None:
     assert isinstance(reports, list)
     assert [r["scenario"]["load"]["args"] for r in reports] == [{"concurrency": 1}, {"concurrency": 2},
                                                                   {"concurrency": 3}]
+
+
+def test_an_import_entry_that_is_not_a_mapping_is_no_import() -> None:
+    import dataclasses
+
+    run = dataclasses.replace(_run(1), spec={"import": ["x"]})  # edited by hand: this raised AttributeError
+    report = llmd_reports(run)
+    assert isinstance(report, dict) and report["scenario"]["load"]["name"] == "tokometer"
+    assert "imported_from" not in report["scenario"]["metadata"]
+
+
+def _strict(text: str) -> object:
+    import json
+
+    def refuse(name: str) -> object:
+        raise AssertionError(f"{name} in the JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_report_writes_non_finite_numbers_as_null_in_llmd_and_json(tmp_path: object) -> None:
+    """A bench --json file whose summary holds NaN or Infinity (Python's json reads them) is reported as valid
+    JSON by ``report --format llmd`` and ``--format json``: those numbers are null."""
+    import json
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from tokometer.cli.report import command
+    from tokometer.report.json_out import run_json
+
+    run = _run(1)
+    data = run_json(run)
+    data["spec"] = {"import": ["x"]}
+    summary = data["steps"][0]["summary"]
+    summary["duration_s"] = float("nan")
+    summary["output_throughput_tok_s"] = float("inf")
+    path = Path(str(tmp_path)) / "run.json"
+    path.write_text(json.dumps(data))
+    for fmt in ("llmd", "json"):
+        done = CliRunner().invoke(command, [str(path), "--format", fmt])
+        assert done.exit_code == 0, done.output
+        out = _strict(done.output)
+        step = out if fmt == "llmd" else out["steps"][0]["summary"]  # type: ignore[index]
+        if fmt == "llmd":
+            assert step["metrics"]["time"]["duration"] is None  # type: ignore[index]
+            assert step["metrics"]["throughput"]["output_tokens_per_sec"] is None  # type: ignore[index]
+        else:
+            assert step["duration_s"] is None and step["output_throughput_tok_s"] is None  # type: ignore[index]
