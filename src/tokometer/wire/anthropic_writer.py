@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from tokometer.wire.chat_tools import ToolCall, ToolCallDelta, arguments_object
+from tokometer.wire.chat_tools import MAX_CALLS, ToolCall, ToolCallDelta, arguments_object
 
 __all__ = ["AnthropicStreamWriter", "anthropic_error_body", "anthropic_event", "error_type", "stop_reason"]
 
@@ -70,7 +70,11 @@ class AnthropicStreamWriter:
 
     ``prompt_tokens`` and ``cached_tokens`` go in ``message_start``'s usage (the gateway's own count, and no
     cache count: the upstream's come at the end; the simulator's are the truth); ``signature`` closes a
-    thinking block (the gateway has none to give)."""
+    thinking block (the gateway has none to give).
+
+    It keeps no text (the events carry it once): only the block index of each tool call, for at most `MAX_CALLS`
+    calls (an upstream's further call indexes are dropped). A new kind of content always opens a new block,
+    whatever their number: each costs one event."""
 
     __slots__ = ("_block", "_index", "_tool_blocks", "cached_tokens", "errored", "id", "model", "prompt_tokens",
                  "signature", "started", "tools")
@@ -131,9 +135,11 @@ class AnthropicStreamWriter:
         return b"".join(out)
 
     def tool_call(self, delta: ToolCallDelta) -> bytes:
+        block = self._tool_blocks.get(delta.index)
+        if block is None and len(self._tool_blocks) >= MAX_CALLS:
+            return b""  # a call past `MAX_CALLS`: dropped, as `ToolCalls` drops it for a non-streamed answer
         self.tools = True
         out = [self._start()]
-        block = self._tool_blocks.get(delta.index)
         if block is None or block != self._index or self._block != "tool_use":
             ident = delta.id or f"toolu_{uuid.uuid4().hex[:24]}"
             out.append(self._open("tool_use", {"type": "tool_use", "id": ident, "name": delta.name or "",
