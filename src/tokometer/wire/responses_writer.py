@@ -19,6 +19,13 @@ response repeat each item's text, so the writer keeps it (as `tokometer.wire.pie
 `MAX_KEPT_CHARS` in all: past it the deltas still go on whole, and the closing events carry the text kept, the
 item marked ``status: incomplete``. At most `MAX_ITEMS` items open one after another, and tool calls of at
 most `MAX_CALLS` indexes (`ResponsesStreamWriter`), so that no upstream can make the ending unbounded.
+
+Each upstream tool call (by its chat ``index``) is one ``function_call`` item, open to the end of the answer:
+an upstream may interleave two calls' deltas (index 0, then 1, then 0 again), and a closed item cannot take
+more arguments (a second item of the call would leave both incomplete). So the ``function_call`` items are
+closed at the end, in ``output_index`` order, and their deltas may interleave with those of the items that
+follow them; each carries its item's ``output_index`` and ``item_id``, by which the official ``openai`` SDK
+accumulates. A reasoning or message item is still closed when the next item opens (below `MAX_ITEMS`).
 """
 
 from __future__ import annotations
@@ -39,7 +46,8 @@ MAX_ITEMS = 256
 tool-call indexes, every chunk) no item is closed before the end: the last item of each kind (reasoning, the
 message, each tool call) stays open and takes all later deltas of its kind, so that a stream has at most
 ``MAX_ITEMS + 2 + MAX_CALLS`` items. Deltas of different open items then interleave, each with its item's
-``output_index`` (the official ``openai`` SDK keys its accumulation by it)."""
+``output_index`` (the official ``openai`` SDK keys its accumulation by it). (A tool call's item is open to
+the end, below the limit too: one item per call.)"""
 
 
 def responses_event(payload: dict[str, Any]) -> bytes:
@@ -84,7 +92,7 @@ class ResponsesStreamWriter:
     incomplete`` in its ``.done`` events and the final response, which carry the kept text); at most
     `MAX_ITEMS` items open one after another (then the last of each kind takes its kind's deltas); tool calls
     of at most `MAX_CALLS` indexes (further indexes are dropped, as `tokometer.wire.chat_tools.ToolCalls`
-    drops them for a non-streamed answer)."""
+    drops them for a non-streamed answer), each one item, open until `ending`."""
 
     __slots__ = ("_call_ids", "_calls", "_items", "_open", "_room", "_seq", "created", "errored", "id",
                  "max_output_tokens", "model", "started")
@@ -154,13 +162,20 @@ class ResponsesStreamWriter:
         self._open.clear()
         return b"".join(self._close(item) for item in items)
 
+    def _close_content(self) -> bytes:
+        """The open reasoning and message items closed (the tool calls' items stay open to the end)."""
+        items = sorted((self._open.pop(key) for key in ("reasoning", "message") if key in self._open),
+                       key=lambda item: item.index)
+        return b"".join(self._close(item) for item in items)
+
     def _item(self, key: str | int, kind: str, name: str = "", call_id: str = "") -> tuple[_Item, bytes]:
-        """The open item of ``key``, else a new one: the open one closed first while under `MAX_ITEMS` (so
-        that until then at most one is open), none closed past it."""
+        """The open item of ``key``, else a new one: the open reasoning or message item closed first while
+        under `MAX_ITEMS` (so that until then at most one of them is open), none closed past it. A tool
+        call's item is never closed before the end."""
         item = self._open.get(key)
         if item is not None:
             return item, b""
-        out = self._close_all() if len(self._items) < MAX_ITEMS else b""
+        out = self._close_content() if len(self._items) < MAX_ITEMS else b""
         prefix = {"reasoning": "rs", "message": "msg"}.get(kind, "fc")
         item = _Item(kind, self._new_id(prefix), len(self._items), name, call_id)
         self._items.append(item)
