@@ -544,3 +544,53 @@ def test_tool_calls_from_messages_and_responses_upstreams(gateway_factory: Calla
         assert starts == ["get_weather", "get_time"] and events[-2][1]["delta"]["stop_reason"] == "tool_use"
     finally:
         server.stop()
+
+
+def _deep_arguments(conn: socket.socket, stop: threading.Event) -> None:
+    """An OpenAI-chat upstream whose one tool call's arguments nest 300 deep (orjson reads 1,024 levels and
+    writes 254: the gateway's Anthropic answer failed to encode, a 500 with a traceback)."""
+    deep = '{"a": ' + "[" * 299 + "]" * 299 + "}"
+    event = {"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": deep}}]}}]}
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                 + b"data: " + json.dumps(event).encode() + b"\n\n"
+                 + b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n'
+                 + b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\n\ndata: [DONE]\n\n')
+
+
+def _refusal(body: bytes) -> Callable[[socket.socket, threading.Event], None]:
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    return answer
+
+
+@pytest.mark.parametrize("api", ["anthropic-messages", "openai-chat"])
+def test_deeply_nested_upstream_json_is_never_a_500(api: str, gateway_factory: Callable[[str], SimServer]) -> None:
+    """A tool call's arguments nested past the JSON depth limit (64) reach an Anthropic client, not streamed, as
+    ``input: {}`` (the stream carries them as the upstream sent them); an upstream's 400 whose body nests 300
+    deep, or whose ``error`` is a string, reaches the client as an error of its protocol, not a 500."""
+    from tests.hostile_servers import hostile
+
+    deep = b'{"error": {"message": "no", "x": ' + b"[" * 299 + b"]" * 299 + b"}}"
+    path = "/v1/messages" if api == "anthropic-messages" else "/v1/chat/completions"
+    with hostile({"/v1/chat/completions": _deep_arguments}) as tools, \
+            hostile({"/v1/chat/completions": _refusal(deep)}) as refuses, \
+            hostile({"/v1/chat/completions": _refusal(b'{"error": "bad request"}')}) as plain:
+        gw = gateway_factory(_upstream("tools", tools.url) + _upstream("deep", refuses.url)
+                             + _upstream("plain", plain.url) + _route("tools")
+                             + '[[routes]]\nmodel = "d"\nupstreams = ["deep"]\n'
+                             + '[[routes]]\nmodel = "p"\nupstreams = ["plain"]\n[cache]\nenabled = false\n')
+        if api == "anthropic-messages":
+            whole = _post(gw.root + path, _messages_body("x", 50))
+            assert whole.status_code == 200, whole.body[:300]
+            assert [(b["type"], b["input"]) for b in whole.json()["content"]] == [("tool_use", {})]
+            response, events = _stream(gw.root + path, _messages_body("x", 50))
+            partial = "".join(d["delta"]["partial_json"] for name, d in events if name == "content_block_delta")
+            assert response.status_code == 200 and partial.count("[") == 299
+        for model in ("d", "p"):
+            body = _messages_body("x", 5, model=model) if api == "anthropic-messages" else {
+                "model": model, "messages": [{"role": "user", "content": "x"}]}
+            refused = _post(gw.root + path, body)
+            assert refused.status_code == 400, (model, refused.status_code, refused.body[:300])
+            assert b"Traceback" not in refused.body and refused.json()["type" if api != "openai-chat" else "error"]

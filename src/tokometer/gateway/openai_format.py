@@ -11,22 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 from tokometer.wire.chat_tools import ToolCalls
-from tokometer.wire.pieces import TextPieces
+from tokometer.wire.pieces import MAX_KEPT_CHARS, TextPieces
 from tokometer.wire.stream_writer import StreamWriter
 
 __all__ = ["MAX_KEPT_CHARS", "Answer", "replay", "whole"]
 
 
-MAX_KEPT_CHARS = 4 * 1024 * 1024
-"""The most of an answer's text (and, apart, of its reasoning) the gateway keeps while relaying it: for the
-cache, a resume or continuation, and a non-streamed answer. Past it the answer still streams whole, but is
-`cut`: it is not cached, not carried on, and a non-streamed one is refused."""
-
-
 class Answer:
     """What an answer amounted to: collected while relaying, or read from the cache.
 
-    Text arrives an event at a time; it is kept as `tokometer.wire.pieces.TextPieces`."""
+    Text arrives an event at a time; it is kept as `tokometer.wire.pieces.TextPieces`, up to `MAX_KEPT_CHARS`
+    (text and reasoning together). Past it the answer still streams whole, but is `cut`: it is not cached, not
+    carried on, and a non-streamed one is refused."""
 
     __slots__ = ("_reasoning", "_text", "completion_tokens", "content_events", "cut", "finish_reason",
                  "has_tool_calls", "keep", "kept", "model", "prompt_tokens", "segment_completion_tokens",

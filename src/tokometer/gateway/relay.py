@@ -41,6 +41,7 @@ from tokometer.gateway.resume import carry_on_body, stream_identity
 from tokometer.gateway.router import AllUpstreamsFailed, Opened, Router, all_failed_body
 from tokometer.gateway.segments import SegmentPolicy, SegmentState
 from tokometer.gateway.upstream import UpstreamError, UpstreamEvent
+from tokometer.inbound.jsonbody import BadBody, parse_object
 from tokometer.wire.base import ParsedEvent
 from tokometer.wire.chat_tools import tool_call_deltas
 from tokometer.wire.framing import sse_payload
@@ -404,7 +405,8 @@ class Relay:
     async def _fail(self, status: int, body: dict[str, Any]) -> None:
         client = self.client
         assert client is not None
-        self.error = self.error or str(body.get("error", {}).get("message", ""))[:300]
+        error = body.get("error")  # an upstream's: OpenAI's object, TGI's string, or anything
+        self.error = self.error or str((error.get("message") if isinstance(error, dict) else error) or "")[:300]
         if client.sent_head:
             if self._writer is not None and self.ctx.api != "openai":
                 await client.write(self._writer.error(self.error))
@@ -424,8 +426,9 @@ def _no_client(data: bytes) -> None:
 
 
 def _as_json(text: str) -> dict[str, Any] | None:
+    """An upstream's error body as the JSON object to pass on, or None: not one, or nested deeper than the JSON
+    depth limit (`parse_object`: orjson reads 1,024 levels but writes only 254, and the answer would fail)."""
     try:
-        value = orjson.loads(text)
-    except ValueError:
+        return parse_object(text.encode())
+    except BadBody:
         return None
-    return value if isinstance(value, dict) else None

@@ -9,8 +9,16 @@ with ``cache_read_input_tokens`` where some were), a ``ping`` as the API sends o
 block ``content_block_start``, ``content_block_delta``s and ``content_block_stop``: reasoning in a
 ``thinking`` block (``thinking_delta``, closed by a ``signature_delta``), the answer in a ``text`` block
 (``text_delta``), each tool call in a ``tool_use`` block (``id``, ``name``, ``input: {}``, then
-``input_json_delta`` with ``partial_json``); a new kind of content closes the open block and opens the
-next, with the next ``index``. Then ``message_delta`` (``stop_reason``: ``end_turn``, ``max_tokens`` or
+``input_json_delta`` with ``partial_json``); a new kind of content closes the open text or thinking block
+and opens the next, with the next ``index``. A ``tool_use`` block stays open to the end of the answer and
+takes all of its call's fragments, whatever comes between: an upstream may interleave two calls' deltas
+(``delta.tool_calls`` index 0, then 1, then 0 again), and a stopped block cannot be reopened (a second block
+of the call would start mid-JSON). Each delta names its block's ``index``, so deltas of open blocks may
+interleave; the official ``anthropic`` SDK accumulates by that index (``content[event.index]``, its
+partial JSON kept per index). The ``tool_use`` blocks are stopped at the end, in index order, after the
+last text or thinking block, before ``message_delta``. (Buffering a call until it is whole would make the stream
+well ordered for a client that ignores ``index``, but hold back the call's deltas, and their timing, to the
+end, and keep their text.) Then ``message_delta`` (``stop_reason``: ``end_turn``, ``max_tokens`` or
 ``tool_use``; ``usage`` with ``input_tokens``, ``cache_read_input_tokens`` where known, and the
 ``output_tokens``) and ``message_stop``. An error inside the stream is an ``error`` event
 (``{"type": "error", "error": {"type": "api_error", "message": ...}}``) and ends it; an HTTP error's
@@ -24,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from tokometer.wire.chat_tools import ToolCall, ToolCallDelta, arguments_object
+from tokometer.wire.chat_tools import MAX_CALLS, ToolCall, ToolCallDelta, arguments_object
 
 __all__ = ["AnthropicStreamWriter", "anthropic_error_body", "anthropic_event", "error_type", "stop_reason"]
 
@@ -70,10 +78,14 @@ class AnthropicStreamWriter:
 
     ``prompt_tokens`` and ``cached_tokens`` go in ``message_start``'s usage (the gateway's own count, and no
     cache count: the upstream's come at the end; the simulator's are the truth); ``signature`` closes a
-    thinking block (the gateway has none to give)."""
+    thinking block (the gateway has none to give).
 
-    __slots__ = ("_block", "_index", "_tool_blocks", "cached_tokens", "errored", "id", "model", "prompt_tokens",
-                 "signature", "started", "tools")
+    It keeps no text (the events carry it once): only the block index of each tool call, for at most `MAX_CALLS`
+    calls (an upstream's further call indexes are dropped). A new kind of content always opens a new block,
+    whatever their number: each costs one event. Each call is one ``tool_use`` block, open until `ending`."""
+
+    __slots__ = ("_block", "_blocks", "_index", "_tool_blocks", "cached_tokens", "errored", "id", "model",
+                 "prompt_tokens", "signature", "started", "tools")
 
     def __init__(self, model: str, prompt_tokens: int | None = None, ident: str | None = None,
                  cached_tokens: int | None = None, signature: str = "") -> None:
@@ -85,9 +97,10 @@ class AnthropicStreamWriter:
         self.started = False
         self.errored = False
         self.tools = False
-        self._block: str | None = None  # the open block's type
-        self._index = -1  # the open (or last) block's index
-        self._tool_blocks: dict[int, int] = {}  # a chat tool call's index -> its block's
+        self._block: str | None = None  # the open text or thinking block's type
+        self._index = -1  # its index
+        self._blocks = 0  # the blocks started
+        self._tool_blocks: dict[int, int] = {}  # a chat tool call's index -> its block's (open until the end)
 
     def _start(self) -> bytes:
         if self.started:
@@ -109,43 +122,52 @@ class AnthropicStreamWriter:
         self._block = None
         return out + anthropic_event({"type": "content_block_stop", "index": self._index})
 
-    def _open(self, kind: str, block: dict[str, Any]) -> bytes:
+    def _open(self, kind: str, block: dict[str, Any]) -> tuple[int, bytes]:
+        """A new block (its index, and the events): the open text or thinking block closed first."""
         out = self._close()
-        self._index += 1
-        self._block = kind
-        return out + anthropic_event({"type": "content_block_start", "index": self._index, "content_block": block})
+        index = self._blocks
+        self._blocks += 1
+        if kind != "tool_use":
+            self._block, self._index = kind, index
+        return index, out + anthropic_event({"type": "content_block_start", "index": index, "content_block": block})
 
-    def _delta(self, delta: dict[str, Any]) -> bytes:
-        return anthropic_event({"type": "content_block_delta", "index": self._index, "delta": delta})
+    def _delta(self, delta: dict[str, Any], index: int | None = None) -> bytes:
+        return anthropic_event({"type": "content_block_delta", "index": self._index if index is None else index,
+                                "delta": delta})
 
     def content(self, text: str, reasoning: str) -> bytes:
         out = [self._start()]
         if reasoning:
             if self._block != "thinking":
-                out.append(self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""}))
+                out.append(self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})[1])
             out.append(self._delta({"type": "thinking_delta", "thinking": reasoning}))
         if text:
             if self._block != "text":
-                out.append(self._open("text", {"type": "text", "text": ""}))
+                out.append(self._open("text", {"type": "text", "text": ""})[1])
             out.append(self._delta({"type": "text_delta", "text": text}))
         return b"".join(out)
 
     def tool_call(self, delta: ToolCallDelta) -> bytes:
+        block = self._tool_blocks.get(delta.index)
+        if block is None and len(self._tool_blocks) >= MAX_CALLS:
+            return b""  # a call past `MAX_CALLS`: dropped, as `ToolCalls` drops it for a non-streamed answer
         self.tools = True
         out = [self._start()]
-        block = self._tool_blocks.get(delta.index)
-        if block is None or block != self._index or self._block != "tool_use":
+        if block is None:  # a new call: its block, open until the end
             ident = delta.id or f"toolu_{uuid.uuid4().hex[:24]}"
-            out.append(self._open("tool_use", {"type": "tool_use", "id": ident, "name": delta.name or "",
-                                               "input": {}}))
-            self._tool_blocks[delta.index] = self._index
+            block, opened = self._open("tool_use", {"type": "tool_use", "id": ident, "name": delta.name or "",
+                                                    "input": {}})
+            self._tool_blocks[delta.index] = block
+            out.append(opened)
         if delta.arguments:
-            out.append(self._delta({"type": "input_json_delta", "partial_json": delta.arguments}))
+            out.append(self._delta({"type": "input_json_delta", "partial_json": delta.arguments}, block))
         return b"".join(out)
 
     def ending(self, finish_reason: str, prompt_tokens: int, completion_tokens: int,
                reasoning_tokens: int | None = None, cached_tokens: int | None = None) -> bytes:
-        out = self._start() + self._close()
+        out = self._start() + self._close() + b"".join(
+            anthropic_event({"type": "content_block_stop", "index": block}) for block in self._tool_blocks.values())
+        self._tool_blocks.clear()
         delta = {"stop_reason": stop_reason(finish_reason, self.tools), "stop_sequence": None}
         out += anthropic_event({"type": "message_delta", "delta": delta,
                                 "usage": _usage(prompt_tokens, completion_tokens, cached_tokens)})

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from tokometer.inbound.jsonbody import BadBody, parse_object
+
 __all__ = ["MAX_ARGUMENT_CHARS", "MAX_CALLS", "ToolCall", "ToolCallDelta", "ToolCalls", "arguments_object",
            "chat_tool_call", "tool_call_deltas"]
 
@@ -125,9 +127,13 @@ def chat_tool_call(call: ToolCall) -> dict[str, Any]:
 
 
 def arguments_object(arguments: str) -> dict[str, Any]:
-    """A call's arguments as the JSON object they should be (``{}`` when they are not one)."""
-    try:
-        value = orjson.loads(arguments) if arguments else {}
-    except ValueError:
+    """A call's arguments as the JSON object they should be, where a protocol needs an object (Anthropic's
+    ``tool_use`` ``input``): ``{}`` when they are not one, or nest deeper than the JSON depth limit the
+    gateway takes of a client (`tokometer.inbound.jsonbody.parse_object`, 64 levels): orjson reads 1,024
+    levels but writes only 254, and a deeper object would fail the answer's encoding."""
+    if not arguments:
         return {}
-    return value if isinstance(value, dict) else {}
+    try:
+        return parse_object(arguments.encode("utf-8", "surrogatepass"))
+    except BadBody:
+        return {}

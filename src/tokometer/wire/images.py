@@ -7,9 +7,10 @@ or JPEG data URL from its header alone (the first
 `_HEADER_BYTES` bytes decoded at most: bounded whatever the image's size).
 
 `qwen2_vl_image_tokens` is the simulator's rule for an image's prompt tokens: Qwen2-VL's (and Qwen2.5-VL's)
-``smart_resize`` (transformers' ``image_processing_qwen2_vl.py``) rounds each side to a multiple of 28 and
-keeps the pixels between 56*56 and 28*28*1280, and every 28x28 block (2x2 patches of 14x14 merged) is one
-``<|image_pad|>`` token; the ``<|vision_start|>``/``<|vision_end|>`` markers around them are not counted.
+``smart_resize`` (transformers' ``image_processing_qwen2_vl.py``) refuses an aspect ratio above 200, rounds
+each side to a multiple of 28 and keeps the pixels between 56*56 and 28*28*1280, and every 28x28 block (2x2
+patches of 14x14 merged) is one ``<|image_pad|>`` token; the ``<|vision_start|>``/``<|vision_end|>`` markers
+around them are not counted.
 A 448x448 image is 256 tokens; 1024x768 is 999; 1024x1024, scaled down to 980x980, is 1,225.
 """
 
@@ -21,7 +22,7 @@ import math
 import re
 from typing import Any, Final
 
-__all__ = ["image_part", "image_parts", "image_size", "qwen2_vl_image_tokens"]
+__all__ = ["MAX_ASPECT_RATIO", "image_part", "image_parts", "image_size", "qwen2_vl_image_tokens"]
 
 _HEADER_BYTES: Final = 64 * 1024
 """Bytes of an image decoded to find its size (a JPEG's frame header comes after its tables: well inside this)."""
@@ -31,6 +32,8 @@ _DATA_URL = re.compile(r"data:image/(png|jpeg|jpg);base64,", re.IGNORECASE)
 _FACTOR: Final = 28
 _MIN_PIXELS: Final = 56 * 56
 _MAX_PIXELS: Final = 28 * 28 * 1280
+MAX_ASPECT_RATIO: Final = 200
+"""The longer side over the shorter one at most (``smart_resize``'s ``MAX_RATIO``): more is refused (a 400)."""
 
 
 def image_part(url: str) -> dict[str, Any]:
@@ -91,9 +94,15 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
 
 
 def qwen2_vl_image_tokens(width: int, height: int) -> int:
-    """Prompt tokens of a ``width`` x ``height`` image by Qwen2-VL's rule (see the module docstring)."""
+    """Prompt tokens of a ``width`` x ``height`` image by Qwen2-VL's rule (see the module docstring).
+
+    ValueError for an aspect ratio above `MAX_ASPECT_RATIO`, as ``smart_resize`` refuses it (a PNG header
+    claiming 1 x 4,294,967,295 pixels would otherwise be 2,344,687 tokens)."""
     if width < 1 or height < 1:
         return 0
+    if max(width, height) / min(width, height) > MAX_ASPECT_RATIO:
+        raise ValueError(f"image_url: an image of {width}x{height} pixels has an aspect ratio above "
+                         f"{MAX_ASPECT_RATIO}, which Qwen2-VL does not take")
     h = max(_FACTOR, round(height / _FACTOR) * _FACTOR)
     w = max(_FACTOR, round(width / _FACTOR) * _FACTOR)
     if h * w > _MAX_PIXELS:

@@ -10,10 +10,15 @@ text in its ``*.done`` events (`tokometer.wire.responses_writer`).
 
 from __future__ import annotations
 
-__all__ = ["JOIN_EVERY", "TextPieces"]
+__all__ = ["JOIN_EVERY", "MAX_KEPT_CHARS", "TextPieces"]
 
 JOIN_EVERY = 256
 """Pending pieces joined into one at a time."""
+
+MAX_KEPT_CHARS = 4 * 1024 * 1024
+"""The most of one answer's text the gateway keeps while relaying it (`tokometer.gateway.openai_format.Answer`:
+for the cache, a resume or continuation, and a non-streamed answer), and that a stream writer keeps to repeat
+in its closing events (`tokometer.wire.responses_writer`). Past it the answer still streams whole."""
 
 
 class TextPieces:

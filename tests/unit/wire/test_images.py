@@ -56,3 +56,22 @@ def test_image_tokens_come_from_usage_where_the_server_says() -> None:
     assert silent is not None and silent.image_tokens is None
     assert absurd is not None and absurd.image_tokens is None
     assert "image_tokens=-4 (negative)" in (absurd.rejected or "")
+
+
+def test_aspect_ratios_past_200_are_refused_as_qwen2_vl_refuses_them() -> None:
+    import base64
+
+    assert qwen2_vl_image_tokens(200 * 28, 28) > 0 and qwen2_vl_image_tokens(28, 200 * 28) > 0  # 200: taken
+    for width, height in ((1, 4294967295), (4294967295, 1), (201, 1)):
+        with pytest.raises(ValueError, match="aspect ratio"):
+            qwen2_vl_image_tokens(width, height)
+    # a PNG header claiming 1 x 4294967295 (2,344,687 tokens before): the simulator's request is a 400
+    png = (b"\x89PNG\r\n\x1a\n" + b"\0\0\0\x0dIHDR" + (1).to_bytes(4, "big") + (2**32 - 1).to_bytes(4, "big")
+           + b"\x08\x02\0\0\0" + b"\0" * 4)
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    assert image_size(url) == (1, 2**32 - 1)
+    from tokometer.wire.openai import OpenAIChatServer
+
+    body = {"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}]}
+    with pytest.raises(ValueError, match="aspect ratio above 200"):
+        OpenAIChatServer().read(body, "m", lambda text: len(text.split()))
