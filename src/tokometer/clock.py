@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 from time import perf_counter_ns
 
-__all__ = ["sleep_until"]
+__all__ = ["PRECISE_SPIN_NS", "sleep_until"]
+
+PRECISE_SPIN_NS = 1_500_000
+"""The last stretch of a wait that a precise pacer (the simulator's ``--precise``) covers by yielding, not a timer."""
 
 
 async def sleep_until(due_ns: int, spin_ns: int = 0) -> None:

@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
+from tokometer.clock import PRECISE_SPIN_NS, sleep_until
 from tokometer.sim.config import SimConfig
 from tokometer.sim.protocols import count_words
 from tokometer.sim.state import SimState
@@ -74,11 +75,14 @@ def embedding_routes(state: SimState, read_json: ReadBody) -> list[Route]:
                                f"an input has {longest} tokens.")
         tokens = sum(counts) + extra * len(texts)
         trace.prompt_tokens = tokens
+        # sleep_until, not asyncio.sleep: the loop's millisecond timers may fire early (a 40 ms request served in 39.9)
+        spin = PRECISE_SPIN_NS if config.precise else 0
         if pass_s is None:
-            await asyncio.sleep(config.ttft_ms / 1000)
+            await sleep_until(received_ns + int(config.ttft_ms * 1e6), spin)
         else:
             async with lock:
-                await asyncio.sleep(pass_s(len(texts), round(tokens / len(texts))) * config.time_scale)
+                pass_ns = pass_s(len(texts), round(tokens / len(texts))) * config.time_scale * 1e9
+                await sleep_until(time.perf_counter_ns() + int(pass_ns), spin)
         answer = _rerank_answer(texts, config.model, tokens) if rerank else _embedding_answer(texts, config.model,
                                                                                               tokens)
         trace.finish = "stop"

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from starlette.types import Message, Receive, Scope, Send
 
-from tokometer.clock import sleep_until
+from tokometer.clock import PRECISE_SPIN_NS, sleep_until
 from tokometer.datasets.words import WORDS
 from tokometer.sim.engine import Sequence
 from tokometer.sim.protocols import Protocol, RequestInfo, StreamTiming
@@ -34,7 +34,6 @@ from tokometer.sim.trace import SendTrace
 __all__ = ["EngineStream", "ScriptedStream"]
 
 _NS_PER_MS = 1_000_000
-_PRECISE_SPIN_NS = 1_500_000
 _MID_STREAM = ("reset", "stall", "error_event", "malformed")
 
 
@@ -53,7 +52,7 @@ class _Stream:
         self.disconnected = False
         self.gone = asyncio.Event()
         self._send: Send | None = None
-        self.spin_ns = _PRECISE_SPIN_NS if state.config.precise else 0
+        self.spin_ns = PRECISE_SPIN_NS if state.config.precise else 0
         self.ttft_factor = ttft_factor
         """Scales the scripted TTFT (below 1 for a prompt the simulated prefix cache holds)."""
         self._held: list[bytes] | None = [] if state.config.buffer_stream else None
