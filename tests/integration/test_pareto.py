@@ -66,4 +66,5 @@ def test_gpus_stated_with_bench_make_a_url_run_per_gpu(sim_factory: Callable[...
     assert front["basis"] == "per GPU" and "2 GPUs from bench --gpus" in front["note"], front
     bad = run_cli("bench", "--url", sim.openai_url, "-c", "1", "-n", "1", "--gpus", "0", "--no-store")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
-        "tokometer: error: Invalid value for '--gpus': 0 is not in the range x>=1. (see 'tokometer bench --help')"]
+        "tokometer: error: Invalid value for '--gpus': 0 is not in the range 1<=x<=65536. "
+        "(see 'tokometer bench --help')"]
