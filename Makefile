@@ -8,7 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: system setup engine vllm bench test lint docs clean postgres
+.PHONY: system setup engine vllm bench test check lint docs clean postgres
 
 system:
 	scripts/system-packages
@@ -53,9 +53,19 @@ postgres: system
 # Its set-up steps are independent once the package is installed, so they run side by side: on a fresh machine
 # llama.cpp's build is compile work (7-15 min on 2 cores) while vLLM's venv is mostly download (12.5 min, of which
 # 3.7 min CPU), so run one after the other they cost the sum and run together about the longer one.
+# The suite runs in three lanes (scripts/test_lanes.py): the vLLM tests in one process beside the tests that check
+# behaviour, spread over worker processes; then the tests marked `timing`, one at a time with the cores to themselves.
+REQUIRE := TOKOMETER_REQUIRE_ENGINE=1 TOKOMETER_REQUIRE_VLLM=1 TOKOMETER_REQUIRE_REDIS=1 TOKOMETER_REQUIRE_PROXY=1 \
+           TOKOMETER_REQUIRE_TMUX=1 TOKOMETER_REQUIRE_CHROMIUM=1 TOKOMETER_REQUIRE_POSTGRES=1 TOKOMETER_REQUIRE_RAY=1
 test:
 	$(MAKE) --jobs=4 setup lint postgres vllm
-	TOKOMETER_REQUIRE_ENGINE=1 TOKOMETER_REQUIRE_VLLM=1 TOKOMETER_REQUIRE_REDIS=1 TOKOMETER_REQUIRE_PROXY=1 TOKOMETER_REQUIRE_TMUX=1 TOKOMETER_REQUIRE_CHROMIUM=1 TOKOMETER_REQUIRE_POSTGRES=1 TOKOMETER_REQUIRE_RAY=1 $(PY) -m pytest -q --durations=25
+	$(REQUIRE) $(PY) scripts/test_lanes.py
+
+# The inner loop: ruff, mypy --strict, and the unit and fuzz tests (no servers, no engine build): a few minutes.
+check: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench scripts
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q -n 2 tests/unit tests/fuzz
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site
