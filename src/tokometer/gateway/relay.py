@@ -46,6 +46,7 @@ from tokometer.wire.base import ParsedEvent
 from tokometer.wire.chat_tools import tool_call_deltas
 from tokometer.wire.framing import sse_payload
 from tokometer.wire.openai import DONE, error_body, error_event
+from tokometer.wire.openai_chunks import carries_call, carries_tool_calls
 from tokometer.wire.tool_events import MARKERS, tool_delta_reader
 
 if TYPE_CHECKING:
@@ -279,7 +280,7 @@ class Relay:
         if p.error is not None:
             self.error = f"server_error_event: {p.error}"
         writer = self._writer
-        if (p.tool_calls is not None or not p.has_content) and _TOOL_CALL in event.raw:
+        if (p.tool_calls is not None or not p.has_content) and carries_tool_calls(event.raw):
             # a tool call: output (it counts for TTFT like text, `tokometer.wire.toolcalls`), the answer
             self.answer.has_tool_calls = True  # (not cached: the cache keeps text)
             if writer is not None:
@@ -327,7 +328,7 @@ class Relay:
         # role-only, finish, usage and [DONE]: the first goes now, the ending waits (continuation may follow);
         # tool-call deltas carry no text but are the answer: every one goes on
         if p.finish_reason is None and not p.done and p.completion_tokens is None:
-            if not self._sent_role or _TOOL_CALL in event.raw or _FUNCTION_CALL in event.raw:
+            if not self._sent_role or carries_call(event.raw):
                 self._sent_role = True
                 self._put(event.raw)
             return
@@ -415,10 +416,6 @@ class Relay:
             await client.end()
             return
         await client.json(status, client_error_body(self.ctx.api, status, body), self._headers())
-
-
-_TOOL_CALL = b'"tool_calls"'
-_FUNCTION_CALL = b'"function_call"'
 
 
 def _no_client(data: bytes) -> None:
