@@ -87,7 +87,7 @@ class GatewayParts(Protocol):
         """A cached answer, written in the client's protocol."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Refusal:
     """An error the gateway answers itself at admission: its status, OpenAI error type and code, and the
     ``reason`` it is counted under (None: not counted). The body is in the shape the client's protocol reads."""
