@@ -101,12 +101,19 @@ class Refusal:
 
     def answer(self, gateway: GatewayParts, api: ClientApi, message: str) -> Response:
         """Count the refusal and answer it with ``message``."""
-        return self.answer_body(gateway, api, error_body(message, self.type or "", self.code))
+        self.count(gateway)
+        return self.respond(api, self.body(message))
 
-    def answer_body(self, gateway: GatewayParts, api: ClientApi, body: dict[str, Any]) -> Response:
-        """Count the refusal and answer it with ``body`` (OpenAI's error shape)."""
+    def body(self, message: str) -> dict[str, Any]:
+        """The error body with ``message``, in OpenAI's shape."""
+        return error_body(message, self.type or "", self.code)
+
+    def count(self, gateway: GatewayParts) -> None:
         if self.label is not None:
             gateway.metrics.rejected.labels(self.label).inc()
+
+    def respond(self, api: ClientApi, body: dict[str, Any]) -> Response:
+        """The answer with ``body`` (OpenAI's error shape), uncounted."""
         if self.type is None:
             return Response(status_code=self.status)
         return JSONResponse(client_error_body(api, self.status, body), status_code=self.status, headers=self.headers)
@@ -177,8 +184,9 @@ def _client(request: Request) -> str:
 def _key(gateway: GatewayParts, a: Admission) -> Answer:
     key, problem = gateway.keys.identify_request(a.request.headers)
     if key is None:
+        KEY_REFUSED.count(gateway)
         log.warning("authentication failed from %s: %s", _client(a.request), problem)
-        return KEY_REFUSED.answer_body(gateway, a.api, auth_error(401, problem))
+        return KEY_REFUSED.respond(a.api, auth_error(401, problem))
     a.key = key
     return None
 
@@ -189,15 +197,18 @@ async def _body(gateway: GatewayParts, a: Admission) -> Answer:
         a.raw = await read_body(request, limits.max_body_bytes, limits.body_timeout_s,
                                 idle_timeout_s=limits.body_idle_timeout_s)
     except BodyTimeout as exc:
+        refusal = _TIMEOUTS[exc.reason]
+        refusal.count(gateway)
         log.warning("client %s: %s", _client(request), exc)
-        return _TIMEOUTS[exc.reason].answer(gateway, a.api, str(exc))
+        return refusal.respond(a.api, refusal.body(str(exc)))
     except BodyTooLarge as exc:
+        BODY_TOO_LARGE.count(gateway)
         await discard_rest(request)
-        return BODY_TOO_LARGE.answer(gateway, a.api, str(exc))
+        return BODY_TOO_LARGE.respond(a.api, BODY_TOO_LARGE.body(str(exc)))
     except ClientDisconnect:
         if not request.scope.get(EVICTED):  # closed to make room: logged as such already
             log.warning("client %s went away while sending its request body", _client(request))
-        return CLIENT_GONE.answer_body(gateway, a.api, {})
+        return CLIENT_GONE.respond(a.api, {})
     a.size = len(a.raw)
     return None
 
