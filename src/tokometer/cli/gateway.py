@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tokometer.cli.options import LOG_LEVELS, PORT
+
+if TYPE_CHECKING:
+    from tokometer.gateway.config import GatewayConfig
 
 __all__ = ["command"]
 
@@ -83,28 +87,49 @@ def command(config_path: Path | None, host: str | None, port: int | None, hash_k
     from tokometer.gateway.config import load_config
 
     config = load_config(config_path)
+    _override(config, host, port, workers)
+    _check_tls(config)
+    if check:
+        _check(config, config_path)
+        return
+    _serve(config, log_level)
+
+
+def _override(config: GatewayConfig, host: str | None, port: int | None, workers: int | None) -> None:
+    """The command line's --host, --port and --workers over the config's."""
     if host is not None:
         config.server.host = host
     if port is not None:
         config.server.port = port
     if workers is not None:
         config.replicas.workers = workers
+
+
+def _check_tls(config: GatewayConfig) -> None:
+    """Each HTTPS upstream's TLS settings, checked before serving; their warnings printed."""
     for upstream in config.upstreams:
         if upstream.url.startswith("https://"):
             tls = upstream.tls()
             tls.context()  # a CA bundle that cannot be read is a ConfigError now, not at the first request
             if tls.warning:
                 click.echo(f"tokometer gateway: warning: upstream {upstream.name}: {tls.warning}", err=True)
-    if check:
-        from tokometer.gateway.config import check_environment
-        from tokometer.gateway.prompt import PromptLimiter
 
-        for route in config.routes:
-            PromptLimiter(route)
-        for warning in check_environment(config, config_path):
-            click.echo(f"tokometer gateway: warning: {warning}", err=True)
-        click.echo(f"{config_path}: {len(config.upstreams)} upstream(s), {len(config.routes)} route(s): OK")
-        return
+
+def _check(config: GatewayConfig, config_path: Path) -> None:
+    """``--check``: load the route tokenizers, check the environment, say OK."""
+    from tokometer.gateway.config import check_environment
+    from tokometer.gateway.prompt import PromptLimiter
+
+    for route in config.routes:
+        PromptLimiter(route)
+    for warning in check_environment(config, config_path):
+        click.echo(f"tokometer gateway: warning: {warning}", err=True)
+    click.echo(f"{config_path}: {len(config.upstreams)} upstream(s), {len(config.routes)} route(s): OK")
+
+
+def _serve(config: GatewayConfig, log_level: str) -> None:
+    """Listen, then serve in this process, or in ``workers`` processes under a supervisor."""
+    from tokometer.errors import ConfigError
     from tokometer.gateway.upstream import CLIENT_SEND_BUFFER_BYTES
     from tokometer.sim.server import bind_socket
 

@@ -17,7 +17,21 @@ import orjson
 
 from tokometer.wire.toolcalls import json_fragment, tool_call_delta
 
-__all__ = ["ChunkWriter"]
+__all__ = ["ChunkWriter", "carries_call", "carries_tool_calls"]
+
+_TOOL_CALLS = b'"tool_calls"'
+_FUNCTION_CALL = b'"function_call"'
+
+
+def carries_tool_calls(data: bytes) -> bool:
+    """Whether an OpenAI chat event (its raw bytes) may carry tool-call deltas: a byte search, no parse, so
+    that the gateway's relay can test every event it passes on."""
+    return _TOOL_CALLS in data
+
+
+def carries_call(data: bytes) -> bool:
+    """Whether an OpenAI chat event may carry a call: tool-call deltas or a legacy ``function_call``."""
+    return _TOOL_CALLS in data or _FUNCTION_CALL in data
 
 
 class ChunkWriter:
