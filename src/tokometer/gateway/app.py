@@ -286,10 +286,7 @@ class Gateway:
             self.router.health[name].success(None if upstream_ttft is None else upstream_ttft / 1e6,
                                              None if tpot is None else tpot / 1e6)
         series = self.metrics.series(route, name)
-        if ttft is not None:
-            series.observe("ttft", ttft / 1e9)
-        if tpot is not None:
-            series.observe("tpot", tpot / 1e9)
+        series.observe_record(record)
         prompt, completion = answer.prompt_tokens or ctx.prompt_tokens, record.output_tokens
         series.request(status)
         series.observe("duration", e2e / 1e9)

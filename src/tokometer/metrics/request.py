@@ -21,9 +21,13 @@ __all__ = [
     "decode_speed_tok_s",
     "e2e_ns",
     "e2e_speed_tok_s",
+    "input_count",
     "itl_ns",
+    "output_count",
     "prefill_speed_tok_s",
     "reasoned",
+    "server_decode_tok_s",
+    "server_prefill_ms",
     "streamed_tokens",
     "time_to_first_tool_call_ns",
     "tpot_ns",
@@ -177,3 +181,23 @@ def prefill_speed_tok_s(r: RequestRecord) -> float | None:
     if not ttft or not r.input_tokens:
         return None
     return r.input_tokens / (ttft / 1e9)
+
+
+def output_count(r: RequestRecord) -> float | None:
+    """The request's output tokens, as a number (``None`` when not counted)."""
+    return None if r.output_tokens is None else float(r.output_tokens)
+
+
+def input_count(r: RequestRecord) -> float | None:
+    """The request's input (prompt) tokens, as a number (``None`` when not counted)."""
+    return None if r.input_tokens is None else float(r.input_tokens)
+
+
+def server_prefill_ms(r: RequestRecord) -> float | None:
+    """The engine's own prompt-processing time in ms, where the protocol reported it."""
+    return r.server.prompt_ms if r.server is not None else None
+
+
+def server_decode_tok_s(r: RequestRecord) -> float | None:
+    """The engine's own decode speed, where the protocol reported it."""
+    return r.server.decode_tok_s if r.server is not None else None

@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tokometer.report.tables import SLICE_METRICS
+
 __all__ = ["SLICE_COLUMNS", "slice_cells", "slice_tables", "slice_title"]
 
-SLICE_COLUMNS = ("from s", "requests", "target", "concurrency", "send/s", "output tok/s", "TTFT p50 ms",
-                 "TTFT p99 ms", "TPOT p50 ms")
+SLICE_COLUMNS = ("from s", "requests", "target", "concurrency", "send/s", "output tok/s",
+                 *(c.title for c in SLICE_METRICS))
+"""The slice's load, then its metrics (`tokometer.report.tables.SLICE_METRICS`)."""
 
 
 def _f(value: float | None, digits: int = 1) -> str:
@@ -29,8 +32,8 @@ def slice_title(block: Mapping[str, Any]) -> str:
 def slice_cells(block: Mapping[str, Any]) -> list[list[str]]:
     """One row of `SLICE_COLUMNS` per slice of a step's ``time_slices`` block."""
     return [[_f(sl["start_s"], 2), str(sl["requests"]), _f(sl["target"], 2), _f(sl["achieved_concurrency"], 2),
-             _f(sl["send_rate_rps"], 1), _f(sl["output_throughput_tok_s"]), _f(sl["ttft_ms"]["p50"]),
-             _f(sl["ttft_ms"]["p99"]), _f(sl["tpot_ms"]["p50"], 2)] for sl in block.get("slices") or ()]
+             _f(sl["send_rate_rps"], 1), _f(sl["output_throughput_tok_s"]),
+             *(_f(c.read(sl), c.digits) for c in SLICE_METRICS)] for sl in block.get("slices") or ()]
 
 
 def slice_tables(runs: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[list[str]]]]:
