@@ -171,6 +171,14 @@ METRICS: Final[tuple[Metric, ...]] = (
            scale=_MS, window=True, gate=(("p50", 0.05), ("p99", 0.10)), heading="TTFT (ms)",
            prometheus=("gen_ai_server_time_to_first_token_seconds",
                        "Time to first token, from the gateway receiving the request.")),
+    Metric("ttst_ms", "time to second token: the arrival of the content event that brought the second streamed "
+           "token (reasoning and tool-call tokens count, as for TTFT) minus the time the request was sent; equals "
+           "TTFT when the first event carried two tokens or more, else TTFT plus the first chunk gap (TTFT + ITL "
+           "when both events carried one token); left out for an answer of fewer than two streamed tokens", "ms",
+           "lower", label="TTST", short="ttst", percentiles=_LATENCY, csv=("p50", "p99"), per_request=m.ttst_ns,
+           scale=_MS, window=True, gate=(("p50", 0.05), ("p99", 0.10)), heading="TTST (ms)",
+           prometheus=("tokometer_gateway_time_to_second_token_seconds",
+                       "Time to second token, from the gateway receiving the request.")),
     Metric("ttft_from_due_ms", "first token minus the time the load profile scheduled the request (includes "
            "client lag)", "ms", "lower", per_request=m.ttft_from_due_ns, scale=_MS),
     Metric("tpot_ms", "decode time per output token: (last token time - first token time) / (output tokens - "

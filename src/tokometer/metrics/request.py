@@ -34,6 +34,7 @@ __all__ = [
     "ttfat_ns",
     "ttft_from_due_ns",
     "ttft_ns",
+    "ttst_ns",
 ]
 
 
@@ -42,6 +43,22 @@ def ttft_ns(r: RequestRecord) -> int | None:
     if not r.ok or not r.first_token_ns:
         return None
     return r.first_token_ns - r.sent_ns
+
+
+def ttst_ns(r: RequestRecord) -> int | None:
+    """Time to second token: the arrival of the content event that brought the answer's second streamed token
+    minus send time (a token arrives with the event that carries it: events are stamped, tokens are not).
+
+    Equals TTFT when the first event carried two tokens or more; TTFT plus the first chunk gap when it carried
+    one. ``None`` when fewer than two tokens arrived (or the request failed)."""
+    if not r.ok or not r.first_token_ns:
+        return None
+    arrived = 0.0
+    for stamp, tokens in zip(r.event_ns, r.event_tokens, strict=False):
+        arrived += tokens
+        if arrived >= 2.0 - 1e-9:
+            return stamp - r.sent_ns
+    return None
 
 
 def time_to_first_tool_call_ns(r: RequestRecord) -> int | None:

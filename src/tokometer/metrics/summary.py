@@ -85,7 +85,8 @@ class StepSummary:
     distributions: dict[str, Distribution]
     """Each per-request row of the registry (`tokometer.metrics.registry.distribution_rows`: ``ttft_ms``,
     ``tpot_ms``, ...) as a distribution, by its summary attribute, in registry order; read as attributes
-    (``summary.ttft_ms``) and written into the JSON under their own names."""
+    (``summary.ttft_ms``) and written into the JSON under their own names. A summary read from a file older
+    than a metric has no entry for it (its JSON is written again without it) and reads it as empty."""
     error_examples: dict[str, str] = field(default_factory=dict)
     prompt_cache_hit_rate: float | None = None
     """Share of prompt tokens the server said it took from its prompt cache, over the requests whose
@@ -171,10 +172,12 @@ class StepSummary:
         """A per-request row's distribution by its attribute (``ttft_ms``): `distributions`."""
         if name.startswith("__") or name == "distributions":
             raise AttributeError(name)
-        try:
-            return self.distributions[name]
-        except KeyError:
-            raise AttributeError(f"StepSummary has no {name!r}") from None
+        found = self.distributions.get(name)
+        if found is not None:
+            return found
+        if any((row.attribute or row.name) == name for row in registry.distribution_rows()):
+            return Distribution.of(())  # a summary read from a file older than the metric
+        raise AttributeError(f"StepSummary has no {name!r}")
 
     @classmethod
     def json_keys(cls) -> list[str]:
@@ -235,8 +238,8 @@ class StepSummary:
             if name == "output_tokens":
                 flat["text_check"] = tokens.get("text_check")
         values: dict[str, Any] = {"distributions": {
-            key: Distribution.from_json(flat.get(key)) for key in (row.attribute or row.name
-                                                                   for row in registry.distribution_rows())}}
+            key: Distribution.from_json(flat[key]) for key in (row.attribute or row.name
+                                                               for row in registry.distribution_rows()) if key in flat}}
         for f in fields(cls):
             value = flat.get(f.name)
             kind = str(f.type)

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tokometer.report.tables import STEADY_REPORT
+
 __all__ = ["STEADY_COLUMNS", "STEADY_NOTE", "steady_rows"]
 
-STEADY_COLUMNS = ("run", "step", "window s", "requests", "target", "achieved", "at target", "TTFT p50 ms",
-                  "TPOT p50 ms", "output tok/s")
+STEADY_COLUMNS = ("run", "step", "window s", "requests", "target", "achieved", "at target",
+                  *(c.title for c in STEADY_REPORT), "output tok/s")
 """Each number column holds the steady state's value, then the whole step's in brackets."""
 STEADY_NOTE = ("Each step over the window where its load was at its target (within the run's --steady-tolerance): "
                "the first wave and the drain left out; in brackets, the whole step's number (the metric "
@@ -43,7 +45,6 @@ def steady_rows(runs: Sequence[Mapping[str, Any]]) -> list[list[str]]:
             rows.append([run["name"], step["label"], f"{state['start_s']:.2f}-{state['end_s']:.2f}",
                          f"{state['requests']} of {total}", f"{state['target']:g}", achieved,
                          "yes" if state["at_target"] else "no",
-                         _pair(state["ttft_ms"]["p50"], (summary.get("ttft_ms") or {}).get("p50")),
-                         _pair(state["tpot_ms"]["p50"], (summary.get("tpot_ms") or {}).get("p50"), 2),
+                         *(_pair(c.read(state), c.read(summary), c.digits) for c in STEADY_REPORT),
                          _pair(state["output_throughput_tok_s"], summary.get("output_throughput_tok_s"))])
     return rows

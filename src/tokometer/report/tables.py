@@ -4,7 +4,8 @@ A table that shows every row of a kind reads the registry itself (the CSV, the J
 here deliberately show a subset, so each subset is one list of row names (`tokometer.metrics.registry`) with
 the statistic a column shows: the console's step table (`STEP_TABLE`, a line per row), the sweep table of the
 report (`REPORT_SWEEP`) and the console's narrower one (`CONSOLE_SWEEP`), and the time-slice table
-(`SLICE_METRICS`). A column's heading, unit and direction come from its row.
+(`SLICE_METRICS`), and the steady state beside the whole step (`STEADY_CONSOLE`, `STEADY_REPORT`). A column's
+heading, unit and direction come from its row.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any, Final
 
 from tokometer.metrics import Distribution, StepSummary, registry
 
-__all__ = ["CONSOLE_SWEEP", "REPORT_SWEEP", "SLICE_METRICS", "STEP_TABLE", "Column"]
+__all__ = ["CONSOLE_SWEEP", "REPORT_SWEEP", "SLICE_METRICS", "STEADY_CONSOLE", "STEADY_REPORT", "STEP_TABLE",
+           "Column"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,11 @@ class Column:
     digits: int = 1
     head: str = ""
     """The heading, where it is not the row's label, statistic and unit (``TTFT p50 ms``)."""
+
+    @property
+    def name(self) -> str:
+        """The row's label and the statistic: ``TTFT p50``."""
+        return " ".join(part for part in (registry.by_name(self.metric).label, self.stat) if part)
 
     @property
     def title(self) -> str:
@@ -55,8 +62,8 @@ class Column:
 
 
 STEP_TABLE: Final[tuple[str, ...]] = (
-    "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "decode_speed_tok_s", "prefill_speed_tok_s", "server_prefill_ms",
-    "server_decode_tok_s", "output_tokens.per_request", "client_lag_ms")
+    "ttft_ms", "ttst_ms", "tpot_ms", "itl_ms", "e2e_ms", "decode_speed_tok_s", "prefill_speed_tok_s",
+    "server_prefill_ms", "server_decode_tok_s", "output_tokens.per_request", "client_lag_ms")
 """The console's step table: a line per row (its ``heading``), in this order."""
 
 _SWEEP_HEAD: Final[tuple[Column, ...]] = (Column("ttft_ms", "p50"), Column("ttft_ms", "p99"))
@@ -65,11 +72,18 @@ _SWEEP_TAIL: Final[tuple[Column, ...]] = (
     Column("output_throughput_tok_s", head="output tok/s total"),
     Column("request_throughput_rps", digits=2, head="req/s"), Column("e2e_ms", "p99"))
 
-REPORT_SWEEP: Final[tuple[Column, ...]] = (*_SWEEP_HEAD, *_SWEEP_TAIL)
+REPORT_SWEEP: Final[tuple[Column, ...]] = (*_SWEEP_HEAD, Column("ttst_ms", "p50"), *_SWEEP_TAIL)
 """The report's per-step table (markdown and HTML), between the load and its counts and the knee's power."""
 CONSOLE_SWEEP: Final[tuple[Column, ...]] = (*_SWEEP_HEAD, *_SWEEP_TAIL,
                                             Column("client_lag_ms", "p99", 2, head="lag p99 ms"))
-"""The console's sweep table: one line per step, narrow enough for a terminal."""
+"""The console's sweep table: one line per step, narrow enough for a terminal (so without TTST: the step
+table above it has TTST's percentiles)."""
 SLICE_METRICS: Final[tuple[Column, ...]] = (Column("ttft_ms", "p50"), Column("ttft_ms", "p99"),
-                                            Column("tpot_ms", "p50", 2))
+                                            Column("ttst_ms", "p50"), Column("tpot_ms", "p50", 2))
 """The time-slice table's metric columns (after the slice's load)."""
+STEADY_CONSOLE: Final[tuple[Column, ...]] = (Column("ttft_ms", "p50"), Column("ttft_ms", "p99"),
+                                             Column("ttst_ms", "p50"), Column("tpot_ms", "p50", 2))
+"""The latencies of the console's steady-state line, each beside the whole step's."""
+STEADY_REPORT: Final[tuple[Column, ...]] = (Column("ttft_ms", "p50"), Column("ttst_ms", "p50"),
+                                            Column("tpot_ms", "p50", 2))
+"""The latency columns of the report's steady-state table."""
