@@ -19,8 +19,8 @@ from tokometer.load.runner import StepLimits
 from tokometer.metrics import Distribution, StepSummary, registry
 from tokometer.observe.buckets import describe, from_json
 from tokometer.records import RequestRecord
+from tokometer.report import tables
 from tokometer.report.headline import reasoning_line
-from tokometer.report.tables import CONSOLE_SWEEP, STEP_TABLE
 from tokometer.report.windows import slice_table, steady_lines
 
 __all__ = ["LiveProgress", "render_result", "render_step"]
@@ -164,7 +164,7 @@ def render_step(console: Console, result: StepResult) -> None:
         render_batch_step(console, result)
         return
     table = _step_table(result)
-    for name in STEP_TABLE:
+    for name in tables.STEP_TABLE:
         row = registry.by_name(name)
         _dist_row(table, row.heading, getattr(s, row.attribute or row.name), row.digits)
     console.print(table)
@@ -285,7 +285,7 @@ def render_result(console: Console, result: BenchResult) -> None:
         title = ("Find max: each probe against the objectives" if search is not None
                  else "Sweep: per-request speed vs aggregate throughput")
         table = Table(title=title, title_justify="left", show_edge=False)
-        columns = ["load", "ok", "failed", *(c.title for c in CONSOLE_SWEEP)]
+        columns = ["load", "ok", "failed", *(c.title for c in tables.CONSOLE_SWEEP)]
         if search is not None:
             columns.append("objectives")
         for column in columns:
@@ -295,7 +295,7 @@ def render_result(console: Console, result: BenchResult) -> None:
         for step in result.steps:
             s = step.summary
             row = [step_name(step), str(s.requests_completed), str(s.requests_failed),
-                   *(_f(c.of(s), c.digits) for c in CONSOLE_SWEEP)]
+                   *(_f(c.of(s), c.digits) for c in tables.CONSOLE_SWEEP)]
             if search is not None:
                 probe = verdicts.get(step.index)
                 row.append("-" if probe is None else "[green]met[/green]" if probe.passed

@@ -6,12 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tokometer.report.tables import REPORT_SWEEP
+from tokometer.report import tables
 
-__all__ = ["COLUMNS", "describe", "fmt", "headline", "reasoning_line", "step_rows"]
+__all__ = ["columns", "describe", "fmt", "headline", "reasoning_line", "step_rows"]
 
-COLUMNS = ("load", "ok", "failed", *(c.title for c in REPORT_SWEEP), "power")
-"""The per-step table's columns (`tokometer.report.tables.REPORT_SWEEP`, and the knee's power)."""
+
+
+def columns() -> tuple[str, ...]:
+    """The per-step table's columns: the load, its counts, `tokometer.report.tables.REPORT_SWEEP`, and the
+    knee's power."""
+    return ("load", "ok", "failed", *(c.title for c in tables.REPORT_SWEEP), "power")
 
 
 def fmt(value: float | int | None, digits: int = 1) -> str:
@@ -29,7 +33,7 @@ def _dist(summary: Mapping[str, Any], name: str, key: str) -> float | None:
 
 
 def step_rows(run: Mapping[str, Any]) -> list[list[str]]:
-    """One row of `COLUMNS` per step; the knee's load is marked ``(knee)`` (each of its trials), a find-max
+    """One row of `columns` per step; the knee's load is marked ``(knee)`` (each of its trials), a find-max
     probe ``(met)`` or ``(missed)``."""
     rows = []
     knee = run["loads"][run["knee_load"]]["steps"] if run.get("knee_load") is not None else []
@@ -40,7 +44,7 @@ def step_rows(run: Mapping[str, Any]) -> list[list[str]]:
         label += "" if probe is None else " (met)" if probe["passed"] else " (missed)"
         label += " (interrupted)" if step["interrupted"] else ""
         rows.append([label, fmt(s.get("requests_completed")), fmt(s.get("requests_failed")),
-                     *(fmt(c.read(s), c.digits) for c in REPORT_SWEEP), fmt(step["power"], 0)])
+                     *(fmt(c.read(s), c.digits) for c in tables.REPORT_SWEEP), fmt(step["power"], 0)])
     return rows
 
 
