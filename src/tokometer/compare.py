@@ -2,8 +2,9 @@
 
 Pure functions of two `StoredRun` s and their `RequestRecord` s; nothing here reads the store or prints.
 
-Steps are matched by index. For each matched step and metric (`METRICS`: the gate's choice of metrics and
-thresholds; their names, labels, units and directions are the metric registry's, `tokometer.metrics.registry`)
+Steps are matched by index. For each matched step and metric (`gate_metrics`: the percentiles each metric-registry
+row names in its ``gate``, with their default thresholds, then the throughput, goodput and error rate of the
+step; names, labels, units and directions are the registry's, `tokometer.metrics.registry`)
 the comparison gives:
 
 - ``base`` and ``new``: the metric over the step's measurement window (warm-up requests left out), computed
