@@ -2,8 +2,9 @@
 
 Pure functions of two `StoredRun` s and their `RequestRecord` s; nothing here reads the store or prints.
 
-Steps are matched by index. For each matched step and metric (`METRICS`: the gate's choice of metrics and
-thresholds; their names, labels, units and directions are the metric registry's, `tokometer.metrics.registry`)
+Steps are matched by index. For each matched step and metric (`gate_metrics`: the percentiles each metric-registry
+row names in its ``gate``, with their default thresholds, then the throughput, goodput and error rate of the
+step; names, labels, units and directions are the registry's, `tokometer.metrics.registry`)
 the comparison gives:
 
 - ``base`` and ``new``: the metric over the step's measurement window (warm-up requests left out), computed
@@ -86,6 +87,7 @@ __all__ = [
     "compare_runs",
     "compare_samples",
     "front_loads",
+    "gate_metrics",
     "load_groups",
     "parse_thresholds",
     "run_gpus",
@@ -111,7 +113,7 @@ CACHE_POINTS = 0.10
 Verdict = Literal["regression", "improvement", "within threshold", "no change", "cannot tell"]
 Window = Literal["step", "steady"]
 """Which part of each step is compared: the whole step, or its steady state."""
-Kind = Literal["percentile", "itl", "throughput", "goodput", "error_rate"]
+Kind = Literal["percentile", "gaps", "throughput", "goodput", "error_rate"]
 FArray = npt.NDArray[np.float64]
 IArray = npt.NDArray[np.int64]
 
@@ -130,7 +132,7 @@ class MetricDef:
     """Relative (0.05 = 5 %); for the error rate, in points of requests (0.01 = 1 point)."""
     quantile: float = 50.0
     source: str = ""
-    """For a percentile: which per-request series (``ttft``, ``tpot``, ``e2e``)."""
+    """For a percentile or gaps: the registry row of its per-request values (``ttft_ms``, ``itl_ms``)."""
 
 
 def _gate(key: str, kind: Kind, threshold: float) -> MetricDef:
@@ -141,30 +143,39 @@ def _gate(key: str, kind: Kind, threshold: float) -> MetricDef:
         raise KeyError(f"{key} is not a metric of the registry")
     metric, stat = found
     label = f"{metric.label} {stat}" if stat else metric.label
+    per_request = kind in ("percentile", "gaps")
     return MetricDef(key, label, "%" if metric.unit == "share" else metric.unit, kind, metric.better == "higher",
-                     threshold, float(stat[1:]) if stat else 50.0, metric.short if kind == "percentile" else "")
+                     threshold, float(stat[1:]) if stat else 50.0, metric.name if per_request else "")
 
 
-METRICS: tuple[MetricDef, ...] = (
-    _gate("ttft_p50", "percentile", 0.05),
-    _gate("ttft_p99", "percentile", 0.10),
-    _gate("tpot_p50", "percentile", 0.05),
-    _gate("tpot_p99", "percentile", 0.10),
-    _gate("itl_p50", "itl", 0.05),
-    _gate("e2e_p50", "percentile", 0.05),
-    _gate("e2e_p99", "percentile", 0.10),
-    _gate("output_throughput", "throughput", 0.05),
-    _gate("goodput", "goodput", 0.05),
-    _gate("error_rate", "error_rate", 0.01),
-)
+_STEP_GATES: tuple[tuple[str, Kind, float], ...] = (
+    ("output_throughput", "throughput", 0.05), ("goodput", "goodput", 0.05), ("error_rate", "error_rate", 0.01))
+"""The gate's metrics of a step as a whole, each bootstrapped by its own formula (see the module docstring),
+and their default thresholds (the error rate's in points)."""
+
+
+def gate_metrics() -> tuple[MetricDef, ...]:
+    """What the gate judges: each percentile a registry row names in its ``gate``
+    (`tokometer.metrics.registry.gate_rows`), then `_STEP_GATES`; of the registry in use when called."""
+    rows = tuple(_gate(f"{row.short}_{stat}", "gaps" if row.aggregate == "gaps" else "percentile", threshold)
+                 for row, stat, threshold in registry.gate_rows())
+    return rows + tuple(_gate(key, kind, threshold) for key, kind, threshold in _STEP_GATES)
+
+
+def _by_key() -> dict[str, MetricDef]:
+    return {d.key: d for d in gate_metrics()}
+
+
+METRICS: tuple[MetricDef, ...] = gate_metrics()
+"""The gate's metrics (`gate_metrics`) of the registry's own rows."""
 DEFAULT_THRESHOLDS: dict[str, float] = {d.key: d.default_threshold for d in METRICS}
-_BY_KEY = {d.key: d for d in METRICS}
 
 
 def parse_thresholds(text: str | None) -> dict[str, float]:
     """``"ttft_p50=5%,tpot_p50=3%"`` over `DEFAULT_THRESHOLDS`; a bare number is a percentage too
     (``5`` = 5 %). For ``error_rate`` the value is in points (``1%`` = one request in a hundred)."""
-    out = dict(DEFAULT_THRESHOLDS)
+    by_key = _by_key()
+    out = {key: d.default_threshold for key, d in by_key.items()}
     if not text:
         return out
     for part in text.split(","):
@@ -172,9 +183,9 @@ def parse_thresholds(text: str | None) -> dict[str, float]:
             continue
         key, sep, value = part.partition("=")
         key = key.strip()
-        if not sep or key not in _BY_KEY:
+        if not sep or key not in by_key:
             raise ConfigError(f"--threshold: {part.strip()!r} is not NAME=PERCENT with NAME one of "
-                              f"{', '.join(_BY_KEY)} (write e.g. ttft_p50=5%,tpot_p50=5%)")
+                              f"{', '.join(by_key)} (write e.g. ttft_p50=5%,tpot_p50=5%)")
         match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%?\s*", value)
         if match is None:
             raise ConfigError(f"--threshold: {value.strip()!r} for {key} is not a percentage (write e.g. {key}=5%)")
@@ -216,12 +227,39 @@ def _chunks(rows: int, width: int) -> list[slice]:
     return [slice(i, min(i + step, rows)) for i in range(0, rows, step)]
 
 
+def _per_request(row: registry.Metric, window: Sequence[RequestRecord]) -> FArray:
+    """A per-request row's value (in its unit) of each request of ``window``; NaN where it has none (a failed
+    request, for a row of the completed ones)."""
+    def value(r: RequestRecord) -> float:
+        if row.per_request is None or (row.population == "completed" and not r.ok):
+            return float("nan")
+        v = row.per_request(r)
+        return float("nan") if v is None else v * row.scale
+
+    return np.array([value(r) for r in window], dtype=np.float64)
+
+
+def _gaps(row: registry.Metric, window: Sequence[RequestRecord]) -> tuple[FArray, IArray]:
+    """A gaps row's values (in its unit) over ``window``, and the request each belongs to."""
+    values: list[float] = []
+    owner: list[int] = []
+    for i, r in enumerate(window):
+        if row.per_gap is None or (row.population == "completed" and not r.ok):
+            continue
+        gaps = row.per_gap(r)
+        values.extend(g * row.scale for g in gaps)
+        owner.extend([i] * len(gaps))
+    return np.array(values, dtype=np.float64), np.array(owner, dtype=np.int64)
+
+
 @dataclass(frozen=True)
 class StepSample:
     """One step's measurement window as per-request arrays (NaN where a metric is undefined)."""
 
-    ttft: FArray
-    tpot: FArray
+    values: dict[str, FArray]
+    """Each per-request row the gate judges, by registry name: one value per request (NaN where undefined)."""
+    gaps: dict[str, tuple[FArray, IArray]]
+    """Each gaps row the gate judges (``itl_ms``), by registry name: the values, and the request each belongs to."""
     e2e: FArray
     """Of completed requests; NaN for failed ones."""
     e2e_all: FArray
@@ -230,34 +268,24 @@ class StepSample:
     """Of completed requests; 0 for failed ones."""
     failed: FArray
     met_slo: FArray | None
-    itl: FArray
-    itl_request: IArray
-    """The request each ITL value belongs to."""
     duration_s: float
 
     @classmethod
     def of(cls, records: Sequence[RequestRecord], slo: SLO | None = None) -> StepSample:
         window = [r for r in records if not r.warmup and r.sent_ns]
-
-        def series(fn: Any) -> FArray:
-            return np.array([float("nan") if (v := fn(r)) is None else v * 1e-6 for r in window], dtype=np.float64)
-
-        itl: list[float] = []
-        owner: list[int] = []
-        for i, r in enumerate(window):
-            gaps = m.itl_ns(r)
-            itl.extend(g * 1e-6 for g in gaps)
-            owner.extend([i] * len(gaps))
+        judged = {row.name: row for row, _, _ in registry.gate_rows()}
         duration_ns = (max(r.end_ns for r in window) - min(r.sent_ns for r in window)) if window else 0
         use_slo = slo is not None and not slo.empty
         return cls(
-            ttft=series(m.ttft_ns), tpot=series(m.tpot_ns), e2e=series(m.e2e_ns),
+            values={name: _per_request(row, window) for name, row in judged.items() if row.aggregate != "gaps"},
+            gaps={name: _gaps(row, window) for name, row in judged.items() if row.aggregate == "gaps"},
+            e2e=np.array([float("nan") if (v := m.e2e_ns(r)) is None else v * 1e-6 for r in window],
+                         dtype=np.float64),
             e2e_all=np.array([(r.end_ns - r.sent_ns) * 1e-9 for r in window], dtype=np.float64),
             output_tokens=np.array([float(r.output_tokens or 0) if r.ok else 0.0 for r in window], dtype=np.float64),
             failed=np.array([0.0 if r.ok else 1.0 for r in window], dtype=np.float64),
             met_slo=(np.array([1.0 if r.ok and slo.met(r) else 0.0 for r in window], dtype=np.float64)
                      if use_slo and slo is not None else None),
-            itl=np.array(itl, dtype=np.float64), itl_request=np.array(owner, dtype=np.int64),
             duration_s=duration_ns / 1e9)
 
     @classmethod
@@ -271,11 +299,12 @@ class StepSample:
             return np.concatenate([getattr(s, name) for s in samples]) if samples else np.zeros(0)
 
         slo = [s.met_slo for s in samples]
-        return cls(ttft=cat("ttft"), tpot=cat("tpot"), e2e=cat("e2e"), e2e_all=cat("e2e_all"),
-                   output_tokens=cat("output_tokens"), failed=cat("failed"),
+        return cls(values={k: np.concatenate([s.values[k] for s in samples]) for k in samples[0].values},
+                   gaps={k: (np.concatenate([s.gaps[k][0] for s in samples]),
+                             np.concatenate([s.gaps[k][1] + off for s, off in zip(samples, offsets, strict=True)]))
+                         for k in samples[0].gaps},
+                   e2e=cat("e2e"), e2e_all=cat("e2e_all"), output_tokens=cat("output_tokens"), failed=cat("failed"),
                    met_slo=None if any(x is None for x in slo) else np.concatenate([x for x in slo if x is not None]),
-                   itl=cat("itl"),
-                   itl_request=np.concatenate([s.itl_request + off for s, off in zip(samples, offsets, strict=True)]),
                    duration_s=sum(s.duration_s for s in samples))
 
     @property
@@ -284,8 +313,8 @@ class StepSample:
 
     def point(self, d: MetricDef) -> float | None:
         """The metric over the whole step."""
-        if d.kind in ("percentile", "itl"):
-            values = self.itl if d.kind == "itl" else getattr(self, d.source)
+        if d.kind in ("percentile", "gaps"):
+            values = self.gaps[d.source][0] if d.kind == "gaps" else self.values[d.source]
             values = values[~np.isnan(values)]
             return float(np.percentile(values, d.quantile)) if len(values) else None
         if d.kind == "error_rate":
@@ -297,10 +326,10 @@ class StepSample:
 
     def per_request(self, d: MetricDef) -> FArray:
         """The per-request values the metric is built from (for the effect size)."""
-        if d.kind == "itl":
-            return self.itl
+        if d.kind == "gaps":
+            return self.gaps[d.source][0]
         if d.kind == "percentile":
-            values: FArray = getattr(self, d.source)
+            values: FArray = self.values[d.source]
             return values[~np.isnan(values)]
         if d.kind == "error_rate":
             return self.failed
@@ -312,7 +341,7 @@ class StepSample:
     def resampled(self, d: MetricDef, counts: IArray) -> FArray:
         """The metric over each resample; ``counts[b, i]``: how often request i is drawn in resample b."""
         if d.kind == "percentile":
-            values: FArray = getattr(self, d.source)
+            values: FArray = self.values[d.source]
             keep = ~np.isnan(values)
             order = np.argsort(values[keep], kind="stable")
             sorted_values, columns = values[keep][order], np.flatnonzero(keep)[order]
@@ -320,11 +349,12 @@ class StepSample:
                 return np.full(len(counts), np.nan)
             return np.concatenate([_weighted_percentile(sorted_values, counts[rows][:, columns], d.quantile)
                                    for rows in _chunks(len(counts), len(columns))])
-        if d.kind == "itl":
-            if not len(self.itl):
+        if d.kind == "gaps":
+            gaps, owners_of = self.gaps[d.source]
+            if not len(gaps):
                 return np.full(len(counts), np.nan)
-            stride = math.ceil(len(self.itl) / ITL_CAP)  # every stride-th gap, in request order
-            itl, owner = self.itl[::stride], self.itl_request[::stride]
+            stride = math.ceil(len(gaps) / ITL_CAP)  # every stride-th gap, in request order
+            itl, owner = gaps[::stride], owners_of[::stride]
             order = np.argsort(itl, kind="stable")
             sorted_values, owners = itl[order], owner[order]
             return np.concatenate([_weighted_percentile(sorted_values, counts[rows][:, owners], d.quantile)
@@ -398,7 +428,8 @@ class MetricComparison:
 
     @property
     def relative(self) -> bool:
-        return _BY_KEY[self.key].kind != "error_rate"
+        found = _by_key().get(self.key)
+        return found is None or found.kind != "error_rate"
 
     def to_json(self) -> dict[str, Any]:
         return {"metric": self.key, "label": self.label, "unit": self.unit, "higher_is_better": self.higher_is_better,
@@ -423,12 +454,14 @@ def trial_noise(trials: Sequence[StepSample], d: MetricDef) -> float | None:
 
 
 def compare_samples(base: StepSample, new: StepSample, thresholds: Mapping[str, float] | None = None, *,
-                    metrics: Sequence[MetricDef] = METRICS, resamples: int = RESAMPLES,
+                    metrics: Sequence[MetricDef] | None = None, resamples: int = RESAMPLES,
                     seed: int = SEED, base_trials: Sequence[StepSample] = (),
                     new_trials: Sequence[StepSample] = ()) -> list[MetricComparison]:
     """Each metric of ``metrics`` NEW against BASE (see the module docstring). Goodput is left out unless both
-    samples have it. ``base_trials``/``new_trials``: the trials pooled into each sample, for the noise."""
-    limits = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    samples have it (``metrics``: `gate_metrics` unless given). ``base_trials``/``new_trials``: the trials pooled
+    into each sample, for the noise."""
+    metrics = gate_metrics() if metrics is None else metrics
+    limits = {**{d.key: d.default_threshold for d in metrics}, **(thresholds or {})}
     rng = np.random.default_rng(seed)
     base_counts = _resample_counts(base.n, resamples, rng)
     new_counts = _resample_counts(new.n, resamples, rng)
@@ -456,7 +489,7 @@ def compare_samples(base: StepSample, new: StepSample, thresholds: Mapping[str, 
                 ci = (float(np.percentile(diffs, tail)), float(np.percentile(diffs, 100 - tail)))
         judged = verdict(change, ci, limits[d.key], d.higher_is_better)
         reason = None
-        if d.kind in ("percentile", "itl"):
+        if d.kind in ("percentile", "gaps"):
             fewest = min(len(base.per_request(d)), len(new.per_request(d)))
             beyond = fewest * (1 - d.quantile / 100)
             if beyond < MIN_TAIL:
@@ -679,6 +712,36 @@ def _has_steady_state(run: StoredRun) -> bool:
     return any((summary := s.summary) is not None and summary.steady_state for s in run.steps)
 
 
+def _trials(records: Sequence[RequestRecord], steps: Sequence[StoredStep], slo: SLO | None, window: Window,
+            missing: list[str]) -> list[StepSample]:
+    """The samples of a load's trials (``steps``) over ``window``; why a trial has none is added to ``missing``."""
+    by_step: dict[int, list[RequestRecord]] = {}
+    for r in records:
+        by_step.setdefault(r.step, []).append(r)
+    out = []
+    for st in steps:
+        chosen: list[RequestRecord] | str = by_step.get(st.index, [])
+        if window == "steady" and isinstance(chosen, list):
+            chosen = _steady_of(st, chosen)
+        if isinstance(chosen, str):
+            missing.append(chosen)
+        elif (sample := StepSample.of(chosen, slo)).n:
+            out.append(sample)
+    return out
+
+
+def _refuse(base: StoredRun, new: StoredRun, unlike: Sequence[str], force: bool, window: Window) -> None:
+    """`ConfigError` for unlike runs (unless ``force``), and for a run without a steady state, for ``steady``."""
+    if unlike and not force:
+        raise ConfigError(f"runs {base.id} and {new.id} are not alike: {'; '.join(unlike)} "
+                          "(--force compares them anyway)")
+    if window == "steady":
+        for run in (base, new):
+            if not _has_steady_state(run):
+                raise ConfigError(f"run {run.id} has no steady state saved (a run saved before tokometer kept "
+                                  "one, or a trace or sessions run): compare whole steps (--window step)")
+
+
 def compare_runs(base: StoredRun, new: StoredRun, base_records: Sequence[RequestRecord],
                  new_records: Sequence[RequestRecord], thresholds: Mapping[str, float] | None = None, *,
                  force: bool = False, resamples: int = RESAMPLES, seed: int = SEED,
@@ -688,14 +751,7 @@ def compare_runs(base: StoredRun, new: StoredRun, base_records: Sequence[Request
     `ConfigError` naming what differs, unless ``force``; so does a run without a steady state saved, for
     ``steady``."""
     unlike = unlike_fields(base, new)
-    if unlike and not force:
-        raise ConfigError(f"runs {base.id} and {new.id} are not alike: {'; '.join(unlike)} "
-                          "(--force compares them anyway)")
-    if window == "steady":
-        for run in (base, new):
-            if not _has_steady_state(run):
-                raise ConfigError(f"run {run.id} has no steady state saved (a run saved before tokometer kept "
-                                  "one, or a trace or sessions run): compare whole steps (--window step)")
+    _refuse(base, new, unlike, force, window)
     base_slo, new_slo = _slo(base), _slo(new)
     slo_alike = base_slo == new_slo
     notes = []
@@ -703,30 +759,13 @@ def compare_runs(base: StoredRun, new: StoredRun, base_records: Sequence[Request
         notes.append("goodput not compared: the runs' objectives (--slo-*) differ")
     if window == "steady":
         notes.append("each load over its steady state (--window steady); the Pareto fronts are of whole steps")
-
-    def trials(records: Sequence[RequestRecord], steps: Sequence[StoredStep], slo: SLO | None,
-               missing: list[str]) -> list[StepSample]:
-        by_step: dict[int, list[RequestRecord]] = {}
-        for r in records:
-            by_step.setdefault(r.step, []).append(r)
-        out = []
-        for st in steps:
-            chosen: list[RequestRecord] | str = by_step.get(st.index, [])
-            if window == "steady" and isinstance(chosen, list):
-                chosen = _steady_of(st, chosen)
-            if isinstance(chosen, str):
-                missing.append(chosen)
-            elif (sample := StepSample.of(chosen, slo)).n:
-                out.append(sample)
-        return out
-
     steps = []
     for (b_load, b_steps), (_, n_steps) in zip(load_groups(base), load_groups(new), strict=False):
         first = b_steps[0]
         b_missing: list[str] = []
         n_missing: list[str] = []
-        b_trials = trials(base_records, b_steps, base_slo if slo_alike else None, b_missing)
-        n_trials = trials(new_records, n_steps, new_slo if slo_alike else None, n_missing)
+        b_trials = _trials(base_records, b_steps, base_slo if slo_alike else None, window, b_missing)
+        n_trials = _trials(new_records, n_steps, new_slo if slo_alike else None, window, n_missing)
         if not b_trials or not n_trials:
             side, why = ("BASE", b_missing) if not b_trials else ("NEW", n_missing)
             notes.append(f"{_short(first)} not compared: " + (f"{side} has {why[0]}" if why else

@@ -111,7 +111,7 @@ def test_a_step_of_many_gaps_is_judged_on_a_thinned_bootstrap() -> None:
     rng = np.random.default_rng(9)
     base = StepSample.of(_records(rng.normal(5.0, 0.1, 200), tokens=128))
     new = StepSample.of(_records(rng.normal(5.5, 0.1, 200), tokens=128))
-    assert len(base.itl) > 20_000
+    assert len(base.gaps["itl_ms"][0]) > 20_000
     itl = _by_key(base, new, metrics=[d for d in METRICS if d.key == "itl_p50"])["itl_p50"]
     assert itl.verdict == "regression" and itl.ci_low < itl.change < itl.ci_high
 
@@ -218,11 +218,12 @@ def test_pooled_trials_are_one_sample_of_all_their_requests() -> None:
     assert pooled.n == sum(s.n for s in alone) == 123
     assert pooled.duration_s == pytest.approx(sum(s.duration_s for s in alone))
     tpot = next(d for d in METRICS if d.key == "tpot_p50")
-    expected = np.percentile(np.concatenate([s.tpot[~np.isnan(s.tpot)] for s in alone]), 50)
+    expected = np.percentile(np.concatenate([s.values["tpot_ms"][~np.isnan(s.values["tpot_ms"])] for s in alone]), 50)
     assert pooled.point(tpot) == pytest.approx(expected)
     # ITL gaps keep pointing at their own request after pooling.
-    assert pooled.itl_request.max() < pooled.n and len(pooled.itl) == sum(len(s.itl) for s in alone)
-    assert set(pooled.itl_request[pooled.itl_request >= alone[0].n]) >= {alone[0].n}
+    itl, itl_request = pooled.gaps["itl_ms"]
+    assert itl_request.max() < pooled.n and len(itl) == sum(len(s.gaps["itl_ms"][0]) for s in alone)
+    assert set(itl_request[itl_request >= alone[0].n]) >= {alone[0].n}
 
 
 def test_noise_between_trials_above_the_threshold_means_cannot_tell() -> None:

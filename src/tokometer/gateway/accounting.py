@@ -69,10 +69,7 @@ def observe(metrics: GatewayMetrics, outcome: RelayOutcome, figures: Figures) ->
     """The request in its route's and upstream's Prometheus series."""
     upstream = outcome.upstream
     series = metrics.series(outcome.ctx.route.model, upstream.name if upstream is not None else "none")
-    if figures.ttft is not None:
-        series.observe("ttft", figures.ttft / 1e9)
-    if figures.tpot is not None:
-        series.observe("tpot", figures.tpot / 1e9)
+    series.observe_record(outcome.record)
     series.request(outcome.status)
     series.observe("duration", figures.e2e / 1e9)
     if figures.prompt:

@@ -12,6 +12,10 @@ any metric exists) every worker writes its counters and histograms to that direc
 whichever worker answers ``/metrics`` adds up all of them (prometheus_client's multiprocess
 mode); the gauges read at scrape time (in flight, waiting, upstream up) are the answering
 worker's own.
+
+The per-request latency histograms are the metric registry's rows that name one
+(`tokometer.metrics.registry.prometheus_rows`: TTFT, TPOT, ...), each observed from the relayed answer's
+record by the row's own function (`RouteSeries.observe_record`), in seconds.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from tokometer.metrics.registry import prometheus_rows
+from tokometer.records import RequestRecord
+
 disable_created_metrics()  # type: ignore[no-untyped-call]  # *_created series only add noise
 
 __all__ = ["CONTENT_TYPE", "GatewayMetrics", "GpuCollector", "RouteSeries"]
@@ -33,6 +40,8 @@ __all__ = ["CONTENT_TYPE", "GatewayMetrics", "GpuCollector", "RouteSeries"]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 30.0, 60.0)
 _TPOT = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
+_BUCKETS = {"tpot_ms": _TPOT}
+"""A per-request histogram's buckets, where not `_LATENCY` (a time per token is shorter)."""
 _log = logging.getLogger(__name__)
 
 
@@ -116,6 +125,8 @@ class RouteSeries:
                 child = m.tokens.labels(route, upstream, which)
             elif which == "overhead":
                 child = m.overhead.labels(route)
+            elif which in m.histograms:
+                child = m.histograms[str(which)].labels(route, upstream)
             else:
                 child = getattr(m, str(which)).labels(route, upstream)
             self._children[which] = child
@@ -126,8 +137,15 @@ class RouteSeries:
         self._child(status).inc()
 
     def observe(self, which: str, seconds: float) -> None:
-        """One value of histogram ``which``: ttft, tpot, duration or overhead."""
+        """One value of histogram ``which``: a per-request row's short name (ttft, tpot), duration or overhead."""
         self._child(which).observe(seconds)
+
+    def observe_record(self, record: RequestRecord) -> None:
+        """Each per-request histogram's value of one relayed answer, where the answer has one."""
+        for row, per_second in self._metrics.timed:
+            value = row.per_request(record) if row.per_request is not None else None
+            if value is not None:
+                self._child(row.short).observe(value / per_second)
 
     def add(self, which: str, amount: float) -> None:
         """Add to counter ``which``: input or output (tokens), or cost."""
@@ -142,11 +160,12 @@ class GatewayMetrics:
         route_up = ["route", "upstream"]
         self.requests = Counter("tokometer_gateway_requests", "Requests by route, upstream and HTTP status.",
                                 [*route_up, "status"], registry=r)
-        self.ttft = Histogram("gen_ai_server_time_to_first_token_seconds",
-                              "Time to first token, from the gateway receiving the request.",
-                              route_up, buckets=_LATENCY, registry=r)
-        self.tpot = Histogram("gen_ai_server_time_per_output_token_seconds", "Decode time per output token.",
-                              route_up, buckets=_TPOT, registry=r)
+        self.histograms = {row.short: Histogram(row.prometheus[0], row.prometheus[1], route_up,
+                                                buckets=_BUCKETS.get(row.name, _LATENCY), registry=r)
+                           for row in prometheus_rows()}
+        """The per-request histograms by the row's short name (``ttft``), in registry order."""
+        self.timed = [(row, 1e3 / row.scale) for row in prometheus_rows()]
+        """Each per-request histogram's row, and what its value is divided by for seconds."""
         self.duration = Histogram("gen_ai_server_request_duration_seconds", "End-to-end request time at the gateway.",
                                   route_up, buckets=_LATENCY, registry=r)
         self.overhead = Histogram("tokometer_gateway_overhead_seconds", "The gateway's own time on a request's "
@@ -178,6 +197,16 @@ class GatewayMetrics:
             self.add_live(live)
         if gpu:
             self.shown.register(GpuCollector())
+
+    @property
+    def ttft(self) -> Histogram:
+        """Time to first token at the gateway."""
+        return self.histograms["ttft"]
+
+    @property
+    def tpot(self) -> Histogram:
+        """Decode time per output token at the gateway."""
+        return self.histograms["tpot"]
 
     def series(self, route: str, upstream: str) -> RouteSeries:
         """The series of requests on ``route`` served by ``upstream`` (made on first use, then kept)."""

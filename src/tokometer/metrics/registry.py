@@ -4,10 +4,20 @@ One row per metric (`Metric`): its name, unit, direction, one-line definition, a
 an objective or a gate may name. Everything that spells a metric's name reads it from here:
 
 - `tokometer.metrics.DEFINITIONS`, the ``definitions`` block of every JSON result (`definitions`);
-- ``compare``'s metric table (`tokometer.compare.METRICS`: which metrics the gate judges and their thresholds
-  are the gate's own; their names, labels, units and directions come from here);
+- ``compare``'s metric table (`tokometer.compare.gate_metrics`: each row's ``gate`` percentiles and thresholds,
+  then the gate's own metrics of a step as a whole; names, labels, units and directions come from here);
 - ``bench --find-max``'s objectives (`objective`: ``ttft_p99``, ``goodput_share``, ``error_rate``);
 - the CSV's columns (`csv_columns`, in registry order).
+
+**Per-request rows.** A row with a per-request function (``per_request``: a request record to its value, or
+None; ``per_gap``: to the values of its gaps, as ITL) is aggregated by the registry's readers alone: the step's
+summary holds its distribution (`tokometer.metrics.summarize`, over the completed requests or, ``population``
+``measured``, every measured one), with its 95 % percentile intervals where an objective may name a percentile;
+``window`` puts it in each time slice and steady state (`tokometer.metrics.window`) and their CSV rows;
+``gate`` makes ``compare`` judge those percentiles at those thresholds; ``heading`` names its line in the
+console's step table (`tokometer.report.tables.STEP_TABLE` lists the rows shown); ``prometheus`` gives it a
+histogram of the gateway's. Adding such a metric is one row and its
+function.
 
 `StepSummary`'s fields and this table are held against each other by a unit test
 (tests/unit/metrics/test_registry.py): a summary field without a row here, or a row naming no field or
@@ -22,25 +32,39 @@ measured requests that met every per-request objective, ``error_rate`` the share
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from tokometer.metrics import request as m
 from tokometer.metrics.textcheck import SLACK, TOLERANCE
+from tokometer.records import RequestRecord
 
 __all__ = [
     "LATENCY_PERCENTILES",
     "METRICS",
     "NOTES",
+    "Aggregate",
     "Direction",
     "Metric",
     "by_name",
     "csv_columns",
     "definitions",
+    "distribution_rows",
+    "gate_rows",
     "objective",
     "percentile_metrics",
+    "prometheus_rows",
+    "rows",
+    "using",
+    "window_rows",
 ]
 
 Direction = Literal["lower", "higher"]
+Aggregate = Literal["distribution", "gaps", "step"]
+"""How a row is aggregated over a step: the distribution of its per-request values, the distribution of every
+request's gaps pooled, or by the summary from the step as a whole (a count, a rate, a table)."""
 
 LATENCY_PERCENTILES: Final[tuple[str, ...]] = ("p50", "p90", "p95", "p99", "p99.9")
 """The percentiles an objective or a threshold may name (a `Distribution` has each)."""
@@ -71,14 +95,40 @@ class Metric:
     csv: tuple[str, ...] = ()
     """Its columns in the CSV: ``""`` for the value itself, or the distribution's statistics (``p50``,
     ``mean``); none: not in the CSV."""
+    per_request: Callable[[RequestRecord], float | None] | None = None
+    """From one request record to its value (times the row's ``scale``), None where undefined for it."""
+    per_gap: Callable[[RequestRecord], Sequence[float]] | None = None
+    """From one request record to the values of its gaps (ITL), pooled over the step's requests."""
+    scale: float = 1.0
+    """What a per-request value is multiplied by for the row's unit (1e-6: ns to ms)."""
+    population: Literal["completed", "measured"] = "completed"
+    """Whose values a per-request row's distribution holds: the completed requests, or every measured one."""
+    window: bool = False
+    """A distribution each time slice and steady state has (and their CSV rows)."""
+    gate: tuple[tuple[str, float], ...] = ()
+    """The percentiles ``compare`` judges, each with its default threshold (relative: 0.05 = 5 %)."""
+    heading: str = ""
+    """Its line in the console's step table, unit included: ``TTFT (ms)``."""
+    digits: int = 1
+    """Decimals a table shows it with."""
+    prometheus: tuple[str, ...] = ()
+    """The gateway's histogram of it (in seconds): its name and help text; empty when none."""
 
     @property
     def attribute(self) -> str | None:
         """The `StepSummary` attribute that holds it (None: inside another one)."""
         return self.name if self.field == "" else self.field
 
+    @property
+    def aggregate(self) -> Aggregate:
+        """How the row is aggregated over a step (`Aggregate`)."""
+        if self.per_request is not None:
+            return "distribution"
+        return "gaps" if self.per_gap is not None else "step"
+
 
 _LATENCY = LATENCY_PERCENTILES
+_MS = 1e-6
 
 METRICS: Final[tuple[Metric, ...]] = (
     # -- what happened to the requests
@@ -114,31 +164,59 @@ METRICS: Final[tuple[Metric, ...]] = (
     Metric("goodput_share", "completed requests meeting every given SLO / measured requests: goodput as a share "
            "(the --find-max objective goodput_share)", "share", "higher", label="goodput share",
            short="goodput_share"),
-    # -- per request, as distributions
+    # -- per request, as distributions (in the order a summary's JSON has them)
     Metric("ttft_ms", "time to first token: first event carrying generated text (or reasoning text) minus the "
            "time the request was sent; role-only, empty and usage-only events do not count", "ms", "lower",
-           label="TTFT", short="ttft", percentiles=_LATENCY, csv=("p50", "p90", "p99")),
+           label="TTFT", short="ttft", percentiles=_LATENCY, csv=("p50", "p90", "p99"), per_request=m.ttft_ns,
+           scale=_MS, window=True, gate=(("p50", 0.05), ("p99", 0.10)), heading="TTFT (ms)",
+           prometheus=("gen_ai_server_time_to_first_token_seconds",
+                       "Time to first token, from the gateway receiving the request.")),
+    Metric("ttst_ms", "time to second token: the arrival of the content event that brought the second streamed "
+           "token (reasoning and tool-call tokens count, as for TTFT) minus the time the request was sent; equals "
+           "TTFT when the first event carried two tokens or more, else TTFT plus the first chunk gap (TTFT + ITL "
+           "when both events carried one token); left out for an answer of fewer than two streamed tokens", "ms",
+           "lower", label="TTST", short="ttst", percentiles=_LATENCY, csv=("p50", "p99"), per_request=m.ttst_ns,
+           scale=_MS, window=True, gate=(("p50", 0.05), ("p99", 0.10)), heading="TTST (ms)",
+           prometheus=("tokometer_gateway_time_to_second_token_seconds",
+                       "Time to second token, from the gateway receiving the request.")),
+    Metric("ttft_from_due_ms", "first token minus the time the load profile scheduled the request (includes "
+           "client lag)", "ms", "lower", per_request=m.ttft_from_due_ns, scale=_MS),
     Metric("tpot_ms", "decode time per output token: (last token time - first token time) / (output tokens - "
            "tokens of the first event); equals (last - first) / (output_tokens - 1) when the first event carries "
            "one token; tokens the server counted but never streamed (hidden reasoning) are left out", "ms",
-           "lower", label="TPOT", short="tpot", percentiles=_LATENCY, csv=("p50", "p99")),
+           "lower", label="TPOT", short="tpot", percentiles=_LATENCY, csv=("p50", "p99"), per_request=m.tpot_ns,
+           scale=_MS, window=True, gate=(("p50", 0.05), ("p99", 0.10)), heading="TPOT (ms)", digits=3,
+           prometheus=("gen_ai_server_time_per_output_token_seconds", "Decode time per output token.")),
     Metric("itl_ms", "inter-token latency: each gap between consecutive content events divided by the tokens the "
            "later event carried (token-normalised)", "ms", "lower", label="ITL", short="itl",
-           percentiles=_LATENCY, csv=("p50", "p99")),
+           percentiles=_LATENCY, csv=("p50", "p99"), per_gap=m.itl_ns, scale=_MS, window=True,
+           gate=(("p50", 0.05),), heading="ITL (ms)", digits=3),
+    Metric("chunk_gap_ms", "raw gaps between consecutive content events, not normalised", "ms", "lower",
+           per_gap=m.chunk_gaps_ns, scale=_MS),
     Metric("e2e_ms", "end-to-end latency: stream closed minus request sent", "ms", "lower", label="E2E",
-           short="e2e", percentiles=_LATENCY, csv=("p50", "p99")),
+           short="e2e", percentiles=_LATENCY, csv=("p50", "p99"), per_request=m.e2e_ns, scale=_MS, window=True,
+           gate=(("p50", 0.05), ("p99", 0.10)), heading="E2E latency (ms)"),
     Metric("decode_speed_tok_s", "1 / TPOT per request: the steady decode-phase speed (tokens/s once the answer "
            "streams); TPOT and decode speed count reasoning and answer tokens alike, as far as they were streamed",
-           "tok/s", "higher", label="decode speed", csv=("p50", "mean")),
+           "tok/s", "higher", label="decode speed", csv=("p50", "mean"), per_request=m.decode_speed_tok_s,
+           heading="decode speed (tok/s/request)"),
+    Metric("e2e_speed_tok_s", "output tokens / E2E per request: the naive average speed, a whole request's time "
+           "over its tokens (mixes network, TTFT and decode)", "tok/s", "higher", per_request=m.e2e_speed_tok_s),
+    Metric("prefill_speed_tok_s", "input tokens / TTFT per request as the client sees it (includes queueing and "
+           "network)", "tok/s", "higher", per_request=m.prefill_speed_tok_s,
+           heading="prefill speed, client view (tok/s)"),
     Metric("client_lag_ms", "time the request was sent minus the time it was scheduled; > 0 means the client fell "
-           "behind", "ms", "lower", label="client lag", csv=("p99",)),
+           "behind", "ms", "lower", label="client lag", csv=("p99",), per_request=m.client_lag_ns, scale=_MS,
+           population="measured", heading="client lag (ms)", digits=3),
+    Metric("connect_ms", "time spent opening new connections (requests that reused a kept-alive connection are "
+           "not in it)", "ms", "lower", per_request=m.connect_ns, scale=_MS, population="measured"),
     Metric("output_tokens.total", "sum of output tokens of the completed requests", "tokens",
            field="output_tokens_total", csv=("",)),
     Metric("output_tokens.source", "where output token counts came from: usage (server usage block), native "
            "(engine counters), tokenizer, estimate (count of content events)", field="output_tokens_source",
            csv=("",)),
     Metric("output_tokens.per_request", "output tokens per completed request, as a distribution", "tokens",
-           field="output_tokens"),
+           field="output_tokens", per_request=m.output_count, heading="output tokens"),
     Metric("output_tokens.text_check", "per completed answer whose output count is the server's (usage, "
            "native): the text received (answer and reasoning fields) counted by the model's tokenizer where one "
            "is local, else its UTF-8 bytes (an upper bound: a token is at least one byte); an answer is short "
@@ -149,20 +227,11 @@ METRICS: Final[tuple[Metric, ...]] = (
     Metric("input_tokens.source", "where input token counts came from: usage (server usage block), native "
            "(engine counters), prompt_spec (the length the prompt was built to)", field="input_tokens_source"),
     Metric("input_tokens.per_request", "input tokens per completed request, as a distribution", "tokens",
-           field="input_tokens"),
-    Metric("ttft_from_due_ms", "first token minus the time the load profile scheduled the request (includes "
-           "client lag)", "ms", "lower"),
-    Metric("connect_ms", "time spent opening new connections (requests that reused a kept-alive connection are "
-           "not in it)", "ms", "lower"),
-    Metric("chunk_gap_ms", "raw gaps between consecutive content events, not normalised", "ms", "lower"),
-    Metric("e2e_speed_tok_s", "output tokens / E2E per request: the naive average speed, a whole request's time "
-           "over its tokens (mixes network, TTFT and decode)", "tok/s", "higher"),
-    Metric("prefill_speed_tok_s", "input tokens / TTFT per request as the client sees it (includes queueing and "
-           "network)", "tok/s", "higher"),
+           field="input_tokens", per_request=m.input_count),
     Metric("server_prefill_ms", "the engine's own prompt-processing time, where the protocol reports it", "ms",
-           "lower"),
+           "lower", per_request=m.server_prefill_ms, heading="server prefill (ms)"),
     Metric("server_decode_tok_s", "the engine's own decode speed, where the protocol reports it", "tok/s",
-           "higher"),
+           "higher", per_request=m.server_decode_tok_s, heading="server decode (tok/s)"),
     # -- queueing, caches, the server's own numbers
     Metric("ttft_growth", "mean TTFT of the last quarter of completed requests (in send order) / mean TTFT of "
            "the first quarter: well above 1 when requests waited longer as the step went on (a growing queue)",
@@ -243,28 +312,55 @@ NOTES: Final[dict[str, str]] = {
 }
 """How every distribution is computed: in ``definitions`` beside the metrics, not a metric itself."""
 
-_BY_NAME: Final[dict[str, Metric]] = {m.name: m for m in METRICS}
-_BY_SHORT: Final[dict[str, Metric]] = {m.short: m for m in METRICS if m.short}
+_active: list[tuple[Metric, ...]] = [METRICS]
+_index: dict[int, tuple[dict[str, Metric], dict[str, Metric]]] = {}
+
+
+def rows() -> tuple[Metric, ...]:
+    """The registry's rows, in order: `METRICS`, or a test's own within `using`."""
+    return _active[-1]
+
+
+@contextmanager
+def using(metrics: Sequence[Metric]) -> Iterator[tuple[Metric, ...]]:
+    """Within the block, the registry is ``metrics`` (a test registering a row of its own); every reader of the
+    rows sees them."""
+    _active.append(tuple(metrics))
+    try:
+        yield _active[-1]
+    finally:
+        _active.pop()
+
+
+def _indexes() -> tuple[dict[str, Metric], dict[str, Metric]]:
+    """The rows by name and by short name (made once per registry)."""
+    current = rows()
+    found = _index.get(id(current))
+    if found is None or (current and found[0].get(current[0].name) is not current[0]):
+        found = _index[id(current)] = ({row.name: row for row in current},
+                                       {row.short: row for row in current if row.short})
+    return found
 
 
 def by_name(name: str) -> Metric:
     """The row of ``name`` (``ttft_ms``); `KeyError` for a name the registry does not have."""
-    return _BY_NAME[name]
+    return _indexes()[0][name]
 
 
 def definitions() -> dict[str, str]:
     """Every metric's definition by name, and the `NOTES`: the ``definitions`` block of a JSON result."""
-    return {**{m.name: m.definition for m in METRICS}, **NOTES}
+    return {**{row.name: row.definition for row in rows()}, **NOTES}
 
 
 def objective(name: str) -> tuple[Metric, str | None] | None:
     """What an objective or threshold name means: ``ttft_p99`` -> (the ``ttft_ms`` row, ``"p99"``);
     ``goodput`` -> (the ``goodput_rps`` row, None); None for a name that is neither."""
-    if name in _BY_SHORT:
-        metric = _BY_SHORT[name]
+    by_short = _indexes()[1]
+    if name in by_short:
+        metric = by_short[name]
         return None if metric.percentiles else (metric, None)
     short, sep, stat = name.rpartition("_")
-    metric_or_none = _BY_SHORT.get(short) if sep else None
+    metric_or_none = by_short.get(short) if sep else None
     if metric_or_none is None or stat not in metric_or_none.percentiles:
         return None
     return metric_or_none, stat
@@ -272,16 +368,37 @@ def objective(name: str) -> tuple[Metric, str | None] | None:
 
 def percentile_metrics() -> tuple[Metric, ...]:
     """The metrics whose percentiles an objective may name (``ttft``, ``tpot``, ...), in registry order."""
-    return tuple(m for m in METRICS if m.percentiles)
+    return tuple(row for row in rows() if row.percentiles)
+
+
+def distribution_rows() -> tuple[Metric, ...]:
+    """The rows a step's summary aggregates from per-request values (`Metric.aggregate`), in registry order."""
+    return tuple(row for row in rows() if row.aggregate != "step")
+
+
+def window_rows() -> tuple[Metric, ...]:
+    """The distributions each time slice and steady state has, in registry order."""
+    return tuple(row for row in distribution_rows() if row.window)
+
+
+def gate_rows() -> list[tuple[Metric, str, float]]:
+    """What ``compare`` judges of the per-request rows: (row, percentile, default threshold), in registry order."""
+    return [(row, stat, threshold) for row in distribution_rows() for stat, threshold in row.gate]
+
+
+def prometheus_rows() -> tuple[Metric, ...]:
+    """The per-request rows the gateway keeps a histogram of, in seconds: rows in ms with a ``prometheus`` name
+    and a short name."""
+    return tuple(row for row in rows() if row.prometheus and row.per_request is not None and row.unit == "ms"
+                 and row.short)
 
 
 def csv_columns() -> list[tuple[str, Metric, str]]:
     """The CSV's metric columns in order: (column, metric, statistic), statistic ``""`` for the value itself.
     A column is the summary attribute (``output_tokens_total``), or it and the statistic (``ttft_ms_p50``)."""
     out = []
-    for m in METRICS:
-        for stat in m.csv:
-            attribute = m.attribute or m.name
-            out.append((f"{attribute}_{stat}" if stat else attribute, m, stat))
+    for row in rows():
+        for stat in row.csv:
+            attribute = row.attribute or row.name
+            out.append((f"{attribute}_{stat}" if stat else attribute, row, stat))
     return out
-

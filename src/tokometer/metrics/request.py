@@ -21,15 +21,20 @@ __all__ = [
     "decode_speed_tok_s",
     "e2e_ns",
     "e2e_speed_tok_s",
+    "input_count",
     "itl_ns",
+    "output_count",
     "prefill_speed_tok_s",
     "reasoned",
+    "server_decode_tok_s",
+    "server_prefill_ms",
     "streamed_tokens",
     "time_to_first_tool_call_ns",
     "tpot_ns",
     "ttfat_ns",
     "ttft_from_due_ns",
     "ttft_ns",
+    "ttst_ns",
 ]
 
 
@@ -38,6 +43,22 @@ def ttft_ns(r: RequestRecord) -> int | None:
     if not r.ok or not r.first_token_ns:
         return None
     return r.first_token_ns - r.sent_ns
+
+
+def ttst_ns(r: RequestRecord) -> int | None:
+    """Time to second token: the arrival of the content event that brought the answer's second streamed token
+    minus send time (a token arrives with the event that carries it: events are stamped, tokens are not).
+
+    Equals TTFT when the first event carried two tokens or more; TTFT plus the first chunk gap when it carried
+    one. ``None`` when fewer than two tokens arrived (or the request failed)."""
+    if not r.ok or not r.first_token_ns:
+        return None
+    arrived = 0.0
+    for stamp, tokens in zip(r.event_ns, r.event_tokens, strict=False):
+        arrived += tokens
+        if arrived >= 2.0 - 1e-9:
+            return stamp - r.sent_ns
+    return None
 
 
 def time_to_first_tool_call_ns(r: RequestRecord) -> int | None:
@@ -177,3 +198,23 @@ def prefill_speed_tok_s(r: RequestRecord) -> float | None:
     if not ttft or not r.input_tokens:
         return None
     return r.input_tokens / (ttft / 1e9)
+
+
+def output_count(r: RequestRecord) -> float | None:
+    """The request's output tokens, as a number (``None`` when not counted)."""
+    return None if r.output_tokens is None else float(r.output_tokens)
+
+
+def input_count(r: RequestRecord) -> float | None:
+    """The request's input (prompt) tokens, as a number (``None`` when not counted)."""
+    return None if r.input_tokens is None else float(r.input_tokens)
+
+
+def server_prefill_ms(r: RequestRecord) -> float | None:
+    """The engine's own prompt-processing time in ms, where the protocol reported it."""
+    return r.server.prompt_ms if r.server is not None else None
+
+
+def server_decode_tok_s(r: RequestRecord) -> float | None:
+    """The engine's own decode speed, where the protocol reported it."""
+    return r.server.decode_tok_s if r.server is not None else None

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from tokometer.metrics import registry
 from tokometer.metrics import request as m
 from tokometer.metrics.batches import inputs_total
 from tokometer.metrics.distribution import Distribution
@@ -81,21 +82,11 @@ class StepSummary:
     input_tokens_source: dict[str, int]
     length_truncated: int
     goodput_rps: float | None
-    ttft_ms: Distribution
-    ttft_from_due_ms: Distribution
-    tpot_ms: Distribution
-    itl_ms: Distribution
-    chunk_gap_ms: Distribution
-    e2e_ms: Distribution
-    decode_speed_tok_s: Distribution
-    e2e_speed_tok_s: Distribution
-    prefill_speed_tok_s: Distribution
-    client_lag_ms: Distribution
-    connect_ms: Distribution
-    output_tokens: Distribution
-    input_tokens: Distribution
-    server_prefill_ms: Distribution
-    server_decode_tok_s: Distribution
+    distributions: dict[str, Distribution]
+    """Each per-request row of the registry (`tokometer.metrics.registry.distribution_rows`: ``ttft_ms``,
+    ``tpot_ms``, ...) as a distribution, by its summary attribute, in registry order; read as attributes
+    (``summary.ttft_ms``) and written into the JSON under their own names. A summary read from a file older
+    than a metric has no entry for it (its JSON is written again without it) and reads it as empty."""
     error_examples: dict[str, str] = field(default_factory=dict)
     prompt_cache_hit_rate: float | None = None
     """Share of prompt tokens the server said it took from its prompt cache, over the requests whose
@@ -177,6 +168,24 @@ class StepSummary:
     """``output_throughput_tok_s`` / the GPUs that served the run (``bench --gpus``, else the vLLM or SGLang
     command line: `tokometer.metrics.pareto.gpu_count`); None when that is not known."""
 
+    def __getattr__(self, name: str) -> Distribution:
+        """A per-request row's distribution by its attribute (``ttft_ms``): `distributions`."""
+        if name.startswith("__") or name == "distributions":
+            raise AttributeError(name)
+        found = self.distributions.get(name)
+        if found is not None:
+            return found
+        if any((row.attribute or row.name) == name for row in registry.distribution_rows()):
+            return Distribution.of(())  # a summary read from a file older than the metric
+        raise AttributeError(f"StepSummary has no {name!r}")
+
+    @classmethod
+    def json_keys(cls) -> list[str]:
+        """The names of a summary's JSON (before ``output_tokens`` and ``input_tokens`` are nested): its fields
+        and its distributions."""
+        names = [f.name for f in fields(cls) if f.name != "distributions"]
+        return names + [row.attribute or row.name for row in registry.distribution_rows()]
+
     def naive_line(self) -> str:
         """The naive view: what a simple timing script prints (elapsed time, generated tokens, their average
         tok/s), which mixes TTFT, network and decode; labelled as such where shown."""
@@ -188,6 +197,9 @@ class StepSummary:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
+            if name == "distributions":
+                out.update((key, d.to_json()) for key, d in self.distributions.items())
+                continue
             value = getattr(self, name)
             typed = isinstance(value, (Distribution, ReasoningSummary, TextCheck, Overload, ToolCallSummary,
                                        ImageSummary))
@@ -225,10 +237,14 @@ class StepSummary:
             flat[name] = tokens.get("per_request")
             if name == "output_tokens":
                 flat["text_check"] = tokens.get("text_check")
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {"distributions": {
+            key: Distribution.from_json(flat[key]) for key in (row.attribute or row.name
+                                                               for row in registry.distribution_rows()) if key in flat}}
         for f in fields(cls):
             value = flat.get(f.name)
             kind = str(f.type)
+            if f.name == "distributions":
+                continue
             if kind.startswith("Distribution"):
                 values[f.name] = Distribution.from_json(value) if value is not None or "None" not in kind else None
             elif f.name == "reasoning":
@@ -265,88 +281,105 @@ def _values(records: Sequence[RequestRecord], fn: Any) -> list[float]:
     return [v for v in (fn(r) for r in records) if v is not None]
 
 
-def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepSummary:
-    """Aggregate one step's records (warm-up requests are counted, then left out)."""
-    warmup = sum(1 for r in records if r.warmup)
-    window = [r for r in records if not r.warmup and r.sent_ns]
-    ok = [r for r in window if r.ok]
-    failed = [r for r in window if not r.ok]
-    duration_ns = (max(r.end_ns for r in window) - min(r.sent_ns for r in window)) if window else 0
-    duration_s = duration_ns / 1e9
-    out_total = sum(r.output_tokens or 0 for r in ok)
-    in_total = sum(r.input_tokens or 0 for r in ok)
+def row_values(row: registry.Metric, records: Sequence[RequestRecord]) -> list[float]:
+    """A per-request row's values over ``records`` (unscaled): its value of each (None left out), or each's
+    gaps pooled in order."""
+    if row.per_request is not None:
+        return _values(records, row.per_request)
+    return [v for r in records for v in row.per_gap(r)] if row.per_gap is not None else []
 
-    def per_s(x: float) -> float:
-        return x / duration_s if duration_s > 0 else 0.0
 
-    sends = sorted(r.sent_ns for r in window)
-    send_rate = (len(sends) - 1) / ((sends[-1] - sends[0]) / 1e9) if len(sends) > 1 and sends[-1] > sends[0] else None
+def _distributions(ok: Sequence[RequestRecord],
+                   window: Sequence[RequestRecord]) -> tuple[dict[str, Distribution], dict[str, Any]]:
+    """Each per-request row's distribution by attribute, and the 95 % intervals of the percentiles of those an
+    objective may name (``percentile_ci``)."""
+    out: dict[str, Distribution] = {}
+    ci: dict[str, Any] = {}
+    for row in registry.distribution_rows():
+        values = row_values(row, window if row.population == "measured" else ok)
+        out[row.attribute or row.name] = Distribution.of(values, row.scale)
+        if row.percentiles:
+            ci[row.name] = intervals(values, row.scale)
+    return out, ci
+
+
+def _errors(failed: Sequence[RequestRecord]) -> dict[str, Any]:
+    """The failed requests by category, and one message of each."""
     errors = Counter(r.error for r in failed if r.error)
     examples: dict[str, str] = {}
     for r in failed:
         if r.error and r.error not in examples:
             examples[r.error] = r.error_detail
-    itl: list[float] = []
-    gaps: list[float] = []
-    for r in ok:
-        itl.extend(m.itl_ns(r))
-        gaps.extend(m.chunk_gaps_ns(r))
-    server = [r.server for r in ok if r.server is not None]
+    return {"errors": dict(sorted(errors.items())), "error_examples": examples}
+
+
+def _send_rate(window: Sequence[RequestRecord]) -> float | None:
+    sends = sorted(r.sent_ns for r in window)
+    return (len(sends) - 1) / ((sends[-1] - sends[0]) / 1e9) if len(sends) > 1 and sends[-1] > sends[0] else None
+
+
+def _tokens(ok: Sequence[RequestRecord], duration_s: float) -> dict[str, Any]:
+    """Token totals, their sources and the throughputs over ``duration_s``."""
+    out_total = sum(r.output_tokens or 0 for r in ok)
+    in_total = sum(r.input_tokens or 0 for r in ok)
+    return {"output_throughput_tok_s": _per_s(out_total, duration_s),
+            "input_throughput_tok_s": _per_s(in_total, duration_s),
+            "total_throughput_tok_s": _per_s(out_total + in_total, duration_s),
+            "output_tokens_total": out_total,
+            "output_tokens_source": dict(Counter(r.output_tokens_source for r in ok if r.output_tokens_source)),
+            "input_tokens_total": in_total,
+            "input_tokens_source": dict(Counter(r.input_tokens_source for r in ok if r.input_tokens_source))}
+
+
+def _per_s(x: float, duration_s: float) -> float:
+    return x / duration_s if duration_s > 0 else 0.0
+
+
+def _parts(records: Sequence[RequestRecord], window: Sequence[RequestRecord],
+           ok: Sequence[RequestRecord]) -> dict[str, Any]:
+    """The summary's optional parts: sessions, reasoning, tool calls, images, rejected server numbers, the
+    prefix cache's effect."""
+    return {"per_turn": per_turn(records), "session_stats": session_stats(records),
+            "reasoning": summarize_reasoning(ok), "tool_calls": summarize_tool_calls(ok),
+            "images": summarize_images(ok),
+            "server_numbers_rejected": sum(1 for r in window if r.rejected_numbers),
+            "server_numbers_example": next((r.rejected_numbers for r in window if r.rejected_numbers), ""),
+            **_prefix_effect(window)}
+
+
+def summarize(records: Sequence[RequestRecord], slo: SLO | None = None) -> StepSummary:
+    """Aggregate one step's records (warm-up requests are counted, then left out); each per-request row of
+    the registry becomes a distribution (`tokometer.metrics.registry.distribution_rows`)."""
+    window = [r for r in records if not r.warmup and r.sent_ns]
+    ok = [r for r in window if r.ok]
+    duration_s = ((max(r.end_ns for r in window) - min(r.sent_ns for r in window)) if window else 0) / 1e9
+    send_rate, completion_rate = _send_rate(window), _completion_rate(ok)
+    distributions, ci = _distributions(ok, window)
     inputs = inputs_total(ok)
-    completion_rate = _completion_rate(ok)
     return StepSummary(
         requests_completed=len(ok),
-        requests_failed=len(failed),
-        requests_warmup=warmup,
-        errors=dict(sorted(errors.items())),
+        requests_failed=len(window) - len(ok),
+        requests_warmup=sum(1 for r in records if r.warmup),
         finish_reasons=dict(sorted(Counter(r.finish_reason or "unknown" for r in window).items())),
         duration_s=duration_s,
-        output_throughput_tok_s=per_s(out_total),
-        input_throughput_tok_s=per_s(in_total),
-        total_throughput_tok_s=per_s(out_total + in_total),
-        request_throughput_rps=per_s(len(ok)),
-        achieved_concurrency=per_s(sum(r.end_ns - r.sent_ns for r in window) / 1e9),
+        request_throughput_rps=_per_s(len(ok), duration_s),
+        achieved_concurrency=_per_s(sum(r.end_ns - r.sent_ns for r in window) / 1e9, duration_s),
         send_rate_rps=send_rate,
-        output_tokens_total=out_total,
-        output_tokens_source=dict(Counter(r.output_tokens_source for r in ok if r.output_tokens_source)),
-        input_tokens_total=in_total,
-        input_tokens_source=dict(Counter(r.input_tokens_source for r in ok if r.input_tokens_source)),
         length_truncated=sum(1 for r in ok if r.finish_reason == "length"),
-        goodput_rps=per_s(sum(1 for r in ok if slo.met(r))) if slo is not None and not slo.empty else None,
-        ttft_ms=Distribution.of(_values(ok, m.ttft_ns), _MS),
-        ttft_from_due_ms=Distribution.of(_values(ok, m.ttft_from_due_ns), _MS),
-        tpot_ms=Distribution.of(_values(ok, m.tpot_ns), _MS),
-        itl_ms=Distribution.of(itl, _MS),
-        chunk_gap_ms=Distribution.of(gaps, _MS),
-        e2e_ms=Distribution.of(_values(ok, m.e2e_ns), _MS),
-        decode_speed_tok_s=Distribution.of(_values(ok, m.decode_speed_tok_s)),
-        e2e_speed_tok_s=Distribution.of(_values(ok, m.e2e_speed_tok_s)),
-        prefill_speed_tok_s=Distribution.of(_values(ok, m.prefill_speed_tok_s)),
-        client_lag_ms=Distribution.of(_values(window, m.client_lag_ns), _MS),
-        connect_ms=Distribution.of(_values(window, m.connect_ns), _MS),
-        output_tokens=Distribution.of(float(r.output_tokens) for r in ok if r.output_tokens is not None),
-        input_tokens=Distribution.of(float(r.input_tokens) for r in ok if r.input_tokens is not None),
-        server_prefill_ms=Distribution.of(s.prompt_ms for s in server if s.prompt_ms is not None),
-        server_decode_tok_s=Distribution.of(v for v in (s.decode_tok_s for s in server) if v is not None),
-        error_examples=examples,
+        goodput_rps=(_per_s(sum(1 for r in ok if slo.met(r)), duration_s)
+                     if slo is not None and not slo.empty else None),
+        distributions=distributions,
         prompt_cache_hit_rate=prompt_cache_hit_rate(ok),
         prompt_cache_reported=sum(1 for r in ok if r.server is not None and r.server.cached_tokens is not None),
         completion_rate_rps=completion_rate,
         ttft_growth=_ttft_growth(ok),
         overload=overload(window, send_rate, completion_rate),
-        percentile_ci={"ttft_ms": intervals(_values(ok, m.ttft_ns), _MS),
-                       "tpot_ms": intervals(_values(ok, m.tpot_ns), _MS),
-                       "itl_ms": intervals(itl, _MS), "e2e_ms": intervals(_values(ok, m.e2e_ns), _MS)},
-        per_turn=per_turn(records),
-        session_stats=session_stats(records),
-        reasoning=summarize_reasoning(ok),
-        tool_calls=summarize_tool_calls(ok),
-        images=summarize_images(ok),
-        server_numbers_rejected=sum(1 for r in window if r.rejected_numbers),
-        server_numbers_example=next((r.rejected_numbers for r in window if r.rejected_numbers), ""),
+        percentile_ci=ci,
         inputs_total=inputs,
-        inputs_per_s=per_s(inputs) if any(r.inputs is not None for r in window) else None,
-        **_prefix_effect(window),
+        inputs_per_s=_per_s(inputs, duration_s) if any(r.inputs is not None for r in window) else None,
+        **_errors([r for r in window if not r.ok]),
+        **_tokens(ok, duration_s),
+        **_parts(records, window, ok),
     )
 
 

@@ -49,6 +49,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tokometer.limits import MAX_SLICE_S, MIN_SLICE_S
+from tokometer.metrics.registry import window_rows
 from tokometer.metrics.summary import SLO, summarize
 from tokometer.records import RequestRecord
 
@@ -138,8 +139,7 @@ def _summary(chosen: Sequence[RequestRecord], load: _Load, a: int, b: int, targe
         "send_rate_rps": round(load.sends(a, b) / length_s, 6) if length_s > 0 else None,
         "request_throughput_rps": round(completed / length_s, 6) if length_s > 0 else None,
         "output_throughput_tok_s": round(tokens / length_s, 6) if length_s > 0 else None,
-        "ttft_ms": summary.ttft_ms.to_json(), "tpot_ms": summary.tpot_ms.to_json(),
-        "itl_ms": summary.itl_ms.to_json(), "e2e_ms": summary.e2e_ms.to_json(),
+        **{row.name: summary.distributions[row.attribute or row.name].to_json() for row in window_rows()},
         "goodput_rps": (round(sum(1 for r in chosen if r.ok and slo.met(r)) / length_s, 6)
                         if slo is not None and not slo.empty and length_s > 0 else None),
         "overload": summary.overload.to_json() if summary.overload is not None else None,

@@ -16,9 +16,10 @@ from tokometer.benchmark.observation import SERVER_LATENCIES, client_counterpart
 from tokometer.benchmark.run import BenchResult, StepResult
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits
-from tokometer.metrics import Distribution, StepSummary
+from tokometer.metrics import Distribution, StepSummary, registry
 from tokometer.observe.buckets import describe, from_json
 from tokometer.records import RequestRecord
+from tokometer.report import tables
 from tokometer.report.headline import reasoning_line
 from tokometer.report.windows import slice_table, steady_lines
 
@@ -163,16 +164,9 @@ def render_step(console: Console, result: StepResult) -> None:
         render_batch_step(console, result)
         return
     table = _step_table(result)
-    _dist_row(table, "TTFT (ms)", s.ttft_ms)
-    _dist_row(table, "TPOT (ms)", s.tpot_ms, 3)
-    _dist_row(table, "ITL (ms)", s.itl_ms, 3)
-    _dist_row(table, "E2E latency (ms)", s.e2e_ms)
-    _dist_row(table, "decode speed (tok/s/request)", s.decode_speed_tok_s, 1)
-    _dist_row(table, "prefill speed, client view (tok/s)", s.prefill_speed_tok_s, 1)
-    _dist_row(table, "server prefill (ms)", s.server_prefill_ms)
-    _dist_row(table, "server decode (tok/s)", s.server_decode_tok_s, 1)
-    _dist_row(table, "output tokens", s.output_tokens, 1)
-    _dist_row(table, "client lag (ms)", s.client_lag_ms, 3)
+    for name in tables.STEP_TABLE:
+        row = registry.by_name(name)
+        _dist_row(table, row.heading, getattr(s, row.attribute or row.name), row.digits)
     console.print(table)
     sources = ", ".join(f"{k} {v}" for k, v in sorted(s.output_tokens_source.items())) or "none"
     errors = ", ".join(f"{k} {v}" for k, v in s.errors.items())
@@ -291,8 +285,7 @@ def render_result(console: Console, result: BenchResult) -> None:
         title = ("Find max: each probe against the objectives" if search is not None
                  else "Sweep: per-request speed vs aggregate throughput")
         table = Table(title=title, title_justify="left", show_edge=False)
-        columns = ["load", "ok", "failed", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "decode tok/s/req p50",
-                   "output tok/s total", "req/s", "E2E p99 ms", "lag p99 ms"]
+        columns = ["load", "ok", "failed", *(c.title for c in tables.CONSOLE_SWEEP)]
         if search is not None:
             columns.append("objectives")
         for column in columns:
@@ -302,9 +295,7 @@ def render_result(console: Console, result: BenchResult) -> None:
         for step in result.steps:
             s = step.summary
             row = [step_name(step), str(s.requests_completed), str(s.requests_failed),
-                   _f(s.ttft_ms.p50), _f(s.ttft_ms.p99), _f(s.tpot_ms.p50, 2), _f(s.decode_speed_tok_s.p50),
-                   _f(s.output_throughput_tok_s), _f(s.request_throughput_rps, 2), _f(s.e2e_ms.p99),
-                   _f(s.client_lag_ms.p99, 2)]
+                   *(_f(c.of(s), c.digits) for c in tables.CONSOLE_SWEEP)]
             if search is not None:
                 probe = verdicts.get(step.index)
                 row.append("-" if probe is None else "[green]met[/green]" if probe.passed

@@ -27,20 +27,32 @@ from tokometer.metrics import registry
 from tokometer.metrics.summary import StepSummary
 from tokometer.store.runs import StoredRun
 
-__all__ = ["CSV_COLUMNS", "WINDOW_COLUMNS", "csv_text", "run_rows", "step_row", "step_rows", "summary_row",
+__all__ = ["CSV_COLUMNS", "WINDOW_COLUMNS", "columns", "csv_text", "run_rows", "step_row", "step_rows", "summary_row",
            "window_rows", "write_csv"]
 
-_METRIC_COLUMNS = registry.csv_columns()
 WINDOW_COLUMNS = ["window", "window_start_s", "window_end_s"]
 """Which part of the step a row is of: ``step``, ``steady`` or ``slice N``; and that window's span."""
-CSV_COLUMNS = ["step", "concurrency", "rate", *(column for column, _, _ in _METRIC_COLUMNS), "trial", *WINDOW_COLUMNS]
-"""The load's columns, then each metric's (`tokometer.metrics.registry.csv_columns`, in registry order), the
-trial, then the window's."""
-_WINDOW_FIGURES = {"requests_completed": "completed", "requests_failed": "failed",
+_WINDOW_SCALARS = {"requests_completed": "completed", "requests_failed": "failed",
                    **{name: name for name in ("output_throughput_tok_s", "request_throughput_rps",
-                                              "achieved_concurrency", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")}}
-"""A CSV metric a window has -> its key in the window (`tokometer.metrics.window.window_summary`); its
-``duration_s`` is its length."""
+                                              "achieved_concurrency")}}
+"""A CSV metric of the step as a whole a window has -> its key in the window
+(`tokometer.metrics.window.window_summary`); its ``duration_s`` is its length."""
+
+
+def columns() -> list[str]:
+    """The load's columns, then each metric's (`tokometer.metrics.registry.csv_columns`, in registry order), the
+    trial, then the window's: of the registry in use when called."""
+    return ["step", "concurrency", "rate", *(column for column, _, _ in registry.csv_columns()), "trial",
+            *WINDOW_COLUMNS]
+
+
+CSV_COLUMNS = columns()
+"""The CSV's columns (`columns`) of the registry's own rows."""
+
+
+def _window_figures() -> dict[str, str]:
+    """A CSV metric a window has -> its key in the window: `_WINDOW_SCALARS` and the registry's window rows."""
+    return {**_WINDOW_SCALARS, **{row.attribute or row.name: row.name for row in registry.window_rows()}}
 _DIGITS = {"s": 4, "tok/s": 3, "req/s": 4, "requests": 3}
 """Decimals a rate or a duration is rounded to, by unit (a count is whole already; percentiles are not rounded)."""
 
@@ -64,14 +76,15 @@ def run_rows(run: StoredRun) -> list[dict[str, Any]]:
 
 def _window_row(head: dict[str, Any], name: str, window: dict[str, Any]) -> dict[str, Any]:
     start, end = window.get("start_s"), window.get("end_s")
-    row = {**head, **dict.fromkeys(column for column, _, _ in _METRIC_COLUMNS), "window": name,
+    metric_columns, figures = registry.csv_columns(), _window_figures()
+    row = {**head, **dict.fromkeys(column for column, _, _ in metric_columns), "window": name,
            "window_start_s": start, "window_end_s": end}
-    for column, metric, stat in _METRIC_COLUMNS:
+    for column, metric, stat in metric_columns:
         attribute = metric.attribute or metric.name
         if attribute == "duration_s":
             row[column] = (round(end - start, _DIGITS["s"])
                            if isinstance(start, (int, float)) and isinstance(end, (int, float)) else None)
-        elif (key := _WINDOW_FIGURES.get(attribute)) is not None:
+        elif (key := figures.get(attribute)) is not None:
             value = window.get(key)
             row[column] = (value.get(stat) if isinstance(value, dict) else None) if stat else _cell(value, metric.unit)
     return {k: "" if v is None else v for k, v in row.items()}
@@ -107,14 +120,14 @@ def summary_row(index: int, step: LoadStep | None, trial: int | None, summary: S
         "trial": trial if trial is not None else "",
         "window": "step", "window_start_s": "", "window_end_s": "",
     }
-    for column, metric, stat in _METRIC_COLUMNS:
+    for column, metric, stat in registry.csv_columns():
         value = getattr(summary, metric.attribute or metric.name)
         row[column] = value.stat(stat) if stat else _cell(value, metric.unit)
     return row
 
 
 def _write(handle: Any, rows: Iterable[dict[str, Any]]) -> None:
-    writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+    writer = csv.DictWriter(handle, fieldnames=columns())
     writer.writeheader()
     writer.writerows(rows)
 

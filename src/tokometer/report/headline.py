@@ -6,11 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["COLUMNS", "describe", "fmt", "headline", "reasoning_line", "step_rows"]
+from tokometer.report import tables
 
-COLUMNS = ("load", "ok", "failed", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "decode tok/s/req p50",
-           "output tok/s total", "req/s", "E2E p99 ms", "power")
-"""The per-step table's columns (the bench sweep table's, and the knee's power)."""
+__all__ = ["columns", "describe", "fmt", "headline", "reasoning_line", "step_rows"]
+
+
+
+def columns() -> tuple[str, ...]:
+    """The per-step table's columns: the load, its counts, `tokometer.report.tables.REPORT_SWEEP`, and the
+    knee's power."""
+    return ("load", "ok", "failed", *(c.title for c in tables.REPORT_SWEEP), "power")
 
 
 def fmt(value: float | int | None, digits: int = 1) -> str:
@@ -28,7 +33,7 @@ def _dist(summary: Mapping[str, Any], name: str, key: str) -> float | None:
 
 
 def step_rows(run: Mapping[str, Any]) -> list[list[str]]:
-    """One row of `COLUMNS` per step; the knee's load is marked ``(knee)`` (each of its trials), a find-max
+    """One row of `columns` per step; the knee's load is marked ``(knee)`` (each of its trials), a find-max
     probe ``(met)`` or ``(missed)``."""
     rows = []
     knee = run["loads"][run["knee_load"]]["steps"] if run.get("knee_load") is not None else []
@@ -39,10 +44,7 @@ def step_rows(run: Mapping[str, Any]) -> list[list[str]]:
         label += "" if probe is None else " (met)" if probe["passed"] else " (missed)"
         label += " (interrupted)" if step["interrupted"] else ""
         rows.append([label, fmt(s.get("requests_completed")), fmt(s.get("requests_failed")),
-                     fmt(_dist(s, "ttft_ms", "p50")), fmt(_dist(s, "ttft_ms", "p99")),
-                     fmt(_dist(s, "tpot_ms", "p50"), 2), fmt(_dist(s, "decode_speed_tok_s", "p50")),
-                     fmt(s.get("output_throughput_tok_s")), fmt(s.get("request_throughput_rps"), 2),
-                     fmt(_dist(s, "e2e_ms", "p99")), fmt(step["power"], 0)])
+                     *(fmt(c.read(s), c.digits) for c in tables.REPORT_SWEEP), fmt(step["power"], 0)])
     return rows
 
 
@@ -74,6 +76,21 @@ def describe(run: Mapping[str, Any]) -> str:
     return what
 
 
+def _session_lines(done: list[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> list[str]:
+    """Multi-turn sessions: TTFT as the history grows, turn by turn, a sentence per step that has turns."""
+    lines = []
+    for step, s in done:
+        turns = [t for t in s.get("per_turn") or [] if (t.get("ttft_ms") or {}).get("p50") is not None]
+        if len(turns) > 1:
+            cache = turns[-1].get("prompt_cache_hit_rate")
+            lines.append(f"Sessions at {step['label']}: TTFT p50 by turn " + ", ".join(
+                f"{fmt(float(t['ttft_ms']['p50']))}" for t in turns) + f" ms (turns 1-{turns[-1]['turn']}; prompt "
+                f"{fmt(turns[0].get('input_tokens_mean'), 0)} to {fmt(turns[-1].get('input_tokens_mean'), 0)} tokens"
+                + (f", {100 * cache:.0f}% of the last turn's from the server's cache" if cache is not None else "")
+                + ").")
+    return lines
+
+
 def headline(run: Mapping[str, Any]) -> list[str]:
     """A few sentences: the knee, the fastest single request, the most throughput, failures, the client."""
     steps = run["steps"]
@@ -103,15 +120,7 @@ def headline(run: Mapping[str, Any]) -> list[str]:
     lines.append(f"Fastest per request: {fmt(_dist(fastest[1], 'decode_speed_tok_s', 'p50'))} tok/s "
                  f"(decode p50 at {fastest[0]['label']}); most in all: "
                  f"{fmt(busiest[1].get('output_throughput_tok_s'))} output tok/s (at {busiest[0]['label']}).")
-    for step, s in done:  # multi-turn sessions: TTFT as the history grows, turn by turn
-        turns = [t for t in s.get("per_turn") or [] if (t.get("ttft_ms") or {}).get("p50") is not None]
-        if len(turns) > 1:
-            cache = turns[-1].get("prompt_cache_hit_rate")
-            lines.append(f"Sessions at {step['label']}: TTFT p50 by turn " + ", ".join(
-                f"{fmt(float(t['ttft_ms']['p50']))}" for t in turns) + f" ms (turns 1-{turns[-1]['turn']}; prompt "
-                f"{fmt(turns[0].get('input_tokens_mean'), 0)} to {fmt(turns[-1].get('input_tokens_mean'), 0)} tokens"
-                + (f", {100 * cache:.0f}% of the last turn's from the server's cache" if cache is not None else "")
-                + ").")
+    lines += _session_lines(done)
     reasoned = [(step, s["reasoning"]) for step, s in done if s.get("reasoning")]
     if reasoned:
         step, reasoning = reasoned[-1]

@@ -14,10 +14,10 @@ from typing import Any
 
 from tokometer.jsontext import dumps
 from tokometer.report import charts
-from tokometer.report.headline import COLUMNS, describe, fmt, headline, step_rows
+from tokometer.report.headline import columns, describe, fmt, headline, step_rows
 from tokometer.report.pareto import PARETO_COLUMNS, pareto_lines, pareto_rows, pareto_title
-from tokometer.report.slices import SLICE_COLUMNS, slice_tables
-from tokometer.report.steady import STEADY_COLUMNS, STEADY_NOTE, steady_rows
+from tokometer.report.slices import slice_columns, slice_tables
+from tokometer.report.steady import STEADY_NOTE, steady_columns, steady_rows
 
 __all__ = ["CHART_IDS", "DATA_ID", "embed_json", "render_html"]
 
@@ -86,7 +86,7 @@ def _summary(runs: Sequence[Mapping[str, Any]]) -> str:
         what = describe(run)
         items = "".join(f"<li>{_e(line)}</li>" for line in headline(run))
         parts.append(f"<h3>{_e(run['name'])}: {_e(what)}</h3><p class=\"meta\">{_e(run['status'])}, started "
-                     f"{_e(run['started_at'])}</p><ul>{items}</ul>{_table(COLUMNS, step_rows(run))}")
+                     f"{_e(run['started_at'])}</p><ul>{items}</ul>{_table(columns(), step_rows(run))}")
     return "".join(parts)
 
 
@@ -149,7 +149,7 @@ def _slices(runs: Sequence[Mapping[str, Any]]) -> str:
     if not tables:
         return _note("No step of these runs was cut into time slices (bench --time-slice).")
     chart = _chart(charts.time_slices(runs), CHART_IDS["slices"])
-    return chart + "".join(f"<h3>{_e(title)}</h3>" + _table(SLICE_COLUMNS, rows, text_columns=())
+    return chart + "".join(f"<h3>{_e(title)}</h3>" + _table(slice_columns(), rows, text_columns=())
                            for title, rows in tables) + _note(
         "A request belongs to the slice it was sent in; output tokens to the slice they arrived in; the load "
         "(concurrency, send rate) counts warm-up requests too (the metric definitions page, \"Time slices and "
@@ -183,7 +183,7 @@ def render_html(data: Mapping[str, Any]) -> str:
                  "objectives (✕) is never it; ◆ marks the find-max answer.") + _pareto(data.get("pareto"))),
         ("TTFT against load", _optional(charts.ttft_vs_load(runs), CHART_IDS["ttft_load"],
                                         "Fewer than two loads of one kind: no TTFT-against-load chart.")),
-        ("Steady state", _table(STEADY_COLUMNS, steady_rows(runs), text_columns=(0, 1, 2, 6)) + _note(STEADY_NOTE)),
+        ("Steady state", _table(steady_columns(), steady_rows(runs), text_columns=(0, 1, 2, 6)) + _note(STEADY_NOTE)),
         ("Time slices", _slices(runs)),
         ("Latency distributions", _chart(charts.cdf(runs, "ttft_ms", "TTFT per step (CDF)", "TTFT, ms"),
                                          CHART_IDS["ttft"])

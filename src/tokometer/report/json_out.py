@@ -26,7 +26,7 @@ from typing import Any
 from tokometer.atomicfile import write_atomic
 from tokometer.benchmark.run import BenchResult
 from tokometer.jsontext import dumps
-from tokometer.metrics import DEFINITIONS
+from tokometer.metrics.registry import definitions
 from tokometer.report.data import find_max_of
 from tokometer.store.runs import BENCH_SCHEMA, StoredRun
 
@@ -43,7 +43,7 @@ def run_json(run: StoredRun) -> dict[str, Any]:
             "status": run.status, "started_at": run.started_at, "finished_at": run.finished_at,
             "target": {"url": run.target, "api": run.api, "model": run.model}, "spec": dict(run.spec),
             "prompt_source": run.extra.get("prompt_source"), "engine": run.engine.to_json() if run.engine else None,
-            "host": dict(run.host) if run.host is not None else None, "definitions": DEFINITIONS,
+            "host": dict(run.host) if run.host is not None else None, "definitions": definitions(),
             "warnings": list(run.extra.get("warnings") or ()),
             "find_max": search.to_json() if search is not None else None,
             "steps": [s.to_json() for s in run.steps]}

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tokometer.report.headline import COLUMNS, describe, headline, step_rows
+from tokometer.report.headline import columns, describe, headline, step_rows
 from tokometer.report.pareto import PARETO_COLUMNS, pareto_lines, pareto_rows, pareto_title
-from tokometer.report.slices import SLICE_COLUMNS, slice_tables
-from tokometer.report.steady import STEADY_COLUMNS, STEADY_NOTE, steady_rows
+from tokometer.report.slices import slice_columns, slice_tables
+from tokometer.report.steady import STEADY_NOTE, steady_columns, steady_rows
 
 __all__ = ["render_markdown"]
 
@@ -30,7 +30,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 def _run(run: Mapping[str, Any]) -> list[str]:
     lines = [f"### {run['name']}: {describe(run)}", "", f"{run['status']}, started {run['started_at']}.", ""]
     lines += [f"- {line}" for line in headline(run)]
-    lines += ["", *_table(COLUMNS, step_rows(run)), ""]
+    lines += ["", *_table(columns(), step_rows(run)), ""]
     return lines
 
 
@@ -41,9 +41,9 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     for run in data["runs"]:
         lines += _run(run)
     if steady := steady_rows(data["runs"]):
-        lines += ["### Steady state", "", STEADY_NOTE, "", *_table(STEADY_COLUMNS, steady), ""]
+        lines += ["### Steady state", "", STEADY_NOTE, "", *_table(steady_columns(), steady), ""]
     for title, rows in slice_tables(data["runs"]):
-        lines += [f"#### {title}", "", *_table(SLICE_COLUMNS, rows), ""]
+        lines += [f"#### {title}", "", *_table(slice_columns(), rows), ""]
     if "pareto" in data:
         front = data["pareto"]
         lines += ["### Pareto front", "", f"{pareto_title(front)}.", "", *_table(PARETO_COLUMNS, pareto_rows(front)),

@@ -10,10 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["SLICE_COLUMNS", "slice_cells", "slice_tables", "slice_title"]
+from tokometer.report import tables
 
-SLICE_COLUMNS = ("from s", "requests", "target", "concurrency", "send/s", "output tok/s", "TTFT p50 ms",
-                 "TTFT p99 ms", "TPOT p50 ms")
+__all__ = ["slice_cells", "slice_columns", "slice_tables", "slice_title"]
+
+
+
+def slice_columns() -> tuple[str, ...]:
+    """The slice table's columns: the slice's load, then its metrics (`tokometer.report.tables.SLICE_METRICS`)."""
+    return ("from s", "requests", "target", "concurrency", "send/s", "output tok/s",
+            *(c.title for c in tables.SLICE_METRICS))
 
 
 def _f(value: float | None, digits: int = 1) -> str:
@@ -27,10 +33,10 @@ def slice_title(block: Mapping[str, Any]) -> str:
 
 
 def slice_cells(block: Mapping[str, Any]) -> list[list[str]]:
-    """One row of `SLICE_COLUMNS` per slice of a step's ``time_slices`` block."""
+    """One row of `slice_columns` per slice of a step's ``time_slices`` block."""
     return [[_f(sl["start_s"], 2), str(sl["requests"]), _f(sl["target"], 2), _f(sl["achieved_concurrency"], 2),
-             _f(sl["send_rate_rps"], 1), _f(sl["output_throughput_tok_s"]), _f(sl["ttft_ms"]["p50"]),
-             _f(sl["ttft_ms"]["p99"]), _f(sl["tpot_ms"]["p50"], 2)] for sl in block.get("slices") or ()]
+             _f(sl["send_rate_rps"], 1), _f(sl["output_throughput_tok_s"]),
+             *(_f(c.read(sl), c.digits) for c in tables.SLICE_METRICS)] for sl in block.get("slices") or ()]
 
 
 def slice_tables(runs: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[list[str]]]]:

@@ -6,14 +6,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["STEADY_COLUMNS", "STEADY_NOTE", "steady_rows"]
+from tokometer.report import tables
 
-STEADY_COLUMNS = ("run", "step", "window s", "requests", "target", "achieved", "at target", "TTFT p50 ms",
-                  "TPOT p50 ms", "output tok/s")
-"""Each number column holds the steady state's value, then the whole step's in brackets."""
+__all__ = ["STEADY_NOTE", "steady_columns", "steady_rows"]
+
 STEADY_NOTE = ("Each step over the window where its load was at its target (within the run's --steady-tolerance): "
                "the first wave and the drain left out; in brackets, the whole step's number (the metric "
                "definitions page, \"Time slices and steady state\").")
+
+
+def steady_columns() -> tuple[str, ...]:
+    """The table's columns; each number column holds the steady state's value, then the whole step's in
+    brackets (its latencies: `tokometer.report.tables.STEADY_REPORT`)."""
+    return ("run", "step", "window s", "requests", "target", "achieved", "at target",
+            *(c.title for c in tables.STEADY_REPORT), "output tok/s")
 
 
 def _f(value: float | None, digits: int = 1) -> str:
@@ -35,7 +41,7 @@ def steady_rows(runs: Sequence[Mapping[str, Any]]) -> list[list[str]]:
                 continue
             if not state.get("found"):
                 rows.append([run["name"], step["label"], "not found: " + str(state.get("reason", "")),
-                             *["-"] * (len(STEADY_COLUMNS) - 3)])
+                             *["-"] * (len(steady_columns()) - 3)])
                 continue
             achieved = (f"c {_f(state['achieved_concurrency'], 2)}" if state["basis"] == "concurrency"
                         else f"{_f(state['send_rate_rps'], 2)}/s")
@@ -43,7 +49,6 @@ def steady_rows(runs: Sequence[Mapping[str, Any]]) -> list[list[str]]:
             rows.append([run["name"], step["label"], f"{state['start_s']:.2f}-{state['end_s']:.2f}",
                          f"{state['requests']} of {total}", f"{state['target']:g}", achieved,
                          "yes" if state["at_target"] else "no",
-                         _pair(state["ttft_ms"]["p50"], (summary.get("ttft_ms") or {}).get("p50")),
-                         _pair(state["tpot_ms"]["p50"], (summary.get("tpot_ms") or {}).get("p50"), 2),
+                         *(_pair(c.read(state), c.read(summary), c.digits) for c in tables.STEADY_REPORT),
                          _pair(state["output_throughput_tok_s"], summary.get("output_throughput_tok_s"))])
     return rows

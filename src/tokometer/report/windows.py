@@ -10,8 +10,9 @@ from typing import Any
 
 from rich.table import Table
 
-from tokometer.metrics import StepSummary
-from tokometer.report.slices import SLICE_COLUMNS, slice_cells, slice_title
+from tokometer.metrics import StepSummary, registry
+from tokometer.report import tables
+from tokometer.report.slices import slice_cells, slice_columns, slice_title
 
 __all__ = ["slice_table", "steady_lines"]
 
@@ -33,9 +34,7 @@ def steady_lines(s: StepSummary) -> list[str]:
     window = (f"steady state: {st['start_s']:.2f}-{st['end_s']:.2f} s, {st['requests']} requests "
               f"(of {s.requests_completed + s.requests_failed}); {load} against a target of {st['target']:g} "
               f"({held}, tolerance {100 * st['tolerance']:g} %)")
-    pairs = [("TTFT p50", st["ttft_ms"]["p50"], s.ttft_ms.p50, "ms", 1),
-             ("TTFT p99", st["ttft_ms"]["p99"], s.ttft_ms.p99, "ms", 1),
-             ("TPOT p50", st["tpot_ms"]["p50"], s.tpot_ms.p50, "ms", 2),
+    pairs = [*((c.name, c.read(st), c.of(s), registry.by_name(c.metric).unit, c.digits) for c in tables.STEADY_CONSOLE),
              ("output", st["output_throughput_tok_s"], s.output_throughput_tok_s, "tok/s", 1),
              ("req/s", st["request_throughput_rps"], s.request_throughput_rps, "", 2)]
     numbers = "; ".join(f"{name} {_f(steady, digits)} (step {_f(whole, digits)})" + (f" {unit}" if unit else "")
@@ -49,7 +48,7 @@ def slice_table(s: StepSummary) -> Table | None:
     if not block or not block.get("slices"):
         return None
     table = Table(title=f"  {slice_title(block)}", title_justify="left", show_edge=False)
-    for column in SLICE_COLUMNS:
+    for column in slice_columns():
         table.add_column(column, justify="right")
     for row in slice_cells(block):
         table.add_row(*row)

@@ -48,8 +48,8 @@ def _ref_window(records: Sequence[RequestRecord], chosen: Sequence[RequestRecord
         "send_rate_rps": round(load.sends(a, b) / length_s, 6) if length_s > 0 else None,
         "request_throughput_rps": round(completed / length_s, 6) if length_s > 0 else None,
         "output_throughput_tok_s": round(tokens / length_s, 6) if length_s > 0 else None,
-        "ttft_ms": summary.ttft_ms.to_json(), "tpot_ms": summary.tpot_ms.to_json(),
-        "itl_ms": summary.itl_ms.to_json(), "e2e_ms": summary.e2e_ms.to_json(),
+        "ttft_ms": summary.ttft_ms.to_json(), "ttst_ms": summary.ttst_ms.to_json(),
+        "tpot_ms": summary.tpot_ms.to_json(), "itl_ms": summary.itl_ms.to_json(), "e2e_ms": summary.e2e_ms.to_json(),
         "goodput_rps": (round(sum(1 for r in chosen if r.ok and slo.met(r)) / length_s, 6)
                         if slo is not None and not slo.empty and length_s > 0 else None),
         "overload": summary.overload.to_json() if summary.overload is not None else None,
