@@ -57,8 +57,8 @@ from typing import Any, Literal, get_args
 import numpy as np
 import numpy.typing as npt
 
-from tokometer.engines.gpu_count import gpu_count
 from tokometer.errors import ConfigError
+from tokometer.gpu_count import gpu_count
 from tokometer.metrics import pareto, registry
 from tokometer.metrics import request as m
 from tokometer.metrics.pooling import pool_trials
@@ -550,7 +550,7 @@ def unlike_fields(base: StoredRun, new: StoredRun) -> list[str]:
 
 
 def run_gpus(run: StoredRun) -> tuple[int | None, str]:
-    """How many GPUs served ``run`` and how that is known (`tokometer.engines.gpu_count.gpu_count`): its spec's
+    """How many GPUs served ``run`` and how that is known (`tokometer.gpu_count.gpu_count`): its spec's
     ``gpus`` (``bench --gpus``) first, then the engine saved with it."""
     return gpu_count(run.engine.to_json() if run.engine else None, run.spec.get("gpus"))
 

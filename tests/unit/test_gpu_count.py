@@ -1,9 +1,9 @@
-"""How many GPUs served a run (`tokometer.engines.gpu_count`): stated with ``bench --gpus``, else the product of
+"""How many GPUs served a run (`tokometer.gpu_count`): stated with ``bench --gpus``, else the product of
 the parallel sizes on the vLLM or SGLang command line saved with the run."""
 
 from __future__ import annotations
 
-from tokometer.engines.gpu_count import gpu_count
+from tokometer.gpu_count import gpu_count
 
 
 def test_gpu_count_from_the_engine_saved_with_the_run() -> None:

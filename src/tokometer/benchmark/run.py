@@ -27,7 +27,7 @@ from tokometer.benchmark.results import BenchResult, StepResult
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.benchmark.step_warnings import step_warnings
 from tokometer.client.streamclient import Target, Timeouts
-from tokometer.engines.gpu_count import gpu_count
+from tokometer.gpu_count import gpu_count
 from tokometer.hostinfo import host_info
 from tokometer.load.cluster import RayLoad
 from tokometer.load.runner import StepLimits, StepOutcome

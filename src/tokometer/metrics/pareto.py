@@ -3,7 +3,7 @@
 Each load of a run is one point (its trials pooled, as the knee pools them: `tokometer.metrics.pooling`):
 
 - x, ``throughput``: output tokens per second of all requests together, divided by the run's GPU count when
-  the run states it (``bench --gpus``) or the engine saved with it names it (`tokometer.engines.gpu_count`) and
+  the run states it (``bench --gpus``) or the engine saved with it names it (`tokometer.gpu_count`) and
   every run on the chart knows its own (`points`; otherwise all points use the total, and the note says which
   run's count is unknown);
 - y, ``speed``: per-request decode speed p50 (tokens per second of one request).
@@ -233,7 +233,7 @@ def compare_fronts(a_points: Sequence[Point], b_points: Sequence[Point], unit: s
 @dataclass(frozen=True)
 class RunLoads:
     """One run's loads (short form, pooled throughput in all, pooled decode p50) and its GPUs
-    (`tokometer.engines.gpu_count.gpu_count`)."""
+    (`tokometer.gpu_count`)."""
 
     run: int
     name: str

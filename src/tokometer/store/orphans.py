@@ -22,7 +22,7 @@ import psutil
 from sqlalchemy import Engine, inspect, select, update
 from sqlalchemy.engine import Connection
 
-from tokometer.engines.gpu_count import gpu_count
+from tokometer.gpu_count import gpu_count
 from tokometer.load.profiles import LoadStep
 from tokometer.metrics import SLO, summarize
 from tokometer.metrics.window import step_windows

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from tokometer.engines.gpu_count import gpu_count
+from tokometer.gpu_count import gpu_count
 from tokometer.metrics.pareto import (
     Point,
     RunLoads,
