@@ -39,6 +39,7 @@ _START_LEAD_NS = 200_000_000
 
 def _worker_main(control: Connection, conn: Connection, setup: WorkerSetup, step: LoadStep, step_index: int,
                  limits: StepLimits, prompts: Items, seed: int, workers: int, w: int) -> None:
+    """A worker process: its share of the step on its own uvloop, deaf to SIGINT (the parent says stop)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import uvloop
 
