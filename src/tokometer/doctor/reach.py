@@ -28,9 +28,6 @@ __all__ = ["SLOW_CONNECT_MS", "close_matches", "date_skew_s", "model_names", "ru
 SLOW_CONNECT_MS = 300.0
 """A name lookup, TCP connect or TLS handshake slower than this is a finding: every new connection pays it."""
 
-_STEP_NAMES = {"dns_ms": "DNS", "tcp_connect_ms": "TCP connect", "tls_ms": "TLS"}
-"""Each step of opening a connection, as its time is keyed in the findings and as a sentence says it."""
-
 _MODEL_LISTS = {"openai-chat": "/v1/models", "openai-completions": "/v1/models", "ollama": "/api/tags",
                 "tgi": "/info", "llamacpp": "/props"}
 
@@ -167,6 +164,10 @@ def _note_answers(session: Session, listing: StreamedResponse, health: StreamedR
             session.server_date_skew_s = date_skew_s(response.headers["date"])
             break
     session.www_authenticate = listing.headers.get("www-authenticate", "")
+
+
+_STEP_NAMES = {"dns_ms": "DNS", "tcp_connect_ms": "TCP connect", "tls_ms": "TLS"}
+"""Each step of opening a connection, as its time is keyed in the findings and as a sentence says it."""
 
 
 def _report_connection(session: Session, list_path: str, listing: StreamedResponse,
