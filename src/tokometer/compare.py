@@ -59,6 +59,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokometer.errors import ConfigError
+from tokometer.gpu_count import gpu_count
 from tokometer.metrics import pareto, registry
 from tokometer.metrics import request as m
 from tokometer.metrics.pooling import pool_trials
@@ -582,9 +583,9 @@ def unlike_fields(base: StoredRun, new: StoredRun) -> list[str]:
 
 
 def run_gpus(run: StoredRun) -> tuple[int | None, str]:
-    """How many GPUs served ``run`` and how that is known (`tokometer.metrics.pareto.gpu_count`): its spec's
+    """How many GPUs served ``run`` and how that is known (`tokometer.gpu_count.gpu_count`): its spec's
     ``gpus`` (``bench --gpus``) first, then the engine saved with it."""
-    return pareto.gpu_count(run.engine.to_json() if run.engine else None, run.spec.get("gpus"))
+    return gpu_count(run.engine.to_json() if run.engine else None, run.spec.get("gpus"))
 
 
 def front_loads(run: StoredRun, records: Sequence[RequestRecord], name: str | None = None) -> pareto.RunLoads:

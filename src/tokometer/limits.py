@@ -2,7 +2,7 @@
 imports, so that ``bench``'s spec reads them without loading the metrics).
 
 - `MAX_GPUS`: the most GPUs a run is taken to have: ``bench --gpus``, the spec's saved ``gpus``, the product
-  of an engine's parallel sizes (`tokometer.metrics.pareto.gpu_count`);
+  of an engine's parallel sizes (`tokometer.gpu_count.gpu_count`);
 - `MIN_SLICE_S`, `MAX_SLICE_S`: the shortest and the longest time slice (``bench --time-slice``, a ramp
   search's tenths of its ramp, a width read back from a store: `tokometer.metrics.window`).
 """

@@ -27,12 +27,12 @@ from tokometer.benchmark.results import BenchResult, StepResult
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.benchmark.step_warnings import step_warnings
 from tokometer.client.streamclient import Target, Timeouts
+from tokometer.gpu_count import gpu_count
 from tokometer.hostinfo import host_info
 from tokometer.load.cluster import RayLoad
 from tokometer.load.runner import StepLimits, StepOutcome
 from tokometer.load.share import WorkerSetup
 from tokometer.metrics import SLO, summarize
-from tokometer.metrics.pareto import gpu_count
 from tokometer.metrics.textcheck import check_text
 from tokometer.metrics.window import step_windows
 from tokometer.store.store import ResultStore, now_iso

@@ -57,7 +57,7 @@ class BenchSpec(BaseModel):
     scrape_interval_s: float = Field(1.0, ge=0.05, le=60.0)
     gpus: int | None = Field(None, ge=1, le=MAX_GPUS)
     """How many GPUs serve the endpoint (``--gpus``): throughput per GPU and the Pareto front per GPU use it,
-    before anything the engine's command line says (`tokometer.metrics.pareto.gpu_count`); None: not stated."""
+    before anything the engine's command line says (`tokometer.gpu_count.gpu_count`); None: not stated."""
 
     concurrency: list[int] = Field(default_factory=list)
     rate: list[float] = Field(default_factory=list)

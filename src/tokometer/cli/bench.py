@@ -24,7 +24,7 @@ from tokometer.cli.options import (
     parse_int_list,
     parse_size,
 )
-from tokometer.cli.specoption import SpecOption, flag_words, user_fields
+from tokometer.cli.specoption import SpecOption, flag_words, spec_options, user_fields
 from tokometer.cli.terminate import EXIT_CODE, Terminate
 from tokometer.datasets.images import ImageFormat
 from tokometer.limits import MAX_GPUS
@@ -55,8 +55,8 @@ spec_option = functools.partial(click.option, cls=SpecOption, spec=_spec)
 """An option for a `BenchSpec` field: its default is the field's (`tokometer.cli.specoption`)."""
 
 
-def _negated(value: bool) -> bool:
-    """A ``--no-X``/``--insecure`` flag's default: the opposite of its field's."""
+def _negated(value: bool, flag: str = "") -> bool:
+    """A ``--no-X``/``--insecure`` flag against its field, either way: the one is the opposite of the other."""
     return not value
 
 
@@ -70,7 +70,14 @@ def _listed(values: list[float]) -> str | None:
     return ",".join(f"{v:g}" for v in values) or None
 
 
+_DURATION: dict[str, Any] = {"to_cli": _seconds, "from_cli": parse_duration}
+"""A field of seconds as a duration option, both ways (``600.0`` <-> ``600s``)."""
+_NEGATION: dict[str, Any] = {"to_cli": _negated, "from_cli": _negated}
+"""A boolean field as the flag that turns it off (``--no-check``, ``--insecure``)."""
+
+
 def _mebibytes(size: int) -> str:
+    """A size field's bytes as the size option's text: ``1048576`` -> ``1 MiB``."""
     return f"{size / 2**20:g} MiB"
 
 
@@ -84,26 +91,27 @@ def _mebibytes(size: int) -> str:
 @spec_option("--api-key", callback=api_key_option, envvar="TOKOMETER_API_KEY", field="api_key",
              help="Bearer token (or TOKOMETER_API_KEY).")
 @spec_option("--header", "headers", field="headers", multiple=True, default=(),
+             from_cli=lambda lines, _: parse_headers(lines),
              help="Extra request header 'Name: value' (repeatable).")
 @spec_option("--ca-bundle", type=click.Path(dir_okay=False), field="ca_bundle",
              help="PEM file of CAs to trust for an https:// URL (a private CA or a self-signed server).")
-@spec_option("--insecure", is_flag=True, field="tls_verify", to_cli=_negated,
+@spec_option("--insecure", is_flag=True, field="tls_verify", **_NEGATION,
              help="Do not check an https:// server's certificate (test servers only).")
-@spec_option("--no-check", is_flag=True, field="check", to_cli=_negated,
+@spec_option("--no-check", is_flag=True, field="check", **_NEGATION,
              help="Skip the 1-token check request sent before the run (it finds a wrong --api, URL or key before a "
                   "thousand requests fail).")
 @spec_option("--server-metrics", show_default=True, field="server_metrics", metavar="auto|off|URL",
              help="The server's Prometheus /metrics to sample through the run (auto: at the URL's origin).")
 @spec_option("--gpu-metrics", show_default=True, field="gpu_metrics", metavar="auto|nvml|off|URL",
              help="GPU telemetry: NVML for a server on this machine, or a DCGM exporter's /metrics URL.")
-@spec_option("--scrape-interval", show_default=True, field="scrape_interval_s", to_cli=_seconds,
+@spec_option("--scrape-interval", show_default=True, field="scrape_interval_s", **_DURATION,
              help="How often server and GPU metrics are read.")
 @spec_option("--gpus", type=click.IntRange(min=1, max=MAX_GPUS), field="gpus",
              help="How many GPUs serve the endpoint: throughput and the Pareto front per GPU [default: the "
                   "vLLM or SGLang command line tokometer started, else unknown].")
-@spec_option("--concurrency", "-c", field="concurrency", to_cli=_listed,
+@spec_option("--concurrency", "-c", field="concurrency", to_cli=_listed, from_cli=parse_int_list,
              help="Concurrency levels to sweep, e.g. 1,4,16 (closed loop).")
-@spec_option("--rate", "-r", field="rate", to_cli=_listed,
+@spec_option("--rate", "-r", field="rate", to_cli=_listed, from_cli=parse_float_list,
              help="Request rates per second to sweep, e.g. 10,20 (open loop).")
 @spec_option("--synchronous", is_flag=True, field="synchronous",
              help="One request at a time (instead of --concurrency or --rate).")
@@ -116,15 +124,15 @@ def _mebibytes(size: int) -> str:
              help="Ramp each step's --concurrency or --rate up from --ramp-from over --ramp-time, then hold it.")
 @spec_option("--ramp-from", type=FiniteFloat(min=0), field="ramp_from",
              help="Where a --ramp starts: concurrency slots (at least 1), or requests a second.")
-@spec_option("--ramp-time", field="ramp_time_s", to_cli=_seconds, help="How long a --ramp takes, e.g. 30s.")
-@spec_option("--time-slice", field="time_slice_s", to_cli=_seconds,
+@spec_option("--ramp-time", field="ramp_time_s", **_DURATION, help="How long a --ramp takes, e.g. 30s.")
+@spec_option("--time-slice", field="time_slice_s", **_DURATION,
              help="Also summarise each step per slice of this long (requests by send time), e.g. 10s.")
 @spec_option("--steady-tolerance", type=FiniteFloat(min=0, min_open=True), field="steady_tolerance",
              show_default=True, help="How close to its target the load must be for the step's steady state.")
 @spec_option("--requests", "-n", "requests_", type=int, field="requests",
              help=f"Measured requests per step [default: {{default}}; {EMBEDDED_PROFILE['requests']} for the embedded "
                   "engine].")
-@spec_option("--duration", field="duration_s", to_cli=_seconds, help="Stop each step after this long, e.g. 30s, 2m.")
+@spec_option("--duration", field="duration_s", **_DURATION, help="Stop each step after this long, e.g. 30s, 2m.")
 @spec_option("--warmup", type=int, field="warmup", show_default=True,
              help="Requests per step sent first and left out of results.")
 @spec_option("--input-tokens", type=int, field="input_tokens",
@@ -156,7 +164,7 @@ def _mebibytes(size: int) -> str:
 @spec_option("--seed", type=int, field="seed",
              help="Seed for prompts, arrival times and sampling (default: a fresh one per run, recorded with it, so "
                   "that no run is answered from an earlier one's prompt cache; give it to repeat a run exactly).")
-@spec_option("--no-usage", is_flag=True, field="include_usage", to_cli=_negated,
+@spec_option("--no-usage", is_flag=True, field="include_usage", **_NEGATION,
              help="Do not send stream_options.include_usage.")
 @spec_option("--dataset", type=click.Path(path_type=Path), field="dataset",
              help="Prompts from a JSONL or ShareGPT file instead of synthetic ones.")
@@ -182,13 +190,13 @@ def _mebibytes(size: int) -> str:
 @spec_option("--tokenizer", field="tokenizer", show_default=True,
              help="auto (the server's /tokenize if it has one), server, none, or anything 'tokometer count "
              "--tokenizer' takes (bundled, a .gguf, tokenizer.json, a model directory or id, tiktoken:ENC).")
-@spec_option("--timeout", show_default=True, field="request_timeout_s", to_cli=_seconds,
+@spec_option("--timeout", show_default=True, field="request_timeout_s", **_DURATION,
              help="Limit for a whole request.")
-@spec_option("--idle-timeout", show_default=True, field="idle_timeout_s", to_cli=_seconds,
+@spec_option("--idle-timeout", show_default=True, field="idle_timeout_s", **_DURATION,
              help="Limit for silence inside a stream.")
-@spec_option("--connect-timeout", show_default=True, field="connect_timeout_s", to_cli=_seconds,
+@spec_option("--connect-timeout", show_default=True, field="connect_timeout_s", **_DURATION,
              help="Limit for opening a connection (TCP and TLS), e.g. 10s, 500ms.")
-@spec_option("--max-event-bytes", field="max_event_bytes", default=None, to_cli=_mebibytes,
+@spec_option("--max-event-bytes", field="max_event_bytes", default=None, to_cli=_mebibytes, from_cli=parse_size,
              help="Largest streamed event accepted, e.g. 4MiB (default {default}); a larger one fails the request as "
              "a protocol error.")
 @spec_option("--slo-ttft-ms", type=float, field="slo_ttft_ms", help="TTFT objective for goodput.")
@@ -270,9 +278,20 @@ def command(**opts: Any) -> int:
 
 
 def _spec_values(opts: dict[str, Any], given: set[str]) -> dict[str, Any]:
-    """The spec's values of the options the user gave (``given``: their fields); the spec has the rest."""
+    """The spec's values of the options the user gave (``given``: their fields); the spec has the rest. Each
+    option says its field and how its text becomes the field's value (`SpecOption`)."""
+    _check_url_and_ray(opts)
+    values = {option.field: option.field_value(opts[option.name]) for option in spec_options(command, _spec)
+              if option.name is not None and option.field in given}
+    if "workers" in values:  # --workers: processes, or with --ray the Ray actors (one process drives them)
+        count = values["workers"]
+        values["workers"], values["ray_actors"] = (count, None) if opts["ray"] is None else (1, count)
+    return {**values, **_endpoint(opts)}
+
+
+def _check_url_and_ray(opts: dict[str, Any]) -> None:
+    """Refuse an empty --url or --ray, and a --ray without Ray installed, before anything starts."""
     from tokometer.errors import ConfigError
-    from tokometer.wire.apis import default_api_for_url
 
     if opts["url"] is not None and not opts["url"].strip():
         raise ConfigError("--url is empty: give the server's base URL (e.g. http://127.0.0.1:8000/v1), "
@@ -284,75 +303,17 @@ def _spec_values(opts: dict[str, Any], given: set[str]) -> dict[str, Any]:
         if not opts["ray"].strip():
             raise ConfigError("--ray is empty: give auto, or the Ray head's address HOST:PORT")
         import_ray()  # not installed: say how, before anything starts
-    values = {
-        "headers": parse_headers(opts["headers"]),
-        "ca_bundle": opts["ca_bundle"],
-        "api_key": opts["api_key"],
-        "tls_verify": not opts["insecure"],
-        "check": not opts["no_check"],
-        "server_metrics": opts["server_metrics"],
-        "gpu_metrics": opts["gpu_metrics"],
-        "scrape_interval_s": parse_duration(opts["scrape_interval"], "--scrape-interval"),
-        "gpus": opts["gpus"],
-        "concurrency": parse_int_list(opts["concurrency"], "--concurrency"),
-        "rate": parse_float_list(opts["rate"], "--rate"),
-        "synchronous": opts["synchronous"],
-        "arrival": opts["arrival"],
-        "burstiness": opts["burstiness"],
-        "max_concurrency": opts["max_concurrency"],
-        "ramp": opts["ramp"],
-        "ramp_from": opts["ramp_from"],
-        "ramp_time_s": parse_duration(opts["ramp_time"], "--ramp-time"),
-        "time_slice_s": parse_duration(opts["time_slice"], "--time-slice"),
-        "steady_tolerance": opts["steady_tolerance"],
-        "requests": opts["requests_"],
-        "duration_s": parse_duration(opts["duration"], "--duration"),
-        "warmup": opts["warmup"],
-        "input_tokens": opts["input_tokens"],
-        "prefix_tokens": opts["prefix_tokens"],
-        "prefix_groups": opts["prefix_groups"],
-        "batch_size": opts["batch_size"],
-        "output_tokens": opts["output_tokens"],
-        "ignore_eos": opts["ignore_eos"],
-        "images": opts["images"],
-        "image_size": opts["image_size"],
-        "image_format": opts["image_format"],
-        "tools": opts["tools"],
-        "tool_choice": opts["tool_choice"],
-        "temperature": opts["temperature"],
-        "seed": opts["seed"],
-        "include_usage": not opts["no_usage"],
-        "dataset": opts["dataset"],
-        "dataset_kind": opts["dataset_kind"],
-        "prompt": opts["prompt"],
-        "tokenizer": opts["tokenizer"],
-        "sessions": opts["sessions"],
-        "turns": opts["turns"],
-        "think_time": opts["think_time"],
-        "trace": opts["trace"],
-        "time_scale": opts["time_scale"],
-        "trace_block_tokens": opts["trace_block_tokens"],
-        "connect_timeout_s": parse_duration(opts["connect_timeout"], "--connect-timeout"),
-        "idle_timeout_s": parse_duration(opts["idle_timeout"], "--idle-timeout"),
-        "request_timeout_s": parse_duration(opts["timeout"], "--timeout"),
-        "max_event_bytes": parse_size(opts["max_event_bytes"], "--max-event-bytes"),
-        "slo_ttft_ms": opts["slo_ttft_ms"],
-        "slo_tpot_ms": opts["slo_tpot_ms"],
-        "slo_e2e_ms": opts["slo_e2e_ms"],
-        "label": opts["label"],
-        "workers": opts["workers"] if opts["ray"] is None else 1,
-        "ray": opts["ray"],
-        "ray_actors": opts["workers"] if opts["ray"] is not None else None,
-        "repeat": opts["repeat"],
-        "find_max": opts["find_max"],
-        "slo": opts["slo"],
-        "search": opts["search"],
-    }
+
+
+def _endpoint(opts: dict[str, Any]) -> dict[str, Any]:
+    """The endpoint's fields, passed whether given or not: its URL (the embedded engine's is set once it is up),
+    its protocol (by default the one its URL suggests) and the model."""
+    from tokometer.wire.apis import default_api_for_url
+
     return {
         "url": opts["url"] or "http://127.0.0.1:0/v1",  # the embedded engine's, once it is up
         "api": opts["api"] or (default_api_for_url(opts["url"]) if opts["url"] else "openai-chat"),
         "model": opts["model"],
-        **{field: value for field, value in values.items() if field in given},
     }
 
 

@@ -20,18 +20,21 @@ __all__ = ["SpecOption", "flag_words", "spec_options", "user_fields"]
 class SpecOption(click.Option):
     """An option for ``field`` of the model ``spec()`` returns (a callable, so the import waits).
 
-    ``to_cli`` turns the field's default into the option's (``600.0`` -> ``"600s"``); ``default=`` given
+    ``to_cli`` turns the field's default into the option's (``600.0`` -> ``"600s"``), ``from_cli`` the option's
+    value back into the field's (``"600s"`` -> ``600.0``; it is told the flag, for its error); ``default=`` given
     explicitly keeps click's own (an option whose absence the command reads itself, such as ``--url``).
     ``{default}`` in the help is the field's default as ``to_cli`` says it. ``also``: more fields the flag
     sets (``--workers``: processes, or with ``--ray`` Ray actors).
     """
 
     def __init__(self, *decls: Any, field: str, spec: Callable[[], type],
-                 to_cli: Callable[[Any], Any] | None = None, also: tuple[str, ...] = (), **attrs: Any) -> None:
+                 to_cli: Callable[[Any], Any] | None = None, from_cli: Callable[[Any, str], Any] | None = None,
+                 also: tuple[str, ...] = (), **attrs: Any) -> None:
         self.field = field
         self.also = also
         self.spec = spec
         self._to_cli = to_cli
+        self._from_cli = from_cli
         self._own_default = "default" in attrs
         super().__init__(*decls, **attrs)
         self.flag = max((o for o in self.opts if o.startswith("--")), key=len)
@@ -44,6 +47,10 @@ class SpecOption(click.Option):
         else:
             value = spec.model_fields[self.field].get_default(call_default_factory=True)
         return value if self._to_cli is None else self._to_cli(value)
+
+    def field_value(self, value: Any) -> Any:
+        """The option's value as its field takes it."""
+        return value if self._from_cli is None else self._from_cli(value, self.flag)
 
     def get_default(self, ctx: click.Context, call: bool = True) -> Any:
         if self._own_default:

@@ -113,44 +113,74 @@ async def run(session: Session) -> None:
     port = parts.port or (443 if parts.scheme == "https" else 80)
     dns_ms, dns_error, addresses = await _dns_ms(session.host, port)
     if dns_error is not None:
-        session.reachable = session.can_generate = False
-        session.add(Finding("reach.dns_failed", "error", f"the name {session.host} does not resolve",
-                            {"host": session.host, "error": dns_error, "dns_ms": round(dns_ms, 1)},
-                            "Check the host name in the URL, and this machine's DNS (resolv.conf, /etc/hosts)."))
+        _unreachable(session, Finding("reach.dns_failed", "error", f"the name {session.host} does not resolve",
+                                      {"host": session.host, "error": dns_error, "dns_ms": round(dns_ms, 1)},
+                                      "Check the host name in the URL, and this machine's DNS (resolv.conf, "
+                                      "/etc/hosts)."))
         return
     tcp_ms = await _tcp_ms(addresses[0], port, session.connect_timeout_s) if addresses else None
     list_path = _MODEL_LISTS.get(session.api, "/v1/models")
     listing = await _get(session, list_path)
-    if isinstance(listing, ProtocolViolation):  # something answered, and broke HTTP or a limit
-        session.reachable = session.can_generate = False
-        session.add(Finding("reach.bad_answer", "error", f"the answer to GET {list_path} is not one a client can use",
-                            {"error": str(listing), "addresses": addresses, "dns_ms": round(dns_ms, 1)},
-                            "Is this URL the inference server's (and not another service on that port)? An answer "
-                            "larger than 16 MiB or one that breaks HTTP/1.1 is refused rather than read."))
-        return
-    if isinstance(listing, OSError):
-        session.reachable = session.can_generate = False
-        session.add(Finding("reach.unreachable", "error", f"nothing answers HTTP at {session.root}",
-                            {"error": str(listing), "addresses": addresses, "dns_ms": round(dns_ms, 1)},
-                            "Is the server running, on this host and port, and listening on an address this "
-                            "machine can reach (not only 127.0.0.1 on another host)? A firewall may drop it."))
+    if not isinstance(listing, StreamedResponse):
+        _unreachable(session, _no_listing(session, list_path, listing, {"error": str(listing), "addresses": addresses,
+                                                                         "dns_ms": round(dns_ms, 1)}))
         return
     health = await _get(session, "/health")
-    health_status = health.status if isinstance(health, StreamedResponse) else None
-    connect_ms = listing.connect_ns / 1e6
-    tls_ms = max(0.0, connect_ms - dns_ms - tcp_ms) if parts.scheme == "https" and tcp_ms is not None else None
+    tls_ms = _tls_ms(listing, dns_ms, tcp_ms) if parts.scheme == "https" else None
+    _note_answers(session, listing, health)
+    _report_connection(session, list_path, listing, health, {"dns_ms": dns_ms, "tcp_connect_ms": tcp_ms,
+                                                             "tls_ms": tls_ms}, addresses)
+    if listing.status in (401, 403):
+        return  # the auth check says why
+    await _read_models(session, list_path, listing)
+
+
+def _unreachable(session: Session, finding: Finding) -> None:
+    """The server cannot be spoken to: say why, and let the checks that need it skip."""
+    session.reachable = session.can_generate = False
+    session.add(finding)
+
+
+def _no_listing(session: Session, list_path: str, failure: OSError, facts: dict[str, Any]) -> Finding:
+    """Why the model list could not be read: an answer no client can use, or no answer at all."""
+    if isinstance(failure, ProtocolViolation):  # something answered, and broke HTTP or a limit
+        return Finding("reach.bad_answer", "error", f"the answer to GET {list_path} is not one a client can use",
+                       facts, "Is this URL the inference server's (and not another service on that port)? An answer "
+                              "larger than 16 MiB or one that breaks HTTP/1.1 is refused rather than read.")
+    return Finding("reach.unreachable", "error", f"nothing answers HTTP at {session.root}", facts,
+                   "Is the server running, on this host and port, and listening on an address this machine can "
+                   "reach (not only 127.0.0.1 on another host)? A firewall may drop it.")
+
+
+def _tls_ms(listing: StreamedResponse, dns_ms: float, tcp_ms: float | None) -> float | None:
+    """The TLS handshake's time: the probe's connection time less the name lookup and the bare TCP connect."""
+    return max(0.0, listing.connect_ns / 1e6 - dns_ms - tcp_ms) if tcp_ms is not None else None
+
+
+def _note_answers(session: Session, listing: StreamedResponse, health: StreamedResponse | OSError) -> None:
+    """Keep what the auth check reads from the answers: the server's clock skew and its WWW-Authenticate."""
     for response in (listing, health):
         if isinstance(response, StreamedResponse) and "date" in response.headers:
             session.server_date_skew_s = date_skew_s(response.headers["date"])
             break
     session.www_authenticate = listing.headers.get("www-authenticate", "")
-    timing = {"dns_ms": round(dns_ms, 2), "tcp_connect_ms": round(tcp_ms, 2) if tcp_ms is not None else None,
-              "tls_ms": round(tls_ms, 2) if tls_ms is not None else None, "addresses": addresses,
+
+
+_STEP_NAMES = {"dns_ms": "DNS", "tcp_connect_ms": "TCP connect", "tls_ms": "TLS"}
+"""Each step of opening a connection, as its time is keyed in the findings and as a sentence says it."""
+
+
+def _report_connection(session: Session, list_path: str, listing: StreamedResponse,
+                       health: StreamedResponse | OSError, times_ms: dict[str, float | None],
+                       addresses: list[str]) -> None:
+    """The findings of a server that answers: its statuses and connection times, a slow connection, and a
+    /health that is not there."""
+    health_status = health.status if isinstance(health, StreamedResponse) else None
+    timing = {**{k: round(v, 2) if v is not None else None for k, v in times_ms.items()}, "addresses": addresses,
               f"status {list_path}": listing.status, "status /health": health_status}
     session.add(Finding("reach.ok", "info", f"{session.root} answers: {list_path} HTTP {listing.status}, "
                         f"/health {health_status if health_status is not None else 'no answer'}", timing))
-    slow = {k: v for k, v in (("DNS", dns_ms), ("TCP connect", tcp_ms), ("TLS", tls_ms))
-            if v is not None and v > SLOW_CONNECT_MS}
+    slow = {_STEP_NAMES[k]: v for k, v in times_ms.items() if v is not None and v > SLOW_CONNECT_MS}
     if slow:
         what = ", ".join(f"{k} {v:,.0f} ms" for k, v in slow.items())
         session.add(Finding("reach.slow_connect", "warning", f"opening a connection is slow: {what}", timing,
@@ -160,8 +190,10 @@ async def run(session: Session) -> None:
         session.add(Finding("reach.no_health", "info", f"/health answers HTTP {health_status}", timing,
                             "Load balancers and readiness probes often call /health: point them at "
                             f"{list_path} instead, or enable the server's health endpoint."))
-    if listing.status in (401, 403):
-        return  # the auth check says why
+
+
+async def _read_models(session: Session, list_path: str, listing: StreamedResponse) -> None:
+    """Read the served models from the model list (and llama.cpp's /props), then check the model asked for."""
     props = await session.probe.get_json(session.root + "/props")  # llama.cpp: its model file and n_ctx
     session.props = props if isinstance(props, dict) else None
     data: Any = None

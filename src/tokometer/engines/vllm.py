@@ -183,11 +183,9 @@ def _smallest_tp(d: Deployment, utilization: float, reserve_gib: float) -> int |
     return None
 
 
-def plan_vllm(model: str, gpu: GpuInfo, *, gpu_memory_utilization: float = 0.90, tensor_parallel_size: int = 1,
-              max_model_len: int | None = None, quantization: str | None = None, kv_cache_dtype: str = "auto",
-              activation_reserve_gib: float = ACTIVATION_RESERVE_GIB, host: str = "127.0.0.1", port: int = 8000,
-              extra_args: tuple[str, ...] = ()) -> VllmPlan:
-    """Work out ``vllm serve`` flags for ``model`` on GPUs like ``gpu``; never raises for "does not fit"."""
+def _check_gpu_flags(gpu_memory_utilization: float, tensor_parallel_size: int, max_model_len: int | None,
+                     quantization: str | None, kv_cache_dtype: str) -> None:
+    """Refuse a flag outside what vLLM (or this planner) takes, naming it, before any arithmetic."""
     if not 0.05 <= gpu_memory_utilization <= 0.99:
         raise EngineError(f"--gpu-memory-utilization must be between 0.05 and 0.99 (got {gpu_memory_utilization})")
     if tensor_parallel_size < 1:
@@ -198,6 +196,115 @@ def plan_vllm(model: str, gpu: GpuInfo, *, gpu_memory_utilization: float = 0.90,
         raise EngineError(f"--quantization {quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
     if max_model_len is not None and max_model_len < 1:
         raise EngineError(f"--max-model-len must be at least 1 (got {max_model_len})")
+
+
+@dataclass(frozen=True)
+class _GpuMemory:
+    """One GPU plan's memory arithmetic (bytes per GPU) and the context length it chooses."""
+
+    utilization: float
+    reserve_gib: float
+    total: int
+    usable: int
+    weights: float
+    reserve: int
+    budget: int
+    per_token: float
+    capacity: int
+    """Tokens the KV budget holds."""
+    rounded: int
+    """``capacity`` rounded down to a multiple of `ROUND_TO`."""
+    chosen: int
+    """``--max-model-len``: as given, else min(the model's max context, ``rounded``)."""
+    given_len: bool
+    """Whether ``--max-model-len`` was given."""
+
+    @property
+    def room_for_kv(self) -> bool:
+        """Whether the weights leave room for at least `ROUND_TO` tokens of KV cache."""
+        return self.budget > 0 and self.rounded >= ROUND_TO
+
+    @property
+    def fits(self) -> bool:
+        """Whether vLLM can start with the chosen ``--max-model-len``."""
+        return self.room_for_kv and self.chosen <= self.capacity
+
+
+def _gpu_memory(d: Deployment, gpu: GpuInfo, utilization: float, reserve_gib: float,
+                max_model_len: int | None) -> _GpuMemory:
+    """The memory arithmetic of deployment ``d`` on GPUs like ``gpu`` (perf's model of it)."""
+    capacity = d.kv_capacity_tokens(utilization, reserve_gib)
+    rounded = capacity // ROUND_TO * ROUND_TO
+    chosen = max_model_len if max_model_len is not None else min(d.model.max_context, rounded)
+    return _GpuMemory(utilization, reserve_gib, gpu.total_bytes, d.usable_memory_bytes(utilization),
+                      d.weight_bytes_per_gpu, int(reserve_gib * GIB), d.kv_budget_bytes(utilization, reserve_gib),
+                      d.kv_bytes_per_token_per_gpu, capacity, rounded, chosen, max_model_len is not None)
+
+
+def _memory_reasons(d: Deployment, served: str, gpu: GpuInfo, m: _GpuMemory, format_why: str,
+                    kv_cache_dtype: str) -> list[tuple[str, str]]:
+    """Why the memory figures are what they are, from the model to the tokens of KV cache."""
+    util = m.utilization
+    return [
+        ("model", f"{served}: {d.model.shape()} (from the {d.model.source})"),
+        ("GPU memory", f"{_gib(m.total)} per GPU ({gpu.source})"),
+        (f"--gpu-memory-utilization {util:.2f}",
+         f"vLLM may take {util:.2f} × {_gib(m.total)} = {_gib(m.usable)} per GPU; the rest is left for the CUDA "
+         "context and other processes"),
+        ("weights", weights_arithmetic(d) + format_why),
+        ("activation reserve", f"{_gib(m.reserve)} per GPU (stated allowance for activations and CUDA graphs; vLLM "
+                               "measures the real peak at start-up)"),
+        ("KV budget", f"{_gib(m.usable)} − {_gib(m.weights)} − {_gib(m.reserve)} = {_gib(m.budget)} per GPU"),
+        ("KV per token", kv_arithmetic(d) + (f" (--kv-cache-dtype {kv_cache_dtype})" if kv_cache_dtype != "auto"
+                                             else "")),
+        ("KV capacity", f"{_gib(max(m.budget, 0))} / {m.per_token / 1024:.1f} KiB = {m.capacity:,} tokens"),
+    ]
+
+
+def _flag_reasons(d: Deployment, gpu: GpuInfo, m: _GpuMemory) -> list[tuple[str, str]]:
+    """Why ``--max-model-len`` and ``--tensor-parallel-size`` have their values, and what else holds the GPU."""
+    chosen, capacity, tp = m.chosen, m.capacity, d.tp
+    if m.given_len:
+        reasons = [(f"--max-model-len {chosen}", f"set by you; the KV cache holds {capacity:,} tokens")]
+    else:
+        held = f"; the cache holds {capacity / chosen:.1f} sequences of that length at once" if chosen else ""
+        reasons = [(f"--max-model-len {chosen}",
+                    f"min(model's max context {d.model.max_context:,}, {capacity:,} rounded down to a multiple of "
+                    f"{ROUND_TO} = {m.rounded:,}) = {chosen:,}{held}")]
+    split = (f"weights split over {tp} GPUs, the latent KV cache whole on each" if d.model.is_mla
+             else f"weights and KV heads split over {tp} GPUs")
+    reasons.append((f"--tensor-parallel-size {tp}", "one GPU: no inter-GPU traffic" if tp == 1 else
+                    f"{split} (needs {tp} GPUs like this one)"))
+    if gpu.used_bytes > m.total - m.usable:
+        reasons.append(("in use now", f"{_gib(gpu.used_bytes)} of this GPU is already taken by other processes: "
+                                      "vLLM will fail to start unless they stop or --gpu-memory-utilization is "
+                                      "lowered"))
+    return reasons
+
+
+def _gpu_verdict(d: Deployment, served: str, m: _GpuMemory) -> str:
+    """Whether the plan fits, and what to try when it does not."""
+    if m.fits:
+        return f"fits: {served} serves up to {m.chosen:,} tokens per sequence. {OOM_ADVICE}."
+    if not m.room_for_kv:
+        need = int(m.weights) + m.reserve + ROUND_TO * m.per_token
+        better_tp = _smallest_tp(d, m.utilization, m.reserve_gib) if d.tp == 1 else None
+        options = [f"--tensor-parallel-size {better_tp} (needs {better_tp} GPUs)"] if better_tp else []
+        options += ["a lower-bit quantisation (--quantization fp8, or an AWQ/GPTQ 4-bit checkpoint)",
+                    "stopping other GPU processes and raising --gpu-memory-utilization (up to ~0.95)"]
+        return (f"does not fit: {served} needs at least {_gib(need)} per GPU (weights {_gib(m.weights)} + "
+                f"reserve {_gib(m.reserve)} + {ROUND_TO} tokens of KV cache) but vLLM may use {_gib(m.usable)}; "
+                "vLLM would fail with CUDA out of memory. Try " + "; or ".join(options) + ".")
+    return (f"does not fit: --max-model-len {m.chosen:,} needs {_gib(m.chosen * m.per_token)} of KV cache but only "
+            f"{_gib(m.budget)} is left; use --max-model-len {m.rounded:,} or less. {OOM_ADVICE}.")
+
+
+def plan_vllm(model: str, gpu: GpuInfo, *, gpu_memory_utilization: float = 0.90, tensor_parallel_size: int = 1,
+              max_model_len: int | None = None, quantization: str | None = None, kv_cache_dtype: str = "auto",
+              activation_reserve_gib: float = ACTIVATION_RESERVE_GIB, host: str = "127.0.0.1", port: int = 8000,
+              extra_args: tuple[str, ...] = ()) -> VllmPlan:
+    """Work out ``vllm serve`` flags for ``model`` on GPUs like ``gpu``; never raises for "does not fit"."""
+    _check_gpu_flags(gpu_memory_utilization, tensor_parallel_size, max_model_len, quantization, kv_cache_dtype)
     spec, served = _served_model(model)
     tp = tensor_parallel_size
     problem = spec.tp_problem(tp)
@@ -205,67 +312,17 @@ def plan_vllm(model: str, gpu: GpuInfo, *, gpu_memory_utilization: float = 0.90,
         raise EngineError(f"--tensor-parallel-size {tp}: {problem} (vLLM refuses to start otherwise)")
     weight_format, format_why = _weight_format(spec, quantization)
     d = Deployment(spec, _gpu_hardware(gpu), weight_format, kv_cache_dtype, tp=tp)
-    util, reserve_gib = gpu_memory_utilization, activation_reserve_gib
-    total, usable = gpu.total_bytes, d.usable_memory_bytes(util)
-    weights, reserve = d.weight_bytes_per_gpu, int(reserve_gib * GIB)
-    budget = d.kv_budget_bytes(util, reserve_gib)
-    per_token = d.kv_bytes_per_token_per_gpu
-    capacity = d.kv_capacity_tokens(util, reserve_gib)
-    rounded = capacity // ROUND_TO * ROUND_TO
-    chosen = max_model_len if max_model_len is not None else min(spec.max_context, rounded)
-    fits = budget > 0 and rounded >= ROUND_TO and chosen <= capacity
-
-    reasons = [
-        ("model", f"{served}: {spec.shape()} (from the {spec.source})"),
-        ("GPU memory", f"{_gib(total)} per GPU ({gpu.source})"),
-        (f"--gpu-memory-utilization {util:.2f}",
-         f"vLLM may take {util:.2f} × {_gib(total)} = {_gib(usable)} per GPU; the rest is left for the CUDA context "
-         "and other processes"),
-        ("weights", weights_arithmetic(d) + format_why),
-        ("activation reserve", f"{_gib(reserve)} per GPU (stated allowance for activations and CUDA graphs; vLLM "
-                               "measures the real peak at start-up)"),
-        ("KV budget", f"{_gib(usable)} − {_gib(weights)} − {_gib(reserve)} = {_gib(budget)} per GPU"),
-        ("KV per token", kv_arithmetic(d) + (f" (--kv-cache-dtype {kv_cache_dtype})" if kv_cache_dtype != "auto"
-                                             else "")),
-        ("KV capacity", f"{_gib(max(budget, 0))} / {per_token / 1024:.1f} KiB = {capacity:,} tokens"),
-    ]
-    if max_model_len is not None:
-        reasons.append((f"--max-model-len {chosen}", f"set by you; the KV cache holds {capacity:,} tokens"))
-    else:
-        held = f"; the cache holds {capacity / chosen:.1f} sequences of that length at once" if chosen else ""
-        reasons.append((f"--max-model-len {chosen}",
-                        f"min(model's max context {spec.max_context:,}, {capacity:,} rounded down to a multiple of "
-                        f"{ROUND_TO} = {rounded:,}) = {chosen:,}{held}"))
-    split = (f"weights split over {tp} GPUs, the latent KV cache whole on each" if spec.is_mla
-             else f"weights and KV heads split over {tp} GPUs")
-    reasons.append((f"--tensor-parallel-size {tp}", "one GPU: no inter-GPU traffic" if tp == 1 else
-                    f"{split} (needs {tp} GPUs like this one)"))
-    if gpu.used_bytes > total - usable:
-        reasons.append(("in use now", f"{_gib(gpu.used_bytes)} of this GPU is already taken by other processes: vLLM "
-                                      "will fail to start unless they stop or --gpu-memory-utilization is lowered"))
-    argv = ["vllm", "serve", served, "--host", host, "--port", str(port), "--gpu-memory-utilization", f"{util:.2f}",
-            "--max-model-len", str(chosen), "--tensor-parallel-size", str(tp)]
+    m = _gpu_memory(d, gpu, gpu_memory_utilization, activation_reserve_gib, max_model_len)
+    reasons = _memory_reasons(d, served, gpu, m, format_why, kv_cache_dtype) + _flag_reasons(d, gpu, m)
+    argv = ["vllm", "serve", served, "--host", host, "--port", str(port), "--gpu-memory-utilization",
+            f"{m.utilization:.2f}", "--max-model-len", str(m.chosen), "--tensor-parallel-size", str(tp)]
     if quantization:
         argv += ["--quantization", quantization]
     if kv_cache_dtype != "auto":
         argv += ["--kv-cache-dtype", kv_cache_dtype]
     argv += list(extra_args)
-
-    if fits:
-        verdict = f"fits: {served} serves up to {chosen:,} tokens per sequence. {OOM_ADVICE}."
-    elif budget <= 0 or rounded < ROUND_TO:
-        need = int(weights) + reserve + ROUND_TO * per_token
-        better_tp = _smallest_tp(d, util, reserve_gib) if tp == 1 else None
-        options = [f"--tensor-parallel-size {better_tp} (needs {better_tp} GPUs)"] if better_tp else []
-        options += ["a lower-bit quantisation (--quantization fp8, or an AWQ/GPTQ 4-bit checkpoint)",
-                    "stopping other GPU processes and raising --gpu-memory-utilization (up to ~0.95)"]
-        verdict = (f"does not fit: {served} needs at least {_gib(need)} per GPU (weights {_gib(weights)} + "
-                   f"reserve {_gib(reserve)} + {ROUND_TO} tokens of KV cache) but vLLM may use {_gib(usable)}; "
-                   "vLLM would fail with CUDA out of memory. Try " + "; or ".join(options) + ".")
-    else:
-        verdict = (f"does not fit: --max-model-len {chosen:,} needs {_gib(chosen * per_token)} of KV cache but only "
-                   f"{_gib(budget)} is left; use --max-model-len {rounded:,} or less. {OOM_ADVICE}.")
-    return VllmPlan(d, served, gpu, host, port, argv, fits, chosen, capacity, reasons, verdict)
+    return VllmPlan(d, served, gpu, host, port, argv, m.fits, m.chosen, m.capacity, reasons,
+                    _gpu_verdict(d, served, m))
 
 
 CPU_RUNTIME_RESERVE_GIB = 1.5  # vLLM's CPU processes besides weights and KV cache (measured ~4 GB RSS in all)

@@ -19,7 +19,9 @@ import multiprocessing
 import signal
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from time import perf_counter_ns
 from typing import Any
 
@@ -37,6 +39,7 @@ _START_LEAD_NS = 200_000_000
 
 def _worker_main(control: Connection, conn: Connection, setup: WorkerSetup, step: LoadStep, step_index: int,
                  limits: StepLimits, prompts: Items, seed: int, workers: int, w: int) -> None:
+    """A worker process: its share of the step on its own uvloop, deaf to SIGINT (the parent says stop)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import uvloop
 
@@ -96,6 +99,106 @@ async def _worker_async(control: Connection, conn: Connection, setup: WorkerSetu
     control.close()
 
 
+@dataclass
+class _Workers:
+    """The worker processes of one step and their pipes: ``controls`` carry go/stop out, ``pipes`` records back."""
+
+    processes: list[BaseProcess] = field(default_factory=list)
+    pipes: list[Connection] = field(default_factory=list)
+    controls: list[Connection] = field(default_factory=list)
+
+    def send_all(self, message: tuple[str, Any]) -> None:
+        """Tell every worker ``message`` (one that has exited already is skipped)."""
+        for control in self.controls:
+            with contextlib.suppress(OSError):
+                control.send(message)
+
+    def close(self) -> None:
+        """Wait a little for each worker to exit, kill one that does not, and close every pipe."""
+        for process in self.processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+        for pipe in self.pipes + self.controls:
+            pipe.close()
+
+
+def _start_workers(setup: WorkerSetup, step: LoadStep, step_index: int, limits: StepLimits, prompts: Items,
+                   seed: int, workers: int) -> _Workers:
+    """Spawn ``workers`` processes, each running its share of ``step`` once told to go."""
+    ctx = multiprocessing.get_context("spawn")
+    started = _Workers()
+    for w in range(workers):
+        control_r, control_w = ctx.Pipe(duplex=False)
+        data_r, data_w = ctx.Pipe(duplex=False)
+        process = ctx.Process(target=_worker_main, name=f"tokometer-worker-{w}", daemon=True,
+                              args=(control_r, data_w, setup, step, step_index, limits, prompts, seed, workers, w))
+        process.start()
+        control_r.close()
+        data_w.close()
+        started.pipes.append(data_r)
+        started.controls.append(control_w)
+        started.processes.append(process)
+    return started
+
+
+@dataclass
+class _Results:
+    """What the workers sent back: the records (each handed to ``on_record`` as it arrives), and each worker's
+    client health and whether it was interrupted."""
+
+    on_record: Callable[[RequestRecord], None]
+    records: list[RequestRecord] = field(default_factory=list)
+    healths: list[ClientHealth] = field(default_factory=list)
+    flags: list[bool] = field(default_factory=list)
+
+    def deliver(self, batch: list[RequestRecord]) -> None:
+        """Keep a batch of records and pass each on (on the event loop)."""
+        for record in batch:
+            self.records.append(record)
+            self.on_record(record)
+
+
+def _read_pipes(workers: _Workers, results: _Results, loop: asyncio.AbstractEventLoop) -> None:
+    """Read every worker's pipe until each has said done or closed (in a thread: `wait` blocks). Records go to
+    the loop as they come; once every worker is ready, all are given the same start moment."""
+    open_pipes = set(workers.pipes)
+    ready = 0
+    while open_pipes:
+        for conn in wait(list(open_pipes)):
+            assert isinstance(conn, Connection)
+            try:
+                kind, value = conn.recv()
+            except EOFError:
+                open_pipes.discard(conn)
+                continue
+            if kind == "records":
+                loop.call_soon_threadsafe(results.deliver, value)
+            elif kind == "ready":
+                ready += 1
+                if ready == len(workers.pipes):
+                    workers.send_all(("go", perf_counter_ns() + _START_LEAD_NS))
+            elif kind == "done":
+                results.healths.append(value[0])
+                results.flags.append(value[1])
+                open_pipes.discard(conn)
+
+
+async def _wait_or_stop(finished: asyncio.Future[None], workers: _Workers) -> bool:
+    """Wait until the workers are done; if this task is cancelled meanwhile, tell them to stop, wait for what
+    they had in flight, and say the step was interrupted (True)."""
+    try:
+        await asyncio.shield(finished)
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()
+        workers.send_all(("stop", None))
+        await finished
+        return True
+    return False
+
+
 async def run_step_in_workers(
     step: LoadStep,
     step_index: int,
@@ -107,86 +210,25 @@ async def run_step_in_workers(
     seed: int = 0,
 ) -> StepOutcome:
     """Run ``step`` in ``workers`` processes; same result shape as `run_step`."""
-    ctx = multiprocessing.get_context("spawn")
-    pipes: list[Connection] = []
-    controls: list[Connection] = []
-    processes = []
-    for w in range(workers):
-        control_r, control_w = ctx.Pipe(duplex=False)
-        data_r, data_w = ctx.Pipe(duplex=False)
-        process = ctx.Process(target=_worker_main, name=f"tokometer-worker-{w}", daemon=True,
-                              args=(control_r, data_w, setup, step, step_index, limits, prompts, seed, workers, w))
-        process.start()
-        control_r.close()
-        data_w.close()
-        pipes.append(data_r)
-        controls.append(control_w)
-        processes.append(process)
+    started = _start_workers(setup, step, step_index, limits, prompts, seed, workers)
     loop = asyncio.get_running_loop()
-    records: list[RequestRecord] = []
-    healths: list[ClientHealth] = []
-    flags: list[bool] = []
-    interrupted = False
-    finished = loop.create_future()
-
-    def deliver(batch: list[RequestRecord]) -> None:
-        for record in batch:
-            records.append(record)
-            on_record(record)
+    results = _Results(on_record)
+    finished: asyncio.Future[None] = loop.create_future()
 
     def reader() -> None:
         try:
-            _read_all()
+            _read_pipes(started, results, loop)
         finally:
             loop.call_soon_threadsafe(lambda: None if finished.done() else finished.set_result(None))
-
-    def _read_all() -> None:
-        open_pipes = set(pipes)
-        ready = 0
-        while open_pipes:
-            for conn in wait(list(open_pipes)):
-                assert isinstance(conn, Connection)
-                try:
-                    kind, value = conn.recv()
-                except EOFError:
-                    open_pipes.discard(conn)
-                    continue
-                if kind == "records":
-                    loop.call_soon_threadsafe(deliver, value)
-                elif kind == "ready":
-                    ready += 1
-                    if ready == workers:
-                        start = perf_counter_ns() + _START_LEAD_NS
-                        for control in controls:
-                            with contextlib.suppress(OSError):
-                                control.send(("go", start))
-                elif kind == "done":
-                    healths.append(value[0])
-                    flags.append(value[1])
-                    open_pipes.discard(conn)
 
     thread = threading.Thread(target=reader, name="tokometer-worker-reader", daemon=True)
     thread.start()
     try:
-        await asyncio.shield(finished)
-    except asyncio.CancelledError:
-        interrupted = True
-        current = asyncio.current_task()
-        if current is not None:
-            current.uncancel()
-        for control in controls:
-            with contextlib.suppress(OSError):
-                control.send(("stop", None))
-        await finished
+        interrupted = await _wait_or_stop(finished, started)
     finally:
         thread.join(timeout=5)
-        for process in processes:
-            process.join(timeout=5)
-            if process.is_alive():
-                process.kill()
-        for pipe in pipes + controls:
-            pipe.close()
-    interrupted = interrupted or any(flags)
-    records.sort(key=lambda r: r.index)
-    return StepOutcome(records, ClientHealth.merged(healths, records, step, workers), interrupted)
-
+        started.close()
+    interrupted = interrupted or any(results.flags)
+    results.records.sort(key=lambda r: r.index)
+    return StepOutcome(results.records, ClientHealth.merged(results.healths, results.records, step, workers),
+                       interrupted)

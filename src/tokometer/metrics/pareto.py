@@ -3,9 +3,9 @@
 Each load of a run is one point (its trials pooled, as the knee pools them: `tokometer.metrics.pooling`):
 
 - x, ``throughput``: output tokens per second of all requests together, divided by the run's GPU count when
-  the run states it (``bench --gpus``) or the engine saved with it names it (`gpu_count`) and every run on
-  the chart knows its own (`points`; otherwise all points use the total, and the note says which run's count is
-  unknown);
+  the run states it (``bench --gpus``) or the engine saved with it names it (`tokometer.gpu_count`) and
+  every run on the chart knows its own (`points`; otherwise all points use the total, and the note says which
+  run's count is unknown);
 - y, ``speed``: per-request decode speed p50 (tokens per second of one request).
 
 Both are better higher. A point **dominates** another when it is at least as good on both axes and better on
@@ -26,15 +26,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tokometer.limits import MAX_GPUS
-
 __all__ = ["FrontComparison", "Point", "RunLoads", "Segment", "Standing", "basis_note", "best_speed",
-           "compare_fronts", "dominates", "front", "gpu_count", "point", "points", "standings"]
+           "compare_fronts", "dominates", "front", "point", "points", "standings"]
 
 Ahead = Literal["a", "b", "tie"]
 Verdict = Literal["a dominates", "b dominates", "same", "cross", "empty"]
@@ -233,51 +230,10 @@ def compare_fronts(a_points: Sequence[Point], b_points: Sequence[Point], unit: s
 
 # -- which throughput: per GPU where the run knows its GPUs -------------------------------------------------
 
-_PARALLEL = re.compile(r"^(?:--tensor-parallel-size|-tp|--tp-size|--tp|--pipeline-parallel-size|-pp|--pp-size"
-                       r"|--data-parallel-size|-dp|--dp-size|--dp)(?:=(\d+))?$", re.ASCII)
-"""vLLM's and SGLang's parallel-size flags: the GPUs of a deployment are their product."""
-
-
-def _argv_gpus(argv: Sequence[Any]) -> int | None:
-    """The product of the parallel sizes on an engine's command line (each a whole number from 1 to `MAX_GPUS`
-    in ASCII digits: ``"²"`` is a digit to `str.isdigit` but not to `int`); None when it names none."""
-    sizes: list[int] = []
-    for i, arg in enumerate(argv):
-        match = _PARALLEL.match(str(arg))
-        if match is None:
-            continue
-        value = match.group(1) or (str(argv[i + 1]) if i + 1 < len(argv) else "")
-        if value.isascii() and value.isdigit() and len(value) <= len(str(MAX_GPUS)) and 1 <= int(value) <= MAX_GPUS:
-            sizes.append(int(value))
-    return math.prod(sizes) if sizes else None
-
-
-def gpu_count(engine: Mapping[str, Any] | None, stated: Any = None) -> tuple[int | None, str]:
-    """How many GPUs served a run and how that is known; (None, why not) when it is not. ``stated``: what the
-    user said (``bench --gpus N``, saved in the run's spec as ``gpus``), taken first when it is a whole number
-    from 1 to `MAX_GPUS`. Else from the engine identity saved with it: a vLLM or SGLang engine (not on CPU)
-    serves on the product of its command line's tensor, pipeline and data parallel sizes (1 without any; not
-    known past `MAX_GPUS`). GPU telemetry is not used: it reads the GPUs of a machine or an exporter, not those
-    of the deployment (a node's other GPUs, another job's)."""
-    if isinstance(stated, int) and not isinstance(stated, bool) and 1 <= stated <= MAX_GPUS:
-        return stated, f"{stated} GPU{'s' if stated > 1 else ''} from bench --gpus"
-    facts = engine or {}
-    name = str(facts.get("engine") or "").lower()
-    if name not in ("vllm", "sglang"):
-        if facts.get("engine"):
-            return None, f"the {facts['engine']} engine saved with the run names no GPU count"
-        return None, "no engine saved with the run says how many GPUs served it"
-    if str(facts.get("device") or "").lower() == "cpu":
-        return None, f"a {name} engine on CPU"
-    count = _argv_gpus(facts.get("argv") or ()) or 1
-    if count > MAX_GPUS:
-        return None, f"the {name} command line's parallel sizes multiply to {count} GPUs, more than {MAX_GPUS}"
-    return count, f"{count} GPU{'s' if count > 1 else ''} from the {name} command line"
-
-
 @dataclass(frozen=True)
 class RunLoads:
-    """One run's loads (short form, pooled throughput in all, pooled decode p50) and its GPUs (`gpu_count`)."""
+    """One run's loads (short form, pooled throughput in all, pooled decode p50) and its GPUs
+    (`tokometer.gpu_count`)."""
 
     run: int
     name: str

@@ -166,7 +166,7 @@ class StepSummary:
     """The step per slice of ``bench --time-slice`` (`tokometer.metrics.window.time_slices`); None without."""
     output_throughput_per_gpu_tok_s: float | None = None
     """``output_throughput_tok_s`` / the GPUs that served the run (``bench --gpus``, else the vLLM or SGLang
-    command line: `tokometer.metrics.pareto.gpu_count`); None when that is not known."""
+    command line: `tokometer.gpu_count.gpu_count`); None when that is not known."""
 
     def __getattr__(self, name: str) -> Distribution:
         """A per-request row's distribution by its attribute (``ttft_ms``): `distributions`."""

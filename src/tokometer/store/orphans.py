@@ -22,9 +22,9 @@ import psutil
 from sqlalchemy import Engine, inspect, select, update
 from sqlalchemy.engine import Connection
 
+from tokometer.gpu_count import gpu_count
 from tokometer.load.profiles import LoadStep
 from tokometer.metrics import SLO, summarize
-from tokometer.metrics.pareto import gpu_count
 from tokometer.metrics.window import step_windows
 from tokometer.store.rows import row_record
 from tokometer.store.runs import load_of
