@@ -33,9 +33,9 @@ APIS = (("anthropic-messages", "/v1/messages"), ("openai-responses", "/v1/respon
 def _sim_answer(path: str, api: str, n: int, reasoning: int) -> int:
     """Render one simulated answer; returns the bytes written."""
     from tokometer.datasets.base import Prompt
+    from tokometer.protocols.common.base import GenerationParams
+    from tokometer.protocols.registry import create_backend
     from tokometer.sim.protocols import PROTOCOLS, StreamTiming, count_words
-    from tokometer.wire.apis import create_backend
-    from tokometer.wire.base import GenerationParams
 
     server = PROTOCOLS[path]
     body = create_backend(api).build(Prompt.from_text("one two three"), GenerationParams(model="m", max_tokens=n)).body

@@ -22,14 +22,14 @@ from tokometer.client.assemble import StreamAssembly
 from tokometer.client.plausible import length_margin
 from tokometer.metrics import request as m
 from tokometer.metrics.summary import summarize
+from tokometer.protocols.common.base import ParsedEvent
+from tokometer.protocols.common.framing import EventSplitter, EventWatch, iter_payloads
+from tokometer.protocols.common.mediatype import not_an_api_answer
+from tokometer.protocols.common.numbers import MAX_COUNT, MAX_DURATION_MS
+from tokometer.protocols.llamacpp.timings import read_llamacpp_timings
+from tokometer.protocols.openai.client import read_usage
+from tokometer.protocols.registry import create_backend
 from tokometer.records import RequestRecord
-from tokometer.wire.apis import create_backend
-from tokometer.wire.base import ParsedEvent
-from tokometer.wire.framing import EventSplitter, EventWatch, iter_payloads
-from tokometer.wire.mediatype import not_an_api_answer
-from tokometer.wire.numbers import MAX_COUNT, MAX_DURATION_MS
-from tokometer.wire.openai import read_usage
-from tokometer.wire.timings import read_llamacpp_timings
 
 APIS = ["openai-chat", "openai-completions", "ollama", "tgi", "llamacpp"]
 COUNTS = ("tokens", "prompt_tokens", "completion_tokens", "completion_tokens_native", "prompt_tokens_native",

@@ -209,7 +209,7 @@ def test_choice_lists_are_the_libraries_own() -> None:
 
     from tokometer.cli.options import LOG_LEVELS
     from tokometer.engines.vllm import KV_CACHE_DTYPES
-    from tokometer.wire.apis import BACKENDS
+    from tokometer.protocols.registry import BACKENDS
 
     assert list(LOG_LEVELS) == list(uvicorn.config.LOG_LEVELS)
     choices = {(name, param.name): list(param.type.choices) for name, command in _commands()

@@ -27,8 +27,8 @@ from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome, run_step
 from tokometer.load.sessions import run_session_step
 from tokometer.load.share import Items, WorkerSetup
+from tokometer.protocols.registry import create_backend
 from tokometer.records import RequestRecord
-from tokometer.wire.apis import create_backend
 
 __all__ = ["LocalExecutor", "RayExecutor", "SessionExecutor", "StepExecutor", "WorkerExecutor", "executor_for"]
 

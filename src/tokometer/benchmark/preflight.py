@@ -25,10 +25,10 @@ from tokometer.client.probe import Probe
 from tokometer.client.streamclient import StreamClient, Target, Timeouts
 from tokometer.datasets import Prompt
 from tokometer.errors import EndpointError
+from tokometer.protocols.common.base import GenerationParams
+from tokometer.protocols.registry import create_backend
 from tokometer.records import RequestRecord
 from tokometer.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
-from tokometer.wire.apis import create_backend
-from tokometer.wire.base import GenerationParams
 
 __all__ = ["advertised_context", "preflight", "protocol_hint", "server_root"]
 

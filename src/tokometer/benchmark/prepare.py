@@ -27,8 +27,8 @@ from tokometer.datasets.sampled import Sampled
 from tokometer.datasets.trace import TraceSource
 from tokometer.errors import DatasetError, EndpointError, TokenizerError
 from tokometer.load.runner import StepLimits
+from tokometer.protocols.registry import BACKENDS, create_backend
 from tokometer.tokens import ServerTokenizer, Tokenizer, probe_server_tokenizer
-from tokometer.wire.apis import BACKENDS, create_backend
 
 __all__ = ["Prepared", "prepare"]
 

@@ -25,10 +25,10 @@ from tokometer.datasets.trace import BLOCK_TOKENS
 from tokometer.limits import MAX_GPUS, MAX_SLICE_S, MIN_SLICE_S
 from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
+from tokometer.protocols.common.framing import MAX_EVENT_BYTES
+from tokometer.protocols.registry import BACKENDS
 from tokometer.secrets import header_problem, redact_headers, value_problem
 from tokometer.specproblem import FieldProblem
-from tokometer.wire.apis import BACKENDS
-from tokometer.wire.framing import MAX_EVENT_BYTES
 
 __all__ = ["BenchSpec", "apply_profile"]
 
@@ -276,7 +276,7 @@ class BenchSpec(BaseModel):
                                "(get_weather, search_web, ...)", choice=self.tool_choice)
 
     def tool_params(self) -> dict[str, Any]:
-        """The ``tools`` and ``tool_choice`` of `tokometer.wire.base.GenerationParams` for this run."""
+        """The ``tools`` and ``tool_choice`` of `tokometer.protocols.common.base.GenerationParams` for this run."""
         from tokometer.datasets.tools import tool_definitions
 
         if not self.tools:

@@ -30,7 +30,7 @@ from tokometer.datasets.images import ImageFormat
 from tokometer.limits import MAX_GPUS
 from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
-from tokometer.wire.apis import BACKENDS
+from tokometer.protocols.registry import BACKENDS
 
 if TYPE_CHECKING:
     from tokometer.benchmark.spec import BenchSpec
@@ -272,7 +272,7 @@ def command(**opts: Any) -> int:
 def _spec_values(opts: dict[str, Any], given: set[str]) -> dict[str, Any]:
     """The spec's values of the options the user gave (``given``: their fields); the spec has the rest."""
     from tokometer.errors import ConfigError
-    from tokometer.wire.apis import default_api_for_url
+    from tokometer.protocols.registry import default_api_for_url
 
     if opts["url"] is not None and not opts["url"].strip():
         raise ConfigError("--url is empty: give the server's base URL (e.g. http://127.0.0.1:8000/v1), "

@@ -8,7 +8,7 @@ import click
 
 from tokometer.cli.options import FiniteFloat, api_key_option, build_spec
 from tokometer.jsontext import dumps
-from tokometer.wire.apis import BACKENDS
+from tokometer.protocols.registry import BACKENDS
 
 __all__ = ["command"]
 

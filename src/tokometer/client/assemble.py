@@ -7,7 +7,7 @@ engine's native counters, the model's tokenizer, and last a count of content
 events (an estimate, labelled so). A server's count that is not believable for the stream it came with
 (`tokometer.client.plausible`) is set aside for the next source, and the record says so
 (``rejected_numbers``). Reasoning (a field of its own, or inline ``<think>``
-sections: `tokometer.wire.reasoning`) is split from the answer here too: when the answer
+sections: `tokometer.protocols.common.reasoning`) is split from the answer here too: when the answer
 began, and how many of the output tokens were reasoning.
 """
 
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 from tokometer.client.plausible import output_count_problem
 from tokometer.client.toolsplit import tool_calls
+from tokometer.protocols.common.base import Backend, ParsedEvent
+from tokometer.protocols.common.framing import iter_payloads
+from tokometer.protocols.common.reasoning import EventSplit, split_inline
 from tokometer.records import RequestRecord, ServerTiming, TokenSource
-from tokometer.wire.base import Backend, ParsedEvent
-from tokometer.wire.framing import iter_payloads
-from tokometer.wire.reasoning import EventSplit, split_inline
 
 __all__ = ["BackgroundAssembler", "StreamAssembly", "assemble"]
 

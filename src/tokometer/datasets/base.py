@@ -38,7 +38,7 @@ class Prompt:
     prefix_first: bool = False
     exact_length: bool = False
     """``max_tokens`` is the answer's length to reproduce (a trace's ``output_length``), not a reference: it
-    holds with ``--ignore-eos`` too (`tokometer.wire.base.answer_length`)."""
+    holds with ``--ignore-eos`` too (`tokometer.protocols.common.base.answer_length`)."""
     images: tuple[str, ...] = ()
     """Images sent with the last message, as ``data:`` URLs (``--images``; chat APIs only)."""
 

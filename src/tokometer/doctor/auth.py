@@ -16,7 +16,7 @@ from tokometer.benchmark.preflight import protocol_hint
 from tokometer.datasets import Prompt
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
-from tokometer.wire.apis import create_backend
+from tokometer.protocols.registry import create_backend
 
 __all__ = ["CLOCK_SKEW_S", "NOT_MODEL_TOKENS", "key_header", "key_shown", "run"]
 

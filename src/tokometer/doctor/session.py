@@ -25,11 +25,11 @@ from tokometer.datasets.words import WORDS
 from tokometer.doctor.finding import Finding, Skipped
 from tokometer.doctor.spec import DoctorSpec
 from tokometer.errors import DatasetError, TokenizerError
+from tokometer.protocols.common.base import GenerationParams
+from tokometer.protocols.registry import create_backend
 from tokometer.records import RequestRecord
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
-from tokometer.wire.apis import create_backend
-from tokometer.wire.base import GenerationParams
 
 __all__ = ["Exchange", "Session"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tokometer.wire.apis import BACKENDS, default_api_for_url
+from tokometer.protocols.registry import BACKENDS, default_api_for_url
 
 __all__ = ["DoctorSpec"]
 
@@ -16,7 +16,7 @@ class DoctorSpec(BaseModel):
 
     url: str
     api: str | None = None
-    """Protocol (`tokometer.wire.apis.BACKENDS`); None: guessed from the URL, as ``bench`` does."""
+    """Protocol (`tokometer.protocols.registry.BACKENDS`); None: guessed from the URL, as ``bench`` does."""
     model: str = ""
     """The model to ask for; empty: the first one the server lists."""
     api_key: str | None = Field(None, exclude=True, repr=False)

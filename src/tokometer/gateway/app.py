@@ -48,8 +48,8 @@ from tokometer.inbound.body import BodyTimeout, BodyTooLarge, discard_rest, read
 from tokometer.inbound.connections import EVICTED
 from tokometer.inbound.jsonbody import BadBody, parse_object
 from tokometer.metrics.request import decode_speed_tok_s, tpot_ns, ttft_ns
-from tokometer.wire.openai import error_body
-from tokometer.wire.openai_request import check_request
+from tokometer.protocols.openai.errors import error_body
+from tokometer.protocols.openai.request import check_request
 
 __all__ = ["Gateway", "create_app"]
 

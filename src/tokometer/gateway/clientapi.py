@@ -3,10 +3,11 @@
 A client speaks OpenAI chat or completions (``/v1/chat/completions``, ``/v1/completions``),
 Anthropic's Messages API (``/v1/messages``) or OpenAI's Responses API (``/v1/responses``). Inside the
 gateway every request is an OpenAI chat (or completions) request: a Messages or Responses body is
-translated on the way in (`tokometer.wire.anthropic_request`, `tokometer.wire.responses_request`),
+translated on the way in (`tokometer.protocols.anthropic_messages.translate`,
+`tokometer.protocols.openai_responses.translate`),
 so that the prompt check, the cache, the budgets, the router (retries, fallback, hedging) and the
 relay (resume, continuation) work on one shape, and the answer is written back in the client's own
-protocol by its `tokometer.wire.stream_writer.StreamWriter` (the Messages and Responses writers are the
+protocol by its `tokometer.protocols.common.writer.StreamWriter` (the Messages and Responses writers are the
 ones the simulator writes its own streams with). Errors the gateway answers itself are
 written in the client's error shape (`error_body`): OpenAI's ``{"error": {...}}`` for chat,
 completions and Responses clients, ``{"type": "error", "error": {...}}`` for Anthropic's.
@@ -16,12 +17,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from tokometer.wire.anthropic_request import chat_request_from_anthropic
-from tokometer.wire.anthropic_writer import AnthropicStreamWriter, anthropic_error_body, error_type
-from tokometer.wire.openai_chunks import ChunkWriter
-from tokometer.wire.responses_request import chat_request_from_responses
-from tokometer.wire.responses_writer import ResponsesStreamWriter
-from tokometer.wire.stream_writer import OpenAIStreamWriter, StreamWriter
+from tokometer.protocols.anthropic_messages.translate import chat_request_from_anthropic
+from tokometer.protocols.anthropic_messages.writer import AnthropicStreamWriter, anthropic_error_body, error_type
+from tokometer.protocols.common.writer import StreamWriter
+from tokometer.protocols.openai.chunks import ChunkWriter
+from tokometer.protocols.openai.writer import OpenAIStreamWriter
+from tokometer.protocols.openai_responses.translate import chat_request_from_responses
+from tokometer.protocols.openai_responses.writer import ResponsesStreamWriter
 
 __all__ = ["ClientApi", "api_name", "error_body", "to_chat_request", "writer_for"]
 

@@ -29,8 +29,8 @@ from pydantic_core import ErrorDetails, PydanticUndefined
 from tokometer.client.tls import TlsOptions
 from tokometer.errors import ConfigError
 from tokometer.inbound.limits import DEFAULT_LIMITS
+from tokometer.protocols.registry import BACKENDS
 from tokometer.secrets import value_problem
-from tokometer.wire.apis import BACKENDS
 
 __all__ = [
     "EXAMPLE_CONFIG",

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from tokometer.gateway.openai_format import Answer
     from tokometer.gateway.router import Opened
     from tokometer.gateway.upstream import Endpoint, Upstream
-    from tokometer.wire.base import Backend
+    from tokometer.protocols.common.base import Backend
 
 __all__ = ["Measurement", "RelayContext", "RelayOutcome"]
 

@@ -42,17 +42,18 @@ from tokometer.gateway.router import AllUpstreamsFailed, Opened, Router, all_fai
 from tokometer.gateway.segments import SegmentPolicy, SegmentState
 from tokometer.gateway.upstream import UpstreamError, UpstreamEvent
 from tokometer.inbound.jsonbody import BadBody, parse_object
-from tokometer.wire.base import ParsedEvent
-from tokometer.wire.chat_tools import tool_call_deltas
-from tokometer.wire.framing import sse_payload
-from tokometer.wire.openai import DONE, error_body, error_event
-from tokometer.wire.tool_events import MARKERS, tool_delta_reader
+from tokometer.protocols.common.base import ParsedEvent
+from tokometer.protocols.common.chat_tools import tool_call_deltas
+from tokometer.protocols.common.framing import sse_payload
+from tokometer.protocols.common.tool_events import MARKERS, tool_delta_reader
+from tokometer.protocols.openai.client import DONE
+from tokometer.protocols.openai.errors import error_body, error_event
 
 if TYPE_CHECKING:
     from tokometer.client.assemble import StreamAssembly
     from tokometer.gateway.metrics import GatewayMetrics
-    from tokometer.wire.chat_tools import ToolCallDelta
-    from tokometer.wire.stream_writer import StreamWriter
+    from tokometer.protocols.common.chat_tools import ToolCallDelta
+    from tokometer.protocols.common.writer import StreamWriter
 
 __all__ = ["Relay", "RelayContext", "RelayOutcome"]
 
@@ -280,7 +281,7 @@ class Relay:
             self.error = f"server_error_event: {p.error}"
         writer = self._writer
         if (p.tool_calls is not None or not p.has_content) and _TOOL_CALL in event.raw:
-            # a tool call: output (it counts for TTFT like text, `tokometer.wire.toolcalls`), the answer
+            # a tool call: output (it counts for TTFT like text, `tokometer.protocols.common.toolcalls`), the answer
             self.answer.has_tool_calls = True  # (not cached: the cache keeps text)
             if writer is not None:
                 self._tool_calls(writer, event.raw)

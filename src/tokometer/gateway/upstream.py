@@ -40,12 +40,12 @@ from tokometer.datasets.base import Message, Prompt
 from tokometer.errors import TokometerError
 from tokometer.gateway.config import UpstreamConfig
 from tokometer.messages import message_text
+from tokometer.protocols.common.base import Backend, GenerationParams, ParsedEvent
+from tokometer.protocols.common.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
+from tokometer.protocols.common.tool_events import tool_fields
+from tokometer.protocols.openai.client import OpenAIChat, OpenAICompletions
+from tokometer.protocols.registry import create_backend
 from tokometer.records import ErrorCategory, describe_http_failure
-from tokometer.wire.apis import create_backend
-from tokometer.wire.base import Backend, GenerationParams, ParsedEvent
-from tokometer.wire.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
-from tokometer.wire.openai import OpenAIChat, OpenAICompletions
-from tokometer.wire.tool_events import tool_fields
 
 __all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Endpoint", "Upstream", "UpstreamCall", "UpstreamError",
            "UpstreamEvent"]

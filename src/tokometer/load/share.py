@@ -26,9 +26,9 @@ from tokometer.datasets.conversations import SessionScript
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome, run_step
 from tokometer.load.selfcheck import ClientHealth
+from tokometer.protocols.common.base import GenerationParams
+from tokometer.protocols.registry import create_backend
 from tokometer.records import RequestRecord
-from tokometer.wire.apis import create_backend
-from tokometer.wire.base import GenerationParams
 
 __all__ = ["Items", "Share", "WorkerSetup", "make_client", "run_share", "share", "split_evenly",
            "stopped_before_start"]

@@ -29,12 +29,12 @@ from tokometer.client.streamclient import StreamClient, Target
 from tokometer.datasets.base import Prompt
 from tokometer.errors import EndpointError
 from tokometer.metrics.request import decode_speed_tok_s, ttft_ns
+from tokometer.protocols.common.base import GenerationParams
+from tokometer.protocols.registry import create_backend
 from tokometer.quality.agreement import ItemComparison, TokenStep, compare_paths
 from tokometer.quality.endpoints import Endpoint
 from tokometer.quality.evalset import EvalItem, is_correct
 from tokometer.records import RequestRecord
-from tokometer.wire.apis import create_backend
-from tokometer.wire.base import GenerationParams
 
 __all__ = ["EndpointRun", "QualityResult", "QualitySpec", "run_quality"]
 

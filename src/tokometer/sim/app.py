@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from tokometer.inbound.body import BodyTimeout, BodyTooLarge, discard_rest, read_body
 from tokometer.inbound.jsonbody import BadBody, parse_object
 from tokometer.messages import message_text
+from tokometer.protocols.openai.request import check_request
 from tokometer.sim.auth import REFUSAL, RequireKey, authorized, presented
 from tokometer.sim.config import SimConfig
 from tokometer.sim.embeddings import embedding_routes
@@ -33,7 +34,6 @@ from tokometer.sim.state import DropSimulatedResets, SimState
 from tokometer.sim.steptime import engine_for
 from tokometer.sim.streams import EngineStream, ScriptedStream
 from tokometer.sim.trace import SendTrace, json_slices
-from tokometer.wire.openai_request import check_request
 
 __all__ = ["create_app"]
 

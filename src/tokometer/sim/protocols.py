@@ -1,4 +1,4 @@
-"""The protocols the simulator speaks, by path: the server sides of `tokometer.wire`'s protocols.
+"""The protocols the simulator speaks, by path: the server sides of `tokometer.protocols`'s protocols.
 
 OpenAI chat and completions (SSE, as vLLM sends them), OpenAI Responses ``/v1/responses`` and
 Anthropic Messages ``/v1/messages`` (named SSE events, as the two APIs document them), Ollama
@@ -8,13 +8,13 @@ Anthropic Messages ``/v1/messages`` (named SSE events, as the two APIs document 
 
 from __future__ import annotations
 
-from tokometer.wire.anthropic_server import AnthropicMessagesServer
-from tokometer.wire.llamacpp import LlamaCppServer
-from tokometer.wire.ollama import OllamaChatServer
-from tokometer.wire.openai import OpenAIChatServer, OpenAICompletionsServer
-from tokometer.wire.responses_server import OpenAIResponsesServer
-from tokometer.wire.server_protocol import RequestInfo, ServerProtocol, StreamTiming
-from tokometer.wire.tgi import TgiServer
+from tokometer.protocols.anthropic_messages.server import AnthropicMessagesServer
+from tokometer.protocols.common.server import RequestInfo, ServerProtocol, StreamTiming
+from tokometer.protocols.llamacpp.server import LlamaCppServer
+from tokometer.protocols.ollama.server import OllamaChatServer
+from tokometer.protocols.openai.server import OpenAIChatServer, OpenAICompletionsServer
+from tokometer.protocols.openai_responses.server import OpenAIResponsesServer
+from tokometer.protocols.tgi.server import TgiServer
 
 __all__ = ["PROTOCOLS", "Protocol", "RequestInfo", "StreamTiming", "count_words"]
 

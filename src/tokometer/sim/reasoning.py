@@ -20,9 +20,9 @@ tokens_per_event``, due at ``ttft + reasoning_tokens // tokens_per_event * token
 from __future__ import annotations
 
 from tokometer.datasets.words import WORDS
+from tokometer.protocols.common.reasoning import inline
+from tokometer.protocols.common.server import RequestInfo, ServerProtocol
 from tokometer.sim.config import SimConfig
-from tokometer.wire.reasoning import inline
-from tokometer.wire.server_protocol import RequestInfo, ServerProtocol
 
 __all__ = ["event_text"]
 

@@ -171,7 +171,7 @@ def test_every_choice_is_the_fields_literal() -> None:
     """An option's choices are its field's values (``--api``: the registered backends)."""
     from typing import get_args
 
-    from tokometer.wire.apis import BACKENDS
+    from tokometer.protocols.registry import BACKENDS
 
     choices = {p.field: list(p.type.choices) for p in spec_options(command, _spec) if isinstance(p.type, click.Choice)}
     assert set(choices) == {"api", "arrival", "dataset_kind", "find_max", "image_format", "ramp", "search"}

@@ -7,9 +7,9 @@ import pytest
 from tokometer.client.assemble import assemble
 from tokometer.datasets.base import Message, Prompt
 from tokometer.errors import ConfigError
+from tokometer.protocols.common.base import GenerationParams, map_finish_reason
+from tokometer.protocols.registry import BACKENDS, create_backend, default_api_for_url
 from tokometer.records import RequestRecord, classify_http_error
-from tokometer.wire.apis import BACKENDS, create_backend, default_api_for_url
-from tokometer.wire.base import GenerationParams, map_finish_reason
 
 PARAMS = GenerationParams(model="m", max_tokens=16, seed=3)
 
@@ -139,8 +139,8 @@ def test_http_error_classification() -> None:
 
 
 def test_cached_prompt_tokens_are_read_where_the_server_says() -> None:
-    from tokometer.wire.llamacpp import LlamaCpp
-    from tokometer.wire.openai import OpenAIChat
+    from tokometer.protocols.llamacpp.client import LlamaCpp
+    from tokometer.protocols.openai.client import OpenAIChat
 
     usage = (b'{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":4,'
              b'"prompt_tokens_details":{"cached_tokens":64}}}')
@@ -158,7 +158,7 @@ def test_the_answer_length_of_a_request() -> None:
     from dataclasses import replace
 
     from tokometer.datasets.base import Prompt
-    from tokometer.wire.base import GenerationParams, answer_length
+    from tokometer.protocols.common.base import GenerationParams, answer_length
 
     reference = Prompt.from_text("hi", max_tokens=7)
     exact = replace(reference, exact_length=True)

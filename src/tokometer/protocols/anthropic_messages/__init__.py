@@ -1,0 +1,1 @@
+"""anthropic_messages"""
