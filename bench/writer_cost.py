@@ -4,7 +4,7 @@ Two measurements, each of the code on ``PYTHONPATH`` (run it once on each commit
 
 1. ``render``: CPU time per content event of an answer of ``--tokens`` one-word events, rendered by the
    simulator's server side (`tokometer.sim.protocols.PROTOCOLS`: read, every ``tokens``, ``last_tokens``)
-   and by the gateway's client writer (`tokometer.gateway.clientapi.writer_for`: every ``content``,
+   and by the gateway's client writer (`tokometer.protocols.gateway_clients.writer_for`: every ``content``,
    ``ending``), plain and with 32 reasoning tokens first; the best of ``--repeat`` rounds (the least
    disturbed by other work on the machine);
 2. ``sim``: `tokometer sim` (TTFT 1 ms, ``--itl-ms`` per token) measured by `tokometer bench` at
@@ -51,7 +51,7 @@ def _sim_answer(path: str, api: str, n: int, reasoning: int) -> int:
 
 
 def _gateway_answer(api: str, n: int, reasoning: int) -> int:
-    from tokometer.gateway.clientapi import writer_for
+    from tokometer.protocols.gateway_clients import writer_for
 
     writer = writer_for(api, True, "m", False, 3, n)  # type: ignore[arg-type]
     size = 0

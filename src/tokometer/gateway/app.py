@@ -8,7 +8,7 @@ down) → the relay (streams pass through as they arrive) → accounting (budget
 cache, metrics, one log line). Endpoints: ``/v1/chat/completions``,
 ``/v1/completions``, ``/v1/messages`` (Anthropic's Messages API) and ``/v1/responses`` (OpenAI's
 Responses API), both translated into chat requests on the way in and written back in their own
-protocol (`tokometer.gateway.clientapi`), ``/v1/models``, ``/health``, ``/metrics``.
+protocol (`tokometer.protocols.gateway_clients`), ``/v1/models``, ``/health``, ``/metrics``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from starlette.types import Receive, Scope, Send
 from tokometer.gateway.auth import KeyRing, auth_error
 from tokometer.gateway.budget import TokenBudgets
 from tokometer.gateway.cache import AnswerCache, CachedAnswer, cache_key, make_cache
-from tokometer.gateway.clientapi import ClientApi, api_name, to_chat_request, writer_for
-from tokometer.gateway.clientapi import error_body as client_error_body
 from tokometer.gateway.config import GatewayConfig, RouteConfig
 from tokometer.gateway.memory import lower_thread_priority, release_free_memory
 from tokometer.gateway.metrics import CONTENT_TYPE, GatewayMetrics
@@ -48,6 +46,8 @@ from tokometer.inbound.body import BodyTimeout, BodyTooLarge, discard_rest, read
 from tokometer.inbound.connections import EVICTED
 from tokometer.inbound.jsonbody import BadBody, parse_object
 from tokometer.metrics.request import decode_speed_tok_s, tpot_ns, ttft_ns
+from tokometer.protocols.gateway_clients import ClientApi, api_name, relays_openai_bytes, to_chat_request, writer_for
+from tokometer.protocols.gateway_clients import error_body as client_error_body
 from tokometer.protocols.openai.errors import error_body
 from tokometer.protocols.openai.request import check_request
 
@@ -193,7 +193,7 @@ class Gateway:
                                 headers={"retry-after": "1"})
         stream = bool(body.get("stream"))
         options = body.get("stream_options")
-        include_usage = api != "openai" or bool(isinstance(options, dict) and options.get("include_usage"))
+        include_usage = not relays_openai_bytes(api) or bool(isinstance(options, dict) and options.get("include_usage"))
         asked = body.get("max_completion_tokens", body.get("max_tokens"))
         headers: dict[str, str] = {} if self.worker is None else {"x-tokometer-worker": self.worker}
         if check.truncated_from is not None:

@@ -18,12 +18,12 @@ from tokometer.client.assemble import StreamAssembly
 from tokometer.records import RequestRecord, classify_http_error
 
 if TYPE_CHECKING:
-    from tokometer.gateway.clientapi import ClientApi
     from tokometer.gateway.config import RouteConfig
     from tokometer.gateway.openai_format import Answer
     from tokometer.gateway.router import Opened
     from tokometer.gateway.upstream import Endpoint, Upstream
     from tokometer.protocols.common.base import Backend
+    from tokometer.protocols.gateway_clients import ClientApi
 
 __all__ = ["Measurement", "RelayContext", "RelayOutcome"]
 

@@ -4,7 +4,7 @@ An OpenAI-speaking upstream's events go to an OpenAI client byte for byte (the
 usage-only event is dropped if the client did not ask for usage; the gateway
 asks every upstream for it). Otherwise (another upstream protocol, or a client
 speaking Anthropic's Messages or OpenAI's Responses API) each event is written
-by the client protocol's `StreamWriter` (`tokometer.gateway.clientapi`), tool-call
+by the client protocol's `StreamWriter` (`tokometer.protocols.gateway_clients`), tool-call
 deltas of an OpenAI-chat upstream included. While relaying, the gateway measures with the bench core:
 every parsed event goes into the `StreamAssembly` of a `Measurement`
 (`tokometer.gateway.outcome`), which fills a `RequestRecord` from the gateway's
@@ -32,8 +32,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from tokometer.gateway.clientapi import error_body as client_error_body
-from tokometer.gateway.clientapi import writer_for
 from tokometer.gateway.clientstream import ClientStream
 from tokometer.gateway.openai_format import MAX_KEPT_CHARS, Answer, whole
 from tokometer.gateway.outcome import Measurement, RelayContext, RelayOutcome
@@ -46,6 +44,8 @@ from tokometer.protocols.common.base import ParsedEvent
 from tokometer.protocols.common.chat_tools import tool_call_deltas
 from tokometer.protocols.common.framing import sse_payload
 from tokometer.protocols.common.tool_events import MARKERS, tool_delta_reader
+from tokometer.protocols.gateway_clients import error_body as client_error_body
+from tokometer.protocols.gateway_clients import relays_openai_bytes, writer_for
 from tokometer.protocols.openai.client import DONE
 from tokometer.protocols.openai.errors import error_body, error_event
 
@@ -135,7 +135,7 @@ class Relay:
         self.answer.model = served
         assembly = self._assembly = self.measure.start(opened.call.backend, opened.call.sent_ns)
         client.content = assembly.content
-        if ctx.api != "openai" or not opened.upstream.openai or not ctx.stream:
+        if not relays_openai_bytes(ctx.api) or not opened.upstream.openai or not ctx.stream:
             self._writer = self._new_writer(served)
         elif opened.buffered:
             self._first_raw = opened.buffered[-1].raw  # the first content event (or the whole empty answer)
@@ -409,7 +409,7 @@ class Relay:
         error = body.get("error")  # an upstream's: OpenAI's object, TGI's string, or anything
         self.error = self.error or str((error.get("message") if isinstance(error, dict) else error) or "")[:300]
         if client.sent_head:
-            if self._writer is not None and self.ctx.api != "openai":
+            if self._writer is not None and not relays_openai_bytes(self.ctx.api):
                 await client.write(self._writer.error(self.error))
             else:
                 await client.write(b"data: " + orjson.dumps(body) + b"\n\n")

@@ -44,7 +44,7 @@ from tokometer.protocols.common.base import Backend, GenerationParams, ParsedEve
 from tokometer.protocols.common.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
 from tokometer.protocols.common.tool_events import tool_fields
 from tokometer.protocols.openai.client import OpenAIChat, OpenAICompletions
-from tokometer.protocols.registry import create_backend
+from tokometer.protocols.registry import create_backend, protocol_named
 from tokometer.records import ErrorCategory, describe_http_failure
 
 __all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Endpoint", "Upstream", "UpstreamCall", "UpstreamError",
@@ -52,7 +52,6 @@ __all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Endpoint", "Upstream
 
 Endpoint = Literal["chat", "completions"]
 
-_OPENAI_APIS = frozenset({"openai-chat", "openai-completions"})
 _EOF = (b"", -1)
 READ_AHEAD_BYTES = 256 * 1024
 """The most of one upstream answer read ahead of the client (then the upstream is paused)."""
@@ -97,7 +96,7 @@ class Upstream:
         self.cfg = cfg
         self.name = cfg.name
         self.backend = create_backend(cfg.api)
-        self.openai = cfg.api in _OPENAI_APIS
+        self.openai = protocol_named(cfg.api).gateway_native
         """It speaks OpenAI chat/completions: the client's request goes as it is (others' is built by their adapter:
         Ollama, TGI, llama.cpp, Anthropic's Messages and OpenAI's Responses API alike)."""
         self._readers: dict[Endpoint, Backend] = {"chat": OpenAIChat(), "completions": OpenAICompletions()} \

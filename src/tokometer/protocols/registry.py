@@ -1,43 +1,52 @@
-"""Protocol adapters, by name: one class per wire protocol.
+"""The protocols tokometer speaks, by name: the one registry.
 
-``BACKENDS`` is the registry the CLI and the gateway look names up in.
+`PROTOCOLS` maps a protocol's name (what ``--api`` takes, and the gateway's ``api`` of an upstream) to its
+`Protocol`: its facts and its parts (client, simulator's server, writer, translation). Adding a protocol is
+a new package under `tokometer.protocols` and one line here.
 """
 
 from __future__ import annotations
 
 from tokometer.errors import ConfigError
-from tokometer.protocols.anthropic_messages.client import AnthropicMessages
-from tokometer.protocols.common.base import Backend, GenerationParams, HttpRequest, ParsedEvent
-from tokometer.protocols.embeddings.client import OpenAIEmbeddings, Rerank
-from tokometer.protocols.llamacpp.client import LlamaCpp
-from tokometer.protocols.ollama.client import Ollama
-from tokometer.protocols.openai.client import OpenAIChat, OpenAICompletions
-from tokometer.protocols.openai_responses.client import OpenAIResponses
-from tokometer.protocols.tgi.client import TGI
+from tokometer.protocols.anthropic_messages import MESSAGES
+from tokometer.protocols.common.base import Backend
+from tokometer.protocols.common.protocol import Protocol
+from tokometer.protocols.embeddings import EMBEDDINGS, RERANK
+from tokometer.protocols.llamacpp import LLAMACPP
+from tokometer.protocols.ollama import OLLAMA
+from tokometer.protocols.openai import CHAT, COMPLETIONS
+from tokometer.protocols.openai_responses import RESPONSES
+from tokometer.protocols.tgi import TGI_GENERATE
 
-__all__ = [
-    "BACKENDS",
-    "Backend",
-    "GenerationParams",
-    "HttpRequest",
-    "ParsedEvent",
-    "create_backend",
-    "default_api_for_url",
-]
+__all__ = ["PROTOCOLS", "Protocol", "create_backend", "default_api_for_url", "protocol_named"]
 
-BACKENDS: dict[str, type[Backend]] = {
-    cls.name: cls for cls in (OpenAIChat, OpenAICompletions, OpenAIResponses, AnthropicMessages, Ollama, TGI, LlamaCpp,
-                              OpenAIEmbeddings, Rerank)
+PROTOCOLS: dict[str, Protocol] = {
+    p.name: p for p in (
+        CHAT,
+        COMPLETIONS,
+        RESPONSES,
+        MESSAGES,
+        OLLAMA,
+        TGI_GENERATE,
+        LLAMACPP,
+        EMBEDDINGS,
+        RERANK,
+    )
 }
 
 
-def create_backend(name: str) -> Backend:
-    """A fresh adapter for protocol ``name``; a clear error lists the known names."""
+def protocol_named(name: str) -> Protocol:
+    """The protocol called ``name``; a clear error lists the known names."""
     try:
-        return BACKENDS[name]()
+        return PROTOCOLS[name]
     except KeyError:
-        known = ", ".join(sorted(BACKENDS))
+        known = ", ".join(sorted(PROTOCOLS))
         raise ConfigError(f"unknown API {name!r}: use one of {known}") from None
+
+
+def create_backend(name: str) -> Backend:
+    """A fresh client of protocol ``name``; a clear error lists the known names."""
+    return protocol_named(name).client()
 
 
 def default_api_for_url(url: str) -> str:
@@ -45,9 +54,9 @@ def default_api_for_url(url: str) -> str:
     Ollama."""
     stripped = url.rstrip("/")
     if "://api.anthropic.com" in stripped:
-        return "anthropic-messages"
+        return MESSAGES.name
     if stripped.endswith("/v1") or "/v1/" in stripped:
-        return "openai-chat"
+        return CHAT.name
     if ":11434" in stripped:
-        return "ollama"
-    return "openai-chat"
+        return OLLAMA.name
+    return CHAT.name

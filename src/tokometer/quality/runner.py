@@ -30,7 +30,7 @@ from tokometer.datasets.base import Prompt
 from tokometer.errors import EndpointError
 from tokometer.metrics.request import decode_speed_tok_s, ttft_ns
 from tokometer.protocols.common.base import GenerationParams
-from tokometer.protocols.registry import create_backend
+from tokometer.protocols.registry import create_backend, protocol_named
 from tokometer.quality.agreement import ItemComparison, TokenStep, compare_paths
 from tokometer.quality.endpoints import Endpoint
 from tokometer.quality.evalset import EvalItem, is_correct
@@ -168,7 +168,7 @@ async def _teacher_force(a: EndpointRun, b: EndpointRun, items: Sequence[EvalIte
     empty: list[dict[int, TokenStep]] = [{} for _ in items]
     if not spec.teacher_forcing:
         return empty, f"{shared}; teacher forcing was turned off"
-    if spec.api != "openai-completions":
+    if not protocol_named(spec.api).takes_token_ids:
         return empty, f"{shared}; teacher forcing needs the completions API"
     client_a = LogprobClient(a.endpoint, spec.api, spec.top_logprobs, spec.max_tokens)
     client_b = LogprobClient(b.endpoint, spec.api, spec.top_logprobs, spec.max_tokens)

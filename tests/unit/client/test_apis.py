@@ -8,14 +8,14 @@ from tokometer.client.assemble import assemble
 from tokometer.datasets.base import Message, Prompt
 from tokometer.errors import ConfigError
 from tokometer.protocols.common.base import GenerationParams, map_finish_reason
-from tokometer.protocols.registry import BACKENDS, create_backend, default_api_for_url
+from tokometer.protocols.registry import PROTOCOLS, create_backend, default_api_for_url
 from tokometer.records import RequestRecord, classify_http_error
 
 PARAMS = GenerationParams(model="m", max_tokens=16, seed=3)
 
 
 def test_registry_and_defaults() -> None:
-    assert set(BACKENDS) == {"openai-chat", "openai-completions", "openai-responses", "anthropic-messages", "ollama",
+    assert set(PROTOCOLS) == {"openai-chat", "openai-completions", "openai-responses", "anthropic-messages", "ollama",
                              "tgi", "llamacpp", "openai-embeddings", "rerank"}
     with pytest.raises(ConfigError, match="unknown API 'grpc'"):
         create_backend("grpc")

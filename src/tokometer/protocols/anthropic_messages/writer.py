@@ -2,7 +2,7 @@
 
 The one home of the Messages API's server-side shapes: the simulator's ``/v1/messages``
 (`tokometer.protocols.anthropic_messages.server`) and the gateway's Anthropic clients
-(`tokometer.gateway.clientapi`) write every event through `AnthropicStreamWriter`, so the two cannot
+(`tokometer.protocols.gateway_clients`) write every event through `AnthropicStreamWriter`, so the two cannot
 drift apart. The events, in the order `tokometer.protocols.anthropic_messages.client` reads them: ``message_start`` (the
 message with empty ``content`` and ``usage.input_tokens``: the prompt tokens not read from the cache,
 with ``cache_read_input_tokens`` where some were), a ``ping`` as the API sends one, then per content
@@ -34,7 +34,8 @@ import orjson
 
 from tokometer.protocols.common.chat_tools import MAX_CALLS, ToolCall, ToolCallDelta, arguments_object
 
-__all__ = ["AnthropicStreamWriter", "anthropic_error_body", "anthropic_event", "error_type", "stop_reason"]
+__all__ = ["AnthropicStreamWriter", "anthropic_error_body", "anthropic_event", "error_type", "gateway_error_body",
+           "gateway_writer", "stop_reason"]
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
                 403: "permission_error", 404: "not_found_error", 413: "request_too_large",
@@ -193,3 +194,18 @@ class AnthropicStreamWriter:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
                 "stop_reason": stop_reason(finish_reason, bool(tool_calls)), "stop_sequence": None,
                 "usage": _usage(prompt_tokens, completion_tokens, cached_tokens)}
+
+
+def gateway_writer(*, chat: bool, model: str, include_usage: bool, prompt_tokens: int | None,
+                   max_tokens: int | None, ident: str | None, created: int | None,
+                   opened: bool) -> AnthropicStreamWriter:
+    """The writer of one answer to the gateway's Anthropic client
+    (`tokometer.protocols.common.protocol.WriterFactory`)."""
+    return AnthropicStreamWriter(model, prompt_tokens)
+
+
+def gateway_error_body(status: int, openai_body: dict[str, Any]) -> dict[str, Any]:
+    """An error the gateway answers (built in OpenAI's shape) in Anthropic's shape."""
+    error = openai_body.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    return anthropic_error_body(error_type(status), str(message or error or "error"))

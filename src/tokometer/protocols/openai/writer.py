@@ -10,7 +10,7 @@ from tokometer.protocols.openai.chunks import ChunkWriter
 from tokometer.protocols.openai.client import DONE
 from tokometer.protocols.openai.errors import error_event
 
-__all__ = ["OpenAIStreamWriter"]
+__all__ = ["OpenAIStreamWriter", "gateway_writer"]
 
 class OpenAIStreamWriter:
     """OpenAI chat (or legacy completions) chunks as a `StreamWriter`: the role event before the first content,
@@ -68,3 +68,11 @@ class OpenAIStreamWriter:
         if tool_calls and self.chunks.chat:
             body["choices"][0]["message"]["tool_calls"] = [chat_tool_call(call) for call in tool_calls]
         return body
+
+
+def gateway_writer(*, chat: bool, model: str, include_usage: bool, prompt_tokens: int | None,
+                   max_tokens: int | None, ident: str | None, created: int | None,
+                   opened: bool) -> OpenAIStreamWriter:
+    """The writer of one answer to the gateway's OpenAI client
+    (`tokometer.protocols.common.protocol.WriterFactory`)."""
+    return OpenAIStreamWriter(ChunkWriter(chat, model, ident, created), include_usage, opened)

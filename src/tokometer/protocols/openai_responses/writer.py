@@ -1,24 +1,24 @@
 """One answer written as OpenAI's Responses API streams it: the server side, for the simulator and the gateway.
 
 The one home of the Responses API's server-side shapes: the simulator's ``/v1/responses``
-(`tokometer.protocols.openai_responses.server`) and the gateway's Responses clients (`tokometer.gateway.clientapi`)
-write every event through `ResponsesStreamWriter`. The events, each with a ``sequence_number`` one above
-the last: ``response.created`` and ``response.in_progress`` (the response, ``status: in_progress``); per
-output item
-``response.output_item.added``, its deltas and its ``*.done`` events, then
-``response.output_item.done``: reasoning in a ``reasoning`` item (``response.reasoning_text.delta``,
-as vLLM sends it), the answer in a ``message`` item (``response.content_part.added``,
-``response.output_text.delta``, ``response.output_text.done``, ``response.content_part.done``), each
-tool call in a ``function_call`` item (``call_id``, ``name``; ``response.function_call_arguments.delta``
-and ``.done``). The end is ``response.completed`` (``response.incomplete`` with
-``incomplete_details.reason: max_output_tokens`` for a ``length`` finish) carrying the whole response:
-its ``output`` items and ``usage`` (``input_tokens``, ``output_tokens``, ``total_tokens``;
-``input_tokens_details.cached_tokens`` and ``output_tokens_details.reasoning_tokens`` where known). An
-error inside the stream is an ``error`` event (``code``, ``message``). The ``*.done`` events and the final
-response repeat each item's text, so the writer keeps it (as `tokometer.protocols.common.pieces.TextPieces`), up to
-`MAX_KEPT_CHARS` in all: past it the deltas still go on whole, and the closing events carry the text kept, the
-item marked ``status: incomplete``. At most `MAX_ITEMS` items open one after another, and tool calls of at
-most `MAX_CALLS` indexes (`ResponsesStreamWriter`), so that no upstream can make the ending unbounded.
+(`tokometer.protocols.openai_responses.server`) and the gateway's Responses clients
+(`tokometer.protocols.gateway_clients`) write every event through `ResponsesStreamWriter`. The events, each
+with a ``sequence_number`` one above the last: ``response.created`` and ``response.in_progress`` (the
+response, ``status: in_progress``); per output item ``response.output_item.added``, its deltas and its
+``*.done`` events, then ``response.output_item.done``: reasoning in a ``reasoning`` item
+(``response.reasoning_text.delta``, as vLLM sends it), the answer in a ``message`` item
+(``response.content_part.added``, ``response.output_text.delta``, ``response.output_text.done``,
+``response.content_part.done``), each tool call in a ``function_call`` item (``call_id``, ``name``;
+``response.function_call_arguments.delta`` and ``.done``). The end is ``response.completed``
+(``response.incomplete`` with ``incomplete_details.reason: max_output_tokens`` for a ``length`` finish)
+carrying the whole response: its ``output`` items and ``usage`` (``input_tokens``, ``output_tokens``,
+``total_tokens``; ``input_tokens_details.cached_tokens`` and ``output_tokens_details.reasoning_tokens`` where
+known). An error inside the stream is an ``error`` event (``code``, ``message``). The ``*.done`` events and
+the final response repeat each item's text, so the writer keeps it (as
+`tokometer.protocols.common.pieces.TextPieces`), up to `MAX_KEPT_CHARS` in all: past it the deltas still go on
+whole, and the closing events carry the text kept, the item marked ``status: incomplete``. At most `MAX_ITEMS`
+items open one after another, and tool calls of at most `MAX_CALLS` indexes (`ResponsesStreamWriter`), so that
+no upstream can make the ending unbounded.
 
 Each upstream tool call (by its chat ``index``) is one ``function_call`` item, open to the end of the answer:
 an upstream may interleave two calls' deltas (index 0, then 1, then 0 again), and a closed item cannot take
@@ -39,7 +39,7 @@ import orjson
 from tokometer.protocols.common.chat_tools import MAX_CALLS, ToolCall, ToolCallDelta
 from tokometer.protocols.common.pieces import MAX_KEPT_CHARS, TextPieces
 
-__all__ = ["MAX_ITEMS", "ResponsesStreamWriter", "responses_event"]
+__all__ = ["MAX_ITEMS", "ResponsesStreamWriter", "gateway_writer", "responses_event"]
 
 MAX_ITEMS = 256
 """Output items one stream opens one after another. Past it (an upstream alternating reasoning and text, or
@@ -270,3 +270,11 @@ class ResponsesStreamWriter:
             self._items[-1].parts.append(call.arguments)
         return self._response("incomplete" if finish_reason == "length" else "completed",
                               self._usage(prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens))
+
+
+def gateway_writer(*, chat: bool, model: str, include_usage: bool, prompt_tokens: int | None,
+                   max_tokens: int | None, ident: str | None, created: int | None,
+                   opened: bool) -> ResponsesStreamWriter:
+    """The writer of one answer to the gateway's Responses client
+    (`tokometer.protocols.common.protocol.WriterFactory`)."""
+    return ResponsesStreamWriter(model, max_tokens)
