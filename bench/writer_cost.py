@@ -32,7 +32,7 @@ APIS = (("anthropic-messages", "/v1/messages"), ("openai-responses", "/v1/respon
 
 def _sim_answer(path: str, api: str, n: int, reasoning: int) -> int:
     """Render one simulated answer; returns the bytes written."""
-    from tokometer.datasets.base import Prompt
+    from tokometer.prompt import Prompt
     from tokometer.protocols.common.base import GenerationParams
     from tokometer.protocols.registry import create_backend
     from tokometer.sim.protocols import PROTOCOLS, StreamTiming, count_words

@@ -19,7 +19,6 @@ from typing import Protocol
 from tokometer.benchmark.prepare import Prepared
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.client.streamclient import StreamClient
-from tokometer.datasets.base import Prompt
 from tokometer.datasets.conversations import SessionScript
 from tokometer.load.cluster import RayLoad
 from tokometer.load.processes import run_step_in_workers
@@ -27,6 +26,7 @@ from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome, run_step
 from tokometer.load.sessions import run_session_step
 from tokometer.load.share import Items, WorkerSetup
+from tokometer.prompt import Prompt
 from tokometer.protocols.registry import create_backend
 from tokometer.records import RequestRecord
 

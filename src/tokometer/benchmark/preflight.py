@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.client.probe import Probe
 from tokometer.client.streamclient import StreamClient, Target, Timeouts
-from tokometer.datasets import Prompt
 from tokometer.errors import EndpointError
+from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.protocols.common.protocol import ContextProbe, Protocol, root_of
 from tokometer.protocols.registry import PROTOCOLS, create_backend, protocol_named

@@ -18,7 +18,7 @@ from tokometer.benchmark.preflight import preflight, protocol_hint, server_root
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.client.http1 import ConnectError, HttpTimeout, PeerReset
 from tokometer.client.probe import Probe
-from tokometer.datasets import FixedSource, Prompt, SyntheticSource, load_source_file
+from tokometer.datasets import FixedSource, SyntheticSource, load_source_file
 from tokometer.datasets.batched import BatchedSource
 from tokometer.datasets.conversations import SessionScript, SessionSource, ShareGPTSessions, SyntheticSessions
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
@@ -27,6 +27,7 @@ from tokometer.datasets.sampled import Sampled
 from tokometer.datasets.trace import TraceSource
 from tokometer.errors import DatasetError, EndpointError, TokenizerError
 from tokometer.load.runner import StepLimits
+from tokometer.prompt import Prompt
 from tokometer.protocols.registry import PROTOCOLS, create_backend, protocol_named
 from tokometer.tokens import ServerTokenizer, Tokenizer, probe_server_tokenizer
 

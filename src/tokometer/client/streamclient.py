@@ -31,7 +31,7 @@ from tokometer.client.http1 import (
     TlsOptions,
     transport_error_category,
 )
-from tokometer.datasets.base import Prompt
+from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import Backend, GenerationParams, answer_length
 from tokometer.protocols.common.framing import MAX_BODY_BYTES, MAX_EVENT_BYTES, EventWatch
 from tokometer.protocols.common.mediatype import not_an_api_answer

@@ -14,7 +14,7 @@ import itertools
 import math
 from collections.abc import Iterable, Iterator
 
-from tokometer.datasets.base import Message, Prompt
+from tokometer.prompt import Message, Prompt
 
 __all__ = ["BatchedSource"]
 

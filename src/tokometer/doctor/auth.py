@@ -13,9 +13,9 @@ then skipped.
 from __future__ import annotations
 
 from tokometer.benchmark.preflight import protocol_hint
-from tokometer.datasets import Prompt
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
+from tokometer.prompt import Prompt
 from tokometer.protocols.registry import create_backend
 
 __all__ = ["CLOCK_SKEW_S", "NOT_MODEL_TOKENS", "key_header", "key_shown", "run"]

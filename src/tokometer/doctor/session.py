@@ -19,12 +19,12 @@ from tokometer.benchmark.preflight import server_root
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.client.probe import Probe
 from tokometer.client.streamclient import StreamClient, Target, Timeouts
-from tokometer.datasets import Prompt
 from tokometer.datasets.synthetic import make_exact_text
 from tokometer.datasets.words import WORDS
 from tokometer.doctor.finding import Finding, Skipped
 from tokometer.doctor.spec import DoctorSpec
 from tokometer.errors import DatasetError, TokenizerError
+from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.protocols.registry import create_backend
 from tokometer.records import RequestRecord

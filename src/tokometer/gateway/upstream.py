@@ -36,10 +36,10 @@ from tokometer.client.http1 import (
     StreamedResponse,
     transport_error_category,
 )
-from tokometer.datasets.base import Message, Prompt
 from tokometer.errors import TokometerError
 from tokometer.gateway.config import UpstreamConfig
 from tokometer.messages import message_text
+from tokometer.prompt import Message, Prompt
 from tokometer.protocols.common.base import Backend, GenerationParams, ParsedEvent
 from tokometer.protocols.common.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
 from tokometer.protocols.common.tool_events import tool_fields

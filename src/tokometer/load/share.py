@@ -21,11 +21,11 @@ from dataclasses import dataclass, replace
 
 from tokometer.client.streamclient import StreamClient, Target, Timeouts
 from tokometer.clock import sleep_until
-from tokometer.datasets.base import Prompt
 from tokometer.datasets.conversations import SessionScript
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome, run_step
 from tokometer.load.selfcheck import ClientHealth
+from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.protocols.registry import create_backend
 from tokometer.records import RequestRecord

@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tokometer.client.streamclient import StreamClient, Target
-from tokometer.datasets.base import Prompt
 from tokometer.errors import EndpointError
 from tokometer.metrics.request import decode_speed_tok_s, ttft_ns
+from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.protocols.registry import create_backend, protocol_named
 from tokometer.quality.agreement import ItemComparison, TokenStep, compare_paths

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tokometer.client.assemble import assemble
-from tokometer.datasets.base import Message, Prompt
 from tokometer.errors import ConfigError
+from tokometer.prompt import Message, Prompt
 from tokometer.protocols.common.base import GenerationParams, map_finish_reason
 from tokometer.protocols.registry import PROTOCOLS, create_backend, default_api_for_url
 from tokometer.records import RequestRecord, classify_http_error
@@ -157,7 +157,7 @@ def test_the_answer_length_of_a_request() -> None:
     exact length does not; requested_output_tokens is what was sent."""
     from dataclasses import replace
 
-    from tokometer.datasets.base import Prompt
+    from tokometer.prompt import Prompt
     from tokometer.protocols.common.base import GenerationParams, answer_length
 
     reference = Prompt.from_text("hi", max_tokens=7)

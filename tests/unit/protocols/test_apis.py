@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from tokometer.client.assemble import assemble
-from tokometer.datasets.base import Message, Prompt
+from tokometer.prompt import Message, Prompt
 from tokometer.protocols.anthropic_messages.client import ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS
 from tokometer.protocols.anthropic_messages.writer import error_type
 from tokometer.protocols.common.base import GenerationParams

@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from tokometer.client.assemble import assemble
-from tokometer.datasets.base import Message, Prompt
 from tokometer.datasets.batched import BatchedSource
+from tokometer.prompt import Message, Prompt
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.protocols.embeddings.client import RERANK_QUERY, OpenAIEmbeddings, Rerank
 from tokometer.records import RequestRecord

@@ -88,3 +88,15 @@ def test_no_code_outside_the_protocol_packages_branches_on_a_protocol_name() -> 
         offenders += [f"{where}:{line}: {name!r}" for line, name in _branches(ast.parse(path.read_text(), where))
                       if name not in ENGINE_NAMES.get(where, set())]
     assert offenders == [], "ask the protocol's registry entry instead:\n" + "\n".join(offenders)
+
+
+def test_the_protocol_layer_does_not_import_the_prompt_sources() -> None:
+    """The protocols send a `tokometer.prompt.Prompt`; where prompts come from (`tokometer.datasets`) sits above."""
+    offenders = []
+    for path in sorted((SRC / "protocols").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                       else [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
+            offenders += [f"{path.relative_to(SRC.parent)}: {m}" for m in modules
+                          if m == "tokometer.datasets" or m.startswith("tokometer.datasets.")]
+    assert offenders == []

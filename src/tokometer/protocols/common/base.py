@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from tokometer.datasets.base import Prompt
+from tokometer.prompt import Prompt
 from tokometer.protocols.common.toolcalls import ToolDelta
 from tokometer.records import FinishReason
 

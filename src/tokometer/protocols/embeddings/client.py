@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from tokometer.datasets.base import Prompt
+from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import Backend, Framing, GenerationParams, HttpRequest, ParsedEvent
 from tokometer.protocols.common.numbers import count, obj
 

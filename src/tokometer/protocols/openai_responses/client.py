@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from tokometer.datasets.base import Prompt
+from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length
 from tokometer.protocols.common.numbers import count, obj, text_field
 

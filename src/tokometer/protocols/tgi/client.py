@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from tokometer.datasets.base import Prompt
+from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import (
     Backend,
     GenerationParams,
