@@ -3,7 +3,7 @@
 Two measurements, each of the code on ``PYTHONPATH`` (run it once on each commit to compare them):
 
 1. ``render``: CPU time per content event of an answer of ``--tokens`` one-word events, rendered by the
-   simulator's server side (`tokometer.sim.protocols.PROTOCOLS`: read, every ``tokens``, ``last_tokens``)
+   simulator's server side (`tokometer.sim.servers.SERVERS`: read, every ``tokens``, ``last_tokens``)
    and by the gateway's client writer (`tokometer.protocols.gateway_clients.writer_for`: every ``content``,
    ``ending``), plain and with 32 reasoning tokens first; the best of ``--repeat`` rounds (the least
    disturbed by other work on the machine);
@@ -34,10 +34,11 @@ def _sim_answer(path: str, api: str, n: int, reasoning: int) -> int:
     """Render one simulated answer; returns the bytes written."""
     from tokometer.prompt import Prompt
     from tokometer.protocols.common.base import GenerationParams
+    from tokometer.protocols.common.server import StreamTiming
     from tokometer.protocols.registry import create_backend
-    from tokometer.sim.protocols import PROTOCOLS, StreamTiming, count_words
+    from tokometer.sim.servers import SERVERS, count_words
 
-    server = PROTOCOLS[path]
+    server = SERVERS[path]
     body = create_backend(api).build(Prompt.from_text("one two three"), GenerationParams(model="m", max_tokens=n)).body
     info = server.read(body, "m", count_words)
     info.id, info.created = "cmpl-sim-1", 1

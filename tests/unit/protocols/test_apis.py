@@ -15,7 +15,7 @@ from tokometer.protocols.common.framing import iter_payloads
 from tokometer.protocols.common.server import StreamTiming
 from tokometer.protocols.registry import create_backend
 from tokometer.records import RequestRecord
-from tokometer.sim.protocols import PROTOCOLS, count_words
+from tokometer.sim.servers import SERVERS, count_words
 
 PARAMS = GenerationParams(model="m", max_tokens=16, seed=3)
 PROMPT = Prompt.from_messages((Message("system", "be brief"), Message("user", "hi")))
@@ -175,7 +175,7 @@ def test_anthropic_error_types_by_status() -> None:
 @pytest.mark.parametrize("reasoning", [0, 2, 5])
 def test_simulator_streams_parse_back(path: str, api: str, reasoning: int) -> None:
     """What the simulator's server side writes, read by the client side: texts, counts, finish."""
-    server, client = PROTOCOLS[path], create_backend(api)
+    server, client = SERVERS[path], create_backend(api)
     body = client.build(Prompt.from_text("one two three"), GenerationParams(model="m", max_tokens=5)).body
     info = server.read(body, "m", count_words)
     info.id, info.reasoning_tokens = "cmpl-sim-1", reasoning or None
@@ -195,7 +195,7 @@ def test_simulator_streams_parse_back(path: str, api: str, reasoning: int) -> No
 
 
 def test_simulator_reads_refuse_malformed_requests() -> None:
-    messages, responses = PROTOCOLS["/v1/messages"], PROTOCOLS["/v1/responses"]
+    messages, responses = SERVERS["/v1/messages"], SERVERS["/v1/responses"]
     with pytest.raises(ValueError, match="max_tokens: Field required"):
         messages.read({"messages": [{"role": "user", "content": "x"}]}, "m", count_words)
     with pytest.raises(ValueError, match="role"):
