@@ -35,11 +35,11 @@ def _sim_answer(path: str, api: str, n: int, reasoning: int) -> int:
     from tokometer.prompt import Prompt
     from tokometer.protocols.common.base import GenerationParams
     from tokometer.protocols.common.server import StreamTiming
-    from tokometer.protocols.registry import create_backend
+    from tokometer.protocols.registry import create_client
     from tokometer.sim.servers import SERVERS, count_words
 
     server = SERVERS[path]
-    body = create_backend(api).build(Prompt.from_text("one two three"), GenerationParams(model="m", max_tokens=n)).body
+    body = create_client(api).build(Prompt.from_text("one two three"), GenerationParams(model="m", max_tokens=n)).body
     info = server.read(body, "m", count_words)
     info.id, info.created = "cmpl-sim-1", 1
     info.reasoning_tokens = reasoning or None

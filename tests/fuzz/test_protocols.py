@@ -1,7 +1,7 @@
 """Fuzzing the wire readers: every protocol's event parser, the usage and timings readers, the SSE/NDJSON
 splitter, the media-type check, and a whole stream through the assembly into the metrics.
 
-Documented behaviour under any input: `Backend.parse` returns a `ParsedEvent` (or None) or raises
+Documented behaviour under any input: `ProtocolClient.parse` returns a `ParsedEvent` (or None) or raises
 ``ValueError``; every count it yields is a whole number from 0 to `MAX_COUNT`, every duration a finite
 number from 0 to `MAX_DURATION_MS`, every text a string. The assembly never raises, and the metrics of the
 record it fills are finite and not negative.
@@ -28,7 +28,7 @@ from tokometer.protocols.common.mediatype import not_an_api_answer
 from tokometer.protocols.common.numbers import MAX_COUNT, MAX_DURATION_MS
 from tokometer.protocols.llamacpp.timings import read_llamacpp_timings
 from tokometer.protocols.openai.client import read_usage
-from tokometer.protocols.registry import create_backend
+from tokometer.protocols.registry import create_client
 from tokometer.records import RequestRecord
 
 APIS = ["openai-chat", "openai-completions", "ollama", "tgi", "llamacpp"]
@@ -53,7 +53,7 @@ def _sound(event: ParsedEvent | None) -> None:
 
 def _parse(api: str, payload: bytes) -> ParsedEvent | None:
     try:
-        event = create_backend(api).parse(payload)
+        event = create_client(api).parse(payload)
     except ValueError:  # the documented failure: the assembly records a malformed stream
         return None
     _sound(event)
@@ -159,9 +159,9 @@ def test_a_whole_stream_into_the_metrics(api: str, bodies: list[dict[str, Any]],
     chunks = _stream(api, bodies)
     record = RequestRecord(index=0, sent_ns=1_000, first_byte_ns=2_000, status=200,
                            end_ns=10_000_000 + 1_000_000 * len(chunks), requested_output_tokens=max_tokens)
-    assembly = StreamAssembly(record, create_backend(api), len(chunks))
+    assembly = StreamAssembly(record, create_client(api), len(chunks))
     for stamp, payload in iter_payloads(chunks, [3_000_000 + 1_000_000 * i for i in range(len(chunks))],
-                                        create_backend(api).framing):
+                                        create_client(api).framing):
         assembly.feed(stamp, payload)
     assembly.finish((lambda text: len(text.split())) if tokenizer else None)
     for name in ("output_tokens", "input_tokens", "reasoning_tokens", "hidden_tokens"):

@@ -27,7 +27,7 @@ from tokometer.errors import EndpointError
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.protocols.common.protocol import ContextProbe, Protocol, root_of
-from tokometer.protocols.registry import PROTOCOLS, create_backend, protocol_named
+from tokometer.protocols.registry import PROTOCOLS, create_client, protocol_named
 from tokometer.records import RequestRecord
 from tokometer.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
 
@@ -106,7 +106,7 @@ async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[st
                         max_event_bytes=spec.max_event_bytes)
     record = RequestRecord(index=-1, step=-1)
     with say_while_waiting(lambda: _waiting(spec, record)):
-        async with StreamClient(target, create_backend(spec.api), params, timeouts) as client:
+        async with StreamClient(target, create_client(spec.api), params, timeouts) as client:
             await client.send(Prompt.from_text("Hello"), record)
     error, detail = record.error, record.error_detail
     if error is None:

@@ -28,7 +28,7 @@ from tokometer.datasets.trace import TraceSource
 from tokometer.errors import DatasetError, EndpointError, TokenizerError
 from tokometer.load.runner import StepLimits
 from tokometer.prompt import Prompt
-from tokometer.protocols.registry import PROTOCOLS, create_backend, protocol_named
+from tokometer.protocols.registry import PROTOCOLS, create_client, protocol_named
 from tokometer.tokens import ServerTokenizer, Tokenizer, probe_server_tokenizer
 
 __all__ = ["Prepared", "prepare"]
@@ -65,7 +65,7 @@ class Prepared:
 async def _check_endpoint(spec: BenchSpec, warnings: list[str]) -> tuple[str, float | None]:
     """Connect once, pick the model, send the check request (`preflight`); return the model and how long the
     check's 1-token answer took (None without one). Raises EndpointError if nothing answers or no run could work."""
-    key_headers = create_backend(spec.api).auth_headers(spec.api_key) if spec.api_key else {}
+    key_headers = create_client(spec.api).auth_headers(spec.api_key) if spec.api_key else {}
     headers = {**spec.headers, **key_headers}  # the protocol's own key header (Anthropic: x-api-key)
     probe = Probe(headers, spec.tls(), spec.connect_timeout_s)
     try:

@@ -43,11 +43,11 @@ from tokometer.inbound.jsonbody import BadBody, parse_object
 from tokometer.protocols.common.base import ParsedEvent
 from tokometer.protocols.common.chat_tools import tool_call_deltas
 from tokometer.protocols.common.framing import sse_payload
-from tokometer.protocols.common.tool_events import MARKERS, tool_delta_reader
 from tokometer.protocols.gateway_clients import error_body as client_error_body
 from tokometer.protocols.gateway_clients import relays_openai_bytes, writer_for
 from tokometer.protocols.openai.client import DONE
 from tokometer.protocols.openai.errors import error_body, error_event
+from tokometer.protocols.tool_events import MARKERS, tool_delta_reader
 
 if TYPE_CHECKING:
     from tokometer.client.assemble import StreamAssembly

@@ -14,7 +14,7 @@ the HTTP client and the transport-error map are in `tokometer.client.http1`.
 
 from __future__ import annotations
 
-from tokometer.protocols.common.base import Backend, GenerationParams, HttpRequest, ParsedEvent
+from tokometer.protocols.common.base import GenerationParams, HttpRequest, ParsedEvent, ProtocolClient
 from tokometer.protocols.common.framing import EventSplitter, iter_payloads
 
-__all__ = ["Backend", "EventSplitter", "GenerationParams", "HttpRequest", "ParsedEvent", "iter_payloads"]
+__all__ = ["EventSplitter", "GenerationParams", "HttpRequest", "ParsedEvent", "ProtocolClient", "iter_payloads"]

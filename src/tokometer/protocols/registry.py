@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tokometer.errors import ConfigError
 from tokometer.protocols.anthropic_messages import MESSAGES
-from tokometer.protocols.common.base import Backend
+from tokometer.protocols.common.base import ProtocolClient
 from tokometer.protocols.common.protocol import Protocol
 from tokometer.protocols.embeddings import EMBEDDINGS, RERANK
 from tokometer.protocols.llamacpp import LLAMACPP
@@ -18,7 +18,7 @@ from tokometer.protocols.openai import CHAT, COMPLETIONS
 from tokometer.protocols.openai_responses import RESPONSES
 from tokometer.protocols.tgi import TGI_GENERATE
 
-__all__ = ["PROTOCOLS", "Protocol", "create_backend", "default_api_for_url", "protocol_named"]
+__all__ = ["PROTOCOLS", "Protocol", "create_client", "default_api_for_url", "protocol_named"]
 
 PROTOCOLS: dict[str, Protocol] = {
     p.name: p for p in (
@@ -44,7 +44,7 @@ def protocol_named(name: str) -> Protocol:
         raise ConfigError(f"unknown API {name!r}: use one of {known}") from None
 
 
-def create_backend(name: str) -> Backend:
+def create_client(name: str) -> ProtocolClient:
     """A fresh client of protocol ``name``; a clear error lists the known names."""
     return protocol_named(name).client()
 

@@ -30,7 +30,7 @@ from tokometer.errors import EndpointError
 from tokometer.metrics.request import decode_speed_tok_s, ttft_ns
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import GenerationParams
-from tokometer.protocols.registry import create_backend, protocol_named
+from tokometer.protocols.registry import create_client, protocol_named
 from tokometer.quality.agreement import ItemComparison, TokenStep, compare_paths
 from tokometer.quality.endpoints import Endpoint
 from tokometer.quality.evalset import EvalItem, is_correct
@@ -102,7 +102,7 @@ def _record_failure(run: EndpointRun, detail: str) -> None:
 async def _speed_pass(run: EndpointRun, items: Sequence[EvalItem], spec: QualitySpec) -> None:
     endpoint = run.endpoint
     params = GenerationParams(model=endpoint.model, max_tokens=spec.max_tokens, temperature=0.0)
-    client = StreamClient(Target(endpoint.base_url, api_key=endpoint.api_key), create_backend(spec.api), params)
+    client = StreamClient(Target(endpoint.base_url, api_key=endpoint.api_key), create_client(spec.api), params)
     records: list[RequestRecord | None] = [None] * len(items)
     try:
         await client.send(Prompt.from_text(items[0].prompt), RequestRecord(index=-1, warmup=True))

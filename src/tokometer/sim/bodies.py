@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 
 from tokometer.inbound.body import BodyTimeout, BodyTooLarge, discard_rest, read_body
 from tokometer.inbound.jsonbody import BadBody, parse_object
-from tokometer.protocols.common.server import ServerProtocol
+from tokometer.protocols.common.server import ProtocolServer
 from tokometer.sim.config import SimConfig
 
 __all__ = ["error", "read", "read_json"]
@@ -47,7 +47,7 @@ async def read_json(request: Request, config: SimConfig) -> dict[str, Any] | Res
         return error(None, 400, str(exc), "invalid_request_error")
 
 
-def error(proto: ServerProtocol | None, status: int, message: str, kind: str) -> Response:
+def error(proto: ProtocolServer | None, status: int, message: str, kind: str) -> Response:
     """An error answer in ``proto``'s shape (OpenAI's where None)."""
     body = proto.error_body(status, message, kind) if proto else {"error": {"message": message, "type": kind}}
     return JSONResponse(body, status_code=status)

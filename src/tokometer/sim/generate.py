@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from tokometer.inbound.jsonbody import BadBody, parse_object
-from tokometer.protocols.common.server import RequestInfo, ServerProtocol
+from tokometer.protocols.common.server import ProtocolServer, RequestInfo
 from tokometer.sim.auth import REFUSAL, authorized, presented
 from tokometer.sim.bodies import error, read
 from tokometer.sim.config import SimConfig
@@ -74,7 +74,7 @@ def _refused(trace: SendTrace, answer: Response) -> Response:
     return answer
 
 
-async def _admit(request: Request, state: SimState, config: SimConfig, proto: ServerProtocol,
+async def _admit(request: Request, state: SimState, config: SimConfig, proto: ProtocolServer,
                  trace: SendTrace) -> tuple[dict[str, Any], RequestInfo] | Response:
     """The request's body and the protocol's reading of it, or the error answer (the key, the body, a fault)."""
     if not authorized(presented(request.headers, request.url.path), config.api_key):
@@ -100,7 +100,7 @@ async def _admit(request: Request, state: SimState, config: SimConfig, proto: Se
     return body, info
 
 
-def _length(config: SimConfig, proto: ServerProtocol, info: RequestInfo, fault: str) -> tuple[int, str] | Response:
+def _length(config: SimConfig, proto: ProtocolServer, info: RequestInfo, fault: str) -> tuple[int, str] | Response:
     """(tokens, finish reason) of the answer, or the context-length error; a prompt too long for the context
     is cut instead where ``truncate_context`` says (the usage then says so)."""
     max_tokens = info.max_tokens if info.max_tokens is not None else config.default_max_tokens

@@ -9,7 +9,7 @@ Anthropic Messages ``/v1/messages`` (named SSE events, as the two APIs document 
 
 from __future__ import annotations
 
-from tokometer.protocols.common.server import ServerProtocol
+from tokometer.protocols.common.server import ProtocolServer
 from tokometer.protocols.registry import PROTOCOLS
 
 __all__ = ["SERVERS", "count_words"]
@@ -20,7 +20,7 @@ def count_words(text: str) -> int:
     return len(text.split())
 
 
-SERVERS: dict[str, ServerProtocol] = {
+SERVERS: dict[str, ProtocolServer] = {
     protocol.server.path: protocol.server() for protocol in PROTOCOLS.values() if protocol.server is not None
 }
 """The server side of each protocol the simulator streams, by its path."""

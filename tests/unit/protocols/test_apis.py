@@ -13,7 +13,7 @@ from tokometer.protocols.anthropic_messages.writer import error_type
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.protocols.common.framing import iter_payloads
 from tokometer.protocols.common.server import StreamTiming
-from tokometer.protocols.registry import create_backend
+from tokometer.protocols.registry import create_client
 from tokometer.records import RequestRecord
 from tokometer.sim.servers import SERVERS, count_words
 
@@ -27,19 +27,19 @@ def _event(kind: str, **fields: object) -> bytes:
 
 def _assemble(api: str, chunks: list[bytes]) -> RequestRecord:
     record = RequestRecord(index=0, sent_ns=1, status=200, end_ns=100)
-    assemble(record, create_backend(api), chunks, list(range(10, 10 + len(chunks))))
+    assemble(record, create_client(api), chunks, list(range(10, 10 + len(chunks))))
     return record
 
 
 def test_request_bodies_and_headers() -> None:
-    responses = create_backend("openai-responses")
+    responses = create_client("openai-responses")
     request = responses.build(PROMPT, PARAMS)
     assert request.path == "/responses"
     assert request.body["input"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
     assert request.body["max_output_tokens"] == 16 and request.body["stream"] is True
     assert "max_tokens" not in request.body and "seed" not in request.body and "ignore_eos" not in request.body
     assert responses.auth_headers("k") == {"Authorization": "Bearer k"}
-    anthropic = create_backend("anthropic-messages")
+    anthropic = create_client("anthropic-messages")
     request = anthropic.build(PROMPT, GenerationParams(model="m", max_tokens=8, ignore_eos=True))
     assert request.path == "/messages"
     assert request.body["system"] == "be brief"  # a top-level field: the API has no system role in messages
@@ -175,7 +175,7 @@ def test_anthropic_error_types_by_status() -> None:
 @pytest.mark.parametrize("reasoning", [0, 2, 5])
 def test_simulator_streams_parse_back(path: str, api: str, reasoning: int) -> None:
     """What the simulator's server side writes, read by the client side: texts, counts, finish."""
-    server, client = SERVERS[path], create_backend(api)
+    server, client = SERVERS[path], create_client(api)
     body = client.build(Prompt.from_text("one two three"), GenerationParams(model="m", max_tokens=5)).body
     info = server.read(body, "m", count_words)
     info.id, info.reasoning_tokens = "cmpl-sim-1", reasoning or None

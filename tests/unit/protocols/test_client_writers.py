@@ -16,7 +16,7 @@ import pytest
 from tokometer.protocols.anthropic_messages.client import AnthropicMessages
 from tokometer.protocols.anthropic_messages.translate import chat_request_from_anthropic
 from tokometer.protocols.anthropic_messages.writer import AnthropicStreamWriter
-from tokometer.protocols.common.base import Backend, ParsedEvent
+from tokometer.protocols.common.base import ParsedEvent, ProtocolClient
 from tokometer.protocols.common.chat_tools import ToolCallDelta, ToolCalls, tool_call_deltas
 from tokometer.protocols.common.framing import iter_payloads as _iter
 from tokometer.protocols.common.writer import StreamWriter
@@ -38,7 +38,7 @@ def _render(writer: StreamWriter) -> bytes:
                      writer.tool_call(ToolCallDelta(0, None, None, ": 1}")), writer.ending("stop", 11, 7)])
 
 
-def _parse(backend: Backend, stream: bytes) -> list[ParsedEvent]:
+def _parse(backend: ProtocolClient, stream: bytes) -> list[ParsedEvent]:
     return [e for e in (backend.parse(p) for p in iter_payloads(stream, "sse")) if e is not None]
 
 
@@ -48,7 +48,7 @@ def _types(stream: bytes) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(("writer", "reader"), [(lambda: AnthropicStreamWriter("m", 11), AnthropicMessages),
                                                 (lambda: ResponsesStreamWriter("m"), OpenAIResponses)])
-def test_writers_streams_read_back_by_the_bench_parser(writer: Any, reader: type[Backend]) -> None:
+def test_writers_streams_read_back_by_the_bench_parser(writer: Any, reader: type[ProtocolClient]) -> None:
     events = _parse(reader(), _render(writer()))
     assert "".join(e.text for e in events) == "Hello world"
     assert "".join(e.reasoning for e in events) == "let me think more"
@@ -168,7 +168,7 @@ def test_responses_request_becomes_a_chat_request() -> None:
 
 
 def test_tool_fields_and_readers_of_the_messages_and_responses_apis() -> None:
-    from tokometer.protocols.common.tool_events import tool_delta_reader, tool_fields
+    from tokometer.protocols.tool_events import tool_delta_reader, tool_fields
 
     tools = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}]
     choice = {"type": "function", "function": {"name": "f"}}

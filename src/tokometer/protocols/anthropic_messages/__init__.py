@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tokometer.protocols.anthropic_messages.client import AnthropicMessages
 from tokometer.protocols.anthropic_messages.server import AnthropicMessagesServer
+from tokometer.protocols.anthropic_messages.tools import TOOL_EVENTS
 from tokometer.protocols.anthropic_messages.translate import chat_request_from_anthropic
 from tokometer.protocols.anthropic_messages.writer import gateway_error_body, gateway_writer
 from tokometer.protocols.common.protocol import ModelList, Protocol, ids_of
@@ -17,4 +18,5 @@ __all__ = ["MESSAGES"]
 
 MESSAGES = Protocol("anthropic-messages", "Anthropic", AnthropicMessages, AnthropicMessagesServer,
                     base_path="/v1", model_list=ModelList("/models", ids_of), picks_first_model=True, chat=True,
-                    to_chat=chat_request_from_anthropic, error_body=gateway_error_body, writer=gateway_writer)
+                    to_chat=chat_request_from_anthropic, error_body=gateway_error_body, tool_events=TOOL_EVENTS,
+                    writer=gateway_writer)

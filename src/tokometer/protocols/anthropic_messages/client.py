@@ -31,10 +31,10 @@ import orjson
 
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import (
-    Backend,
     GenerationParams,
     HttpRequest,
     ParsedEvent,
+    ProtocolClient,
     answer_length,
     map_finish_reason,
 )
@@ -49,7 +49,7 @@ DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` when a run asks for no length: the API requires one."""
 
 
-class AnthropicMessages(Backend):
+class AnthropicMessages(ProtocolClient):
     """``POST {base}/messages``."""
 
     name: ClassVar[str] = "anthropic-messages"

@@ -1,4 +1,4 @@
-"""The simulator's ``/v1/messages``: Anthropic's Messages API, server side, as a `ServerProtocol`.
+"""The simulator's ``/v1/messages``: Anthropic's Messages API, server side, as a `ProtocolServer`.
 
 It reads and checks a request (``max_tokens`` required, ``system`` and the messages counted as the
 prompt) and hands every event to the answer's `tokometer.protocols.anthropic_messages.writer.AnthropicStreamWriter`,
@@ -15,8 +15,8 @@ from tokometer.messages import content_text, message_text
 from tokometer.protocols.anthropic_messages.writer import AnthropicStreamWriter, anthropic_error_body, error_type
 from tokometer.protocols.common.server import (
     Count,
+    ProtocolServer,
     RequestInfo,
-    ServerProtocol,
     StreamTiming,
     no_field,
     opt_bool,
@@ -53,7 +53,7 @@ def _prompt_tokens(body: dict[str, Any], count: Count) -> int:
     return total
 
 
-class AnthropicMessagesServer(ServerProtocol):
+class AnthropicMessagesServer(ProtocolServer):
     """The event sequence Anthropic documents (`tokometer.protocols.anthropic_messages.writer`): reasoning in a
     ``thinking`` block before the ``text`` block."""
 

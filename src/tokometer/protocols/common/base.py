@@ -1,9 +1,9 @@
-"""What every protocol adapter provides: a request body, a framing, an event parser.
+"""What every protocol's client side provides: a request body, a framing, an event parser.
 
-An adapter knows one wire protocol and nothing about timing. The shared client
+A `ProtocolClient` knows one protocol and nothing about timing. The shared client
 (`tokometer.client.streamclient`) sends the request, stamps every chunk of bytes as
-it arrives, and only afterwards splits the bytes into events (by the adapter's
-framing) and asks the adapter what each event carried (`ParsedEvent`).
+it arrives, and only afterwards splits the bytes into events (by the client's
+framing) and asks the client what each event carried (`ParsedEvent`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tokometer.prompt import Prompt
 from tokometer.protocols.common.toolcalls import ToolDelta
 from tokometer.records import FinishReason
 
-__all__ = ["Backend", "GenerationParams", "HttpRequest", "ParsedEvent", "answer_length", "map_finish_reason"]
+__all__ = ["GenerationParams", "HttpRequest", "ParsedEvent", "ProtocolClient", "answer_length", "map_finish_reason"]
 
 Framing = Literal["sse", "ndjson", "json"]
 
@@ -111,7 +111,7 @@ def map_finish_reason(value: object) -> FinishReason | None:
     return "unknown"
 
 
-class Backend(ABC):
+class ProtocolClient(ABC):
     """One wire protocol. Subclasses are registered by `name` in `tokometer.protocols.registry`."""
 
     name: ClassVar[str]

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tokometer.protocols.common.base import Backend
-from tokometer.protocols.common.server import ServerProtocol
+from tokometer.protocols.common.base import ProtocolClient
+from tokometer.protocols.common.server import ProtocolServer
+from tokometer.protocols.common.tool_events import ToolEvents
 from tokometer.protocols.common.writer import StreamWriter
 
 __all__ = ["ContextProbe", "ModelList", "Protocol", "WriterFactory", "ids_of", "root_of"]
@@ -82,9 +83,9 @@ class Protocol:
     name: str
     vendor: str
     """Who defines it, in messages (``OpenAI``, ``Anthropic``, ``Ollama``)."""
-    client: type[Backend]
+    client: type[ProtocolClient]
     """The request a client sends and the parser of the answer's events (bench, the gateway's upstreams)."""
-    server: type[ServerProtocol] | None = None
+    server: type[ProtocolServer] | None = None
     """The simulator's side of it (None: the simulator serves it elsewhere, or not at all)."""
     family: str = ""
     """Protocols one server serves together share a family (OpenAI's chat, completions, Responses...);
@@ -118,6 +119,8 @@ class Protocol:
     error_body: Callable[[int, dict[str, Any]], dict[str, Any]] | None = None
     """An error the gateway answers (in OpenAI's shape, with its HTTP status) in this protocol's shape
     (None: OpenAI's is this protocol's)."""
+    tool_events: ToolEvents | None = None
+    """How it streams and declares tool calls where that is not OpenAI chat's way (the gateway's upstreams)."""
     writer: WriterFactory | None = None
     """The writer of one answer to a client of this protocol (the gateway; None: the gateway does not serve it)."""
 

@@ -1,6 +1,6 @@
 """The server side of a wire protocol: reading a request, rendering a stream (the simulator speaks through it).
 
-A `ServerProtocol` turns "these tokens are ready now" into the exact bytes the real engine sends.
+A `ProtocolServer` turns "these tokens are ready now" into the exact bytes the real engine sends.
 Each protocol's implementation lives in its wire module beside the client side it answers
 (`openai.OpenAIChatServer`, `ollama.OllamaChatServer`, `tgi.TgiServer`, `llamacpp.LlamaCppServer`),
 so that what a client parses and what a server writes are written down once, together. Where the
@@ -20,8 +20,18 @@ from typing import Any, ClassVar
 
 from tokometer.messages import message_text
 
-__all__ = ["Count", "RequestInfo", "ServerProtocol", "StreamTiming", "no_field", "opt_bool", "opt_int", "opt_str",
-           "prompt_tokens", "stream_field"]
+__all__ = [
+    "Count",
+    "ProtocolServer",
+    "RequestInfo",
+    "StreamTiming",
+    "no_field",
+    "opt_bool",
+    "opt_int",
+    "opt_str",
+    "prompt_tokens",
+    "stream_field",
+]
 
 Count = Callable[[str], int]
 """A server's tokenizer: text -> tokens."""
@@ -72,7 +82,7 @@ class StreamTiming:
     total_ms: float
 
 
-class ServerProtocol(ABC):
+class ProtocolServer(ABC):
     """One wire protocol, server side."""
 
     path: ClassVar[str]
@@ -127,7 +137,7 @@ class ServerProtocol(ABC):
         return {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 
-def no_field(protocol: ServerProtocol, reasoning: str) -> None:
+def no_field(protocol: ProtocolServer, reasoning: str) -> None:
     """Refuse reasoning text for a protocol without a field for it (the caller must put it inline)."""
     if reasoning and not protocol.carries_reasoning:
         raise ValueError(f"{protocol.path} has no field for reasoning text: send it inline between <think> tags")

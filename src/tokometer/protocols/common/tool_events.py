@@ -1,36 +1,41 @@
-"""Tool calls as the Messages and Responses APIs stream and declare them, read and written for the gateway.
+"""Tool calls in an upstream's own events and request fields: what a protocol with its own shape provides.
 
-Reading (an upstream that speaks either API): Anthropic opens a call with ``content_block_start``
-holding a ``tool_use`` block (``id``, ``name``) and sends its arguments as ``input_json_delta``s
-(``partial_json``); the Responses API opens one with ``response.output_item.added`` holding a
-``function_call`` item (``call_id``, ``name``) and sends ``response.function_call_arguments.delta``s.
-`tool_delta_reader` gives, per API, a reader of one event's payload into the protocol-neutral
-`tokometer.protocols.common.chat_tools.ToolCallDelta` (the call's index: its block or output index).
-
-Writing (the request to such an upstream): `tool_fields` turns a chat request's ``tools`` and
-``tool_choice`` into the API's own (``input_schema`` tools and ``{"type": "any"}`` for Anthropic;
-flat ``function`` tools for the Responses API).
+The gateway carries every answer as OpenAI chat, whose tool calls it reads itself
+(`tokometer.protocols.common.toolcalls`). A protocol that streams and declares tool calls in its own shape
+(Anthropic's ``tool_use`` blocks, the Responses API's ``function_call`` items) gives its `ToolEvents`: the
+bytes an event that may carry a call holds (the rest are not parsed for one), the reader of one event's
+payload into the protocol-neutral `tokometer.protocols.common.chat_tools.ToolCallDelta` (the call's index:
+its block or output index), and the request fields that declare a chat request's function tools in its
+shape. The small readers here are the ones both such protocols use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from tokometer.protocols.common.chat_tools import ToolCallDelta
 
-__all__ = ["MARKERS", "tool_delta_reader", "tool_fields"]
-
-MARKERS: dict[str, tuple[bytes, ...]] = {
-    "anthropic-messages": (b'"tool_use"', b'"input_json_delta"'),
-    "openai-responses": (b'"function_call"', b"function_call_arguments.delta"),
-}
-"""Bytes one of which an event that may carry a tool call holds (the rest are not parsed for one)."""
+__all__ = ["ToolEvents", "event_object", "function_tools", "index_of", "name_or_none"]
 
 
-def _load(payload: bytes) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ToolEvents:
+    """How one protocol streams and declares tool calls, where it is not OpenAI chat's way."""
+
+    markers: tuple[bytes, ...]
+    """Bytes one of which an event that may carry a tool call holds (the rest are not parsed for one)."""
+    read: Callable[[bytes], ToolCallDelta | None]
+    """One event's payload as a piece of a tool call (None: it carries none)."""
+    fields: Callable[[list[dict[str, Any]], Any], dict[str, Any]]
+    """(the chat request's function definitions, its ``tool_choice``) -> the request fields declaring them."""
+
+
+def event_object(payload: bytes) -> dict[str, Any]:
+    """An event's JSON object (empty when it is not one)."""
     try:
         data = orjson.loads(payload)
     except ValueError:
@@ -38,82 +43,21 @@ def _load(payload: bytes) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _str(value: Any) -> str | None:
+def name_or_none(value: Any) -> str | None:
+    """A non-empty string, else None."""
     return value if isinstance(value, str) and value else None
 
 
-def _index(value: Any) -> int:
+def index_of(value: Any) -> int:
+    """A whole-number index, else 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _anthropic(payload: bytes) -> ToolCallDelta | None:
-    data = _load(payload)
-    kind = data.get("type")
-    if kind == "content_block_start":
-        block = data.get("content_block")
-        if isinstance(block, dict) and block.get("type") == "tool_use":
-            return ToolCallDelta(_index(data.get("index")), _str(block.get("id")), _str(block.get("name")), "")
-    elif kind == "content_block_delta":
-        delta = data.get("delta")
-        if isinstance(delta, dict) and delta.get("type") == "input_json_delta":
-            part = delta.get("partial_json")
-            return ToolCallDelta(_index(data.get("index")), None, None, part if isinstance(part, str) else "")
-    return None
-
-
-def _responses(payload: bytes) -> ToolCallDelta | None:
-    data = _load(payload)
-    kind = data.get("type")
-    if kind == "response.output_item.added":
-        item = data.get("item")
-        if isinstance(item, dict) and item.get("type") == "function_call":
-            return ToolCallDelta(_index(data.get("output_index")), _str(item.get("call_id")), _str(item.get("name")),
-                                 "")
-    elif kind == "response.function_call_arguments.delta":
-        part = data.get("delta")
-        return ToolCallDelta(_index(data.get("output_index")), None, None, part if isinstance(part, str) else "")
-    return None
-
-
-_READERS: dict[str, Callable[[bytes], ToolCallDelta | None]] = {"anthropic-messages": _anthropic,
-                                                                "openai-responses": _responses}
-
-
-def tool_delta_reader(api: str) -> Callable[[bytes], ToolCallDelta | None] | None:
-    """The reader of tool-call events for an upstream speaking ``api`` (None: none is read here)."""
-    return _READERS.get(api)
-
-
-def _functions(tools: Any) -> list[dict[str, Any]]:
+def function_tools(tools: Any) -> list[dict[str, Any]]:
+    """The ``function`` objects (those with a name) of a chat request's ``tools``."""
     out = []
     for tool in tools if isinstance(tools, list) else ():
         function = tool.get("function") if isinstance(tool, dict) else None
         if isinstance(function, dict) and isinstance(function.get("name"), str):
             out.append(function)
-    return out
-
-
-def tool_fields(api: str, tools: Any, tool_choice: Any) -> dict[str, Any]:
-    """The request fields that declare a chat request's function ``tools`` (and ``tool_choice``) in ``api``'s
-    shape (empty: none, or an API without tools here)."""
-    functions = _functions(tools)
-    if not functions or api not in _READERS:
-        return {}
-    if api == "anthropic-messages":
-        out: dict[str, Any] = {"tools": [{"name": f["name"], "input_schema": f.get("parameters") or {
-            "type": "object", "properties": {}}, **({"description": f["description"]} if isinstance(
-                f.get("description"), str) else {})} for f in functions]}
-        choice = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}.get(
-            tool_choice if isinstance(tool_choice, str) else "")
-        if isinstance(tool_choice, dict) and isinstance(tool_choice.get("function"), dict):
-            choice = {"type": "tool", "name": tool_choice["function"].get("name")}
-    else:
-        out = {"tools": [{"type": "function", "name": f["name"], "parameters": f.get("parameters") or {
-            "type": "object", "properties": {}}, **({"description": f["description"]} if isinstance(
-                f.get("description"), str) else {})} for f in functions]}
-        choice = tool_choice if tool_choice in ("auto", "required", "none") else None
-        if isinstance(tool_choice, dict) and isinstance(tool_choice.get("function"), dict):
-            choice = {"type": "function", "name": tool_choice["function"].get("name")}
-    if choice is not None:
-        out["tool_choice"] = choice
     return out

@@ -1,5 +1,5 @@
 """Embeddings (OpenAI's ``/embeddings``) and rerank (Cohere's and Jina's ``/rerank``): one JSON request, one
-JSON answer, no stream. One package for both: they share the client's base (`client.NonStreamingBackend`),
+JSON answer, no stream. One package for both: they share the client's base (`client.NonStreamingClient`),
 the batch of inputs and the reading of the answer; the simulator serves both in `tokometer.sim.embeddings`."""
 
 from __future__ import annotations

@@ -27,10 +27,10 @@ from typing import Any, ClassVar
 import orjson
 
 from tokometer.prompt import Prompt
-from tokometer.protocols.common.base import Backend, Framing, GenerationParams, HttpRequest, ParsedEvent
+from tokometer.protocols.common.base import Framing, GenerationParams, HttpRequest, ParsedEvent, ProtocolClient
 from tokometer.protocols.common.numbers import count, obj
 
-__all__ = ["RERANK_QUERY", "NonStreamingBackend", "OpenAIEmbeddings", "Rerank", "batch_inputs"]
+__all__ = ["RERANK_QUERY", "NonStreamingClient", "OpenAIEmbeddings", "Rerank", "batch_inputs"]
 
 RERANK_QUERY = "Which of these texts is the most relevant to the question asked?"
 """The query of every rerank request (the documents are the inputs measured)."""
@@ -42,14 +42,14 @@ def batch_inputs(prompt: Prompt) -> list[str]:
     return [m.content for m in prompt.messages]
 
 
-class NonStreamingBackend(Backend):
+class NonStreamingClient(ProtocolClient):
     """A protocol whose answer is one JSON body (no first token: latency is the whole response)."""
 
     framing: ClassVar[Framing] = "json"
     streams: ClassVar[bool] = False
 
 
-class OpenAIEmbeddings(NonStreamingBackend):
+class OpenAIEmbeddings(NonStreamingClient):
     """``POST {base}/embeddings``."""
 
     name: ClassVar[str] = "openai-embeddings"
@@ -81,7 +81,7 @@ class OpenAIEmbeddings(NonStreamingBackend):
         return event
 
 
-class Rerank(NonStreamingBackend):
+class Rerank(NonStreamingClient):
     """``POST {base}/rerank``."""
 
     name: ClassVar[str] = "rerank"

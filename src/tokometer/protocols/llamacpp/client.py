@@ -14,10 +14,10 @@ import orjson
 
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import (
-    Backend,
     GenerationParams,
     HttpRequest,
     ParsedEvent,
+    ProtocolClient,
     answer_length,
     map_finish_reason,
 )
@@ -26,7 +26,7 @@ from tokometer.protocols.llamacpp.timings import read_llamacpp_timings
 
 __all__ = ["LlamaCpp"]
 
-class LlamaCpp(Backend):
+class LlamaCpp(ProtocolClient):
     """``POST {base}/completion``."""
 
     name: ClassVar[str] = "llamacpp"

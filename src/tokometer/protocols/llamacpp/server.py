@@ -8,8 +8,8 @@ import orjson
 
 from tokometer.protocols.common.server import (
     Count,
+    ProtocolServer,
     RequestInfo,
-    ServerProtocol,
     StreamTiming,
     no_field,
     opt_int,
@@ -18,7 +18,7 @@ from tokometer.protocols.common.server import (
 
 __all__ = ["LlamaCppServer"]
 
-class LlamaCppServer(ServerProtocol):
+class LlamaCppServer(ProtocolServer):
     path: ClassVar[str] = "/completion"
     stream_default: ClassVar[bool | None] = False  # llama.cpp server's README: "stream": default false
 

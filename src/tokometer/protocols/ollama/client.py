@@ -14,10 +14,10 @@ import orjson
 
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import (
-    Backend,
     GenerationParams,
     HttpRequest,
     ParsedEvent,
+    ProtocolClient,
     answer_length,
     map_finish_reason,
 )
@@ -28,7 +28,7 @@ __all__ = ["Ollama"]
 _MS_PER_NS = 1e-6
 
 
-class Ollama(Backend):
+class Ollama(ProtocolClient):
     """``POST {base}/api/chat``."""
 
     name: ClassVar[str] = "ollama"

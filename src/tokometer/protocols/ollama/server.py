@@ -8,8 +8,8 @@ import orjson
 
 from tokometer.protocols.common.server import (
     Count,
+    ProtocolServer,
     RequestInfo,
-    ServerProtocol,
     StreamTiming,
     opt_int,
     prompt_tokens,
@@ -18,7 +18,7 @@ from tokometer.protocols.common.server import (
 
 __all__ = ["OllamaChatServer"]
 
-class OllamaChatServer(ServerProtocol):
+class OllamaChatServer(ProtocolServer):
     path: ClassVar[str] = "/api/chat"
     content_type: ClassVar[str] = "application/x-ndjson"
     carries_reasoning: ClassVar[bool] = True

@@ -17,10 +17,10 @@ import orjson
 
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import (
-    Backend,
     GenerationParams,
     HttpRequest,
     ParsedEvent,
+    ProtocolClient,
     answer_length,
     map_finish_reason,
 )
@@ -38,7 +38,7 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 ``--reasoning-format deepseek``, vLLM before 0.11) and ``reasoning`` (vLLM from 0.11)."""
 
 
-class _OpenAIBase(Backend):
+class _OpenAIBase(ProtocolClient):
     supports_include_usage: ClassVar[bool] = True
 
     def _common(self, params: GenerationParams) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from tokometer.protocols.common.images import image_parts, image_size, qwen2_vl_
 from tokometer.protocols.common.numbers import obj
 from tokometer.protocols.common.server import (
     Count,
+    ProtocolServer,
     RequestInfo,
-    ServerProtocol,
     StreamTiming,
     no_field,
     opt_int,
@@ -27,7 +27,7 @@ from tokometer.protocols.openai.request import check_request
 
 __all__ = ["OpenAIChatServer", "OpenAICompletionsServer"]
 
-class _OpenAIServer(ServerProtocol):
+class _OpenAIServer(ProtocolServer):
     chat: ClassVar[bool]
     carries_reasoning: ClassVar[bool] = False
     stream_default: ClassVar[bool | None] = False  # OpenAI's API reference: stream defaults to false

@@ -11,6 +11,7 @@ from tokometer.protocols.common.protocol import Protocol
 from tokometer.protocols.openai import MODELS, OPENAI_CONTEXT
 from tokometer.protocols.openai_responses.client import OpenAIResponses
 from tokometer.protocols.openai_responses.server import OpenAIResponsesServer
+from tokometer.protocols.openai_responses.tools import TOOL_EVENTS
 from tokometer.protocols.openai_responses.translate import chat_request_from_responses
 from tokometer.protocols.openai_responses.writer import gateway_writer
 
@@ -18,4 +19,5 @@ __all__ = ["RESPONSES"]
 
 RESPONSES = Protocol("openai-responses", "OpenAI", OpenAIResponses, OpenAIResponsesServer, family="openai",
                      base_path="/v1", model_list=MODELS, picks_first_model=True, context=OPENAI_CONTEXT,
-                     asks_stream_usage=True, chat=True, to_chat=chat_request_from_responses, writer=gateway_writer)
+                     asks_stream_usage=True, chat=True, to_chat=chat_request_from_responses,
+                     tool_events=TOOL_EVENTS, writer=gateway_writer)

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import orjson
 
 from tokometer.prompt import Prompt
-from tokometer.protocols.common.base import Backend, GenerationParams, HttpRequest, ParsedEvent, answer_length
+from tokometer.protocols.common.base import GenerationParams, HttpRequest, ParsedEvent, ProtocolClient, answer_length
 from tokometer.protocols.common.numbers import count, obj, text_field
 
 __all__ = ["OpenAIResponses", "read_responses_usage"]
@@ -37,7 +37,7 @@ _REASONING_DELTAS = frozenset({"response.reasoning_text.delta", "response.reason
 _FINAL = frozenset({"response.completed", "response.incomplete"})
 
 
-class OpenAIResponses(Backend):
+class OpenAIResponses(ProtocolClient):
     """``POST {base}/responses``."""
 
     name: ClassVar[str] = "openai-responses"

@@ -1,4 +1,4 @@
-"""The simulator's ``/v1/responses``: OpenAI's Responses API, server side, as a `ServerProtocol`.
+"""The simulator's ``/v1/responses``: OpenAI's Responses API, server side, as a `ProtocolServer`.
 
 It reads and checks a request (``input`` and ``instructions`` counted as the prompt, the length cap in
 ``max_output_tokens``) and hands every event to the answer's
@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 from tokometer.protocols.common.server import (
     Count,
+    ProtocolServer,
     RequestInfo,
-    ServerProtocol,
     StreamTiming,
     no_field,
     opt_bool,
@@ -42,7 +42,7 @@ def _check_input(value: Any) -> None:
             raise ValueError(f"'input[{index}].content' must be a string or an array of content parts")
 
 
-class OpenAIResponsesServer(ServerProtocol):
+class OpenAIResponsesServer(ProtocolServer):
     """The event sequence OpenAI documents (`tokometer.protocols.openai_responses.writer`),
     ``sequence_number`` one apart."""
 

@@ -14,10 +14,10 @@ import orjson
 
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import (
-    Backend,
     GenerationParams,
     HttpRequest,
     ParsedEvent,
+    ProtocolClient,
     answer_length,
     map_finish_reason,
 )
@@ -25,7 +25,7 @@ from tokometer.protocols.common.numbers import count, text_field
 
 __all__ = ["TGI"]
 
-class TGI(Backend):
+class TGI(ProtocolClient):
     """``POST {base}/generate_stream``."""
 
     name: ClassVar[str] = "tgi"

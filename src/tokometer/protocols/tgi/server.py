@@ -6,11 +6,11 @@ from typing import Any, ClassVar
 
 import orjson
 
-from tokometer.protocols.common.server import Count, RequestInfo, ServerProtocol, StreamTiming, no_field, opt_int
+from tokometer.protocols.common.server import Count, ProtocolServer, RequestInfo, StreamTiming, no_field, opt_int
 
 __all__ = ["TgiServer"]
 
-class TgiServer(ServerProtocol):
+class TgiServer(ProtocolServer):
     path: ClassVar[str] = "/generate_stream"
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
