@@ -159,11 +159,13 @@ async def run(session: Session) -> None:
             data = None
     session.served = model_names(session.api, data)
     if session.served is None:
-        if protocol_named(session.api).picks_first_model:
+        protocol = protocol_named(session.api)
+        if protocol.picks_first_model:
             session.add(Finding("reach.no_model_list", "warning", f"{list_path} does not list models "
                                 f"(HTTP {listing.status})", {"status": listing.status},
-                                "OpenAI clients list models to pick one: check that the URL's path ends in /v1 "
-                                "and that this is an OpenAI-compatible server (or give --api)."))
+                                f"{protocol.vendor} clients list models to pick one: check that the URL's path ends "
+                                f"in {protocol.base_path} and that this is an {protocol.vendor}-compatible server "
+                                "(or give --api)."))
         return
     _check_model(session)
 
