@@ -5,7 +5,8 @@ schedule measured from the moment the request reached the app; the send time
 of every content event is recorded in a `SendTrace` (``GET /sim/trace``), so a
 test can hold the benchmark client's numbers against what really happened.
 The protocol endpoints are one per registered protocol with a server side (`tokometer.sim.servers`,
-answered by `tokometer.sim.generate`); the rest here are the simulator's own (models, tokenizer, trace,
+answered by `tokometer.sim.generate`), and one model list per path those servers list models at (OpenAI's
+``/v1/models``, Ollama's ``/api/tags``); the rest here are the simulator's own (models, tokenizer, trace,
 settings, metrics). Each endpoint finds the simulator's `SimState` on the app (``app.state.sim``, its
 metrics ``app.state.metrics``).
 """
@@ -23,6 +24,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tokometer.messages import message_text
+from tokometer.protocols.common.server import ProtocolServer
 from tokometer.protocols.openai.request import check_request
 from tokometer.sim.auth import RequireKey
 from tokometer.sim.bodies import error, read_json
@@ -57,9 +59,9 @@ def create_app(config: SimConfig) -> Starlette:
     state.metrics = metrics
     logging.getLogger("uvicorn.error").addFilter(DropSimulatedResets())
     routes = [Route(path, generate, methods=["POST"]) for path in SERVERS]
+    lists = {server.models_path: server for server in SERVERS.values() if server.models_path is not None}
+    routes += [_model_list(server) for server in lists.values()]
     routes += [
-        Route("/v1/models", _models, methods=["GET"]),
-        Route("/api/tags", _ollama_tags, methods=["GET"]),
         Route("/health", _health, methods=["GET"]),
         Route("/tokenize", _tokenize, methods=["POST"]),
         Route("/detokenize", _detokenize, methods=["POST"]),
@@ -83,20 +85,20 @@ def _state(request: Request) -> SimState:
     return state
 
 
-async def _models(request: Request) -> Response:
-    """OpenAI's ``/v1/models``: the one model, with vLLM's ``max_model_len``."""
-    config = _state(request).config  # the current settings (PATCH /sim/config), not the start-up ones
-    return JSONResponse({"object": "list", "data": [
-        {"id": config.model, "object": "model", "created": 0, "owned_by": "tokometer-sim",
-         "max_model_len": config.max_context}]})
+def _model_list(server: ProtocolServer) -> Route:
+    """The route of ``server``'s protocol's model list: the one model the simulator serves."""
 
-async def _ollama_tags(request: Request) -> Response:
-    """Ollama's ``/api/tags``: the one model."""
-    config = _state(request).config
-    return JSONResponse({"models": [{"name": config.model, "model": config.model, "size": 0}]})
+    async def models(request: Request) -> Response:
+        config = _state(request).config  # the current settings (PATCH /sim/config), not the start-up ones
+        return JSONResponse(server.models(config.model, config.max_context, "tokometer-sim"))
+
+    assert server.models_path is not None
+    return Route(server.models_path, models, methods=["GET"])
+
 
 async def _health(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
+
 
 async def _tokenize(request: Request) -> Response:
     """vLLM's ``/tokenize`` (``prompt`` or ``messages``) and llama.cpp's (``content``): a word a token."""
@@ -117,6 +119,7 @@ async def _tokenize(request: Request) -> Response:
     ids = [state.word_id(w) for w in text.split()]
     return JSONResponse({"tokens": ids, "count": len(ids), "max_model_len": state.config.max_context})
 
+
 async def _detokenize(request: Request) -> Response:
     """The words of token ids `_tokenize` gave."""
     state = _state(request)
@@ -131,6 +134,7 @@ async def _detokenize(request: Request) -> Response:
     text = " ".join(state.words[i] for i in ids)
     return JSONResponse({"content": text, "prompt": text})
 
+
 async def _get_trace(request: Request) -> Response:
     """``?last=N``, or ``?since=SEQ`` (requests SEQ on), and ``&limit=N``; streamed a slice at a time."""
     state = _state(request)
@@ -141,16 +145,20 @@ async def _get_trace(request: Request) -> Response:
         return error(None, 400, "last, since and limit must be whole numbers", "invalid_request_error")
     return StreamingResponse(json_slices(state.trace.select(**picked)), media_type="application/json")
 
+
 async def _clear_trace(request: Request) -> Response:
     _state(request).trace.clear()
     return JSONResponse({"cleared": True})
+
 
 async def _prometheus(request: Request) -> Response:
     metrics: SimMetrics = request.app.state.metrics
     return Response(metrics.render(), media_type=CONTENT_TYPE)
 
+
 async def _sim_config(request: Request) -> Response:
     return JSONResponse(_state(request).config.model_dump())
+
 
 async def _patch_config(request: Request) -> Response:
     """Change the script while running (e.g. make the server slow, then fast again, in a test)."""

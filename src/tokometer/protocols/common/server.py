@@ -93,6 +93,12 @@ class ProtocolServer(ABC):
     carries_reasoning: ClassVar[bool] = False
     """True when the protocol has a field for reasoning text; without one, reasoning goes inline in the
     text between ``<think>`` tags (`tokometer.protocols.common.reasoning.inline`)."""
+    models_path: ClassVar[str | None] = None
+    """Where the protocol's server lists its models (``GET``; `models` is the answer); None: nowhere."""
+
+    def models(self, model: str, max_context: int, owner: str) -> dict[str, Any]:
+        """The model list a server serving ``model`` answers at `models_path`."""
+        raise NotImplementedError(f"{self.path} has no model list")
 
     @abstractmethod
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:

@@ -23,6 +23,11 @@ class OllamaChatServer(ProtocolServer):
     content_type: ClassVar[str] = "application/x-ndjson"
     carries_reasoning: ClassVar[bool] = True
     stream_default: ClassVar[bool | None] = True  # Ollama's API: /api/chat streams unless "stream": false
+    models_path: ClassVar[str | None] = "/api/tags"
+
+    def models(self, model: str, max_context: int, owner: str) -> dict[str, Any]:
+        """``/api/tags``: ``{"models": [{"name", "model", "size"}]}``."""
+        return {"models": [{"name": model, "model": model, "size": 0}]}
 
     def read(self, body: dict[str, Any], default_model: str, count: Count) -> RequestInfo:
         options = body.get("options") or {}

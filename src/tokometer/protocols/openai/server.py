@@ -31,6 +31,12 @@ class _OpenAIServer(ProtocolServer):
     chat: ClassVar[bool]
     carries_reasoning: ClassVar[bool] = False
     stream_default: ClassVar[bool | None] = False  # OpenAI's API reference: stream defaults to false
+    models_path: ClassVar[str | None] = "/v1/models"
+
+    def models(self, model: str, max_context: int, owner: str) -> dict[str, Any]:
+        """``{"object": "list", "data": [...]}``, the entry with vLLM's ``max_model_len``."""
+        return {"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": owner,
+                                            "max_model_len": max_context}]}
 
     def _read_common(self, body: dict[str, Any], default_model: str, prompt_tokens: int) -> RequestInfo:
         options = body.get("stream_options") or {}
