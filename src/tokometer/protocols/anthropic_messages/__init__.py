@@ -16,7 +16,7 @@ from tokometer.protocols.common.protocol import ModelList, Protocol, ids_of
 
 __all__ = ["MESSAGES"]
 
-MESSAGES = Protocol("anthropic-messages", "Anthropic", AnthropicMessages, AnthropicMessagesServer,
+MESSAGES = Protocol("Anthropic", AnthropicMessages, AnthropicMessagesServer,
                     base_path="/v1", model_list=ModelList("/models", ids_of), picks_first_model=True, chat=True,
                     to_chat=chat_request_from_anthropic, error_body=gateway_error_body, tool_events=TOOL_EVENTS,
                     writer=gateway_writer)

@@ -78,9 +78,9 @@ class ContextProbe:
 
 @dataclass(frozen=True, slots=True)
 class Protocol:
-    """One protocol tokometer speaks: its name (``--api``), its parts, and the facts other code asks about."""
+    """One protocol tokometer speaks: its parts, and the facts other code asks about; its name (``--api``) is
+    its client's."""
 
-    name: str
     vendor: str
     """Who defines it, in messages (``OpenAI``, ``Anthropic``, ``Ollama``)."""
     client: type[ProtocolClient]
@@ -136,6 +136,11 @@ class Protocol:
     def streams(self) -> bool:
         """It answers in a stream of events (embeddings and rerank answer with one JSON body)."""
         return self.client.streams
+
+    @property
+    def name(self) -> str:
+        """What ``--api`` calls it (and the gateway's upstream ``api``): its client's ``name``."""
+        return self.client.name
 
     @property
     def key_header(self) -> str:

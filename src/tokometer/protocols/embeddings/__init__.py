@@ -9,7 +9,7 @@ from tokometer.protocols.embeddings.client import OpenAIEmbeddings, Rerank
 
 __all__ = ["EMBEDDINGS", "RERANK"]
 
-EMBEDDINGS = Protocol("openai-embeddings", "OpenAI", OpenAIEmbeddings, family="openai", base_path="/v1",
+EMBEDDINGS = Protocol("OpenAI", OpenAIEmbeddings, family="openai", base_path="/v1",
                       model_list=ModelList("/models", ids_of), picks_first_model=True, asks_stream_usage=True)
-RERANK = Protocol("rerank", "Cohere", Rerank, base_path="/v1", model_list=ModelList("/models", ids_of),
+RERANK = Protocol("Cohere", Rerank, base_path="/v1", model_list=ModelList("/models", ids_of),
                   picks_first_model=True)

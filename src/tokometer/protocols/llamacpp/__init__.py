@@ -18,6 +18,6 @@ def _alias(data: Any) -> list[str] | None:
     return [alias] if isinstance(alias, str) else None
 
 
-LLAMACPP = Protocol("llamacpp", "llama.cpp", LlamaCpp, LlamaCppServer,
+LLAMACPP = Protocol("llama.cpp", LlamaCpp, LlamaCppServer,
                     model_list=ModelList("/props", _alias, at_root=True), serves_one_model=True,
                     detect=("/props", "default_generation_settings"))

@@ -18,5 +18,5 @@ def _names(data: Any) -> list[str] | None:
         if isinstance(entries, list) else None
 
 
-OLLAMA = Protocol("ollama", "Ollama", Ollama, OllamaChatServer, model_list=ModelList("/api/tags", _names, at_root=True),
+OLLAMA = Protocol("Ollama", Ollama, OllamaChatServer, model_list=ModelList("/api/tags", _names, at_root=True),
                   detect=("/api/tags", "models"), chat=True)

@@ -35,7 +35,7 @@ _FACTS: dict[str, Any] = dict(vendor="OpenAI", family="openai", base_path="/v1",
                               picks_first_model=True, context=OPENAI_CONTEXT, asks_stream_usage=True,
                               gateway_native=True, logprobs=True, writer=gateway_writer)
 
-CHAT = Protocol("openai-chat", client=OpenAIChat, server=OpenAIChatServer, detect=("/v1/models", "data"),
+CHAT = Protocol(client=OpenAIChat, server=OpenAIChatServer, detect=("/v1/models", "data"),
                 takes_media=True, chat=True, **_FACTS)
-COMPLETIONS = Protocol("openai-completions", client=OpenAICompletions, server=OpenAICompletionsServer,
+COMPLETIONS = Protocol(client=OpenAICompletions, server=OpenAICompletionsServer,
                        takes_token_ids=True, **_FACTS)

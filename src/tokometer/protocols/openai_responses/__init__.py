@@ -17,7 +17,7 @@ from tokometer.protocols.openai_responses.writer import gateway_writer
 
 __all__ = ["RESPONSES"]
 
-RESPONSES = Protocol("openai-responses", "OpenAI", OpenAIResponses, OpenAIResponsesServer, family="openai",
+RESPONSES = Protocol("OpenAI", OpenAIResponses, OpenAIResponsesServer, family="openai",
                      base_path="/v1", model_list=MODELS, picks_first_model=True, context=OPENAI_CONTEXT,
                      asks_stream_usage=True, chat=True, to_chat=chat_request_from_responses,
                      tool_events=TOOL_EVENTS, writer=gateway_writer)

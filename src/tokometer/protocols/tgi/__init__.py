@@ -23,6 +23,6 @@ def _max_total_tokens(data: Any, model: str) -> int | None:
     return value if isinstance(value, int) else None
 
 
-TGI_GENERATE = Protocol("tgi", "TGI", TGI, TgiServer, model_list=ModelList("/info", _model_id, at_root=True),
+TGI_GENERATE = Protocol("TGI", TGI, TgiServer, model_list=ModelList("/info", _model_id, at_root=True),
                         serves_one_model=True, detect=("/info", "model_id"),
                         context=ContextProbe("/info", _max_total_tokens, "max_total_tokens in /info", at_root=True))
