@@ -1,5 +1,5 @@
-"""The gateway's client-side writers and request translations (`tokometer.protocols.anthropic_messages.writer`,
-`responses_writer`, `stream_writer`, `anthropic_request`, `responses_request`, `chat_tools`).
+"""The gateway's client-side writers and request translations (each protocol package's ``writer`` and
+``translate``, `tokometer.protocols.common.writer`, `tokometer.protocols.common.chat_tools`).
 
 Each stream a writer renders is read back with the bench's own parser for that protocol
 (`tokometer.protocols.anthropic_messages.client.AnthropicMessages`,

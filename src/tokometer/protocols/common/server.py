@@ -1,13 +1,13 @@
-"""The server side of a wire protocol: reading a request, rendering a stream (the simulator speaks through it).
+"""The server side of a protocol: reading a request, rendering a stream (the simulator speaks through it).
 
 A `ProtocolServer` turns "these tokens are ready now" into the exact bytes the real engine sends.
-Each protocol's implementation lives in its wire module beside the client side it answers
-(`openai.OpenAIChatServer`, `ollama.OllamaChatServer`, `tgi.TgiServer`, `llamacpp.LlamaCppServer`),
-so that what a client parses and what a server writes are written down once, together. Where the
-gateway writes the same protocol to its clients, both write through one writer of an answer: OpenAI's
-`openai_chunks.ChunkWriter`, Anthropic's `anthropic_writer.AnthropicStreamWriter` (the simulator's
-side: `anthropic_server.AnthropicMessagesServer`), the Responses API's
-`responses_writer.ResponsesStreamWriter` (`responses_server.OpenAIResponsesServer`).
+Each protocol's implementation is the ``server`` module of its package, beside the client side it answers
+(`tokometer.protocols.openai.server`, `tokometer.protocols.ollama.server`, `tokometer.protocols.tgi.server`,
+`tokometer.protocols.llamacpp.server`, ...), so that what a client parses and what a server writes are
+written down once, together. Where the gateway writes the same protocol to its clients, both write through
+one writer of an answer: OpenAI's `tokometer.protocols.openai.chunks.ChunkWriter`, Anthropic's
+`tokometer.protocols.anthropic_messages.writer.AnthropicStreamWriter`, the Responses API's
+`tokometer.protocols.openai_responses.writer.ResponsesStreamWriter`.
 ``count`` is the server's tokenizer (the simulator's: one word, one token).
 """
 
