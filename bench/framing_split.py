@@ -1,4 +1,4 @@
-"""How fast does the SSE/NDJSON splitter (`tokometer.wire.framing`) go, on usual and hostile streams?
+"""How fast does the SSE/NDJSON splitter (`tokometer.protocols.common.framing`) go, on usual and hostile streams?
 
 Prints seconds per case, median of ``--repeat`` runs:
 
@@ -19,7 +19,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from tokometer.wire import framing
+from tokometer.protocols.common import framing
 
 EVENT = (b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
          b'"choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}\n\n')

@@ -3,8 +3,8 @@
 Two measurements, each of the code on ``PYTHONPATH`` (run it once on each commit to compare them):
 
 1. ``render``: CPU time per content event of an answer of ``--tokens`` one-word events, rendered by the
-   simulator's server side (`tokometer.sim.protocols.PROTOCOLS`: read, every ``tokens``, ``last_tokens``)
-   and by the gateway's client writer (`tokometer.gateway.clientapi.writer_for`: every ``content``,
+   simulator's server side (`tokometer.sim.servers.SERVERS`: read, every ``tokens``, ``last_tokens``)
+   and by the gateway's client writer (`tokometer.protocols.gateway_clients.writer_for`: every ``content``,
    ``ending``), plain and with 32 reasoning tokens first; the best of ``--repeat`` rounds (the least
    disturbed by other work on the machine);
 2. ``sim``: `tokometer sim` (TTFT 1 ms, ``--itl-ms`` per token) measured by `tokometer bench` at
@@ -32,13 +32,14 @@ APIS = (("anthropic-messages", "/v1/messages"), ("openai-responses", "/v1/respon
 
 def _sim_answer(path: str, api: str, n: int, reasoning: int) -> int:
     """Render one simulated answer; returns the bytes written."""
-    from tokometer.datasets.base import Prompt
-    from tokometer.sim.protocols import PROTOCOLS, StreamTiming, count_words
-    from tokometer.wire.apis import create_backend
-    from tokometer.wire.base import GenerationParams
+    from tokometer.prompt import Prompt
+    from tokometer.protocols.common.base import GenerationParams
+    from tokometer.protocols.common.server import StreamTiming
+    from tokometer.protocols.registry import create_client
+    from tokometer.sim.servers import SERVERS, count_words
 
-    server = PROTOCOLS[path]
-    body = create_backend(api).build(Prompt.from_text("one two three"), GenerationParams(model="m", max_tokens=n)).body
+    server = SERVERS[path]
+    body = create_client(api).build(Prompt.from_text("one two three"), GenerationParams(model="m", max_tokens=n)).body
     info = server.read(body, "m", count_words)
     info.id, info.created = "cmpl-sim-1", 1
     info.reasoning_tokens = reasoning or None
@@ -51,7 +52,7 @@ def _sim_answer(path: str, api: str, n: int, reasoning: int) -> int:
 
 
 def _gateway_answer(api: str, n: int, reasoning: int) -> int:
-    from tokometer.gateway.clientapi import writer_for
+    from tokometer.protocols.gateway_clients import writer_for
 
     writer = writer_for(api, True, "m", False, 3, n)  # type: ignore[arg-type]
     size = 0

@@ -205,7 +205,7 @@ class RequestRecord:
     """Output tokens the server counted but never streamed (reasoning an o-series API hides, counted in
     ``usage.completion_tokens_details.reasoning_tokens``): part of ``output_tokens``, never of TPOT or ITL."""
     rejected_numbers: str | None = None
-    """The server's numbers this record did not believe, in words (`tokometer.wire.numbers`,
+    """The server's numbers this record did not believe, in words (`tokometer.protocols.common.numbers`,
     `tokometer.client.plausible`); the counts came from the next source down instead."""
     tool_call_text: str = ""
     """The tool calls' names and argument fragments as streamed (``delta.tool_calls``); not stored."""

@@ -1,6 +1,6 @@
 """Fuzzing the Responses stream writer: any sequence of reasoning, text and tool-call deltas an upstream may send.
 
-Documented behaviour (`tokometer.wire.responses_writer`), with its bounds made small here so that examples
+Documented behaviour (`tokometer.protocols.openai_responses.writer`), with its bounds made small here so that examples
 reach them: sequence numbers one apart, output items added at consecutive indexes and at most
 ``MAX_ITEMS + 2 + MAX_CALLS`` of them, each closed once before the end, the text kept at most `MAX_KEPT_CHARS`
 (an item not kept whole is ``incomplete``), and the official ``openai`` SDK accumulates the stream into its
@@ -19,9 +19,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.wire.test_writer_bounds import _anthropic_final, _openai_events, _openai_final, _payloads
-from tokometer.wire import anthropic_writer, responses_writer
-from tokometer.wire.chat_tools import ToolCallDelta
+from tests.unit.protocols.test_writer_bounds import _anthropic_final, _openai_events, _openai_final, _payloads
+from tokometer.protocols.anthropic_messages import writer as anthropic_writer
+from tokometer.protocols.common.chat_tools import ToolCallDelta
+from tokometer.protocols.openai_responses import writer as responses_writer
 
 pytest.importorskip("openai")
 

@@ -209,12 +209,12 @@ def test_choice_lists_are_the_libraries_own() -> None:
 
     from tokometer.cli.options import LOG_LEVELS
     from tokometer.engines.vllm import KV_CACHE_DTYPES
-    from tokometer.wire.apis import BACKENDS
+    from tokometer.protocols.registry import PROTOCOLS
 
     assert list(LOG_LEVELS) == list(uvicorn.config.LOG_LEVELS)
     choices = {(name, param.name): list(param.type.choices) for name, command in _commands()
                for param in command.params if isinstance(param.type, click.Choice)}
-    assert choices["bench", "api"] == sorted(BACKENDS)
+    assert choices["bench", "api"] == sorted(PROTOCOLS)
     assert choices["serve", "kv_cache_dtype"] == list(KV_CACHE_DTYPES)
     assert choices["sim", "log_level"] == choices["gateway", "log_level"] == list(LOG_LEVELS)
 

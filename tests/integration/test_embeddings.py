@@ -20,7 +20,7 @@ from tests.conftest import SimServer, run_cli
 from tests.helpers import bench, median
 from tests.hostile_servers import endless_body, hostile, json_answer
 from tokometer.perf import Deployment, Efficiency, embedding_pass_s, resolve_hardware, resolve_model
-from tokometer.wire.embeddings import RERANK_QUERY
+from tokometer.protocols.embeddings.client import RERANK_QUERY
 
 MS = 1e6
 

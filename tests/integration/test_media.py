@@ -1,7 +1,7 @@
 """Images and tool calls against the simulator, request by request against its own trace.
 
 The simulator (a real `tokometer sim` process on loopback) counts an image's prompt tokens by Qwen2-VL's rule
-(`tokometer.wire.images`) and reports them in ``usage.prompt_tokens_details.image_tokens``; with a modelled
+(`tokometer.protocols.common.images`) and reports them in ``usage.prompt_tokens_details.image_tokens``; with a modelled
 deployment it prefills them with the prompt's text. Given ``tools`` it answers with one streamed tool call
 (``delta.tool_calls`` argument fragments, one token each). No vision model and no tool-calling model ran
 here: the simulator's rule and its trace are the truth these tests hold the benchmark to.
@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import SimServer
 from tests.helpers import bench, median
-from tokometer.wire.images import qwen2_vl_image_tokens
+from tokometer.protocols.common.images import qwen2_vl_image_tokens
 
 MS = 1e6
 OUTPUT = 24

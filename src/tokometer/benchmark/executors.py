@@ -19,7 +19,6 @@ from typing import Protocol
 from tokometer.benchmark.prepare import Prepared
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.client.streamclient import StreamClient
-from tokometer.datasets.base import Prompt
 from tokometer.datasets.conversations import SessionScript
 from tokometer.load.cluster import RayLoad
 from tokometer.load.processes import run_step_in_workers
@@ -27,8 +26,9 @@ from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome, run_step
 from tokometer.load.sessions import run_session_step
 from tokometer.load.share import Items, WorkerSetup
+from tokometer.prompt import Prompt
+from tokometer.protocols.registry import create_client
 from tokometer.records import RequestRecord
-from tokometer.wire.apis import create_backend
 
 __all__ = ["LocalExecutor", "RayExecutor", "SessionExecutor", "StepExecutor", "WorkerExecutor", "executor_for"]
 
@@ -142,7 +142,7 @@ def executor_for(spec: BenchSpec, prepared: Prepared, setup: WorkerSetup, cluste
     workers = min(spec.workers, os.cpu_count() or 1)
     if workers > 1:
         return WorkerExecutor(prepared, limits, setup, workers, on_record)
-    client = StreamClient(setup.target, create_backend(spec.api), setup.params, setup.timeouts, count_tokens=count)
+    client = StreamClient(setup.target, create_client(spec.api), setup.params, setup.timeouts, count_tokens=count)
     if prepared.sessions is not None:
         return SessionExecutor(prepared.sessions.scripts(), limits, client, on_record)
     return LocalExecutor(prepared, limits, client, on_record)

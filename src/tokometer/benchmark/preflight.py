@@ -23,47 +23,44 @@ from urllib.parse import urlsplit
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.client.probe import Probe
 from tokometer.client.streamclient import StreamClient, Target, Timeouts
-from tokometer.datasets import Prompt
 from tokometer.errors import EndpointError
+from tokometer.prompt import Prompt
+from tokometer.protocols.common.base import GenerationParams
+from tokometer.protocols.common.protocol import ContextProbe, Protocol, root_of
+from tokometer.protocols.registry import PROTOCOLS, create_client, protocol_named
 from tokometer.records import RequestRecord
 from tokometer.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
-from tokometer.wire.apis import create_backend
-from tokometer.wire.base import GenerationParams
 
 __all__ = ["advertised_context", "preflight", "protocol_hint", "server_root"]
 
-_PROBES: tuple[tuple[str, str, str], ...] = (
-    ("openai-chat", "/v1/models", "data"),
-    ("ollama", "/api/tags", "models"),
-    ("tgi", "/info", "model_id"),
-    ("llamacpp", "/props", "default_generation_settings"),
-)
-"""(--api, GET path at the server's root, a key its JSON answer has)."""
-
-
 def server_root(url: str) -> str:
     """scheme://host:port of ``url``."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
+    return root_of(url)
 
 
-async def _spoken(probe: Probe, url: str) -> list[str]:
+async def _spoken(probe: Probe, url: str) -> list[Protocol]:
     """The protocols the server at ``url``'s origin answers the probes of."""
     found = []
-    for api, path, key in _PROBES:
+    for protocol in PROTOCOLS.values():
+        if protocol.detect is None:
+            continue
+        path, key = protocol.detect
         data = await probe.get_json(server_root(url) + path)
         if isinstance(data, dict) and key in data:
-            found.append(api)
+            found.append(protocol)
     return found
 
 
 async def protocol_hint(spec: BenchSpec, probe: Probe) -> str:
     """What to change when the server does not serve ``spec``'s protocol at its URL, in words."""
     spoken = await _spoken(probe, spec.url)
-    family = "openai" if spec.api.startswith("openai") else spec.api
-    if family == "openai" and "openai-chat" in spoken and not urlsplit(spec.url).path.rstrip("/").endswith("/v1"):
-        return f"it serves the OpenAI API under /v1: use --url {server_root(spec.url)}/v1"
-    others = [api for api in spoken if not api.startswith(family)]
+    protocol = protocol_named(spec.api)
+    family = protocol.family_name
+    base = protocol.base_path
+    if (base and any(p.family_name == family for p in spoken)
+            and not urlsplit(spec.url).path.rstrip("/").endswith(base)):
+        return f"it serves the {protocol.vendor} API under {base}: use --url {server_root(spec.url)}{base}"
+    others = [p.name for p in spoken if p.family_name != family]
     if others:
         return f"this server does not speak --api {spec.api}; try --api {others[0]}"
     if spoken:
@@ -73,22 +70,23 @@ async def protocol_hint(spec: BenchSpec, probe: Probe) -> str:
 
 async def advertised_context(spec: BenchSpec, model: str, probe: Probe) -> tuple[int, str] | None:
     """(context tokens, where it was read) as the server advertises it for one request, if it does."""
-    root = server_root(spec.url)
-    if spec.api.startswith("openai"):
-        data = await probe.get_json(spec.url.rstrip("/") + "/models")
-        for entry in (data or {}).get("data", []) if isinstance(data, dict) else []:
-            if isinstance(entry, dict) and entry.get("id") == model and isinstance(entry.get("max_model_len"), int):
-                return entry["max_model_len"], "max_model_len in /v1/models"
-    props = await probe.get_json(root + "/props")  # llama.cpp, also behind its OpenAI API
+    context = protocol_named(spec.api).context
+    if context is not None and not context.at_root and (found := await _ask(context, spec, model, probe)):
+        return found  # under the API's URL (vLLM's /v1/models): asked first
+    props = await probe.get_json(server_root(spec.url) + "/props")  # llama.cpp, also behind its OpenAI API
     if isinstance(props, dict):
         settings = props.get("default_generation_settings")
         if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
             return settings["n_ctx"], "n_ctx per slot in /props"
-    if spec.api == "tgi":
-        info = await probe.get_json(root + "/info")
-        if isinstance(info, dict) and isinstance(info.get("max_total_tokens"), int):
-            return info["max_total_tokens"], "max_total_tokens in /info"
+    if context is not None and context.at_root:  # at the server's root (TGI's /info): after llama.cpp's
+        return await _ask(context, spec, model, probe)
     return None
+
+
+async def _ask(context: ContextProbe, spec: BenchSpec, model: str, probe: Probe) -> tuple[int, str] | None:
+    """(context tokens, where) as ``context`` reads them from the server, if it does."""
+    tokens = context.read(await probe.get_json(context.url(spec.url)), model)
+    return None if tokens is None else (tokens, context.where)
 
 
 def _waiting(spec: BenchSpec, record: RequestRecord) -> str:
@@ -108,7 +106,7 @@ async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[st
                         max_event_bytes=spec.max_event_bytes)
     record = RequestRecord(index=-1, step=-1)
     with say_while_waiting(lambda: _waiting(spec, record)):
-        async with StreamClient(target, create_backend(spec.api), params, timeouts) as client:
+        async with StreamClient(target, create_client(spec.api), params, timeouts) as client:
             await client.send(Prompt.from_text("Hello"), record)
     error, detail = record.error, record.error_detail
     if error is None:
@@ -121,9 +119,10 @@ async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[st
             raise EndpointError(f"{spec.url} wants an API key ({detail[:120]}): give --api-key KEY "
                                 "(or set TOKOMETER_API_KEY)")
         hint = ""
-        if spec.api == "anthropic-messages" and not any(k.lower() == "authorization" for k in spec.headers):
-            hint = (" (it went as x-api-key, as Anthropic takes it; a server that reads only Authorization: Bearer, "
-                    "as vLLM does, needs --header 'Authorization: Bearer KEY' too)")
+        protocol = protocol_named(spec.api)
+        if protocol.key_header != "authorization" and not any(k.lower() == "authorization" for k in spec.headers):
+            hint = (f" (it went as {protocol.key_header}, as {protocol.vendor} takes it; a server that reads only "
+                    "Authorization: Bearer, as vLLM does, needs --header 'Authorization: Bearer KEY' too)")
         raise EndpointError(f"{spec.url} refused the API key given ({detail[:120]}): check --api-key{hint}")
     elif error in ("redirect", "protocol", "connect"):
         raise EndpointError(f"{spec.url}: the check request failed: {detail}")

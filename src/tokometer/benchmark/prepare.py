@@ -18,7 +18,7 @@ from tokometer.benchmark.preflight import preflight, protocol_hint, server_root
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.client.http1 import ConnectError, HttpTimeout, PeerReset
 from tokometer.client.probe import Probe
-from tokometer.datasets import FixedSource, Prompt, SyntheticSource, load_source_file
+from tokometer.datasets import FixedSource, SyntheticSource, load_source_file
 from tokometer.datasets.batched import BatchedSource
 from tokometer.datasets.conversations import SessionScript, SessionSource, ShareGPTSessions, SyntheticSessions
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
@@ -27,8 +27,9 @@ from tokometer.datasets.sampled import Sampled
 from tokometer.datasets.trace import TraceSource
 from tokometer.errors import DatasetError, EndpointError, TokenizerError
 from tokometer.load.runner import StepLimits
+from tokometer.prompt import Prompt
+from tokometer.protocols.registry import PROTOCOLS, create_client, protocol_named
 from tokometer.tokens import ServerTokenizer, Tokenizer, probe_server_tokenizer
-from tokometer.wire.apis import BACKENDS, create_backend
 
 __all__ = ["Prepared", "prepare"]
 
@@ -64,7 +65,7 @@ class Prepared:
 async def _check_endpoint(spec: BenchSpec, warnings: list[str]) -> tuple[str, float | None]:
     """Connect once, pick the model, send the check request (`preflight`); return the model and how long the
     check's 1-token answer took (None without one). Raises EndpointError if nothing answers or no run could work."""
-    key_headers = create_backend(spec.api).auth_headers(spec.api_key) if spec.api_key else {}
+    key_headers = create_client(spec.api).auth_headers(spec.api_key) if spec.api_key else {}
     headers = {**spec.headers, **key_headers}  # the protocol's own key header (Anthropic: x-api-key)
     probe = Probe(headers, spec.tls(), spec.connect_timeout_s)
     try:
@@ -106,20 +107,20 @@ def prompts_per_step(spec: BenchSpec, unique: int, quickest_s: float | None) -> 
 
 
 async def _model(spec: BenchSpec, probe: Probe) -> str:
-    """The model to ask for when none was given: the first one the server lists."""
-    if spec.api.startswith("openai") or spec.api in ("anthropic-messages", "rerank"):  # listed the same way
-        data = await probe.get_json(spec.url.rstrip("/") + "/models")
-        models = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)]
-        if models and isinstance(models[0], str):
-            return models[0]
-        raise EndpointError(f"could not list models at {spec.url.rstrip('/')}/models: give --model, or "
+    """The model to ask for when none was given: the first one the server lists (none where the server serves
+    one model whatever the name)."""
+    protocol = protocol_named(spec.api)
+    listing = protocol.model_list
+    if listing is None or protocol.serves_one_model:
+        return ""
+    names = listing.read(await probe.get_json(listing.url(spec.url))) or []
+    if protocol.picks_first_model:
+        if names:
+            return names[0]
+        raise EndpointError(f"could not list models at {listing.url(spec.url)}: give --model, or "
                             f"{await protocol_hint(spec, probe)}")
-    if spec.api == "ollama":
-        data = await probe.get_json(server_root(spec.url) + "/api/tags")
-        names = [m.get("name") for m in (data or {}).get("models", []) if isinstance(m, dict)]
-        hint = f" (the server has: {', '.join(str(n) for n in names[:8])})" if names else ""
-        raise EndpointError(f"Ollama needs a model name: give --model{hint}")
-    return ""
+    hint = f" (the server has: {', '.join(names[:8])})" if names else ""
+    raise EndpointError(f"{protocol.vendor} needs a model name: give --model{hint}")
 
 
 def _tokenizer(spec: BenchSpec, warnings: list[str]) -> tuple[Tokenizer | None, bool]:
@@ -198,7 +199,7 @@ async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
             await asyncio.to_thread(source.prepare, per_step * n_steps * spec.batch_size, stop)
         finally:
             stop.set()  # cancelled (Ctrl-C): the thread stops at its next prompt, not after all of them
-    if not BACKENDS[spec.api].streams:  # embeddings, rerank: each request a batch of inputs
+    if not PROTOCOLS[spec.api].streams:  # embeddings, rerank: each request a batch of inputs
         source = _batched(spec, source, n_steps)
     return Prepared(model=model, source=source, tokenizer=tokenizer, local_tokenizer=local, warnings=warnings,
                     sessions=sessions)

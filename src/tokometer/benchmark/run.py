@@ -35,8 +35,8 @@ from tokometer.load.share import WorkerSetup
 from tokometer.metrics import SLO, summarize
 from tokometer.metrics.textcheck import check_text
 from tokometer.metrics.window import step_windows
+from tokometer.protocols.common.base import GenerationParams
 from tokometer.store.store import ResultStore, now_iso
-from tokometer.wire.base import GenerationParams
 
 __all__ = ["BenchObserver", "BenchResult", "StepResult", "run_benchmark"]
 

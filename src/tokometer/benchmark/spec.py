@@ -25,10 +25,10 @@ from tokometer.datasets.trace import BLOCK_TOKENS
 from tokometer.limits import MAX_GPUS, MAX_SLICE_S, MIN_SLICE_S
 from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
+from tokometer.protocols.common.framing import MAX_EVENT_BYTES
+from tokometer.protocols.registry import PROTOCOLS
 from tokometer.secrets import header_problem, redact_headers, value_problem
 from tokometer.specproblem import FieldProblem
-from tokometer.wire.apis import BACKENDS
-from tokometer.wire.framing import MAX_EVENT_BYTES
 
 __all__ = ["BenchSpec", "apply_profile"]
 
@@ -203,8 +203,8 @@ class BenchSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> BenchSpec:
-        if self.api not in BACKENDS:
-            raise ValueError(f"unknown API {self.api!r}: use one of {', '.join(sorted(BACKENDS))}")
+        if self.api not in PROTOCOLS:
+            raise ValueError(f"unknown API {self.api!r}: use one of {', '.join(sorted(PROTOCOLS))}")
         if self.concurrency and self.rate:
             raise FieldProblem("give {concurrency} or {rate}, not both")
         if self.synchronous and (self.concurrency or self.rate):
@@ -221,10 +221,10 @@ class BenchSpec(BaseModel):
         if any(r <= 0 for r in self.rate):
             raise ValueError("rates must be positive")
         self._check_workload()
-        if not BACKENDS[self.api].streams and (self.sessions is not None or self.trace is not None):
+        if not PROTOCOLS[self.api].streams and (self.sessions is not None or self.trace is not None):
             raise FieldProblem("{api} {name} sends batches of texts, not conversations or a trace: leave out "
                                "{sessions} and {trace}", name=self.api)
-        if self.batch_size != 1 and BACKENDS[self.api].streams:
+        if self.batch_size != 1 and PROTOCOLS[self.api].streams:
             raise FieldProblem("{batch_size} is the inputs of one embeddings or rerank request: give {api} "
                                "openai-embeddings or rerank (a generation request carries one prompt)")
         if self.requests is None and self.duration_s is None and self.sessions is None and self.trace is None:
@@ -260,7 +260,7 @@ class BenchSpec(BaseModel):
         from tokometer.datasets.tools import tool_definitions
         from tokometer.errors import ConfigError
 
-        if (self.images or self.tools) and self.api != "openai-chat":
+        if (self.images or self.tools) and not PROTOCOLS[self.api].takes_media:
             raise FieldProblem("{images} and {tools} go in OpenAI chat requests: use {api} openai-chat")
         if self.images:
             if self.dataset is not None or self.prompt is not None or self.trace is not None or self.sessions:
@@ -276,7 +276,7 @@ class BenchSpec(BaseModel):
                                "(get_weather, search_web, ...)", choice=self.tool_choice)
 
     def tool_params(self) -> dict[str, Any]:
-        """The ``tools`` and ``tool_choice`` of `tokometer.wire.base.GenerationParams` for this run."""
+        """The ``tools`` and ``tool_choice`` of `tokometer.protocols.common.base.GenerationParams` for this run."""
         from tokometer.datasets.tools import tool_definitions
 
         if not self.tools:

@@ -41,7 +41,7 @@ def prompt_cache_warning(summary: StepSummary, server: dict[str, Any] | None) ->
 
 
 def rejected_numbers_warning(summary: StepSummary) -> str | None:
-    """A sentence when some of the server's counts were not believed (`tokometer.wire.numbers`)."""
+    """A sentence when some of the server's counts were not believed (`tokometer.protocols.common.numbers`)."""
     if not summary.server_numbers_rejected:
         return None
     return (f"the server's numbers were not believed for {summary.server_numbers_rejected} request(s), for "

@@ -30,7 +30,7 @@ from tokometer.datasets.images import ImageFormat
 from tokometer.limits import MAX_GPUS
 from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
-from tokometer.wire.apis import BACKENDS
+from tokometer.protocols.registry import PROTOCOLS
 
 if TYPE_CHECKING:
     from tokometer.benchmark.spec import BenchSpec
@@ -85,7 +85,7 @@ def _mebibytes(size: int) -> str:
 @spec_option("--url", field="url", default=None,
              help="Base URL of the server (e.g. http://127.0.0.1:8000/v1). Omit to start the embedded llama.cpp "
                   "engine with the bundled model and benchmark that.")
-@spec_option("--api", field="api", type=click.Choice(sorted(BACKENDS)), default=None,
+@spec_option("--api", field="api", type=click.Choice(sorted(PROTOCOLS)), default=None,
              help="Protocol the server speaks [default: ollama for a URL on port 11434, else openai-chat].")
 @spec_option("--model", field="model", help="Model name to request (default: the first one the server lists).")
 @spec_option("--api-key", callback=api_key_option, envvar="TOKOMETER_API_KEY", field="api_key",
@@ -308,7 +308,7 @@ def _check_url_and_ray(opts: dict[str, Any]) -> None:
 def _endpoint(opts: dict[str, Any]) -> dict[str, Any]:
     """The endpoint's fields, passed whether given or not: its URL (the embedded engine's is set once it is up),
     its protocol (by default the one its URL suggests) and the model."""
-    from tokometer.wire.apis import default_api_for_url
+    from tokometer.protocols.registry import default_api_for_url
 
     return {
         "url": opts["url"] or "http://127.0.0.1:0/v1",  # the embedded engine's, once it is up

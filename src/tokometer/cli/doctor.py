@@ -8,14 +8,14 @@ import click
 
 from tokometer.cli.options import FiniteFloat, api_key_option, build_spec
 from tokometer.jsontext import dumps
-from tokometer.wire.apis import BACKENDS
+from tokometer.protocols.registry import PROTOCOLS
 
 __all__ = ["command"]
 
 
 @click.command("doctor")
 @click.argument("url")
-@click.option("--api", type=click.Choice(sorted(BACKENDS)), default=None,
+@click.option("--api", type=click.Choice(sorted(PROTOCOLS)), default=None,
               help="Protocol the server speaks [default: ollama for a URL on port 11434, else openai-chat].")
 @click.option("--model", default="", help="Model name to ask for (default: the first one the server lists).")
 @click.option("--api-key", callback=api_key_option, envvar="TOKOMETER_API_KEY", default=None,

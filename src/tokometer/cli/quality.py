@@ -13,6 +13,7 @@ import click
 
 from tokometer.cli.options import api_key_option
 from tokometer.jsontext import dumps
+from tokometer.protocols.registry import PROTOCOLS
 
 __all__ = ["command"]
 
@@ -22,7 +23,8 @@ __all__ = ["command"]
 @click.argument("endpoint_b", metavar="B")
 @click.option("--model-a", default=None, help="Model name to ask A for [default: the first one A lists].")
 @click.option("--model-b", default=None, help="Model name to ask B for [default: the first one B lists].")
-@click.option("--api", type=click.Choice(["openai-completions", "openai-chat"]), default="openai-completions",
+@click.option("--api", type=click.Choice(sorted(name for name, p in PROTOCOLS.items() if p.logprobs)),
+              default="openai-completions",
               show_default=True, help="Protocol; completions sends the few-shot prompts as they are (and allows "
                                       "teacher forcing).")
 @click.option("--api-key", callback=api_key_option, default=None, envvar="TOKOMETER_API_KEY",

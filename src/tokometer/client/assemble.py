@@ -7,7 +7,7 @@ engine's native counters, the model's tokenizer, and last a count of content
 events (an estimate, labelled so). A server's count that is not believable for the stream it came with
 (`tokometer.client.plausible`) is set aside for the next source, and the record says so
 (``rejected_numbers``). Reasoning (a field of its own, or inline ``<think>``
-sections: `tokometer.wire.reasoning`) is split from the answer here too: when the answer
+sections: `tokometer.protocols.common.reasoning`) is split from the answer here too: when the answer
 began, and how many of the output tokens were reasoning.
 """
 
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 from tokometer.client.plausible import output_count_problem
 from tokometer.client.toolsplit import tool_calls
+from tokometer.protocols.common.base import ParsedEvent, ProtocolClient
+from tokometer.protocols.common.framing import iter_payloads
+from tokometer.protocols.common.reasoning import EventSplit, split_inline
 from tokometer.records import RequestRecord, ServerTiming, TokenSource
-from tokometer.wire.base import Backend, ParsedEvent
-from tokometer.wire.framing import iter_payloads
-from tokometer.wire.reasoning import EventSplit, split_inline
 
 __all__ = ["BackgroundAssembler", "StreamAssembly", "assemble"]
 
@@ -41,7 +41,7 @@ class StreamAssembly:
     segment after another when it continues an answer cut at ``max_tokens`` (`end_segment`).
     """
 
-    def __init__(self, record: RequestRecord, backend: Backend, n_chunks: int = 0) -> None:
+    def __init__(self, record: RequestRecord, backend: ProtocolClient, n_chunks: int = 0) -> None:
         self.record = record
         self.backend = backend
         self.n_chunks = n_chunks
@@ -168,13 +168,13 @@ class StreamAssembly:
             record.finish_reason = final.finish_reason or ("stop" if self.saw_done else "unknown")
 
 
-def _frames(backend: Backend, chunks: Sequence[bytes], stamps: Sequence[int]) -> Iterator[tuple[int, bytes]]:
+def _frames(backend: ProtocolClient, chunks: Sequence[bytes], stamps: Sequence[int]) -> Iterator[tuple[int, bytes]]:
     return iter_payloads(chunks, stamps, backend.framing)
 
 
 def assemble(
     record: RequestRecord,
-    backend: Backend,
+    backend: ProtocolClient,
     chunks: Sequence[bytes],
     stamps: Sequence[int],
     count_tokens: Callable[[str], int] | None = None,
@@ -189,7 +189,7 @@ def assemble(
 @dataclass(slots=True)
 class _Job:
     record: RequestRecord
-    backend: Backend
+    backend: ProtocolClient
     chunks: list[bytes]
     stamps: list[int]
     count_tokens: Callable[[str], int] | None
@@ -214,7 +214,7 @@ class BackgroundAssembler:
         self._task: asyncio.Task[None] | None = None
         self.max_backlog = 0
 
-    def submit(self, record: RequestRecord, backend: Backend, chunks: list[bytes], stamps: list[int],
+    def submit(self, record: RequestRecord, backend: ProtocolClient, chunks: list[bytes], stamps: list[int],
                count_tokens: Callable[[str], int] | None, on_done: Callable[[RequestRecord], None]) -> None:
         """Queue a finished stream; ``on_done(record)`` runs once it is parsed."""
         if self._task is None or self._task.done():

@@ -46,8 +46,8 @@ import httptools
 
 from tokometer.client.proxy import Proxy, proxy_for
 from tokometer.client.tls import TlsOptions
+from tokometer.protocols.common.framing import EventWatch
 from tokometer.records import ErrorCategory
-from tokometer.wire.framing import EventWatch
 
 __all__ = ["MAX_ERROR_BODY_BYTES", "MAX_HEAD_BYTES", "MAX_HEAD_FIELDS", "MAX_SMALL_BODY_BYTES", "TLS_TRUST_HINT",
            "ConnectError", "HttpPool", "HttpTimeout", "PeerReset", "ProtocolViolation", "StreamedResponse",

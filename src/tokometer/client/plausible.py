@@ -1,6 +1,6 @@
 """Is a server's count believable against the stream it came with?
 
-`tokometer.wire.numbers` has already turned away what is not a count at all (a string, a negative, an
+`tokometer.protocols.common.numbers` has already turned away what is not a count at all (a string, a negative, an
 absurd size). What is left is a well-formed number that may still be wrong for this answer: more output
 tokens than ``max_tokens`` allows, fewer than the token ids the events carried, none at all (or far fewer
 than the content events) for an answer that streamed text. Each check returns why it does not believe a

@@ -31,12 +31,12 @@ from tokometer.client.http1 import (
     TlsOptions,
     transport_error_category,
 )
-from tokometer.datasets.base import Prompt
+from tokometer.prompt import Prompt
+from tokometer.protocols.common.base import GenerationParams, ProtocolClient, answer_length
+from tokometer.protocols.common.framing import MAX_BODY_BYTES, MAX_EVENT_BYTES, EventWatch
+from tokometer.protocols.common.mediatype import not_an_api_answer
+from tokometer.protocols.embeddings.client import batch_inputs
 from tokometer.records import RequestRecord, describe_http_failure
-from tokometer.wire.base import Backend, GenerationParams, answer_length
-from tokometer.wire.embeddings import batch_inputs
-from tokometer.wire.framing import MAX_BODY_BYTES, MAX_EVENT_BYTES, EventWatch
-from tokometer.wire.mediatype import not_an_api_answer
 
 __all__ = ["StreamClient", "Target", "Timeouts", "event_limit"]
 
@@ -79,7 +79,7 @@ class StreamClient:
     def __init__(
         self,
         target: Target,
-        backend: Backend,
+        backend: ProtocolClient,
         params: GenerationParams,
         timeouts: Timeouts = Timeouts(),
         count_tokens: Callable[[str], int] | None = None,

@@ -1,6 +1,6 @@
 """A finished answer's tool calls onto its record: when the first one came, how many, how many tokens.
 
-Tool-call deltas (`tokometer.wire.toolcalls`) are output, parsed with the rest of the stream
+Tool-call deltas (`tokometer.protocols.common.toolcalls`) are output, parsed with the rest of the stream
 (`tokometer.client.assemble`): they are content events, so TTFT, TPOT and ITL count them like answer
 text. This module sets what is theirs alone:
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tokometer.protocols.common.base import ParsedEvent
 from tokometer.records import RequestRecord
-from tokometer.wire.base import ParsedEvent
 
 __all__ = ["tool_calls"]
 

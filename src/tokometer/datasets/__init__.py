@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from tokometer.datasets.base import Message, Prompt, PromptSource
+from tokometer.datasets.base import PromptSource
 from tokometer.datasets.files import FixedSource, JsonlSource, ShareGPTSource, load_source_file
 from tokometer.datasets.synthetic import SyntheticSource
 
 __all__ = [
     "FixedSource",
     "JsonlSource",
-    "Message",
-    "Prompt",
     "PromptSource",
     "ShareGPTSource",
     "SyntheticSource",

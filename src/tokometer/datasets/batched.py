@@ -1,7 +1,7 @@
 """Batches of inputs for the protocols that take several texts per request (embeddings, rerank).
 
 `BatchedSource` draws ``batch_size`` prompts at a time from another source and makes each group one
-`Prompt` whose messages are the inputs, one message each (`tokometer.wire.embeddings.batch_inputs` reads
+`Prompt` whose messages are the inputs, one message each (`tokometer.protocols.embeddings.client.batch_inputs` reads
 them back); a chat prompt of a dataset becomes one input, its messages joined. Its ``input_tokens`` is the
 sum of the inputs' when every one is known (exact synthetic prompts), else unknown. The batches are made
 once, before any timing, as a list that is cycled: with synthetic prompts, distinct up to the source's
@@ -14,7 +14,7 @@ import itertools
 import math
 from collections.abc import Iterable, Iterator
 
-from tokometer.datasets.base import Message, Prompt
+from tokometer.prompt import Message, Prompt
 
 __all__ = ["BatchedSource"]
 

@@ -24,11 +24,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokometer.datasets.base import Message
 from tokometer.datasets.files import sharegpt_entries, sharegpt_messages
 from tokometer.datasets.sampled import Sampled
 from tokometer.datasets.synthetic import SyntheticSource
 from tokometer.errors import DatasetError
+from tokometer.prompt import Message
 from tokometer.tokens.base import Tokenizer
 
 __all__ = ["SessionScript", "SessionSource", "ShareGPTSessions", "SyntheticSessions", "Turn"]

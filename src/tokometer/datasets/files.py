@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tokometer.datasets.base import Message, Prompt
 from tokometer.errors import DatasetError
+from tokometer.prompt import Message, Prompt
 from tokometer.tokens.base import Tokenizer
 
 __all__ = ["TOO_DEEP", "FixedSource", "JsonlSource", "ShareGPTSource", "load_source_file", "sharegpt_entries",

@@ -3,7 +3,7 @@
 Each image is deterministic for (seed, prompt, image): blocks of 16x16 pixels of seeded random colours,
 so no two requests send the same image (a server's image cache cannot answer a repeat) while a JPEG of
 them stays about the size of a photo's. Sent as ``data:`` URLs in OpenAI chat content parts
-(`tokometer.wire.images`). What an image costs the server (its vision encoder and its prompt tokens)
+(`tokometer.protocols.common.images`). What an image costs the server (its vision encoder and its prompt tokens)
 depends only on its pixel size, never on what it shows, so noise is a fair stand-in for a photo.
 
 Bounds: sides from `MIN_SIDE` to `MAX_SIDE` pixels, at most `MAX_IMAGES` images a request, and at most
@@ -46,7 +46,7 @@ class ImageSpec:
 
 
 def data_url(image: bytes, kind: str) -> str:
-    """``image`` (PNG or JPEG bytes) as a ``data:`` URL (what `tokometer.wire.images.image_size` reads)."""
+    """``image`` (PNG or JPEG bytes) as a ``data:`` URL (what `tokometer.protocols.common.images.image_size` reads)."""
     return f"data:image/{kind};base64," + base64.b64encode(image).decode("ascii")
 
 

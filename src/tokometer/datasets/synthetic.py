@@ -25,10 +25,10 @@ import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
-from tokometer.datasets.base import Prompt
 from tokometer.datasets.images import ImageSpec, make_images
 from tokometer.datasets.words import WORDS
 from tokometer.errors import DatasetError
+from tokometer.prompt import Prompt
 from tokometer.tokens.base import Tokenizer
 
 __all__ = ["SyntheticSource", "make_exact_text"]

@@ -31,11 +31,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tokometer.datasets.base import Prompt
 from tokometer.datasets.files import TOO_DEEP
 from tokometer.datasets.synthetic import make_exact_text
 from tokometer.datasets.words import WORDS
 from tokometer.errors import DatasetError
+from tokometer.prompt import Prompt
 from tokometer.tokens.base import Tokenizer
 
 __all__ = ["BLOCK_TOKENS", "EXAMPLE_TRACE", "TraceEntry", "TraceSource", "read_trace", "trace_offsets"]

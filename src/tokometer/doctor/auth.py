@@ -13,10 +13,10 @@ then skipped.
 from __future__ import annotations
 
 from tokometer.benchmark.preflight import protocol_hint
-from tokometer.datasets import Prompt
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
-from tokometer.wire.apis import create_backend
+from tokometer.prompt import Prompt
+from tokometer.protocols.registry import create_client
 
 __all__ = ["CLOCK_SKEW_S", "NOT_MODEL_TOKENS", "key_header", "key_shown", "run"]
 
@@ -27,7 +27,7 @@ NOT_MODEL_TOKENS = "this is about authentication tokens (API keys), not model to
 
 
 def key_shown(key: str | None, api: str = "openai-chat") -> str:
-    """The header a key is sent in (the protocol's: `Backend.auth_headers`), with the key hidden but for its
+    """The header a key is sent in (the protocol's: `ProtocolClient.auth_headers`), with the key hidden but for its
     length and first characters."""
     if not key:
         return "none (no --api-key, no TOKOMETER_API_KEY)"
@@ -37,7 +37,7 @@ def key_shown(key: str | None, api: str = "openai-chat") -> str:
 
 def key_header(api: str, shown: str = "KEY") -> str:
     """``Authorization: Bearer KEY`` or, for Anthropic's Messages API, ``x-api-key: KEY``."""
-    name, value = next(iter(create_backend(api).auth_headers("\0").items()))
+    name, value = next(iter(create_client(api).auth_headers("\0").items()))
     return f"{name}: {value.replace(chr(0), shown)}"
 
 

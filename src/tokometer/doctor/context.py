@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokometer.benchmark.preflight import advertised_context
-from tokometer.datasets import Prompt
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Exchange, Session
 from tokometer.errors import TokenizerError
+from tokometer.prompt import Prompt
 
 __all__ = ["OVERFLOW_MARGIN", "PROBE_LIMIT", "Fit", "NoLimit", "count_mismatch", "fit_of", "run"]
 

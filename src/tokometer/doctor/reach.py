@@ -22,14 +22,13 @@ import orjson
 from tokometer.client.http1 import ConnectError, HttpTimeout, PeerReset, ProtocolViolation, StreamedResponse
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
+from tokometer.protocols.registry import protocol_named
 
 __all__ = ["SLOW_CONNECT_MS", "close_matches", "date_skew_s", "model_names", "run"]
 
 SLOW_CONNECT_MS = 300.0
 """A name lookup, TCP connect or TLS handshake slower than this is a finding: every new connection pays it."""
 
-_MODEL_LISTS = {"openai-chat": "/v1/models", "openai-completions": "/v1/models", "ollama": "/api/tags",
-                "tgi": "/info", "llamacpp": "/props"}
 
 
 def close_matches(name: str, served: list[str], n: int = 5) -> list[str]:
@@ -45,20 +44,8 @@ def close_matches(name: str, served: list[str], n: int = 5) -> list[str]:
 
 def model_names(api: str, data: Any) -> list[str] | None:
     """The model names a model-list answer holds, or None when it is not one."""
-    if not isinstance(data, dict):
-        return None
-    if api.startswith("openai"):
-        entries = data.get("data")
-        return [e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)] \
-            if isinstance(entries, list) else None
-    if api == "ollama":
-        entries = data.get("models")
-        return [e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)] \
-            if isinstance(entries, list) else None
-    if api == "tgi":
-        return [data["model_id"]] if isinstance(data.get("model_id"), str) else None
-    alias = data.get("model_alias") or data.get("model_path")
-    return [alias] if isinstance(alias, str) else None
+    listing = protocol_named(api).model_list
+    return None if listing is None else listing.read(data)
 
 
 def date_skew_s(date_header: str, now: float | None = None) -> float | None:
@@ -119,7 +106,7 @@ async def run(session: Session) -> None:
                                       "/etc/hosts)."))
         return
     tcp_ms = await _tcp_ms(addresses[0], port, session.connect_timeout_s) if addresses else None
-    list_path = _MODEL_LISTS.get(session.api, "/v1/models")
+    list_path = protocol_named(session.api).model_list_path
     listing = await _get(session, list_path)
     if not isinstance(listing, StreamedResponse):
         _unreachable(session, _no_listing(session, list_path, listing, {"error": str(listing), "addresses": addresses,
@@ -204,11 +191,13 @@ async def _read_models(session: Session, list_path: str, listing: StreamedRespon
             data = None
     session.served = model_names(session.api, data)
     if session.served is None:
-        if session.api.startswith("openai"):
+        protocol = protocol_named(session.api)
+        if protocol.picks_first_model:
             session.add(Finding("reach.no_model_list", "warning", f"{list_path} does not list models "
                                 f"(HTTP {listing.status})", {"status": listing.status},
-                                "OpenAI clients list models to pick one: check that the URL's path ends in /v1 "
-                                "and that this is an OpenAI-compatible server (or give --api)."))
+                                f"{protocol.vendor} clients list models to pick one: check that the URL's path ends "
+                                f"in {protocol.base_path} and that this is an {protocol.vendor}-compatible server "
+                                "(or give --api)."))
         return
     _check_model(session)
 
@@ -219,7 +208,7 @@ def _check_model(session: Session) -> None:
         if served:
             session.model = served[0]
         return
-    if session.model in served or session.api in ("tgi", "llamacpp"):
+    if session.model in served or protocol_named(session.api).serves_one_model:
         return  # TGI and llama.cpp serve one model whatever name a request gives
     if not served:
         session.add(Finding("reach.no_models", "error", "the server lists no models", {"asked": session.model},

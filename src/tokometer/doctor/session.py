@@ -19,17 +19,17 @@ from tokometer.benchmark.preflight import server_root
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.client.probe import Probe
 from tokometer.client.streamclient import StreamClient, Target, Timeouts
-from tokometer.datasets import Prompt
 from tokometer.datasets.synthetic import make_exact_text
 from tokometer.datasets.words import WORDS
 from tokometer.doctor.finding import Finding, Skipped
 from tokometer.doctor.spec import DoctorSpec
 from tokometer.errors import DatasetError, TokenizerError
+from tokometer.prompt import Prompt
+from tokometer.protocols.common.base import GenerationParams
+from tokometer.protocols.registry import create_client
 from tokometer.records import RequestRecord
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
-from tokometer.wire.apis import create_backend
-from tokometer.wire.base import GenerationParams
 
 __all__ = ["Exchange", "Session"]
 
@@ -74,7 +74,7 @@ class Session:
     _rng: random.Random = field(default_factory=random.Random)
 
     def __post_init__(self) -> None:
-        headers = create_backend(self.api).auth_headers(self.spec.api_key) if self.spec.api_key else {}
+        headers = create_client(self.api).auth_headers(self.spec.api_key) if self.spec.api_key else {}
         self.probe = Probe(headers, timeout_s=self.connect_timeout_s)
         self.model = self.spec.model
 
@@ -146,7 +146,7 @@ class Session:
                    include_usage: bool = True) -> Exchange:
         """Send ``prompt`` once, streamed, through the benchmark's client; the record is never an exception."""
         target = Target(self.spec.url, self.spec.api_key)
-        backend = create_backend(self.api)
+        backend = create_client(self.api)
         params = GenerationParams(model=self.model, max_tokens=max_tokens, ignore_eos=ignore_eos, temperature=0.0,
                                   seed=0, include_usage=include_usage)
         timeouts = Timeouts(connect=self.connect_timeout_s, idle=self.spec.timeout_s, total=self.spec.timeout_s)

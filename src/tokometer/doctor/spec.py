@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tokometer.wire.apis import BACKENDS, default_api_for_url
+from tokometer.protocols.registry import PROTOCOLS, default_api_for_url
 
 __all__ = ["DoctorSpec"]
 
@@ -16,7 +16,7 @@ class DoctorSpec(BaseModel):
 
     url: str
     api: str | None = None
-    """Protocol (`tokometer.wire.apis.BACKENDS`); None: guessed from the URL, as ``bench`` does."""
+    """Protocol (`tokometer.protocols.registry.PROTOCOLS`); None: guessed from the URL, as ``bench`` does."""
     model: str = ""
     """The model to ask for; empty: the first one the server lists."""
     api_key: str | None = Field(None, exclude=True, repr=False)
@@ -41,9 +41,9 @@ class DoctorSpec(BaseModel):
     def _check(self) -> DoctorSpec:
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"URL {self.url!r} must start with http:// or https://")
-        if self.api is not None and self.api not in BACKENDS:
-            raise ValueError(f"unknown API {self.api!r}: use one of {', '.join(sorted(BACKENDS))}")
-        if self.api is not None and not BACKENDS[self.api].streams:
+        if self.api is not None and self.api not in PROTOCOLS:
+            raise ValueError(f"unknown API {self.api!r}: use one of {', '.join(sorted(PROTOCOLS))}")
+        if self.api is not None and not PROTOCOLS[self.api].streams:
             raise ValueError(f"doctor checks a generating server's streams; {self.api} answers are not streamed: "
                              f"measure them with tokometer bench --api {self.api}")
         return self

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
+from tokometer.protocols.registry import protocol_named
 
 __all__ = ["BURST_GAP_NS", "StreamShape", "burst_decode_tok_s", "run", "stream_shape"]
 
@@ -126,7 +127,7 @@ async def run(session: Session) -> None:
     else:
         session.add(Finding("streaming.ok", "info", f"tokens stream: {shape.events} events in {shape.bursts} "
                             f"arrivals, first after {shape.ttft_ms:,.0f} ms", evidence))
-    if not session.api.startswith("openai"):
+    if not protocol_named(session.api).asks_stream_usage:
         return
     if exchange.usage_rejected:
         session.add(Finding("streaming.usage_rejected", "warning",

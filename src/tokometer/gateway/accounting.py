@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tokometer.gateway.cache import CachedAnswer
-from tokometer.gateway.clientapi import api_name
 from tokometer.gateway.requestlog import RequestLogEntry, cost_usd
 from tokometer.metrics.request import decode_speed_tok_s, tpot_ns, ttft_ns
+from tokometer.protocols.gateway_clients import api_name
 
 if TYPE_CHECKING:
     from tokometer.gateway.metrics import GatewayMetrics

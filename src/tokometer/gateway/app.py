@@ -9,7 +9,7 @@ arrive) → accounting (health, metrics, one log line, budget, cache:
 `tokometer.gateway.accounting`). Endpoints: ``/v1/chat/completions``,
 ``/v1/completions``, ``/v1/messages`` (Anthropic's Messages API) and ``/v1/responses`` (OpenAI's
 Responses API), both translated into chat requests on the way in and written back in their own
-protocol (`tokometer.gateway.clientapi`), ``/v1/models``, ``/health``, ``/metrics``.
+protocol (`tokometer.protocols.gateway_clients`), ``/v1/models``, ``/health``, ``/metrics``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from tokometer.gateway.accounting import Figures, cached_answer, feed_health, lo
 from tokometer.gateway.auth import KeyRing
 from tokometer.gateway.budget import TokenBudgets
 from tokometer.gateway.cache import AnswerCache, CachedAnswer, make_cache
-from tokometer.gateway.clientapi import ClientApi, writer_for
 from tokometer.gateway.config import GatewayConfig
 from tokometer.gateway.counting import CountingLanes
 from tokometer.gateway.metrics import CONTENT_TYPE, GatewayMetrics
@@ -44,6 +43,7 @@ from tokometer.gateway.router import Router
 from tokometer.gateway.sharedstate import share_health
 from tokometer.gateway.stages import Admission, Check, stages_for
 from tokometer.gateway.upstream import Endpoint, Upstream
+from tokometer.protocols.gateway_clients import ClientApi, writer_for
 
 __all__ = ["Gateway", "create_app"]
 

@@ -29,8 +29,8 @@ from pydantic_core import ErrorDetails, PydanticUndefined
 from tokometer.client.tls import TlsOptions
 from tokometer.errors import ConfigError
 from tokometer.inbound.limits import DEFAULT_LIMITS
+from tokometer.protocols.registry import PROTOCOLS
 from tokometer.secrets import value_problem
-from tokometer.wire.apis import BACKENDS
 
 __all__ = [
     "EXAMPLE_CONFIG",
@@ -127,7 +127,7 @@ class ServerConfig(_Strict):
         "'authenticated' means everyone)")
 
 
-NOT_RELAYED_APIS = frozenset({"openai-embeddings", "rerank"})
+NOT_RELAYED_APIS = frozenset(name for name, protocol in PROTOCOLS.items() if not protocol.streams)
 """Protocols `bench` speaks that the gateway does not relay: they answer with vectors or scores, not a stream."""
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -152,7 +152,7 @@ class UpstreamConfig(_Strict):
     name: str = Field(description="what routes call it")
     url: str = Field(description="base URL, http:// or https:// (an OpenAI-compatible server's ends in /v1)")
     api: str = Field("openai-chat", description="protocol it speaks: "
-                     f"{', '.join(sorted(set(BACKENDS) - NOT_RELAYED_APIS))}")
+                     f"{', '.join(sorted(set(PROTOCOLS) - NOT_RELAYED_APIS))}")
     model: str = Field("", description="model name sent upstream (default: the one the client asked for)")
     api_key: str | None = Field(None, description="bearer token for the upstream (better: api_key_env)")
     api_key_env: str | None = Field(None, description="environment variable holding the upstream's key")
@@ -196,11 +196,11 @@ class UpstreamConfig(_Strict):
     @field_validator("api")
     @classmethod
     def _api(cls, value: str) -> str:
-        usable = sorted(set(BACKENDS) - NOT_RELAYED_APIS)
+        usable = sorted(set(PROTOCOLS) - NOT_RELAYED_APIS)
         if value in NOT_RELAYED_APIS:
             raise ValueError(f"the gateway does not relay {value!r} (embeddings and rerank answers are vectors and "
                              f"scores, not a stream): use one of {', '.join(usable)}")
-        if value not in BACKENDS:
+        if value not in PROTOCOLS:
             raise ValueError(f"unknown API {value!r}: use one of {', '.join(usable)}")
         return value
 

@@ -2,7 +2,7 @@
 
 Used when the bytes cannot simply be relayed: an answer from the cache (replayed as a stream), a
 client that asked for ``stream: false`` (one JSON answer). The events and bodies themselves are the
-client protocol's `tokometer.wire.stream_writer.StreamWriter`'s (OpenAI chunks, Anthropic Messages
+client protocol's `tokometer.protocols.common.writer.StreamWriter`'s (OpenAI chunks, Anthropic Messages
 events, Responses API events).
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokometer.wire.chat_tools import ToolCalls
-from tokometer.wire.pieces import MAX_KEPT_CHARS, TextPieces
-from tokometer.wire.stream_writer import StreamWriter
+from tokometer.protocols.common.chat_tools import ToolCalls
+from tokometer.protocols.common.pieces import MAX_KEPT_CHARS, TextPieces
+from tokometer.protocols.common.writer import StreamWriter
 
 __all__ = ["MAX_KEPT_CHARS", "Answer", "replay", "whole"]
 
@@ -20,7 +20,8 @@ __all__ = ["MAX_KEPT_CHARS", "Answer", "replay", "whole"]
 class Answer:
     """What an answer amounted to: collected while relaying, or read from the cache.
 
-    Text arrives an event at a time; it is kept as `tokometer.wire.pieces.TextPieces`, up to `MAX_KEPT_CHARS`
+    Text arrives an event at a time; it is kept as `tokometer.protocols.common.pieces.TextPieces`, up to
+    `MAX_KEPT_CHARS`
     (text and reasoning together). Past it the answer still streams whole, but is `cut`: it is not cached, not
     carried on, and a non-streamed one is refused."""
 

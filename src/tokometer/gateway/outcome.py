@@ -18,12 +18,12 @@ from tokometer.client.assemble import StreamAssembly
 from tokometer.records import RequestRecord, classify_http_error
 
 if TYPE_CHECKING:
-    from tokometer.gateway.clientapi import ClientApi
     from tokometer.gateway.config import RouteConfig
     from tokometer.gateway.openai_format import Answer
     from tokometer.gateway.router import Opened
     from tokometer.gateway.upstream import Endpoint, Upstream
-    from tokometer.wire.base import Backend
+    from tokometer.protocols.common.base import ProtocolClient
+    from tokometer.protocols.gateway_clients import ClientApi
 
 __all__ = ["Measurement", "RelayContext", "RelayOutcome"]
 
@@ -88,7 +88,7 @@ class Measurement:
         self._first_prompt: int | None = None
         """Prompt tokens the first segment's upstream reported (a later segment's prompt holds the text so far)."""
 
-    def start(self, backend: Backend, sent_ns: int) -> StreamAssembly:
+    def start(self, backend: ProtocolClient, sent_ns: int) -> StreamAssembly:
         """The first upstream answers: assemble its events into the record."""
         self.upstream_sent_ns = sent_ns
         self.assembly = StreamAssembly(self.record, backend)

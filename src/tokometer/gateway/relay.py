@@ -29,7 +29,6 @@ import orjson
 from starlette.types import Receive, Scope, Send
 
 from tokometer.gateway.carryon import CarryOn
-from tokometer.gateway.clientapi import error_body as client_error_body
 from tokometer.gateway.clientstream import ClientStream
 from tokometer.gateway.openai_format import MAX_KEPT_CHARS, Answer, whole
 from tokometer.gateway.outcome import Measurement, RelayContext, RelayOutcome
@@ -38,8 +37,11 @@ from tokometer.gateway.router import AllUpstreamsFailed, Opened, Router, all_fai
 from tokometer.gateway.segments import SegmentPolicy
 from tokometer.gateway.upstream import UpstreamError, UpstreamEvent
 from tokometer.inbound.jsonbody import BadBody, parse_object
-from tokometer.wire.openai import DONE, error_body
-from tokometer.wire.openai_chunks import carries_tool_calls
+from tokometer.protocols.gateway_clients import error_body as client_error_body
+from tokometer.protocols.gateway_clients import relays_openai_bytes
+from tokometer.protocols.openai.chunks import carries_tool_calls
+from tokometer.protocols.openai.client import DONE
+from tokometer.protocols.openai.errors import error_body
 
 if TYPE_CHECKING:
     from tokometer.client.assemble import StreamAssembly
@@ -189,7 +191,7 @@ class Relay:
             self.error = f"server_error_event: {p.error}"
         writer = reply.writer
         if (p.tool_calls is not None or not p.has_content) and carries_tool_calls(event.raw):
-            # a tool call: output (it counts for TTFT like text, `tokometer.wire.toolcalls`), the answer
+            # a tool call: output (it counts for TTFT like text, `tokometer.protocols.common.toolcalls`), the answer
             answer.has_tool_calls = True  # (not cached: the cache keeps text)
             if writer is not None:
                 reply.tool_calls(writer, event.raw)
@@ -258,7 +260,7 @@ class Relay:
         error = body.get("error")  # an upstream's: OpenAI's object, TGI's string, or anything
         self.error = self.error or str((error.get("message") if isinstance(error, dict) else error) or "")[:300]
         if client.sent_head:
-            if self.reply.writer is not None and self.ctx.api != "openai":
+            if self.reply.writer is not None and not relays_openai_bytes(self.ctx.api):
                 await client.write(self.reply.writer.error(self.error))
             else:
                 await client.write(b"data: " + orjson.dumps(body) + b"\n\n")

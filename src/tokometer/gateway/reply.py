@@ -6,7 +6,7 @@ client did not ask for usage, and the ending (finish, usage, ``[DONE]``) held ba
 since a continuation may follow. Otherwise (another upstream protocol, a non-streamed answer, a
 client speaking Anthropic's Messages or OpenAI's Responses API, or an answer carried on by a second
 upstream request) the client protocol's `StreamWriter` (`Reply.writer`,
-`tokometer.gateway.clientapi`) writes each event, tool calls included: an OpenAI chat upstream's
+`tokometer.protocols.gateway_clients`) writes each event, tool calls included: an OpenAI chat upstream's
 (`Reply.tool_calls`) and a Messages or Responses upstream's (`Reply.upstream_tool_call`).
 
 `Reply.put` gathers what the client gets into the client stream's next send
@@ -18,22 +18,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tokometer.gateway.clientapi import writer_for
 from tokometer.gateway.resume import stream_identity
-from tokometer.wire.chat_tools import tool_call_deltas
-from tokometer.wire.framing import sse_payload
-from tokometer.wire.openai import error_event
-from tokometer.wire.openai_chunks import carries_call
-from tokometer.wire.tool_events import MARKERS, tool_delta_reader
+from tokometer.protocols.common.chat_tools import tool_call_deltas
+from tokometer.protocols.common.framing import sse_payload
+from tokometer.protocols.gateway_clients import relays_openai_bytes, writer_for
+from tokometer.protocols.openai.chunks import carries_call
+from tokometer.protocols.openai.errors import error_event
+from tokometer.protocols.tool_events import MARKERS, tool_delta_reader
 
 if TYPE_CHECKING:
     from tokometer.gateway.openai_format import Answer
     from tokometer.gateway.outcome import RelayContext
     from tokometer.gateway.router import Opened
     from tokometer.gateway.upstream import UpstreamEvent
-    from tokometer.wire.base import ParsedEvent
-    from tokometer.wire.chat_tools import ToolCallDelta
-    from tokometer.wire.stream_writer import StreamWriter
+    from tokometer.protocols.common.base import ParsedEvent
+    from tokometer.protocols.common.chat_tools import ToolCallDelta
+    from tokometer.protocols.common.writer import StreamWriter
 
 __all__ = ["Reply"]
 
@@ -63,7 +63,7 @@ class Reply:
     def start(self, opened: Opened, served: str) -> None:
         """The first upstream answers (as model ``served``): pass its bytes on, or write the client's events."""
         ctx = self.ctx
-        if ctx.api != "openai" or not opened.upstream.openai or not ctx.stream:
+        if not relays_openai_bytes(ctx.api) or not opened.upstream.openai or not ctx.stream:
             self.writer = self.new_writer(served)
         elif opened.buffered:
             self._first_raw = opened.buffered[-1].raw  # the first content event (or the whole empty answer)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from tokometer.wire.framing import sse_payload
+from tokometer.protocols.common.framing import sse_payload
 
 if TYPE_CHECKING:
     from tokometer.gateway.config import RouteConfig

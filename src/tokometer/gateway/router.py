@@ -29,7 +29,7 @@ from tokometer.gateway.config import RouteConfig
 from tokometer.gateway.hedge import HedgeAfter, race
 from tokometer.gateway.metrics import GatewayMetrics
 from tokometer.gateway.upstream import Endpoint, Upstream, UpstreamCall, UpstreamError, UpstreamEvent
-from tokometer.wire.openai import error_body
+from tokometer.protocols.openai.errors import error_body
 
 __all__ = ["AllUpstreamsFailed", "Opened", "Router", "all_failed_body"]
 

@@ -42,26 +42,26 @@ from starlette.responses import JSONResponse, Response
 
 from tokometer.gateway.auth import auth_error
 from tokometer.gateway.cache import cache_key
-from tokometer.gateway.clientapi import error_body as client_error_body
-from tokometer.gateway.clientapi import to_chat_request
 from tokometer.gateway.outcome import RelayContext
 from tokometer.gateway.prompt import TooLong
 from tokometer.inbound.body import BodyTimeout, BodyTooLarge, discard_rest, read_body
 from tokometer.inbound.connections import EVICTED
 from tokometer.inbound.jsonbody import BadBody, parse_object
-from tokometer.wire.openai import error_body
-from tokometer.wire.openai_request import check_request
+from tokometer.protocols.gateway_clients import error_body as client_error_body
+from tokometer.protocols.gateway_clients import relays_openai_bytes, to_chat_request
+from tokometer.protocols.openai.errors import error_body
+from tokometer.protocols.openai.request import check_request
 
 if TYPE_CHECKING:
     from tokometer.gateway.auth import KeyRing
     from tokometer.gateway.budget import TokenBudgets
     from tokometer.gateway.cache import AnswerCache, CachedAnswer
-    from tokometer.gateway.clientapi import ClientApi
     from tokometer.gateway.config import GatewayConfig, KeyConfig, RouteConfig
     from tokometer.gateway.counting import CountingLanes
     from tokometer.gateway.metrics import GatewayMetrics
     from tokometer.gateway.prompt import PromptCheck, PromptLimiter
     from tokometer.gateway.upstream import Endpoint
+    from tokometer.protocols.gateway_clients import ClientApi
 
 __all__ = ["STAGES", "Admission", "Check", "GatewayParts", "Refusal", "Wait", "stages_for"]
 
@@ -164,7 +164,7 @@ class Admission:
         body, check, api = self.body, self.check, self.api
         stream = bool(body.get("stream"))
         options = body.get("stream_options")
-        include_usage = api != "openai" or bool(isinstance(options, dict) and options.get("include_usage"))
+        include_usage = not relays_openai_bytes(api) or bool(isinstance(options, dict) and options.get("include_usage"))
         asked = body.get("max_completion_tokens", body.get("max_tokens"))
         headers: dict[str, str] = {} if worker is None else {"x-tokometer-worker": worker}
         if check.truncated_from is not None:

@@ -36,23 +36,22 @@ from tokometer.client.http1 import (
     StreamedResponse,
     transport_error_category,
 )
-from tokometer.datasets.base import Message, Prompt
 from tokometer.errors import TokometerError
 from tokometer.gateway.config import UpstreamConfig
 from tokometer.messages import message_text
+from tokometer.prompt import Message, Prompt
+from tokometer.protocols.common.base import GenerationParams, ParsedEvent, ProtocolClient
+from tokometer.protocols.common.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
+from tokometer.protocols.openai.client import OpenAIChat, OpenAICompletions
+from tokometer.protocols.registry import create_client, protocol_named
+from tokometer.protocols.tool_events import tool_fields
 from tokometer.records import ErrorCategory, describe_http_failure
-from tokometer.wire.apis import create_backend
-from tokometer.wire.base import Backend, GenerationParams, ParsedEvent
-from tokometer.wire.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
-from tokometer.wire.openai import OpenAIChat, OpenAICompletions
-from tokometer.wire.tool_events import tool_fields
 
 __all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Endpoint", "Upstream", "UpstreamCall", "UpstreamError",
            "UpstreamEvent"]
 
 Endpoint = Literal["chat", "completions"]
 
-_OPENAI_APIS = frozenset({"openai-chat", "openai-completions"})
 _EOF = (b"", -1)
 READ_AHEAD_BYTES = 256 * 1024
 """The most of one upstream answer read ahead of the client (then the upstream is paused)."""
@@ -96,11 +95,11 @@ class Upstream:
     def __init__(self, cfg: UpstreamConfig) -> None:
         self.cfg = cfg
         self.name = cfg.name
-        self.backend = create_backend(cfg.api)
-        self.openai = cfg.api in _OPENAI_APIS
+        self.backend = create_client(cfg.api)
+        self.openai = protocol_named(cfg.api).gateway_native
         """It speaks OpenAI chat/completions: the client's request goes as it is (others' is built by their adapter:
         Ollama, TGI, llama.cpp, Anthropic's Messages and OpenAI's Responses API alike)."""
-        self._readers: dict[Endpoint, Backend] = {"chat": OpenAIChat(), "completions": OpenAICompletions()} \
+        self._readers: dict[Endpoint, ProtocolClient] = {"chat": OpenAIChat(), "completions": OpenAICompletions()} \
             if self.openai else {"chat": self.backend, "completions": self.backend}
         self.pool = HttpPool(cfg.url, connect_timeout=cfg.connect_timeout_s, idle_timeout=cfg.idle_timeout_s,
                              total_timeout=cfg.total_timeout_s, tls=cfg.tls(), receive_buffer=READ_AHEAD_BYTES)
@@ -113,7 +112,7 @@ class Upstream:
         if key:
             self._headers.update(self.backend.auth_headers(key))
 
-    def reader(self, endpoint: Endpoint) -> Backend:
+    def reader(self, endpoint: Endpoint) -> ProtocolClient:
         """The adapter that reads this upstream's answer to a request at ``endpoint``. An OpenAI upstream
         answers ``/chat/completions`` with chat chunks (``delta.content``) and ``/completions`` with completion
         chunks (``text``), whichever of the two its ``api`` names (that says only that it speaks OpenAI's
@@ -162,7 +161,7 @@ def _prompt(body: Mapping[str, Any], endpoint: Endpoint) -> Prompt:
 class UpstreamCall:
     """One streamed request to an upstream: head first, then events as they arrive."""
 
-    def __init__(self, upstream: Upstream, request: bytes, backend: Backend) -> None:
+    def __init__(self, upstream: Upstream, request: bytes, backend: ProtocolClient) -> None:
         self.upstream = upstream
         self.request = request
         self.backend = backend

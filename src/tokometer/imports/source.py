@@ -11,7 +11,7 @@ Files are untrusted: `read_json` reads at most `MAX_IMPORT_BYTES`, refuses nesti
 `MAX_NESTING`, and every reader reads every value through the helpers here, which raise `ImportFormatError`
 (a `ConfigError`: one line naming the file and the field, exit status 2) for a value of the wrong type or
 beyond its range instead of failing somewhere later: times up to `MAX_STAMP_NS`, durations up to a week
-(`MAX_DURATION_NS`), counts up to `tokometer.wire.numbers.MAX_COUNT`, rates up to `MAX_RATE_PER_S`, and at
+(`MAX_DURATION_NS`), counts up to `tokometer.protocols.common.numbers.MAX_COUNT`, rates up to `MAX_RATE_PER_S`, and at
 most `MAX_EVENTS` requests and chunk gaps in a file (`EventCount`).
 """
 
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from tokometer.errors import ConfigError
+from tokometer.protocols.common.numbers import MAX_COUNT, MAX_DURATION_MS
 from tokometer.readlimit import read_at_most
 from tokometer.records import RequestRecord, TokenSource
-from tokometer.wire.numbers import MAX_COUNT, MAX_DURATION_MS
 
 __all__ = ["MAX_DURATION_NS", "MAX_EVENTS", "MAX_IMPORT_BYTES", "MAX_NESTING", "MAX_RATE_PER_S", "MAX_STAMP_NS",
            "UNIT_NS", "EventCount", "ImportFormatError", "ImportedRun", "ImportedStep", "as_float", "as_int",

@@ -5,5 +5,5 @@
 - `body`: reading a request body within its size and time limits (413, 408);
 - `jsonbody`: a body as a JSON object of bounded depth (400 otherwise).
 
-The checks of a request's fields are the protocol's, in `tokometer.wire` (`wire.openai_request`).
+The checks of a request's fields are the protocol's, in `tokometer.protocols` (`wire.openai_request`).
 """

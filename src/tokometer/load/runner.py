@@ -16,9 +16,9 @@ from typing import Any, Generic, TypeVar
 
 from tokometer.client.streamclient import StreamClient
 from tokometer.clock import sleep_until
-from tokometer.datasets.base import Prompt
 from tokometer.load.profiles import LoadStep, schedule_offsets
 from tokometer.load.selfcheck import ClientHealth, LoopMonitor
+from tokometer.prompt import Prompt
 from tokometer.records import RequestRecord
 
 __all__ = ["DISPATCH_SPIN_NS", "START_LEAD_NS", "Issuer", "StepLimits", "StepOutcome", "dispatch", "guarded",

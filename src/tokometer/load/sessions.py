@@ -25,7 +25,6 @@ from time import perf_counter_ns
 
 from tokometer.client.streamclient import StreamClient
 from tokometer.clock import sleep_until
-from tokometer.datasets.base import Message, Prompt, chat_to_text
 from tokometer.datasets.conversations import SessionScript
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import (
@@ -39,6 +38,7 @@ from tokometer.load.runner import (
     step_offsets,
 )
 from tokometer.load.selfcheck import LoopMonitor
+from tokometer.prompt import Message, Prompt, chat_to_text
 from tokometer.records import RequestRecord
 
 __all__ = ["run_session_step"]

@@ -21,14 +21,14 @@ from dataclasses import dataclass, replace
 
 from tokometer.client.streamclient import StreamClient, Target, Timeouts
 from tokometer.clock import sleep_until
-from tokometer.datasets.base import Prompt
 from tokometer.datasets.conversations import SessionScript
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome, run_step
 from tokometer.load.selfcheck import ClientHealth
+from tokometer.prompt import Prompt
+from tokometer.protocols.common.base import GenerationParams
+from tokometer.protocols.registry import create_client
 from tokometer.records import RequestRecord
-from tokometer.wire.apis import create_backend
-from tokometer.wire.base import GenerationParams
 
 __all__ = ["Items", "Share", "WorkerSetup", "make_client", "run_share", "share", "split_evenly",
            "stopped_before_start"]
@@ -138,7 +138,7 @@ def make_client(setup: WorkerSetup) -> StreamClient:
         from tokometer.tokens.loader import load_tokenizer
 
         count = load_tokenizer(setup.tokenizer_path).count
-    return StreamClient(setup.target, create_backend(setup.api), setup.params, setup.timeouts, count)
+    return StreamClient(setup.target, create_client(setup.api), setup.params, setup.timeouts, count)
 
 
 async def run_share(setup: WorkerSetup, client: StreamClient, step: LoadStep, step_index: int, limits: StepLimits,

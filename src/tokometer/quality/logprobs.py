@@ -31,6 +31,7 @@ from tokometer.client.http1 import (
     StreamedResponse,
     TlsOptions,
 )
+from tokometer.protocols.registry import protocol_named
 from tokometer.quality.agreement import TokenStep, parse_logprobs
 from tokometer.quality.endpoints import Endpoint
 
@@ -75,7 +76,7 @@ class LogprobClient:
     def _body(self, prompt: str | list[int], max_tokens: int) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {"model": self.endpoint.model, "max_tokens": max_tokens, "temperature": 0.0,
                                 "stream": False}
-        if self.api == "openai-chat":
+        if protocol_named(self.api).chat:
             body.update(messages=[{"role": "user", "content": prompt}], logprobs=True, top_logprobs=self.top_k)
             path = "/chat/completions"
         else:

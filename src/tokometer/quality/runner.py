@@ -26,15 +26,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tokometer.client.streamclient import StreamClient, Target
-from tokometer.datasets.base import Prompt
 from tokometer.errors import EndpointError
 from tokometer.metrics.request import decode_speed_tok_s, ttft_ns
+from tokometer.prompt import Prompt
+from tokometer.protocols.common.base import GenerationParams
+from tokometer.protocols.registry import create_client, protocol_named
 from tokometer.quality.agreement import ItemComparison, TokenStep, compare_paths
 from tokometer.quality.endpoints import Endpoint
 from tokometer.quality.evalset import EvalItem, is_correct
 from tokometer.records import RequestRecord
-from tokometer.wire.apis import create_backend
-from tokometer.wire.base import GenerationParams
 
 __all__ = ["EndpointRun", "QualityResult", "QualitySpec", "run_quality"]
 
@@ -102,7 +102,7 @@ def _record_failure(run: EndpointRun, detail: str) -> None:
 async def _speed_pass(run: EndpointRun, items: Sequence[EvalItem], spec: QualitySpec) -> None:
     endpoint = run.endpoint
     params = GenerationParams(model=endpoint.model, max_tokens=spec.max_tokens, temperature=0.0)
-    client = StreamClient(Target(endpoint.base_url, api_key=endpoint.api_key), create_backend(spec.api), params)
+    client = StreamClient(Target(endpoint.base_url, api_key=endpoint.api_key), create_client(spec.api), params)
     records: list[RequestRecord | None] = [None] * len(items)
     try:
         await client.send(Prompt.from_text(items[0].prompt), RequestRecord(index=-1, warmup=True))
@@ -168,7 +168,7 @@ async def _teacher_force(a: EndpointRun, b: EndpointRun, items: Sequence[EvalIte
     empty: list[dict[int, TokenStep]] = [{} for _ in items]
     if not spec.teacher_forcing:
         return empty, f"{shared}; teacher forcing was turned off"
-    if spec.api != "openai-completions":
+    if not protocol_named(spec.api).takes_token_ids:
         return empty, f"{shared}; teacher forcing needs the completions API"
     client_a = LogprobClient(a.endpoint, spec.api, spec.top_logprobs, spec.max_tokens)
     client_b = LogprobClient(b.endpoint, spec.api, spec.top_logprobs, spec.max_tokens)

@@ -8,7 +8,7 @@ One JSON answer per request, after the modelled time of a prefill-only pass (not
   beside another), each taking `tokometer.perf.embedding_pass_s` for its inputs (× ``time_scale``), so
   that requests queue under load as on a real server.
 
-Inputs are counted in words (`tokometer.sim.protocols.count_words`); an input longer than ``max_context``
+Inputs are counted in words (`tokometer.sim.servers.count_words`); an input longer than ``max_context``
 is refused (HTTP 400, as vLLM does). Each embedding is 64 numbers made from a hash of its text (the same
 text, the same vector), each rerank score a number in [0, 1] made the same way: they mean nothing. The
 trace (``GET /sim/trace``) records each request: arrival, when its answer was written (``end_ns``), its
@@ -32,7 +32,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from tokometer.clock import PRECISE_SPIN_NS, sleep_until
 from tokometer.sim.config import SimConfig
-from tokometer.sim.protocols import count_words
+from tokometer.sim.servers import count_words
 from tokometer.sim.state import SimState
 from tokometer.sim.trace import SendTrace
 

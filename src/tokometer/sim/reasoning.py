@@ -20,14 +20,14 @@ tokens_per_event``, due at ``ttft + reasoning_tokens // tokens_per_event * token
 from __future__ import annotations
 
 from tokometer.datasets.words import WORDS
+from tokometer.protocols.common.reasoning import inline
+from tokometer.protocols.common.server import ProtocolServer, RequestInfo
 from tokometer.sim.config import SimConfig
-from tokometer.wire.reasoning import inline
-from tokometer.wire.server_protocol import RequestInfo, ServerProtocol
 
 __all__ = ["event_text"]
 
 
-def event_text(config: SimConfig, proto: ServerProtocol, info: RequestInfo, ids: list[int],
+def event_text(config: SimConfig, proto: ProtocolServer, info: RequestInfo, ids: list[int],
                done_before: int) -> tuple[str, str]:
     """``(answer text, reasoning text)`` of the event carrying tokens ``ids`` of an answer that has sent
     ``done_before`` tokens; with a reasoning mode, also tells ``info`` how the protocol writes it."""

@@ -25,8 +25,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from tokometer.clock import PRECISE_SPIN_NS, sleep_until
 from tokometer.datasets.words import WORDS
+from tokometer.protocols.common.server import ProtocolServer, RequestInfo, StreamTiming
 from tokometer.sim.engine import Sequence
-from tokometer.sim.protocols import Protocol, RequestInfo, StreamTiming
 from tokometer.sim.reasoning import event_text
 from tokometer.sim.state import SimState, SimulatedReset
 from tokometer.sim.trace import SendTrace
@@ -40,7 +40,7 @@ _MID_STREAM = ("reset", "stall", "error_event", "malformed")
 class _Stream:
     """What every streamed answer does: headers, tokens, faults, trace."""
 
-    def __init__(self, state: SimState, proto: Protocol, info: RequestInfo, trace: SendTrace, n_tokens: int,
+    def __init__(self, state: SimState, proto: ProtocolServer, info: RequestInfo, trace: SendTrace, n_tokens: int,
                  finish: str, *, ttft_factor: float = 1.0) -> None:
         self.state = state
         self.proto = proto

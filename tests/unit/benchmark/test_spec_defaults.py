@@ -171,11 +171,11 @@ def test_every_choice_is_the_fields_literal() -> None:
     """An option's choices are its field's values (``--api``: the registered backends)."""
     from typing import get_args
 
-    from tokometer.wire.apis import BACKENDS
+    from tokometer.protocols.registry import PROTOCOLS
 
     choices = {p.field: list(p.type.choices) for p in spec_options(command, _spec) if isinstance(p.type, click.Choice)}
     assert set(choices) == {"api", "arrival", "dataset_kind", "find_max", "image_format", "ramp", "search"}
-    assert choices.pop("api") == sorted(BACKENDS)  # the spec checks against BACKENDS
+    assert choices.pop("api") == sorted(PROTOCOLS)  # the spec checks against PROTOCOLS
     for field, listed in choices.items():
         literal = [a for a in get_args(BenchSpec.model_fields[field].annotation) if a is not type(None)]
         if len(literal) == 1 and get_args(literal[0]):  # Literal[...] | None

@@ -1,1 +1,1 @@
-"""Unit tests of `tokometer.wire.apis`."""
+"""Unit tests of `tokometer.protocols.registry`."""

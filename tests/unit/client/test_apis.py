@@ -5,20 +5,20 @@ from __future__ import annotations
 import pytest
 
 from tokometer.client.assemble import assemble
-from tokometer.datasets.base import Message, Prompt
 from tokometer.errors import ConfigError
+from tokometer.prompt import Message, Prompt
+from tokometer.protocols.common.base import GenerationParams, map_finish_reason
+from tokometer.protocols.registry import PROTOCOLS, create_client, default_api_for_url
 from tokometer.records import RequestRecord, classify_http_error
-from tokometer.wire.apis import BACKENDS, create_backend, default_api_for_url
-from tokometer.wire.base import GenerationParams, map_finish_reason
 
 PARAMS = GenerationParams(model="m", max_tokens=16, seed=3)
 
 
 def test_registry_and_defaults() -> None:
-    assert set(BACKENDS) == {"openai-chat", "openai-completions", "openai-responses", "anthropic-messages", "ollama",
+    assert set(PROTOCOLS) == {"openai-chat", "openai-completions", "openai-responses", "anthropic-messages", "ollama",
                              "tgi", "llamacpp", "openai-embeddings", "rerank"}
     with pytest.raises(ConfigError, match="unknown API 'grpc'"):
-        create_backend("grpc")
+        create_client("grpc")
     assert default_api_for_url("http://h:8000/v1") == "openai-chat"
     assert default_api_for_url("http://localhost:11434") == "ollama"
     assert default_api_for_url("https://api.anthropic.com/v1") == "anthropic-messages"
@@ -26,24 +26,24 @@ def test_registry_and_defaults() -> None:
 
 def test_request_bodies() -> None:
     prompt = Prompt.from_messages((Message("system", "be brief"), Message("user", "hi")))
-    chat = create_backend("openai-chat").build(prompt, PARAMS)
+    chat = create_client("openai-chat").build(prompt, PARAMS)
     assert chat.path == "/chat/completions"
     assert chat.body["messages"][0] == {"role": "system", "content": "be brief"}
     assert chat.body["stream"] is True and chat.body["stream_options"] == {"include_usage": True}
     assert "ignore_eos" not in chat.body
-    eos = create_backend("openai-completions").build(prompt, GenerationParams(max_tokens=8, ignore_eos=True))
+    eos = create_client("openai-completions").build(prompt, GenerationParams(max_tokens=8, ignore_eos=True))
     assert eos.body["ignore_eos"] is True and eos.body["min_tokens"] == 8 and eos.body["prompt"] == prompt.text
-    assert create_backend("ollama").build(prompt, PARAMS).body["options"] == {"num_predict": 16, "temperature": 0.0,
+    assert create_client("ollama").build(prompt, PARAMS).body["options"] == {"num_predict": 16, "temperature": 0.0,
                                                                               "seed": 3}
-    tgi = create_backend("tgi").build(Prompt.from_text("x", max_tokens=5), PARAMS)
+    tgi = create_client("tgi").build(Prompt.from_text("x", max_tokens=5), PARAMS)
     assert tgi.path == "/generate_stream" and tgi.body["parameters"]["max_new_tokens"] == 5
-    llama = create_backend("llamacpp").build(Prompt.from_text("x"), PARAMS)
+    llama = create_client("llamacpp").build(Prompt.from_text("x"), PARAMS)
     assert llama.body["n_predict"] == 16 and llama.body["return_tokens"] is True
 
 
 def _assemble(api: str, chunks: list[bytes]) -> RequestRecord:
     record = RequestRecord(index=0, sent_ns=1, status=200, end_ns=100)
-    assemble(record, create_backend(api), chunks, list(range(10, 10 + len(chunks))))
+    assemble(record, create_client(api), chunks, list(range(10, 10 + len(chunks))))
     return record
 
 
@@ -139,8 +139,8 @@ def test_http_error_classification() -> None:
 
 
 def test_cached_prompt_tokens_are_read_where_the_server_says() -> None:
-    from tokometer.wire.llamacpp import LlamaCpp
-    from tokometer.wire.openai import OpenAIChat
+    from tokometer.protocols.llamacpp.client import LlamaCpp
+    from tokometer.protocols.openai.client import OpenAIChat
 
     usage = (b'{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":4,'
              b'"prompt_tokens_details":{"cached_tokens":64}}}')
@@ -157,8 +157,8 @@ def test_the_answer_length_of_a_request() -> None:
     exact length does not; requested_output_tokens is what was sent."""
     from dataclasses import replace
 
-    from tokometer.datasets.base import Prompt
-    from tokometer.wire.base import GenerationParams, answer_length
+    from tokometer.prompt import Prompt
+    from tokometer.protocols.common.base import GenerationParams, answer_length
 
     reference = Prompt.from_text("hi", max_tokens=7)
     exact = replace(reference, exact_length=True)

@@ -20,7 +20,7 @@ from tokometer.gateway.outcome import Measurement, RelayContext
 from tokometer.gateway.reply import Reply
 from tokometer.gateway.segments import SegmentPolicy
 from tokometer.gateway.upstream import UpstreamError
-from tokometer.wire.apis import create_backend
+from tokometer.protocols.registry import create_client
 
 
 class _Router:
@@ -36,7 +36,7 @@ def _carry(resume: bool, saw_done: bool) -> tuple[CarryOn, _Router]:
     ctx = RelayContext(route, "chat", {"model": "m", "messages": []}, True, False, None, None, 5, None,
                        time.perf_counter_ns())
     measure, answer = Measurement(ctx), Answer()
-    measure.start(create_backend("openai-chat"), time.perf_counter_ns()).saw_done = saw_done
+    measure.start(create_client("openai-chat"), time.perf_counter_ns()).saw_done = saw_done
     router = _Router()
     policy = SegmentPolicy.of(route, None, ctx.body)
     carry = CarryOn(ctx, router, GatewayMetrics(), policy, measure, answer, Reply(ctx, answer))  # type: ignore[arg-type]

@@ -15,9 +15,9 @@ from tokometer.gateway.hedge import MIN_SAMPLES, HedgeAfter, Race, percentile, r
 from tokometer.gateway.openai_format import Answer, replay, whole
 from tokometer.gateway.resume import carry_on_body, client_max_tokens, stream_identity
 from tokometer.gateway.upstream import Upstream
-from tokometer.wire.framing import EventSplitter, sse_payload
-from tokometer.wire.openai import ChunkWriter
-from tokometer.wire.stream_writer import OpenAIStreamWriter
+from tokometer.protocols.common.framing import EventSplitter, sse_payload
+from tokometer.protocols.openai.chunks import ChunkWriter
+from tokometer.protocols.openai.writer import OpenAIStreamWriter
 
 
 def test_splitter_returns_whole_events_as_they_complete() -> None:

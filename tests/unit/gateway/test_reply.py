@@ -8,7 +8,7 @@ from tokometer.gateway.config import RouteConfig
 from tokometer.gateway.openai_format import Answer
 from tokometer.gateway.outcome import RelayContext
 from tokometer.gateway.reply import Reply
-from tokometer.wire.apis import create_backend
+from tokometer.protocols.registry import create_client
 
 
 def test_an_openai_client_gets_an_openai_upstream_s_events_as_they_came_but_the_ending_waits() -> None:
@@ -17,7 +17,7 @@ def test_an_openai_client_gets_an_openai_upstream_s_events_as_they_came_but_the_
     ctx = RelayContext(route, "chat", {"model": "m", "messages": []}, True, False, None, None, 5, None, 0)
     reply, sent = Reply(ctx, Answer()), []
     reply.put = sent.append
-    backend = create_backend("openai-chat")
+    backend = create_client("openai-chat")
     role = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
     text = b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
     call = b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}\n\n'

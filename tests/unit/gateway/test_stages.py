@@ -11,7 +11,7 @@ from tokometer.gateway import stages
 from tokometer.gateway.app import Gateway, create_app
 from tokometer.gateway.config import GatewayConfig, load_config
 from tokometer.gateway.stages import STAGES, Refusal, stages_for
-from tokometer.wire.openai_chunks import carries_call, carries_tool_calls
+from tokometer.protocols.openai.chunks import carries_call, carries_tool_calls
 
 
 def _config(tmp_path: Path, extra: str = "") -> GatewayConfig:

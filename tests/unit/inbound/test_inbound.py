@@ -2,7 +2,7 @@
 and the body deadlines (`read_body` over an ASGI channel that delivers at set times).
 
 The same functions the gateway and the simulator call on every request (`tokometer.inbound`,
-`tokometer.wire.openai_request`); the processes themselves are tested on loopback in
+`tokometer.protocols.openai.request`); the processes themselves are tested on loopback in
 ``tests/integration/test_request_shapes.py``.
 """
 
@@ -22,7 +22,7 @@ from tokometer.errors import OutputError
 from tokometer.inbound.body import BodyTimeout, read_body
 from tokometer.inbound.headers import header_text
 from tokometer.inbound.jsonbody import BadBody, _deeper_than, json_depth, parse_object
-from tokometer.wire.openai_request import check_request
+from tokometer.protocols.openai.request import check_request
 
 
 def test_depth_is_counted_without_recursion() -> None:

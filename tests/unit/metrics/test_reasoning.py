@@ -8,10 +8,10 @@ import pytest
 from tokometer.client.assemble import assemble
 from tokometer.metrics import request as m
 from tokometer.metrics.summary import summarize
+from tokometer.protocols.common.reasoning import inline, split_inline
+from tokometer.protocols.openai.chunks import ChunkWriter
+from tokometer.protocols.openai.client import OpenAIChat, OpenAICompletions
 from tokometer.records import RequestRecord
-from tokometer.wire.openai import OpenAIChat, OpenAICompletions
-from tokometer.wire.openai_chunks import ChunkWriter
-from tokometer.wire.reasoning import inline, split_inline
 
 MS = 1_000_000
 
