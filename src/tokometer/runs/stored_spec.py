@@ -94,6 +94,13 @@ class StoredSpec(Mapping[str, Any]):
         return self._data.get("gpus")
 
     @property
+    def imported(self) -> Mapping[str, Any]:
+        """What ``tokometer import`` saved of another tool's run (``import``: the tool, its version, its own
+        numbers); empty for a run tokometer measured (and for a value that is not an object)."""
+        value = self._data.get("import")
+        return value if isinstance(value, Mapping) else {}
+
+    @property
     def slo_limits(self) -> SLO:
         """The per-request limits of goodput (``--slo-ttft-ms``, ``--slo-tpot-ms``, ``--slo-e2e-ms``)."""
         return SLO(_positive(self._data.get("slo_ttft_ms")), _positive(self._data.get("slo_tpot_ms")),

@@ -1,9 +1,10 @@
 """A saved run as typed values: `StoredRun` with its `StoredStep` s, as `ResultStore.run` returns them.
 
 The store keeps a run's row and its steps' rows as JSON-able values (`ResultStore.get_run` returns them as
-such, for ``tokometer runs --id``); code that reasons about a run reads it through these types instead:
+such, for ``tokometer runs --json``); code that reasons about a run reads it through these types instead:
 a step's load as the `LoadStep` it was run with, its summary as the `StepSummary` it was written from, the
-client's health as the `ClientHealth` it was judged with, and the engine's identity with the facts read
+client's health as the `ClientHealth` it was judged with, the saved spec as a `StoredSpec`, the prompt source
+and warnings as fields, the store's own columns as `SavedBy`, and the engine's identity with the facts read
 elsewhere typed: JSON only at the edge (``from_json``/``to_json``; ``bench --json`` files by
 ``from_bench_json``). ``StoredRun.from_json(d).to_json()``
 gives ``d`` back for any run this version saved (a hand-written partial health reads as None).
