@@ -1,5 +1,6 @@
-"""``tokometer runs --id N`` prints the document ``bench --json`` wrote for run N (``tokometer.bench/2``): a real
-bench against the simulator, saved to a store and to a file, then shown from the store."""
+"""``tokometer runs --id N`` prints the document ``bench --json`` wrote for run N (``tokometer.bench/2``), and so
+does ``report N --format json``: a real bench against the simulator, saved to a store and to a file, then shown
+from the store."""
 
 from __future__ import annotations
 
@@ -25,3 +26,5 @@ def test_runs_id_prints_the_document_bench_json_wrote(sim_factory: Callable[...,
     assert document["steps"][0]["summary"]["time_slices"] and document["spec"]["label"] == "shown"
     assert json.loads(shown.stdout) == document
     assert shown.stdout == written.read_text()  # the same text, too
+    reported = run_cli("report", "1", "--store", str(store), "--format", "json")
+    assert reported.returncode == 0 and reported.stdout == shown.stdout, reported.stderr
