@@ -120,6 +120,8 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: Ste
     step_start = perf_counter_ns()
     outcome = await executor.run(step, index, seed=spec.seed_value + index, limits=planned.limits)
     step_end = perf_counter_ns()
+    if observation is not None:
+        await asyncio.to_thread(observation.close_window)
     counter = functools.cache(count) if count is not None else None  # each text counted once, for this step
     summary = finish_step(outcome.records, slo=SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms),
                           load=step, steady_tolerance=spec.steady_tolerance,
