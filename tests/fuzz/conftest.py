@@ -1,6 +1,8 @@
 """Hypothesis settings for the fuzz suite (issue 22: only documented exceptions, bounded in time).
 
-Profile ``ci`` (the default): 30 examples a test, a 2 s deadline per example (the machine may be busy),
+Profile ``ci`` (the default): 30 examples a test, a 30 s deadline per example (it catches an example that
+hangs or goes quadratic, not a busy machine: with the suite's workers beside it an example's first call, which
+imports the SDKs it drives, took 2.6 s where it takes 16 ms alone),
 derandomized (the same examples every run, so a failure in CI is a failure on every machine) and no
 example database written into the tree: the whole suite runs in well under a minute on 2 cores. Profile
 ``thorough`` (``TOKOMETER_FUZZ_PROFILE=thorough``): 2,000 examples a test, random, no deadline, for a
@@ -14,7 +16,7 @@ from datetime import timedelta
 
 from hypothesis import HealthCheck, settings
 
-settings.register_profile("ci", max_examples=30, deadline=timedelta(seconds=2), derandomize=True, database=None,
+settings.register_profile("ci", max_examples=30, deadline=timedelta(seconds=30), derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.too_slow], print_blob=True)
 settings.register_profile("thorough", max_examples=2000, deadline=None, database=None,
                           suppress_health_check=[HealthCheck.too_slow])

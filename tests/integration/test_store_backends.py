@@ -65,7 +65,7 @@ def _old_store(url: str, version: int) -> None:
     only, no ``alembic_version``; one run with a step, two requests and headers saved as given."""
     engine = create_engine(url)
     metadata.create_all(engine)
-    dropped = {"requests": ADDED_REQUEST_COLUMNS}
+    dropped = {"requests": ADDED_REQUEST_COLUMNS, "runs": ("prompt_source", "warnings")}  # 4's, and revision 0002's
     if version < 3:
         dropped |= {"runs": ADDED_RUN_COLUMNS, "steps": ADDED_STEP_COLUMNS}
     with engine.begin() as conn:
@@ -110,6 +110,8 @@ def test_an_old_store_is_read_as_it_is_and_upgraded_by_a_writer(store_url: str, 
     assert kept["steps"][0]["summary"] == {"requests_completed": 2} and [r.end_ns for r in records] == [6, 7]
     assert [(r.session, r.turn) for r in again.load_records(new)] == [(3, 1)]
     assert again.tags() == {}
+    saved = again.run(1)
+    assert saved is not None and (saved.prompt_source, saved.warnings) == (None, ())  # none kept before 0002
     again.close()
     stored_spec = str(_sql(store_url, "SELECT spec FROM runs WHERE id = 1")[0][0])
     assert (_SECRET in stored_spec) == (version >= 2)  # version 1's secrets are overwritten on upgrade

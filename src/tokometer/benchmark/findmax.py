@@ -59,6 +59,7 @@ from tokometer.load.ramp import Ramp
 from tokometer.metrics import registry
 from tokometer.metrics.order_stats import bounded_from
 from tokometer.metrics.summary import SLO, StepSummary
+from tokometer.runs.stored_spec import StoredSpec
 from tokometer.units import duration_seconds
 
 __all__ = [
@@ -530,30 +531,33 @@ class FindMax:
                 "search": self.search, "ramp": self.scan.to_json() if self.scan is not None else None}
 
 
-def start_value(spec: Mapping[str, Any]) -> float:
-    """Where the search starts: the first ``--rate``/``--concurrency`` value, else 1."""
-    values = spec.get("rate") if spec.get("find_max") == "rate" else spec.get("concurrency")
-    return float(values[0]) if values else 1.0
+def start_value(saved: Mapping[str, Any]) -> float:
+    """Where the search starts: the first ``--rate``/``--concurrency`` value of the spec (as saved: a
+    `StoredSpec` or its JSON), else 1."""
+    spec = StoredSpec.of(saved)
+    values = spec.rate if spec.find_max == "rate" else spec.concurrency
+    return values[0] if values else 1.0
 
 
-def outcome(spec: Mapping[str, Any], steps: Iterable[tuple[int, LoadStep | None, StepSummary | None]],
+def outcome(saved: Mapping[str, Any], steps: Iterable[tuple[int, LoadStep | None, StepSummary | None]],
             ) -> FindMax | None:
-    """The answer of a find-max run from its spec (``find_max``, ``slo``) and its finished steps
-    ((index, load, summary) in order); None for a run that is not one."""
-    kind = spec.get("find_max")
-    if kind not in ("rate", "concurrency") or not spec.get("slo"):
+    """The answer of a find-max run from its spec (as saved: a `StoredSpec` or its JSON; ``find_max``, ``slo``,
+    ``search``) and its finished steps ((index, load, summary) in order); None for a run that is not one."""
+    spec = StoredSpec.of(saved)
+    kind, slo = spec.find_max, spec.slo
+    if kind is None or slo is None:
         return None
-    objectives = parse_objectives(str(spec["slo"]))
+    objectives = parse_objectives(slo)
     probes, scan = [], None
     for index, load, summary in steps:
         if load is None or summary is None or load_value(load, kind) is None:
             continue
-        if spec.get("search") == "ramp" and scan is None and load.ramp is not None:
+        if spec.search == "ramp" and scan is None and load.ramp is not None:
             scan = scan_ramp(summary, load, objectives, index, kind)
             continue
         probes.append(judge(summary, load, objectives, index, kind))
     history = [(p.value, p.passed) for p in probes]
-    if spec.get("search") == "ramp":
+    if spec.search == "ramp":
         best, failed_at = _ramp_bounds(scan, history) if scan is not None else (None, None)
         done = scan is not None and bool(history) and failed_at is not None and best is not None and \
             next_confirm(scan, history, max_probes=10**9) is None

@@ -135,9 +135,15 @@ class RunObservation:
         sampler.start()
         return cls(sampler, server_summary, gpu_summary)
 
+    def close_window(self) -> None:
+        """A reading taken now, as a step ends: the first after it, which closes its window. Taken before the
+        step's summary is made (`tokometer.runs.finish.finish_step`: its text check may count every answer with
+        a tokenizer), so the window ends with the step, not with that work."""
+        self.sampler.sample()
+
     def step(self, start_ns: int, end_ns: int, summary: StepSummary) -> StepObservation:
-        """The server's and the GPUs' account of the step that ran from ``start_ns`` to ``end_ns``."""
-        self.sampler.sample()  # close the window with a reading taken now
+        """The server's and the GPUs' account of the step that ran from ``start_ns`` to ``end_ns`` (its window
+        closed by `close_window`)."""
         server_block = None
         findings: list[str] = []
         if self.sampler.server is not None:

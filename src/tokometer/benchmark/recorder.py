@@ -60,7 +60,9 @@ class RunSink(Protocol):
 
     def finish_step(self, result: StepResult) -> None: ...
 
-    def finish_run(self, status: str) -> None: ...
+    def finish_run(self, status: str, finished_at: str | None = None, warnings: list[str] | None = None) -> None:
+        """The run ended with ``status`` at ``finished_at``, with ``warnings`` (the run's, then its steps')."""
+        ...
 
 
 class SavedRun:
@@ -83,8 +85,8 @@ class SavedRun:
         self.store.finish_step(self.id, result.index, result.summary.to_json(), result.health.to_json(),
                                result.interrupted, server=result.server, gpu=result.gpu)
 
-    def finish_run(self, status: str) -> None:
-        self.store.finish_run(self.id, status)
+    def finish_run(self, status: str, finished_at: str | None = None, warnings: list[str] | None = None) -> None:
+        self.store.finish_run(self.id, status, warnings=warnings, finished_at=finished_at)
 
 
 class Unsaved:
@@ -103,7 +105,7 @@ class Unsaved:
     def finish_step(self, result: StepResult) -> None:
         pass
 
-    def finish_run(self, status: str) -> None:
+    def finish_run(self, status: str, finished_at: str | None = None, warnings: list[str] | None = None) -> None:
         pass
 
 
@@ -130,8 +132,10 @@ class Recorder:
         self.sink.finish_step(result)
         self.observer.step_finished(result)
 
-    def run_finished(self, status: str) -> None:
-        self.sink.finish_run(status)
+    def run_finished(self, status: str, finished_at: str | None = None, warnings: list[str] | None = None) -> None:
+        """The run ended: ``status`` at ``finished_at`` (now if not given) with ``warnings``, as `BenchResult` has
+        them (``all_warnings``), so the saved run is the one ``bench --json`` writes."""
+        self.sink.finish_run(status, finished_at, warnings)
 
     def __enter__(self) -> Recorder:
         return self
@@ -143,11 +147,14 @@ class Recorder:
 
 
 def open_recorder(spec: BenchSpec, prepared: Prepared, store: ResultStore | None, observer: BenchObserver | None,
-                  engine: dict[str, Any] | None) -> Recorder:
-    """A recorder for ``spec``'s run: saved in ``store`` (created there now) if one is given."""
+                  engine: dict[str, Any] | None, *, started_at: str | None = None, host: dict[str, Any] | None = None,
+                  prompt_source: str | None = None) -> Recorder:
+    """A recorder for ``spec``'s run: saved in ``store`` (created there now) if one is given; ``started_at``,
+    ``host`` (this host's, if not given) and ``prompt_source`` as the run's result has them."""
     sink: RunSink = Unsaved()
     if store is not None:
         sink = SavedRun(store, store.create_run(target=spec.url, api=spec.api, model=prepared.model,
-                                                spec=spec.model_dump(mode="json"), engine=engine, host=host_info(),
-                                                label=spec.label))
+                                                spec=spec.model_dump(mode="json"), engine=engine,
+                                                host=host if host is not None else host_info(), label=spec.label,
+                                                prompt_source=prompt_source, started_at=started_at))
     return Recorder(sink, observer or NoObserver())

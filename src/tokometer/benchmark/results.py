@@ -19,6 +19,7 @@ from tokometer.load.profiles import LoadStep, load_entry
 from tokometer.load.selfcheck import ClientHealth
 from tokometer.metrics import StepSummary
 from tokometer.records import RequestRecord
+from tokometer.runs.stored_spec import StoredSpec
 from tokometer.store.runs import EngineIdentity, StoredRun, StoredStep
 
 __all__ = ["BenchResult", "StepResult"]
@@ -74,17 +75,18 @@ class BenchResult:
         return findmax.outcome(self.spec.model_dump(mode="json"),
                                [(s.index, s.step, s.summary) for s in self.steps])
 
+    @property
+    def all_warnings(self) -> list[str]:
+        """The run's own warnings, then each step's: what the store keeps and ``bench --json`` writes."""
+        return self.warnings + [w for s in self.steps for w in s.warnings]
+
     def stored(self) -> StoredRun:
-        """The run as `ResultStore.run` reads it once saved, with what the store does not keep (``prompt_source``,
-        the run's and its steps' warnings) in ``extra``, as `StoredRun.from_bench_json` reads them back. Its
-        ``id`` is 0 for a run that was not saved."""
+        """The run as `ResultStore.run` reads it once saved. Its ``id`` is 0 for a run that was not saved."""
         steps = tuple(StoredStep(s.index, s.step, s.started_at, s.summary, s.health, s.interrupted, s.server,
                                  tuple(s.gpu or ()), s.trial) for s in self.steps)
-        spec = self.spec.model_dump(mode="json")
         return StoredRun(id=self.run_id or 0, status=self.status, started_at=self.started_at,
                          finished_at=self.finished_at, target=self.spec.url, api=self.spec.api, model=self.model,
-                         label=self.spec.label, spec=spec,
+                         label=self.spec.label, spec=StoredSpec(self.spec.model_dump(mode="json")),
                          engine=EngineIdentity.from_json(self.engine) if self.engine else None, host=self.host,
-                         steps=steps, tokometer_version=__version__,
-                         extra={"prompt_source": self.prompt_source,
-                                "warnings": self.warnings + [w for s in self.steps for w in s.warnings]})
+                         steps=steps, tokometer_version=__version__, prompt_source=self.prompt_source,
+                         warnings=tuple(self.all_warnings))

@@ -32,10 +32,9 @@ from tokometer.hostinfo import host_info
 from tokometer.load.cluster import RayLoad
 from tokometer.load.runner import StepLimits, StepOutcome
 from tokometer.load.share import WorkerSetup
-from tokometer.metrics import SLO, summarize
-from tokometer.metrics.textcheck import check_text
-from tokometer.metrics.window import step_windows
+from tokometer.metrics import SLO
 from tokometer.protocols.common.base import GenerationParams
+from tokometer.runs.finish import finish_step
 from tokometer.store.store import ResultStore, now_iso
 
 __all__ = ["BenchObserver", "BenchResult", "StepResult", "run_benchmark"]
@@ -77,8 +76,9 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
     # Sessions: the limits count sessions (`tokometer.load.sessions`); the display counts only time.
     limits = StepLimits(spec.sessions if spec.sessions is not None else spec.requests, spec.duration_s, spec.warmup)
     shown = limits if prepared.sessions is None else StepLimits(None, spec.duration_s)
-    started = now_iso()
-    recorder = open_recorder(spec, prepared, store, observer, engine)
+    started, host, source = now_iso(), host_info(), (prepared.sessions or prepared.source).name
+    recorder = open_recorder(spec, prepared, store, observer, engine, started_at=started, host=host,
+                             prompt_source=source)
     results: list[StepResult] = []
     warnings = list(prepared.warnings)
     status = "completed"
@@ -105,10 +105,11 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
             if outcome.interrupted:
                 status = "interrupted"
                 break
-    recorder.run_finished(status)
-    return BenchResult(spec=spec, run_id=recorder.run_id, status=status, started_at=started, finished_at=now_iso(),
-                       steps=results, model=prepared.model, prompt_source=(prepared.sessions or prepared.source).name,
-                       engine=engine, host=host_info(), warnings=warnings)
+    run = BenchResult(spec=spec, run_id=recorder.run_id, status=status, started_at=started, finished_at=now_iso(),
+                      steps=results, model=prepared.model, prompt_source=source, engine=engine, host=host,
+                      warnings=warnings)
+    recorder.run_finished(status, run.finished_at, run.all_warnings)  # saved as bench --json writes it
+    return run
 
 
 async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: StepExecutor,
@@ -119,22 +120,21 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: Ste
     step_start = perf_counter_ns()
     outcome = await executor.run(step, index, seed=spec.seed_value + index, limits=planned.limits)
     step_end = perf_counter_ns()
-    slo = SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms)
-    summary = summarize(outcome.records, slo)
-    summary.steady_state, summary.time_slices = step_windows(outcome.records, step, spec.steady_tolerance,
-                                                             planned.time_slice_s or spec.time_slice_s, slo)
-    if gpus:
-        summary.output_throughput_per_gpu_tok_s = summary.output_throughput_tok_s / gpus
+    if observation is not None:
+        await asyncio.to_thread(observation.close_window)
+    counter = functools.cache(count) if count is not None else None  # each text counted once, for this step
+    summary = finish_step(outcome.records, slo=SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms),
+                          load=step, steady_tolerance=spec.steady_tolerance,
+                          time_slice_s=planned.time_slice_s or spec.time_slice_s, gpus=gpus, text_check=True,
+                          count=counter)
     result = StepResult(index, step, summary, outcome.health, outcome.interrupted, outcome.records,
                         trial=planned.trial)
     if observation is not None:
         seen = await asyncio.to_thread(observation.step, step_start, step_end, result.summary)
         result.server, result.gpu = seen.server, seen.gpu
         result.warnings.extend(seen.findings)
-    counter = functools.cache(count) if count is not None else None  # each text counted once, for this step
-    summary.text_check = check = check_text(outcome.records, counter)
     result.warnings += step_warnings(step, summary, outcome.health, outcome.records, server=result.server,
-                                     check=check, count=counter, shared_prefix=bool(spec.prefix_tokens))
+                                     check=summary.text_check, count=counter, shared_prefix=bool(spec.prefix_tokens))
     return result, outcome
 
 

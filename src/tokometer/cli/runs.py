@@ -1,4 +1,5 @@
-"""``tokometer runs``: the saved benchmark runs, newest first."""
+"""``tokometer runs``: the saved benchmark runs, newest first; ``--id N``: one run as the ``tokometer.bench/2``
+document ``bench --json`` wrote for it (`tokometer.report.json_out.run_json` of the run the store reads back)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ class _RunsCommand(click.Command):
 @click.command("runs", cls=_RunsCommand)
 @click.option("--limit", type=click.IntRange(1, 1_000_000), default=20, show_default=True,
               help="List at most this many runs, newest first.")
-@click.option("--id", "run_id", type=RUN_ID, default=None, help="Show one run's steps in full (as JSON).")
+@click.option("--id", "run_id", type=RUN_ID, default=None,
+              help="Show one run in full: the JSON document bench --json wrote for it (tokometer.bench/2).")
 @click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--tag", default=None, metavar="NAME",
@@ -56,6 +58,7 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool, ta
 
     from tokometer.cli.output import make_console
     from tokometer.errors import ConfigError
+    from tokometer.report.json_out import run_json
     from tokometer.store import ResultStore, configured_store_url, default_store_url
     from tokometer.store.database import display_url, store_exists
 
@@ -76,10 +79,10 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool, ta
     results = ResultStore(url, read_only=True)
     try:
         if run_id is not None:
-            run = results.get_run(run_id)
+            run = results.run(run_id)
             if run is None:
                 raise ConfigError(f"no run {run_id} in {results.display_url}: see 'tokometer runs' for the ids")
-            click.echo(dumps(run, indent=2, default=str))
+            click.echo(dumps(run_json(run), indent=2))
             return
         rows = results.list_runs(limit)
         named: dict[int, list[str]] = {}

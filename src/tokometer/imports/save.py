@@ -1,10 +1,11 @@
 """Save an `ImportedRun` into the results store as a run, each step summarised by tokometer.
 
-Each step's summary is `tokometer.metrics.summarize` over the imported records — the same code as for a run
-tokometer measured — so ``compare`` and ``report`` read an imported run like any other. The run's ``api`` is the
-protocol the tool spoke (so runs of two tools over one protocol compare); its label names the tool and
-its ``spec.import`` holds the tool, its version, the tool's own numbers and what could not be
-recomputed (`ImportedRun.provenance`).
+Each step's summary is `tokometer.runs.finish.finish_step` over the imported records — the same code as for a
+run tokometer measured, less what an imported run cannot give: no steady state or time slices (its load is not
+one tokometer ran), no SLO, GPU count or text check — so ``compare`` and ``report`` read an imported run like
+any other. The run's ``api`` is the protocol the tool spoke (so runs of two tools over one protocol compare);
+its label names the tool and its ``spec.import`` holds the tool, its version, the tool's own numbers and what
+could not be recomputed (`ImportedRun.provenance`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from tokometer.imports.source import ImportedRun
-from tokometer.metrics.summary import StepSummary, summarize
+from tokometer.metrics.summary import StepSummary
+from tokometer.runs.finish import finish_step
 from tokometer.store import ResultStore
 
 __all__ = ["save_import"]
@@ -27,7 +29,7 @@ def save_import(store: ResultStore, run: ImportedRun) -> tuple[int, list[StepSum
     summaries = []
     try:
         for index, step in enumerate(run.steps):
-            summary = summarize(step.records)
+            summary = finish_step(step.records, load=None)  # no windows: see the module docstring
             store.start_step(run_id, index, step.load)
             for record in step.records:
                 record.step = index

@@ -4,10 +4,11 @@ Each run row names the process writing it: pid, host name and the process's star
 pid reused by another program is not taken for it). A run still ``running`` whose process no
 longer exists on this host was killed (SIGKILL, a crash, a power cut): its status becomes
 ``aborted`` and every step left without a summary is summarised from the requests stored before
-the end, marked interrupted: the same summary as ``bench`` gives, its steady state and time slices
-(`tokometer.metrics.window.step_windows`, from the step's saved load and the run's ``--time-slice`` and
-``--steady-tolerance``) and the throughput per GPU (``--gpus``, or the engine saved with the run)
-included. Runs of other hosts are left alone: their processes cannot be seen.
+the end, marked interrupted: the same summary as ``bench`` gives (`tokometer.runs.finish.finish_step`), its
+steady state and time slices (from the step's saved load and the run's ``--time-slice`` and
+``--steady-tolerance``, read through `tokometer.runs.stored_spec.StoredSpec`) and the throughput per GPU
+(``--gpus``, or the engine saved with the run) included; the store keeps no text, so it has no text check.
+Runs of other hosts are left alone: their processes cannot be seen.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from sqlalchemy.engine import Connection
 
 from tokometer.gpu_count import gpu_count
 from tokometer.load.profiles import LoadStep
-from tokometer.metrics import SLO, summarize
-from tokometer.metrics.window import step_windows
+from tokometer.runs.finish import finish_step
+from tokometer.runs.stored_spec import StoredSpec
 from tokometer.store.rows import row_record
 from tokometer.store.runs import load_of
 from tokometer.store.schema import requests, runs, steps
@@ -78,10 +79,9 @@ def abort_runs(engine: Engine, run_ids: list[int]) -> list[int]:
 
 
 def _summarise_unfinished(conn: Connection, run_id: int) -> None:
-    spec, engine = conn.execute(select(runs.c.spec, runs.c.engine).where(runs.c.id == run_id)).one()
-    spec = spec if isinstance(spec, dict) else {}
-    gpus, _ = gpu_count(engine if isinstance(engine, dict) else None, spec.get("gpus"))
-    slo = SLO(spec.get("slo_ttft_ms"), spec.get("slo_tpot_ms"), spec.get("slo_e2e_ms"))
+    saved, engine = conn.execute(select(runs.c.spec, runs.c.engine).where(runs.c.id == run_id)).one()
+    spec = StoredSpec(saved if isinstance(saved, dict) else None)
+    gpus, _ = gpu_count(engine if isinstance(engine, dict) else None, spec.gpus)
     have = {c["name"] for c in inspect(conn).get_columns("requests")}  # a store a reader may not migrate
     columns = [c for c in requests.c if c.name in have]
     open_steps = conn.execute(select(steps.c.step, steps.c.load).where(steps.c.run_id == run_id,
@@ -89,23 +89,10 @@ def _summarise_unfinished(conn: Connection, run_id: int) -> None:
     for step, label in open_steps.all():
         rows = conn.execute(select(*columns).where(requests.c.run_id == run_id, requests.c.step == step)
                             .order_by(requests.c.idx)).all()
-        records = [row_record(row) for row in rows]
-        summary = summarize(records, slo)
-        load = _stored_load(label)
-        if load is not None:
-            tolerance = _number(spec.get("steady_tolerance")) or 0.1
-            summary.steady_state, summary.time_slices = step_windows(
-                records, load, tolerance if tolerance < 1 else 0.1, _number(spec.get("time_slice_s")), slo)
-        if gpus:
-            summary.output_throughput_per_gpu_tok_s = summary.output_throughput_tok_s / gpus
+        summary = finish_step([row_record(row) for row in rows], slo=spec.slo_limits, load=_stored_load(label),
+                              steady_tolerance=spec.steady_tolerance, time_slice_s=spec.time_slice_s, gpus=gpus)
         conn.execute(update(steps).where(steps.c.run_id == run_id, steps.c.step == step)
                      .values(summary=summary.to_json(), interrupted=True))
-
-
-def _number(value: Any) -> float | None:
-    """A positive finite number the spec saved (bench validated it; a store edited by hand may not hold one)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
-    return float(value) if ok else None
 
 
 def _stored_load(label: Any) -> LoadStep | None:

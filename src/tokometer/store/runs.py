@@ -1,9 +1,10 @@
 """A saved run as typed values: `StoredRun` with its `StoredStep` s, as `ResultStore.run` returns them.
 
 The store keeps a run's row and its steps' rows as JSON-able values (`ResultStore.get_run` returns them as
-such, for ``tokometer runs --id``); code that reasons about a run reads it through these types instead:
+such, for ``tokometer runs --json``); code that reasons about a run reads it through these types instead:
 a step's load as the `LoadStep` it was run with, its summary as the `StepSummary` it was written from, the
-client's health as the `ClientHealth` it was judged with, and the engine's identity with the facts read
+client's health as the `ClientHealth` it was judged with, the saved spec as a `StoredSpec`, the prompt source
+and warnings as fields, the store's own columns as `SavedBy`, and the engine's identity with the facts read
 elsewhere typed: JSON only at the edge (``from_json``/``to_json``; ``bench --json`` files by
 ``from_bench_json``). ``StoredRun.from_json(d).to_json()``
 gives ``d`` back for any run this version saved (a hand-written partial health reads as None).
@@ -20,8 +21,9 @@ from tokometer.load.profiles import LoadStep, load_entry
 from tokometer.load.ramp import Ramp
 from tokometer.load.selfcheck import ClientHealth
 from tokometer.metrics.summary import StepSummary
+from tokometer.runs.stored_spec import StoredSpec
 
-__all__ = ["BENCH_SCHEMA", "EngineIdentity", "StoredRun", "StoredStep", "load_of", "stored_health"]
+__all__ = ["BENCH_SCHEMA", "EngineIdentity", "SavedBy", "StoredRun", "StoredStep", "load_of", "stored_health"]
 
 BENCH_SCHEMA = "tokometer.bench/2"
 """The schema of ``bench --json``'s file (docs/reference/json.md): its steps are `StoredStep.to_json`'s."""
@@ -137,8 +139,25 @@ class StoredStep:
                 "server": self.server, "gpu": list(self.gpu) if self.gpu else None}
 
 
-_RUN_FIELDS = frozenset(("id", "status", "started_at", "finished_at", "target", "api", "model", "label", "spec",
-                         "engine", "host", "steps", "tokometer_version"))
+@dataclass(frozen=True)
+class SavedBy:
+    """Which schema and which process saved a run: the store's own columns, kept for the record (`tokometer.store
+    .orphans` reads the process's). None each where the store has no such column (one made before it)."""
+
+    schema_version: int | None = None
+    pid: int | None = None
+    hostname: str | None = None
+    process_started: float | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SavedBy | None:
+        """The columns of a run as `ResultStore.get_run` returns it; None for a run not read from a store."""
+        if "schema_version" not in data:
+            return None
+        return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)})
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -153,14 +172,27 @@ class StoredRun:
     api: str
     model: str
     label: str | None
-    spec: Mapping[str, Any]
-    """The `BenchSpec` as saved (secret headers redacted)."""
+    spec: StoredSpec
+    """The `BenchSpec` as saved (secret headers redacted), its fields read typed (a plain mapping given here is
+    read as one)."""
     engine: EngineIdentity | None
     host: Mapping[str, Any] | None
     steps: tuple[StoredStep, ...] = ()
     tokometer_version: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    """Columns kept for the record only (schema version, the process that ran it)."""
+    prompt_source: str | None = None
+    """What the prompts came from (``synthetic``, a file, a trace); None for a run saved before it was kept."""
+    warnings: tuple[str, ...] = ()
+    """The run's own warnings, then its steps'; none for a run saved before they were kept."""
+    saved_by: SavedBy | None = field(default=None, compare=False, repr=False)
+    """The store's own columns (schema version, the process that ran it); None for a run read from a file."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spec", StoredSpec.of(self.spec))
+
+    @property
+    def extra(self) -> Mapping[str, Any]:
+        """``prompt_source`` and ``warnings`` by name, for the readers that still take them so (the JSON writer)."""
+        return {"prompt_source": self.prompt_source, "warnings": list(self.warnings)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StoredRun:
@@ -168,17 +200,16 @@ class StoredRun:
         engine = data.get("engine")
         return cls(id=int(data["id"]), status=str(data["status"]), started_at=str(data["started_at"]),
                    finished_at=data.get("finished_at"), target=str(data["target"]), api=str(data["api"]),
-                   model=str(data["model"]), label=data.get("label"), spec=dict(data.get("spec") or {}),
+                   model=str(data["model"]), label=data.get("label"), spec=StoredSpec(data.get("spec")),
                    engine=EngineIdentity.from_json(engine) if engine else None, host=data.get("host"),
                    steps=tuple(StoredStep.from_json(s) for s in data.get("steps") or ()),
-                   tokometer_version=data.get("tokometer_version"),
-                   extra={k: v for k, v in data.items() if k not in _RUN_FIELDS})
+                   tokometer_version=data.get("tokometer_version"), prompt_source=data.get("prompt_source"),
+                   warnings=tuple(str(w) for w in data.get("warnings") or ()), saved_by=SavedBy.from_json(data))
 
     @classmethod
     def from_bench_json(cls, data: Mapping[str, Any]) -> StoredRun:
         """A run as ``bench --json`` wrote it (``tokometer.bench/2``, or ``/1`` of earlier versions). Its
-        ``run_id`` is the id (0 for a run that was not saved, ``--no-store``); what the store does not keep
-        (``prompt_source``, ``warnings``) goes to ``extra``. Raises ValueError for anything else."""
+        ``run_id`` is the id (0 for a run that was not saved, ``--no-store``). Raises ValueError for anything else."""
         schema = data.get("schema") if isinstance(data, Mapping) else None
         if schema not in (BENCH_SCHEMA, _BENCH_V1):
             raise ValueError(f"not a {BENCH_SCHEMA} result (bench --json writes one)")
@@ -202,5 +233,8 @@ class StoredRun:
         head = {"id": self.id, "started_at": self.started_at, "finished_at": self.finished_at, "status": self.status,
                 "target": self.target, "api": self.api, "model": self.model, "label": self.label,
                 "spec": dict(self.spec), "engine": self.engine.to_json() if self.engine else None,
-                "host": self.host, "tokometer_version": self.tokometer_version}
-        return {**head, **self.extra, "steps": [{"run_id": self.id, **s.to_json()} for s in self.steps]}
+                "host": self.host, "tokometer_version": self.tokometer_version,
+                "prompt_source": self.prompt_source, "warnings": list(self.warnings) if self.warnings else None}
+        if self.saved_by is not None:
+            head |= self.saved_by.to_json()
+        return {**head, "steps": [{"run_id": self.id, **s.to_json()} for s in self.steps]}

@@ -21,6 +21,10 @@ its shared prefix, chat session and turn, when its answer began and its reasonin
 
 Version 3 added to each step what the server and its GPUs were doing while it ran (``server``,
 ``gpu``: `tokometer.observe`'s summaries as JSON), the same way (`ADDED_STEP_COLUMNS`).
+
+Version 5 (revision ``0002``) added to each run what ``bench --json`` writes of it besides: its prompt source
+(``prompt_source``) and its warnings (``warnings``, the run's own then its steps'), so that ``runs --id`` and
+``bench --json`` print one document; a run saved before has neither (null).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from sqlalchemy import (
 __all__ = ["ADDED_REQUEST_COLUMNS", "ADDED_RUN_COLUMNS", "ADDED_STEP_COLUMNS", "SCHEMA_VERSION", "metadata",
            "requests", "runs", "steps", "tags"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 metadata = MetaData()
 
@@ -67,9 +71,11 @@ runs = Table(
     Column("pid", Integer),
     Column("hostname", String(255)),
     Column("process_started", Float),
+    Column("prompt_source", Text),
+    Column("warnings", JSON),
 )
 
-ADDED_RUN_COLUMNS = ("pid", "hostname", "process_started")
+ADDED_RUN_COLUMNS = ("pid", "hostname", "process_started", "prompt_source", "warnings")
 """Columns of `runs` added after version 1 (all nullable), in the order they were added."""
 
 steps = Table(

@@ -129,11 +129,14 @@ class ResultStore:
 
     # -- writing ----------------------------------------------------------------------------
     def create_run(self, *, target: str, api: str, model: str, spec: dict[str, Any], engine: dict[str, Any] | None,
-                   host: dict[str, Any] | None, label: str | None = None) -> int:
+                   host: dict[str, Any] | None, label: str | None = None, prompt_source: str | None = None,
+                   started_at: str | None = None) -> int:
+        """A new run, ``running``; ``started_at``: when it started (`now_iso`'s form; now if not given)."""
         values = {
-            "started_at": now_iso(), "status": "running", "target": target, "api": api, "model": model,
+            "started_at": started_at or now_iso(), "status": "running", "target": target, "api": api, "model": model,
             "label": label, "spec": redact_saved_spec(spec), "engine": engine, "host": host,
-            "tokometer_version": __version__, "schema_version": SCHEMA_VERSION, **process_identity(),
+            "prompt_source": prompt_source, "tokometer_version": __version__, "schema_version": SCHEMA_VERSION,
+            **process_identity(),
         }
         with self.engine.begin() as conn:
             result = conn.execute(insert(runs).values(**values))
@@ -205,11 +208,16 @@ class ResultStore:
             raise StoreError(f"no baseline named {name!r} in {self.display_url} (tags: {have})")
         return known[name]
 
-    def finish_run(self, run_id: int, status: str, engine: dict[str, Any] | None = None) -> None:
+    def finish_run(self, run_id: int, status: str, engine: dict[str, Any] | None = None, *,
+                   warnings: list[str] | None = None, finished_at: str | None = None) -> None:
+        """The run ended with ``status`` at ``finished_at`` (now if not given); ``warnings``: the run's own, then its
+        steps' (none: null; kept as they are when not given); ``engine``: its identity, when known only now."""
         self.flush()
-        values: dict[str, Any] = {"status": status, "finished_at": now_iso()}
+        values: dict[str, Any] = {"status": status, "finished_at": finished_at or now_iso()}
         if engine is not None:
             values["engine"] = engine
+        if warnings is not None:
+            values["warnings"] = list(warnings) or None
         with self.engine.begin() as conn:
             conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
 

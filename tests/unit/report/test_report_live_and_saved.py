@@ -46,7 +46,7 @@ def test_a_saved_run_renders_as_the_live_one(store_url: str, tmp_path: Path) -> 
     try:
         run_id = store.create_run(target=spec.url, api=spec.api, model="m", spec=spec.model_dump(mode="json"),
                                   engine={"engine": "vllm", "tensor_parallel_size": 2}, host={"cpu": "c"},
-                                  label=spec.label)
+                                  label=spec.label, prompt_source="synthetic")
         recorder = Recorder(SavedRun(store, run_id), NoObserver())
         health = ClientHealth(loop_lag_p99_ms=0.5, loop_lag_max_ms=1.0, cpu_fraction=0.3, client_lag_p99_ms=0.2)
         steps = []
@@ -63,7 +63,7 @@ def test_a_saved_run_renders_as_the_live_one(store_url: str, tmp_path: Path) -> 
                                 started_at=started)
             recorder.step_finished(result)
             steps.append(result)
-        recorder.run_finished("completed")
+        recorder.run_finished("completed", warnings=["w"])
         saved = store.run(run_id)
         rows = store.get_run(run_id)
     finally:
@@ -74,9 +74,9 @@ def test_a_saved_run_renders_as_the_live_one(store_url: str, tmp_path: Path) -> 
                        engine={"engine": "vllm", "tensor_parallel_size": 2}, host={"cpu": "c"}, warnings=["w"])
     written = bench_json(live)
     assert written["schema"] == "tokometer.bench/2"
-    assert run_json(saved) == {**written, "prompt_source": None, "warnings": []}  # what the store does not keep
+    assert run_json(saved) == written  # the store keeps the prompt source and the warnings too
     assert live.stored() == saved  # the store's own columns (its schema, the process) aside:
-    assert dataclasses.replace(live.stored(), extra=saved.extra).to_json() == saved.to_json()
+    assert dataclasses.replace(live.stored(), saved_by=saved.saved_by).to_json() == saved.to_json()
     assert written["steps"] == [{k: v for k, v in s.items() if k != "run_id"} for s in rows["steps"]]
     assert [s["health"] for s in written["steps"]] == [health.to_json()] * 4
     path = tmp_path / "live.csv"

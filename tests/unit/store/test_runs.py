@@ -47,7 +47,7 @@ def test_a_bench_v1_file_reads_as_the_run_it_was() -> None:
         assert step.summary.requests_completed == 3
         assert isinstance(step.health, ClientHealth) and step.health.to_json() == written["client"]
         assert step.started_at == data["started_at"]
-    assert run.extra["prompt_source"] == data["prompt_source"] and run.extra["warnings"] == data["warnings"]
+    assert run.prompt_source == data["prompt_source"] and list(run.warnings) == data["warnings"]
 
 
 def test_a_bench_v1_file_is_written_again_in_todays_schema() -> None:

@@ -246,3 +246,22 @@ def test_flush_and_close_give_up_on_a_writer_that_makes_no_progress(tmp_path: Pa
     finally:
         locker.execute("ROLLBACK")
         locker.close()
+
+
+def test_a_run_keeps_its_prompt_source_warnings_and_times_as_given(store_url: str) -> None:
+    """What ``bench --json`` writes of a run beyond its rows: kept, so ``runs --id`` prints the same document;
+    a run saved without them (an import, a run of an older tokometer) reads as having none."""
+    store = ResultStore(store_url)
+    given = store.create_run(target="t", api="a", model="m", spec={}, engine=None, host=None,
+                             prompt_source="synthetic(8 tokens, words)", started_at="2026-01-01T00:00:00.001+00:00")
+    store.finish_run(given, "completed", warnings=["the run's", "a step's"],
+                     finished_at="2026-01-01T00:00:09.999+00:00")
+    bare = store.create_run(target="t", api="a", model="m", spec={}, engine=None, host=None)
+    store.finish_run(bare, "completed", warnings=[])
+    run, none = store.run(given), store.run(bare)
+    store.close()
+    assert run is not None and none is not None
+    assert (run.prompt_source, run.warnings) == ("synthetic(8 tokens, words)", ("the run's", "a step's"))
+    assert (run.started_at, run.finished_at) == ("2026-01-01T00:00:00.001+00:00", "2026-01-01T00:00:09.999+00:00")
+    assert (none.prompt_source, none.warnings) == (None, ())
+    assert run.saved_by is not None and run.saved_by.pid is not None and run.saved_by.schema_version == 5
