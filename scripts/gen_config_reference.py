@@ -24,8 +24,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from tokometer.atomicfile import write_atomic
 from tokometer.gateway.config import ENV_PREFIX, EXAMPLE_CONFIG, GatewayConfig, submodel
+from tokometer.util.atomicfile import write_atomic
 
 __all__ = ["PAGE", "render"]
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,6 +29,9 @@ TIMING_RERUNS = 2
 VLLM_TEST_TIMEOUT_S = 1800
 
 
+_DATA_HOME = pytest.StashKey[str]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # A suite started in the background of a non-interactive shell (`make test &`, `nohup`, a CI runner's job)
     # inherits SIGINT ignored (POSIX: asynchronous commands ignore it), and every process it starts would too:
@@ -34,6 +39,15 @@ def pytest_configure(config: pytest.Config) -> None:
     # A handler of this process's own is reset to the default in every child at exec; an ignored signal is not.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A test that saves without --store writes the default store, runs.db in the user data directory: each test
+    # process (an xdist worker too) gets a data directory of its own, so the suite neither reads nor changes the
+    # user's runs, nor do its workers share one SQLite file. The cache directory (engine build, model, tokenizers)
+    # stays shared: its writers take a file lock.
+    config.stash[_DATA_HOME] = os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="tokometer-test-data-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(config.stash.get(_DATA_HOME, ""), ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -180,7 +194,7 @@ def require_llama_server() -> None:
     """Skip when no llama-server can be found, except where one is required (``make test`` and CI
     set TOKOMETER_REQUIRE_ENGINE=1 after building it): there a missing engine fails loudly."""
     from tokometer.engines import find_llama_server
-    from tokometer.errors import EngineError
+    from tokometer.util.errors import EngineError
 
     try:
         find_llama_server()
@@ -254,6 +268,25 @@ class RedisServer:
             time.sleep(0.02)
         self.stop()
         raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    def keys(self) -> int:
+        """How many keys the server holds (DBSIZE)."""
+        import socket
+
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as conn:
+            conn.sendall(b"DBSIZE\r\n")
+            answer = conn.recv(64)
+        assert answer.startswith(b":"), answer
+        return int(answer[1:].split(b"\r\n")[0])
+
+    def wait_for_keys(self, count: int, timeout: float = 10) -> None:
+        """Wait until the server holds at least ``count`` keys (a write made in the background has landed)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while self.keys() < count:
+            assert time.monotonic() < deadline, f"fewer than {count} keys after {timeout} s"
+            time.sleep(0.02)
 
     def stop(self) -> None:
         """Kill the server (SIGKILL: an outage, not a shutdown)."""

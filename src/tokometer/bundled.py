@@ -9,7 +9,7 @@ mtime (`file_sha256`). It is the *base* model and its GGUF has no chat template:
 `gemma_chat_template`, so the engine and tokometer's token counts agree.
 
 The engine (`tokometer.engines`), the tokenizers (`tokometer.tokens`) and the tests use this
-module; it imports only `tokometer.errors` and `tokometer.cachedir`.
+module; it imports only `tokometer.util.errors` and `tokometer.util.cachedir`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tokometer.atomicfile import write_atomic
-from tokometer.cachedir import cache_root, file_lock
-from tokometer.errors import EngineError, OutputError
+from tokometer.util.atomicfile import write_atomic
+from tokometer.util.cachedir import cache_root, file_lock
+from tokometer.util.errors import EngineError, OutputError
 
 __all__ = ["BUNDLED_MODEL", "BUNDLED_PACKAGE", "GEMMA_CHAT_TEMPLATE", "bundled_model_path", "bundled_sha256",
            "file_sha256", "gemma_chat_template"]

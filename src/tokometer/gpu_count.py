@@ -2,7 +2,7 @@
 command line implies (the product of vLLM's and SGLang's tensor, pipeline and data parallel sizes).
 
 The Pareto front and the per-GPU throughput divide by it (`tokometer.metrics.pareto`); a run whose count is
-not known is left on the total. A leaf (it imports only `tokometer.limits`), because the benchmark, the store's
+not known is left on the total. A leaf (it imports only `tokometer.util.limits`), because the benchmark, the store's
 recovery of an aborted run and ``compare`` all read it: in ``tokometer.engines`` it would close an import cycle
 (the store would import engines, whose vLLM planner imports perf, which reads stored runs).
 """
@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tokometer.limits import MAX_GPUS
+from tokometer.util.limits import MAX_GPUS
 
 __all__ = ["gpu_count"]
 

@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from tests.fuzz.strategies import json_values
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
 from tokometer.datasets.trace import read_trace
-from tokometer.errors import ConfigError, DatasetError, TokenizerError
 from tokometer.gateway.config import load_config
-from tokometer.gguf import read_gguf
 from tokometer.perf.loaders import model_from_gguf
 from tokometer.quality.evalset import load_evalset
-from tokometer.tokens.gguf import check_vocabulary
+from tokometer.tokens.gguf_vocab import check_vocabulary
+from tokometer.util.errors import ConfigError, DatasetError, TokenizerError
+from tokometer.util.gguf import read_gguf
 
 
 @pytest.fixture(scope="module")

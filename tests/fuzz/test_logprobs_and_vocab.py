@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.strategies import json_values, numbers, texts
-from tokometer.errors import TokenizerError
 from tokometer.quality.agreement import compare_paths, parse_logprobs
-from tokometer.tokens.gguf import convert_gguf_tokenizer
+from tokometer.tokens.gguf_vocab import convert_gguf_tokenizer
+from tokometer.util.errors import TokenizerError
 
 top_entry = st.fixed_dictionaries({}, optional={"token": texts | json_values, "logprob": numbers})
 content_entry = st.fixed_dictionaries({}, optional={"token": texts | json_values, "logprob": numbers,

@@ -59,6 +59,7 @@ def test_four_tokens_per_event_keeps_tpot_and_normalises_itl(sim_factory: Callab
     assert summary.chunk_gap_ms.mean == pytest.approx(20.0, rel=0.03)
 
 
+@pytest.mark.timing
 def test_empty_first_event_is_not_the_first_token(sim_factory: Callable[..., SimServer]) -> None:
     summary = _check(sim_factory("--ttft-ms", "100", "--itl-ms", "5", "--empty-first-event"))
     assert summary.ttft_ms.p50 == pytest.approx(100.0, abs=3.0)

@@ -106,7 +106,7 @@ def test_sigterm_in_the_middle_of_a_write_leaves_the_old_file(tmp_path: Path) ->
     """The write is stopped by a real SIGTERM while the temporary file is half full."""
     target = tmp_path / "out.json"
     target.write_text("previous\n")
-    script = (f"import os, signal, time\nfrom tokometer.atomicfile import atomic_open\n"
+    script = (f"import os, signal, time\nfrom tokometer.util.atomicfile import atomic_open\n"
               f"with atomic_open({str(target)!r}) as f:\n    f.write('half of the new')\n    f.flush()\n"
               f"    print('writing', flush=True)\n    time.sleep(30)\n")
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -138,7 +138,7 @@ def test_report_killed_at_any_moment_is_the_old_page_or_the_new(stored_run: list
 
 
 def test_a_replaced_file_keeps_its_mode_and_a_link_its_target(tmp_path: Path) -> None:
-    from tokometer.atomicfile import write_atomic
+    from tokometer.util.atomicfile import write_atomic
 
     real = tmp_path / "real.csv"
     real.write_text("old")

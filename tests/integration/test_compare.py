@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SimServer, bench_stored, run_cli
-from tokometer.compare import compare_runs
+from tokometer.compare.gate import compare_runs
 from tokometer.store import ResultStore
 
 _LOAD = ("-c", "4", "-n", "40", "--warmup", "4", "--input-tokens", "16", "--seed", "1")
@@ -64,6 +64,7 @@ def test_a_ten_percent_slower_decode_fails_the_gate(store: Path, runs: dict[str,
     assert "| TPOT p50 (ms) |" in markdown.stdout and "❌ regression" in markdown.stdout
 
 
+@pytest.mark.timing
 def test_runs_of_one_configuration_raise_no_false_alarm(store: Path, runs: dict[str, list[int]]) -> None:
     """20 seeded tries. Each draws an ordered pair of the three real runs of one configuration (each after 4
     warm-up requests, as a careful user runs them) and, from each run, 32 of its 40 measured requests

@@ -86,6 +86,7 @@ def test_a_wrong_model_name_lists_the_served_ones_closest_first(sim_factory: Cal
     assert ids(report)["context.overflow_refused"] == "info"
 
 
+@pytest.mark.timing
 def test_a_missing_or_refused_key_is_an_authentication_token_finding(sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory("--api-key", "sk-right-key-0123", "--ttft-ms", "20", "--itl-ms", "2")
     missing = doctor(sim.openai_url, quick=True)

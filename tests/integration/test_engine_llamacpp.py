@@ -28,7 +28,7 @@ from tokometer.engines import EngineHandle, LlamaCppSettings, find_llama_server,
 from tokometer.engines.build import built_binary_path, read_build_info
 from tokometer.engines.cpu import cpu_fingerprint
 from tokometer.engines.smoke import SMOKE_TOKENS, smoke_run
-from tokometer.errors import EngineError
+from tokometer.util.errors import EngineError
 
 pytestmark = pytest.mark.engine
 

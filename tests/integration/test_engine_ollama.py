@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import SimServer
 from tokometer.engines.ollama import start_ollama
 from tokometer.engines.process import free_port
-from tokometer.errors import EngineError
+from tokometer.util.errors import EngineError
 
 
 def test_ready_model_on_a_running_daemon(sim_factory: Callable[..., SimServer]) -> None:

@@ -126,7 +126,7 @@ def test_efficiency_of_an_embedded_engine_run(tmp_path: Path) -> None:
 
 def _host_cache(cache: Path, matmul_gflops: float, torch_bf16_gflops: float, bandwidth_gbs: float) -> None:
     """A cached host measurement (`tokometer.perf.host`) with figures chosen by the test, for this very host."""
-    from tokometer.hostinfo import host_info
+    from tokometer.util.hostinfo import host_info
 
     info = host_info()
     (cache / "tokometer").mkdir(parents=True)

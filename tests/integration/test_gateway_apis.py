@@ -97,6 +97,7 @@ def _free_port() -> int:
         return port
 
 
+@pytest.mark.timing
 def test_anthropic_client_in_front_of_an_openai_chat_upstream(sim_factory: Callable[..., SimServer],
                                                               gateway_factory: Callable[[str], SimServer],
                                                               tmp_path: Path) -> None:

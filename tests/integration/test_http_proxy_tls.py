@@ -26,7 +26,7 @@ from tests.conftest import run_cli, start_gateway
 from tests.helpers import bench
 from tests.http_servers import TOKENS, RawServer, openai_sse, post_stream
 from tokometer.engines.process import free_port
-from tokometer.errors import EndpointError
+from tokometer.util.errors import EndpointError
 
 SSE = b"".join(openai_sse())
 _ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s" % (len(SSE), SSE)

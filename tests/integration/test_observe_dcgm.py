@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from tokometer.errors import EndpointError
 from tokometer.observe.gpu_dcgm import fetch_dcgm, parse_dcgm
 from tokometer.observe.gpu_source import gpu_reader
 from tokometer.observe.gpu_window import summarize_gpus
+from tokometer.util.errors import EndpointError
 
 
 def _labels(gpu: int) -> str:

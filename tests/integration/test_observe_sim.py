@@ -18,8 +18,8 @@ import pytest
 from tests.conftest import SimServer, require_llama_server
 from tests.helpers import bench
 from tokometer.observe.prometheus import parse
+from tokometer.observe.server_window import server_window
 from tokometer.observe.snapshot import Snapshot
-from tokometer.observe.window import server_window
 
 REQUESTS, INPUT, OUTPUT = 9, 12, 16
 OFF = {"server_metrics": "off", "gpu_metrics": "off"}  # these tests scrape themselves, before and after

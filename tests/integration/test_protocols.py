@@ -28,6 +28,7 @@ def sim() -> object:
     server.stop()
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(("api", "suffix", "source", "timings"), CASES)
 def test_protocol_is_measured_with_its_token_source(sim: SimServer, api: str, suffix: str, source: str,
                                                      timings: bool) -> None:

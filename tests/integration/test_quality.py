@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import require_llama_server, run_cli
 from tokometer.bundled import bundled_model_path
 from tokometer.engines import EngineHandle, LlamaCppSettings, start_llamacpp
-from tokometer.errors import EngineError
+from tokometer.util.errors import EngineError
 
 pytestmark = pytest.mark.engine
 

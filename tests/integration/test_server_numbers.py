@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.helpers import bench
 from tests.http_servers import RawServer, Script, running
@@ -233,6 +235,7 @@ class _SlowAcceptServer(Listener):
                          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
 
 
+@pytest.mark.timing
 def test_a_server_slow_to_accept_is_not_the_clients_fault() -> None:
     """Six sends 50 ms apart, each on a new connection, to a server whose accept queue overflows: some
     connections take 1 s or more to open (SYN retries). That is the server's side: the client's self-check

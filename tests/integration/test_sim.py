@@ -8,6 +8,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
+import pytest
+
 from tests.conftest import SimServer
 from tests.helpers import bench
 
@@ -23,6 +25,7 @@ def _metrics(sim: SimServer) -> dict[str, float]:
     return values
 
 
+@pytest.mark.timing
 def test_metrics_agree_with_what_the_client_saw(sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory("--ttft-ms", "20", "--itl-ms", "2", "--model", "m")
     result = bench(sim.openai_url, concurrency=[3], requests=9, input_tokens=12, output_tokens=16)

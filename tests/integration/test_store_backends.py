@@ -16,11 +16,11 @@ from sqlalchemy import create_engine, inspect, text
 
 from tests.conftest import SimServer, run_cli
 from tests.store_backends import postgres_server
-from tokometer.errors import StoreError
 from tokometer.records import RequestRecord
 from tokometer.store import ResultStore
 from tokometer.store.migrate import head
 from tokometer.store.schema import ADDED_REQUEST_COLUMNS, ADDED_RUN_COLUMNS, ADDED_STEP_COLUMNS, metadata
+from tokometer.util.errors import StoreError
 
 _SECRET = "sk-old-secret"
 

@@ -63,6 +63,7 @@ def _under_load(sim: SimServer, seconds: float, concurrency: int = 4, output_tok
         assert not errors, errors
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("mode", ["vllm", "vllm-v0", "sglang", "llamacpp", "tgi"])
 def test_once_json_shows_the_load_in_every_naming_mode(sim_factory: Callable[..., SimServer], mode: str) -> None:
     sim = sim_factory("--ttft-ms", "30", "--itl-ms", "5", "--model", "m", "--metrics-names", mode)
@@ -89,6 +90,7 @@ def test_once_json_shows_the_load_in_every_naming_mode(sim_factory: Callable[...
     assert view["gpus"] == []
 
 
+@pytest.mark.timing
 def test_a_count_added_at_request_ends_says_when_the_window_is_too_short(sim_factory: Callable[..., SimServer]) -> None:
     """The simulator, in llama.cpp's names, counts a request's tokens as it ends (as llama-server does without its
     /slots, which the simulator does not serve): over one half-second interval of 2-second requests the count moves
@@ -105,6 +107,7 @@ def test_a_count_added_at_request_ends_says_when_the_window_is_too_short(sim_fac
     assert "the window is too short for a rate" in " ".join(shown.stdout.split())
 
 
+@pytest.mark.timing
 def test_once_json_through_the_gateway(sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
     sim = sim_factory("--ttft-ms", "30", "--itl-ms", "5", "--model", "m")
     config = tmp_path / "gateway.toml"
@@ -254,6 +257,7 @@ def test_not_on_a_terminal_it_prints_frame_after_frame_until_stopped(
     assert "requests running" in "".join(seen)
 
 
+@pytest.mark.timing
 @pytest.mark.engine
 def test_once_json_against_the_embedded_engine() -> None:
     require_llama_server()

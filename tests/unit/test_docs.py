@@ -127,6 +127,6 @@ def test_code_points_only_at_docs_pages_that_exist() -> None:
         where = path.relative_to(ROOT)
         assert "METRICS.md" not in text, f"{where} cites METRICS.md: point at docs/reference/metrics.md"
         for target in pointers.findall(text):
-            if target == "docs/gguf.md":  # ggml's own docs, named as such in tokometer/gguf.py
+            if target == "docs/gguf.md":  # ggml's own docs, named as such in tokometer/util/gguf.py
                 continue
             assert (ROOT / target).is_file(), f"{where} points at {target}, which does not exist"

@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 PUBLIC = {
-    "tokometer.errors": ["ConfigError", "DatasetError", "EndpointError", "EngineError", "OutputError", "RunFailed",
+    "tokometer.util.errors": ["ConfigError", "DatasetError", "EndpointError", "EngineError", "OutputError", "RunFailed",
                          "StoreError", "TokenizerError", "TokometerError"],
     "tokometer.records": ["ERROR_CATEGORIES", "TOKEN_SOURCES", "ErrorCategory", "FinishReason", "RequestRecord",
                           "ServerTiming", "TokenSource", "classify_http_error", "describe_http_failure"],

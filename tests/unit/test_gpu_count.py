@@ -27,7 +27,7 @@ def test_gpus_stated_with_bench_come_before_the_engine_s() -> None:
 
 def test_a_gpu_count_out_of_range_or_not_ascii_digits_is_not_taken() -> None:
     """``"²"`` passes ``str.isdigit`` but ``int()`` refuses it; 10**400 GPUs overflowed the per-GPU division."""
-    from tokometer.limits import MAX_GPUS
+    from tokometer.util.limits import MAX_GPUS
 
     assert MAX_GPUS == 65536
     vllm = {"engine": "vllm", "argv": ["-tp", "4"]}

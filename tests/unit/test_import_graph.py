@@ -30,7 +30,7 @@ KNOWN_MODULE_CYCLES: dict[frozenset[str], str] = {}
 
 
 def _package_of(module: str) -> str:
-    """``tokometer.engines.vllm`` -> ``engines``; ``tokometer.gguf`` -> ``gguf``; ``tokometer`` -> ROOT."""
+    """``tokometer.engines.vllm`` -> ``engines``; ``tokometer.util.gguf`` -> ``util``; ``tokometer`` -> ROOT."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ROOT
 
@@ -132,12 +132,14 @@ def _describe(cycle: frozenset[str], graph: dict[str, dict[str, set[str]]]) -> s
 def test_the_graph_sees_lazy_and_relative_imports() -> None:
     graph = package_graph()
     assert "cli" in graph["__main__"]
-    assert {"perf", "gguf", "bundled"} <= set(graph["engines"])  # the planner's perf import is at module level
+    assert {"perf", "util", "bundled"} <= set(graph["engines"])  # the planner's perf import is at module level
     assert "tokens" in graph["cli"]  # cli imports its commands' libraries inside functions
-    assert graph.get("errors", {}) == {}  # a leaf
-    assert set(graph["gguf"]) == set()  # the GGUF reader imports nothing from tokometer
-    assert set(graph["atomicfile"]) == {"errors"}  # the one writer of whole files is a leaf too
-    assert set(graph["bundled"]) <= {"errors", "cachedir", "atomicfile"}
+    assert graph.get("util", {}) == {}  # the leaf utilities import no other package
+    assert set(graph["bundled"]) <= {"util"}
+    modules = module_graph()
+    assert not modules.get("tokometer.util.errors")  # a leaf
+    assert not modules.get("tokometer.util.gguf")  # the GGUF reader imports nothing from tokometer
+    assert set(modules["tokometer.util.atomicfile"]) == {"tokometer.util.errors"}  # the one writer of whole files
 
 
 def test_the_cycle_finder() -> None:
@@ -164,7 +166,7 @@ def test_the_module_graph_sees_submodules_and_lazy_imports() -> None:
     assert "tokometer.engines.build" in graph["tokometer.engines.binary"]  # lazy, inside find_llama_server
     assert "tokometer.perf.roofline" in graph["tokometer.perf.render"]  # under if TYPE_CHECKING:
     assert all(_package_of(t) == _package_of(m) for m, targets in graph.items() for t in targets)
-    assert "tokometer.errors" not in graph["tokometer.engines.build"]  # another package: not a module edge
+    assert "tokometer.util.errors" not in graph["tokometer.engines.build"]  # another package: not a module edge
 
 
 def test_no_cycles_between_modules_of_a_package() -> None:

@@ -1,5 +1,5 @@
 """The unit tests mirror the package: a test of ``tokometer.PKG``'s modules lives in ``tests/unit/PKG/``, and a
-file at the top of ``tests/unit`` tests a top-level module (``test_compare*.py`` tests ``tokometer/compare.py``)
+file at the top of ``tests/unit`` tests a top-level module (``test_gpu_count.py`` tests ``tokometer/gpu_count.py``)
 or the project as a whole (its docs, its import graph, its exported names, this layout)."""
 
 from __future__ import annotations

@@ -53,14 +53,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from tokometer.benchmark.ramp_search import MAX_CONFIRMS, MIN_SLICE_REQUESTS, ramp_slices
-from tokometer.errors import ConfigError
 from tokometer.load.profiles import LoadStep
 from tokometer.load.ramp import Ramp
 from tokometer.metrics import registry
 from tokometer.metrics.order_stats import bounded_from
 from tokometer.metrics.summary import SLO, StepSummary
 from tokometer.runs.stored_spec import StoredSpec
-from tokometer.units import duration_seconds
+from tokometer.util.errors import ConfigError
+from tokometer.util.units import duration_seconds
 
 __all__ = [
     "MAX_PROBES",

@@ -6,7 +6,7 @@ steps measured (`FindMaxPlan`) or not at all (`SweepPlan`).
 Trials: with ``--repeat N`` the whole sweep runs N times in turn (every load once, then every load again),
 not each load N times back to back, so that the spread between trials holds what drifts between runs (a
 warming machine, a filling cache, a neighbour's load) and not only the noise within minutes. Each step is
-saved with its trial number (``trial``, from 1); `tokometer.compare` pools a load's trials and reports how
+saved with its trial number (``trial``, from 1); `tokometer.compare.gate` pools a load's trials and reports how
 much they differ.
 """
 

@@ -23,13 +23,13 @@ from urllib.parse import urlsplit
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.client.probe import Probe
 from tokometer.client.streamclient import StreamClient, Target, Timeouts
-from tokometer.errors import EndpointError
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.protocols.common.protocol import ContextProbe, Protocol, root_of
 from tokometer.protocols.registry import PROTOCOLS, create_client, protocol_named
 from tokometer.records import RequestRecord
-from tokometer.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
+from tokometer.util.errors import EndpointError
+from tokometer.util.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
 
 __all__ = ["advertised_context", "preflight", "protocol_hint", "server_root"]
 

@@ -25,11 +25,11 @@ from tokometer.datasets.files import JsonlSource, ShareGPTSource
 from tokometer.datasets.images import ImageSpec, parse_image_size
 from tokometer.datasets.sampled import Sampled
 from tokometer.datasets.trace import TraceSource
-from tokometer.errors import DatasetError, EndpointError, TokenizerError
 from tokometer.load.runner import StepLimits
 from tokometer.prompt import Prompt
 from tokometer.protocols.registry import PROTOCOLS, create_client, protocol_named
 from tokometer.tokens import ServerTokenizer, Tokenizer, probe_server_tokenizer
+from tokometer.util.errors import DatasetError, EndpointError, TokenizerError
 
 __all__ = ["Prepared", "prepare"]
 

@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tokometer.limits import MIN_SLICE_S
 from tokometer.load.ramp import Ramp
 from tokometer.metrics.summary import StepSummary
+from tokometer.util.limits import MIN_SLICE_S
 
 __all__ = ["MAX_CONFIRMS", "MIN_SLICE_REQUESTS", "SLICES", "RampSlice", "as_summary", "ramp_slices", "slice_width"]
 
@@ -58,7 +58,7 @@ class RampSlice:
 
 def slice_width(ramp_time_s: float, time_slice_s: float | None) -> float:
     """The slices the ramp step is cut into: ``--time-slice``, else a tenth of the ramp, and never under
-    `tokometer.limits.MIN_SLICE_S` (a ramp of under 10 ms has slices of that)."""
+    `tokometer.util.limits.MIN_SLICE_S` (a ramp of under 10 ms has slices of that)."""
     return time_slice_s if time_slice_s is not None else max(MIN_SLICE_S, ramp_time_s / SLICES)
 
 

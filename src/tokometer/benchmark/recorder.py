@@ -14,11 +14,11 @@ from typing import Any, Protocol
 from tokometer.benchmark.prepare import Prepared
 from tokometer.benchmark.results import StepResult
 from tokometer.benchmark.spec import BenchSpec
-from tokometer.hostinfo import host_info
 from tokometer.load.profiles import LoadStep, load_entry
 from tokometer.load.runner import StepLimits
 from tokometer.records import RequestRecord
 from tokometer.store.store import ResultStore
+from tokometer.util.hostinfo import host_info
 
 __all__ = ["BenchObserver", "NoObserver", "Recorder", "RunSink", "SavedRun", "Unsaved", "open_recorder"]
 

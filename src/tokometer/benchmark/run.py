@@ -28,7 +28,6 @@ from tokometer.benchmark.spec import BenchSpec
 from tokometer.benchmark.step_warnings import step_warnings
 from tokometer.client.streamclient import Target, Timeouts
 from tokometer.gpu_count import gpu_count
-from tokometer.hostinfo import host_info
 from tokometer.load.cluster import RayLoad
 from tokometer.load.runner import StepLimits, StepOutcome
 from tokometer.load.share import WorkerSetup
@@ -36,6 +35,7 @@ from tokometer.metrics import SLO
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.runs.finish import finish_step
 from tokometer.store.store import ResultStore, now_iso
+from tokometer.util.hostinfo import host_info
 
 __all__ = ["BenchObserver", "BenchResult", "StepResult", "run_benchmark"]
 

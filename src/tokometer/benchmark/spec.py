@@ -3,11 +3,11 @@
 The CLI builds one from its options; a library user builds one directly. It is
 saved with every run, so a run can be repeated exactly, except for its secrets:
 ``api_key`` is never serialised and sensitive ``headers`` serialise as
-``<redacted>`` (`tokometer.secrets`); the spec itself keeps them for sending.
+``<redacted>`` (`tokometer.util.secrets`); the spec itself keeps them for sending.
 
 Each default is stated once, on its field: ``tokometer bench`` reads its options' defaults from here, and a
 profile (`apply_profile`: the embedded engine's lighter run) replaces some of them. The checks speak field
-names (`tokometer.specproblem.FieldProblem`); the CLI says them as its flags.
+names (`tokometer.util.specproblem.FieldProblem`); the CLI says them as its flags.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_valid
 from tokometer.client.tls import TlsOptions
 from tokometer.datasets.images import ImageFormat
 from tokometer.datasets.trace import BLOCK_TOKENS
-from tokometer.limits import MAX_GPUS, MAX_SLICE_S, MIN_SLICE_S
 from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
 from tokometer.protocols.common.framing import MAX_EVENT_BYTES
 from tokometer.protocols.registry import PROTOCOLS
-from tokometer.secrets import header_problem, redact_headers, value_problem
-from tokometer.specproblem import FieldProblem
+from tokometer.util.limits import MAX_GPUS, MAX_SLICE_S, MIN_SLICE_S
+from tokometer.util.secrets import header_problem, redact_headers, value_problem
+from tokometer.util.specproblem import FieldProblem
 
 __all__ = ["BenchSpec", "apply_profile"]
 
@@ -185,7 +185,7 @@ class BenchSpec(BaseModel):
         if any(data.get(k) is not None for k in ("slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms")):
             return data
         from tokometer.benchmark.findmax import parse_objectives, per_request_slo
-        from tokometer.errors import ConfigError
+        from tokometer.util.errors import ConfigError
 
         try:
             return {**data, **per_request_slo(parse_objectives(str(data["slo"])))}
@@ -258,7 +258,7 @@ class BenchSpec(BaseModel):
         """Images and tools go in OpenAI chat requests; images on synthetic prompts."""
         from tokometer.datasets.images import parse_image_size
         from tokometer.datasets.tools import tool_definitions
-        from tokometer.errors import ConfigError
+        from tokometer.util.errors import ConfigError
 
         if (self.images or self.tools) and not PROTOCOLS[self.api].takes_media:
             raise FieldProblem("{images} and {tools} go in OpenAI chat requests: use {api} openai-chat")
@@ -288,7 +288,7 @@ class BenchSpec(BaseModel):
     def _check_workload(self) -> None:
         """Sessions and traces against the rest."""
         from tokometer.datasets.sampled import Sampled
-        from tokometer.errors import ConfigError
+        from tokometer.util.errors import ConfigError
 
         if self.sessions is None and (self.turns is not None or self.think_time not in ("0", "")):
             raise FieldProblem("{turns} and {think_time} shape sessions: give {sessions} N too")
@@ -385,7 +385,7 @@ class BenchSpec(BaseModel):
         if self.slo is None:
             raise FieldProblem("{find_max} needs objectives: give {slo}, e.g. {slo} ttft_p99=2s,tpot_p50=50ms")
         from tokometer.benchmark.findmax import parse_objectives
-        from tokometer.errors import ConfigError
+        from tokometer.util.errors import ConfigError
 
         try:
             parse_objectives(self.slo)

@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from tokometer import __version__
-from tokometer.errors import TokometerError
+from tokometer.util.errors import TokometerError
 
 __all__ = ["cli", "main"]
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as exc:
         if debug:
             raise
-        if exc.filename is None and exc.errno in _OUTPUT_ERRNOS:  # files are named (tokometer.atomicfile)
+        if exc.filename is None and exc.errno in _OUTPUT_ERRNOS:  # files are named (tokometer.util.atomicfile)
             _stdout_lost(prog, exc)
         print(f"{prog}: error: {_one_line(str(exc))} (run with --debug for details)", file=sys.stderr)
         sys.exit(2)

@@ -27,10 +27,10 @@ from tokometer.cli.options import (
 from tokometer.cli.specoption import SpecOption, flag_words, spec_options, user_fields
 from tokometer.cli.terminate import EXIT_CODE, Terminate
 from tokometer.datasets.images import ImageFormat
-from tokometer.limits import MAX_GPUS
 from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
 from tokometer.protocols.registry import PROTOCOLS
+from tokometer.util.limits import MAX_GPUS
 
 if TYPE_CHECKING:
     from tokometer.benchmark.spec import BenchSpec
@@ -291,7 +291,7 @@ def _spec_values(opts: dict[str, Any], given: set[str]) -> dict[str, Any]:
 
 def _check_url_and_ray(opts: dict[str, Any]) -> None:
     """Refuse an empty --url or --ray, and a --ray without Ray installed, before anything starts."""
-    from tokometer.errors import ConfigError
+    from tokometer.util.errors import ConfigError
 
     if opts["url"] is not None and not opts["url"].strip():
         raise ConfigError("--url is empty: give the server's base URL (e.g. http://127.0.0.1:8000/v1), "
@@ -355,7 +355,7 @@ def _run(spec: BenchSpec, opts: dict[str, Any], engine: dict[str, Any] | None,
     if result.status == "interrupted":
         return EXIT_CODE if terminate.received else 130
     if failure is not None:  # a Ray actor or the engine died part-way: not bad input (2), a failed run (1)
-        from tokometer.errors import RunFailed
+        from tokometer.util.errors import RunFailed
 
         raise RunFailed(failure)
     return 1 if result.failed_requests else 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from tokometer.jsontext import dumps
+from tokometer.util.jsontext import dumps
 
 __all__ = ["command"]
 
@@ -31,10 +31,10 @@ def command(base: str, new: str, store: str | None, threshold: str | None, force
     """Compare run NEW against run BASE (ids, or baseline:NAME as 'runs --tag' names it); exit status 1 on a
     regression."""
     from tokometer.cli.output import make_console
-    from tokometer.compare import compare_runs, parse_thresholds
-    from tokometer.errors import ConfigError
+    from tokometer.compare.gate import compare_runs, parse_thresholds
     from tokometer.report.compare import render_compare, render_markdown
     from tokometer.store import ResultStore, configured_store_url
+    from tokometer.util.errors import ConfigError
 
     thresholds = parse_thresholds(threshold)
     results = ResultStore(configured_store_url(store), read_only=True)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tokometer.cli.options import build_spec
-from tokometer.jsontext import dumps
+from tokometer.util.jsontext import dumps
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -7,8 +7,8 @@ from typing import Any
 import click
 
 from tokometer.cli.options import FiniteFloat, api_key_option, build_spec
-from tokometer.jsontext import dumps
 from tokometer.protocols.registry import PROTOCOLS
+from tokometer.util.jsontext import dumps
 
 __all__ = ["command"]
 

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tokometer.cli.options import RUN_ID, FiniteFloat, check_output_path, parse_int_list
-from tokometer.jsontext import dumps
+from tokometer.util.jsontext import dumps
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tokometer.perf.app import EstimateSpec
+    from tokometer.perf.questions import EstimateSpec
 
 __all__ = ["command"]
 
@@ -76,11 +76,11 @@ def command(**opts: Any) -> int:
       tokometer estimate --run 3                     # a run of the embedded engine: its GGUF on this host
       tokometer estimate --calibrate 3,5             # fit the efficiencies to runs 3 and 5, for their hardware
     """
-    from tokometer.atomicfile import write_atomic
     from tokometer.cli.output import make_console
     from tokometer.perf import hardware_table
     from tokometer.perf.catalog import BUILTIN_MODELS
     from tokometer.perf.render import render_hardware, render_models
+    from tokometer.util.atomicfile import write_atomic
 
     console = make_console()
     if opts["list_models"] or opts["list_hardware"]:
@@ -112,7 +112,7 @@ def command(**opts: Any) -> int:
 
 
 def _spec(opts: dict[str, Any]) -> EstimateSpec:
-    from tokometer.perf.app import EstimateSpec
+    from tokometer.perf.questions import EstimateSpec
 
     plain = opts["run_id"] is None and opts["target"] is None and opts["calibrate_runs"] is None
     batches = parse_int_list(opts["batch"], "--batch") if plain else []
@@ -127,8 +127,8 @@ def _spec(opts: dict[str, Any]) -> EstimateSpec:
 
 
 def _calibrate(console: Console, spec: EstimateSpec, run_ids: list[int], store: str | None) -> dict[str, Any]:
-    from tokometer.perf.app import calibrate_runs
     from tokometer.perf.calibrate import calibration_path
+    from tokometer.perf.questions import calibrate_runs
 
     calibration = calibrate_runs(spec, run_ids, store)
     console.print(calibration.describe())
@@ -142,7 +142,7 @@ def _calibrate(console: Console, spec: EstimateSpec, run_ids: list[int], store: 
 
 def _estimate(console: Console, spec: EstimateSpec, explained: bool) -> dict[str, Any]:
     from tokometer.perf import explain
-    from tokometer.perf.app import run_estimate
+    from tokometer.perf.questions import run_estimate
     from tokometer.perf.render import render_estimate
 
     result = run_estimate(spec)
@@ -163,7 +163,7 @@ def _embed(console: Console, spec: EstimateSpec) -> dict[str, Any]:
 
 
 def _target(console: Console, spec: EstimateSpec, target: float) -> dict[str, Any]:
-    from tokometer.perf.app import run_target
+    from tokometer.perf.questions import run_target
     from tokometer.perf.render import render_target
 
     answer = run_target(spec, target)
@@ -172,7 +172,7 @@ def _target(console: Console, spec: EstimateSpec, target: float) -> dict[str, An
 
 
 def _run(console: Console, spec: EstimateSpec, run_id: int, store: str | None) -> dict[str, Any]:
-    from tokometer.perf.app import judge_run
+    from tokometer.perf.questions import judge_run
     from tokometer.perf.render import render_run
 
     result = judge_run(spec, run_id, store)

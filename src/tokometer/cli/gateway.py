@@ -42,7 +42,7 @@ def _write_dashboard(target: Path) -> None:
     if str(target) == "-":
         click.echo(text, nl=False)
         return
-    from tokometer.atomicfile import write_atomic
+    from tokometer.util.atomicfile import write_atomic
 
     write_atomic(target, text)  # a failure is one line naming the file; a previous file stays intact
     click.echo(f"tokometer gateway: wrote the Grafana dashboard to {target}", err=True)
@@ -71,7 +71,7 @@ def command(config_path: Path | None, host: str | None, port: int | None, hash_k
     """Serve /v1/chat/completions and /v1/completions in front of any engines: timeouts, retries,
     circuit breakers, fallback when the primary is down or slow, an answer cache, token budgets,
     API keys, /metrics."""
-    from tokometer.errors import ConfigError
+    from tokometer.util.errors import ConfigError
 
     if dashboard is not None:
         _write_dashboard(dashboard)
@@ -129,9 +129,9 @@ def _check(config: GatewayConfig, config_path: Path) -> None:
 
 def _serve(config: GatewayConfig, log_level: str) -> None:
     """Listen, then serve in this process, or in ``workers`` processes under a supervisor."""
-    from tokometer.errors import ConfigError
     from tokometer.gateway.upstream import CLIENT_SEND_BUFFER_BYTES
     from tokometer.sim.server import bind_socket
+    from tokometer.util.errors import ConfigError
 
     try:
         sock = bind_socket(config.server.host, config.server.port, send_buffer=CLIENT_SEND_BUFFER_BYTES)
@@ -157,7 +157,7 @@ def _read_secret(value: str) -> str:
     """The secret for --hash-key: a hidden prompt on a terminal, else the first line of stdin."""
     import sys
 
-    from tokometer.errors import ConfigError
+    from tokometer.util.errors import ConfigError
 
     if value != "-":  # not echoed: it is the secret
         raise ConfigError("--hash-key takes no value (a secret on the command line shows in ps and the shell "

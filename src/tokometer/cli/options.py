@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 from pydantic import BaseModel, ValidationError
 
-from tokometer.errors import ConfigError
+from tokometer.util.errors import ConfigError
 
 __all__ = ["LOG_LEVELS", "PORT", "RUN_ID", "FiniteFloat", "build_spec", "check_output_path", "parse_duration",
            "parse_float_list", "parse_headers", "parse_int_list"]
@@ -78,7 +78,7 @@ def parse_duration(value: str | None, option: str) -> float | None:
     """``"90"``, ``"90s"``, ``"1.5m"``, ``"500ms"`` -> seconds."""
     if value is None:
         return None
-    from tokometer.units import duration_seconds
+    from tokometer.util.units import duration_seconds
 
     seconds = duration_seconds(value)
     if seconds is None:
@@ -92,7 +92,7 @@ def parse_size(value: str | None, option: str) -> int | None:
     """``"1MiB"``, ``"512KiB"``, ``"65536"`` -> bytes."""
     if value is None:
         return None
-    from tokometer.units import byte_size
+    from tokometer.util.units import byte_size
 
     size = byte_size(value)
     if size is None:
@@ -104,7 +104,7 @@ def parse_size(value: str | None, option: str) -> int | None:
 
 def parse_headers(values: tuple[str, ...]) -> dict[str, str]:
     """``("X-A: 1",)`` -> ``{"X-A": "1"}``; a line break (it would end the field on the wire) is refused."""
-    from tokometer.secrets import header_problem
+    from tokometer.util.secrets import header_problem
 
     headers = {}
     for number, item in enumerate(values, 1):
@@ -123,7 +123,7 @@ def parse_headers(values: tuple[str, ...]) -> dict[str, str]:
 
 def api_key_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """``--api-key``'s check: a key no header can carry as it is (non-ASCII, a line break) is one line, exit 2."""
-    from tokometer.secrets import value_problem
+    from tokometer.util.secrets import value_problem
 
     if value is not None and (problem := value_problem(value)):
         raise click.BadParameter(f"{problem} (the key is not shown)", ctx=ctx, param=param)
@@ -133,7 +133,7 @@ def api_key_option(ctx: click.Context, param: click.Parameter, value: str | None
 def check_output_path(path: Path | None, option: str, example: str) -> None:
     """Refuse an output file that cannot be written, before anything is measured (``example``: a file name to
     suggest inside a directory)."""
-    from tokometer.paths import writable_file_problem
+    from tokometer.util.paths import writable_file_problem
 
     if path is None:
         return
@@ -145,8 +145,8 @@ def check_output_path(path: Path | None, option: str, example: str) -> None:
 def build_spec(spec_type: type[T], /, *, flags: Mapping[str, str] | None = None, **values: object) -> T:
     """Validate ``values`` into ``model``; the first problem becomes one ConfigError line. ``flags``: each
     field's option (``request_timeout_s`` -> ``--timeout``), for the field an error is about and the fields a
-    `tokometer.specproblem.FieldProblem` names; without it a field is said ``--its-name``."""
-    from tokometer.specproblem import FieldProblem
+    `tokometer.util.specproblem.FieldProblem` names; without it a field is said ``--its-name``."""
+    from tokometer.util.specproblem import FieldProblem
 
     words = flags or {}
     try:

@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 
 from tokometer.cli.options import api_key_option
-from tokometer.jsontext import dumps
 from tokometer.protocols.registry import PROTOCOLS
+from tokometer.util.jsontext import dumps
 
 __all__ = ["command"]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tokometer.jsontext import dumps
+from tokometer.util.jsontext import dumps
 
 if TYPE_CHECKING:
     from tokometer.store.runs import StoredRun
@@ -26,9 +26,9 @@ MAX_RESULT_BYTES = 256 * 1024 * 1024
 
 def _bench_file(path: Path) -> StoredRun:
     """The run in a ``bench --json`` file; a one-line error for one that cannot be read as such."""
-    from tokometer.errors import ConfigError
-    from tokometer.readlimit import read_at_most
     from tokometer.store.runs import BENCH_SCHEMA, StoredRun
+    from tokometer.util.errors import ConfigError
+    from tokometer.util.readlimit import read_at_most
 
     raw = read_at_most(path, MAX_RESULT_BYTES, "not a bench --json result")
     try:
@@ -61,11 +61,11 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
       tokometer report result.json --format csv     # a bench --json file
       tokometer report 7 --format llmd -o run7.json # llm-d's Benchmark Report
     """
-    from tokometer.atomicfile import write_atomic
     from tokometer.cli.options import check_output_path
-    from tokometer.errors import ConfigError
     from tokometer.report.data import report_data
     from tokometer.store import ResultStore, configured_store_url
+    from tokometer.util.atomicfile import write_atomic
+    from tokometer.util.errors import ConfigError
 
     if fmt == "html":
         if output is None:
@@ -113,9 +113,9 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
 
 def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: str) -> None:
     """``--format csv|json``: one run, by id from the store or from a ``bench --json`` file."""
-    from tokometer.atomicfile import write_atomic
-    from tokometer.errors import ConfigError
     from tokometer.store import ResultStore, configured_store_url
+    from tokometer.util.atomicfile import write_atomic
+    from tokometer.util.errors import ConfigError
 
     if len(runs) != 1:
         raise ConfigError(f"--format {fmt} reports one run; {len(runs)} were given (one command per run)")

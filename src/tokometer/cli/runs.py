@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from tokometer.cli.options import RUN_ID
-from tokometer.jsontext import dumps
+from tokometer.util.jsontext import dumps
 
 __all__ = ["command"]
 
@@ -57,10 +57,10 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool, ta
     from rich.table import Table
 
     from tokometer.cli.output import make_console
-    from tokometer.errors import ConfigError
     from tokometer.report.json_out import run_json
     from tokometer.store import ResultStore, configured_store_url, default_store_url
     from tokometer.store.database import display_url, store_exists
+    from tokometer.util.errors import ConfigError
 
     url = configured_store_url(store)
     if tag is not None:

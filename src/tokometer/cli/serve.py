@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tokometer.cli.options import PORT, FiniteFloat
-from tokometer.jsontext import dumps
-from tokometer.units import GIB
+from tokometer.util.jsontext import dumps
+from tokometer.util.units import GIB
 
 if TYPE_CHECKING:
     from tokometer.engines.handle import EngineHandle
@@ -52,14 +52,14 @@ def _rebuild() -> None:
 
 def _prepare(engine: str, opts: dict[str, Any]) -> None:
     """``--prepare``: set the engine up (build, venv, model) and exit."""
-    from tokometer.errors import ConfigError
+    from tokometer.util.errors import ConfigError
 
     if engine == "vllm":
         _prepare_vllm()
     elif engine == "llamacpp":
         from tokometer.engines.binary import find_llama_server
         from tokometer.engines.quantize import find_llama_quantize
-        from tokometer.errors import EngineError
+        from tokometer.util.errors import EngineError
 
         if opts["rebuild"]:
             _rebuild()
@@ -118,7 +118,7 @@ def _prepare_vllm() -> None:
 
 def _start_vllm(opts: dict[str, Any], port: int) -> EngineHandle | None:
     from tokometer.engines.vllm import find_vllm, plan_vllm, plan_vllm_cpu, start_vllm
-    from tokometer.errors import ConfigError
+    from tokometer.util.errors import ConfigError
 
     device = _vllm_device(opts)
     if device == "gpu":
@@ -161,7 +161,7 @@ def _start_vllm(opts: dict[str, Any], port: int) -> EngineHandle | None:
 
 def _start_ollama(opts: dict[str, Any], port: int | None) -> EngineHandle | None:
     from tokometer.engines.ollama import default_ollama_url, start_ollama
-    from tokometer.errors import ConfigError
+    from tokometer.util.errors import ConfigError
 
     if not opts["model"]:
         raise ConfigError("--engine ollama needs --model (an Ollama model name, e.g. llama3.2:1b)")
@@ -257,11 +257,11 @@ def command(**opts: Any) -> None:
     Arguments after the options (use -- first) go to the engine unchanged, e.g.
     ``tokometer serve -- --flash-attn on``.
     """
-    from tokometer.errors import EngineError
+    from tokometer.util.errors import EngineError
 
     engine: str = opts["engine"]
     if opts["rebuild"] and engine != "llamacpp":
-        from tokometer.errors import ConfigError
+        from tokometer.util.errors import ConfigError
 
         raise ConfigError(f"--rebuild rebuilds tokometer's llama.cpp server; it does not apply to --engine {engine}")
     if opts["prepare"]:

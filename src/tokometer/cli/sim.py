@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from tokometer.cli.options import LOG_LEVELS, PORT, build_spec
-from tokometer.inbound.limits import DEFAULT_LIMITS
+from tokometer.inbound.request_limits import DEFAULT_LIMITS
 
 __all__ = ["command"]
 
@@ -99,9 +99,9 @@ def command(**opts: Any) -> None:
     GET /sim/trace shows what was sent and when; GET /metrics speaks vLLM's metric names
     (or another engine's: --metrics-names).
     """
-    from tokometer.errors import ConfigError
     from tokometer.sim import SimConfig, bind_socket, serve
     from tokometer.sim.config import parse_fault_rates
+    from tokometer.util.errors import ConfigError
 
     try:
         faults = parse_fault_rates(list(opts["faults"]))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tokometer.cli.options import parse_duration
-from tokometer.jsontext import dumps
+from tokometer.util.jsontext import dumps
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,9 +43,9 @@ def command(url: str, interval: str, window: str, gpu_metrics: str, once: bool, 
     """
     from tokometer.cli.output import make_console
     from tokometer.cli.terminate import Terminate
-    from tokometer.errors import ConfigError
     from tokometer.observe.watch import Watch
     from tokometer.report.top import render_top
+    from tokometer.util.errors import ConfigError
 
     interval_s = parse_duration(interval, "--interval")
     window_s = parse_duration(window, "--window")

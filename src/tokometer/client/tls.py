@@ -12,7 +12,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokometer.errors import ConfigError
+from tokometer.util.errors import ConfigError
 
 __all__ = ["TlsOptions"]
 

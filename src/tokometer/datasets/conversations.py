@@ -27,9 +27,9 @@ from pathlib import Path
 from tokometer.datasets.files import sharegpt_entries, sharegpt_messages
 from tokometer.datasets.sampled import Sampled
 from tokometer.datasets.synthetic import SyntheticSource
-from tokometer.errors import DatasetError
 from tokometer.prompt import Message
 from tokometer.tokens.base import Tokenizer
+from tokometer.util.errors import DatasetError
 
 __all__ = ["SessionScript", "SessionSource", "ShareGPTSessions", "SyntheticSessions", "Turn"]
 

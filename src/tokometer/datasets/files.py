@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tokometer.errors import DatasetError
 from tokometer.prompt import Message, Prompt
 from tokometer.tokens.base import Tokenizer
+from tokometer.util.errors import DatasetError
 
 __all__ = ["TOO_DEEP", "FixedSource", "JsonlSource", "ShareGPTSource", "load_source_file", "sharegpt_entries",
            "sharegpt_messages"]

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from tokometer.errors import ConfigError
+from tokometer.util.errors import ConfigError
 
 __all__ = ["MAX_IMAGES", "MAX_REQUEST_BYTES", "MAX_SIDE", "MIN_SIDE", "ImageFormat", "ImageSpec", "data_url",
            "make_images", "parse_image_size"]

@@ -27,9 +27,9 @@ from dataclasses import replace
 
 from tokometer.datasets.images import ImageSpec, make_images
 from tokometer.datasets.words import WORDS
-from tokometer.errors import DatasetError
 from tokometer.prompt import Prompt
 from tokometer.tokens.base import Tokenizer
+from tokometer.util.errors import DatasetError
 
 __all__ = ["SyntheticSource", "make_exact_text"]
 

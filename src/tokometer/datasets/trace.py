@@ -34,9 +34,9 @@ from typing import Any
 from tokometer.datasets.files import TOO_DEEP
 from tokometer.datasets.synthetic import make_exact_text
 from tokometer.datasets.words import WORDS
-from tokometer.errors import DatasetError
 from tokometer.prompt import Prompt
 from tokometer.tokens.base import Tokenizer
+from tokometer.util.errors import DatasetError
 
 __all__ = ["BLOCK_TOKENS", "EXAMPLE_TRACE", "TraceEntry", "TraceSource", "read_trace", "trace_offsets"]
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from tokometer.benchmark.preflight import advertised_context
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Exchange, Session
-from tokometer.errors import TokenizerError
 from tokometer.prompt import Prompt
+from tokometer.util.errors import TokenizerError
 
 __all__ = ["OVERFLOW_MARGIN", "PROBE_LIMIT", "Fit", "NoLimit", "count_mismatch", "fit_of", "run"]
 

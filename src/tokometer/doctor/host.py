@@ -29,7 +29,7 @@ import psutil
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
 from tokometer.observe.snapshot import GpuSample
-from tokometer.units import GIB as _GIB
+from tokometer.util.units import GIB as _GIB
 
 __all__ = ["RAM_FACTOR", "GpuLink", "SwapCounters", "gpu_findings", "ram_finding", "run", "swap_finding"]
 
@@ -233,8 +233,8 @@ async def _disk_check(session: Session, model: Path) -> None:
 
 
 def _gpus(session: Session) -> None:
-    from tokometer.errors import EndpointError
     from tokometer.observe.gpu_nvml import NvmlReader
+    from tokometer.util.errors import EndpointError
 
     try:
         with NvmlReader(pcie_throughput=False) as reader:
@@ -266,6 +266,6 @@ def _link(reader: Any, index: int) -> GpuLink:
 
 
 def _cpu() -> str:
-    from tokometer.hostinfo import cpu_model, physical_cores
+    from tokometer.util.hostinfo import cpu_model, physical_cores
 
     return f"{cpu_model()}, {physical_cores()} cores, {os.cpu_count()} logical"

@@ -29,7 +29,7 @@ def gauge_max(block: dict[str, Any], gauge: str) -> float | None:
 
 
 def server_findings(block: dict[str, Any], under: str) -> list[Finding]:
-    """Findings from one `tokometer.observe.window.ServerWindow` (as JSON); ``under``: what load it covers."""
+    """Findings from one `tokometer.observe.server_window.ServerWindow` (as JSON); ``under``: what load it covers."""
     out: list[Finding] = []
     waiting, running = gauge_max(block, "requests_waiting"), gauge_max(block, "requests_running")
     kv = gauge_max(block, "kv_cache_usage")
@@ -59,7 +59,7 @@ def server_findings(block: dict[str, Any], under: str) -> list[Finding]:
 
 async def run(session: Session) -> None:
     """The server check."""
-    from tokometer.observe.window import server_window
+    from tokometer.observe.server_window import server_window
 
     block = session.speed.get("server")
     under = "4 requests at once"

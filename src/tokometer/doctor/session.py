@@ -23,13 +23,13 @@ from tokometer.datasets.synthetic import make_exact_text
 from tokometer.datasets.words import WORDS
 from tokometer.doctor.finding import Finding, Skipped
 from tokometer.doctor.spec import DoctorSpec
-from tokometer.errors import DatasetError, TokenizerError
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.protocols.registry import create_client
 from tokometer.records import RequestRecord
 from tokometer.tokens.base import BaseTokenizer
-from tokometer.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
+from tokometer.util.errors import DatasetError, TokenizerError
+from tokometer.util.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
 
 __all__ = ["Exchange", "Session"]
 

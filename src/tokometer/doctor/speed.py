@@ -11,7 +11,7 @@ they did not all run, or the throughput fell, requests interfere (``speed.interf
 
 Then the same 384-token prompt is sent twice: a prefix (prompt) cache answers the second one's
 first token sooner. With ``--hardware`` (and a model ``tokometer estimate`` knows), the idle decode
-speed is compared with the roofline estimate (`tokometer.perf.app.run_estimate`). ``--quick``
+speed is compared with the roofline estimate (`tokometer.perf.questions.run_estimate`). ``--quick``
 skips the load and the pair, and reports the streaming check's one request.
 
 Behind a proxy that buffers the stream (the streaming check's ``streaming.buffered`` or ``streaming.bursty``)
@@ -33,9 +33,9 @@ from tokometer.doctor.finding import Finding
 from tokometer.doctor.server import gauge_max
 from tokometer.doctor.session import Session
 from tokometer.doctor.streaming import burst_decode_tok_s
-from tokometer.errors import ConfigError, TokometerError
 from tokometer.metrics import request as per_request
 from tokometer.records import RequestRecord
+from tokometer.util.errors import ConfigError, TokometerError
 
 __all__ = ["BATCHING_GAIN", "LOAD", "THRASHING_GAIN", "Load", "bottleneck", "interfered", "run", "saturated"]
 
@@ -286,7 +286,7 @@ async def _versus_estimate(session: Session, idle: Load) -> None:
     if not session.spec.hardware:
         return
     model = session.spec.estimate_model or _model_file(session) or session.model
-    from tokometer.perf.app import EstimateSpec, run_estimate
+    from tokometer.perf.questions import EstimateSpec, run_estimate
 
     try:
         estimate = await asyncio.to_thread(run_estimate, EstimateSpec(model=model, hardware=session.spec.hardware,

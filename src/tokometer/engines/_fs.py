@@ -1,11 +1,11 @@
-"""Where the llama.cpp build lives (the cache directory and the lock are `tokometer.cachedir`'s)."""
+"""Where the llama.cpp build lives (the cache directory and the lock are `tokometer.util.cachedir`'s)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from tokometer.cachedir import cache_root
+from tokometer.util.cachedir import cache_root
 
 __all__ = ["LLAMA_CPP_BUILD", "LLAMA_QUANTIZE_EXE", "LLAMA_SERVER_EXE", "build_dir", "built_binary_path",
            "built_quantize_path"]

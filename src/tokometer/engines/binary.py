@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tokometer.engines._fs import built_binary_path
 from tokometer.engines.serverbinary import ENV_VAR, checked_binary, executable
-from tokometer.errors import EngineError
+from tokometer.util.errors import EngineError
 
 __all__ = ["find_llama_server"]
 

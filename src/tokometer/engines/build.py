@@ -59,16 +59,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from tokometer.atomicfile import write_atomic
-from tokometer.cachedir import file_lock
 from tokometer.engines._fs import LLAMA_CPP_BUILD, LLAMA_QUANTIZE_EXE, LLAMA_SERVER_EXE, build_dir, built_binary_path
 from tokometer.engines.buildprogress import BuildProgress, build_minutes, cmake_percent, duration, progress_for_stderr
 from tokometer.engines.cpu import AmxProbe, amx_advertised, cpu_fingerprint, probe_amx
 from tokometer.engines.serverbinary import llama_server_version
 from tokometer.engines.signals import exit_reason
 from tokometer.engines.smoke import SMOKE_TOKENS, SmokeResult, smoke_run
-from tokometer.errors import EngineError
-from tokometer.hostinfo import cpu_model
+from tokometer.util.atomicfile import write_atomic
+from tokometer.util.cachedir import file_lock
+from tokometer.util.errors import EngineError
+from tokometer.util.hostinfo import cpu_model
 
 __all__ = [
     "BASE_CMAKE_FLAGS",

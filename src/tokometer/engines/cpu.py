@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from tokometer.engines.signals import exit_reason, signal_of
-from tokometer.hostinfo import cpu_model
+from tokometer.util.hostinfo import cpu_model
 
 __all__ = ["AmxProbe", "amx_advertised", "cpu_fingerprint", "cpu_flags", "is_x86_64", "probe_amx"]
 

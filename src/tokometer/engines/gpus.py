@@ -9,8 +9,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from tokometer.errors import EngineError
-from tokometer.units import GIB
+from tokometer.util.errors import EngineError
+from tokometer.util.units import GIB
 
 __all__ = ["GpuInfo", "detect_gpus", "gpu_for_planning"]
 

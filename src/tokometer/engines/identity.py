@@ -13,14 +13,14 @@ from typing import Any
 from tokometer.bundled import file_sha256
 from tokometer.engines._fs import built_binary_path
 from tokometer.engines.serverbinary import binary_source, llama_server_version
-from tokometer.gguf import gguf_metadata, quantization_of
-from tokometer.hostinfo import host_info, physical_cores
+from tokometer.util.gguf import gguf_metadata, quantization_of
+from tokometer.util.hostinfo import host_info, physical_cores
 
 __all__ = ["host_identity", "llamacpp_identity", "physical_cores"]
 
 
 def host_identity() -> dict[str, Any]:
-    """CPU model, core counts, RAM and OS of this host (see `tokometer.hostinfo`)."""
+    """CPU model, core counts, RAM and OS of this host (see `tokometer.util.hostinfo`)."""
     return dict(host_info())
 
 

@@ -27,8 +27,8 @@ from tokometer.engines.handle import EngineHandle
 from tokometer.engines.identity import llamacpp_identity, physical_cores
 from tokometer.engines.process import EngineProcess, busy_port_error, connect_host, free_port, port_in_use
 from tokometer.engines.ready import wait_ready
-from tokometer.errors import EngineError
-from tokometer.gguf import gguf_metadata
+from tokometer.util.errors import EngineError
+from tokometer.util.gguf import gguf_metadata
 
 __all__ = ["LlamaCppSettings", "chat_template_args", "checked_model", "launch_llamacpp", "llamacpp_argv", "swa_args"]
 

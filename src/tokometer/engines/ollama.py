@@ -22,7 +22,7 @@ from tokometer.engines.handle import EngineHandle
 from tokometer.engines.identity import host_identity
 from tokometer.engines.process import EngineProcess
 from tokometer.engines.ready import http_json, log_excerpt, wait_ready
-from tokometer.errors import EngineError
+from tokometer.util.errors import EngineError
 
 __all__ = ["default_ollama_url", "pull_model", "start_ollama"]
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import psutil
 
-from tokometer.errors import EngineError
+from tokometer.util.errors import EngineError
 
 __all__ = ["EngineProcess", "busy_port_error", "connect_host", "free_port", "port_in_use"]
 

@@ -33,8 +33,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from tokometer.atomicfile import write_atomic
-from tokometer.cachedir import cache_root, file_lock
 from tokometer.engines._fs import LLAMA_CPP_BUILD, LLAMA_QUANTIZE_EXE, build_dir, built_quantize_path
 from tokometer.engines.build import (
     BASE_CMAKE_FLAGS,
@@ -49,7 +47,9 @@ from tokometer.engines.build import (
 )
 from tokometer.engines.buildprogress import BuildProgress, duration, progress_for_stderr
 from tokometer.engines.signals import exit_reason
-from tokometer.errors import EngineError
+from tokometer.util.atomicfile import write_atomic
+from tokometer.util.cachedir import cache_root, file_lock
+from tokometer.util.errors import EngineError
 
 __all__ = ["ENV_VAR", "QUANT_TYPE", "CMakeQuantizeSteps", "QuantizeSteps", "build_llama_quantize",
            "find_llama_quantize", "quantize_gguf", "requantized"]

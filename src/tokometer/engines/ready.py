@@ -15,7 +15,7 @@ import urllib.request
 from typing import Any, Protocol
 
 from tokometer.engines.signals import died_error
-from tokometer.errors import EngineError
+from tokometer.util.errors import EngineError
 
 __all__ = ["MAX_ANSWER_BYTES", "http_json", "http_raw", "log_excerpt", "wait_ready"]
 

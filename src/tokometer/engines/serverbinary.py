@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from tokometer.engines._fs import built_binary_path
-from tokometer.errors import EngineError
+from tokometer.util.errors import EngineError
 
 __all__ = ["ENV_VAR", "binary_source", "checked_binary", "executable", "llama_server_version"]
 

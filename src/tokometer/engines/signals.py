@@ -12,7 +12,7 @@ import signal
 from pathlib import Path
 
 from tokometer.engines._fs import built_binary_path
-from tokometer.errors import EngineError
+from tokometer.util.errors import EngineError
 
 __all__ = ["EngineDied", "died_error", "exit_reason", "signal_advice", "signal_of"]
 

@@ -20,7 +20,7 @@ from tokometer.engines.llamacpp import LlamaCppSettings, checked_model, launch_l
 from tokometer.engines.ready import http_json
 from tokometer.engines.serverbinary import checked_binary
 from tokometer.engines.signals import EngineDied
-from tokometer.errors import EngineError
+from tokometer.util.errors import EngineError
 
 __all__ = ["SMOKE_TOKENS", "SmokeResult", "smoke_run"]
 

@@ -34,7 +34,6 @@ from tokometer.engines.handle import EngineHandle
 from tokometer.engines.identity import host_identity
 from tokometer.engines.process import EngineProcess, busy_port_error, connect_host, port_in_use
 from tokometer.engines.ready import wait_ready
-from tokometer.errors import ConfigError, EngineError
 from tokometer.perf.catalog import BUILTIN_MODELS
 from tokometer.perf.explain import kv_arithmetic, weights_arithmetic
 from tokometer.perf.hardwarespec import HardwareSpec
@@ -42,7 +41,8 @@ from tokometer.perf.loaders import resolve_model
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import normalize_dtype
 from tokometer.perf.roofline import ACTIVATION_RESERVE_GIB, Deployment
-from tokometer.units import GIB
+from tokometer.util.errors import ConfigError, EngineError
+from tokometer.util.units import GIB
 
 __all__ = ["KV_CACHE_DTYPES", "QUANTIZATIONS", "VLLM_ENV_VAR", "VllmInstall", "VllmPlan", "find_vllm", "plan_vllm",
            "plan_vllm_cpu", "start_vllm", "vllm_binary"]

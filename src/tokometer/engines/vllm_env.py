@@ -43,8 +43,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tokometer.cachedir import cache_root, file_lock
-from tokometer.errors import EngineError
+from tokometer.util.cachedir import cache_root, file_lock
+from tokometer.util.errors import EngineError
 
 __all__ = ["LEFT_OUT", "VLLM_CPU", "VLLM_VERSION", "env_key", "find_prepared_env", "prepare_vllm_env",
            "vllm_alias_problem"]

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tokometer.bundled import GEMMA_CHAT_TEMPLATE, bundled_model_path, file_sha256
-from tokometer.cachedir import cache_root, file_lock
 from tokometer.engines.vllm_env import prepare_vllm_env
-from tokometer.errors import EngineError
+from tokometer.util.cachedir import cache_root, file_lock
+from tokometer.util.errors import EngineError
 
 __all__ = ["BUNDLED_VLLM_NAME", "bundled_checkpoint", "find_bundled_checkpoint"]
 

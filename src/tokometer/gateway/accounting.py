@@ -20,8 +20,8 @@ from tokometer.metrics.request import decode_speed_tok_s, tpot_ns, ttft_ns
 from tokometer.protocols.gateway_clients import api_name
 
 if TYPE_CHECKING:
-    from tokometer.gateway.metrics import GatewayMetrics
     from tokometer.gateway.outcome import RelayContext, RelayOutcome
+    from tokometer.gateway.prometheus import GatewayMetrics
     from tokometer.gateway.router import Router
 
 __all__ = ["Figures", "cached_answer", "feed_health", "log_entry", "observe", "replay_entry"]

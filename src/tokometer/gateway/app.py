@@ -32,10 +32,10 @@ from tokometer.gateway.budget import TokenBudgets
 from tokometer.gateway.cache import AnswerCache, CachedAnswer, make_cache
 from tokometer.gateway.config import GatewayConfig
 from tokometer.gateway.counting import CountingLanes
-from tokometer.gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from tokometer.gateway.openai_format import Answer, replay, whole
 from tokometer.gateway.outcome import RelayContext, RelayOutcome
 from tokometer.gateway.prober import Prober
+from tokometer.gateway.prometheus import CONTENT_TYPE, GatewayMetrics
 from tokometer.gateway.prompt import PromptLimiter
 from tokometer.gateway.relay import Relay
 from tokometer.gateway.requestlog import RequestLog

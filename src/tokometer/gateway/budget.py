@@ -22,9 +22,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from tokometer.errors import ConfigError
 from tokometer.gateway.config import KeyConfig
 from tokometer.gateway.redislink import RedisLink, RedisUnavailable
+from tokometer.util.errors import ConfigError
 
 __all__ = ["PERIODS", "BudgetState", "TokenBudgets", "period_bounds"]
 

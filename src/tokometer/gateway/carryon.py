@@ -22,9 +22,9 @@ from tokometer.gateway.segments import SegmentPolicy, SegmentState
 from tokometer.gateway.upstream import UpstreamError
 
 if TYPE_CHECKING:
-    from tokometer.gateway.metrics import GatewayMetrics
     from tokometer.gateway.openai_format import Answer
     from tokometer.gateway.outcome import Measurement, RelayContext
+    from tokometer.gateway.prometheus import GatewayMetrics
     from tokometer.gateway.reply import Reply
 
 __all__ = ["CarryOn"]

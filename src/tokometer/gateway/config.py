@@ -27,10 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import ErrorDetails, PydanticUndefined
 
 from tokometer.client.tls import TlsOptions
-from tokometer.errors import ConfigError
-from tokometer.inbound.limits import DEFAULT_LIMITS
+from tokometer.inbound.request_limits import DEFAULT_LIMITS
 from tokometer.protocols.registry import PROTOCOLS
-from tokometer.secrets import value_problem
+from tokometer.util.errors import ConfigError
+from tokometer.util.secrets import value_problem
 
 __all__ = [
     "EXAMPLE_CONFIG",
@@ -587,7 +587,7 @@ def _redis_warning(url: str, path: Path) -> str | None:
 def check_environment(config: GatewayConfig, path: Path) -> list[str]:
     """What only this machine can tell (``gateway --check``): a request log that cannot be written is an error;
     a Redis that does not answer now is a warning (the gateway runs on without it). Returns the warnings."""
-    from tokometer.paths import writable_file_problem
+    from tokometer.util.paths import writable_file_problem
 
     if config.log.path is not None:
         problem = writable_file_problem(config.log.path, "requests.jsonl")

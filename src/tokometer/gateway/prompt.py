@@ -12,12 +12,12 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from tokometer.errors import TokometerError
 from tokometer.gateway.config import RouteConfig
 from tokometer.gateway.upstream import Endpoint
 from tokometer.messages import message_text
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.tokens.budget import fit_to_budget
+from tokometer.util.errors import TokometerError
 
 __all__ = ["PromptCheck", "PromptLimiter", "TooLong"]
 

@@ -30,7 +30,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from tokometer.errors import ConfigError
+from tokometer.util.errors import ConfigError
 
 __all__ = ["RedisLink", "RedisUnavailable", "redacted_url"]
 

@@ -45,7 +45,7 @@ from tokometer.protocols.openai.errors import error_body
 
 if TYPE_CHECKING:
     from tokometer.client.assemble import StreamAssembly
-    from tokometer.gateway.metrics import GatewayMetrics
+    from tokometer.gateway.prometheus import GatewayMetrics
 
 __all__ = ["Relay", "RelayContext", "RelayOutcome"]
 

@@ -25,8 +25,8 @@ from typing import IO, Any
 
 import orjson
 
-from tokometer.errors import ConfigError
 from tokometer.gateway.config import UpstreamConfig
+from tokometer.util.errors import ConfigError
 
 __all__ = ["RequestLog", "RequestLogEntry", "cost_usd"]
 

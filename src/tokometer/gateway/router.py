@@ -22,14 +22,14 @@ from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokometer.errors import TokometerError
 from tokometer.gateway.auth import auth_error
 from tokometer.gateway.breaker import UpstreamHealth
 from tokometer.gateway.config import RouteConfig
 from tokometer.gateway.hedge import HedgeAfter, race
-from tokometer.gateway.metrics import GatewayMetrics
+from tokometer.gateway.prometheus import GatewayMetrics
 from tokometer.gateway.upstream import Endpoint, Upstream, UpstreamCall, UpstreamError, UpstreamEvent
 from tokometer.protocols.openai.errors import error_body
+from tokometer.util.errors import TokometerError
 
 __all__ = ["AllUpstreamsFailed", "Opened", "Router", "all_failed_body"]
 

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from tokometer.gateway.cache import AnswerCache, CachedAnswer
     from tokometer.gateway.config import GatewayConfig, KeyConfig, RouteConfig
     from tokometer.gateway.counting import CountingLanes
-    from tokometer.gateway.metrics import GatewayMetrics
+    from tokometer.gateway.prometheus import GatewayMetrics
     from tokometer.gateway.prompt import PromptCheck, PromptLimiter
     from tokometer.gateway.upstream import Endpoint
     from tokometer.protocols.gateway_clients import ClientApi

@@ -32,8 +32,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from tokometer.errors import ConfigError, TokometerError
 from tokometer.gateway.config import GatewayConfig
+from tokometer.util.errors import ConfigError, TokometerError
 
 __all__ = ["Supervisor"]
 

@@ -36,7 +36,6 @@ from tokometer.client.http1 import (
     StreamedResponse,
     transport_error_category,
 )
-from tokometer.errors import TokometerError
 from tokometer.gateway.config import UpstreamConfig
 from tokometer.messages import message_text
 from tokometer.prompt import Message, Prompt
@@ -46,6 +45,7 @@ from tokometer.protocols.openai.client import OpenAIChat, OpenAICompletions
 from tokometer.protocols.registry import create_client, protocol_named
 from tokometer.protocols.tool_events import tool_fields
 from tokometer.records import ErrorCategory, describe_http_failure
+from tokometer.util.errors import TokometerError
 
 __all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Endpoint", "Upstream", "UpstreamCall", "UpstreamError",
            "UpstreamEvent"]

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from tokometer.errors import ConfigError
 from tokometer.protocols.common.numbers import MAX_COUNT, MAX_DURATION_MS
-from tokometer.readlimit import read_at_most
 from tokometer.records import RequestRecord, TokenSource
+from tokometer.util.errors import ConfigError
+from tokometer.util.readlimit import read_at_most
 
 __all__ = ["MAX_DURATION_NS", "MAX_EVENTS", "MAX_IMPORT_BYTES", "MAX_NESTING", "MAX_RATE_PER_S", "MAX_STAMP_NS",
            "UNIT_NS", "EventCount", "ImportFormatError", "ImportedRun", "ImportedStep", "as_float", "as_int",

@@ -1,7 +1,7 @@
 """A request body as a JSON object of bounded depth: `parse_object`, or `BadBody` (answered 400).
 
 orjson parses up to 1,024 levels, but writes at most 254 (and much of Python recurses on nesting): a
-body nested deeper than ``max_depth`` (64 by default, `tokometer.inbound.limits`) is refused here,
+body nested deeper than ``max_depth`` (64 by default, `tokometer.inbound.request_limits`) is refused here,
 before any code that would copy, hash or forward it sees it. The depth is found the cheaper of two
 ways, in time linear in the body: the bracket count bounds it from above, so the usual body (a few
 dozen brackets) is not looked at again; a body of up to 50,000 values (a long chat) is walked,
@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from tokometer.inbound.limits import DEFAULT_LIMITS
+from tokometer.inbound.request_limits import DEFAULT_LIMITS
 
 __all__ = ["BadBody", "json_depth", "parse_object"]
 

@@ -37,13 +37,13 @@ from time import perf_counter_ns
 from types import ModuleType
 from typing import Any
 
-from tokometer.errors import ConfigError
 from tokometer.load.profiles import LoadStep
 from tokometer.load.ray_actor import LoadActor, boot_id
 from tokometer.load.runner import StepLimits, StepOutcome
 from tokometer.load.selfcheck import ClientHealth
 from tokometer.load.share import Items, WorkerSetup, stopped_before_start
 from tokometer.records import RequestRecord
+from tokometer.util.errors import ConfigError
 
 __all__ = ["INSTALL_HINT", "ClockOffset", "RayLoad", "import_ray"]
 

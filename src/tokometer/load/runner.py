@@ -15,11 +15,11 @@ from time import perf_counter_ns
 from typing import Any, Generic, TypeVar
 
 from tokometer.client.streamclient import StreamClient
-from tokometer.clock import sleep_until
 from tokometer.load.profiles import LoadStep, schedule_offsets
 from tokometer.load.selfcheck import ClientHealth, LoopMonitor
 from tokometer.prompt import Prompt
 from tokometer.records import RequestRecord
+from tokometer.util.clock import sleep_until
 
 __all__ = ["DISPATCH_SPIN_NS", "START_LEAD_NS", "Issuer", "StepLimits", "StepOutcome", "dispatch", "guarded",
            "run_step", "step_offsets"]

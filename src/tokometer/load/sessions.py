@@ -24,7 +24,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from time import perf_counter_ns
 
 from tokometer.client.streamclient import StreamClient
-from tokometer.clock import sleep_until
 from tokometer.datasets.conversations import SessionScript
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import (
@@ -40,6 +39,7 @@ from tokometer.load.runner import (
 from tokometer.load.selfcheck import LoopMonitor
 from tokometer.prompt import Message, Prompt, chat_to_text
 from tokometer.records import RequestRecord
+from tokometer.util.clock import sleep_until
 
 __all__ = ["run_session_step"]
 

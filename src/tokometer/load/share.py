@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tokometer.client.streamclient import StreamClient, Target, Timeouts
-from tokometer.clock import sleep_until
 from tokometer.datasets.conversations import SessionScript
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome, run_step
@@ -29,6 +28,7 @@ from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.protocols.registry import create_client
 from tokometer.records import RequestRecord
+from tokometer.util.clock import sleep_until
 
 __all__ = ["Items", "Share", "WorkerSetup", "make_client", "run_share", "share", "split_evenly",
            "stopped_before_start"]

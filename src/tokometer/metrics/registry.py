@@ -4,7 +4,7 @@ One row per metric (`Metric`): its name, unit, direction, one-line definition, a
 an objective or a gate may name. Everything that spells a metric's name reads it from here:
 
 - `tokometer.metrics.DEFINITIONS`, the ``definitions`` block of every JSON result (`definitions`);
-- ``compare``'s metric table (`tokometer.compare.gate_metrics`: each row's ``gate`` percentiles and thresholds,
+- ``compare``'s metric table (`tokometer.compare.gate.gate_metrics`: each row's ``gate`` percentiles and thresholds,
   then the gate's own metrics of a step as a whole; names, labels, units and directions come from here);
 - ``bench --find-max``'s objectives (`objective`: ``ttft_p99``, ``goodput_share``, ``error_rate``);
 - the CSV's columns (`csv_columns`, in registry order).

@@ -48,10 +48,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tokometer.limits import MAX_SLICE_S, MIN_SLICE_S
 from tokometer.metrics.registry import window_rows
 from tokometer.metrics.summary import SLO, summarize
 from tokometer.records import RequestRecord
+from tokometer.util.limits import MAX_SLICE_S, MIN_SLICE_S
 
 __all__ = ["MAX_SLICES", "StepLoad", "origin_ns", "slice_ns", "steady_requests", "steady_state", "step_windows",
            "time_slices", "window_summary"]
@@ -147,7 +147,7 @@ def _summary(chosen: Sequence[RequestRecord], load: _Load, a: int, b: int, targe
 
 
 def slice_ns(slice_s: float) -> int:
-    """A slice width in ns, held within [`tokometer.limits.MIN_SLICE_S`, `MAX_SLICE_S`] (``bench`` validates
+    """A slice width in ns, held within [`tokometer.util.limits.MIN_SLICE_S`, `MAX_SLICE_S`] (``bench`` validates
     ``--time-slice`` against them; a width read back from a store is held to them here)."""
     if not math.isfinite(slice_s):
         return int(MAX_SLICE_S * 1e9)

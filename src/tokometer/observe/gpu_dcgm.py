@@ -40,10 +40,10 @@ from collections.abc import Mapping
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokometer.errors import EndpointError
 from tokometer.observe.gpu_nvml import throttle_reasons
 from tokometer.observe.sampler import fetch_text
 from tokometer.observe.snapshot import GpuSample
+from tokometer.util.errors import EndpointError
 
 __all__ = ["DCGM_FIELDS", "fetch_dcgm", "parse_dcgm"]
 

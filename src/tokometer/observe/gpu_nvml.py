@@ -20,8 +20,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol, TypeVar
 
-from tokometer.errors import EndpointError
 from tokometer.observe.snapshot import GpuSample
+from tokometer.util.errors import EndpointError
 
 __all__ = ["THROTTLE_REASONS", "NvmlApi", "NvmlReader", "available", "read_gpus", "throttle_reasons"]
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from tokometer.errors import ConfigError, EndpointError
 from tokometer.observe.gpu_dcgm import fetch_dcgm
 from tokometer.observe.gpu_nvml import NvmlApi, NvmlReader
 from tokometer.observe.snapshot import GpuSample
+from tokometer.util.errors import ConfigError, EndpointError
 
 __all__ = ["GpuReader", "gpu_reader"]
 

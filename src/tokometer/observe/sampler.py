@@ -4,7 +4,7 @@ The benchmark's event loop stamps every byte the server sends; nothing of the sa
 A daemon thread reads the sources every ``interval_s`` (default 1 s): the server's Prometheus
 exposition (`fetch_text`: urllib, which honours the same ``HTTP(S)_PROXY``/``NO_PROXY`` as the
 client, with the run's TLS settings, a deadline for the whole answer and a size limit:
-`tokometer.blockinghttp`) and the GPUs (NVML, or a DCGM exporter's ``/metrics``). Each
+`tokometer.util.blockinghttp`) and the GPUs (NVML, or a DCGM exporter's ``/metrics``). Each
 reading is kept with its `perf_counter_ns` stamp, the clock the client stamps requests with, so
 that a step's window ``[first sent, last ended]`` selects the readings taken during it. Each server
 reading keeps its parsed figures; only the newest keeps every raw series too (`Snapshot.raw`, which
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import TypeVar
 
-from tokometer.blockinghttp import MAX_ANSWER_BYTES, request_bytes
 from tokometer.observe.snapshot import GpuSample, Snapshot
+from tokometer.util.blockinghttp import MAX_ANSWER_BYTES, request_bytes
 
 __all__ = ["Gap", "Sampler", "fetch_text"]
 
@@ -36,7 +36,7 @@ _MAX_BYTES = MAX_ANSWER_BYTES
 def fetch_text(url: str, timeout_s: float, context: ssl.SSLContext | None = None) -> str:
     """The body of ``GET url`` as text, blocking; raises OSError on any failure: no connection, the whole
     answer not in within ``timeout_s`` (however the server trickles it), more than 16 MiB, a status of 400
-    or more (``urllib.error.HTTPError``, with its ``code``). (`tokometer.blockinghttp`)"""
+    or more (``urllib.error.HTTPError``, with its ``code``). (`tokometer.util.blockinghttp`)"""
     body = request_bytes(url, headers={"Accept": "text/plain;version=0.0.4"}, timeout_s=timeout_s,
                          max_bytes=_MAX_BYTES, context=context)
     return body.decode("utf-8", "replace")

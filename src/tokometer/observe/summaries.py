@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tokometer.observe.gpu_window import summarize_gpu
+from tokometer.observe.server_window import server_window
 from tokometer.observe.snapshot import GpuSample, Snapshot
-from tokometer.observe.window import server_window
 
 __all__ = ["gpu_summary", "server_summary"]
 

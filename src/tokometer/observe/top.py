@@ -36,9 +36,9 @@ from typing import Any
 from tokometer.observe.buckets import Located
 from tokometer.observe.gpu_window import GpuWindow, summarize_gpus
 from tokometer.observe.sampler import Gap
+from tokometer.observe.server_window import ServerWindow, live_increase, server_window
 from tokometer.observe.snapshot import GpuSample, Snapshot
 from tokometer.observe.vocabulary import SIM_INFO
-from tokometer.observe.window import ServerWindow, live_increase, server_window
 
 __all__ = ["LATENCIES", "MIN_ENDS", "GpuView", "TopView", "top_view"]
 

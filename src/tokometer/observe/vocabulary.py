@@ -15,8 +15,8 @@ Where the looked-up source is cited, it is the file that defines the metric:
 - llama.cpp: ``ggml-org/llama.cpp`` ``tools/server/server.cpp`` (``/metrics`` handler, ``--metrics``);
 - TGI: ``huggingface/text-generation-inference`` ``router/src/server.rs`` (``metrics::histogram!``
   etc.) and the metrics table of its reference documentation;
-- tokometer's gateway: ``src/tokometer/gateway/metrics.py``; its simulator:
-  ``src/tokometer/sim/metrics.py`` (it speaks one of the engines' names, ``--metrics-names``, and
+- tokometer's gateway: ``src/tokometer/gateway/prometheus.py``; its simulator:
+  ``src/tokometer/sim/prometheus.py`` (it speaks one of the engines' names, ``--metrics-names``, and
   says so in ``tokometer_sim_info``).
 """
 
@@ -210,7 +210,7 @@ TGI = Family(
     at_request_end=("prompt_tokens", "generation_tokens"),  # per-request histograms' _sum
 )
 
-# tokometer's gateway, src/tokometer/gateway/metrics.py: OpenTelemetry GenAI histograms
+# tokometer's gateway, src/tokometer/gateway/prometheus.py: OpenTelemetry GenAI histograms
 # gen_ai_server_time_to_first_token_seconds, gen_ai_server_time_per_output_token_seconds,
 # gen_ai_server_request_duration_seconds; tokometer_gateway_in_flight / _waiting (per upstream),
 # tokometer_gateway_tokens{type="input"|"output"}, tokometer_gateway_requests{status}.

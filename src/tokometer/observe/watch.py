@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from urllib.parse import urlsplit
 
-from tokometer.errors import ConfigError, EndpointError
 from tokometer.observe.gpu_source import gpu_reader
 from tokometer.observe.sampler import Sampler
 from tokometer.observe.scrape import scraper
 from tokometer.observe.top import TopView, top_view
+from tokometer.util.errors import ConfigError, EndpointError
 
 __all__ = ["SCRAPE_TIMEOUT_S", "Watch", "is_local", "metrics_url"]
 

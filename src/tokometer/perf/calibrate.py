@@ -32,11 +32,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tokometer.atomicfile import write_atomic
-from tokometer.errors import ConfigError
-from tokometer.jsontext import dumps
 from tokometer.perf.efficiency import RunEfficiency, StepEfficiency
 from tokometer.perf.roofline import Efficiency, decode_limiter
+from tokometer.util.atomicfile import write_atomic
+from tokometer.util.errors import ConfigError
+from tokometer.util.jsontext import dumps
 
 __all__ = ["Calibration", "calibration_path", "fit", "load_calibration", "save_calibration"]
 

@@ -2,7 +2,7 @@
 
 One pass over a batch of B inputs of T tokens each processes B × T prompt tokens and decodes nothing, so its
 time is `tokometer.perf.roofline.embedding_pass_s` (the prefill formula, B sequences, nothing cached), bound
-(100 % of peak) and expected (at the efficiencies `tokometer.perf.app.resolve_efficiency` picks). A server
+(100 % of peak) and expected (at the efficiencies `tokometer.perf.questions.resolve_efficiency` picks). A server
 that runs one pass after another then answers 1 / pass time requests per second, B of them inputs per
 second and B × T input tokens per second; the latency of a request alone is one pass. Nothing is kept in
 a KV cache between passes, so memory sets no batch limit here beyond the activations (not modelled).
@@ -16,8 +16,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tokometer.perf.app import EstimateSpec, estimate_inputs
 from tokometer.perf.quant import normalize_dtype
+from tokometer.perf.questions import EstimateSpec, estimate_inputs
 from tokometer.perf.roofline import BOUND, Deployment, Efficiency, embedding_pass_s
 
 __all__ = ["EmbeddingEstimate", "EmbeddingRow", "embedding_estimate", "render_embedding_estimate",

@@ -13,7 +13,7 @@ from tokometer.perf.roofline import (
     prefill_s,
     weight_bytes_read,
 )
-from tokometer.units import GIB
+from tokometer.util.units import GIB
 
 __all__ = ["explain", "fmt_bytes", "fmt_time", "kv_arithmetic", "weights_arithmetic"]
 

@@ -32,8 +32,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tokometer.errors import ConfigError
 from tokometer.perf.hardwarespec import HardwareSpec
+from tokometer.util.errors import ConfigError
 
 __all__ = ["HARDWARE_ALIASES", "hardware_table", "resolve_hardware", "user_hardware_file"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokometer.units import GIB
+from tokometer.util.units import GIB
 
 __all__ = ["ComputePeak", "HardwareSpec"]
 

@@ -44,12 +44,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tokometer.atomicfile import write_atomic
-from tokometer.errors import OutputError
-from tokometer.jsontext import dumps
 from tokometer.perf.cpupeak import DTYPES, CpuFeatures, cycle_peaks, read_cpu_features
 from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
-from tokometer.units import GIB
+from tokometer.util.atomicfile import write_atomic
+from tokometer.util.errors import OutputError
+from tokometer.util.jsontext import dumps
+from tokometer.util.units import GIB
 
 __all__ = ["TORCH_PYTHON_ENV", "host_cache_file", "host_hardware", "host_peaks", "measure_host"]
 
@@ -111,7 +111,7 @@ def measure_host(array_mib: int | None = None, matmul_n: int | None = None) -> d
     array_mib = array_mib or _ARRAY_MIB
     matmul_n = matmul_n or _MATMUL_N
 
-    from tokometer.hostinfo import host_info
+    from tokometer.util.hostinfo import host_info
 
     threads = os.cpu_count() or 1
     n = array_mib * 2**20 // 8
@@ -178,7 +178,7 @@ def _clock_ghz() -> float | None:
 
 
 def _same_host(cached: dict[str, Any]) -> bool:
-    from tokometer.hostinfo import host_info
+    from tokometer.util.hostinfo import host_info
 
     info = host_info()
     return all(cached.get(k) == info[k] for k in ("cpu_model", "logical_cpus", "ram_bytes"))

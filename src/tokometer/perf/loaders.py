@@ -21,11 +21,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tokometer.errors import ConfigError
-from tokometer.gguf import TOKENIZER_ARRAYS, GGUFFile, quantization_of, read_gguf
 from tokometer.perf.catalog import BUILTIN_MODELS, MODEL_ALIASES
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import normalize_dtype
+from tokometer.util.errors import ConfigError
+from tokometer.util.gguf import TOKENIZER_ARRAYS, GGUFFile, quantization_of, read_gguf
 
 __all__ = ["model_from_config", "model_from_gguf", "resolve_model", "weights_on_disk"]
 

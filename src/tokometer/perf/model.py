@@ -14,7 +14,7 @@ Derived quantities, each a one-line formula:
                             are quantised: (params − embedding params) × bits / 8 + embedding params × 2
     expert params (MoE)   = (params − active) × experts / (experts − experts per token)
 
-Loaders for built-in names, config.json and GGUF headers (read by `tokometer.gguf`) live in
+Loaders for built-in names, config.json and GGUF headers (read by `tokometer.util.gguf`) live in
 `tokometer.perf.loaders`.
 """
 

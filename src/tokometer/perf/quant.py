@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokometer.errors import ConfigError
+from tokometer.util.errors import ConfigError
 
 __all__ = ["KV_DTYPES", "WEIGHT_DTYPES", "WeightDtype", "default_kv_dtype", "kv_bytes", "normalize_dtype",
            "weight_dtype"]

@@ -13,7 +13,7 @@ from tokometer.perf.explain import fmt_bytes
 from tokometer.perf.quant import normalize_dtype
 from tokometer.perf.roofline import weight_bytes_read
 from tokometer.perf.target import TargetAnswer
-from tokometer.units import GIB
+from tokometer.util.units import GIB
 
 if TYPE_CHECKING:
     from tokometer.perf.hardwarespec import HardwareSpec

@@ -42,11 +42,11 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from tokometer.errors import ConfigError
 from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import kv_bytes, normalize_dtype, weight_dtype
-from tokometer.units import GIB
+from tokometer.util.errors import ConfigError
+from tokometer.util.units import GIB
 
 __all__ = [
     "ACTIVATION_RESERVE_GIB",

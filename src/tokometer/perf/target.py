@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokometer.errors import ConfigError
 from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import default_kv_dtype, normalize_dtype
 from tokometer.perf.roofline import Deployment, Efficiency, decode_step_s, weight_bytes_read
+from tokometer.util.errors import ConfigError
 
 __all__ = ["TARGET_DTYPES", "TargetAnswer", "TargetOption", "reach_target"]
 

@@ -7,7 +7,6 @@ a new package under `tokometer.protocols` and one line here.
 
 from __future__ import annotations
 
-from tokometer.errors import ConfigError
 from tokometer.protocols.anthropic_messages import MESSAGES
 from tokometer.protocols.common.base import ProtocolClient
 from tokometer.protocols.common.protocol import Protocol
@@ -17,6 +16,7 @@ from tokometer.protocols.ollama import OLLAMA
 from tokometer.protocols.openai import CHAT, COMPLETIONS
 from tokometer.protocols.openai_responses import RESPONSES
 from tokometer.protocols.tgi import TGI_GENERATE
+from tokometer.util.errors import ConfigError
 
 __all__ = ["PROTOCOLS", "Protocol", "create_client", "default_api_for_url", "protocol_named"]
 

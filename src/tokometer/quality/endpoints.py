@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from tokometer.errors import ConfigError
+from tokometer.util.errors import ConfigError
 
 __all__ = ["ENGINE_PREFIX", "Endpoint", "EndpointSpec", "open_endpoints", "parse_endpoint"]
 
@@ -107,7 +107,7 @@ def _model_file(spec: EndpointSpec) -> Path | None:
 async def _resolve(label: str, spec: EndpointSpec, base_url: str, model: str | None, api_key: str | None,
                    identity: dict[str, Any]) -> Endpoint:
     from tokometer.client.probe import Probe
-    from tokometer.errors import EndpointError
+    from tokometer.util.errors import EndpointError
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     probe = Probe(headers=headers)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from tokometer.errors import DatasetError
+from tokometer.util.errors import DatasetError
 
 __all__ = ["EVALSET_NAME", "EvalItem", "is_correct", "load_evalset", "normalise_answer"]
 

@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tokometer.client.streamclient import StreamClient, Target
-from tokometer.errors import EndpointError
 from tokometer.metrics.request import decode_speed_tok_s, ttft_ns
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import GenerationParams
@@ -35,6 +34,7 @@ from tokometer.quality.agreement import ItemComparison, TokenStep, compare_paths
 from tokometer.quality.endpoints import Endpoint
 from tokometer.quality.evalset import EvalItem, is_correct
 from tokometer.records import RequestRecord
+from tokometer.util.errors import EndpointError
 
 __all__ = ["EndpointRun", "QualityResult", "QualitySpec", "run_quality"]
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tokometer.errors import ConfigError
 from tokometer.observe.buckets import Located, describe, from_json
+from tokometer.util.errors import ConfigError
 
 __all__ = ["cdf", "efficiency", "gpu", "rate_vs_throughput", "require_plotly", "server", "time_slices", "timeline",
            "ttft_vs_load"]

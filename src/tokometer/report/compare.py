@@ -1,5 +1,5 @@
 """Output of ``tokometer compare``: a table per step, the two runs' Pareto fronts and a verdict line on the
-console, or a markdown summary for a pull-request comment. (JSON is `tokometer.compare.Comparison.to_json`.)"""
+console, or a markdown summary for a pull-request comment. (JSON is `tokometer.compare.gate.Comparison.to_json`.)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tokometer.compare import Comparison, Fronts, MetricComparison, StepComparison
+from tokometer.compare.gate import Comparison, Fronts, MetricComparison, StepComparison
 from tokometer.metrics.pareto import Point
 
 __all__ = ["front_rows", "render_compare", "render_markdown", "verdict_line"]

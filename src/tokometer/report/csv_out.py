@@ -20,12 +20,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tokometer.atomicfile import atomic_open
 from tokometer.benchmark.run import BenchResult, StepResult
 from tokometer.load.profiles import LoadStep
 from tokometer.metrics import registry
 from tokometer.metrics.summary import StepSummary
 from tokometer.store.runs import StoredRun
+from tokometer.util.atomicfile import atomic_open
 
 __all__ = ["CSV_COLUMNS", "WINDOW_COLUMNS", "columns", "csv_text", "run_rows", "step_row", "step_rows", "summary_row",
            "window_rows", "write_csv"]

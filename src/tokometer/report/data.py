@@ -47,8 +47,7 @@ from typing import Any
 from tokometer import __version__
 from tokometer.benchmark import findmax
 from tokometer.benchmark.findmax import FindMax, parse_objectives
-from tokometer.compare import load_groups, run_gpus
-from tokometer.errors import TokometerError
+from tokometer.compare.gate import load_groups, run_gpus
 from tokometer.metrics import pareto
 from tokometer.metrics import request as m
 from tokometer.metrics.knee import knee, power, summary_power
@@ -56,6 +55,7 @@ from tokometer.metrics.pooling import pool_trials
 from tokometer.records import RequestRecord
 from tokometer.report.ramps import ramp_targets
 from tokometer.store.runs import StoredRun, StoredStep
+from tokometer.util.errors import TokometerError
 
 __all__ = ["MAX_CDF_POINTS", "MAX_TIMELINE_REQUESTS", "SCHEMA", "report_data", "run_name", "step_label"]
 
@@ -210,14 +210,14 @@ def _step(step: StoredStep, search: FindMax | None) -> dict[str, Any]:
 
 
 def _efficiency(run: StoredRun, records: list[RequestRecord]) -> tuple[dict[str, Any] | None, str | None]:
-    """The run judged against its roofline (`tokometer.perf.app.judge_stored_run`) when its model and hardware
+    """The run judged against its roofline (`tokometer.perf.questions.judge_stored_run`) when its model and hardware
     are known (a run of the embedded engine: its GGUF, on this host); otherwise why not, in words."""
     engine = run.engine
     if engine is None or not engine.is_llamacpp or not engine.model_file:
         return None, (f"not shown: the model and hardware of {run_name(run)} are not known (only a run of the "
                       f"embedded engine names its model file and ran on this host); 'tokometer estimate --run "
                       f"{run.id} --model NAME --hardware NAME' judges it against a deployment you name")
-    from tokometer.perf.app import EstimateSpec, judge_stored_run
+    from tokometer.perf.questions import EstimateSpec, judge_stored_run
     from tokometer.perf.roofline import Efficiency
 
     try:

@@ -12,12 +12,12 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tokometer.jsontext import dumps
 from tokometer.report import charts
 from tokometer.report.headline import columns, describe, fmt, headline, step_rows
 from tokometer.report.pareto import PARETO_COLUMNS, pareto_lines, pareto_rows, pareto_title
 from tokometer.report.slices import slice_columns, slice_tables
 from tokometer.report.steady import STEADY_NOTE, steady_columns, steady_rows
+from tokometer.util.jsontext import dumps
 
 __all__ = ["CHART_IDS", "DATA_ID", "embed_json", "render_html"]
 

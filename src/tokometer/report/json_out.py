@@ -23,12 +23,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tokometer.atomicfile import write_atomic
 from tokometer.benchmark.run import BenchResult
-from tokometer.jsontext import dumps
 from tokometer.metrics.registry import definitions
 from tokometer.report.data import find_max_of
 from tokometer.store.runs import BENCH_SCHEMA, StoredRun
+from tokometer.util.atomicfile import write_atomic
+from tokometer.util.jsontext import dumps
 
 __all__ = ["SCHEMA", "bench_json", "run_json", "write_json"]
 

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from tokometer.observe.buckets import describe
 from tokometer.observe.top import LATENCIES, GpuView, TopView
-from tokometer.units import GIB
+from tokometer.util.units import GIB
 
 __all__ = ["BLOCKS", "render_top", "sparkline"]
 

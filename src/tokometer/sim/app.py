@@ -31,7 +31,7 @@ from tokometer.sim.bodies import error, read_json
 from tokometer.sim.config import SimConfig
 from tokometer.sim.embeddings import embedding_routes
 from tokometer.sim.generate import generate
-from tokometer.sim.metrics import CONTENT_TYPE, SimMetrics
+from tokometer.sim.prometheus import CONTENT_TYPE, SimMetrics
 from tokometer.sim.servers import SERVERS
 from tokometer.sim.state import DropSimulatedResets, SimState
 from tokometer.sim.steptime import engine_for

@@ -6,7 +6,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tokometer.inbound.limits import DEFAULT_LIMITS
+from tokometer.inbound.request_limits import DEFAULT_LIMITS
 
 __all__ = ["FAULTS", "METRICS_NAMES", "Fault", "MetricsNames", "SimConfig", "parse_fault_rates"]
 
@@ -29,7 +29,7 @@ Fault = Literal[
 FAULTS: Final[tuple[str, ...]] = Fault.__args__  # type: ignore[attr-defined]
 
 MetricsNames = Literal["vllm", "vllm-v0", "sglang", "llamacpp", "tgi"]
-"""Whose Prometheus names ``/metrics`` speaks (`tokometer.sim.metrics`)."""
+"""Whose Prometheus names ``/metrics`` speaks (`tokometer.sim.prometheus`)."""
 
 METRICS_NAMES: Final[tuple[str, ...]] = MetricsNames.__args__  # type: ignore[attr-defined]
 

@@ -30,11 +30,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from tokometer.clock import PRECISE_SPIN_NS, sleep_until
 from tokometer.sim.config import SimConfig
 from tokometer.sim.servers import count_words
 from tokometer.sim.state import SimState
 from tokometer.sim.trace import SendTrace
+from tokometer.util.clock import PRECISE_SPIN_NS, sleep_until
 
 __all__ = ["DIMENSIONS", "MAX_INPUTS", "embedding_routes"]
 

@@ -35,8 +35,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from tokometer.clock import sleep_until
 from tokometer.sim.prefixcache import BLOCK_TOKENS, PrefixCache
+from tokometer.util.clock import sleep_until
 
 __all__ = ["Engine", "EngineLimits", "EngineStats", "Sequence", "StepTime"]
 

@@ -11,7 +11,7 @@ import uvicorn
 import uvloop
 
 from tokometer.inbound.connections import ConnectionLimits, fd_budget, guarded_protocol
-from tokometer.inbound.limits import DEFAULT_LIMITS
+from tokometer.inbound.request_limits import DEFAULT_LIMITS
 from tokometer.sim.app import create_app
 from tokometer.sim.config import SimConfig
 

@@ -16,7 +16,7 @@ _SEEN_LIMIT = 10_000
 
 
 class SimMetricsLike(Protocol):
-    """What the streams need of `tokometer.sim.metrics.SimMetrics` (kept apart to avoid an import cycle)."""
+    """What the streams need of `tokometer.sim.prometheus.SimMetrics` (kept apart to avoid an import cycle)."""
 
     def observe(self, trace: SendTrace) -> None: ...
 

@@ -10,9 +10,9 @@ mixed steps are slightly optimistic).
 
 from __future__ import annotations
 
-from tokometer.errors import ConfigError
 from tokometer.sim.config import SimConfig
 from tokometer.sim.engine import Engine, EngineLimits, StepTime
+from tokometer.util.errors import ConfigError
 
 __all__ = ["deployment_for", "engine_for", "step_time_for"]
 

@@ -23,13 +23,13 @@ from typing import Any
 import orjson
 from starlette.types import Message, Receive, Scope, Send
 
-from tokometer.clock import PRECISE_SPIN_NS, sleep_until
 from tokometer.datasets.words import WORDS
 from tokometer.protocols.common.server import ProtocolServer, RequestInfo, StreamTiming
 from tokometer.sim.engine import Sequence
 from tokometer.sim.reasoning import event_text
 from tokometer.sim.state import SimState, SimulatedReset
 from tokometer.sim.trace import SendTrace
+from tokometer.util.clock import PRECISE_SPIN_NS, sleep_until
 
 __all__ = ["EngineStream", "ScriptedStream"]
 

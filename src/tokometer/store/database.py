@@ -26,8 +26,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from tokometer.errors import StoreError
-from tokometer.jsontext import dumps
+from tokometer.util.errors import StoreError
+from tokometer.util.jsontext import dumps
 
 __all__ = ["database_error", "display_url", "is_writable", "open_reader", "open_writer", "request_columns",
            "run_columns", "sqlite_path", "step_columns", "store_exists"]

@@ -22,7 +22,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 
 from tokometer import __version__
-from tokometer.errors import StoreError
+from tokometer.util.errors import StoreError
 
 __all__ = ["MIGRATIONS", "check_known", "head", "stored_revision", "upgrade"]
 

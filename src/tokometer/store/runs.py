@@ -103,7 +103,7 @@ class StoredStep:
     health: ClientHealth | None = None
     interrupted: bool = False
     server: Mapping[str, Any] | None = None
-    """What the server did during the step (`tokometer.observe.window`'s summary), if it was scraped."""
+    """What the server did during the step (`tokometer.observe.server_window`'s summary), if it was scraped."""
     gpu: tuple[Mapping[str, Any], ...] = ()
     """Per GPU, what it did during the step (`tokometer.observe.gpu_window`), if it was read."""
     trial: int | None = None

@@ -32,9 +32,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import SQLAlchemyError
 
 from tokometer import __version__
-from tokometer.errors import StoreError
 from tokometer.records import RequestRecord
-from tokometer.secrets import redact_saved_spec
 from tokometer.store.database import (
     database_error,
     display_url,
@@ -49,6 +47,8 @@ from tokometer.store.orphans import abort_runs, find_orphans, process_identity
 from tokometer.store.rows import record_row, row_record
 from tokometer.store.runs import StoredRun
 from tokometer.store.schema import SCHEMA_VERSION, requests, runs, steps, tags
+from tokometer.util.errors import StoreError
+from tokometer.util.secrets import redact_saved_spec
 
 __all__ = ["BATCH_ROWS", "WRITE_DEADLINE_S", "ResultStore", "configured_store_url", "default_store_url", "now_iso"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from tokometer.tokens.base import BaseTokenizer, Tokenizer
 from tokometer.tokens.budget import count_tokens, fit_to_budget, max_output_tokens
 from tokometer.tokens.chat import ChatCount, count_chat, parse_messages
-from tokometer.tokens.gguf import gguf_tokenizer
+from tokometer.tokens.gguf_vocab import gguf_tokenizer
 from tokometer.tokens.hf import FileTokenizer
 from tokometer.tokens.hf_auto import HFTokenizer
 from tokometer.tokens.loader import load_tokenizer

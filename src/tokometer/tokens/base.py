@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from tokometer.errors import TokenizerError
 from tokometer.tokens.template import render_template
+from tokometer.util.errors import TokenizerError
 
 __all__ = ["BaseTokenizer", "Tokenizer"]
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from tokometer.errors import TokenizerError
 from tokometer.tokens.base import BaseTokenizer, Tokenizer
+from tokometer.util.errors import TokenizerError
 
 __all__ = ["Cut", "count_tokens", "fit_to_budget", "max_output_tokens"]
 

@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tokometer.errors import DatasetError
 from tokometer.messages import message_text
 from tokometer.tokens.base import BaseTokenizer
+from tokometer.util.errors import DatasetError
 
 __all__ = ["ChatCount", "Messages", "count_chat", "looks_like_json", "message_text", "parse_messages"]
 

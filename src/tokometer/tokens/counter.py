@@ -16,11 +16,11 @@ from typing import BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tokometer.errors import ConfigError, TokometerError
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.tokens.chat import Messages, looks_like_json, parse_messages
 from tokometer.tokens.counting import BatchCount, TextCount, count_jsonl, count_text, decode_input, read_input
 from tokometer.tokens.pricing import Cost, ModelPrice, PriceTable
+from tokometer.util.errors import ConfigError, TokometerError
 
 __all__ = ["CountResult", "CountSpec", "run_count"]
 

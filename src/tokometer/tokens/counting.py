@@ -19,9 +19,9 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from tokometer.errors import DatasetError
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.tokens.chat import ChatCount, Messages, count_chat, message_text, parse_messages
+from tokometer.util.errors import DatasetError
 
 __all__ = ["BatchCount", "TextCount", "count_jsonl", "count_text", "decode_input", "read_input"]
 

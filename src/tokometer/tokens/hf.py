@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokometer.errors import TokenizerError
 from tokometer.tokens.base import BaseTokenizer
+from tokometer.util.errors import TokenizerError
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer as _HFTokenizer

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tokometer.errors import TokenizerError
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.tokens.hf import batch_encoder
+from tokometer.util.errors import TokenizerError
 
 __all__ = ["HFTokenizer", "transformers_available"]
 

@@ -20,8 +20,8 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from tokometer.errors import EngineError, TokenizerError
 from tokometer.tokens.base import BaseTokenizer
+from tokometer.util.errors import EngineError, TokenizerError
 
 __all__ = ["BUNDLED", "cached_tokenizer", "load_tokenizer", "ollama_model_path"]
 
@@ -32,7 +32,7 @@ _OLLAMA_MODEL = "application/vnd.ollama.image.model"
 
 def _bundled() -> BaseTokenizer:
     from tokometer.bundled import BUNDLED_MODEL, bundled_model_path
-    from tokometer.tokens.gguf import gguf_tokenizer
+    from tokometer.tokens.gguf_vocab import gguf_tokenizer
 
     try:
         path = bundled_model_path()
@@ -92,7 +92,7 @@ def _tokenizer_json(path: Path) -> BaseTokenizer:
 
 
 def _local(path: Path) -> BaseTokenizer:
-    from tokometer.tokens.gguf import gguf_tokenizer
+    from tokometer.tokens.gguf_vocab import gguf_tokenizer
     from tokometer.tokens.hf_auto import HFTokenizer, transformers_available
     from tokometer.tokens.tiktoken_ import TiktokenTokenizer
 
@@ -133,7 +133,7 @@ def load_tokenizer(spec: str | None = None) -> BaseTokenizer:
 
         return TiktokenTokenizer.load(spec.removeprefix("tiktoken:"))
     if spec.startswith("ollama:"):
-        from tokometer.tokens.gguf import gguf_tokenizer
+        from tokometer.tokens.gguf_vocab import gguf_tokenizer
 
         name = spec.removeprefix("ollama:")
         return gguf_tokenizer(ollama_model_path(name), name=f"ollama:{name}")

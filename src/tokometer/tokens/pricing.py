@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tokometer.errors import ConfigError
+from tokometer.util.errors import ConfigError
 
 __all__ = ["Cost", "ModelPrice", "PriceTable", "user_price_file"]
 

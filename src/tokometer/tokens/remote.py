@@ -2,7 +2,7 @@
 
 Used before a run (to make prompts of an exact length), never on the hot path, and by
 ``tokometer count --tokenizer URL``. Each request has a deadline for the whole answer and a 16 MiB
-limit on it (`tokometer.blockinghttp`: a server that trickles or floods fails it, never hangs it).
+limit on it (`tokometer.util.blockinghttp`: a server that trickles or floods fails it, never hangs it).
 Chats are rendered by the server itself (llama.cpp
 ``/apply-template``; vLLM's ``/tokenize`` takes ``messages``); the context window is read from
 llama.cpp ``/props`` or vLLM ``/v1/models``.
@@ -14,9 +14,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tokometer.blockinghttp import request_bytes
-from tokometer.errors import TokenizerError
 from tokometer.tokens.base import BaseTokenizer
+from tokometer.util.blockinghttp import request_bytes
+from tokometer.util.errors import TokenizerError
 
 __all__ = ["ServerTokenizer", "probe_server_tokenizer"]
 

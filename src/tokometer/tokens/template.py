@@ -14,7 +14,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from tokometer.errors import TokenizerError
+from tokometer.util.errors import TokenizerError
 
 if TYPE_CHECKING:
     from jinja2 import Template

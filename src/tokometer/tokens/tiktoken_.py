@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokometer.atomicfile import write_atomic
-from tokometer.errors import OutputError, TokenizerError
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.tokens.chat import message_text
+from tokometer.util.atomicfile import write_atomic
+from tokometer.util.errors import OutputError, TokenizerError
 
 if TYPE_CHECKING:
     import tiktoken

@@ -11,14 +11,14 @@ from __future__ import annotations
 import sys
 import time
 
-from tokometer.errors import TokometerError
+from tokometer.util.errors import TokometerError
 
 __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Convert (or find cached) each GGUF's tokenizer; print where it is and how long it took."""
-    from tokometer.tokens.gguf import gguf_tokenizer
+    from tokometer.tokens.gguf_vocab import gguf_tokenizer
     from tokometer.tokens.loader import load_tokenizer
 
     paths: list[str | None] = list(sys.argv[1:] if argv is None else argv)

@@ -8,9 +8,9 @@ import pytest
 
 from tokometer.benchmark import findmax
 from tokometer.benchmark.plan import SweepPlan
-from tokometer.errors import ConfigError
 from tokometer.load.profiles import LoadStep
 from tokometer.metrics.summary import StepSummary
+from tokometer.util.errors import ConfigError
 
 
 def test_objectives_parse_with_units_and_default_errors() -> None:

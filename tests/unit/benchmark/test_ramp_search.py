@@ -197,7 +197,7 @@ def test_a_concurrency_slice_misses_at_the_most_slots_it_had_open() -> None:
 
 
 def test_a_ramps_slices_are_never_under_the_shortest_slice() -> None:
-    from tokometer.limits import MIN_SLICE_S
+    from tokometer.util.limits import MIN_SLICE_S
 
     assert slice_width(5e-9, None) == MIN_SLICE_S  # a tenth of a 5 ns ramp
     assert slice_width(30.0, None) == 3.0 and slice_width(30.0, 0.5) == 0.5

@@ -21,8 +21,8 @@ from tokometer.benchmark.spec import BenchSpec, apply_profile
 from tokometer.cli.bench import _engine_settings, _spec, _spec_values, command
 from tokometer.cli.options import build_spec
 from tokometer.cli.specoption import SpecOption, flag_words, spec_options
-from tokometer.errors import ConfigError
-from tokometer.specproblem import FieldProblem
+from tokometer.util.errors import ConfigError
+from tokometer.util.specproblem import FieldProblem
 
 URL = "http://127.0.0.1:9/v1"
 FLAGS = flag_words(command, _spec)
@@ -217,7 +217,7 @@ def test_a_duration_step_makes_the_prompts_it_can_send_not_8192() -> None:
 
 def test_bench_refuses_more_gpus_than_the_most_taken() -> None:
     from tokometer.benchmark.spec import BenchSpec
-    from tokometer.limits import MAX_GPUS
+    from tokometer.util.limits import MAX_GPUS
 
     assert BenchSpec(url="http://127.0.0.1:1/v1", gpus=MAX_GPUS).gpus == MAX_GPUS
     with pytest.raises(ValueError, match="less than or equal to 65536"):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tokometer.client.assemble import assemble
-from tokometer.errors import ConfigError
 from tokometer.prompt import Message, Prompt
 from tokometer.protocols.common.base import GenerationParams, map_finish_reason
 from tokometer.protocols.registry import PROTOCOLS, create_client, default_api_for_url
 from tokometer.records import RequestRecord, classify_http_error
+from tokometer.util.errors import ConfigError
 
 PARAMS = GenerationParams(model="m", max_tokens=16, seed=3)
 

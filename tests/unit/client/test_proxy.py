@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from tokometer.client.proxy import proxy_for
-from tokometer.errors import ConfigError
+from tokometer.util.errors import ConfigError
 
 VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")
 

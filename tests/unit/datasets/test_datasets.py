@@ -10,8 +10,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from tokometer.datasets import FixedSource, JsonlSource, ShareGPTSource, SyntheticSource, load_source_file
 from tokometer.datasets.words import WORDS
-from tokometer.errors import DatasetError
 from tokometer.tokens import FileTokenizer
+from tokometer.util.errors import DatasetError
 
 
 @pytest.fixture(scope="module")

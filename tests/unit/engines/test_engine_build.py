@@ -50,7 +50,7 @@ from tokometer.engines.llamacpp import LlamaCppSettings
 from tokometer.engines.process import EngineProcess
 from tokometer.engines.signals import EngineDied, exit_reason, signal_advice
 from tokometer.engines.smoke import SmokeResult, smoke_run
-from tokometer.errors import EngineError
+from tokometer.util.errors import EngineError
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals, Linux prctl")
 

@@ -15,7 +15,7 @@ from tests.unit.engines.test_engine_build import FakeSteps, RecordingProgress, _
 from tokometer.engines.build import FlagSet, build_llama_server, built_binary_path, read_build_info
 from tokometer.engines.buildprogress import BuildProgress
 from tokometer.engines.quantize import build_llama_quantize, find_llama_quantize, quantize_gguf
-from tokometer.errors import EngineError
+from tokometer.util.errors import EngineError
 
 QUANTIZE = textwrap.dedent("""\
     #!/bin/sh

@@ -19,8 +19,8 @@ from tokometer.engines.build import built_binary_path
 from tokometer.engines.build import main as build_main
 from tokometer.engines.cpu import cpu_fingerprint
 from tokometer.engines.process import EngineProcess, free_port, port_in_use
-from tokometer.errors import EngineError
-from tokometer.gguf import gguf_metadata, quantization_of
+from tokometer.util.errors import EngineError
+from tokometer.util.gguf import gguf_metadata, quantization_of
 
 
 def test_exported_names() -> None:
@@ -156,7 +156,7 @@ def test_engine_process_of_missing_program(tmp_path: Path) -> None:
 def test_file_lock_excludes_a_second_holder(tmp_path: Path) -> None:
     import threading
 
-    from tokometer.cachedir import file_lock
+    from tokometer.util.cachedir import file_lock
 
     order: list[str] = []
     with file_lock(tmp_path / "x.lock"):
@@ -179,7 +179,7 @@ def test_readiness_refuses_an_endless_answer_without_keeping_it() -> None:
     import threading
 
     from tokometer.engines.ready import MAX_ANSWER_BYTES, wait_ready
-    from tokometer.errors import EngineError
+    from tokometer.util.errors import EngineError
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

@@ -13,8 +13,8 @@ from tokometer.cli.estimate import command as estimate
 from tokometer.cli.serve import command as serve
 from tokometer.engines.gpus import GpuInfo, gpu_for_planning
 from tokometer.engines.vllm import plan_vllm
-from tokometer.errors import EngineError
 from tokometer.perf import resolve_hardware, resolve_model
+from tokometer.util.errors import EngineError
 
 GIB = 2**30
 

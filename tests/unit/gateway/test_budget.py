@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from tokometer.errors import ConfigError
 from tokometer.gateway.auth import hash_key
 from tokometer.gateway.budget import BudgetState, TokenBudgets, period_bounds
 from tokometer.gateway.config import KeyConfig
+from tokometer.util.errors import ConfigError
 
 KEYS = [KeyConfig(name="team-a", sha256=hash_key("a"), tokens_per_period=1000),
         KeyConfig(name="free", sha256=hash_key("b"))]

@@ -14,9 +14,9 @@ import pytest
 
 from tokometer.gateway.carryon import CarryOn
 from tokometer.gateway.config import RouteConfig
-from tokometer.gateway.metrics import GatewayMetrics
 from tokometer.gateway.openai_format import Answer
 from tokometer.gateway.outcome import Measurement, RelayContext
+from tokometer.gateway.prometheus import GatewayMetrics
 from tokometer.gateway.reply import Reply
 from tokometer.gateway.segments import SegmentPolicy
 from tokometer.gateway.upstream import UpstreamError

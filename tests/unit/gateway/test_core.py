@@ -8,7 +8,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tokometer.errors import ConfigError
 from tokometer.gateway.breaker import UpstreamHealth
 from tokometer.gateway.config import load_config
 from tokometer.gateway.hedge import MIN_SAMPLES, HedgeAfter, Race, percentile, race
@@ -18,6 +17,7 @@ from tokometer.gateway.upstream import Upstream
 from tokometer.protocols.common.framing import EventSplitter, sse_payload
 from tokometer.protocols.openai.chunks import ChunkWriter
 from tokometer.protocols.openai.writer import OpenAIStreamWriter
+from tokometer.util.errors import ConfigError
 
 
 def test_splitter_returns_whole_events_as_they_complete() -> None:
@@ -206,7 +206,7 @@ def test_a_hedge_loser_s_time_feeds_its_window_but_leaves_its_breaker_alone() ->
 
 def test_route_series_count_what_labels_would_and_only_once_used() -> None:
     """`GatewayMetrics.series` (children looked up once) renders exactly what ``labels()`` calls would."""
-    from tokometer.gateway.metrics import GatewayMetrics
+    from tokometer.gateway.prometheus import GatewayMetrics
 
     cached, direct = GatewayMetrics(gpu=False), GatewayMetrics(gpu=False)
     for _ in range(3):

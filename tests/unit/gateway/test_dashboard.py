@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from tokometer.gateway.metrics import GatewayMetrics
+from tokometer.gateway.prometheus import GatewayMetrics
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "src" / "tokometer" / "gateway" / "dashboard.json"
 GPU = {"tokometer_gpu_memory_used_bytes", "tokometer_gpu_memory_total_bytes", "tokometer_gpu_utilization_ratio",

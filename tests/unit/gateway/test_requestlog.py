@@ -10,9 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tokometer.errors import ConfigError
 from tokometer.gateway.config import UpstreamConfig
 from tokometer.gateway.requestlog import HANDOVER_S, RequestLog, RequestLogEntry, _utc_now, cost_usd
+from tokometer.util.errors import ConfigError
 
 
 def test_lines_are_written_in_order_and_flushed_on_close(tmp_path: Path) -> None:

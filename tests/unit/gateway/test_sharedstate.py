@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tokometer.errors import ConfigError
 from tokometer.gateway.breaker import UpstreamHealth
 from tokometer.gateway.config import GatewayConfig, ReplicasConfig, load_config
 from tokometer.gateway.sharedstate import share_health
+from tokometer.util.errors import ConfigError
 
 
 class Recorder:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tokometer.errors import StoreError
 from tokometer.imports.save import save_import
 from tokometer.imports.source import ImportedRun, ImportedStep
 from tokometer.records import RequestRecord
 from tokometer.store import ResultStore
+from tokometer.util.errors import StoreError
 
 
 def _run(*steps: list[RequestRecord]) -> ImportedRun:

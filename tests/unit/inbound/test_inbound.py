@@ -17,12 +17,12 @@ import orjson
 import pytest
 from starlette.requests import Request
 
-from tokometer.atomicfile import atomic_open, atomic_path, write_atomic
-from tokometer.errors import OutputError
 from tokometer.inbound.body import BodyTimeout, read_body
 from tokometer.inbound.headers import header_text
 from tokometer.inbound.jsonbody import BadBody, _deeper_than, json_depth, parse_object
 from tokometer.protocols.openai.request import check_request
+from tokometer.util.atomicfile import atomic_open, atomic_path, write_atomic
+from tokometer.util.errors import OutputError
 
 
 def test_depth_is_counted_without_recursion() -> None:
@@ -51,6 +51,7 @@ def test_the_byte_scan_finds_the_depth_the_walk_finds(levels: int) -> None:
             assert parse_object(raw, max_depth=limit) == body
 
 
+@pytest.mark.timing
 def test_a_wide_body_is_checked_quickly() -> None:
     """The check on top of parsing: the Python walk it replaced took 3 s more than orjson's parse of this body."""
     raw = json.dumps({"a": [[]] * 1_000_000}).encode()
@@ -138,6 +139,7 @@ def _request(pieces: list[tuple[float, bytes]]) -> Request:
     return Request({"type": "http", "method": "POST", "headers": []}, receive)
 
 
+@pytest.mark.timing
 async def test_read_body_has_an_idle_and_a_total_deadline() -> None:
     steady = [(0.05, b"x")] * 6  # 0.3 s in all, never a pause over 0.1 s
     assert await read_body(_request(steady), 1024, 1.0, idle_timeout_s=0.1) == b"x" * 6

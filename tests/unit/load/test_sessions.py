@@ -15,12 +15,12 @@ from tokometer.datasets.conversations import ShareGPTSessions, SyntheticSessions
 from tokometer.datasets.sampled import Sampled
 from tokometer.datasets.synthetic import SyntheticSource
 from tokometer.datasets.trace import EXAMPLE_TRACE, TraceSource, read_trace, trace_offsets
-from tokometer.errors import ConfigError, DatasetError
 from tokometer.load.profiles import LoadStep
 from tokometer.metrics import summarize
 from tokometer.metrics.sessions import per_turn, session_stats
 from tokometer.records import RequestRecord, ServerTiming
 from tokometer.tokens.base import BaseTokenizer
+from tokometer.util.errors import ConfigError, DatasetError
 
 MS = 1_000_000
 

@@ -10,11 +10,11 @@ import pytest
 from tests.unit.datasets.test_datasets import bpe_path  # noqa: F401  (the fixture)
 from tokometer.datasets import SyntheticSource
 from tokometer.engines.llamacpp import swa_args
-from tokometer.errors import DatasetError
 from tokometer.metrics import summarize
 from tokometer.metrics.prefix import prefix_split
 from tokometer.records import RequestRecord
 from tokometer.tokens import FileTokenizer
+from tokometer.util.errors import DatasetError
 
 
 def test_prompts_start_with_one_of_the_shared_prefixes_and_keep_their_length(bpe_path: Path) -> None:  # noqa: F811

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from tokometer import compare
 from tokometer.benchmark import findmax
+from tokometer.compare import gate as compare
 from tokometer.metrics import DEFINITIONS, SLO, StepSummary, registry, summarize
 from tokometer.metrics.reasoning import ReasoningSummary
 from tokometer.records import RequestRecord

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tokometer import compare
-from tokometer.gateway.metrics import GatewayMetrics
+from tokometer.compare import gate as compare
+from tokometer.gateway.prometheus import GatewayMetrics
 from tokometer.load.profiles import LoadStep
 from tokometer.metrics import StepSummary, registry, summarize
 from tokometer.metrics.window import step_windows

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokometer import compare
+from tokometer.compare import gate as compare
 from tokometer.metrics import SLO, StepSummary, registry, summarize
 from tokometer.metrics import request as m
 from tokometer.records import RequestRecord
@@ -85,7 +85,7 @@ def test_objectives_thresholds_and_csv_name_it() -> None:
 
 
 def test_the_gateway_observes_it_as_it_observes_ttft() -> None:
-    from tokometer.gateway.metrics import GatewayMetrics
+    from tokometer.gateway.prometheus import GatewayMetrics
 
     metrics = GatewayMetrics(gpu=False)
     metrics.series("chat", "a").observe_record(_rec([110, 130, 150], [1.0, 1.0, 1.0]))

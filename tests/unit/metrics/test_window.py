@@ -111,8 +111,8 @@ def test_too_many_slices_are_widened() -> None:
 
 def test_a_slice_under_the_shortest_is_held_to_it() -> None:
     """A width of 0.1 ns (int() of it is 0 ns) once divided by zero; slices are at least `MIN_SLICE_S` long."""
-    from tokometer.limits import MAX_SLICE_S, MIN_SLICE_S
     from tokometer.metrics.window import slice_ns
+    from tokometer.util.limits import MAX_SLICE_S, MIN_SLICE_S
 
     assert slice_ns(1e-10) == slice_ns(MIN_SLICE_S) == 1_000_000
     assert slice_ns(1e300) == slice_ns(float("inf")) == int(MAX_SLICE_S * 1e9)

@@ -112,8 +112,8 @@ OLD_BLOCK = {"source": "vllm", "samples": 5, "gaps": 0, "duration_s": 4.0, "gaug
 
 
 def _new_block() -> dict[str, object]:
+    from tokometer.observe.server_window import server_window
     from tokometer.observe.snapshot import Histogram, Snapshot
-    from tokometer.observe.window import server_window
 
     def snap(t: int, n: float) -> Snapshot:
         h = Histogram(buckets=((0.3, n), (1.0, n), (INF, n)), count=n, sum=n * 2e-5)

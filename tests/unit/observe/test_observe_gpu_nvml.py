@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tokometer.errors import EndpointError
 from tokometer.observe.gpu_nvml import NvmlReader, available, read_gpus, throttle_reasons
+from tokometer.util.errors import EndpointError
 
 
 class NVMLError(Exception):

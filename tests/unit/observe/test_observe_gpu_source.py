@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.observe.test_observe_gpu_nvml import FakeGpu, FakeNvml
-from tokometer.errors import ConfigError
 from tokometer.observe.gpu_source import gpu_reader
+from tokometer.util.errors import ConfigError
 
 
 def test_off_and_auto_for_a_remote_server_read_nothing_and_say_nothing() -> None:

@@ -12,9 +12,9 @@ import json
 import pytest
 
 from tokometer.observe.llamacpp_slots import IN_PROGRESS, in_progress, slots_url, with_in_progress
+from tokometer.observe.server_window import live_increase, server_window
 from tokometer.observe.snapshot import Snapshot
 from tokometer.observe.top import MIN_ENDS, top_view
-from tokometer.observe.window import live_increase, server_window
 
 S = 1_000_000_000
 

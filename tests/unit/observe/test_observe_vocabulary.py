@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tokometer.gateway.metrics import GatewayMetrics
+from tokometer.gateway.prometheus import GatewayMetrics
 from tokometer.observe.prometheus import merge_buckets, parse
 from tokometer.observe.snapshot import COUNTERS, GAUGES, HISTOGRAMS
 from tokometer.observe.vocabulary import EXTRA_GAUGES, FAMILIES, detect

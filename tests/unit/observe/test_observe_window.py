@@ -7,14 +7,14 @@ import math
 import pytest
 
 from tokometer.observe.buckets import Located
-from tokometer.observe.snapshot import Histogram, Snapshot
-from tokometer.observe.window import (
+from tokometer.observe.server_window import (
     GaugeWindow,
     counter_increase,
     histogram_increase,
     histogram_quantile,
     server_window,
 )
+from tokometer.observe.snapshot import Histogram, Snapshot
 
 INF = math.inf
 S = 1_000_000_000

@@ -6,14 +6,21 @@ from pathlib import Path
 
 import pytest
 
-import tokometer.perf.app as app
+import tokometer.perf.questions as app
 from tokometer.bundled import bundled_model_path
-from tokometer.errors import ConfigError
 from tokometer.load.profiles import LoadStep
 from tokometer.perf import HardwareSpec
-from tokometer.perf.app import EstimateSpec, judge_run, judge_stored_run, llamacpp_kv_dtype, run_estimate, run_target
+from tokometer.perf.questions import (
+    EstimateSpec,
+    judge_run,
+    judge_stored_run,
+    llamacpp_kv_dtype,
+    run_estimate,
+    run_target,
+)
 from tokometer.records import RequestRecord, ServerTiming
 from tokometer.store import EngineIdentity, ResultStore, StoredRun, StoredStep
+from tokometer.util.errors import ConfigError
 
 MS = 1_000_000
 HW = HardwareSpec(name="box", kind="cpu", memory_gb=16, bandwidth_gbs=100, bf16_tflops=1, source="made up")

@@ -30,7 +30,7 @@ def test_steps_limited_elsewhere_are_skipped_and_named() -> None:
 
 
 def test_only_skipped_steps_is_a_clear_error() -> None:
-    from tokometer.errors import ConfigError
+    from tokometer.util.errors import ConfigError
 
     with pytest.raises(ConfigError, match="no step of these runs measures the engine"):
         fit([RunEfficiency(7, D, [replace(STEP, bottleneck="network")])])

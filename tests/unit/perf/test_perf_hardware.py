@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tokometer.errors import ConfigError
 from tokometer.perf import hardware_table, resolve_hardware
 from tokometer.perf import host as host_module
+from tokometer.util.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

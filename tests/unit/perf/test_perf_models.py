@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tokometer.errors import ConfigError
 from tokometer.perf import resolve_model
 from tokometer.perf.catalog import BUILTIN_MODELS
 from tokometer.perf.loaders import model_from_config, model_from_gguf
+from tokometer.util.errors import ConfigError
 
 LLAMA_8B_CONFIG = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
                    "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "vocab_size": 128256,

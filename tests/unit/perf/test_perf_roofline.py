@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from tokometer.errors import ConfigError
 from tokometer.perf import Deployment, Efficiency, decode_step_s, prefill_s, resolve_hardware, resolve_model
 from tokometer.perf.roofline import compute_bound_batch, decode_flops, prefill_flops, weight_bytes_read
+from tokometer.util.errors import ConfigError
 
 GIB = 2**30
 H100_BW = 3350e9  # B/s

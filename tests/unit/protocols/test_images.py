@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tokometer.datasets.images import ImageSpec, data_url, make_images, parse_image_size
-from tokometer.errors import ConfigError
 from tokometer.protocols.common.images import image_parts, image_size, qwen2_vl_image_tokens
 from tokometer.protocols.openai.client import OpenAIChat
+from tokometer.util.errors import ConfigError
 
 
 @pytest.mark.parametrize("fmt", ["png", "jpeg"])

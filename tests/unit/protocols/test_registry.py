@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from tokometer.errors import ConfigError
 from tokometer.protocols.anthropic_messages.writer import AnthropicStreamWriter
 from tokometer.protocols.gateway_clients import error_body, relays_openai_bytes, to_chat_request, writer_for
 from tokometer.protocols.openai.writer import OpenAIStreamWriter
 from tokometer.protocols.openai_responses.writer import ResponsesStreamWriter
 from tokometer.protocols.registry import PROTOCOLS, create_client, protocol_named
 from tokometer.sim.servers import SERVERS
+from tokometer.util.errors import ConfigError
 
 
 def test_each_entry_is_named_by_its_client() -> None:

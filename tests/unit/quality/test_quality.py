@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tokometer.errors import ConfigError, DatasetError
 from tokometer.quality.agreement import TokenStep, compare_paths, first_divergence, kl_topk, parse_logprobs
 from tokometer.quality.endpoints import Endpoint, EndpointSpec, parse_endpoint
 from tokometer.quality.evalset import is_correct, load_evalset, normalise_answer
 from tokometer.quality.runner import EndpointRun, QualityResult, QualitySpec
 from tokometer.quality.stats import mcnemar_exact_p, mcnemar_mid_p, paired_difference, wilson_interval
 from tokometer.quality.verdict import gate_failures, summarise
+from tokometer.util.errors import ConfigError, DatasetError
 
 ROOT = Path(__file__).resolve().parents[3]
 ln = math.log

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-import tokometer.perf.app as app
+import tokometer.perf.questions as app
 from tokometer.bundled import bundled_model_path
 from tokometer.load.profiles import LoadStep
 from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec

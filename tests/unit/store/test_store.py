@@ -13,13 +13,13 @@ import pytest
 from sqlalchemy import create_engine, text
 
 import tokometer.store.store as store_module
-from tokometer.errors import StoreError
 from tokometer.load.profiles import LoadStep
 from tokometer.load.selfcheck import ClientHealth
 from tokometer.metrics.summary import SLO, summarize
 from tokometer.records import RequestRecord, ServerTiming
 from tokometer.store import ResultStore, StoredRun
 from tokometer.store.runs import load_of, stored_health
+from tokometer.util.errors import StoreError
 
 
 def _execute(url: str, sql: str, **params: object) -> None:

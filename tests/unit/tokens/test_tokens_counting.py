@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from tokometer.engines import bundled_model_path
-from tokometer.errors import DatasetError
 from tokometer.tokens import BaseTokenizer, FileTokenizer, parse_messages
 from tokometer.tokens.counting import count_jsonl, count_text, decode_input
-from tokometer.tokens.gguf import gguf_tokenizer
+from tokometer.tokens.gguf_vocab import gguf_tokenizer
 from tokometer.tokens.template import render_template
+from tokometer.util.errors import DatasetError
 
 
 @pytest.fixture(scope="module")

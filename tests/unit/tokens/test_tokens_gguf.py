@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from tokometer.engines import bundled_model_path
-from tokometer.errors import TokenizerError
-from tokometer.gguf import read_gguf
 from tokometer.tokens import FileTokenizer, gguf_tokenizer, load_tokenizer
-from tokometer.tokens.gguf import CONVERTER_VERSION, _load_cached, convert_gguf_tokenizer
+from tokometer.tokens.gguf_vocab import CONVERTER_VERSION, _load_cached, convert_gguf_tokenizer
+from tokometer.util.errors import TokenizerError
+from tokometer.util.gguf import read_gguf
 
 TEXTS = ["Hello world!", "大模型推理速度是落地的关键指标，token 是计算的基本单位。", "unbelievable", "深度学习",
          "  def f(x):\n\treturn x**2  # 😀", "a   b    c\n\n\n  d", "<start_of_turn>user\nhi<end_of_turn>\n",

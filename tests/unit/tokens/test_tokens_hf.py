@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tokometer.errors import TokenizerError
 from tokometer.tokens import FileTokenizer, HFTokenizer, count_chat, load_tokenizer
+from tokometer.util.errors import TokenizerError
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")

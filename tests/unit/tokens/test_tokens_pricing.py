@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tokometer.errors import ConfigError
 from tokometer.tokens import PriceTable
+from tokometer.util.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

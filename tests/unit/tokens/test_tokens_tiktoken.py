@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import tiktoken
 
-from tokometer.errors import TokenizerError
 from tokometer.tokens import TiktokenTokenizer, count_chat, fit_to_budget, load_tokenizer
 from tokometer.tokens.tiktoken_ import openai_encoding_for_model
+from tokometer.util.errors import TokenizerError
 
 PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 TEXTS = ["hello world", "hello hello world world", "大模型推理速度", " spaces  here\n", "", "<|endoftext|> plain"]

@@ -106,7 +106,7 @@ def upgrade() -> None:
 
 def _redact_saved_specs(bind: sa.Connection) -> None:
     """Version 1 saved request headers as given: overwrite the specs that hold secrets."""
-    from tokometer.secrets import redact_saved_spec
+    from tokometer.util.secrets import redact_saved_spec
 
     runs = _v4.tables["runs"]
     if bind.dialect.name == "sqlite":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokometer.errors import ConfigError
+from tokometer.util.errors import ConfigError
 
 __all__ = ["read_at_most"]
 

@@ -58,7 +58,6 @@ from typing import Any, Literal, get_args
 import numpy as np
 import numpy.typing as npt
 
-from tokometer.errors import ConfigError
 from tokometer.gpu_count import gpu_count
 from tokometer.metrics import pareto, registry
 from tokometer.metrics import request as m
@@ -67,6 +66,7 @@ from tokometer.metrics.summary import SLO
 from tokometer.metrics.window import steady_requests
 from tokometer.records import RequestRecord
 from tokometer.store.runs import StoredRun, StoredStep
+from tokometer.util.errors import ConfigError
 
 __all__ = [
     "CACHE_POINTS",

@@ -1,6 +1,6 @@
 """Output files checked before the work that fills them: a run is not measured only to fail at ``--json``.
 
-The writers (`tokometer.atomicfile`) create missing directories (``mkdir -p``), so a path in a
+The writers (`tokometer.util.atomicfile`) create missing directories (``mkdir -p``), so a path in a
 directory that does not exist yet is fine; what cannot work is a path that is a directory, one below
 a regular file, or one in a directory this process may not write (a file is replaced by a new one
 written beside it, so even an existing file needs a writable directory). Nothing is created by the check.
@@ -28,7 +28,7 @@ def writable_file_problem(path: Path, example: str = "out.json") -> str | None:
         directory = Path(os.path.realpath(path)).parent
         if not os.access(directory, os.W_OK | os.X_OK):  # a new version is written beside it, then renamed
             return (f"cannot replace {path}: no permission to write in {directory}, where its new version is "
-                    "written first (tokometer.atomicfile); give a path you may write")
+                    "written first (tokometer.util.atomicfile); give a path you may write")
         return None
     ancestor = path.parent
     while not ancestor.exists() and ancestor != ancestor.parent:

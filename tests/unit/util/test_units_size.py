@@ -1,10 +1,10 @@
-"""Sizes as people write them (`tokometer.units.byte_size`), for options such as ``bench --max-event-bytes``."""
+"""Sizes as people write them (`tokometer.util.units.byte_size`), for options such as ``bench --max-event-bytes``."""
 
 from __future__ import annotations
 
 import pytest
 
-from tokometer.units import byte_size
+from tokometer.util.units import byte_size
 
 
 @pytest.mark.parametrize(("text", "size"), [("65536", 65536), ("1MiB", 1048576), ("512 KiB", 524288),

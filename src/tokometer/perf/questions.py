@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokometer.errors import ConfigError
 from tokometer.perf.efficiency import RunEfficiency, run_efficiency
 from tokometer.perf.estimate import Estimate, estimate
 from tokometer.perf.hardware import hardware_table, resolve_hardware
@@ -26,6 +25,7 @@ from tokometer.perf.loaders import resolve_model
 from tokometer.perf.quant import default_kv_dtype
 from tokometer.perf.roofline import Deployment, Efficiency
 from tokometer.perf.target import TargetAnswer, reach_target
+from tokometer.util.errors import ConfigError
 
 if TYPE_CHECKING:  # the store is imported where a run is read, not by every estimate
     from tokometer.perf.calibrate import Calibration

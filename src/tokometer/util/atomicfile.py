@@ -28,7 +28,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, Literal, overload
 
-from tokometer.errors import OutputError
+from tokometer.util.errors import OutputError
 
 __all__ = ["atomic_open", "atomic_path", "write_atomic"]
 

@@ -1,4 +1,4 @@
-"""`tokometer.jsontext`: JSON that is always valid (no NaN, no Infinity), the one writer of tokometer's JSON
+"""`tokometer.util.jsontext`: JSON that is always valid (no NaN, no Infinity), the one writer of tokometer's JSON
 outputs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from tokometer.jsontext import dumps, finite
+from tokometer.util.jsontext import dumps, finite
 
 
 def test_non_finite_numbers_are_null_anywhere() -> None:

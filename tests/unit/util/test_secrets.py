@@ -7,7 +7,7 @@ import pytest
 
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.cli.options import parse_headers
-from tokometer.secrets import REDACTED, is_sensitive_header, redact_headers, redact_saved_spec
+from tokometer.util.secrets import REDACTED, is_sensitive_header, redact_headers, redact_saved_spec
 
 
 @pytest.mark.parametrize("name", ["Authorization", "proxy-authorization", "Cookie", "Set-Cookie", "X-Api-Key",

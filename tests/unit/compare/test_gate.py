@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tokometer.compare import (
+from tokometer.compare.gate import (
     DEFAULT_THRESHOLDS,
     METRICS,
     StepSample,
@@ -21,9 +21,9 @@ from tokometer.compare import (
     unlike_fields,
     verdict,
 )
-from tokometer.errors import ConfigError
 from tokometer.records import RequestRecord
 from tokometer.store.runs import StoredRun
+from tokometer.util.errors import ConfigError
 
 _MS = 1_000_000
 
@@ -227,7 +227,7 @@ def test_pooled_trials_are_one_sample_of_all_their_requests() -> None:
 
 
 def test_noise_between_trials_above_the_threshold_means_cannot_tell() -> None:
-    from tokometer.compare import trial_noise
+    from tokometer.compare.gate import trial_noise
 
     rng = np.random.default_rng(5)
     tpot = next(d for d in METRICS if d.key == "tpot_p50")

@@ -1,4 +1,4 @@
-"""The one GGUF reader (`tokometer.gguf`) and the bundled model's facts (`tokometer.bundled`)."""
+"""The one GGUF reader (`tokometer.util.gguf`) and the bundled model's facts (`tokometer.bundled`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tokometer.bundled import GEMMA_CHAT_TEMPLATE, bundled_model_path, bundled_sha256, gemma_chat_template
 from tokometer.engines.llamacpp import chat_template_args
-from tokometer.gguf import TOKENIZER_ARRAYS, GGUFTensor, gguf_metadata, read_gguf
+from tokometer.util.gguf import TOKENIZER_ARRAYS, GGUFTensor, gguf_metadata, read_gguf
 
 
 def _string(text: str) -> bytes:

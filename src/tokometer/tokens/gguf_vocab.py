@@ -29,12 +29,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokometer.atomicfile import atomic_path
 from tokometer.bundled import file_sha256, gemma_chat_template
-from tokometer.cachedir import cache_root
-from tokometer.errors import OutputError, TokenizerError
-from tokometer.gguf import read_gguf
 from tokometer.tokens.hf import FileTokenizer
+from tokometer.util.atomicfile import atomic_path
+from tokometer.util.cachedir import cache_root
+from tokometer.util.errors import OutputError, TokenizerError
+from tokometer.util.gguf import read_gguf
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer as _HFTokenizer

@@ -11,10 +11,10 @@ import io
 import numpy as np
 from rich.console import Console
 
-from tokometer.compare import Comparison, StepComparison, compare_samples
+from tokometer.compare.gate import Comparison, StepComparison, compare_samples
 from tokometer.report.compare import render_compare, render_markdown
 
-from .test_compare import _sample
+from .test_gate import _sample
 
 
 def _comparison() -> Comparison:

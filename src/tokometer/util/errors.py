@@ -66,7 +66,7 @@ class StoreError(TokometerError):
 
 
 class OutputError(TokometerError):
-    """An output file could not be written (`tokometer.atomicfile`): the message names it."""
+    """An output file could not be written (`tokometer.util.atomicfile`): the message names it."""
 
 
 class RunFailed(TokometerError):

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from tokometer.compare import compare_runs
+from tokometer.compare.gate import compare_runs
 from tokometer.load.profiles import LoadStep
 from tokometer.records import RequestRecord
 from tokometer.report.compare import render_compare, render_markdown
 from tokometer.store import StoredRun, StoredStep
 
-from .report.test_report_knee import _records, _summary
+from ..report.test_report_knee import _records, _summary
 
 C1, C4, C8 = LoadStep("concurrency", 1), LoadStep("concurrency", 4), LoadStep("concurrency", 8)
 
