@@ -1,4 +1,4 @@
-"""Auth: does the server take the request, and when not, which *authentication* token is at fault (R13).
+"""Auth: does the server take the request, and when not, which *authentication* token is at fault.
 
 One request is sent as every later check sends them (the benchmark's client, one token asked
 for). A 401 or 403 becomes a finding that says plainly it is about authentication tokens (API

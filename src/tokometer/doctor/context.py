@@ -1,4 +1,4 @@
-"""Context and truncation (R11): the real context window, what happens past it, output caps, token counts.
+"""Context and truncation: the real context window, what happens past it, output caps, token counts.
 
 - **The window**: as the server advertises it (vLLM's ``max_model_len`` in ``/v1/models``, llama.cpp's
   ``n_ctx`` per slot in ``/props``, TGI's ``max_total_tokens``: the benchmark's `advertised_context`),

@@ -1,4 +1,4 @@
-"""Host: the machine a local server runs on (a loopback URL): RAM, swap, disk, CPU governor, GPUs (R8, R12, R15).
+"""Host: the machine a local server runs on (a loopback URL): RAM, swap, disk, CPU governor, GPUs.
 
 - **RAM** against the model file's size: the usual rule is at least 2–3x the weights;
 - **swap**: pages swapped in or out while doctor ran (`psutil.swap_memory`);

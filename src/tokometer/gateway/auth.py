@@ -7,7 +7,7 @@ non-ASCII characters (hashed as UTF-8) matches whether its client sends it as UT
 (`tokometer.inbound.headers`).
 
 "Token" is an ambiguous word next to a language model: a 401 here is about an *authentication*
-token (an API key), never about model tokens or the context length (R13). Every error body says so,
+token (an API key), never about model tokens or the context length. Every error body says so,
 and when an upstream refuses the gateway's own key, the body names that upstream.
 """
 

@@ -1,4 +1,4 @@
-"""The gateway's Prometheus metrics: what R19 asks to watch, in standard names.
+"""The gateway's Prometheus metrics: latency, tokens, errors and upstream health, in standard names.
 
 OpenTelemetry's GenAI semantic conventions name the latency histograms
 (``gen_ai.server.time_to_first_token``, ``gen_ai.server.time_per_output_token``,

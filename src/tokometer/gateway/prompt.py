@@ -1,6 +1,6 @@
 """Token budgets on the way in: count the prompt with the model's tokenizer before it is sent.
 
-R18: estimate prompt tokens before sending, cap the input (reject or truncate),
+Estimate prompt tokens before sending, cap the input (reject or truncate),
 cap ``max_tokens`` to what the context window leaves. Counting uses the
 route's tokenizer (anything `tokometer count --tokenizer` takes) with the chat
 template, so the number is the one the engine will see.

@@ -1,4 +1,4 @@
-"""The gateway's request log: one JSON line per request, for cost analysis and monitoring (R18, R19).
+"""The gateway's request log: one JSON line per request, for cost analysis and monitoring.
 
 Each line holds who asked (the key's name, never its secret), what they asked for (the route), who
 answered (upstream, the model it served), the outcome (status, error), the tokens and what they

@@ -1,4 +1,4 @@
-"""Tokens: the model's own tokenizer, chat templates, budgets and prices (R1, R2, R18).
+"""Tokens: the model's own tokenizer, chat templates, budgets and prices.
 
     load_tokenizer(spec)            a --tokenizer / --model value -> a tokenizer (see loader.py)
     count_tokens(text | messages)   tokens with the model's tokenizer (and chat template)

@@ -1,4 +1,4 @@
-"""Token budgets (R18): count before sending, cut a prompt to fit, cap ``max_tokens``.
+"""Token budgets: count before sending, cut a prompt to fit, cap ``max_tokens``.
 
 These are the functions the rest of tokometer (prompt sources, the gateway) calls:
 

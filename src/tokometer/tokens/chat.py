@@ -2,7 +2,7 @@
 
 A model never sees bare messages: its chat template wraps each in role markers and control tokens
 (Gemma: ``<start_of_turn>user\\n…<end_of_turn>\\n``), and those tokens count against the context
-window and the bill like any other (R2). ``count_chat`` reports them apart:
+window and the bill like any other. ``count_chat`` reports them apart:
 
     total     tokens of the rendered prompt, as the engine will see it (generation prompt included)
     content   the sum of each message's content counted on its own

@@ -1,4 +1,4 @@
-"""Prices and credits per token (R2): a user-editable TOML table, and what a count costs.
+"""Prices and credits per token: a user-editable TOML table, and what a count costs.
 
 The shipped table (``tokens/data/prices.toml``) lists input/output prices per million tokens with
 its source and date; it is a starting point. A user table (``--prices FILE``, ``$TOKOMETER_PRICES``

@@ -1,4 +1,4 @@
-"""Budgets (R18): fit_to_budget never exceeds the budget and keeps a true cut of the text;
+"""Budgets: fit_to_budget never exceeds the budget and keeps a true cut of the text;
 count_tokens and max_output_tokens."""
 
 from __future__ import annotations
