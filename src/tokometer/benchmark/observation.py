@@ -4,7 +4,7 @@ Before the first step the server's ``/metrics`` is read once: if there is none, 
 so in one line ("server metrics: none at URL") and the run goes on without. The sources are then
 sampled on a thread of their own (`tokometer.observe.sampler`) through the whole run; after each
 step, the readings taken during it become the step's ``server`` block (requests running and
-waiting, KV-cache use, the server's own token rates and TTFT/TPOT percentiles: `observe.window`)
+waiting, KV-cache use, the server's own token rates and TTFT/TPOT percentiles: `observe.server_window`)
 and ``gpu`` blocks (`observe.gpu_window`), and the client's figures are cross-checked against the
 server's (`crosscheck`).
 """

@@ -5,7 +5,7 @@ connect/idle/total timeouts, and each chunk handed over the moment it arrives.
 `UpstreamCall` turns those chunks into whole events, each parsed by the
 protocol's adapter (so the gateway knows content from usage from errors) and
 kept byte for byte (so an OpenAI upstream's events reach the client unchanged).
-The splitter is the bench's (`wire.framing`, linear in the bytes) with its event size limit
+The splitter is the bench's (`tokometer.protocols.common.framing`, linear in the bytes) with its event size limit
 (1 MiB): an upstream whose event grows past it is a ``protocol`` failure, and is no longer read.
 
 Backpressure: what has arrived and not yet been relayed is at most `READ_AHEAD_BYTES` (and one

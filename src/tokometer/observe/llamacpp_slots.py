@@ -9,7 +9,7 @@ the request the slot is running, reset to 0 when the slot is released, at the mo
 are added to the counter. So the tokens generated since the server started are, at any moment,
 ``tokens_predicted_total`` + Σ ``n_decoded`` over the processing slots, and that sum moves with every
 token. `in_progress` reads it from ``/slots``; `with_in_progress` puts it into a `Snapshot` as the
-gauge ``generation_tokens_in_progress``, which `observe.window` adds to the counter.
+gauge ``generation_tokens_in_progress``, which `observe.server_window` adds to the counter.
 
 ``/metrics`` and ``/slots`` are two requests: a request that ends between them is counted twice or
 not at all in that one reading (at most one request's tokens, once).

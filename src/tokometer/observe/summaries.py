@@ -13,7 +13,7 @@ __all__ = ["gpu_summary", "server_summary"]
 
 
 def server_summary(snapshots: Sequence[Snapshot], gaps: int) -> dict[str, Any]:
-    """`observe.window.server_window` of the step's snapshots, as JSON."""
+    """`observe.server_window.server_window` of the step's snapshots, as JSON."""
     return server_window(snapshots, gaps).to_json()
 
 

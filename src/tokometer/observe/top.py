@@ -4,7 +4,7 @@
 seconds before ``now_ns``) into the numbers on the screen:
 
 - **now**: the gauges of the newest scrape in the window (requests running and waiting, KV-cache use);
-- **over the window**: what `observe.window.server_window` makes of the window's scrapes: the
+- **over the window**: what `observe.server_window.server_window` makes of the window's scrapes: the
   server's token and request rates (counter increases over the time between the first and the last
   scrape), preemptions (their increase), and TTFT, ITL/TPOT, queue and end-to-end percentiles from
   the histogram buckets that filled in the window (each a number, a range or a bound by

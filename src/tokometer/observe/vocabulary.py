@@ -65,7 +65,7 @@ class Family:
     """Normalised name -> candidate histogram family names."""
     at_request_end: tuple[str, ...] = ()
     """Normalised counters the engine adds to only when a request ends (a request's tokens in one jump):
-    over a window shorter than a request they stand still while tokens stream (`observe.window`)."""
+    over a window shorter than a request they stand still while tokens stream (`observe.server_window`)."""
 
 
 # vLLM V1, vllm/v1/metrics/loggers.py: gauges vllm:num_requests_running, vllm:num_requests_waiting,

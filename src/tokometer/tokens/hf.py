@@ -1,6 +1,6 @@
 """A tokenizer from a Hugging Face ``tokenizer.json`` file (the `tokenizers` library, no network).
 
-Also the form every GGUF tokenizer takes here once converted (see ``gguf.py``). Counting many
+Also the form every GGUF tokenizer takes here once converted (see ``gguf_vocab.py``). Counting many
 texts uses ``encode_batch_fast`` (no offsets, Rust threads): this is the path whose throughput
 ``bench/count_throughput.py`` holds against the raw library.
 """
