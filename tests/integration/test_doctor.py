@@ -166,6 +166,7 @@ def test_bad_input_is_one_line_and_exit_status_2() -> None:
     assert done.returncode == 2 and "--api" in done.stderr
 
 
+@pytest.mark.timing
 def test_the_command_line_prints_findings_by_check_and_a_summary(sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory("--max-output-tokens", "8", "--ttft-ms", "20", "--itl-ms", "2")
     done = run_cli("doctor", sim.openai_url, "--quick")

@@ -19,6 +19,10 @@ from tests.conftest import RedisServer, SimServer, start_gateway
 from tests.integration.test_gateway import _chat, _metrics, _patch, _post, _upstream
 from tokometer.gateway.auth import hash_key
 
+# Each gateway here shares its state through Redis and gives Redis 50 ms to answer at start (then goes on
+# without it): on a host loaded by other tests that deadline can pass, so these run in the timing lane.
+pytestmark = pytest.mark.timing
+
 SECRET = "replica-secret"
 AUTH = {"Authorization": f"Bearer {SECRET}"}
 SYNC = "sync_s = 0.05\n"

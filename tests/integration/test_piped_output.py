@@ -20,6 +20,7 @@ SWEEP_HEADER = ["load", "ok", "failed", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 
 
 STEP_ROWS = [  # label in the step table, summary key in the JSON, digits shown
     ("TTFT (ms)", "ttft_ms", 2),
+    ("TTST (ms)", "ttst_ms", 2),
     ("TPOT (ms)", "tpot_ms", 3),
     ("ITL (ms)", "itl_ms", 3),
     ("E2E latency (ms)", "e2e_ms", 2),

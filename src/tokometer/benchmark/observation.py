@@ -136,9 +136,9 @@ class RunObservation:
         return cls(sampler, server_summary, gpu_summary)
 
     def close_window(self) -> None:
-        """A reading taken now, as a step ends: the first after it, which closes its window. Taken before the
-        step's summary is made (`tokometer.runs.finish.finish_step`: its text check may count every answer with
-        a tokenizer), so the window ends with the step, not with that work."""
+        """A reading taken now, which closes the step's window: after its summary (`tokometer.runs.finish`), as the
+        server's counters of the last answers may land a moment after them, and before the text check, whose
+        tokenizer may take a while over every answer (`tokometer.runs.finish.check_step_text`)."""
         self.sampler.sample()
 
     def step(self, start_ns: int, end_ns: int, summary: StepSummary) -> StepObservation:

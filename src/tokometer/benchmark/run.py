@@ -33,7 +33,7 @@ from tokometer.load.runner import StepLimits, StepOutcome
 from tokometer.load.share import WorkerSetup
 from tokometer.metrics import SLO
 from tokometer.protocols.common.base import GenerationParams
-from tokometer.runs.finish import finish_step
+from tokometer.runs.finish import check_step_text, finish_step
 from tokometer.store.store import ResultStore, now_iso
 from tokometer.util.hostinfo import host_info
 
@@ -120,13 +120,13 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: Ste
     step_start = perf_counter_ns()
     outcome = await executor.run(step, index, seed=spec.seed_value + index, limits=planned.limits)
     step_end = perf_counter_ns()
+    summary = finish_step(outcome.records, slo=SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms),
+                          load=step, steady_tolerance=spec.steady_tolerance,
+                          time_slice_s=planned.time_slice_s or spec.time_slice_s, gpus=gpus)
     if observation is not None:
         await asyncio.to_thread(observation.close_window)
     counter = functools.cache(count) if count is not None else None  # each text counted once, for this step
-    summary = finish_step(outcome.records, slo=SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms),
-                          load=step, steady_tolerance=spec.steady_tolerance,
-                          time_slice_s=planned.time_slice_s or spec.time_slice_s, gpus=gpus, text_check=True,
-                          count=counter)
+    check_step_text(summary, outcome.records, counter)
     result = StepResult(index, step, summary, outcome.health, outcome.interrupted, outcome.records,
                         trial=planned.trial)
     if observation is not None:

@@ -164,9 +164,9 @@ def render_step(console: Console, result: StepResult) -> None:
         render_batch_step(console, result)
         return
     table = _step_table(result)
-    for name in tables.STEP_TABLE:
+    for name, digits in tables.STEP_TABLE:
         row = registry.by_name(name)
-        _dist_row(table, row.heading, getattr(s, row.attribute or row.name), row.digits)
+        _dist_row(table, row.heading, getattr(s, row.attribute or row.name), digits)
     console.print(table)
     sources = ", ".join(f"{k} {v}" for k, v in sorted(s.output_tokens_source.items())) or "none"
     errors = ", ".join(f"{k} {v}" for k, v in s.errors.items())

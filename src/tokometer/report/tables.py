@@ -61,10 +61,12 @@ class Column:
         return float(value) if isinstance(value, (int, float)) else None
 
 
-STEP_TABLE: Final[tuple[str, ...]] = (
-    "ttft_ms", "ttst_ms", "tpot_ms", "itl_ms", "e2e_ms", "decode_speed_tok_s", "prefill_speed_tok_s",
-    "server_prefill_ms", "server_decode_tok_s", "output_tokens.per_request", "client_lag_ms")
-"""The console's step table: a line per row (its ``heading``), in this order."""
+STEP_TABLE: Final[tuple[tuple[str, int], ...]] = (
+    ("ttft_ms", 2), ("ttst_ms", 2), ("tpot_ms", 3), ("itl_ms", 3), ("e2e_ms", 2), ("decode_speed_tok_s", 1),
+    ("prefill_speed_tok_s", 1), ("server_prefill_ms", 2), ("server_decode_tok_s", 1),
+    ("output_tokens.per_request", 1), ("client_lag_ms", 3))
+"""The console's step table: a line per row (its ``heading``), in this order, each with the digits it shows
+(the console's own precision: finer than the report's tables for the millisecond latencies)."""
 
 _SWEEP_HEAD: Final[tuple[Column, ...]] = (Column("ttft_ms", "p50"), Column("ttft_ms", "p99"))
 _SWEEP_TAIL: Final[tuple[Column, ...]] = (

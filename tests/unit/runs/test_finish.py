@@ -9,7 +9,7 @@ from tokometer.metrics import SLO, summarize
 from tokometer.metrics.textcheck import check_text
 from tokometer.metrics.window import step_windows
 from tokometer.records import RequestRecord
-from tokometer.runs.finish import finish_step
+from tokometer.runs.finish import check_step_text, finish_step
 
 S = 1_000_000_000
 
@@ -37,8 +37,9 @@ def test_with_nothing_but_records_it_is_the_plain_summary() -> None:
 def test_each_part_is_its_own_functions() -> None:
     """What a live run asks for: windows of its load, per-GPU throughput and the text check, against its SLO."""
     load = LoadStep("concurrency", 2)
-    summary = finish_step(RECORDS, slo=SLO_, load=load, steady_tolerance=0.2, time_slice_s=1.0, gpus=4,
-                          text_check=True, count=len)
+    summary = finish_step(RECORDS, slo=SLO_, load=load, steady_tolerance=0.2, time_slice_s=1.0, gpus=4)
+    assert summary.text_check is None  # a step of its own, taken by the live run alone
+    check_step_text(summary, RECORDS, len)
     plain = summarize(RECORDS, SLO_)
     assert (summary.steady_state, summary.time_slices) == step_windows(RECORDS, load, 0.2, 1.0, SLO_)
     assert summary.steady_state is not None and summary.time_slices is not None
