@@ -10,6 +10,12 @@ Three lanes, each a pytest run of its own:
 - ``timing``: the tests marked ``timing`` (they check times against a schedule or a model of the server),
   one at a time, after the other two lanes have finished, so that nothing else competes for the cores.
 
+A test that fails in the ``parallel`` lane is run once more, alone, after the ``timing`` lane (lane ``alone``):
+four workers, the embedded engine and vLLM on two cores can hold a process back for hundreds of milliseconds,
+and a test whose premise is a time (a stream's gaps, a 50 ms deadline) then fails through no fault of the code.
+One that passes alone counts as passed, and the closing lines name it: it belongs in the ``timing`` lane (mark
+it). One that fails alone too has failed. Nothing else is rerun.
+
 Each lane writes its own JUnit XML; the script prints every lane's output (the vLLM lane's once it is done),
 then one closing line over all lanes, and exits non-zero when any lane failed.
 
@@ -31,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LANES = ("vllm", "parallel", "timing")
 SUITES = ("tests/unit", "tests/fuzz", "tests/integration")
+TESTS_FAILED = 1
 NO_TESTS_COLLECTED = 5
 
 
@@ -84,6 +91,23 @@ def finish(lane: Lane) -> None:
     print(f"== lane {lane.name}: exit status {lane.status} in {lane.seconds:.0f} s", flush=True)
 
 
+def failed_tests(path: Path) -> list[str]:
+    """The node ids of the tests that failed or erred in one lane's JUnit XML (``classname`` and ``name``)."""
+    if not path.exists():
+        return []
+    found = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        if case.find("failure") is None and case.find("error") is None:
+            continue
+        parts = case.get("classname", "").split(".")
+        for cut in range(len(parts), 0, -1):  # the module is the longest prefix that is a file; a class follows
+            module = Path(*parts[:cut]).with_suffix(".py")
+            if (ROOT / module).is_file():
+                found.append("::".join([module.as_posix(), *parts[cut:], case.get("name", "")]))
+                break
+    return sorted(set(found))
+
+
 def counts(path: Path) -> dict[str, int]:
     """Passed, failed, errors and skipped of one lane's JUnit XML (all zero when it wrote none)."""
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
@@ -95,16 +119,33 @@ def counts(path: Path) -> dict[str, int]:
     return totals
 
 
-def summary(lanes: list[Lane], folder: Path) -> tuple[str, bool]:
-    """The closing line over all lanes, and whether every lane passed."""
+def summary(lanes: list[Lane], folder: Path, confirmed: list[str]) -> tuple[str, bool]:
+    """The closing line over all lanes, and whether every lane passed: a test of the parallel lane that passed
+    when run again alone (``confirmed``) counts as passed, its first failure not."""
     total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for lane in lanes:
-        for key, value in counts(lane.junit(folder)).items():
-            total[key] += value
-    failed = total["failures"] + total["errors"]
+        if lane.name != "alone":
+            for key, value in counts(lane.junit(folder)).items():
+                total[key] += value
+    failed = total["failures"] + total["errors"] - len(confirmed)
     passed = total["tests"] - failed - total["skipped"]
-    ok = all(lane.status in (0, NO_TESTS_COLLECTED) for lane in lanes) and failed == 0 and passed > 0
+    # the parallel lane's "tests failed" (1) is forgiven when every one of them passed alone; any other exit
+    # status (interrupted, an internal error, a collection error) is not
+    forgiven = {TESTS_FAILED} if confirmed else set()
+    ok = failed == 0 and passed > 0 and all(
+        lane.status in (0, NO_TESTS_COLLECTED) or (lane.name == "parallel" and lane.status in forgiven)
+        for lane in lanes if lane.name != "alone")
     return f"lanes: {passed} passed, {failed} failed, {total['skipped']} skipped", ok
+
+
+def run_alone(failed: list[str], folder: Path, extra: list[str]) -> tuple[Lane, list[str]]:
+    """Run the parallel lane's failed tests again, one at a time; the lane, and those that passed alone."""
+    lane = Lane("alone", failed)
+    start(lane, folder, extra, to_log=False)
+    finish(lane)
+    still = set(failed_tests(lane.junit(folder)))
+    ran = counts(lane.junit(folder))["tests"]
+    return lane, [test for test in failed if test not in still] if ran else []
 
 
 def main() -> int:
@@ -135,9 +176,16 @@ def main() -> int:
             if lane.name == "timing":
                 start(lane, folder, options.pytest_args, to_log=False)
                 finish(lane)
-        line, ok = summary(lanes, folder)
+        confirmed: list[str] = []
+        failed = failed_tests(Lane("parallel", []).junit(folder))
+        if failed:
+            alone, confirmed = run_alone(failed, folder, options.pytest_args)
+            lanes.append(alone)
+        line, ok = summary(lanes, folder, confirmed)
     for lane in lanes:
         print(f"   {lane.name}: exit status {lane.status}, {lane.seconds:.0f} s")
+    for test in confirmed:
+        print(f"   failed beside the others, passed alone (mark it timing if its premise is a time): {test}")
     print(f"all lanes: {time.monotonic() - started:.0f} s")
     print(line)
     return 0 if ok else 1

@@ -36,6 +36,7 @@ def above_info(report: DoctorReport) -> list[str]:
     return [f"{f.id} ({f.severity}): {f.title}" for f in report.findings if f.severity != "info"]
 
 
+@pytest.mark.timing
 def test_a_healthy_simulator_has_nothing_above_info(sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory("--ttft-ms", "40", "--itl-ms", "3", "--max-context", "4096")
     report = doctor(sim.openai_url)

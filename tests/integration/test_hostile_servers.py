@@ -263,6 +263,7 @@ def test_the_server_tokenizer_probe_gives_up_on_a_trickling_or_endless_tokenize(
         assert time.monotonic() - started < 9
 
 
+@pytest.mark.timing
 def test_one_stream_of_huge_events_does_not_stall_the_others_unseen() -> None:
     """One stream sends 6 MiB events (under a raised --max-event-bytes), three others a token every 10 ms.
     Parsing the huge events gave the healthy streams ITL p99 3.6 s while the self-check said "client kept

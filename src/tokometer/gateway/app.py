@@ -42,8 +42,8 @@ from tokometer.gateway.requestlog import RequestLog
 from tokometer.gateway.router import Router
 from tokometer.gateway.sharedstate import share_health
 from tokometer.gateway.stages import Admission, Check, stages_for
-from tokometer.gateway.upstream import Endpoint, Upstream
-from tokometer.protocols.gateway_clients import ClientApi, writer_for
+from tokometer.gateway.upstream import Upstream
+from tokometer.protocols.gateway_clients import CLIENT_PATHS, ClientApi, Endpoint, writer_for
 
 __all__ = ["Gateway", "create_app"]
 
@@ -170,9 +170,7 @@ class _GatewayApp(Starlette):
     directly; an exception there still reaches uvicorn, which logs it and answers 500.
     """
 
-    _FAST: ClassVar[dict[str, tuple[Endpoint, ClientApi]]] = {
-        "/v1/chat/completions": ("chat", "openai"), "/v1/completions": ("completions", "openai"),
-        "/v1/messages": ("chat", "anthropic-messages"), "/v1/responses": ("chat", "openai-responses")}
+    _FAST: ClassVar[dict[str, tuple[Endpoint, ClientApi]]] = CLIENT_PATHS
 
     def __init__(self, gateway: Gateway, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -192,17 +190,11 @@ def create_app(config: GatewayConfig) -> Starlette:
     """The gateway as an ASGI app (run it with uvicorn, or `tokometer gateway`)."""
     gateway = Gateway(config)
 
-    async def chat(request: Request) -> Response | Relay:
-        return await gateway.handle(request, "chat")
+    def client_route(path: str, endpoint: Endpoint, api: ClientApi) -> Route:
+        async def answer(request: Request) -> Response | Relay:
+            return await gateway.handle(request, endpoint, api)
 
-    async def completions(request: Request) -> Response | Relay:
-        return await gateway.handle(request, "completions")
-
-    async def messages(request: Request) -> Response | Relay:
-        return await gateway.handle(request, "chat", "anthropic-messages")
-
-    async def responses(request: Request) -> Response | Relay:
-        return await gateway.handle(request, "chat", "openai-responses")
+        return Route(path, answer, methods=["POST"])
 
     async def models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [
@@ -223,10 +215,7 @@ def create_app(config: GatewayConfig) -> Starlette:
         await gateway.close()
 
     app = _GatewayApp(gateway, routes=[
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/v1/messages", messages, methods=["POST"]),
-        Route("/v1/responses", responses, methods=["POST"]),
+        *(client_route(path, *client) for path, client in _GatewayApp._FAST.items()),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

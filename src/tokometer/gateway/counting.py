@@ -17,7 +17,7 @@ from tokometer.gateway.memory import lower_thread_priority, release_free_memory
 
 if TYPE_CHECKING:
     from tokometer.gateway.prompt import PromptCheck, PromptLimiter
-    from tokometer.gateway.upstream import Endpoint
+    from tokometer.protocols.gateway_clients import Endpoint
 
 __all__ = ["BIG_PROMPT_BYTES", "BIG_QUEUE_PER_THREAD", "CountingLanes"]
 

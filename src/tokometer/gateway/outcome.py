@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from tokometer.gateway.config import RouteConfig
     from tokometer.gateway.openai_format import Answer
     from tokometer.gateway.router import Opened
-    from tokometer.gateway.upstream import Endpoint, Upstream
+    from tokometer.gateway.upstream import Upstream
     from tokometer.protocols.common.base import ProtocolClient
-    from tokometer.protocols.gateway_clients import ClientApi
+    from tokometer.protocols.gateway_clients import ClientApi, Endpoint
 
 __all__ = ["Measurement", "RelayContext", "RelayOutcome"]
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokometer.gateway.config import RouteConfig
-from tokometer.gateway.upstream import Endpoint
 from tokometer.messages import message_text
+from tokometer.protocols.gateway_clients import Endpoint
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.tokens.budget import fit_to_budget
 from tokometer.util.errors import TokometerError

@@ -30,7 +30,7 @@ from tokometer.protocols.common.framing import sse_payload
 
 if TYPE_CHECKING:
     from tokometer.gateway.config import RouteConfig
-    from tokometer.gateway.upstream import Endpoint
+    from tokometer.protocols.gateway_clients import Endpoint
 
 __all__ = ["carry_on_body", "client_max_tokens", "resume_enabled", "stream_identity"]
 

@@ -27,7 +27,8 @@ from tokometer.gateway.breaker import UpstreamHealth
 from tokometer.gateway.config import RouteConfig
 from tokometer.gateway.hedge import HedgeAfter, race
 from tokometer.gateway.prometheus import GatewayMetrics
-from tokometer.gateway.upstream import Endpoint, Upstream, UpstreamCall, UpstreamError, UpstreamEvent
+from tokometer.gateway.upstream import Upstream, UpstreamCall, UpstreamError, UpstreamEvent
+from tokometer.protocols.gateway_clients import Endpoint
 from tokometer.protocols.openai.errors import error_body
 from tokometer.util.errors import TokometerError
 

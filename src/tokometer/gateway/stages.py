@@ -60,8 +60,7 @@ if TYPE_CHECKING:
     from tokometer.gateway.counting import CountingLanes
     from tokometer.gateway.prometheus import GatewayMetrics
     from tokometer.gateway.prompt import PromptCheck, PromptLimiter
-    from tokometer.gateway.upstream import Endpoint
-    from tokometer.protocols.gateway_clients import ClientApi
+    from tokometer.protocols.gateway_clients import ClientApi, Endpoint
 
 __all__ = ["STAGES", "Admission", "Check", "GatewayParts", "Refusal", "Wait", "stages_for"]
 

@@ -24,7 +24,7 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
@@ -41,16 +41,16 @@ from tokometer.messages import message_text
 from tokometer.prompt import Message, Prompt
 from tokometer.protocols.common.base import GenerationParams, ParsedEvent, ProtocolClient
 from tokometer.protocols.common.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
+from tokometer.protocols.gateway_clients import Endpoint
 from tokometer.protocols.openai.client import OpenAIChat, OpenAICompletions
 from tokometer.protocols.registry import create_client, protocol_named
 from tokometer.protocols.tool_events import tool_fields
 from tokometer.records import ErrorCategory, describe_http_failure
 from tokometer.util.errors import TokometerError
 
-__all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Endpoint", "Upstream", "UpstreamCall", "UpstreamError",
+__all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Upstream", "UpstreamCall", "UpstreamError",
            "UpstreamEvent"]
 
-Endpoint = Literal["chat", "completions"]
 
 _EOF = (b"", -1)
 READ_AHEAD_BYTES = 256 * 1024

@@ -21,8 +21,8 @@ from tokometer.protocols.common.protocol import Protocol
 from tokometer.protocols.common.writer import StreamWriter
 from tokometer.protocols.registry import PROTOCOLS
 
-__all__ = ["ClientApi", "api_name", "client_protocol", "error_body", "relays_openai_bytes", "to_chat_request",
-           "writer_for"]
+__all__ = ["CLIENT_PATHS", "ClientApi", "Endpoint", "api_name", "client_protocol", "error_body", "relays_openai_bytes",
+           "to_chat_request", "writer_for"]
 
 ClientApi = Literal["openai", "anthropic-messages", "openai-responses"]
 """The protocols the gateway's clients speak (``openai``: chat or completions, by the endpoint)."""
@@ -31,6 +31,21 @@ ClientApi = Literal["openai", "anthropic-messages", "openai-responses"]
 def api_name(api: ClientApi, endpoint: str) -> str:
     """The client's protocol in `tokometer bench --api`'s names (the request log's ``api``)."""
     return f"openai-{endpoint}" if api == "openai" else api
+
+
+Endpoint = Literal["chat", "completions"]
+"""Which of the gateway's two request shapes a client's request becomes inside it."""
+
+_CLIENTS: dict[str, tuple[Endpoint, ClientApi]] = {
+    "openai-chat": ("chat", "openai"), "openai-completions": ("completions", "openai"),
+    "anthropic-messages": ("chat", "anthropic-messages"), "openai-responses": ("chat", "openai-responses")}
+"""The protocols the gateway serves to clients, by their registry name."""
+
+
+CLIENT_PATHS: dict[str, tuple[Endpoint, ClientApi]] = {
+    server.path: client for name, client in _CLIENTS.items() if (server := PROTOCOLS[name].server) is not None}
+"""The path a client of each protocol the gateway serves posts to (where its own servers answer it), with the
+gateway's endpoint (``chat`` or ``completions``) and the client's protocol: the gateway's routes, declared once."""
 
 
 def client_protocol(api: ClientApi, endpoint: str = "chat") -> Protocol:
