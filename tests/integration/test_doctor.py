@@ -111,6 +111,7 @@ def test_a_missing_or_refused_key_is_an_authentication_token_finding(sim_factory
     assert not above_info(right), above_info(right)
 
 
+@pytest.mark.timing
 def test_a_server_slow_under_load_is_named(sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory("--load-slowdown", "2", "--ttft-ms", "40", "--itl-ms", "3")
     report = doctor(sim.openai_url)
