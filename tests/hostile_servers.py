@@ -12,23 +12,31 @@ loopback socket allows:
 - `big_events_then_paced`: huge valid events on the first stream, paced small ones on the others;
 - `trickle`: a 200 head promising a large body, then one byte every ``every_s`` seconds;
 - `endless_body`: a 200 head without a length, then junk as fast as the socket takes it;
-- `silent`: reads the request and never answers.
+- `silent`: reads the request and never answers;
+- `Attack`: an answer composed of a framing (Content-Length, chunked, close-delimited) x a stream format
+  (SSE, NDJSON) x a content (comment floods, comment-prefixed events, one endless line, junk, endless
+  events, endless header fields, endless 1xx heads, trailer floods, chunk-extension floods) x a piece size x a
+  timing (as fast as the socket takes it, or a trickle): the generated hostile-server suite's one server
+  (issue 31), every combination endless.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import random
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
 
 from tests.raw_sockets import Listener, content_length, read_body, read_head
 
-__all__ = ["Answer", "HostileServer", "big_event", "big_events_then_paced", "endless_body", "hostile",
-           "ignores_max_tokens", "json_answer", "silent", "trickle", "undelimited_event"]
+__all__ = ["CONTENTS", "Answer", "Attack", "HostileServer", "big_event", "big_events_then_paced", "endless_body",
+           "hostile", "ignores_max_tokens", "json_answer", "silent", "trickle", "undelimited_event"]
 
 Answer = Callable[[socket.socket, threading.Event], None]
 """Writes one answer on a connection until done, the peer hangs up or the event (server stopped) is set."""
@@ -112,6 +120,101 @@ def json_answer(value: object) -> Answer:
 
 def silent(conn: socket.socket, stop: threading.Event) -> None:
     stop.wait(120)
+
+
+Framing = Literal["length", "chunked", "close"]
+Content = Literal["comments", "comment_lines", "prefixed_events", "long_line", "junk", "events", "headers",
+                  "interim", "trailers", "extensions"]
+CONTENTS: tuple[Content, ...] = ("comments", "comment_lines", "prefixed_events", "long_line", "junk", "events",
+                                 "headers", "interim", "trailers", "extensions")
+_CHUNKED_ONLY = ("trailers", "extensions")
+
+
+@dataclass(frozen=True)
+class Attack:
+    """One composed hostile answer, endless: ``framing`` delimits the body (``length``: a Content-Length of a
+    terabyte), ``body`` is the stream format, ``content`` what floods, ``piece`` the size of each flooding
+    piece (a comment's text, a header's value, an extension), ``trickle_s`` the pause between writes of at
+    most 64 bytes (0: as fast as the socket takes it). Trailer and extension floods are chunked whatever
+    ``framing`` says."""
+
+    framing: Framing
+    body: Literal["sse", "ndjson"]
+    content: Content
+    piece: int
+    trickle_s: float = 0.0
+
+    def __call__(self, conn: socket.socket, stop: threading.Event) -> None:
+        if self.trickle_s:
+            for data in self.stream():
+                for at in range(0, len(data), 64):
+                    if stop.wait(self.trickle_s):
+                        return
+                    conn.sendall(data[at:at + 64])
+            return
+        pending = bytearray()
+        for data in self.stream():  # floods go out in writes of 64 KiB or more, as a fast server's do
+            pending += data
+            if len(pending) >= 65536:
+                if stop.is_set():
+                    return
+                conn.sendall(pending)
+                pending.clear()
+
+    @property
+    def chunked(self) -> bool:
+        return self.framing == "chunked" or self.content in _CHUNKED_ONLY
+
+    def stream(self) -> Iterator[bytes]:
+        """The answer's bytes, endless."""
+        kind = b"text/event-stream" if self.body == "sse" else b"application/x-ndjson"
+        if self.content == "interim":
+            hint = b"HTTP/1.1 103 Early Hints\r\nLink: </" + b"a" * self.piece + b">; rel=preload\r\n\r\n"
+            yield from itertools.repeat(hint)
+        yield b"HTTP/1.1 200 OK\r\nContent-Type: " + kind + b"\r\n"
+        if self.content == "headers":
+            yield from (b"X-Pad-%d: %s\r\n" % (n, b"h" * self.piece) for n in itertools.count())
+        delimit = {"length": b"Content-Length: 1000000000000\r\n", "close": b"Connection: close\r\n"}
+        yield b"Transfer-Encoding: chunked\r\n\r\n" if self.chunked else delimit[self.framing] + b"\r\n"
+        if self.content == "trailers":
+            yield b"%x\r\n%s\r\n0\r\n" % (len(self._event()), self._event())
+            yield from (b"X-Trailer-%d: %s\r\n" % (n, b"t" * self.piece) for n in itertools.count())
+        for data in self._body():
+            if not self.chunked:
+                yield data
+            elif self.content == "extensions":
+                yield b"%x;ext=%s\r\n%s\r\n" % (len(data), b"e" * self.piece, data)
+            else:
+                yield b"%x\r\n%s\r\n" % (len(data), data)
+
+    def _event(self, text: str = " tok") -> bytes:
+        if self.body == "sse":
+            return _content(text)
+        return json.dumps({"model": "m", "message": {"role": "assistant", "content": text}, "done": False}).encode() \
+            + b"\n"
+
+    def _body(self) -> Iterator[bytes]:
+        """The body's pieces, endless (before any chunk framing)."""
+        sse = self.body == "sse"
+        if self.content in ("comments", "comment_lines"):
+            end = b"\n\n" if self.content == "comments" else b"\n"
+            line = (b": " + b"p" * self.piece + end) if sse else (b" " * self.piece + b"\n")
+            yield from itertools.repeat(line * max(1, 4096 // len(line)))
+        if self.content == "prefixed_events":
+            prefix = (b": " + b"p" * self.piece + b"\n") if sse else b"\n" * self.piece
+            yield from itertools.repeat(prefix * 4 + self._event())
+        if self.content == "long_line":
+            yield b'data: {"choices":[{"index":0,"delta":{"content":"' if sse else b'{"message":{"content":"'
+            yield from itertools.repeat(b"y" * self.piece)
+        if self.content == "junk":
+            noise = random.Random(self.piece)
+            yield from (noise.randbytes(self.piece) for _ in itertools.count())
+        yield from itertools.repeat(self._event())  # "events", and the body after the other contents' floods
+
+    def describe(self) -> str:
+        pace = f"trickled every {self.trickle_s:g} s" if self.trickle_s else "flooded"
+        framing = "chunked" if self.chunked else self.framing
+        return f"{self.content} in {self.body} over {framing}, {self.piece}-byte pieces, {pace}"
 
 
 class HostileServer(Listener):

@@ -103,7 +103,7 @@ async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[st
     params = GenerationParams(model=model, max_tokens=1, temperature=spec.temperature, seed=spec.seed_value,
                               include_usage=spec.include_usage)
     timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s,
-                        max_event_bytes=spec.max_event_bytes)
+                        max_event_bytes=spec.max_event_bytes, max_response_bytes=spec.max_response_bytes or 0)
     record = RequestRecord(index=-1, step=-1)
     with say_while_waiting(lambda: _waiting(spec, record)):
         async with StreamClient(target, create_client(spec.api), params, timeouts) as client:

@@ -56,7 +56,7 @@ async def run_benchmark(
                               temperature=spec.temperature, seed=spec.seed_value, include_usage=spec.include_usage,
                               **spec.tool_params())
     timeouts = Timeouts(connect=spec.connect_timeout_s, idle=spec.idle_timeout_s, total=spec.request_timeout_s,
-                        max_event_bytes=spec.max_event_bytes)
+                        max_event_bytes=spec.max_event_bytes, max_response_bytes=spec.max_response_bytes or 0)
     target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
     tokenizer = _portable(spec.tokenizer) if prepared.local_tokenizer else None
     setup = WorkerSetup(target, spec.api, params, timeouts, tokenizer,

@@ -131,6 +131,9 @@ class BenchSpec(BaseModel):
     request_timeout_s: float = Field(600.0, gt=0)
     max_event_bytes: int = Field(MAX_EVENT_BYTES, gt=0)
     """The largest streamed event accepted; past it the request is a ``protocol`` error."""
+    max_response_bytes: int | None = Field(None, ge=65536)
+    """The read budget of one answer, everything counted (head, framing, comments, events); None: sized from
+    ``max_tokens`` (`tokometer.util.readbudget.response_budget`). Past it the request is a ``protocol`` error."""
 
     slo_ttft_ms: float | None = Field(None, gt=0)
     slo_tpot_ms: float | None = Field(None, gt=0)

@@ -199,6 +199,10 @@ def _mebibytes(size: int) -> str:
 @spec_option("--max-event-bytes", field="max_event_bytes", default=None, to_cli=_mebibytes, from_cli=parse_size,
              help="Largest streamed event accepted, e.g. 4MiB (default {default}); a larger one fails the request as "
              "a protocol error.")
+@spec_option("--max-response-bytes", field="max_response_bytes", default=None, to_cli=_mebibytes,
+             from_cli=parse_size, help="Read budget of one answer, everything counted (head, chunk framing, "
+             "trailers, comments, events), e.g. 64MiB; a larger answer fails the request as a protocol error "
+             "[default: 16 MiB + 8 KiB per max_tokens].")
 @spec_option("--slo-ttft-ms", type=float, field="slo_ttft_ms", help="TTFT objective for goodput.")
 @spec_option("--slo-tpot-ms", type=float, field="slo_tpot_ms", help="TPOT objective for goodput.")
 @spec_option("--slo-e2e-ms", type=float, field="slo_e2e_ms", help="End-to-end latency objective for goodput.")

@@ -15,10 +15,15 @@ fields kept apart in ``trailers``) or by the server closing the connection
 after the head ends the body, a reset or a close before the head does not);
 interim 1xx heads (100 Continue, 103 Early Hints) skipped; header values
 trimmed of surrounding whitespace and repeated fields joined with ", "; limits
-of 64 KiB and 500 fields on a response head, and, where the caller sets them on the
-`StreamedResponse`, a limit on the body's size and on a stream's events (`EventWatch`:
-one event's size, their number), past which the request fails with a
-`ProtocolViolation` rather than waiting or growing; IPv6 literal hosts; TLS
+of 64 KiB and 500 fields on a response head; every response's read budget
+(`tokometer.util.readbudget`): its bytes, everything counted (head, chunk-size lines and
+extensions, trailers, comments, events: one addition per socket read, checked before the
+parser sees the bytes), at most 128 KiB of framing between two pieces of body, 100
+trailer fields, and the total timeout as a deadline for the whole response; and, where
+the caller sets them on the `StreamedResponse`, a limit on the body's size and on a
+stream's events (`EventWatch`: one event's size, their number). Past any of them the
+request fails with a `ProtocolViolation` (an `HttpTimeout` for time) rather than
+waiting or growing; IPv6 literal hosts; TLS
 (`TlsOptions`: system trust store, a CA bundle, or no checks); ``HTTP_PROXY`` /
 ``HTTPS_PROXY`` / ``NO_PROXY`` (`tokometer.client.proxy`: absolute-form
 requests, CONNECT tunnels for https); connect/idle/total timeouts (one watchdog
@@ -48,6 +53,14 @@ from tokometer.client.proxy import Proxy, proxy_for
 from tokometer.client.tls import TlsOptions
 from tokometer.protocols.common.framing import EventWatch
 from tokometer.records import ErrorCategory
+from tokometer.util.readbudget import (
+    MAX_FRAMING_RUN_BYTES,
+    MAX_TRAILER_FIELDS,
+    UNSIZED_BUDGET_BYTES,
+    framing_run_too_long,
+    mib,
+    over_budget,
+)
 
 __all__ = ["MAX_ERROR_BODY_BYTES", "MAX_HEAD_BYTES", "MAX_HEAD_FIELDS", "MAX_SMALL_BODY_BYTES", "TLS_TRUST_HINT",
            "ConnectError", "HttpPool", "HttpTimeout", "PeerReset", "ProtocolViolation", "StreamedResponse",
@@ -128,6 +141,14 @@ class StreamedResponse:
     """For a 2xx stream kept in ``chunks``: counts its events as they arrive and stops the reading
     when one grows past its size limit or there are too many (`EventWatch`)."""
     body_bytes: int = 0
+    max_bytes: int = UNSIZED_BUDGET_BYTES
+    """The read budget: the most bytes the whole response may take, head, framing and trailers included
+    (`tokometer.util.readbudget`); past it the request fails with a `ProtocolViolation` naming it."""
+    max_bytes_setting: str = ""
+    """The option or key that raises ``max_bytes``, for the error (empty: none, the budget is far past any
+    real answer)."""
+    received: int = 0
+    """Bytes read for this response so far, everything counted."""
     _conn: _Connection | None = None
     """The connection reading this response, while it does (for `pause` and `resume`)."""
 
@@ -162,6 +183,10 @@ class _Connection(asyncio.Protocol):
         self._head_bytes = 0
         self._head_fields = 0
         self._violation = ""
+        self._received = self._body = self._body_mark = self._framing_mark = 0
+        """Bytes read for the response, of them body bytes, the body count at the last check, and the framing
+        count (read less body) when body last came: the budget and the framing run are checked from these."""
+        self._budget = 0
         self._tunnel: asyncio.Future[None] | None = None
         self._tunnel_buffer = bytearray()
         self.last_data_ns = 0
@@ -192,6 +217,10 @@ class _Connection(asyncio.Protocol):
             else:
                 self._fail(PeerReset("unexpected bytes on an idle connection"))
             return
+        received = self._received = self._received + len(data)
+        if received > self._budget:
+            self._over_budget(data)
+            return
         if not self._head_done:
             self._head_bytes += len(data)
         try:
@@ -206,6 +235,23 @@ class _Connection(asyncio.Protocol):
         if not self._head_done and self._head_bytes > MAX_HEAD_BYTES and self._done is not None:
             self._fail(ProtocolViolation(f"the response head is longer than {MAX_HEAD_BYTES // 1024} KiB "
                                          "without ending: is this an HTTP server?"))
+        elif self._body_mark != self._body:
+            self._body_mark = self._body
+            self._framing_mark = received - self._body
+        elif received - self._body - self._framing_mark > MAX_FRAMING_RUN_BYTES and self._done is not None:
+            self._fail(ProtocolViolation(framing_run_too_long(received - self._body - self._framing_mark)))
+
+    def _over_budget(self, data: bytes) -> None:
+        """The response passed its read budget: the parser is fed only up to it (what fits is kept), then the
+        request fails naming the budget."""
+        response = self._response
+        assert response is not None and self._parser is not None
+        fits = len(data) - (self._received - self._budget)
+        if fits > 0 and self._head_done:
+            with contextlib.suppress(httptools.HttpParserError, httptools.HttpParserUpgrade):
+                self._parser.feed_data(data[:fits])
+        if self._done is not None and not self._done.done():
+            self._fail(ProtocolViolation(over_budget(self._budget, response.max_bytes_setting or "")))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -230,6 +276,9 @@ class _Connection(asyncio.Protocol):
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1").strip(" \t")
         if self._head_done:  # a chunked body's trailer fields
+            if len(response.trailers) >= MAX_TRAILER_FIELDS:
+                self._violation = f"the response has more than {MAX_TRAILER_FIELDS} trailer fields"
+                raise _Stop
             response.trailers[key] = text
             return
         self._head_fields += 1
@@ -264,6 +313,7 @@ class _Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         response = self._response
         assert response is not None
+        self._body += len(body)
         if response.on_chunk is not None:
             response.on_chunk(body, self._now)
             return
@@ -279,7 +329,7 @@ class _Connection(asyncio.Protocol):
         limit = response.max_body_bytes if ok else min(response.max_body_bytes or MAX_ERROR_BODY_BYTES,
                                                        MAX_ERROR_BODY_BYTES)
         if limit and response.body_bytes > limit:
-            self._violation = (f"the answer passed {_mib(limit)} (HTTP {response.status}) without ending: "
+            self._violation = (f"the answer passed {mib(limit)} (HTTP {response.status}) without ending: "
                                "is this the server meant?")
             raise _Stop
         if ok and response.watch is not None and (why := response.watch.feed(body)):
@@ -297,12 +347,15 @@ class _Connection(asyncio.Protocol):
     def _complete(self, keep_alive: bool) -> None:
         assert self._response is not None
         self._response.end_ns = self._now
+        self._response.received = self._received
         self._keep_alive = keep_alive
         self._parser = None
         if self._done is not None and not self._done.done():
             self._done.set_result(None)
 
     def _fail(self, error: BaseException) -> None:
+        if self._response is not None:
+            self._response.received = self._received
         if self._done is not None and not self._done.done():
             self._done.set_exception(error)
         self.abort()
@@ -344,6 +397,8 @@ class _Connection(asyncio.Protocol):
         self._done = loop.create_future()
         self._head_done = self._interim = self._close_delimited = False
         self._head_bytes = self._head_fields = 0
+        self._received = self._body = self._body_mark = self._framing_mark = 0
+        self._budget = response.max_bytes
         self._violation = ""
         self.got_bytes = False
         now = perf_counter_ns()
@@ -563,10 +618,6 @@ class HttpPool:
             conn.abort()
         self._idle.clear()
         self._busy.clear()
-
-
-def _mib(n: int) -> str:
-    return f"{n / 1048576:g} MiB"
 
 
 def _tls_failure(authority: str, exc: ssl.SSLError) -> str:

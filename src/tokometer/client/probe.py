@@ -2,8 +2,9 @@
 same HTTP client, proxies and TLS settings as the run itself.
 
 Each GET has a deadline for the whole answer (``timeout_s`` from the request's sending: a server that
-trickles a byte now and then does not keep it open) and a size limit (`MAX_SMALL_BODY_BYTES`); past
-either the GET fails (HttpTimeout, ProtocolViolation) like any other failure."""
+trickles a byte now and then does not keep it open), a size limit (`MAX_SMALL_BODY_BYTES`) and a read
+budget for the whole answer, head, framing and trailers included (`util.readbudget.answer_budget`); past
+any of them the GET fails (HttpTimeout, ProtocolViolation) like any other failure."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from tokometer.client.http1 import (
     StreamedResponse,
 )
 from tokometer.client.tls import TlsOptions
+from tokometer.util.readbudget import answer_budget
 
 __all__ = ["Probe"]
 
@@ -49,7 +51,8 @@ class Probe:
         pool = HttpPool(f"{parts.scheme}://{parts.netloc}", connect_timeout=self.timeout_s,
                         idle_timeout=self.timeout_s, total_timeout=self.timeout_s, tls=self.tls)
         try:
-            response = StreamedResponse(max_body_bytes=self.max_body_bytes)
+            response = StreamedResponse(max_body_bytes=self.max_body_bytes,
+                                        max_bytes=answer_budget(self.max_body_bytes))
             await pool.request(pool.encode("GET", path, b"", self.headers), response)
             return response
         finally:

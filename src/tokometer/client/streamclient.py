@@ -33,24 +33,15 @@ from tokometer.client.http1 import (
 )
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import GenerationParams, ProtocolClient, answer_length
-from tokometer.protocols.common.framing import MAX_BODY_BYTES, MAX_EVENT_BYTES, EventWatch
+from tokometer.protocols.common.framing import EXTRA_EVENTS, MAX_BODY_BYTES, MAX_EVENT_BYTES, EventWatch, event_limit
 from tokometer.protocols.common.mediatype import not_an_api_answer
 from tokometer.protocols.embeddings.client import batch_inputs
 from tokometer.records import RequestRecord, describe_http_failure
+from tokometer.util.readbudget import BUDGET_FLOOR_BYTES, response_budget
 
 __all__ = ["StreamClient", "Target", "Timeouts", "event_limit"]
 
-_EXTRA_EVENTS = 64
-"""Events allowed past twice ``max_tokens`` (role, usage, final and keep-alive events, and more)."""
-
-
-def event_limit(max_tokens: int | None) -> int:
-    """The most events read from a stream that asked for ``max_tokens`` (0: no limit, none asked):
-    twice ``max_tokens`` plus 64. A token is at most one event on every engine tokometer knows, so a
-    stream past this is a server that ignored ``max_tokens``."""
-    return 2 * max_tokens + _EXTRA_EVENTS if max_tokens else 0
-
-
+_BUDGET_SETTING = "--max-response-bytes (bench; the default is sized from max_tokens)"
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where requests go: a base URL (``http://host:port/v1`` for OpenAI) and credentials."""
@@ -64,13 +55,16 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
-    """Per-request limits: connecting, silence between bytes, and in all (seconds), and the size of
-    one streamed event (bytes; past it the request is a ``protocol`` error)."""
+    """Per-request limits: connecting, silence between bytes, and in all (seconds: the total one is a deadline
+    for the whole answer), the size of one streamed event, and the read budget of a whole answer (bytes, everything
+    counted; 0: sized from the request's ``max_tokens``, `response_budget`). Past a size limit the request is a
+    ``protocol`` error, past a time limit a ``timeout``."""
 
     connect: float = 10.0
     idle: float = 60.0
     total: float = 600.0
     max_event_bytes: int = MAX_EVENT_BYTES
+    max_response_bytes: int = 0
 
 
 class StreamClient:
@@ -89,6 +83,7 @@ class StreamClient:
         self.params = params
         self.count_tokens = count_tokens
         self.max_event_bytes = timeouts.max_event_bytes
+        self.max_response_bytes = timeouts.max_response_bytes
         self.assembler = BackgroundAssembler()
         self.pool = HttpPool(target.base_url, connect_timeout=timeouts.connect, idle_timeout=timeouts.idle,
                              total_timeout=timeouts.total, tls=target.tls)
@@ -142,7 +137,7 @@ class StreamClient:
                          max_events: int = 0) -> bool:
         limit = self.max_event_bytes if self.backend.streams else max(self.max_event_bytes, MAX_BODY_BYTES)
         watch = EventWatch(self.backend.framing, limit, max_events)
-        response = StreamedResponse(watch=watch)
+        response = StreamedResponse(watch=watch, max_bytes=self._budget(record), max_bytes_setting=_BUDGET_SETTING)
         try:
             await self.pool.request(raw, response)
         except asyncio.CancelledError:
@@ -157,7 +152,7 @@ class StreamClient:
             detail = str(exc)
             if isinstance(exc, ProtocolViolation) and max_events and watch.events > max_events:
                 detail = (f"server ignored max_tokens: {watch.events} events for max_tokens "
-                          f"{record.requested_output_tokens} (reading stops past 2 x max_tokens + {_EXTRA_EVENTS} "
+                          f"{record.requested_output_tokens} (reading stops past 2 x max_tokens + {EXTRA_EVENTS} "
                           "events); what came until then is kept")
             self._fail(record, transport_error_category(exc), detail)
         else:
@@ -179,6 +174,15 @@ class StreamClient:
                 return False
         self.assembler.submit(record, self.backend, response.chunks, response.stamps, self.count_tokens, on_done)
         return False
+
+    def _budget(self, record: RequestRecord) -> int:
+        """The read budget of this request's answer: the one set, else sized from its ``max_tokens``
+        (a ``json`` answer's from the largest body accepted)."""
+        if self.max_response_bytes:
+            return self.max_response_bytes
+        if not self.backend.streams:
+            return response_budget(None, MAX_BODY_BYTES + BUDGET_FLOOR_BYTES)
+        return response_budget(record.requested_output_tokens)
 
     @staticmethod
     def _fill(record: RequestRecord, response: StreamedResponse) -> None:

@@ -22,9 +22,16 @@ from tokometer.engines.handle import EngineHandle
 from tokometer.engines.identity import host_identity
 from tokometer.engines.process import EngineProcess
 from tokometer.engines.ready import http_json, log_excerpt, wait_ready
+from tokometer.util.blockinghttp import open_answer
 from tokometer.util.errors import EngineError
 
 __all__ = ["default_ollama_url", "pull_model", "start_ollama"]
+
+_PULL_TIMEOUT_S = 4 * 3600.0
+"""The deadline of a whole pull (tens of GB on a slow link), however its progress trickles."""
+_PULL_BUDGET_BYTES = 64 * 1024 * 1024
+"""The read budget of a pull's NDJSON progress (a line of ~150 bytes a few times a second for hours)."""
+_PULL_LINE_BYTES = 64 * 1024
 
 
 def default_ollama_url() -> str:
@@ -62,36 +69,45 @@ def _local_model(root: str, model: str) -> dict[str, Any] | None:
 
 
 def pull_model(root: str, model: str, progress: Callable[[str], None]) -> None:
-    """``POST /api/pull`` and follow its NDJSON progress until ``success``; EngineError on an error line."""
+    """``POST /api/pull`` and follow its NDJSON progress until ``success``; EngineError on an error line. The
+    whole pull is read within its deadline and read budget, line by line (`util.blockinghttp`)."""
     body = json.dumps({"model": model, "stream": True}).encode()
-    request = urllib.request.Request(f"{root}/api/pull", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
-    last_report = 0.0
     try:
-        with urllib.request.urlopen(request, timeout=600) as response:
-            for raw in response:
-                if not raw.strip():
-                    continue
-                event = json.loads(raw)
-                if event.get("error"):
-                    raise EngineError(f"ollama could not pull {model!r}: {event['error']}; check the name at "
-                                      "https://ollama.com/library")
-                status = str(event.get("status", ""))
-                if status == "success":
-                    return
-                now = time.monotonic()
-                if event.get("total") and now - last_report > 2.0:
-                    last_report = now
-                    progress(f"{status}: {100 * event.get('completed', 0) / event['total']:.0f} %")
-                elif not event.get("total"):
-                    progress(status)
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:200]
-        exc.close()
-        raise EngineError(f"ollama could not pull {model!r}: HTTP {exc.code} {detail}") from exc
+        with open_answer(f"{root}/api/pull", body, {"Content-Type": "application/json"}, method="POST",
+                         timeout_s=_PULL_TIMEOUT_S, budget=_PULL_BUDGET_BYTES, any_status=True) as response:
+            if response.status != 200:
+                detail = response.read(200).decode(errors="replace")
+                raise EngineError(f"ollama could not pull {model!r}: HTTP {response.status} {detail}")
+            if _follow_pull(response, model, progress):
+                return
     except (OSError, ValueError) as exc:
         raise EngineError(f"pulling {model!r} from {root} failed: {exc}") from exc
     raise EngineError(f"ollama's pull of {model!r} ended without 'success'; try `ollama pull {model}`")
+
+
+def _follow_pull(response: Any, model: str, progress: Callable[[str], None]) -> bool:
+    """Read a pull's progress lines until ``success`` (True) or the end (False)."""
+    last_report = 0.0
+    for raw in iter(lambda: response.readline(_PULL_LINE_BYTES), b""):
+        if not raw.endswith(b"\n") and len(raw) >= _PULL_LINE_BYTES:
+            raise EngineError(f"ollama's pull of {model!r} sent a progress line longer than "
+                              f"{_PULL_LINE_BYTES // 1024} KiB: is this an Ollama server?")
+        if not raw.strip():
+            continue
+        event = json.loads(raw)
+        if event.get("error"):
+            raise EngineError(f"ollama could not pull {model!r}: {event['error']}; check the name at "
+                              "https://ollama.com/library")
+        status = str(event.get("status", ""))
+        if status == "success":
+            return True
+        now = time.monotonic()
+        if event.get("total") and now - last_report > 2.0:
+            last_report = now
+            progress(f"{status}: {100 * event.get('completed', 0) / event['total']:.0f} %")
+        elif not event.get("total"):
+            progress(status)
+    return False
 
 
 def _start_daemon(root: str, timeout_s: float, progress: Callable[[str], None]) -> EngineProcess:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from typing import Any, Protocol
 
 from tokometer.engines.signals import died_error
+from tokometer.util.blockinghttp import open_answer
 from tokometer.util.errors import EngineError
+from tokometer.util.readbudget import answer_budget
 
 __all__ = ["MAX_ANSWER_BYTES", "http_json", "http_raw", "log_excerpt", "wait_ready"]
 
@@ -33,19 +33,16 @@ class _Watched(Protocol):
 
 def http_raw(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
              api_key: str | None = None) -> tuple[int, bytes]:
-    """GET (or POST ``body`` as JSON) and return (status, body bytes). Raises OSError if unreachable."""
+    """GET (or POST ``body`` as JSON) and return (status, body bytes), the whole answer within ``timeout``
+    and its read budget (`util.blockinghttp`). Raises OSError if unreachable, too slow or too large."""
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET", headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, _capped(response.read(MAX_ANSWER_BYTES + 1))
-    except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read(MAX_ANSWER_BYTES + 1)
-        exc.close()
-        return status, _capped(raw)
+    method = "POST" if body is not None else "GET"
+    with open_answer(url, data, headers, timeout_s=timeout, method=method, budget=answer_budget(MAX_ANSWER_BYTES),
+                     any_status=True) as response:
+        return response.status, _capped(response.read(MAX_ANSWER_BYTES + 1))
 
 
 def _capped(raw: bytes) -> bytes:

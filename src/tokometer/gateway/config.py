@@ -161,6 +161,8 @@ class UpstreamConfig(_Strict):
                                          "back)")
     idle_timeout_s: float = Field(30.0, gt=0, description="limit for silence inside a stream")
     total_timeout_s: float = Field(600.0, gt=0, description="limit for a whole request")
+    max_response_bytes: int = Field(0, ge=0, description="read budget of one answer, everything counted (head, "
+                                    "framing, comments, events); 0: 16 MiB + 8 KiB per max_tokens")
     retries: int = Field(1, ge=0, le=10, description="retries on this upstream, only before anything reached the "
                          "client")
     retry_backoff_s: float = Field(0.2, ge=0, description="wait before the first retry (doubled for each next one)")

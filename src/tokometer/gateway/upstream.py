@@ -6,7 +6,12 @@ connect/idle/total timeouts, and each chunk handed over the moment it arrives.
 protocol's adapter (so the gateway knows content from usage from errors) and
 kept byte for byte (so an OpenAI upstream's events reach the client unchanged).
 The splitter is the bench's (`tokometer.protocols.common.framing`, linear in the bytes) with its event size limit
-(1 MiB): an upstream whose event grows past it is a ``protocol`` failure, and is no longer read.
+(1 MiB): an upstream whose event grows past it is a ``protocol`` failure, and is no longer read. The bench's
+other read limits hold here too, for the one request they concern: the read budget of the whole answer
+(`tokometer.util.readbudget`, sized from the request's ``max_tokens`` or ``max_response_bytes``), its
+events (``2 x max_tokens + 64``) and its comment events (`MAX_COMMENT_EVENTS`); past one, that request fails
+as ``protocol`` and its upstream is no longer read, so a flooding upstream costs the gateway a bounded
+amount of memory and CPU and the other clients nothing.
 
 Backpressure: what has arrived and not yet been relayed is at most `READ_AHEAD_BYTES` (and one
 socket read more). When a client reads slowly, the relay waits on its socket, the chunks queue up,
@@ -40,13 +45,22 @@ from tokometer.gateway.config import UpstreamConfig
 from tokometer.messages import message_text
 from tokometer.prompt import Message, Prompt
 from tokometer.protocols.common.base import GenerationParams, ParsedEvent, ProtocolClient
-from tokometer.protocols.common.framing import MAX_EVENT_BYTES, EventSplitter, EventTooLarge, payload_reader
+from tokometer.protocols.common.framing import (
+    EXTRA_EVENTS,
+    MAX_COMMENT_EVENTS,
+    MAX_EVENT_BYTES,
+    EventSplitter,
+    EventTooLarge,
+    event_limit,
+    payload_reader,
+)
 from tokometer.protocols.gateway_clients import Endpoint
 from tokometer.protocols.openai.client import OpenAIChat, OpenAICompletions
 from tokometer.protocols.registry import create_client, protocol_named
 from tokometer.protocols.tool_events import tool_fields
 from tokometer.records import ErrorCategory, describe_http_failure
 from tokometer.util.errors import TokometerError
+from tokometer.util.readbudget import response_budget
 
 __all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Upstream", "UpstreamCall", "UpstreamError",
            "UpstreamEvent"]
@@ -60,6 +74,7 @@ CLIENT_SEND_BUFFER_BYTES = 256 * 1024
 """The SO_SNDBUF of the gateway's client connections: the kernel's part of what a client that reads nothing
 holds up (with the default it grows to tcp_wmem's maximum, often 4 MiB), the other end of the relay's
 read-ahead."""
+_BUDGET_SETTING = "the upstream's max_response_bytes (default: sized from max_tokens)"
 _ERROR_BODY_BYTES = 8192
 """How much of an upstream's error answer is read (and quoted); the rest is not waited for."""
 
@@ -140,7 +155,9 @@ class Upstream:
 
     async def open(self, body: Mapping[str, Any], endpoint: Endpoint) -> UpstreamCall:
         """Send the request and wait for the response head; raise UpstreamError if it fails or is not 200."""
-        call = UpstreamCall(self, self.request_bytes(body, endpoint), self.reader(endpoint))
+        asked = body.get("max_completion_tokens", body.get("max_tokens"))
+        call = UpstreamCall(self, self.request_bytes(body, endpoint), self.reader(endpoint),
+                            asked if isinstance(asked, int) and not isinstance(asked, bool) else None)
         await call.start()
         return call
 
@@ -161,12 +178,16 @@ def _prompt(body: Mapping[str, Any], endpoint: Endpoint) -> Prompt:
 class UpstreamCall:
     """One streamed request to an upstream: head first, then events as they arrive."""
 
-    def __init__(self, upstream: Upstream, request: bytes, backend: ProtocolClient) -> None:
+    def __init__(self, upstream: Upstream, request: bytes, backend: ProtocolClient,
+                 max_tokens: int | None = None) -> None:
         self.upstream = upstream
         self.request = request
         self.backend = backend
         """The adapter that reads this answer (`Upstream.reader`)."""
-        self.response = StreamedResponse()
+        budget = upstream.cfg.max_response_bytes or response_budget(max_tokens)
+        self.response = StreamedResponse(max_bytes=budget, max_bytes_setting=_BUDGET_SETTING)
+        self.max_events = event_limit(max_tokens)
+        self._events = self._comments = 0
         self._queue: asyncio.Queue[tuple[bytes, int]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._splitter = EventSplitter(backend.framing, MAX_EVENT_BYTES)
@@ -261,6 +282,9 @@ class UpstreamCall:
                 except EventTooLarge as exc:
                     await self.cancel()
                     raise UpstreamError("protocol", str(exc)) from None
+            if frames and (why := self._count(frames)):
+                await self.cancel()
+                raise UpstreamError("protocol", why)
             last = len(frames) - 1
             for i, frame in enumerate(frames):
                 self.more = i < last  # a queued chunk may hold only part of the next event: never wait on it
@@ -274,6 +298,18 @@ class UpstreamCall:
                 yield UpstreamEvent(frame, stamp if stamp >= 0 else perf_counter_ns(), parsed)
             if stamp < 0:
                 return
+
+    def _count(self, frames: list[bytes]) -> str | None:
+        """Count ``frames`` (a comment, ``:`` first, apart); why to stop reading, or None."""
+        comments = sum(1 for frame in frames if frame[:1] == b":")
+        self._comments += comments
+        self._events += len(frames) - comments
+        if self._comments > MAX_COMMENT_EVENTS:
+            return f"the upstream sent more than {MAX_COMMENT_EVENTS} SSE comment events (a keep-alive flood)"
+        if self.max_events and self._events > self.max_events:
+            return (f"the upstream ignored max_tokens: more than {self.max_events} events (2 x max_tokens + "
+                    f"{EXTRA_EVENTS})")
+        return None
 
     async def cancel(self) -> None:
         """Drop the request (the client went away, or another upstream serves it)."""

@@ -34,6 +34,7 @@ from tokometer.client.http1 import (
 from tokometer.protocols.registry import protocol_named
 from tokometer.quality.agreement import TokenStep, parse_logprobs
 from tokometer.quality.endpoints import Endpoint
+from tokometer.util.readbudget import answer_budget
 
 __all__ = ["LogprobClient"]
 
@@ -60,7 +61,8 @@ class LogprobClient:
 
     async def _post(self, pool: HttpPool, path: str, body: dict[str, Any]) -> tuple[Any, str]:
         """(the JSON answer, "") or (None, why not)."""
-        response = StreamedResponse(max_body_bytes=MAX_SMALL_BODY_BYTES)  # a whole answer: limited, as every GET
+        response = StreamedResponse(max_body_bytes=MAX_SMALL_BODY_BYTES,  # a whole answer: limited, as every GET
+                                    max_bytes=answer_budget(MAX_SMALL_BODY_BYTES))
         try:
             await pool.request(pool.encode("POST", path, orjson.dumps(body), self.headers), response)
         except (ConnectError, HttpTimeout, PeerReset) as exc:

@@ -19,8 +19,9 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
-__all__ = ["MAX_BODY_BYTES", "MAX_EVENT_BYTES", "EventSplitter", "EventTooLarge", "EventWatch", "Framing",
-           "iter_payloads", "ndjson_payload", "payload_reader", "sse_payload"]
+__all__ = ["EXTRA_EVENTS", "MAX_BODY_BYTES", "MAX_COMMENT_EVENTS", "MAX_EVENT_BYTES", "EventSplitter",
+           "EventTooLarge", "EventWatch", "Framing", "event_limit", "iter_payloads", "ndjson_payload", "payload_reader",
+           "sse_payload"]
 
 Framing = Literal["sse", "ndjson", "json"]
 
@@ -30,6 +31,23 @@ _LINE = re.compile(rb"\r?\n")
 MAX_EVENT_BYTES = 1024 * 1024
 """The default limit on one event's size (1 MiB): a token's event is a few hundred bytes, one with
 log-probabilities a few KiB; an event past this is a server that lost its framing, not an answer."""
+
+MAX_COMMENT_EVENTS = 1024
+"""The most SSE comment events (``: keep-alive``) read from one stream: a server sends one every few seconds
+while a request waits, a handful in all; a flood of them is a server that sends nothing else, and parsing
+millions of them would hold the reader's CPU for seconds (they are counted apart from the events that carry
+tokens, whose limit comes from ``max_tokens``)."""
+
+EXTRA_EVENTS = 64
+"""Events allowed past twice ``max_tokens`` (role, usage, final and keep-alive events, and more)."""
+
+
+def event_limit(max_tokens: int | None) -> int:
+    """The most events read from a stream that asked for ``max_tokens`` (0: no limit, none asked):
+    twice ``max_tokens`` plus 64. A token is at most one event on every engine tokometer knows, so a
+    stream past this is a server that ignored ``max_tokens`` (the bench's reader and the gateway's alike)."""
+    return 2 * max_tokens + EXTRA_EVENTS if max_tokens else 0
+
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """The limit on a whole ``json`` answer (64 MiB): a batch of 256 embeddings of 4096 floats as JSON text is
@@ -165,12 +183,13 @@ class EventWatch:
 
     For a reader that keeps the raw bytes for later (the bench stamps chunks and parses after the
     stream): `feed` is linear in the new bytes and says why to stop reading, or None. Stops when an
-    event grows past ``max_event_bytes`` or when more than ``max_events`` events came (0: no limit).
-    SSE comment events (``: keep-alive``, which some servers send while a request waits) are not
-    counted: they carry no token.
+    event grows past ``max_event_bytes``, when more than ``max_events`` events came (0: no limit), or
+    more than `MAX_COMMENT_EVENTS` SSE comment events (``: keep-alive``, which some servers send while a
+    request waits): those carry no token and are counted apart.
     """
 
-    __slots__ = ("_first", "_framing", "_tail", "events", "max_event_bytes", "max_events", "open_bytes")
+    __slots__ = ("_first", "_framing", "_tail", "comments", "events", "max_event_bytes", "max_events",
+                 "open_bytes")
 
     def __init__(self, framing: Framing, max_event_bytes: int = MAX_EVENT_BYTES, max_events: int = 0) -> None:
         self._framing = framing
@@ -178,6 +197,7 @@ class EventWatch:
         self._first = b""
         """The open event's first byte (b"" before it has one)."""
         self.events = 0
+        self.comments = 0
         self.open_bytes = 0
         self.max_event_bytes = max_event_bytes
         self.max_events = max_events
@@ -188,10 +208,14 @@ class EventWatch:
             # the common chunk: exactly one whole event, bare LF, nothing open before it (half the work)
             if data[0] != 58:  # ":" begins a comment event
                 self.events += 1
+                if self.max_events and self.events > self.max_events:
+                    return f"{self.events} events, more than the {self.max_events} allowed"
+            else:
+                self.comments += 1
+                if self.comments > MAX_COMMENT_EVENTS:
+                    return _too_many_comments()
             self._first = b""
             self.open_bytes = 0
-            if self.max_events and self.events > self.max_events:
-                return f"{self.events} events, more than the {self.max_events} allowed"
             return None
         if not self._first:
             self._first = data[:1]
@@ -207,6 +231,8 @@ class EventWatch:
                     for at in ends:
                         if first != b":":
                             self.events += 1
+                        else:
+                            self.comments += 1
                         first = window[at:at + 1]
                     self._first = first
                 end = ends[-1]
@@ -220,7 +246,14 @@ class EventWatch:
             return str(_too_large(self._framing, self.open_bytes, self.max_event_bytes))
         if self.max_events and self.events > self.max_events:
             return f"{self.events} events, more than the {self.max_events} allowed"
+        if self.comments > MAX_COMMENT_EVENTS:
+            return _too_many_comments()
         return None
+
+
+def _too_many_comments() -> str:
+    return (f"more than {MAX_COMMENT_EVENTS} SSE comment events (': ...') and nothing in them: a server that "
+            "floods keep-alive comments")
 
 
 def sse_payload(event: bytes) -> bytes | None:
@@ -232,6 +265,8 @@ def sse_payload(event: bytes) -> bytes | None:
         at = event.find(b"\ndata: ")  # a named event (OpenAI Responses, Anthropic): "event: X", one data line
         if at > 0:
             return event[at + 7:-2]
+    if event[:1] == b":" and b"data:" not in event:
+        return None  # a comment event (a keep-alive), without a data line
     parts = []
     for line in _LINE.split(event):
         if line.startswith(b"data:"):
