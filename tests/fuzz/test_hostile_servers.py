@@ -39,6 +39,9 @@ MEMORY_BOUND = 4 * BUDGET + 16 * EVENT_LIMIT
 """The budget (what was kept, the copies one parse of it makes, the socket reads around it) and the decoding of
 one unparseable event (orjson's error keeps the whole document: about 13 times the event)."""
 
+_EXAMPLES = max(1, settings.default.max_examples * 2 // 3)
+"""Two thirds of the profile's examples (20 in CI: each example serves real sockets for up to a second)."""
+
 attacks = st.builds(
     Attack,
     framing=st.sampled_from(("length", "chunked", "close")),
@@ -71,7 +74,7 @@ async def _bench_one(url: str, api: str) -> RequestRecord:
         return await client.send(Prompt.from_text("hi"), RequestRecord(index=0, step=0))
 
 
-@settings(max_examples=20)
+@settings(max_examples=_EXAMPLES)
 @given(attack=attacks)
 def test_bench_request_against_a_generated_hostile_server_fails_bounded(attack: Attack) -> None:
     api = "openai-chat" if attack.body == "sse" else "ollama"
@@ -87,7 +90,7 @@ def test_bench_request_against_a_generated_hostile_server_fails_bounded(attack: 
     assert peak < MEMORY_BOUND, f"{attack.describe()}: {peak / 2**20:.1f} MiB"
 
 
-@settings(max_examples=20)
+@settings(max_examples=_EXAMPLES)
 @given(attack=attacks)
 def test_small_get_against_a_generated_hostile_server_fails_bounded(attack: Attack) -> None:
     with hostile({"/": attack}) as server:
@@ -98,7 +101,7 @@ def test_small_get_against_a_generated_hostile_server_fails_bounded(attack: Atta
     assert peak < MEMORY_BOUND, f"{attack.describe()}: {peak / 2**20:.1f} MiB"
 
 
-@settings(max_examples=20)
+@settings(max_examples=_EXAMPLES)
 @given(attack=attacks)
 def test_blocking_get_against_a_generated_hostile_server_fails_bounded(attack: Attack) -> None:
     with hostile({"/": attack}) as server:

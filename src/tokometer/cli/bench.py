@@ -81,6 +81,11 @@ def _mebibytes(size: int) -> str:
     return f"{size / 2**20:g} MiB"
 
 
+def _mebibytes_or_sized(size: int | None) -> str | None:
+    """A size field whose default (None) is sized by the run: ``--max-response-bytes``."""
+    return None if size is None else _mebibytes(size)
+
+
 @click.command("bench")
 @spec_option("--url", field="url", default=None,
              help="Base URL of the server (e.g. http://127.0.0.1:8000/v1). Omit to start the embedded llama.cpp "
@@ -199,8 +204,8 @@ def _mebibytes(size: int) -> str:
 @spec_option("--max-event-bytes", field="max_event_bytes", default=None, to_cli=_mebibytes, from_cli=parse_size,
              help="Largest streamed event accepted, e.g. 4MiB (default {default}); a larger one fails the request as "
              "a protocol error.")
-@spec_option("--max-response-bytes", field="max_response_bytes", default=None, to_cli=_mebibytes,
-             from_cli=parse_size, help="Read budget of one answer, everything counted (head, chunk framing, "
+@spec_option("--max-response-bytes", field="max_response_bytes", to_cli=_mebibytes_or_sized, from_cli=parse_size,
+             help="Read budget of one answer, everything counted (head, chunk framing, "
              "trailers, comments, events), e.g. 64MiB; a larger answer fails the request as a protocol error "
              "[default: 16 MiB + 8 KiB per max_tokens].")
 @spec_option("--slo-ttft-ms", type=float, field="slo_ttft_ms", help="TTFT objective for goodput.")

@@ -188,14 +188,16 @@ class EventWatch:
     request waits): those carry no token and are counted apart.
     """
 
-    __slots__ = ("_first", "_framing", "_tail", "comments", "events", "max_event_bytes", "max_events",
-                 "open_bytes")
+    __slots__ = ("_first", "_framing", "_open_data", "_tail", "comments", "events", "max_event_bytes",
+                 "max_events", "open_bytes")
 
     def __init__(self, framing: Framing, max_event_bytes: int = MAX_EVENT_BYTES, max_events: int = 0) -> None:
         self._framing = framing
         self._tail = b""
         self._first = b""
         """The open event's first byte (b"" before it has one)."""
+        self._open_data = False
+        """The open event, begun with ``:``, has had a data line (it is no comment event)."""
         self.events = 0
         self.comments = 0
         self.open_bytes = 0
@@ -206,7 +208,7 @@ class EventWatch:
         if (not self._tail and self._framing == "sse" and data[-2:] == b"\n\n" and data.count(b"\n\n") == 1
                 and b"\r" not in data and b"\n\n\n" not in data):
             # the common chunk: exactly one whole event, bare LF, nothing open before it (half the work)
-            if data[0] != 58:  # ":" begins a comment event
+            if data[0] != 58 or b"data:" in data:  # ":" begins a comment event, unless a data line follows
                 self.events += 1
                 if self.max_events and self.events > self.max_events:
                     return f"{self.events} events, more than the {self.max_events} allowed"
@@ -227,20 +229,15 @@ class EventWatch:
                 if self._framing == "ndjson":
                     self.events += len(ends)
                 else:
-                    first = self._first
-                    for at in ends:
-                        if first != b":":
-                            self.events += 1
-                        else:
-                            self.comments += 1
-                        first = window[at:at + 1]
-                    self._first = first
+                    self._count_sse(window, ends)
                 end = ends[-1]
                 self.open_bytes = len(window) - end
             else:
                 self.open_bytes += len(data)
         else:
             self.open_bytes += len(data)
+        if self._first == b":" and not self._open_data:
+            self._open_data = b"data:" in window[end:]
         self._tail = window[max(end, len(window) - _CARRY):] if end < len(window) else b""
         if self.max_event_bytes and self.open_bytes > self.max_event_bytes:
             return str(_too_large(self._framing, self.open_bytes, self.max_event_bytes))
@@ -249,6 +246,19 @@ class EventWatch:
         if self.comments > MAX_COMMENT_EVENTS:
             return _too_many_comments()
         return None
+
+
+    def _count_sse(self, window: bytes, ends: list[int]) -> None:
+        """Count the SSE events ending at ``ends``: a comment event (``:`` first, no data line) apart."""
+        first, start, has_data = self._first, 0, self._open_data
+        for at in ends:
+            if first == b":" and not has_data and b"data:" not in window[start:at]:
+                self.comments += 1
+            else:
+                self.events += 1
+            first, start, has_data = window[at:at + 1], at, False
+        self._first = first
+        self._open_data = False
 
 
 def _too_many_comments() -> str:
