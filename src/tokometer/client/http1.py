@@ -180,12 +180,11 @@ class _Connection(asyncio.Protocol):
         self._head_done = False
         self._interim = False
         self._close_delimited = False
-        self._head_bytes = 0
         self._head_fields = 0
         self._violation = ""
-        self._received = self._body = self._body_mark = self._framing_mark = 0
-        """Bytes read for the response, of them body bytes, the body count at the last check, and the framing
-        count (read less body) when body last came: the budget and the framing run are checked from these."""
+        self._received = self._body = self._received_mark = self._body_mark = self._next_check = 0
+        """Bytes read for the response and of them body bytes, both at the last checkpoint, and the count of bytes
+        read at which the next checkpoint comes (`_checkpoint`: the budget and the framing run)."""
         self._budget = 0
         self._tunnel: asyncio.Future[None] | None = None
         self._tunnel_buffer = bytearray()
@@ -218,11 +217,8 @@ class _Connection(asyncio.Protocol):
                 self._fail(PeerReset("unexpected bytes on an idle connection"))
             return
         received = self._received = self._received + len(data)
-        if received > self._budget:
-            self._over_budget(data)
+        if received > self._next_check and self._checkpoint(data, received):
             return
-        if not self._head_done:
-            self._head_bytes += len(data)
         try:
             parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -232,14 +228,25 @@ class _Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(ProtocolViolation(self._violation or f"malformed HTTP response: {exc}"))
             return
-        if not self._head_done and self._head_bytes > MAX_HEAD_BYTES and self._done is not None:
+        if not self._head_done and received > MAX_HEAD_BYTES and self._done is not None:  # all of it head so far
             self._fail(ProtocolViolation(f"the response head is longer than {MAX_HEAD_BYTES // 1024} KiB "
                                          "without ending: is this an HTTP server?"))
-        elif self._body_mark != self._body:
-            self._body_mark = self._body
-            self._framing_mark = received - self._body
-        elif received - self._body - self._framing_mark > MAX_FRAMING_RUN_BYTES and self._done is not None:
-            self._fail(ProtocolViolation(framing_run_too_long(received - self._body - self._framing_mark)))
+
+    def _checkpoint(self, data: bytes, received: int) -> bool:
+        """Every `MAX_FRAMING_RUN_BYTES` read, and at the budget (one comparison per read until then): fail the
+        request (True, ``data`` not parsed but what fits the budget) past the budget, or when what was read
+        since the last checkpoint was framing (a head, chunk-size lines, extensions, trailers) and no body."""
+        if received > self._budget:
+            self._over_budget(data)
+            return True
+        before = received - len(data)
+        framing = before - self._received_mark - (self._body - self._body_mark)
+        if framing > MAX_FRAMING_RUN_BYTES and self._head_done and self._done is not None:
+            self._fail(ProtocolViolation(framing_run_too_long(framing)))
+            return True
+        self._received_mark, self._body_mark = before, self._body
+        self._next_check = min(self._budget, received + MAX_FRAMING_RUN_BYTES)
+        return False
 
     def _over_budget(self, data: bytes) -> None:
         """The response passed its read budget: the parser is fed only up to it (what fits is kept), then the
@@ -324,7 +331,7 @@ class _Connection(asyncio.Protocol):
 
     def _limit(self, response: StreamedResponse, body: bytes) -> None:
         """Stop reading (`_Stop`, a `ProtocolViolation`) a body past its size or event limits."""
-        response.body_bytes += len(body)
+        response.body_bytes = self._body
         ok = 200 <= response.status < 300
         limit = response.max_body_bytes if ok else min(response.max_body_bytes or MAX_ERROR_BODY_BYTES,
                                                        MAX_ERROR_BODY_BYTES)
@@ -396,9 +403,10 @@ class _Connection(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._done = loop.create_future()
         self._head_done = self._interim = self._close_delimited = False
-        self._head_bytes = self._head_fields = 0
-        self._received = self._body = self._body_mark = self._framing_mark = 0
+        self._head_fields = 0
+        self._received = self._body = self._received_mark = self._body_mark = 0
         self._budget = response.max_bytes
+        self._next_check = min(self._budget, MAX_FRAMING_RUN_BYTES)
         self._violation = ""
         self.got_bytes = False
         now = perf_counter_ns()

@@ -300,8 +300,8 @@ class UpstreamCall:
                 return
 
     def _count(self, frames: list[bytes]) -> str | None:
-        """Count ``frames`` (a comment, ``:`` first, apart); why to stop reading, or None."""
-        comments = sum(1 for frame in frames if frame[:1] == b":")
+        """Count ``frames`` (a comment event, ``:`` first and no data line, apart); why to stop reading, or None."""
+        comments = sum(1 for frame in frames if frame[:1] == b":" and b"data:" not in frame)
         self._comments += comments
         self._events += len(frames) - comments
         if self._comments > MAX_COMMENT_EVENTS:

@@ -144,6 +144,25 @@ def test_event_watch_does_not_count_sse_comments() -> None:
     assert watch.feed(b": 3\n\n") == "3 events, more than the 2 allowed"
 
 
+def test_event_watch_stops_a_comment_flood_and_counts_comment_prefixed_events() -> None:
+    """A stream of nothing but comments took bench to 3 GB (they counted nowhere): past 1,024 it is a flood.
+    An event whose comment lines precede a data line carries a token: it counts as an event (towards
+    "server ignored max_tokens"), however the chunks cut it."""
+    from tokometer.protocols.common.framing import MAX_COMMENT_EVENTS, EventWatch
+
+    flood = EventWatch("sse", max_events=10)
+    reasons = [flood.feed(b": ping\n\n") for _ in range(MAX_COMMENT_EVENTS + 1)]
+    assert reasons[:-1] == [None] * MAX_COMMENT_EVENTS
+    assert reasons[-1] is not None and "comment events" in reasons[-1]
+    prefixed = EventWatch("sse", max_events=3)
+    assert prefixed.feed(b": p\n: p\ndata: 1\n\n") is None  # the one-event fast path
+    assert prefixed.feed(b": p\nda") is None
+    assert prefixed.feed(b"ta: 2\n\n: p\ndata") is None  # "data:" cut across two chunks
+    assert prefixed.feed(b": 3\n\n") is None
+    assert (prefixed.events, prefixed.comments) == (3, 0)
+    assert prefixed.feed(b": p\ndata: 4\n\n") == "4 events, more than the 3 allowed"
+
+
 def test_named_events_give_their_data_line_only() -> None:
     """OpenAI Responses and Anthropic name each event (``event: TYPE``); the reader takes the data line alone,
     however the event is spelt (the one-data-line form has a fast path of its own)."""

@@ -188,7 +188,7 @@ class EventWatch:
     request waits): those carry no token and are counted apart.
     """
 
-    __slots__ = ("_first", "_framing", "_open_data", "_tail", "comments", "events", "max_event_bytes",
+    __slots__ = ("_edge", "_first", "_framing", "_open_data", "_tail", "comments", "events", "max_event_bytes",
                  "max_events", "open_bytes")
 
     def __init__(self, framing: Framing, max_event_bytes: int = MAX_EVENT_BYTES, max_events: int = 0) -> None:
@@ -198,6 +198,8 @@ class EventWatch:
         """The open event's first byte (b"" before it has one)."""
         self._open_data = False
         """The open event, begun with ``:``, has had a data line (it is no comment event)."""
+        self._edge = b""
+        """The last 4 bytes fed: where a ``data:`` the next bytes complete may have begun."""
         self.events = 0
         self.comments = 0
         self.open_bytes = 0
@@ -216,7 +218,7 @@ class EventWatch:
                 self.comments += 1
                 if self.comments > MAX_COMMENT_EVENTS:
                     return _too_many_comments()
-            self._first = b""
+            self._first = self._edge = b""
             self.open_bytes = 0
             return None
         if not self._first:
@@ -229,7 +231,7 @@ class EventWatch:
                 if self._framing == "ndjson":
                     self.events += len(ends)
                 else:
-                    self._count_sse(window, ends)
+                    self._count_sse(window, ends, len(window) - len(data))
                 end = ends[-1]
                 self.open_bytes = len(window) - end
             else:
@@ -237,7 +239,8 @@ class EventWatch:
         else:
             self.open_bytes += len(data)
         if self._first == b":" and not self._open_data:
-            self._open_data = b"data:" in window[end:]
+            self._open_data = b"data:" in (window[end:] if end else self._edge + data)
+        self._edge = (self._edge + data)[-4:]
         self._tail = window[max(end, len(window) - _CARRY):] if end < len(window) else b""
         if self.max_event_bytes and self.open_bytes > self.max_event_bytes:
             return str(_too_large(self._framing, self.open_bytes, self.max_event_bytes))
@@ -247,12 +250,14 @@ class EventWatch:
             return _too_many_comments()
         return None
 
-
-    def _count_sse(self, window: bytes, ends: list[int]) -> None:
-        """Count the SSE events ending at ``ends``: a comment event (``:`` first, no data line) apart."""
+    def _count_sse(self, window: bytes, ends: list[int], lead: int) -> None:
+        """Count the SSE events ending at ``ends``: a comment event (``:`` first, no data line) apart. ``window``
+        is the new bytes after ``lead`` carried ones; a data line may have begun in the bytes fed before
+        (``_edge``: a ``data:`` holds no line end, so one that crosses into the new bytes is the open event's)."""
         first, start, has_data = self._first, 0, self._open_data
         for at in ends:
-            if first == b":" and not has_data and b"data:" not in window[start:at]:
+            segment = window[start:at] if start else self._edge + window[lead:at]
+            if first == b":" and not has_data and b"data:" not in segment:
                 self.comments += 1
             else:
                 self.events += 1
