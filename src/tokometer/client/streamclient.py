@@ -182,7 +182,7 @@ class StreamClient:
             return self.max_response_bytes
         if not self.backend.streams:
             return response_budget(None, MAX_BODY_BYTES + BUDGET_FLOOR_BYTES)
-        return response_budget(record.requested_output_tokens)
+        return response_budget(record.requested_output_tokens, max_event_bytes=self.max_event_bytes)
 
     @staticmethod
     def _fill(record: RequestRecord, response: StreamedResponse) -> None:

@@ -19,7 +19,7 @@ A leaf: it imports nothing of tokometer.
 
 from __future__ import annotations
 
-__all__ = ["BUDGET_FLOOR_BYTES", "BYTES_PER_TOKEN", "MAX_FRAMING_RUN_BYTES", "MAX_TRAILER_FIELDS",
+__all__ = ["BUDGET_FLOOR_BYTES", "BYTES_PER_TOKEN", "EVENTS_IN_FLOOR", "MAX_FRAMING_RUN_BYTES", "MAX_TRAILER_FIELDS",
            "UNSIZED_BUDGET_BYTES", "BudgetExceeded", "answer_budget", "framing_run_too_long", "mib", "over_budget",
            "response_budget"]
 
@@ -46,8 +46,15 @@ class BudgetExceeded(OSError):
     its `ProtocolViolation` with the same message)."""
 
 
-def response_budget(max_tokens: int | None, floor: int = BUDGET_FLOOR_BYTES) -> int:
-    """The byte budget of an answer to a request for ``max_tokens`` tokens (None or 0: not named)."""
+EVENTS_IN_FLOOR = 4
+"""A raised limit on one event raises the floor to hold this many events of that size."""
+
+
+def response_budget(max_tokens: int | None, floor: int = BUDGET_FLOOR_BYTES, max_event_bytes: int = 0) -> int:
+    """The byte budget of an answer to a request for ``max_tokens`` tokens (None or 0: not named): ``floor`` (at
+    least `EVENTS_IN_FLOOR` events of ``max_event_bytes``, where the user raised that) + `BYTES_PER_TOKEN` a
+    token."""
+    floor = max(floor, EVENTS_IN_FLOOR * max_event_bytes)
     if not max_tokens or max_tokens < 0:
         return max(UNSIZED_BUDGET_BYTES, floor)
     return floor + BYTES_PER_TOKEN * max_tokens
