@@ -32,6 +32,14 @@ class RequestLimits:
     client_stall_s: float = 30.0
     """A client whose connection takes none of its response (writes paused, nothing drained) for this long
     is closed, and its upstream request cancelled."""
+    max_body_framing_bytes: int = 64 * 1024
+    """A chunked body's framing (its chunk-size lines with their extensions, the CRLFs, its trailers) may take
+    at most this many bytes of the wire beyond the body itself (413): a 1 MiB chunk extension, or a body sent a
+    byte a chunk, is refused after 64 KiB of it, whatever the decoded body's size."""
+    min_body_rate: int = 500
+    """Bytes a second a request's body must keep up (Apache's ``mod_reqtimeout`` ``MinRate``) to keep its
+    connection when the server is at its connection limit: a slower one (or one that sent nothing for
+    `tokometer.inbound.connections.PROGRESS_GRACE_S`) is closed with 408 to make room."""
 
 
 DEFAULT_LIMITS = RequestLimits()
