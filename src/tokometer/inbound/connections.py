@@ -26,14 +26,16 @@ uvicorn's httptools protocol, with what it lacks for a server on an open port:
   out of file descriptors (each streaming client also needs one to its upstream). When the limit is
   reached, a connection that is not progressing is closed to make room, in this order:
 
-  1. idle: no request in progress (kept alive, or never used), the longest idle first;
-  2. still sending its request (a new connection that sent nothing yet, a head, or a body the
+  1. idle: no request in progress (kept alive, or opened over `PROGRESS_GRACE_S` ago and never used), the
+     longest idle first;
+  2. still sending its request (a head, or a body the
      application waits for) and behind: nothing came for `PROGRESS_GRACE_S`, or its body has come
      slower than ``min_body_rate`` bytes a second since the request began (a head earns no time: a
      client that trickles a byte every few seconds, or every tenth of one, is behind at once); the one
      furthest behind first, answered ``408`` (with ``connection: close``). A client that sends its
      request at once is never behind, so however fast slow clients reconnect they make room for it;
-  3. its answer stalled: writing paused and nothing drained for `PROGRESS_GRACE_S`, the longest
+  3. just opened (within `PROGRESS_GRACE_S`) and nothing sent yet, the oldest first (counted as idle);
+  4. its answer stalled: writing paused and nothing drained for `PROGRESS_GRACE_S`, the longest
      stalled first, aborted.
 
   Only when every connection is doing real work (its request being answered, its answer being
@@ -184,9 +186,9 @@ class _GuardedProtocol(HttpToolsProtocol):
             return _BUSY, 0.0
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
-            if not self._in_head and self._used:
-                return _IDLE, self.idle_since
-            return _SENDING, self._behind_since()  # a new connection, or a head on its way
+            if not self._in_head:  # kept alive, or opened and never used (just opened: after those still sending)
+                return (_IDLE if self._used or now - self.idle_since >= PROGRESS_GRACE_S else _FRESH), self.idle_since
+            return _SENDING, self._behind_since()  # a head on its way
         if not cycle.response_started:
             if cycle.more_body and not self.flow.read_paused:
                 return _SENDING, self._behind_since()  # the application waits for a body still on its way
@@ -204,7 +206,7 @@ class _GuardedProtocol(HttpToolsProtocol):
         self._disarm_stall_timer()
         self._disarm_body_timer()
         client = _address(self.client)
-        if rank == _IDLE:
+        if rank in (_IDLE, _FRESH):
             log.info("closing the connection idle longest (from %s) to make room", client)
             label = "idle_evicted"
             self.transport.close()
@@ -450,7 +452,7 @@ class _GuardedProtocol(HttpToolsProtocol):
 _VERSIONS = frozenset({"1.0", "1.1"})
 """The HTTP versions a request line may name."""
 
-_IDLE, _SENDING, _STALLED, _BUSY = range(4)
+_IDLE, _SENDING, _FRESH, _STALLED, _BUSY = range(5)
 """The ranks of `_GuardedProtocol._stage`: who is closed first to make room (`_BUSY` never)."""
 
 
