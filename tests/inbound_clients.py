@@ -45,7 +45,7 @@ BASES: dict[str, dict[str, Any]] = {
     "/v1/embeddings": {"model": "m", "input": ["hi", "there"]},
     "/v1/rerank": {"model": "m", "query": "hi", "documents": ["a b", "c"]},
     "/tokenize": {"prompt": "hi there"},
-    "/detokenize": {"tokens": [1, 2]},
+    "/detokenize": {"tokens": []},
 }
 """A valid request of each endpoint, by path."""
 GATEWAY_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses")

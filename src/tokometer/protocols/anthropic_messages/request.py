@@ -1,7 +1,7 @@
 """Anthropic Messages request bodies as a server reads them: `MESSAGES_REQUEST`, checked at the inbound boundary.
 
 Anthropic's API reference's shapes, with the counts and sizes of `tokometer.inbound.request_limits`:
-``model`` (a string) and ``max_tokens`` (a whole number) are required, ``messages`` is a non-empty array of
+``model`` a string, ``max_tokens`` a whole number, ``messages`` an array of
 ``{"role": "user" | "assistant", "content": string | blocks}``; a block is an object with a ``type``: a
 ``text`` block's ``text`` a string, an ``image``'s ``source`` an object, a ``tool_use``'s ``input`` an object,
 a ``tool_result``'s ``content`` a string or an array of blocks (a tool result that is a number, or an array
@@ -40,7 +40,7 @@ _MESSAGE = Obj({
 MESSAGES_REQUEST = Obj({
     "model": NAME,
     "max_tokens": Int(0, MAX_TOKENS_LIMIT),
-    "messages": Arr(_MESSAGE, "max_messages", least=1, says="an array of messages"),
+    "messages": Arr(_MESSAGE, "max_messages", says="an array of messages"),
     "system": OneOf((Str(), _TEXT_BLOCKS), "a string or an array of text blocks"),
     "stop_sequences": Arr(Str(), "max_stop_sequences", says="an array of strings"),
     "stream": Bool(),
@@ -55,5 +55,5 @@ MESSAGES_REQUEST = Obj({
     "service_tier": NAME,
     "ignore_eos": Bool(),
     "container": Anything(),
-}, required=("model", "max_tokens", "messages"))
-"""``POST /v1/messages``."""
+})
+"""``POST /v1/messages`` (which fields are required, the translation and the server say, in Anthropic's words)."""
