@@ -10,7 +10,9 @@ traceback in either server's log. The generated variants are `tests/fuzz/test_in
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import statistics
 import threading
 import time
@@ -203,3 +205,36 @@ def test_a_flood_of_metrics_and_health_does_not_slow_streams(servers: Servers) -
         for thread in threads:
             thread.join(10)
     assert busy < quiet * 3 + 0.01, (quiet, busy)
+
+
+@pytest.mark.parametrize("of", ["gateway", "sim"])
+def test_a_flood_of_pipelined_requests_is_closed(servers: Servers, of: str) -> None:
+    """200,000 ``GET /health`` in one write, none of the answers read: the connection is closed after
+    `MAX_PIPELINED` wait, and the server neither grows nor slows (uvicorn alone queued them all: 537 MB, and
+    other clients' streams took 2 to 7 s)."""
+    import psutil
+
+    from tokometer.inbound.connections import MAX_PIPELINED
+
+    process = psutil.Process((servers.gateway if of == "gateway" else servers.sim).pid)
+    before = process.memory_info().rss
+    honest = exchange(servers.address(of), [head("GET", "/health") * 3 + head("GET", "/health", fields=(
+        ("Connection", "close"),))])
+    assert honest.status == 200  # a few pipelined requests are answered
+    flood = socket.create_connection(servers.address(of), timeout=10)
+
+    def send() -> None:
+        with contextlib.suppress(OSError):
+            flood.sendall(head("GET", "/health") * 200_000)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        time.sleep(1)
+        _normal(servers, of)
+        assert process.memory_info().rss - before < 100 << 20
+    finally:
+        flood.close()
+        sender.join(10)
+    assert f"over {MAX_PIPELINED} requests sent ahead" in servers.log()
+    assert "Traceback" not in servers.log()

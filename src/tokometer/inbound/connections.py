@@ -18,6 +18,8 @@ uvicorn's httptools protocol, with what it lacks for a server on an open port:
   reads its body answers first, in its client's shape), else ``408`` (or, once answered, the
   connection is closed).
 - **idle keep-alive**: closed after ``keep_alive_timeout_s`` (uvicorn's own timer).
+- **pipelining**: at most `MAX_PIPELINED` requests waiting behind the one being answered; a client that sends
+  more ahead of their answers (200,000 ``GET /health`` in one write) is closed (``pipelined``).
 - **a client that takes nothing of its answer** (nginx's ``send_timeout``): when the transport has
   paused writing (its buffer is over the high-water mark; uvicorn's ``send`` then waits) and for
   ``client_stall_s`` nothing of that buffer went out, the connection is aborted; the application
@@ -43,7 +45,7 @@ uvicorn's httptools protocol, with what it lacks for a server on an open port:
 
 Refusals are reported to ``on_refusal`` (the gateway counts them in ``tokometer_gateway_rejected_total``;
 reasons ``header_too_large``, ``header_timeout``, ``bad_request_line``, ``http_version``, ``body_framing``,
-``body_timeout``, ``connections``, ``client_stalled``, and for the
+``body_timeout``, ``pipelined``, ``connections``, ``client_stalled``, and for the
 connections closed to make room ``idle_evicted``, ``slow_request_evicted`` and ``stalled_evicted``)
 and logged as one line with the client's address (evictions at level info) on the ``logger`` the
 server names.
@@ -63,11 +65,15 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from tokometer.inbound.request_limits import DEFAULT_LIMITS
 
-__all__ = ["EVICTED", "PROGRESS_GRACE_S", "ConnectionLimits", "fd_budget", "guarded_protocol"]
+__all__ = ["EVICTED", "MAX_PIPELINED", "PROGRESS_GRACE_S", "ConnectionLimits", "fd_budget", "guarded_protocol"]
 
 EVICTED = "tokometer.evicted"
 """Set (True) in a request's ASGI scope when its connection was closed to make room: the application then
 sees a disconnect it need not log again (the eviction was)."""
+
+MAX_PIPELINED = 32
+"""Requests a client may send ahead of their answers on one connection (HTTP/1.1 pipelining); with more
+waiting, the connection is closed (uvicorn would read and queue them all, ~8,000 a read)."""
 
 PROGRESS_GRACE_S = 0.5
 """A connection that moved a byte (of its request in, or of its answer out) this recently is progressing:
@@ -344,6 +350,16 @@ class _GuardedProtocol(HttpToolsProtocol):
         self._in_body = True  # until on_message_complete, which comes at once for a request without a body
         self._body_began = time.monotonic()
         super().on_headers_complete()
+        if len(self.pipeline) > MAX_PIPELINED:
+            self._refused = True
+            self._disarm_head_timer()
+            logging.getLogger(self.limits.logger).warning(
+                "closing the connection from %s: over %d requests sent ahead of their answers", _address(self.client),
+                MAX_PIPELINED)
+            if self.limits.on_refusal is not None:
+                self.limits.on_refusal("pipelined")
+            self.transport.close()
+            raise _Stop
 
     def on_body(self, body: bytes) -> None:
         self._body_bytes += len(body)
