@@ -224,7 +224,8 @@ async def _body(gateway: GatewayParts, a: Admission) -> Answer:
 
 def _translate(gateway: GatewayParts, a: Admission) -> Answer:
     try:
-        body = parse_object(a.raw, gateway.limits.max_json_depth, gateway.limits.max_json_strings)
+        limits = gateway.limits
+        body = parse_object(a.raw, limits.max_json_depth, limits.max_json_strings, limits.max_json_values)
         shape = client_protocol(a.api, a.endpoint).request
         if shape is not None:
             check(shape, body, gateway.limits)

@@ -32,6 +32,9 @@ class RequestLimits:
     """A request head must arrive within this of its first byte, or of the connection opening (408)."""
     max_json_depth: int = 64
     """JSON bodies nested deeper (arrays and objects inside each other) get 400."""
+    max_json_values: int = 262_144
+    """JSON bodies of more values (counted as the commas outside strings, and one) get 400 before they are
+    parsed (a token-id prompt of up to that many tokens passes)."""
     max_json_strings: int = 32_768
     """JSON bodies of more strings (keys included) get 400 before they are parsed: what parsing costs the loop
     is their number (a chat of 2,048 messages holds ~15,000)."""

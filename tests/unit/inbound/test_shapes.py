@@ -106,13 +106,16 @@ def test_what_our_own_clients_send_fits_their_servers_shape(name: str) -> None:
     check(protocol.request, request.body, DEFAULT_LIMITS)
 
 
-def test_a_body_of_very_many_strings_is_refused_before_it_is_parsed() -> None:
+def test_a_body_of_very_many_strings_or_values_is_refused_before_it_is_parsed() -> None:
     bias = orjson.dumps({"model": "m", "logit_bias": {str(i): 1 for i in range(300_000)}})
     with pytest.raises(BadBody, match="300,003 strings"):
         parse_object(bias)
     assert parse_object(b'{"a": "x\\"y", "b": "\\\\"}') == {"a": 'x"y', "b": "\\"}
     long = orjson.dumps({"prompt": "a, b: c " * 200_000})  # long strings are cheap: not counted against it
     assert len(parse_object(long)["prompt"]) == 1_600_000
+    with pytest.raises(BadBody, match="2,000,000 values"):
+        parse_object(b'{"prompt": [' + b",".join([b"0"] * 2_000_000) + b"]}")
+    assert len(parse_object(orjson.dumps({"prompt": list(range(200_000))}))["prompt"]) == 200_000
 
 
 def test_a_cheap_path_renders_at_most_its_share_of_the_time(monkeypatch: pytest.MonkeyPatch) -> None:
