@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
 from typing import Any, ClassVar
 
 import orjson
@@ -58,7 +57,7 @@ class Gateway:
 
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
-        self.limits = replace(DEFAULT_LIMITS, max_messages=config.server.max_messages)
+        self.limits = DEFAULT_LIMITS.with_messages(config.server.max_messages)
         self.upstreams = {u.name: Upstream(u) for u in config.upstreams}
         self.metrics = GatewayMetrics()
         self.router = Router(self.upstreams, self.metrics)

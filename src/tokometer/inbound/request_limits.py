@@ -10,9 +10,9 @@ gateway's config takes its defaults from `DEFAULT_LIMITS`, the simulator serves 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["DEFAULT_LIMITS", "RequestLimits"]
+__all__ = ["DEFAULT_LIMITS", "STRINGS_PER_MESSAGE", "RequestLimits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,7 @@ class RequestLimits:
     parsed (a token-id prompt of up to that many tokens passes)."""
     max_json_strings: int = 32_768
     """JSON bodies of more strings (keys included) get 400 before they are parsed: what parsing costs the loop
-    is their number (a chat of 2,048 messages holds ~15,000)."""
+    is their number (a chat of 2,048 messages holds ~8,000 to ~16,000; see `with_messages`)."""
     client_stall_s: float = 30.0
     """A client whose connection takes none of its response (writes paused, nothing drained) for this long
     is closed, and its upstream request cancelled."""
@@ -64,5 +64,18 @@ class RequestLimits:
     connection when the server is at its connection limit: a slower one (or one that sent nothing for
     `tokometer.inbound.connections.PROGRESS_GRACE_S`) is closed with 408 to make room."""
 
+
+    def with_messages(self, max_messages: int) -> RequestLimits:
+        """These limits for ``max_messages`` messages (the gateway's ``[server] max_messages``): the JSON strings
+        and values a body may hold grow with it, `STRINGS_PER_MESSAGE` a message, so that a chat that many
+        messages long is parsed."""
+        room = STRINGS_PER_MESSAGE * max_messages
+        return replace(self, max_messages=max_messages, max_json_strings=max(self.max_json_strings, room),
+                       max_json_values=max(self.max_json_values, room))
+
+
+STRINGS_PER_MESSAGE = 16
+"""Strings (keys included) a chat message may take: ``{"role": "user", "content": [{"type": "text", "text":
+"..."}]}`` is 7."""
 
 DEFAULT_LIMITS = RequestLimits()
