@@ -73,9 +73,12 @@ def test_chunked_framing_is_bounded_in_bytes(servers: Servers, of: str) -> None:
     trailers = b"%x\r\n%s\r\n0\r\n" % (len(body), body) + b"".join(b"X-T%d: v\r\n" % i for i in range(100_000))
     answer = exchange(servers.address(of), [_chunked("/v1/chat/completions", trailers + b"\r\n")], deadline_s=10)
     assert answer.status in (431, None) and answer.seconds < 5, answer
-    honest = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 16]), body[i:i + 16]) for i in range(0, len(body), 16))
-    answer = exchange(servers.address(of), [_chunked("/v1/chat/completions", honest + b"0\r\n\r\n")])
-    assert answer.status == 200, answer
+    for honest_body, size in ((body, 16), (json.dumps({**BASES["/v1/chat/completions"], "x": "a" * 1_000_000})
+                                           .encode(), 64)):  # an upload in 64-byte chunks: an eighth in framing
+        honest = b"".join(b"%x\r\n%s\r\n" % (len(honest_body[i:i + size]), honest_body[i:i + size])
+                          for i in range(0, len(honest_body), size))
+        answer = exchange(servers.address(of), [_chunked("/v1/chat/completions", honest + b"0\r\n\r\n")])
+        assert answer.status == 200, answer
     _normal(servers, of)
     assert "Traceback" not in servers.log()
 

@@ -11,8 +11,8 @@ uvicorn's httptools protocol, with what it lacks for a server on an open port:
   A client that connects and sends nothing, or sends a header a byte at a time, holds its
   connection for seconds, not forever.
 - **request bodies on the wire**: a chunked body's framing (chunk-size lines and their extensions,
-  CRLFs, trailers) may take ``max_body_framing_bytes`` beyond the body (``413`` and close: a 1 MiB
-  chunk extension, a million one-byte chunks); trailer fields count against the head's limits; and
+  CRLFs, trailers) may take ``max_body_framing_bytes`` and 1/`FRAMING_SHARE` of the body (``413`` and
+  close: a 1 MiB chunk extension, a million one-byte chunks); trailer fields count against the head's limits; and
   whatever endpoint the request is for, read or not, its body must be whole within ``body_timeout_s``
   of its head (a moment later than `tokometer.inbound.body`'s own deadline, so that an endpoint that
   reads its body answers first, in its client's shape), else ``408`` (or, once answered, the
@@ -65,11 +65,16 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from tokometer.inbound.request_limits import DEFAULT_LIMITS
 
-__all__ = ["EVICTED", "MAX_PIPELINED", "PROGRESS_GRACE_S", "ConnectionLimits", "fd_budget", "guarded_protocol"]
+__all__ = ["EVICTED", "FRAMING_SHARE", "MAX_PIPELINED", "PROGRESS_GRACE_S", "ConnectionLimits", "fd_budget",
+           "guarded_protocol"]
 
 EVICTED = "tokometer.evicted"
 """Set (True) in a request's ASGI scope when its connection was closed to make room: the application then
 sees a disconnect it need not log again (the eviction was)."""
+
+FRAMING_SHARE = 8
+"""Beyond ``max_body_framing_bytes``, a chunked body's framing may take this fraction of the body (1/8: an upload
+in 64-byte chunks passes, one in 1-byte chunks does not)."""
 
 MAX_PIPELINED = 32
 """Requests a client may send ahead of their answers on one connection (HTTP/1.1 pipelining); with more
@@ -397,12 +402,13 @@ class _GuardedProtocol(HttpToolsProtocol):
             raise _Stop
 
     def _check_framing(self) -> None:
-        framing, most = self._body_wire - self._body_bytes, self.limits.max_body_framing_bytes
+        framing = self._body_wire - self._body_bytes
+        most = self.limits.max_body_framing_bytes + self._body_bytes // FRAMING_SHARE
         if framing > most:
             self._refuse(413, "Content Too Large", "body_framing",
                          f"the chunked body's framing (chunk-size lines, extensions, trailers) is over {most:,} bytes "
-                         f"beyond its {self._body_bytes:,} bytes of body: send it in larger chunks, or with "
-                         "Content-Length")
+                         f"beside its {self._body_bytes:,} bytes of body (max_body_framing_bytes and 1/{FRAMING_SHARE} "
+                         "of the body): send it in larger chunks, or with Content-Length")
 
     def _arm_body_timer(self) -> None:
         timeout_s = self.limits.body_timeout_s

@@ -43,8 +43,8 @@ class RequestLimits:
     is closed, and its upstream request cancelled."""
     max_body_framing_bytes: int = 64 * 1024
     """A chunked body's framing (its chunk-size lines with their extensions, the CRLFs, its trailers) may take
-    at most this many bytes of the wire beyond the body itself (413): a 1 MiB chunk extension, or a body sent a
-    byte a chunk, is refused after 64 KiB of it, whatever the decoded body's size."""
+    this many bytes of the wire, and an eighth of the body (`tokometer.inbound.connections.FRAMING_SHARE`), beyond
+    the body itself (413): a 1 MiB chunk extension, or a body sent a byte a chunk, is refused after ~64 KiB."""
     max_messages: int = 2048
     """Messages (chat), input items (Responses), turns: more get 400 (the gateway's ``[server] max_messages``)."""
     max_content_parts: int = 512
