@@ -9,7 +9,8 @@ arrive) → accounting (health, metrics, one log line, budget, cache:
 `tokometer.gateway.accounting`). Endpoints: ``/v1/chat/completions``,
 ``/v1/completions``, ``/v1/messages`` (Anthropic's Messages API) and ``/v1/responses`` (OpenAI's
 Responses API), both translated into chat requests on the way in and written back in their own
-protocol (`tokometer.protocols.gateway_clients`), ``/v1/models``, ``/health``, ``/metrics``.
+protocol (`tokometer.protocols.gateway_clients`), ``/v1/models``, ``/health``, ``/metrics`` (the last two
+rendered at most so often that a flood of them cannot slow the streams: `tokometer.inbound.cheap`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar
 
+import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -43,6 +45,8 @@ from tokometer.gateway.router import Router
 from tokometer.gateway.sharedstate import share_health
 from tokometer.gateway.stages import Admission, Check, stages_for
 from tokometer.gateway.upstream import Upstream
+from tokometer.inbound.cheap import Rendered
+from tokometer.inbound.request_limits import DEFAULT_LIMITS
 from tokometer.protocols.gateway_clients import CLIENT_PATHS, ClientApi, Endpoint, writer_for
 
 __all__ = ["Gateway", "create_app"]
@@ -53,6 +57,7 @@ class Gateway:
 
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
+        self.limits = DEFAULT_LIMITS.with_messages(config.server.max_messages)
         self.upstreams = {u.name: Upstream(u) for u in config.upstreams}
         self.metrics = GatewayMetrics()
         self.router = Router(self.upstreams, self.metrics)
@@ -135,9 +140,16 @@ class Gateway:
 
     def health(self, request: Request) -> dict[str, Any]:
         """``/health``: up/down per upstream for anyone; errors and timings only for whom the config allows."""
+        return self.health_of(self.shows_details(request))
+
+    def shows_details(self, request: Request) -> bool:
+        """Whether ``/health`` shows this request upstreams' errors and timings (``[server] health_details``)."""
         show = self.config.server.health_details
-        detailed = show == "public" or (show == "authenticated" and (
+        return show == "public" or (show == "authenticated" and (
             not self.keys.enabled or self.keys.identify_request(request.headers)[0] is not None))
+
+    def health_of(self, detailed: Any) -> dict[str, Any]:
+        """``/health``'s answer, with the details or without."""
         upstreams: dict[str, Any] = {}
         for name in self.upstreams:
             summary = self.router.health[name].summary()
@@ -172,13 +184,20 @@ class _GatewayApp(Starlette):
 
     _FAST: ClassVar[dict[str, tuple[Endpoint, ClientApi]]] = CLIENT_PATHS
 
-    def __init__(self, gateway: Gateway, **kwargs: Any) -> None:
+    def __init__(self, gateway: Gateway, cheap: dict[str, Callable[[Request], Response]], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.gateway = gateway
+        self.cheap = cheap
+        """The cheap paths' answers (``/metrics``, ``/health``), answered past Starlette's middleware and router
+        too: a flood of them costs the loop as little as it can."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         fast = self._FAST.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
         if fast is None:
+            cheap = self.cheap.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "GET" else None
+            if cheap is not None:
+                await cheap(Request(scope, receive))(scope, receive, send)
+                return
             await super().__call__(scope, receive, send)
             return
         scope["app"] = self
@@ -201,11 +220,14 @@ def create_app(config: GatewayConfig) -> Starlette:
             {"id": r.model, "object": "model", "created": 0, "owned_by": "tokometer-gateway"}
             for r in config.routes]})
 
-    async def health(request: Request) -> Response:
-        return JSONResponse(gateway.health(request))
+    shown_health: Rendered[bytes] = Rendered(lambda detailed: orjson.dumps(gateway.health_of(detailed)))
+    shown_metrics: Rendered[bytes] = Rendered(lambda _: gateway.metrics.render())
 
-    async def metrics(request: Request) -> Response:
-        return Response(gateway.metrics.render(), media_type=CONTENT_TYPE)
+    def health(request: Request) -> Response:
+        return Response(shown_health.get(gateway.shows_details(request)), media_type="application/json")
+
+    def metrics(request: Request) -> Response:
+        return Response(shown_metrics.get(), media_type=CONTENT_TYPE)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -214,11 +236,9 @@ def create_app(config: GatewayConfig) -> Starlette:
         yield
         await gateway.close()
 
-    app = _GatewayApp(gateway, routes=[
+    app = _GatewayApp(gateway, {"/health": health, "/metrics": metrics}, routes=[
         *(client_route(path, *client) for path, client in _GatewayApp._FAST.items()),
         Route("/v1/models", models, methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
     ], lifespan=lifespan)
     app.state.gateway = gateway
     return app

@@ -107,7 +107,7 @@ class ServerConfig(_Strict):
     body_idle_timeout_s: float = Field(DEFAULT_LIMITS.body_idle_timeout_s, gt=0,
                                        description="nor may it pause longer than this between two reads, from the "
                                        "'100 Continue' on (408)")
-    max_messages: int = Field(2048, ge=1, description="chat requests with more messages get 400")
+    max_messages: int = Field(DEFAULT_LIMITS.max_messages, ge=1, description="chat requests with more messages get 400")
     max_header_bytes: int = Field(DEFAULT_LIMITS.max_header_bytes, ge=1024, description="larger request heads get 431")
     max_header_fields: int = Field(DEFAULT_LIMITS.max_header_fields, ge=8,
                                    description="request heads with more fields get 431")

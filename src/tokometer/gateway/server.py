@@ -59,9 +59,10 @@ def serve(config: GatewayConfig, sock: socket.socket, *, log_level: str = "warni
     protocol = guarded_protocol(ConnectionLimits(
         max_header_bytes=limits.max_header_bytes, max_header_fields=limits.max_header_fields,
         header_timeout_s=limits.header_timeout_s, max_connections=fd_budget(limits.max_connections),
-        client_stall_s=limits.client_stall_s, on_refusal=lambda reason: gateway.metrics.rejected.labels(reason).inc()))
-    server = _Server(uvicorn.Config(app, loop="uvloop", http=protocol, log_level=log_level, access_log=False,
-                                    lifespan="on", backlog=2048,
+        client_stall_s=limits.client_stall_s, body_timeout_s=limits.body_timeout_s,
+        on_refusal=lambda reason: gateway.metrics.rejected.labels(reason).inc()))
+    server = _Server(uvicorn.Config(app, loop="uvloop", http=protocol, ws="none", log_level=log_level,
+                                    access_log=False, lifespan="on", backlog=2048,
                                     timeout_keep_alive=int(max(1, limits.keep_alive_timeout_s))), ready, lifeline)
     if ready is None:
         print(url_line(sock), flush=True)

@@ -8,9 +8,12 @@ stage       checks (and what it finds)                           refusals (`Refu
 key         the API key (only with ``[[keys]]``)                 `KEY_REFUSED`
 body        the body arrives whole, in time, within its size     `BODY_TIMEOUT`, `BODY_IDLE_TIMEOUT`,
                                                                  `BODY_TOO_LARGE`, `CLIENT_GONE`
-translate   a JSON object; the client protocol's request as a    `BAD_BODY`, `BAD_FIELD`
-            chat request
-validate    the OpenAI request's fields                          `BAD_BODY`, `BAD_FIELD`
+translate   a JSON object of the client protocol's request shape `BAD_BODY`, `BAD_FIELD`,
+            (its fields' types, counts and sizes), as a chat     `TOO_MANY_MESSAGES`, `OVER_LIMIT`
+            request
+validate    the translated request's fields (a Messages or       `BAD_BODY`, `BAD_FIELD`,
+            Responses client's; an OpenAI client's were the      `TOO_MANY_MESSAGES`, `OVER_LIMIT`
+            client's shape)
 messages    at most ``max_messages`` messages                    `TOO_MANY_MESSAGES`
 route       a route serves the ``model``                         `MODEL_NOT_FOUND`
 budget      the key's token budget is not spent (only with keys) `BUDGET_SPENT`
@@ -47,8 +50,9 @@ from tokometer.gateway.prompt import TooLong
 from tokometer.inbound.body import BodyTimeout, BodyTooLarge, discard_rest, read_body
 from tokometer.inbound.connections import EVICTED
 from tokometer.inbound.jsonbody import BadBody, parse_object
+from tokometer.inbound.shapes import FieldError, check
+from tokometer.protocols.gateway_clients import client_protocol, relays_openai_bytes, to_chat_request
 from tokometer.protocols.gateway_clients import error_body as client_error_body
-from tokometer.protocols.gateway_clients import relays_openai_bytes, to_chat_request
 from tokometer.protocols.openai.errors import error_body
 from tokometer.protocols.openai.request import check_request
 
@@ -60,6 +64,7 @@ if TYPE_CHECKING:
     from tokometer.gateway.counting import CountingLanes
     from tokometer.gateway.prometheus import GatewayMetrics
     from tokometer.gateway.prompt import PromptCheck, PromptLimiter
+    from tokometer.inbound.request_limits import RequestLimits
     from tokometer.protocols.gateway_clients import ClientApi, Endpoint
 
 __all__ = ["STAGES", "Admission", "Check", "GatewayParts", "Refusal", "Wait", "stages_for"]
@@ -74,6 +79,8 @@ class GatewayParts(Protocol):
     """What the stages read of the gateway (`tokometer.gateway.app.Gateway`, which imports this module)."""
 
     config: GatewayConfig
+    limits: RequestLimits
+    """The limits of a request's fields (`tokometer.inbound.request_limits`, ``max_messages`` from the config)."""
     keys: KeyRing
     metrics: GatewayMetrics
     budgets: TokenBudgets
@@ -127,6 +134,9 @@ CLIENT_GONE = Refusal(499, None, None, None)
 BAD_BODY = Refusal(400, "invalid_request_error", None, "bad_body")
 BAD_FIELD = Refusal(400, "invalid_request_error", "invalid_type", "bad_field")
 TOO_MANY_MESSAGES = Refusal(400, "invalid_request_error", "too_many_messages", "too_many_messages")
+OVER_LIMIT = Refusal(400, "invalid_request_error", "over_limit", "over_limit")
+"""A field over a count or size limit (tools, stop sequences, logit_bias entries, content parts, a name's
+length): the body's ``code`` names which (``too_many_tools``, ``string_too_long``)."""
 MODEL_NOT_FOUND = Refusal(404, "invalid_request_error", "model_not_found", None)
 BUDGET_SPENT = Refusal(429, "rate_limit_error", "token_budget_exceeded", "budget")
 TOO_LONG = Refusal(400, "invalid_request_error", "context_length_exceeded", "too_long")
@@ -214,7 +224,12 @@ async def _body(gateway: GatewayParts, a: Admission) -> Answer:
 
 def _translate(gateway: GatewayParts, a: Admission) -> Answer:
     try:
-        a.body = to_chat_request(a.api, parse_object(a.raw))
+        limits = gateway.limits
+        body = parse_object(a.raw, limits.max_json_depth, limits.max_json_strings, limits.max_json_values)
+        shape = client_protocol(a.api, a.endpoint).request
+        if shape is not None:
+            check(shape, body, gateway.limits)
+        a.body = to_chat_request(a.api, body)
     except ValueError as exc:
         return _bad_request(gateway, a.api, exc)
     finally:
@@ -223,8 +238,10 @@ def _translate(gateway: GatewayParts, a: Admission) -> Answer:
 
 
 def _validate(gateway: GatewayParts, a: Admission) -> Answer:
+    if relays_openai_bytes(a.api):
+        return None  # an OpenAI client's request is its own shape, checked in _translate
     try:
-        check_request(a.body, a.endpoint == "chat")
+        check_request(a.body, a.endpoint == "chat", gateway.limits)
     except ValueError as exc:
         return _bad_request(gateway, a.api, exc)
     return None
@@ -233,6 +250,11 @@ def _validate(gateway: GatewayParts, a: Admission) -> Answer:
 def _bad_request(gateway: GatewayParts, api: ClientApi, exc: ValueError) -> Response:
     if isinstance(exc, BadBody):
         return BAD_BODY.answer(gateway, api, str(exc))
+    if isinstance(exc, FieldError) and exc.code != BAD_FIELD.code:
+        if exc.code == TOO_MANY_MESSAGES.code:
+            return TOO_MANY_MESSAGES.answer(gateway, api, str(exc))
+        OVER_LIMIT.count(gateway)
+        return OVER_LIMIT.respond(api, error_body(str(exc), OVER_LIMIT.type or "", exc.code))
     return BAD_FIELD.answer(gateway, api, f"invalid request: {exc}")  # a field of the wrong type: named, as OpenAI
 
 
@@ -324,8 +346,8 @@ Stage = Check | Wait
 STAGES: tuple[Stage, ...] = (
     Check("key", _key, (KEY_REFUSED,), _with_keys),
     Wait("body", _body, (BODY_TIMEOUT, BODY_IDLE_TIMEOUT, BODY_TOO_LARGE, CLIENT_GONE)),
-    Check("translate", _translate, (BAD_BODY, BAD_FIELD)),
-    Check("validate", _validate, (BAD_BODY, BAD_FIELD)),
+    Check("translate", _translate, (BAD_BODY, BAD_FIELD, TOO_MANY_MESSAGES, OVER_LIMIT)),
+    Check("validate", _validate, (BAD_BODY, BAD_FIELD, TOO_MANY_MESSAGES, OVER_LIMIT)),
     Check("messages", _messages, (TOO_MANY_MESSAGES,)),
     Check("route", _route, (MODEL_NOT_FOUND,)),
     Wait("budget", _budget, (BUDGET_SPENT,), _with_keys),

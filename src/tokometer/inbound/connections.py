@@ -2,13 +2,24 @@
 
 uvicorn's httptools protocol, with what it lacks for a server on an open port:
 
+- **the request line**: HTTP/1.0 and HTTP/1.1 only (an HTTP/0.9 line, which has no version, ``400``;
+  any other version ``505``), and a target in origin form (``/path``), absolute form (``http://...``)
+  or ``*``, else ``400``; each answered and the connection closed before the application sees it.
 - **request heads**: at most ``max_header_bytes`` (request line and fields) and
   ``max_header_fields`` fields, else ``431`` and the connection is closed; a head must arrive
   within ``header_timeout_s`` of its first byte (or of the connection opening), else ``408``.
   A client that connects and sends nothing, or sends a header a byte at a time, holds its
-  connection for seconds, not forever. (Bodies have their deadlines where they are read,
-  `tokometer.inbound.body`.)
+  connection for seconds, not forever.
+- **request bodies on the wire**: a chunked body's framing (chunk-size lines and their extensions,
+  CRLFs, trailers) may take ``max_body_framing_bytes`` and 1/`FRAMING_SHARE` of the body (``413`` and
+  close: a 1 MiB chunk extension, a million one-byte chunks); trailer fields count against the head's limits; and
+  whatever endpoint the request is for, read or not, its body must be whole within ``body_timeout_s``
+  of its head (a moment later than `tokometer.inbound.body`'s own deadline, so that an endpoint that
+  reads its body answers first, in its client's shape), else ``408`` (or, once answered, the
+  connection is closed).
 - **idle keep-alive**: closed after ``keep_alive_timeout_s`` (uvicorn's own timer).
+- **pipelining**: at most `MAX_PIPELINED` requests waiting behind the one being answered; a client that sends
+  more ahead of their answers (200,000 ``GET /health`` in one write) is closed (``pipelined``).
 - **a client that takes nothing of its answer** (nginx's ``send_timeout``): when the transport has
   paused writing (its buffer is over the high-water mark; uvicorn's ``send`` then waits) and for
   ``client_stall_s`` nothing of that buffer went out, the connection is aborted; the application
@@ -17,18 +28,24 @@ uvicorn's httptools protocol, with what it lacks for a server on an open port:
   out of file descriptors (each streaming client also needs one to its upstream). When the limit is
   reached, a connection that is not progressing is closed to make room, in this order:
 
-  1. idle: no request in progress (kept alive, or never used), the longest idle first;
-  2. still sending its request (head, or a body the application waits for) and nothing came for
-     `PROGRESS_GRACE_S`: the one whose last byte came longest ago, answered ``408`` (with
-     ``connection: close``);
-  3. its answer stalled: writing paused and nothing drained for `PROGRESS_GRACE_S`, the longest
+  1. idle: no request in progress (kept alive, or opened over `PROGRESS_GRACE_S` ago and never used), the
+     longest idle first;
+  2. still sending its request (a head, or a body the
+     application waits for) and behind: nothing came for `PROGRESS_GRACE_S`, or its body has come
+     slower than ``min_body_rate`` bytes a second since the request began (a head earns no time: a
+     client that trickles a byte every few seconds, or every tenth of one, is behind at once); the one
+     furthest behind first, answered ``408`` (with ``connection: close``). A client that sends its
+     request at once is never behind, so however fast slow clients reconnect they make room for it;
+  3. just opened (within `PROGRESS_GRACE_S`) and nothing sent yet, the oldest first (counted as idle);
+  4. its answer stalled: writing paused and nothing drained for `PROGRESS_GRACE_S`, the longest
      stalled first, aborted.
 
   Only when every connection is doing real work (its request being answered, its answer being
   read) is the new one answered ``503`` and closed.
 
 Refusals are reported to ``on_refusal`` (the gateway counts them in ``tokometer_gateway_rejected_total``;
-reasons ``header_too_large``, ``header_timeout``, ``connections``, ``client_stalled``, and for the
+reasons ``header_too_large``, ``header_timeout``, ``bad_request_line``, ``http_version``, ``body_framing``,
+``body_timeout``, ``pipelined``, ``connections``, ``client_stalled``, and for the
 connections closed to make room ``idle_evicted``, ``slow_request_evicted`` and ``stalled_evicted``)
 and logged as one line with the client's address (evictions at level info) on the ``logger`` the
 server names.
@@ -46,11 +63,22 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["EVICTED", "PROGRESS_GRACE_S", "ConnectionLimits", "fd_budget", "guarded_protocol"]
+from tokometer.inbound.request_limits import DEFAULT_LIMITS
+
+__all__ = ["EVICTED", "FRAMING_SHARE", "MAX_PIPELINED", "PROGRESS_GRACE_S", "ConnectionLimits", "fd_budget",
+           "guarded_protocol"]
 
 EVICTED = "tokometer.evicted"
 """Set (True) in a request's ASGI scope when its connection was closed to make room: the application then
 sees a disconnect it need not log again (the eviction was)."""
+
+FRAMING_SHARE = 8
+"""Beyond ``max_body_framing_bytes``, a chunked body's framing may take this fraction of the body (1/8: an upload
+in 64-byte chunks passes, one in 1-byte chunks does not)."""
+
+MAX_PIPELINED = 32
+"""Requests a client may send ahead of their answers on one connection (HTTP/1.1 pipelining); with more
+waiting, the connection is closed (uvicorn would read and queue them all, ~8,000 a read)."""
 
 PROGRESS_GRACE_S = 0.5
 """A connection that moved a byte (of its request in, or of its answer out) this recently is progressing:
@@ -72,6 +100,13 @@ class ConnectionLimits:
     """The logger refusals are written to."""
     client_stall_s: float | None = None
     """A connection whose answer is stalled (writes paused, nothing drained) this long is aborted; None: never."""
+    body_timeout_s: float | None = None
+    """A request's body must be whole within this of its head, whether the application reads it or not
+    (answered a moment after the application's own deadline); None: no deadline here."""
+    max_body_framing_bytes: int = DEFAULT_LIMITS.max_body_framing_bytes
+    """Bytes a chunked body's framing may take beyond the body (413)."""
+    min_body_rate: float = DEFAULT_LIMITS.min_body_rate
+    """At the connection limit, a request whose body comes slower than this (bytes a second) makes room."""
 
 
 def fd_budget(wanted: int) -> int:
@@ -112,6 +147,16 @@ class _GuardedProtocol(HttpToolsProtocol):
         """When its answer last made progress out of a paused write buffer (or writing was paused)."""
         self._buffered = 0
         self._stall_timer: asyncio.TimerHandle | None = None
+        self._used = False
+        """A request has begun on this connection (else it is new: it counts as sending one)."""
+        self._request_began = self.idle_since
+        """When the request now on its way began (or the connection opened)."""
+        self._in_body = False
+        self._body_bytes = 0
+        """Of the request now on its way: its body's bytes as decoded, and as they came on the wire."""
+        self._body_wire = 0
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._body_began = self.idle_since
 
     # -- connection ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -125,6 +170,7 @@ class _GuardedProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_timer()
         self._disarm_stall_timer()
+        self._disarm_body_timer()
         super().connection_lost(exc)
 
     def _make_room(self) -> bool:
@@ -135,6 +181,8 @@ class _GuardedProtocol(HttpToolsProtocol):
             if other is self or not isinstance(other, _GuardedProtocol):
                 continue
             other_rank, other_since = other._stage(now)
+            if other_rank == _SENDING and other_since > now:
+                continue  # on its way, and keeping up
             if other_rank < rank or (other_rank == rank != _BUSY and other_since < since):
                 victim, rank, since = other, other_rank, other_since
         if victim is None:
@@ -143,17 +191,18 @@ class _GuardedProtocol(HttpToolsProtocol):
         return True
 
     def _stage(self, now: float) -> tuple[int, float]:
-        """How much this connection progresses, for `_make_room`: its rank, and since when it has not."""
+        """How much this connection progresses, for `_make_room`: its rank, and since when it has not (for a
+        request on its way, `_behind_since`: in the future while it keeps up)."""
         if self._refused or self.transport.is_closing():
             return _BUSY, 0.0
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
-            if not self._in_head:
-                return _IDLE, self.idle_since
-            return (_SENDING, self.last_byte) if now - self.last_byte >= PROGRESS_GRACE_S else (_BUSY, 0.0)
+            if not self._in_head:  # kept alive, or opened and never used (just opened: after those still sending)
+                return (_IDLE if self._used or now - self.idle_since >= PROGRESS_GRACE_S else _FRESH), self.idle_since
+            return _SENDING, self._behind_since()  # a head on its way
         if not cycle.response_started:
-            if cycle.more_body and not self.flow.read_paused and now - self.last_byte >= PROGRESS_GRACE_S:
-                return _SENDING, self.last_byte  # the application waits for a body that does not come
+            if cycle.more_body and not self.flow.read_paused:
+                return _SENDING, self._behind_since()  # the application waits for a body still on its way
             return _BUSY, 0.0  # being answered
         if self.flow.write_paused:
             self._sample_drain(now)
@@ -166,19 +215,17 @@ class _GuardedProtocol(HttpToolsProtocol):
         self._refused = True
         self._disarm_head_timer()
         self._disarm_stall_timer()
+        self._disarm_body_timer()
         client = _address(self.client)
-        if rank == _IDLE:
+        if rank in (_IDLE, _FRESH):
             log.info("closing the connection idle longest (from %s) to make room", client)
             label = "idle_evicted"
             self.transport.close()
         elif rank == _SENDING:
-            log.info("closing the connection from %s to make room: its request has not progressed for %.1f s (408)",
-                     client, still_s)
+            log.info("closing the connection from %s to make room: its request has not progressed for %.1f s, or "
+                     "came slower than %g bytes a second (408)", client, still_s, self.limits.min_body_rate)
             label = "slow_request_evicted"
-            if self.cycle is not None and not self.cycle.response_complete:
-                self.cycle.scope[EVICTED] = True  # type: ignore[literal-required]
-                self.cycle.disconnected = True  # the application stops waiting for the body now
-                self.cycle.message_event.set()
+            self._release_application()
             self.transport.write(_response(408, "Request Timeout", "the request did not progress and the server "
                                            "needed its connection: send it at once"))
             self.transport.close()
@@ -189,6 +236,21 @@ class _GuardedProtocol(HttpToolsProtocol):
             self.transport.abort()
         if self.limits.on_refusal is not None:
             self.limits.on_refusal(label)
+
+    def _behind_since(self) -> float:
+        """When the request on its way fell behind: nothing came for `PROGRESS_GRACE_S`, or its body came slower
+        than ``min_body_rate`` since it began (a head earns no time)."""
+        on_time = self._request_began + self._body_bytes / self.limits.min_body_rate
+        return min(on_time, self.last_byte + PROGRESS_GRACE_S)
+
+    def _release_application(self) -> None:
+        """The application stops waiting for a request body this connection will not deliver (it sees a
+        disconnect, marked `EVICTED`: the server has logged why) and writes nothing more."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cycle.scope[EVICTED] = True  # type: ignore[literal-required]
+            cycle.disconnected = True
+            cycle.message_event.set()
 
     def idle(self) -> bool:
         """No request is being answered (it may be sending one slowly)."""
@@ -250,14 +312,24 @@ class _GuardedProtocol(HttpToolsProtocol):
         counting = self._in_head or idle
         if counting:
             self._head_bytes += len(data)
+        in_body = self._in_body
+        if in_body:
+            self._body_wire += len(data)
         super().data_received(data)
         if counting and self._in_head and self._head_bytes > self.limits.max_header_bytes:
             self._too_large()  # a head that goes on and on without ending (a field line never ends)
+        elif in_body and self._in_body:  # (a body that ended in this piece is not measured: one read at most)
+            self._check_framing()
+        if self._in_body and self._body_timer is None and not self._refused:
+            self._arm_body_timer()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head = True
         self._head_fields = 0
+        self._used = True
+        self._request_began = time.monotonic()
+        self._body_bytes = self._body_wire = 0
         if self._head_timer is None:
             self._arm_head_timer()
 
@@ -279,7 +351,29 @@ class _GuardedProtocol(HttpToolsProtocol):
         self._in_head = False
         self._head_bytes = 0
         self._disarm_head_timer()
+        self._check_request_line()
+        self._in_body = True  # until on_message_complete, which comes at once for a request without a body
+        self._body_began = time.monotonic()
         super().on_headers_complete()
+        if len(self.pipeline) > MAX_PIPELINED:
+            self._refused = True
+            self._disarm_head_timer()
+            logging.getLogger(self.limits.logger).warning(
+                "closing the connection from %s: over %d requests sent ahead of their answers", _address(self.client),
+                MAX_PIPELINED)
+            if self.limits.on_refusal is not None:
+                self.limits.on_refusal("pipelined")
+            self.transport.close()
+            raise _Stop
+
+    def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._in_body = False
+        self._disarm_body_timer()
+        super().on_message_complete()
 
     def on_response_complete(self) -> None:
         self.idle_since = time.monotonic()
@@ -288,6 +382,58 @@ class _GuardedProtocol(HttpToolsProtocol):
     def send_400_response(self, msg: str) -> None:
         if not self._refused:  # a refusal has answered already; the parser error is ours
             super().send_400_response(msg)
+
+    # -- request lines and bodies ----------------------------------------------------------------
+    def _check_request_line(self) -> None:
+        """HTTP/1.0 or 1.1, and a target a server answers (``/path``, ``http://...``, ``*``); else refused."""
+        version = self.parser.get_http_version()
+        if version not in _VERSIONS:
+            if version == "0.9":
+                self._refuse(400, "Bad Request", "bad_request_line", "an HTTP/0.9 request line (no version): send "
+                             "'METHOD /path HTTP/1.1'")
+            else:
+                self._refuse(505, "HTTP Version Not Supported", "http_version",
+                             f"HTTP/{version} is not spoken here: send HTTP/1.1 (or HTTP/1.0)")
+            raise _Stop
+        url = self.url
+        if not (url.startswith(b"/") or url == b"*" or url[:7].lower() == b"http://" or url[:8].lower() == b"https://"):
+            self._refuse(400, "Bad Request", "bad_request_line", "the request target must be a path ('/...'), an "
+                         "absolute URL or '*'")
+            raise _Stop
+
+    def _check_framing(self) -> None:
+        framing = self._body_wire - self._body_bytes
+        most = self.limits.max_body_framing_bytes + self._body_bytes // FRAMING_SHARE
+        if framing > most:
+            self._refuse(413, "Content Too Large", "body_framing",
+                         f"the chunked body's framing (chunk-size lines, extensions, trailers) is over {most:,} bytes "
+                         f"beside its {self._body_bytes:,} bytes of body (max_body_framing_bytes and 1/{FRAMING_SHARE} "
+                         "of the body): send it in larger chunks, or with Content-Length")
+
+    def _arm_body_timer(self) -> None:
+        timeout_s = self.limits.body_timeout_s
+        if timeout_s is not None:
+            at = self._body_began + timeout_s + PROGRESS_GRACE_S - time.monotonic()
+            self._body_timer = self.loop.call_later(max(0.0, at), self._body_timeout)
+
+    def _disarm_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_timeout(self) -> None:
+        self._body_timer = None
+        if not self._in_body or self._refused or self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if cycle is None or not cycle.response_started:
+            self._refuse(408, "Request Timeout", "body_timeout",
+                         f"the request body did not arrive within {self.limits.body_timeout_s:g} s of its head")
+            return
+        self._refused = True  # answered already (without reading it all): the rest is not waited for
+        logging.getLogger(self.limits.logger).warning("closing the connection from %s: its request body went on "
+                                                      "past %g s", _address(self.client), self.limits.body_timeout_s)
+        self.transport.close()
 
     # -- refusals --------------------------------------------------------------------------
     def _too_large(self) -> None:
@@ -315,6 +461,8 @@ class _GuardedProtocol(HttpToolsProtocol):
             return
         self._refused = True
         self._disarm_head_timer()
+        self._disarm_body_timer()
+        self._release_application()
         logging.getLogger(self.limits.logger).warning("refused a connection from %s: %s (%d)", _address(self.client),
                                                       message, status)
         if self.limits.on_refusal is not None:
@@ -323,7 +471,10 @@ class _GuardedProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-_IDLE, _SENDING, _STALLED, _BUSY = range(4)
+_VERSIONS = frozenset({"1.0", "1.1"})
+"""The HTTP versions a request line may name."""
+
+_IDLE, _SENDING, _FRESH, _STALLED, _BUSY = range(5)
 """The ranks of `_GuardedProtocol._stage`: who is closed first to make room (`_BUSY` never)."""
 
 

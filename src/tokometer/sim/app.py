@@ -23,11 +23,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tokometer.inbound.cheap import Rendered
 from tokometer.messages import message_text
 from tokometer.protocols.common.server import ProtocolServer
-from tokometer.protocols.openai.request import check_request
 from tokometer.sim.auth import RequireKey
-from tokometer.sim.bodies import error, read_json
+from tokometer.sim.bodies import CONFIG_CHANGES, DETOKENIZE_REQUEST, TOKENIZE_REQUEST, error, read_json
 from tokometer.sim.config import SimConfig
 from tokometer.sim.embeddings import embedding_routes
 from tokometer.sim.generate import generate
@@ -76,6 +76,7 @@ def create_app(config: SimConfig) -> Starlette:
                                                Middleware(RequireKey, state=state, skip=SERVERS)])
     app.state.sim = state
     app.state.metrics = metrics
+    app.state.shown_metrics = Rendered(lambda _: metrics.render())
     return app
 
 
@@ -103,16 +104,12 @@ async def _health(request: Request) -> Response:
 async def _tokenize(request: Request) -> Response:
     """vLLM's ``/tokenize`` (``prompt`` or ``messages``) and llama.cpp's (``content``): a word a token."""
     state = _state(request)
-    body = await read_json(request, state.config)
+    body = await read_json(request, state.config, TOKENIZE_REQUEST)
     if isinstance(body, Response):
         return body
     text = body.get("content", body.get("prompt", ""))
     messages = body.get("messages")
     if messages is not None:  # vLLM's chat form: the sim has no template, so the messages' words
-        try:
-            check_request({"messages": messages}, chat=True)
-        except ValueError as exc:
-            return error(None, 400, f"invalid request: {exc}", "invalid_request_error")
         text = " ".join(message_text(m) for m in messages)
     if not isinstance(text, str):
         return error(None, 400, "'content' must be a string", "invalid_request_error")
@@ -123,7 +120,7 @@ async def _tokenize(request: Request) -> Response:
 async def _detokenize(request: Request) -> Response:
     """The words of token ids `_tokenize` gave."""
     state = _state(request)
-    body = await read_json(request, state.config)
+    body = await read_json(request, state.config, DETOKENIZE_REQUEST)
     if isinstance(body, Response):
         return body
     ids = body.get("tokens")
@@ -152,8 +149,10 @@ async def _clear_trace(request: Request) -> Response:
 
 
 async def _prometheus(request: Request) -> Response:
-    metrics: SimMetrics = request.app.state.metrics
-    return Response(metrics.render(), media_type=CONTENT_TYPE)
+    """``/metrics``, rendered at most so often that a flood of requests cannot slow the streams
+    (`tokometer.inbound.cheap`)."""
+    shown: Rendered[bytes] = request.app.state.shown_metrics
+    return Response(shown.get(), media_type=CONTENT_TYPE)
 
 
 async def _sim_config(request: Request) -> Response:
@@ -163,7 +162,7 @@ async def _sim_config(request: Request) -> Response:
 async def _patch_config(request: Request) -> Response:
     """Change the script while running (e.g. make the server slow, then fast again, in a test)."""
     state = _state(request)
-    changes = await read_json(request, state.config)
+    changes = await read_json(request, state.config, CONFIG_CHANGES)
     if isinstance(changes, Response):
         return changes
     try:

@@ -34,6 +34,13 @@ MetricsNames = Literal["vllm", "vllm-v0", "sglang", "llamacpp", "tgi"]
 METRICS_NAMES: Final[tuple[str, ...]] = MetricsNames.__args__  # type: ignore[attr-defined]
 
 
+_DAY_S = 86_400.0
+_DAY_MS = _DAY_S * 1000
+_TOKENS = 2**31 - 1
+"""Upper bounds of the settings (a start-up option or ``PATCH /sim/config``): a day of any wait, 2^31 - 1 tokens;
+with no infinity nor NaN anywhere, a setting can never overflow a timer or a count."""
+
+
 class SimConfig(BaseModel):
     """Scripted timing of the simulator: every request follows the same script.
 
@@ -42,34 +49,39 @@ class SimConfig(BaseModel):
     may carry fewer). Timing is absolute, so a late event never delays the next.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model: str = "sim-model"
-    ttft_ms: float = Field(100.0, ge=0)
-    itl_ms: float = Field(5.0, ge=0)
-    tokens_per_event: int = Field(1, ge=1)
-    output_tokens: int | None = Field(None, ge=0, description="natural answer length (EOS); None: until max_tokens")
-    default_max_tokens: int = Field(128, ge=1)
+    ttft_ms: float = Field(100.0, ge=0, le=_DAY_MS)
+    itl_ms: float = Field(5.0, ge=0, le=_DAY_MS)
+    tokens_per_event: int = Field(1, ge=1, le=_TOKENS)
+    output_tokens: int | None = Field(None, ge=0, le=_TOKENS,
+                                       description="natural answer length (EOS); None: until max_tokens")
+    default_max_tokens: int = Field(128, ge=1, le=_TOKENS)
     empty_first_event: bool = False
-    max_context: int = Field(32768, ge=1)
+    max_context: int = Field(32768, ge=1, le=_TOKENS)
     api_key: str | None = None
-    max_body_bytes: int = Field(DEFAULT_LIMITS.max_body_bytes, ge=1024, description="larger request bodies get 413 "
+    max_body_bytes: int = Field(DEFAULT_LIMITS.max_body_bytes, ge=1024, le=1 << 30,
+                                description="larger request bodies get 413 "
                                 "(the gateway's limit; tokometer.inbound)")
-    body_timeout_s: float = Field(DEFAULT_LIMITS.body_timeout_s, gt=0, description="a request body must arrive "
+    body_timeout_s: float = Field(DEFAULT_LIMITS.body_timeout_s, gt=0, le=_DAY_S,
+                                  description="a request body must arrive "
                                   "whole within this of its head, else 408 (the gateway's limit)")
-    body_idle_timeout_s: float = Field(DEFAULT_LIMITS.body_idle_timeout_s, gt=0, description="nor pause longer "
+    body_idle_timeout_s: float = Field(DEFAULT_LIMITS.body_idle_timeout_s, gt=0, le=_DAY_S,
+                                       description="nor pause longer "
                                        "than this between two reads, else 408 (the gateway's limit)")
     reject_stream_options: bool = False
     faults: dict[str, float] = Field(default_factory=dict, description="fault name -> probability per request")
     fault_schedule: list[str] = Field(default_factory=list, description="fault per request, cycled in order")
-    fault_after_tokens: int = Field(3, ge=0, description="mid-stream faults strike after this many tokens")
-    stall_s: float = Field(3600.0, ge=0)
-    slow_first_byte_ms: float = Field(2000.0, ge=0)
+    fault_after_tokens: int = Field(3, ge=0, le=_TOKENS, description="mid-stream faults strike after this many tokens")
+    stall_s: float = Field(3600.0, ge=0, le=_DAY_S)
+    slow_first_byte_ms: float = Field(2000.0, ge=0, le=_DAY_MS)
     seed: int = 0
     precise: bool = False
-    trace_size: int = Field(100_000, ge=0)
+    trace_size: int = Field(100_000, ge=0, le=10_000_000)
     trace_bodies: bool = False
-    max_output_tokens: int | None = Field(None, ge=1, description="the server's own cap on one answer's length")
+    max_output_tokens: int | None = Field(None, ge=1, le=_TOKENS,
+                                          description="the server's own cap on one answer's length")
     metrics_names: MetricsNames = Field("vllm", description="whose metric names /metrics speaks (read at start)")
     metrics_buckets: tuple[float, ...] | None = Field(
         None, description="upper bounds (seconds, ascending) of every latency histogram's buckets instead of the "

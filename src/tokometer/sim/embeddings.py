@@ -30,6 +30,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
+from tokometer.inbound.request_limits import DEFAULT_LIMITS
+from tokometer.protocols.embeddings import EMBEDDINGS, RERANK
 from tokometer.sim.config import SimConfig
 from tokometer.sim.servers import count_words
 from tokometer.sim.state import SimState
@@ -41,10 +43,11 @@ __all__ = ["DIMENSIONS", "MAX_INPUTS", "embedding_routes"]
 DIMENSIONS = 64
 """Numbers in each simulated embedding."""
 
-MAX_INPUTS = 4096
+MAX_INPUTS = DEFAULT_LIMITS.max_inputs
 """The most inputs (or documents) one request may carry."""
 
-ReadBody = Callable[[Request, SimConfig], Any]
+ReadBody = Callable[..., Any]
+"""`tokometer.sim.bodies.read_json`: (request, config, shape) -> the body, or the refusal."""
 
 
 def embedding_routes(state: SimState, read_json: ReadBody) -> list[Route]:
@@ -58,7 +61,7 @@ def embedding_routes(state: SimState, read_json: ReadBody) -> list[Route]:
         seq, fault = state.next_request()
         trace = SendTrace(seq=seq, path=request.url.path, fault=fault, received_ns=received_ns)
         state.trace.add(trace)
-        body = await read_json(request, config)
+        body = await read_json(request, config, (RERANK if rerank else EMBEDDINGS).request)
         if isinstance(body, Response):
             trace.status = body.status_code
             return body

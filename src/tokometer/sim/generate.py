@@ -1,7 +1,8 @@
 """The simulator's protocol endpoints: one request admitted, its answer's length decided, its stream started.
 
 `generate` answers every path of `tokometer.sim.servers.SERVERS`. It stamps the request into the send trace,
-admits it (`_admit`: the key, the body within its limits, the protocol's reading of it, the scripted faults
+admits it (`_admit`: the key, the body within its limits, its fields within the protocol's request shape
+(`tokometer.sim.servers.REQUESTS`), the protocol's reading of it, the scripted faults
 that answer at once), decides the answer's length and finish (`_length`: the context window, ``max_tokens``,
 the script's natural length, the server's own cap) and hands it to a stream: the scheduler's (`EngineStream`)
 when a performance model drives the simulator, else the script's (`ScriptedStream`).
@@ -19,10 +20,10 @@ from starlette.responses import Response
 from tokometer.inbound.jsonbody import BadBody, parse_object
 from tokometer.protocols.common.server import ProtocolServer, RequestInfo
 from tokometer.sim.auth import REFUSAL, authorized, presented
-from tokometer.sim.bodies import error, read
+from tokometer.sim.bodies import checked, error, read
 from tokometer.sim.config import SimConfig
 from tokometer.sim.prefixcache import block_hashes, prompt_words
-from tokometer.sim.servers import SERVERS, count_words
+from tokometer.sim.servers import REQUESTS, SERVERS, count_words
 from tokometer.sim.state import SimState
 from tokometer.sim.streams import EngineStream, ScriptedStream
 from tokometer.sim.trace import SendTrace
@@ -86,7 +87,7 @@ async def _admit(request: Request, state: SimState, config: SimConfig, proto: Pr
     if state.config.trace_bodies:
         trace.body = raw[:65536].decode("utf-8", "replace")
     try:
-        body = parse_object(raw)
+        body = checked(parse_object(raw), REQUESTS.get(request.url.path))
         info = proto.read(body, config.model, count_words)
     except BadBody as exc:
         return error(proto, 400, str(exc), "invalid_request_error")

@@ -42,11 +42,13 @@ def serve(config: SimConfig, sock: socket.socket, *, log_level: str = "warning")
     limits = DEFAULT_LIMITS  # the gateway's own: a test server people point tools at is on an open port too
     protocol = guarded_protocol(ConnectionLimits(
         max_header_bytes=limits.max_header_bytes, max_header_fields=limits.max_header_fields,
-        header_timeout_s=limits.header_timeout_s, max_connections=fd_budget(_MAX_CONNECTIONS), logger="tokometer.sim"))
+        header_timeout_s=limits.header_timeout_s, max_connections=fd_budget(_MAX_CONNECTIONS), logger="tokometer.sim",
+        body_timeout_s=config.body_timeout_s))
     uv_config = uvicorn.Config(
         app,
         loop="uvloop",
         http=protocol,
+        ws="none",
         log_level=log_level,
         access_log=False,
         lifespan="off",

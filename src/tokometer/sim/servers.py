@@ -9,10 +9,11 @@ Anthropic Messages ``/v1/messages`` (named SSE events, as the two APIs document 
 
 from __future__ import annotations
 
+from tokometer.inbound.shapes import Shape
 from tokometer.protocols.common.server import ProtocolServer
 from tokometer.protocols.registry import PROTOCOLS
 
-__all__ = ["SERVERS", "count_words"]
+__all__ = ["REQUESTS", "SERVERS", "count_words"]
 
 
 def count_words(text: str) -> int:
@@ -24,3 +25,9 @@ SERVERS: dict[str, ProtocolServer] = {
     protocol.server.path: protocol.server() for protocol in PROTOCOLS.values() if protocol.server is not None
 }
 """The server side of each protocol the simulator streams, by its path."""
+
+REQUESTS: dict[str, Shape] = {
+    protocol.server.path: protocol.request for protocol in PROTOCOLS.values()
+    if protocol.server is not None and protocol.request is not None
+}
+"""The request shape of each protocol the simulator streams, by its path (checked before its server reads it)."""

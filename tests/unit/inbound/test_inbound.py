@@ -58,9 +58,11 @@ def test_a_wide_body_is_checked_quickly() -> None:
     started = time.perf_counter()
     orjson.loads(raw)
     parsed = time.perf_counter()
-    parse_object(raw)
+    parse_object(raw, max_values=2_000_000)  # (by default a million values are refused before the parse)
     checked = time.perf_counter()
     assert (checked - parsed) - (parsed - started) < 1.0
+    with pytest.raises(BadBody, match="1,000,000 values"):
+        parse_object(raw)
 
 
 def test_parse_object_refuses_what_is_not_a_shallow_object() -> None:

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from tokometer.protocols.anthropic_messages.client import AnthropicMessages
+from tokometer.protocols.anthropic_messages.request import MESSAGES_REQUEST
 from tokometer.protocols.anthropic_messages.server import AnthropicMessagesServer
 from tokometer.protocols.anthropic_messages.tools import TOOL_EVENTS
 from tokometer.protocols.anthropic_messages.translate import chat_request_from_anthropic
@@ -19,4 +20,4 @@ __all__ = ["MESSAGES"]
 MESSAGES = Protocol("Anthropic", AnthropicMessages, AnthropicMessagesServer,
                     base_path="/v1", model_list=ModelList("/models", ids_of), picks_first_model=True, chat=True,
                     to_chat=chat_request_from_anthropic, error_body=gateway_error_body, tool_events=TOOL_EVENTS,
-                    writer=gateway_writer)
+                    writer=gateway_writer, request=MESSAGES_REQUEST)

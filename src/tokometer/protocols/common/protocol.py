@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tokometer.inbound.shapes import Shape
 from tokometer.protocols.common.base import ProtocolClient
 from tokometer.protocols.common.server import ProtocolServer
 from tokometer.protocols.common.tool_events import ToolEvents
@@ -123,6 +124,10 @@ class Protocol:
     """How it streams and declares tool calls where that is not OpenAI chat's way (the gateway's upstreams)."""
     writer: WriterFactory | None = None
     """The writer of one answer to a client of this protocol (the gateway; None: the gateway does not serve it)."""
+    request: Shape | None = None
+    """The shape of a request its servers take (its package's ``request`` module): the inbound boundary of the
+    gateway and the simulator checks a client's body against it, within the limits of
+    `tokometer.inbound.request_limits`, before any other work."""
 
     @property
     def model_list_path(self) -> str:

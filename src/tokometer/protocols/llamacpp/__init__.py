@@ -7,6 +7,7 @@ from typing import Any
 
 from tokometer.protocols.common.protocol import ModelList, Protocol
 from tokometer.protocols.llamacpp.client import LlamaCpp
+from tokometer.protocols.llamacpp.request import COMPLETION_REQUEST
 from tokometer.protocols.llamacpp.server import LlamaCppServer
 
 __all__ = ["LLAMACPP"]
@@ -20,4 +21,4 @@ def _alias(data: Any) -> list[str] | None:
 
 LLAMACPP = Protocol("llama.cpp", LlamaCpp, LlamaCppServer,
                     model_list=ModelList("/props", _alias, at_root=True), serves_one_model=True,
-                    detect=("/props", "default_generation_settings"))
+                    detect=("/props", "default_generation_settings"), request=COMPLETION_REQUEST)

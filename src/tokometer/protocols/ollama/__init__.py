@@ -6,6 +6,7 @@ from typing import Any
 
 from tokometer.protocols.common.protocol import ModelList, Protocol
 from tokometer.protocols.ollama.client import Ollama
+from tokometer.protocols.ollama.request import CHAT_REQUEST
 from tokometer.protocols.ollama.server import OllamaChatServer
 
 __all__ = ["OLLAMA"]
@@ -19,4 +20,4 @@ def _names(data: Any) -> list[str] | None:
 
 
 OLLAMA = Protocol("Ollama", Ollama, OllamaChatServer, model_list=ModelList("/api/tags", _names, at_root=True),
-                  detect=("/api/tags", "models"), chat=True)
+                  detect=("/api/tags", "models"), chat=True, request=CHAT_REQUEST)

@@ -12,6 +12,7 @@ from typing import Any
 
 from tokometer.protocols.common.protocol import ContextProbe, ModelList, Protocol, ids_of
 from tokometer.protocols.openai.client import OpenAIChat, OpenAICompletions
+from tokometer.protocols.openai.request import CHAT_REQUEST, COMPLETIONS_REQUEST
 from tokometer.protocols.openai.server import OpenAIChatServer, OpenAICompletionsServer
 from tokometer.protocols.openai.writer import gateway_writer
 
@@ -36,6 +37,6 @@ _FACTS: dict[str, Any] = dict(vendor="OpenAI", family="openai", base_path="/v1",
                               gateway_native=True, logprobs=True, writer=gateway_writer)
 
 CHAT = Protocol(client=OpenAIChat, server=OpenAIChatServer, detect=("/v1/models", "data"),
-                takes_media=True, chat=True, **_FACTS)
+                takes_media=True, chat=True, request=CHAT_REQUEST, **_FACTS)
 COMPLETIONS = Protocol(client=OpenAICompletions, server=OpenAICompletionsServer,
-                       takes_token_ids=True, **_FACTS)
+                       takes_token_ids=True, request=COMPLETIONS_REQUEST, **_FACTS)

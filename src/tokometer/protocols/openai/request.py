@@ -1,130 +1,108 @@
-"""OpenAI request bodies as a server reads them: `check_request` refuses the wrong types before they are used.
+"""OpenAI request bodies as a server reads them: `CHAT_REQUEST` and `COMPLETIONS_REQUEST`, checked by `check_request`.
 
 The gateway and the simulator both read ``model``, ``messages``, ``prompt``, ``stream``,
-``max_tokens`` and the sampling parameters of a client's request; a value of the wrong type there
-(``"messages": [1, 2]``, ``"stream": "yes"``, ``"max_tokens": "5"``) is a 400 that names the field,
-as OpenAI answers it, never an exception further in. Fields this module does not know are left to
-the engine behind. The shapes are OpenAI's API reference's:
+``max_tokens``, the sampling parameters, ``tools`` and ``logit_bias`` of a client's request; a value of the
+wrong type there (``"messages": [1, 2]``, ``"stream": "yes"``, ``"max_tokens": "5"``) or over a limit (10,000
+tools, 100,000 stop sequences, a 300,000-entry ``logit_bias``: `tokometer.inbound.request_limits`) is a 400
+that names the field, as OpenAI answers it, never an exception further in nor work for the engine. Fields
+this module does not know are left to the engine behind. The shapes are OpenAI's API reference's:
 
 - ``messages``: an array of objects; ``role`` a string; ``content`` a string, null, or an array of
-  parts (objects; a part's ``text``, where present, a string);
+  parts (objects; a part's ``text``, where present, a string); an assistant's ``tool_calls`` objects;
 - ``prompt`` (completions): a string, an array of strings, an array of token ids, or an array of
   arrays of token ids;
 - ``stream`` a boolean; ``stream_options`` an object whose ``include_usage`` is a boolean;
-- ``max_tokens``, ``max_completion_tokens``: whole numbers from 0 to 2^31 - 1; ``n`` from 1;
+- ``max_tokens``, ``max_completion_tokens``: whole numbers from 0 to 2^31 - 1; ``n`` from 1 to 128;
   ``seed`` any whole number that fits 64 bits; ``temperature``, ``top_p`` and the penalties finite
-  numbers; ``stop`` a string or an array of strings; ``model`` and ``user`` strings.
+  numbers; ``stop`` a string or an array of strings; ``model`` and ``user`` strings;
+- ``tools``: function definitions (objects, ``function.name`` a string); ``tool_choice`` a string or an
+  object; ``logit_bias`` an object of token ids to numbers from -100 to 100.
 
 Every field may also be null (absent).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MAX_TOKENS_LIMIT", "check_request"]
+from tokometer.inbound.request_limits import DEFAULT_LIMITS, RequestLimits
+from tokometer.inbound.shapes import Arr, Bool, Int, Map, Num, Obj, OneOf, Str, check
+
+__all__ = ["CHAT_REQUEST", "COMPLETIONS_REQUEST", "MAX_TOKENS_LIMIT", "TOKEN_ID", "check_request"]
 
 MAX_TOKENS_LIMIT = 2**31 - 1
 _INT64 = 2**63
+NAME = Str("max_name_chars")
+TOKEN_ID = Int(0, MAX_TOKENS_LIMIT)
+STOP = OneOf((Str(), Arr(Str(), "max_stop_sequences")), "a string or an array of strings")
+LOGIT_BIAS = Map(Num(-100, 100), "max_logit_bias_entries", NAME, "an object of token ids to numbers")
 
+_PART = Obj({"type": NAME, "text": Str(), "image_url": OneOf((Str(), Obj({"url": Str()})), "a URL or {\"url\": ...}")},
+            says="a content part object")
+_CALL = Obj({"id": NAME, "type": NAME, "function": Obj({"name": NAME, "arguments": Str()})}, says="a tool call object")
+_MESSAGE = Obj({
+    "role": NAME,
+    "name": NAME,
+    "content": OneOf((Str(), Arr(_PART, "max_content_parts", says="an array of content parts")),
+                     "a string, an array of content parts, or null"),
+    "tool_calls": Arr(_CALL, "max_tools"),
+    "tool_call_id": NAME,
+}, says="an object with a role and a content")
+TOOLS = Arr(Obj({"type": NAME, "function": Obj({"name": NAME, "description": Str(), "parameters": Obj()},
+                                                 required=("name",))}, says="a tool definition object"), "max_tools")
+TOOL_CHOICE = OneOf((Str("max_name_chars"), Obj({"type": NAME, "function": Obj({"name": NAME})})),
+                    "a string or an object")
 
-def check_request(body: dict[str, Any], chat: bool) -> None:
-    """Raise ValueError (naming the field) if a field of this chat (or completions) request has the wrong type."""
-    for name, check in _COMMON.items():
-        value = body.get(name)
-        if value is not None:
-            check(name, value)
-    if chat:
-        _messages(body.get("messages"))
-    else:
-        _prompt(body.get("prompt"))
-
-
-def _string(name: str, value: Any) -> None:
-    if not isinstance(value, str):
-        raise ValueError(f"'{name}' must be a string")
-
-
-def _boolean(name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"'{name}' must be a boolean (true or false)")
-
-
-def _whole(low: int, high: int) -> Callable[[str, Any], None]:
-    def check(name: str, value: Any) -> None:
-        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            raise ValueError(f"'{name}' must be a whole number from {low:,} to {high:,}")
-    return check
-
-
-def _number(name: str, value: Any) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        raise ValueError(f"'{name}' must be a finite number")
-
-
-def _stop(name: str, value: Any) -> None:
-    if not isinstance(value, str) and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-        raise ValueError(f"'{name}' must be a string or an array of strings")
-
-
-def _stream_options(name: str, value: Any) -> None:
-    if not isinstance(value, dict):
-        raise ValueError(f"'{name}' must be an object")
-    if value.get("include_usage") is not None:
-        _boolean(f"{name}.include_usage", value["include_usage"])
-
-
-_COMMON: dict[str, Callable[[str, Any], None]] = {
-    "model": _string,
-    "user": _string,
-    "stream": _boolean,
-    "stream_options": _stream_options,
-    "max_tokens": _whole(0, MAX_TOKENS_LIMIT),
-    "max_completion_tokens": _whole(0, MAX_TOKENS_LIMIT),
-    "n": _whole(1, MAX_TOKENS_LIMIT),
-    "seed": _whole(-_INT64, _INT64 - 1),
-    "temperature": _number,
-    "top_p": _number,
-    "presence_penalty": _number,
-    "frequency_penalty": _number,
-    "stop": _stop,
-    "ignore_eos": _boolean,
+_COMMON: dict[str, Any] = {
+    "model": NAME,
+    "user": NAME,
+    "stream": Bool(),
+    "stream_options": Obj({"include_usage": Bool()}),
+    "max_tokens": Int(0, MAX_TOKENS_LIMIT),
+    "max_completion_tokens": Int(0, MAX_TOKENS_LIMIT),
+    "n": Int(1, 128),
+    "best_of": Int(1, 128),
+    "seed": Int(-_INT64, _INT64 - 1),
+    "temperature": Num(),
+    "top_p": Num(),
+    "top_k": Int(-1, MAX_TOKENS_LIMIT),
+    "min_p": Num(),
+    "presence_penalty": Num(),
+    "frequency_penalty": Num(),
+    "repetition_penalty": Num(),
+    "stop": STOP,
+    "stop_token_ids": Arr(TOKEN_ID, "max_stop_sequences"),
+    "ignore_eos": Bool(),
+    "logit_bias": LOGIT_BIAS,
+    "logprobs": OneOf((Bool(), Int(0, 1024)), "a boolean or a whole number"),
+    "top_logprobs": Int(0, 1024),
+    "response_format": Obj({"type": NAME}),
 }
 
+CHAT_REQUEST = Obj({
+    **_COMMON,
+    "messages": Arr(_MESSAGE, "max_messages", says="an array of message objects"),
+    "tools": TOOLS,
+    "tool_choice": TOOL_CHOICE,
+    "parallel_tool_calls": Bool(),
+    "reasoning_effort": NAME,
+}, required=("messages",))
+"""``POST /v1/chat/completions``."""
 
-def _messages(messages: Any) -> None:
-    if not isinstance(messages, list):
-        raise ValueError("'messages' must be an array of message objects")
-    for index, message in enumerate(messages):
-        where = f"messages[{index}]"
-        if not isinstance(message, dict):
-            raise ValueError(f"'{where}' must be an object with a role and a content")
-        role = message.get("role")
-        if role is not None and not isinstance(role, str):
-            raise ValueError(f"'{where}.role' must be a string")
-        content = message.get("content")
-        if content is None or isinstance(content, str):
-            continue
-        if not isinstance(content, list):
-            raise ValueError(f"'{where}.content' must be a string, an array of content parts, or null")
-        for number, part in enumerate(content):
-            if not isinstance(part, dict):
-                raise ValueError(f"'{where}.content[{number}]' must be a content part object")
-            if part.get("text") is not None and not isinstance(part["text"], str):
-                raise ValueError(f"'{where}.content[{number}].text' must be a string")
-
-
-def _token_ids(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value)
+_IDS = Arr(TOKEN_ID, says="an array")
+COMPLETIONS_REQUEST = Obj({
+    **_COMMON,
+    "prompt": OneOf((Str(), Arr(Str(), "max_inputs"), _IDS, Arr(_IDS, "max_inputs")),
+                    "a string, an array of strings, an array of token ids, or an array of arrays of token ids"),
+    "echo": Bool(),
+    "suffix": Str(),
+    "logprobs": Int(0, 1024),
+})
+"""``POST /v1/completions``."""
 
 
-def _prompt(prompt: Any) -> None:
-    if prompt is None or isinstance(prompt, str):
-        return
-    if isinstance(prompt, list) and (all(isinstance(p, str) for p in prompt) or _token_ids(prompt)
-                                     or all(_token_ids(p) for p in prompt)):
-        return
-    raise ValueError("'prompt' must be a string, an array of strings, an array of token ids, or an array of "
-                     "arrays of token ids")
+
+def check_request(body: dict[str, Any], chat: bool, limits: RequestLimits = DEFAULT_LIMITS) -> None:
+    """Raise ValueError (`tokometer.inbound.shapes.FieldError`, naming the field) if this chat (or completions)
+    request has a field of the wrong type or over ``limits``."""
+    check(CHAT_REQUEST if chat else COMPLETIONS_REQUEST, body, limits)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from tokometer.protocols.common.protocol import Protocol
 from tokometer.protocols.openai import MODELS, OPENAI_CONTEXT
 from tokometer.protocols.openai_responses.client import OpenAIResponses
+from tokometer.protocols.openai_responses.request import RESPONSES_REQUEST
 from tokometer.protocols.openai_responses.server import OpenAIResponsesServer
 from tokometer.protocols.openai_responses.tools import TOOL_EVENTS
 from tokometer.protocols.openai_responses.translate import chat_request_from_responses
@@ -20,4 +21,4 @@ __all__ = ["RESPONSES"]
 RESPONSES = Protocol("OpenAI", OpenAIResponses, OpenAIResponsesServer, family="openai",
                      base_path="/v1", model_list=MODELS, picks_first_model=True, context=OPENAI_CONTEXT,
                      asks_stream_usage=True, chat=True, to_chat=chat_request_from_responses,
-                     tool_events=TOOL_EVENTS, writer=gateway_writer)
+                     tool_events=TOOL_EVENTS, writer=gateway_writer, request=RESPONSES_REQUEST)

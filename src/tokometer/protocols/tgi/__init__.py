@@ -7,6 +7,7 @@ from typing import Any
 
 from tokometer.protocols.common.protocol import ContextProbe, ModelList, Protocol
 from tokometer.protocols.tgi.client import TGI
+from tokometer.protocols.tgi.request import GENERATE_REQUEST
 from tokometer.protocols.tgi.server import TgiServer
 
 __all__ = ["TGI_GENERATE"]
@@ -25,4 +26,5 @@ def _max_total_tokens(data: Any, model: str) -> int | None:
 
 TGI_GENERATE = Protocol("TGI", TGI, TgiServer, model_list=ModelList("/info", _model_id, at_root=True),
                         serves_one_model=True, detect=("/info", "model_id"),
-                        context=ContextProbe("/info", _max_total_tokens, "max_total_tokens in /info", at_root=True))
+                        context=ContextProbe("/info", _max_total_tokens, "max_total_tokens in /info", at_root=True),
+                        request=GENERATE_REQUEST)
