@@ -1,0 +1,124 @@
+"""What a run's numbers multiply to, held to the bounds of `tokometer.util.limits` before any work starts.
+
+Each field of `tokometer.benchmark.spec.BenchSpec` is in range on its own; together they may still ask for
+more than memory or time can give (``--rate 1e8 --duration 5s`` is 500 million requests). `check_volume`
+works out, from the spec's fields alone:
+
+- the requests a step sends at most (`step_requests`): ``-n`` plus ``--warmup``; without ``-n``, the highest
+  ``--rate`` over ``--duration``, or a ramp search's ramp (its expected arrivals, `tokometer.load.ramp.Ramp`);
+  sessions count sessions;
+- how long a step takes at least, when a rate sends ``-n`` requests: ``-n / --rate`` (under a week);
+- the answer tokens a step asks for: requests x ``--output-tokens`` (their arrival stamps are kept);
+- the prompt tokens made before the run: distinct synthetic prompts x ``--input-tokens`` x ``--batch-size``.
+
+A breach is a `tokometer.util.specproblem.FieldProblem` with the arithmetic in it, naming the fields to lower.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING
+
+from tokometer.util.limits import (
+    MAX_PROMPT_TOKENS_MADE,
+    MAX_SECONDS,
+    MAX_STEP_OUTPUT_TOKENS,
+    MAX_STEP_REQUESTS,
+)
+from tokometer.util.specproblem import FieldProblem
+
+if TYPE_CHECKING:
+    from tokometer.benchmark.spec import BenchSpec
+
+__all__ = ["check_volume", "step_requests"]
+
+
+def _n(value: float) -> str:
+    """A count as people read it: ``5,000,000``, or ``5e+08`` when it is huge."""
+    return f"{value:,.0f}" if value < 1e9 else f"{value:.3g}"
+
+
+def step_requests(spec: BenchSpec) -> tuple[float, str, tuple[str, ...]] | None:
+    """The most requests one step of ``spec`` sends, the arithmetic in words (fields as ``{placeholders}``) and
+    the fields to lower; None where nothing bounds them before the run (a closed loop for a duration, a trace,
+    whose length its file holds)."""
+    ramp, counted = _ramp_requests(spec), _counted_requests(spec)
+    if ramp is None or (counted is not None and counted[0] > ramp[0]):
+        return counted
+    return ramp
+
+
+def _ramp_requests(spec: BenchSpec) -> tuple[float, str, tuple[str, ...]] | None:
+    """A rate ramp search's ramp step ends with its ramp, whatever ``-n`` says: its expected arrivals."""
+    if spec.find_max is None or spec.search != "ramp" or spec.ramp_from is None or spec.ramp_time_s is None \
+            or not spec.rate:
+        return None
+    from tokometer.load.ramp import Ramp
+
+    ramp = Ramp(spec.ramp or "linear", spec.ramp_from, spec.rate[0], spec.ramp_time_s)
+    expected = ramp.expected(ramp.duration_s)
+    warm = f" + {{warmup}} {spec.warmup}" if spec.warmup else ""
+    return (expected + spec.warmup, f"the {ramp.strategy} ramp from {{ramp_from}} {ramp.start:g} to {{rate}} "
+            f"{ramp.end:g}/s over {{ramp_time_s}} {ramp.duration_s:g} s ({_n(expected)} arrivals){warm}",
+            ("rate", "ramp_time_s"))
+
+
+def _counted_requests(spec: BenchSpec) -> tuple[float, str, tuple[str, ...]] | None:
+    """A step's requests by its count, or by its rate over its duration."""
+    warm = f" + {{warmup}} {spec.warmup}" if spec.warmup else ""
+    if spec.sessions is not None:
+        return spec.sessions + spec.warmup, f"{{sessions}} {spec.sessions}{warm}", ("sessions", "warmup")
+    if spec.requests is not None:
+        return spec.requests + spec.warmup, f"{{requests}} {spec.requests}{warm}", ("requests", "warmup")
+    if spec.rate and spec.duration_s is not None:
+        rate = max(spec.rate)
+        return (rate * spec.duration_s + spec.warmup, f"{{rate}} {rate:g}/s × {{duration_s}} {spec.duration_s:g} s"
+                f"{warm}", ("rate", "duration_s"))
+    return None
+
+
+def check_volume(spec: BenchSpec) -> None:
+    """Refuse a spec whose numbers multiply to more than a step may hold or take (module docstring)."""
+    found = step_requests(spec)
+    if found is None:
+        return
+    requests, words, lower = found
+    if requests > MAX_STEP_REQUESTS:
+        raise FieldProblem(words + " = {total} requests a step, more than the {limit} a step may hold: lower "
+                           + " or ".join("{" + f + "}" for f in lower), total=_n(requests), limit=_n(MAX_STEP_REQUESTS))
+    _check_step_time(spec)
+    if spec.output_tokens * requests > MAX_STEP_OUTPUT_TOKENS:
+        raise FieldProblem(words + " = {count} requests × {output_tokens} {tokens} = {total} answer tokens a step, "
+                           "more than the {limit} whose arrival times a step may keep: lower {output_tokens} or "
+                           "the requests", count=_n(requests), tokens=spec.output_tokens,
+                           total=_n(spec.output_tokens * requests), limit=_n(MAX_STEP_OUTPUT_TOKENS))
+    _check_prompts(spec, requests)
+
+
+def _check_step_time(spec: BenchSpec) -> None:
+    """``-n`` requests at the lowest rate take at least ``n / rate`` seconds: at most a week."""
+    if not spec.rate or spec.requests is None or spec.duration_s is not None or spec.find_max is not None:
+        return
+    rate = min(spec.rate)
+    seconds = (spec.requests + spec.warmup) / rate
+    if seconds > MAX_SECONDS:
+        raise FieldProblem("{requests} {n} ÷ {rate} {rate_value:g}/s = {seconds:.3g} s a step, longer than the "
+                           "{limit:g} s (a week) a step may take: raise {rate}, lower {requests} or give {duration_s}",
+                           n=spec.requests + spec.warmup, rate_value=rate, seconds=seconds, limit=MAX_SECONDS)
+
+
+def _check_prompts(spec: BenchSpec, requests: float) -> None:
+    """Synthetic prompts are made before the run: their tokens must fit memory."""
+    if spec.dataset is not None or spec.prompt is not None or spec.trace is not None or spec.sessions is not None:
+        return
+    from tokometer.datasets.synthetic import SyntheticSource
+
+    unique: int = inspect.signature(SyntheticSource).parameters["unique"].default
+    steps = max(len(spec.concurrency) or len(spec.rate), 1) * spec.repeat
+    prompts = min(requests * steps * spec.batch_size, unique)
+    total = prompts * spec.input_tokens
+    if total > MAX_PROMPT_TOKENS_MADE:
+        raise FieldProblem("{count} distinct prompts × {input_tokens} {tokens} = {total} prompt tokens made before "
+                           "the run, more than the {limit} it may make: lower {input_tokens} or the requests",
+                           count=_n(prompts), tokens=spec.input_tokens, total=_n(total),
+                           limit=_n(MAX_PROMPT_TOKENS_MADE))
