@@ -11,6 +11,7 @@ import click
 from pydantic import BaseModel, ValidationError
 
 from tokometer.util.errors import ConfigError
+from tokometer.util.limits import MAX_SECONDS, MIN_SECONDS
 
 __all__ = ["LOG_LEVELS", "PORT", "RUN_ID", "FiniteFloat", "build_spec", "check_output_path", "parse_duration",
            "parse_float_list", "parse_headers", "parse_int_list"]
@@ -86,11 +87,11 @@ def parse_duration(value: str | None, option: str) -> float | None:
     seconds = duration_seconds(value)
     if seconds is None:
         raise click.BadParameter(f"{_shown(value)} is not a duration (write e.g. 30s, 2m, 500ms)", param_hint=option)
-    if not math.isfinite(seconds):
-        raise click.BadParameter(f"{_shown(value)} is too long a duration for any bound (write e.g. 30s, 2m)",
-                                 param_hint=option)
     if seconds <= 0:
         raise click.BadParameter("must be longer than zero", param_hint=option)
+    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
+        raise click.BadParameter(f"{_shown(value)} is out of range: a duration is from {MIN_SECONDS * 1000:g} ms to "
+                                 f"{MAX_SECONDS:g} s (a week)", param_hint=option)
     return seconds
 
 

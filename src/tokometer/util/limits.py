@@ -34,10 +34,11 @@ from typing import Annotated, Final
 from annotated_types import Ge, Gt, Le
 from pydantic import AllowInfNan
 
-__all__ = ["FINITE", "MAX_BYTES", "MAX_CONCURRENCY", "MAX_COUNT", "MAX_FACTOR", "MAX_GPUS", "MAX_LEVELS",
-           "MAX_PROMPT_TOKENS_MADE", "MAX_RATE", "MAX_SECONDS", "MAX_SLICE_S", "MAX_STEP_OUTPUT_TOKENS",
-           "MAX_STEP_REQUESTS", "MAX_TEMPERATURE", "MAX_TOKENS", "MIN_RATE", "MIN_SECONDS", "MIN_SLICE_S", "Bytes",
-           "Concurrency", "Count", "Delay", "Factor", "Millis", "Rate", "Requests", "Seconds", "Tokens"]
+__all__ = ["FINITE", "MAX_BUDGET_TOKENS", "MAX_BYTES", "MAX_CONCURRENCY", "MAX_COUNT", "MAX_FACTOR", "MAX_GPUS",
+           "MAX_LEVELS", "MAX_MEMORY_GIB", "MAX_PROMPT_TOKENS_MADE", "MAX_RATE", "MAX_SECONDS", "MAX_SLICE_S",
+           "MAX_STEP_OUTPUT_TOKENS", "MAX_STEP_REQUESTS", "MAX_TEMPERATURE", "MAX_THREADS", "MAX_TOKENS",
+           "MAX_TOKENS_PER_S", "MIN_RATE", "MIN_SECONDS", "MIN_SLICE_S", "Bytes", "Concurrency", "Count", "Delay",
+           "Factor", "Millis", "Rate", "Requests", "Seconds", "Tokens"]
 
 MAX_GPUS: Final = 65536
 MIN_SLICE_S: Final = 0.001
@@ -72,6 +73,16 @@ MAX_BYTES: Final = 2**30
 """A size in bytes (a body, an event, a header block): 1 GiB."""
 MAX_FACTOR: Final = 1_000_000.0
 """A multiplier (a time scale, a slow-down per request, a speed-up)."""
+MAX_PRICE: Final = 1_000_000.0
+"""USD per million tokens."""
+MAX_BUDGET_TOKENS: Final = 10**15
+"""A token budget for a period."""
+MAX_THREADS: Final = 4096
+"""CPU threads an engine is given."""
+MAX_MEMORY_GIB: Final = 1_048_576.0
+"""Memory in GiB (1 PiB)."""
+MAX_TOKENS_PER_S: Final = 1e12
+"""A throughput target, tokens a second."""
 MAX_TEMPERATURE: Final = 100.0
 """A sampling temperature (servers take 0 to 2; some more)."""
 
