@@ -192,10 +192,12 @@ class BenchSpec(BaseModel):
     @property
     def concurrency_ceiling(self) -> int | None:
         """The most requests a step of this spec can have in flight, where its count bounds them (``-n`` plus
-        ``--warmup``, without ``--duration``); None where nothing does."""
-        if self.requests is None or self.duration_s is not None:
-            return None
-        return self.requests + self.warmup
+        ``--warmup``, without ``--duration``: `tokometer.benchmark.findmax.concurrency_ceiling`); None where
+        nothing does."""
+        from tokometer.benchmark.findmax import concurrency_ceiling
+
+        ceiling = concurrency_ceiling({"requests": self.requests, "warmup": self.warmup, "duration_s": self.duration_s})
+        return None if ceiling is None else int(ceiling)
 
     def tls(self) -> TlsOptions:
         """How to check an https:// target's certificate."""
