@@ -17,8 +17,10 @@ A breach is a `tokometer.util.specproblem.FieldProblem` with the arithmetic in i
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
+from tokometer.load.ramp import RampStrategy
 from tokometer.util.limits import (
     MAX_PROMPT_TOKENS_MADE,
     MAX_SECONDS,
@@ -27,10 +29,49 @@ from tokometer.util.limits import (
 )
 from tokometer.util.specproblem import FieldProblem
 
-if TYPE_CHECKING:
-    from tokometer.benchmark.spec import BenchSpec
+__all__ = ["RunShape", "check_volume", "step_requests"]
 
-__all__ = ["check_volume", "step_requests"]
+
+class RunShape(Protocol):
+    """The fields of a `tokometer.benchmark.spec.BenchSpec` that multiply (the spec checks itself with this
+    module, so it is named here by what it has, not imported)."""
+
+    @property
+    def requests(self) -> int | None: ...
+    @property
+    def warmup(self) -> int: ...
+    @property
+    def sessions(self) -> int | None: ...
+    @property
+    def duration_s(self) -> float | None: ...
+    @property
+    def rate(self) -> list[float]: ...
+    @property
+    def concurrency(self) -> list[int]: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def find_max(self) -> str | None: ...
+    @property
+    def search(self) -> str: ...
+    @property
+    def ramp(self) -> RampStrategy | None: ...
+    @property
+    def ramp_from(self) -> float | None: ...
+    @property
+    def ramp_time_s(self) -> float | None: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def dataset(self) -> Path | None: ...
+    @property
+    def prompt(self) -> str | None: ...
+    @property
+    def trace(self) -> Path | None: ...
 
 
 def _n(value: float) -> str:
@@ -38,7 +79,7 @@ def _n(value: float) -> str:
     return f"{value:,.0f}" if value < 1e9 else f"{value:.3g}"
 
 
-def step_requests(spec: BenchSpec) -> tuple[float, str, tuple[str, ...]] | None:
+def step_requests(spec: RunShape) -> tuple[float, str, tuple[str, ...]] | None:
     """The most requests one step of ``spec`` sends, the arithmetic in words (fields as ``{placeholders}``) and
     the fields to lower; None where nothing bounds them before the run (a closed loop for a duration, a trace,
     whose length its file holds)."""
@@ -48,7 +89,7 @@ def step_requests(spec: BenchSpec) -> tuple[float, str, tuple[str, ...]] | None:
     return ramp
 
 
-def _ramp_requests(spec: BenchSpec) -> tuple[float, str, tuple[str, ...]] | None:
+def _ramp_requests(spec: RunShape) -> tuple[float, str, tuple[str, ...]] | None:
     """A rate ramp search's ramp step ends with its ramp, whatever ``-n`` says: its expected arrivals."""
     if spec.find_max is None or spec.search != "ramp" or spec.ramp_from is None or spec.ramp_time_s is None \
             or not spec.rate:
@@ -63,7 +104,7 @@ def _ramp_requests(spec: BenchSpec) -> tuple[float, str, tuple[str, ...]] | None
             ("rate", "ramp_time_s"))
 
 
-def _counted_requests(spec: BenchSpec) -> tuple[float, str, tuple[str, ...]] | None:
+def _counted_requests(spec: RunShape) -> tuple[float, str, tuple[str, ...]] | None:
     """A step's requests by its count, or by its rate over its duration."""
     warm = f" + {{warmup}} {spec.warmup}" if spec.warmup else ""
     if spec.sessions is not None:
@@ -77,7 +118,7 @@ def _counted_requests(spec: BenchSpec) -> tuple[float, str, tuple[str, ...]] | N
     return None
 
 
-def check_volume(spec: BenchSpec) -> None:
+def check_volume(spec: RunShape) -> None:
     """Refuse a spec whose numbers multiply to more than a step may hold or take (module docstring)."""
     found = step_requests(spec)
     if found is None:
@@ -95,7 +136,7 @@ def check_volume(spec: BenchSpec) -> None:
     _check_prompts(spec, requests)
 
 
-def _check_step_time(spec: BenchSpec) -> None:
+def _check_step_time(spec: RunShape) -> None:
     """``-n`` requests at the lowest rate take at least ``n / rate`` seconds: at most a week."""
     if not spec.rate or spec.requests is None or spec.duration_s is not None or spec.find_max is not None:
         return
@@ -107,7 +148,7 @@ def _check_step_time(spec: BenchSpec) -> None:
                            n=spec.requests + spec.warmup, rate_value=rate, seconds=seconds, limit=MAX_SECONDS)
 
 
-def _check_prompts(spec: BenchSpec, requests: float) -> None:
+def _check_prompts(spec: RunShape, requests: float) -> None:
     """Synthetic prompts are made before the run: their tokens must fit memory."""
     if spec.dataset is not None or spec.prompt is not None or spec.trace is not None or spec.sessions is not None:
         return
