@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 
 from tests.conftest import run_cli
 from tokometer.benchmark.spec import BenchSpec
-from tokometer.benchmark.volume import step_requests
+from tokometer.benchmark.volume import record_bytes, step_cap, step_requests
 from tokometer.cli.options import build_spec, parse_duration, parse_float_list, parse_int_list, parse_size
 from tokometer.gateway.config import load_config
 from tokometer.sim.config import SimConfig
 from tokometer.util.errors import ConfigError
-from tokometer.util.limits import MAX_STEP_OUTPUT_TOKENS, MAX_STEP_REQUESTS, MAX_TOKENS
+from tokometer.util.limits import MAX_STEP_RECORD_BYTES, MAX_STEP_REQUESTS, MAX_TOKENS
 
 URL = "http://127.0.0.1:1/v1"
 
@@ -54,9 +54,11 @@ def _checked(values: dict[str, Any]) -> None:
     for value in spec.model_dump().values():
         assert not (isinstance(value, float) and not math.isfinite(value)), spec
     planned = step_requests(spec)
-    if planned is not None:
-        assert planned[0] <= MAX_STEP_REQUESTS
-        assert planned[0] * spec.output_tokens <= MAX_STEP_OUTPUT_TOKENS
+    cap = step_cap(spec)
+    assert planned is not None or cap is not None or spec.trace is not None
+    count = planned[0] if planned is not None else (cap or 0) + spec.warmup
+    assert count <= MAX_STEP_REQUESTS
+    assert count * record_bytes(spec) <= MAX_STEP_RECORD_BYTES
     assert spec.input_tokens <= MAX_TOKENS
 
 
@@ -69,6 +71,7 @@ def test_generated_bench_values_give_a_bounded_spec_or_one_line(rate: float, dur
     _checked({"rate": [rate], "duration_s": duration, "warmup": warmup, "output_tokens": output})
     _checked({"requests": requests, "concurrency": [concurrency], "input_tokens": tokens,
               "request_timeout_s": timeout})
+    _checked({"concurrency": [concurrency], "duration_s": duration, "output_tokens": output, "warmup": warmup})
     _checked({"rate": [rate], "requests": requests, "warmup": warmup})
     _checked({"find_max": "rate", "slo": "ttft_p99=2s", "search": "ramp", "ramp": "exponential", "ramp_from": 1.0,
               "rate": [rate], "ramp_time_s": duration})

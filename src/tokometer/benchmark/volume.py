@@ -8,7 +8,9 @@ works out, from the spec's fields alone:
   ``--rate`` over ``--duration``, or a ramp search's ramp (its expected arrivals, `tokometer.load.ramp.Ramp`);
   sessions count sessions;
 - how long a step takes at least, when a rate sends ``-n`` requests: ``-n / --rate`` (under a week);
-- the answer tokens a step asks for: requests x ``--output-tokens`` (their arrival stamps are kept);
+- the records a step keeps: requests x (`RECORD_BYTES` + `EVENT_BYTES` x ``--output-tokens``), at most
+  `MAX_STEP_RECORD_BYTES`; a closed loop given only ``--duration``, which nothing counts before it runs, ends
+  once it has sent as many as fit (`step_cap`);
 - the prompt tokens made before the run: distinct synthetic prompts x ``--input-tokens`` x ``--batch-size``.
 
 A breach is a `tokometer.util.specproblem.FieldProblem` with the arithmetic in it, naming the fields to lower.
@@ -22,20 +24,24 @@ from typing import Protocol
 
 from tokometer.load.ramp import RampStrategy
 from tokometer.util.limits import (
+    EVENT_BYTES,
     MAX_PROMPT_TOKENS_MADE,
     MAX_SECONDS,
-    MAX_STEP_OUTPUT_TOKENS,
+    MAX_STEP_RECORD_BYTES,
     MAX_STEP_REQUESTS,
+    RECORD_BYTES,
 )
 from tokometer.util.specproblem import FieldProblem
 
-__all__ = ["RunShape", "check_volume", "step_requests"]
+__all__ = ["RunShape", "check_volume", "record_bytes", "step_cap", "step_requests"]
 
 
 class RunShape(Protocol):
     """The fields of a `tokometer.benchmark.spec.BenchSpec` that multiply (the spec checks itself with this
     module, so it is named here by what it has, not imported)."""
 
+    @property
+    def api(self) -> str: ...
     @property
     def requests(self) -> int | None: ...
     @property
@@ -128,12 +134,33 @@ def check_volume(spec: RunShape) -> None:
         raise FieldProblem(words + " = {total} requests a step, more than the {limit} a step may hold: lower "
                            + " or ".join("{" + f + "}" for f in lower), total=_n(requests), limit=_n(MAX_STEP_REQUESTS))
     _check_step_time(spec)
-    if spec.output_tokens * requests > MAX_STEP_OUTPUT_TOKENS:
-        raise FieldProblem(words + " = {count} requests × {output_tokens} {tokens} = {total} answer tokens a step, "
-                           "more than the {limit} whose arrival times a step may keep: lower {output_tokens} or "
-                           "the requests", count=_n(requests), tokens=spec.output_tokens,
-                           total=_n(spec.output_tokens * requests), limit=_n(MAX_STEP_OUTPUT_TOKENS))
+    held = requests * record_bytes(spec)
+    if held > MAX_STEP_RECORD_BYTES:
+        raise FieldProblem(words + " = {count} requests × ({record} B + {output_tokens} {tokens} × {event} B an "
+                           "answer token) = {total} GiB of records a step, more than the {limit:g} GiB a step may "
+                           "keep: lower {output_tokens} or the requests", count=_n(requests), record=RECORD_BYTES,
+                           tokens=spec.output_tokens, event=EVENT_BYTES, total=f"{held / 2**30:.3g}",
+                           limit=MAX_STEP_RECORD_BYTES / 2**30)
     _check_prompts(spec, requests)
+
+
+def record_bytes(spec: RunShape) -> int:
+    """About what one request's record of ``spec`` keeps: `RECORD_BYTES`, and `EVENT_BYTES` per answer token
+    of a streamed answer (an embeddings or rerank answer has none)."""
+    from tokometer.protocols.registry import PROTOCOLS
+
+    streams = PROTOCOLS[spec.api].streams if spec.api in PROTOCOLS else True
+    return RECORD_BYTES + (EVENT_BYTES * spec.output_tokens if streams else 0)
+
+
+def step_cap(spec: RunShape) -> int | None:
+    """Where a closed loop given only ``--duration`` stops counting: the requests whose records fit
+    `MAX_STEP_RECORD_BYTES` (and `MAX_STEP_REQUESTS`); None for any other step, which its count, its rate over
+    its duration, its sessions or its trace bound (`check_volume`)."""
+    if spec.requests is not None or spec.duration_s is None or spec.rate or spec.sessions is not None \
+            or spec.trace is not None:
+        return None
+    return min(MAX_STEP_REQUESTS, MAX_STEP_RECORD_BYTES // record_bytes(spec)) - spec.warmup
 
 
 def _check_step_time(spec: RunShape) -> None:
