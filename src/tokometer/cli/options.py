@@ -78,8 +78,9 @@ def parse_float_list(value: str | None, option: str) -> list[float]:
     return out
 
 
-def parse_duration(value: str | None, option: str) -> float | None:
-    """``"90"``, ``"90s"``, ``"1.5m"``, ``"500ms"`` -> seconds."""
+def parse_duration(value: str | None, option: str, *, bounded: bool = False) -> float | None:
+    """``"90"``, ``"90s"``, ``"1.5m"``, ``"500ms"`` -> seconds. One too long for a float is refused; ``bounded``:
+    so is one outside `MIN_SECONDS` to `MAX_SECONDS`, for an option no spec field holds to its bound."""
     if value is None:
         return None
     from tokometer.util.units import duration_seconds
@@ -87,9 +88,11 @@ def parse_duration(value: str | None, option: str) -> float | None:
     seconds = duration_seconds(value)
     if seconds is None:
         raise click.BadParameter(f"{_shown(value)} is not a duration (write e.g. 30s, 2m, 500ms)", param_hint=option)
+    if not math.isfinite(seconds):
+        raise click.BadParameter(f"{_shown(value)} is too long a duration (write e.g. 30s, 2m)", param_hint=option)
     if seconds <= 0:
         raise click.BadParameter("must be longer than zero", param_hint=option)
-    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
+    if bounded and not MIN_SECONDS <= seconds <= MAX_SECONDS:
         raise click.BadParameter(f"{_shown(value)} is out of range: a duration is from {MIN_SECONDS * 1000:g} ms to "
                                  f"{MAX_SECONDS:g} s (a week)", param_hint=option)
     return seconds
