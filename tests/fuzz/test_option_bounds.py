@@ -158,6 +158,25 @@ def test_hostile_values_through_the_real_command_line_exit_2_with_one_line() -> 
         assert "nothing answers" not in done.stderr, (args, done.stderr)  # refused before any connection
 
 
+OTHER_CASES = [
+    ("estimate", "--model", "llama-3.1-8b", "--calibrate", "9" * 40),
+    ("estimate", "--model", "llama-3.1-8b", "--hardware", "H100", "--batch", "9" * 40),
+    ("top", "http://127.0.0.1:9/v1", "--once", "--interval", "9" * 400),
+    ("top", "http://127.0.0.1:9/v1", "--once", "--window", "999999999s"),
+    ("sim", "--port", "0", "--ttft-ms", "inf"), ("sim", "--port", "0", "--stall-s", "1e300"),
+    ("sim", "--port", "0", "--max-context", "9" * 400), ("serve", "--dry-run", "--ready-timeout", "nan"),
+    ("doctor", "--url", "http://127.0.0.1:9/v1", "--timeout", "1e400"), ("count", "hi", "--context", "9" * 30),
+    ("quality", "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1", "--min-agreement", "nan"),
+]
+
+
+def test_hostile_values_of_the_other_commands_exit_2_with_one_line() -> None:
+    for args in OTHER_CASES:
+        done = run_cli(*args, timeout=30)
+        assert done.returncode == 2, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, (args, done.stderr)
+
+
 def test_hostile_config_values_fail_the_gateway_check_with_one_line(tmp_path: Path) -> None:
     for line in ("total_timeout_s = 1e300", "idle_timeout_s = nan", "first_token_timeout_s = inf"):
         path = tmp_path / "g.toml"

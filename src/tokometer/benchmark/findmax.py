@@ -63,6 +63,7 @@ from tokometer.metrics.order_stats import bounded_from
 from tokometer.metrics.summary import SLO, StepSummary
 from tokometer.runs.stored_spec import StoredSpec
 from tokometer.util.errors import ConfigError
+from tokometer.util.limits import MAX_SECONDS
 from tokometer.util.units import duration_seconds
 
 __all__ = [
@@ -153,7 +154,10 @@ def parse_objectives(text: str) -> list[Objective]:
         if found is not None and found[1] is not None:  # a percentile
             seconds = duration_seconds(value, default_unit="ms")
             if seconds is None or seconds <= 0:
-                raise ConfigError(f"--slo: {value!r} for {name} is not a time (write e.g. {name}=2s or 500ms)")
+                raise ConfigError(f"--slo: {value[:40]!r} for {name} is not a time (write e.g. {name}=2s or 500ms)")
+            if seconds > MAX_SECONDS:
+                raise ConfigError(f"--slo: {name} is longer than a week ({MAX_SECONDS:g} s), the longest a limit may "
+                                  "be")
             out[name] = Objective(name, seconds * 1000.0)
         elif found is not None and found[0].unit == "share":
             share = _share(value)

@@ -6,7 +6,8 @@ works out, from the spec's fields alone:
 
 - the requests a step sends at most (`step_requests`): ``-n`` plus ``--warmup``; without ``-n``, the highest
   ``--rate`` over ``--duration``, or a ramp search's ramp (its expected arrivals, `tokometer.load.ramp.Ramp`);
-  sessions count sessions;
+  sessions times their most turns (at most `MAX_TURNS`, and a session's history, turns x the prompt's and the
+  answer's tokens, at most `MAX_TOKENS`; a think time at most `MAX_SECONDS`);
 - how long a step takes at least, when a rate sends ``-n`` requests: ``-n / --rate`` (under a week);
 - the records a step keeps: requests x (`RECORD_BYTES` + `EVENT_BYTES` x ``--output-tokens``), at most
   `MAX_STEP_RECORD_BYTES`; a closed loop given only ``--duration``, which nothing counts before it runs, ends
@@ -29,11 +30,16 @@ from tokometer.util.limits import (
     MAX_SECONDS,
     MAX_STEP_RECORD_BYTES,
     MAX_STEP_REQUESTS,
+    MAX_TOKENS,
+    MAX_TURNS,
     RECORD_BYTES,
 )
 from tokometer.util.specproblem import FieldProblem
 
-__all__ = ["RunShape", "check_volume", "record_bytes", "step_cap", "step_requests"]
+__all__ = ["DEFAULT_TURNS", "RunShape", "check_volume", "record_bytes", "step_cap", "step_requests"]
+
+DEFAULT_TURNS = 4.0
+"""Turns a session takes when ``--turns`` is not given (and a ShareGPT file's conversations are counted so)."""
 
 
 class RunShape(Protocol):
@@ -78,6 +84,10 @@ class RunShape(Protocol):
     def prompt(self) -> str | None: ...
     @property
     def trace(self) -> Path | None: ...
+    @property
+    def turns(self) -> str | None: ...
+    @property
+    def think_time(self) -> str: ...
 
 
 def _n(value: float) -> str:
@@ -114,7 +124,9 @@ def _counted_requests(spec: RunShape) -> tuple[float, str, tuple[str, ...]] | No
     """A step's requests by its count, or by its rate over its duration."""
     warm = f" + {{warmup}} {spec.warmup}" if spec.warmup else ""
     if spec.sessions is not None:
-        return spec.sessions + spec.warmup, f"{{sessions}} {spec.sessions}{warm}", ("sessions", "warmup")
+        turns = _most_turns(spec)
+        return ((spec.sessions + spec.warmup) * turns, f"{{sessions}} {spec.sessions}{warm} × {turns:g} turns",
+                ("sessions", "turns"))
     if spec.requests is not None:
         return spec.requests + spec.warmup, f"{{requests}} {spec.requests}{warm}", ("requests", "warmup")
     if spec.rate and spec.duration_s is not None:
@@ -124,8 +136,38 @@ def _counted_requests(spec: RunShape) -> tuple[float, str, tuple[str, ...]] | No
     return None
 
 
+def _most_turns(spec: RunShape) -> float:
+    """The most turns a session of ``spec`` is set to take (an exponential count: its mean); 4 by default."""
+    from tokometer.datasets.sampled import Sampled
+
+    return Sampled.parse(spec.turns, "turns", whole=True).high if spec.turns is not None else DEFAULT_TURNS
+
+
+def _check_sessions(spec: RunShape) -> None:
+    """A session's turns, each resending the history, and its think time are bounded too."""
+    from tokometer.datasets.sampled import Sampled
+
+    if spec.sessions is None:
+        return
+    turns = _most_turns(spec)
+    if turns > MAX_TURNS:
+        raise FieldProblem("{turns} {value:g} is too many: a session takes at most {limit} turns (each resends the "
+                           "whole history)", value=turns, limit=MAX_TURNS)
+    history = turns * (spec.input_tokens + spec.output_tokens)
+    if history > MAX_TOKENS:
+        raise FieldProblem("{turns} {value:g} × ({input_tokens} {prompt} + {output_tokens} {answer}) = {total} "
+                           "tokens of history, more than the {limit} a prompt may hold: lower {turns} or the "
+                           "lengths", value=turns, prompt=spec.input_tokens, answer=spec.output_tokens,
+                           total=_n(history), limit=_n(MAX_TOKENS))
+    think = Sampled.parse(spec.think_time or "0", "think_time")
+    if think.high > MAX_SECONDS:
+        raise FieldProblem("{think_time} {value} is too long: a think time is at most {limit:g} s (a week)",
+                           value=spec.think_time, limit=MAX_SECONDS)
+
+
 def check_volume(spec: RunShape) -> None:
     """Refuse a spec whose numbers multiply to more than a step may hold or take (module docstring)."""
+    _check_sessions(spec)
     found = step_requests(spec)
     if found is None:
         return

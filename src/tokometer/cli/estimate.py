@@ -9,7 +9,7 @@ import click
 
 from tokometer.cli.options import RUN_ID, FiniteFloat, check_output_path, parse_int_list
 from tokometer.util.jsontext import dumps
-from tokometer.util.limits import MAX_GPUS, MAX_TOKENS, MAX_TOKENS_PER_S
+from tokometer.util.limits import MAX_CONCURRENCY, MAX_GPUS, MAX_TOKENS, MAX_TOKENS_PER_S
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -116,7 +116,7 @@ def _spec(opts: dict[str, Any]) -> EstimateSpec:
     from tokometer.perf.questions import EstimateSpec
 
     plain = opts["run_id"] is None and opts["target"] is None and opts["calibrate_runs"] is None
-    batches = parse_int_list(opts["batch"], "--batch") if plain else []
+    batches = parse_int_list(opts["batch"], "--batch", MAX_CONCURRENCY) if plain else []
     return EstimateSpec(
         model=opts["model"], hardware=opts["hardware"], dtype=opts["dtype"], kv_dtype=opts["kv_dtype"],
         tp=opts["tp"], pp=opts["pp"], batches=tuple(batches), input_tokens=opts["input_tokens"],

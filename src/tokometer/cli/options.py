@@ -40,8 +40,9 @@ T = TypeVar("T", bound=BaseModel)
 
 
 
-def parse_int_list(value: str | None, option: str) -> list[int]:
-    """``"1,4,16"`` -> ``[1, 4, 16]`` with a one-line error naming the option."""
+def parse_int_list(value: str | None, option: str, high: int = 2**63 - 1) -> list[int]:
+    """``"1,4,16"`` -> ``[1, 4, 16]`` with a one-line error naming the option; each from 1 to ``high`` (by
+    default what a 64-bit integer holds: a store's id, a C long)."""
     if value is None:
         return []
     out = []
@@ -54,6 +55,8 @@ def parse_int_list(value: str | None, option: str) -> list[int]:
                                      param_hint=option) from None
         if number < 1:
             raise click.BadParameter(f"{number} must be at least 1", param_hint=option)
+        if number > high:
+            raise click.BadParameter(f"{_shown(part)} must be at most {high:,}", param_hint=option)
         out.append(number)
     return out
 

@@ -37,8 +37,8 @@ from pydantic import AllowInfNan
 __all__ = ["EVENT_BYTES", "FINITE", "MAX_BUDGET_TOKENS", "MAX_BYTES", "MAX_CONCURRENCY", "MAX_COUNT", "MAX_FACTOR",
            "MAX_GPUS", "MAX_LEVELS", "MAX_MEMORY_GIB", "MAX_PROMPT_TOKENS_MADE", "MAX_RATE", "MAX_SECONDS",
            "MAX_SLICE_S", "MAX_STEP_RECORD_BYTES", "MAX_STEP_REQUESTS", "MAX_TEMPERATURE", "MAX_THREADS",
-           "MAX_TOKENS", "MAX_TOKENS_PER_S", "MIN_RATE", "MIN_SECONDS", "MIN_SLICE_S", "RECORD_BYTES", "Bytes",
-           "Concurrency", "Count", "Delay", "Factor", "Millis", "Rate", "Requests", "Seconds", "Tokens"]
+           "MAX_TOKENS", "MAX_TOKENS_PER_S", "MAX_TURNS", "MIN_RATE", "MIN_SECONDS", "MIN_SLICE_S", "RECORD_BYTES",
+           "Bytes", "Concurrency", "Count", "Delay", "Factor", "Millis", "Rate", "Requests", "Seconds", "Tokens"]
 
 MAX_GPUS: Final = 65536
 MIN_SLICE_S: Final = 0.001
@@ -71,6 +71,8 @@ MAX_STEP_RECORD_BYTES: Final = 2 * 2**30
 MAX_PROMPT_TOKENS_MADE: Final = 200_000_000
 """Prompt tokens made before the run starts (distinct prompts x ``--input-tokens`` x ``--batch-size``; about
 6.5 B each, measured: 1.3 GB)."""
+MAX_TURNS: Final = 1000
+"""Turns of one multi-turn session (each resends the whole history)."""
 MAX_LEVELS: Final = 1000
 """Loads one sweep lists (``-c 1,2,4,...``, ``-r ...``); with ``--repeat`` (at most 100) the steps of a run."""
 MAX_COUNT: Final = 10_000_000

@@ -98,3 +98,20 @@ def test_the_answer_says_the_search_stopped_at_its_ceiling() -> None:
                            "warmup": "x"}, steps)
     assert old is not None and old.best == 8 and old.failed_at == 16
     assert "16 was never reached" in old.answer()
+
+
+@pytest.mark.parametrize(("values", "said"), [
+    ({"sessions": 2, "turns": "1000000000", "concurrency": [2]}, "--turns 1e+09 is too many: a session takes at "
+     "most 1000 turns"),
+    ({"sessions": 2, "turns": "2-900", "concurrency": [2], "input_tokens": 100_000}, "--turns 900 × (--input-tokens "
+     "100000 + --output-tokens 128) = 90,115,200 tokens of history"),
+    ({"sessions": 2, "think_time": "99999999999s", "concurrency": [2]}, "--think-time 99999999999s is too long"),
+    ({"sessions": 5_000_000, "turns": "exp:8", "concurrency": [2]}, "--sessions 5000000 × 8 turns = 40,000,000 "
+     "requests a step"),
+    ({"find_max": "rate", "slo": "ttft_p99=" + "9" * 400 + "s"}, "--slo: ttft_p99 is longer than a week"),
+])
+def test_sessions_and_objectives_are_bounded_too(values: dict[str, Any], said: str) -> None:
+    flags = {**FLAGS, "sessions": "--sessions", "turns": "--turns", "think_time": "--think-time"}
+    with pytest.raises(ConfigError) as refused:
+        build_spec(BenchSpec, flags=flags, url=URL, **values)
+    assert said in str(refused.value), str(refused.value)
