@@ -15,7 +15,10 @@ tests of `tokometer.metrics.overload` (each one-sided at 1 %): its queue grew (t
 against send time has its lower confidence bound above zero) or it finished clearly fewer requests than were
 sent (completions over their span against sends over theirs, an exact test of two Poisson rates). Such a probe
 misses whatever the objectives say: a rate the server cannot sustain is never an answer (a longer step would
-miss any latency objective).
+miss any latency objective). A concurrency probe is judged by the concurrency it reached (`reach_problem`): one whose
+step sent fewer requests than its slots, or whose mean number in flight stayed under half of them, misses and
+is said to be *not reached*; the search never probes above what ``-n`` (plus ``--warmup``) can hold in flight
+(`concurrency_ceiling`), and ``bench`` refuses a first probe above it.
 
 A percentile objective's verdict is **uncertain** when the 95 % interval of the percentile (from order
 statistics, `tokometer.metrics.order_stats`) holds the limit: a p99 of 100 requests has no upper end at all,
@@ -60,6 +63,7 @@ from tokometer.metrics.order_stats import bounded_from
 from tokometer.metrics.summary import SLO, StepSummary
 from tokometer.runs.stored_spec import StoredSpec
 from tokometer.util.errors import ConfigError
+from tokometer.util.limits import MAX_SECONDS
 from tokometer.util.units import duration_seconds
 
 __all__ = [
@@ -70,12 +74,14 @@ __all__ = [
     "Probe",
     "RampScan",
     "SliceVerdict",
+    "concurrency_ceiling",
     "judge",
     "next_confirm",
     "next_probe",
     "outcome",
     "parse_objectives",
     "per_request_slo",
+    "reach_problem",
     "scan_ramp",
 ]
 
@@ -83,6 +89,9 @@ Kind = Literal["rate", "concurrency"]
 Search = Literal["bisect", "ramp"]
 
 MAX_PROBES = 16
+REACHED_SHARE = 0.5
+"""A concurrency probe reached its concurrency when the mean number in flight over its step was at least this
+share of it (the first wave and the drain lower the mean of a short step: half is clear of both)."""
 RESOLUTION = 0.05
 """Rates: the search stops when the highest pass and the lowest failure are within 5 % of the pass."""
 _LEGACY_SHARE, _LEGACY_GROWTH = 0.9, 2.0
@@ -145,7 +154,10 @@ def parse_objectives(text: str) -> list[Objective]:
         if found is not None and found[1] is not None:  # a percentile
             seconds = duration_seconds(value, default_unit="ms")
             if seconds is None or seconds <= 0:
-                raise ConfigError(f"--slo: {value!r} for {name} is not a time (write e.g. {name}=2s or 500ms)")
+                raise ConfigError(f"--slo: {value[:40]!r} for {name} is not a time (write e.g. {name}=2s or 500ms)")
+            if seconds > MAX_SECONDS:
+                raise ConfigError(f"--slo: {name} is longer than a week ({MAX_SECONDS:g} s), the longest a limit may "
+                                  "be")
             out[name] = Objective(name, seconds * 1000.0)
         elif found is not None and found[0].unit == "share":
             share = _share(value)
@@ -211,6 +223,9 @@ class Probe:
     """About how many requests would settle the uncertain verdicts (None: none uncertain)."""
     overload: Mapping[str, Any] | None = None
     """The overload tests as stored (`tokometer.metrics.overload.Overload.to_json`); None untested."""
+    unreached: bool = False
+    """A concurrency probe whose requests never had its concurrency in flight (`reach_problem`): it misses,
+    whatever its latencies, and the answer says it was not reached rather than that it failed."""
 
 
 def load_value(load: LoadStep, kind: Kind) -> float | None:
@@ -248,6 +263,20 @@ def _doubt(summary: StepSummary, o: Objective, seen: float) -> tuple[str, int] |
             needed)
 
 
+def reach_problem(summary: StepSummary, concurrency: float) -> str | None:
+    """Why a concurrency probe did not reach its concurrency, or None when it did: it sent fewer requests than
+    its slots (warm-up included: so many were never in flight at once), or the mean number in flight over the
+    step (`StepSummary.achieved_concurrency`) stayed under `REACHED_SHARE` of it."""
+    sent = summary.requests_completed + summary.requests_failed + summary.requests_warmup
+    if sent < concurrency:
+        return (f"not reached: {sent} requests sent, so never {concurrency:g} in flight (raise -n or give "
+                "--duration)")
+    if 0 < summary.achieved_concurrency < REACHED_SHARE * concurrency:  # 0: a summary saved without it
+        return (f"not reached: {summary.achieved_concurrency:.3g} in flight on average, under "
+                f"{100 * REACHED_SHARE:g}% of {concurrency:g}")
+    return None
+
+
 def _overloaded(summary: StepSummary) -> str | None:
     """Why the server did not keep up, or None when it did (or the step was not tested)."""
     test = summary.overload
@@ -260,8 +289,10 @@ def _overloaded(summary: StepSummary) -> str | None:
 
 
 def judge(summary: StepSummary, load: LoadStep, objectives: Sequence[Objective], step: int = 0,
-          kind: Kind = "rate") -> Probe:
-    """One probe (a step's summary) against the objectives; see the module docstring."""
+          kind: Kind = "rate", *, reach: bool = True) -> Probe:
+    """One probe (a step's summary) against the objectives; see the module docstring. ``reach``: whether a
+    concurrency probe is held to the concurrency it reached (a steady step; not a ramp's slice, whose load is
+    the ramp's target)."""
     value = load_value(load, kind) or 0.0
     misses: list[str] = []
     observed: dict[str, float | None] = {}
@@ -282,12 +313,17 @@ def judge(summary: StepSummary, load: LoadStep, objectives: Sequence[Objective],
     why = _overloaded(summary) if load.mode == "rate" else None
     if why is not None:
         misses.append(f"overloaded: {why}")
+    steady = reach and load.mode == "concurrency" and kind == "concurrency"
+    short = reach_problem(summary, value) if steady else None
+    if short is not None:
+        misses.append(short)
     if len(misses) > sum(1 for d in doubts if d[2]):  # a sure miss settles the verdict, whatever the doubts
         doubts = []
     return Probe(value=value, step=step, passed=not misses, misses=tuple(misses), saturated=why is not None,
                  observed=observed, uncertain=tuple(d[0] for d in doubts),
                  requests_needed=max((d[1] for d in doubts), default=None),
-                 overload=summary.overload.to_json() if summary.overload is not None else None)
+                 overload=summary.overload.to_json() if summary.overload is not None else None,
+                 unreached=short is not None)
 
 
 def _bounds(history: Sequence[tuple[float, bool]]) -> tuple[float | None, float | None]:
@@ -299,8 +335,10 @@ def _bounds(history: Sequence[tuple[float, bool]]) -> tuple[float | None, float 
 
 
 def next_probe(kind: Kind, history: Sequence[tuple[float, bool]], start: float, *,
-               resolution: float = RESOLUTION, max_probes: int = MAX_PROBES) -> float | None:
-    """The next load to probe after ``history`` ((load, passed) in order), or None when the search is done."""
+               resolution: float = RESOLUTION, max_probes: int = MAX_PROBES,
+               ceiling: float | None = None) -> float | None:
+    """The next load to probe after ``history`` ((load, passed) in order), or None when the search is done;
+    never above ``ceiling`` (the most a probe can reach: `concurrency_ceiling`)."""
     if not history:
         return start
     if len(history) >= max_probes:
@@ -308,7 +346,10 @@ def next_probe(kind: Kind, history: Sequence[tuple[float, bool]], start: float, 
     lo, hi = _bounds(history)
     if hi is None:  # every probe passed: grow
         assert lo is not None
-        return float(max(2 * int(lo), int(lo) + 1)) if kind == "concurrency" else 2 * lo
+        grown = float(max(2 * int(lo), int(lo) + 1)) if kind == "concurrency" else 2 * lo
+        if ceiling is not None and grown > ceiling:
+            return float(ceiling) if lo < ceiling else None
+        return grown
     if lo is None:  # every probe failed: shrink
         return _shrink(kind, hi)
     return _between(kind, lo, hi, resolution)
@@ -435,7 +476,7 @@ def scan_ramp(summary: StepSummary, load: LoadStep, objectives: Sequence[Objecti
     for piece in ramp_slices(summary.time_slices, load.ramp, kind):
         at = (LoadStep("rate", rate=piece.load) if kind == "rate"
               else LoadStep("concurrency", concurrency=int(piece.load)))
-        probe = judge(piece.summary, at, objectives, step, kind)
+        probe = judge(piece.summary, at, objectives, step, kind, reach=False)
         verdicts.append(SliceVerdict(piece.index, piece.start_s, piece.end_s, piece.requests, probe))
     return RampScan(step, load.ramp, kind, tuple(verdicts))
 
@@ -484,6 +525,9 @@ class FindMax:
     search: Search = "bisect"
     scan: RampScan | None = None
     """``--search ramp``: the ramp phase; None for a bisection."""
+    ceiling: float | None = None
+    """The most concurrency a probe could reach (``-n`` plus ``--warmup``, `concurrency_ceiling`); None: no such
+    bound."""
 
     @property
     def unit(self) -> str:
@@ -496,9 +540,15 @@ class FindMax:
             lowest = f" {self.failed_at:g} {self.unit}" if self.failed_at is not None else ""
             return f"no load met {goals}: even the lowest probed,{lowest}, missed" + self._doubts() + self._ramp()
         text = f"highest load meeting {goals}: {self.best:g} {self.unit}"
+        if self.failed_at is None and self.ceiling is not None and self.best >= self.ceiling:
+            return (text + f" (every probe passed up to {self.ceiling:g}, the most its requests can hold in flight: "
+                    "raise -n or give --duration to search higher)" + self._doubts() + self._ramp())
         if self.failed_at is None:
             return (text + " (every probe passed: the search stopped before finding a limit)" + self._doubts()
                     + self._ramp())
+        if any(p.unreached and p.value == self.failed_at for p in self.probes):
+            return (text + f" ({self.failed_at:g} was never reached: its requests did not hold that many in flight; "
+                    "raise -n or give --duration)" + self._doubts() + self._ramp())
         between = f"the limit lies between {self.best:g} and {self.failed_at:g}"
         if not self.converged:
             return text + f" (search cut short; {self.failed_at:g} missed: {between})" + self._doubts() + self._ramp()
@@ -527,8 +577,20 @@ class FindMax:
                 "requests_needed": self.requests_needed,
                 "probes": [{"step": p.step, "load": p.value, "passed": p.passed, "misses": list(p.misses),
                             "saturated": p.saturated, "observed": dict(p.observed), "uncertain": list(p.uncertain),
-                            "requests_needed": p.requests_needed, "overload": p.overload} for p in self.probes],
-                "search": self.search, "ramp": self.scan.to_json() if self.scan is not None else None}
+                            "requests_needed": p.requests_needed, "overload": p.overload,
+                            "unreached": p.unreached} for p in self.probes],
+                "search": self.search, "ramp": self.scan.to_json() if self.scan is not None else None,
+                "ceiling": self.ceiling}
+
+
+def concurrency_ceiling(saved: Mapping[str, Any]) -> float | None:
+    """The most requests a probe of a saved spec (its JSON) can have in flight: ``requests`` plus ``warmup``
+    when no ``duration_s`` lets it run on; None where nothing bounds it (or a value is not a count)."""
+    requests, warmup = saved.get("requests"), saved.get("warmup") or 0
+    if saved.get("duration_s") is not None or not isinstance(requests, int) or not isinstance(warmup, int) \
+            or isinstance(requests, bool) or requests < 1:
+        return None
+    return float(requests + max(warmup, 0))
 
 
 def start_value(saved: Mapping[str, Any]) -> float:
@@ -564,7 +626,8 @@ def outcome(saved: Mapping[str, Any], steps: Iterable[tuple[int, LoadStep | None
         return FindMax(kind=kind, objectives=tuple(objectives), probes=tuple(probes), best=best,
                        failed_at=failed_at, converged=done, search="ramp", scan=scan)
     best, failed_at = _bounds(history)
+    ceiling = concurrency_ceiling(spec) if kind == "concurrency" else None
     converged = bool(history) and failed_at is not None and \
-        next_probe(kind, history, start_value(spec), max_probes=10**9) is None
+        next_probe(kind, history, start_value(spec), max_probes=10**9, ceiling=ceiling) is None
     return FindMax(kind=kind, objectives=tuple(objectives), probes=tuple(probes), best=best, failed_at=failed_at,
-                   converged=converged)
+                   converged=converged, ceiling=ceiling)

@@ -111,7 +111,8 @@ class FindMaxPlan:
     def next_step(self, done: Sequence[StepResult]) -> PlannedStep | None:
         history = [(p.value, p.passed) for p in (
             findmax.judge(r.summary, r.step, self.objectives, r.index, self.kind) for r in done)]
-        value = findmax.next_probe(self.kind, history, self.start)
+        ceiling = self.spec.concurrency_ceiling if self.kind == "concurrency" else None
+        value = findmax.next_probe(self.kind, history, self.start, ceiling=ceiling)
         return None if value is None else PlannedStep(self.load(value))
 
 

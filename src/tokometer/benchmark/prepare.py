@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from tokometer.benchmark.preflight import preflight, protocol_hint, server_root
 from tokometer.benchmark.spec import BenchSpec
+from tokometer.benchmark.volume import DEFAULT_TURNS
 from tokometer.client.http1 import ConnectError, HttpTimeout, PeerReset
 from tokometer.client.probe import Probe
 from tokometer.datasets import FixedSource, SyntheticSource, load_source_file
@@ -238,7 +239,8 @@ def _sessions(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str])
         return ShareGPTSessions(spec.dataset, tokenizer, think, max_turns=max_turns, seed=spec.seed_value)
     source = _source(spec, tokenizer, warnings)
     assert isinstance(source, SyntheticSource)
-    return SyntheticSessions(source, turns or Sampled("fixed", 4, 4, whole=True), think, seed=spec.seed_value)
+    default = Sampled("fixed", DEFAULT_TURNS, DEFAULT_TURNS, whole=True)
+    return SyntheticSessions(source, turns or default, think, seed=spec.seed_value)
 
 
 def _trace_notes(source: TraceSource) -> list[str]:

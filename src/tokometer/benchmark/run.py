@@ -26,6 +26,7 @@ from tokometer.benchmark.recorder import BenchObserver, open_recorder
 from tokometer.benchmark.results import BenchResult, StepResult
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.benchmark.step_warnings import step_warnings
+from tokometer.benchmark.volume import step_cap
 from tokometer.client.streamclient import Target, Timeouts
 from tokometer.gpu_count import gpu_count
 from tokometer.load.cluster import RayLoad
@@ -74,8 +75,11 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
                      engine_check: Callable[[], str | None] | None) -> BenchResult:
     """The steps of `run_benchmark`, one after another on the executor ``spec`` asks for, until the plan ends."""
     # Sessions: the limits count sessions (`tokometer.load.sessions`); the display counts only time.
-    limits = StepLimits(spec.sessions if spec.sessions is not None else spec.requests, spec.duration_s, spec.warmup)
-    shown = limits if prepared.sessions is None else StepLimits(None, spec.duration_s)
+    # A closed loop given only a duration ends, too, once its records would outgrow memory (`step_cap`).
+    counted = spec.requests if spec.requests is not None else step_cap(spec)
+    limits = StepLimits(spec.sessions if spec.sessions is not None else counted, spec.duration_s, spec.warmup)
+    shown = StepLimits(spec.requests, spec.duration_s, spec.warmup) if prepared.sessions is None else \
+        StepLimits(None, spec.duration_s)
     started, host, source = now_iso(), host_info(), (prepared.sessions or prepared.source).name
     recorder = open_recorder(spec, prepared, store, observer, engine, started_at=started, host=host,
                              prompt_source=source)

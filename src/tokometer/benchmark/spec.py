@@ -26,7 +26,24 @@ from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
 from tokometer.protocols.common.framing import MAX_EVENT_BYTES
 from tokometer.protocols.registry import PROTOCOLS
-from tokometer.util.limits import MAX_GPUS, MAX_SLICE_S, MIN_SLICE_S
+from tokometer.util.limits import (
+    MAX_GPUS,
+    MAX_LEVELS,
+    MAX_SLICE_S,
+    MAX_STEP_REQUESTS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MIN_SLICE_S,
+    Bytes,
+    Concurrency,
+    Count,
+    Factor,
+    Millis,
+    Rate,
+    Requests,
+    Seconds,
+    Tokens,
+)
 from tokometer.util.secrets import header_problem, redact_headers, value_problem
 from tokometer.util.specproblem import FieldProblem
 
@@ -36,7 +53,7 @@ __all__ = ["BenchSpec", "apply_profile"]
 class BenchSpec(BaseModel):
     """One benchmark run: target, load steps, prompts, limits, outputs."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     url: str
     api: str = "openai-chat"
@@ -59,39 +76,39 @@ class BenchSpec(BaseModel):
     """How many GPUs serve the endpoint (``--gpus``): throughput per GPU and the Pareto front per GPU use it,
     before anything the engine's command line says (`tokometer.gpu_count.gpu_count`); None: not stated."""
 
-    concurrency: list[int] = Field(default_factory=list)
-    rate: list[float] = Field(default_factory=list)
+    concurrency: list[Concurrency] = Field(default_factory=list, max_length=MAX_LEVELS)
+    rate: list[Rate] = Field(default_factory=list, max_length=MAX_LEVELS)
     synchronous: bool = False
     arrival: Arrival = "poisson"
-    burstiness: float = Field(1.0, gt=0)
-    max_concurrency: int | None = Field(None, ge=1)
+    burstiness: Factor = 1.0
+    max_concurrency: Concurrency | None = None
 
     ramp: RampStrategy | None = None
     """Ramp each step's load (its concurrency or rate) from ``ramp_from`` up to its own value over ``ramp_time_s``,
     then hold it (`tokometer.load.ramp`); None: the load is at its value from the start."""
     ramp_from: float | None = Field(None, ge=0, allow_inf_nan=False)
     """Where a ramp starts (concurrency slots, or requests a second)."""
-    ramp_time_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    ramp_time_s: Seconds | None = None
     """How long a ramp takes to reach the step's value."""
     time_slice_s: float | None = Field(None, gt=0, allow_inf_nan=False)
     """Also summarise each step per slice of this many seconds (`tokometer.metrics.window`); None: not."""
     steady_tolerance: float = Field(0.1, gt=0, lt=1)
     """How close to its target the load must be for the step's steady state (`tokometer.metrics.window`)."""
 
-    requests: int | None = Field(100, ge=1)
-    duration_s: float | None = Field(None, gt=0)
-    warmup: int = Field(0, ge=0)
+    requests: Requests | None = 100
+    duration_s: Seconds | None = None
+    warmup: int = Field(0, ge=0, le=MAX_STEP_REQUESTS)
 
-    input_tokens: int = Field(256, ge=1)
-    prefix_tokens: int = Field(0, ge=0)
+    input_tokens: Tokens = 256
+    prefix_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
     """Each synthetic prompt starts with one of ``prefix_groups`` shared prefixes of this many tokens (0: none)."""
-    prefix_groups: int = Field(1, ge=1)
-    output_tokens: int = Field(128, ge=1)
+    prefix_groups: Count = 1
+    output_tokens: Tokens = 128
     batch_size: int = Field(1, ge=1, le=4096)
     """Inputs per request, for an API that takes a batch (``openai-embeddings``, ``rerank``)."""
     ignore_eos: bool = False
-    temperature: float | None = Field(0.0, ge=0, allow_inf_nan=False)
-    seed: int | None = None
+    temperature: float | None = Field(0.0, ge=0, le=MAX_TEMPERATURE, allow_inf_nan=False)
+    seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
     """Prompts, arrival times and the sampling seed sent to the server; None: a fresh one per run (recorded
     with the run, so ``--seed N`` repeats it), so that no run rides on an earlier run's prompt cache."""
     include_usage: bool = True
@@ -100,7 +117,7 @@ class BenchSpec(BaseModel):
     prompt: str | None = None
     tokenizer: str = "auto"
 
-    sessions: int | None = Field(None, ge=1)
+    sessions: Requests | None = None
     """Multi-turn chat sessions per step (`tokometer.load.sessions`): the load counts sessions (concurrency: live
     sessions; rate: new sessions a second), and each turn sends the history with the model's real answers."""
     turns: str | None = None
@@ -111,9 +128,9 @@ class BenchSpec(BaseModel):
     trace: Path | None = None
     """A request trace to replay at its own timing (Mooncake JSONL, `tokometer.datasets.trace`; ``example``: the
     shipped example)."""
-    time_scale: float = Field(1.0, gt=0, allow_inf_nan=False)
+    time_scale: Factor = 1.0
     """Stretch the trace's timestamps by this factor (2: half as fast, 0.5: twice as fast)."""
-    trace_block_tokens: int = Field(BLOCK_TOKENS, ge=1)
+    trace_block_tokens: Tokens = BLOCK_TOKENS
     """Tokens per ``hash_ids`` block of the trace (Mooncake: 512)."""
 
     images: int = Field(0, ge=0, le=16)
@@ -126,18 +143,18 @@ class BenchSpec(BaseModel):
     tool_choice: str = "auto"
     """With ``tools``: ``auto``, ``required``, ``none``, or the name of one of the tools (that function)."""
 
-    connect_timeout_s: float = Field(10.0, gt=0)
-    idle_timeout_s: float = Field(60.0, gt=0)
-    request_timeout_s: float = Field(600.0, gt=0)
-    max_event_bytes: int = Field(MAX_EVENT_BYTES, gt=0)
+    connect_timeout_s: Seconds = 10.0
+    idle_timeout_s: Seconds = 60.0
+    request_timeout_s: Seconds = 600.0
+    max_event_bytes: Bytes = MAX_EVENT_BYTES
     """The largest streamed event accepted; past it the request is a ``protocol`` error."""
     max_response_bytes: int | None = Field(None, ge=65536)
     """The read budget of one answer, everything counted (head, framing, comments, events); None: sized from
     ``max_tokens`` (`tokometer.util.readbudget.response_budget`). Past it the request is a ``protocol`` error."""
 
-    slo_ttft_ms: float | None = Field(None, gt=0)
-    slo_tpot_ms: float | None = Field(None, gt=0)
-    slo_e2e_ms: float | None = Field(None, gt=0)
+    slo_ttft_ms: Millis | None = Field(None, gt=0)
+    slo_tpot_ms: Millis | None = Field(None, gt=0)
+    slo_e2e_ms: Millis | None = Field(None, gt=0)
 
     workers: int = Field(1, ge=1, le=64)
     ray: str | None = None
@@ -174,6 +191,16 @@ class BenchSpec(BaseModel):
         if self.seed is None:
             raise ValueError("the spec's seed is not fixed yet: call with_seed() first")
         return self.seed
+
+    @property
+    def concurrency_ceiling(self) -> int | None:
+        """The most requests a step of this spec can have in flight, where its count bounds them (``-n`` plus
+        ``--warmup``, without ``--duration``: `tokometer.benchmark.findmax.concurrency_ceiling`); None where
+        nothing does."""
+        from tokometer.benchmark.findmax import concurrency_ceiling
+
+        ceiling = concurrency_ceiling({"requests": self.requests, "warmup": self.warmup, "duration_s": self.duration_s})
+        return None if ceiling is None else int(ceiling)
 
     def tls(self) -> TlsOptions:
         """How to check an https:// target's certificate."""
@@ -255,6 +282,9 @@ class BenchSpec(BaseModel):
                                "generators", cap=self.max_concurrency, generators=generators)
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"URL {self.url!r} must start with http:// or https://")
+        from tokometer.benchmark.volume import check_volume
+
+        check_volume(self)
         return self
 
     def _check_media(self) -> None:
@@ -405,6 +435,13 @@ class BenchSpec(BaseModel):
         if len(starts) > 1:
             raise FieldProblem("{find_max} starts from one {" + self.find_max + "} value, not {count}",
                                count=len(starts))
+        if self.find_max == "concurrency" and (ceiling := self.concurrency_ceiling) is not None \
+                and (self.concurrency or [1])[0] > ceiling:
+            raise FieldProblem("{find_max} concurrency starts at {concurrency} {start}, but a probe of {requests} "
+                               "{n} (with {warmup} {warm}) never has more than {ceiling} in flight: raise {requests} "
+                               "(several times the concurrency, for a steady window), give {duration_s}, or start "
+                               "lower", start=self.concurrency[0], n=self.requests, warm=self.warmup,
+                               ceiling=ceiling)
 
 
 def _counts_requests(values: Mapping[str, Any]) -> bool:

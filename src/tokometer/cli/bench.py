@@ -30,7 +30,7 @@ from tokometer.datasets.images import ImageFormat
 from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
 from tokometer.protocols.registry import PROTOCOLS
-from tokometer.util.limits import MAX_GPUS
+from tokometer.util.limits import MAX_CONCURRENCY, MAX_GPUS, MAX_THREADS
 
 if TYPE_CHECKING:
     from tokometer.benchmark.spec import BenchSpec
@@ -241,9 +241,11 @@ def _mebibytes_or_sized(size: int | None) -> str | None:
 @click.option("--quiet", "-q", is_flag=True, help="No live progress display.")
 @click.option("--engine-model", type=click.Path(path_type=Path), default=None,
               help="Embedded engine: a GGUF file instead of the bundled Gemma 3 270M.")
-@click.option("--engine-parallel", cls=SpecOption, spec=_engine_settings, field="parallel", type=int,
+@click.option("--engine-parallel", cls=SpecOption, spec=_engine_settings, field="parallel",
+              type=click.IntRange(1, MAX_CONCURRENCY),
               show_default=True, help="Embedded engine: parallel slots.")
-@click.option("--engine-threads", type=int, default=None, help="Embedded engine: CPU threads.")
+@click.option("--engine-threads", type=click.IntRange(1, MAX_THREADS), default=None,
+              help="Embedded engine: CPU threads.")
 def command(**opts: Any) -> int:
     """Benchmark an inference endpoint: TTFT, TPOT/ITL, decode speed, throughput, errors.
 

@@ -11,6 +11,7 @@ import click
 
 from tokometer.cli.options import build_spec
 from tokometer.util.jsontext import dumps
+from tokometer.util.limits import MAX_TOKENS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -34,8 +35,9 @@ __all__ = ["command"]
 @click.option("--chat", is_flag=True,
               help="Apply the chat template: the input is JSON messages, or a text sent as one user message.")
 @click.option("--show", is_flag=True, help="Show every token: id, vocabulary piece and text.")
-@click.option("--context", type=int, default=None, help="Context window in tokens (default: the model's).")
-@click.option("--output-tokens", type=int, default=None,
+@click.option("--context", type=click.IntRange(1, MAX_TOKENS), default=None,
+              help="Context window in tokens (default: the model's).")
+@click.option("--output-tokens", type=click.IntRange(0, MAX_TOKENS), default=None,
               help="Expected answer length: checked against the context window and priced.")
 @click.option("--price", is_flag=True, help="Show the cost with --model's row of the price table.")
 @click.option("--prices", type=click.Path(path_type=Path), default=None,

@@ -9,6 +9,7 @@ import click
 from tokometer.cli.options import FiniteFloat, api_key_option, build_spec
 from tokometer.protocols.registry import PROTOCOLS
 from tokometer.util.jsontext import dumps
+from tokometer.util.limits import MAX_SECONDS, MIN_SECONDS
 
 __all__ = ["command"]
 
@@ -30,7 +31,7 @@ __all__ = ["command"]
                    "anything 'tokometer count --tokenizer' takes.")
 @click.option("--quick", is_flag=True, help="Skip what takes time: the load, the prefix-cache pair, the context "
               "probes and the disk read (a few seconds in all).")
-@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0, min_open=True), default=60.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(MIN_SECONDS, MAX_SECONDS), default=60.0, show_default=True,
               help="Limit of one request, in seconds.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (tokometer.doctor/1) on stdout.")
 def command(**opts: Any) -> int:

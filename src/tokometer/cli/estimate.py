@@ -9,6 +9,7 @@ import click
 
 from tokometer.cli.options import RUN_ID, FiniteFloat, check_output_path, parse_int_list
 from tokometer.util.jsontext import dumps
+from tokometer.util.limits import MAX_CONCURRENCY, MAX_GPUS, MAX_TOKENS, MAX_TOKENS_PER_S
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -30,14 +31,14 @@ SCHEMA = "tokometer.estimate/1"
 @click.option("--kv-dtype", default=None, help="KV-cache format: bf16, fp16, fp8, int8, q8_0, q4_0 [default: fp8 "
               "with fp8 weights (as TensorRT-LLM serves FP8 checkpoints), else bf16; for a llama.cpp run, its cache "
               "type].")
-@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--tp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
               help="Tensor-parallel GPUs (must split the model's attention heads evenly; at most 64).")
-@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--pp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
               help="Pipeline-parallel stages (at most the model's layers).")
 @click.option("--batch", "-b", default="1", show_default=True, help="Batch sizes (concurrent sequences), e.g. 1,8,64.")
-@click.option("--input-tokens", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--input-tokens", type=click.IntRange(1, MAX_TOKENS), default=1000, show_default=True,
               help="Prompt length of each sequence.")
-@click.option("--output-tokens", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--output-tokens", type=click.IntRange(1, MAX_TOKENS), default=1000, show_default=True,
               help="Answer length of each sequence.")
 @click.option("--workload", type=click.Choice(["generate", "embed"]), default="generate", show_default=True,
               help="embed: embedding (or rerank) passes, a prefill only; --batch is the inputs per pass, "
@@ -55,7 +56,7 @@ SCHEMA = "tokometer.estimate/1"
                    "later estimates for it use them.")
 @click.option("--no-calibration", is_flag=True, help="Ignore a stored calibration: typical efficiencies.")
 @click.option("--explain", is_flag=True, help="Write the arithmetic out in words.")
-@click.option("--target", type=FiniteFloat(min=0, min_open=True), default=None,
+@click.option("--target", type=FiniteFloat(min=0, min_open=True, max=MAX_TOKENS_PER_S), default=None,
               help="Tokens/s to reach: which hardware, format and batch do.")
 @click.option("--run", "run_id", type=RUN_ID, default=None, help="Efficiency (MBU/MFU, bottleneck) of a saved run.")
 @click.option("--store", default=None, help="Results store for --run: a SQLAlchemy URL or a SQLite file path.")
@@ -115,7 +116,7 @@ def _spec(opts: dict[str, Any]) -> EstimateSpec:
     from tokometer.perf.questions import EstimateSpec
 
     plain = opts["run_id"] is None and opts["target"] is None and opts["calibrate_runs"] is None
-    batches = parse_int_list(opts["batch"], "--batch") if plain else []
+    batches = parse_int_list(opts["batch"], "--batch", MAX_CONCURRENCY) if plain else []
     return EstimateSpec(
         model=opts["model"], hardware=opts["hardware"], dtype=opts["dtype"], kv_dtype=opts["kv_dtype"],
         tp=opts["tp"], pp=opts["pp"], batches=tuple(batches), input_tokens=opts["input_tokens"],

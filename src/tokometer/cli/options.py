@@ -11,6 +11,7 @@ import click
 from pydantic import BaseModel, ValidationError
 
 from tokometer.util.errors import ConfigError
+from tokometer.util.limits import MAX_SECONDS, MIN_SECONDS
 
 __all__ = ["LOG_LEVELS", "PORT", "RUN_ID", "FiniteFloat", "build_spec", "check_output_path", "parse_duration",
            "parse_float_list", "parse_headers", "parse_int_list"]
@@ -39,8 +40,9 @@ T = TypeVar("T", bound=BaseModel)
 
 
 
-def parse_int_list(value: str | None, option: str) -> list[int]:
-    """``"1,4,16"`` -> ``[1, 4, 16]`` with a one-line error naming the option."""
+def parse_int_list(value: str | None, option: str, high: int = 2**63 - 1) -> list[int]:
+    """``"1,4,16"`` -> ``[1, 4, 16]`` with a one-line error naming the option; each from 1 to ``high`` (by
+    default what a 64-bit integer holds: a store's id, a C long)."""
     if value is None:
         return []
     out = []
@@ -49,10 +51,12 @@ def parse_int_list(value: str | None, option: str) -> list[int]:
         try:
             number = int(part)
         except ValueError:
-            raise click.BadParameter(f"{part!r} is not a whole number (write e.g. 1,4,16)",
+            raise click.BadParameter(f"{_shown(part)} is not a whole number (write e.g. 1,4,16)",
                                      param_hint=option) from None
         if number < 1:
             raise click.BadParameter(f"{number} must be at least 1", param_hint=option)
+        if number > high:
+            raise click.BadParameter(f"{_shown(part)} must be at most {high:,}", param_hint=option)
         out.append(number)
     return out
 
@@ -68,23 +72,32 @@ def parse_float_list(value: str | None, option: str) -> list[float]:
             number = float(part)
         except ValueError:
             raise click.BadParameter(f"{part!r} is not a number (write e.g. 10,20)", param_hint=option) from None
+        if not math.isfinite(number):
+            raise click.BadParameter(f"{_shown(part)} is not a finite number (write e.g. 10,20)",
+                                     param_hint=option)
         if not number > 0:
             raise click.BadParameter(f"{part} must be positive", param_hint=option)
         out.append(number)
     return out
 
 
-def parse_duration(value: str | None, option: str) -> float | None:
-    """``"90"``, ``"90s"``, ``"1.5m"``, ``"500ms"`` -> seconds."""
+def parse_duration(value: str | None, option: str, *, bounded: bool = False) -> float | None:
+    """``"90"``, ``"90s"``, ``"1.5m"``, ``"500ms"`` -> seconds. One too long for a float is refused; ``bounded``:
+    so is one outside `MIN_SECONDS` to `MAX_SECONDS`, for an option no spec field holds to its bound."""
     if value is None:
         return None
     from tokometer.util.units import duration_seconds
 
     seconds = duration_seconds(value)
     if seconds is None:
-        raise click.BadParameter(f"{value!r} is not a duration (write e.g. 30s, 2m, 500ms)", param_hint=option)
+        raise click.BadParameter(f"{_shown(value)} is not a duration (write e.g. 30s, 2m, 500ms)", param_hint=option)
+    if not math.isfinite(seconds):
+        raise click.BadParameter(f"{_shown(value)} is too long a duration (write e.g. 30s, 2m)", param_hint=option)
     if seconds <= 0:
         raise click.BadParameter("must be longer than zero", param_hint=option)
+    if bounded and not MIN_SECONDS <= seconds <= MAX_SECONDS:
+        raise click.BadParameter(f"{_shown(value)} is out of range: a duration is from {MIN_SECONDS * 1000:g} ms to "
+                                 f"{MAX_SECONDS:g} s (a week)", param_hint=option)
     return seconds
 
 
@@ -96,10 +109,15 @@ def parse_size(value: str | None, option: str) -> int | None:
 
     size = byte_size(value)
     if size is None:
-        raise click.BadParameter(f"{value!r} is not a size (write e.g. 1MiB, 512KiB, 65536)", param_hint=option)
+        raise click.BadParameter(f"{_shown(value)} is not a size (write e.g. 1MiB, 512KiB, 65536)", param_hint=option)
     if size <= 0:
         raise click.BadParameter("must be larger than zero", param_hint=option)
     return size
+
+
+def _shown(text: str) -> str:
+    """What the user typed, quoted, cut short when long (a 5,000-digit number is one line, not a page)."""
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text)} characters)"
 
 
 def parse_headers(values: tuple[str, ...]) -> dict[str, str]:
@@ -153,8 +171,31 @@ def build_spec(spec_type: type[T], /, *, flags: Mapping[str, str] | None = None,
         return spec_type(**values)
     except ValidationError as exc:
         error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
+        loc = [str(part) for part in error["loc"]]
+        where = ".".join(loc)
+        field = words.get(where) or words.get(loc[0]) if loc else None
+        if loc and field is not None and len(loc) > 1:  # an item of a list option: ``--rate`` (value 2)
+            field = f"{field} (value {int(loc[1]) + 1})" if loc[1].isdigit() else f"{field} {'.'.join(loc[1:])}"
         cause = error.get("ctx", {}).get("error")
-        message = cause.render(words) if isinstance(cause, FieldProblem) else error["msg"].removeprefix("Value error, ")
-        option = f"{words.get(where, '--' + where.replace('_', '-'))}: " if where else ""
+        message = cause.render(words) if isinstance(cause, FieldProblem) else _out_of_range(error)
+        option = f"{field or '--' + where.replace('_', '-')}: " if where else ""
         raise ConfigError(f"{option}{message}") from None
+
+
+_RANGE = {"greater_than": "must be more than {gt}", "greater_than_equal": "must be at least {ge}",
+          "less_than": "must be less than {lt}", "less_than_equal": "must be at most {le}",
+          "finite_number": "must be a finite number (not NaN or infinity)"}
+"""pydantic's range errors, said as the bound they break."""
+
+
+def _out_of_range(error: Any) -> str:
+    """A pydantic error as one line: a range error names the value and the bound (the spec's, declared once in
+    `tokometer.util.limits`), any other its own message."""
+    template = _RANGE.get(error["type"])
+    if template is None:
+        return str(error["msg"]).removeprefix("Value error, ")
+    bounds = {k: (f"{v:,}" if isinstance(v, int) else f"{v:g}") for k, v in error.get("ctx", {}).items()
+              if isinstance(v, (int, float))}
+    shown = error.get("input")
+    value = f"{shown:g}" if isinstance(shown, float) else str(shown)
+    return f"{value if len(value) <= 40 else _shown(value)} {template.format_map(bounds)}"

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import click
 
-from tokometer.cli.options import api_key_option
+from tokometer.cli.options import FiniteFloat, api_key_option
 from tokometer.protocols.registry import PROTOCOLS
 from tokometer.util.jsontext import dumps
+from tokometer.util.limits import MAX_CONCURRENCY, MAX_COUNT
 
 __all__ = ["command"]
 
@@ -29,22 +30,22 @@ __all__ = ["command"]
                                       "teacher forcing).")
 @click.option("--api-key", callback=api_key_option, default=None, envvar="TOKOMETER_API_KEY",
               help="Bearer key for both endpoints.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Use the first N eval items [default: "
+@click.option("--limit", type=click.IntRange(1, MAX_COUNT), default=None, help="Use the first N eval items [default: "
                                                                         "all 300].")
 @click.option("--max-tokens", type=click.IntRange(1, 4096), default=16, show_default=True,
               help="Tokens per greedy answer (the path agreement and KL are measured on).")
 @click.option("--top-logprobs", type=click.IntRange(1, 20), default=10, show_default=True,
               help="Top-k log-probabilities asked per token, for KL and top-1 agreement.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), default=1, show_default=True,
               help="Requests at a time in the speed pass (the token-path pass is always one at a time).")
 @click.option("--no-teacher-forcing", is_flag=True, help="Compare distributions only up to the first divergence.")
 @click.option("--evalset", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A JSONL eval set of {id, task, prompt, answer} [default: the shipped one].")
-@click.option("--parallel", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--parallel", type=click.IntRange(1, MAX_CONCURRENCY), default=2, show_default=True,
               help="Slots of each embedded engine (engine:...).")
-@click.option("--min-agreement", type=click.FloatRange(0, 1), default=None,
+@click.option("--min-agreement", type=FiniteFloat(0, 1), default=None,
               help="Exit 1 when the exact-match rate of greedy answers is below this (e.g. 0.9).")
-@click.option("--max-accuracy-drop", type=click.FloatRange(min=0), default=None, metavar="POINTS",
+@click.option("--max-accuracy-drop", type=FiniteFloat(0, 100), default=None, metavar="POINTS",
               help="Exit 1 when accuracy A − B is more than this many points.")
 @click.option("--format", "fmt", type=click.Choice(["table", "md"]), default="table", show_default=True,
               help="md: markdown for a pull-request comment.")

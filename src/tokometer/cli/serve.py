@@ -18,6 +18,7 @@ import click
 
 from tokometer.cli.options import PORT, FiniteFloat
 from tokometer.util.jsontext import dumps
+from tokometer.util.limits import MAX_CONCURRENCY, MAX_MEMORY_GIB, MAX_SECONDS, MAX_THREADS, MAX_TOKENS, MIN_SECONDS
 from tokometer.util.units import GIB
 
 if TYPE_CHECKING:
@@ -210,11 +211,11 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
               help="Address the engine listens on (0.0.0.0 or :: for every interface).")
 @click.option("--port", type=PORT, default=None,
               help="Default 8080 (llamacpp), 8000 (vllm), 11434 (ollama); 0 = free.")
-@click.option("--parallel", type=click.IntRange(min=1), default=None,
+@click.option("--parallel", type=click.IntRange(1, MAX_CONCURRENCY), default=None,
               help="llamacpp: slots batched together (default: LlamaCppSettings.parallel, 4).")
-@click.option("--ctx-size", type=click.IntRange(min=1), default=None,
+@click.option("--ctx-size", type=click.IntRange(1, MAX_TOKENS), default=None,
               help="llamacpp: total context, split between the slots (default 4096 × --parallel).")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
+@click.option("--threads", type=click.IntRange(1, MAX_THREADS), default=None,
               help="llamacpp: CPU threads (default: physical cores).")
 @click.option("--llama-server", default=None, help="llamacpp: the llama-server binary (default: lookup).")
 @click.option("--rebuild", is_flag=True,
@@ -228,25 +229,26 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
               "venv --prepare made, then PATH).")
 @click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
               help="vllm: GPU (CUDA) or CPU (vLLM's CPU build); auto: a GPU when one is found.")
-@click.option("--kv-cache-gb", type=FiniteFloat(min=0, min_open=True), default=4.0, show_default=True,
+@click.option("--kv-cache-gb", type=FiniteFloat(min=0, min_open=True, max=MAX_MEMORY_GIB), default=4.0,
+              show_default=True,
               help="vllm on CPU: host memory for the KV cache, GiB (VLLM_CPU_KVCACHE_SPACE).")
 @click.option("--served-model-name", default=None,
               help="vllm: the model name clients send (default: the model path; gemma-3-270m-bf16 for the bundled "
               "model).")
-@click.option("--gpu-memory-gb", type=FiniteFloat(min=0, min_open=True), default=None,
+@click.option("--gpu-memory-gb", type=FiniteFloat(min=0, min_open=True, max=MAX_MEMORY_GIB), default=None,
               help="vllm: GPU memory in GiB (default: detected).")
 @click.option("--gpu-memory-utilization", type=FiniteFloat(0.05, 0.99), default=0.90, show_default=True,
               help="vllm: share of each GPU's memory vLLM may take (weights, KV cache, activations).")
 @click.option("--tensor-parallel-size", type=click.IntRange(1, 64), default=1, show_default=True,
               help="vllm: GPUs one model is split over; must divide the model's attention heads.")
-@click.option("--max-model-len", type=click.IntRange(min=1), default=None,
+@click.option("--max-model-len", type=click.IntRange(1, MAX_TOKENS), default=None,
               help="vllm: longest sequence in tokens (default: computed from the memory left for the KV cache).")
 @click.option("--quantization", type=click.Choice(["fp8", "awq", "gptq"]), default=None,
               help="vllm: weight quantisation (awq, gptq: a checkpoint quantised that way).")
 @click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]), default="auto",
               show_default=True, help="vllm: KV-cache format: auto (the model's dtype) or fp8 (half the memory).")
 @click.option("--no-pull", is_flag=True, help="ollama: fail instead of pulling a missing model.")
-@click.option("--ready-timeout", type=FiniteFloat(min=0, min_open=True), default=None,
+@click.option("--ready-timeout", type=FiniteFloat(MIN_SECONDS, MAX_SECONDS), default=None,
               help="Seconds to wait for the first answer (default: 120 llamacpp, 1800 vllm, 300 ollama).")
 @click.option("--dry-run", is_flag=True, help="Print the command (and for vllm the reasoning); start nothing.")
 @click.option("--json", "as_json", is_flag=True, help="When ready, print one JSON line (URL, model, identity).")

@@ -47,8 +47,8 @@ def command(url: str, interval: str, window: str, gpu_metrics: str, once: bool, 
     from tokometer.report.top import render_top
     from tokometer.util.errors import ConfigError
 
-    interval_s = parse_duration(interval, "--interval")
-    window_s = parse_duration(window, "--window")
+    interval_s = parse_duration(interval, "--interval", bounded=True)
+    window_s = parse_duration(window, "--window", bounded=True)
     assert interval_s is not None and window_s is not None
     if as_json and not once:
         raise ConfigError("--json: only with --once (a live view is for a terminal)")

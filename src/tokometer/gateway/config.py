@@ -30,6 +30,18 @@ from tokometer.client.tls import TlsOptions
 from tokometer.inbound.request_limits import DEFAULT_LIMITS
 from tokometer.protocols.registry import PROTOCOLS
 from tokometer.util.errors import ConfigError
+from tokometer.util.limits import (
+    MAX_BUDGET_TOKENS,
+    MAX_BYTES,
+    MAX_COUNT,
+    MAX_PRICE,
+    Concurrency,
+    Count,
+    Delay,
+    Millis,
+    Seconds,
+    Tokens,
+)
 from tokometer.util.secrets import value_problem
 
 __all__ = [
@@ -93,7 +105,9 @@ path = "requests.jsonl"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Unknown keys refused; every number finite and within its declared bound (`tokometer.util.limits`)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ServerConfig(_Strict):
@@ -101,23 +115,25 @@ class ServerConfig(_Strict):
 
     host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 or :: for every interface)")
     port: int = Field(8100, ge=0, le=65535, description="port to listen on; 0 picks a free one")
-    max_body_bytes: int = Field(DEFAULT_LIMITS.max_body_bytes, ge=1024, description="larger request bodies get 413")
-    body_timeout_s: float = Field(DEFAULT_LIMITS.body_timeout_s, gt=0,
+    max_body_bytes: int = Field(DEFAULT_LIMITS.max_body_bytes, ge=1024, le=MAX_BYTES,
+                                description="larger request bodies get 413")
+    body_timeout_s: Seconds = Field(DEFAULT_LIMITS.body_timeout_s,
                                   description="a request body must arrive whole within this of its head (408)")
-    body_idle_timeout_s: float = Field(DEFAULT_LIMITS.body_idle_timeout_s, gt=0,
+    body_idle_timeout_s: Seconds = Field(DEFAULT_LIMITS.body_idle_timeout_s,
                                        description="nor may it pause longer than this between two reads, from the "
                                        "'100 Continue' on (408)")
-    max_messages: int = Field(DEFAULT_LIMITS.max_messages, ge=1, description="chat requests with more messages get 400")
-    max_header_bytes: int = Field(DEFAULT_LIMITS.max_header_bytes, ge=1024, description="larger request heads get 431")
-    max_header_fields: int = Field(DEFAULT_LIMITS.max_header_fields, ge=8,
+    max_messages: Count = Field(DEFAULT_LIMITS.max_messages, description="chat requests with more messages get 400")
+    max_header_bytes: int = Field(DEFAULT_LIMITS.max_header_bytes, ge=1024, le=MAX_BYTES,
+                                  description="larger request heads get 431")
+    max_header_fields: int = Field(DEFAULT_LIMITS.max_header_fields, ge=8, le=MAX_COUNT,
                                    description="request heads with more fields get 431")
-    header_timeout_s: float = Field(DEFAULT_LIMITS.header_timeout_s, gt=0,
+    header_timeout_s: Seconds = Field(DEFAULT_LIMITS.header_timeout_s,
                                     description="a request head must arrive within this (408)")
-    keep_alive_timeout_s: float = Field(15.0, gt=0, description="idle kept-alive connections are closed after this")
-    client_stall_s: float = Field(DEFAULT_LIMITS.client_stall_s, gt=0,
+    keep_alive_timeout_s: Seconds = Field(15.0, description="idle kept-alive connections are closed after this")
+    client_stall_s: Seconds = Field(DEFAULT_LIMITS.client_stall_s,
                                   description="a client that takes nothing of its answer for this long is closed "
                                   "and its upstream request cancelled")
-    max_connections: int = Field(1024, ge=1, description="open client connections (fewer if file descriptors are "
+    max_connections: Concurrency = Field(1024, description="open client connections (fewer if file descriptors are "
                                  "short); at the limit one that is not progressing is closed (idle, then a "
                                  "stalled request, then a stalled answer), or the new one gets 503")
     counting_threads: int = Field(1, ge=1, le=64, description="large prompts (256 KiB and more) counted at once, "
@@ -156,23 +172,25 @@ class UpstreamConfig(_Strict):
     model: str = Field("", description="model name sent upstream (default: the one the client asked for)")
     api_key: str | None = Field(None, description="bearer token for the upstream (better: api_key_env)")
     api_key_env: str | None = Field(None, description="environment variable holding the upstream's key")
-    connect_timeout_s: float = Field(5.0, gt=0, description="limit for opening a connection")
-    first_token_timeout_s: float = Field(30.0, gt=0, description="limit for the first token (then retry or fall "
+    connect_timeout_s: Seconds = Field(5.0, description="limit for opening a connection")
+    first_token_timeout_s: Seconds = Field(30.0, description="limit for the first token (then retry or fall "
                                          "back)")
-    idle_timeout_s: float = Field(30.0, gt=0, description="limit for silence inside a stream")
-    total_timeout_s: float = Field(600.0, gt=0, description="limit for a whole request")
-    max_response_bytes: int = Field(0, ge=0, description="read budget of one answer, everything counted (head, "
-                                    "framing, comments, events); 0: 16 MiB + 8 KiB per max_tokens")
+    idle_timeout_s: Seconds = Field(30.0, description="limit for silence inside a stream")
+    total_timeout_s: Seconds = Field(600.0, description="limit for a whole request")
+    max_response_bytes: int = Field(0, ge=0, le=MAX_BYTES, description="read budget of one answer, everything "
+                                    "counted (head, framing, comments, events); 0: 16 MiB + 8 KiB per max_tokens")
     retries: int = Field(1, ge=0, le=10, description="retries on this upstream, only before anything reached the "
                          "client")
-    retry_backoff_s: float = Field(0.2, ge=0, description="wait before the first retry (doubled for each next one)")
-    max_concurrency: int | None = Field(None, ge=1, description="requests in flight to it at most; more wait "
+    retry_backoff_s: Delay = Field(0.2, description="wait before the first retry (doubled for each next one)")
+    max_concurrency: Concurrency | None = Field(None, description="requests in flight to it at most; more wait "
                                         "(default: no limit)")
-    breaker_failures: int = Field(5, ge=1, description="consecutive failures that open the circuit")
-    breaker_cooldown_s: float = Field(30.0, gt=0, description="an open circuit waits this long, then lets one "
+    breaker_failures: Count = Field(5, description="consecutive failures that open the circuit")
+    breaker_cooldown_s: Seconds = Field(30.0, description="an open circuit waits this long, then lets one "
                                       "trial through")
-    price_input_per_m: float | None = Field(None, ge=0, description="USD per million input tokens")
-    price_output_per_m: float | None = Field(None, ge=0, description="USD per million output tokens")
+    price_input_per_m: float | None = Field(None, ge=0, le=MAX_PRICE,
+                                            description="USD per million input tokens")
+    price_output_per_m: float | None = Field(None, ge=0, le=MAX_PRICE,
+                                             description="USD per million output tokens")
     ca_bundle: str | None = Field(None, description="PEM file of CAs to trust for an https:// upstream")
     verify: bool = Field(True, description="check an https:// upstream's certificate (false: test servers only)")
 
@@ -240,13 +258,13 @@ class RouteConfig(_Strict):
     model: str = Field(description="the model name clients ask for")
     upstreams: list[str] = Field(min_length=1, description="upstream names in order of preference: the first "
                                  "healthy one that is not slow serves")
-    slow_ttft_ms: float | None = Field(None, gt=0, description="recent TTFT p50 above this counts as slow")
-    slow_tpot_ms: float | None = Field(None, gt=0, description="recent TPOT p50 above this counts as slow")
-    slow_window: int = Field(10, ge=1, description="requests the recent TTFT/TPOT are taken over")
-    probe_interval_s: float = Field(2.0, gt=0, description="how often a slow or down upstream is probed")
+    slow_ttft_ms: Millis | None = Field(None, gt=0, description="recent TTFT p50 above this counts as slow")
+    slow_tpot_ms: Millis | None = Field(None, gt=0, description="recent TPOT p50 above this counts as slow")
+    slow_window: Count = Field(10, description="requests the recent TTFT/TPOT are taken over")
+    probe_interval_s: Seconds = Field(2.0, description="how often a slow or down upstream is probed")
     tokenizer: str | None = Field(None, description="for budgets: anything 'tokometer count --tokenizer' takes")
-    context: int | None = Field(None, ge=1, description="the model's context window, in tokens")
-    max_input_tokens: int | None = Field(None, ge=1, description="longer prompts are refused or truncated "
+    context: Tokens | None = Field(None, description="the model's context window, in tokens")
+    max_input_tokens: Tokens | None = Field(None, description="longer prompts are refused or truncated "
                                          "(over_limit)")
     over_limit: Literal["reject", "truncate"] = Field("reject", description="'reject' (HTTP 400) or 'truncate' "
                                                       "(the middle of the longest message)")
@@ -256,7 +274,7 @@ class RouteConfig(_Strict):
     hedge_after: str | None = Field(None, description="no first token from the primary by then: send the same "
                                     "request to the next upstream, the first to answer wins: a percentile of the "
                                     "primary's recent TTFTs ('p95', needs 5 of them) or a time ('300ms', '1.5s')")
-    hedge_min_ms: float = Field(50.0, ge=0, description="a percentile hedge_after is never shorter than this")
+    hedge_min_ms: Millis = Field(50.0, description="a percentile hedge_after is never shorter than this")
     hedge_budget: float = Field(0.1, gt=0, le=1, description="races at once at most this share of the requests in "
                                 "flight to the route's upstreams (at least one)")
     resume_midstream: bool | None = Field(None, description="an upstream that fails mid-answer: the next one "
@@ -288,10 +306,10 @@ class CacheConfig(_Strict):
     """The answer cache: deterministic requests (temperature 0 or a seed) get the stored answer."""
 
     enabled: bool = Field(True, description="false: no cache")
-    ttl_s: float = Field(300.0, gt=0, description="how long an answer is kept")
-    max_entries: int = Field(10_000, ge=1, description="answers kept in process (least recently used go first)")
+    ttl_s: Seconds = Field(300.0, description="how long an answer is kept")
+    max_entries: Count = Field(10_000, description="answers kept in process (least recently used go first)")
     redis_url: str | None = Field(None, description="the older name of [replicas] redis_url (either works)")
-    redis_timeout_s: float = Field(0.05, gt=0, description="the older name of [replicas] redis_timeout_s")
+    redis_timeout_s: Seconds = Field(0.05, description="the older name of [replicas] redis_timeout_s")
 
     @field_validator("redis_url")
     @classmethod
@@ -316,8 +334,8 @@ class KeyConfig(_Strict):
     name: str = Field(description="shown in metrics, logs and budget errors (never the secret)")
     sha256: str = Field(description="sha256 of the key's secret, 64 hex digits: 'tokometer gateway --hash-key' "
                         "prints it")
-    tokens_per_period: int | None = Field(None, ge=1, description="token budget per [budgets] period (default: "
-                                          "none)")
+    tokens_per_period: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS,
+                                          description="token budget per [budgets] period (default: none)")
 
     @field_validator("name")
     @classmethod
@@ -356,7 +374,7 @@ class ReplicasConfig(_Strict):
     redis_url: str | None = Field(None, description="redis://HOST:PORT/DB (or rediss://, unix://) shared by every "
                                   "replica: answer cache, token budgets, circuit breakers, slow windows "
                                   "(cache.redis_url is its older name); in process without it")
-    redis_timeout_s: float = Field(0.05, gt=0, description="a slower Redis counts as down (each replica then goes "
+    redis_timeout_s: Seconds = Field(0.05, description="a slower Redis counts as down (each replica then goes "
                                    "on with its own state)")
     share_health: bool = Field(True, description="share circuit breakers and slow windows through redis_url")
     sync_s: float = Field(0.25, ge=0.01, le=60, description="how often a replica exchanges breaker state and latency "

@@ -7,6 +7,20 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tokometer.inbound.request_limits import DEFAULT_LIMITS
+from tokometer.util.limits import (
+    MAX_BYTES,
+    MAX_COUNT,
+    MAX_FACTOR,
+    MAX_GPUS,
+    MAX_SECONDS,
+    MAX_TOKENS,
+    Concurrency,
+    Delay,
+    Factor,
+    Millis,
+    Seconds,
+    Tokens,
+)
 
 __all__ = ["FAULTS", "METRICS_NAMES", "Fault", "MetricsNames", "SimConfig", "parse_fault_rates"]
 
@@ -34,11 +48,8 @@ MetricsNames = Literal["vllm", "vllm-v0", "sglang", "llamacpp", "tgi"]
 METRICS_NAMES: Final[tuple[str, ...]] = MetricsNames.__args__  # type: ignore[attr-defined]
 
 
-_DAY_S = 86_400.0
-_DAY_MS = _DAY_S * 1000
-_TOKENS = 2**31 - 1
-"""Upper bounds of the settings (a start-up option or ``PATCH /sim/config``): a day of any wait, 2^31 - 1 tokens;
-with no infinity nor NaN anywhere, a setting can never overflow a timer or a count."""
+MAX_BUCKETS: Final = 1000
+"""Bucket bounds of ``metrics_buckets`` at most."""
 
 
 class SimConfig(BaseModel):
@@ -52,41 +63,40 @@ class SimConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model: str = "sim-model"
-    ttft_ms: float = Field(100.0, ge=0, le=_DAY_MS)
-    itl_ms: float = Field(5.0, ge=0, le=_DAY_MS)
-    tokens_per_event: int = Field(1, ge=1, le=_TOKENS)
-    output_tokens: int | None = Field(None, ge=0, le=_TOKENS,
-                                       description="natural answer length (EOS); None: until max_tokens")
-    default_max_tokens: int = Field(128, ge=1, le=_TOKENS)
+    ttft_ms: Millis = 100.0
+    itl_ms: Millis = 5.0
+    tokens_per_event: Tokens = 1
+    output_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS,
+                                      description="natural answer length (EOS); None: until max_tokens")
+    default_max_tokens: Tokens = 128
     empty_first_event: bool = False
-    max_context: int = Field(32768, ge=1, le=_TOKENS)
+    max_context: Tokens = 32768
     api_key: str | None = None
-    max_body_bytes: int = Field(DEFAULT_LIMITS.max_body_bytes, ge=1024, le=1 << 30,
+    max_body_bytes: int = Field(DEFAULT_LIMITS.max_body_bytes, ge=1024, le=MAX_BYTES,
                                 description="larger request bodies get 413 "
                                 "(the gateway's limit; tokometer.inbound)")
-    body_timeout_s: float = Field(DEFAULT_LIMITS.body_timeout_s, gt=0, le=_DAY_S,
-                                  description="a request body must arrive "
+    body_timeout_s: Seconds = Field(DEFAULT_LIMITS.body_timeout_s, description="a request body must arrive "
                                   "whole within this of its head, else 408 (the gateway's limit)")
-    body_idle_timeout_s: float = Field(DEFAULT_LIMITS.body_idle_timeout_s, gt=0, le=_DAY_S,
-                                       description="nor pause longer "
+    body_idle_timeout_s: Seconds = Field(DEFAULT_LIMITS.body_idle_timeout_s, description="nor pause longer "
                                        "than this between two reads, else 408 (the gateway's limit)")
     reject_stream_options: bool = False
     faults: dict[str, float] = Field(default_factory=dict, description="fault name -> probability per request")
     fault_schedule: list[str] = Field(default_factory=list, description="fault per request, cycled in order")
-    fault_after_tokens: int = Field(3, ge=0, le=_TOKENS, description="mid-stream faults strike after this many tokens")
-    stall_s: float = Field(3600.0, ge=0, le=_DAY_S)
-    slow_first_byte_ms: float = Field(2000.0, ge=0, le=_DAY_MS)
-    seed: int = 0
+    fault_after_tokens: int = Field(3, ge=0, le=MAX_TOKENS,
+                                    description="mid-stream faults strike after this many tokens")
+    stall_s: Delay = 3600.0
+    slow_first_byte_ms: Millis = 2000.0
+    seed: int = Field(0, ge=-(2**63), le=2**63 - 1)
     precise: bool = False
-    trace_size: int = Field(100_000, ge=0, le=10_000_000)
+    trace_size: int = Field(100_000, ge=0, le=MAX_COUNT)
     trace_bodies: bool = False
-    max_output_tokens: int | None = Field(None, ge=1, le=_TOKENS,
-                                          description="the server's own cap on one answer's length")
+    max_output_tokens: Tokens | None = Field(None, description="the server's own cap on one answer's length")
     metrics_names: MetricsNames = Field("vllm", description="whose metric names /metrics speaks (read at start)")
     metrics_buckets: tuple[float, ...] | None = Field(
         None, description="upper bounds (seconds, ascending) of every latency histogram's buckets instead of the "
         "simulator's own, e.g. (0.3, 1.0) to put every fast request in a first bucket too wide to locate it")
-    reasoning_tokens: int = Field(0, ge=0, description="reasoning mode: the first N tokens of every answer are "
+    reasoning_tokens: int = Field(0, ge=0, le=MAX_TOKENS,
+                                  description="reasoning mode: the first N tokens of every answer are "
                                   "reasoning (tokometer.sim.reasoning)")
     reasoning_format: Literal["reasoning_content", "reasoning", "think"] = Field(
         "reasoning_content", description="how reasoning is sent: in the chat delta's reasoning_content or reasoning "
@@ -97,9 +107,11 @@ class SimConfig(BaseModel):
                                 "buffering proxy does")
     truncate_context: bool = Field(False, description="cut a prompt that does not fit max_context silently (usage "
                                    "reports the cut count) instead of answering 400")
-    load_slowdown: float = Field(0.0, ge=0, description="scripted timing: TTFT and ITL grow by this factor for each "
+    load_slowdown: float = Field(0.0, ge=0, le=MAX_FACTOR,
+                                 description="scripted timing: TTFT and ITL grow by this factor for each "
                                  "other request in flight (1 + F x (in flight - 1))")
-    prefix_cache_speedup: float = Field(1.0, ge=1, description="scripted timing: a request body seen before gets its "
+    prefix_cache_speedup: float = Field(1.0, ge=1, le=MAX_FACTOR,
+                                        description="scripted timing: a request body seen before gets its "
                                         "first token this many times sooner (a prefix cache)")
 
     # The performance model: with ``hardware`` set, `model` names a model `tokometer.perf` knows
@@ -108,13 +120,13 @@ class SimConfig(BaseModel):
     hardware: str | None = None
     dtype: str = "bf16"
     kv_dtype: str = "bf16"
-    tp: int = Field(1, ge=1)
-    max_num_seqs: int = Field(256, ge=1)
-    max_batched_tokens: int = Field(8192, ge=1)
+    tp: int = Field(1, ge=1, le=MAX_GPUS)
+    max_num_seqs: Concurrency = 256
+    max_batched_tokens: Tokens = 8192
     prefix_caching: bool = Field(True, description="modelled engine: vLLM's automatic prefix caching "
                                  "(tokometer.sim.prefixcache)")
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    time_scale: float = Field(1.0, gt=0, description="stretch every modelled time by this factor")
+    time_scale: Factor = Field(1.0, description="stretch every modelled time by this factor")
     jitter: float = Field(0.0, ge=0, le=1, description="relative standard deviation of step times")
 
     @property
@@ -124,9 +136,10 @@ class SimConfig(BaseModel):
     @field_validator("metrics_buckets")
     @classmethod
     def _check_buckets(cls, value: tuple[float, ...] | None) -> tuple[float, ...] | None:
-        if value is not None and (not value or any(not 0 < b < float("inf") for b in value)
+        if value is not None and (not value or len(value) > MAX_BUCKETS or any(not 0 < b <= MAX_SECONDS for b in value)
                                   or list(value) != sorted(set(value))):
-            raise ValueError("bucket bounds must be positive, finite seconds in ascending order, e.g. 0.3,1,10")
+            raise ValueError(f"bucket bounds must be positive seconds, at most {MAX_SECONDS:g} (a week), in ascending "
+                             f"order, at most {MAX_BUCKETS} of them, e.g. 0.3,1,10")
         return value
 
     @field_validator("faults")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 __all__ = ["GIB", "MIB", "byte_size", "duration_seconds"]
 
@@ -17,7 +18,8 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 def duration_seconds(text: str, default_unit: str = "s") -> float | None:
     """``text`` in seconds; a bare number is in ``default_unit`` (``ms``, ``s``, ``m`` or ``h``). None when
-    ``text`` is not a duration."""
+    ``text`` is not a duration; infinity for one too long for a float (hundreds of digits), which every caller
+    holds to a bound (`tokometer.util.limits`)."""
     match = _DURATION.match(text)
     if match is None:
         return None
@@ -35,4 +37,5 @@ def byte_size(text: str) -> int | None:
     match = _SIZE.match(text)
     if match is None:
         return None
-    return int(float(match.group(1)) * _SIZE_UNITS[(match.group(2) or "b").lower()])
+    # exact, for a number of any length (a float of 400 digits is infinity, which no int holds)
+    return int(Decimal(match.group(1)) * _SIZE_UNITS[(match.group(2) or "b").lower()])

@@ -214,8 +214,8 @@ def test_a_time_slice_out_of_range_is_refused(value: float, match: str) -> None:
 @pytest.mark.parametrize(("values", "match"), [
     ({"rate": [10.0], "ramp": "exponential", "ramp_from": 1e-320, "ramp_time_s": 5.0},
      "ramp_from 9.99989e-321 is out of range"),
-    ({"rate": [2e9], "ramp": "linear", "ramp_from": 1.0, "ramp_time_s": 5.0}, "from 1e-06 to 1e\\+09"),
-    ({"rate": [10.0], "ramp": "linear", "ramp_from": 1.0, "ramp_time_s": 1e-12}, "ramp_time_s 1e-12 s is out"),
+    ({"rate": [2e9], "ramp": "linear", "ramp_from": 1.0, "ramp_time_s": 5.0}, "less than or equal to 1000000000"),
+    ({"rate": [10.0], "ramp": "linear", "ramp_from": 1.0, "ramp_time_s": 1e-12}, "greater than or equal to 0.001"),
 ])
 def test_a_ramp_out_of_range_is_bad_input(values: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):

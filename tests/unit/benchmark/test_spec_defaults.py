@@ -119,12 +119,12 @@ def test_every_spec_message_names_fields_that_have_flags() -> None:
     ({"sessions": 2, "turns": "3x"}, "turns: '3x' is not a whole number", "--turns: '3x' is not a whole number"),
     ({"duration_s": 30.0, "sessions": 2, "requests": 4}, "sessions counts sessions per step: leave out requests "
      "(duration_s still applies)", "--sessions counts sessions per step: leave out --requests (--duration still"),
-    ({"scrape_interval_s": 0.01}, "greater than or equal to 0.05", "--scrape-interval: Input should be"),
+    ({"scrape_interval_s": 0.01}, "greater than or equal to 0.05", "--scrape-interval: 0.01 must be at least 0.05"),
     ({"concurrency": [2], "time_slice_s": 1e-10}, "time_slice_s 1e-10 s is out of range: a time slice is at least "
      "0.001 s", "--time-slice 1e-10 s is out of range"),
     ({"rate": [10.0], "ramp": "exponential", "ramp_from": 1e-20, "ramp_time_s": 5.0}, "ramp_from 1e-20 is out of "
      "range", "--ramp-from 1e-20 is out of range: a ramp starts at 0 (linear) or from 1e-06 to 1e+09"),
-    ({"gpus": 65537}, "less than or equal to 65536", "--gpus: Input should be less than or equal to 65536"),
+    ({"gpus": 65537}, "less than or equal to 65536", "--gpus: 65537 must be at most 65,536"),
 ])
 def test_the_library_says_fields_and_the_cli_says_flags(values: dict[str, Any], library: str, cli: str) -> None:
     with pytest.raises(ValueError) as caught:

@@ -84,7 +84,7 @@ def test_config_env_overrides_and_errors(tmp_path: Path) -> None:
     yaml_path = tmp_path / "g.yaml"
     yaml_path.write_text("upstreams:\n  - name: a\n    url: http://h:1/v1\nroutes:\n  - model: m\n    upstreams: [a]\n"
                          "cache:\n  ttl_s: -1\n")
-    with pytest.raises(ConfigError, match=r"g.yaml: cache.ttl_s: Input should be greater than 0"):
+    with pytest.raises(ConfigError, match=r"g.yaml: cache.ttl_s: Input should be greater than or equal to 0.001"):
         load_config(yaml_path, {})
     with pytest.raises(ConfigError, match="cannot read gateway config"):
         load_config(tmp_path / "missing.toml", {})
