@@ -21,6 +21,7 @@ from tests.hostile_servers import hostile, json_answer
 from tests.http_servers import RawServer, running
 from tests.integration.test_server_numbers import WORDS, _chat, _stream
 from tokometer.benchmark.results import BenchResult
+from tokometer.engines.identity import published
 
 
 def _run(script: Any, api: str = "openai-chat", **values: Any) -> BenchResult:
@@ -137,3 +138,16 @@ def test_a_messages_error_event_of_any_size_fails_the_request(first: bool, size:
     assert summary.errors == {"server_error_event": 2}, summary.errors
     assert "overloaded_error: xxx" in summary.error_examples["server_error_event"]
     assert len(summary.error_examples["server_error_event"]) < 1000
+
+
+def test_a_run_keeps_the_identity_serve_published_for_its_port(tmp_path: Any, monkeypatch: Any) -> None:
+    """A benchmark of a loopback port a running `tokometer serve` published keeps that engine's identity in the
+    run (estimate --run reads the model and its formats there)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    identity = {"engine": "vllm", "model_file": "gemma-3-270m", "device": "cpu", "dtype": "bfloat16"}
+    with running(RawServer(_stream(_chat(_usage())), close_after=False)) as url, published(url, identity):
+        result = bench(url, api="openai-chat", model="m", concurrency=[1], requests=1, input_tokens=4,
+                       output_tokens=16, tokenizer="none")
+    assert result.engine == identity
+    stored = result.stored().engine
+    assert stored is not None and stored.facts == identity
