@@ -134,7 +134,7 @@ class StreamAssembly:
         max_tokens = record.requested_output_tokens
         judge_numbers(values, note=lambda note: _note(record, note),
                       request_prompt=None if record.request_bytes is None
-                      else prompt_bound(record.request_bytes, record.images or 0),
+                      else prompt_bound(record.request_bytes, record.images or 0, record.inputs or 0),
                       request_output=None if max_tokens is None else max_tokens + length_margin(max_tokens))
         for name, value in values.items():
             setattr(final, name, value)

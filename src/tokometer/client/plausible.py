@@ -66,6 +66,10 @@ _TOKENS_PER_IMAGE: Final = 65_536
 """Prompt tokens one image may make (an image sent by URL has few bytes; the largest vision encoders make
 some 16,000 tokens of one)."""
 
+_TOKENS_PER_INPUT: Final = 512
+"""Prompt tokens each input of a batch may add beyond its bytes (rerank counts the query once per document,
+and each input gets its own special tokens)."""
+
 REQUEST_PROMPT: Final = "the request's prompt"
 """The bound named in `NUMBER_RULES` for what the request's bytes could hold (`prompt_bound`)."""
 
@@ -73,9 +77,11 @@ REQUEST_OUTPUT: Final = "max_tokens"
 """The bound named in `NUMBER_RULES` for what ``max_tokens`` allows (with `length_margin`)."""
 
 
-def prompt_bound(request_bytes: int, images: int = 0) -> int:
-    """The most prompt tokens a request of ``request_bytes`` bytes carrying ``images`` images can make."""
-    return _TOKENS_PER_REQUEST_BYTE * request_bytes + _TEMPLATE_TOKENS + _TOKENS_PER_IMAGE * images
+def prompt_bound(request_bytes: int, images: int = 0, inputs: int = 0) -> int:
+    """The most prompt tokens a request of ``request_bytes`` bytes carrying ``images`` images and ``inputs``
+    inputs of a batch (embeddings, rerank) can make."""
+    return (_TOKENS_PER_REQUEST_BYTE * request_bytes + _TEMPLATE_TOKENS + _TOKENS_PER_IMAGE * images
+            + _TOKENS_PER_INPUT * inputs)
 
 
 @dataclass(frozen=True, slots=True)

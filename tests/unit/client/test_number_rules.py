@@ -41,3 +41,8 @@ def test_the_request_bounds_come_first_and_a_number_set_aside_bounds_nothing() -
     assert notes[1].startswith("server_decode_n=40 (more than max_tokens 24")
     unknown: dict[str, int | None] = {"prompt_tokens": 99_999_999}
     assert _judge(unknown) == [] and unknown["prompt_tokens"] == 99_999_999  # no request size known: not judged
+
+
+def test_a_batch_may_count_more_than_its_bytes() -> None:
+    """Rerank counts the query once per document: 10,000 empty documents make more tokens than their bytes."""
+    assert prompt_bound(30_000, inputs=10_000) >= 10_000 * 16
