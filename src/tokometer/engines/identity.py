@@ -42,11 +42,14 @@ _MAX_PUBLISHED_BYTES: Final = 1 << 20
 
 
 def argv_facts(argv: Sequence[str]) -> dict[str, Any]:
-    """The weights' format, KV-cache format and parallel sizes an engine was started with, where its flags
-    say (``--dtype``, ``--quantization``, ``--kv-cache-dtype``, ``--tensor-parallel-size``,
-    ``--pipeline-parallel-size``; ``--flag value`` or ``--flag=value``); parallel sizes as integers."""
+    """The model (``model_file``: what follows ``serve``), the weights' format, KV-cache format and parallel
+    sizes an engine was started with, where its command line says (``--dtype``, ``--quantization``,
+    ``--kv-cache-dtype``, ``--tensor-parallel-size``, ``--pipeline-parallel-size``; ``--flag value`` or
+    ``--flag=value``); parallel sizes as integers."""
     facts: dict[str, Any] = {}
     args = list(argv)
+    if "serve" in args[:3] and (at := args.index("serve") + 1) < len(args) and not args[at].startswith("-"):
+        facts["model_file"] = args[at]
     for i, arg in enumerate(args):
         flag, eq, inline = arg.partition("=")
         if flag not in _ARGV_FACTS:

@@ -46,8 +46,8 @@ def test_a_file_of_a_process_that_is_gone_or_not_such_a_file_is_ignored(_cache: 
 
 
 def test_the_flags_an_estimate_needs() -> None:
-    argv = ["vllm", "serve", "m", "--dtype", "bfloat16", "--quantization=fp8", "-tp", "4", "--kv-cache-dtype",
-            "fp8", "--pipeline-parallel-size", "x", "--max-model-len", "4096"]
-    assert argv_facts(argv) == {"dtype": "bfloat16", "quantization": "fp8", "tensor_parallel_size": 4,
-                                "kv_cache_dtype": "fp8"}
-    assert argv_facts(["--dtype"]) == {}
+    argv = ["/venv/bin/vllm", "serve", "/models/m", "--dtype", "bfloat16", "--quantization=fp8", "-tp", "4",
+            "--kv-cache-dtype", "fp8", "--pipeline-parallel-size", "x", "--max-model-len", "4096"]
+    assert argv_facts(argv) == {"model_file": "/models/m", "dtype": "bfloat16", "quantization": "fp8",
+                                "tensor_parallel_size": 4, "kv_cache_dtype": "fp8"}
+    assert argv_facts(["--dtype"]) == {} and argv_facts(["vllm", "serve", "--help"]) == {}
