@@ -189,6 +189,9 @@ class RequestRecord:
     output_tokens: int | None = None
     output_tokens_source: TokenSource | None = None
     requested_output_tokens: int | None = None
+    request_bytes: int | None = None
+    """Bytes of the request as sent: what bounds the prompt tokens a server may count
+    (`tokometer.client.plausible.prompt_bound`); None: not known. Not stored."""
     status: int | None = None
     finish_reason: FinishReason | None = None
     error: ErrorCategory | None = None

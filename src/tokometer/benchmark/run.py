@@ -28,6 +28,7 @@ from tokometer.benchmark.spec import BenchSpec
 from tokometer.benchmark.step_warnings import step_warnings
 from tokometer.benchmark.volume import step_cap
 from tokometer.client.streamclient import Target, Timeouts
+from tokometer.engines.identity import published_identity
 from tokometer.gpu_count import gpu_count
 from tokometer.load.cluster import RayLoad
 from tokometer.load.runner import StepLimits, StepOutcome
@@ -51,6 +52,8 @@ async def run_benchmark(
 ) -> BenchResult:
     """Run ``spec`` against its endpoint; see the module docstring."""
     spec = spec.with_seed()  # a fresh seed unless one was given; the run records it
+    if engine is None and spec.url:  # an engine `tokometer serve` runs on this host: the run keeps its identity
+        engine = published_identity(spec.url)
     plan = plan_for(spec)
     prepared: Prepared = await prepare(spec, plan.expected_steps)
     params = GenerationParams(model=prepared.model, max_tokens=spec.output_tokens, ignore_eos=spec.ignore_eos,

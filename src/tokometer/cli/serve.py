@@ -280,7 +280,9 @@ def command(**opts: Any) -> None:
             handle = _start_ollama(opts, opts["port"])
         if handle is None:
             return
-        with handle:
+        from tokometer.engines.identity import published
+
+        with handle, published(handle.root_url, handle.identity):  # a later bench --url keeps it (estimate --run)
             _show(handle, opts["as_json"])
             code = handle.wait()
             handle.check("while serving")  # raises, naming a signal in words (SIGILL: how to rebuild)

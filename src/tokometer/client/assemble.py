@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from tokometer.client.plausible import output_count_problem
+from tokometer.client.plausible import NUMBER_RULES, judge_numbers, length_margin, output_count_problem, prompt_bound
 from tokometer.client.toolsplit import tool_calls
 from tokometer.protocols.common.base import ParsedEvent, ProtocolClient
 from tokometer.protocols.common.framing import iter_payloads
@@ -28,6 +28,10 @@ from tokometer.records import RequestRecord, ServerTiming, TokenSource
 
 __all__ = ["BackgroundAssembler", "StreamAssembly", "assemble"]
 
+
+_JUDGED = tuple(dict.fromkeys(name for rule in NUMBER_RULES for name in (rule.field, rule.bound)
+                               if name in ParsedEvent.__dataclass_fields__))
+"""The counters `NUMBER_RULES` names."""
 
 _SLICE_EVENTS = 16
 """Events parsed between yields to the event loop (about 50-100 us of work)."""
@@ -54,11 +58,14 @@ class StreamAssembly:
         self.earlier_reasoning_tokens = 0
         """Reasoning tokens the server counted in the segments before this one."""
         self._segment_start = 0
+        self.payloads = 0
+        """Events fed (`feed`), parseable or not."""
         record.chunk_count = n_chunks
 
     def feed(self, stamp: int, payload: bytes) -> None:
         """Parse one event's payload and `add` it; an unparseable one marks the record malformed."""
         record = self.record
+        self.payloads += 1
         try:
             event = self.backend.parse(payload)
         except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
@@ -113,7 +120,9 @@ class StreamAssembly:
                                     has_text=any(event.has_content for _, event in segment))
 
     def _distrust(self) -> None:
-        """Set aside the server's counts that cannot be this stream's (noted on the record)."""
+        """Set aside the server's counts that cannot be this stream's (noted on the record): the output counts
+        against the stream (`output_count_problem`), then every count against its partners and the request
+        (`judge_numbers`)."""
         final, record = self.final, self.record
         for name, label in (("completion_tokens", "usage.completion_tokens"),
                             ("completion_tokens_native", "the engine's output count")):
@@ -121,12 +130,14 @@ class StreamAssembly:
             if reported is not None and (why := self._output_problem(reported)) is not None:
                 _note(record, f"{label}={reported} ({why})")
                 setattr(final, name, None)
-        total = (final.completion_tokens if final.completion_tokens is not None
-                 else final.completion_tokens_native)
-        if final.reasoning_tokens is not None and total is not None and final.reasoning_tokens > total:
-            _note(record, f"usage.completion_tokens_details.reasoning_tokens={final.reasoning_tokens} "
-                          f"(more than the {total} output tokens)")
-            final.reasoning_tokens = total
+        values = {name: getattr(final, name) for name in _JUDGED}
+        max_tokens = record.requested_output_tokens
+        judge_numbers(values, note=lambda note: _note(record, note),
+                      request_prompt=None if record.request_bytes is None
+                      else prompt_bound(record.request_bytes, record.images or 0, record.inputs or 0),
+                      request_output=None if max_tokens is None else max_tokens + length_margin(max_tokens))
+        for name, value in values.items():
+            setattr(final, name, value)
 
     def output_tokens_so_far(self) -> int:
         return self.earlier_output_tokens + self.segment_output_tokens()
@@ -183,7 +194,35 @@ def assemble(
     assembly = StreamAssembly(record, backend, len(chunks))
     for stamp, payload in _frames(backend, chunks, stamps):
         assembly.feed(stamp, payload)
+    _judge_unframed(assembly, chunks)
     assembly.finish(count_tokens)
+
+
+_IGNORED_STREAM = ("the server answered a stream request with one JSON body, not a stream of events (it ignored "
+                   '"stream": true); nothing can be timed per token')
+
+
+def _judge_unframed(assembly: StreamAssembly, chunks: Sequence[bytes]) -> None:
+    """A stream request answered by a body with no event in it that is one JSON object: what it is.
+
+    An error object (by its shape, as each protocol reads it) is the server's error; any other object is a
+    complete answer to a request that asked for a stream (the server ignored ``stream``): a ``protocol``
+    failure that says so, not a stream cut short (``reset``)."""
+    record = assembly.record
+    if assembly.payloads or not chunks or record.error is not None or not assembly.backend.streams:
+        return
+    body = b"".join(chunks).strip()
+    if not body.startswith(b"{"):
+        return
+    try:
+        event = assembly.backend.parse(body)
+    except ValueError:
+        event = None
+    if event is not None and event.error is not None:
+        record.error, record.error_detail = "server_error_event", f"error answer in place of a stream: {event.error}"
+    else:
+        record.error, record.error_detail = "protocol", _IGNORED_STREAM
+    record.finish_reason = "error"
 
 
 @dataclass(slots=True)
@@ -253,6 +292,7 @@ class BackgroundAssembler:
                     assembly.feed(stamp, payload)
                     if n % self.slice_events == 0:
                         await asyncio.sleep(0)
+                _judge_unframed(assembly, job.chunks)
                 assembly.finish(job.count_tokens)
             except Exception as exc:  # a bug here must not hang the run: the record says what happened
                 job.record.error = "malformed_stream"

@@ -126,6 +126,7 @@ class StreamClient:
         for attempt in (0, 1):
             request = self.backend.build(prompt, self.params)
             raw = self.pool.encode("POST", request.path, orjson.dumps(request.body), self._headers)
+            record.request_bytes = len(raw)
             retry = await self._send_once(raw, record, on_done, event_limit(record.requested_output_tokens))
             if not retry or attempt:
                 break

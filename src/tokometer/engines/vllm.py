@@ -31,7 +31,7 @@ from typing import Any
 
 from tokometer.engines.gpus import GpuInfo
 from tokometer.engines.handle import EngineHandle
-from tokometer.engines.identity import host_identity
+from tokometer.engines.identity import argv_facts, host_identity
 from tokometer.engines.process import EngineProcess, busy_port_error, connect_host, port_in_use
 from tokometer.engines.ready import wait_ready
 from tokometer.perf.catalog import BUILTIN_MODELS
@@ -439,6 +439,7 @@ def start_vllm(plan: VllmPlan, ready_timeout_s: float = 1800.0, install: VllmIns
         model = wait_ready(root_url, process, ready_timeout_s, model=plan.model, api_key=_api_key(plan))
         identity: dict[str, Any] = {
             "engine": "vllm", "engine_version": _vllm_version(install), "model": model, "device": plan.device,
+            "dtype": plan.deployment.weight_dtype, "tensor_parallel_size": plan.deployment.tp, **argv_facts(argv),
             "max_model_len": plan.max_model_len, "kv_capacity_tokens": plan.kv_capacity_tokens, "argv": argv,
             "env": plan.env, "binary": str(install.binary), "binary_source": install.source, "host": host_identity()}
         if plan.gpu is not None:

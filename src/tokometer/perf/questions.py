@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tokometer.perf.efficiency import RunEfficiency, run_efficiency
 from tokometer.perf.estimate import Estimate, estimate
 from tokometer.perf.hardware import hardware_table, resolve_hardware
 from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.loaders import resolve_model
-from tokometer.perf.quant import default_kv_dtype
+from tokometer.perf.quant import default_kv_dtype, normalize_dtype
 from tokometer.perf.roofline import Deployment, Efficiency
 from tokometer.perf.target import TargetAnswer, reach_target
 from tokometer.util.errors import ConfigError
@@ -157,13 +157,41 @@ def llamacpp_kv_dtype(argv: Sequence[str]) -> str:
 
 
 def _run_deployment(spec: EstimateSpec, run: StoredRun) -> Deployment:
-    """``spec``'s deployment, with what it leaves open taken from ``run``'s engine where that says it."""
-    engine = run.engine if run.engine is not None and run.engine.is_llamacpp else None  # the embedded engine
+    """``spec``'s deployment, with what it leaves open taken from ``run``'s engine where that says it: the
+    embedded llama.cpp's GGUF on this host; a vLLM's model, weight and KV formats and parallel sizes
+    (`tokometer.engines.identity`), on this host's CPU or its GPU."""
+    engine = run.engine
+    facts = engine.facts if engine is not None else {}
     model = spec.model or (engine.model_file if engine else None)
     model = _require(model, "--model", f"for run {run.id} (it does not name a model file the estimate can read)")
-    hardware = spec.hardware or ("host" if engine else None)
+    hardware = spec.hardware or _engine_hardware(facts)
     hardware = _require(hardware, "--hardware", f"for run {run.id} (it ran against {run.target})")
-    return _deployment(spec, model, hardware, llamacpp_kv_dtype(engine.argv) if engine else None)
+    if engine is not None and engine.is_llamacpp:
+        return _deployment(spec, model, hardware, llamacpp_kv_dtype(engine.argv))
+    kv = facts.get("kv_cache_dtype")
+    known = replace(spec, dtype=spec.dtype or _vllm_dtype(facts),
+                    tp=spec.tp if spec.tp != 1 else int(facts.get("tensor_parallel_size") or 1),
+                    pp=spec.pp if spec.pp != 1 else int(facts.get("pipeline_parallel_size") or 1))
+    return _deployment(known, model, hardware, None if kv in (None, "auto") else str(kv))
+
+
+def _engine_hardware(facts: Mapping[str, Any]) -> str | None:
+    """The hardware a run's engine ran on, where its identity says: ``host`` for the embedded llama.cpp and a
+    CPU vLLM; a GPU's name for a GPU vLLM; None: not said."""
+    if facts.get("engine") == "llama.cpp" or facts.get("device") == "cpu":
+        return "host"
+    gpu = facts.get("gpu")
+    name = gpu.get("name") if isinstance(gpu, Mapping) else None
+    return str(name) if name else None
+
+
+def _vllm_dtype(facts: Mapping[str, Any]) -> str | None:
+    """The weights' format a vLLM's identity gives (``--quantization``, else ``--dtype`` but ``auto``)."""
+    for name in ("quantization", "dtype"):
+        value = facts.get(name)
+        if value and value != "auto":
+            return normalize_dtype(str(value))
+    return None
 
 
 def judge_stored_run(spec: EstimateSpec, run: StoredRun, records: list[RequestRecord]) -> RunEfficiency:

@@ -80,7 +80,8 @@ def test_an_embedded_engine_run_gives_its_model_file_host_and_cache_type(monkeyp
 def test_another_engine_needs_model_and_hardware(tmp_path: Path) -> None:
     hw = tmp_path / "hw.toml"
     hw.write_text(HW_TOML)
-    other = _run(EngineIdentity.from_json({"engine": "vllm", "model_file": "/x.gguf", "argv": ["-ctk", "q4_0"]}))
+    # an engine whose identity names no model file nor hardware (a llama.cpp flag means nothing to it)
+    other = _run(EngineIdentity.from_json({"engine": "sglang", "argv": ["-ctk", "q4_0"]}))
     for run in (_run(None), other):
         with pytest.raises(ConfigError, match=r"--model is required for run 7 \(it does not name a model file"):
             judge_stored_run(EstimateSpec(), run, _records())
@@ -92,6 +93,28 @@ def test_another_engine_needs_model_and_hardware(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="run 7 has no completed measured requests"):
         judge_stored_run(EstimateSpec(model="gemma-3-270m", hardware="box", hardware_file=hw), _run(None),
                          _records(step=1))
+
+
+def test_a_vllm_run_gives_its_model_formats_parallel_sizes_and_hardware(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run against `tokometer serve --engine vllm` keeps the engine's identity (issue 31): estimate --run
+    takes the model, the weight and KV formats, the parallel sizes and the device from it."""
+    asked: list[str] = []
+
+    def resolve(name: str, hardware_file: Path | None = None) -> HardwareSpec:
+        asked.append(name)
+        return HW
+
+    monkeypatch.setattr(app, "resolve_hardware", resolve)
+    cpu = {"engine": "vllm", "model": "served", "model_file": "gemma-3-270m", "device": "cpu", "dtype": "bfloat16",
+           "argv": ["vllm", "serve", "x", "--dtype", "bfloat16"]}
+    d = judge_stored_run(EstimateSpec(), _run(EngineIdentity.from_json(cpu)), _records()).deployment
+    assert asked == ["host"] and (d.model.name, d.weight_dtype, d.tp, d.pp) == ("gemma-3-270m", "bf16", 1, 1)
+    gpu = {**cpu, "device": "gpu", "gpu": {"name": "box", "count": 2}, "quantization": "fp8",
+           "kv_cache_dtype": "fp8", "tensor_parallel_size": 2}
+    d = judge_stored_run(EstimateSpec(), _run(EngineIdentity.from_json(gpu)), _records()).deployment
+    assert asked == ["host", "box"] and (d.weight_dtype, d.kv_dtype, d.tp) == ("fp8", "fp8", 2)
+    given = judge_stored_run(EstimateSpec(dtype="bf16", tp=1), _run(EngineIdentity.from_json(gpu)), _records())
+    assert given.deployment.weight_dtype == "bf16"  # what is given wins
 
 
 def test_judge_run_reads_the_store(tmp_path: Path) -> None:

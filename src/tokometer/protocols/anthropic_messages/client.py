@@ -38,7 +38,7 @@ from tokometer.protocols.common.base import (
     answer_length,
     map_finish_reason,
 )
-from tokometer.protocols.common.numbers import count, obj, text_field
+from tokometer.protocols.common.numbers import count, error_message, obj, text_field
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicMessages"]
 
@@ -104,10 +104,10 @@ class AnthropicMessages(ProtocolClient):
             return event
         if kind == "message_stop":
             return ParsedEvent(done=True)
-        if kind == "error":
-            error = obj(data.get("error"))
-            message = str(error.get("message") or "error event")
-            return ParsedEvent(error=f"{error['type']}: {message}" if error.get("type") else message)
+        if kind == "error" or kind is None:  # an error event, or an API error object sent as one
+            error = error_message(data.get("error"))
+            if error is not None or kind == "error":
+                return ParsedEvent(error=error or "error event")
         return None  # ping, content_block_stop, and event types added later
 
 

@@ -8,6 +8,10 @@ noted on the event (`ParsedEvent.rejected`), so the record can say which of the 
 did not believe. Whether a well-formed count is plausible against the stream it came with (the
 events received, ``max_tokens``) is judged later, once the stream is whole:
 `tokometer.client.plausible`.
+
+What is an error is read by shape too (`error_message`): an ``error`` field that is an object with something
+in it, a non-empty string or ``true`` says the answer failed; ``false``, ``null``, ``0`` and empty values beside
+an answer do not, whatever their size.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any, Final
 
 from tokometer.protocols.common.base import ParsedEvent
 
-__all__ = ["MAX_COUNT", "MAX_DURATION_MS", "count", "duration_ms", "obj", "text_field"]
+__all__ = ["MAX_COUNT", "MAX_DURATION_MS", "count", "duration_ms", "error_message", "obj", "text_field"]
 
 MAX_COUNT: Final = 100_000_000
 """More tokens than any one request has (no model's context holds 10^8 tokens)."""
@@ -84,3 +88,27 @@ def text_field(data: dict[str, Any], name: str) -> str:
     """A text field: the string, or ``""`` when absent or not a string."""
     value = data.get(name)
     return value if isinstance(value, str) else ""
+
+
+_ERROR_TEXT_CHARS: Final = 300
+"""An error's message is kept to this many characters (a server's message can be of any size)."""
+
+
+def error_message(value: Any) -> str | None:
+    """What an ``error`` field says, when its shape says the answer failed, else ``None``.
+
+    An object with anything in it (its ``code`` or ``type`` and ``message``), a non-empty string, ``true`` or a
+    non-zero number or non-empty list is an error; ``false``, ``null``, ``0``, ``""``, ``{}`` and ``[]`` are
+    not (a server that writes ``"error": false`` beside its answer says there was none)."""
+    if value is None or value is False or value in (0, "", {}, []):
+        return None
+    if value is True:
+        return "error: true"
+    if isinstance(value, dict):
+        message = value.get("message")
+        kind = value.get("code") or value.get("type")
+        text = str(message) if message not in (None, "") else ""
+        if kind not in (None, "") and text:
+            text = f"{kind}: {text}"
+        return (text or str(kind if kind not in (None, "") else value))[:_ERROR_TEXT_CHARS]
+    return str(value)[:_ERROR_TEXT_CHARS]

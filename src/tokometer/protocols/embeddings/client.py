@@ -28,7 +28,7 @@ import orjson
 
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import Framing, GenerationParams, HttpRequest, ParsedEvent, ProtocolClient
-from tokometer.protocols.common.numbers import count, obj
+from tokometer.protocols.common.numbers import count, error_message, obj
 
 __all__ = ["RERANK_QUERY", "NonStreamingClient", "OpenAIEmbeddings", "Rerank", "batch_inputs"]
 
@@ -122,13 +122,9 @@ def _answer(payload: bytes) -> dict[str, Any]:
 
 
 def _error(data: dict[str, Any]) -> str | None:
-    """The message of an ``error`` answer sent with HTTP 200 (OpenAI's and vLLM's shape), else None."""
-    error = data.get("error")
-    if error is None or error == {}:
-        return None
-    if isinstance(error, dict):
-        return str(error.get("message") or error)[:300]
-    return str(error)[:300]
+    """The message of an ``error`` answer sent with HTTP 200 (OpenAI's and vLLM's shape), else None: read by
+    its shape (`error_message`), so an ``"error": false`` beside the data is no error."""
+    return error_message(data.get("error"))
 
 
 def _index(value: Any, n: int, seen: set[int], where: str) -> None:

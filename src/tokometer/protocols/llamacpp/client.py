@@ -21,7 +21,7 @@ from tokometer.protocols.common.base import (
     answer_length,
     map_finish_reason,
 )
-from tokometer.protocols.common.numbers import count, text_field
+from tokometer.protocols.common.numbers import count, error_message, text_field
 from tokometer.protocols.llamacpp.timings import read_llamacpp_timings
 
 __all__ = ["LlamaCpp"]
@@ -50,9 +50,8 @@ class LlamaCpp(ProtocolClient):
         if not isinstance(data, dict):
             raise ValueError("event is not a JSON object")
         event = ParsedEvent()
-        if data.get("error"):
-            error = data["error"]
-            event.error = str(error.get("message", error)) if isinstance(error, dict) else str(error)
+        if (error := error_message(data.get("error"))) is not None:
+            event.error = error
             return event
         event.text = text_field(data, "content")
         tokens = data.get("tokens")

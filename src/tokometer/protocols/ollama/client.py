@@ -21,7 +21,7 @@ from tokometer.protocols.common.base import (
     answer_length,
     map_finish_reason,
 )
-from tokometer.protocols.common.numbers import count, duration_ms, obj, text_field
+from tokometer.protocols.common.numbers import count, duration_ms, error_message, obj, text_field
 
 __all__ = ["Ollama"]
 
@@ -57,8 +57,8 @@ class Ollama(ProtocolClient):
         if not isinstance(data, dict):
             raise ValueError("line is not a JSON object")
         event = ParsedEvent()
-        if data.get("error"):
-            event.error = str(data["error"])
+        if (error := error_message(data.get("error"))) is not None:
+            event.error = error
             return event
         message = obj(data.get("message"))
         event.text = text_field(message, "content")

@@ -25,7 +25,7 @@ from tokometer.protocols.common.base import (
     map_finish_reason,
 )
 from tokometer.protocols.common.images import image_part
-from tokometer.protocols.common.numbers import count, obj, text_field
+from tokometer.protocols.common.numbers import count, error_message, obj, text_field
 from tokometer.protocols.common.toolcalls import read_tool_calls
 from tokometer.protocols.llamacpp.timings import read_llamacpp_timings
 
@@ -64,9 +64,8 @@ class _OpenAIBase(ProtocolClient):
         if not isinstance(data, dict):
             raise ValueError("event is not a JSON object")
         event = ParsedEvent()
-        error = data.get("error")
-        if error:
-            event.error = str(error.get("message", error)) if isinstance(error, dict) else str(error)
+        if (error := error_message(data.get("error"))) is not None:
+            event.error = error
             return event
         choices = data.get("choices") or ()
         if choices:

@@ -29,7 +29,7 @@ import orjson
 
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import GenerationParams, HttpRequest, ParsedEvent, ProtocolClient, answer_length
-from tokometer.protocols.common.numbers import count, obj, text_field
+from tokometer.protocols.common.numbers import count, error_message, obj, text_field
 
 __all__ = ["OpenAIResponses", "read_responses_usage"]
 
@@ -75,21 +75,14 @@ class OpenAIResponses(ProtocolClient):
                 read_responses_usage(usage, event)
             return event
         if kind == "response.failed":
-            error = obj(obj(data.get("response")).get("error"))
-            return ParsedEvent(error=_error_text(error) or "response.failed without an error message")
-        if kind == "error":
+            error = error_message(obj(data.get("response")).get("error"))
+            return ParsedEvent(error=error or "response.failed without an error message")
+        if kind == "error":  # the error in its own field, or the event's own code and message
             nested = data.get("error")
-            return ParsedEvent(error=_error_text(obj(nested) if isinstance(nested, dict) else data) or "error event")
-        if kind is None and data.get("error"):  # an OpenAI error object sent as an event
-            error = data["error"]
-            return ParsedEvent(error=_error_text(error) if isinstance(error, dict) else str(error))
+            return ParsedEvent(error=error_message(nested if isinstance(nested, dict) else data) or "error event")
+        if kind is None and (error := error_message(data.get("error"))) is not None:  # an OpenAI error object
+            return ParsedEvent(error=error)
         return None
-
-
-def _error_text(error: dict[str, Any]) -> str:
-    message = str(error.get("message") or "")
-    code = error.get("code") or error.get("type")
-    return f"{code}: {message}" if code and message else message or (str(code) if code else "")
 
 
 def _finish(response: dict[str, Any]) -> Any:

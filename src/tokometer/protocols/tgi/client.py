@@ -21,7 +21,7 @@ from tokometer.protocols.common.base import (
     answer_length,
     map_finish_reason,
 )
-from tokometer.protocols.common.numbers import count, text_field
+from tokometer.protocols.common.numbers import count, error_message, text_field
 
 __all__ = ["TGI"]
 
@@ -50,8 +50,8 @@ class TGI(ProtocolClient):
         if not isinstance(data, dict):
             raise ValueError("event is not a JSON object")
         event = ParsedEvent()
-        if data.get("error"):
-            event.error = str(data["error"])
+        if (error := error_message(data.get("error"))) is not None:
+            event.error = error
             return event
         token = data.get("token")
         if isinstance(token, dict):
