@@ -66,6 +66,7 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
     from tokometer.store import ResultStore, configured_store_url
     from tokometer.util.atomicfile import write_atomic
     from tokometer.util.errors import ConfigError
+    from tokometer.util.outputtarget import is_standard_output
 
     if fmt == "html":
         if output is None:
@@ -105,10 +106,10 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
 
         text = render_html(data)
     assert output is not None
-    output = output.expanduser()
-    write_atomic(output, text)
+    write_atomic(output, text)  # a regular file atomically; '-', a FIFO or a device in place
     click.echo(f"wrote {output} ({len(text.encode()) / 1e6:.1f} MB): {len(loaded)} run"
-               f"{'s' if len(loaded) != 1 else ''}, {sum(len(r.steps) for r, _ in loaded)} steps")
+               f"{'s' if len(loaded) != 1 else ''}, {sum(len(r.steps) for r, _ in loaded)} steps",
+               err=is_standard_output(output))
 
 
 def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: str) -> None:
@@ -116,6 +117,7 @@ def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, 
     from tokometer.store import ResultStore, configured_store_url
     from tokometer.util.atomicfile import write_atomic
     from tokometer.util.errors import ConfigError
+    from tokometer.util.outputtarget import is_standard_output
 
     if len(runs) != 1:
         raise ConfigError(f"--format {fmt} reports one run; {len(runs)} were given (one command per run)")
@@ -147,6 +149,5 @@ def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, 
     if output is None:
         click.echo(text, nl=False)
         return
-    output = output.expanduser()
     write_atomic(output, text)
-    click.echo(f"wrote {output}: {len(run.steps)} steps")
+    click.echo(f"wrote {output}: {len(run.steps)} steps", err=is_standard_output(output))
