@@ -3,6 +3,8 @@
 A JSON document with vLLM's per-request lists is ``vllm bench serve``'s; one with GuideLLM's
 ``benchmarks`` list is GuideLLM's report; a file of JSON lines whose records carry AIPerf's ``metadata`` and
 ``metrics`` is AIPerf's ``profile_export.jsonl``. Anything else is refused, in one line, naming the formats.
+The file is read once, front to back, parsed as it is read (`tokometer.imports.jsonstream`): its size costs
+no memory of its own.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokometer.imports import aiperf, guidellm, vllm_bench
-from tokometer.imports.source import ImportedRun, ImportFormatError, read_bytes, read_json
+from tokometer.imports.jsonstream import ImportStream
+from tokometer.imports.source import ImportedRun, ImportFormatError
 
 __all__ = ["TOOLS", "read_import"]
 
@@ -19,10 +22,10 @@ TOOLS = (vllm_bench.TOOL, guidellm.TOOL, aiperf.TOOL)
 
 def read_import(path: Path) -> ImportedRun:
     """The run in ``path``, whichever tool wrote it; ImportFormatError (one line) otherwise."""
-    raw = read_bytes(path)
-    if aiperf.looks_like_jsonl(raw):
-        return aiperf.read(raw, path)
-    data = read_json(path, raw)
+    stream = ImportStream(path)
+    if aiperf.looks_like_jsonl(stream.head()):
+        return aiperf.read(stream, path)
+    data = stream.document()
     if vllm_bench.looks_like(data):
         return vllm_bench.read(data, path)
     if guidellm.looks_like(data):

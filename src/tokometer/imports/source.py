@@ -7,8 +7,9 @@ chunk, when a request was due) is said in ``not_recomputed``; where tokometer's 
 tool's, ``differences`` says how (docs/reference/tool-definitions.md). The tool's own headline numbers are
 kept beside, in ``tool_summary``, for the user to set against the recomputed ones.
 
-Files are untrusted: `read_json` reads at most `MAX_IMPORT_BYTES`, refuses nesting deeper than
-`MAX_NESTING`, and every reader reads every value through the helpers here, which raise `ImportFormatError`
+Files are untrusted: `tokometer.imports.jsonstream` reads at most `MAX_IMPORT_BYTES`, as it parses, within a
+fixed memory budget, refuses nesting deeper than `MAX_NESTING`, and every reader reads every value through
+the helpers here, which raise `ImportFormatError`
 (a `ConfigError`: one line naming the file and the field, exit status 2) for a value of the wrong type or
 beyond its range instead of failing somewhere later: times up to `MAX_STAMP_NS`, durations up to a week
 (`MAX_DURATION_NS`), counts up to `tokometer.protocols.common.numbers.MAX_COUNT`, rates up to `MAX_RATE_PER_S`, and at
@@ -17,7 +18,6 @@ most `MAX_EVENTS` requests and chunk gaps in a file (`EventCount`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +26,10 @@ from typing import Any, Final
 from tokometer.protocols.common.numbers import MAX_COUNT, MAX_DURATION_MS
 from tokometer.records import RequestRecord, TokenSource
 from tokometer.util.errors import ConfigError
-from tokometer.util.readlimit import read_at_most
 
 __all__ = ["MAX_DURATION_NS", "MAX_EVENTS", "MAX_IMPORT_BYTES", "MAX_NESTING", "MAX_RATE_PER_S", "MAX_STAMP_NS",
            "UNIT_NS", "EventCount", "ImportFormatError", "ImportedRun", "ImportedStep", "as_float", "as_int",
-           "as_list", "as_map", "as_text", "check_nesting", "check_span", "duration_ns", "read_bytes", "read_json",
-           "stamp_ns", "streamed_record"]
+           "as_list", "as_map", "as_text", "check_nesting", "check_span", "duration_ns", "stamp_ns", "streamed_record"]
 
 MAX_IMPORT_BYTES: Final = 256 * 1024 * 1024
 """The largest file imported (a vLLM ``--save-detailed`` result of 10,000 requests is ~60 MiB)."""
@@ -100,24 +98,6 @@ class ImportedRun:
         return {"tool": self.tool, "tool_version": self.tool_version, "source": self.source,
                 "tool_summary": self.tool_summary, "agrees": list(self.agrees), "not_recomputed": self.not_recomputed,
                 "differences": self.differences}
-
-
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, at most `MAX_IMPORT_BYTES`; ImportFormatError naming it otherwise."""
-    return read_at_most(path, MAX_IMPORT_BYTES, "not imported", ImportFormatError)
-
-
-def read_json(path: Path, raw: bytes | None = None) -> Any:
-    """One JSON document from ``path`` (or its ``raw`` bytes), size- and nesting-checked."""
-    raw = read_bytes(path) if raw is None else raw
-    try:
-        data = json.loads(raw)
-    except RecursionError:
-        raise ImportFormatError(f"{path}: nested deeper than {MAX_NESTING} levels: not imported") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ImportFormatError(f"{path}: not JSON ({exc})") from None
-    check_nesting(data, path)
-    return data
 
 
 def check_nesting(data: Any, path: Path | str) -> None:

@@ -4,11 +4,12 @@ hands over whole (a ``bench --json`` result, another tool's results), so a huge 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from tokometer.util.errors import ConfigError
 
-__all__ = ["read_at_most"]
+__all__ = ["iter_at_most", "read_at_most"]
 
 
 def read_at_most(path: Path, limit: int, beyond: str, error: type[ConfigError] = ConfigError) -> bytes:
@@ -22,3 +23,20 @@ def read_at_most(path: Path, limit: int, beyond: str, error: type[ConfigError] =
     if len(raw) > limit:
         raise error(f"{path} is larger than {limit // 2**20} MiB: {beyond}")
     return raw
+
+
+def iter_at_most(path: Path, limit: int, beyond: str, error: type[ConfigError] = ConfigError, *,
+                 chunk: int = 1 << 20) -> Iterator[bytes]:
+    """``path``'s bytes, ``chunk`` at a time, for a reader that parses as it goes (memory: one chunk, not the
+    file); ``error`` naming the file when it cannot be read or holds more than ``limit`` bytes (a FIFO or
+    ``/dev/zero`` too: nothing is trusted to end)."""
+    try:
+        with path.open("rb") as handle:
+            total = 0
+            while block := handle.read(chunk):
+                total += len(block)
+                if total > limit:
+                    raise error(f"{path} is larger than {limit // 2**20} MiB: {beyond}")
+                yield block
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
