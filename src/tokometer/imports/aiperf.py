@@ -36,12 +36,15 @@ from tokometer.imports.source import (
     duration_ns,
     stamp_ns,
     streamed_record,
+    wall_clock,
 )
 from tokometer.records import RequestRecord, TokenSource
 
-__all__ = ["TOOL", "looks_like_jsonl", "read"]
+__all__ = ["CHECKED_VERSIONS", "TOOL", "looks_like_jsonl", "read"]
 
 TOOL: Final = "aiperf"
+CHECKED_VERSIONS: Final = ("0.13.0",)
+"""The AIPerf versions whose files this reader was checked on (tests/fixtures/imports)."""
 SUMMARY_FILE: Final = "profile_export_aiperf.json"
 
 DIFFERENCES: Final = {
@@ -89,9 +92,13 @@ def read(stream: ImportStream, path: Path) -> ImportedRun:
     not_recomputed = dict(NOT_RECOMPUTED)
     if version is None:
         not_recomputed["tool_summary"] = f"no {SUMMARY_FILE} beside the file: AIPerf's own numbers unknown"
+    first = min((r.sent_ns - r.connect_ns for r in records), default=None)
+    started_at, dated_from = (wall_clock(None if first is None else first / UNIT_NS["s"],
+                                         "the first request's request_start_ns") or (None, ""))
     return ImportedRun(tool=TOOL, tool_version=version, source=str(path), model=model, target=target,
                        steps=[ImportedStep(load, records)], api=api, tool_summary=summary,
-                       agrees=("chunk_gap",), not_recomputed=not_recomputed, differences=dict(DIFFERENCES))
+                       agrees=("chunk_gap",), not_recomputed=not_recomputed, differences=dict(DIFFERENCES),
+                       started_at=started_at, dated_from=dated_from)
 
 
 def _phase(row: Mapping[str, Any], path: Path, where: str) -> str | None:

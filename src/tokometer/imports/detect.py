@@ -13,15 +13,26 @@ from pathlib import Path
 
 from tokometer.imports import aiperf, guidellm, vllm_bench
 from tokometer.imports.jsonstream import ImportStream
-from tokometer.imports.source import ImportedRun, ImportFormatError
+from tokometer.imports.source import ImportedRun, ImportFormatError, check_version, date_run
 
 __all__ = ["TOOLS", "read_import"]
 
 TOOLS = (vllm_bench.TOOL, guidellm.TOOL, aiperf.TOOL)
+CHECKED_VERSIONS = {vllm_bench.TOOL: vllm_bench.CHECKED_VERSIONS, guidellm.TOOL: guidellm.CHECKED_VERSIONS,
+                    aiperf.TOOL: aiperf.CHECKED_VERSIONS}
+"""The versions of each tool whose files the reader was checked on (tests/fixtures/imports)."""
 
 
 def read_import(path: Path) -> ImportedRun:
-    """The run in ``path``, whichever tool wrote it; ImportFormatError (one line) otherwise."""
+    """The run in ``path``, whichever tool wrote it, dated and its version checked; ImportFormatError (one
+    line) otherwise."""
+    run = _read(path)
+    date_run(run, path)
+    check_version(run, CHECKED_VERSIONS[run.tool])
+    return run
+
+
+def _read(path: Path) -> ImportedRun:
     stream = ImportStream(path)
     if aiperf.looks_like_jsonl(stream.head()):
         return aiperf.read(stream, path)

@@ -4,6 +4,7 @@ hands over whole (a ``bench --json`` result, another tool's results), so a huge 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +34,8 @@ def iter_at_most(path: Path, limit: int, beyond: str, error: type[ConfigError] =
     try:
         with path.open("rb") as handle:
             total = 0
+            if os.fstat(handle.fileno()).st_size > limit:  # a regular file says its size: refused before reading
+                raise error(f"{path} is larger than {limit // 2**20} MiB: {beyond}")
             while block := handle.read(chunk):
                 total += len(block)
                 if total > limit:
