@@ -29,7 +29,7 @@ from tokometer.imports.source import (
 )
 from tokometer.util.readlimit import iter_at_most
 
-__all__ = ["MAX_LINE_BYTES", "MAX_TOKEN_CHARS", "MAX_TREE_BYTES", "ImportStream"]
+__all__ = ["MAX_LINE_BYTES", "MAX_TOKEN_CHARS", "MAX_TREE_BYTES", "WINDOW_BYTES", "ImportStream"]
 
 MAX_TREE_BYTES: Final = 256 * 1024 * 1024
 """The memory a parsed document may take, estimated per value (a float 32 bytes, a list 56 + 8 a slot, a dict
@@ -38,9 +38,11 @@ MAX_TOKEN_CHARS: Final = 16 * 1024 * 1024
 """The longest one string or number may be (a generated text, a prompt)."""
 MAX_LINE_BYTES: Final = 4 * 1024 * 1024
 """The longest line of a JSON-lines file (an AIPerf record of 100,000 chunk gaps is ~1 MiB)."""
-_WINDOW: Final = 1 << 20
+WINDOW_BYTES: Final = 1 << 20
 """Bytes read at a time."""
 _NUMBER: Final = re.compile(r"(-?(?:0|[1-9]\d*))(\.\d+)?([eE][-+]?\d+)?")
+_NUMBERISH: Final = re.compile(r"[-+.\deE]+")
+"""The characters a number may hold: where they run to the window's end, the number may go on."""
 _CONSTANTS: Final = {"true": True, "false": False, "null": None, "NaN": float("nan"), "Infinity": float("inf"),
                      "-Infinity": float("-inf")}
 _DECODER: Final = json.JSONDecoder()
@@ -50,9 +52,10 @@ _WHITESPACE: Final = " \t\n\r"
 class ImportStream:
     """One imported file, read once, front to back."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, window: int = WINDOW_BYTES) -> None:
+        """``window``: bytes read at a time (small in tests, so that every value straddles a window's end)."""
         self.path = path
-        self._chunks = iter_at_most(path, MAX_IMPORT_BYTES, "not imported", ImportFormatError, chunk=_WINDOW)
+        self._chunks = iter_at_most(path, MAX_IMPORT_BYTES, "not imported", ImportFormatError, chunk=window)
         self._head = b""
         self._source: Iterator[bytes] | None = None
         self._decoder = codecs.getincrementaldecoder("utf-8")()
@@ -196,6 +199,8 @@ class ImportStream:
             self._pos += 1
             if char == "]":
                 return out
+            if not char:
+                raise self._error("the file ends inside a list")
             if char != ",":
                 raise self._error("',' or ']' expected", self._pos - 1)
 
@@ -218,6 +223,8 @@ class ImportStream:
             self._pos += 1
             if char == "}":
                 return out
+            if not char:
+                raise self._error("the file ends inside an object")
             if char != ",":
                 raise self._error("',' or '}' expected", self._pos - 1)
 
@@ -226,7 +233,8 @@ class ImportStream:
             try:
                 value, end = scanstring(self._text, self._pos + 1, True)
             except json.JSONDecodeError as exc:
-                if not exc.msg.startswith("Unterminated") or self._eof:
+                cut = exc.msg.startswith("Unterminated") or exc.pos >= len(self._text) - 8  # in an escape
+                if self._eof or not cut:
                     raise self._error(exc.msg, exc.pos) from None
                 self._grow()
                 continue
@@ -237,6 +245,10 @@ class ImportStream:
     def _scalar(self) -> Any:
         while len(self._text) - self._pos < 16 and self._more():
             pass  # a literal or a short number whole in the window
+        extent = _NUMBERISH.match(self._text, self._pos)
+        if extent is not None and extent.end() == len(self._text) and not self._eof:
+            self._grow()  # the window ends inside the number
+            return self._scalar()
         match = _NUMBER.match(self._text, self._pos)
         if match is None:
             for name, constant in _CONSTANTS.items():
@@ -244,9 +256,6 @@ class ImportStream:
                     self._pos += len(name)
                     return constant
             raise self._error("a value expected")
-        if match.end() == len(self._text) and not self._eof:
-            self._grow()
-            return self._scalar()
         integer, fraction, exponent = match.groups()
         text = match.group(0)
         try:

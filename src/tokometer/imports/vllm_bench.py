@@ -6,8 +6,8 @@ request's send time and the arrival of every streamed chunk, so TTFT, TPOT, E2E 
 tokometer's own. What the file does not hold: how many tokens each chunk carried (the record assumes one in
 the first chunk and the rest shared evenly, which makes TPOT exactly vLLM's ``(latency - ttft) /
 (output_len - 1)``), whether the first chunk carried text (vLLM's chat backend stamps the first chunk with
-``choices``, a role-only one included: a request of the chat endpoint with more chunks than output tokens
-had one, and its TTFT is taken at the next chunk), and when a request was due. Field names as vLLM 0.32
+``choices``, a role-only one included: a chat stream opens with one, so on the chat endpoint tokometer's
+TTFT is taken at the second chunk, `CHAT_TTFT`), and when a request was due. Field names as vLLM 0.32
 writes them.
 """
 
@@ -58,9 +58,8 @@ _MAX_BURSTINESS: Final = 1e6
 """The largest gamma shape ``--burstiness`` may be: past it the arrivals are as regular as a fixed rate."""
 
 DIFFERENCES: Final = {
-    "ttft": "vLLM stamps the first chunk with choices, content or not (a role-only first chunk makes TTFT "
-            "the time to that chunk); tokometer stamps the first token. No request of this file had more chunks "
-            "than tokens, the sign of a role-only first chunk: the recomputed TTFT is vLLM's stamp.",
+    "ttft": "vLLM stamps the first chunk with choices, as tokometer stamps the first token: on the completions "
+            "endpoint every chunk carries text, so the two agree.",
     "itl": "vLLM's ITL is every gap between chunks, pooled over requests, not divided by the tokens a chunk "
            "carried; tokometer's ITL divides each gap by its chunk's tokens, and its chunk_gap_ms is "
            "vLLM's ITL.",
@@ -69,6 +68,12 @@ DIFFERENCES: Final = {
     "throughput": "vLLM divides by the benchmark's whole duration (first send to the end of the gather); "
                   "tokometer by first send to last request end.",
 }
+CHAT_TTFT: Final = (
+    "vLLM's chat client stops its TTFT at the first chunk with choices, content or not. A chat stream opens with a "
+    "role-only chunk (vLLM's server always sends one), which carries no token: tokometer's TTFT runs to the "
+    "next chunk, the first that can carry one ({shifted} of {n} requests), and its TPOT and chunk gaps from there. "
+    "vLLM's TTFT is shorter, and its TPOT longer, by the gap between the two.")
+"""How the recomputed TTFT of a chat endpoint's file differs from vLLM's."""
 NOT_RECOMPUTED: Final = {
     "itl": "tokens per chunk are not in the file: each chunk after the first is assumed to carry an equal "
            "share of output_len - 1, so ITL is the chunk gap over that share",
@@ -101,10 +106,7 @@ def read(data: Any, path: Path) -> ImportedRun:
     started_at, dated_from = _date(data, path)
     differences = dict(DIFFERENCES)
     if role_only:
-        differences["ttft"] = (f"{role_only} of {n} requests had more chunks than output tokens: their first chunk, "
-                               "where vLLM stops its TTFT, carried no token (the chat endpoint's role-only chunk). "
-                               "tokometer's TTFT runs to the next chunk, the first with a token, and its TPOT from "
-                               "there: vLLM's TTFT is shorter and its TPOT longer by that gap.")
+        differences["ttft"] = CHAT_TTFT.format(shifted=role_only, n=n)
     return ImportedRun(tool=TOOL, tool_version=version, source=str(path), model=_text(data, "model_id", path) or "",
                        target=_text(data, "base_url", path) or "vllm bench serve",
                        steps=[ImportedStep(_load(data, path), records)],
@@ -177,7 +179,7 @@ def _record(i: int, row: Mapping[str, Any], path: Path, events: EventCount,
     events.add(len(itls))
     gaps = [duration_ns(g, path, f"itls[{i}][{j}]", unit="s") or 0 for j, g in enumerate(itls)]
     output = as_int(row["output_lens"], path, f"output_lens[{i}]") or 0
-    role_only = chat and output >= 1 and len(gaps) >= output  # more chunks than tokens: the first carried none
+    role_only = chat and bool(gaps)  # a chat stream opens with a role-only chunk: the first token comes next
     if role_only:
         ttft, gaps = ttft + gaps[0], gaps[1:]
     return streamed_record(i, where=f"{path}: {where}", sent_ns=sent, ttft_ns=ttft, gaps_ns=gaps,
