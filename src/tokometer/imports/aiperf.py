@@ -86,7 +86,7 @@ def read(stream: ImportStream, path: Path) -> ImportedRun:
         events.add(1)
         row = as_map(row, path, f"line {n}")
         if _phase(row, path, f"line {n}") in (None, "profiling"):
-            records.append(_record(len(records), row, path, events))
+            records.append(_record(len(records), row, path, events, f"line {n}"))
     version, summary, config = _beside(path)
     model, target, api, load = _from_config(config, path.with_name(SUMMARY_FILE))
     not_recomputed = dict(NOT_RECOMPUTED)
@@ -161,8 +161,8 @@ def _metric(metrics: Mapping[str, Any], name: str, path: Path, where: str) -> An
     return as_map(metrics.get(name), path, f"{where}.{name}", optional=True).get("value")
 
 
-def _record(i: int, row: Mapping[str, Any], path: Path, events: EventCount) -> RequestRecord:
-    where = f"record {i + 1}"
+def _record(i: int, row: Mapping[str, Any], path: Path, events: EventCount, where: str) -> RequestRecord:
+    """Record ``i`` of the run, from the file's ``where`` (``line N``)."""
     meta = as_map(row.get("metadata"), path, f"{where}.metadata")
     metrics = as_map(row.get("metrics"), path, f"{where}.metrics", optional=True)
 

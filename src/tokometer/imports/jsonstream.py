@@ -27,7 +27,7 @@ from tokometer.imports.source import (
     ImportFormatError,
     check_nesting,
 )
-from tokometer.util.readlimit import iter_at_most
+from tokometer.util.readlimit import iter_at_most, split_lines
 
 __all__ = ["MAX_LINE_BYTES", "MAX_TOKEN_CHARS", "MAX_TREE_BYTES", "WINDOW_BYTES", "ImportStream"]
 
@@ -81,26 +81,14 @@ class ImportStream:
 
     def lines(self) -> Iterator[tuple[int, Any]]:
         """``(line number, parsed value)`` for each non-blank line, one at a time."""
-        pending = b""
-        number = 0
-        for block in self._bytes():
-            start, searched = 0, len(pending)
-            pending += block
-            while (end := pending.find(b"\n", searched)) >= 0:
-                number += 1
-                yield from self._line(number, pending[start:end])
-                start = searched = end + 1
-            pending = pending[start:]
-            if len(pending) > MAX_LINE_BYTES:
-                raise ImportFormatError(f"{self.path}: line {number + 1} is longer than {MAX_LINE_BYTES // 2**20} "
-                                        "MiB: not imported")
-        if pending:
-            yield from self._line(number + 1, pending)
+        for number, raw in split_lines(self._bytes(), MAX_LINE_BYTES, self._too_long):
+            yield from self._line(number, raw)
+
+    def _too_long(self, number: int) -> ImportFormatError:
+        return ImportFormatError(f"{self.path}: line {number} is longer than {MAX_LINE_BYTES // 2**20} MiB: "
+                                 "not imported")
 
     def _line(self, number: int, raw: bytes) -> Iterator[tuple[int, Any]]:
-        if len(raw) > MAX_LINE_BYTES:
-            raise ImportFormatError(f"{self.path}: line {number} is longer than {MAX_LINE_BYTES // 2**20} MiB: "
-                                    "not imported")
         if not raw.strip():
             return
         try:
@@ -177,6 +165,8 @@ class ImportStream:
         except json.JSONDecodeError as exc:
             if self._eof:  # else the window may end inside it: walked member by member, which finds any error
                 raise self._error(exc.msg, exc.pos) from None
+        except ValueError as exc:  # an integer of more digits than Python converts
+            raise self._error(str(exc).split(";")[0]) from None
         else:
             self._pos = end
             self._charge(value, depth, f"character {self._dropped + end}")

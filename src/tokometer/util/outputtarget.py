@@ -67,7 +67,7 @@ def output_target(path: Path | str) -> OutputTarget:
         return OutputTarget(shown, "descriptor", Path(name), fd)
     try:
         mode = os.stat(name).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a new file (the writer says what is in the way, if anything)
         return OutputTarget(shown, "file", Path(os.path.realpath(name)))
     except OSError as exc:
         raise OutputError(f"cannot write {shown}: {exc.strerror or exc}") from None
