@@ -7,7 +7,6 @@ exit status 2, as for every command."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,16 +25,17 @@ MAX_RESULT_BYTES = 256 * 1024 * 1024
 
 def _bench_file(path: Path) -> StoredRun:
     """The run in a ``bench --json`` file; a one-line error for one that cannot be read as such."""
+    from tokometer.imports.jsonstream import ImportStream
     from tokometer.store.runs import BENCH_SCHEMA, StoredRun
     from tokometer.util.errors import ConfigError
-    from tokometer.util.readlimit import read_at_most
 
-    raw = read_at_most(path, MAX_RESULT_BYTES, "not a bench --json result")
-    try:
-        return StoredRun.from_bench_json(json.loads(raw))
+    try:  # parsed as read, within the import reader's memory budget (its size limit is MAX_RESULT_BYTES)
+        data = ImportStream(path, refusal="not a bench --json result", limit=MAX_RESULT_BYTES).document()
+        return StoredRun.from_bench_json(data)
     except (ValueError, RecursionError) as exc:
-        reason = "not JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
-        raise ConfigError(f"{path}: {reason} (bench --json writes a {BENCH_SCHEMA} result)") from None
+        raise ConfigError(f"{path}: {exc} (bench --json writes a {BENCH_SCHEMA} result)") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (bench --json writes a {BENCH_SCHEMA} result)") from None
 
 
 @click.command("report")

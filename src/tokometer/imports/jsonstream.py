@@ -52,10 +52,13 @@ _WHITESPACE: Final = " \t\n\r"
 class ImportStream:
     """One imported file, read once, front to back."""
 
-    def __init__(self, path: Path, *, window: int = WINDOW_BYTES) -> None:
-        """``window``: bytes read at a time (small in tests, so that every value straddles a window's end)."""
+    def __init__(self, path: Path, *, window: int = WINDOW_BYTES, refusal: str = "not imported",
+                 limit: int = MAX_IMPORT_BYTES) -> None:
+        """``window``: bytes read at a time (small in tests, so that every value straddles a window's end);
+        ``refusal``: what a file past a limit is told it was not (``not imported``); ``limit``: its most bytes."""
         self.path = path
-        self._chunks = iter_at_most(path, MAX_IMPORT_BYTES, "not imported", ImportFormatError, chunk=window)
+        self._refusal = refusal
+        self._chunks = iter_at_most(path, limit, refusal, ImportFormatError, chunk=window)
         self._head = b""
         self._source: Iterator[bytes] | None = None
         self._decoder = codecs.getincrementaldecoder("utf-8")()
@@ -86,7 +89,7 @@ class ImportStream:
 
     def _too_long(self, number: int) -> ImportFormatError:
         return ImportFormatError(f"{self.path}: line {number} is longer than {MAX_LINE_BYTES // 2**20} MiB: "
-                                 "not imported")
+                                 f"{self._refusal}")
 
     def _line(self, number: int, raw: bytes) -> Iterator[tuple[int, Any]]:
         if not raw.strip():
@@ -95,7 +98,7 @@ class ImportStream:
             value = json.loads(raw)
         except RecursionError:
             raise ImportFormatError(f"{self.path}: line {number}: nested deeper than {MAX_NESTING} levels: "
-                                    "not imported") from None
+                                    f"{self._refusal}") from None
         except (ValueError, UnicodeDecodeError) as exc:
             raise ImportFormatError(f"{self.path}: line {number}: not JSON ({exc})") from None
         check_nesting(value, f"{self.path}: line {number}")  # a line is at most MAX_LINE_BYTES: not charged
@@ -150,7 +153,7 @@ class ImportStream:
             raise self._error("the file ends where a value should be")
         if char in "[{":
             if depth > MAX_NESTING:
-                raise ImportFormatError(f"{self.path}: nested deeper than {MAX_NESTING} levels: not imported")
+                raise ImportFormatError(f"{self.path}: nested deeper than {MAX_NESTING} levels: {self._refusal}")
             return self._container(char, depth)
         if char == '"':
             return self._string()
@@ -161,7 +164,7 @@ class ImportStream:
         try:
             value, end = _DECODER.raw_decode(self._text, self._pos)
         except RecursionError:
-            raise ImportFormatError(f"{self.path}: nested deeper than {MAX_NESTING} levels: not imported") from None
+            raise ImportFormatError(f"{self.path}: nested deeper than {MAX_NESTING} levels: {self._refusal}") from None
         except json.JSONDecodeError as exc:
             if self._eof:  # else the window may end inside it: walked member by member, which finds any error
                 raise self._error(exc.msg, exc.pos) from None
@@ -184,7 +187,7 @@ class ImportStream:
             out.append(self._value(depth + 1))
             self._cost += 8
             if len(out) > MAX_EVENTS:
-                raise ImportFormatError(f"{self.path}: a list of more than {MAX_EVENTS:,} entries: not imported")
+                raise ImportFormatError(f"{self.path}: a list of more than {MAX_EVENTS:,} entries: {self._refusal}")
             char = self._peek()
             self._pos += 1
             if char == "]":
@@ -235,10 +238,9 @@ class ImportStream:
     def _scalar(self) -> Any:
         while len(self._text) - self._pos < 16 and self._more():
             pass  # a literal or a short number whole in the window
-        extent = _NUMBERISH.match(self._text, self._pos)
-        if extent is not None and extent.end() == len(self._text) and not self._eof:
+        while (extent := _NUMBERISH.match(self._text, self._pos)) is not None and extent.end() == len(self._text) \
+                and not self._eof:
             self._grow()  # the window ends inside the number
-            return self._scalar()
         match = _NUMBER.match(self._text, self._pos)
         if match is None:
             for name, constant in _CONSTANTS.items():
@@ -266,7 +268,7 @@ class ImportStream:
         self._cost += cost
         if self._cost > MAX_TREE_BYTES:
             raise ImportFormatError(f"{self.path} holds more values than an import takes "
-                                    f"(~{MAX_TREE_BYTES // 2**20} MiB parsed): not imported")
+                                    f"(~{MAX_TREE_BYTES // 2**20} MiB parsed): {self._refusal}")
 
     def _charge(self, value: Any, depth: int, where: str) -> None:
         """Charge ``value``, parsed whole, to the budget; ImportFormatError when it nests too deeply."""
@@ -285,7 +287,7 @@ class ImportStream:
                 continue
             if level > MAX_NESTING:
                 raise ImportFormatError(f"{self.path}: {where}: nested deeper than {MAX_NESTING} levels: "
-                                        "not imported")
+                                        f"{self._refusal}")
             stack.extend((child, level + 1) for child in children)
         self._add(cost)
 
