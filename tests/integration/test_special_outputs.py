@@ -166,3 +166,18 @@ def test_a_directory_and_a_socket_are_refused_before_the_run(sim_url: str, tmp_p
         assert stat.S_ISSOCK(os.lstat(path).st_mode)
     finally:
         server.close()
+
+
+def test_standard_output_whose_reader_goes_away_is_one_line(stored: tuple[list[str], Path]) -> None:
+    """The page (~1 MB) to a pipe whose reader leaves after 10 bytes: the kernel takes part of a write without
+    an error, so only writing the rest again meets EPIPE, which must not be lost."""
+    pytest.importorskip("plotly")
+    child = subprocess.Popen([sys.executable, "-m", "tokometer", "report", *stored[0], "-o", "-"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.read(10)
+    child.stdout.close()
+    with child.stderr:
+        err = child.stderr.read().decode()
+    assert child.wait(60) == 2, err
+    _one_error_line(err, "cannot write standard output", "Broken pipe")

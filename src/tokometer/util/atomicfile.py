@@ -83,14 +83,13 @@ def _in_place(target: OutputTarget, mode: str, encoding: str, newline: str | Non
     try:
         sys.stdout.flush()  # what was printed before comes first
         sys.stderr.flush()
-        if target.kind == "stdout":
+        fd = _in_place_fd(target)
+        if fd is None:  # a standard output with no descriptor of its own (replaced in-process)
             stream: IO[Any] = sys.stdout.buffer if mode == "wb" else sys.stdout
             yield stream
             stream.flush()
             return
-        fd = (os.dup(target.fd) if target.kind == "descriptor"
-              else os.open(target.path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)))
-        with _wrap(fd, mode, encoding, newline) as handle:
+        with _wrap(fd, mode, encoding, newline, raw=_WholeWrites(fd)) as handle:
             yield handle
     except OSError as exc:
         if target.kind == "stdout":  # what is still buffered for it cannot be written: no second complaint at exit
@@ -99,10 +98,51 @@ def _in_place(target: OutputTarget, mode: str, encoding: str, newline: str | Non
         raise _error(Path(target.shown), exc, None, label=target.label) from None
 
 
-def _wrap(fd: int, mode: str, encoding: str, newline: str | None) -> IO[Any]:
-    """A buffered (text or binary) file over ``fd``, which it closes."""
+def _in_place_fd(target: OutputTarget) -> int | None:
+    """A descriptor of this process's own to write ``target`` through (None: standard output has none)."""
+    if target.kind == "stdout":
+        try:
+            return os.dup(sys.stdout.fileno())
+        except (AttributeError, ValueError, io.UnsupportedOperation):
+            return None
+    if target.kind == "descriptor":
+        return os.dup(target.fd)
+    return os.open(target.path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0))
+
+
+class _WholeWrites(io.RawIOBase):
+    """A descriptor whose every write is whole: a pipe whose reader leaves part-way takes part of a write
+    without an error, so the rest is written again, and that write fails (EPIPE) instead of being lost."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        total = len(view)
+        while view:
+            view = view[os.write(self._fd, view):]
+        return total
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                os.close(self._fd)
+            finally:
+                super().close()
+
+
+def _wrap(fd: int, mode: str, encoding: str, newline: str | None, *, raw: io.RawIOBase | None = None) -> IO[Any]:
+    """A buffered (text or binary) file over ``fd`` (through ``raw`` when given), which it closes."""
     try:
-        raw = io.FileIO(fd, "wb", closefd=True)
+        raw = raw or io.FileIO(fd, "wb", closefd=True)
     except BaseException:
         os.close(fd)
         raise
