@@ -139,7 +139,9 @@ def test_the_graph_sees_lazy_and_relative_imports() -> None:
     modules = module_graph()
     assert not modules.get("tokometer.util.errors")  # a leaf
     assert not modules.get("tokometer.util.gguf")  # the GGUF reader imports nothing from tokometer
-    assert set(modules["tokometer.util.atomicfile"]) == {"tokometer.util.errors"}  # the one writer of whole files
+    # the one writer of whole files, and the one resolver of what an output's name is
+    assert set(modules["tokometer.util.atomicfile"]) == {"tokometer.util.errors", "tokometer.util.outputtarget"}
+    assert set(modules["tokometer.util.outputtarget"]) == {"tokometer.util.errors"}
 
 
 def test_the_cycle_finder() -> None:

@@ -264,6 +264,9 @@ def command(**opts: Any) -> int:
     values = _spec_values(opts, user_fields(click.get_current_context(), _spec))
     check_output_path(opts["json_path"], "--json", "result.json")  # before the run, not after it
     check_output_path(opts["csv_path"], "--csv", "result.csv")
+    from tokometer.cli.output import check_outputs
+
+    check_outputs({"--json": opts["json_path"], "--csv": opts["csv_path"]})
     with Terminate() as terminate, ExitStack() as stack:
         engine_identity: dict[str, Any] | None = None
         engine_check: Callable[[], str | None] | None = None
@@ -339,7 +342,7 @@ def _run(spec: BenchSpec, opts: dict[str, Any], engine: dict[str, Any] | None,
     from tokometer.report.json_out import write_json
     from tokometer.store import ResultStore, configured_store_url
 
-    console = make_console()
+    console = make_console(beside=(opts["json_path"], opts["csv_path"]))  # stderr when one of them is stdout
     store = None if opts["no_store"] else ResultStore(configured_store_url(opts["store"]))
     try:
         progress = LiveProgress(console)

@@ -83,7 +83,7 @@ def command(**opts: Any) -> int:
     from tokometer.perf.render import render_hardware, render_models
     from tokometer.util.atomicfile import write_atomic
 
-    console = make_console()
+    console = make_console(beside=(opts["json_path"],))  # stderr when the JSON goes to stdout
     if opts["list_models"] or opts["list_hardware"]:
         if opts["list_models"]:
             render_models(console, list(BUILTIN_MODELS.values()))

@@ -58,6 +58,10 @@ def _print(run: ImportedRun, run_id: int, summaries: list[StepSummary], where: s
     steps = f", {len(summaries)} steps (the first shown)" if len(summaries) > 1 else ""
     click.echo(f"{run.source}: {run.tool} {run.tool_version or '(version not in the file)'} -> run {run_id} "
                f"in {where}: {ok} requests ok, {failed} failed{steps}")
+    if run.started_at:
+        click.echo(f"  ran {run.started_at}, from {run.dated_from}")
+    for warning in run.warnings:
+        click.echo(f"tokometer: warning: {run.source}: {warning}", err=True)
     if not summaries:
         return
     summary = summaries[0]

@@ -8,16 +8,23 @@ the console is given a width no table of tokometer reaches, so every table is
 printed at its natural width and every cell whole. ``COLUMNS`` is not honoured
 then: a narrower width could only cut figures. Colour follows rich's rules
 (none unless ``FORCE_COLOR`` asks for it).
+
+When an output option writes standard output (``--json -``, ``-o /dev/stdout``: see
+`tokometer.util.outputtarget`), the command's console moves to standard error (`make_console`'s
+``beside``), so what lands on standard output is that file alone, whole; `check_outputs` refuses two
+outputs sent there at once.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TextIO
 
 from rich.console import Console
 
-__all__ = ["PIPE_WIDTH", "make_console"]
+__all__ = ["PIPE_WIDTH", "check_outputs", "make_console"]
 
 PIPE_WIDTH = 10_000
 """Columns of a console writing to a pipe or a file: wider than any table's content."""
@@ -30,9 +37,23 @@ def _is_tty(stream: TextIO) -> bool:
         return False
 
 
-def make_console(*, stderr: bool = False) -> Console:
-    """A console on stdout (or ``stderr``): terminal-sized on a terminal, full-width elsewhere."""
+def make_console(*, stderr: bool = False, beside: tuple[Path | str | None, ...] = ()) -> Console:
+    """A console on stdout (or ``stderr``, or when one of the output options' values ``beside`` writes standard
+    output): terminal-sized on a terminal, full-width elsewhere."""
+    from tokometer.util.outputtarget import is_standard_output
+
+    stderr = stderr or any(is_standard_output(path) for path in beside)
     stream = sys.stderr if stderr else sys.stdout
     if _is_tty(stream):
         return Console(stderr=stderr, highlight=False)
     return Console(stderr=stderr, highlight=False, width=PIPE_WIDTH)
+
+
+def check_outputs(outputs: Mapping[str, Path | str | None]) -> None:
+    """Refuse two output options (option -> its value) that both write standard output: they would interleave."""
+    from tokometer.util.errors import ConfigError
+    from tokometer.util.outputtarget import is_standard_output
+
+    both = [option for option, path in outputs.items() if is_standard_output(path)]
+    if len(both) > 1:
+        raise ConfigError(f"{' and '.join(both)} both write standard output: send one of them to a file")

@@ -7,7 +7,6 @@ exit status 2, as for every command."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,16 +25,17 @@ MAX_RESULT_BYTES = 256 * 1024 * 1024
 
 def _bench_file(path: Path) -> StoredRun:
     """The run in a ``bench --json`` file; a one-line error for one that cannot be read as such."""
+    from tokometer.imports.jsonstream import ImportStream
     from tokometer.store.runs import BENCH_SCHEMA, StoredRun
     from tokometer.util.errors import ConfigError
-    from tokometer.util.readlimit import read_at_most
 
-    raw = read_at_most(path, MAX_RESULT_BYTES, "not a bench --json result")
-    try:
-        return StoredRun.from_bench_json(json.loads(raw))
+    try:  # parsed as read, within the import reader's memory budget (its size limit is MAX_RESULT_BYTES)
+        data = ImportStream(path, refusal="not a bench --json result", limit=MAX_RESULT_BYTES).document()
+        return StoredRun.from_bench_json(data)
     except (ValueError, RecursionError) as exc:
-        reason = "not JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
-        raise ConfigError(f"{path}: {reason} (bench --json writes a {BENCH_SCHEMA} result)") from None
+        raise ConfigError(f"{path}: {exc} (bench --json writes a {BENCH_SCHEMA} result)") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (bench --json writes a {BENCH_SCHEMA} result)") from None
 
 
 @click.command("report")
@@ -66,6 +66,7 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
     from tokometer.store import ResultStore, configured_store_url
     from tokometer.util.atomicfile import write_atomic
     from tokometer.util.errors import ConfigError
+    from tokometer.util.outputtarget import is_standard_output
 
     if fmt == "html":
         if output is None:
@@ -105,10 +106,10 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
 
         text = render_html(data)
     assert output is not None
-    output = output.expanduser()
-    write_atomic(output, text)
+    write_atomic(output, text)  # a regular file atomically; '-', a FIFO or a device in place
     click.echo(f"wrote {output} ({len(text.encode()) / 1e6:.1f} MB): {len(loaded)} run"
-               f"{'s' if len(loaded) != 1 else ''}, {sum(len(r.steps) for r, _ in loaded)} steps")
+               f"{'s' if len(loaded) != 1 else ''}, {sum(len(r.steps) for r, _ in loaded)} steps",
+               err=is_standard_output(output))
 
 
 def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: str) -> None:
@@ -116,6 +117,7 @@ def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, 
     from tokometer.store import ResultStore, configured_store_url
     from tokometer.util.atomicfile import write_atomic
     from tokometer.util.errors import ConfigError
+    from tokometer.util.outputtarget import is_standard_output
 
     if len(runs) != 1:
         raise ConfigError(f"--format {fmt} reports one run; {len(runs)} were given (one command per run)")
@@ -147,6 +149,5 @@ def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, 
     if output is None:
         click.echo(text, nl=False)
         return
-    output = output.expanduser()
     write_atomic(output, text)
-    click.echo(f"wrote {output}: {len(run.steps)} steps")
+    click.echo(f"wrote {output}: {len(run.steps)} steps", err=is_standard_output(output))

@@ -8,6 +8,10 @@ ShareGPT: a JSON list (or JSONL) of objects with ``conversations``: a list of
 ``{"from": "human"|"gpt"|"system", "value": ...}``. The prompt is everything up
 to the first ``gpt`` turn; with a tokenizer, that turn's length in tokens
 becomes the prompt's ``max_tokens`` (as the usual ShareGPT benchmarks do).
+
+Files are untrusted and may be huge: JSONL is read a line at a time (each at most `MAX_LINE_BYTES`), a
+ShareGPT JSON list whole but at most `MAX_DATASET_BYTES`, and a file past its limit (a FIFO, ``/dev/zero``)
+is one line naming it, not the machine's memory.
 """
 
 from __future__ import annotations
@@ -20,28 +24,58 @@ from typing import Any
 from tokometer.prompt import Message, Prompt
 from tokometer.tokens.base import Tokenizer
 from tokometer.util.errors import DatasetError
+from tokometer.util.readlimit import iter_at_most, split_lines
 
-__all__ = ["TOO_DEEP", "FixedSource", "JsonlSource", "ShareGPTSource", "load_source_file", "sharegpt_entries",
-           "sharegpt_messages"]
+__all__ = ["MAX_DATASET_BYTES", "MAX_LINE_BYTES", "TOO_DEEP", "FixedSource", "JsonlSource", "ShareGPTSource",
+           "load_source_file", "sharegpt_entries", "sharegpt_messages"]
 
 TOO_DEEP = "JSON nested too deep to read (arrays or objects inside each other by the thousand)"
 """What a dataset line nested past Python's recursion limit is told."""
+
+MAX_DATASET_BYTES = 1 << 30
+"""The largest dataset file read (ShareGPT_V3's full split is ~640 MiB)."""
+MAX_LINE_BYTES = 16 << 20
+"""The longest line of a JSONL dataset (a prompt of a few million tokens)."""
 
 _ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
           "system": "system", "bing": "assistant", "bard": "assistant"}
 
 
 def _read_text(path: Path) -> str:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DatasetError(f"cannot read dataset {path}: {exc.strerror or exc}") from exc
+    """The whole file as text (at most `MAX_DATASET_BYTES`)."""
+    chunks = iter_at_most(path, MAX_DATASET_BYTES, "give a smaller file, or JSONL, which is read a line at a time",
+                          DatasetError, what="dataset")
+    return _decoded(b"".join(chunks), path)
+
+
+def _decoded(raw: bytes, path: Path, where: str | None = None) -> str:
+    """``raw`` as UTF-8 text; DatasetError for a binary file or other bytes."""
     if b"\x00" in raw[:8192]:
         raise DatasetError(f"dataset {path} is a binary file, not JSON or JSONL text")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DatasetError(f"dataset {path} is not UTF-8 text (byte {exc.start})") from exc
+        raise DatasetError(f"{where or f'dataset {path}'} is not UTF-8 text (byte {exc.start})") from exc
+
+
+def _head(path: Path) -> str:
+    """The file's first 4 KiB as text, to tell its kind (a character cut at the end is dropped)."""
+    chunks = iter_at_most(path, MAX_DATASET_BYTES, "not read", DatasetError, chunk=4096, what="dataset")
+    try:
+        return next(chunks, b"").decode("utf-8", "ignore")
+    finally:
+        chunks.close()
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each line, read one at a time (at most `MAX_DATASET_BYTES` in all)."""
+    chunks = iter_at_most(path, MAX_DATASET_BYTES, "not read", DatasetError, what="dataset")
+
+    def too_long(number: int) -> DatasetError:
+        return DatasetError(f"{path}:{number}: a line longer than {MAX_LINE_BYTES >> 20} MiB")
+
+    for number, raw in split_lines(chunks, MAX_LINE_BYTES, too_long):
+        yield number, _decoded(raw, path, f"{path}:{number}")
 
 
 class _ListSource:
@@ -103,7 +137,7 @@ def _prompt_from(obj: Any, where: str) -> Prompt:
 
 
 def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
-    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+    for number, line in _lines(path):
         if not line.strip():
             continue
         where = f"{path}:{number}"
@@ -155,8 +189,8 @@ class ShareGPTSource(_ListSource):
 
 def sharegpt_entries(path: Path) -> list[tuple[str, Any]]:
     """The conversation objects of a ShareGPT file (a JSON list, or JSONL), each with where it was found."""
-    text = _read_text(path)
-    if text.lstrip().startswith("["):
+    if _head(path).lstrip().startswith("["):
+        text = _read_text(path)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -191,7 +225,7 @@ def load_source_file(
     """Open a dataset file; ``kind`` is ``jsonl``, ``sharegpt`` or ``auto`` (by content)."""
     p = Path(path)
     if kind == "auto":
-        head = _read_text(p)[:4096]
+        head = _head(p)
         kind = "sharegpt" if '"conversations"' in head or '"conversation"' in head else "jsonl"
     if kind == "sharegpt":
         return ShareGPTSource(p, tokenizer)

@@ -37,14 +37,20 @@ from tokometer.datasets.words import WORDS
 from tokometer.prompt import Prompt
 from tokometer.tokens.base import Tokenizer
 from tokometer.util.errors import DatasetError
+from tokometer.util.readlimit import iter_at_most, split_lines
 
-__all__ = ["BLOCK_TOKENS", "EXAMPLE_TRACE", "TraceEntry", "TraceSource", "read_trace", "trace_offsets"]
+__all__ = ["BLOCK_TOKENS", "EXAMPLE_TRACE", "MAX_TRACE_BYTES", "MAX_TRACE_LINE_BYTES", "TraceEntry", "TraceSource",
+           "read_trace", "trace_offsets"]
 
 BLOCK_TOKENS = 512
 """Tokens per ``hash_ids`` block unless told otherwise (``bench --trace-block-tokens``): Mooncake's 512."""
 EXAMPLE_TRACE = Path(__file__).with_name("data") / "example_trace.jsonl"
 """The small example trace shipped with tokometer (``bench --trace example``); scripts/gen_example_trace.py
 writes it."""
+MAX_TRACE_BYTES = 256 << 20
+"""The largest trace file read (a Mooncake trace of 24,000 requests is ~3 MiB), a line at a time."""
+MAX_TRACE_LINE_BYTES = 1 << 20
+"""The longest line of a trace (one request: its lengths and its hash ids)."""
 
 _NUDGES = 12
 
@@ -66,17 +72,24 @@ def _int(obj: dict[str, Any], key: str, where: str, minimum: int) -> int:
     return value
 
 
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The trace's lines, one at a time: at most `MAX_TRACE_BYTES` in all, each at most `MAX_TRACE_LINE_BYTES`."""
+    def too_long(number: int) -> DatasetError:
+        return DatasetError(f"{path}:{number}: a line longer than {MAX_TRACE_LINE_BYTES >> 10} KiB")
+
+    yield from split_lines(iter_at_most(path, MAX_TRACE_BYTES, "not read", DatasetError, what="trace"),
+                           MAX_TRACE_LINE_BYTES, too_long)
+
+
 def read_trace(path: str | Path) -> list[TraceEntry]:
     """The requests of a trace file, in file order; ``example`` names the shipped example."""
     p = EXAMPLE_TRACE if str(path) == "example" else Path(path)
-    try:
-        text = p.read_text("utf-8")
-    except OSError as exc:
-        raise DatasetError(f"cannot read trace {p}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"trace {p} is not UTF-8 text (byte {exc.start})") from exc
     out: list[TraceEntry] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, raw in _lines(p):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"trace {p}:{number} is not UTF-8 text (byte {exc.start})") from None
         if not line.strip():
             continue
         where = f"{p}:{number}"

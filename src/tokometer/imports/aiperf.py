@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from tokometer.imports.jsonstream import ImportStream
 from tokometer.imports.source import (
     MAX_DURATION_NS,
     MAX_RATE_PER_S,
@@ -31,18 +32,19 @@ from tokometer.imports.source import (
     as_list,
     as_map,
     as_text,
-    check_nesting,
     check_span,
     duration_ns,
-    read_bytes,
     stamp_ns,
     streamed_record,
+    wall_clock,
 )
 from tokometer.records import RequestRecord, TokenSource
 
-__all__ = ["TOOL", "looks_like_jsonl", "read"]
+__all__ = ["CHECKED_VERSIONS", "TOOL", "looks_like_jsonl", "read"]
 
 TOOL: Final = "aiperf"
+CHECKED_VERSIONS: Final = ("0.13.0",)
+"""The AIPerf versions whose files this reader was checked on (tests/fixtures/imports)."""
 SUMMARY_FILE: Final = "profile_export_aiperf.json"
 
 DIFFERENCES: Final = {
@@ -76,31 +78,27 @@ def looks_like_jsonl(raw: bytes) -> bool:
     return isinstance(first, Mapping) and "metadata" in first and ("metrics" in first or "error" in first)
 
 
-def read(raw: bytes, path: Path) -> ImportedRun:
-    """The run in an AIPerf ``profile_export.jsonl`` (its bytes, already size-checked)."""
-    lines = [line for line in raw.splitlines() if line.strip()]
+def read(stream: ImportStream, path: Path) -> ImportedRun:
+    """The run in an AIPerf ``profile_export.jsonl``, read a line at a time (`ImportStream.lines`)."""
     events = EventCount(path)
-    events.add(len(lines))
-    rows: list[Mapping[str, Any]] = []
-    for n, line in enumerate(lines, 1):
-        try:
-            row = json.loads(line)
-        except RecursionError:
-            raise ImportFormatError(f"{path}: line {n}: nested too deeply: not imported") from None
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ImportFormatError(f"{path}: line {n}: not JSON ({exc})") from None
-        check_nesting(row, f"{path}: line {n}")
-        rows.append(as_map(row, path, f"line {n}"))
-    profiling = [row for n, row in enumerate(rows, 1) if _phase(row, path, f"line {n}") in (None, "profiling")]
-    records = [_record(i, row, path, events) for i, row in enumerate(profiling)]
+    records: list[RequestRecord] = []
+    for n, row in stream.lines():
+        events.add(1)
+        row = as_map(row, path, f"line {n}")
+        if _phase(row, path, f"line {n}") in (None, "profiling"):
+            records.append(_record(len(records), row, path, events, f"line {n}"))
     version, summary, config = _beside(path)
     model, target, api, load = _from_config(config, path.with_name(SUMMARY_FILE))
     not_recomputed = dict(NOT_RECOMPUTED)
     if version is None:
         not_recomputed["tool_summary"] = f"no {SUMMARY_FILE} beside the file: AIPerf's own numbers unknown"
+    first = min((r.sent_ns - r.connect_ns for r in records), default=None)
+    started_at, dated_from = (wall_clock(None if first is None else first / UNIT_NS["s"],
+                                         "the first request's request_start_ns") or (None, ""))
     return ImportedRun(tool=TOOL, tool_version=version, source=str(path), model=model, target=target,
                        steps=[ImportedStep(load, records)], api=api, tool_summary=summary,
-                       agrees=("chunk_gap",), not_recomputed=not_recomputed, differences=dict(DIFFERENCES))
+                       agrees=("chunk_gap",), not_recomputed=not_recomputed, differences=dict(DIFFERENCES),
+                       started_at=started_at, dated_from=dated_from)
 
 
 def _phase(row: Mapping[str, Any], path: Path, where: str) -> str | None:
@@ -115,11 +113,9 @@ def _beside(path: Path) -> tuple[str | None, dict[str, float], Mapping[str, Any]
     if not summary_path.is_file():
         return None, {}, {}
     try:
-        data = json.loads(read_bytes(summary_path))
-        check_nesting(data, summary_path)
-    except (ValueError, RecursionError):
-        raise ImportFormatError(f"{summary_path}: not JSON: not imported (move it away to import "
-                                f"{path.name} alone)") from None
+        data = ImportStream(summary_path).document()
+    except ImportFormatError as exc:
+        raise ImportFormatError(f"{exc} (move {summary_path.name} away to import {path.name} alone)") from None
     data = as_map(data, summary_path, "the summary")
     out: dict[str, float] = {}
     for key, short in _SUMMARY:
@@ -165,8 +161,8 @@ def _metric(metrics: Mapping[str, Any], name: str, path: Path, where: str) -> An
     return as_map(metrics.get(name), path, f"{where}.{name}", optional=True).get("value")
 
 
-def _record(i: int, row: Mapping[str, Any], path: Path, events: EventCount) -> RequestRecord:
-    where = f"record {i + 1}"
+def _record(i: int, row: Mapping[str, Any], path: Path, events: EventCount, where: str) -> RequestRecord:
+    """Record ``i`` of the run, from the file's ``where`` (``line N``)."""
     meta = as_map(row.get("metadata"), path, f"{where}.metadata")
     metrics = as_map(row.get("metrics"), path, f"{where}.metrics", optional=True)
 

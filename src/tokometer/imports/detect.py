@@ -3,6 +3,8 @@
 A JSON document with vLLM's per-request lists is ``vllm bench serve``'s; one with GuideLLM's
 ``benchmarks`` list is GuideLLM's report; a file of JSON lines whose records carry AIPerf's ``metadata`` and
 ``metrics`` is AIPerf's ``profile_export.jsonl``. Anything else is refused, in one line, naming the formats.
+The file is read once, front to back, parsed as it is read (`tokometer.imports.jsonstream`): its size costs
+no memory of its own.
 """
 
 from __future__ import annotations
@@ -10,19 +12,31 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokometer.imports import aiperf, guidellm, vllm_bench
-from tokometer.imports.source import ImportedRun, ImportFormatError, read_bytes, read_json
+from tokometer.imports.jsonstream import ImportStream
+from tokometer.imports.source import ImportedRun, ImportFormatError, check_version, date_run
 
 __all__ = ["TOOLS", "read_import"]
 
 TOOLS = (vllm_bench.TOOL, guidellm.TOOL, aiperf.TOOL)
+CHECKED_VERSIONS = {vllm_bench.TOOL: vllm_bench.CHECKED_VERSIONS, guidellm.TOOL: guidellm.CHECKED_VERSIONS,
+                    aiperf.TOOL: aiperf.CHECKED_VERSIONS}
+"""The versions of each tool whose files the reader was checked on (tests/fixtures/imports)."""
 
 
 def read_import(path: Path) -> ImportedRun:
-    """The run in ``path``, whichever tool wrote it; ImportFormatError (one line) otherwise."""
-    raw = read_bytes(path)
-    if aiperf.looks_like_jsonl(raw):
-        return aiperf.read(raw, path)
-    data = read_json(path, raw)
+    """The run in ``path``, whichever tool wrote it, dated and its version checked; ImportFormatError (one
+    line) otherwise."""
+    run = _read(path)
+    date_run(run, path)
+    check_version(run, CHECKED_VERSIONS[run.tool])
+    return run
+
+
+def _read(path: Path) -> ImportedRun:
+    stream = ImportStream(path)
+    if aiperf.looks_like_jsonl(stream.head()):
+        return aiperf.read(stream, path)
+    data = stream.document()
     if vllm_bench.looks_like(data):
         return vllm_bench.read(data, path)
     if guidellm.looks_like(data):

@@ -17,6 +17,7 @@ from typing import Any, Final
 from tokometer.imports.source import (
     MAX_DURATION_NS,
     MAX_RATE_PER_S,
+    MAX_STAMP_NS,
     UNIT_NS,
     EventCount,
     ImportedRun,
@@ -29,12 +30,15 @@ from tokometer.imports.source import (
     as_text,
     check_span,
     stamp_ns,
+    wall_clock,
 )
 from tokometer.records import RequestRecord
 
-__all__ = ["TOOL", "looks_like", "read"]
+__all__ = ["CHECKED_VERSIONS", "TOOL", "looks_like", "read"]
 
 TOOL: Final = "guidellm"
+CHECKED_VERSIONS: Final = ("0.8.1",)
+"""The GuideLLM versions whose files this reader was checked on (tests/fixtures/imports)."""
 
 DIFFERENCES: Final = {
     "ttft": "GuideLLM's TTFT is first_token_iteration - request_start: the first chunk with output, as "
@@ -80,11 +84,15 @@ def read(data: Any, path: Path) -> ImportedRun:
         return as_text(backend.get(key), path, f"benchmarks[0].config.backend.{key}", optional=True)
 
     version = as_text(data["metadata"].get("guidellm_version"), path, "metadata.guidellm_version", optional=True)
+    started = as_float(first.get("start_time"), path, "benchmarks[0].start_time", most=MAX_STAMP_NS / UNIT_NS["s"],
+                       optional=True)
+    started_at, dated_from = wall_clock(started, "GuideLLM's start_time of the first benchmark") or (None, "")
     return ImportedRun(tool=TOOL, tool_version=version or None, source=str(path), model=text("model") or "",
                        target=text("target") or "guidellm", steps=steps,
                        api="openai-chat" if "chat" in (text("request_format") or "chat") else "openai-completions",
                        tool_summary=_summary(first, path), agrees=("ttft", "e2e"),
-                       not_recomputed=dict(NOT_RECOMPUTED), differences=dict(DIFFERENCES))
+                       not_recomputed=dict(NOT_RECOMPUTED), differences=dict(DIFFERENCES), started_at=started_at,
+                       dated_from=dated_from)
 
 
 def _summary(benchmark: Mapping[str, Any], path: Path) -> dict[str, float]:

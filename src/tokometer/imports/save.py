@@ -5,7 +5,8 @@ run tokometer measured, less what an imported run cannot give: no steady state o
 one tokometer ran), no SLO, GPU count or text check — so ``compare`` and ``report`` read an imported run like
 any other. The run's ``api`` is the protocol the tool spoke (so runs of two tools over one protocol compare);
 its label names the tool and its ``spec.import`` holds the tool, its version, the tool's own numbers and what
-could not be recomputed (`ImportedRun.provenance`).
+could not be recomputed (`ImportedRun.provenance`). The run is dated when the tool ran it
+(`ImportedRun.started_at`), not when it was imported.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def save_import(store: ResultStore, run: ImportedRun) -> tuple[int, list[StepSum
     spec: dict[str, Any] = {"url": run.target, "model": run.model, "label": f"{run.tool} import",
                             "import": run.provenance()}
     run_id = store.create_run(target=run.target, api=run.api, model=run.model, spec=spec,
-                              engine=None, host=None, label=f"{run.tool} {run.tool_version or ''}".strip())
+                              engine=None, host=None, label=f"{run.tool} {run.tool_version or ''}".strip(),
+                              started_at=run.started_at)  # when the tool ran it, not now
     summaries = []
     try:
         for index, step in enumerate(run.steps):

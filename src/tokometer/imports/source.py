@@ -7,8 +7,9 @@ chunk, when a request was due) is said in ``not_recomputed``; where tokometer's 
 tool's, ``differences`` says how (docs/reference/tool-definitions.md). The tool's own headline numbers are
 kept beside, in ``tool_summary``, for the user to set against the recomputed ones.
 
-Files are untrusted: `read_json` reads at most `MAX_IMPORT_BYTES`, refuses nesting deeper than
-`MAX_NESTING`, and every reader reads every value through the helpers here, which raise `ImportFormatError`
+Files are untrusted: `tokometer.imports.jsonstream` reads at most `MAX_IMPORT_BYTES`, as it parses, within a
+fixed memory budget, refuses nesting deeper than `MAX_NESTING`, and every reader reads every value through
+the helpers here, which raise `ImportFormatError`
 (a `ConfigError`: one line naming the file and the field, exit status 2) for a value of the wrong type or
 beyond its range instead of failing somewhere later: times up to `MAX_STAMP_NS`, durations up to a week
 (`MAX_DURATION_NS`), counts up to `tokometer.protocols.common.numbers.MAX_COUNT`, rates up to `MAX_RATE_PER_S`, and at
@@ -17,21 +18,21 @@ most `MAX_EVENTS` requests and chunk gaps in a file (`EventCount`).
 
 from __future__ import annotations
 
-import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from tokometer.protocols.common.numbers import MAX_COUNT, MAX_DURATION_MS
 from tokometer.records import RequestRecord, TokenSource
 from tokometer.util.errors import ConfigError
-from tokometer.util.readlimit import read_at_most
 
 __all__ = ["MAX_DURATION_NS", "MAX_EVENTS", "MAX_IMPORT_BYTES", "MAX_NESTING", "MAX_RATE_PER_S", "MAX_STAMP_NS",
            "UNIT_NS", "EventCount", "ImportFormatError", "ImportedRun", "ImportedStep", "as_float", "as_int",
-           "as_list", "as_map", "as_text", "check_nesting", "check_span", "duration_ns", "read_bytes", "read_json",
-           "stamp_ns", "streamed_record"]
+           "as_list", "as_map", "as_text", "check_nesting", "check_span", "check_version", "date_run", "duration_ns",
+           "stamp_ns", "streamed_record", "wall_clock"]
 
 MAX_IMPORT_BYTES: Final = 256 * 1024 * 1024
 """The largest file imported (a vLLM ``--save-detailed`` result of 10,000 requests is ~60 MiB)."""
@@ -49,6 +50,8 @@ MAX_RATE_PER_S: Final = 1e9
 """The highest rate (requests or tokens a second) a file may give: beyond any server."""
 UNIT_NS: Final = {"s": 1e9, "ms": 1e6, "ns": 1}
 """Nanoseconds in each unit the tools' files give times in."""
+_EARLIEST_S: Final = 946_684_800
+"""2000-01-01 in seconds since the epoch: an earlier "date" in a file is a monotonic clock's reading."""
 
 
 class ImportFormatError(ConfigError):
@@ -89,6 +92,13 @@ class ImportedRun:
     """Metric -> why the tool's per-request data does not allow tokometer's definition of it."""
     differences: dict[str, str] = field(default_factory=dict)
     """Metric -> how the tool's definition differs from tokometer's (the recomputed value is tokometer's)."""
+    started_at: str | None = None
+    """When the tool's run started (UTC, ISO 8601, as the store dates runs): from the file where it says
+    (`dated_from` tells from what), else the file's modification time; None until `date_run` has set it."""
+    dated_from: str = ""
+    """Where `started_at` came from, in words (the tool's own field, or the file's modification time)."""
+    warnings: list[str] = field(default_factory=list)
+    """What the user should know about the import (a version of the tool the reader was never checked on)."""
 
     @property
     def records(self) -> list[RequestRecord]:
@@ -99,25 +109,37 @@ class ImportedRun:
         """What is saved with the run (its ``spec.import``): the tool, its version and what was not redone."""
         return {"tool": self.tool, "tool_version": self.tool_version, "source": self.source,
                 "tool_summary": self.tool_summary, "agrees": list(self.agrees), "not_recomputed": self.not_recomputed,
-                "differences": self.differences}
+                "differences": self.differences, "dated_from": self.dated_from, "warnings": self.warnings}
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, at most `MAX_IMPORT_BYTES`; ImportFormatError naming it otherwise."""
-    return read_at_most(path, MAX_IMPORT_BYTES, "not imported", ImportFormatError)
+
+def wall_clock(seconds: float | None, said_by: str) -> tuple[str, str] | None:
+    """``(started_at, dated_from)`` for a wall-clock time in seconds since the epoch that a file gives (said by
+    ``said_by``), or None when it is missing or no plausible date (before 2000 or after tomorrow: a monotonic
+    clock's reading, not a date)."""
+    if seconds is None or not _EARLIEST_S <= seconds <= time.time() + 86_400:
+        return None
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds"), said_by
 
 
-def read_json(path: Path, raw: bytes | None = None) -> Any:
-    """One JSON document from ``path`` (or its ``raw`` bytes), size- and nesting-checked."""
-    raw = read_bytes(path) if raw is None else raw
+def date_run(run: ImportedRun, path: Path) -> None:
+    """Date ``run`` by the file's modification time where its reader found no date in it."""
+    if run.started_at is not None:
+        return
     try:
-        data = json.loads(raw)
-    except RecursionError:
-        raise ImportFormatError(f"{path}: nested deeper than {MAX_NESTING} levels: not imported") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ImportFormatError(f"{path}: not JSON ({exc})") from None
-    check_nesting(data, path)
-    return data
+        mtime = path.stat().st_mtime
+    except OSError:
+        return
+    run.started_at = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="milliseconds")
+    run.dated_from = "the file's modification time (the file gives no date)"
+
+
+def check_version(run: ImportedRun, checked: tuple[str, ...]) -> None:
+    """Warn (in ``run.warnings``) when the file names a version of its tool the reader was not checked on."""
+    if run.tool_version is not None and run.tool_version not in checked:
+        run.warnings.append(f"{run.tool} {run.tool_version[:40]} wrote this file; the reader was checked on "
+                            f"{', '.join(checked)} only: a field that version renamed or added is not read, so set "
+                            "the numbers against the tool's own")
 
 
 def check_nesting(data: Any, path: Path | str) -> None:

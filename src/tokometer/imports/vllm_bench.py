@@ -6,12 +6,15 @@ request's send time and the arrival of every streamed chunk, so TTFT, TPOT, E2E 
 tokometer's own. What the file does not hold: how many tokens each chunk carried (the record assumes one in
 the first chunk and the rest shared evenly, which makes TPOT exactly vLLM's ``(latency - ttft) /
 (output_len - 1)``), whether the first chunk carried text (vLLM's chat backend stamps the first chunk with
-``choices``, a role-only one included), and when a request was due. Field names as vLLM 0.32 writes them.
+``choices``, a role-only one included: a chat stream opens with one, so on the chat endpoint tokometer's
+TTFT is taken at the second chunk, `CHAT_TTFT`), and when a request was due. Field names as vLLM 0.32
+writes them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -31,12 +34,17 @@ from tokometer.imports.source import (
     duration_ns,
     stamp_ns,
     streamed_record,
+    wall_clock,
 )
 from tokometer.records import RequestRecord
 
-__all__ = ["TOOL", "looks_like", "read"]
+__all__ = ["CHECKED_VERSIONS", "TOOL", "looks_like", "read"]
 
 TOOL: Final = "vllm-bench-serve"
+CHECKED_VERSIONS: Final = ("0.32.0",)
+"""The vLLM versions whose ``bench serve`` files this reader was checked on (tests/fixtures/imports)."""
+_DATE_FORMAT: Final = "%Y%m%d-%H%M%S"
+"""vLLM's ``date``: the local time of the host that ran the benchmark."""
 _PER_REQUEST: Final = ("start_times", "ttfts", "itls", "latencies", "input_lens", "output_lens", "errors")
 _MS: Final = MAX_DURATION_NS / UNIT_NS["ms"]
 _SUMMARY_KEYS: Final = (
@@ -50,9 +58,8 @@ _MAX_BURSTINESS: Final = 1e6
 """The largest gamma shape ``--burstiness`` may be: past it the arrivals are as regular as a fixed rate."""
 
 DIFFERENCES: Final = {
-    "ttft": "vLLM stamps the first chunk with choices, content or not (a role-only first chunk makes TTFT "
-            "the time to that chunk); tokometer stamps the first content-carrying event. The file cannot "
-            "tell the two apart: the recomputed TTFT is vLLM's stamp.",
+    "ttft": "vLLM stamps the first chunk with choices, as tokometer stamps the first token: on the completions "
+            "endpoint every chunk carries text, so the two agree.",
     "itl": "vLLM's ITL is every gap between chunks, pooled over requests, not divided by the tokens a chunk "
            "carried; tokometer's ITL divides each gap by its chunk's tokens, and its chunk_gap_ms is "
            "vLLM's ITL.",
@@ -61,6 +68,12 @@ DIFFERENCES: Final = {
     "throughput": "vLLM divides by the benchmark's whole duration (first send to the end of the gather); "
                   "tokometer by first send to last request end.",
 }
+CHAT_TTFT: Final = (
+    "vLLM's chat client stops its TTFT at the first chunk with choices, content or not. A chat stream opens with a "
+    "role-only chunk (vLLM's server always sends one), which carries no token: tokometer's TTFT runs to the "
+    "next chunk, the first that can carry one ({shifted} of {n} requests), and its TPOT and chunk gaps from there. "
+    "vLLM's TTFT is shorter, and its TPOT longer, by the gap between the two.")
+"""How the recomputed TTFT of a chat endpoint's file differs from vLLM's."""
 NOT_RECOMPUTED: Final = {
     "itl": "tokens per chunk are not in the file: each chunk after the first is assumed to carry an equal "
            "share of output_len - 1, so ITL is the chunk gap over that share",
@@ -85,15 +98,35 @@ def read(data: Any, path: Path) -> ImportedRun:
     n = len(as_list(data["ttfts"], path, "ttfts"))
     events.add(n)
     columns = {key: as_list(data.get(key), path, key, length=n) for key in _PER_REQUEST}
-    records = [_record(i, {key: column[i] for key, column in columns.items()}, path, events) for i in range(n)]
+    chat = "chat" in (_text(data, "endpoint_type", path) or _text(data, "backend", path) or "")
+    read_rows = [_record(i, {key: column[i] for key, column in columns.items()}, path, events, chat) for i in range(n)]
+    records = [record for record, _ in read_rows]
+    role_only = sum(role for _, role in read_rows)
     version = _text(data, "vllm_version", path) or _text(data, "version", path)
+    started_at, dated_from = _date(data, path)
+    differences = dict(DIFFERENCES)
+    if role_only:
+        differences["ttft"] = CHAT_TTFT.format(shifted=role_only, n=n)
     return ImportedRun(tool=TOOL, tool_version=version, source=str(path), model=_text(data, "model_id", path) or "",
                        target=_text(data, "base_url", path) or "vllm bench serve",
                        steps=[ImportedStep(_load(data, path), records)],
-                       api="openai-chat" if "chat" in (_text(data, "endpoint_type", path) or "")
-                       else "openai-completions",
-                       tool_summary=_summary(data, path), agrees=("ttft", "tpot", "e2e"),
-                       not_recomputed=dict(NOT_RECOMPUTED), differences=dict(DIFFERENCES))
+                       api="openai-chat" if chat else "openai-completions",
+                       tool_summary=_summary(data, path), agrees=("e2e",) if role_only else ("ttft", "tpot", "e2e"),
+                       not_recomputed=dict(NOT_RECOMPUTED), differences=differences, started_at=started_at,
+                       dated_from=dated_from)
+
+
+def _date(data: Mapping[str, Any], path: Path) -> tuple[str | None, str]:
+    """When the run started, from vLLM's ``date`` (the local time of the host that ran it, read in this
+    host's zone); ``(None, "")`` when the file gives none."""
+    text = _text(data, "date", path)
+    if text is None:
+        return None, ""
+    try:
+        seconds = datetime.strptime(text[:20], _DATE_FORMAT).timestamp()  # naive: this host's zone
+    except (ValueError, OverflowError, OSError):
+        raise ImportFormatError(f"{path}: date should be vLLM's YYYYMMDD-HHMMSS, not {text[:40]!r}") from None
+    return wall_clock(seconds, "vLLM's date (the local time it ran, read in this host's time zone)") or (None, "")
 
 
 def _text(data: Mapping[str, Any], key: str, path: Path) -> str | None:
@@ -126,7 +159,9 @@ def _summary(data: Mapping[str, Any], path: Path) -> dict[str, float]:
     return summary
 
 
-def _record(i: int, row: Mapping[str, Any], path: Path, events: EventCount) -> RequestRecord:
+def _record(i: int, row: Mapping[str, Any], path: Path, events: EventCount,
+            chat: bool) -> tuple[RequestRecord, bool]:
+    """Request ``i``, and whether its first chunk carried no token (``chat``: a role-only chunk can be first)."""
     where = f"request {i}"
     error = as_text(row["errors"], path, f"errors[{i}]", optional=True)
     sent = stamp_ns(row["start_times"], path, f"start_times[{i}]", unit="s") or 0
@@ -138,11 +173,14 @@ def _record(i: int, row: Mapping[str, Any], path: Path, events: EventCount) -> R
         record.error, record.error_detail = "protocol", " ".join(error.split())[:300]
         record.end_ns = sent + latency
         record.finish_reason = "error"
-        return record
+        return record, False
     ttft = duration_ns(row["ttfts"], path, f"ttfts[{i}] ({where})", unit="s") or 0
     itls = as_list(row["itls"], path, f"itls[{i}]")
     events.add(len(itls))
     gaps = [duration_ns(g, path, f"itls[{i}][{j}]", unit="s") or 0 for j, g in enumerate(itls)]
     output = as_int(row["output_lens"], path, f"output_lens[{i}]") or 0
+    role_only = chat and bool(gaps)  # a chat stream opens with a role-only chunk: the first token comes next
+    if role_only:
+        ttft, gaps = ttft + gaps[0], gaps[1:]
     return streamed_record(i, where=f"{path}: {where}", sent_ns=sent, ttft_ns=ttft, gaps_ns=gaps,
-                           end_ns=sent + latency, output_tokens=output, input_tokens=record.input_tokens)
+                           end_ns=sent + latency, output_tokens=output, input_tokens=record.input_tokens), role_only

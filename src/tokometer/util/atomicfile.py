@@ -13,6 +13,11 @@ previous report.html is unchanged".
 
 The new file gets the permissions of the one it replaces, or the umask's for a new file; a
 symbolic link is followed, so its target is replaced and the link kept.
+
+Only a regular file is replaced: what a name is comes from `tokometer.util.outputtarget`, the one resolver
+of every output. ``-`` and ``/dev/stdout`` write standard output, ``/dev/fd/N`` that descriptor, and a
+character device or a FIFO (``/dev/full``, ``mkfifo``) is written in place, never replaced or removed; a
+write that fails there (``/dev/full``'s ENOSPC, a reader gone: EPIPE) is an `OutputError` naming it too.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import io
 import os
 import secrets
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +35,7 @@ from types import FrameType
 from typing import IO, Any, Literal, overload
 
 from tokometer.util.errors import OutputError
+from tokometer.util.outputtarget import OutputTarget, output_target
 
 __all__ = ["atomic_open", "atomic_path", "write_atomic"]
 
@@ -56,13 +63,95 @@ def atomic_open(path: Path | str, mode: Literal["w", "wb"] = "w", *, encoding: s
                 newline: str | None = None) -> contextlib.AbstractContextManager[IO[Any]]:
     """A file to write ``path``'s new contents into; it replaces ``path`` when the ``with`` block ends without
     an exception, and is removed otherwise (``path`` then keeps its previous contents)."""
-    return _atomic(Path(path), mode, encoding, newline)
+    return _output(path, mode, encoding, newline)
 
 
 @contextlib.contextmanager
-def _atomic(path: Path, mode: str, encoding: str, newline: str | None) -> Iterator[IO[Any]]:
-    shown = path
-    target = Path(os.path.realpath(path.expanduser()))
+def _output(path: Path | str, mode: str, encoding: str, newline: str | None) -> Iterator[IO[Any]]:
+    """The writer ``path`` takes (`output_target`): a regular file's atomic one, else one in place."""
+    target = output_target(path)
+    writer = (_atomic(Path(path), target.path, mode, encoding, newline) if target.kind == "file"
+              else _in_place(target, mode, encoding, newline))
+    with writer as handle:
+        yield handle
+
+
+@contextlib.contextmanager
+def _in_place(target: OutputTarget, mode: str, encoding: str, newline: str | None) -> Iterator[IO[Any]]:
+    """Standard output, an open descriptor, a character device or a FIFO, written as it is (never replaced);
+    nothing is buffered past the ``with`` block, and a write that fails is an OutputError naming it."""
+    try:
+        sys.stdout.flush()  # what was printed before comes first
+        sys.stderr.flush()
+        fd = _in_place_fd(target)
+        if fd is None:  # a standard output with no descriptor of its own (replaced in-process)
+            stream: IO[Any] = sys.stdout.buffer if mode == "wb" else sys.stdout
+            yield stream
+            stream.flush()
+            return
+        with _wrap(fd, mode, encoding, newline, raw=_WholeWrites(fd)) as handle:
+            yield handle
+    except OSError as exc:
+        if target.kind == "stdout":  # what is still buffered for it cannot be written: no second complaint at exit
+            with contextlib.suppress(OSError):
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaces the broken stream until exit
+        raise _error(Path(target.shown), exc, None, label=target.label) from None
+
+
+def _in_place_fd(target: OutputTarget) -> int | None:
+    """A descriptor of this process's own to write ``target`` through (None: standard output has none)."""
+    if target.kind == "stdout":
+        try:
+            return os.dup(sys.stdout.fileno())
+        except (AttributeError, ValueError, io.UnsupportedOperation):
+            return None
+    if target.kind == "descriptor":
+        return os.dup(target.fd)
+    return os.open(target.path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0))
+
+
+class _WholeWrites(io.RawIOBase):
+    """A descriptor whose every write is whole: a pipe whose reader leaves part-way takes part of a write
+    without an error, so the rest is written again, and that write fails (EPIPE) instead of being lost."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        total = len(view)
+        while view:
+            view = view[os.write(self._fd, view):]
+        return total
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                os.close(self._fd)
+            finally:
+                super().close()
+
+
+def _wrap(fd: int, mode: str, encoding: str, newline: str | None, *, raw: io.RawIOBase | None = None) -> IO[Any]:
+    """A buffered (text or binary) file over ``fd`` (through ``raw`` when given), which it closes."""
+    try:
+        raw = raw or io.FileIO(fd, "wb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return (io.BufferedWriter(raw) if mode == "wb" else
+            io.TextIOWrapper(io.BufferedWriter(raw), encoding=encoding, newline=newline))
+
+
+@contextlib.contextmanager
+def _atomic(shown: Path, target: Path, mode: str, encoding: str, newline: str | None) -> Iterator[IO[Any]]:
     existed = target.exists()
     temp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
     with _sigterm_as_exit():
@@ -72,16 +161,10 @@ def _atomic(path: Path, mode: str, encoding: str, newline: str | None) -> Iterat
         except OSError as exc:
             raise _error(shown, exc, existed) from None
         try:
-            try:
-                if existed:
-                    with contextlib.suppress(OSError):
-                        os.chmod(fd, target.stat().st_mode & 0o7777)
-                raw = io.FileIO(fd, "wb", closefd=True)
-                handle: IO[Any] = (io.BufferedWriter(raw) if mode == "wb" else
-                                   io.TextIOWrapper(io.BufferedWriter(raw), encoding=encoding, newline=newline))
-            except BaseException:
-                os.close(fd)
-                raise
+            if existed:
+                with contextlib.suppress(OSError):
+                    os.chmod(fd, target.stat().st_mode & 0o7777)
+            handle = _wrap(fd, mode, encoding, newline)
             try:
                 yield handle
                 handle.flush()
@@ -101,9 +184,13 @@ def _atomic(path: Path, mode: str, encoding: str, newline: str | None) -> Iterat
 @contextlib.contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
     """A temporary path beside ``path`` for a writer that wants a file name (a library's ``save(path)``); the
-    file written there replaces ``path`` when the ``with`` block ends without an exception, else it is removed."""
+    file written there replaces ``path`` when the ``with`` block ends without an exception, else it is removed.
+    ``path`` must be a regular file (or not exist yet): a library's writer cannot be pointed at a device."""
     shown = Path(path)
-    target = Path(os.path.realpath(shown.expanduser()))
+    resolved = output_target(shown)
+    if resolved.kind != "file":
+        raise OutputError(f"cannot write {shown}: a regular file is needed here, not {resolved.label}")
+    target = resolved.path
     existed = target.exists()
     temp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
     with _sigterm_as_exit():
@@ -125,10 +212,14 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     _sync_directory(target.parent)
 
 
-def _error(path: Path, exc: OSError, existed: bool) -> OutputError:
+def _error(path: Path, exc: OSError, existed: bool | None, *, label: str | None = None) -> OutputError:
+    """The one line of a failed write: the file, why, and whether its previous version is still there
+    (``existed`` None: written in place, so there was none to keep)."""
     why = exc.strerror or str(exc)
     if exc.errno is not None:
         why += f" (errno {exc.errno})"
+    if existed is None:
+        return OutputError(f"cannot write {label or path}: {why}; what was written there is incomplete")
     blocking = next((p for p in path.expanduser().parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:
         why = f"{blocking} is a file, not a directory"

@@ -4,11 +4,13 @@ hands over whole (a ``bench --json`` result, another tool's results), so a huge 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 
-from tokometer.util.errors import ConfigError
+from tokometer.util.errors import ConfigError, TokometerError
 
-__all__ = ["read_at_most"]
+__all__ = ["iter_at_most", "read_at_most", "split_lines"]
 
 
 def read_at_most(path: Path, limit: int, beyond: str, error: type[ConfigError] = ConfigError) -> bytes:
@@ -22,3 +24,46 @@ def read_at_most(path: Path, limit: int, beyond: str, error: type[ConfigError] =
     if len(raw) > limit:
         raise error(f"{path} is larger than {limit // 2**20} MiB: {beyond}")
     return raw
+
+
+def iter_at_most(path: Path, limit: int, beyond: str, error: type[TokometerError] = ConfigError, *,
+                 chunk: int = 1 << 20, what: str = "") -> Generator[bytes]:
+    """``path``'s bytes, ``chunk`` at a time, for a reader that parses as it goes (memory: one chunk, not the
+    file); ``error`` naming the file (``what`` it is, e.g. ``dataset``) when it cannot be read or holds more than
+    ``limit`` bytes (a FIFO or ``/dev/zero`` too: nothing is trusted to end)."""
+    named = f"{what} {path}" if what else str(path)
+    try:
+        with path.open("rb") as handle:
+            total = 0
+            if os.fstat(handle.fileno()).st_size > limit:  # a regular file says its size: refused before reading
+                raise error(f"{named} is larger than {limit // 2**20} MiB: {beyond}")
+            while block := handle.read(chunk):
+                total += len(block)
+                if total > limit:
+                    raise error(f"{named} is larger than {limit // 2**20} MiB: {beyond}")
+                yield block
+    except OSError as exc:
+        raise error(f"cannot read {named}: {exc.strerror or exc}") from None
+
+
+def split_lines(chunks: Iterable[bytes], line_limit: int, too_long: Callable[[int], Exception]) -> Iterator[
+        tuple[int, bytes]]:
+    """``(line number, line)`` for every line of ``chunks`` (without its newline), one at a time: memory is one
+    chunk and one line. A line longer than ``line_limit`` bytes raises ``too_long(its number)`` as soon as it
+    is seen to be, before the rest of it is read. Only the new bytes are searched for the next newline."""
+    pending = b""
+    number = 0
+    for block in chunks:
+        start, searched = 0, len(pending)
+        pending += block
+        while (end := pending.find(b"\n", searched)) >= 0:
+            number += 1
+            if end - start > line_limit:
+                raise too_long(number)
+            yield number, pending[start:end]
+            start = searched = end + 1
+        pending = pending[start:]
+        if len(pending) > line_limit:
+            raise too_long(number + 1)
+    if pending:
+        yield number + 1, pending

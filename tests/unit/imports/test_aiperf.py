@@ -18,7 +18,8 @@ import pytest
 
 from tokometer.imports import read_import
 from tokometer.imports.aiperf import read
-from tokometer.imports.source import ImportFormatError
+from tokometer.imports.jsonstream import ImportStream
+from tokometer.imports.source import ImportedRun, ImportFormatError
 from tokometer.metrics import request as m
 from tokometer.metrics import summarize
 
@@ -61,10 +62,16 @@ def test_aiperf_s_own_aggregates_come_from_the_file_beside(tmp_path: Path) -> No
     assert summarize(bare.records).ttft_ms == summarize(run.records).ttft_ms
 
 
+def _read(raw: bytes, path: Path) -> ImportedRun:
+    """``raw`` written to ``path`` and read back as the importer reads it, a line at a time."""
+    path.write_bytes(raw)
+    return read(ImportStream(path), path)
+
+
 def test_an_error_record_is_a_failed_request(rows: list[dict[str, Any]], tmp_path: Path) -> None:
     bad = dict(rows[0], error={"code": 500, "type": "Internal Server Error", "message": "boom"})
     raw = b"\n".join(json.dumps(r).encode() for r in [bad, *rows[1:]])
-    run = read(raw, tmp_path / "profile_export.jsonl")
+    run = _read(raw, tmp_path / "profile_export.jsonl")
     assert not run.records[0].ok and run.records[0].error_detail == "boom"
     assert summarize(run.records).requests_failed == 1
 
@@ -79,4 +86,4 @@ def test_wrong_types_are_one_line_errors(rows: list[dict[str, Any]], tmp_path: P
                                          says: str) -> None:
     raw = json.dumps(rows[0]).encode() + b"\n" + line
     with pytest.raises(ImportFormatError, match=says):
-        read(raw, tmp_path / "profile_export.jsonl")
+        _read(raw, tmp_path / "profile_export.jsonl")
