@@ -3,26 +3,29 @@ document ``bench --json`` wrote for it (`tokometer.report.json_out.run_json` of 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from tokometer.cli.options import RUN_ID
 from tokometer.util.jsontext import dumps
 
+if TYPE_CHECKING:
+    from tokometer.store.runs import StoredStep
+
 __all__ = ["command"]
 
 _NONE_YET = "No runs saved yet in {}. Run 'tokometer bench' first."
 
 
-def _headline(step: dict[str, Any]) -> str:
-    load = step.get("load") or {}
+def _headline(step: StoredStep) -> str:
+    load = step.saved_load or {}
     what = f"c={load['concurrency']}" if "concurrency" in load else f"{load.get('rate')}/s"
-    summary = step.get("summary") or {}
-    tps = summary.get("output_throughput_tok_s")
-    failed = summary.get("requests_failed")
-    text = f"{what}: {tps:,.1f} tok/s" if isinstance(tps, (int, float)) else f"{what}: -"
-    return text + (f" ({failed} failed)" if failed else "")
+    summary = step.summary
+    if summary is None:
+        return f"{what}: -"
+    failed = summary.requests_failed
+    return f"{what}: {summary.output_throughput_tok_s:,.1f} tok/s" + (f" ({failed} failed)" if failed else "")
 
 
 class _RunsCommand(click.Command):
@@ -84,24 +87,24 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool, ta
                 raise ConfigError(f"no run {run_id} in {results.display_url}: see 'tokometer runs' for the ids")
             click.echo(dumps(run_json(run), indent=2))
             return
-        rows = results.list_runs(limit)
+        listed = results.newest(limit)
         named: dict[int, list[str]] = {}
         for name, tagged in results.tags().items():
             named.setdefault(tagged, []).append(name)
     finally:
         results.close()
     if as_json:
-        click.echo(dumps(rows, indent=2, default=str))
+        click.echo(dumps([run.to_json() for run in listed], indent=2))
         return
     console = make_console()
-    if not rows:
+    if not listed:
         console.print(_NONE_YET.format(results.display_url))
         return
     table = Table(show_edge=False)
     for column in ("id", "started (UTC)", "status", "target", "model", "steps", "label", "baseline"):
         table.add_column(column)
-    for row in rows:
-        steps = "; ".join(_headline(s) for s in row["steps"])
-        table.add_row(str(row["id"]), str(row["started_at"])[:19].replace("T", " "), row["status"], row["target"],
-                      str(row["model"])[-40:], steps, row.get("label") or "", ", ".join(named.get(row["id"], [])))
+    for run in listed:
+        steps = "; ".join(_headline(s) for s in run.steps)
+        table.add_row(str(run.id), run.started_at[:19].replace("T", " "), run.status, run.target, run.model[-40:],
+                      steps, run.label or "", ", ".join(named.get(run.id, [])))
     console.print(table)

@@ -517,8 +517,7 @@ def compare_samples(base: StepSample, new: StepSample, thresholds: Mapping[str, 
 
 
 def _slo(run: StoredRun) -> SLO:
-    spec = run.spec
-    return SLO(ttft_ms=spec.get("slo_ttft_ms"), tpot_ms=spec.get("slo_tpot_ms"), e2e_ms=spec.get("slo_e2e_ms"))
+    return run.spec.slo_limits
 
 
 def _load(step: StoredStep) -> dict[str, Any] | None:
@@ -563,8 +562,9 @@ def unlike_fields(base: StoredRun, new: StoredRun) -> list[str]:
     for name, b, n in (("model", base.model, new.model), ("api", base.api, new.api)):
         if b != n:
             out.append(f"{name} ({b!r} vs {n!r})")
-    for key in ("input_tokens", "output_tokens", "dataset", "prompt", "ignore_eos"):
-        b_value, n_value = base.spec.get(key), new.spec.get(key)
+    b_prompts, n_prompts = base.spec.prompt_shape, new.spec.prompt_shape
+    for key in b_prompts:
+        b_value, n_value = b_prompts[key], n_prompts[key]
         if b_value != n_value:
             out.append(f"spec.{key} ({b_value!r} vs {n_value!r})")
     b_groups, n_groups = load_groups(base), load_groups(new)
@@ -585,7 +585,7 @@ def unlike_fields(base: StoredRun, new: StoredRun) -> list[str]:
 def run_gpus(run: StoredRun) -> tuple[int | None, str]:
     """How many GPUs served ``run`` and how that is known (`tokometer.gpu_count.gpu_count`): its spec's
     ``gpus`` (``bench --gpus``) first, then the engine saved with it."""
-    return gpu_count(run.engine.to_json() if run.engine else None, run.spec.get("gpus"))
+    return gpu_count(run.engine.to_json() if run.engine else None, run.spec.gpus)
 
 
 def front_loads(run: StoredRun, records: Sequence[RequestRecord], name: str | None = None) -> pareto.RunLoads:

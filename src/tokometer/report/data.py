@@ -54,6 +54,7 @@ from tokometer.metrics.knee import knee, power, summary_power
 from tokometer.metrics.pooling import pool_trials
 from tokometer.records import RequestRecord
 from tokometer.report.ramps import ramp_targets
+from tokometer.runs.stored_spec import StoredSpec
 from tokometer.store.runs import StoredRun, StoredStep
 from tokometer.util.errors import TokometerError
 
@@ -138,18 +139,18 @@ def _load_value(step: StoredStep) -> float | None:
     return load.rate if load.mode == "rate" else float(load.concurrency)
 
 
-def _slo(spec: Any) -> dict[str, Any] | None:
+def _slo(spec: StoredSpec) -> dict[str, Any] | None:
     """The run's TTFT objective: a ``--slo`` ttft percentile (find-max), else ``--slo-ttft-ms`` (goodput)."""
-    if spec.get("slo"):
+    if spec.slo:
         try:
-            objectives = parse_objectives(str(spec["slo"]))
+            objectives = parse_objectives(spec.slo)
         except TokometerError:
             objectives = []
         for o in objectives:
             if o.metric == "ttft_ms":
                 return {"ttft_ms": o.limit, "name": o.name, "percentile": o.percentile_key}
-    if spec.get("slo_ttft_ms"):
-        return {"ttft_ms": float(spec["slo_ttft_ms"]), "name": "slo_ttft_ms", "percentile": None}
+    if (limit := spec.slo_limits.ttft_ms) is not None:
+        return {"ttft_ms": limit, "name": "slo_ttft_ms", "percentile": None}
     return None
 
 

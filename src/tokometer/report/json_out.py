@@ -42,9 +42,9 @@ def run_json(run: StoredRun) -> dict[str, Any]:
     return {"schema": SCHEMA, "tokometer_version": run.tokometer_version, "run_id": run.id or None,
             "status": run.status, "started_at": run.started_at, "finished_at": run.finished_at,
             "target": {"url": run.target, "api": run.api, "model": run.model}, "spec": dict(run.spec),
-            "prompt_source": run.extra.get("prompt_source"), "engine": run.engine.to_json() if run.engine else None,
+            "prompt_source": run.prompt_source, "engine": run.engine.to_json() if run.engine else None,
             "host": dict(run.host) if run.host is not None else None, "definitions": definitions(),
-            "warnings": list(run.extra.get("warnings") or ()),
+            "warnings": list(run.warnings),
             "find_max": search.to_json() if search is not None else None,
             "steps": [s.to_json() for s in run.steps]}
 

@@ -13,7 +13,6 @@ schema's ``scenario.load.name`` lists the harnesses llm-d runs; a run tokometer 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Final
 
 from tokometer.metrics.distribution import Distribution
@@ -43,8 +42,7 @@ def _load_args(step: StoredStep) -> dict[str, Any]:
 
 
 def _report(run: StoredRun, step: StoredStep, summary: StepSummary) -> dict[str, Any]:
-    saved = run.spec.get("import")
-    imported: Mapping[str, Any] = saved if isinstance(saved, Mapping) else {}  # a hand-edited file may hold a list
+    imported = run.spec.imported
     harness = _HARNESS.get(str(imported.get("tool")), str(imported.get("tool") or "tokometer"))
     latency: dict[str, Any] = {"time_to_first_token": _stats(summary.ttft_ms, "ms") or {"units": "ms", "mean": 0.0}}
     for name, dist, units in (("time_per_output_token", summary.tpot_ms, "ms/token"),

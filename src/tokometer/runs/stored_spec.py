@@ -20,6 +20,9 @@ DEFAULT_STEADY_TOLERANCE = 0.1
 """``--steady-tolerance``'s default (`BenchSpec.steady_tolerance`), for a spec that holds none."""
 
 
+_PROMPT_KEYS = ("input_tokens", "output_tokens", "dataset", "prompt", "ignore_eos")
+
+
 def _positive(value: Any) -> float | None:
     """``value`` as a positive finite number; None for anything else (bench validated it; a store edited by hand
     may not hold one)."""
@@ -87,6 +90,12 @@ class StoredSpec(Mapping[str, Any]):
     def concurrency(self) -> tuple[float, ...]:
         """``--concurrency`` values, in order."""
         return _numbers(self._data.get("concurrency"))
+
+    @property
+    def prompt_shape(self) -> dict[str, Any]:
+        """What the prompts were, as saved: ``input_tokens``, ``output_tokens``, ``dataset``, ``prompt`` and
+        ``ignore_eos`` (None each where not saved): two runs whose prompts differ are not alike."""
+        return {key: self._data.get(key) for key in _PROMPT_KEYS}
 
     @property
     def gpus(self) -> Any:

@@ -5,7 +5,11 @@ schema to the newest Alembic revision (`tokometer.store.migrate`: under a lock, 
 processes opening one fresh store at once do it once; a store made before Alembic is completed in
 place). A reader (``runs``, ``compare``, ``estimate --run``) opens SQLite with ``mode=ro`` and never
 migrates: it reads the columns an older store has, and refuses a store made by a newer tokometer.
-A store that is not there is one error line, never an empty new file. A URL whose database driver
+A store that is not there is one error line, never an empty new file. A reader is bounded whatever the
+database holds (a store is input too: a file crafted by hand may hold views that never end, or huge values):
+each statement has a deadline (`READ_DEADLINE_S`: SQLite's progress handler, PostgreSQL's
+``statement_timeout``), no SQLite value is read beyond `MAX_VALUE_BYTES`, and a store without the tables it
+needs is refused when opened. A URL whose database driver
 is not installed says which package to install. Passwords in URLs are never shown, nor are the
 database's errors more than one line.
 """
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
@@ -29,8 +33,9 @@ from sqlalchemy.pool import NullPool
 from tokometer.util.errors import StoreError
 from tokometer.util.jsontext import dumps
 
-__all__ = ["database_error", "display_url", "is_writable", "open_reader", "open_writer", "request_columns",
-           "run_columns", "sqlite_path", "step_columns", "store_exists"]
+__all__ = ["MAX_VALUE_BYTES", "READ_DEADLINE_S", "NotText", "database_error", "display_url", "is_writable",
+           "open_reader", "open_writer", "read_failure", "request_columns", "run_columns", "sqlite_path",
+           "step_columns", "store_exists"]
 
 _RACES = ("already exists", "duplicate column", "duplicate key", "database is locked")
 _ATTEMPTS = 8
@@ -39,6 +44,56 @@ _SQLITE_BUSY_S = 30.0
 _DRIVERS = {"psycopg2": "psycopg2-binary", "psycopg": "'psycopg[binary]'", "pymysql": "PyMySQL",
             "MySQLdb": "mysqlclient", "asyncpg": "asyncpg", "oracledb": "oracledb", "pyodbc": "pyodbc"}
 _HINT = "(set --store or TOKOMETER_STORE)"
+READ_DEADLINE_S = 60.0
+"""The longest one statement of a reader may run (a view that never ends is stopped here)."""
+MAX_VALUE_BYTES = 64 * 1024 * 1024
+"""The largest single value (text or blob) a reader takes from a SQLite store; a larger one is an error."""
+_TABLES_READ = ("runs", "steps", "requests")
+_PROGRESS_EVERY = 10_000
+"""SQLite virtual-machine steps between two looks at a statement's deadline."""
+
+
+class NotText(str):
+    """Text of a SQLite value that is not valid UTF-8 (decoded with replacement characters): the store's
+    loader refuses it as a field's value."""
+
+
+def _sqlite_text(raw: bytes) -> str:
+    """A SQLite text value: UTF-8, or a `NotText` in place of one that is not (instead of failing the query)."""
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return NotText(raw.decode(errors="replace"))
+
+
+class _BoundedConnection(sqlite3.Connection):
+    """A reader's SQLite connection: each statement (each cursor) stopped after `READ_DEADLINE_S`, no value
+    over `MAX_VALUE_BYTES`, text that is not UTF-8 read as a `NotText`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deadline = time.monotonic() + READ_DEADLINE_S
+        self.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        self.set_progress_handler(self._late, _PROGRESS_EVERY)
+        self.text_factory = _sqlite_text
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        self.deadline = time.monotonic() + READ_DEADLINE_S
+        return super().cursor(*args, **kwargs)
+
+    def _late(self) -> int:
+        return int(time.monotonic() > self.deadline)
+
+
+def read_failure(exc: BaseException, url: str) -> str:
+    """Why a read failed, on one line: its deadline or a value's size named, else what the database said."""
+    message = database_error(exc, url)
+    if "interrupted" in message or "statement timeout" in message:
+        return (f"a read took longer than {READ_DEADLINE_S:g} s (a table replaced by a view that does not end, "
+                f"or a store far larger than tokometer writes)")
+    if "too big" in message:
+        return f"it holds a value larger than {MAX_VALUE_BYTES // (1024 * 1024)} MiB"
+    return message
 
 
 def display_url(url: str) -> str:
@@ -165,21 +220,29 @@ def open_reader(url: str) -> Engine:
         if path is not None:
             uri = f"file:{quote(str(path.resolve()))}?mode=ro"
             engine = _create_engine("sqlite://", poolclass=NullPool,
-                                    creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False))
+                                    creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False,
+                                                                    factory=_BoundedConnection))
         elif make_url(url).get_backend_name() == "postgresql":
-            engine = _create_engine(url, execution_options={"postgresql_readonly": True})  # READ ONLY transactions
+            timeout = f"-c statement_timeout={int(READ_DEADLINE_S * 1000)}"
+            engine = _create_engine(url, execution_options={"postgresql_readonly": True},  # READ ONLY transactions
+                                    connect_args={"options": timeout})
         else:
             engine = _create_engine(url)
         try:
             with engine.connect() as conn:
                 found = inspect(conn).has_table("runs")
                 revision = stored_revision(conn) if found else None
+                lacking = [name for name in _TABLES_READ if found and not _has_relation(conn, name)]
         except BaseException:
             engine.dispose()
             raise
     except SQLAlchemyError as exc:
-        raise StoreError(f"cannot read the results store {display_url(url)}: {database_error(exc, url)} "
+        raise StoreError(f"cannot read the results store {display_url(url)}: {read_failure(exc, url)} "
                          f"{_HINT}") from exc
+    if lacking:
+        engine.dispose()
+        raise StoreError(f"the results store {display_url(url)} has no {lacking[0]} table: it is damaged or not "
+                         f"tokometer's {_HINT}")
     if not found:
         engine.dispose()
         raise StoreError(f"{display_url(url)} is not a tokometer results store (it has no runs table) {_HINT}")
@@ -189,6 +252,11 @@ def open_reader(url: str) -> Engine:
         engine.dispose()
         raise
     return engine
+
+
+def _has_relation(conn: Connection, name: str) -> bool:
+    """Whether the database has a table (or a view) ``name``."""
+    return bool(inspect(conn).has_table(name)) or name in inspect(conn).get_view_names()
 
 
 def run_columns(engine: Engine) -> set[str]:

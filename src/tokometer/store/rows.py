@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 from array import array
-from typing import Any
+from typing import Any, Final
 
 from tokometer.records import RequestRecord, ServerTiming
 
-__all__ = ["record_row", "row_record"]
+__all__ = ["RECORD_HINTS", "SERVER_HINTS", "record_row", "row_record"]
+
+RECORD_HINTS: Final[dict[str, Any]] = typing.get_type_hints(RequestRecord)
+"""Each `RequestRecord` field's declared type: what a row's values (and its ``workload``) must be."""
+SERVER_HINTS: Final[dict[str, Any]] = typing.get_type_hints(ServerTiming)
 
 
 def record_row(run_id: int, r: RequestRecord) -> dict[str, Any]:

@@ -189,11 +189,6 @@ class StoredRun:
     def __post_init__(self) -> None:
         object.__setattr__(self, "spec", StoredSpec.of(self.spec))
 
-    @property
-    def extra(self) -> Mapping[str, Any]:
-        """``prompt_source`` and ``warnings`` by name, for the readers that still take them so (the JSON writer)."""
-        return {"prompt_source": self.prompt_source, "warnings": list(self.warnings)}
-
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StoredRun:
         """A run as `ResultStore.get_run` returns it."""

@@ -21,10 +21,12 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import platformdirs
 from sqlalchemy import BigInteger, delete, insert, inspect, literal, select, update
@@ -39,12 +41,24 @@ from tokometer.store.database import (
     is_writable,
     open_reader,
     open_writer,
+    read_failure,
     request_columns,
     run_columns,
     step_columns,
 )
+from tokometer.store.load import (
+    MAX_REQUESTS_READ,
+    MAX_STEPS_READ,
+    BadRow,
+    BadStoredRun,
+    bad_run,
+    bounded_columns,
+    column_values,
+    record_of,
+    run_of,
+)
 from tokometer.store.orphans import abort_runs, find_orphans, process_identity
-from tokometer.store.rows import record_row, row_record
+from tokometer.store.rows import record_row
 from tokometer.store.runs import StoredRun
 from tokometer.store.schema import SCHEMA_VERSION, requests, runs, steps, tags
 from tokometer.util.errors import StoreError
@@ -53,6 +67,8 @@ from tokometer.util.secrets import redact_saved_spec
 __all__ = ["BATCH_ROWS", "WRITE_DEADLINE_S", "ResultStore", "configured_store_url", "default_store_url", "now_iso"]
 
 _STOP = object()
+_A = TypeVar("_A")
+_T = TypeVar("_T")
 BATCH_ROWS: Final = 5_000
 """The most requests the writer commits in one transaction (so a wait for it sees progress often)."""
 WRITE_DEADLINE_S: Final = 120.0
@@ -112,18 +128,20 @@ class ResultStore:
         if "pid" not in {c.name for c in self._columns}:
             return []  # a store from before version 2 that this process may not migrate
         try:
-            orphans = find_orphans(self.engine)
+            orphans = find_orphans(self.engine, self.display_url)
             if not orphans:
                 return []
             if not self.read_only:
-                return abort_runs(self.engine, orphans)
+                return abort_runs(self.engine, orphans, self.display_url)
             if not is_writable(self.url):
                 return []
             writer = open_writer(self.url, migrate=False)  # marks runs, never migrates
             try:
-                return abort_runs(writer, orphans)
+                return abort_runs(writer, orphans, self.display_url)
             finally:
                 writer.dispose()
+        except BadStoredRun:
+            raise
         except (SQLAlchemyError, StoreError):
             return []  # not allowed to write here: the runs stay as they are
 
@@ -302,33 +320,87 @@ class ResultStore:
             if self._error is None:
                 self._error = exc
 
-    # -- reading ----------------------------------------------------------------------------
+    # -- reading (every value through `tokometer.store.load`: bounded, checked, typed) -----------------
+    def newest(self, limit: int = 20) -> list[StoredRun]:
+        """The newest ``limit`` runs, typed; StoreError naming the run and field of one the store holds wrong."""
+        return [run for run, _ in self._newest(limit)]
+
     def list_runs(self, limit: int = 20) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(*self._columns).order_by(runs.c.id.desc()).limit(limit)).mappings().all()
-            return [self._run(conn, row, self._step_columns) for row in rows]
+        """The newest ``limit`` runs as the store holds them (each checked as `newest` does): their columns, their
+        steps' under ``steps``."""
+        return [data for _, data in self._newest(limit)]
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
-        """One run as JSON-able values (its steps under ``steps``); None if the store has no such run."""
-        with self.engine.connect() as conn:
-            row = conn.execute(select(*self._columns).where(runs.c.id == _given_id(run_id))).mappings().first()
-            return None if row is None else self._run(conn, row, self._step_columns)
+        """One run as the store holds it (checked as `run` does); None if the store has no such run."""
+        with self._reading() as conn:
+            loaded = self._load_run(conn, run_id)
+        return None if loaded is None else loaded[1]
 
     def run(self, run_id: int) -> StoredRun | None:
-        """One run as a typed `StoredRun`; None if the store has no such run."""
-        data = self.get_run(run_id)
-        return None if data is None else StoredRun.from_json(data)
+        """One run, typed; None if the store has no such run; StoreError naming the field the store holds wrong."""
+        with self._reading() as conn:
+            loaded = self._load_run(conn, run_id)
+        return None if loaded is None else loaded[0]
 
-    @staticmethod
-    def _run(conn: Connection, row: RowMapping, step_cols: list[Any]) -> dict[str, Any]:
-        step_rows = conn.execute(select(*step_cols).where(steps.c.run_id == row["id"]).order_by(steps.c.step))
-        return {**dict(row), "spec": redact_saved_spec(row["spec"]),
-                "steps": [dict(s) for s in step_rows.mappings().all()]}
+    def _newest(self, limit: int) -> list[tuple[StoredRun, dict[str, Any]]]:
+        found = []
+        with self._reading() as conn:
+            ids = conn.execute(select(*bounded_columns([runs.c.id])).order_by(runs.c.id.desc()).limit(limit))
+            for row in ids.mappings().all():
+                run_id = self._checked(row["id"], lambda r: column_values(r, [runs.c.id])["id"], row)
+                if (loaded := self._load_run(conn, run_id)) is not None:
+                    found.append(loaded)
+        return found
+
+    def _load_run(self, conn: Connection, run_id: int) -> tuple[StoredRun, dict[str, Any]] | None:
+        """Run ``run_id`` typed, and its checked values (the run's columns, its steps' under ``steps``)."""
+        head = conn.execute(select(*bounded_columns(self._columns)).where(runs.c.id == _given_id(run_id))).mappings()
+        row = head.first()
+        if row is None:
+            return None
+        step_rows = conn.execute(select(*bounded_columns(self._step_columns)).where(steps.c.run_id == _given_id(run_id))
+                                 .order_by(steps.c.step).limit(MAX_STEPS_READ + 1)).mappings().all()
+        if len(step_rows) > MAX_STEPS_READ:
+            raise bad_run(self.display_url, run_id, BadRow("steps", f"more than {MAX_STEPS_READ:,} of them"))
+
+        def build(_: Any) -> tuple[StoredRun, dict[str, Any]]:
+            values = column_values(row, self._columns)
+            values["spec"] = redact_saved_spec(values["spec"])
+            listed = [column_values(s, self._step_columns, f"steps[{i}].") for i, s in enumerate(step_rows)]
+            return run_of(values, listed), {**values, "steps": listed}
+
+        return self._checked(run_id, build, None)
+
+    def _checked(self, run_id: Any, read: Callable[[_A], _T], arg: _A) -> _T:
+        """``read(arg)``; its BadRow as the one line naming run ``run_id``."""
+        try:
+            return read(arg)
+        except BadRow as exc:
+            raise bad_run(self.display_url, run_id, exc) from None
+
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        """A connection to read on; the database's failures (a deadline passed, a value too large, a table
+        missing) as one StoreError line."""
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the results store {self.display_url}: "
+                             f"{read_failure(exc, self.url)}") from None
 
     def load_records(self, run_id: int, step: int | None = None) -> list[RequestRecord]:
-        query = select(*self._request_columns).where(requests.c.run_id == _given_id(run_id))
+        """The requests of run ``run_id`` (of one ``step``), in order; StoreError naming the first one the store
+        holds wrong, or when the run has more than `MAX_REQUESTS_READ`."""
+        query = select(*bounded_columns(self._request_columns)).where(requests.c.run_id == _given_id(run_id))
         if step is not None:
             query = query.where(requests.c.step == step)
-        with self.engine.connect() as conn:
-            rows = conn.execute(query.order_by(requests.c.step, requests.c.idx)).all()
-        return [row_record(row) for row in rows]
+        query = query.order_by(requests.c.step, requests.c.idx).limit(MAX_REQUESTS_READ + 1)
+        with self._reading() as conn:
+            rows = conn.execute(query).mappings().all()
+        if len(rows) > MAX_REQUESTS_READ:
+            raise bad_run(self.display_url, run_id, BadRow("requests", f"more than {MAX_REQUESTS_READ:,} of them"))
+        return [self._checked(run_id, self._record, row) for row in rows]
+
+    def _record(self, row: RowMapping) -> RequestRecord:
+        return record_of(column_values(row, self._request_columns, "requests."))
