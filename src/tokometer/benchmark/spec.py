@@ -29,6 +29,7 @@ from tokometer.protocols.registry import PROTOCOLS
 from tokometer.util.limits import (
     MAX_GPUS,
     MAX_LEVELS,
+    MAX_RESPONSE_BYTES,
     MAX_SLICE_S,
     MAX_STEP_REQUESTS,
     MAX_TEMPERATURE,
@@ -148,7 +149,7 @@ class BenchSpec(BaseModel):
     request_timeout_s: Seconds = 600.0
     max_event_bytes: Bytes = MAX_EVENT_BYTES
     """The largest streamed event accepted; past it the request is a ``protocol`` error."""
-    max_response_bytes: int | None = Field(None, ge=65536)
+    max_response_bytes: int | None = Field(None, ge=65536, le=MAX_RESPONSE_BYTES)
     """The read budget of one answer, everything counted (head, framing, comments, events); None: sized from
     ``max_tokens`` (`tokometer.util.readbudget.response_budget`). Past it the request is a ``protocol`` error."""
 

@@ -35,6 +35,7 @@ from tokometer.util.limits import (
     MAX_BYTES,
     MAX_COUNT,
     MAX_PRICE,
+    MAX_RESPONSE_BYTES,
     Concurrency,
     Count,
     Delay,
@@ -177,7 +178,7 @@ class UpstreamConfig(_Strict):
                                          "back)")
     idle_timeout_s: Seconds = Field(30.0, description="limit for silence inside a stream")
     total_timeout_s: Seconds = Field(600.0, description="limit for a whole request")
-    max_response_bytes: int = Field(0, ge=0, le=MAX_BYTES, description="read budget of one answer, everything "
+    max_response_bytes: int = Field(0, ge=0, le=MAX_RESPONSE_BYTES, description="read budget of one answer, everything "
                                     "counted (head, framing, comments, events); 0: 16 MiB + 8 KiB per max_tokens")
     retries: int = Field(1, ge=0, le=10, description="retries on this upstream, only before anything reached the "
                          "client")

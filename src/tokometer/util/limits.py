@@ -35,8 +35,8 @@ from annotated_types import Ge, Gt, Le
 from pydantic import AllowInfNan
 
 __all__ = ["EVENT_BYTES", "FINITE", "MAX_BUDGET_TOKENS", "MAX_BYTES", "MAX_CONCURRENCY", "MAX_COUNT", "MAX_FACTOR",
-           "MAX_GPUS", "MAX_LEVELS", "MAX_MEMORY_GIB", "MAX_PROMPT_TOKENS_MADE", "MAX_RATE", "MAX_SECONDS",
-           "MAX_SLICE_S", "MAX_STEP_RECORD_BYTES", "MAX_STEP_REQUESTS", "MAX_TEMPERATURE", "MAX_THREADS",
+           "MAX_GPUS", "MAX_LEVELS", "MAX_MEMORY_GIB", "MAX_PROMPT_TOKENS_MADE", "MAX_RATE",
+           "MAX_RESPONSE_BYTES", "MAX_SECONDS", "MAX_SLICE_S", "MAX_STEP_RECORD_BYTES", "MAX_STEP_REQUESTS", "MAX_TEMPERATURE", "MAX_THREADS",
            "MAX_TOKENS", "MAX_TOKENS_PER_S", "MAX_TURNS", "MIN_RATE", "MIN_SECONDS", "MIN_SLICE_S", "RECORD_BYTES",
            "Bytes", "Concurrency", "Count", "Delay", "Factor", "Millis", "Rate", "Requests", "Seconds", "Tokens"]
 
@@ -79,6 +79,9 @@ MAX_COUNT: Final = 10_000_000
 """Entries, slots, sequences, messages: anything counted that is kept in memory."""
 MAX_BYTES: Final = 2**30
 """A size in bytes (a body, an event, a header block): 1 GiB."""
+MAX_RESPONSE_BYTES: Final = 2**36
+"""A response's read budget (``bench --max-response-bytes``, an upstream's ``max_response_bytes``): 64 GiB, past
+what any answer of `MAX_TOKENS` tokens costs on the wire."""
 MAX_FACTOR: Final = 1_000_000.0
 """A multiplier (a time scale, a slow-down per request, a speed-up)."""
 MAX_PRICE: Final = 1_000_000.0
