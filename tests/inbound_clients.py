@@ -165,7 +165,11 @@ class Servers:
     def stop(self) -> None:
         for process in (self.gateway, self.sim):
             process.terminate()
-            process.wait(10)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:  # (still draining connections a test left open)
+                process.kill()
+                process.wait(10)
             if process.stdout is not None:
                 process.stdout.close()
 

@@ -83,25 +83,28 @@ def test_chunked_framing_is_bounded_in_bytes(servers: Servers, of: str) -> None:
     assert "Traceback" not in servers.log()
 
 
-def test_slow_bodies_make_room_for_normal_requests(tmp_path: Path) -> None:
-    """35 clients trickle their bodies (a byte every 0.2 s, and reconnect when closed) at a gateway that holds
-    32 connections: every normal request is answered, because the trickles fall behind the minimum rate."""
+@pytest.mark.parametrize("every_s", [0.2, 0.001])
+def test_slow_bodies_make_room_for_normal_requests(tmp_path: Path, every_s: float) -> None:
+    """35 clients trickle their bodies (a byte every 0.2 s, or every millisecond: above the minimum rate; and
+    reconnect when closed) at a gateway that holds 32 connections: every normal request is answered, because
+    the trickles fall behind the minimum rate, or are the slowest requests on their way for over a second."""
     servers = start_servers(tmp_path, "max_connections = 32")
-    body = json.dumps(BASES["/v1/chat/completions"]).encode()
+    body = json.dumps({**BASES["/v1/chat/completions"], "x": "a" * 20_000}).encode()
     first = _post("/v1/chat/completions", body)[: -len(body)]
     stop = threading.Event()
 
     def trickle() -> None:
         while not stop.is_set():
-            exchange(servers.address("gateway"), [first, *(bytes([b]) for b in body)], pause_s=0.2, deadline_s=5)
+            exchange(servers.address("gateway"), [first, *(body[i:i + 1] for i in range(len(body)))],
+                     pause_s=every_s, deadline_s=5)
 
     threads = [threading.Thread(target=trickle, daemon=True) for _ in range(35)]
     try:
         for thread in threads:
             thread.start()
         time.sleep(1.5)
-        answers = [exchange(servers.address("gateway"), [_post("/v1/chat/completions", body)], deadline_s=10)
-                   for _ in range(15)]
+        normal = _post("/v1/chat/completions", json.dumps(BASES["/v1/chat/completions"]).encode())
+        answers = [exchange(servers.address("gateway"), [normal], deadline_s=10) for _ in range(15)]
         assert [a.status for a in answers] == [200] * 15, answers
     finally:
         stop.set()

@@ -36,8 +36,10 @@ uvicorn's httptools protocol, with what it lacks for a server on an open port:
      client that trickles a byte every few seconds, or every tenth of one, is behind at once); the one
      furthest behind first, answered ``408`` (with ``connection: close``). A client that sends its
      request at once is never behind, so however fast slow clients reconnect they make room for it;
-  3. just opened (within `PROGRESS_GRACE_S`) and nothing sent yet, the oldest first (counted as idle);
-  4. its answer stalled: writing paused and nothing drained for `PROGRESS_GRACE_S`, the longest
+  3. still sending its request after `SLOW_AFTER_S`, though keeping up: the slowest body first (408 too), so that
+     clients that keep just above the minimum rate cannot hold every connection either;
+  4. just opened (within `PROGRESS_GRACE_S`) and nothing sent yet, the oldest first (counted as idle);
+  5. its answer stalled: writing paused and nothing drained for `PROGRESS_GRACE_S`, the longest
      stalled first, aborted.
 
   Only when every connection is doing real work (its request being answered, its answer being
@@ -75,6 +77,10 @@ sees a disconnect it need not log again (the eviction was)."""
 FRAMING_SHARE = 8
 """Beyond ``max_body_framing_bytes``, a chunked body's framing may take this fraction of the body (1/8: an upload
 in 64-byte chunks passes, one in 1-byte chunks does not)."""
+
+SLOW_AFTER_S = 1.0
+"""A request still on its way after this long, though keeping up ``min_body_rate``, may make room at the connection
+limit: the slowest first, after those behind."""
 
 MAX_PIPELINED = 32
 """Requests a client may send ahead of their answers on one connection (HTTP/1.1 pipelining); with more
@@ -181,8 +187,6 @@ class _GuardedProtocol(HttpToolsProtocol):
             if other is self or not isinstance(other, _GuardedProtocol):
                 continue
             other_rank, other_since = other._stage(now)
-            if other_rank == _SENDING and other_since > now:
-                continue  # on its way, and keeping up
             if other_rank < rank or (other_rank == rank != _BUSY and other_since < since):
                 victim, rank, since = other, other_rank, other_since
         if victim is None:
@@ -199,10 +203,10 @@ class _GuardedProtocol(HttpToolsProtocol):
         if cycle is None or cycle.response_complete:
             if not self._in_head:  # kept alive, or opened and never used (just opened: after those still sending)
                 return (_IDLE if self._used or now - self.idle_since >= PROGRESS_GRACE_S else _FRESH), self.idle_since
-            return _SENDING, self._behind_since()  # a head on its way
+            return self._sending(now)  # a head on its way
         if not cycle.response_started:
             if cycle.more_body and not self.flow.read_paused:
-                return _SENDING, self._behind_since()  # the application waits for a body still on its way
+                return self._sending(now)  # the application waits for a body still on its way
             return _BUSY, 0.0  # being answered
         if self.flow.write_paused:
             self._sample_drain(now)
@@ -221,9 +225,11 @@ class _GuardedProtocol(HttpToolsProtocol):
             log.info("closing the connection idle longest (from %s) to make room", client)
             label = "idle_evicted"
             self.transport.close()
-        elif rank == _SENDING:
-            log.info("closing the connection from %s to make room: its request has not progressed for %.1f s, or "
-                     "came slower than %g bytes a second (408)", client, still_s, self.limits.min_body_rate)
+        elif rank in (_SENDING, _SLOW):
+            elapsed = max(1e-3, time.monotonic() - self._request_began)
+            log.info("closing the connection from %s to make room: its request has not progressed enough (on its "
+                     "way for %.1f s, its body at %.0f bytes a second; 408)", client, elapsed,
+                     self._body_bytes / elapsed)
             label = "slow_request_evicted"
             self._release_application()
             self.transport.write(_response(408, "Request Timeout", "the request did not progress and the server "
@@ -237,11 +243,15 @@ class _GuardedProtocol(HttpToolsProtocol):
         if self.limits.on_refusal is not None:
             self.limits.on_refusal(label)
 
-    def _behind_since(self) -> float:
-        """When the request on its way fell behind: nothing came for `PROGRESS_GRACE_S`, or its body came slower
-        than ``min_body_rate`` since it began (a head earns no time)."""
-        on_time = self._request_began + self._body_bytes / self.limits.min_body_rate
-        return min(on_time, self.last_byte + PROGRESS_GRACE_S)
+    def _sending(self, now: float) -> tuple[int, float]:
+        """The rank of a request on its way: behind (`_SENDING`, since when), or, on its way for `SLOW_AFTER_S`,
+        slow (`_SLOW`, ordered by its body's rate), else busy."""
+        on_time = self._request_began + self._body_bytes / self.limits.min_body_rate  # a head earns no time
+        behind = min(on_time, self.last_byte + PROGRESS_GRACE_S)
+        if behind <= now:
+            return _SENDING, behind
+        elapsed = now - self._request_began
+        return (_SLOW, self._body_bytes / elapsed) if elapsed >= SLOW_AFTER_S else (_BUSY, 0.0)
 
     def _release_application(self) -> None:
         """The application stops waiting for a request body this connection will not deliver (it sees a
@@ -474,7 +484,7 @@ class _GuardedProtocol(HttpToolsProtocol):
 _VERSIONS = frozenset({"1.0", "1.1"})
 """The HTTP versions a request line may name."""
 
-_IDLE, _SENDING, _FRESH, _STALLED, _BUSY = range(5)
+_IDLE, _SENDING, _SLOW, _FRESH, _STALLED, _BUSY = range(6)
 """The ranks of `_GuardedProtocol._stage`: who is closed first to make room (`_BUSY` never)."""
 
 
