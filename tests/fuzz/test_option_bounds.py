@@ -195,3 +195,17 @@ def test_refusing_huge_values_does_not_grow_memory() -> None:
                 build_spec(BenchSpec, url=URL, **values)
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kib < 50 * 1024 * (1024 if sys.platform == "darwin" else 1), grown_kib
+
+
+@given(value=st.sampled_from(["nan", "inf", "-inf", "-1", "1e300", "9" * 400, "1.5", "0"]))
+def test_a_price_table_number_is_finite_and_bounded_or_one_line(tmp_path_factory: Any, value: str) -> None:
+    from tokometer.tokens.pricing import PriceTable
+
+    path = tmp_path_factory.mktemp("p") / "prices.toml"
+    path.write_text(f'[models."m"]\ninput = {value}\noutput = 1\ncontext = {"9" * 400}\n')
+    try:
+        price = PriceTable.load(path, include_default=False).require("m")
+    except ConfigError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert price.input is not None and math.isfinite(price.input) and price.context is None

@@ -12,20 +12,22 @@ works out, from the spec's fields alone:
 - the records a step keeps: requests x (`RECORD_BYTES` + `EVENT_BYTES` x ``--output-tokens``), at most
   `MAX_STEP_RECORD_BYTES`; a closed loop given only ``--duration``, which nothing counts before it runs, ends
   once it has sent as many as fit (`step_cap`);
-- the prompt tokens made before the run: distinct synthetic prompts x ``--input-tokens`` x ``--batch-size``.
+- the prompt tokens made before the run: distinct synthetic prompts x ``--input-tokens`` x ``--batch-size``;
+  their images: prompts x ``--images`` x pixels x `IMAGE_BYTES_PER_PIXEL`.
 
 A breach is a `tokometer.util.specproblem.FieldProblem` with the arithmetic in it, naming the fields to lower.
 """
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Protocol
 
 from tokometer.load.ramp import RampStrategy
 from tokometer.util.limits import (
     EVENT_BYTES,
+    IMAGE_BYTES_PER_PIXEL,
+    MAX_IMAGE_BYTES_MADE,
     MAX_PROMPT_TOKENS_MADE,
     MAX_SECONDS,
     MAX_STEP_RECORD_BYTES,
@@ -86,6 +88,10 @@ class RunShape(Protocol):
     def trace(self) -> Path | None: ...
     @property
     def turns(self) -> str | None: ...
+    @property
+    def images(self) -> int: ...
+    @property
+    def image_size(self) -> str: ...
     @property
     def think_time(self) -> str: ...
 
@@ -169,8 +175,12 @@ def check_volume(spec: RunShape) -> None:
     """Refuse a spec whose numbers multiply to more than a step may hold or take (module docstring)."""
     _check_sessions(spec)
     found = step_requests(spec)
-    if found is None:
-        return
+    cap = step_cap(spec)
+    if found is None and cap is None:
+        return  # a trace: its file holds its length
+    if found is None:  # a closed loop for a duration: its warm-up first, then it counts up to its cap
+        warm = f"{{warmup}} {spec.warmup}"
+        found = (float(spec.warmup), warm, ("warmup",))
     requests, words, lower = found
     if requests > MAX_STEP_REQUESTS:
         raise FieldProblem(words + " = {total} requests a step, more than the {limit} a step may hold: lower "
@@ -183,7 +193,7 @@ def check_volume(spec: RunShape) -> None:
                            "keep: lower {output_tokens} or the requests", count=_n(requests), record=RECORD_BYTES,
                            tokens=spec.output_tokens, event=EVENT_BYTES, total=f"{held / 2**30:.3g}",
                            limit=MAX_STEP_RECORD_BYTES / 2**30)
-    _check_prompts(spec, requests)
+    _check_prompts(spec, requests if cap is None else float(cap + spec.warmup))
 
 
 def record_bytes(spec: RunShape) -> int:
@@ -202,7 +212,7 @@ def step_cap(spec: RunShape) -> int | None:
     if spec.requests is not None or spec.duration_s is None or spec.rate or spec.sessions is not None \
             or spec.trace is not None:
         return None
-    return min(MAX_STEP_REQUESTS, MAX_STEP_RECORD_BYTES // record_bytes(spec)) - spec.warmup
+    return max(min(MAX_STEP_REQUESTS, MAX_STEP_RECORD_BYTES // record_bytes(spec)) - spec.warmup, 1)
 
 
 def _check_step_time(spec: RunShape) -> None:
@@ -221,9 +231,11 @@ def _check_prompts(spec: RunShape, requests: float) -> None:
     """Synthetic prompts are made before the run: their tokens must fit memory."""
     if spec.dataset is not None or spec.prompt is not None or spec.trace is not None or spec.sessions is not None:
         return
+    from tokometer.datasets.images import ImageSpec, parse_image_size
     from tokometer.datasets.synthetic import SyntheticSource
 
-    unique: int = inspect.signature(SyntheticSource).parameters["unique"].default
+    images = ImageSpec(spec.images, *parse_image_size(spec.image_size)) if spec.images else None
+    unique = SyntheticSource(2, images=images).unique  # the source's own count of distinct prompts
     steps = max(len(spec.concurrency) or len(spec.rate), 1) * spec.repeat
     prompts = min(requests * steps * spec.batch_size, unique)
     total = prompts * spec.input_tokens
@@ -232,3 +244,11 @@ def _check_prompts(spec: RunShape, requests: float) -> None:
                            "the run, more than the {limit} it may make: lower {input_tokens} or the requests",
                            count=_n(prompts), tokens=spec.input_tokens, total=_n(total),
                            limit=_n(MAX_PROMPT_TOKENS_MADE))
+    if images is not None:
+        size = prompts * images.count * images.width * images.height * IMAGE_BYTES_PER_PIXEL
+        if size > MAX_IMAGE_BYTES_MADE:
+            raise FieldProblem("{count} distinct prompts × {images} {n} × {image_size} {size} at about {per:g} B a "
+                               "pixel = {total} GiB of images made before the run, more than the {limit:g} GiB it "
+                               "may make: lower {images} or {image_size}", count=_n(prompts), n=images.count,
+                               size=spec.image_size, per=IMAGE_BYTES_PER_PIXEL, total=f"{size / 2**30:.3g}",
+                               limit=MAX_IMAGE_BYTES_MADE / 2**30)

@@ -23,15 +23,17 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tokometer.util.limits import MAX_RATE, MIN_RATE
+
 __all__ = ["MAX_RAMP_LOAD", "MAX_RAMP_S", "MIN_RAMP_LOAD", "MIN_RAMP_S", "Ramp", "RampStrategy"]
 
 RampStrategy = Literal["linear", "exponential"]
 
-MIN_RAMP_LOAD = 1e-6
-MAX_RAMP_LOAD = 1e9
+MIN_RAMP_LOAD = MIN_RATE
+MAX_RAMP_LOAD = MAX_RATE
 """A ramp's start (unless a linear one's 0) and end, in slots or requests a second, lie from `MIN_RAMP_LOAD` to
-`MAX_RAMP_LOAD`: an exponential ramp then rises by a factor of at most 1e15 and Λ, Λ⁻¹ and the slots' openings
-stay finite (beyond, ``e / s`` overflowed and they were NaN)."""
+`MAX_RAMP_LOAD` (the bounds of a rate, `tokometer.util.limits`): an exponential ramp then rises by a factor of
+at most 1e15 and Λ, Λ⁻¹ and the slots' openings stay finite (beyond, ``e / s`` overflowed and they were NaN)."""
 MIN_RAMP_S = 1e-9
 MAX_RAMP_S = 1e7
 """A ramp's duration lies from 1 ns (the clock's step) to 10,000,000 s (116 days)."""

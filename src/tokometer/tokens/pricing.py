@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tokometer.util.errors import ConfigError
+from tokometer.util.limits import MAX_PRICE, MAX_TOKENS
 
 __all__ = ["Cost", "ModelPrice", "PriceTable", "user_price_file"]
 
@@ -81,8 +82,9 @@ def _number(row: dict[str, Any], key: str, where: str) -> float | None:
     value = row.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ConfigError(f"price table {where}: {key} must be a number >= 0 (got {value!r})")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_PRICE:  # NaN too
+        raise ConfigError(f"price table {where}: {key} must be a number from 0 to {MAX_PRICE:g} "
+                          f"(got {str(value)[:40]})")
     return float(value)
 
 
@@ -148,10 +150,11 @@ class PriceTable:
                 raise ConfigError(f"price table {where}: platform {platform!r} has no [credits.{platform}] entry")
             credit_price = _number(self.credits[platform], "price", f"[credits.{platform}]")
         context = row.get("context")
+        context = context if isinstance(context, int) and 1 <= context <= MAX_TOKENS else None
         return ModelPrice(
             model=model, input=_number(row, "input", where), output=_number(row, "output", where),
             input_credits=_number(row, "input_credits", where), output_credits=_number(row, "output_credits", where),
-            platform=platform, credit_price=credit_price, context=context if isinstance(context, int) else None,
+            platform=platform, credit_price=credit_price, context=context,
             tokenizer=row.get("tokenizer") if isinstance(row.get("tokenizer"), str) else None,
             source=str(row["_source"]))
 

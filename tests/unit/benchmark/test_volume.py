@@ -109,9 +109,16 @@ def test_the_answer_says_the_search_stopped_at_its_ceiling() -> None:
     ({"sessions": 5_000_000, "turns": "exp:8", "concurrency": [2]}, "--sessions 5000000 × 8 turns = 40,000,000 "
      "requests a step"),
     ({"find_max": "rate", "slo": "ttft_p99=" + "9" * 400 + "s"}, "--slo: ttft_p99 is longer than a week"),
+    ({"images": 16, "image_size": "4096x4096"}, "100 distinct prompts × --images 16 × --image-size 4096x4096 at "
+     "about 0.05 B a pixel = 1.25 GiB of images made before the run"),
+    ({"concurrency": [2], "duration_s": 10.0, "warmup": 5_000_000}, "--warmup 5000000 = 5,000,000 requests × "
+     "(1024 B + --output-tokens 128 × 88 B an answer token) = 57.2 GiB of records a step"),
+    ({"concurrency": [2], "duration_s": 10.0, "input_tokens": 100_000}, "8,192 distinct prompts × --input-tokens "
+     "100000 = 819,200,000 prompt tokens made before the run"),
 ])
-def test_sessions_and_objectives_are_bounded_too(values: dict[str, Any], said: str) -> None:
-    flags = {**FLAGS, "sessions": "--sessions", "turns": "--turns", "think_time": "--think-time"}
+def test_sessions_images_and_duration_steps_are_bounded_too(values: dict[str, Any], said: str) -> None:
+    flags = {**FLAGS, "sessions": "--sessions", "turns": "--turns", "think_time": "--think-time",
+             "images": "--images", "image_size": "--image-size"}
     with pytest.raises(ConfigError) as refused:
         build_spec(BenchSpec, flags=flags, url=URL, **values)
     assert said in str(refused.value), str(refused.value)
