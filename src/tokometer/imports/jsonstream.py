@@ -46,7 +46,7 @@ _NUMBERISH: Final = re.compile(r"[-+.\deE]+")
 _CONSTANTS: Final = {"true": True, "false": False, "null": None, "NaN": float("nan"), "Infinity": float("inf"),
                      "-Infinity": float("-inf")}
 _DECODER: Final = json.JSONDecoder()
-_WHITESPACE: Final = " \t\n\r"
+_WHITESPACE: Final = re.compile(r"[ \t\n\r]*")
 
 
 class ImportStream:
@@ -134,10 +134,8 @@ class ImportStream:
     def _peek(self) -> str:
         """The next character that is not whitespace ('' at the end of the file), not consumed."""
         while True:
-            text, pos = self._text, self._pos
-            while pos < len(text) and text[pos] in _WHITESPACE:
-                pos += 1
-            self._pos = pos
+            text = self._text
+            pos = self._pos = _WHITESPACE.match(text, self._pos).end()  # type: ignore[union-attr]
             if pos < len(text):
                 return text[pos]
             if not self._more():
