@@ -78,3 +78,25 @@ def test_a_200_mb_file_is_refused_within_a_fixed_memory(tmp_path: Path, name: st
         done.stderr
     assert peak_mb < RSS_BOUND_MB, f"{name}: {peak_mb} MB peak RSS"
     print(f"{name}: {peak_mb} MB peak RSS; {lines[0]}")
+
+
+def test_a_200_mb_sharegpt_list_is_read_a_conversation_at_a_time(tmp_path: Path) -> None:
+    """20,000 conversations with 10 KB answers: only the prompts are kept (~450 MB peak when parsed whole)."""
+    path = tmp_path / "sharegpt.json"
+    entry = (b'{"conversations": [{"from": "human", "value": "hello there"}, {"from": "gpt", "value": "'
+             + b"y" * 10_000 + b'"}]}')
+    count = SIZE // len(entry)
+    with path.open("wb") as handle:
+        handle.write(b"[")
+        for index in range(count):
+            handle.write(entry if index == 0 else b"," + entry)
+        handle.write(b"]")
+    load = (f"from tokometer.datasets.files import ShareGPTSource; print(len(ShareGPTSource({str(path)!r})))")
+    measure = ("import resource, subprocess, sys\n"
+               f"done = subprocess.run([sys.executable, '-c', {load!r}], capture_output=True, text=True)\n"
+               "print(done.stdout.strip(), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)\n"
+               "sys.stderr.write(done.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", measure], capture_output=True, text=True, timeout=300)
+    prompts, peak_mb = (int(word) for word in done.stdout.split())
+    assert prompts == count, done.stderr
+    assert peak_mb < RSS_BOUND_MB, f"{peak_mb} MB peak RSS"

@@ -38,11 +38,10 @@ def command(files: tuple[Path, ...], store: str | None) -> None:
       tokometer import artifacts/*/profile_export.jsonl   # aiperf profile
       tokometer compare 12 13                      # then as any two runs
     """
-    from tokometer.imports.detect import read_import
     from tokometer.imports.save import save_import
     from tokometer.store import ResultStore, configured_store_url
 
-    imported = [read_import(path.expanduser()) for path in dict.fromkeys(files)]
+    imported = _read_all(files)
     results = ResultStore(configured_store_url(store))
     try:
         for run in imported:
@@ -50,6 +49,24 @@ def command(files: tuple[Path, ...], store: str | None) -> None:
             _print(run, run_id, summaries, results.display_url)
     finally:
         results.close()
+
+
+def _read_all(files: tuple[Path, ...]) -> list[ImportedRun]:
+    """Every file read and checked (before any is saved): together at most `MAX_EVENTS` requests and chunk
+    gaps, as one file may hold, so the records held stay within one file's bound however many are given."""
+    from tokometer.imports.detect import read_import
+    from tokometer.imports.source import MAX_EVENTS, ImportFormatError
+
+    imported: list[ImportedRun] = []
+    held = 0
+    for path in dict.fromkeys(files):
+        run = read_import(path.expanduser())
+        held += sum(1 + len(record.event_ns) for record in run.records)
+        if held > MAX_EVENTS and imported:
+            raise ImportFormatError(f"{path}: these files hold more than {MAX_EVENTS:,} requests and chunk gaps "
+                                    "together: import them in separate commands")
+        imported.append(run)
+    return imported
 
 
 def _print(run: ImportedRun, run_id: int, summaries: list[StepSummary], where: str) -> None:

@@ -10,8 +10,8 @@ to the first ``gpt`` turn; with a tokenizer, that turn's length in tokens
 becomes the prompt's ``max_tokens`` (as the usual ShareGPT benchmarks do).
 
 Files are untrusted and may be huge: JSONL is read a line at a time (each at most `MAX_LINE_BYTES`), a
-ShareGPT JSON list whole but at most `MAX_DATASET_BYTES`, and a file past its limit (a FIFO, ``/dev/zero``)
-is one line naming it, not the machine's memory.
+ShareGPT JSON list a conversation at a time (`tokometer.util.jsonstream`), at most `MAX_DATASET_BYTES` in
+all, and a file past a limit (a FIFO, ``/dev/zero``) is one line naming it, not the machine's memory.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 from tokometer.prompt import Message, Prompt
 from tokometer.tokens.base import Tokenizer
 from tokometer.util.errors import DatasetError
+from tokometer.util.jsonstream import JsonLimits, JsonStream
 from tokometer.util.readlimit import iter_at_most, split_lines
 
 __all__ = ["MAX_DATASET_BYTES", "MAX_LINE_BYTES", "TOO_DEEP", "FixedSource", "JsonlSource", "ShareGPTSource",
@@ -35,17 +36,16 @@ TOO_DEEP = "JSON nested too deep to read (arrays or objects inside each other by
 MAX_DATASET_BYTES = 1 << 30
 """The largest dataset file read (ShareGPT_V3's full split is ~640 MiB)."""
 MAX_LINE_BYTES = 16 << 20
-"""The longest line of a JSONL dataset (a prompt of a few million tokens)."""
+"""The longest line of a JSONL dataset, and string of a ShareGPT list (a prompt of a few million tokens)."""
+_MAX_ENTRY_MEMORY = 256 << 20
+"""The most memory one conversation of a ShareGPT list may take parsed (`tokometer.util.jsonstream.JsonLimits`)."""
+_MAX_NESTING = 64
+"""The deepest nesting inside a ShareGPT list (a conversation nests 3 deep)."""
+_MAX_TURNS = 1_000_000
+"""The longest list inside a ShareGPT list (its conversations, one conversation's turns)."""
 
 _ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
           "system": "system", "bing": "assistant", "bard": "assistant"}
-
-
-def _read_text(path: Path) -> str:
-    """The whole file as text (at most `MAX_DATASET_BYTES`)."""
-    chunks = iter_at_most(path, MAX_DATASET_BYTES, "give a smaller file, or JSONL, which is read a line at a time",
-                          DatasetError, what="dataset")
-    return _decoded(b"".join(chunks), path)
 
 
 def _decoded(raw: bytes, path: Path, where: str | None = None) -> str:
@@ -187,20 +187,17 @@ class ShareGPTSource(_ListSource):
         return None
 
 
-def sharegpt_entries(path: Path) -> list[tuple[str, Any]]:
-    """The conversation objects of a ShareGPT file (a JSON list, or JSONL), each with where it was found."""
+def sharegpt_entries(path: Path) -> Iterator[tuple[str, Any]]:
+    """The conversation objects of a ShareGPT file (a JSON list, or JSONL), each with where it was found, one
+    at a time (a JSON list is parsed as it is read, `tokometer.util.jsonstream`)."""
     if _head(path).lstrip().startswith("["):
-        text = _read_text(path)
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        except RecursionError:
-            raise DatasetError(f"{path}: {TOO_DEEP}") from None
-        if not isinstance(data, list):
-            raise DatasetError(f"{path}: expected a JSON list of conversations")
-        return [(f"{path}[{i}]", obj) for i, obj in enumerate(data)]
-    return list(_json_lines(path))
+        limits = JsonLimits(file_bytes=MAX_DATASET_BYTES, tree_bytes=_MAX_ENTRY_MEMORY, token_chars=MAX_LINE_BYTES,
+                            line_bytes=MAX_LINE_BYTES, nesting=_MAX_NESTING, entries=_MAX_TURNS, refusal="not read",
+                            what="dataset")
+        for index, obj in JsonStream(path, limits, DatasetError).items():
+            yield f"{path}[{index}]", obj
+        return
+    yield from _json_lines(path)
 
 
 def sharegpt_messages(obj: Any, where: str) -> list[Message]:

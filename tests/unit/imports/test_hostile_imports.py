@@ -205,3 +205,19 @@ def test_the_real_files_still_import(fixture: Path, store: Path, capsys: pytest.
     with pytest.raises(SystemExit) as exited:
         main(["import", str(fixture), "--store", str(store)])
     assert exited.value.code == 0 and "-> run 1" in capsys.readouterr().out
+
+
+def test_events_are_bounded_across_the_files_of_one_command(tmp_path: Path, store: Path,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each file alone holds fewer than 500 requests and chunk gaps (24 + 24 * 17), the two together more."""
+    monkeypatch.setattr(source, "MAX_EVENTS", 500)
+    second = tmp_path / "second.json"
+    shutil.copy(VLLM, second)
+    with pytest.raises(SystemExit) as exited:
+        main(["import", str(VLLM), str(second), "--store", str(store)])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "more than 500 requests and chunk gaps together" in err and str(second) in err
+    with pytest.raises(SystemExit) as exited:
+        main(["import", str(VLLM), "--store", str(store)])
+    assert exited.value.code == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tokometer.imports import jsonstream
+from tokometer.imports import jsonstream, source
 from tokometer.imports.jsonstream import ImportStream
 from tokometer.imports.source import MAX_NESTING, ImportFormatError
 
@@ -53,7 +53,7 @@ def test_bad_documents_are_one_line(tmp_path: Path, content: bytes, says: str, w
 def test_a_huge_string_a_long_list_and_many_values_are_refused(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jsonstream, "MAX_TOKEN_CHARS", 1000)
-    monkeypatch.setattr(jsonstream, "MAX_EVENTS", 50)
+    monkeypatch.setattr(source, "MAX_EVENTS", 50)
     monkeypatch.setattr(jsonstream, "MAX_TREE_BYTES", 20_000)
     cases = {b'{"a": "' + b"x" * 5000 + b'"}': "longer than", b"[" + b"1," * 60 + b"1]": "more than 50 entries",
              b"[" + (b'["' + b"y" * 900 + b'"],') * 40 + b"[]]": "holds more values"}
