@@ -38,8 +38,8 @@ __all__ = ["EVENT_BYTES", "FINITE", "IMAGE_BYTES_PER_PIXEL", "MAX_BUDGET_TOKENS"
            "MAX_COUNT", "MAX_FACTOR", "MAX_GPUS", "MAX_IMAGE_BYTES_MADE", "MAX_LEVELS", "MAX_MEMORY_GIB",
            "MAX_PROMPT_TOKENS_MADE", "MAX_RATE", "MAX_RESPONSE_BYTES", "MAX_SECONDS", "MAX_SLICE_S",
            "MAX_STEP_RECORD_BYTES", "MAX_STEP_REQUESTS", "MAX_TEMPERATURE", "MAX_THREADS", "MAX_TOKENS",
-           "MAX_TOKENS_PER_S", "MAX_TURNS", "MIN_RATE", "MIN_SECONDS", "MIN_SLICE_S", "RECORD_BYTES", "Bytes", "Concurrency", "Count", "Delay",
-           "Factor", "Millis", "Rate", "Requests", "Seconds", "Tokens"]
+           "MAX_TOKENS_PER_S", "MAX_TURNS", "MIN_RATE", "MIN_SECONDS", "MIN_SLICE_S", "RECORD_BYTES", "Bytes",
+           "Concurrency", "Count", "Delay", "Factor", "Millis", "Rate", "Requests", "Seconds", "Tokens"]
 
 MAX_GPUS: Final = 65536
 MIN_SLICE_S: Final = 0.001
