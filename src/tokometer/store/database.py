@@ -33,8 +33,8 @@ from sqlalchemy.pool import NullPool
 from tokometer.util.errors import StoreError
 from tokometer.util.jsontext import dumps
 
-__all__ = ["MAX_VALUE_BYTES", "READ_DEADLINE_S", "NotText", "database_error", "display_url", "is_writable",
-           "open_reader", "open_writer", "read_failure", "request_columns", "run_columns", "sqlite_path",
+__all__ = ["MAX_VALUE_BYTES", "READ_DEADLINE_S", "BoundedConnection", "NotText", "database_error", "display_url",
+           "is_writable", "open_reader", "open_writer", "read_failure", "request_columns", "run_columns", "sqlite_path",
            "step_columns", "store_exists"]
 
 _RACES = ("already exists", "duplicate column", "duplicate key", "database is locked")
@@ -66,7 +66,7 @@ def _sqlite_text(raw: bytes) -> str:
         return NotText(raw.decode(errors="replace"))
 
 
-class _BoundedConnection(sqlite3.Connection):
+class BoundedConnection(sqlite3.Connection):
     """A reader's SQLite connection: each statement (each cursor) stopped after `READ_DEADLINE_S`, no value
     over `MAX_VALUE_BYTES`, text that is not UTF-8 read as a `NotText`."""
 
@@ -221,7 +221,7 @@ def open_reader(url: str) -> Engine:
             uri = f"file:{quote(str(path.resolve()))}?mode=ro"
             engine = _create_engine("sqlite://", poolclass=NullPool,
                                     creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False,
-                                                                    factory=_BoundedConnection))
+                                                                    factory=BoundedConnection))
         elif make_url(url).get_backend_name() == "postgresql":
             timeout = f"-c statement_timeout={int(READ_DEADLINE_S * 1000)}"
             engine = _create_engine(url, execution_options={"postgresql_readonly": True},  # READ ONLY transactions

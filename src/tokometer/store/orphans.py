@@ -30,7 +30,8 @@ from tokometer.gpu_count import gpu_count
 from tokometer.load.profiles import LoadStep
 from tokometer.runs.finish import finish_step
 from tokometer.runs.stored_spec import StoredSpec
-from tokometer.store.database import READ_DEADLINE_S
+from tokometer.store import database
+from tokometer.store.database import BoundedConnection
 from tokometer.store.load import (
     MAX_REQUESTS_READ,
     MAX_STEPS_READ,
@@ -108,13 +109,13 @@ def abort_runs(engine: Engine, run_ids: list[int], where: str) -> list[int]:
 
 @contextmanager
 def _deadline(conn: Connection) -> Iterator[None]:
-    """SQLite: each statement of ``conn`` stopped after `READ_DEADLINE_S` (a trigger of a crafted store that
-    never ends); other databases: their own timeouts."""
+    """SQLite: each statement of ``conn`` stopped after `tokometer.store.database.READ_DEADLINE_S` (a trigger of
+    a crafted store that never ends); other databases: their own timeouts."""
     raw = conn.connection.dbapi_connection
-    if not isinstance(raw, sqlite3.Connection):
-        yield
+    if not isinstance(raw, sqlite3.Connection) or isinstance(raw, BoundedConnection):
+        yield  # not SQLite, or a reader's connection: bounded already
         return
-    ends = time.monotonic() + READ_DEADLINE_S
+    ends = time.monotonic() + database.READ_DEADLINE_S
     raw.set_progress_handler(lambda: int(time.monotonic() > ends), 10_000)
     try:
         yield
