@@ -86,8 +86,8 @@ MAX_BYTES: Final = 2**30
 """A size in bytes (a body, an event, a header block): 1 GiB."""
 MAX_FACTOR: Final = 1_000_000.0
 """A multiplier (a time scale, a slow-down per request, a speed-up)."""
-MAX_PRICE: Final = 1_000_000.0
-"""USD per million tokens."""
+MAX_PRICE: Final = 1e12
+"""A price per million tokens, in USD or in a platform's credits (a credit a token is 1e6)."""
 MAX_BUDGET_TOKENS: Final = 10**15
 """A token budget for a period."""
 MAX_THREADS: Final = 4096
