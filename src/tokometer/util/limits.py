@@ -89,8 +89,8 @@ MAX_RESPONSE_BYTES: Final = 2**36
 what any answer of `MAX_TOKENS` tokens costs on the wire."""
 MAX_FACTOR: Final = 1_000_000.0
 """A multiplier (a time scale, a slow-down per request, a speed-up)."""
-MAX_PRICE: Final = 1_000_000.0
-"""USD per million tokens."""
+MAX_PRICE: Final = 1e12
+"""A price per million tokens, in USD or in a platform's credits (a credit a token is 1e6)."""
 MAX_BUDGET_TOKENS: Final = 10**15
 """A token budget for a period."""
 MAX_THREADS: Final = 4096
