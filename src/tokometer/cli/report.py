@@ -27,15 +27,19 @@ MAX_RESULT_BYTES = 256 * 1024 * 1024
 def _bench_file(path: Path) -> StoredRun:
     """The run in a ``bench --json`` file; a one-line error for one that cannot be read as such."""
     from tokometer.store.runs import BENCH_SCHEMA, StoredRun
+    from tokometer.store.typecheck import problem
     from tokometer.util.errors import ConfigError
     from tokometer.util.readlimit import read_at_most
 
     raw = read_at_most(path, MAX_RESULT_BYTES, "not a bench --json result")
     try:
-        return StoredRun.from_bench_json(json.loads(raw))
+        run = StoredRun.from_bench_json(json.loads(raw))
     except (ValueError, RecursionError) as exc:
         reason = "not JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise ConfigError(f"{path}: {reason} (bench --json writes a {BENCH_SCHEMA} result)") from None
+    if (found := problem(run, StoredRun, "run")) is not None:  # the store's check of a run read back
+        raise ConfigError(f"{path}: {found.removeprefix('run.')} (bench --json writes a {BENCH_SCHEMA} result)")
+    return run
 
 
 @click.command("report")
