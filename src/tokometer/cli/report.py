@@ -27,15 +27,19 @@ def _bench_file(path: Path) -> StoredRun:
     """The run in a ``bench --json`` file; a one-line error for one that cannot be read as such."""
     from tokometer.imports.jsonstream import ImportStream
     from tokometer.store.runs import BENCH_SCHEMA, StoredRun
+    from tokometer.store.typecheck import problem
     from tokometer.util.errors import ConfigError
 
     try:  # parsed as read, within the import reader's memory budget (its size limit is MAX_RESULT_BYTES)
         data = ImportStream(path, refusal="not a bench --json result", limit=MAX_RESULT_BYTES).document()
-        return StoredRun.from_bench_json(data)
+        run = StoredRun.from_bench_json(data)
     except (ValueError, RecursionError) as exc:
         raise ConfigError(f"{path}: {exc} (bench --json writes a {BENCH_SCHEMA} result)") from None
     except ConfigError as exc:
         raise ConfigError(f"{exc} (bench --json writes a {BENCH_SCHEMA} result)") from None
+    if (found := problem(run, StoredRun, "run")) is not None:  # the store's check of a run read back
+        raise ConfigError(f"{path}: {found.removeprefix('run.')} (bench --json writes a {BENCH_SCHEMA} result)")
+    return run
 
 
 @click.command("report")

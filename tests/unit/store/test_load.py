@@ -134,8 +134,9 @@ def test_the_recovery_of_a_killed_run_checks_what_it_reads(tmp_path: Path) -> No
         assert db.execute("SELECT status FROM runs").fetchone() == ("running",)  # nothing of it changed
 
 
+@pytest.mark.timing  # the reads after the stopped trigger must each take under the shortened deadline
 def test_a_trigger_that_never_ends_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(database, "READ_DEADLINE_S", 0.5)
+    monkeypatch.setattr(database, "READ_DEADLINE_S", 2.0)
     path = _saved(tmp_path / "runs.db")
     with sqlite3.connect(path) as db:
         db.executescript(f"UPDATE runs SET status = 'running', hostname = '{socket.gethostname()}', pid = 999999999;"
@@ -168,3 +169,25 @@ def test_an_endless_view_on_postgresql_is_stopped_by_its_statement_timeout(
             reader.newest()
         finally:
             reader.close()
+
+
+def test_a_bench_json_file_is_checked_as_the_store_checks_a_run(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from tokometer.cli import main
+    from tokometer.report.json_out import run_json
+
+    reader = ResultStore(f"sqlite:///{_saved(tmp_path / 'runs.db')}", read_only=True)
+    run = reader.run(1)
+    reader.close()
+    assert run is not None
+    document = run_json(run)
+    document["steps"][0]["summary"]["requests_completed"] = "many"
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(path), "--format", "csv"])
+    err = capsys.readouterr().err.strip()
+    assert done.value.code == 2 and len(err.splitlines()) == 1, err
+    assert "steps[0].summary.requests_completed: not a whole number" in err, err
