@@ -61,7 +61,7 @@ def test_behind_a_proxy_buffering_whole_answers_there_is_no_decode_speed(
 def test_a_probe_that_reaches_its_ceiling_finds_no_limit_not_a_window(sim_factory: Callable[..., SimServer]) -> None:
     """A server with a window far past the probe's ceiling (10^8 tokens) that advertises none for the model
     asked (a name it does not list): every probe up to 131,072 tokens is taken whole."""
-    sim = sim_factory("--max-context", "100000000", "--ttft-ms", "5", "--itl-ms", "1",
+    sim = sim_factory("--max-context", "16777216", "--ttft-ms", "5", "--itl-ms", "1",
                       "--max-body-bytes", "16000000")
     report = _doctor(sim.openai_url, model="not-listed")
     assert "context.window" not in {f.id for f in report.findings}

@@ -321,7 +321,7 @@ def test_at_the_cap_idle_goes_first_then_stuck_requests_then_stalled_answers(gat
     first token made slow): each newcomer is served, and what is closed for it is the idle one, then
     the stuck request (408), and only when nothing else is left the stalled answer."""
     gw, sim = gateway("max_connections = 2\nclient_stall_s = 60\nbody_idle_timeout_s = 60",
-                      "--itl-ms", "0.001", "--tokens-per-event", "256", "--max-context", "100000000")
+                      "--itl-ms", "0.001", "--tokens-per-event", "256", "--max-context", "16777216")
     stalled = _stalled_reader(gw, 50_000_000)
     small = _body()
     idle = http.client.HTTPConnection(*gw.address, timeout=10)

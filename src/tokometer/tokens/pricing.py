@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tokometer.util.errors import ConfigError
-from tokometer.util.limits import MAX_PRICE, MAX_TOKENS
+from tokometer.util.limits import MAX_CREDITS, MAX_PRICE, MAX_TOKENS
 
 __all__ = ["Cost", "ModelPrice", "PriceTable", "user_price_file"]
 
@@ -82,8 +82,9 @@ def _number(row: dict[str, Any], key: str, where: str) -> float | None:
     value = row.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_PRICE:  # NaN too
-        raise ConfigError(f"price table {where}: {key} must be a number from 0 to {MAX_PRICE:g} "
+    most = MAX_CREDITS if key.endswith("_credits") else MAX_PRICE
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= most:  # NaN too
+        raise ConfigError(f"price table {where}: {key} must be a number from 0 to {most:g} "
                           f"(got {str(value)[:40]})")
     return float(value)
 

@@ -34,12 +34,47 @@ from typing import Annotated, Final
 from annotated_types import Ge, Gt, Le
 from pydantic import AllowInfNan
 
-__all__ = ["EVENT_BYTES", "FINITE", "IMAGE_BYTES_PER_PIXEL", "MAX_BUDGET_TOKENS", "MAX_BYTES", "MAX_CONCURRENCY",
-           "MAX_COUNT", "MAX_FACTOR", "MAX_GPUS", "MAX_IMAGE_BYTES_MADE", "MAX_LEVELS", "MAX_MEMORY_GIB",
-           "MAX_PROMPT_TOKENS_MADE", "MAX_RATE", "MAX_RESPONSE_BYTES", "MAX_SECONDS", "MAX_SLICE_S",
-           "MAX_STEP_RECORD_BYTES", "MAX_STEP_REQUESTS", "MAX_TEMPERATURE", "MAX_THREADS", "MAX_TOKENS",
-           "MAX_TOKENS_PER_S", "MAX_TURNS", "MIN_RATE", "MIN_SECONDS", "MIN_SLICE_S", "RECORD_BYTES", "Bytes",
-           "Concurrency", "Count", "Delay", "Factor", "Millis", "Rate", "Requests", "Seconds", "Tokens"]
+__all__ = [
+           "EVENT_BYTES",
+           "FINITE",
+           "IMAGE_BYTES_PER_PIXEL",
+           "MAX_BUDGET_TOKENS",
+           "MAX_BYTES",
+           "MAX_CONCURRENCY",
+           "MAX_COUNT",
+           "MAX_CREDITS",
+           "MAX_FACTOR",
+           "MAX_GPUS",
+           "MAX_IMAGE_BYTES_MADE",
+           "MAX_LEVELS",
+           "MAX_MEMORY_GIB",
+           "MAX_PROMPT_TOKENS_MADE",
+           "MAX_RATE",
+           "MAX_RESPONSE_BYTES",
+           "MAX_SECONDS",
+           "MAX_SLICE_S",
+           "MAX_STEP_RECORD_BYTES",
+           "MAX_STEP_REQUESTS",
+           "MAX_TEMPERATURE",
+           "MAX_THREADS",
+           "MAX_TOKENS",
+           "MAX_TOKENS_PER_S",
+           "MAX_TURNS",
+           "MIN_RATE",
+           "MIN_SECONDS",
+           "MIN_SLICE_S",
+           "RECORD_BYTES",
+           "Bytes",
+           "Concurrency",
+           "Count",
+           "Delay",
+           "Factor",
+           "Millis",
+           "Rate",
+           "Requests",
+           "Seconds",
+           "Tokens",
+]
 
 MAX_GPUS: Final = 65536
 MIN_SLICE_S: Final = 0.001
@@ -91,6 +126,8 @@ MAX_FACTOR: Final = 1_000_000.0
 """A multiplier (a time scale, a slow-down per request, a speed-up)."""
 MAX_PRICE: Final = 1e12
 """A price per million tokens, in USD or in a platform's credits (a credit a token is 1e6)."""
+MAX_CREDITS: Final = 1e12
+"""A platform's credits per million tokens (credits are worth a small fraction of a cent each)."""
 MAX_BUDGET_TOKENS: Final = 10**15
 """A token budget for a period."""
 MAX_THREADS: Final = 4096
