@@ -13,7 +13,7 @@ import time
 from typing import Any, Protocol
 
 from tokometer.engines.signals import died_error
-from tokometer.util.blockinghttp import open_answer
+from tokometer.util.blockinghttp import open_answer, read_whole
 from tokometer.util.errors import EngineError
 from tokometer.util.readbudget import answer_budget
 
@@ -42,14 +42,7 @@ def http_raw(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
     method = "POST" if body is not None else "GET"
     with open_answer(url, data, headers, timeout_s=timeout, method=method, budget=answer_budget(MAX_ANSWER_BYTES),
                      any_status=True) as response:
-        return response.status, _capped(response.read(MAX_ANSWER_BYTES + 1))
-
-
-def _capped(raw: bytes) -> bytes:
-    """A readiness answer is small: one past the cap is refused as not an answer (never kept whole)."""
-    if len(raw) > MAX_ANSWER_BYTES:
-        raise OSError(f"answer larger than {MAX_ANSWER_BYTES // 2**20} MiB: not a readiness answer")
-    return raw
+        return response.status, read_whole(response, MAX_ANSWER_BYTES)
 
 
 def http_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0,

@@ -35,7 +35,8 @@ from typing import Any
 
 from tokometer.util.readbudget import BudgetExceeded, answer_budget, mib, over_budget
 
-__all__ = ["MAX_ANSWER_BYTES", "AnswerTimeout", "AnswerTooLarge", "BadAnswer", "open_answer", "request_bytes"]
+__all__ = ["MAX_ANSWER_BYTES", "AnswerTimeout", "AnswerTooLarge", "BadAnswer", "open_answer", "read_whole",
+           "request_bytes"]
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 """The largest answer read (a model list, ``/props``, ``/metrics``, a token list)."""
@@ -217,8 +218,22 @@ def request_bytes(url: str, data: bytes | None = None, headers: Mapping[str, str
         return _read(response, max_bytes)
 
 
+_READ_PIECE = 65536
+
+
+def read_whole(response: Any, max_bytes: int) -> bytes:
+    """An open answer's body, read into one buffer a piece at a time (``readinto``: a chunked body of one-byte
+    chunks costs its bytes, not a Python object a chunk as ``read(n)``'s list of chunks does); raises
+    `AnswerTooLarge` past ``max_bytes``."""
+    body = bytearray()
+    piece = memoryview(bytearray(_READ_PIECE))
+    while len(body) <= max_bytes:
+        got = response.readinto(piece[:min(_READ_PIECE, max_bytes + 1 - len(body))])
+        if not got:
+            return bytes(body)
+        body += piece[:got]
+    raise AnswerTooLarge(f"the answer passed {mib(max_bytes)} without ending: is this the server meant?")
+
+
 def _read(response: Any, max_bytes: int) -> bytes:
-    body = response.read(max_bytes + 1)
-    if len(body) > max_bytes:
-        raise AnswerTooLarge(f"the answer passed {mib(max_bytes)} without ending: is this the server meant?")
-    return bytes(body)
+    return read_whole(response, max_bytes)
