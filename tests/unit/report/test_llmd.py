@@ -75,9 +75,10 @@ def _strict(text: str) -> object:
     return json.loads(text, parse_constant=refuse)
 
 
-def test_report_writes_non_finite_numbers_as_null_in_llmd_and_json(tmp_path: object) -> None:
-    """A bench --json file whose summary holds NaN or Infinity (Python's json reads them) is reported as valid
-    JSON by ``report --format llmd`` and ``--format json``: those numbers are null."""
+def test_report_refuses_a_bench_json_file_with_non_finite_numbers_naming_the_field(tmp_path: object) -> None:
+    """A bench --json file whose summary holds NaN or Infinity (Python's json writes them; tokometer never does)
+    is input that fails its types: ``report`` in every format says which field, in one line, exit 2, and
+    writes nothing half-made."""
     import json
     from pathlib import Path
 
@@ -85,6 +86,7 @@ def test_report_writes_non_finite_numbers_as_null_in_llmd_and_json(tmp_path: obj
 
     from tokometer.cli.report import command
     from tokometer.report.json_out import run_json
+    from tokometer.util.errors import ConfigError
 
     run = _run(1)
     data = run_json(run)
@@ -96,11 +98,6 @@ def test_report_writes_non_finite_numbers_as_null_in_llmd_and_json(tmp_path: obj
     path.write_text(json.dumps(data))
     for fmt in ("llmd", "json"):
         done = CliRunner().invoke(command, [str(path), "--format", fmt])
-        assert done.exit_code == 0, done.output
-        out = _strict(done.output)
-        step = out if fmt == "llmd" else out["steps"][0]["summary"]  # type: ignore[index]
-        if fmt == "llmd":
-            assert step["metrics"]["time"]["duration"] is None  # type: ignore[index]
-            assert step["metrics"]["throughput"]["output_tokens_per_sec"] is None  # type: ignore[index]
-        else:
-            assert step["duration_s"] is None and step["output_throughput_tok_s"] is None  # type: ignore[index]
+        assert isinstance(done.exception, ConfigError), done.output  # the CLI's entry point: one line, exit 2
+        assert "steps[0].summary.duration_s: not a finite number" in str(done.exception)
+        assert "\n" not in str(done.exception) and done.output == ""
