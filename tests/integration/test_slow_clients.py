@@ -255,8 +255,8 @@ def test_client_reading_nothing_is_closed_and_its_upstream_cancelled(
     gateway's write buffer is full and nothing leaves it for client_stall_s, the gateway aborts the
     connection and cancels the request upstream (the simulator's trace shows it disconnected)."""
     gw, sim = gateway("client_stall_s = 1", "--itl-ms", "0.001", "--tokens-per-event", "256", "--max-context",
-                      "100000000")  # ~1M tokens/s: the kernel's buffers (MBs on loopback) fill in about a second
-    body = _body(max_tokens=50_000_000, stream=True)  # far more than it can send before it is cancelled
+                      "16777216")  # ~1M tokens/s: the kernel's buffers (MBs on loopback) fill in about a second
+    body = _body(max_tokens=16_000_000, stream=True)  # far more than it can send before it is cancelled
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     try:
@@ -276,7 +276,7 @@ def test_client_reading_nothing_is_closed_and_its_upstream_cancelled(
                 break
             time.sleep(0.1)
         assert len(traces) == 1, sim.trace()
-        assert sum(traces[0]["event_tokens"]) < 50_000_000  # cut short, not streamed to its end
+        assert sum(traces[0]["event_tokens"]) < 16_000_000  # cut short, not streamed to its end
     finally:
         sock.close()
     counts = gw.rejected()
@@ -322,7 +322,7 @@ def test_at_the_cap_idle_goes_first_then_stuck_requests_then_stalled_answers(gat
     the stuck request (408), and only when nothing else is left the stalled answer."""
     gw, sim = gateway("max_connections = 2\nclient_stall_s = 60\nbody_idle_timeout_s = 60",
                       "--itl-ms", "0.001", "--tokens-per-event", "256", "--max-context", "16777216")
-    stalled = _stalled_reader(gw, 50_000_000)
+    stalled = _stalled_reader(gw, 16_000_000)
     small = _body()
     idle = http.client.HTTPConnection(*gw.address, timeout=10)
     try:
