@@ -239,14 +239,16 @@ def test_quality_client_refuses_an_endless_answer_and_a_stream_that_never_ends()
 
 
 def test_bench_tells_the_user_what_it_waits_for_when_a_server_accepts_and_never_answers() -> None:
-    """A server that accepts the connection and never answers left the user 60 s in silence: bench now says,
-    after 5 s, what it waits for and when it gives up; with --timeout 8s the check request then fails."""
+    """A server that accepts the connection and never answers left the user 60 s in silence, then measured
+    anyway (each request waiting as long): bench now says, after 5 s, what it waits for and when it gives up;
+    with --timeout 8s the check request then fails, and so does bench, in one line, before any run."""
     with hostile({"/v1/chat/completions": silent}) as server:
         started = time.monotonic()
         done = run_cli("bench", "--url", server.url, "--model", "m", "--requests", "1", "--timeout", "8s",
                        "--tokenizer", "none", "--no-store", "--server-metrics", "off", timeout=60)
         elapsed = time.monotonic() - started
     assert f"tokometer: waiting for {server.url} to answer the check request: the first byte" in done.stderr
+    assert done.returncode == 2 and "sent not one byte back" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert elapsed < 30
 

@@ -126,6 +126,10 @@ async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[st
         raise EndpointError(f"{spec.url} refused the API key given ({detail[:120]}): check --api-key{hint}")
     elif error in ("redirect", "protocol", "connect"):
         raise EndpointError(f"{spec.url}: the check request failed: {detail}")
+    elif error == "timeout" and not record.first_byte_ns:  # every request of the run would wait as long
+        raise EndpointError(f"{spec.url} took the check request and sent not one byte back ({detail[:120]}): is "
+                            "it the server meant, and is it up? (a server that needs longer to begin an answer: "
+                            "raise --idle-timeout and --timeout)")
     else:
         warnings.append(f"the check request before the run failed ({error}: {detail[:160]}); measuring anyway")
     if spec.dataset is None and spec.prompt is None:
