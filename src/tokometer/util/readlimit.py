@@ -7,17 +7,30 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from tokometer.util.errors import ConfigError, TokometerError
 
-__all__ = ["iter_at_most", "read_at_most", "split_lines"]
+__all__ = ["iter_at_most", "open_input", "read_at_most", "split_lines"]
+
+
+def open_input(path: Path) -> BinaryIO:
+    """``path`` opened for reading without waiting for a writer: a FIFO nobody writes to reads as empty
+    (opening one blocks until a writer comes, which may be never); once open, reads block as usual."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_at_most(path: Path, limit: int, beyond: str, error: type[ConfigError] = ConfigError) -> bytes:
     """``path``'s bytes, at most ``limit`` of them. A file that cannot be read, or has more, raises ``error``
     naming it: ``<path> is larger than N MiB: <beyond>``."""
     try:
-        with path.open("rb") as handle:
+        with open_input(path) as handle:
             raw = handle.read(limit + 1)
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror or exc}") from None
@@ -33,7 +46,7 @@ def iter_at_most(path: Path, limit: int, beyond: str, error: type[TokometerError
     ``limit`` bytes (a FIFO or ``/dev/zero`` too: nothing is trusted to end)."""
     named = f"{what} {path}" if what else str(path)
     try:
-        with path.open("rb") as handle:
+        with open_input(path) as handle:
             total = 0
             if os.fstat(handle.fileno()).st_size > limit:  # a regular file says its size: refused before reading
                 raise error(f"{named} is larger than {limit // 2**20} MiB: {beyond}")
