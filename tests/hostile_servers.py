@@ -31,12 +31,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 from tests.raw_sockets import Listener, content_length, read_body, read_head
 
 __all__ = ["CONTENTS", "Answer", "Attack", "HostileServer", "big_event", "big_events_then_paced", "endless_body",
-           "hostile", "ignores_max_tokens", "json_answer", "silent", "trickle", "undelimited_event"]
+           "gateway_beside_hostile", "hostile", "ignores_max_tokens", "json_answer", "silent", "trickle",
+           "undelimited_event"]
 
 Answer = Callable[[socket.socket, threading.Event], None]
 """Writes one answer on a connection until done, the peer hangs up or the event (server stopped) is set."""
@@ -256,3 +258,24 @@ def hostile(answers: dict[str, Answer]) -> Iterator[HostileServer]:
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def gateway_beside_hostile(sim_url: str, bad_url: str, tmp_path: Path) -> Iterator[Any]:
+    """A real gateway process with two upstreams: model ``m`` routed to the simulator at ``sim_url``, model
+    ``bad`` to the hostile server at ``bad_url``, neither retried, no cache; stopped whole on leaving."""
+    from tests.integration.test_gateway_limits import _start
+
+    config = tmp_path / "gw.toml"
+    config.write_text(f"[cache]\nenabled = false\n[[upstreams]]\nname = \"sim\"\nurl = \"{sim_url}\"\n"
+                      f"retries = 0\n[[upstreams]]\nname = \"bad\"\nurl = \"{bad_url}\"\nretries = 0\n"
+                      "[[routes]]\nmodel = \"m\"\nupstreams = [\"sim\"]\n"
+                      "[[routes]]\nmodel = \"bad\"\nupstreams = [\"bad\"]\n")
+    gw = _start(config, tmp_path / "gw.log")
+    try:
+        yield gw
+    finally:
+        gw.process.terminate()
+        gw.process.wait(10)
+        if gw.process.stdout:
+            gw.process.stdout.close()

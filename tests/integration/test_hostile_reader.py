@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SimServer, run_cli
-from tests.hostile_servers import Attack, hostile
+from tests.hostile_servers import Attack, gateway_beside_hostile, hostile
 
 _RSS_LIMIT_KIB = 400 * 1024
 """The bench process's peak RSS allowed (about 90 MiB against these floods; 3 GB before the budget)."""
@@ -87,23 +87,10 @@ def test_gateway_a_flooding_upstream_fails_its_request_and_stalls_no_other_clien
     """A real gateway process with two upstreams, one flooding, the simulator streaming a token every 20 ms:
     the flooded request fails (a protocol error, in the client's stream or status), the healthy stream sees no
     gap over half a second."""
-    from tests.integration.test_gateway_limits import _start
-
     sim = sim_factory("--ttft-ms", "5", "--itl-ms", "20")
-    with hostile({"/v1/chat/completions": attack}) as bad:
-        config = tmp_path / "gw.toml"
-        config.write_text(f"[cache]\nenabled = false\n[[upstreams]]\nname = \"sim\"\nurl = \"{sim.openai_url}\"\n"
-                          f"retries = 0\n[[upstreams]]\nname = \"bad\"\nurl = \"{bad.url}\"\nretries = 0\n"
-                          "[[routes]]\nmodel = \"m\"\nupstreams = [\"sim\"]\n"
-                          "[[routes]]\nmodel = \"bad\"\nupstreams = [\"bad\"]\n")
-        gw = _start(config, tmp_path / "gw.log")
-        try:
-            gaps, bad_answer = _healthy_beside_hostile(gw.root)
-        finally:
-            gw.process.terminate()
-            gw.process.wait(10)
-            if gw.process.stdout:
-                gw.process.stdout.close()
+    with (hostile({"/v1/chat/completions": attack}) as bad,
+          gateway_beside_hostile(sim.openai_url, bad.url, tmp_path) as gw):
+        gaps, bad_answer = _healthy_beside_hostile(gw.root)
     assert bad_answer and (b"protocol" in bad_answer[0] or b"upstream" in bad_answer[0]), bad_answer[:1]
     assert len(gaps) > 60
     assert max(gaps[1:]) < 0.5, max(gaps[1:])

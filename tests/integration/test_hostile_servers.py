@@ -25,6 +25,7 @@ from tests.helpers import bench
 from tests.hostile_servers import (
     big_event,
     endless_body,
+    gateway_beside_hostile,
     hostile,
     ignores_max_tokens,
     json_answer,
@@ -133,46 +134,33 @@ def test_gateway_an_upstream_event_that_never_ends_stalls_no_other_client(
     stalled every client of every other upstream for 3.3 s), the simulator streams normally. The client of the
     hostile upstream gets a failure at the 1 MiB event limit; the simulator's client, streaming meanwhile, sees
     no gap longer than a fraction of a second."""
-    from tests.integration.test_gateway_limits import _start
-
     sim = sim_factory("--ttft-ms", "5", "--itl-ms", "20")
-    with hostile({"/v1/chat/completions": undelimited_event}) as bad:
-        config = tmp_path / "gw.toml"
-        config.write_text(f"[cache]\nenabled = false\n[[upstreams]]\nname = \"sim\"\nurl = \"{sim.openai_url}\"\n"
-                          f"retries = 0\n[[upstreams]]\nname = \"bad\"\nurl = \"{bad.url}\"\nretries = 0\n"
-                          "[[routes]]\nmodel = \"m\"\nupstreams = [\"sim\"]\n"
-                          "[[routes]]\nmodel = \"bad\"\nupstreams = [\"bad\"]\n")
-        gw = _start(config, tmp_path / "gw.log")
-        try:
-            gaps: list[float] = []
-            bad_answer: list[bytes] = []
+    with (hostile({"/v1/chat/completions": undelimited_event}) as bad,
+          gateway_beside_hostile(sim.openai_url, bad.url, tmp_path) as gw):
+        gaps: list[float] = []
+        bad_answer: list[bytes] = []
 
-            def healthy() -> None:
-                last = time.monotonic()
-                with urllib.request.urlopen(_stream_request(gw.root, "m", 60), timeout=30) as response:
-                    for _ in response:
-                        now = time.monotonic()
-                        gaps.append(now - last)
-                        last = now
+        def healthy() -> None:
+            last = time.monotonic()
+            with urllib.request.urlopen(_stream_request(gw.root, "m", 60), timeout=30) as response:
+                for _ in response:
+                    now = time.monotonic()
+                    gaps.append(now - last)
+                    last = now
 
-            def hostile_client() -> None:
-                time.sleep(0.3)  # the healthy stream is flowing
-                try:
-                    with urllib.request.urlopen(_stream_request(gw.root, "bad", 8), timeout=30) as response:
-                        bad_answer.append(response.read())
-                except urllib.error.HTTPError as error:
-                    bad_answer.append(error.read())
+        def hostile_client() -> None:
+            time.sleep(0.3)  # the healthy stream is flowing
+            try:
+                with urllib.request.urlopen(_stream_request(gw.root, "bad", 8), timeout=30) as response:
+                    bad_answer.append(response.read())
+            except urllib.error.HTTPError as error:
+                bad_answer.append(error.read())
 
-            threads = [threading.Thread(target=healthy), threading.Thread(target=hostile_client)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(60)
-        finally:
-            gw.process.terminate()
-            gw.process.wait(10)
-            if gw.process.stdout:
-                gw.process.stdout.close()
+        threads = [threading.Thread(target=healthy), threading.Thread(target=hostile_client)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
     assert bad_answer and b"without ending" in bad_answer[0], bad_answer[:1]
     assert len(gaps) > 60
     assert max(gaps[1:]) < 0.5, max(gaps[1:])
