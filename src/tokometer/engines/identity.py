@@ -23,7 +23,9 @@ from urllib.parse import urlsplit
 from tokometer.bundled import file_sha256
 from tokometer.engines._fs import built_binary_path
 from tokometer.engines.serverbinary import binary_source, llama_server_version
+from tokometer.util.atomicfile import write_atomic
 from tokometer.util.cachedir import cache_root
+from tokometer.util.errors import TokometerError
 from tokometer.util.gguf import gguf_metadata, quantization_of
 from tokometer.util.hostinfo import host_info, physical_cores
 
@@ -91,11 +93,8 @@ def publish_identity(root_url: str, identity: dict[str, Any]) -> Path | None:
     path = _published_path(port)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"pid": os.getpid(), "root_url": root_url, "identity": identity}, default=str),
-                       "utf-8")
-        tmp.replace(path)
-    except OSError:
+        write_atomic(path, json.dumps({"pid": os.getpid(), "root_url": root_url, "identity": identity}, default=str))
+    except (OSError, TokometerError):
         return None
     return path
 
