@@ -149,5 +149,5 @@ def test_a_run_keeps_the_identity_serve_published_for_its_port(tmp_path: Any, mo
         result = bench(url, api="openai-chat", model="m", concurrency=[1], requests=1, input_tokens=4,
                        output_tokens=16, tokenizer="none")
     assert result.engine == identity
-    stored = result.stored().engine
+    stored = result.run.engine
     assert stored is not None and stored.facts == identity

@@ -120,7 +120,7 @@ def test_think_time_open_loop_and_workers(sim_factory: Callable[..., SimServer])
     result = bench(sim.openai_url, sessions=4, rate=[5.0], arrival="constant", turns="3", think_time="200ms",
                    input_tokens=8, output_tokens=4, ignore_eos=True)
     records = result.steps[0].records
-    assert len(records) == 12 and result.steps[0].step.describe() == "rate 5 new sessions/s (constant)"
+    assert len(records) == 12 and result.steps[0].load.describe() == "rate 5 new sessions/s (constant)"
     first = sorted(r.due_ns for r in records if r.turn == 0)
     assert [round((b - a) / 1e6) for a, b in itertools.pairwise(first)] == [200, 200, 200]
     by_session = {(r.session, r.turn): r for r in records}

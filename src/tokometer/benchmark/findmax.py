@@ -62,6 +62,7 @@ from tokometer.metrics import registry
 from tokometer.metrics.order_stats import bounded_from
 from tokometer.metrics.summary import SLO, StepSummary
 from tokometer.runs.stored_spec import StoredSpec
+from tokometer.store.runs import StoredRun
 from tokometer.util.errors import ConfigError
 from tokometer.util.limits import MAX_SECONDS
 from tokometer.util.units import duration_seconds
@@ -82,6 +83,7 @@ __all__ = [
     "parse_objectives",
     "per_request_slo",
     "reach_problem",
+    "run_outcome",
     "scan_ramp",
 ]
 
@@ -631,3 +633,9 @@ def outcome(saved: Mapping[str, Any], steps: Iterable[tuple[int, LoadStep | None
         next_probe(kind, history, start_value(spec), max_probes=10**9, ceiling=ceiling) is None
     return FindMax(kind=kind, objectives=tuple(objectives), probes=tuple(probes), best=best, failed_at=failed_at,
                    converged=converged, ceiling=ceiling)
+
+
+def run_outcome(run: StoredRun) -> FindMax | None:
+    """The answer of a ``--find-max`` run (None for a sweep), worked out from its steps as saved (`outcome`): the
+    same for the run live, from the store and from a ``bench --json`` file."""
+    return outcome(run.spec, [(s.index, s.load, s.summary) for s in run.steps])

@@ -110,7 +110,7 @@ class FindMaxPlan:
 
     def next_step(self, done: Sequence[StepResult]) -> PlannedStep | None:
         history = [(p.value, p.passed) for p in (
-            findmax.judge(r.summary, r.step, self.objectives, r.index, self.kind) for r in done)]
+            findmax.judge(r.summary, r.load, self.objectives, r.step.index, self.kind) for r in done)]
         ceiling = self.spec.concurrency_ceiling if self.kind == "concurrency" else None
         value = findmax.next_probe(self.kind, history, self.start, ceiling=ceiling)
         return None if value is None else PlannedStep(self.load(value))
@@ -131,9 +131,9 @@ class RampSearchPlan(FindMaxPlan):
             load = dataclasses.replace(self.load(self.start), ramp=self.ramp)
             return PlannedStep(load, limits=StepLimits(None, self.ramp.duration_s, self.spec.warmup),
                                time_slice_s=ramp_search.slice_width(self.ramp.duration_s, self.spec.time_slice_s))
-        scan = findmax.scan_ramp(done[0].summary, done[0].step, self.objectives, done[0].index, self.kind)
+        scan = findmax.scan_ramp(done[0].summary, done[0].load, self.objectives, done[0].step.index, self.kind)
         history = [(p.value, p.passed) for p in (
-            findmax.judge(r.summary, r.step, self.objectives, r.index, self.kind) for r in done[1:])]
+            findmax.judge(r.summary, r.load, self.objectives, r.step.index, self.kind) for r in done[1:])]
         value = findmax.next_confirm(scan, history)
         return None if value is None else PlannedStep(self.load(value))
 

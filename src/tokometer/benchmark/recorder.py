@@ -82,8 +82,10 @@ class SavedRun:
         self.store.append(self.id, record)
 
     def finish_step(self, result: StepResult) -> None:
-        self.store.finish_step(self.id, result.index, result.summary.to_json(), result.health.to_json(),
-                               result.interrupted, server=result.server, gpu=result.gpu)
+        step = result.step
+        self.store.finish_step(self.id, step.index, result.summary.to_json(), result.health.to_json(),
+                               step.interrupted, server=dict(step.server) if step.server is not None else None,
+                               gpu=[dict(g) for g in step.gpu] if step.gpu else None)
 
     def finish_run(self, status: str, finished_at: str | None = None, warnings: list[str] | None = None) -> None:
         self.store.finish_run(self.id, status, warnings=warnings, finished_at=finished_at)
@@ -133,8 +135,8 @@ class Recorder:
         self.observer.step_finished(result)
 
     def run_finished(self, status: str, finished_at: str | None = None, warnings: list[str] | None = None) -> None:
-        """The run ended: ``status`` at ``finished_at`` (now if not given) with ``warnings``, as `BenchResult` has
-        them (``all_warnings``), so the saved run is the one ``bench --json`` writes."""
+        """The run ended: ``status`` at ``finished_at`` (now if not given) with ``warnings``, as the run has
+        them (`StoredRun.warnings`), so the saved run is the one ``bench --json`` writes."""
         self.sink.finish_run(status, finished_at, warnings)
 
     def __enter__(self) -> Recorder:

@@ -36,6 +36,7 @@ from tokometer.load.share import WorkerSetup
 from tokometer.metrics import SLO
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.runs.finish import check_step_text, finish_step
+from tokometer.store.runs import StoredStep
 from tokometer.store.store import ResultStore, now_iso
 from tokometer.util.hostinfo import host_info
 
@@ -101,8 +102,7 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
         while (planned := plan.next_step(results)) is not None:
             index, step_at = len(results), now_iso()
             recorder.step_started(index, planned.load, planned.trial, planned.limits or shown, step_at)
-            result, outcome = await _step(spec, planned, index, executor, observation, count, gpus)
-            result.started_at = step_at
+            result, outcome = await _step(spec, planned, index, step_at, executor, observation, count, gpus)
             results.append(result)
             recorder.step_finished(result)
             if problem := outcome.failure or (engine_check() if engine_check else None):
@@ -112,14 +112,13 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
             if outcome.interrupted:
                 status = "interrupted"
                 break
-    run = BenchResult(spec=spec, run_id=recorder.run_id, status=status, started_at=started, finished_at=now_iso(),
-                      steps=results, model=prepared.model, prompt_source=source, engine=engine, host=host,
-                      warnings=warnings)
-    recorder.run_finished(status, run.finished_at, run.all_warnings)  # saved as bench --json writes it
-    return run
+    done = BenchResult.of(spec, recorder.run_id, status, started, now_iso(), results, model=prepared.model,
+                          prompt_source=source, engine=engine, host=host, warnings=warnings)
+    recorder.run_finished(status, done.run.finished_at, list(done.run.warnings))  # saved as bench --json writes it
+    return done
 
 
-async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: StepExecutor,
+async def _step(spec: BenchSpec, planned: PlannedStep, index: int, started_at: str, executor: StepExecutor,
                 observation: RunObservation | None,
                 count: Callable[[str], int] | None, gpus: int | None = None) -> tuple[StepResult, StepOutcome]:
     """Run one planned step and make its result: summary, the server's account of it, warnings."""
@@ -134,15 +133,14 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, executor: Ste
         await asyncio.to_thread(observation.close_window)
     counter = functools.cache(count) if count is not None else None  # each text counted once, for this step
     check_step_text(summary, outcome.records, counter)
-    result = StepResult(index, step, summary, outcome.health, outcome.interrupted, outcome.records,
-                        trial=planned.trial)
-    if observation is not None:
-        seen = await asyncio.to_thread(observation.step, step_start, step_end, result.summary)
-        result.server, result.gpu = seen.server, seen.gpu
-        result.warnings.extend(seen.findings)
-    result.warnings += step_warnings(step, summary, outcome.health, outcome.records, server=result.server,
-                                     check=summary.text_check, count=counter, shared_prefix=bool(spec.prefix_tokens))
-    return result, outcome
+    seen = await asyncio.to_thread(observation.step, step_start, step_end, summary) if observation else None
+    server = seen.server if seen is not None else None
+    warnings = [*(seen.findings if seen is not None else ()),
+                *step_warnings(step, summary, outcome.health, outcome.records, server=server,
+                               check=summary.text_check, count=counter, shared_prefix=bool(spec.prefix_tokens))]
+    saved = StoredStep(index, step, started_at, summary, outcome.health, outcome.interrupted, server,
+                       tuple(seen.gpu or ()) if seen is not None else (), planned.trial)
+    return StepResult(saved, outcome.records, tuple(warnings)), outcome
 
 
 def _portable(tokenizer: str | None) -> str | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -355,9 +354,10 @@ def _run(spec: BenchSpec, opts: dict[str, Any], engine: dict[str, Any] | None,
     finally:
         if store is not None:
             store.close()
-    failure = (result.warnings[-1] if result.warnings else "the run failed") if result.status == "failed" else None
+    own = result.warnings
+    failure = (own[-1] if own else "the run failed") if result.status == "failed" else None
     # the failure is said once, on stderr below; the JSON keeps it among the run's warnings
-    render_result(console, result if failure is None else dataclasses.replace(result, warnings=result.warnings[:-1]))
+    render_result(console, result, own if failure is None else own[:-1])
     if result.steps and (actors := result.steps[-1].health.actors):
         console.print(_ray_line(actors))
     if opts["json_path"]:

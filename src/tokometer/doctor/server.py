@@ -10,6 +10,7 @@ traffic's). Findings: requests waiting in the server's queue, the KV cache near 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from time import perf_counter_ns
 from typing import Any
 
@@ -22,7 +23,7 @@ KV_FULL = 0.90
 """KV-cache use at or above this share is "near full"."""
 
 
-def gauge_max(block: dict[str, Any], gauge: str) -> float | None:
+def gauge_max(block: Mapping[str, Any], gauge: str) -> float | None:
     """The highest value a gauge of a server window (as JSON) took, or None where the server has no such gauge."""
     value = (block.get("gauges") or {}).get(gauge)
     return float(value["max"]) if isinstance(value, dict) and value.get("max") is not None else None

@@ -207,8 +207,8 @@ async def _under_load(session: Session) -> Load | None:
         session.skip("speed", "the load step did not finish")
         return None
     one, many = result.steps[0], result.steps[1]
-    session.speed["server"] = many.server
-    session.speed["server_idle"] = one.server
+    session.speed["server"] = many.step.server
+    session.speed["server_idle"] = one.step.server
     failed = one.summary.requests_failed + many.summary.requests_failed
     idle, loaded = _load(one.summary), _load(many.summary)
     if idle is None or loaded is None:
@@ -229,7 +229,7 @@ async def _under_load(session: Session) -> Load | None:
                  f"{loaded.ttft_ms:,.0f} ms, {loaded.decode_tok_s:,.1f} tok/s each, "
                  f"{loaded.output_tok_s:,.1f} tok/s in all")
         session.add(Finding("speed.summary", "info", title, evidence))
-    running_max = gauge_max(many.server, "requests_running") if many.server else None
+    running_max = gauge_max(many.step.server, "requests_running") if many.step.server else None
     evidence["requests_running_max"] = running_max
     if interfered(idle, loaded) and saturated(idle, loaded, running_max):
         session.add(Finding("speed.saturated", "info",

@@ -6,6 +6,7 @@ much each request slows down as the load buys throughput, in one glance.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -99,7 +100,7 @@ def session_lines(s: StepSummary) -> list[str]:
     return out
 
 
-def server_lines(server: dict[str, Any] | None, summary: StepSummary | None = None) -> list[str]:
+def server_lines(server: Mapping[str, Any] | None, summary: StepSummary | None = None) -> list[str]:
     """The step's "server" block: what the server's own /metrics said during it, its latency percentiles
     (each a number, a range or a bound: `tokometer.observe.buckets`) beside the client's own where it has them."""
     if not server:
@@ -145,7 +146,7 @@ def server_lines(server: dict[str, Any] | None, summary: StepSummary | None = No
     return out
 
 
-def gpu_lines(gpu: dict[str, Any]) -> list[str]:
+def gpu_lines(gpu: Mapping[str, Any]) -> list[str]:
     """One GPU's line of the step: utilisation, memory, power, energy per token, findings."""
     parts = [f"GPU {gpu.get('index', '?')} {gpu.get('name', '')}".rstrip() + ":"]
     for key, label, scale, unit in (("utilization_mean", "util", 100.0, "%"), ("power_mean_w", "power", 1.0, " W"),
@@ -182,7 +183,7 @@ def render_step(console: Console, result: StepResult) -> None:
            else "")
         + f", {_f(s.request_throughput_rps, 2)} req/s"
         f" over {s.duration_s:.2f} s; achieved concurrency {_f(s.achieved_concurrency, 2)}"
-        + (f"; send rate {_f(s.send_rate_rps, 2)}/s" if result.step.open_loop else "")
+        + (f"; send rate {_f(s.send_rate_rps, 2)}/s" if result.load.open_loop else "")
         + (f"; goodput {_f(s.goodput_rps, 2)} req/s" if s.goodput_rps is not None else "")
     )
     check = s.text_check
@@ -206,7 +207,7 @@ def render_step(console: Console, result: StepResult) -> None:
         console.print(f"  {line}")
     if (slices := slice_table(s)) is not None:
         console.print(slices)
-    for line in server_lines(result.server, s) + [g for block in result.gpu or () for g in gpu_lines(block)]:
+    for line in server_lines(result.server, s) + [g for block in result.step.gpu for g in gpu_lines(block)]:
         console.print(f"  {line}")
     console.print(f"  naive view (generated tokens / elapsed time: mixes TTFT, network and decode): {s.naive_line()}")
     for error, example in s.error_examples.items():
@@ -218,9 +219,10 @@ def render_step(console: Console, result: StepResult) -> None:
 
 def _step_table(result: StepResult) -> Table:
     """A step's table, titled and with its columns, empty."""
-    title = (f"Step {result.index + 1}: {result.step.describe()}"
-             + (f" (trial {result.trial})" if result.trial is not None else "")
-             + (" (interrupted)" if result.interrupted else ""))
+    step = result.step
+    title = (f"Step {step.index + 1}: {result.load.describe()}"
+             + (f" (trial {step.trial})" if step.trial is not None else "")
+             + (" (interrupted)" if step.interrupted else ""))
     table = Table(title=title, title_justify="left", show_edge=False)
     for column in ("metric", "mean", "p50", "p90", "p99", "max", "n"):
         table.add_column(column, justify="left" if column == "metric" else "right")
@@ -245,9 +247,9 @@ def render_batch_step(console: Console, result: StepResult) -> None:
     console.print(f"  throughput: {_f(s.request_throughput_rps, 2)} req/s, {_f(s.inputs_per_s, 1)} inputs/s, "
                   f"{_f(s.input_throughput_tok_s)} input tok/s (counted by: {sources}) over {s.duration_s:.2f} s; "
                   f"achieved concurrency {_f(s.achieved_concurrency, 2)}"
-                  + (f"; send rate {_f(s.send_rate_rps, 2)}/s" if result.step.open_loop else ""))
+                  + (f"; send rate {_f(s.send_rate_rps, 2)}/s" if result.load.open_loop else ""))
     console.print("  not streamed: latency is the whole response; there is no TTFT, TPOT or ITL")
-    for line in server_lines(result.server, s) + [g for block in result.gpu or () for g in gpu_lines(block)]:
+    for line in server_lines(result.server, s) + [g for block in result.step.gpu for g in gpu_lines(block)]:
         console.print(f"  {line}")
     for error, example in s.error_examples.items():
         console.print(f"  [red]{error}[/red]: {example}")
@@ -258,7 +260,8 @@ def render_batch_step(console: Console, result: StepResult) -> None:
 
 def step_name(result: StepResult) -> str:
     """A step's load in a few characters, with its trial (``c=4 #2``) when the sweep was repeated."""
-    return result.step.short() + (f" #{result.trial}" if result.trial is not None else "")
+    trial = result.step.trial
+    return result.load.short() + (f" #{trial}" if trial is not None else "")
 
 
 def _batch_sweep(console: Console, result: BenchResult) -> None:
@@ -275,9 +278,10 @@ def _batch_sweep(console: Console, result: BenchResult) -> None:
     console.print(table)
 
 
-def render_result(console: Console, result: BenchResult) -> None:
+def render_result(console: Console, result: BenchResult, warnings: Sequence[str] | None = None) -> None:
     """The sweep table (when there is more than one step, or the run searched for a maximum), the search's
-    answer, and the run's warnings."""
+    answer, and the run's own ``warnings`` (its steps' were shown with each step; by default all of its own)."""
+    warnings = result.warnings if warnings is None else warnings
     search = result.find_max()
     if len(result.steps) > 1 and all(step.summary.inputs_per_s is not None for step in result.steps):
         _batch_sweep(console, result)
@@ -297,15 +301,15 @@ def render_result(console: Console, result: BenchResult) -> None:
             row = [step_name(step), str(s.requests_completed), str(s.requests_failed),
                    *(_f(c.of(s), c.digits) for c in tables.CONSOLE_SWEEP)]
             if search is not None:
-                probe = verdicts.get(step.index)
+                probe = verdicts.get(step.step.index)
                 row.append("-" if probe is None else "[green]met[/green]" if probe.passed
                            else "[red]missed[/red]: " + "; ".join(probe.misses))
             table.add_row(*row)
         console.print(table)
     if search is not None:
         console.print(f"[bold]Find max:[/bold] {search.answer()}")
-    for warning in result.warnings:
+    for warning in warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     where = f"saved as run {result.run_id}" if result.run_id is not None else "not saved"
-    console.print(f"Run {result.status}: {where}; model {result.model}; prompts: {result.prompt_source}; "
+    console.print(f"Run {result.status}: {where}; model {result.run.model}; prompts: {result.run.prompt_source}; "
                   f"seed {result.spec.seed} (--seed {result.spec.seed} repeats it)")

@@ -59,7 +59,7 @@ _DIGITS = {"s": 4, "tok/s": 3, "req/s": 4, "requests": 3}
 
 def step_row(s: StepResult) -> dict[str, Any]:
     """The row of a live step (the whole step's)."""
-    return summary_row(s.index, s.step, s.trial, s.summary)
+    return summary_row(s.step.index, s.load, s.step.trial, s.summary)
 
 
 def step_rows(index: int, step: LoadStep | None, trial: int | None, summary: StepSummary) -> list[dict[str, Any]]:
@@ -134,7 +134,7 @@ def _write(handle: Any, rows: Iterable[dict[str, Any]]) -> None:
 
 def write_csv(result: BenchResult, path: Path) -> None:
     with atomic_open(path, newline="") as handle:
-        _write(handle, run_rows(result.stored()))
+        _write(handle, run_rows(result.run))
 
 
 def csv_text(run: StoredRun) -> str:

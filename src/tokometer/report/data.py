@@ -41,7 +41,9 @@ as the knee.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tokometer import __version__
@@ -58,13 +60,59 @@ from tokometer.runs.stored_spec import StoredSpec
 from tokometer.store.runs import StoredRun, StoredStep
 from tokometer.util.errors import TokometerError
 
-__all__ = ["MAX_CDF_POINTS", "MAX_TIMELINE_REQUESTS", "SCHEMA", "report_data", "run_name", "step_label"]
+__all__ = ["MAX_CDF_POINTS", "MAX_TIMELINE_REQUESTS", "SCHEMA", "LoadPoint", "report_data", "run_name",
+           "step_label"]
 
 SCHEMA = "tokometer.report/2"
 MAX_TIMELINE_REQUESTS = 5000
 """A run with more measured requests shows every k-th one in its timeline (the page says so)."""
 MAX_CDF_POINTS = 2000
 """A step with more samples plots this many evenly spaced order statistics (min and max kept)."""
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One load of a run, its trials pooled (`tokometer.metrics.pooling`): where the knee and the Pareto front are
+    looked for. `to_json` is its entry in the run's ``loads``."""
+
+    label: str
+    mode: str | None
+    value: float | None
+    """The number it is plotted at: its concurrency, or its rate (`_load_value`)."""
+    steps: tuple[int, ...]
+    """The positions in the run's steps of its trials."""
+    trials: int
+    output_throughput_tok_s: float | None
+    decode_speed_p50: float | None
+    ttft_p50_ms: float | None
+    power: float | None
+    eligible: bool
+    """May be the knee: finished, and in a find-max run every probe of it met the objectives."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "steps": list(self.steps)}
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """What the report works out of one saved run besides its steps: its loads, its knee and a search's answer."""
+
+    run: StoredRun
+    loads: tuple[LoadPoint, ...]
+    knee_load: int | None
+    """The knee's position in ``loads``; None where there is none."""
+    search: FindMax | None
+
+    @property
+    def knee_step(self) -> int | None:
+        """The knee's position in the run's steps: its load's first trial."""
+        return self.loads[self.knee_load].steps[0] if self.knee_load is not None else None
+
+
+def _judged(run: StoredRun, records: Sequence[RequestRecord]) -> _Judged:
+    search = findmax.run_outcome(run)
+    loads = _loads(run, records, search)
+    return _Judged(run, loads, knee([load.power if load.eligible else None for load in loads]), search)
 
 
 def run_name(run: StoredRun) -> str:
@@ -79,27 +127,22 @@ def step_label(step: StoredStep) -> str:
     return label + (f" #{step.trial}" if step.trial is not None else "")
 
 
-def find_max_of(run: StoredRun) -> FindMax | None:
-    """The answer of a ``bench --find-max`` run, recomputed from its saved steps (None for a sweep)."""
-    return findmax.outcome(run.spec, [(s.index, s.load, s.summary) for s in run.steps])
-
-
-def _annotations(run: StoredRun, loads: Sequence[dict[str, Any]], knee_load: int | None,
-                 search: FindMax | None) -> list[dict[str, Any]]:
+def _annotations(judged: _Judged) -> list[dict[str, Any]]:
     """Run-level markers drawn on the rate-vs-throughput chart: the knee (at its load's pooled point), and a
     search's answer (``bench --find-max``): ``{"step": position, "kind": ..., "text": ..., "x": ..., "y": ...}``.
     When both fall on one load they are one marker (``knee and find-max: ...``), never two stars on one point."""
+    run, loads, knee_load, search = judged.run, judged.loads, judged.knee_load, judged.search
     marks: list[dict[str, Any]] = []
     if knee_load is not None:
         load = loads[knee_load]
-        marks.append({"step": load["steps"][0], "kind": "knee", "text": f"knee: {load['label']}",
-                      "x": load["output_throughput_tok_s"], "y": load["decode_speed_p50"]})
+        marks.append({"step": load.steps[0], "kind": "knee", "text": f"knee: {load.label}",
+                      "x": load.output_throughput_tok_s, "y": load.decode_speed_p50})
     if search is not None and search.best is not None:
         best = next((p.step for p in search.probes if p.passed and p.value == search.best), None)
         position = next((i for i, s in enumerate(run.steps) if s.index == best), None)
         if position is not None:
             text = f"find-max: {search.best:g} {search.unit}"
-            if marks and position in loads[knee_load or 0]["steps"]:
+            if marks and position in loads[knee_load or 0].steps:
                 marks[0]["kind"], marks[0]["text"] = "knee_find_max", f"knee and {text}"
             else:
                 summary = run.steps[position].summary
@@ -109,10 +152,9 @@ def _annotations(run: StoredRun, loads: Sequence[dict[str, Any]], knee_load: int
     return marks
 
 
-def _loads(run: StoredRun, records: Sequence[RequestRecord], search: FindMax | None) -> list[dict[str, Any]]:
+def _loads(run: StoredRun, records: Sequence[RequestRecord], search: FindMax | None) -> tuple[LoadPoint, ...]:
     """The run's loads, each with its trials pooled (`tokometer.metrics.pooling`), and the power of the two
-    (`tokometer.metrics.knee.power`).
-    ``eligible``: may be the knee (finished, and in a find-max run every probe of it met the objectives)."""
+    (`tokometer.metrics.knee.power`)."""
     position = {step.index: i for i, step in enumerate(run.steps)}
     verdicts = {p.step: p.passed for p in search.probes} if search is not None else {}
     out = []
@@ -120,15 +162,15 @@ def _loads(run: StoredRun, records: Sequence[RequestRecord], search: FindMax | N
         summaries = [s.summary for s in steps if s.summary is not None]
         indices = {s.index for s in steps}
         pooled = pool_trials(summaries, [r for r in records if r.step in indices])
-        throughput, decode, ttft = pooled.throughput, pooled.decode_p50, pooled.ttft_p50_ms
+        throughput, decode = pooled.throughput, pooled.decode_p50
         first = steps[0]
-        eligible = bool(summaries) and all(verdicts.get(s.index, True) for s in steps)
-        out.append({"label": first.load.short() if first.load is not None else f"step {first.index}",
-                    "mode": first.load.mode if first.load is not None else None,
-                    "value": _load_value(first), "steps": [position[s.index] for s in steps],
-                    "trials": len(summaries), "output_throughput_tok_s": throughput, "decode_speed_p50": decode,
-                    "ttft_p50_ms": ttft, "power": power(throughput, decode), "eligible": eligible})
-    return out
+        out.append(LoadPoint(label=first.load.short() if first.load is not None else f"step {first.index}",
+                             mode=first.load.mode if first.load is not None else None, value=_load_value(first),
+                             steps=tuple(position[s.index] for s in steps), trials=len(summaries),
+                             output_throughput_tok_s=throughput, decode_speed_p50=decode,
+                             ttft_p50_ms=pooled.ttft_p50_ms, power=power(throughput, decode),
+                             eligible=bool(summaries) and all(verdicts.get(s.index, True) for s in steps)))
+    return tuple(out)
 
 
 def _load_value(step: StoredStep) -> float | None:
@@ -235,12 +277,8 @@ def _efficiency(run: StoredRun, records: list[RequestRecord]) -> tuple[dict[str,
     return out, None
 
 
-def _run(run: StoredRun, records: list[RequestRecord], judge: bool) -> dict[str, Any]:
-    search = find_max_of(run)
-    steps = [_step(s, search) for s in run.steps]
-    loads = _loads(run, records, search)
-    knee_load = knee([load["power"] if load["eligible"] else None for load in loads])
-    knee_at = loads[knee_load]["steps"][0] if knee_load is not None else None
+def _run(judged: _Judged, records: list[RequestRecord], judge: bool) -> dict[str, Any]:
+    run, search = judged.run, judged.search
     by_step: dict[int, list[RequestRecord]] = {}
     for r in _measured(records):
         by_step.setdefault(r.step, []).append(r)
@@ -249,8 +287,9 @@ def _run(run: StoredRun, records: list[RequestRecord], judge: bool) -> dict[str,
         "id": run.id, "name": run_name(run), "model": run.model, "target": run.target, "api": run.api,
         "status": run.status, "started_at": run.started_at, "finished_at": run.finished_at, "label": run.label,
         "spec": dict(run.spec), "engine": run.engine.to_json() if run.engine else None,
-        "host": dict(run.host) if run.host else None, "steps": steps, "loads": loads,
-        "knee": knee_at, "knee_load": knee_load, "annotations": _annotations(run, loads, knee_load, search),
+        "host": dict(run.host) if run.host else None, "steps": [_step(s, search) for s in run.steps],
+        "loads": [load.to_json() for load in judged.loads], "knee": judged.knee_step,
+        "knee_load": judged.knee_load, "annotations": _annotations(judged),
         "slo": _slo(run.spec), "find_max": search.to_json() if search is not None else None,
         "cdf": {"ttft_ms": [_cdf(by_step.get(s.index, []), m.ttft_ns) for s in run.steps],
                 "tpot_ms": [_cdf(by_step.get(s.index, []), m.tpot_ns) for s in run.steps]},
@@ -258,24 +297,24 @@ def _run(run: StoredRun, records: list[RequestRecord], judge: bool) -> dict[str,
     }
 
 
-def _pareto(stored: Sequence[StoredRun], runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _pareto(runs: Sequence[_Judged]) -> dict[str, Any]:
     """The Pareto front of every load of every run (`tokometer.metrics.pareto`): each point with its run, its
     load (position in the run's ``loads``), whether it is its run's knee, and its standing (``dominated_by``:
     the position in ``points`` of a front point that dominates it)."""
     loads = []
-    for run, out in zip(stored, runs, strict=True):
-        gpus, source = run_gpus(run)
-        loads.append(pareto.RunLoads(run.id, out["name"], tuple((load["label"], load["output_throughput_tok_s"],
-                                                                 load["decode_speed_p50"]) for load in out["loads"]),
-                                     gpus, source))
+    for judged in runs:
+        gpus, source = run_gpus(judged.run)
+        loads.append(pareto.RunLoads(judged.run.id, run_name(judged.run),
+                                     tuple((load.label, load.output_throughput_tok_s, load.decode_speed_p50)
+                                           for load in judged.loads), gpus, source))
     basis, per_run = pareto.points(loads)
-    placed = [(out, position, p) for out, pts in zip(runs, per_run, strict=True)
+    placed = [(judged, position, p) for judged, pts in zip(runs, per_run, strict=True)
               for position, p in enumerate(pts) if p is not None]
     standing = pareto.standings([p for _, _, p in placed])
-    points = [{**p.to_json(), "load_index": position, "knee": out["knee_load"] == position,
-               "missed": not out["loads"][position]["eligible"],
+    points = [{**p.to_json(), "load_index": position, "knee": judged.knee_load == position,
+               "missed": not judged.loads[position].eligible,
                "on_front": s.on_front, "dominated_by": s.dominated_by}
-              for (out, position, p), s in zip(placed, standing, strict=True)]
+              for (judged, position, p), s in zip(placed, standing, strict=True)]
     order = pareto.front([p for _, _, p in placed])
     counts = [{"run": r.run, "count": r.gpus, "source": r.gpus_source} for r in loads]
     return {"basis": basis, "note": pareto.basis_note(basis, loads), "gpus": counts, "points": points, "front": order,
@@ -291,6 +330,7 @@ def report_data(runs: Sequence[tuple[StoredRun, list[RequestRecord]]], title: st
     first time, measures this host; the markdown summary does without)."""
     names = ", ".join(str(run.id) for run, _ in runs)
     default = f"tokometer report: run{'s' if len(runs) > 1 else ''} {names}"
-    out = [_run(run, records, judge) for run, records in runs]
+    judged = [_judged(run, records) for run, records in runs]
+    out = [_run(j, records, judge) for j, (_, records) in zip(judged, runs, strict=True)]
     return {"schema": SCHEMA, "title": title or default, "tokometer_version": __version__, "runs": out,
-            "pareto": _pareto([run for run, _ in runs], out)}
+            "pareto": _pareto(judged)}

@@ -12,10 +12,10 @@ each ``load`` also holds its ``trial`` (1..N). A ``--find-max`` run adds ``find_
 judged against the objectives. Fields are only ever added, never renamed, within a schema version
 (``tokometer.bench/1`` named a step's ``step`` ``index`` and its ``health`` ``client``; it still reads).
 
-A live run and a saved one are written by one function (`run_json`, over a `StoredRun`: `BenchResult.stored`
-for a live run; the store's, or a ``bench --json`` file read back by `StoredRun.from_bench_json`, for
-``tokometer report --format json``); the store keeps neither ``prompt_source`` nor ``warnings``, so a run read
-from the store has ``null`` and ``[]`` there.
+A live run and a saved one are the same `StoredRun`, written by one function (`run_json`): `BenchResult.run`
+for ``bench --json``; the store's for ``runs --id N`` and ``report N --format json``; a ``bench --json`` file read
+back by `StoredRun.from_bench_json` for ``report FILE --format json``. So the document of a run is the same text
+whichever of them prints it (the store keeps its prompt source and its warnings, too).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tokometer.benchmark import findmax
 from tokometer.benchmark.run import BenchResult
 from tokometer.metrics.registry import definitions
-from tokometer.report.data import find_max_of
 from tokometer.store.runs import BENCH_SCHEMA, StoredRun
 from tokometer.util.atomicfile import write_atomic
 from tokometer.util.jsontext import dumps
@@ -36,9 +36,9 @@ SCHEMA = BENCH_SCHEMA
 
 
 def run_json(run: StoredRun) -> dict[str, Any]:
-    """A run (saved: from the store or a ``bench --json`` file read back; or live, `BenchResult.stored`) as the
+    """A run (saved: from the store or a ``bench --json`` file read back; or live, `BenchResult.run`) as the
     ``tokometer.bench/2`` object, its keys in their documented order; each step is `StoredStep.to_json`."""
-    search = find_max_of(run)
+    search = findmax.run_outcome(run)
     return {"schema": SCHEMA, "tokometer_version": run.tokometer_version, "run_id": run.id or None,
             "status": run.status, "started_at": run.started_at, "finished_at": run.finished_at,
             "target": {"url": run.target, "api": run.api, "model": run.model}, "spec": dict(run.spec),
@@ -50,8 +50,8 @@ def run_json(run: StoredRun) -> dict[str, Any]:
 
 
 def bench_json(result: BenchResult) -> dict[str, Any]:
-    """A live run as a JSON-able dict: the run as it reads once saved (`BenchResult.stored`), written by `run_json`."""
-    return run_json(result.stored())
+    """A live run as a JSON-able dict: its run (`BenchResult.run`), written by `run_json`."""
+    return run_json(result.run)
 
 
 def write_json(result: BenchResult, path: Path) -> None:

@@ -15,7 +15,7 @@ from tokometer.load.runner import StepLimits
 from tokometer.load.selfcheck import ClientHealth
 from tokometer.metrics import summarize
 from tokometer.records import RequestRecord
-from tokometer.store import ResultStore
+from tokometer.store import ResultStore, StoredStep
 
 STEP = LoadStep("concurrency", concurrency=2)
 
@@ -33,12 +33,12 @@ class Notes:
         self.calls.append(("request", record.index))
 
     def step_finished(self, result: StepResult) -> None:
-        self.calls.append(("finished", result.index))
+        self.calls.append(("finished", result.step.index))
 
 
 def _result(records: list[RequestRecord]) -> StepResult:
     health = ClientHealth(loop_lag_p99_ms=1.0, loop_lag_max_ms=2.0, cpu_fraction=0.2, client_lag_p99_ms=1.0)
-    return StepResult(0, STEP, summarize(records), health, False, records, trial=2)
+    return StepResult(StoredStep(0, STEP, "", summarize(records), health, False, trial=2), records)
 
 
 def _records() -> list[RequestRecord]:

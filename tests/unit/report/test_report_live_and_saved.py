@@ -21,7 +21,7 @@ from tokometer.records import RequestRecord
 from tokometer.report.csv_out import csv_text, write_csv
 from tokometer.report.data import report_data
 from tokometer.report.json_out import bench_json, run_json
-from tokometer.store import ResultStore
+from tokometer.store import ResultStore, StoredStep
 
 MS = 1_000_000
 
@@ -57,10 +57,10 @@ def test_a_saved_run_renders_as_the_live_one(store_url: str, tmp_path: Path) -> 
             records = _records(index, 8, ttft)
             for r in records:
                 recorder.request_done(r)
-            result = StepResult(index, load, summarize(records, SLO(ttft_ms=30.0)), health, False, records,
-                                server={"gauges": {"requests_running": {"mean": 2.0}}},
-                                gpu=[{"index": 0, "power_mean_w": 300.0}] if index else None, trial=trial,
-                                started_at=started)
+            step = StoredStep(index, load, started, summarize(records, SLO(ttft_ms=30.0)), health, False,
+                              server={"gauges": {"requests_running": {"mean": 2.0}}},
+                              gpu=({"index": 0, "power_mean_w": 300.0},) if index else (), trial=trial)
+            result = StepResult(step, records)
             recorder.step_finished(result)
             steps.append(result)
         recorder.run_finished("completed", warnings=["w"])
@@ -69,14 +69,14 @@ def test_a_saved_run_renders_as_the_live_one(store_url: str, tmp_path: Path) -> 
     finally:
         store.close()
     assert saved is not None and rows is not None
-    live = BenchResult(spec=spec, run_id=run_id, status="completed", started_at=saved.started_at,
-                       finished_at=saved.finished_at or "", steps=steps, model="m", prompt_source="synthetic",
-                       engine={"engine": "vllm", "tensor_parallel_size": 2}, host={"cpu": "c"}, warnings=["w"])
+    live = BenchResult.of(spec, run_id, "completed", saved.started_at, saved.finished_at or "", steps, model="m",
+                          prompt_source="synthetic", engine={"engine": "vllm", "tensor_parallel_size": 2},
+                          host={"cpu": "c"}, warnings=["w"])
     written = bench_json(live)
     assert written["schema"] == "tokometer.bench/2"
     assert run_json(saved) == written  # the store keeps the prompt source and the warnings too
-    assert live.stored() == saved  # the store's own columns (its schema, the process) aside:
-    assert dataclasses.replace(live.stored(), saved_by=saved.saved_by).to_json() == saved.to_json()
+    assert live.run == saved  # the store's own columns (its schema, the process) aside:
+    assert dataclasses.replace(live.run, saved_by=saved.saved_by).to_json() == saved.to_json()
     assert written["steps"] == [{k: v for k, v in s.items() if k != "run_id"} for s in rows["steps"]]
     assert [s["health"] for s in written["steps"]] == [health.to_json()] * 4
     path = tmp_path / "live.csv"
