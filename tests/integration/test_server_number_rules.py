@@ -148,6 +148,5 @@ def test_a_run_keeps_the_identity_serve_published_for_its_port(tmp_path: Any, mo
     with running(RawServer(_stream(_chat(_usage())), close_after=False)) as url, published(url, identity):
         result = bench(url, api="openai-chat", model="m", concurrency=[1], requests=1, input_tokens=4,
                        output_tokens=16, tokenizer="none")
-    assert result.engine == identity
     stored = result.run.engine
-    assert stored is not None and stored.facts == identity
+    assert stored is not None and stored.to_json() == identity and stored.facts == identity
