@@ -1,4 +1,6 @@
-"""A saved run as typed values: `StoredRun` with its `StoredStep` s, as `ResultStore.run` returns them.
+"""A run's data as typed values: `StoredRun` with its `StoredStep` s, the one class of a run for a run measured
+now (`tokometer.benchmark.results.BenchResult.run`), saved and loaded (`ResultStore.run`), imported, or read from
+a ``bench --json`` file; every renderer, ``compare`` and ``--find-max`` read it.
 
 The store keeps a run's row and its steps' rows as JSON-able values (`ResultStore.get_run` returns them as
 such, for ``tokometer runs --json``); code that reasons about a run reads it through these types instead:
