@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -59,7 +59,7 @@ class WorkloadRun:
 Launch = Callable[[Variant], "LaunchedVariant"]
 """Start the engine with a variant's settings, ready: `tokometer.tune.launch.start_variant` with the tune's
 options; raises `tokometer.tune.launch.VariantStartFailed` when it does not come up (nothing left running)."""
-RunWorkload = Callable[["LaunchedVariant", Variant], Awaitable[WorkloadRun]]
+RunWorkload = Callable[["LaunchedVariant", Variant], Coroutine[Any, Any, WorkloadRun]]
 """Run the tune's workload against a started variant (`bench_workload`)."""
 Quality = Callable[["EngineHandle", "EngineHandle"], Mapping[str, Any]]
 """Compare the answers of the variant's engine (second) with the baseline's (first)."""
@@ -160,7 +160,7 @@ class _Sweep:
         return SweepEnd(self.record, interrupted=store_error is None, store_error=store_error)
 
 
-def _try_variant(variant: Variant, launch: Launch, run: Callable[[Awaitable[WorkloadRun]], WorkloadRun],
+def _try_variant(variant: Variant, launch: Launch, run: Callable[[Coroutine[Any, Any, WorkloadRun]], WorkloadRun],
                  run_workload: RunWorkload) -> VariantOutcome:
     """Start ``variant``, run the workload on it and stop it whole; what happened as its outcome."""
     from tokometer.tune.launch import VariantStartFailed
@@ -229,7 +229,7 @@ def tune_block(record: TuneRecord, variant: Variant) -> dict[str, Any]:
 
 
 def bench_workload(record: TuneRecord, *, store: ResultStore | None, observer: BenchObserver | None = None,
-                   guard: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None) -> RunWorkload:
+                   guard: Callable[[Coroutine[Any, Any, Any]], Coroutine[Any, Any, Any]] | None = None) -> RunWorkload:
     """The tune's workload as one ``bench`` run per variant: ``record.workload`` (`BenchSpec` fields) against the
     variant's engine, with the tune's seed, saved in ``store``; ``guard`` wraps the run (SIGTERM as Ctrl-C)."""
 

@@ -6,10 +6,10 @@
 - ``--grid``: the cartesian product of the ``--vary`` lists instead (`itertools.product`, in the order given);
 - ``--variants FILE``: a TOML file of ``[[variant]]`` tables, each a ``name`` and its settings, tried in file order.
 
-The baseline is always variant 0. Every piece of text is checked here, the one boundary every path goes through:
-a setting's name is the engine's flag without its dashes (`SETTING_NAME`), a value is one line of printable text
-of at most `MAX_VALUE_CHARS`, and a tune has at most `MAX_VARIANTS` variants (a grid's size is worked out before a
-single one is made). What the engine makes of a value is `tokometer.tune.settings.check_settings`' to say.
+The baseline is always variant 0. What the user typed is split and bounded here (a name of at most
+`MAX_NAME_CHARS`, a value of at most the settings' `MAX_VALUE_CHARS`; at most `MAX_VARIANTS` variants, a grid's size
+worked out before a single one is made); `check_variants` then gives every variant's whole settings to
+`tokometer.tune.settings.check_settings`, which knows the names, kinds and ranges of each engine's settings.
 The plan is deterministic: the same options give the same variants in the same order, and `fingerprint` the same
 hash, so ``--resume`` can tell the same tune from another.
 """
@@ -20,48 +20,49 @@ import hashlib
 import itertools
 import json
 import math
-import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from tokometer.tune.outcome import Variant
+from tokometer.tune.settings import MAX_VALUE_CHARS, check_settings
 from tokometer.util.errors import ConfigError
 
-__all__ = ["MAX_VARIANTS", "MAX_VARIANTS_FILE_BYTES", "MAX_VALUE_CHARS", "SETTING_NAME", "NamedVariant",
+__all__ = ["MAX_NAME_CHARS", "MAX_VARIANTS", "MAX_VARIANTS_FILE_BYTES", "NamedVariant", "check_variants",
            "fingerprint", "parse_set", "parse_vary", "plan_variants", "read_variants_file"]
 
 MAX_VARIANTS: Final = 256
 """The most variants one tune tries (the baseline included): each one is an engine start and a whole workload."""
-MAX_VALUE_CHARS: Final = 4096
-"""The longest value of one setting (a model file's path is the longest there is)."""
 MAX_VARIANTS_FILE_BYTES: Final = 1024 * 1024
 """The largest ``--variants`` file read."""
-SETTING_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-"""A setting's name: an engine flag without its leading dashes (``parallel``, ``ctx-size``, ``max-num-seqs``)."""
+MAX_NAME_CHARS: Final = 200
+"""The longest name of a setting or of a file's variant read (the settings' own rules are stricter)."""
 
 NamedVariant = tuple[str, Mapping[str, str]]
 """A variant of a ``--variants`` file: its name and the settings it changes."""
 
 
 def _name(text: str, where: str) -> str:
+    """A setting's name as given, stripped; whether the engine knows it is `check_variants`' to say."""
     name = text.strip()
-    if not SETTING_NAME.fullmatch(name):
-        shown = repr(name) if len(name) <= 40 else f"{name[:20]!r}... ({len(name)} characters)"
-        raise ConfigError(f"{where}: {shown} is not a setting's name: write the engine's flag without its dashes, "
-                          "e.g. parallel, ctx-size, max-num-seqs")
+    if not name:
+        raise ConfigError(f"{where}: the setting's name is empty (write e.g. parallel=2)")
+    if len(name) > MAX_NAME_CHARS:
+        raise ConfigError(f"{where}: a setting's name of {len(name):,} characters is longer than {MAX_NAME_CHARS}")
+    if not name.isprintable() or any(char.isspace() for char in name):
+        raise ConfigError(f"{where}: {_shown(name)} is not a setting's name: write the engine's flag without its "
+                          "dashes, e.g. ctx-size")
     return name
 
 
-def _value(text: str, where: str) -> str:
+def _value(text: str, where: str, *, empty: bool = False) -> str:
+    """A value as given, stripped and bounded (``empty``: a flag given alone, ``--set NAME=``, may have none)."""
     value = text.strip()
-    if not value:
-        raise ConfigError(f"{where}: the value is empty (write e.g. parallel=2, flash-attn=on)")
+    if not value and not empty:
+        raise ConfigError(f"{where}: a value is empty (write e.g. parallel=1,2,4)")
     if len(value) > MAX_VALUE_CHARS:
         raise ConfigError(f"{where}: a value of {len(value):,} characters is longer than {MAX_VALUE_CHARS:,}")
-    if not value.isprintable():
-        raise ConfigError(f"{where}: the value holds a control character or a line break: give it as one line")
     return value
 
 
@@ -76,7 +77,7 @@ def parse_set(items: Sequence[str], option: str = "--set") -> dict[str, str]:
         name = _name(name, option)
         if name in settings:
             raise ConfigError(f"{option} {name} is given twice: give each setting once")
-        settings[name] = _value(value, f"{option} {name}")
+        settings[name] = _value(value, f"{option} {name}", empty=True)
     return settings
 
 
@@ -129,7 +130,15 @@ def read_variants_file(path: Path) -> list[NamedVariant]:
     if len(tables) >= MAX_VARIANTS:
         raise ConfigError(f"--variants {path}: {len(tables):,} variants; a tune tries at most {MAX_VARIANTS} "
                           "(the baseline included)")
-    return [_table(table, f"--variants {path}: variant {number}") for number, table in enumerate(tables, 1)]
+    named = [_table(table, f"--variants {path}: variant {number}") for number, table in enumerate(tables, 1)]
+    names = ["baseline"]
+    for number, (name, _) in enumerate(named, 1):
+        if name in names:
+            raise ConfigError(f"--variants {path}: variant {number} is named {name!r} "
+                              f"{'like the baseline' if name == 'baseline' else 'like another'}: give each its own "
+                              "name")
+        names.append(name)
+    return named
 
 
 def _table(table: Any, where: str) -> NamedVariant:
@@ -137,8 +146,8 @@ def _table(table: Any, where: str) -> NamedVariant:
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: not a table")
     name = table.get("name")
-    if not isinstance(name, str) or not name.strip() or len(name) > 200 or not name.isprintable():
-        raise ConfigError(f"{where}: give it a name = \"...\" (one line of at most 200 characters)")
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS or not name.isprintable():
+        raise ConfigError(f"{where}: give it a name = \"...\" (one line of at most {MAX_NAME_CHARS} characters)")
     where = f"{where} ({name.strip()!r})"
     settings = {_name(key, where): _value(_text(value, f"{where}: {key}"), f"{where}: {key}")
                 for key, value in table.items() if key != "name"}
@@ -210,6 +219,17 @@ def _numbered(baseline: Mapping[str, str], changes: Sequence[tuple[str, dict[str
         changed = tuple(k for k in settings if baseline.get(k) != settings[k])
         variants.append(Variant(index, name, settings, changed))
     return tuple(variants)
+
+
+def check_variants(engine: str, variants: Sequence[Variant]) -> None:
+    """Every variant's settings checked for ``engine`` before anything starts; ConfigError in one line naming the
+    first variant that cannot be tried and why."""
+    for variant in variants:
+        try:
+            check_settings(engine, variant.settings)
+        except ConfigError as exc:
+            raise ConfigError(f"{'the baseline' if variant.is_baseline else f'variant {variant.name}'}: {exc}") \
+                from None
 
 
 def fingerprint(engine: str, variants: Sequence[Variant], workload: Mapping[str, Any]) -> str:
