@@ -36,6 +36,13 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0%}"
 
 
+def _speed(tok_s: float | None) -> str:
+    """``2.1``, ``54``, ``1,234``: a tenth where it is the only precision there is."""
+    if tok_s is None:
+        return "n/a"
+    return f"{tok_s:.1f}" if tok_s < 10 else f"{tok_s:,.0f}"
+
+
 def _step(judged: RunEfficiency, step: StepEfficiency, efficiency: Efficiency) -> dict[str, Any]:
     """One step's figures: measured, bound and expected decode speed at its batch and context, MBU, bottleneck."""
     from tokometer.perf.roofline import decode_step_s
@@ -46,9 +53,8 @@ def _step(judged: RunEfficiency, step: StepEfficiency, efficiency: Efficiency) -
     bound = 1 / decode_step_s(d, batch, context)
     expected = 1 / decode_step_s(d, batch, context, efficiency)
     measured = 1 / step.tpot_s if step.tpot_s else None
-    shown = f"{measured:,.0f}" if measured is not None else "n/a"
-    line = (f"{step.load}: {shown} tok/s per request of {bound:,.0f} the hardware allows "
-            f"(expected {expected:,.0f}; MBU {_pct(step.mbu)}), held back by {step.bottleneck}")
+    line = (f"{step.load}: {_speed(measured)} tok/s per request of {_speed(bound)} the hardware allows "
+            f"(expected {_speed(expected)}; MBU {_pct(step.mbu)}), held back by {step.bottleneck}")
     return {"step": step.step, "load": step.load, "decode_batch": step.decode_batch,
             "context_tokens": step.context_tokens, "measured_tok_s": measured, "bound_tok_s": bound,
             "expected_tok_s": expected, "aggregate_bound_tok_s": bound * step.decode_batch, "mbu": step.mbu,

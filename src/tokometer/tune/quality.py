@@ -14,11 +14,16 @@ on the first ``items`` questions of the shipped evaluation set, and returns its 
     line               one line saying all that
 
 Every request is greedy (temperature 0) and the speed pass sends one request at a time by default, so
-two calls on the same engines give the same answers. The default of 24 items with 8-token answers
-takes about 20 s on a 2-core Xeon VM with the bundled Gemma 3 270M (both engines, all three passes),
-enough to tell a coarse quantisation from the baseline (Q2_K against Q4_K_M agrees on about 40 % of
-the items) but not a small accuracy difference: the verdict then says ``different`` or ``close``
-rather than ``worse``.
+two calls on the same engines give the same answers. Teacher forcing (scoring the variant past each
+divergence on the baseline's path) is off by default: it costs a request per token after every divergence,
+which for a coarse quantisation tripled the time; ``mean_kl`` is then taken up to each first divergence.
+
+The default, 16 items with 8-token answers, is about 50 requests to each engine. Measured on a 2-core
+Intel Xeon VM with the bundled Gemma 3 270M: 24 items of the model against itself took 38 s with the cores
+to themselves (16 items: about 25 s); with other test suites sharing the cores, 16 items took 115 s
+(Q2_K against Q4_K_M: 0 of 16 answers alike, accuracy 31 % → 0 %, "worse") and 207 s (against itself:
+16 of 16, "same"). Sixteen items tell a broken quantisation from the baseline, not a difference of a few
+points of accuracy: the verdict then says ``different`` or ``close`` rather than ``worse``.
 
 An endpoint that fails (an engine that died, a server that gives no log-probabilities) is a result
 with ``error`` set, never an exception: a sweep goes on to its next variant. Ctrl-C still stops it.
