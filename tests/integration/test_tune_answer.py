@@ -144,3 +144,23 @@ def test_the_report_of_a_tune_json_file(tmp_path: Path, store: Path, record: Tun
     bad.write_text('{"schema": "tokometer.bench/2"}')
     refused = _report(store, "--tune-json", str(bad), "--format", "md")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "tokometer.tune/1" in refused.stderr
+
+
+def test_the_report_of_a_tune_in_the_store(tmp_path: Path, store: Path, record: TuneRecord) -> None:
+    results = ResultStore(f"sqlite:///{store}")
+    try:
+        results.save_tune(record)
+    finally:
+        results.close()
+    done = _report(store, "--tune", "t", "--format", "md")
+    assert done.returncode == 0, done.stderr
+    assert "## tune t" in done.stdout and "### Best per objective" in done.stdout
+    assert "faster but different" in done.stdout and "cannot decide" in done.stdout
+    page = tmp_path / "t.html"
+    assert _report(store, "--tune", "t", "-o", str(page)).returncode == 0
+    embedded = page.read_text().split('id="tokometer-tune">')[1].split("</script>")[0]
+    assert json.loads(embedded)["variants"][2]["verdicts"]["output_throughput"]["verdict"] == "better"
+    missing = _report(store, "--tune", "nope", "--format", "md")
+    assert missing.returncode == 2 and "no tune 'nope'" in missing.stderr
+    both = _report(store, "--tune", "t", "3", "--format", "md")
+    assert both.returncode == 2 and both.stderr.count("\n") == 1
