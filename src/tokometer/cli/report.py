@@ -180,7 +180,7 @@ def _tune_file(path: Path) -> TuneRecord:
     try:
         data = ImportStream(path, refusal="not a tune --json result", limit=MAX_RESULT_BYTES).document()
         record = TuneRecord.from_json(data)
-    except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError, ArithmeticError) as exc:
         raise ConfigError(f"{path}: cannot be read as a tune ({type(exc).__name__}: {exc}) (tune --json writes a "
                           f"{TUNE_SCHEMA} document)"[:400]) from None
     except ConfigError as exc:

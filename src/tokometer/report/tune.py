@@ -10,6 +10,8 @@ engine's last words. The HTML page is self-contained (no script, no chart librar
 from __future__ import annotations
 
 import html
+import re
+import textwrap
 from collections.abc import Sequence
 
 from tokometer.report.html import embed_json
@@ -24,6 +26,7 @@ from tokometer.tune.render import (
     best_rows,
     failed_lines,
     front_rows,
+    note_lines,
     variant_columns,
     variant_rows,
 )
@@ -48,7 +51,7 @@ def _sections(record: TuneRecord, answer: TuneAnswer) -> list[tuple[str, Sequenc
 
 def _md_table(header: Sequence[str], rows: list[list[str]]) -> list[str]:
     def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+        return "| " + " | ".join(_one_line(c).replace("|", "\\|") for c in cells) + " |"
 
     return [line(header), "| " + " | ".join("---" for _ in header) + " |", *(line(row) for row in rows)]
 
@@ -63,8 +66,23 @@ def tune_markdown(record: TuneRecord, answer: TuneAnswer) -> str:
             lines += [_LEGEND, ""]
     lines += [answer.front.note, ""]
     if failed := failed_lines(answer):
-        lines += ["### Did not finish", "", *(f"- {line}" for line in failed), ""]
+        lines += ["### Did not finish", ""]
+        for line, words in failed:
+            fence = "`" * max(3, _longest_run(words, "`") + 1)
+            lines += [f"- {_one_line(line)}", *([f"  {fence}", textwrap.indent(words, "  "), f"  {fence}"]
+                                                 if words else []), ""]
+    if notes := note_lines(answer):
+        lines += ["### Notes", "", *(f"- {_one_line(line)}" for line in notes), ""]
     return "\n".join(lines)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _longest_run(text: str, char: str) -> int:
+    """The longest run of ``char`` in ``text`` (a fence must be longer than any inside it)."""
+    return max((len(run) for run in re.findall(f"{re.escape(char)}+", text)), default=0)
 
 
 def _html_table(header: Sequence[str], rows: list[list[str]]) -> str:
@@ -90,8 +108,11 @@ def tune_html(record: TuneRecord, answer: TuneAnswer, title: str | None = None) 
             parts.append(f"<p class='note'>{html.escape(_LEGEND)}</p>")
     parts.append(f"<p class='note'>{html.escape(answer.front.note)}</p>")
     if failed := failed_lines(answer):
-        items = "".join(f"<li class='failed'>{html.escape(line)}</li>" for line in failed)
+        items = "".join(f"<li class='failed'>{html.escape(line)}"
+                        + (f"<pre>{html.escape(words)}</pre>" if words else "") + "</li>" for line, words in failed)
         parts.append(f"<h2>Did not finish</h2><ul>{items}</ul>")
+    if notes := note_lines(answer):
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     parts.append(f'<script type="application/json" id="{TUNE_DATA_ID}">{embed_json(answer_json(record, answer))}'
                  "</script></body></html>\n")
     return "".join(parts)

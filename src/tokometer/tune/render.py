@@ -8,20 +8,23 @@ judgement beside each variant and the best per objective and the front at the to
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from tokometer.compare.gate import METRICS
 from tokometer.report.headline import fmt
 from tokometer.tune.answer import MetricVerdict, TuneAnswer, VariantAnswer
 from tokometer.tune.outcome import TuneRecord
 from tokometer.util.units import GIB
 
 __all__ = ["BESIDE_COLUMNS", "BEST_COLUMNS", "FRONT_COLUMNS", "answer_json", "beside_rows", "best_rows",
-           "failed_lines", "front_rows", "headline_metrics", "render_answer", "variant_columns", "variant_rows",
-           "verdict_text"]
+           "failed_lines", "front_rows", "headline_metrics", "note_lines", "render_answer", "variant_columns",
+           "variant_rows", "verdict_text"]
 
 _STYLE = {"better": "green", "worse": "bold red", "no change": "", "cannot decide": "yellow"}
 BEST_COLUMNS = ("objective", "best", "value", "why")
@@ -62,12 +65,16 @@ def _memory(value: float | None) -> str:
     return "-" if value is None else f"{value / GIB:.2f} GiB"
 
 
+def _seconds(value: float) -> str:
+    return f"{value:.1f} s" if abs(value) < 1e5 else f"{value:.3g} s"
+
+
 def _startup(v: VariantAnswer) -> str:
     startup = v.outcome.startup if v.outcome is not None else None
     if startup is None:
         return "-"
-    warm = f" / {startup.second_s:.1f} s warm" if startup.second_s is not None else ""
-    return f"{startup.first_s:.1f} s{warm}"
+    warm = f" / {_seconds(startup.second_s)} warm" if startup.second_s is not None else ""
+    return f"{_seconds(startup.first_s)}{warm}"
 
 
 def _changed(v: VariantAnswer) -> str:
@@ -85,8 +92,8 @@ def _estimate(v: VariantAnswer) -> str:
 
 
 def variant_columns(answer: TuneAnswer) -> list[str]:
-    labels = {key: x.label + (f" ({x.unit})" if x.unit else "") for v in answer.variants for key, x in
-              v.verdicts.items()}
+    """The variants table's header: the headline metrics named as ``compare`` names them."""
+    labels = {d.key: f"{d.label} ({d.unit})" for d in METRICS}
     metrics = [labels.get(key, key) for key in headline_metrics(answer)]
     return ["variant", "changed", "startup", "status", "load", *metrics]
 
@@ -138,30 +145,32 @@ def front_rows(answer: TuneAnswer) -> list[list[str]]:
     return rows
 
 
-def failed_lines(answer: TuneAnswer) -> list[str]:
-    """A line per variant that did not finish: its status, what went wrong and the engine's last words."""
+def failed_lines(answer: TuneAnswer) -> list[tuple[str, str]]:
+    """Per variant that did not finish: a line (its status and what went wrong) and the engine's last words
+    as it wrote them (several lines; empty when there are none)."""
     out = []
     for v in answer.variants:
         if v.outcome is None or v.outcome.status == "finished":
             continue
-        words = (v.outcome.engine_last_words or "").strip()
-        last = f"; the engine's last words: {words}" if words else ""
-        out.append(f"{v.name}: {v.outcome.status}: {v.outcome.error or 'no reason given'}{last}")
+        out.append((f"{v.name}: {v.outcome.status}: {v.outcome.error or 'no reason given'}",
+                    (v.outcome.engine_last_words or "").strip("\n")))
     return out
 
 
-def _notes(answer: TuneAnswer) -> list[str]:
+def note_lines(answer: TuneAnswer) -> list[str]:
+    """What the comparisons noted of the variants that finished (what differs from the baseline, what could not
+    be compared), one line each."""
     return [f"{v.name}: {note}" for v in answer.variants for note in v.notes
             if v.outcome is not None and v.outcome.status == "finished"]
 
 
-def _table(title: str, header: list[str] | tuple[str, ...], rows: list[list[str]]) -> Table:
-    table = Table(title=title, title_justify="left", show_edge=False)
+def _table(title: str, header: Sequence[str], rows: list[list[str]]) -> Table:
+    table = Table(title=Text(title), title_justify="left", show_edge=False)
     for name in header:
         table.add_column(name, justify="right" if "tok/s" in name or name == "#" else "left")
     for row in rows:
         word = next((w for w in ("worse", "better") if any(f": {w} " in cell for cell in row)), "")
-        table.add_row(*row, style=_STYLE.get(word, ""))
+        table.add_row(*(Text(cell) for cell in row), style=_STYLE.get(word, ""))  # names are not markup
     return table
 
 
@@ -174,11 +183,14 @@ def render_answer(console: Console, record: TuneRecord, answer: TuneAnswer) -> N
     console.print(_table("Best per objective", BEST_COLUMNS, best_rows(answer)))
     console.print(_table("Pareto front: decode tok/s per request (p50) against output tok/s, every load of every "
                          "variant", FRONT_COLUMNS, front_rows(answer)))
-    console.print(f"  {answer.front.note}")
-    for line in failed_lines(answer):
-        console.print(line, style="red")
-    for line in _notes(answer):
-        console.print(f"note: {line}", style="dim")
+    console.print(f"  {answer.front.note}", markup=False)
+    for line, words in failed_lines(answer):
+        console.print(line, style="red", markup=False)
+        if words:
+            console.print("  the engine's last words:", style="red")
+            console.print(textwrap.indent(words, "    "), markup=False, highlight=False)
+    for line in note_lines(answer):
+        console.print(f"note: {line}", style="dim", markup=False)
 
 
 def _verdicts(verdicts: Mapping[str, MetricVerdict]) -> dict[str, Any]:
