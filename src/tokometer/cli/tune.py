@@ -20,6 +20,7 @@ import click
 from tokometer.cli import bench
 from tokometer.cli.options import FiniteFloat, build_spec, check_output_path
 from tokometer.cli.specoption import SpecOption, flag_words, spec_options, user_fields
+from tokometer.tune.quality import DEFAULT_ITEMS
 from tokometer.util.errors import ConfigError
 from tokometer.util.limits import MAX_SECONDS, MIN_SECONDS
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from tokometer.store import ResultStore
     from tokometer.tune.launch import LaunchOptions
     from tokometer.tune.outcome import TuneRecord
-    from tokometer.tune.sweep import SweepEnd
+    from tokometer.tune.sweep import Quality, SweepEnd
 
 __all__ = ["command"]
 
@@ -40,7 +41,6 @@ _WORKLOAD = ("concurrency", "rate", "synchronous", "arrival", "burstiness", "max
 _OWN_FIELDS = ("url", "model", "seed", "label", "api")
 """`BenchSpec` fields the sweep sets per variant, never part of the saved workload."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-_QUALITY_ITEMS = 16
 
 
 def _workload_options() -> list[SpecOption]:
@@ -73,7 +73,7 @@ def _bench_spec() -> Any:
 @click.option("--name", default=None, help="The tune's name in the store [default: ENGINE-DATE-TIME].")
 @click.option("--resume", default=None, metavar="NAME", help="Carry on the saved tune NAME (its finished variants are "
               "kept; the same plan, seed and order).")
-@click.option("--quality-items", type=click.IntRange(0, 1000), default=_QUALITY_ITEMS, show_default=True,
+@click.option("--quality-items", type=click.IntRange(0, 1000), default=DEFAULT_ITEMS, show_default=True,
               help="Evaluation prompts for the quality check of a variant that changes the weights (0: none).")
 @click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
@@ -232,56 +232,29 @@ def _sweep(record: TuneRecord, store: ResultStore, opts: dict[str, Any]) -> int:
     return 0
 
 
-def _quality(items: int) -> Any:
-    """`tokometer.tune.quality.quality_against_baseline` with ``items`` prompts; None when there is none to use."""
+def _quality(items: int) -> Quality | None:
+    """`tokometer.tune.quality.quality_against_baseline` on ``items`` evaluation prompts; None for none."""
     if items == 0:
-        return None
-    try:
-        from tokometer.tune import quality  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:
         return None
     import functools
 
-    return functools.partial(quality.quality_against_baseline, items=items)
+    from tokometer.tune.quality import quality_against_baseline
+
+    return functools.partial(quality_against_baseline, items=items)
 
 
 def _show(end: SweepEnd, store: ResultStore, console: Any, opts: dict[str, Any]) -> None:
-    """The tune's outcomes as a table, and ``--json``."""
+    """Each variant judged against the baseline (`tokometer.tune.answer`), on the console and in ``--json``."""
+    from tokometer.tune.answer import judge
+    from tokometer.tune.render import answer_json, render_answer
     from tokometer.util.atomicfile import write_atomic
     from tokometer.util.jsontext import dumps
 
-    console.print(_outcomes_table(end.record))
+    answer = judge(end.record, store)
+    render_answer(console, end.record, answer)
     if opts["json_path"] is not None:
-        write_atomic(opts["json_path"], dumps(end.record.to_json(), indent=2) + "\n")
+        write_atomic(opts["json_path"], dumps(answer_json(end.record, answer), indent=2) + "\n")
         console.print(f"JSON written to {opts['json_path']}", highlight=False)
-
-
-def _outcomes_table(record: TuneRecord) -> Any:
-    from rich.table import Table
-
-    table = Table(title=f"tune {record.name} ({record.engine})", show_edge=False)
-    for column in ("#", "variant", "status", "start-up (s)", "warm (s)", "run", "note"):
-        table.add_column(column)
-    for variant in record.variants:
-        outcome = record.outcome_of(variant)
-        if outcome is None:
-            table.add_row(str(variant.index), variant.name, "not run", "", "", "", "")
-            continue
-        startup = outcome.startup
-        note = outcome.error or ""
-        if outcome.status == "failed to start" and outcome.engine_last_words:
-            note = outcome.engine_last_words.strip().splitlines()[-1][:200]
-        if outcome.quality is not None:
-            note = (note + "; " if note else "") + f"quality: {_quality_word(outcome.quality)}"
-        table.add_row(str(variant.index), variant.name, outcome.status,
-                      f"{startup.first_s:.2f}" if startup else "",
-                      f"{startup.second_s:.2f}" if startup and startup.second_s is not None else "",
-                      str(outcome.run_id) if outcome.run_id is not None else "", note)
-    return table
-
-
-def _quality_word(quality: Any) -> str:
-    return str(quality.get("error") or quality.get("verdict") or "measured")
 
 
 def _dry_run(planned: TuneRecord, options: LaunchOptions) -> None:

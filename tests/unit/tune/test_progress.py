@@ -47,3 +47,10 @@ def test_without_a_terminal_only_the_lines_are_printed() -> None:
         progress.variant_finished(VariantOutcome(variant, "interrupted", startup=Startup(1.0)))
         progress.note("quality skipped")
     assert out.getvalue().splitlines() == ["baseline: interrupted: start-up 1.0 s", "note: quality skipped"]
+
+
+def test_the_engines_words_are_not_said_twice() -> None:
+    outcome = VariantOutcome(Variant(2, "bad", {"x": "1"}, ("x",)), "failed to start",
+                             error="it exited; its log ends: error: invalid argument: --x",
+                             engine_last_words="error: invalid argument: --x")
+    assert variant_line(outcome, None) == "bad: failed to start: it exited; its log ends: error: invalid argument: --x"
