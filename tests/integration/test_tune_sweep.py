@@ -147,3 +147,49 @@ def _check_runs(store: ResultStore, record: TuneRecord, finished: tuple[int, ...
                                             "settings": dict(outcome.variant.settings)}
         assert run.engine.facts["startup_s"] == pytest.approx(outcome.startup.first_s if outcome.startup else -1)
         assert f"--itl-ms {outcome.variant.settings['itl-ms']}" in " ".join(run.engine.argv)
+
+
+class _KillAtFirstRequestOf:
+    """A bench observer that SIGKILLs the engine of variant ``name`` when its first request ends."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.current: Variant | None = None
+        self.handle: EngineHandle | None = None
+
+    def step_started(self, index: int, step: Any, limits: Any) -> None:
+        pass
+
+    def request_done(self, record: Any) -> None:
+        if self.current is not None and self.current.name == self.name and self.handle is not None:
+            process, self.handle = self.handle.process, None
+            assert process is not None
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def step_finished(self, result: Any) -> None:
+        pass
+
+
+def test_an_engine_killed_during_its_run_is_run_failed_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    store = ResultStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    try:
+        variants = plan_variants(parse_set(["ttft-ms=5", "itl-ms=2"]), vary=parse_vary(["itl-ms=1,3"]))
+        record = TuneRecord("killed", "sim", "f", 99, _WORKLOAD, variants)
+        engines, kill = _SimEngines(), _KillAtFirstRequestOf("itl-ms=1")
+
+        def launch(variant: Variant) -> LaunchedVariant:
+            launched = engines(variant)
+            kill.current, kill.handle = variant, launched.handle
+            return launched
+
+        end = run_tune(record, launch=launch, run_workload=bench_workload(record, store=store, observer=kill),
+                       store=store, observer=_Quiet())
+        assert not end.interrupted and [o.status for o in end.record.outcomes] == \
+            ["finished", "run failed", "finished"]
+        died = end.record.outcomes[1]
+        assert died.run_id is not None and "exited" in (died.error or "")
+        run = store.run(died.run_id)
+        assert run is not None and run.status == "failed"
+        assert load_tune(store, "killed") == end.record
+    finally:
+        store.close()
