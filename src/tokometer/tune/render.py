@@ -17,7 +17,6 @@ from rich.table import Table
 from rich.text import Text
 
 from tokometer.compare.gate import METRICS
-from tokometer.report.headline import fmt
 from tokometer.tune.answer import MetricVerdict, TuneAnswer, VariantAnswer
 from tokometer.tune.outcome import TuneRecord
 from tokometer.util.units import GIB
@@ -37,9 +36,10 @@ def headline_metrics(answer: TuneAnswer) -> tuple[str, ...]:
 
 
 def _number(value: float | None) -> str:
+    """A figure for a table: thousands separated, more digits for small numbers, ``-`` for none."""
     if value is None:
         return "-"
-    return fmt(value, 3 if abs(value) < 10 else 2 if abs(value) < 100 else 1)
+    return f"{value:,.{3 if abs(value) < 10 else 2 if abs(value) < 100 else 1}f}"
 
 
 def _change(x: MetricVerdict, value: float | None) -> str:
