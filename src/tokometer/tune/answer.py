@@ -26,15 +26,14 @@ lowest is best unless another is within `MEMORY_TIE` of it.
 per-request decode speed p50 against output throughput (`tokometer.metrics.pareto`, as ``compare`` and
 ``report`` draw it).
 
-Beside each variant: what ``estimate`` says the hardware allows (`tokometer.tune.hardware.allowed_for`, where
-it is wired), and for a variant that changes the weights its ``quality`` against the baseline in words beside
-its speed ("faster but different").
+Beside each variant: what ``estimate`` says the hardware allows (`tokometer.tune.hardware.allowed_for`: the
+bound of each step's decode speed, or why it cannot say), and for a variant that changes the weights its
+``quality`` against the baseline in words beside its speed ("faster but different").
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -332,22 +331,14 @@ def _memory(run: StoredRun) -> tuple[float | None, str]:
     return None, "no memory reading: the run read no GPU and the engine reported none"
 
 
-_HARDWARE = "tokometer.tune.hardware"
+def _estimate(run: StoredRun, records: Sequence[RequestRecord]) -> tuple[Mapping[str, Any] | None, str]:
+    """What ``estimate`` says the hardware allows for the run (`tokometer.tune.hardware.allowed_for`: its
+    figures and their ``line``), or None and why it cannot say."""
+    from tokometer.tune.hardware import allowed_for
 
-
-def _estimate(run: StoredRun) -> tuple[Mapping[str, Any] | None, str]:
-    """What ``estimate`` says the hardware allows for the run (`tokometer.tune.hardware.allowed_for`), or why
-    there is nothing."""
-    try:
-        allowed_for: Callable[[StoredRun], Mapping[str, Any] | None] = importlib.import_module(_HARDWARE).allowed_for
-    except (ImportError, AttributeError):
-        return None, "not wired"
-    try:
-        found = allowed_for(run)
-    except ConfigError as exc:
-        return None, str(exc)
-    if found is None:
-        return None, "estimate cannot say for this engine, model or host"
+    found = allowed_for(run, records)
+    if "reason" in found and "line" not in found:
+        return None, str(found["reason"])
     return found, ""
 
 
@@ -361,8 +352,8 @@ _QUALITY: Mapping[str, str] = {"same": ", answers the same", "close": ", answers
 
 def quality_line(speed: Word | None, quality: Mapping[str, Any] | None) -> str:
     """A weight-changing variant's speed and quality in a few words: "faster but different", "faster, answers
-    the same" (``quality``: the summary of ``quality`` against the baseline, `tokometer.quality.verdict`'s
-    ``Summary.to_json`` or one holding its ``verdict`` kind; ``speed``: the throughput verdict)."""
+    the same" (``quality``: `tokometer.tune.quality.quality_against_baseline`'s figures: its ``verdict``, one of
+    `tokometer.quality.verdict`'s kinds, and ``agreement``, or its ``error``; ``speed``: the throughput verdict)."""
     said = _SPEED[speed] if speed is not None else "speed not compared"
     if not quality:
         return f"{said}; quality not measured"
@@ -371,7 +362,7 @@ def quality_line(speed: Word | None, quality: Mapping[str, Any] | None) -> str:
     if not isinstance(kind, str) or kind not in _QUALITY:
         why = quality.get("error") or quality.get("reason")
         return f"{said}; quality not judged" + (f": {why}" if why else "")
-    agreement = quality.get("exact_match")
+    agreement = quality.get("agreement", quality.get("exact_match"))
     share = (f" ({agreement:.0%} of answers identical)" if isinstance(agreement, (int, float)) and kind != "same"
              else "")
     return f"{said}{_QUALITY[kind]}{share}"
@@ -506,7 +497,7 @@ def _variant(variant: Variant, outcome: VariantOutcome | None, loaded: _Loaded |
         return VariantAnswer(variant, outcome, notes=(why,) if why else ())
     run = loaded[0]
     memory, memory_note = _memory(run)
-    estimate, estimate_note = _estimate(run)
+    estimate, estimate_note = _estimate(*loaded)
     if variant.is_baseline:
         fields = _baseline_headline(run)
     elif base is None:

@@ -84,11 +84,10 @@ def _changed(v: VariantAnswer) -> str:
 
 
 def _estimate(v: VariantAnswer) -> str:
-    """What the hardware allows, in a few words: the estimate's ``text`` where it has one."""
+    """What the hardware allows, in a few words: the estimate's ``line``, or why it cannot say."""
     if v.estimate is None:
         return v.estimate_note or "-"
-    text = v.estimate.get("text") or v.estimate.get("summary")
-    return str(text) if text else ", ".join(f"{k}={val}" for k, val in v.estimate.items())
+    return str(v.estimate.get("line") or "-")
 
 
 def variant_columns(answer: TuneAnswer) -> list[str]:

@@ -101,7 +101,9 @@ def test_nothing_to_rank() -> None:
 @pytest.mark.parametrize(("speed", "quality", "line"), [
     ("better", {"verdict": {"kind": "different"}, "exact_match": 0.4},
      "faster but different (40% of answers identical)"),
-    ("better", {"verdict": {"kind": "same"}, "exact_match": 1.0}, "faster, answers the same"),
+    ("better", {"verdict": "same", "agreement": 1.0, "error": None}, "faster, answers the same"),
+    ("better", {"verdict": "different", "agreement": 0.25, "error": None},
+     "faster but different (25% of answers identical)"),
     ("worse", {"verdict": "worse"}, "slower but less accurate"),
     ("no change", {"verdict": {"kind": "close"}, "exact_match": 0.95},
      "no faster, answers mostly the same (95% of answers identical)"),
@@ -218,7 +220,9 @@ def test_the_front_and_the_variants_without_a_run(judged: Any) -> None:
     assert [row["status"] for row in data["variants"]] == ["finished"] * 3 + ["failed to start", "finished",
                                                                              "not run"]
     assert data["variants"][2]["verdicts"]["tpot_p50"]["verdict"] == "better"
-    assert data["variants"][0]["estimate"] == {"allowed": None, "reason": "not wired"}
+    # estimate needs to know the model: a hand-made run does not say
+    assert data["variants"][0]["estimate"]["allowed"] is None
+    assert "--model is required for run 1" in data["variants"][0]["estimate"]["reason"]
 
 
 def test_without_a_baseline_run_nothing_is_compared() -> None:
