@@ -131,18 +131,21 @@ def _records(step: int, tpot_ms: np.ndarray, start_s: float) -> list[RequestReco
     return out
 
 
-def _run(run_id: int, tpot_ms: float, seed: int, memory_gib: float | None) -> tuple[StoredRun, list[RequestRecord]]:
-    """Two loads of 80 requests each, TPOT drawn around ``tpot_ms`` (2 % spread)."""
+def _run(run_id: int, tpot_ms: float, seed: int, memory_gib: float | None,
+         loads: tuple[tuple[LoadStep, float], ...] = ((C1, 1.0), (C4, 1.0)),
+         spec: dict[str, Any] | None = None) -> tuple[StoredRun, list[RequestRecord]]:
+    """A load of 80 requests for each of ``loads`` (a load, and its TPOT as a multiple of ``tpot_ms``), TPOT
+    drawn around it (2 % spread)."""
     rng = np.random.default_rng(seed)
     records, steps = [], []
-    for i, load in enumerate((C1, C4)):
-        tpots = rng.normal(tpot_ms, tpot_ms * 0.02, 80)
-        records += _records(i, tpots, 100.0 * i)
+    for i, (load, factor) in enumerate(loads):
+        tpot = tpot_ms * factor
+        records += _records(i, rng.normal(tpot, tpot * 0.02, 80), 100.0 * i)
         gpu = ({"memory_used_max_bytes": memory_gib * 2**30},) if memory_gib is not None else ()
-        steps.append(StoredStep(i, load, "t", summary=_summary(21 * 1000 / (50 + 20 * tpot_ms), 1000 / tpot_ms),
-                                gpu=gpu))
+        steps.append(StoredStep(i, load, "t", summary=_summary(21 * 1000 / (50 + 20 * tpot), 1000 / tpot), gpu=gpu))
     run = StoredRun(id=run_id, status="completed", started_at="t", finished_at="t", target="http://x/v1",
-                    api="openai-chat", model="m", label=None, spec={}, engine=None, host=None, steps=tuple(steps))
+                    api="openai-chat", model="m", label=None, spec=spec or {}, engine=None, host=None,
+                    steps=tuple(steps))
     return run, records
 
 
@@ -233,6 +236,29 @@ def test_without_a_baseline_run_nothing_is_compared() -> None:
     assert answer.of(2).verdicts == {}
     assert answer.of(2).notes == ("the baseline has no run: nothing to compare against",)
     assert all(not b.decided for b in answer.best if b.objective != "memory")
+
+
+def test_find_max_runs_are_judged_at_their_answers() -> None:
+    """``--find-max concurrency --slo tpot_p50=8ms``: the baseline (TPOT 5 ms at c=1, 10 ms at c=2) meets it
+    up to c=1; the variant (2.5, 4, 10 ms at c=1, 2, 4) up to c=2. The headline compares the answers, c=2
+    against c=1; the loads both probed (c=1, c=2) are compared load by load."""
+    spec = {"find_max": "concurrency", "slo": "tpot_p50=8ms", "concurrency": [1]}
+    c2 = LoadStep("concurrency", 2)
+    base = _run(1, 5.0, 1, None, ((C1, 1.0), (c2, 2.0)), spec)
+    new = _run(2, 5.0, 2, None, ((C1, 0.5), (c2, 0.8), (C4, 2.0)), spec)
+    variants = (Variant(0, "baseline", {"parallel": "1"}), Variant(1, "parallel=2", {"parallel": "2"}, ("parallel",)))
+    record = TuneRecord("f", "llamacpp", "f", 1, {}, variants,
+                        tuple(VariantOutcome(v, "finished", run_id=v.index + 1) for v in variants))
+    answer = judge(record, _Store([base, new]))
+    assert answer.of(0).headline == "find-max answer c=1"
+    variant = answer.of(1)
+    assert variant.headline == "find-max answer c=2 (baseline c=1)"
+    assert variant.verdicts["tpot_p50"].word == "better" and 0.75 < (variant.verdicts["tpot_p50"].new or 0) / 5 < 0.85
+    assert [load for load, _ in variant.loads] == ["c=1", "c=2"]
+    assert not any("load 1" in note for note in variant.notes)
+    best = {b.objective: b for b in answer.best}
+    assert best["throughput"].label == "throughput under the SLO (output tok/s at the find-max answer)"
+    assert best["throughput"].winner == "parallel=2"
 
 
 # -- a tune --json file is untrusted input ----------------------------------------------------------------------
