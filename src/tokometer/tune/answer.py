@@ -117,6 +117,9 @@ class VariantAnswer:
     estimate_note: str = ""
     quality_text: str | None = None
     notes: tuple[str, ...] = ()
+    ranked: bool = False
+    """Its headline compares against the baseline's own headline steps: it takes part in the best per
+    objective."""
 
     @property
     def name(self) -> str:
@@ -254,16 +257,16 @@ def _short(step: StoredStep) -> str:
 
 
 def _compared(base: _Loaded, new: _Loaded, base_steps: Sequence[StoredStep],
-              new_steps: Sequence[StoredStep]) -> tuple[list[dict[str, MetricVerdict]], list[str]]:
-    """NEW against BASE over the given steps, loads paired in order: each load's verdicts, and the notes
-    (what differs between the runs, what could not be compared)."""
+              new_steps: Sequence[StoredStep]) -> tuple[dict[int, dict[str, MetricVerdict]], list[str]]:
+    """NEW against BASE over the given steps, loads paired in order: the verdicts of each load compared, by the
+    index of its first step in BASE, and the notes (what differs between the runs, what was not compared)."""
     b_run, b_records = _only(base, base_steps)
     n_run, n_records = _only(new, new_steps)
     try:
         found = compare_runs(b_run, n_run, b_records, n_records, force=True)
     except ConfigError as exc:
-        return [], [str(exc)]
-    verdicts = [{x.key: MetricVerdict.of(x) for x in step.metrics} for step in found.steps]
+        return {}, [str(exc)]
+    verdicts = {step.index: {x.key: MetricVerdict.of(x) for x in step.metrics} for step in found.steps}
     return verdicts, [f"differs from the baseline: {u}" for u in found.unlike] + list(found.notes)
 
 
@@ -292,22 +295,29 @@ def _headline_steps(base: StoredRun, new: StoredRun) -> tuple[str, list[StoredSt
 
 def _against_baseline(base: _Loaded, new: _Loaded) -> dict[str, Any]:
     """The fields of a `VariantAnswer` that compare NEW with the baseline: the headline, its verdicts, every
-    shared load's, the notes."""
+    shared load's, the notes. A variant whose headline is not the baseline's (it did not run the baseline's
+    heaviest load) is not ranked: its values are not of the same load as the others'."""
     shared = _shared_loads(base[0], new[0])
-    loads, notes = _compared(base, new, [s for _, b, _ in shared for s in b], [s for _, _, n in shared for s in n])
-    by_load = tuple((label, v) for (label, _, _), v in zip(shared, loads, strict=False))
+    found, notes = _compared(base, new, [s for _, b, _ in shared for s in b], [s for _, _, n in shared for s in n])
+    by_load = tuple((label, found[b[0].index]) for label, b, _ in shared if b[0].index in found)
     head = _headline_steps(base[0], new[0])
     if head is None:
         return {"loads": by_load, "notes": (*notes, "no load in common with the baseline: nothing compared")}
     label, b_steps, n_steps = head
-    if by_load and label == by_load[-1][0]:
-        verdicts: Mapping[str, MetricVerdict] = by_load[-1][1]
+    if b_steps[0].index in found and label == _short(b_steps[0]):
+        verdicts: Mapping[str, MetricVerdict] = found[b_steps[0].index]
     else:
-        found, more = _compared(base, new, b_steps, n_steps)
-        verdicts = found[0] if found else {}
+        at, more = _compared(base, new, b_steps, n_steps)
+        verdicts = next(iter(at.values()), {})
         notes += [m for m in more if m not in notes and not m.startswith("differs from the baseline: load")]
+    if not verdicts:
+        return {"loads": by_load, "notes": tuple(notes)}
+    ranked = tuple(s.index for s in b_steps) == _baseline_headline(base[0])["headline_steps"]
+    if not ranked:
+        notes.append(f"compared at {label}, not at the baseline's {_baseline_headline(base[0])['headline']}: "
+                     "not ranked for the best per objective")
     return {"headline": label, "headline_steps": tuple(s.index for s in n_steps), "verdicts": verdicts,
-            "loads": by_load, "notes": tuple(notes)}
+            "loads": by_load, "notes": tuple(notes), "ranked": ranked}
 
 
 def _baseline_headline(base: StoredRun) -> dict[str, Any]:
@@ -424,14 +434,14 @@ def _memory_best(answers: Sequence[VariantAnswer]) -> Best:
 def _candidates(answers: Sequence[VariantAnswer], metric: str) -> tuple[list[Candidate], str]:
     """Each measured variant's value on ``metric`` at its headline, the baseline's from the comparisons; and
     the metric's unit."""
-    compared = [a.verdicts[metric] for a in answers if metric in a.verdicts]
+    compared = [a.verdicts[metric] for a in answers if a.ranked and metric in a.verdicts]
     unit = compared[0].unit if compared else ""
     base_value = next((x.base for x in compared if x.base is not None), None)
     out: list[Candidate] = []
     for a in answers:
         if a.variant.is_baseline:
             out.append((a.name, base_value, None))
-        elif metric in a.verdicts:
+        elif a.ranked and metric in a.verdicts:
             out.append((a.name, a.verdicts[metric].new, a.verdicts[metric].word))
     return out, unit
 

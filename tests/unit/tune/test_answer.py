@@ -8,6 +8,7 @@ results store does: what is tested is the judgement of given runs, not the store
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -236,6 +237,28 @@ def test_without_a_baseline_run_nothing_is_compared() -> None:
     assert answer.of(2).verdicts == {}
     assert answer.of(2).notes == ("the baseline has no run: nothing to compare against",)
     assert all(not b.decided for b in answer.best if b.objective != "memory")
+
+
+def test_runs_cut_short_are_judged_where_they_can_be() -> None:
+    """'empty' saved no step, 'partial' only c=1 (not the baseline's heaviest load: compared, not ranked), 'gap'
+    ran c=4 twice as fast but no request of its c=1 was measured: it is compared at c=4, ranked, and best."""
+    base = _run(1, 5.0, 1, None)
+    empty = (dataclasses.replace(base[0], id=2, steps=()), [])
+    partial = (dataclasses.replace(base[0], id=3, steps=base[0].steps[:1]), [r for r in base[1] if r.step == 0])
+    fast = _run(4, 2.5, 4, None)
+    gap = (fast[0], [r for r in fast[1] if r.step == 1])
+    variants = tuple(Variant(i, n, {}, () if i == 0 else ("x",))
+                     for i, n in enumerate(["baseline", "empty", "partial", "gap"]))
+    record = TuneRecord("x", "llamacpp", "f", 1, {}, variants,
+                        tuple(VariantOutcome(v, "finished", run_id=v.index + 1) for v in variants))
+    answer = judge(record, _Store([base, empty, partial, gap]))
+    assert answer.of(1).verdicts == {} and answer.of(1).headline is None
+    assert answer.of(1).notes[-1] == "no load in common with the baseline: nothing compared"
+    assert answer.of(2).headline == "c=1" and not answer.of(2).ranked
+    assert "not at the baseline's c=4: not ranked" in answer.of(2).notes[-1]
+    assert answer.of(3).ranked and [load for load, _ in answer.of(3).loads] == ["c=4"]
+    assert answer.of(3).notes == ("c=1 not compared: no requests measured in NEW",)
+    assert {b.objective: b.winner for b in answer.best}["throughput"] == "gap"
 
 
 def test_find_max_runs_are_judged_at_their_answers() -> None:
