@@ -244,11 +244,12 @@ def _only(loaded: _Loaded, steps: Sequence[StoredStep]) -> _Loaded:
 
 def _shared_loads(base: StoredRun, new: StoredRun) -> list[tuple[str, list[StoredStep], list[StoredStep]]]:
     """The loads both runs ran, in the baseline's order: their short form and each run's steps (trials) of it."""
-    theirs = {repr(load): steps for load, steps in load_groups(new)}
+    theirs = load_groups(new)
     out = []
     for load, steps in load_groups(base):
-        if load is not None and repr(load) in theirs:
-            out.append((_short(steps[0]), steps, theirs[repr(load)]))
+        match = next((n_steps for n_load, n_steps in theirs if load is not None and n_load == load), None)
+        if match is not None:
+            out.append((_short(steps[0]), steps, match))
     return out
 
 
@@ -475,7 +476,7 @@ def _bests(answers: Sequence[VariantAnswer], throughput: str, loaded: Mapping[in
         def between(new: str, base: str, metric: str = metric) -> Word | None:
             a, b = by_name[new], by_name[base]
             found, _ = _compared(loaded[b.variant.index], loaded[a.variant.index], steps(b), steps(a))
-            verdict = found[0].get(metric) if found else None
+            verdict = next(iter(found.values()), {}).get(metric)
             return verdict.word if verdict is not None else None
 
         candidates, unit = _candidates(answers, metric)

@@ -198,7 +198,7 @@ def _verdicts(verdicts: Mapping[str, MetricVerdict]) -> dict[str, Any]:
 
 def _variant_json(v: VariantAnswer) -> dict[str, Any]:
     """The judgement added to a variant's row of ``tokometer.tune/1``."""
-    return {"verdicts": _verdicts(v.verdicts), "headline_load": v.headline,
+    return {"verdicts": _verdicts(v.verdicts), "headline_load": v.headline, "ranked": v.ranked,
             "loads": [{"load": load, "verdicts": _verdicts(verdicts)} for load, verdicts in v.loads],
             "estimate": {"allowed": dict(v.estimate) if v.estimate is not None else None,
                          "reason": v.estimate_note or None},

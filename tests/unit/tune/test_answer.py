@@ -239,6 +239,23 @@ def test_without_a_baseline_run_nothing_is_compared() -> None:
     assert all(not b.decided for b in answer.best if b.objective != "memory")
 
 
+def _all_finished(names: list[str], runs: list[tuple[StoredRun, list[RequestRecord]]]) -> Any:
+    variants = tuple(Variant(i, n, {}, () if i == 0 else ("x",)) for i, n in enumerate(names))
+    record = TuneRecord("x", "llamacpp", "f", 1, {}, variants,
+                        tuple(VariantOutcome(v, "finished", run_id=v.index + 1) for v in variants))
+    return judge(record, _Store(runs))
+
+
+def test_two_variants_better_than_the_baseline_are_compared_directly() -> None:
+    """'a' and 'b' both decode at 5 ms against the baseline's 10: each better, not told apart; 'c' at 4 ms is
+    better than both, compared with each directly."""
+    runs = [_run(1, 10.0, 1, None), _run(2, 5.0, 2, None), _run(3, 5.0, 3, None)]
+    best = {b.objective: b for b in _all_finished(["baseline", "a", "b"], runs).best}
+    assert best["decode_speed"].winner is None and set(best["decode_speed"].tied) == {"a", "b"}
+    best = {b.objective: b for b in _all_finished(["baseline", "a", "b", "c"], [*runs, _run(4, 4.0, 4, None)]).best}
+    assert best["decode_speed"].winner == "c" and best["decode_speed"].text.endswith("and than a, b")
+
+
 def test_runs_cut_short_are_judged_where_they_can_be() -> None:
     """'empty' saved no step, 'partial' only c=1 (not the baseline's heaviest load: compared, not ranked), 'gap'
     ran c=4 twice as fast but no request of its c=1 was measured: it is compared at c=4, ranked, and best."""
