@@ -54,7 +54,7 @@ def record(store: Path) -> TuneRecord:
         same.stop()
         fast.stop()
     variants = _variants()
-    quality = {"verdict": {"kind": "different", "headline": "different: ...", "rule": "..."}, "exact_match": 0.4}
+    quality = {"verdict": "different", "agreement": 0.4, "error": None}  # as tokometer.tune.quality writes it
     outcomes = tuple(VariantOutcome(v, "finished", run_id=i, startup=Startup(1.5, 0.9),
                                     command_line=("llama-server", "--parallel", v.settings["parallel"]),
                                     quality=quality if v.changes_weights else None)

@@ -80,19 +80,10 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
     from tokometer.util.outputtarget import is_standard_output
 
     if fmt == "html":
-        if output is None:
-            raise ConfigError("-o/--output is required for an HTML report: e.g. -o report.html "
-                              "(or --format md to print a markdown summary)")
-        if tune is None and tune_json is None:  # a tune's page has no charts
-            from tokometer.report.charts import require_plotly
-
-            require_plotly()
+        _html_needs(output, charts=tune is None and tune_json is None)
     check_output_path(output, "--output", "report.html" if fmt == "html" else f"report.{fmt}")
-    if tune is not None or tune_json is not None:
-        _tune_report(runs, store, output, fmt, title, tune, tune_json)
+    if _tune_report(runs, store, output, fmt, title, tune, tune_json):
         return
-    if not runs:
-        raise ConfigError("give the runs to report (ids, or baseline:NAME), or --tune NAME")
     if fmt in ("csv", "json", "llmd"):
         _write_table(runs, store, output, fmt)
         return
@@ -127,6 +118,19 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
     click.echo(f"wrote {output} ({len(text.encode()) / 1e6:.1f} MB): {len(loaded)} run"
                f"{'s' if len(loaded) != 1 else ''}, {sum(len(r.steps) for r, _ in loaded)} steps",
                err=is_standard_output(output))
+
+
+def _html_needs(output: Path | None, *, charts: bool) -> None:
+    """An HTML report needs ``-o``, and plotly for its charts (a tune's page has none)."""
+    from tokometer.util.errors import ConfigError
+
+    if output is None:
+        raise ConfigError("-o/--output is required for an HTML report: e.g. -o report.html "
+                          "(or --format md to print a markdown summary)")
+    if charts:
+        from tokometer.report.charts import require_plotly
+
+        require_plotly()
 
 
 def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: str) -> None:
@@ -192,8 +196,9 @@ def _tune_file(path: Path) -> TuneRecord:
 
 
 def _tune_report(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: str, title: str | None,
-                 name: str | None, path: Path | None) -> None:
-    """``--tune NAME`` / ``--tune-json FILE``: the tune's answer as markdown or HTML, its runs from the store."""
+                 name: str | None, path: Path | None) -> bool:
+    """``--tune NAME`` / ``--tune-json FILE``: the tune's answer as markdown or HTML, its runs from the store;
+    False when neither is given (then runs must be)."""
     from tokometer.report.tune import tune_html, tune_markdown
     from tokometer.store import ResultStore, configured_store_url
     from tokometer.tune.answer import judge
@@ -202,6 +207,10 @@ def _tune_report(runs: tuple[str, ...], store: str | None, output: Path | None, 
     from tokometer.util.errors import ConfigError
     from tokometer.util.outputtarget import is_standard_output
 
+    if name is None and path is None:
+        if not runs:
+            raise ConfigError("give the runs to report (ids, or baseline:NAME), or --tune NAME")
+        return False
     if runs or (name is not None and path is not None) or fmt not in ("html", "md"):
         raise ConfigError("--tune NAME or --tune-json FILE reports one tune, alone, as html or md "
                           "(no run ids, no other --format)")
@@ -219,6 +228,7 @@ def _tune_report(runs: tuple[str, ...], store: str | None, output: Path | None, 
     text = tune_markdown(record, answer) if fmt == "md" else tune_html(record, answer, title)
     if output is None:
         click.echo(text, nl=False)
-        return
+        return True
     write_atomic(output, text)
     click.echo(f"wrote {output}: tune {record.name}, {len(record.variants)} variants", err=is_standard_output(output))
+    return True

@@ -26,15 +26,14 @@ lowest is best unless another is within `MEMORY_TIE` of it.
 per-request decode speed p50 against output throughput (`tokometer.metrics.pareto`, as ``compare`` and
 ``report`` draw it).
 
-Beside each variant: what ``estimate`` says the hardware allows (`tokometer.tune.hardware.allowed_for`, where
-it is wired), and for a variant that changes the weights its ``quality`` against the baseline in words beside
-its speed ("faster but different").
+Beside each variant: what ``estimate`` says the hardware allows (`tokometer.tune.hardware.allowed_for`: the
+bound of each step's decode speed, or why it cannot say), and for a variant that changes the weights its
+``quality`` against the baseline in words beside its speed ("faster but different").
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -118,6 +117,9 @@ class VariantAnswer:
     estimate_note: str = ""
     quality_text: str | None = None
     notes: tuple[str, ...] = ()
+    ranked: bool = False
+    """Its headline compares against the baseline's own headline steps: it takes part in the best per
+    objective."""
 
     @property
     def name(self) -> str:
@@ -242,11 +244,12 @@ def _only(loaded: _Loaded, steps: Sequence[StoredStep]) -> _Loaded:
 
 def _shared_loads(base: StoredRun, new: StoredRun) -> list[tuple[str, list[StoredStep], list[StoredStep]]]:
     """The loads both runs ran, in the baseline's order: their short form and each run's steps (trials) of it."""
-    theirs = {repr(load): steps for load, steps in load_groups(new)}
+    theirs = load_groups(new)
     out = []
     for load, steps in load_groups(base):
-        if load is not None and repr(load) in theirs:
-            out.append((_short(steps[0]), steps, theirs[repr(load)]))
+        match = next((n_steps for n_load, n_steps in theirs if load is not None and n_load == load), None)
+        if match is not None:
+            out.append((_short(steps[0]), steps, match))
     return out
 
 
@@ -255,16 +258,16 @@ def _short(step: StoredStep) -> str:
 
 
 def _compared(base: _Loaded, new: _Loaded, base_steps: Sequence[StoredStep],
-              new_steps: Sequence[StoredStep]) -> tuple[list[dict[str, MetricVerdict]], list[str]]:
-    """NEW against BASE over the given steps, loads paired in order: each load's verdicts, and the notes
-    (what differs between the runs, what could not be compared)."""
+              new_steps: Sequence[StoredStep]) -> tuple[dict[int, dict[str, MetricVerdict]], list[str]]:
+    """NEW against BASE over the given steps, loads paired in order: the verdicts of each load compared, by the
+    index of its first step in BASE, and the notes (what differs between the runs, what was not compared)."""
     b_run, b_records = _only(base, base_steps)
     n_run, n_records = _only(new, new_steps)
     try:
         found = compare_runs(b_run, n_run, b_records, n_records, force=True)
     except ConfigError as exc:
-        return [], [str(exc)]
-    verdicts = [{x.key: MetricVerdict.of(x) for x in step.metrics} for step in found.steps]
+        return {}, [str(exc)]
+    verdicts = {step.index: {x.key: MetricVerdict.of(x) for x in step.metrics} for step in found.steps}
     return verdicts, [f"differs from the baseline: {u}" for u in found.unlike] + list(found.notes)
 
 
@@ -293,22 +296,29 @@ def _headline_steps(base: StoredRun, new: StoredRun) -> tuple[str, list[StoredSt
 
 def _against_baseline(base: _Loaded, new: _Loaded) -> dict[str, Any]:
     """The fields of a `VariantAnswer` that compare NEW with the baseline: the headline, its verdicts, every
-    shared load's, the notes."""
+    shared load's, the notes. A variant whose headline is not the baseline's (it did not run the baseline's
+    heaviest load) is not ranked: its values are not of the same load as the others'."""
     shared = _shared_loads(base[0], new[0])
-    loads, notes = _compared(base, new, [s for _, b, _ in shared for s in b], [s for _, _, n in shared for s in n])
-    by_load = tuple((label, v) for (label, _, _), v in zip(shared, loads, strict=False))
+    found, notes = _compared(base, new, [s for _, b, _ in shared for s in b], [s for _, _, n in shared for s in n])
+    by_load = tuple((label, found[b[0].index]) for label, b, _ in shared if b[0].index in found)
     head = _headline_steps(base[0], new[0])
     if head is None:
         return {"loads": by_load, "notes": (*notes, "no load in common with the baseline: nothing compared")}
     label, b_steps, n_steps = head
-    if by_load and label == by_load[-1][0]:
-        verdicts: Mapping[str, MetricVerdict] = by_load[-1][1]
+    if b_steps[0].index in found and label == _short(b_steps[0]):
+        verdicts: Mapping[str, MetricVerdict] = found[b_steps[0].index]
     else:
-        found, more = _compared(base, new, b_steps, n_steps)
-        verdicts = found[0] if found else {}
+        at, more = _compared(base, new, b_steps, n_steps)
+        verdicts = next(iter(at.values()), {})
         notes += [m for m in more if m not in notes and not m.startswith("differs from the baseline: load")]
+    if not verdicts:
+        return {"loads": by_load, "notes": tuple(notes)}
+    ranked = tuple(s.index for s in b_steps) == _baseline_headline(base[0])["headline_steps"]
+    if not ranked:
+        notes.append(f"compared at {label}, not at the baseline's {_baseline_headline(base[0])['headline']}: "
+                     "not ranked for the best per objective")
     return {"headline": label, "headline_steps": tuple(s.index for s in n_steps), "verdicts": verdicts,
-            "loads": by_load, "notes": tuple(notes)}
+            "loads": by_load, "notes": tuple(notes), "ranked": ranked}
 
 
 def _baseline_headline(base: StoredRun) -> dict[str, Any]:
@@ -332,22 +342,14 @@ def _memory(run: StoredRun) -> tuple[float | None, str]:
     return None, "no memory reading: the run read no GPU and the engine reported none"
 
 
-_HARDWARE = "tokometer.tune.hardware"
+def _estimate(run: StoredRun, records: Sequence[RequestRecord]) -> tuple[Mapping[str, Any] | None, str]:
+    """What ``estimate`` says the hardware allows for the run (`tokometer.tune.hardware.allowed_for`: its
+    figures and their ``line``), or None and why it cannot say."""
+    from tokometer.tune.hardware import allowed_for
 
-
-def _estimate(run: StoredRun) -> tuple[Mapping[str, Any] | None, str]:
-    """What ``estimate`` says the hardware allows for the run (`tokometer.tune.hardware.allowed_for`), or why
-    there is nothing."""
-    try:
-        allowed_for: Callable[[StoredRun], Mapping[str, Any] | None] = importlib.import_module(_HARDWARE).allowed_for
-    except (ImportError, AttributeError):
-        return None, "not wired"
-    try:
-        found = allowed_for(run)
-    except ConfigError as exc:
-        return None, str(exc)
-    if found is None:
-        return None, "estimate cannot say for this engine, model or host"
+    found = allowed_for(run, records)
+    if "reason" in found and "line" not in found:
+        return None, str(found["reason"])
     return found, ""
 
 
@@ -361,8 +363,8 @@ _QUALITY: Mapping[str, str] = {"same": ", answers the same", "close": ", answers
 
 def quality_line(speed: Word | None, quality: Mapping[str, Any] | None) -> str:
     """A weight-changing variant's speed and quality in a few words: "faster but different", "faster, answers
-    the same" (``quality``: the summary of ``quality`` against the baseline, `tokometer.quality.verdict`'s
-    ``Summary.to_json`` or one holding its ``verdict`` kind; ``speed``: the throughput verdict)."""
+    the same" (``quality``: `tokometer.tune.quality.quality_against_baseline`'s figures: its ``verdict``, one of
+    `tokometer.quality.verdict`'s kinds, and ``agreement``, or its ``error``; ``speed``: the throughput verdict)."""
     said = _SPEED[speed] if speed is not None else "speed not compared"
     if not quality:
         return f"{said}; quality not measured"
@@ -371,7 +373,7 @@ def quality_line(speed: Word | None, quality: Mapping[str, Any] | None) -> str:
     if not isinstance(kind, str) or kind not in _QUALITY:
         why = quality.get("error") or quality.get("reason")
         return f"{said}; quality not judged" + (f": {why}" if why else "")
-    agreement = quality.get("exact_match")
+    agreement = quality.get("agreement", quality.get("exact_match"))
     share = (f" ({agreement:.0%} of answers identical)" if isinstance(agreement, (int, float)) and kind != "same"
              else "")
     return f"{said}{_QUALITY[kind]}{share}"
@@ -433,14 +435,14 @@ def _memory_best(answers: Sequence[VariantAnswer]) -> Best:
 def _candidates(answers: Sequence[VariantAnswer], metric: str) -> tuple[list[Candidate], str]:
     """Each measured variant's value on ``metric`` at its headline, the baseline's from the comparisons; and
     the metric's unit."""
-    compared = [a.verdicts[metric] for a in answers if metric in a.verdicts]
+    compared = [a.verdicts[metric] for a in answers if a.ranked and metric in a.verdicts]
     unit = compared[0].unit if compared else ""
     base_value = next((x.base for x in compared if x.base is not None), None)
     out: list[Candidate] = []
     for a in answers:
         if a.variant.is_baseline:
             out.append((a.name, base_value, None))
-        elif metric in a.verdicts:
+        elif a.ranked and metric in a.verdicts:
             out.append((a.name, a.verdicts[metric].new, a.verdicts[metric].word))
     return out, unit
 
@@ -474,7 +476,7 @@ def _bests(answers: Sequence[VariantAnswer], throughput: str, loaded: Mapping[in
         def between(new: str, base: str, metric: str = metric) -> Word | None:
             a, b = by_name[new], by_name[base]
             found, _ = _compared(loaded[b.variant.index], loaded[a.variant.index], steps(b), steps(a))
-            verdict = found[0].get(metric) if found else None
+            verdict = next(iter(found.values()), {}).get(metric)
             return verdict.word if verdict is not None else None
 
         candidates, unit = _candidates(answers, metric)
@@ -506,7 +508,7 @@ def _variant(variant: Variant, outcome: VariantOutcome | None, loaded: _Loaded |
         return VariantAnswer(variant, outcome, notes=(why,) if why else ())
     run = loaded[0]
     memory, memory_note = _memory(run)
-    estimate, estimate_note = _estimate(run)
+    estimate, estimate_note = _estimate(*loaded)
     if variant.is_baseline:
         fields = _baseline_headline(run)
     elif base is None:

@@ -17,7 +17,6 @@ from rich.table import Table
 from rich.text import Text
 
 from tokometer.compare.gate import METRICS
-from tokometer.report.headline import fmt
 from tokometer.tune.answer import MetricVerdict, TuneAnswer, VariantAnswer
 from tokometer.tune.outcome import TuneRecord
 from tokometer.util.units import GIB
@@ -37,9 +36,10 @@ def headline_metrics(answer: TuneAnswer) -> tuple[str, ...]:
 
 
 def _number(value: float | None) -> str:
+    """A figure for a table: thousands separated, more digits for small numbers, ``-`` for none."""
     if value is None:
         return "-"
-    return fmt(value, 3 if abs(value) < 10 else 2 if abs(value) < 100 else 1)
+    return f"{value:,.{3 if abs(value) < 10 else 2 if abs(value) < 100 else 1}f}"
 
 
 def _change(x: MetricVerdict, value: float | None) -> str:
@@ -84,11 +84,10 @@ def _changed(v: VariantAnswer) -> str:
 
 
 def _estimate(v: VariantAnswer) -> str:
-    """What the hardware allows, in a few words: the estimate's ``text`` where it has one."""
+    """What the hardware allows, in a few words: the estimate's ``line``, or why it cannot say."""
     if v.estimate is None:
         return v.estimate_note or "-"
-    text = v.estimate.get("text") or v.estimate.get("summary")
-    return str(text) if text else ", ".join(f"{k}={val}" for k, val in v.estimate.items())
+    return str(v.estimate.get("line") or "-")
 
 
 def variant_columns(answer: TuneAnswer) -> list[str]:
@@ -199,7 +198,7 @@ def _verdicts(verdicts: Mapping[str, MetricVerdict]) -> dict[str, Any]:
 
 def _variant_json(v: VariantAnswer) -> dict[str, Any]:
     """The judgement added to a variant's row of ``tokometer.tune/1``."""
-    return {"verdicts": _verdicts(v.verdicts), "headline_load": v.headline,
+    return {"verdicts": _verdicts(v.verdicts), "headline_load": v.headline, "ranked": v.ranked,
             "loads": [{"load": load, "verdicts": _verdicts(verdicts)} for load, verdicts in v.loads],
             "estimate": {"allowed": dict(v.estimate) if v.estimate is not None else None,
                          "reason": v.estimate_note or None},

@@ -8,6 +8,7 @@ results store does: what is tested is the judgement of given runs, not the store
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -101,7 +102,9 @@ def test_nothing_to_rank() -> None:
 @pytest.mark.parametrize(("speed", "quality", "line"), [
     ("better", {"verdict": {"kind": "different"}, "exact_match": 0.4},
      "faster but different (40% of answers identical)"),
-    ("better", {"verdict": {"kind": "same"}, "exact_match": 1.0}, "faster, answers the same"),
+    ("better", {"verdict": "same", "agreement": 1.0, "error": None}, "faster, answers the same"),
+    ("better", {"verdict": "different", "agreement": 0.25, "error": None},
+     "faster but different (25% of answers identical)"),
     ("worse", {"verdict": "worse"}, "slower but less accurate"),
     ("no change", {"verdict": {"kind": "close"}, "exact_match": 0.95},
      "no faster, answers mostly the same (95% of answers identical)"),
@@ -129,18 +132,21 @@ def _records(step: int, tpot_ms: np.ndarray, start_s: float) -> list[RequestReco
     return out
 
 
-def _run(run_id: int, tpot_ms: float, seed: int, memory_gib: float | None) -> tuple[StoredRun, list[RequestRecord]]:
-    """Two loads of 80 requests each, TPOT drawn around ``tpot_ms`` (2 % spread)."""
+def _run(run_id: int, tpot_ms: float, seed: int, memory_gib: float | None,
+         loads: tuple[tuple[LoadStep, float], ...] = ((C1, 1.0), (C4, 1.0)),
+         spec: dict[str, Any] | None = None) -> tuple[StoredRun, list[RequestRecord]]:
+    """A load of 80 requests for each of ``loads`` (a load, and its TPOT as a multiple of ``tpot_ms``), TPOT
+    drawn around it (2 % spread)."""
     rng = np.random.default_rng(seed)
     records, steps = [], []
-    for i, load in enumerate((C1, C4)):
-        tpots = rng.normal(tpot_ms, tpot_ms * 0.02, 80)
-        records += _records(i, tpots, 100.0 * i)
+    for i, (load, factor) in enumerate(loads):
+        tpot = tpot_ms * factor
+        records += _records(i, rng.normal(tpot, tpot * 0.02, 80), 100.0 * i)
         gpu = ({"memory_used_max_bytes": memory_gib * 2**30},) if memory_gib is not None else ()
-        steps.append(StoredStep(i, load, "t", summary=_summary(21 * 1000 / (50 + 20 * tpot_ms), 1000 / tpot_ms),
-                                gpu=gpu))
+        steps.append(StoredStep(i, load, "t", summary=_summary(21 * 1000 / (50 + 20 * tpot), 1000 / tpot), gpu=gpu))
     run = StoredRun(id=run_id, status="completed", started_at="t", finished_at="t", target="http://x/v1",
-                    api="openai-chat", model="m", label=None, spec={}, engine=None, host=None, steps=tuple(steps))
+                    api="openai-chat", model="m", label=None, spec=spec or {}, engine=None, host=None,
+                    steps=tuple(steps))
     return run, records
 
 
@@ -218,7 +224,9 @@ def test_the_front_and_the_variants_without_a_run(judged: Any) -> None:
     assert [row["status"] for row in data["variants"]] == ["finished"] * 3 + ["failed to start", "finished",
                                                                              "not run"]
     assert data["variants"][2]["verdicts"]["tpot_p50"]["verdict"] == "better"
-    assert data["variants"][0]["estimate"] == {"allowed": None, "reason": "not wired"}
+    # estimate needs to know the model: a hand-made run does not say
+    assert data["variants"][0]["estimate"]["allowed"] is None
+    assert "--model is required for run 1" in data["variants"][0]["estimate"]["reason"]
 
 
 def test_without_a_baseline_run_nothing_is_compared() -> None:
@@ -229,6 +237,68 @@ def test_without_a_baseline_run_nothing_is_compared() -> None:
     assert answer.of(2).verdicts == {}
     assert answer.of(2).notes == ("the baseline has no run: nothing to compare against",)
     assert all(not b.decided for b in answer.best if b.objective != "memory")
+
+
+def _all_finished(names: list[str], runs: list[tuple[StoredRun, list[RequestRecord]]]) -> Any:
+    variants = tuple(Variant(i, n, {}, () if i == 0 else ("x",)) for i, n in enumerate(names))
+    record = TuneRecord("x", "llamacpp", "f", 1, {}, variants,
+                        tuple(VariantOutcome(v, "finished", run_id=v.index + 1) for v in variants))
+    return judge(record, _Store(runs))
+
+
+def test_two_variants_better_than_the_baseline_are_compared_directly() -> None:
+    """'a' and 'b' both decode at 5 ms against the baseline's 10: each better, not told apart; 'c' at 4 ms is
+    better than both, compared with each directly."""
+    runs = [_run(1, 10.0, 1, None), _run(2, 5.0, 2, None), _run(3, 5.0, 3, None)]
+    best = {b.objective: b for b in _all_finished(["baseline", "a", "b"], runs).best}
+    assert best["decode_speed"].winner is None and set(best["decode_speed"].tied) == {"a", "b"}
+    best = {b.objective: b for b in _all_finished(["baseline", "a", "b", "c"], [*runs, _run(4, 4.0, 4, None)]).best}
+    assert best["decode_speed"].winner == "c" and best["decode_speed"].text.endswith("and than a, b")
+
+
+def test_runs_cut_short_are_judged_where_they_can_be() -> None:
+    """'empty' saved no step, 'partial' only c=1 (not the baseline's heaviest load: compared, not ranked), 'gap'
+    ran c=4 twice as fast but no request of its c=1 was measured: it is compared at c=4, ranked, and best."""
+    base = _run(1, 5.0, 1, None)
+    empty = (dataclasses.replace(base[0], id=2, steps=()), [])
+    partial = (dataclasses.replace(base[0], id=3, steps=base[0].steps[:1]), [r for r in base[1] if r.step == 0])
+    fast = _run(4, 2.5, 4, None)
+    gap = (fast[0], [r for r in fast[1] if r.step == 1])
+    variants = tuple(Variant(i, n, {}, () if i == 0 else ("x",))
+                     for i, n in enumerate(["baseline", "empty", "partial", "gap"]))
+    record = TuneRecord("x", "llamacpp", "f", 1, {}, variants,
+                        tuple(VariantOutcome(v, "finished", run_id=v.index + 1) for v in variants))
+    answer = judge(record, _Store([base, empty, partial, gap]))
+    assert answer.of(1).verdicts == {} and answer.of(1).headline is None
+    assert answer.of(1).notes[-1] == "no load in common with the baseline: nothing compared"
+    assert answer.of(2).headline == "c=1" and not answer.of(2).ranked
+    assert "not at the baseline's c=4: not ranked" in answer.of(2).notes[-1]
+    assert answer.of(3).ranked and [load for load, _ in answer.of(3).loads] == ["c=4"]
+    assert answer.of(3).notes == ("c=1 not compared: no requests measured in NEW",)
+    assert {b.objective: b.winner for b in answer.best}["throughput"] == "gap"
+
+
+def test_find_max_runs_are_judged_at_their_answers() -> None:
+    """``--find-max concurrency --slo tpot_p50=8ms``: the baseline (TPOT 5 ms at c=1, 10 ms at c=2) meets it
+    up to c=1; the variant (2.5, 4, 10 ms at c=1, 2, 4) up to c=2. The headline compares the answers, c=2
+    against c=1; the loads both probed (c=1, c=2) are compared load by load."""
+    spec = {"find_max": "concurrency", "slo": "tpot_p50=8ms", "concurrency": [1]}
+    c2 = LoadStep("concurrency", 2)
+    base = _run(1, 5.0, 1, None, ((C1, 1.0), (c2, 2.0)), spec)
+    new = _run(2, 5.0, 2, None, ((C1, 0.5), (c2, 0.8), (C4, 2.0)), spec)
+    variants = (Variant(0, "baseline", {"parallel": "1"}), Variant(1, "parallel=2", {"parallel": "2"}, ("parallel",)))
+    record = TuneRecord("f", "llamacpp", "f", 1, {}, variants,
+                        tuple(VariantOutcome(v, "finished", run_id=v.index + 1) for v in variants))
+    answer = judge(record, _Store([base, new]))
+    assert answer.of(0).headline == "find-max answer c=1"
+    variant = answer.of(1)
+    assert variant.headline == "find-max answer c=2 (baseline c=1)"
+    assert variant.verdicts["tpot_p50"].word == "better" and 0.75 < (variant.verdicts["tpot_p50"].new or 0) / 5 < 0.85
+    assert [load for load, _ in variant.loads] == ["c=1", "c=2"]
+    assert not any("load 1" in note for note in variant.notes)
+    best = {b.objective: b for b in answer.best}
+    assert best["throughput"].label == "throughput under the SLO (output tok/s at the find-max answer)"
+    assert best["throughput"].winner == "parallel=2"
 
 
 # -- a tune --json file is untrusted input ----------------------------------------------------------------------
