@@ -40,6 +40,8 @@ LAST_WORDS_LINES = 8
 """The most lines of an engine's log a failed start quotes."""
 LAST_WORDS_LINE_CHARS = 400
 """The most characters of one such line."""
+_SECOND_START_BY_DEFAULT = {"llamacpp": True, "vllm": False}
+"""Whether a second start is timed unless asked: llama.cpp restarts in seconds, vLLM takes minutes."""
 _TROUBLE = re.compile(r"error|exception|fail|invalid|unsupported|refus|unknown|unrecognized|out of memory|killed",
                       re.IGNORECASE)
 
@@ -67,7 +69,7 @@ class LaunchOptions:
 
     @property
     def times_second_start(self) -> bool:
-        return self.second_start if self.second_start is not None else self.engine == "llamacpp"
+        return self.second_start if self.second_start is not None else _SECOND_START_BY_DEFAULT.get(self.engine, False)
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,11 @@ def _vllm_plan(model: str, served: str | None, keywords: dict[str, Any], argv: t
     return plan_vllm_cpu(model, served_name=served, host=options.host, port=port, extra_args=argv, **keywords)
 
 
+_STARTERS: dict[str, Callable[[EngineSettings, LaunchOptions, Variant], Callable[[], EngineHandle]]] = {
+    "llamacpp": _llamacpp_starter, "vllm": _vllm_starter}
+"""Per engine, what prepares its start (the engines `tokometer.tune.settings.ENGINES` names)."""
+
+
 def start_variant(variant: Variant, options: LaunchOptions) -> LaunchedVariant:
     """Start ``variant``'s engine and time it (twice where ``options`` says so: the run then uses the second);
     raise `VariantStartFailed` if it does not come up, with nothing left running.
@@ -214,10 +221,7 @@ def start_variant(variant: Variant, options: LaunchOptions) -> LaunchedVariant:
     ConfigError for settings that are not allowed (`tokometer.tune.settings.check_settings` says so before a tune
     starts); EngineError for what no variant could get past (no llama-server or vLLM to run)."""
     mapped = engine_settings(options.engine, variant.settings, options.device)
-    if options.engine == "llamacpp":
-        start = _llamacpp_starter(mapped, options, variant)
-    else:
-        start = _vllm_starter(mapped, options, variant)
+    start = _STARTERS[options.engine](mapped, options, variant)
     handle, first_s = _timed(start, variant)
     second_s = None
     if options.times_second_start:

@@ -213,6 +213,23 @@ KNOWN: dict[str, dict[str, Setting]] = {
 """Per engine, the known settings by name."""
 
 
+def _check_slots(keywords: Mapping[str, Any]) -> None:
+    """The context against the slots, as the llama.cpp launcher checks them (`check_slots`)."""
+    fields = {key: keywords[key] for key in ("parallel", "ctx_size", "threads") if key in keywords}
+    try:
+        check_slots(LlamaCppSettings(**fields))
+    except EngineError as exc:
+        raise ConfigError(f"setting {str(exc).replace('--', '')}") from None
+
+
+def _nothing_together(keywords: Mapping[str, Any]) -> None:
+    """vLLM's settings are each checked alone here; its planner and vLLM itself judge them together."""
+
+
+_TOGETHER: dict[str, Callable[[Mapping[str, Any]], None]] = {"llamacpp": _check_slots, "vllm": _nothing_together}
+"""Per engine, what its settings must allow together (checked after each alone)."""
+
+
 def known_settings(engine: str) -> Mapping[str, Setting]:
     """The known settings of ``engine`` (``llamacpp`` or ``vllm``) by name; ConfigError for another engine."""
     if engine not in KNOWN:
@@ -279,18 +296,8 @@ def engine_settings(engine: str, settings: Mapping[str, str], device: str = "cpu
             keywords[setting.keyword] = value
         else:
             argv += setting.kind.flag(name, value)
-    if engine == "llamacpp":
-        _check_slots(keywords)
+    _TOGETHER[engine](keywords)
     return EngineSettings(keywords, tuple(argv))
-
-
-def _check_slots(keywords: Mapping[str, Any]) -> None:
-    """The context against the slots, as the llama.cpp launcher checks them (`check_slots`)."""
-    fields = {key: keywords[key] for key in ("parallel", "ctx_size", "threads") if key in keywords}
-    try:
-        check_slots(LlamaCppSettings(**fields))
-    except EngineError as exc:
-        raise ConfigError(f"setting {str(exc).replace('--', '')}") from None
 
 
 def check_settings(engine: str, settings: Mapping[str, str]) -> None:
