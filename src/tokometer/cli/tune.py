@@ -164,8 +164,7 @@ def _workload(engine: str) -> tuple[dict[str, Any], int | None]:
     given = user_fields(ctx, _bench_spec())
     values = {o.field: o.field_value(ctx.params[o.name]) for o in spec_options(ctx.command, _bench_spec())
               if o.name is not None and o.field in given}
-    if engine == "llamacpp":
-        values = apply_profile(values, EMBEDDED_PROFILE)
+    values = apply_profile(values, {"llamacpp": EMBEDDED_PROFILE, "vllm": {}}[engine])  # the engine's defaults
     spec = build_spec(BenchSpec, flags=flag_words(ctx.command, _bench_spec()),
                       **{**values, "url": "http://127.0.0.1:0/v1", "api": "openai-chat"})
     dumped = spec.model_dump(mode="json")
