@@ -38,7 +38,8 @@ class _SimEngines:
     def __call__(self, variant: Variant) -> LaunchedVariant:
         self.started.append(variant.name)
         port = free_port()
-        flags = [part for name, value in variant.settings.items() for part in (f"--{name}", value)]
+        flags = [part for name, value in variant.settings.items() if name != "quantization"  # weights: none here
+                 for part in (f"--{name}", value)]
         argv = [sys.executable, "-m", "tokometer", "sim", "--port", str(port), "--model", "sim-model", *flags]
         began = time.perf_counter()
         process = EngineProcess(argv, "sim")
@@ -191,5 +192,24 @@ def test_an_engine_killed_during_its_run_is_run_failed_and_the_sweep_goes_on(tmp
         run = store.run(died.run_id)
         assert run is not None and run.status == "failed"
         assert load_tune(store, "killed") == end.record
+    finally:
+        store.close()
+
+
+def test_a_variant_that_changes_the_weights_gets_quality_against_the_running_baseline(tmp_path: Path) -> None:
+    from tokometer.tune.quality import quality_against_baseline
+
+    store = ResultStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    try:
+        variants = plan_variants(parse_set(["ttft-ms=5", "itl-ms=2"]), vary=parse_vary(["quantization=Q8_0"]))
+        record = TuneRecord("weights", "sim", "f", 5, _WORKLOAD, variants)
+        engines = _SimEngines()
+        end = run_tune(record, launch=engines, run_workload=bench_workload(record, store=store), store=store,
+                       observer=_Quiet(), quality=lambda a, b: quality_against_baseline(a, b, items=2))
+        assert engines.started == ["baseline", "quantization=Q8_0", "baseline", "quantization=Q8_0"]
+        quality = end.record.outcomes[1].quality
+        assert end.record.outcomes[0].quality is None and quality is not None
+        assert quality.get("verdict") or quality.get("error")  # quality's own answer, whichever it is
+        assert load_tune(store, "weights") == end.record
     finally:
         store.close()
