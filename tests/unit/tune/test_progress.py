@@ -54,3 +54,20 @@ def test_the_engines_words_are_not_said_twice() -> None:
                              error="it exited; its log ends: error: invalid argument: --x",
                              engine_last_words="error: invalid argument: --x")
     assert variant_line(outcome, None) == "bad: failed to start: it exited; its log ends: error: invalid argument: --x"
+
+
+def test_on_a_terminal_the_display_runs_through_variants_and_steps() -> None:
+    from tokometer.load.profiles import LoadStep
+    from tokometer.load.runner import StepLimits
+
+    out = io.StringIO()
+    console = Console(file=out, width=120, force_terminal=True)
+    first, second = Variant(0, "baseline", {}), Variant(1, "parallel=2", {"parallel": "2"}, ("parallel",))
+    with TuneProgress(console, live=True) as progress:
+        for done, variant in enumerate((first, second)):
+            progress.variant_started(variant, done, 2)
+            progress.step_started(0, LoadStep("concurrency", concurrency=1), StepLimits(4, None))
+            progress.request_done(_record(0, 100))
+            progress.variant_finished(VariantOutcome(variant, "finished", startup=Startup(1.0)))
+        assert progress._took and "left" in progress._time_left(1)
+    assert "parallel=2: done: start-up 1.0 s" in out.getvalue()
