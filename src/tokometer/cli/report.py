@@ -16,6 +16,7 @@ from tokometer.util.jsontext import dumps
 
 if TYPE_CHECKING:
     from tokometer.store.runs import StoredRun
+    from tokometer.tune.outcome import TuneRecord
 
 __all__ = ["MAX_RESULT_BYTES", "command"]
 
@@ -43,7 +44,7 @@ def _bench_file(path: Path) -> StoredRun:
 
 
 @click.command("report")
-@click.argument("runs", nargs=-1, required=True, metavar="RUN [RUN ...]")
+@click.argument("runs", nargs=-1, required=False, metavar="RUN [RUN ...]")
 @click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=True), default=None,
               help="Write the report here (required for html; md is printed without it).")
@@ -54,7 +55,12 @@ def _bench_file(path: Path) -> StoredRun:
                    "writes it; llmd: llm-d's Benchmark Report v0.1, one per step (csv, json and llmd: one run, an "
                    "id or a bench --json file).")
 @click.option("--title", default=None, help="The report's title [default: 'tokometer report: run N'].")
-def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: str, title: str | None) -> None:
+@click.option("--tune", "tune", default=None, metavar="NAME",
+              help="Report a tune saved in the store (html or md): each variant against its baseline.")
+@click.option("--tune-json", "tune_json", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Report the tune in a 'tune --json' file (its runs are read from the store).")
+def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: str, title: str | None,
+            tune: str | None, tune_json: Path | None) -> None:
     """Report saved runs (ids, or baseline:NAME as 'runs --tag' names it): one run, or several overlaid.
 
     \b
@@ -64,6 +70,7 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
       tokometer report 7 --format csv -o run7.csv   # one row per step
       tokometer report result.json --format csv     # a bench --json file
       tokometer report 7 --format llmd -o run7.json # llm-d's Benchmark Report
+      tokometer report --tune NAME --format md      # a tune: each variant against its baseline
     """
     from tokometer.cli.options import check_output_path
     from tokometer.report.data import report_data
@@ -73,13 +80,10 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
     from tokometer.util.outputtarget import is_standard_output
 
     if fmt == "html":
-        if output is None:
-            raise ConfigError("-o/--output is required for an HTML report: e.g. -o report.html "
-                              "(or --format md to print a markdown summary)")
-        from tokometer.report.charts import require_plotly
-
-        require_plotly()
+        _html_needs(output, charts=tune is None and tune_json is None)
     check_output_path(output, "--output", "report.html" if fmt == "html" else f"report.{fmt}")
+    if _tune_report(runs, store, output, fmt, title, tune, tune_json):
+        return
     if fmt in ("csv", "json", "llmd"):
         _write_table(runs, store, output, fmt)
         return
@@ -114,6 +118,19 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
     click.echo(f"wrote {output} ({len(text.encode()) / 1e6:.1f} MB): {len(loaded)} run"
                f"{'s' if len(loaded) != 1 else ''}, {sum(len(r.steps) for r, _ in loaded)} steps",
                err=is_standard_output(output))
+
+
+def _html_needs(output: Path | None, *, charts: bool) -> None:
+    """An HTML report needs ``-o``, and plotly for its charts (a tune's page has none)."""
+    from tokometer.util.errors import ConfigError
+
+    if output is None:
+        raise ConfigError("-o/--output is required for an HTML report: e.g. -o report.html "
+                          "(or --format md to print a markdown summary)")
+    if charts:
+        from tokometer.report.charts import require_plotly
+
+        require_plotly()
 
 
 def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: str) -> None:
@@ -155,3 +172,63 @@ def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, 
         return
     write_atomic(output, text)
     click.echo(f"wrote {output}: {len(run.steps)} steps", err=is_standard_output(output))
+
+
+def _tune_file(path: Path) -> TuneRecord:
+    """The tune in a ``tune --json`` file, checked as the store checks a tune it reads; one line if it is not."""
+    from tokometer.imports.jsonstream import ImportStream
+    from tokometer.store.typecheck import problem
+    from tokometer.tune.outcome import TUNE_SCHEMA, TuneRecord
+    from tokometer.util.errors import ConfigError
+
+    try:
+        data = ImportStream(path, refusal="not a tune --json result", limit=MAX_RESULT_BYTES).document()
+        record = TuneRecord.from_json(data)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError, ArithmeticError) as exc:
+        raise ConfigError(f"{path}: cannot be read as a tune ({type(exc).__name__}: {exc}) (tune --json writes a "
+                          f"{TUNE_SCHEMA} document)"[:400]) from None
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (tune --json writes a {TUNE_SCHEMA} document)") from None
+    if (found := problem(record, TuneRecord, "tune")) is not None or not record.variants:
+        raise ConfigError(f"{path}: {found.removeprefix('tune.') if found else 'no variants'} (tune --json writes a "
+                          f"{TUNE_SCHEMA} document)")
+    return record
+
+
+def _tune_report(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: str, title: str | None,
+                 name: str | None, path: Path | None) -> bool:
+    """``--tune NAME`` / ``--tune-json FILE``: the tune's answer as markdown or HTML, its runs from the store;
+    False when neither is given (then runs must be)."""
+    from tokometer.report.tune import tune_html, tune_markdown
+    from tokometer.store import ResultStore, configured_store_url
+    from tokometer.tune.answer import judge
+    from tokometer.tune.saved import load_tune
+    from tokometer.util.atomicfile import write_atomic
+    from tokometer.util.errors import ConfigError
+    from tokometer.util.outputtarget import is_standard_output
+
+    if name is None and path is None:
+        if not runs:
+            raise ConfigError("give the runs to report (ids, or baseline:NAME), or --tune NAME")
+        return False
+    if runs or (name is not None and path is not None) or fmt not in ("html", "md"):
+        raise ConfigError("--tune NAME or --tune-json FILE reports one tune, alone, as html or md "
+                          "(no run ids, no other --format)")
+    record = _tune_file(path.expanduser()) if path is not None else None
+    results = ResultStore(configured_store_url(store), read_only=True)
+    try:
+        if record is None and name is not None:
+            record = load_tune(results, name)
+            if record is None:
+                raise ConfigError(f"no tune {name!r} in {results.display_url}: 'tokometer tune' saves one")
+        assert record is not None
+        answer = judge(record, results)
+    finally:
+        results.close()
+    text = tune_markdown(record, answer) if fmt == "md" else tune_html(record, answer, title)
+    if output is None:
+        click.echo(text, nl=False)
+        return True
+    write_atomic(output, text)
+    click.echo(f"wrote {output}: tune {record.name}, {len(record.variants)} variants", err=is_standard_output(output))
+    return True

@@ -30,7 +30,8 @@ from tokometer.engines.ready import wait_ready
 from tokometer.util.errors import EngineError
 from tokometer.util.gguf import gguf_metadata
 
-__all__ = ["LlamaCppSettings", "chat_template_args", "checked_model", "launch_llamacpp", "llamacpp_argv", "swa_args"]
+__all__ = ["LlamaCppSettings", "chat_template_args", "check_slots", "checked_model", "launch_llamacpp",
+           "llamacpp_argv", "swa_args"]
 
 _BIND_FAILURE = ("couldn't bind", "address already in use", "failed to bind")
 _AUTO_PORT_TRIES = 3
@@ -86,7 +87,8 @@ def swa_args(meta: dict[str, Any], extra_args: Sequence[str]) -> tuple[str, ...]
     return ("--swa-full",) if has_window and "--swa-full" not in extra_args else ()
 
 
-def _validate(settings: LlamaCppSettings) -> Path:
+def check_slots(settings: LlamaCppSettings) -> None:
+    """The slots, the context and the threads checked (no file is read); EngineError saying what to fix."""
     if settings.parallel < 1:
         raise EngineError(f"--parallel must be at least 1 (got {settings.parallel})")
     if settings.ctx_size is not None and settings.ctx_size < settings.parallel * 256:
@@ -94,6 +96,10 @@ def _validate(settings: LlamaCppSettings) -> Path:
                           "llama.cpp splits it evenly between slots; give at least 256 tokens per slot")
     if settings.threads is not None and settings.threads < 1:
         raise EngineError(f"--threads must be at least 1 (got {settings.threads})")
+
+
+def _validate(settings: LlamaCppSettings) -> Path:
+    check_slots(settings)
     model = settings.model_path if settings.model_path is not None else bundled_model_path()
     model = model.expanduser()
     if not model.is_file():
@@ -144,8 +150,8 @@ def launch_llamacpp(binary: str, model: Path, meta: dict[str, Any], settings: Ll
                 binary, model, model_name, ctx_size=settings.ctx_size or 4096 * settings.parallel,
                 parallel=settings.parallel, threads=settings.threads or physical_cores(), argv=argv,
                 meta=meta, added_template=chat_template_args(meta, settings.extra_args))
-        except EngineError:
-            process.stop()
+        except EngineError as exc:
+            process.stop_for(exc)
             bind_failed = any(marker in process.log_tail(40).lower() for marker in _BIND_FAILURE)
             if bind_failed and attempt + 1 < tries:
                 continue  # another process took the free port between our probe and the engine's bind

@@ -56,7 +56,7 @@ _JSON_KINDS: Final[dict[str, Any]] = {
     "spec": dict[str, Any], "engine": dict[str, Any] | None, "host": dict[str, Any] | None,
     "warnings": list[str] | None, "load": dict[str, Any], "summary": dict[str, Any] | None,
     "health": dict[str, Any] | None, "server": dict[str, Any] | None, "gpu": list[dict[str, Any]] | None,
-    "workload": dict[str, Any] | None,
+    "workload": dict[str, Any] | None, "document": dict[str, Any],
 }
 """What each JSON column holds (NULL where the schema allows it)."""
 

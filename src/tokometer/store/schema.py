@@ -1,4 +1,4 @@
-"""The results store's tables (SQLAlchemy Core): runs, steps, requests, tags.
+"""The results store's tables (SQLAlchemy Core): runs, steps, requests, tags, tunes.
 
 This is the schema the code reads and writes; the Alembic revisions in ``migrations/`` bring a
 store's database to it (a test checks they agree on SQLite and PostgreSQL). A change here needs a
@@ -25,6 +25,10 @@ Version 3 added to each step what the server and its GPUs were doing while it ra
 Version 5 (revision ``0002``) added to each run what ``bench --json`` writes of it besides: its prompt source
 (``prompt_source``) and its warnings (``warnings``, the run's own then its steps'), so that ``runs --id`` and
 ``bench --json`` print one document; a run saved before has neither (null).
+
+Revision ``0003`` added the ``tunes`` table: one document per ``tokometer tune`` (its plan and what each variant
+gave, ``tokometer.tune/1``), saved again after every variant so that a cut tune can be resumed. Runs are as they
+were, so the version a run is saved with stays 5.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from sqlalchemy import (
 )
 
 __all__ = ["ADDED_REQUEST_COLUMNS", "ADDED_RUN_COLUMNS", "ADDED_STEP_COLUMNS", "SCHEMA_VERSION", "metadata",
-           "requests", "runs", "steps", "tags"]
+           "requests", "runs", "steps", "tags", "tunes"]
 
 SCHEMA_VERSION = 5
 
@@ -139,3 +143,14 @@ ADDED_REQUEST_COLUMNS = ("workload",)
 """Columns of `requests` added after version 3 (nullable)."""
 
 Index("requests_by_run", requests.c.run_id, requests.c.step)
+
+tunes = Table(
+    "tunes",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("document", JSON, nullable=False),
+    Column("updated_at", String(40), nullable=False),
+)
+"""One ``tokometer tune`` per name (``--name``): its `tokometer.tune.outcome.TuneRecord` as JSON, rewritten after
+every variant. Its variants' runs are ordinary rows of `runs`, named in the document by id. Added by revision
+``0003`` as a new table, which a writer creates in an older store and a reader does without."""

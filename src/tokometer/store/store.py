@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import platformdirs
 from sqlalchemy import BigInteger, delete, insert, inspect, literal, select, update
@@ -60,20 +60,32 @@ from tokometer.store.load import (
 from tokometer.store.orphans import abort_runs, find_orphans, process_identity
 from tokometer.store.rows import record_row
 from tokometer.store.runs import StoredRun
-from tokometer.store.schema import SCHEMA_VERSION, requests, runs, steps, tags
+from tokometer.store.schema import SCHEMA_VERSION, requests, runs, steps, tags, tunes
 from tokometer.util.errors import StoreError
 from tokometer.util.secrets import redact_saved_spec
 
-__all__ = ["BATCH_ROWS", "WRITE_DEADLINE_S", "ResultStore", "configured_store_url", "default_store_url", "now_iso"]
+__all__ = ["BATCH_ROWS", "MAX_TUNES_LISTED", "WRITE_DEADLINE_S", "ResultStore", "SavedDocument", "configured_store_url",
+           "default_store_url", "now_iso"]
 
 _STOP = object()
 _A = TypeVar("_A")
 _T = TypeVar("_T")
 BATCH_ROWS: Final = 5_000
 """The most requests the writer commits in one transaction (so a wait for it sees progress often)."""
+MAX_TUNES_LISTED: Final = 10_000
+"""The most tune names `ResultStore.tune_names` reads back."""
 WRITE_DEADLINE_S: Final = 120.0
 """How long `ResultStore.flush` / `close` wait for the writer to commit its next batch before giving up: past
 SQLite's 30 s wait for another writer's lock, and a slow PostgreSQL."""
+
+
+class SavedDocument(Protocol):
+    """What the store keeps as one document under its name (a `tokometer.tune.outcome.TuneRecord`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def to_json(self) -> dict[str, Any]: ...
 
 
 def now_iso() -> str:
@@ -202,6 +214,48 @@ class ResultStore:
                 raise StoreError(f"no run {run_id} in {self.display_url}: see 'tokometer runs' for the ids")
             conn.execute(delete(tags).where(tags.c.name == name))
             conn.execute(insert(tags).values(name=name, run_id=run_id, tagged_at=now_iso()))
+
+    def save_tune(self, record: SavedDocument) -> None:
+        """Keep ``record`` (a tune) under its name, replacing what was kept there; StoreError (one line) when the
+        store cannot take it (a full disk, a server gone)."""
+        document = record.to_json()
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(delete(tunes).where(tunes.c.name == record.name))
+                conn.execute(insert(tunes).values(name=record.name, document=document, updated_at=now_iso()))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot save tune {record.name!r} in the results store {self.display_url}: "
+                             f"{database_error(exc, self.url)}") from None
+
+    def tune_document(self, name: str) -> dict[str, Any] | None:
+        """The document of tune ``name`` as saved (bounded, checked to be a JSON object: `tokometer.store.load`);
+        None when there is none (or the store is older than tunes). `tokometer.tune.saved.load_tune` makes the
+        typed tune of it."""
+        if not inspect(self.engine).has_table("tunes"):
+            return None
+        with self._reading() as conn:
+            row = conn.execute(select(*bounded_columns([tunes.c.document])).where(tunes.c.name == name)).mappings()
+            found = row.first()
+        if found is None:
+            return None
+        try:
+            document: dict[str, Any] = column_values(found, [tunes.c.document])["document"]
+        except BadRow as exc:
+            raise BadStoredRun(f"the results store {self.display_url}: tune {name!r}: {exc} (the store was changed "
+                               "outside tokometer: delete that tune or restore the store from a copy)") from None
+        return document
+
+    def tune_names(self) -> list[str]:
+        """The names of the saved tunes, most recently updated first (at most `MAX_TUNES_LISTED`)."""
+        if not inspect(self.engine).has_table("tunes"):
+            return []
+        query = select(*bounded_columns([tunes.c.name])).order_by(tunes.c.updated_at.desc(), tunes.c.name)
+        with self._reading() as conn:
+            rows = conn.execute(query.limit(MAX_TUNES_LISTED)).mappings().all()
+        try:
+            return [column_values(row, [tunes.c.name])["name"] for row in rows]
+        except BadRow as exc:
+            raise BadStoredRun(f"the results store {self.display_url}: a tune's {exc}") from None
 
     def tags(self) -> dict[str, int]:
         """Every tag and the run it names (an older store without the table has none)."""
