@@ -36,6 +36,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("tokometer.cli.sim", "A simulated inference server: scripted timing or a modelled GPU deployment."),
     "serve": ("tokometer.cli.serve", "Start an inference engine and wait until it answers."),
     "top": ("tokometer.cli.top", "Live view of a running server: requests, KV cache, tok/s, latencies, GPUs."),
+    "tune": ("tokometer.cli.tune", "Tune an engine: a baseline, then one setting changed at a time, each measured."),
 }
 
 

@@ -3,6 +3,7 @@ document ``bench --json`` wrote for it (`tokometer.report.json_out.run_json` of 
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 import click
@@ -49,7 +50,8 @@ class _RunsCommand(click.Command):
 @click.option("--limit", type=click.IntRange(1, 1_000_000), default=20, show_default=True,
               help="List at most this many runs, newest first.")
 @click.option("--id", "run_id", type=RUN_ID, default=None,
-              help="Show one run in full: the JSON document bench --json wrote for it (tokometer.bench/2).")
+              help="Show one run in full: the JSON document bench --json wrote for it (tokometer.bench/2); the "
+              "command line of the engine it measured, when known, on stderr.")
 @click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--tag", default=None, metavar="NAME",
@@ -86,6 +88,8 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool, ta
             if run is None:
                 raise ConfigError(f"no run {run_id} in {results.display_url}: see 'tokometer runs' for the ids")
             click.echo(dumps(run_json(run), indent=2))
+            if run.engine is not None and run.engine.argv:  # beside the document, not in it: stdout stays JSON
+                click.echo(f"engine command line: {shlex.join(run.engine.argv)}", err=True)
             return
         listed = results.newest(limit)
         named: dict[int, list[str]] = {}

@@ -150,8 +150,8 @@ def launch_llamacpp(binary: str, model: Path, meta: dict[str, Any], settings: Ll
                 binary, model, model_name, ctx_size=settings.ctx_size or 4096 * settings.parallel,
                 parallel=settings.parallel, threads=settings.threads or physical_cores(), argv=argv,
                 meta=meta, added_template=chat_template_args(meta, settings.extra_args))
-        except EngineError:
-            process.stop()
+        except EngineError as exc:
+            process.stop_for(exc)
             bind_failed = any(marker in process.log_tail(40).lower() for marker in _BIND_FAILURE)
             if bind_failed and attempt + 1 < tries:
                 continue  # another process took the free port between our probe and the engine's bind

@@ -230,6 +230,14 @@ class EngineProcess:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)
 
+    def stop_for(self, exc: BaseException, lines: int = 40) -> None:
+        """Stop it because ``exc`` happened; an EngineError then carries this engine's command line and the last
+        ``lines`` of its log (``command_line``, ``engine_log``)."""
+        self.stop()
+        if isinstance(exc, EngineError) and not exc.command_line:
+            exc.command_line = tuple(self.argv)
+            exc.engine_log = self.log_tail(lines)
+
     def stop(self, grace_s: float = 10.0) -> int | None:
         """Stop the whole process group (TERM, then KILL after ``grace_s``); idempotent. Returns the exit code."""
         with self._lock:

@@ -444,7 +444,7 @@ def start_vllm(plan: VllmPlan, ready_timeout_s: float = 1800.0, install: VllmIns
             "env": plan.env, "binary": str(install.binary), "binary_source": install.source, "host": host_identity()}
         if plan.gpu is not None:
             identity["gpu"] = {"name": plan.gpu.name, "memory_bytes": plan.gpu.total_bytes, "count": plan.gpu.count}
-    except BaseException:
-        process.stop()
+    except BaseException as exc:
+        process.stop_for(exc)
         raise
     return EngineHandle(root_url, model, identity, process)

@@ -11,8 +11,10 @@ Bits per weight, and what they cover:
                                       zero point per group of 128; embeddings and LM head in 16 bits
     GGUF types          llama.cpp's whole-file averages (embeddings included): Q4_K_S 4.67,
                         Q4_K_M 4.89, Q5_K_M 5.70, Q6_K 6.56, Q8_0 8.50 (measured by llama.cpp's
-                        quantize on Llama-3.1-8B); Q4_0 4.5, Q4_1 5.0, Q5_0 5.5, Q5_1 6.0 (block
-                        layout: 32 weights + fp16 scale [+ fp16 min]); F16/BF16 16; F32 32
+                        quantize on Llama-3.1-8B); Q2_K 3.35, Q3_K_S 3.50, Q3_K_M 3.91, Q3_K_L 4.27,
+                        Q5_K_S 5.52 (llama.cpp's quantize README, Llama 2 7B); Q4_0 4.5, Q4_1 5.0,
+                        Q5_0 5.5, Q5_1 6.0 (block layout: 32 weights + fp16 scale [+ fp16 min]);
+                        F16/BF16 16; F32 32
 
 Compute: fp8 weights run on the fp8 tensor cores (W8A8) and int8 on the int8 ones where the
 hardware lists them; every other type (4-bit weight-only, GGUF) is dequantised and multiplied in
@@ -58,6 +60,7 @@ def _w(name: str, bits: float, linear_only: bool = False, compute: str = "bf16",
 _GROUP = "4-bit weights + one fp16 scale and one fp16 zero point per group of 128"
 _LLAMA_CPP = "llama.cpp quantize, measured on Llama-3.1-8B"
 _BLOCK = "llama.cpp block layout"
+_K_LOW = "llama.cpp quantize README, Llama 2 7B"
 WEIGHT_DTYPES: dict[str, WeightDtype] = {d.name: d for d in (
     _w("bf16", 16, source="2 bytes"), _w("fp16", 16, source="2 bytes", cpu="fp16"),
     _w("fp32", 32, source="4 bytes", cpu="fp32"), _w("fp8", 8, True, "fp8", "1 byte (linear layers)"),
@@ -67,7 +70,10 @@ WEIGHT_DTYPES: dict[str, WeightDtype] = {d.name: d for d in (
     _w("Q5_K_M", 5.70, source=_LLAMA_CPP, cpu="int8"), _w("Q6_K", 6.56, source=_LLAMA_CPP, cpu="int8"),
     _w("Q8_0", 8.50, source=_LLAMA_CPP, cpu="int8"), _w("Q4_0", 4.5, source=_BLOCK, cpu="int8"),
     _w("Q4_1", 5.0, source=_BLOCK, cpu="int8"), _w("Q5_0", 5.5, source=_BLOCK, cpu="int8"),
-    _w("Q5_1", 6.0, source=_BLOCK, cpu="int8"), _w("F16", 16, source="2 bytes", cpu="fp16"),
+    _w("Q5_1", 6.0, source=_BLOCK, cpu="int8"), _w("Q2_K", 3.35, source=_K_LOW, cpu="int8"),
+    _w("Q3_K_S", 3.50, source=_K_LOW, cpu="int8"), _w("Q3_K_M", 3.91, source=_K_LOW, cpu="int8"),
+    _w("Q3_K_L", 4.27, source=_K_LOW, cpu="int8"), _w("Q5_K_S", 5.52, source=_K_LOW, cpu="int8"),
+    _w("F16", 16, source="2 bytes", cpu="fp16"),
     _w("BF16", 16, source="2 bytes"), _w("F32", 32, source="4 bytes", cpu="fp32"),
 )}
 

@@ -26,8 +26,9 @@ Version 5 (revision ``0002``) added to each run what ``bench --json`` writes of 
 (``prompt_source``) and its warnings (``warnings``, the run's own then its steps'), so that ``runs --id`` and
 ``bench --json`` print one document; a run saved before has neither (null).
 
-Version 6 (revision ``0003``) added the ``tunes`` table: one document per ``tokometer tune`` (its plan and what
-each variant gave, ``tokometer.tune/1``), saved again after every variant so that a cut tune can be resumed.
+Revision ``0003`` added the ``tunes`` table: one document per ``tokometer tune`` (its plan and what each variant
+gave, ``tokometer.tune/1``), saved again after every variant so that a cut tune can be resumed. Runs are as they
+were, so the version a run is saved with stays 5.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from sqlalchemy import (
 __all__ = ["ADDED_REQUEST_COLUMNS", "ADDED_RUN_COLUMNS", "ADDED_STEP_COLUMNS", "SCHEMA_VERSION", "metadata",
            "requests", "runs", "steps", "tags", "tunes"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 5
 
 metadata = MetaData()
 
@@ -151,5 +152,5 @@ tunes = Table(
     Column("updated_at", String(40), nullable=False),
 )
 """One ``tokometer tune`` per name (``--name``): its `tokometer.tune.outcome.TuneRecord` as JSON, rewritten after
-every variant. Its variants' runs are ordinary rows of `runs`, named in the document by id. Added in version 6 as a
-new table, which a writer creates in an older store and a reader does without."""
+every variant. Its variants' runs are ordinary rows of `runs`, named in the document by id. Added by revision
+``0003`` as a new table, which a writer creates in an older store and a reader does without."""

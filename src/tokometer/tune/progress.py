@@ -116,8 +116,9 @@ def variant_line(outcome: VariantOutcome, summary: StepSummary | None) -> str:
     output throughput), that step's TTFT p50/p99 and decode speed per request (p50)."""
     name, status = outcome.variant.name, outcome.status
     if status == "failed to start":
-        words = (outcome.engine_last_words or "").strip().splitlines()
-        return f"{name}: failed to start: {outcome.error or ''}" + (f" (engine: {words[-1][:200]})" if words else "")
+        error = outcome.error or ""
+        words = [line for line in (outcome.engine_last_words or "").strip().splitlines() if line not in error]
+        return f"{name}: failed to start: {error}" + (f" (engine: {words[-1][:200]})" if words else "")
     parts = [f"start-up {outcome.startup.first_s:.1f} s" if outcome.startup else "start-up -"]
     if summary is not None:
         ttft, decode = summary.distributions.get("ttft_ms"), summary.distributions.get("decode_speed_tok_s")

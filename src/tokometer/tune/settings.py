@@ -27,9 +27,9 @@ vLLM (``vllm``): ``max-num-seqs``, ``max-num-batched-tokens`` (flags), ``enable-
 
 Booleans are ``on``/``off``/``true``/``false``; names of choices are read in any case. A name that is not known is
 passed to the engine as ``--name value`` (an empty value: ``--name`` alone), and the engine judges it: a flag it
-refuses makes that variant fail to start, with the engine's own words. Names are lower-case words joined by ``-``
-(``max_num_seqs`` is refused, with the spelling to use); what tokometer sets itself (``host``, ``port``, ...) is
-refused too.
+refuses makes that variant fail to start, with the engine's own words. Such a value starting with ``-`` must be a
+number (another flag is a setting of its own). Names are lower-case words joined by ``-`` (``max_num_seqs`` is
+refused, with the spelling to use); what tokometer sets itself (``host``, ``port``, ...) is refused too.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ MAX_TENSOR_PARALLEL = 64
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _WHOLE = re.compile(r"[0-9]{1,20}")
 _DECIMAL = re.compile(r"(?:[0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})")
+_NUMBER = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 _TRUE, _FALSE = ("on", "true"), ("off", "false")
 _RESERVED = {
     "llamacpp": {"host": "tune starts every variant on loopback itself", "port": "tune picks a free port itself",
@@ -212,6 +213,23 @@ KNOWN: dict[str, dict[str, Setting]] = {
 """Per engine, the known settings by name."""
 
 
+def _check_slots(keywords: Mapping[str, Any]) -> None:
+    """The context against the slots, as the llama.cpp launcher checks them (`check_slots`)."""
+    fields = {key: keywords[key] for key in ("parallel", "ctx_size", "threads") if key in keywords}
+    try:
+        check_slots(LlamaCppSettings(**fields))
+    except EngineError as exc:
+        raise ConfigError(f"setting {str(exc).replace('--', '')}") from None
+
+
+def _nothing_together(keywords: Mapping[str, Any]) -> None:
+    """vLLM's settings are each checked alone here; its planner and vLLM itself judge them together."""
+
+
+_TOGETHER: dict[str, Callable[[Mapping[str, Any]], None]] = {"llamacpp": _check_slots, "vllm": _nothing_together}
+"""Per engine, what its settings must allow together (checked after each alone)."""
+
+
 def known_settings(engine: str) -> Mapping[str, Setting]:
     """The known settings of ``engine`` (``llamacpp`` or ``vllm``) by name; ConfigError for another engine."""
     if engine not in KNOWN:
@@ -241,6 +259,14 @@ def _check_text(name: str, text: str) -> None:
                           "characters")
 
 
+def _passed_through(name: str, text: str) -> tuple[str, ...]:
+    """``--name value`` (``--name`` alone for an empty value) for a setting tune does not know."""
+    if text.startswith("-") and not _NUMBER.fullmatch(text):
+        raise ConfigError(f"setting {name}={text!r} is not allowed: a value starting with '-' must be a number; "
+                          "give another flag as a setting of its own")
+    return (f"--{name}", text) if text else (f"--{name}",)
+
+
 @dataclass(frozen=True)
 class EngineSettings:
     """A variant's settings as the launcher takes them: keywords (already typed) and the engine's extra flags."""
@@ -263,25 +289,15 @@ def engine_settings(engine: str, settings: Mapping[str, str], device: str = "cpu
         _check_text(name, text)
         setting = known.get(name)
         if setting is None:
-            argv += [f"--{name}", text] if text else [f"--{name}"]
+            argv += _passed_through(name, text)
             continue
         value = setting.read(text)
         if setting.keyword is not None and device in setting.keyword_on:
             keywords[setting.keyword] = value
         else:
             argv += setting.kind.flag(name, value)
-    if engine == "llamacpp":
-        _check_slots(keywords)
+    _TOGETHER[engine](keywords)
     return EngineSettings(keywords, tuple(argv))
-
-
-def _check_slots(keywords: Mapping[str, Any]) -> None:
-    """The context against the slots, as the llama.cpp launcher checks them (`check_slots`)."""
-    fields = {key: keywords[key] for key in ("parallel", "ctx_size", "threads") if key in keywords}
-    try:
-        check_slots(LlamaCppSettings(**fields))
-    except EngineError as exc:
-        raise ConfigError(f"setting {str(exc).replace('--', '')}") from None
 
 
 def check_settings(engine: str, settings: Mapping[str, str]) -> None:

@@ -234,26 +234,37 @@ def bench_workload(record: TuneRecord, *, store: ResultStore | None, observer: B
     variant's engine, with the tune's seed, saved in ``store``; ``guard`` wraps the run (SIGTERM as Ctrl-C)."""
 
     async def run(launched: LaunchedVariant, variant: Variant) -> WorkloadRun:
-        from tokometer.benchmark.embedded import engine_check
         from tokometer.benchmark.run import run_benchmark
 
         spec = workload_spec(record, variant, url=launched.handle.openai_url, model=launched.handle.model)
         engine = {**launched.handle.identity, "argv": list(launched.command_line),
                   "tune": tune_block(record, variant), "startup_s": launched.startup.first_s,
                   "warm_startup_s": launched.startup.second_s}
+        said: list[str] = []
         work = run_benchmark(spec, store=store, observer=observer, engine=engine,
-                             engine_check=engine_check(launched.handle))
+                             engine_check=_engine_check(launched.handle, said))
         result = await (guard(work) if guard is not None else work)
-        failure = _why_failed(store, result.run_id) if result.status == "failed" else None
-        return WorkloadRun(result.run_id, result.status, failure)
+        if result.status != "failed":
+            return WorkloadRun(result.run_id, result.status)
+        why = said[-1] if said else f"the run failed: 'tokometer runs --id {result.run_id}' shows its warnings"
+        return WorkloadRun(result.run_id, result.status, _line(why))
 
     return run
 
 
-def _why_failed(store: ResultStore | None, run_id: int | None) -> str:
-    """The last warning of a failed run, as its store kept it (the run says why it stopped there)."""
-    saved = store.run(run_id) if store is not None and run_id is not None else None
-    return _line(saved.warnings[-1]) if saved is not None and saved.warnings else "the run failed"
+def _engine_check(handle: EngineHandle, said: list[str]) -> Callable[[], str | None]:
+    """`tokometer.benchmark.embedded.engine_check` of ``handle``, keeping what it says in ``said``."""
+    from tokometer.benchmark.embedded import engine_check
+
+    check = engine_check(handle)
+
+    def checked() -> str | None:
+        problem = check()
+        if problem is not None:
+            said.append(problem)
+        return problem
+
+    return checked
 
 
 def workload_spec(record: TuneRecord, variant: Variant, *, url: str, model: str) -> Any:

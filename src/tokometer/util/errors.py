@@ -56,6 +56,11 @@ class EndpointError(TokometerError):
 class EngineError(TokometerError):
     """An inference engine could not be started, or stopped unexpectedly."""
 
+    command_line: tuple[str, ...] = ()
+    """The engine's command line, when the engine had been started (its launcher sets it), else empty."""
+    engine_log: str = ""
+    """The end of the engine's own log, when the engine had been started (its launcher sets it), else empty."""
+
 
 class TokenizerError(TokometerError):
     """A tokenizer could not be loaded or used."""

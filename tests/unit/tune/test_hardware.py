@@ -4,16 +4,19 @@ step's measured one, and a reason instead of an exception where the run does not
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
 
+from tests.unit.perf.test_perf_models import _gguf_string, _write_gguf
 from tokometer.bundled import bundled_model_path
 from tokometer.perf.questions import EstimateSpec, judge_run
 from tokometer.perf.roofline import decode_step_s
 from tokometer.records import RequestRecord, ServerTiming
 from tokometer.store import ResultStore, StoredRun
 from tokometer.tune.hardware import allowed_for
+from tokometer.util.gguf import FILE_TYPES
 
 MS = 1_000_000
 HW_TOML = ('[[hardware]]\nname = "box"\nkind = "cpu"\nmemory_gb = 16\nbandwidth_gbs = 100\n'
@@ -109,3 +112,17 @@ def test_a_missing_model_file_no_records_or_no_finished_request_give_a_reason(tm
     failed = [RequestRecord(index=0, step=0, sent_ns=0, status=500, error="http")]
     assert allowed_for(run, failed, _box(tmp_path)) == {
         "reason": f"run {run.id} has no completed measured requests to judge"}
+
+
+@pytest.mark.parametrize("file_type", [10, 11, 12, 13, 14, 15, 16, 17, 18])  # Q2_K ... Q6_K: the k-quants
+def test_every_k_quant_llama_quantize_makes_gets_a_bound(tmp_path: Path, file_type: int) -> None:
+    """A variant requantised to Q2_K (or Q3_K_M, Q5_K_S ...) is judged like the Q4_K_M baseline, not refused."""
+    model = tmp_path / "tiny.gguf"
+    _write_gguf(model)  # a two-layer model whose header says Q4_K_M (file type 15)
+    said = _gguf_string("general.file_type") + struct.pack("<II", 4, 15)
+    model.write_bytes(model.read_bytes().replace(said, said[:-4] + struct.pack("<I", file_type), 1))
+    _, run, records = _saved_run(tmp_path, {"engine": "llama.cpp", "model_file": str(model), "argv": []})
+    allowed = allowed_for(run, records, _box(tmp_path))
+    assert "reason" not in allowed, allowed
+    assert allowed["weight_dtype"] == FILE_TYPES[file_type] and allowed["weight_bytes"] == 5000
+    assert all(step["bound_tok_s"] > 0 for step in allowed["steps"])

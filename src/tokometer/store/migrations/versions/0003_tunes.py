@@ -1,4 +1,4 @@
-"""Version 6: a table of tunes, one document per ``tokometer tune`` (its plan and what each variant gave).
+"""A table of tunes, one document per ``tokometer tune`` (its plan and what each variant gave).
 
 Adds ``tunes`` (``name`` the key, ``document`` the tune's JSON, ``updated_at``); the runs of its variants stay
 ordinary runs. A store that has the table already (made whole by a test from the code's schema) keeps it.
