@@ -164,3 +164,5 @@ def test_the_report_of_a_tune_in_the_store(tmp_path: Path, store: Path, record: 
     assert missing.returncode == 2 and "no tune 'nope'" in missing.stderr
     both = _report(store, "--tune", "t", "3", "--format", "md")
     assert both.returncode == 2 and both.stderr.count("\n") == 1
+    nothing = _report(store)
+    assert nothing.returncode == 2 and "give the runs to report" in nothing.stderr and nothing.stderr.count("\n") == 1

@@ -79,8 +79,9 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
     from tokometer.util.errors import ConfigError
     from tokometer.util.outputtarget import is_standard_output
 
-    if fmt == "html":
-        _html_needs(output, charts=tune is None and tune_json is None)
+    if not runs and tune is None and tune_json is None:
+        raise ConfigError("give the runs to report (ids, or baseline:NAME), or --tune NAME")
+    _html_needs(fmt, output, charts=tune is None and tune_json is None)
     check_output_path(output, "--output", "report.html" if fmt == "html" else f"report.{fmt}")
     if _tune_report(runs, store, output, fmt, title, tune, tune_json):
         return
@@ -120,10 +121,12 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
                err=is_standard_output(output))
 
 
-def _html_needs(output: Path | None, *, charts: bool) -> None:
-    """An HTML report needs ``-o``, and plotly for its charts (a tune's page has none)."""
+def _html_needs(fmt: str, output: Path | None, *, charts: bool) -> None:
+    """An HTML report (``fmt`` html) needs ``-o``, and plotly for its charts (a tune's page has none)."""
     from tokometer.util.errors import ConfigError
 
+    if fmt != "html":
+        return
     if output is None:
         raise ConfigError("-o/--output is required for an HTML report: e.g. -o report.html "
                           "(or --format md to print a markdown summary)")
@@ -208,8 +211,6 @@ def _tune_report(runs: tuple[str, ...], store: str | None, output: Path | None, 
     from tokometer.util.outputtarget import is_standard_output
 
     if name is None and path is None:
-        if not runs:
-            raise ConfigError("give the runs to report (ids, or baseline:NAME), or --tune NAME")
         return False
     if runs or (name is not None and path is not None) or fmt not in ("html", "md"):
         raise ConfigError("--tune NAME or --tune-json FILE reports one tune, alone, as html or md "

@@ -1,9 +1,10 @@
 """A tune's answer shown: the rows every output shares, the console (rich), and ``tune --json``'s document.
 
-The rows (`variant_rows`, `beside_rows`, `best_rows`, `front_rows`, `failed_lines`) are text, computed once here from a
-`TuneAnswer`: the console prints them as rich tables, ``report --tune`` as markdown or HTML tables
-(`tokometer.report.tune`). `answer_json` is the ``tokometer.tune/1`` record (`TuneRecord.to_json`) with the
-judgement beside each variant and the best per objective and the front at the top (docs/reference/tune-json.md).
+The rows (`variant_rows`, `beside_rows`, `best_rows`, `front_rows`, `failed_lines`, `note_lines`) are text,
+computed once here from a `TuneAnswer`: the console prints them as rich tables, ``report --tune`` as markdown
+or HTML tables (`tokometer.report.tune`). `answer_json` is the ``tokometer.tune/1`` record
+(`TuneRecord.to_json`) with the judgement beside each variant and the best per objective and the front at the
+top (docs/reference/tune-json.md).
 """
 
 from __future__ import annotations
@@ -53,10 +54,10 @@ def verdict_text(x: MetricVerdict) -> str:
 
 
 def _baseline_values(answer: TuneAnswer) -> dict[str, float | None]:
-    """The baseline's value of each metric at the headline, as the comparisons saw it."""
+    """The baseline's value of each metric at its headline, as the comparisons of the ranked variants saw it."""
     out: dict[str, float | None] = {}
     for v in answer.variants:
-        for key, x in v.verdicts.items():
+        for key, x in v.verdicts.items() if v.ranked else ():
             out.setdefault(key, x.base)
     return out
 
