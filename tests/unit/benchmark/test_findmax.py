@@ -43,7 +43,7 @@ def test_the_search_doubles_then_bisects() -> None:
     assert _walk("concurrency", 4, 0) == [4, 2, 1]  # nothing meets: halves to the floor
     rates = _walk("rate", 1, 27.6)
     assert rates[:6] == [1, 2, 4, 8, 16, 32]
-    assert findmax._bounds([(r, r <= 27.6) for r in rates]) == (pytest.approx(27.0), pytest.approx(28.0))
+    assert findmax._bounds([(r, r <= 27.6) for r in rates]) == pytest.approx((27.0, 28.0))
     assert len(_walk("rate", 1, 1e9)) == findmax.MAX_PROBES  # never fails: stops at the probe limit
 
 

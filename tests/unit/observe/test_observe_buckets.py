@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import astuple
 
 import pytest
 
@@ -36,8 +37,9 @@ def test_everything_in_the_first_bucket_is_a_bound_not_a_number() -> None:
     queue = [2e-5] * 18
     buckets = _bucketed(queue, VLLM_QUEUE)
     p50, p99 = locate(0.5, buckets), locate(0.99, buckets)
-    assert p50 == Located("below", 0.0, 0.3, pytest.approx(0.15))
-    assert p99 == Located("below", 0.0, 0.3, pytest.approx(0.297))
+    assert p50 is not None and p99 is not None
+    assert astuple(p50) == pytest.approx(astuple(Located("below", 0.0, 0.3, 0.15)))
+    assert astuple(p99) == pytest.approx(astuple(Located("below", 0.0, 0.3, 0.297)))
     assert p50.value is None and p99.value is None
     assert describe(p50.scaled(1e3), unit="ms") == "≤ 300 ms"
     assert describe(p99.scaled(1e3), unit="ms") == "≤ 300 ms"
@@ -162,7 +164,7 @@ def test_the_report_chart_draws_a_bound_as_its_bucket() -> None:
         return {"id": 1, "name": "r", "steps": [{"label": "c=2", "server": block, "summary": {}}]}
 
     for block, y, bars in ((OLD_BLOCK, 150.0, None), (_new_block(), 150.0, (150.0, 150.0))):
-        fig = server([run(block)])  # type: ignore[list-item]
+        fig = server([run(block)])
         trace = next(t for t in fig.data if (t.meta or {}).get("name") == "queue p50")
         assert list(trace.y) == [pytest.approx(y)]
         if bars is None:
