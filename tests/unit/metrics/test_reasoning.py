@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import orjson
 import pytest
 
@@ -67,7 +69,7 @@ def test_both_reasoning_delta_fields_are_read(field: str) -> None:
     assert event is not None and event.reasoning == "thinking" and event.has_content
 
 
-def _sse(*payloads: dict[str, object]) -> list[bytes]:
+def _sse(*payloads: Mapping[str, object]) -> list[bytes]:
     return [b"data: " + orjson.dumps(p) + b"\n\n" for p in payloads] + [b"data: [DONE]\n\n"]
 
 
@@ -90,6 +92,7 @@ def test_inline_think_is_split_when_assembled() -> None:
     assert record.first_token_ns == 10 * MS and record.first_answer_ns == 40 * MS
     assert record.output_tokens_source == "tokenizer"
     assert (record.reasoning_tokens, record.reasoning_tokens_source) == (2, "tokenizer")
+    assert record.output_tokens is not None
     assert m.ttfat_ns(record) == 40 * MS - 1 and m.answer_tokens(record) == record.output_tokens - 2
 
 
