@@ -80,7 +80,7 @@ def _one_line_exit_2(done: object, *words: str) -> None:
         assert word in err, err
 
 
-ESTIMATE_CASES = {
+ESTIMATE_CASES: dict[str, tuple[list[bytes], list[tuple[str, tuple[int, ...]]] | None, str]] = {
     "nested-20k": ([_kv("general.architecture", STRING, _s("llama")), _kv("llama.deep", ARRAY, _nested(20_000))],
                    None, "nested more than"),
     "head-count-0": (_model_kvs(**{"llama.attention.head_count": struct.pack("<II", UINT32, 0)}), None,
