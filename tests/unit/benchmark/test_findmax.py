@@ -89,6 +89,7 @@ def test_a_sweep_repeats_whole_passes() -> None:
         done.append(step)
     assert order == [(1, 1), (4, 1), (1, 2), (4, 2), (1, 3), (4, 3)]
     single = SweepPlan([LoadStep("synchronous")])
+    # a sweep counts the steps done, so None stands in for one
     assert single.next_step([]) == single.next_step([]) and single.next_step([None]) is None  # type: ignore[list-item]
     first = single.next_step([])
     assert first is not None and first.trial is None

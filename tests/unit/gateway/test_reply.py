@@ -26,6 +26,6 @@ def test_an_openai_client_gets_an_openai_upstream_s_events_as_they_came_but_the_
     for raw in (role, role, text, call, finish, usage):
         parsed = backend.parse(raw[6:-2])
         assert parsed is not None
-        reply.pass_on(SimpleNamespace(raw=raw), parsed)  # type: ignore[arg-type]
+        reply.pass_on(SimpleNamespace(raw=raw), parsed)  # type: ignore[arg-type]  # only its raw bytes are read
     assert sent == [role, text, call]
     assert reply.held == [finish]

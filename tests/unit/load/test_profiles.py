@@ -9,8 +9,8 @@ from tokometer.load.profiles import Arrival, LoadStep, schedule_offsets
 
 
 @pytest.mark.parametrize("arrival", ["poisson", "gamma", "constant"])
-def test_schedule_offers_exactly_the_rate(arrival: str) -> None:
-    offsets = schedule_offsets(1000, 50.0, arrival, burstiness=0.5, seed=3)  # type: ignore[arg-type]
+def test_schedule_offers_exactly_the_rate(arrival: Arrival) -> None:
+    offsets = schedule_offsets(1000, 50.0, arrival, burstiness=0.5, seed=3)
     assert offsets[0] == 0
     assert offsets == sorted(offsets)
     assert (offsets[-1] - offsets[0]) / 1e9 == pytest.approx(999 / 50.0, rel=1e-9)

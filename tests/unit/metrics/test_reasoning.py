@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import orjson
 import pytest
@@ -10,6 +10,7 @@ import pytest
 from tokometer.client.assemble import assemble
 from tokometer.metrics import request as m
 from tokometer.metrics.summary import summarize
+from tokometer.protocols.common.base import ProtocolClient
 from tokometer.protocols.common.reasoning import inline, split_inline
 from tokometer.protocols.openai.chunks import ChunkWriter
 from tokometer.protocols.openai.client import OpenAIChat, OpenAICompletions
@@ -73,10 +74,10 @@ def _sse(*payloads: Mapping[str, object]) -> list[bytes]:
     return [b"data: " + orjson.dumps(p) + b"\n\n" for p in payloads] + [b"data: [DONE]\n\n"]
 
 
-def _record(chunks: list[bytes], backend: object, count: object = None) -> RequestRecord:
+def _record(chunks: list[bytes], backend: ProtocolClient, count: Callable[[str], int] | None = None) -> RequestRecord:
     record = RequestRecord(index=0, sent_ns=1, status=200)
     stamps = [(i + 1) * 10 * MS for i in range(len(chunks))]
-    assemble(record, backend, chunks, stamps, count)  # type: ignore[arg-type]
+    assemble(record, backend, chunks, stamps, count)
     record.end_ns = stamps[-1]
     return record
 

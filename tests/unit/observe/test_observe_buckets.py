@@ -121,8 +121,9 @@ def test_nothing_observed_and_bad_quantiles() -> None:
 
 def test_a_block_stored_before_the_rule_still_reads() -> None:
     old = {"count": 18.0, "mean": 2e-5, "p50": 0.15, "p90": 0.27, "p99": 0.297}
-    assert from_json(old, "p50") == Located("unknown", None, None, 0.15)
-    assert describe(from_json(old, "p50"), unit="ms") == "≈ 0.1 ms" and from_json(old, "p50").value is None  # type: ignore[union-attr]
+    located = from_json(old, "p50")
+    assert located == Located("unknown", None, None, 0.15)
+    assert located is not None and describe(located, unit="ms") == "≈ 0.1 ms" and located.value is None
     assert from_json(old, "p75") is None and from_json(None, "p50") is None
     new = {"count": 18.0, "p50": None, "quantiles": {"p50": {"kind": "below", "lower": 0.0, "upper": 0.3,
                                                              "estimate": 0.15}}}
