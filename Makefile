@@ -35,6 +35,8 @@ bench: setup
 	$(VENV)/bin/tokometer bench
 
 # The manual (docs/, mkdocs.yml) is part of lint: a broken link or a stale generated page fails it.
+# mypy takes what it checks from pyproject.toml: src, tests, bench and scripts in one run (the tests' bodies
+# checked without asking every test function for annotations).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench scripts
 	$(VENV)/bin/mypy
@@ -61,7 +63,7 @@ test:
 	$(MAKE) --jobs=4 setup lint postgres vllm
 	$(REQUIRE) $(PY) scripts/test_lanes.py
 
-# The inner loop: ruff, mypy --strict, and the unit and fuzz tests (no servers, no engine build): a few minutes.
+# The inner loop: ruff, mypy (as in lint), and the unit and fuzz tests (no servers, no engine build): a few minutes.
 check: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench scripts
 	$(VENV)/bin/mypy

@@ -48,7 +48,7 @@ def split_events() -> None:
 
 
 def watch() -> None:
-    counter = framing.EventWatch("sse", max_events=200_000)  # type: ignore[attr-defined]
+    counter = framing.EventWatch("sse", max_events=200_000)
     for _ in range(100_000):
         counter.feed(EVENT)
     assert counter.events == 100_000

@@ -28,7 +28,7 @@ from tokometer.observe.snapshot import GpuSample
 
 def _busy(stop: threading.Event) -> str:
     try:
-        import torch  # type: ignore[import-not-found,unused-ignore]
+        import torch  # type: ignore[import-not-found,unused-ignore]  # installed only where a GPU is
     except ImportError:
         return "torch not installed: GPU left idle"
     if not torch.cuda.is_available():

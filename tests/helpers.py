@@ -89,5 +89,5 @@ class HostJitter:
     def __exit__(self, *_: object) -> None:
         assert self._process is not None and self._process.stdout is not None
         self._process.terminate()
-        out, _ = self._process.communicate(timeout=30)
+        out = self._process.communicate(timeout=30)[0]
         self.p99_ms = float(out.strip().splitlines()[-1])

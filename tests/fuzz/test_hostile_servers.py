@@ -16,6 +16,7 @@ import asyncio
 import http.client
 import time
 import tracemalloc
+from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -39,7 +40,7 @@ MEMORY_BOUND = 4 * BUDGET + 16 * EVENT_LIMIT
 """The budget (what was kept, the copies one parse of it makes, the socket reads around it) and the decoding of
 one unparseable event (orjson's error keeps the whole document: about 13 times the event)."""
 
-_EXAMPLES = max(1, settings.default.max_examples * 2 // 3)
+_EXAMPLES = max(1, settings().max_examples * 2 // 3)
 """Two thirds of the profile's examples (20 in CI: each example serves real sockets for up to a second)."""
 
 attacks = st.builds(
@@ -52,7 +53,7 @@ attacks = st.builds(
 )
 
 
-def _bounded(run) -> tuple[object, float, int]:  # type: ignore[no-untyped-def]
+def _bounded(run: Callable[[], object]) -> tuple[object, float, int]:
     """``run()``'s result (or exception), its time and tracemalloc's peak."""
     tracemalloc.start()
     started = time.monotonic()

@@ -95,8 +95,9 @@ def test_generated_option_texts_parse_or_refuse_with_one_line(text: str) -> None
                             "default_max_tokens", "max_num_seqs", "tokens_per_event"]), value=numbers)
 def test_generated_simulator_values_are_bounded_or_refused(key: str, value: float) -> None:
     try:
-        config = build_spec(SimConfig, **{key: int(value) if key[:3] in ("max", "def", "tok") and math.isfinite(
-            value) and abs(value) < 1e30 else value})
+        values: dict[str, Any] = {key: int(value) if key[:3] in ("max", "def", "tok") and math.isfinite(
+            value) and abs(value) < 1e30 else value}
+        config = build_spec(SimConfig, **values)
     except ConfigError as exc:
         assert "\n" not in str(exc)
         return

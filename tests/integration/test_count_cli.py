@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,10 +21,10 @@ def count(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
     return run_cli("count", *args, env={**OFFLINE, **(env or {})})
 
 
-def count_json(*args: str, env: dict[str, str] | None = None) -> dict[str, object]:
+def count_json(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     result = count(*args, "--json", env=env)
     assert result.returncode == 0, result.stderr
-    data: dict[str, object] = json.loads(result.stdout)
+    data: dict[str, Any] = json.loads(result.stdout)
     return data
 
 
@@ -32,7 +33,7 @@ def test_default_is_the_bundled_gemma_offline() -> None:
     assert data["schema"] == "tokometer.count/1"
     assert data["tokens"] == 16 and data["characters"] == 31
     assert data["chars_per_token"] == pytest.approx(31 / 16, abs=1e-3)
-    assert str(data["tokenizer"]["name"]).startswith("bundled Gemma 3 270M")  # type: ignore[index]
+    assert str(data["tokenizer"]["name"]).startswith("bundled Gemma 3 270M")
     assert data["context"] == {"window": 32768, "source": "GGUF gemma3.context_length", "left_for_output": 32752}
 
 
@@ -43,7 +44,7 @@ def test_show_pieces_and_ids_side_by_side() -> None:
     assert any("9259" in line and "Hello" in line for line in lines)
     assert any("▁unbelievable" in line for line in lines)
     data = count_json("--show", "深度学习")
-    assert len(data["ids"]) == len(data["pieces"]) == data["tokens"]  # type: ignore[arg-type]
+    assert len(data["ids"]) == len(data["pieces"]) == data["tokens"]
 
 
 def test_chat_reports_the_template_overhead() -> None:
@@ -54,7 +55,7 @@ def test_chat_reports_the_template_overhead() -> None:
     assert data["chat"] == {"messages": 4, "content_tokens": 9, "template_tokens": 20,
                             "template": "Gemma's turn format (the GGUF has none; llama.cpp gets the same)"}
     plain = count_json("--chat", "Hello world!")  # a plain text is one user message
-    assert plain["chat"]["content_tokens"] == 3  # type: ignore[index]
+    assert plain["chat"]["content_tokens"] == 3
 
 
 def test_stdin_file_and_jsonl(tmp_path: Path) -> None:
@@ -71,9 +72,9 @@ def test_stdin_file_and_jsonl(tmp_path: Path) -> None:
                     encoding="utf-8")
     data = count_json("-f", str(many))
     assert data["records"] == 3 and data["tokens"] == 16 + 3 + 1
-    assert data["per_record"]["max"] == 16  # type: ignore[index]
+    assert data["per_record"]["max"] == 16
     chats = count_json("-f", str(many), "--chat")
-    assert chats["chat"]["template_tokens"] > 0  # type: ignore[index]
+    assert chats["chat"]["template_tokens"] > 0
 
 
 def test_price_from_a_users_table(tmp_path: Path) -> None:
@@ -81,9 +82,9 @@ def test_price_from_a_users_table(tmp_path: Path) -> None:
     table.write_text('[models."local-gemma"]\ninput = 1.0\noutput = 4.0\ncontext = 8192\ntokenizer = "bundled"\n',
                      encoding="utf-8")
     data = count_json("--model", "local-gemma", "--prices", str(table), "--price", "--output-tokens", "100", ARTICLE)
-    assert data["cost"]["input_cost"] == pytest.approx(16 / 1e6)  # type: ignore[index]
-    assert data["cost"]["output_cost"] == pytest.approx(400 / 1e6)  # type: ignore[index]
-    assert data["context"]["window"] == 8192 and data["context"]["fits"] is True  # type: ignore[index]
+    assert data["cost"]["input_cost"] == pytest.approx(16 / 1e6)
+    assert data["cost"]["output_cost"] == pytest.approx(400 / 1e6)
+    assert data["context"]["window"] == 8192 and data["context"]["fits"] is True
     shown = count("--model", "local-gemma", "--prices", str(table), "--price", ARTICLE)
     assert "$0.000016 for 16 input tokens" in shown.stdout
     too_long = count("--model", "local-gemma", "--prices", str(table), "--output-tokens", "9000", ARTICLE)
@@ -96,8 +97,8 @@ def test_hugging_face_directory_with_chat_template(tmp_path: Path) -> None:
     directory = make_bpe_dir(tmp_path / "model")
     data = count_json("--tokenizer", str(directory), "--chat",
                       '[{"role": "user", "content": "hello world"}, {"role": "assistant", "content": "你好"}]')
-    assert data["tokenizer"]["kind"] == "hf" and data["chat"]["template_tokens"] > 0  # type: ignore[index]
-    assert data["context"]["window"] == 8192  # type: ignore[index]
+    assert data["tokenizer"]["kind"] == "hf" and data["chat"]["template_tokens"] > 0
+    assert data["context"]["window"] == 8192
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -91,7 +91,7 @@ def test_fit_to_budget_is_exact_by_the_engines_count(engine: EngineHandle, gemma
     text = " ".join(TEXTS) * 3
     for budget in (1, 7, 50, 123):
         for cut in ("end", "start", "middle"):
-            kept = fit_to_budget(text, budget, gemma, cut=cut)  # type: ignore[arg-type]
+            kept = fit_to_budget(text, budget, gemma, cut=cut)
             theirs = _post(engine.root_url + "/tokenize", {"content": kept, "add_special": False})["tokens"]
             assert len(theirs) <= budget and len(theirs) >= budget - 4, (budget, cut)
 

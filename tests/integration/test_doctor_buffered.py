@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 from tests.block_proxy import block_proxy
 from tests.conftest import SimServer
@@ -19,10 +20,10 @@ TRUTH_TOK_S = 50.0
 
 
 def _doctor(url: str, **values: object) -> DoctorReport:
-    return asyncio.run(run_doctor(DoctorSpec(url=url, **values)))  # type: ignore[arg-type]
+    return asyncio.run(run_doctor(DoctorSpec(url=url, **values)))
 
 
-def _finding(report: DoctorReport, finding_id: str) -> dict[str, object]:
+def _finding(report: DoctorReport, finding_id: str) -> dict[str, Any]:
     found = [f.to_json() for f in report.findings if f.id == finding_id]
     assert found, f"no {finding_id} in {[f.id for f in report.findings]}"
     return found[0]
@@ -36,7 +37,7 @@ def test_behind_a_proxy_passing_4_kib_blocks_the_decode_speed_is_read_from_the_b
     assert _finding(report, "streaming.bursty")["severity"] == "warning"
     summary = _finding(report, "speed.summary")
     assert summary["severity"] == "warning" and "from the blocks' arrival" in str(summary["title"])
-    idle = summary["evidence"]["idle"]  # type: ignore[index]
+    idle = summary["evidence"]["idle"]
     # the per-event figure counts a block's ~20 tokens as made at once: far above the truth (it read 1,130)
     assert idle["per_event_decode_tok_s_p50"] > 3 * TRUTH_TOK_S
     assert 0.8 * TRUTH_TOK_S <= idle["decode_tok_s_per_request_p50"] <= 1.25 * TRUTH_TOK_S
@@ -52,8 +53,8 @@ def test_behind_a_proxy_buffering_whole_answers_there_is_no_decode_speed(
     summary = _finding(report, "speed.summary")
     assert summary["severity"] == "warning" and str(summary["title"]).startswith("no decode speed")
     assert "0.0 tok/s" not in str(summary["title"])
-    assert summary["evidence"]["idle"]["decode_tok_s_per_request_p50"] is None  # type: ignore[index]
-    assert summary["evidence"]["4_at_once"]["output_tok_s_total"] > 0  # the aggregate stands  # type: ignore[index]
+    assert summary["evidence"]["idle"]["decode_tok_s_per_request_p50"] is None
+    assert summary["evidence"]["4_at_once"]["output_tok_s_total"] > 0  # the aggregate stands
     short = _finding(quick, "speed.summary")
     assert short["severity"] == "warning" and "no decode speed" in str(short["title"])
 
@@ -66,5 +67,5 @@ def test_a_probe_that_reaches_its_ceiling_finds_no_limit_not_a_window(sim_factor
     report = _doctor(sim.openai_url, model="not-listed")
     assert "context.window" not in {f.id for f in report.findings}
     found = _finding(report, "context.no_limit_found")
-    assert found["title"].startswith("no context limit found up to 131,072 prompt tokens")  # type: ignore[union-attr]
-    assert found["evidence"]["context_tokens"] is None  # type: ignore[index]
+    assert found["title"].startswith("no context limit found up to 131,072 prompt tokens")
+    assert found["evidence"]["context_tokens"] is None

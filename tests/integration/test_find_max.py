@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,7 +43,7 @@ def modelled(sim_factory: Callable[..., SimServer]) -> SimServer:
                        str(SCALE), "--max-num-seqs", str(SEQS))
 
 
-def _find(sim: SimServer, tmp_path: Path, *args: str) -> tuple[dict[str, object], int]:
+def _find(sim: SimServer, tmp_path: Path, *args: str) -> tuple[dict[str, Any], int]:
     out = tmp_path / "result.json"
     done = run_cli("bench", "--url", sim.openai_url, "--input-tokens", str(INPUT), "--output-tokens", str(OUTPUT),
                    "--ignore-eos", "--store", str(tmp_path / "runs.db"), "--json", str(out), *args, timeout=300)

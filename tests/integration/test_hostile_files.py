@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -70,17 +71,17 @@ def _nested(depth: int) -> bytes:
     return b"".join(struct.pack("<IQ", ARRAY, 1) for _ in range(depth)) + struct.pack("<IQ", UINT32, 0)
 
 
-def _one_line_exit_2(done: object, *words: str) -> None:
-    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])  # type: ignore[attr-defined]
-    err = done.stderr.strip()  # type: ignore[attr-defined]
-    assert "Traceback" not in err and "Traceback" not in done.stdout, err  # type: ignore[attr-defined]
+def _one_line_exit_2(done: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    err = done.stderr.strip()
+    assert "Traceback" not in err and "Traceback" not in done.stdout, err
     errors = [line for line in err.splitlines() if "error" in line.lower()]  # progress lines may come first
     assert err.splitlines()[-1].startswith("tokometer: error:") and len(errors) == 1, err
     for word in words:
         assert word in err, err
 
 
-ESTIMATE_CASES = {
+ESTIMATE_CASES: dict[str, tuple[list[bytes], list[tuple[str, tuple[int, ...]]] | None, str]] = {
     "nested-20k": ([_kv("general.architecture", STRING, _s("llama")), _kv("llama.deep", ARRAY, _nested(20_000))],
                    None, "nested more than"),
     "head-count-0": (_model_kvs(**{"llama.attention.head_count": struct.pack("<II", UINT32, 0)}), None,

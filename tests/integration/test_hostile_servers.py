@@ -35,7 +35,7 @@ from tests.hostile_servers import (
 )
 
 
-def _summary_and_records(result):  # type: ignore[no-untyped-def]
+def _summary_and_records(result):
     step = result.steps[0]
     return step.summary, step.records
 
@@ -91,7 +91,7 @@ def test_bench_cli_refuses_a_malformed_max_event_bytes() -> None:
 
 @pytest.mark.parametrize("answer", [trickle(2.0), endless_body(b"text/plain"), silent],
                          ids=["trickle", "endless", "silent"])
-def test_top_once_ends_within_its_scrape_deadline(answer) -> None:  # type: ignore[no-untyped-def]
+def test_top_once_ends_within_its_scrape_deadline(answer) -> None:
     """``/metrics`` trickling a byte every 2 s hung ``top --once`` (the timeout was an idle timer); an endless
     page grew without limit. Now the whole answer has a 5 s deadline and 16 MiB: one line, exit 2."""
     with hostile({"/metrics": answer}) as server:
@@ -242,7 +242,7 @@ def test_bench_tells_the_user_what_it_waits_for_when_a_server_accepts_and_never_
 
 
 @pytest.mark.parametrize("answer", [trickle(1.0, b"application/json"), endless_body()], ids=["trickle", "endless"])
-def test_the_server_tokenizer_probe_gives_up_on_a_trickling_or_endless_tokenize(answer) -> None:  # type: ignore[no-untyped-def]
+def test_the_server_tokenizer_probe_gives_up_on_a_trickling_or_endless_tokenize(answer) -> None:
     """``/tokenize`` (asked by bench's and doctor's ``--tokenizer auto``) that trickles a byte a second, or floods:
     the probe's 5 s is a deadline for the whole answer and 16 MiB its limit, so it gives up (no tokenizer)."""
     from tokometer.tokens.remote import probe_server_tokenizer

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import ssl
 import subprocess
 import time
@@ -34,8 +35,8 @@ PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy"
               "no_proxy")
 
 
-def _answer(conn: object) -> None:
-    conn.sendall(_ANSWER)  # type: ignore[attr-defined]
+def _answer(conn: socket.socket) -> None:
+    conn.sendall(_ANSWER)
 
 
 @dataclass

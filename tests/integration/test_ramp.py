@@ -24,7 +24,7 @@ S = 1e9
 def _served_concurrency(traces: list[dict[str, Any]], t0: int, a: float, b: float) -> float:
     """Time-weighted mean number of requests the server held in [a, b) seconds from ``t0``."""
     lo, hi = t0 + a * S, t0 + b * S
-    return sum(max(0.0, min(t["end_ns"], hi) - max(t["received_ns"], lo)) for t in traces) / (hi - lo)
+    return float(sum(max(0.0, min(t["end_ns"], hi) - max(t["received_ns"], lo)) for t in traces) / (hi - lo))
 
 
 def test_a_concurrency_ramp_is_followed_by_the_server(sim_factory: Callable[..., SimServer]) -> None:
@@ -36,6 +36,7 @@ def test_a_concurrency_ramp_is_followed_by_the_server(sim_factory: Callable[...,
     traces = sim.trace()
     assert len(traces) == 160
     t0 = origin_ns(step.records)
+    assert step.summary.time_slices is not None and step.summary.steady_state is not None
     slices = step.summary.time_slices["slices"]
     assert sum(s["requests"] for s in slices) == 160 == step.summary.requests_completed
     last_send = max(r.sent_ns for r in step.records)
@@ -68,6 +69,7 @@ def test_a_rate_ramp_sends_what_its_rate_integrates_to(sim_factory: Callable[...
         # Constant arrivals: request i is due when Λ reaches i, so ceil(Λ(b)) are due before b; a late send
         # (a loaded host) moves one across a boundary, not more.
         assert arrived == pytest.approx(math.ceil(ramp.expected(b)), abs=1), (b, arrived)
+    assert step.summary.time_slices is not None and step.summary.steady_state is not None
     slices = step.summary.time_slices["slices"]
     assert sum(s["requests"] for s in slices) == 95
     state = step.summary.steady_state
@@ -82,6 +84,7 @@ def test_steady_state_leaves_out_the_first_wave(sim_factory: Callable[..., SimSe
     result = bench(sim.openai_url, concurrency=[8], requests=120, input_tokens=16, output_tokens=25, seed=5)
     step = result.steps[0]
     state = step.summary.steady_state
+    assert state is not None
     first_wave = sorted(step.records, key=lambda r: r.sent_ns)[:8]
     t0 = origin_ns(step.records)
     assert state["found"] and state["at_target"]

@@ -80,7 +80,7 @@ def _same_latencies(one: dict[str, Any], ray: dict[str, Any]) -> None:
 def _server_ttft_p50(traces: list[dict[str, Any]]) -> float:
     """The simulator's own median TTFT (ms) over ``traces``: first event sent minus request received."""
     ttfts = sorted((t["event_ns"][0] - t["received_ns"]) / 1e6 for t in traces)
-    return ttfts[len(ttfts) // 2]
+    return float(ttfts[len(ttfts) // 2])
 
 
 RAY_SLACK_MS = 8.0

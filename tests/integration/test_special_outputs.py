@@ -55,10 +55,10 @@ def stored(sim_url: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[list
     return ["--store", str(store), str(run)], result
 
 
-def _bench(sim_url: str, *outputs: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+def _bench(sim_url: str, *outputs: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tokometer", "bench", "--url", sim_url, *_QUIET, "--no-store",
                            "-c", "1", "-n", "2", "--output-tokens", "4", *outputs],
-                          capture_output=True, text=True, timeout=120, **kwargs)  # type: ignore[call-overload]
+                          capture_output=True, text=True, timeout=120)
 
 
 def _node(path: str) -> tuple[int, int, int]:

@@ -83,7 +83,8 @@ class VllmServer:
         if self.serve is None:
             return []
         try:
-            return psutil.Process(self.serve.pid).children(recursive=True)
+            children: list[psutil.Process] = psutil.Process(self.serve.pid).children(recursive=True)
+            return children
         except psutil.NoSuchProcess:
             return []
 

@@ -63,7 +63,7 @@ def _wait_running(vllm: VllmServer, count: int, timeout_s: float = 120) -> None:
 def _doctor(vllm: VllmServer, **values: object) -> DoctorReport:
     values.setdefault("api_key", vllm.api_key)
     values.setdefault("model", vllm.model)
-    return asyncio.run(run_doctor(DoctorSpec(url=vllm.openai_url, **values)))  # type: ignore[arg-type]
+    return asyncio.run(run_doctor(DoctorSpec(url=vllm.openai_url, **values)))
 
 
 def _ids(report: DoctorReport) -> dict[str, str]:
@@ -76,7 +76,7 @@ def test_doctor_finds_nothing_wrong_with_a_healthy_vllm(vllm: VllmServer) -> Non
     assert not above, above
     found = _ids(report)
     window = next(f for f in report.findings if f.id == "context.window").to_json()["evidence"]
-    assert window["context_tokens"] == MAX_MODEL_LEN or vllm.serve is None  # type: ignore[index]
+    assert window["context_tokens"] == MAX_MODEL_LEN or vllm.serve is None
     for expected in ("reach.ok", "context.overflow_refused", "context.token_count", "streaming.ok", "server.ok"):
         assert found.get(expected) == "info", (expected, found)
 
@@ -85,7 +85,7 @@ def test_doctor_names_a_wrong_model(vllm: VllmServer) -> None:
     report = _doctor(vllm, model=vllm.model + "-typo", quick=True)
     assert _ids(report)["reach.model_not_found"] == "error"
     closest = next(f for f in report.findings if f.id == "reach.model_not_found").to_json()["evidence"]["closest"]
-    assert closest[0] == vllm.model  # type: ignore[index]
+    assert closest[0] == vllm.model
 
 
 def test_doctor_names_a_missing_and_a_refused_key(vllm: VllmServer) -> None:

@@ -30,7 +30,7 @@ def test_find_max_concurrency_verdicts_follow_the_measurements(vllm: VllmServer,
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     found = json.loads(out.read_text())["find_max"]
     assert found["kind"] == "concurrency"
-    passed, missed = [], []
+    passed, missed = list[int](), list[int]()
     for probe in found["probes"]:
         observed = probe["observed"]["tpot_p50"]  # None: not measured (no request of the probe finished), a miss
         assert probe["passed"] == (observed is not None and observed <= limit and not probe["saturated"]), probe

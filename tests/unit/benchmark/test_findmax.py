@@ -43,7 +43,7 @@ def test_the_search_doubles_then_bisects() -> None:
     assert _walk("concurrency", 4, 0) == [4, 2, 1]  # nothing meets: halves to the floor
     rates = _walk("rate", 1, 27.6)
     assert rates[:6] == [1, 2, 4, 8, 16, 32]
-    assert findmax._bounds([(r, r <= 27.6) for r in rates]) == (pytest.approx(27.0), pytest.approx(28.0))
+    assert findmax._bounds([(r, r <= 27.6) for r in rates]) == pytest.approx((27.0, 28.0))
     assert len(_walk("rate", 1, 1e9)) == findmax.MAX_PROBES  # never fails: stops at the probe limit
 
 
@@ -89,6 +89,7 @@ def test_a_sweep_repeats_whole_passes() -> None:
         done.append(step)
     assert order == [(1, 1), (4, 1), (1, 2), (4, 2), (1, 3), (4, 3)]
     single = SweepPlan([LoadStep("synchronous")])
+    # a sweep counts the steps done, so None stands in for one
     assert single.next_step([]) == single.next_step([]) and single.next_step([None]) is None  # type: ignore[list-item]
     first = single.next_step([])
     assert first is not None and first.trial is None

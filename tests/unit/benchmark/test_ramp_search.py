@@ -111,7 +111,7 @@ def test_steady_probes_confirm_step_down_and_stop_within_the_cap() -> None:
     assert met[0] == (25.0, True) and met[1] == (27.5, True) and met[2][0] == 28.75 and len(met) == 3
     # The candidate misses: down to the last good slice's load below it, then bisection.
     missed = _confirm(scan, 23.0)
-    assert missed[0] == (25.0, False) and missed[1] == (pytest.approx(22.0), True)
+    assert missed[0] == (25.0, False) and missed[1] == pytest.approx((22.0, True))
     assert len(missed) <= MAX_CONFIRMS and all(v <= 25.0 for v, _ in missed)
     # Nothing meets: the cap ends it.
     assert len(_confirm(scan, 1.0)) == MAX_CONFIRMS
@@ -153,7 +153,7 @@ def test_the_answer_is_recomputed_from_saved_steps_and_is_a_steady_probe() -> No
 ])
 def test_a_ramp_search_needs_its_ramp(values: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        BenchSpec(url="http://127.0.0.1:1/v1", **values)  # type: ignore[arg-type]
+        BenchSpec(url="http://127.0.0.1:1/v1", **values)
 
 
 def test_a_ramp_search_plans_its_ramp_step_first() -> None:
@@ -219,4 +219,4 @@ def test_a_time_slice_out_of_range_is_refused(value: float, match: str) -> None:
 ])
 def test_a_ramp_out_of_range_is_bad_input(values: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        BenchSpec(url="http://127.0.0.1:1/v1", **values)  # type: ignore[arg-type]
+        BenchSpec(url="http://127.0.0.1:1/v1", **values)

@@ -194,7 +194,7 @@ def test_every_choice_is_the_fields_literal() -> None:
 ])
 def test_a_ramp_must_rise_to_each_steps_load(values: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        BenchSpec(url=URL, **values)  # type: ignore[arg-type]
+        BenchSpec(url=URL, **values)
 
 
 def test_each_step_ramps_to_its_own_load() -> None:

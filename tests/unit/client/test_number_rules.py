@@ -27,7 +27,7 @@ def test_a_part_above_its_whole_is_set_aside_or_cut_and_named() -> None:
     assert notes == ["cached_prompt_tokens=8000 (more than prompt_tokens 8: must be <= it; set aside)",
                      "image_tokens=9 (more than prompt_tokens 8: must be <= it; set aside)",
                      "reasoning_tokens=50 (more than completion_tokens 6: must be <= it; cut to 6)"]
-    equal = {"prompt_tokens": 8, "cached_prompt_tokens": 8}
+    equal: dict[str, int | None] = {"prompt_tokens": 8, "cached_prompt_tokens": 8}
     assert _judge(equal) == [] and equal["cached_prompt_tokens"] == 8
 
 

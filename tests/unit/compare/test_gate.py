@@ -235,12 +235,14 @@ def test_noise_between_trials_above_the_threshold_means_cannot_tell() -> None:
     drifting = [StepSample.of(_records(rng.normal(mean, 0.2, 60))) for mean in (9.0, 10.0, 11.0)]
     noise = trial_noise(drifting, tpot)
     assert noise == pytest.approx(np.std([9.0, 10.0, 11.0], ddof=1) / 10.0, rel=0.05)
-    assert trial_noise(steady, tpot) is not None and trial_noise(steady, tpot) < 0.01  # type: ignore[operator]
+    steady_noise = trial_noise(steady, tpot)
+    assert steady_noise is not None and steady_noise < 0.01
     assert trial_noise(steady[:1], tpot) is None
     slower = [StepSample.of(_records(rng.normal(11.5, 0.2, 60))) for _ in range(3)]
     judged = {x.key: x for x in compare_samples(StepSample.pooled(steady), StepSample.pooled(slower),
                                                 base_trials=steady, new_trials=slower)}
-    assert judged["tpot_p50"].verdict == "regression" and judged["tpot_p50"].noise < 0.05  # type: ignore[operator]
+    p50 = judged["tpot_p50"]
+    assert p50.verdict == "regression" and p50.noise is not None and p50.noise < 0.05
     noisy = {x.key: x for x in compare_samples(StepSample.pooled(drifting), StepSample.pooled(slower),
                                                base_trials=drifting, new_trials=slower)}
     assert noisy["tpot_p50"].verdict == "cannot tell"

@@ -16,6 +16,7 @@ from tokometer.compare.gate import compare_runs
 from tokometer.load.profiles import LoadStep
 from tokometer.records import RequestRecord
 from tokometer.report.compare import render_compare, render_markdown
+from tokometer.runs.stored_spec import StoredSpec
 from tokometer.store import StoredRun, StoredStep
 
 from ..report.test_report_knee import _records, _summary
@@ -25,7 +26,8 @@ C1, C4, C8 = LoadStep("concurrency", 1), LoadStep("concurrency", 4), LoadStep("c
 
 def _run(run_id: int, steps: list[StoredStep]) -> StoredRun:
     return StoredRun(id=run_id, status="completed", started_at="t", finished_at="t", target="http://x/v1",
-                     api="openai-chat", model="m", label=None, spec={}, engine=None, host=None, steps=tuple(steps))
+                     api="openai-chat", model="m", label=None, spec=StoredSpec(), engine=None, host=None,
+                     steps=tuple(steps))
 
 
 def _sweep(run_id: int, rows: list[tuple[LoadStep, float, float]]) -> tuple[StoredRun, list[RequestRecord]]:

@@ -28,6 +28,7 @@ def _comparison() -> Comparison:
 def test_a_tight_move_under_the_threshold_is_within_threshold_not_no_change() -> None:
     by_key = {x.key: x for x in _comparison().steps[0].metrics}
     tpot = by_key["tpot_p50"]
+    assert tpot.change is not None and tpot.ci_low is not None and tpot.ci_high is not None
     assert abs(tpot.change - 0.0295) < 1e-4  # the known truth, to the rounding of nanosecond stamps
     assert tpot.ci_low > 0 and tpot.ci_high < 0.05  # the interval excludes zero and lies under the threshold
     assert tpot.verdict == "within threshold"

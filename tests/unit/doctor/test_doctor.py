@@ -13,7 +13,7 @@ from tokometer.doctor.session import Exchange, Session
 from tokometer.doctor.speed import LOAD, Load, bottleneck, interfered, saturated
 from tokometer.doctor.streaming import stream_shape
 from tokometer.observe.snapshot import GpuSample
-from tokometer.records import RequestRecord
+from tokometer.records import ErrorCategory, RequestRecord
 
 MS = 1_000_000
 
@@ -54,8 +54,8 @@ def test_interference_with_every_request_running_and_the_throughput_held_is_satu
     assert not saturated(idle, Load(5239, 2, 7.0), running_max=LOAD)  # all ran and lost throughput: thrashing
 
 
-def _exchange(error: str | None = None, status: int = 200, counted: int | None = None) -> Exchange:
-    record = RequestRecord(index=0, status=status, error=error)  # type: ignore[arg-type]
+def _exchange(error: ErrorCategory | None = None, status: int = 200, counted: int | None = None) -> Exchange:
+    record = RequestRecord(index=0, status=status, error=error)
     if counted is not None:
         record.input_tokens, record.input_tokens_source = counted, "usage"
     return Exchange(record)

@@ -21,6 +21,7 @@ from tokometer.gateway.reply import Reply
 from tokometer.gateway.segments import SegmentPolicy
 from tokometer.gateway.upstream import UpstreamError
 from tokometer.protocols.registry import create_client
+from tokometer.records import ErrorCategory
 
 
 class _Router:
@@ -39,6 +40,7 @@ def _carry(resume: bool, saw_done: bool) -> tuple[CarryOn, _Router]:
     measure.start(create_client("openai-chat"), time.perf_counter_ns()).saw_done = saw_done
     router = _Router()
     policy = SegmentPolicy.of(route, None, ctx.body)
+    # _Router stands in for the gateway's router: it records what it is told
     carry = CarryOn(ctx, router, GatewayMetrics(), policy, measure, answer, Reply(ctx, answer))  # type: ignore[arg-type]
     return carry, router
 
@@ -62,9 +64,9 @@ def test_a_stream_that_ends_early_fails_only_where_resumes_are_on() -> None:
 
 
 @pytest.mark.parametrize(("category", "gone"), [("cancelled", False), ("reset", True)])
-def test_the_router_does_not_hear_of_what_the_client_did(category: str, gone: bool) -> None:
+def test_the_router_does_not_hear_of_what_the_client_did(category: ErrorCategory, gone: bool) -> None:
     carry, router = _carry(resume=True, saw_done=False)
-    failure = carry.failure(_OPENED, UpstreamError(category, "x"), events=3, gone=gone)  # type: ignore[arg-type]
+    failure = carry.failure(_OPENED, UpstreamError(category, "x"), events=3, gone=gone)
     assert failure is not None and failure.category == category
     assert router.failed_calls == []
 

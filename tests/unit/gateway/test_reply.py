@@ -15,7 +15,7 @@ def test_an_openai_client_gets_an_openai_upstream_s_events_as_they_came_but_the_
     """`Reply.pass_on`: the role once, content and tool calls at once, usage only if asked, the ending held."""
     route = RouteConfig(model="m", upstreams=["a"])
     ctx = RelayContext(route, "chat", {"model": "m", "messages": []}, True, False, None, None, 5, None, 0)
-    reply, sent = Reply(ctx, Answer()), []
+    reply, sent = Reply(ctx, Answer()), list[bytes]()
     reply.put = sent.append
     backend = create_client("openai-chat")
     role = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
@@ -26,6 +26,6 @@ def test_an_openai_client_gets_an_openai_upstream_s_events_as_they_came_but_the_
     for raw in (role, role, text, call, finish, usage):
         parsed = backend.parse(raw[6:-2])
         assert parsed is not None
-        reply.pass_on(SimpleNamespace(raw=raw), parsed)  # type: ignore[arg-type]
+        reply.pass_on(SimpleNamespace(raw=raw), parsed)  # type: ignore[arg-type]  # only its raw bytes are read
     assert sent == [role, text, call]
     assert reply.held == [finish]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tokometer.load.profiles import LoadStep
@@ -17,7 +19,7 @@ def _health(client_lag_p99_ms: float | None = 0.05, *, loop_lag_p99_ms: float = 
                         client_lag_p99_ms=client_lag_p99_ms, workers=workers, host_cpu_busy=host)
 
 
-def _rate(rate: float, sends: int = 1000, late_by: float = 0.0, **extra: float) -> StepTiming:
+def _rate(rate: float, sends: int = 1000, late_by: float = 0.0, **extra: Any) -> StepTiming:
     """An open-loop step at ``rate``/s whose last send went out ``late_by`` (share of the span) late."""
     span = (sends - 1) / rate * 1000
     return StepTiming(open_loop=True, scheduled_span_ms=span, sent_span_ms=span * (1 + late_by), sends=sends,

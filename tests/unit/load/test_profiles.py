@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokometer.load.profiles import LoadStep, schedule_offsets
+from tokometer.load.profiles import Arrival, LoadStep, schedule_offsets
 
 
 @pytest.mark.parametrize("arrival", ["poisson", "gamma", "constant"])
-def test_schedule_offers_exactly_the_rate(arrival: str) -> None:
-    offsets = schedule_offsets(1000, 50.0, arrival, burstiness=0.5, seed=3)  # type: ignore[arg-type]
+def test_schedule_offers_exactly_the_rate(arrival: Arrival) -> None:
+    offsets = schedule_offsets(1000, 50.0, arrival, burstiness=0.5, seed=3)
     assert offsets[0] == 0
     assert offsets == sorted(offsets)
     assert (offsets[-1] - offsets[0]) / 1e9 == pytest.approx(999 / 50.0, rel=1e-9)
@@ -22,8 +22,8 @@ def test_constant_gaps_are_equal() -> None:
 
 
 def test_gap_dispersion_follows_the_process() -> None:
-    def cv(arrival: str, burstiness: float = 1.0) -> float:
-        gaps = np.diff(schedule_offsets(20000, 100.0, arrival, burstiness, seed=1))  # type: ignore[arg-type]
+    def cv(arrival: Arrival, burstiness: float = 1.0) -> float:
+        gaps = np.diff(schedule_offsets(20000, 100.0, arrival, burstiness, seed=1))
         return float(gaps.std() / gaps.mean())
 
     assert cv("poisson") == pytest.approx(1.0, abs=0.05)  # exponential gaps: CV 1

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from tokometer.load.profiles import LoadStep
-from tokometer.load.ramp import Ramp
+from tokometer.load.ramp import Ramp, RampStrategy
 from tokometer.load.runner import StepLimits, step_offsets
 
 
@@ -70,9 +70,9 @@ def test_the_ramp_is_in_the_load_label_and_reads_back() -> None:
 @pytest.mark.parametrize(("args", "match"), [(("linear", 4.0, 2.0, 1.0), "rises"),
                                              (("exponential", 0.0, 2.0, 1.0), "above 0"),
                                              (("linear", 1.0, 2.0, 0.0), "positive")])
-def test_a_ramp_that_does_not_rise_is_refused(args: tuple[str, float, float, float], match: str) -> None:
+def test_a_ramp_that_does_not_rise_is_refused(args: tuple[RampStrategy, float, float, float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        Ramp(*args)  # type: ignore[arg-type]
+        Ramp(*args)
 
 
 @pytest.mark.parametrize(("args", "match"), [
@@ -85,19 +85,19 @@ def test_a_ramp_that_does_not_rise_is_refused(args: tuple[str, float, float, flo
     (("linear", 1.0, 2.0, 1e300), "duration"),
     (("linear", 1.0, 2.0, math.nan), "duration"),
 ])
-def test_a_ramp_out_of_range_is_refused(args: tuple[str, float, float, float], match: str) -> None:
+def test_a_ramp_out_of_range_is_refused(args: tuple[RampStrategy, float, float, float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        Ramp(*args)  # type: ignore[arg-type]
+        Ramp(*args)
 
 
 @pytest.mark.parametrize("strategy", ["linear", "exponential"])
 @pytest.mark.parametrize(("start", "end"), [(1e-6, 1e9), (1e-6, 2e-6), (1e9 - 1, 1e9), (0.0, 1e-6)])
 @pytest.mark.parametrize("duration", [1e-9, 1.0, 1e7])
-def test_every_ramp_in_range_has_finite_arrivals_and_times(strategy: str, start: float, end: float,
+def test_every_ramp_in_range_has_finite_arrivals_and_times(strategy: RampStrategy, start: float, end: float,
                                                            duration: float) -> None:
     if strategy == "exponential" and start == 0:
         return
-    ramp = Ramp(strategy, start, end, duration)  # type: ignore[arg-type]
+    ramp = Ramp(strategy, start, end, duration)
     total = ramp.expected(duration)
     assert math.isfinite(total) and total > 0
     for arrivals in (total * 1e-9, total / 2, total, total * 2 + 1):

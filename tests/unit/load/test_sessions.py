@@ -211,4 +211,4 @@ def test_trace_and_session_steps_and_specs(tmp_path: Path) -> None:
                 {"trace": path, "concurrency": [2]}, {"time_scale": 2.0}, {"trace": path, "sessions": 2},
                 {"trace": path, "warmup": 2}, {"sessions": 2, "think_time": "soon"}):
         with pytest.raises(ValueError):
-            BenchSpec(url="http://x/v1", **bad)  # type: ignore[arg-type]
+            BenchSpec(url="http://x/v1", **bad)

@@ -8,14 +8,14 @@ import pytest
 
 from tokometer.metrics import SLO, Distribution, summarize
 from tokometer.metrics import request as m
-from tokometer.records import RequestRecord
+from tokometer.records import ErrorCategory, RequestRecord
 
 MS = 1_000_000
 
 
 def rec(index: int = 0, *, due: int = 0, sent: int = 0, events: list[int] | None = None,
         tokens: list[float] | None = None, end: int | None = None, out: int | None = None, inp: int | None = None,
-        error: str | None = None, warmup: bool = False, connect: int = 0) -> RequestRecord:
+        error: ErrorCategory | None = None, warmup: bool = False, connect: int = 0) -> RequestRecord:
     events = events or []
     tokens = tokens if tokens is not None else [1.0] * len(events)
     r = RequestRecord(index=index, due_ns=due, sent_ns=sent, event_ns=events, event_tokens=tokens, warmup=warmup,
@@ -25,7 +25,7 @@ def rec(index: int = 0, *, due: int = 0, sent: int = 0, events: list[int] | None
     r.end_ns = end if end is not None else (events[-1] + MS if events else sent + MS)
     r.output_tokens = out if out is not None else int(sum(tokens))
     r.input_tokens = inp
-    r.error = error  # type: ignore[assignment]
+    r.error = error
     return r
 
 

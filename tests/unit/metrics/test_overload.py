@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from tokometer.metrics.overload import ALPHA, overload
+from tokometer.metrics.overload import ALPHA, Overload, overload
 from tokometer.metrics.summary import StepSummary, summarize
 from tokometer.records import RequestRecord
 
@@ -34,7 +34,7 @@ def _queue(rate: float, service_s: float, n: int, seed: int | None) -> list[Requ
     return out
 
 
-def _test(records: list[RequestRecord]):  # type: ignore[no-untyped-def]
+def _test(records: list[RequestRecord]) -> tuple[Overload | None, StepSummary]:
     s = summarize(records)
     return s.overload, s
 
@@ -43,7 +43,7 @@ def test_a_server_that_keeps_up_is_not_overloaded() -> None:
     test, summary = _test(_queue(10.0, 0.05, 100, seed=1))  # half its capacity of 20/s
     assert test is not None and not test.overloaded, test
     assert test.n == 100 and test.latency == "ttft" and test.why() == ""
-    assert abs(test.slope) < 0.01 and test.slope_low < 0 < test.rate_p  # type: ignore[operator]
+    assert abs(test.slope) < 0.01 and test.rate_p is not None and test.slope_low < 0 < test.rate_p
     assert summary.send_rate_rps == test.send_rate_rps
 
 

@@ -70,8 +70,8 @@ def test_one_point_and_duplicates() -> None:
 
 @pytest.mark.parametrize("bad", [None, math.nan, math.inf, -1.0, True])
 def test_a_load_missing_a_number_is_no_point(bad: object) -> None:
-    assert point(1, "run 1", "c=1", bad, 10.0) is None  # type: ignore[arg-type]
-    assert point(1, "run 1", "c=1", 10.0, bad) is None  # type: ignore[arg-type]
+    assert point(1, "run 1", "c=1", bad, 10.0) is None  # type: ignore[arg-type]  # not a number, on purpose
+    assert point(1, "run 1", "c=1", 10.0, bad) is None  # type: ignore[arg-type]  # as above
     assert point(1, "run 1", "c=1", 0.0, 10.0) is not None  # zero is a number (it is dominated by any other)
 
 

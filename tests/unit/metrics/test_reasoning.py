@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import orjson
 import pytest
 
 from tokometer.client.assemble import assemble
 from tokometer.metrics import request as m
 from tokometer.metrics.summary import summarize
+from tokometer.protocols.common.base import ProtocolClient
 from tokometer.protocols.common.reasoning import inline, split_inline
 from tokometer.protocols.openai.chunks import ChunkWriter
 from tokometer.protocols.openai.client import OpenAIChat, OpenAICompletions
@@ -67,14 +70,14 @@ def test_both_reasoning_delta_fields_are_read(field: str) -> None:
     assert event is not None and event.reasoning == "thinking" and event.has_content
 
 
-def _sse(*payloads: dict[str, object]) -> list[bytes]:
+def _sse(*payloads: Mapping[str, object]) -> list[bytes]:
     return [b"data: " + orjson.dumps(p) + b"\n\n" for p in payloads] + [b"data: [DONE]\n\n"]
 
 
-def _record(chunks: list[bytes], backend: object, count: object = None) -> RequestRecord:
+def _record(chunks: list[bytes], backend: ProtocolClient, count: Callable[[str], int] | None = None) -> RequestRecord:
     record = RequestRecord(index=0, sent_ns=1, status=200)
     stamps = [(i + 1) * 10 * MS for i in range(len(chunks))]
-    assemble(record, backend, chunks, stamps, count)  # type: ignore[arg-type]
+    assemble(record, backend, chunks, stamps, count)
     record.end_ns = stamps[-1]
     return record
 
@@ -90,6 +93,7 @@ def test_inline_think_is_split_when_assembled() -> None:
     assert record.first_token_ns == 10 * MS and record.first_answer_ns == 40 * MS
     assert record.output_tokens_source == "tokenizer"
     assert (record.reasoning_tokens, record.reasoning_tokens_source) == (2, "tokenizer")
+    assert record.output_tokens is not None
     assert m.ttfat_ns(record) == 40 * MS - 1 and m.answer_tokens(record) == record.output_tokens - 2
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from tokometer.benchmark import findmax
 from tokometer.compare import gate as compare
+from tokometer.load.profiles import LoadStep
 from tokometer.metrics import DEFINITIONS, SLO, StepSummary, registry, summarize
 from tokometer.metrics.reasoning import ReasoningSummary
 from tokometer.records import RequestRecord
@@ -27,7 +28,7 @@ def _summary() -> StepSummary:
         r.first_token_ns, r.last_token_ns, r.end_ns = sent + 50 * MS, sent + 70 * MS, sent + 71 * MS
         r.output_tokens, r.input_tokens = 3, 10
         if i == 8:
-            r.error = "http_5xx"  # type: ignore[assignment]
+            r.error = "http_5xx"
         records.append(r)
     return summarize(records, SLO(ttft_ms=55.0))
 
@@ -90,7 +91,7 @@ def test_compare_and_find_max_read_the_registry() -> None:
     by_key = {d.key: d for d in compare.METRICS}
     assert (by_key["goodput"].unit, by_key["error_rate"].unit, by_key["ttft_p99"].quantile) == ("req/s", "%", 99.0)
     objectives = findmax.parse_objectives("e2e_p95=3s,goodput_share=0.5,error_rate=20%")
-    probe = findmax.judge(_summary(), findmax.LoadStep("rate", rate=1.0), objectives)
+    probe = findmax.judge(_summary(), LoadStep("rate", rate=1.0), objectives)
     s = _summary()
     assert probe.observed == {"e2e_p95": s.e2e_ms.p95, "goodput_share": s.goodput_share, "error_rate": s.error_rate}
     assert probe.passed
@@ -109,7 +110,7 @@ def test_the_csv_columns_are_the_registry_s() -> None:
 def test_a_find_max_run_saved_with_the_old_names_reports_in_the_new() -> None:
     """A spec stored before one vocabulary says ``goodput=`` and ``errors=``; its answer is recomputed as it was."""
     step = _summary()
-    steps = [(0, findmax.LoadStep("rate", rate=1.0), step), (1, findmax.LoadStep("rate", rate=2.0), step)]
+    steps = [(0, LoadStep("rate", rate=1.0), step), (1, LoadStep("rate", rate=2.0), step)]
     old = findmax.outcome({"find_max": "rate", "slo": "e2e_p99=1s,goodput=0.8,errors=20%"}, steps)
     new = findmax.outcome({"find_max": "rate", "slo": "e2e_p99=1s,goodput_share=0.8,error_rate=20%"}, steps)
     assert old is not None and new is not None and old.to_json() == new.to_json()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from tokometer.metrics.textcheck import SLACK, TOLERANCE, check_text, counted_tokens
-from tokometer.records import RequestRecord
+from tokometer.records import RequestRecord, TokenSource
 
 
-def _record(index: int, text: str, tokens: int, source: str = "usage", **extra: object) -> RequestRecord:
+def _record(index: int, text: str, tokens: int, source: TokenSource = "usage", **extra: object) -> RequestRecord:
     record = RequestRecord(index=index, sent_ns=1, end_ns=2, output_text=text, output_tokens=tokens,
-                           output_tokens_source=source)  # type: ignore[arg-type]
+                           output_tokens_source=source)
     for name, value in extra.items():
         setattr(record, name, value)
     return record

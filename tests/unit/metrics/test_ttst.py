@@ -8,13 +8,13 @@ import pytest
 from tokometer.compare import gate as compare
 from tokometer.metrics import SLO, StepSummary, registry, summarize
 from tokometer.metrics import request as m
-from tokometer.records import RequestRecord
+from tokometer.records import ErrorCategory, RequestRecord
 from tokometer.report import csv_out
 
 MS = 1_000_000
 
 
-def _rec(events_ms: list[float], tokens: list[float], sent_ms: float = 10.0, error: str | None = None,
+def _rec(events_ms: list[float], tokens: list[float], sent_ms: float = 10.0, error: ErrorCategory | None = None,
          index: int = 0) -> RequestRecord:
     events = [int(t * MS) for t in events_ms]
     r = RequestRecord(index=index, due_ns=int(sent_ms * MS), sent_ns=int(sent_ms * MS), event_ns=events,
@@ -22,7 +22,7 @@ def _rec(events_ms: list[float], tokens: list[float], sent_ms: float = 10.0, err
     r.first_token_ns, r.last_token_ns = (events[0], events[-1]) if events else (0, 0)
     r.end_ns = (events[-1] if events else int(sent_ms * MS)) + MS
     r.output_tokens = round(sum(tokens))
-    r.error = error  # type: ignore[assignment]
+    r.error = error
     return r
 
 

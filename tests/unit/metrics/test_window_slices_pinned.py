@@ -94,7 +94,7 @@ def _records(seed: int, n: int = 120) -> list[RequestRecord]:
         if kind < 0.08:
             r.warmup = True
         elif kind < 0.14:
-            r.error, r.status = "http", 500
+            r.error, r.status = "http_5xx", 500
         elif kind < 0.18:
             r.sent_ns = 0  # never sent
         elif kind < 0.22:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import astuple
 
 import pytest
 
@@ -36,8 +37,9 @@ def test_everything_in_the_first_bucket_is_a_bound_not_a_number() -> None:
     queue = [2e-5] * 18
     buckets = _bucketed(queue, VLLM_QUEUE)
     p50, p99 = locate(0.5, buckets), locate(0.99, buckets)
-    assert p50 == Located("below", 0.0, 0.3, pytest.approx(0.15))
-    assert p99 == Located("below", 0.0, 0.3, pytest.approx(0.297))
+    assert p50 is not None and p99 is not None
+    assert astuple(p50) == pytest.approx(astuple(Located("below", 0.0, 0.3, 0.15)))
+    assert astuple(p99) == pytest.approx(astuple(Located("below", 0.0, 0.3, 0.297)))
     assert p50.value is None and p99.value is None
     assert describe(p50.scaled(1e3), unit="ms") == "≤ 300 ms"
     assert describe(p99.scaled(1e3), unit="ms") == "≤ 300 ms"
@@ -119,8 +121,9 @@ def test_nothing_observed_and_bad_quantiles() -> None:
 
 def test_a_block_stored_before_the_rule_still_reads() -> None:
     old = {"count": 18.0, "mean": 2e-5, "p50": 0.15, "p90": 0.27, "p99": 0.297}
-    assert from_json(old, "p50") == Located("unknown", None, None, 0.15)
-    assert describe(from_json(old, "p50"), unit="ms") == "≈ 0.1 ms" and from_json(old, "p50").value is None  # type: ignore[union-attr]
+    located = from_json(old, "p50")
+    assert located == Located("unknown", None, None, 0.15)
+    assert located is not None and describe(located, unit="ms") == "≈ 0.1 ms" and located.value is None
     assert from_json(old, "p75") is None and from_json(None, "p50") is None
     new = {"count": 18.0, "p50": None, "quantiles": {"p50": {"kind": "below", "lower": 0.0, "upper": 0.3,
                                                              "estimate": 0.15}}}
@@ -162,7 +165,7 @@ def test_the_report_chart_draws_a_bound_as_its_bucket() -> None:
         return {"id": 1, "name": "r", "steps": [{"label": "c=2", "server": block, "summary": {}}]}
 
     for block, y, bars in ((OLD_BLOCK, 150.0, None), (_new_block(), 150.0, (150.0, 150.0))):
-        fig = server([run(block)])  # type: ignore[list-item]
+        fig = server([run(block)])
         trace = next(t for t in fig.data if (t.meta or {}).get("name") == "queue p50")
         assert list(trace.y) == [pytest.approx(y)]
         if bars is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -12,9 +13,9 @@ from tokometer.observe.snapshot import GpuSample
 S = 1_000_000_000
 
 
-def sample(t: float, index: int = 0, **values: object) -> GpuSample:
-    base: dict[str, object] = {"name": "NVIDIA H100 80GB HBM3", "source": "nvml", "power_limit_w": 700.0}
-    return GpuSample(at_ns=int(t * S), index=index, **{**base, **values})  # type: ignore[arg-type]
+def sample(t: float, index: int = 0, **values: Any) -> GpuSample:
+    base: dict[str, Any] = {"name": "NVIDIA H100 80GB HBM3", "source": "nvml", "power_limit_w": 700.0}
+    return GpuSample(at_ns=int(t * S), index=index, **{**base, **values})
 
 
 def loaded_step() -> list[GpuSample]:

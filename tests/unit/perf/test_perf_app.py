@@ -19,6 +19,7 @@ from tokometer.perf.questions import (
     run_target,
 )
 from tokometer.records import RequestRecord, ServerTiming
+from tokometer.runs.stored_spec import StoredSpec
 from tokometer.store import EngineIdentity, ResultStore, StoredRun, StoredStep
 from tokometer.util.errors import ConfigError
 
@@ -43,7 +44,7 @@ def _records(step: int = 0) -> list[RequestRecord]:
 
 def _run(engine: EngineIdentity | None) -> StoredRun:
     return StoredRun(id=7, status="completed", started_at="t", finished_at="t", target="http://x/v1",
-                     api="openai-chat", model="m", label=None, spec={}, engine=engine, host=None,
+                     api="openai-chat", model="m", label=None, spec=StoredSpec(), engine=engine, host=None,
                      steps=(StoredStep(0, LoadStep("concurrency", 1), "t"),))
 
 

@@ -9,6 +9,7 @@ from tokometer.load.selfcheck import ClientHealth
 from tokometer.perf import Deployment, HardwareSpec, resolve_model
 from tokometer.perf.efficiency import decode_batch, run_efficiency
 from tokometer.records import RequestRecord, ServerTiming
+from tokometer.runs.stored_spec import StoredSpec
 from tokometer.store import StoredRun, StoredStep
 
 MS = 1_000_000
@@ -31,7 +32,7 @@ def _record(step: int, index: int, sent: int, ttft: int, tpot: int, *, tokens: i
 
 def _run(steps: list[tuple[ClientHealth | None, list[RequestRecord]]]) -> tuple[StoredRun, list[RequestRecord]]:
     run = StoredRun(id=7, status="completed", started_at="t", finished_at="t", target="http://x/v1",
-                    api="openai-chat", model="m", label=None, spec={}, engine=None, host=None,
+                    api="openai-chat", model="m", label=None, spec=StoredSpec(), engine=None, host=None,
                     steps=tuple(StoredStep(i, LoadStep("concurrency", 1), "t", health=health)
                                 for i, (health, _) in enumerate(steps)))
     return run, [r for _, records in steps for r in records]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -17,8 +18,8 @@ LLAMA_8B = 8.03e9
 LLAMA_VOCAB_X_HIDDEN = 128256 * 4096  # 525,336,576: the input table (untied) and, again, the LM head
 
 
-def llama_h100(**kw: object) -> Deployment:
-    return Deployment(resolve_model("llama-3.1-8b"), resolve_hardware("H100-SXM"), **kw)  # type: ignore[arg-type]
+def llama_h100(**kw: Any) -> Deployment:
+    return Deployment(resolve_model("llama-3.1-8b"), resolve_hardware("H100-SXM"), **kw)
 
 
 def test_llama_8b_bf16_on_h100_at_batch_1() -> None:

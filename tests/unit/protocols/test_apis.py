@@ -56,7 +56,8 @@ def test_the_sse_reader_takes_only_the_data_line_of_a_named_event() -> None:
 
 
 def test_responses_stream_with_reasoning_and_usage() -> None:
-    response = {"id": "resp_1", "object": "response", "status": "in_progress", "output": [], "usage": None}
+    response: dict[str, object] = {"id": "resp_1", "object": "response", "status": "in_progress", "output": [],
+                                   "usage": None}
     chunks = [
         _event("response.created", sequence_number=0, response=response)
         + _event("response.in_progress", sequence_number=1, response=response),
@@ -113,8 +114,8 @@ def test_responses_stream_without_its_final_event_is_a_reset() -> None:
 
 
 def _anthropic_start(usage: dict[str, int]) -> bytes:
-    message = {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "m",
-               "stop_reason": None, "stop_sequence": None, "usage": usage}
+    message: dict[str, object] = {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "m",
+                                  "stop_reason": None, "stop_sequence": None, "usage": usage}
     return _event("message_start", message=message)
 
 

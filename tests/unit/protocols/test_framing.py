@@ -72,7 +72,7 @@ def test_splitter_gives_the_same_events_for_every_way_of_cutting_the_bytes() -> 
     for framing in ("sse", "ndjson"):
         for _ in range(300):
             data = b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 30)))
-            splitter = EventSplitter(framing)  # type: ignore[arg-type]
+            splitter = EventSplitter(framing)
             got: list[bytes] = []
             at = 0
             while at < len(data):

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from tokometer.datasets.images import ImageSpec, data_url, make_images, parse_image_size
+from tokometer.datasets.images import ImageFormat, ImageSpec, data_url, make_images, parse_image_size
 from tokometer.protocols.common.images import image_parts, image_size, qwen2_vl_image_tokens
 from tokometer.protocols.openai.client import OpenAIChat
 from tokometer.util.errors import ConfigError
 
 
 @pytest.mark.parametrize("fmt", ["png", "jpeg"])
-def test_drawn_images_are_deterministic_distinct_and_read_back_at_their_size(fmt: str) -> None:
-    spec = ImageSpec(2, 300, 200, fmt)  # type: ignore[arg-type]
+def test_drawn_images_are_deterministic_distinct_and_read_back_at_their_size(fmt: ImageFormat) -> None:
+    spec = ImageSpec(2, 300, 200, fmt)
     first = make_images(spec, seed=7, prompt=0)
     assert first == make_images(spec, seed=7, prompt=0)
     assert first[0] != first[1] and first != make_images(spec, seed=7, prompt=1)

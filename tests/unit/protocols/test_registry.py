@@ -3,6 +3,8 @@ reads them."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from tokometer.protocols.anthropic_messages.writer import AnthropicStreamWriter
@@ -61,10 +63,10 @@ def test_facts_other_code_asks() -> None:
 
 def test_the_gateway_answers_each_client_protocol_in_its_own_shape() -> None:
     assert relays_openai_bytes("openai") and not relays_openai_bytes("anthropic-messages")
-    args = {"model": "m", "include_usage": False, "prompt_tokens": 3, "max_tokens": 8}
-    assert isinstance(writer_for("openai", True, **args), OpenAIStreamWriter)
-    assert isinstance(writer_for("anthropic-messages", True, **args), AnthropicStreamWriter)
-    assert isinstance(writer_for("openai-responses", True, **args), ResponsesStreamWriter)
+    writer = functools.partial(writer_for, model="m", include_usage=False, prompt_tokens=3, max_tokens=8)
+    assert isinstance(writer("openai", True), OpenAIStreamWriter)
+    assert isinstance(writer("anthropic-messages", True), AnthropicStreamWriter)
+    assert isinstance(writer("openai-responses", True), ResponsesStreamWriter)
     openai = {"error": {"message": "no", "type": "invalid_request_error"}}
     assert error_body("openai", 400, openai) is openai
     assert error_body("anthropic-messages", 400, openai)["type"] == "error"

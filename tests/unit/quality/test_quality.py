@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tokometer.quality.agreement import TokenStep, compare_paths, first_divergence, kl_topk, parse_logprobs
+from tokometer.quality.agreement import (
+    ItemComparison,
+    TokenStep,
+    compare_paths,
+    first_divergence,
+    kl_topk,
+    parse_logprobs,
+)
 from tokometer.quality.endpoints import Endpoint, EndpointSpec, parse_endpoint
 from tokometer.quality.evalset import is_correct, load_evalset, normalise_answer
 from tokometer.quality.runner import EndpointRun, QualityResult, QualitySpec
@@ -144,13 +151,13 @@ def test_endpoint_arguments(tmp_path: Path) -> None:
 
 def _result(a_correct: list[bool], b_correct: list[bool], b_paths: list[list[TokenStep]]) -> QualityResult:
     items = load_evalset(limit=len(a_correct))
-    runs = []
-    for label, correct, paths in (("A", a_correct, [_path("ab")] * len(items)), ("B", b_correct, b_paths)):
+    runs, a_paths = [], [_path("ab")] * len(items)
+    for label, correct, paths in (("A", a_correct, a_paths), ("B", b_correct, b_paths)):
         run = EndpointRun(Endpoint(label, EndpointSpec("x"), "http://h:1/v1", "http://h:1", f"model-{label}"))
         run.correct, run.paths = correct, list(paths)
         run.decode_tok_s, run.ttft_ms = ([10.0] if label == "A" else [18.0]), [100.0]
         runs.append(run)
-    comparisons = [compare_paths(pa, pb) for pa, pb in zip(runs[0].paths, runs[1].paths, strict=True)]
+    comparisons: list[ItemComparison | None] = [compare_paths(pa, pb) for pa, pb in zip(a_paths, b_paths, strict=True)]
     return QualityResult(QualitySpec(), items, runs[0], runs[1], comparisons, "up to the divergence", 1.0)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from tokometer.metrics import summarize
 from tokometer.records import RequestRecord
 from tokometer.report.llmd import LLMD_REPORT_VERSION, llmd_reports
+from tokometer.runs.stored_spec import StoredSpec
 from tokometer.store.runs import StoredRun
 
 MS = 1_000_000
@@ -60,7 +61,7 @@ def test_a_sweep_is_a_list_of_reports_in_step_order() -> None:
 def test_an_import_entry_that_is_not_a_mapping_is_no_import() -> None:
     import dataclasses
 
-    run = dataclasses.replace(_run(1), spec={"import": ["x"]})  # edited by hand: this raised AttributeError
+    run = dataclasses.replace(_run(1), spec=StoredSpec({"import": ["x"]}))  # edited by hand: this raised AttributeError
     report = llmd_reports(run)
     assert isinstance(report, dict) and report["scenario"]["load"]["name"] == "tokometer"
     assert "imported_from" not in report["scenario"]["metadata"]

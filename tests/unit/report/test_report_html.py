@@ -16,6 +16,7 @@ from tokometer.records import RequestRecord, ServerTiming
 from tokometer.report.data import report_data
 from tokometer.report.html import DATA_ID, embed_json, render_html
 from tokometer.report.markdown import render_markdown
+from tokometer.runs.stored_spec import StoredSpec
 from tokometer.store import EngineIdentity, StoredRun, StoredStep
 
 MS = 1_000_000
@@ -57,7 +58,7 @@ def test_an_efficiency_above_100_percent_is_shown_as_a_wrong_peak(monkeypatch: p
     monkeypatch.setattr(app, "resolve_hardware", lambda name, hardware_file=None: slow)  # "host" would measure
     engine = EngineIdentity.from_json({"engine": "llama.cpp", "model_file": str(bundled_model_path()), "argv": []})
     run = StoredRun(id=7, status="completed", started_at="t", finished_at="t", target="http://x/v1",
-                    api="openai-chat", model="m", label=None, spec={}, engine=engine, host=None,
+                    api="openai-chat", model="m", label=None, spec=StoredSpec(), engine=engine, host=None,
                     steps=(StoredStep(0, LoadStep("concurrency", 1), "t"),))
     records = []
     for i in range(3):

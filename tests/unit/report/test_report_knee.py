@@ -16,6 +16,7 @@ from tokometer.records import RequestRecord
 from tokometer.report import charts
 from tokometer.report.data import report_data
 from tokometer.report.markdown import render_markdown
+from tokometer.runs.stored_spec import StoredSpec
 from tokometer.store import StoredRun, StoredStep
 
 MS = 1_000_000
@@ -32,7 +33,7 @@ def _summary(throughput: float, decode_p50: float, *, duration: float = 10.0, tt
 
 def _run(steps: list[StoredStep], spec: dict[str, Any] | None = None) -> StoredRun:
     return StoredRun(id=5, status="completed", started_at="t", finished_at="t", target="http://x/v1",
-                     api="openai-chat", model="m", label=None, spec=spec or {}, engine=None, host=None,
+                     api="openai-chat", model="m", label=None, spec=StoredSpec(spec), engine=None, host=None,
                      steps=tuple(steps))
 
 

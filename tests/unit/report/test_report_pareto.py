@@ -26,6 +26,7 @@ from tokometer.metrics.summary import StepSummary
 from tokometer.report import charts
 from tokometer.report.data import report_data
 from tokometer.report.markdown import render_markdown
+from tokometer.runs.stored_spec import StoredSpec
 from tokometer.store import EngineIdentity, StoredRun, StoredStep
 
 ROWS = {5: [(1, 100, 100), (4, 300, 60), (8, 400, 30)], 6: [(1, 120, 110), (4, 350, 70), (8, 380, 20)]}
@@ -41,7 +42,8 @@ def _run(run_id: int, engine: EngineIdentity | None = None) -> StoredRun:
     steps = [StoredStep(i, LoadStep("concurrency", c), "t", summary=_summary(x, y))
              for i, (c, x, y) in enumerate(ROWS[run_id])]
     return StoredRun(id=run_id, status="completed", started_at="t", finished_at="t", target="http://x/v1",
-                     api="openai-chat", model="m", label=None, spec={}, engine=engine, host=None, steps=tuple(steps))
+                     api="openai-chat", model="m", label=None, spec=StoredSpec(), engine=engine, host=None,
+                     steps=tuple(steps))
 
 
 def test_the_front_across_two_runs_and_the_knees_on_it() -> None:

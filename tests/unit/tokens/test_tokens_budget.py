@@ -49,7 +49,7 @@ def test_argument_errors(gemma: BaseTokenizer) -> None:
     with pytest.raises(ValueError, match="at least 0"):
         fit_to_budget("x", -1, gemma)
     with pytest.raises(ValueError, match="cut must be"):
-        fit_to_budget("x", 1, gemma, cut="left")  # type: ignore[arg-type]
+        fit_to_budget("x", 1, gemma, cut="left")  # type: ignore[arg-type]  # not a cut, on purpose
 
 
 def test_count_tokens_and_max_output(gemma: BaseTokenizer) -> None:

@@ -69,10 +69,12 @@ def test_jsonl_records_batched_equal_one_by_one(gemma: BaseTokenizer, tmp_path: 
     assert batch.tokens == expected and batch.records == 35
     assert seen[-1] == (35, path.stat().st_size - 1)
     chat = count_jsonl(path, gemma, chat=True)
-    assert chat.tokens[4] == gemma.count_chat(records[4]["messages"])  # type: ignore[index]
+    chat_record = records[4]
+    assert isinstance(chat_record, dict)
+    assert chat.tokens[4] == gemma.count_chat(chat_record["messages"])
     assert chat.tokens[0] == gemma.count_chat([{"role": "user", "content": "plain string"}])
     assert chat.template_tokens == chat.total - chat.content_tokens > 0
-    from_stream = count_jsonl(io.BytesIO(path.read_bytes()), gemma)  # type: ignore[arg-type]
+    from_stream = count_jsonl(io.BytesIO(path.read_bytes()), gemma)
     assert from_stream.tokens == batch.tokens
 
 

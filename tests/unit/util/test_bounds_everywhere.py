@@ -70,7 +70,7 @@ def _numeric(annotation: Any) -> bool:
 def _constraints(info: FieldInfo) -> list[Any]:
     """The field's constraints, on it and inside its (list item's) ``Annotated`` type."""
     found = list(info.metadata)
-    stack = [info.annotation]
+    stack: list[Any] = [info.annotation]
     while stack:
         annotation = stack.pop()
         if typing.get_origin(annotation) is typing.Annotated:
@@ -114,7 +114,7 @@ def _field_of(command: str, option: click.Parameter) -> tuple[type[BaseModel], s
     return None
 
 
-def _range_ends(kind: click.ParamType) -> bool:
+def _range_ends(kind: click.ParamType[Any, Any]) -> bool:
     """Whether a click range has both ends, each finite (a float range refusing NaN, which passes any end)."""
     if not isinstance(kind, (click.IntRange, FiniteFloat)):
         return False
