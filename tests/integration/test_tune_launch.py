@@ -72,6 +72,7 @@ def test_a_variant_starts_with_its_settings_twice_timed_and_stops_whole() -> Non
         assert _complete(launched.handle)["choices"]
         assert launched.startup.first_s > 0
         assert launched.startup.second_s is not None and launched.startup.second_s > 0
+        assert launched.handle.process is not None
         assert [p.pid for p in _llama_children()] == [launched.handle.process.pid]  # the first was stopped
     assert not launched.handle.alive() and _llama_children() == []
 

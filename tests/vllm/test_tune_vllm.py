@@ -23,7 +23,7 @@ def _group(leader: int) -> list[psutil.Process]:
 def _running(process: psutil.Process) -> bool:
     """Still running (a zombie waiting for its parent to reap it has stopped)."""
     try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return False
 

@@ -9,7 +9,8 @@ tune and the field, never a traceback.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from tokometer.store.typecheck import problem
 from tokometer.tune.outcome import TuneRecord
@@ -19,7 +20,7 @@ from tokometer.util.errors import StoreError
 if TYPE_CHECKING:
     from tokometer.store import ResultStore
 
-__all__ = ["load_tune"]
+__all__ = ["load_tune", "read_tune"]
 
 
 def load_tune(store: ResultStore, name: str) -> TuneRecord | None:
@@ -29,15 +30,25 @@ def load_tune(store: ResultStore, name: str) -> TuneRecord | None:
         return None
     where = f"the results store {store.display_url}: tune {name!r}"
     fix = "(the store was changed outside tokometer: delete that tune or restore the store from a copy)"
+    try:
+        return read_tune(document)
+    except ValueError as exc:
+        raise StoreError(f"{where}: {exc} {fix}") from None
+
+
+def read_tune(document: Mapping[str, Any]) -> TuneRecord:
+    """A ``tokometer.tune/1`` document (from the store or a ``tune --json`` file) as a `TuneRecord`, checked against
+    its declared types, its variants 1 to `MAX_VARIANTS` numbered in order; ValueError (one line, no place) if not."""
     rows = document.get("variants")
     if isinstance(rows, list) and not 0 < len(rows) <= MAX_VARIANTS:
-        raise StoreError(f"{where}: variants: {len(rows)} of them, not 1 to {MAX_VARIANTS} {fix}")
+        raise ValueError(f"variants: {len(rows)} of them, not 1 to {MAX_VARIANTS}")
     try:
         record = TuneRecord.from_json(document)
-    except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, ArithmeticError) as exc:
-        raise StoreError(f"{where}: cannot be read ({type(exc).__name__}: {exc})"[:300] + f" {fix}") from None
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, ArithmeticError,
+            RecursionError) as exc:
+        raise ValueError(f"cannot be read ({type(exc).__name__}: {exc})"[:300]) from None
     if (found := problem(record, TuneRecord, "tune")) is not None:
-        raise StoreError(f"{where}: {found.removeprefix('tune.')} {fix}")
+        raise ValueError(found.removeprefix("tune."))
     if [v.index for v in record.variants] != list(range(len(record.variants))):
-        raise StoreError(f"{where}: variants: not numbered 0, 1, 2, ... in order {fix}")
+        raise ValueError("variants: not numbered 0, 1, 2, ... in order")
     return record

@@ -24,6 +24,7 @@ from tokometer.cli.report import _tune_file
 from tokometer.compare import gate
 from tokometer.load.profiles import LoadStep
 from tokometer.records import RequestRecord
+from tokometer.runs.stored_spec import StoredSpec
 from tokometer.store import StoredRun, StoredStep
 from tokometer.tune.answer import OBJECTIVES, WORDS, Candidate, judge, pick_best, quality_line, word_of
 from tokometer.tune.outcome import TuneRecord, Variant, VariantOutcome
@@ -145,7 +146,7 @@ def _run(run_id: int, tpot_ms: float, seed: int, memory_gib: float | None,
         gpu = ({"memory_used_max_bytes": memory_gib * 2**30},) if memory_gib is not None else ()
         steps.append(StoredStep(i, load, "t", summary=_summary(21 * 1000 / (50 + 20 * tpot), 1000 / tpot), gpu=gpu))
     run = StoredRun(id=run_id, status="completed", started_at="t", finished_at="t", target="http://x/v1",
-                    api="openai-chat", model="m", label=None, spec=spec or {}, engine=None, host=None,
+                    api="openai-chat", model="m", label=None, spec=StoredSpec(spec or {}), engine=None, host=None,
                     steps=tuple(steps))
     return run, records
 
@@ -260,7 +261,7 @@ def test_runs_cut_short_are_judged_where_they_can_be() -> None:
     """'empty' saved no step, 'partial' only c=1 (not the baseline's heaviest load: compared, not ranked), 'gap'
     ran c=4 twice as fast but no request of its c=1 was measured: it is compared at c=4, ranked, and best."""
     base = _run(1, 5.0, 1, None)
-    empty = (dataclasses.replace(base[0], id=2, steps=()), [])
+    empty: tuple[StoredRun, list[RequestRecord]] = (dataclasses.replace(base[0], id=2, steps=()), [])
     partial = (dataclasses.replace(base[0], id=3, steps=base[0].steps[:1]), [r for r in base[1] if r.step == 0])
     fast = _run(4, 2.5, 4, None)
     gap = (fast[0], [r for r in fast[1] if r.step == 1])
@@ -322,8 +323,9 @@ def _document(tmp: Path, data: Any) -> Path:
 def test_a_tune_file_is_read_or_refused_in_one_line(tmp_path_factory: pytest.TempPathFactory, base: dict[str, Any],
                                                    row: dict[str, Any]) -> None:
     """Any JSON with the record's keys holding any values: a `TuneRecord`, or one `ConfigError` line."""
-    good = {"schema": "tokometer.tune/1", "name": "t", "engine": "llamacpp", "fingerprint": "f", "seed": 1,
-            "workload": {}, "variants": [{"index": 0, "name": "baseline", "settings": {}, "status": "not run"}]}
+    good: dict[str, Any] = {
+        "schema": "tokometer.tune/1", "name": "t", "engine": "llamacpp", "fingerprint": "f", "seed": 1,
+        "workload": {}, "variants": [{"index": 0, "name": "baseline", "settings": {}, "status": "not run"}]}
     data = {**good, **base, "variants": [{**good["variants"][0], **row}]}
     path = _document(tmp_path_factory.mktemp("fuzz"), data)
     try:

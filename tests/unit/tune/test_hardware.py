@@ -5,6 +5,7 @@ step's measured one, and a reason instead of an exception where the run does not
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -37,14 +38,14 @@ def _records(step: int, concurrency: int) -> list[RequestRecord]:
     return out
 
 
-def _saved_run(tmp_path: Path, engine: dict[str, object] | None,
+def _saved_run(tmp_path: Path, engine: Mapping[str, object] | None,
                name: str = "runs.db") -> tuple[Path, StoredRun, list[RequestRecord]]:
     """A two-step run (concurrency 1, then 2) saved in a store of its own, read back as `tokometer.tune` reads it."""
     db = tmp_path / name
     store = ResultStore(f"sqlite:///{db}")
     try:
         run_id = store.create_run(target="http://127.0.0.1:1/v1", api="openai-completions", model="m", spec={},
-                                  engine=engine, host=None)
+                                  engine=dict(engine) if engine is not None else None, host=None)
         for step, concurrency in enumerate((1, 2)):
             store.start_step(run_id, step, {"concurrency": concurrency})
             for record in _records(step, concurrency):
@@ -109,7 +110,7 @@ def test_a_missing_model_file_no_records_or_no_finished_request_give_a_reason(tm
     engine = {"engine": "llama.cpp", "model_file": str(bundled_model_path()), "argv": []}
     _, run, records = _saved_run(tmp_path, engine, "other.db")
     assert allowed_for(run) == {"reason": f"run {run.id}: the bound needs the run's requests (give its records)"}
-    failed = [RequestRecord(index=0, step=0, sent_ns=0, status=500, error="http")]
+    failed = [RequestRecord(index=0, step=0, sent_ns=0, status=500, error="http_5xx")]
     assert allowed_for(run, failed, _box(tmp_path)) == {
         "reason": f"run {run.id} has no completed measured requests to judge"}
 
