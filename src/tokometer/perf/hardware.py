@@ -62,6 +62,8 @@ def _row(row: dict[str, Any], where: str) -> HardwareSpec:
         bandwidth_gbs=bandwidth, bf16_tflops=_num(row.get("bf16_tflops_dense"), "bf16_tflops_dense", name),
         fp8_tflops=_num(row.get("fp8_tflops_dense"), "fp8_tflops_dense", name),
         int8_tops=_num(row.get("int8_tops_dense"), "int8_tops_dense", name),
+        fp4_tflops=_num(row.get("fp4_tflops_dense"), "fp4_tflops_dense", name),
+        link_gbs=_num(row.get("link_gbs"), "link_gbs", name),
         source=str(row.get("source") or where), note=str(row.get("note") or ""))
 
 
