@@ -26,9 +26,26 @@ as the textbook figure does: the bandwidth bound is conservative by that table.
 
 `context` is the number of tokens in the KV caches of all sequences of the batch together. The
 critical-path KV read per token is 2 × L × ⌈h_kv / TP⌉ × d × b (MLA: L × (rank + RoPE dim) × b, the
-latent cache is replicated on every TP rank). W_read is the weights a step touches: all of them for
-a dense model; for a mixture of experts the shared part plus the routed experts' share
-1 − (1 − k/E)^tokens that at least one of the step's tokens is routed to.
+latent cache is replicated on every TP rank; L counts the layers whose cache grows with the context,
+`ModelSpec.kv_layers`). W_read is the weights a step touches: all of them for a dense model; for a
+mixture of experts (E routed experts, top-k routing)
+
+    W_read = W_other + W_experts × (1 − (1 − k/E)^T)
+
+the weights outside the routed experts (attention, router, shared experts, dense layers, embeddings:
+read every step) plus the routed experts that at least one of the step's T tokens reaches, assuming
+each token's k experts are a uniform draw (`ModelSpec.expected_experts`: k at T = 1, all E at large
+T). A decode step of batch B has T = B: at B = 1 it reads the active parameters, at B = 64 on
+gpt-oss-120b (E = 128, k = 4) 1 − (1 − 4/128)^64 = 87 % of the experts. A prefill's T is its prompt
+tokens (all the experts, for any prompt of a few hundred tokens). Each component is in its own format
+(`ModelSpec.weight_bytes_split`: gpt-oss's experts in mxfp4, the rest in bf16).
+
+Expert parallelism: the experts are split over the TP GPUs, E / TP whole experts on each (vLLM's
+``--enable-expert-parallel``) or each expert sharded TP ways (its default); either way a GPU holds
+W_experts / TP and, under uniform routing, reads on average W_experts × (1 − (1 − k/E)^T) / TP a step,
+so W_read / TP is the bytes per GPU in both. Not counted: the imbalance of expert parallelism (the
+busiest GPU reads more than the average at small batches, when a few experts are touched) and the
+all-to-all that carries each token to its experts.
 
 Tensor parallelism divides the work over TP GPUs and ignores their all-reduce traffic (the bound
 is optimistic by that much). Pipeline parallelism divides memory but not a token's latency: a
@@ -117,6 +134,20 @@ class Deployment:
         return self.model.weight_bytes_for(self.weight_dtype)
 
     @cached_property
+    def _weight_bytes_split(self) -> tuple[float, float]:
+        return self.model.weight_bytes_split(self.weight_dtype)
+
+    @property
+    def other_weight_bytes(self) -> float:
+        """Weights outside the routed experts (all of them for a dense model), in bytes: read every step."""
+        return self.weight_bytes - self.expert_weight_bytes
+
+    @property
+    def expert_weight_bytes(self) -> float:
+        """The routed experts' weights in their format (`ModelSpec.expert_format`), in bytes (0: dense)."""
+        return self._weight_bytes_split[1] if self.model.is_moe else 0.0
+
+    @cached_property
     def weight_bytes_per_gpu(self) -> float:
         return self.weight_bytes / self.gpus
 
@@ -126,7 +157,7 @@ class Deployment:
 
     @cached_property
     def kv_bytes_per_token(self) -> float:
-        """KV-cache bytes one token adds, whole model: 2 × L × h_kv × d × b."""
+        """KV-cache bytes one token adds, whole model: 2 × L × h_kv × d × b (MLA: L × (rank + RoPE dim) × b)."""
         return self.model.kv_elements_per_token * self.kv_element_bytes
 
     def _kv_per_layer_per_gpu(self) -> float:
@@ -138,12 +169,12 @@ class Deployment:
     @cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
         """KV-cache bytes one token takes on one GPU: 2 × ⌈L / PP⌉ × ⌈h_kv / TP⌉ × d × b."""
-        return math.ceil(self.model.layers / self.pp) * self._kv_per_layer_per_gpu()
+        return math.ceil(self.model.kv_layers / self.pp) * self._kv_per_layer_per_gpu()
 
     @cached_property
     def kv_read_bytes_per_token(self) -> float:
-        """KV bytes per cached token read along a token's path (all layers, one TP rank's heads)."""
-        return self.model.layers * self._kv_per_layer_per_gpu()
+        """KV bytes per cached token read along a token's path (all KV layers, one TP rank's heads)."""
+        return self.model.kv_layers * self._kv_per_layer_per_gpu()
 
     @cached_property
     def compute_dtype(self) -> str:
@@ -202,12 +233,11 @@ def prefill_flops(m: ModelSpec, tokens: float, context_tokens: float = 0, sequen
 
 
 def weight_bytes_read(d: Deployment, tokens: int) -> float:
-    """Weight bytes a step over ``tokens`` tokens reads: all (dense), or shared + touched experts (MoE)."""
-    m = d.model
-    if not m.is_moe:
+    """Weight bytes a step over ``tokens`` tokens reads: all (dense), or the rest + touched experts (MoE):
+    W_other + W_experts × (1 − (1 − k/E)^tokens)."""
+    if not d.model.is_moe:
         return d.weight_bytes
-    share = m.expert_params / m.params
-    return d.weight_bytes * (1 - share + share * m.expert_fraction_read(tokens))
+    return d.other_weight_bytes + d.expert_weight_bytes * d.model.expert_fraction_read(tokens)
 
 
 def decode_step_s(d: Deployment, batch: int, context_tokens: int, efficiency: Efficiency | None = None) -> float:
