@@ -61,7 +61,7 @@ def render_estimate(console: Console, e: Estimate) -> None:
     _header(console, d)
     per_gpu = f", {fmt_bytes(d.weight_bytes_per_gpu)} per GPU" if d.gpus > 1 else ""
     console.print(f"  weights   {fmt_bytes(d.weight_bytes)} ({d.weight_bytes / GIB:,.2f} GiB) in "
-                  f"{normalize_dtype(d.weight_dtype)}{per_gpu}")
+                  f"{d.weight_format}{per_gpu}")
     kv = f"  KV cache  {fmt_bytes(d.kv_bytes_per_token)} per token ({d.kv_dtype})"
     if e.kv_capacity_tokens is not None:
         kv += (f"; {e.kv_capacity_tokens:,} tokens fit ({e.gpu_memory_utilization:.2f} of memory): "

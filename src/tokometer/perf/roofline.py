@@ -147,6 +147,13 @@ class Deployment:
         """The routed experts' weights in their format (`ModelSpec.expert_format`), in bytes (0: dense)."""
         return self._weight_bytes_split[1] if self.model.is_moe else 0.0
 
+    @property
+    def weight_format(self) -> str:
+        """The weights' format in words: ``bf16``, or ``bf16, experts mxfp4`` when the experts have their own."""
+        experts = self.model.expert_format(self.weight_dtype) if self.model.is_moe else ""
+        key = normalize_dtype(self.weight_dtype)
+        return f"{key}, experts {experts}" if experts and experts != key else key
+
     @cached_property
     def weight_bytes_per_gpu(self) -> float:
         return self.weight_bytes / self.gpus
@@ -213,7 +220,7 @@ class Deployment:
     def describe(self) -> str:
         parallel = f", TP {self.tp}" if self.tp > 1 else ""
         parallel += f", PP {self.pp}" if self.pp > 1 else ""
-        return (f"{self.model.name} {normalize_dtype(self.weight_dtype)} (KV {self.kv_dtype}) on "
+        return (f"{self.model.name} {self.weight_format} (KV {self.kv_dtype}) on "
                 f"{self.gpus} × {self.hardware.name}{parallel}")
 
 
