@@ -62,6 +62,10 @@ def render_estimate(console: Console, e: Estimate) -> None:
     per_gpu = f", {fmt_bytes(d.weight_bytes_per_gpu)} per GPU" if d.gpus > 1 else ""
     console.print(f"  weights   {fmt_bytes(d.weight_bytes)} ({d.weight_bytes / GIB:,.2f} GiB) in "
                   f"{normalize_dtype(d.weight_dtype)}{per_gpu}")
+    peak = d.compute_peak
+    if peak is not None and not d.hardware.peaks and peak.dtype != d.compute_dtype:
+        console.print(f"  compute   {d.hardware.name} lists no {d.compute_dtype} peak: the "
+                      f"{normalize_dtype(d.weight_dtype)} weights are dequantised and multiply at {peak.label()}")
     kv = f"  KV cache  {fmt_bytes(d.kv_bytes_per_token)} per token ({d.kv_dtype})"
     if e.kv_capacity_tokens is not None:
         kv += (f"; {e.kv_capacity_tokens:,} tokens fit ({e.gpu_memory_utilization:.2f} of memory): "

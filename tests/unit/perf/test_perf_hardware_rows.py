@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tokometer.perf import Deployment, hardware_table, resolve_hardware, resolve_model
-from tokometer.perf.render import render_hardware
+from tokometer.perf import Deployment, estimate, hardware_table, resolve_hardware, resolve_model
+from tokometer.perf.render import render_estimate, render_hardware
 
 NEW_ROWS = ("B300", "GB200", "GB300", "MI325X", "MI355X", "H20", "RTX-5090", "Gaudi-3", "TPU-v6e")
 COLUMNS = ("name", "kind", "memory_gb", "bandwidth_gbs", "bf16_tflops_dense", "fp8_tflops_dense", "int8_tops_dense",
@@ -94,3 +94,18 @@ def test_list_hardware_shows_the_fp4_and_link_columns_and_the_sources() -> None:
     b200 = next(line for line in text.splitlines() if line.strip().startswith("B200 "))
     assert "9,000" in b200 and "1,800" in b200 and "NVIDIA HGX B200" in b200
     assert "docs.cloud.google.com/tpu/docs/v6e" in text and "e+" not in text
+
+
+@pytest.mark.parametrize(("hardware", "dtype", "said"), [
+    ("H100", "fp4", "H100-SXM lists no fp4 peak: the nvfp4 weights are dequantised and multiply at bf16, datasheet"),
+    ("A100", "fp8", "A100-80GB-SXM lists no fp8 peak: the fp8 weights are dequantised and multiply at bf16"),
+    ("B200", "mxfp4", None), ("H100", "awq", None), ("H100", "fp8", None)])
+def test_an_estimate_says_when_the_weights_are_dequantised(hardware: str, dtype: str, said: str | None) -> None:
+    console = Console(record=True, width=300)
+    d = Deployment(resolve_model("llama-3.1-8b"), resolve_hardware(hardware), dtype)
+    render_estimate(console, estimate(d, [1], 100, 10))
+    text = console.export_text()
+    if said is None:
+        assert "dequantised" not in text
+    else:
+        assert said in text
