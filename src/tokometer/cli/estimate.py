@@ -26,8 +26,8 @@ SCHEMA = "tokometer.estimate/1"
               "a .gguf file, or a Hub id.")
 @click.option("--hardware", "-H", default=None, help="Hardware from the table (e.g. H100-SXM, H100, MI300X), or "
               "'host' for this machine (measured). Comma list with --target.")
-@click.option("--dtype", default=None, help="Weight format: bf16, fp16, fp8, int8, awq, gptq, Q4_K_M, Q8_0, ... "
-              "[default: the model's own]. Comma list with --target.")
+@click.option("--dtype", default=None, help="Weight format: bf16, fp16, fp8, int8, nvfp4 (fp4), mxfp4, awq, Q4_K_M, ..."
+              " [default: the model's own]. Comma list with --target.")
 @click.option("--kv-dtype", default=None, help="KV-cache format: bf16, fp16, fp8, int8, q8_0, q4_0 [default: fp8 "
               "with fp8 weights (as TensorRT-LLM serves FP8 checkpoints), else bf16; for a llama.cpp run, its cache "
               "type].")
