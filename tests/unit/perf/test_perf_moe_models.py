@@ -121,7 +121,7 @@ def test_bytes_a_step_reads_are_the_rest_plus_the_touched_experts() -> None:
     d = Deployment(BUILTIN_MODELS["qwen3-30b-a3b"], resolve_hardware("H100-SXM"), "bf16", "bf16")
     rest, experts = d.other_weight_bytes, d.expert_weight_bytes
     assert rest + experts == d.weight_bytes
-    # batch 1: the active parameters (8 of 128 experts) — not at batch 64, when 98.5 % of the experts are read
+    # batch 1: the active parameters (8 of 128 experts) — not at batch 64, when 98.5 % of the weights are read
     assert weight_bytes_read(d, 1) == pytest.approx(rest + experts * 8 / 128)
     assert weight_bytes_read(d, 1) == pytest.approx(2 * 3.3e9, rel=0.02)
     assert weight_bytes_read(d, 64) == pytest.approx(rest + experts * (1 - (1 - 8 / 128) ** 64))
