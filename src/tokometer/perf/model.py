@@ -46,7 +46,10 @@ from dataclasses import dataclass
 
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 
-__all__ = ["MAX_TP", "SHORT_WINDOW", "ModelSpec", "tensor_parallel_problem"]
+__all__ = ["MAX_EXPERTS_PER_GPU", "MAX_TP", "SHORT_WINDOW", "ModelSpec", "tensor_parallel_problem"]
+
+MAX_EXPERTS_PER_GPU = 4096
+"""Above this many experts a GPU, expert parallelism's imbalance is taken as nil (`ModelSpec.busiest_gpu_experts`)."""
 
 SHORT_WINDOW = 256
 """The longest sliding window whose layers are left out of the KV per token (module docstring)."""
@@ -175,6 +178,24 @@ class ModelSpec:
     def expected_experts(self, tokens: int) -> float:
         """Expected distinct routed experts ``tokens`` tokens reach in one layer: E × (1 − (1 − k/E)^T)."""
         return self.experts * self.expert_fraction_read(tokens) if self.is_moe else 0.0
+
+    def busiest_gpu_experts(self, tokens: int, gpus: int) -> float:
+        """Expected touched experts on the busiest of ``gpus`` GPUs that hold E / gpus whole experts each.
+
+        Each expert is taken as touched independently with p = 1 − (1 − k/E)^tokens, so a GPU's count is
+        Binomial(E / gpus, p) and E[max] = Σ_{j ≥ 1} (1 − F(j − 1)^gpus). One GPU, or more than
+        `MAX_EXPERTS_PER_GPU` experts on each, gives the average E × p / gpus (the imbalance vanishes)."""
+        if not self.is_moe or gpus <= 1:
+            return self.expected_experts(tokens) / max(1, gpus)
+        n, p = self.experts // gpus, self.expert_fraction_read(tokens)
+        if n > MAX_EXPERTS_PER_GPU or p <= 0.0 or p >= 1.0:
+            return self.expected_experts(tokens) / gpus
+        pmf, cdf, expected = (1.0 - p) ** n, 0.0, 0.0
+        for j in range(n):
+            cdf += pmf
+            expected += 1.0 - min(1.0, cdf) ** gpus
+            pmf *= (n - j) / (j + 1) * p / (1.0 - p)
+        return expected
 
     def is_native(self, dtype: str) -> bool:
         """Whether ``dtype`` is the format the model ships in (its exact size and mixed formats apply)."""

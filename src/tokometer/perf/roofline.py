@@ -40,12 +40,18 @@ gpt-oss-120b (E = 128, k = 4) 1 − (1 − 4/128)^64 = 87 % of the experts. A pr
 tokens (all the experts, for any prompt of a few hundred tokens). Each component is in its own format
 (`ModelSpec.weight_bytes_split`: gpt-oss's experts in mxfp4, the rest in bf16).
 
-Expert parallelism: the experts are split over the TP GPUs, E / TP whole experts on each (vLLM's
-``--enable-expert-parallel``) or each expert sharded TP ways (its default); either way a GPU holds
-W_experts / TP and, under uniform routing, reads on average W_experts × (1 − (1 − k/E)^T) / TP a step,
-so W_read / TP is the bytes per GPU in both. Not counted: the imbalance of expert parallelism (the
-busiest GPU reads more than the average at small batches, when a few experts are touched) and the
-all-to-all that carries each token to its experts.
+Expert parallelism: the experts are split over the TP GPUs. By default each expert is sharded TP
+ways (vLLM's default): a GPU holds W_experts / TP and reads 1/TP of every touched expert, so W_read /
+TP is its bytes a step. With ``expert_parallel`` (vLLM's ``--enable-expert-parallel``) each GPU holds
+E / TP whole experts and reads the touched ones among them; the step waits for the busiest GPU, which
+at a small batch holds more touched experts than the average (gpt-oss-120b on 8 GPUs at batch 1: 4
+touched experts, 0.5 a GPU on average, but 1.6 expected on the busiest):
+
+    W_read (expert parallel) = W_other + TP × E[touched experts on the busiest GPU] × W_experts / E
+
+(`ModelSpec.busiest_gpu_experts`, each expert taken as touched independently), so that W_read / TP
+is still the bytes on the critical path of one GPU; at a large batch every GPU reads all of its
+experts and the two agree. Not counted: the all-to-all that carries each token to its experts.
 
 Tensor parallelism divides the work over TP GPUs and ignores their all-reduce traffic (the bound
 is optimistic by that much). Pipeline parallelism divides memory but not a token's latency: a
@@ -111,10 +117,16 @@ class Deployment:
     kv_dtype: str = "bf16"
     tp: int = 1
     pp: int = 1
+    expert_parallel: bool = False  # whole experts, E / TP on each GPU, rather than each expert split TP ways
 
     def __post_init__(self) -> None:
         if self.tp < 1 or self.pp < 1:
             raise ConfigError(f"tensor and pipeline parallel sizes must be at least 1 (got {self.tp}, {self.pp})")
+        if self.expert_parallel and not self.model.is_moe:
+            raise ConfigError(f"--ep: {self.model.name} is not a mixture of experts; leave --ep out")
+        if self.expert_parallel and self.model.experts % self.tp:
+            raise ConfigError(f"--ep: {self.model.name}'s {self.model.experts} experts do not split evenly over "
+                              f"--tp {self.tp} GPUs")
         problem = self.model.tp_problem(self.tp)
         if problem:
             raise ConfigError(f"--tp {self.tp}: {problem}")
@@ -220,6 +232,7 @@ class Deployment:
     def describe(self) -> str:
         parallel = f", TP {self.tp}" if self.tp > 1 else ""
         parallel += f", PP {self.pp}" if self.pp > 1 else ""
+        parallel += f", EP {self.tp}" if self.expert_parallel else ""
         return (f"{self.model.name} {self.weight_format} (KV {self.kv_dtype}) on "
                 f"{self.gpus} × {self.hardware.name}{parallel}")
 
@@ -241,10 +254,14 @@ def prefill_flops(m: ModelSpec, tokens: float, context_tokens: float = 0, sequen
 
 def weight_bytes_read(d: Deployment, tokens: int) -> float:
     """Weight bytes a step over ``tokens`` tokens reads: all (dense), or the rest + touched experts (MoE):
-    W_other + W_experts × (1 − (1 − k/E)^tokens)."""
-    if not d.model.is_moe:
+    W_other + W_experts × (1 − (1 − k/E)^tokens); with expert parallelism TP × the busiest GPU's share
+    of the experts' bytes instead (module docstring), so that / TP is always one GPU's critical path."""
+    m = d.model
+    if not m.is_moe:
         return d.weight_bytes
-    return d.other_weight_bytes + d.expert_weight_bytes * d.model.expert_fraction_read(tokens)
+    if d.expert_parallel and d.tp > 1:
+        return d.other_weight_bytes + d.tp * m.busiest_gpu_experts(tokens, d.tp) * d.expert_weight_bytes / m.experts
+    return d.other_weight_bytes + d.expert_weight_bytes * m.expert_fraction_read(tokens)
 
 
 def decode_step_s(d: Deployment, batch: int, context_tokens: int, efficiency: Efficiency | None = None) -> float:

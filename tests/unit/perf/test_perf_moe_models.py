@@ -6,14 +6,19 @@ needs; the published totals are from the sources named in each case.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from tokometer.cli.estimate import command as estimate
 from tokometer.perf.catalog import BUILTIN_MODELS
 from tokometer.perf.hardware import resolve_hardware
 from tokometer.perf.loaders import model_from_config
 from tokometer.perf.roofline import Deployment, decode_step_s, prefill_s, weight_bytes_read
+from tokometer.util.errors import ConfigError
 from tokometer.util.units import GIB
 
 _GPT_OSS = {"model_type": "gpt_oss", "hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8,
@@ -172,3 +177,38 @@ def test_short_sliding_windows_leave_the_cache_per_token() -> None:
                                + ["sliding_attention"] * 5 + ["full_attention"] + ["sliding_attention"] * 6},
                               "gemma")
     assert gemma.kv_layers == 18 and gemma.kv_elements_per_token == 2 * 18 * 256
+
+
+def test_whole_experts_per_gpu_wait_for_the_busiest_gpu() -> None:
+    m, h100 = BUILTIN_MODELS["gpt-oss-120b"], resolve_hardware("H100-SXM")
+    split = Deployment(m, h100, tp=8)
+    whole = Deployment(m, h100, tp=8, expert_parallel=True)
+    assert whole.weight_bytes_per_gpu == split.weight_bytes_per_gpu
+    # batch 1: 4 touched experts, 0.5 a GPU on average; the busiest of 8 GPUs (16 experts each) holds more
+    assert 1.0 < m.busiest_gpu_experts(1, 8) <= 4.0
+    assert m.busiest_gpu_experts(1, 8) > m.expected_experts(1) / 8
+    assert decode_step_s(whole, 1, 0) > 1.3 * decode_step_s(split, 1, 0)
+    # a large batch touches every expert on every GPU: the two agree
+    assert m.busiest_gpu_experts(4096, 8) == pytest.approx(16)
+    assert weight_bytes_read(whole, 4096) == pytest.approx(weight_bytes_read(split, 4096))
+    for batch in (1, 4, 16, 64):  # never below the average, never above a GPU's experts
+        assert m.expected_experts(batch) / 8 <= m.busiest_gpu_experts(batch, 8) <= 16
+    assert m.busiest_gpu_experts(7, 1) == pytest.approx(m.expected_experts(7))  # one GPU: no imbalance
+    with pytest.raises(ConfigError, match="not a mixture of experts"):
+        Deployment(BUILTIN_MODELS["llama-3.1-8b"], h100, expert_parallel=True)
+    with pytest.raises(ConfigError, match="8 experts do not split evenly over --tp 16"):
+        Deployment(BUILTIN_MODELS["mixtral-8x7b"], h100, tp=16, expert_parallel=True)
+
+
+def test_cli_ep_flag(tmp_path: Path) -> None:
+    out = tmp_path / "e.json"
+    runner = CliRunner(env={"COLUMNS": "200"})
+    done = runner.invoke(estimate, ["-m", "gpt-oss-120b", "-H", "H100-SXM", "--tp", "8", "--ep", "-b", "1",
+                                    "--json", str(out)])
+    assert done.exit_code == 0, done.output
+    assert "bf16, experts mxfp4" in done.output and "TP 8, EP 8" in done.output
+    payload = json.loads(out.read_text())["estimate"]
+    assert payload["expert_parallel"] is True and payload["weight_bytes"] == pytest.approx(65.19e9, rel=0.001)
+    refused = runner.invoke(estimate, ["-m", "llama-3.1-8b", "-H", "H100-SXM", "--ep"])
+    assert isinstance(refused.exception, ConfigError)  # the entry point makes it one line and exit status 2
+    assert "not a mixture of experts" in str(refused.exception)
