@@ -209,6 +209,10 @@ def test_cli_ep_flag(tmp_path: Path) -> None:
     assert "bf16, experts mxfp4" in done.output and "TP 8, EP 8" in done.output
     payload = json.loads(out.read_text())["estimate"]
     assert payload["expert_parallel"] is True and payload["weight_bytes"] == pytest.approx(65.19e9, rel=0.001)
+    experts = payload["experts"]
+    assert (experts["routed"], experts["per_token"], experts["format"]) == (128, 4, "mxfp4")
+    assert experts["expected_touched_per_layer"]["1"] == pytest.approx(4)
+    assert experts["weight_bytes"] + experts["other_weight_bytes"] == pytest.approx(payload["weight_bytes"])
     refused = runner.invoke(estimate, ["-m", "llama-3.1-8b", "-H", "H100-SXM", "--ep"])
     assert isinstance(refused.exception, ConfigError)  # the entry point makes it one line and exit status 2
     assert "not a mixture of experts" in str(refused.exception)
