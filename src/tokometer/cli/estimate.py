@@ -26,8 +26,8 @@ SCHEMA = "tokometer.estimate/1"
               "a .gguf file, or a Hub id.")
 @click.option("--hardware", "-H", default=None, help="Hardware from the table (e.g. H100-SXM, H100, MI300X), or "
               "'host' for this machine (measured). Comma list with --target.")
-@click.option("--dtype", default=None, help="Weight format: bf16, fp16, fp8, int8, awq, gptq, Q4_K_M, Q8_0, ... "
-              "[default: the model's own]. Comma list with --target.")
+@click.option("--dtype", default=None, help="Weight format: bf16, fp16, fp8, int8, nvfp4 (fp4), mxfp4, awq, Q4_K_M, ..."
+              " [default: the model's own]. Comma list with --target.")
 @click.option("--kv-dtype", default=None, help="KV-cache format: bf16, fp16, fp8, int8, q8_0, q4_0 [default: fp8 "
               "with fp8 weights (as TensorRT-LLM serves FP8 checkpoints), else bf16; for a llama.cpp run, its cache "
               "type].")
@@ -35,6 +35,8 @@ SCHEMA = "tokometer.estimate/1"
               help="Tensor-parallel GPUs (must split the model's attention heads evenly; at most 64).")
 @click.option("--pp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
               help="Pipeline-parallel stages (at most the model's layers).")
+@click.option("--ep", is_flag=True, help="Expert parallelism (a mixture of experts): whole experts, E / TP on each of "
+              "the --tp GPUs, as vLLM's --enable-expert-parallel [default: each expert split over them].")
 @click.option("--batch", "-b", default="1", show_default=True, help="Batch sizes (concurrent sequences), e.g. 1,8,64.")
 @click.option("--input-tokens", type=click.IntRange(1, MAX_TOKENS), default=1000, show_default=True,
               help="Prompt length of each sequence.")
@@ -119,7 +121,8 @@ def _spec(opts: dict[str, Any]) -> EstimateSpec:
     batches = parse_int_list(opts["batch"], "--batch", MAX_CONCURRENCY) if plain else []
     return EstimateSpec(
         model=opts["model"], hardware=opts["hardware"], dtype=opts["dtype"], kv_dtype=opts["kv_dtype"],
-        tp=opts["tp"], pp=opts["pp"], batches=tuple(batches), input_tokens=opts["input_tokens"],
+        tp=opts["tp"], pp=opts["pp"], expert_parallel=opts["ep"], batches=tuple(batches),
+        input_tokens=opts["input_tokens"],
         output_tokens=opts["output_tokens"], gpu_memory_utilization=opts["gpu_memory_utilization"],
         efficiency_overrides={name: opts[option] for name, option in (
             ("decode_bandwidth", "bw_efficiency"), ("prefill_compute", "prefill_efficiency"),

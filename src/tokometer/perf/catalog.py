@@ -1,10 +1,29 @@
 """Built-in model table: common open models, so estimates work offline and without a download.
 
 Shapes are copied from each model's ``config.json`` on the Hugging Face Hub; parameter counts are
-the published totals (safetensors metadata). Gemma 3 4B/12B/27B counts include their ~0.4 B vision
-tower, which a text-only request does not run; DeepSeek-V3/R1 counts leave out the 14 B
-multi-token-prediction module. Add a model by giving ``tokometer estimate`` its config.json or GGUF
-instead.
+the published totals (safetensors metadata, or the model card where a row's ``source`` names it).
+Gemma 3 4B/12B/27B counts include their ~0.4 B vision tower, which a text-only request does not
+run; DeepSeek-V3/R1/V3.1/V3.2 counts leave out the 14 B multi-token-prediction module. Add a model by
+giving ``tokometer estimate`` its config.json or GGUF instead.
+
+Active parameters follow one convention: everything a token passes through, the input embedding
+table included (`ModelSpec.matmul_params` takes it out again). gpt-oss's model card counts its active
+parameters without that table (5.13 B for gpt-oss-120b): the rows add it back (+ 0.58 B).
+
+Models of 2025 (their rows name the config and the published counts):
+
+- gpt-oss-20b/120b: MoE, 4 of 32/128 experts per token; the experts ship in mxfp4, attention,
+  router, embeddings and LM head in bf16 (``expert_dtype``); every other layer attends to a
+  128-token sliding window.
+- Qwen3 dense (8B, 32B) and MoE (30B-A3B: 8 of 128 experts; 235B-A22B: 8 of 128).
+- Llama 4 Scout (16 experts) and Maverick (128 experts, MoE every other layer): one routed expert
+  and one shared expert per token. The chunked 8,192-token attention of three layers in four is
+  counted as full attention (an upper bound on the cache).
+- DeepSeek V3.1 and V3.2 (as V3: MLA, 8 of 256 experts plus one shared, fp8). V3.2's sparse
+  attention (its indexer picks 2,048 cached tokens per query) is not modelled: its attention and
+  cache reads are counted as V3's, an upper bound at long contexts, and the indexer's own small key
+  cache is left out.
+- Kimi K2: the DeepSeek V3 design with 384 experts (8 per token plus one shared), 64 heads, fp8.
 """
 
 from __future__ import annotations
@@ -26,6 +45,12 @@ def _m(name: str, hf_id: str, params: float, layers: int, hidden: int, heads: in
 
 _DEEPSEEK: dict[str, Any] = {"active_params": 37e9, "experts": 256, "experts_per_token": 8, "v_head_dim": 128,
              "kv_lora_rank": 512, "qk_rope_head_dim": 64, "native_dtype": "fp8"}
+
+_GPT_OSS: dict[str, Any] = {"experts_per_token": 4, "native_dtype": "bf16", "expert_dtype": "mxfp4",
+                            "sliding_window": 128}
+_GPT_OSS_CARD = "gpt-oss model card (arXiv 2508.10925), table 1"
+_QWEN3 = "Qwen3 model card on the Hugging Face Hub"
+_LLAMA4 = "Llama 4 model card (meta-llama/llama-models)"
 
 BUILTIN_MODELS: dict[str, ModelSpec] = {m.name: m for m in (
     _m("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", 8.03e9, 32, 4096, 32, 8, 128, 128256, 131072, 14336),
@@ -52,9 +77,44 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {m.name: m for m in (
     _m("gemma-3-27b", "google/gemma-3-27b-it", 27.43e9, 62, 5376, 32, 16, 128, 262208, 131072, 21504, tied=True),
     _m("deepseek-v3", "deepseek-ai/DeepSeek-V3", 671e9, 61, 7168, 128, 128, 192, 129280, 163840, 18432, **_DEEPSEEK),
     _m("deepseek-r1", "deepseek-ai/DeepSeek-R1", 671e9, 61, 7168, 128, 128, 192, 129280, 163840, 18432, **_DEEPSEEK),
+    # gpt-oss: 116.83 B / 20.91 B total; active 5.13 B / 3.61 B without the 0.58 B input table (see above)
+    _m("gpt-oss-120b", "openai/gpt-oss-120b", 116.83e9, 36, 2880, 64, 8, 64, 201088, 131072, 2880,
+       active_params=5.71e9, experts=128, sliding_layers=18,
+       source=f"config.json of openai/gpt-oss-120b; counts: {_GPT_OSS_CARD}", **_GPT_OSS),
+    _m("gpt-oss-20b", "openai/gpt-oss-20b", 20.91e9, 24, 2880, 64, 8, 64, 201088, 131072, 2880,
+       active_params=4.19e9, experts=32, sliding_layers=12,
+       source=f"config.json of openai/gpt-oss-20b; counts: {_GPT_OSS_CARD}", **_GPT_OSS),
+    _m("qwen3-8b", "Qwen/Qwen3-8B", 8.19e9, 36, 4096, 32, 8, 128, 151936, 40960, 12288,
+       source=f"config.json of Qwen/Qwen3-8B; 8.2 B: {_QWEN3}"),
+    _m("qwen3-32b", "Qwen/Qwen3-32B", 32.8e9, 64, 5120, 64, 8, 128, 151936, 40960, 25600,
+       source=f"config.json of Qwen/Qwen3-32B; 32.8 B: {_QWEN3}"),
+    _m("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", 30.5e9, 48, 2048, 32, 4, 128, 151936, 40960, 768,
+       active_params=3.3e9, experts=128, experts_per_token=8,
+       source=f"config.json of Qwen/Qwen3-30B-A3B; 30.5 B total, 3.3 B active: {_QWEN3}"),
+    _m("qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B", 235e9, 94, 4096, 64, 4, 128, 151936, 40960, 1536,
+       active_params=22e9, experts=128, experts_per_token=8,
+       source=f"config.json of Qwen/Qwen3-235B-A22B; 235 B total, 22 B active: {_QWEN3}"),
+    _m("llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct", 109e9, 48, 5120, 40, 8, 128, 202048,
+       10485760, 8192, active_params=17e9, experts=16, experts_per_token=1,
+       source=f"text_config of meta-llama/Llama-4-Scout-17B-16E-Instruct; 109 B total, 17 B active: {_LLAMA4}"),
+    _m("llama-4-maverick", "meta-llama/Llama-4-Maverick-17B-128E-Instruct", 400e9, 48, 5120, 40, 8, 128, 202048,
+       1048576, 8192, active_params=17e9, experts=128, experts_per_token=1,
+       source=f"text_config of meta-llama/Llama-4-Maverick-17B-128E-Instruct; 400 B total, 17 B active: {_LLAMA4}"),
+    _m("deepseek-v3.1", "deepseek-ai/DeepSeek-V3.1", 671e9, 61, 7168, 128, 128, 192, 129280, 163840, 18432,
+       source="config.json of deepseek-ai/DeepSeek-V3.1 (the V3 shapes); 671 B + 14 B MTP: its model card",
+       **_DEEPSEEK),
+    _m("deepseek-v3.2", "deepseek-ai/DeepSeek-V3.2", 671e9, 61, 7168, 128, 128, 192, 129280, 163840, 18432,
+       source="config.json of deepseek-ai/DeepSeek-V3.2 (the V3 shapes, plus a sparse-attention indexer not "
+       "modelled); 671 B + 14 B MTP: its model card", **_DEEPSEEK),
+    _m("kimi-k2", "moonshotai/Kimi-K2-Instruct", 1.04e12, 61, 7168, 64, 64, 192, 163840, 131072, 18432,
+       **{**_DEEPSEEK, "active_params": 32e9, "experts": 384},
+       source="config.json of moonshotai/Kimi-K2-Instruct; 1.04 T total, 32 B active: the Kimi K2 report "
+       "(arXiv 2507.20534)"),
 )}
 
 # Other spellings people use (besides the Hub ids, which match by themselves).
 MODEL_ALIASES: dict[str, str] = {
     "mixtral-8x7b-v0.1": "mixtral-8x7b", "mistral-7b-v0.3": "mistral-7b", "deepseek-v3-0324": "deepseek-v3",
+    "deepseek-v3.2-exp": "deepseek-v3.2", "deepseek-v3.1-terminus": "deepseek-v3.1", "kimi-k2-instruct-0905": "kimi-k2",
+    "llama-4-scout-17b-16e": "llama-4-scout", "llama-4-maverick-17b-128e": "llama-4-maverick",
 }

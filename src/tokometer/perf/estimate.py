@@ -106,6 +106,17 @@ class Estimate:
             return None
         return self.kv_capacity_tokens // max(1, self.tokens_per_sequence)
 
+    def _experts_json(self) -> dict[str, Any] | None:
+        """A mixture of experts' routing and the experts a step of each batch reaches (None: dense)."""
+        d = self.deployment
+        m = d.model
+        if not m.is_moe:
+            return None
+        return {"routed": m.experts, "per_token": m.experts_per_token, "format": m.expert_format(d.weight_dtype),
+                "weight_bytes": d.expert_weight_bytes, "other_weight_bytes": d.other_weight_bytes,
+                "expected_touched_per_layer": {str(r.batch): m.expected_experts(r.batch) for r in self.rows},
+                "routing": "uniform (each token's k experts a uniform draw)"}
+
     def to_json(self) -> dict[str, Any]:
         d = self.deployment
         return {
@@ -117,11 +128,13 @@ class Estimate:
                          "compute_dtype": d.compute_dtype, "peak": d.compute_peak.to_json() if d.compute_peak else None,
                          "peaks": [p.to_json() for p in d.hardware.peaks]},
             "weight_dtype": normalize_dtype(d.weight_dtype), "kv_dtype": d.kv_dtype, "tp": d.tp, "pp": d.pp,
-            "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+            "expert_parallel": d.expert_parallel, "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
             "efficiency": {"decode_bandwidth": self.efficiency.decode_bandwidth,
                            "prefill_compute": self.efficiency.prefill_compute,
                            "decode_compute": self.efficiency.decode_compute, "source": self.efficiency_source},
             "weight_bytes": d.weight_bytes, "weight_bytes_per_gpu": d.weight_bytes_per_gpu,
+            "weight_format": d.weight_format, "experts": self._experts_json(),
             "kv_bytes_per_token": d.kv_bytes_per_token, "kv_bytes_per_token_per_gpu": d.kv_bytes_per_token_per_gpu,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "activation_reserve_gib": ACTIVATION_RESERVE_GIB, "kv_capacity_tokens": self.kv_capacity_tokens,

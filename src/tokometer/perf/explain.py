@@ -38,6 +38,10 @@ def weights_arithmetic(d: Deployment) -> str:
     total = d.weight_bytes
     if m.weight_bytes and normalize_dtype(d.weight_dtype) == normalize_dtype(m.native_dtype):
         how = f"{fmt_bytes(total)} ({fmt.name} tensors as stored: {total * 8 / m.params:.2f} bits per weight)"
+    elif d.expert_weight_bytes and m.expert_format(d.weight_dtype) != fmt.name:
+        experts = weight_dtype(m.expert_format(d.weight_dtype))
+        how = (f"{m.expert_params / 1e9:.2f} B routed-expert params × {experts.bits:g} bits / 8 ({experts.name}) "
+               f"+ the other {(m.params - m.expert_params) / 1e9:.2f} B in {fmt.name} = {fmt_bytes(total)}")
     elif fmt.linear_only:
         emb = min(m.embedding_params, m.params)
         how = (f"({m.params / 1e9:.2f} B − {emb / 1e9:.2f} B embedding/LM-head params) × {fmt.bits:g} bits / 8 "
@@ -52,11 +56,13 @@ def weights_arithmetic(d: Deployment) -> str:
 def kv_arithmetic(d: Deployment) -> str:
     """How many KV-cache bytes one token adds, in words: whole model and (several GPUs) per GPU."""
     m, b = d.model, d.kv_element_bytes
+    window = (f" (full-attention; the other {m.layers - m.kv_layers} keep a {m.sliding_window}-token window)"
+              if m.kv_layers < m.layers else "")
     if m.is_mla:
-        text = (f"{m.layers} layers × ({m.kv_lora_rank} latent + {m.qk_rope_head_dim} RoPE) × {b:g} B "
+        text = (f"{m.kv_layers} layers × ({m.kv_lora_rank} latent + {m.qk_rope_head_dim} RoPE) × {b:g} B "
                 f"(multi-head latent attention)")
     else:
-        text = f"2 (K and V) × {m.layers} layers × {m.kv_heads} KV heads × {m.head_dim} head dim × {b:g} B"
+        text = f"2 (K and V) × {m.kv_layers} layers{window} × {m.kv_heads} KV heads × {m.head_dim} head dim × {b:g} B"
     split = "the latent cache whole on every TP rank" if m.is_mla else f"KV heads over TP {d.tp}"
     per_gpu = (f"; per GPU {fmt_bytes(d.kv_bytes_per_token_per_gpu)} (layers split over PP {d.pp}, {split})"
                if d.gpus > 1 else "")
@@ -84,7 +90,8 @@ def _decode(e: Estimate, batch: int, context: int) -> str:
     bw = d.hardware.bandwidth_gbs
     tp = f" / TP {d.tp}" if d.tp > 1 else ""
     moe = (f" (the shared weights plus the {d.model.expert_fraction_read(batch):.0%} of the routed experts that "
-           f"a step of {batch:,} tokens reaches)" if d.model.is_moe else "")
+           f"a step of {batch:,} tokens reaches: {d.model.expected_experts(batch):,.1f} of {d.model.experts} per "
+           "layer, routing taken as uniform)" if d.model.is_moe else "")
     bound, expected = decode_step_s(d, batch, context), decode_step_s(d, batch, context, eff)
     lines = [f"Decode, batch {batch:,}: a step reads the weights once, {fmt_bytes(w)}{moe}{tp}, plus every sequence's "
              f"KV cache: mid-answer each holds {e.input_tokens:,} + {e.output_tokens:,}/2 tokens, {context:,} in all "

@@ -14,6 +14,20 @@ figures; every row names its source). Users add or override rows in a TOML file,
 
 Units: ``memory_gb`` per device in GiB (2^30 B: an "80 GB" H100 has 80 GiB, as nvidia-smi shows);
 ``bandwidth_gbs`` in GB/s (10^9 B/s, as datasheets give it); compute in 10^12 FLOP/s (int8: ops/s).
+
+Compute columns, each a dense (not 2:4 sparse) datasheet peak: ``bf16_tflops_dense``,
+``fp8_tflops_dense``, ``int8_tops_dense`` and ``fp4_tflops_dense`` (the FP4 tensor cores, which take
+both NVFP4 and MXFP4 on Blackwell; MXFP4 on an MI355X). A format whose column a row lacks is
+dequantised and multiplied at the bf16 figure (`tokometer.perf.quant`). Vendors who give only
+sparse figures are halved; rack figures (GB200/GB300 NVL72) are divided by the GPUs in the rack.
+FP6 has no column: no weight format here is stored in it.
+
+``link_gbs``: the link between the devices of one server or rack that tensor- and expert-parallel
+traffic crosses, per device, in GB/s with **both directions summed**, as NVIDIA quotes NVLink
+(H100: 18 links × 50 GB/s = 900 GB/s, 450 each way); AMD's Infinity Fabric, Google's ICI and
+Gaudi's RoCE ports are quoted the same way. One direction carries half. Where a device has no
+such link, the PCIe slot it sits in: Gen4 x16 64 GB/s, Gen5 x16 128 GB/s. Empty: a single device.
+
 ``resolve_hardware("host")`` measures this machine instead (see `tokometer.perf.host`, which builds its
 `HardwareSpec` from the leaf `tokometer.perf.hardwarespec`, not from this table): its peaks come per
 data type (fp32, bf16, fp16, int8), each a `ComputePeak` saying whether it was measured or is theoretical.
@@ -38,7 +52,8 @@ from tokometer.util.errors import ConfigError
 __all__ = ["HARDWARE_ALIASES", "hardware_table", "resolve_hardware", "user_hardware_file"]
 
 HARDWARE_ALIASES = {"h100": "H100-SXM", "h200": "H200-SXM", "a100": "A100-80GB-SXM", "a100-80gb": "A100-80GB-SXM",
-                    "a100-40gb": "A100-40GB-SXM", "4090": "RTX-4090", "3090": "RTX-3090", "mi300": "MI300X"}
+                    "a100-40gb": "A100-40GB-SXM", "4090": "RTX-4090", "3090": "RTX-3090", "mi300": "MI300X",
+                    "5090": "RTX-5090", "mi355": "MI355X", "mi325": "MI325X", "trillium": "TPU-v6e"}
 
 
 def _num(value: Any, column: str, name: str) -> float | None:
@@ -62,6 +77,8 @@ def _row(row: dict[str, Any], where: str) -> HardwareSpec:
         bandwidth_gbs=bandwidth, bf16_tflops=_num(row.get("bf16_tflops_dense"), "bf16_tflops_dense", name),
         fp8_tflops=_num(row.get("fp8_tflops_dense"), "fp8_tflops_dense", name),
         int8_tops=_num(row.get("int8_tops_dense"), "int8_tops_dense", name),
+        fp4_tflops=_num(row.get("fp4_tflops_dense"), "fp4_tflops_dense", name),
+        link_gbs=_num(row.get("link_gbs"), "link_gbs", name),
         source=str(row.get("source") or where), note=str(row.get("note") or ""))
 
 

@@ -48,6 +48,9 @@ class HardwareSpec:
     bf16_tflops: float | None = None
     fp8_tflops: float | None = None
     int8_tops: float | None = None
+    fp4_tflops: float | None = None
+    link_gbs: float | None = None
+    """Scale-up link (NVLink, Infinity Fabric, ICI, ...) per device, GB/s in both directions together."""
     source: str = ""
     note: str = ""
     compute_label: str = "bf16"  # what the main compute figure is
@@ -64,11 +67,13 @@ class HardwareSpec:
         return self.bandwidth_gbs * 1e9
 
     def compute_peak(self, compute: str = "bf16") -> ComputePeak | None:
-        """The peak for ``compute`` ("fp32", "bf16", "fp16", "fp8", "int8"): the per-dtype figure where there is one,
-        else bf16's (a table row without the column; fp8 on a CPU); None without any compute figure."""
+        """The peak for ``compute`` ("fp32", "bf16", "fp16", "fp8", "int8", "fp4"): the per-dtype figure where there is
+        one, else bf16's (a table row without the column, its weights dequantised: fp8 on an A100, fp4 on an H100;
+        fp8 on a CPU); None without any compute figure."""
         by_dtype = {p.dtype: p for p in self.peaks}
         if not by_dtype:
-            columns = {"bf16": self.bf16_tflops, "fp8": self.fp8_tflops, "int8": self.int8_tops}
+            columns = {"bf16": self.bf16_tflops, "fp8": self.fp8_tflops, "int8": self.int8_tops,
+                       "fp4": self.fp4_tflops}
             by_dtype = {k: ComputePeak(k, v * 1e12, "datasheet", self.source) for k, v in columns.items() if v}
         return by_dtype.get(compute) or by_dtype.get("bf16") or by_dtype.get("fp32")
 
@@ -79,7 +84,7 @@ class HardwareSpec:
 
     def describe(self, source: bool = True) -> str:
         pairs = [(v, label) for v, label in ((self.bf16_tflops, self.compute_label), (self.fp8_tflops, "fp8"),
-                                             (self.int8_tops, "int8")) if v]
+                                             (self.int8_tops, "int8"), (self.fp4_tflops, "fp4")) if v]
         scale, unit = (1000, "GFLOP/s") if pairs and max(v for v, _ in pairs) < 1 else (1, "TFLOP/s")
         figures = " / ".join(f"{v * scale:,.4g} {label}" for v, label in pairs)
         flops = f", {figures} {unit}" if pairs else ", no compute figure"

@@ -31,6 +31,8 @@ __all__ = ["model_from_config", "model_from_gguf", "resolve_model", "weights_on_
 
 _NATIVE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0}
 _QUANT_METHODS = {"fp8": "fp8", "awq": "awq", "gptq": "gptq"}
+_EXPERT_METHODS = {"mxfp4": "mxfp4"}
+"""Quantisation methods that cover a mixture of experts' routed experts only (gpt-oss's ``mxfp4``)."""
 
 
 def _key(name: str) -> str:
@@ -58,24 +60,45 @@ def _layer_params(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, h
     return float(2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim)  # q, o; k, v
 
 
+def _dense_and_shared(cfg: dict[str, Any], layers: int, inter: int) -> tuple[int, int, int]:
+    """(dense MLP layers, their width, shared-expert width per MoE layer) of a mixture of experts: DeepSeek's
+    first ``first_k_dense_replace`` layers are dense; Llama 4 has a dense layer (``intermediate_size_mlp``)
+    between MoE layers when ``interleave_moe_layer_step`` is 2, and one shared expert of ``intermediate_size``."""
+    moe_inter = int(cfg.get("moe_intermediate_size") or 0)
+    shared = (int(cfg.get("shared_expert_intermediate_size") or 0)
+              or int(cfg.get("n_shared_experts") or 0) * moe_inter)
+    if str(cfg.get("model_type", "")).startswith("llama4"):
+        step = max(1, int(cfg.get("interleave_moe_layer_step") or 1))
+        return layers - layers // step, int(cfg.get("intermediate_size_mlp") or inter), shared or inter
+    return int(cfg.get("first_k_dense_replace") or 0), inter, shared
+
+
+def _sliding(cfg: dict[str, Any]) -> tuple[int, int]:
+    """(window, layers with it) from ``layer_types`` (gpt-oss: "sliding_attention" / "full_attention")."""
+    window = int(cfg.get("sliding_window") or 0)
+    kinds = cfg.get("layer_types")
+    if not window or not isinstance(kinds, list):
+        return 0, 0
+    return window, sum(1 for kind in kinds if kind == "sliding_attention")
+
+
 def _params_from_config(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, head_dim: int,
                         tied: bool) -> tuple[float, float, int, int]:
     """(params, active params, experts, experts per token) from a config's shapes."""
     layers, vocab = int(cfg["num_hidden_layers"]), int(cfg.get("vocab_size", 32000))
     inter = int(cfg.get("intermediate_size") or 4 * hidden)
     experts = int(cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts") or 0)
-    per_token = int(cfg.get("num_experts_per_tok") or 0)
+    per_token = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)
     attention = _layer_params(cfg, hidden, heads, kv_heads, head_dim) * layers
     embeddings = float(vocab * hidden * (1 if tied else 2))
     if experts <= 1 or per_token <= 0:
         mlp = 3.0 * hidden * inter * layers
         return attention + mlp + embeddings, attention + mlp + embeddings, 0, 0
     expert_size = 3.0 * hidden * int(cfg.get("moe_intermediate_size") or inter)
-    shared = 3.0 * hidden * (int(cfg.get("shared_expert_intermediate_size") or 0)
-                             or int(cfg.get("n_shared_experts") or 0) * int(cfg.get("moe_intermediate_size") or 0))
-    dense_layers = int(cfg.get("first_k_dense_replace") or 0)
+    dense_layers, dense_width, shared_width = _dense_and_shared(cfg, layers, inter)
+    shared = 3.0 * hidden * shared_width
     moe_layers = layers - dense_layers
-    dense = 3.0 * hidden * inter * dense_layers
+    dense = 3.0 * hidden * dense_width * dense_layers
     total = attention + dense + moe_layers * (experts * expert_size + shared + hidden * experts) + embeddings
     active = attention + dense + moe_layers * (per_token * expert_size + shared + hidden * experts) + embeddings
     return total, active, experts, per_token
@@ -105,9 +128,13 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
             kv_lora_rank=int(cfg.get("kv_lora_rank") or 0), qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
             tied_embeddings=tied, hf_id=name, source=source,
             native_dtype=normalize_dtype(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")))
+        window, window_layers = _sliding(cfg)
     except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
         raise ConfigError(f"{name}: config.json lacks a field the estimate needs ({exc})") from exc
+    spec = replace(spec, sliding_window=window, sliding_layers=window_layers)
     method = str((cfg.get("quantization_config") or {}).get("quant_method", "")).lower()
+    if method in _EXPERT_METHODS and spec.is_moe:  # gpt-oss: experts in mxfp4, the rest in torch_dtype
+        return replace(spec, expert_dtype=_EXPERT_METHODS[method], weight_bytes=weight_bytes)
     if method:
         native = _QUANT_METHODS.get(method)
         return replace(spec, native_dtype=native or spec.native_dtype,

@@ -4,15 +4,37 @@ Parameters (and, for mixture-of-experts models, the parameters each token uses),
 size, attention heads, KV heads (grouped-query attention), head size, vocabulary and context.
 Derived quantities, each a one-line formula:
 
-    KV elements per token = 2 (K and V) × layers × KV heads × head dim
-                            (multi-head latent attention: layers × (KV LoRA rank + RoPE dim))
-    attention FLOPs per (query, key) pair = 2 × layers × heads × (head dim + V head dim)
+    KV elements per token = 2 (K and V) × KV layers × KV heads × head dim
+                            (multi-head latent attention: KV layers × (KV LoRA rank + RoPE dim): the
+                            compressed latent and the shared RoPE key, not 2 × heads × head dim)
+    KV layers             = layers − sliding-window layers: the layers whose cache grows with the context
+    attention FLOPs per (query, key) pair = 2 × KV layers × heads × (head dim + V head dim)
     embedding params      = vocab × hidden × (1 if tied else 2)      (input table + LM head)
     matmul params         = active − vocab × hidden if untied, else active: what a token is multiplied
                             with (the input table is a lookup, not a product; the LM head is a product)
     weight bytes          = params × bits / 8; for fp8/int8/4-bit formats only the linear layers
                             are quantised: (params − embedding params) × bits / 8 + embedding params × 2
-    expert params (MoE)   = (params − active) × experts / (experts − experts per token)
+    expert params (MoE)   = (params − active) × experts / (experts − experts per token): the routed
+                            experts; shared experts, the router and dense layers are in the rest
+    distinct experts      = E × (1 − (1 − k/E)^T): the expected number of routed experts (of E, top-k
+                            routing) that T tokens reach in one layer, if each token's k experts are a
+                            uniform draw (real routers are skewed: fewer distinct experts, so fewer bytes).
+                            T = 1 gives k; a large T gives E.
+
+Mixed formats: a model may ship its routed experts in one format and everything else in another
+(gpt-oss: experts in mxfp4, attention, router, embeddings and LM head in bf16). ``expert_dtype`` names
+the experts' format; it applies when the deployment runs the model in its own format (``native_dtype``),
+and a deployment in any other format quantises the experts with the rest. Bytes per component:
+
+    expert bytes          = expert params × expert format's bits / 8
+    other bytes           = as above for the rest (params − expert params) in the weight format
+
+Sliding-window attention (gpt-oss alternates 128-token windows with full attention): a window layer
+keeps at most ``sliding_window`` tokens per sequence, so its cache does not grow with the context.
+A window of at most `SHORT_WINDOW` tokens is left out of the KV per token (the bounded rest, ≤ window
+× window layers per sequence, is not counted: gpt-oss-120b in bf16, 4.7 MB a sequence, against 37 KB
+a token in its full layers); a longer window (Gemma 3's 1,024, Llama 4's 8,192-token chunks) is
+counted as full attention, an upper bound, since the contexts served are often no longer than it.
 
 Loaders for built-in names, config.json and GGUF headers (read by `tokometer.util.gguf`) live in
 `tokometer.perf.loaders`.
@@ -24,7 +46,13 @@ from dataclasses import dataclass
 
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 
-__all__ = ["MAX_TP", "ModelSpec", "tensor_parallel_problem"]
+__all__ = ["MAX_EXPERTS_PER_GPU", "MAX_TP", "SHORT_WINDOW", "ModelSpec", "tensor_parallel_problem"]
+
+MAX_EXPERTS_PER_GPU = 4096
+"""Above this many experts a GPU, expert parallelism's imbalance is taken as nil (`ModelSpec.busiest_gpu_experts`)."""
+
+SHORT_WINDOW = 256
+"""The longest sliding window whose layers are left out of the KV per token (module docstring)."""
 
 MAX_TP = 64
 """The largest tensor-parallel size accepted: far beyond one node (8 GPUs), beyond any real deployment."""
@@ -74,6 +102,9 @@ class ModelSpec:
     v_head_dim: int = 0  # 0: same as head_dim
     kv_lora_rank: int = 0  # multi-head latent attention (DeepSeek-V2/V3): compressed KV width
     qk_rope_head_dim: int = 0
+    sliding_window: int = 0  # tokens a window layer attends to (0: no window layers)
+    sliding_layers: int = 0  # layers with a sliding window (their cache stays bounded)
+    expert_dtype: str = ""  # the routed experts' own format when it differs from native_dtype (gpt-oss: mxfp4)
     tied_embeddings: bool = False
     native_dtype: str = "bf16"
     weight_bytes: float | None = None
@@ -93,21 +124,27 @@ class ModelSpec:
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
 
+    @property
+    def kv_layers(self) -> int:
+        """Layers whose KV cache grows with the context: all but those with a window ≤ `SHORT_WINDOW`."""
+        short = 0 < self.sliding_window <= SHORT_WINDOW
+        return self.layers - (min(self.sliding_layers, self.layers - 1) if short else 0)
+
     def tp_problem(self, tp: int) -> str | None:
         """Why ``tp`` GPUs cannot split this model's attention, or None (see `tensor_parallel_problem`)."""
         return tensor_parallel_problem(self.name, self.heads, 0 if self.is_mla else self.kv_heads, tp)
 
     @property
     def kv_elements_per_token(self) -> int:
-        """Cache elements one token adds: 2 × layers × KV heads × head dim (MLA: layers × (rank + RoPE dim))."""
+        """Cache elements one token adds: 2 × KV layers × KV heads × head dim (MLA: KV layers × (rank + RoPE dim))."""
         if self.is_mla:
-            return self.layers * (self.kv_lora_rank + self.qk_rope_head_dim)
-        return 2 * self.layers * self.kv_heads * self.head_dim
+            return self.kv_layers * (self.kv_lora_rank + self.qk_rope_head_dim)
+        return 2 * self.kv_layers * self.kv_heads * self.head_dim
 
     @property
     def attention_flops_per_pair(self) -> int:
-        """FLOPs for one query attending to one key, all layers: 2 × layers × heads × (head dim + V head dim)."""
-        return 2 * self.layers * self.heads * (self.head_dim + (self.v_head_dim or self.head_dim))
+        """FLOPs for one query attending to one key, all KV layers: 2 × layers × heads × (head dim + V head dim)."""
+        return 2 * self.kv_layers * self.heads * (self.head_dim + (self.v_head_dim or self.head_dim))
 
     @property
     def lm_head_params(self) -> float:
@@ -138,16 +175,57 @@ class ModelSpec:
             return 1.0 if tokens > 0 else 0.0
         return 1.0 - (1.0 - self.experts_per_token / self.experts) ** tokens
 
+    def expected_experts(self, tokens: int) -> float:
+        """Expected distinct routed experts ``tokens`` tokens reach in one layer: E × (1 − (1 − k/E)^T)."""
+        return self.experts * self.expert_fraction_read(tokens) if self.is_moe else 0.0
+
+    def busiest_gpu_experts(self, tokens: int, gpus: int) -> float:
+        """Expected touched experts on the busiest of ``gpus`` GPUs that hold E / gpus whole experts each.
+
+        Each expert is taken as touched independently with p = 1 − (1 − k/E)^tokens, so a GPU's count is
+        Binomial(E / gpus, p) and E[max] = Σ_{j ≥ 1} (1 − F(j − 1)^gpus). One GPU, or more than
+        `MAX_EXPERTS_PER_GPU` experts on each, gives the average E × p / gpus (the imbalance vanishes)."""
+        if not self.is_moe or gpus <= 1:
+            return self.expected_experts(tokens) / max(1, gpus)
+        n, p = self.experts // gpus, self.expert_fraction_read(tokens)
+        if n > MAX_EXPERTS_PER_GPU or p <= 0.0 or p >= 1.0:
+            return self.expected_experts(tokens) / gpus
+        pmf, cdf, expected = (1.0 - p) ** n, 0.0, 0.0
+        for j in range(n):
+            cdf += pmf
+            expected += 1.0 - min(1.0, cdf) ** gpus
+            pmf *= (n - j) / (j + 1) * p / (1.0 - p)
+        return expected
+
+    def is_native(self, dtype: str) -> bool:
+        """Whether ``dtype`` is the format the model ships in (its exact size and mixed formats apply)."""
+        return normalize_dtype(dtype) == normalize_dtype(self.native_dtype)
+
+    def expert_format(self, dtype: str) -> str:
+        """The routed experts' format when the model runs in ``dtype``: their own if it is the native one."""
+        return self.expert_dtype if self.expert_dtype and self.is_native(dtype) else normalize_dtype(dtype)
+
+    def weight_bytes_split(self, dtype: str) -> tuple[float, float]:
+        """(bytes of everything but the routed experts, bytes of the routed experts) in ``dtype``, the
+        experts in `expert_format`; scaled to the exact size when ``dtype`` is the model's own format."""
+        fmt, experts_fmt = weight_dtype(dtype), weight_dtype(self.expert_format(dtype))
+        rest_params = self.params - self.expert_params
+        experts = self.expert_params * experts_fmt.bytes_per_weight
+        if fmt.linear_only:
+            embeddings = min(self.embedding_params, rest_params)
+            rest = (rest_params - embeddings) * fmt.bytes_per_weight + embeddings * 2.0
+        else:
+            rest = rest_params * fmt.bytes_per_weight
+        if self.weight_bytes and self.is_native(dtype):
+            scale = self.weight_bytes / (rest + experts)
+            return rest * scale, experts * scale
+        return rest, experts
+
     def weight_bytes_for(self, dtype: str) -> float:
         """Bytes of all weights in ``dtype`` (the exact size when it is the model's own format)."""
-        key = normalize_dtype(dtype)
-        if self.weight_bytes and key == normalize_dtype(self.native_dtype):
+        if self.weight_bytes and self.is_native(dtype):
             return self.weight_bytes
-        fmt = weight_dtype(key)
-        if fmt.linear_only:
-            embeddings = min(self.embedding_params, self.params)
-            return (self.params - embeddings) * fmt.bytes_per_weight + embeddings * 2.0
-        return self.params * fmt.bytes_per_weight
+        return sum(self.weight_bytes_split(dtype))
 
     def shape(self) -> str:
         """Size and shape in one line: params (active for MoE), layers, hidden, attention, vocab, context."""
@@ -155,6 +233,10 @@ class ModelSpec:
                if self.is_moe else "")
         attn = (f"MLA rank {self.kv_lora_rank}+{self.qk_rope_head_dim}" if self.is_mla
                 else f"{self.heads} heads / {self.kv_heads} KV heads × {self.head_dim}")
+        if self.sliding_window and self.sliding_layers:
+            attn += f", {self.sliding_layers} layers with a {self.sliding_window:,}-token window"
+        if self.expert_dtype:
+            moe += f", experts in {self.expert_dtype}"
         return (f"{self.params / 1e9:.2f} B params{moe}, {self.layers} layers, hidden {self.hidden}, {attn}, "
                 f"vocab {self.vocab:,}, context {self.max_context:,}")
 

@@ -15,10 +15,32 @@ Bits per weight, and what they cover:
                         Q5_K_S 5.52 (llama.cpp's quantize README, Llama 2 7B); Q4_0 4.5, Q4_1 5.0,
                         Q5_0 5.5, Q5_1 6.0 (block layout: 32 weights + fp16 scale [+ fp16 min]);
                         F16/BF16 16; F32 32
+    nvfp4               4 + 8 / 16 = 4.5
+                                      linear layers: 4-bit E2M1 values and one FP8 E4M3 scale per
+                                      block of 16 (NVIDIA's NVFP4, as TensorRT Model Optimizer
+                                      writes it); the one fp32 scale per tensor is left out (a few
+                                      bytes a matrix); embeddings and LM head in 16 bits
+    mxfp4               4 + 8 / 32 = 4.25
+                                      linear layers: 4-bit E2M1 values and one E8M0 (power-of-two)
+                                      scale per block of 32 (the OCP Microscaling MXFP4 format, as
+                                      gpt-oss ships its experts); embeddings and LM head in 16 bits
 
-Compute: fp8 weights run on the fp8 tensor cores (W8A8) and int8 on the int8 ones where the
-hardware lists them; every other type (4-bit weight-only, GGUF) is dequantised and multiplied in
-16 bits, so the bf16 figure applies.
+``fp4`` means nvfp4: "FP4" in NVIDIA's Blackwell results (TensorRT-LLM's performance overview,
+MLPerf, NIM) and the ``*-FP4`` checkpoints on the Hub are NVFP4; MXFP4 is always named as such
+(gpt-oss's ``quant_method``, vLLM's ``mxfp4``, AMD's results), so the bare name goes to the format
+that is otherwise unnamed. vLLM's ``modelopt_fp4`` is nvfp4 too. A model with mixed formats (gpt-oss:
+experts in mxfp4, attention in bf16) is sized by the model table's own byte count, not by one of these.
+
+Compute: fp8 weights run on the fp8 tensor cores (W8A8), int8 on the int8 ones, and nvfp4 and
+mxfp4 on the fp4 ones (W4A4: Blackwell's tensor cores take both block formats at one rate) where
+the hardware lists them; where it does not (fp8 on an A100, fp4 on an H100 or MI300X) the weights
+are dequantised and multiplied in 16 bits, as vLLM's weight-only kernels do (Marlin for NVFP4,
+its MXFP4 MoE kernels on Hopper), so the bf16 figure applies. Every other type (4-bit
+weight-only, GGUF) is dequantised and multiplied in 16 bits too.
+
+KV cache: bf16/fp16/fp32, fp8 (one byte, as vLLM's ``--kv-cache-dtype fp8``), int8 and llama.cpp's
+q8_0 and q4_0. An FP4 KV cache is not modelled (its block scales, and which engines and attention
+kernels take one, are not accounted for here): ``--kv-dtype fp4`` is refused with that said.
 
 On a CPU (``kind = "cpu"``: the host) each format is multiplied in its own data type: bf16, fp16 and fp32
 weights in theirs, int8 in int8; fp8 and the 4-bit weight-only formats are dequantised to bf16 (CPUs have no
@@ -43,7 +65,7 @@ class WeightDtype:
     name: str
     bits: float
     linear_only: bool  # True: only the linear layers are quantised; embeddings / LM head stay 16-bit
-    compute: str  # "bf16", "fp8" or "int8": which peak FLOP/s column applies
+    compute: str  # "bf16", "fp8", "int8" or "fp4": which peak FLOP/s column applies
     source: str
     cpu_compute: str = "bf16"  # the data type its matrix products run in on a CPU (module docstring)
 
@@ -61,6 +83,8 @@ _GROUP = "4-bit weights + one fp16 scale and one fp16 zero point per group of 12
 _LLAMA_CPP = "llama.cpp quantize, measured on Llama-3.1-8B"
 _BLOCK = "llama.cpp block layout"
 _K_LOW = "llama.cpp quantize README, Llama 2 7B"
+_NVFP4 = "4-bit E2M1 + one FP8 E4M3 scale per 16 (NVFP4, linear layers)"
+_MXFP4 = "4-bit E2M1 + one E8M0 scale per 32 (OCP MXFP4, linear layers)"
 WEIGHT_DTYPES: dict[str, WeightDtype] = {d.name: d for d in (
     _w("bf16", 16, source="2 bytes"), _w("fp16", 16, source="2 bytes", cpu="fp16"),
     _w("fp32", 32, source="4 bytes", cpu="fp32"), _w("fp8", 8, True, "fp8", "1 byte (linear layers)"),
@@ -75,6 +99,7 @@ WEIGHT_DTYPES: dict[str, WeightDtype] = {d.name: d for d in (
     _w("Q3_K_L", 4.27, source=_K_LOW, cpu="int8"), _w("Q5_K_S", 5.52, source=_K_LOW, cpu="int8"),
     _w("F16", 16, source="2 bytes", cpu="fp16"),
     _w("BF16", 16, source="2 bytes"), _w("F32", 32, source="4 bytes", cpu="fp32"),
+    _w("nvfp4", 4 + 8 / 16, True, "fp4", _NVFP4), _w("mxfp4", 4 + 8 / 32, True, "fp4", _MXFP4),
 )}
 
 # Bytes per KV-cache element. q8_0 / q4_0 are llama.cpp's quantised caches (block of 32 + fp16 scale).
@@ -85,7 +110,9 @@ _ALIASES = {
     "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "f16": "fp16", "float32": "fp32", "f32": "fp32",
     "float": "fp32", "auto": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "e4m3": "fp8", "float8": "fp8",
     "w8a8": "int8", "w4a16": "int4", "awq_marlin": "awq", "gptq_marlin": "gptq",
+    "fp4": "nvfp4", "modelopt_fp4": "nvfp4",
 }
+_FP4_KV = ("fp4", "nvfp4", "mxfp4")
 
 
 def normalize_dtype(name: str) -> str:
@@ -119,4 +146,7 @@ def kv_bytes(name: str) -> float:
     key = _ALIASES.get(key, key)
     if key in KV_DTYPES:
         return KV_DTYPES[key]
+    if key in _FP4_KV:
+        raise ConfigError(f"an FP4 KV cache ({name!r}) is not modelled: use fp8 for the smallest cache modelled, "
+                          f"or one of {', '.join(KV_DTYPES)}")
     raise ConfigError(f"unknown KV-cache dtype {name!r}: use one of {', '.join(KV_DTYPES)}")

@@ -54,6 +54,7 @@ class EstimateSpec:
     kv_dtype: str | None = None
     tp: int = 1
     pp: int = 1
+    expert_parallel: bool = False
     batches: Sequence[int] = (1,)
     input_tokens: int = 1000
     output_tokens: int = 1000
@@ -88,7 +89,8 @@ def _deployment(spec: EstimateSpec, model_name: str, hardware_name: str, kv_defa
     model = resolve_model(model_name)
     weights = spec.dtype or model.native_dtype
     return Deployment(model, _hardware(hardware_name, spec), weights,
-                      spec.kv_dtype or kv_default or default_kv_dtype(weights), tp=spec.tp, pp=spec.pp)
+                      spec.kv_dtype or kv_default or default_kv_dtype(weights), tp=spec.tp, pp=spec.pp,
+                      expert_parallel=spec.expert_parallel)
 
 
 def resolve_efficiency(spec: EstimateSpec, hardware: str) -> tuple[Efficiency, str]:

@@ -61,7 +61,11 @@ def render_estimate(console: Console, e: Estimate) -> None:
     _header(console, d)
     per_gpu = f", {fmt_bytes(d.weight_bytes_per_gpu)} per GPU" if d.gpus > 1 else ""
     console.print(f"  weights   {fmt_bytes(d.weight_bytes)} ({d.weight_bytes / GIB:,.2f} GiB) in "
-                  f"{normalize_dtype(d.weight_dtype)}{per_gpu}")
+                  f"{d.weight_format}{per_gpu}")
+    peak = d.compute_peak
+    if peak is not None and not d.hardware.peaks and peak.dtype != d.compute_dtype:
+        console.print(f"  compute   {d.hardware.name} lists no {d.compute_dtype} peak: the "
+                      f"{normalize_dtype(d.weight_dtype)} weights are dequantised and multiply at {peak.label()}")
     kv = f"  KV cache  {fmt_bytes(d.kv_bytes_per_token)} per token ({d.kv_dtype})"
     if e.kv_capacity_tokens is not None:
         kv += (f"; {e.kv_capacity_tokens:,} tokens fit ({e.gpu_memory_utilization:.2f} of memory): "
@@ -189,13 +193,17 @@ def render_models(console: Console, models: list[ModelSpec]) -> None:
 
 def render_hardware(console: Console, rows: list[HardwareSpec]) -> None:
     table = Table(show_edge=False)
-    for column in ("name", "kind", "memory GiB", "GB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "int8 TOP/s", "source"):
+    for column in ("name", "kind", "memory GiB", "GB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "int8 TOP/s", "fp4 TFLOP/s",
+                   "link GB/s", "source"):
         table.add_column(column, justify="left" if column in ("name", "kind", "source") else "right")
 
     def num(x: float | None) -> str:
-        return "-" if x is None else f"{x:,.4g}"
+        return "-" if x is None else f"{x:,.6g}"
 
     for h in rows:
         table.add_row(h.name, h.kind, num(h.memory_gb), num(h.bandwidth_gbs), num(h.bf16_tflops),
-                      num(h.fp8_tflops), num(h.int8_tops), h.source + (f" ({h.note})" if h.note else ""))
+                      num(h.fp8_tflops), num(h.int8_tops), num(h.fp4_tflops), num(h.link_gbs),
+                      h.source + (f" ({h.note})" if h.note else ""))
     console.print(table)
+    console.print("  dense (not sparse) peaks per device; a format without its column is dequantised to bf16; link: "
+                  "GB/s per device, both directions summed (NVLink, Infinity Fabric, ICI; else PCIe)")

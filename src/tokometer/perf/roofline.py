@@ -26,9 +26,32 @@ as the textbook figure does: the bandwidth bound is conservative by that table.
 
 `context` is the number of tokens in the KV caches of all sequences of the batch together. The
 critical-path KV read per token is 2 × L × ⌈h_kv / TP⌉ × d × b (MLA: L × (rank + RoPE dim) × b, the
-latent cache is replicated on every TP rank). W_read is the weights a step touches: all of them for
-a dense model; for a mixture of experts the shared part plus the routed experts' share
-1 − (1 − k/E)^tokens that at least one of the step's tokens is routed to.
+latent cache is replicated on every TP rank; L counts the layers whose cache grows with the context,
+`ModelSpec.kv_layers`). W_read is the weights a step touches: all of them for a dense model; for a
+mixture of experts (E routed experts, top-k routing)
+
+    W_read = W_other + W_experts × (1 − (1 − k/E)^T)
+
+the weights outside the routed experts (attention, router, shared experts, dense layers, embeddings:
+read every step) plus the routed experts that at least one of the step's T tokens reaches, assuming
+each token's k experts are a uniform draw (`ModelSpec.expected_experts`: k at T = 1, all E at large
+T). A decode step of batch B has T = B: at B = 1 it reads the active parameters, at B = 64 on
+gpt-oss-120b (E = 128, k = 4) 1 − (1 − 4/128)^64 = 87 % of the experts. A prefill's T is its prompt
+tokens (all the experts, for any prompt of a few hundred tokens). Each component is in its own format
+(`ModelSpec.weight_bytes_split`: gpt-oss's experts in mxfp4, the rest in bf16).
+
+Expert parallelism: the experts are split over the TP GPUs. By default each expert is sharded TP
+ways (vLLM's default): a GPU holds W_experts / TP and reads 1/TP of every touched expert, so W_read /
+TP is its bytes a step. With ``expert_parallel`` (vLLM's ``--enable-expert-parallel``) each GPU holds
+E / TP whole experts and reads the touched ones among them; the step waits for the busiest GPU, which
+at a small batch holds more touched experts than the average (gpt-oss-120b on 8 GPUs at batch 1: 4
+touched experts, 0.5 a GPU on average, but 1.6 expected on the busiest):
+
+    W_read (expert parallel) = W_other + TP × E[touched experts on the busiest GPU] × W_experts / E
+
+(`ModelSpec.busiest_gpu_experts`, each expert taken as touched independently), so that W_read / TP
+is still the bytes on the critical path of one GPU; at a large batch every GPU reads all of its
+experts and the two agree. Not counted: the all-to-all that carries each token to its experts.
 
 Tensor parallelism divides the work over TP GPUs and ignores their all-reduce traffic (the bound
 is optimistic by that much). Pipeline parallelism divides memory but not a token's latency: a
@@ -94,10 +117,16 @@ class Deployment:
     kv_dtype: str = "bf16"
     tp: int = 1
     pp: int = 1
+    expert_parallel: bool = False  # whole experts, E / TP on each GPU, rather than each expert split TP ways
 
     def __post_init__(self) -> None:
         if self.tp < 1 or self.pp < 1:
             raise ConfigError(f"tensor and pipeline parallel sizes must be at least 1 (got {self.tp}, {self.pp})")
+        if self.expert_parallel and not self.model.is_moe:
+            raise ConfigError(f"--ep: {self.model.name} is not a mixture of experts; leave --ep out")
+        if self.expert_parallel and self.model.experts % self.tp:
+            raise ConfigError(f"--ep: {self.model.name}'s {self.model.experts} experts do not split evenly over "
+                              f"--tp {self.tp} GPUs")
         problem = self.model.tp_problem(self.tp)
         if problem:
             raise ConfigError(f"--tp {self.tp}: {problem}")
@@ -117,6 +146,27 @@ class Deployment:
         return self.model.weight_bytes_for(self.weight_dtype)
 
     @cached_property
+    def _weight_bytes_split(self) -> tuple[float, float]:
+        return self.model.weight_bytes_split(self.weight_dtype)
+
+    @property
+    def other_weight_bytes(self) -> float:
+        """Weights outside the routed experts (all of them for a dense model), in bytes: read every step."""
+        return self.weight_bytes - self.expert_weight_bytes
+
+    @property
+    def expert_weight_bytes(self) -> float:
+        """The routed experts' weights in their format (`ModelSpec.expert_format`), in bytes (0: dense)."""
+        return self._weight_bytes_split[1] if self.model.is_moe else 0.0
+
+    @property
+    def weight_format(self) -> str:
+        """The weights' format in words: ``bf16``, or ``bf16, experts mxfp4`` when the experts have their own."""
+        experts = self.model.expert_format(self.weight_dtype) if self.model.is_moe else ""
+        key = normalize_dtype(self.weight_dtype)
+        return f"{key}, experts {experts}" if experts and experts != key else key
+
+    @cached_property
     def weight_bytes_per_gpu(self) -> float:
         return self.weight_bytes / self.gpus
 
@@ -126,7 +176,7 @@ class Deployment:
 
     @cached_property
     def kv_bytes_per_token(self) -> float:
-        """KV-cache bytes one token adds, whole model: 2 × L × h_kv × d × b."""
+        """KV-cache bytes one token adds, whole model: 2 × L × h_kv × d × b (MLA: L × (rank + RoPE dim) × b)."""
         return self.model.kv_elements_per_token * self.kv_element_bytes
 
     def _kv_per_layer_per_gpu(self) -> float:
@@ -138,12 +188,12 @@ class Deployment:
     @cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
         """KV-cache bytes one token takes on one GPU: 2 × ⌈L / PP⌉ × ⌈h_kv / TP⌉ × d × b."""
-        return math.ceil(self.model.layers / self.pp) * self._kv_per_layer_per_gpu()
+        return math.ceil(self.model.kv_layers / self.pp) * self._kv_per_layer_per_gpu()
 
     @cached_property
     def kv_read_bytes_per_token(self) -> float:
-        """KV bytes per cached token read along a token's path (all layers, one TP rank's heads)."""
-        return self.model.layers * self._kv_per_layer_per_gpu()
+        """KV bytes per cached token read along a token's path (all KV layers, one TP rank's heads)."""
+        return self.model.kv_layers * self._kv_per_layer_per_gpu()
 
     @cached_property
     def compute_dtype(self) -> str:
@@ -182,7 +232,8 @@ class Deployment:
     def describe(self) -> str:
         parallel = f", TP {self.tp}" if self.tp > 1 else ""
         parallel += f", PP {self.pp}" if self.pp > 1 else ""
-        return (f"{self.model.name} {normalize_dtype(self.weight_dtype)} (KV {self.kv_dtype}) on "
+        parallel += f", EP {self.tp}" if self.expert_parallel else ""
+        return (f"{self.model.name} {self.weight_format} (KV {self.kv_dtype}) on "
                 f"{self.gpus} × {self.hardware.name}{parallel}")
 
 
@@ -202,12 +253,15 @@ def prefill_flops(m: ModelSpec, tokens: float, context_tokens: float = 0, sequen
 
 
 def weight_bytes_read(d: Deployment, tokens: int) -> float:
-    """Weight bytes a step over ``tokens`` tokens reads: all (dense), or shared + touched experts (MoE)."""
+    """Weight bytes a step over ``tokens`` tokens reads: all (dense), or the rest + touched experts (MoE):
+    W_other + W_experts × (1 − (1 − k/E)^tokens); with expert parallelism TP × the busiest GPU's share
+    of the experts' bytes instead (module docstring), so that / TP is always one GPU's critical path."""
     m = d.model
     if not m.is_moe:
         return d.weight_bytes
-    share = m.expert_params / m.params
-    return d.weight_bytes * (1 - share + share * m.expert_fraction_read(tokens))
+    if d.expert_parallel and d.tp > 1:
+        return d.other_weight_bytes + d.tp * m.busiest_gpu_experts(tokens, d.tp) * d.expert_weight_bytes / m.experts
+    return d.other_weight_bytes + d.expert_weight_bytes * m.expert_fraction_read(tokens)
 
 
 def decode_step_s(d: Deployment, batch: int, context_tokens: int, efficiency: Efficiency | None = None) -> float:

@@ -1,0 +1,111 @@
+"""The shipped hardware rows of today's accelerators: each parses, names its source, and gives dense peaks."""
+
+from __future__ import annotations
+
+import csv
+import io
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from tokometer.perf import Deployment, estimate, hardware_table, resolve_hardware, resolve_model
+from tokometer.perf.render import render_estimate, render_hardware
+
+NEW_ROWS = ("B300", "GB200", "GB300", "MI325X", "MI355X", "H20", "RTX-5090", "Gaudi-3", "TPU-v6e")
+COLUMNS = ("name", "kind", "memory_gb", "bandwidth_gbs", "bf16_tflops_dense", "fp8_tflops_dense", "int8_tops_dense",
+           "fp4_tflops_dense", "link_gbs", "source", "note")
+
+
+@pytest.fixture(autouse=True)
+def _own_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+
+
+def _csv_rows() -> list[dict[str, str]]:
+    text = resources.files("tokometer.perf").joinpath("data/hardware.csv").read_text("utf-8")
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_every_row_has_every_column_a_source_and_numbers_where_filled() -> None:
+    rows = _csv_rows()
+    assert tuple(rows[0]) == COLUMNS
+    for row in rows:
+        assert row["source"].strip(), row["name"]
+        for column in COLUMNS[2:9]:
+            assert row[column] == "" or float(row[column]) > 0, (row["name"], column)
+    table = hardware_table()
+    assert set(NEW_ROWS) <= set(table)
+    for name in NEW_ROWS:
+        h = table[name]
+        assert h.memory_gb and h.bandwidth_gbs and h.bf16_tflops and h.link_gbs and h.source, name
+
+
+def test_the_published_figures_of_the_new_rows() -> None:
+    t = hardware_table()
+    figures = {name: (t[name].memory_gb, t[name].bandwidth_gbs, t[name].bf16_tflops, t[name].fp8_tflops,
+                      t[name].fp4_tflops, t[name].link_gbs) for name in ("B200", "GB200", "MI355X", "H20", "TPU-v6e")}
+    assert figures == {
+        "B200": (180, 8000, 2250, 4500, 9000, 1800),  # HGX B200: 72 PFLOPS dense fp4 per 8 GPUs
+        "GB200": (186, 8000, 2500, 5000, 10000, 1800),  # NVL72 rack figures / 72, sparse halved
+        "MI355X": (288, 8000, 2516.6, 5033.2, 10066.3, 1075.2),  # fp4 is MXFP4; 7 Infinity Fabric links
+        "H20": (96, 4000, 148, 296, None, 900),
+        "TPU-v6e": (32, 1638, 918, None, None, 800),  # ICI: Google quotes it bidirectional
+    }
+    # dense, not sparse, each the same kind of figure: fp8 twice bf16; fp4 twice fp8 on B200/GB200 and CDNA 4,
+    # three times on Blackwell Ultra (B300/GB300), four on the RTX 5090 (its fp8 with fp32 accumulate: half rate)
+    ratios = {"B200": 2, "GB200": 2, "MI355X": 2, "B300": 14000 / 4500, "GB300": 3, "RTX-5090": 4}
+    for name, ratio in ratios.items():
+        h = t[name]
+        assert h.fp4_tflops and h.fp8_tflops and h.bf16_tflops
+        assert h.fp8_tflops == pytest.approx(2 * h.bf16_tflops, rel=0.01), name
+        assert h.fp4_tflops == pytest.approx(ratio * h.fp8_tflops, rel=0.01), name
+    assert all(t[n].fp4_tflops is None for n in ("H100-SXM", "H200-SXM", "MI300X", "MI325X", "L40S", "H20"))
+
+
+@pytest.mark.parametrize(("name", "expected"), [("b300", "B300"), ("gb200", "GB200"), ("GB300", "GB300"),
+                                                ("mi355x", "MI355X"), ("mi325", "MI325X"), ("h20", "H20"),
+                                                ("h200", "H200-SXM"), ("5090", "RTX-5090"), ("gaudi3", "Gaudi-3"),
+                                                ("v6e", "TPU-v6e"), ("b200", "B200")])
+def test_the_new_names_resolve(name: str, expected: str) -> None:
+    assert resolve_hardware(name).name == expected
+
+
+def test_fp4_on_blackwell_reads_4_5_bits_and_multiplies_at_the_fp4_peak() -> None:
+    model = resolve_model("llama-3.1-8b")
+    d = Deployment(model, resolve_hardware("B200"), "fp4")
+    embeddings = 2 * 128256 * 4096
+    assert d.weight_bytes == pytest.approx((8.03e9 - embeddings) * 4.5 / 8 + embeddings * 2)  # 6.03 GB
+    assert d.compute_flops == 9000e12
+    # decode at batch 1 is bound by the bytes: 6.03 GB / 8 TB/s = 0.753 ms, against 1.14 ms in fp8
+    fp8 = Deployment(model, resolve_hardware("B200"), "fp8")
+    assert d.weight_bytes / d.hardware.bandwidth == pytest.approx(0.753e-3, rel=2e-3)
+    assert fp8.weight_bytes / fp8.hardware.bandwidth == pytest.approx(1.135e-3, rel=2e-3)
+    assert Deployment(model, resolve_hardware("MI355X"), "mxfp4").compute_flops == 10066.3e12
+    assert Deployment(model, resolve_hardware("MI325X"), "mxfp4").compute_flops == 1307.4e12  # dequantised
+
+
+def test_list_hardware_shows_the_fp4_and_link_columns_and_the_sources() -> None:
+    console = Console(record=True, width=400)
+    render_hardware(console, list(hardware_table().values()))
+    text = console.export_text()
+    assert "fp4 TFLOP/s" in text and "link GB/s" in text and "both directions summed" in text
+    b200 = next(line for line in text.splitlines() if line.strip().startswith("B200 "))
+    assert "9,000" in b200 and "1,800" in b200 and "NVIDIA HGX B200" in b200
+    assert "docs.cloud.google.com/tpu/docs/v6e" in text and "e+" not in text
+
+
+@pytest.mark.parametrize(("hardware", "dtype", "said"), [
+    ("H100", "fp4", "H100-SXM lists no fp4 peak: the nvfp4 weights are dequantised and multiply at bf16, datasheet"),
+    ("A100", "fp8", "A100-80GB-SXM lists no fp8 peak: the fp8 weights are dequantised and multiply at bf16"),
+    ("B200", "mxfp4", None), ("H100", "awq", None), ("H100", "fp8", None)])
+def test_an_estimate_says_when_the_weights_are_dequantised(hardware: str, dtype: str, said: str | None) -> None:
+    console = Console(record=True, width=300)
+    d = Deployment(resolve_model("llama-3.1-8b"), resolve_hardware(hardware), dtype)
+    render_estimate(console, estimate(d, [1], 100, 10))
+    text = console.export_text()
+    if said is None:
+        assert "dequantised" not in text
+    else:
+        assert said in text
