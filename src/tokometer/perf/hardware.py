@@ -39,6 +39,7 @@ from __future__ import annotations
 import csv
 import difflib
 import io
+import math
 import re
 import tomllib
 from functools import cache
@@ -57,12 +58,17 @@ HARDWARE_ALIASES = {"h100": "H100-SXM", "h200": "H200-SXM", "a100": "A100-80GB-S
 
 
 def _num(value: Any, column: str, name: str) -> float | None:
+    """A row's figure: None when empty; a finite positive number, else one ConfigError naming the column."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     try:
-        return float(value)
-    except (TypeError, ValueError) as exc:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ConfigError(f"hardware {name!r}: {column} = {value!r} is not a number") from exc
+    if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
+        raise ConfigError(f"hardware {name!r}: {column} = {value!r} is not a positive number: give the "
+                          "datasheet's figure, or leave it out")
+    return number
 
 
 def _row(row: dict[str, Any], where: str) -> HardwareSpec:

@@ -66,3 +66,7 @@ def test_fp4_runs_at_the_fp4_column_where_a_row_has_one(tmp_path: Path) -> None:
     path.write_text('[[hardware]]\nname = "x"\nbandwidth_gbs = 1\nfp4_tflops_dense = "fast"\n')
     with pytest.raises(ConfigError, match="fp4_tflops_dense = 'fast' is not a number"):
         resolve_hardware("x", path)
+    for bad in ("nan", "inf", "-900", "0", "true"):  # TOML takes each: none is a peak
+        path.write_text(f'[[hardware]]\nname = "x"\nbandwidth_gbs = 1\nlink_gbs = {bad}\n')
+        with pytest.raises(ConfigError, match=r"hardware 'x': link_gbs = .* is not a positive number"):
+            resolve_hardware("x", path)
