@@ -29,7 +29,7 @@ Bits per weight, and what they cover:
 MLPerf, NIM) and the ``*-FP4`` checkpoints on the Hub are NVFP4; MXFP4 is always named as such
 (gpt-oss's ``quant_method``, vLLM's ``mxfp4``, AMD's results), so the bare name goes to the format
 that is otherwise unnamed. vLLM's ``modelopt_fp4`` is nvfp4 too. A model with mixed formats (gpt-oss:
-experts in mxfp4, attention in bf16) is sized by the model table's own byte count, not by one of these.
+experts in mxfp4, attention in bf16) is sized part by part, each part in its own format of these.
 
 Compute: fp8 weights run on the fp8 tensor cores (W8A8), int8 on the int8 ones, and nvfp4 and
 mxfp4 on the fp4 ones (W4A4: Blackwell's tensor cores take both block formats at one rate) where
