@@ -90,6 +90,7 @@ def test_the_faster_server_is_better_on_throughput_and_the_best(answer: TuneAnsw
     assert answer.of(3).quality_text == "faster but different (40% of answers identical)"
 
 
+@pytest.mark.timing  # its premise: two runs of one server differ by less than compare's threshold, as on a quiet host
 def test_the_same_server_twice_is_never_better_or_worse(answer: TuneAnswer) -> None:
     same = answer.of(1)
     for _, verdicts in same.loads:
