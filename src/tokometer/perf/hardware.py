@@ -101,11 +101,18 @@ def user_hardware_file() -> Path:
     return Path(platformdirs.user_config_dir("tokometer")) / "hardware.toml"
 
 
+_HARDWARE_FILE_BYTES = 1 << 20
+"""The most of a hardware file read (a FIFO or /dev/zero given as one costs this and one line)."""
+
+
 def _user_rows(path: Path) -> list[HardwareSpec]:
+    from tokometer.util.readlimit import read_at_most
+
+    raw = read_at_most(path, _HARDWARE_FILE_BYTES, "a hardware file is a short list of [[hardware]] tables")
     try:
-        data = tomllib.loads(path.read_text("utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read the hardware file {path}: {exc}") from exc
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"the hardware file {path} is not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"the hardware file {path} is not valid TOML: {exc}") from exc
     rows = data.get("hardware", [])

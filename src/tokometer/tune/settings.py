@@ -45,6 +45,7 @@ from tokometer.engines.quantize import QUANT_TYPE
 from tokometer.engines.vllm import KV_CACHE_DTYPES, QUANTIZATIONS
 from tokometer.util.errors import ConfigError, EngineError
 from tokometer.util.limits import MAX_CONCURRENCY, MAX_MEMORY_GIB, MAX_THREADS, MAX_TOKENS
+from tokometer.util.readlimit import open_input
 
 __all__ = ["ENGINES", "GGUF_TYPES", "LLAMACPP_CACHE_TYPES", "MAX_VALUE_CHARS", "VLLM_DTYPES", "EngineSettings",
            "Setting", "check_settings", "engine_settings", "known_settings"]
@@ -136,7 +137,7 @@ def _read_switch(text: str) -> bool:
 
 def _read_gguf_file(text: str) -> Path:
     path = Path(text).expanduser()
-    with path.open("rb") as handle:  # OSError (none there, a directory, unreadable): not allowed
+    with open_input(path) as handle:  # OSError (none there, a directory, unreadable): not allowed; a FIFO: no wait
         if handle.read(4) != b"GGUF":
             raise ValueError(text)
     return path
