@@ -212,8 +212,8 @@ def _sweep(record: TuneRecord, store: ResultStore, opts: dict[str, Any]) -> int:
 
     console = make_console(beside=(opts["json_path"],))
     todo = still_to_run(record)
-    console.print(f"tune {record.name}: {len(record.variants)} variants, {len(todo)} to run (seed {record.seed})",
-                  highlight=False)
+    console.print(f"tune {record.name}: {len(record.variants)} variants and the baseline again at the end, "
+                  f"{len(todo)} runs to go (seed {record.seed})", highlight=False)
     progress = TuneProgress(console, live=not opts["quiet"] and console.is_terminal, store=store)
     with Terminate() as terminate, progress:
         end = run_tune(record, launch=functools.partial(start_variant, options=_launch_options(opts, record.engine)),

@@ -20,11 +20,13 @@ from tokometer.tune.outcome import TuneRecord
 from tokometer.tune.render import (
     BESIDE_COLUMNS,
     BEST_COLUMNS,
+    FLOOR_COLUMNS,
     FRONT_COLUMNS,
     answer_json,
     beside_rows,
     best_rows,
     failed_lines,
+    floor_rows,
     front_rows,
     note_lines,
     variant_columns,
@@ -36,13 +38,16 @@ __all__ = ["TUNE_DATA_ID", "tune_html", "tune_markdown"]
 TUNE_DATA_ID = "tokometer-tune"
 """The ``id`` of the element that holds the ``tune --json`` document in the HTML page."""
 _LEGEND = ("Each cell: the variant's value: its verdict against the baseline, the change and its 95 % interval "
-           "(bootstrap over requests, as 'tokometer compare' judges two runs).")
+           "(bootstrap over requests, as 'tokometer compare' judges two runs). A variant is better or worse only "
+           "when its whole interval also lies beyond the noise floor: how far the baseline moved between its two "
+           "runs, first and last; otherwise 'cannot decide'.")
 
 
 def _sections(record: TuneRecord, answer: TuneAnswer) -> list[tuple[str, Sequence[str], list[list[str]]]]:
     """The tables, titled, in the order shown."""
     return [(f"Each variant against the baseline ({record.engine}, seed {record.seed})", variant_columns(answer),
              variant_rows(answer)),
+            ("Noise floor: the baseline run again after every variant", FLOOR_COLUMNS, floor_rows(answer)),
             ("Beside each variant", BESIDE_COLUMNS, beside_rows(answer)),
             ("Best per objective", BEST_COLUMNS, best_rows(answer)),
             ("Pareto front: decode tok/s per request (p50) against output tok/s", FRONT_COLUMNS,

@@ -36,63 +36,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from tokometer.benchmark import findmax
-from tokometer.compare.gate import MetricComparison, compare_runs, front_loads, load_groups
+from tokometer.compare.gate import compare_runs, front_loads, load_groups
 from tokometer.metrics import pareto
 from tokometer.records import RequestRecord
 from tokometer.store.runs import StoredRun, StoredStep
+from tokometer.tune.noise import MEMORY_TIE, NoiseFloor, apply_floors, memory_tie
 from tokometer.tune.outcome import TuneRecord, Variant, VariantOutcome
+from tokometer.tune.verdicts import WORDS, MetricVerdict, Word, word_of
 from tokometer.util.errors import ConfigError
 
 __all__ = ["MEMORY_TIE", "OBJECTIVES", "WORDS", "Best", "FrontPoint", "MetricVerdict", "Objective", "TuneAnswer",
            "TuneFront", "VariantAnswer", "Word", "judge", "pick_best", "quality_line", "word_of"]
-
-Word = Literal["better", "worse", "no change", "cannot decide"]
-WORDS: Mapping[str, Word] = {"improvement": "better", "regression": "worse", "no change": "no change",
-                             "within threshold": "no change", "cannot tell": "cannot decide"}
-"""``compare``'s verdicts in the tune's words."""
-MEMORY_TIE = 0.05
-"""Two memory readings closer than this (5 % of the lower) are not told apart: one reading a run, no interval."""
-
-
-def word_of(verdict: str) -> Word:
-    """The tune's word for one of ``compare``'s verdicts."""
-    return WORDS[verdict]
-
-
-@dataclass(frozen=True)
-class MetricVerdict:
-    """One metric of a variant against the baseline (or of one variant against another)."""
-
-    key: str
-    """``compare``'s name: ``output_throughput``, ``ttft_p99``..."""
-    label: str
-    unit: str
-    higher_is_better: bool
-    word: Word
-    base: float | None
-    new: float | None
-    change: float | None
-    """Relative (0.1 = +10 %); for the error rate in points of requests."""
-    interval: tuple[float, float] | None
-    """The 95 % interval of the change (bootstrap)."""
-    relative: bool = True
-    reason: str | None = None
-
-    @classmethod
-    def of(cls, x: MetricComparison) -> MetricVerdict:
-        interval = (x.ci_low, x.ci_high) if x.ci_low is not None and x.ci_high is not None else None
-        return cls(x.key, x.label, x.unit, x.higher_is_better, word_of(x.verdict), x.base, x.new, x.change,
-                   interval, x.relative, x.reason)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"verdict": self.word, "change": self.change, "change_kind": "relative" if self.relative else "points",
-                "interval": list(self.interval) if self.interval else None, "base": self.base, "new": self.new,
-                "label": self.label, "unit": self.unit, "higher_is_better": self.higher_is_better,
-                "reason": self.reason}
-
 
 @dataclass(frozen=True)
 class VariantAnswer:
@@ -213,6 +170,8 @@ class TuneAnswer:
     front: TuneFront
     throughput_metric: str = "output_throughput"
     """The metric the throughput objective was judged on: ``goodput`` where the runs had an SLO."""
+    floor: NoiseFloor | None = None
+    """The baseline's second run against its first: the noise floor every verdict was judged against."""
 
     def of(self, index: int) -> VariantAnswer:
         return next(v for v in self.variants if v.variant.index == index)
@@ -329,17 +288,21 @@ def _baseline_headline(base: StoredRun) -> dict[str, Any]:
     return {"headline": label or None, "headline_steps": tuple(s.index for s in steps)}
 
 
-def _memory(run: StoredRun) -> tuple[float | None, str]:
+def _memory(run: StoredRun, outcome: VariantOutcome | None) -> tuple[float | None, str]:
     """The most memory the run's engine used, and where that comes from: the GPUs' memory in use (all of them
-    together, the most of any step) where the run read its GPUs; else the engine's own report
-    (``peak_memory_bytes`` in its identity); else None and why."""
+    together, the most of any step) where the run read its GPUs; else the engine's peak resident memory as the
+    tune read it (`tokometer.engines.peak_memory`); else the engine's own report (``peak_memory_bytes`` in its
+    identity); else None and why."""
     per_step = [sum(float(g.get("memory_used_max_bytes") or 0) for g in step.gpu) for step in run.steps if step.gpu]
     if any(per_step):
         return max(per_step), "GPU memory in use, the most of any step (all GPUs)"
+    if outcome is not None and outcome.peak_memory_bytes:
+        return float(outcome.peak_memory_bytes), outcome.peak_memory_note or "the engine's peak resident memory"
     reported = run.engine.facts.get("peak_memory_bytes") if run.engine is not None else None
     if isinstance(reported, (int, float)) and not isinstance(reported, bool) and reported > 0:
         return float(reported), "the engine's peak memory, as it reported it"
-    return None, "no memory reading: the run read no GPU and the engine reported none"
+    why = outcome.peak_memory_note if outcome is not None and outcome.peak_memory_note else "the engine reported none"
+    return None, f"no memory reading: the run read no GPU and {why}"
 
 
 def _estimate(run: StoredRun, records: Sequence[RequestRecord]) -> tuple[Mapping[str, Any] | None, str]:
@@ -390,9 +353,11 @@ def _listed(names: Sequence[str]) -> str:
 
 
 def pick_best(objective: Objective, metric: str, unit: str, baseline: str, candidates: Sequence[Candidate],
-              between: Callable[[str, str], Word | None]) -> Best:
+              between: Callable[[str, str], Word | None], reasons: Mapping[str, str] | None = None) -> Best:
     """The best of ``candidates`` on ``metric`` (see the module docstring); ``between(a, b)``: the word of
-    variant ``a`` against variant ``b`` compared directly (None when they cannot be)."""
+    variant ``a`` against variant ``b`` compared directly (None when they cannot be); ``reasons``: why a
+    variant's verdict against the baseline is what it is (said when it stops a winner)."""
+    why = reasons or {}
     values = [c for c in candidates if c[1] is not None]
     head = (objective.key, objective.label, metric, unit)
     if len(values) < 2 or not any(name == baseline for name, _, _ in values):
@@ -403,11 +368,13 @@ def pick_best(objective: Objective, metric: str, unit: str, baseline: str, candi
         rivals = [n for n, _, w in values if n != baseline and w != "worse"]
         if not rivals:
             return Best(*head, name, value, True, f"{baseline}: every variant is worse")
+        because = next((f" ({why[r]})" for r in rivals if why.get(r)), "")
         return Best(*head, None, value, False, f"cannot decide: {baseline} has the best value, but "
-                    f"{_listed(rivals)} cannot be told apart from it", (baseline, *rivals))
+                    f"{_listed(rivals)} cannot be told apart from it{because}", (baseline, *rivals))
     if word != "better":
+        because = f" ({why[name]})" if why.get(name) else ""
         return Best(*head, None, value, False, f"cannot decide: {name} has the best value, but against the "
-                    f"baseline it is '{word}'", (name, baseline))
+                    f"baseline it is '{word}'{because}", (name, baseline))
     rivals = [n for n, _, w in values if n not in (name, baseline) and w == "better"]
     undecided = [r for r in rivals if between(name, r) != "better"]
     if undecided:
@@ -417,18 +384,19 @@ def pick_best(objective: Objective, metric: str, unit: str, baseline: str, candi
     return Best(*head, name, value, True, f"{name}: better than the baseline{beaten}")
 
 
-def _memory_best(answers: Sequence[VariantAnswer]) -> Best:
-    """The variant that used least memory; "cannot decide" when another is within `MEMORY_TIE` of it."""
+def _memory_best(answers: Sequence[VariantAnswer], tie: float = MEMORY_TIE) -> Best:
+    """The variant that used least memory; "cannot decide" when another is within ``tie`` of it (`MEMORY_TIE`,
+    or the baseline's own two readings' difference where larger: `tokometer.tune.noise.memory_tie`)."""
     objective = OBJECTIVES[-1]
     head = (objective.key, objective.label, None, "bytes")
     read = sorted(((a.memory, a.name) for a in answers if a.memory is not None), key=lambda m: m[0])
     if len(read) < 2:
         return Best(*head, None, None, False, "cannot decide: fewer than two variants have a memory reading")
     lowest, name = read[0]
-    close = [n for m, n in read[1:] if m <= lowest * (1 + MEMORY_TIE)]
+    close = [n for m, n in read[1:] if m <= lowest * (1 + tie)]
     if close:
         return Best(*head, None, lowest, False, f"cannot decide between {name} and {_listed(close)}: within "
-                    f"{MEMORY_TIE:.0%} of each other", (name, *close))
+                    f"{tie:.0%} of each other", (name, *close))
     return Best(*head, name, lowest, True, f"{name}: least memory (one reading a run)")
 
 
@@ -457,8 +425,9 @@ def _throughput_label(answers: Sequence[VariantAnswer], throughput: str) -> str:
     return "throughput (output tok/s at the heaviest load; no SLO given)"
 
 
-def _bests(answers: Sequence[VariantAnswer], throughput: str, loaded: Mapping[int, _Loaded]) -> tuple[Best, ...]:
-    """The best variant for each of `OBJECTIVES`."""
+def _bests(answers: Sequence[VariantAnswer], throughput: str, loaded: Mapping[int, _Loaded],
+           floor: NoiseFloor) -> tuple[Best, ...]:
+    """The best variant for each of `OBJECTIVES`, every verdict judged against the noise floor."""
     by_name = {a.name: a for a in answers}
 
     def steps(a: VariantAnswer) -> list[StoredStep]:
@@ -467,7 +436,7 @@ def _bests(answers: Sequence[VariantAnswer], throughput: str, loaded: Mapping[in
     out = []
     for objective in OBJECTIVES:
         if objective.metric is None:
-            out.append(_memory_best(answers))
+            out.append(_memory_best(answers, memory_tie(*floor.memory)))
             continue
         metric = throughput if objective.key == "throughput" else objective.metric
         if objective.key == "throughput":
@@ -476,11 +445,13 @@ def _bests(answers: Sequence[VariantAnswer], throughput: str, loaded: Mapping[in
         def between(new: str, base: str, metric: str = metric) -> Word | None:
             a, b = by_name[new], by_name[base]
             found, _ = _compared(loaded[b.variant.index], loaded[a.variant.index], steps(b), steps(a))
-            verdict = next(iter(found.values()), {}).get(metric)
+            verdicts = apply_floors(next(iter(found.values()), {}), floor.headline, floor.why_none)
+            verdict = verdicts.get(metric)
             return verdict.word if verdict is not None else None
 
         candidates, unit = _candidates(answers, metric)
-        out.append(pick_best(objective, metric, unit, answers[0].name, candidates, between))
+        reasons = {a.name: a.verdicts[metric].reason or "" for a in answers if a.ranked and metric in a.verdicts}
+        out.append(pick_best(objective, metric, unit, answers[0].name, candidates, between, reasons))
     return tuple(out)
 
 
@@ -501,26 +472,56 @@ def _front(answers: Sequence[VariantAnswer], loaded: Mapping[int, _Loaded]) -> T
     return TuneFront(points, tuple(pareto.front(pts)), basis, pareto.basis_note(basis, [r for _, r in runs]))
 
 
+def _floored(fields: dict[str, Any], floor: NoiseFloor) -> dict[str, Any]:
+    """The verdicts of `_against_baseline`'s ``fields`` judged against the noise floor (`tokometer.tune.noise`):
+    the headline's against the floor at the baseline's headline (or at the load compared, for a variant not
+    ranked), each load's against the floor at that load."""
+    out = dict(fields)
+    if "verdicts" in fields:
+        drift = floor.headline if fields.get("ranked") else floor.loads.get(str(fields.get("headline")))
+        out["verdicts"] = apply_floors(fields["verdicts"], drift, floor.why_none)
+    out["loads"] = tuple((label, apply_floors(verdicts, floor.loads.get(label), floor.why_none))
+                         for label, verdicts in fields.get("loads", ()))
+    return out
+
+
 def _variant(variant: Variant, outcome: VariantOutcome | None, loaded: _Loaded | None, why: str | None,
-             base: _Loaded | None, throughput: str) -> VariantAnswer:
-    """One variant judged against the baseline's run (``base``)."""
+             base: _Loaded | None, throughput: str, floor: NoiseFloor) -> VariantAnswer:
+    """One variant judged against the baseline's run (``base``) and the noise floor."""
     if loaded is None:
         return VariantAnswer(variant, outcome, notes=(why,) if why else ())
     run = loaded[0]
-    memory, memory_note = _memory(run)
+    memory, memory_note = _memory(run, outcome)
     estimate, estimate_note = _estimate(*loaded)
     if variant.is_baseline:
         fields = _baseline_headline(run)
     elif base is None:
         fields = {"notes": ("the baseline has no run: nothing to compare against",)}
     else:
-        fields = _against_baseline(base, loaded)
+        fields = _floored(_against_baseline(base, loaded), floor)
     quality = None
     if variant.changes_weights:
         verdict = fields.get("verdicts", {}).get(throughput)
         quality = quality_line(verdict.word if verdict is not None else None, outcome.quality if outcome else None)
     return VariantAnswer(variant, outcome, run, memory=memory, memory_note=memory_note, estimate=estimate,
                          estimate_note=estimate_note, quality_text=quality, **fields)
+
+
+def _noise_floor(record: TuneRecord, base: _Loaded | None, store: Any) -> NoiseFloor:
+    """The baseline's second run (`TuneRecord.baseline_again`) against its first: the tune's noise floor."""
+    again = record.baseline_again
+    if again is None:
+        return NoiseFloor(None, "not run", {}, {}, note="the baseline has not run a second time (a tune cut short, "
+                          "or saved before every tune ran it twice: --resume runs it)")
+    loaded, why = _load(store, again)
+    if loaded is None or base is None:
+        reason = f"the baseline's second run: {why}" if loaded is None else "the baseline's first run is missing"
+        return NoiseFloor(again.run_id, again.status, {}, {}, note=reason)
+    fields = _against_baseline(base, loaded)
+    headline = fields.get("verdicts", {}) if fields.get("ranked") else {}
+    memory = (_memory(base[0], record.outcome_of(record.baseline))[0], _memory(loaded[0], again)[0])
+    note = "" if headline else "the baseline's two runs could not be compared at its headline load"
+    return NoiseFloor(again.run_id, again.status, headline, dict(fields.get("loads", ())), memory, note)
 
 
 def judge(record: TuneRecord, store: Any) -> TuneAnswer:
@@ -535,6 +536,8 @@ def judge(record: TuneRecord, store: Any) -> TuneAnswer:
     base = loaded.get(record.baseline.index)
     has_slo = base is not None and not base[0].spec.slo_limits.empty and base[0].spec.find_max is None
     throughput = "goodput" if has_slo else "output_throughput"
-    answers = tuple(_variant(v, record.outcome_of(v), loaded.get(v.index), why[v.index], base, throughput)
+    floor = _noise_floor(record, base, store)
+    answers = tuple(_variant(v, record.outcome_of(v), loaded.get(v.index), why[v.index], base, throughput, floor)
                     for v in record.variants)
-    return TuneAnswer(answers, _bests(answers, throughput, loaded), _front(answers, loaded), throughput)
+    return TuneAnswer(answers, _bests(answers, throughput, loaded, floor), _front(answers, loaded), throughput,
+                      floor)

@@ -7,6 +7,7 @@ that change the weights rather than a flag: ``model`` (a model file or checkpoin
 quantisation of the model file, e.g. ``Q8_0``) and ``dtype``. Values are kept as the text the user gave, so that
 the record says exactly what was asked.
 
+Every tune runs the baseline twice: first, and again after the last variant (``baseline_again``: A, B, C, A).
 `TuneRecord.to_json` is the saved shape (``tokometer.tune/1``): the store keeps it as one document per tune, and
 ``tune --json`` writes it with the judgement of each variant against the baseline beside it.
 """
@@ -17,9 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["TUNE_SCHEMA", "WEIGHT_SETTINGS", "Startup", "TuneRecord", "Variant", "VariantOutcome", "VariantStatus"]
+__all__ = ["BASELINE_AGAIN", "TUNE_SCHEMA", "WEIGHT_SETTINGS", "Startup", "TuneRecord", "Variant", "VariantOutcome",
+           "VariantStatus"]
 
 TUNE_SCHEMA = "tokometer.tune/1"
+BASELINE_AGAIN = "baseline again"
+"""The name of the baseline's second run, after every variant."""
 WEIGHT_SETTINGS = ("model", "quantization", "dtype")
 """Settings that change the weights the engine serves: a variant changing one gets `quality` against the baseline."""
 
@@ -95,13 +99,19 @@ class VariantOutcome:
     """One line: what went wrong (None when it finished)."""
     quality: Mapping[str, Any] | None = field(default=None)
     """For a variant that changes the weights: `quality` against the baseline (`tokometer.tune.quality`)."""
+    peak_memory_bytes: int | None = None
+    """The most resident memory the engine's process group used, read as its run ended
+    (`tokometer.engines.peak_memory`); None when not read."""
+    peak_memory_note: str | None = None
+    """Where ``peak_memory_bytes`` comes from, or why there is none."""
 
     def to_json(self) -> dict[str, Any]:
         return {**self.variant.to_json(), "status": self.status, "run_id": self.run_id,
                 "startup_s": self.startup.first_s if self.startup else None,
                 "warm_startup_s": self.startup.second_s if self.startup else None,
                 "command_line": list(self.command_line), "engine_last_words": self.engine_last_words,
-                "error": self.error, "quality": dict(self.quality) if self.quality is not None else None}
+                "error": self.error, "quality": dict(self.quality) if self.quality is not None else None,
+                "peak_memory_bytes": self.peak_memory_bytes, "peak_memory_note": self.peak_memory_note}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> VariantOutcome:
@@ -112,7 +122,12 @@ class VariantOutcome:
                    run_id=int(run_id) if run_id is not None else None, startup=startup,
                    command_line=tuple(str(a) for a in data.get("command_line") or ()),
                    engine_last_words=data.get("engine_last_words"), error=data.get("error"),
-                   quality=data.get("quality"))
+                   quality=data.get("quality"), peak_memory_bytes=_int_or_none(data.get("peak_memory_bytes")),
+                   peak_memory_note=data.get("peak_memory_note"))
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -131,12 +146,19 @@ class TuneRecord:
     """The bench options of every variant's run, as `BenchSpec` fields (JSON)."""
     variants: tuple[Variant, ...]
     outcomes: tuple[VariantOutcome, ...] = ()
+    baseline_again: VariantOutcome | None = None
+    """The baseline run once more after every variant (`again`): how far it moved from its first run is the
+    tune's noise floor (`tokometer.tune.noise`). None until it has run (and in a tune saved before it existed)."""
     started_at: str = ""
     finished_at: str | None = None
 
     @property
     def baseline(self) -> Variant:
         return self.variants[0]
+
+    def again(self) -> Variant:
+        """The baseline's second run, last in the tune: the same settings, named ``baseline again``."""
+        return Variant(index=0, name=BASELINE_AGAIN, settings=self.baseline.settings)
 
     def outcome_of(self, variant: Variant) -> VariantOutcome | None:
         return next((o for o in self.outcomes if o.variant.index == variant.index), None)
@@ -149,7 +171,8 @@ class TuneRecord:
             rows.append(outcome.to_json() if outcome else {**variant.to_json(), "status": "not run"})
         return {"schema": TUNE_SCHEMA, "name": self.name, "engine": self.engine, "fingerprint": self.fingerprint,
                 "seed": self.seed, "started_at": self.started_at, "finished_at": self.finished_at,
-                "workload": dict(self.workload), "variants": rows}
+                "workload": dict(self.workload), "variants": rows,
+                "baseline_again": self.baseline_again.to_json() if self.baseline_again is not None else None}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TuneRecord:
@@ -160,4 +183,6 @@ class TuneRecord:
                    seed=int(data["seed"]), workload=dict(data["workload"]),
                    variants=tuple(Variant.from_json(r) for r in rows),
                    outcomes=tuple(VariantOutcome.from_json(r) for r in rows if r.get("status") != "not run"),
+                   baseline_again=VariantOutcome.from_json(again) if isinstance(again := data.get("baseline_again"),
+                                                                                 Mapping) else None,
                    started_at=str(data.get("started_at") or ""), finished_at=data.get("finished_at"))

@@ -19,12 +19,13 @@ from rich.text import Text
 
 from tokometer.compare.gate import METRICS
 from tokometer.tune.answer import MetricVerdict, TuneAnswer, VariantAnswer
+from tokometer.tune.noise import MEMORY_TIE, floor_of, memory_tie
 from tokometer.tune.outcome import TuneRecord
 from tokometer.util.units import GIB
 
-__all__ = ["BESIDE_COLUMNS", "BEST_COLUMNS", "FRONT_COLUMNS", "answer_json", "beside_rows", "best_rows",
-           "failed_lines", "front_rows", "headline_metrics", "note_lines", "render_answer", "variant_columns",
-           "variant_rows", "verdict_text"]
+__all__ = ["BESIDE_COLUMNS", "BEST_COLUMNS", "FLOOR_COLUMNS", "FLOOR_RULE", "FRONT_COLUMNS", "answer_json",
+           "beside_rows", "best_rows", "failed_lines", "floor_rows", "front_rows", "headline_metrics", "note_lines",
+           "render_answer", "variant_columns", "variant_rows", "verdict_text"]
 
 _STYLE = {"better": "green", "worse": "bold red", "no change": "", "cannot decide": "yellow"}
 BEST_COLUMNS = ("objective", "best", "value", "why")
@@ -48,9 +49,14 @@ def _change(x: MetricVerdict, value: float | None) -> str:
 
 
 def verdict_text(x: MetricVerdict) -> str:
-    """``412.3: better +98.1% [+90.2%, +105.0%]``: the value, the word, the change and its 95 % interval."""
+    """``412.3: better +98.1% [+90.2%, +105.0%]``: the value, the word, the change and its 95 % interval; where
+    the noise floor turned ``compare``'s better or worse into ``cannot decide``, the floor too
+    (``..., within noise ±61.0%``)."""
     interval = f" [{_change(x, x.interval[0])}, {_change(x, x.interval[1])}]" if x.interval else ""
-    return f"{_number(x.new)}: {x.word} {_change(x, x.change)}{interval}"
+    floored = ""
+    if x.compare_word in ("better", "worse") and x.word == "cannot decide":
+        floored = f", within noise ±{_change(x, x.floor).lstrip('+')}" if x.floor is not None else ", no noise floor"
+    return f"{_number(x.new)}: {x.word} {_change(x, x.change)}{interval}{floored}"
 
 
 def _baseline_values(answer: TuneAnswer) -> dict[str, float | None]:
@@ -111,6 +117,36 @@ def variant_rows(answer: TuneAnswer) -> list[list[str]]:
                 cells.append(verdict_text(v.verdicts[key]) if key in v.verdicts else "-")
         rows.append([v.name, _changed(v), _startup(v), v.status, v.headline or "-", *cells])
     return rows
+
+
+FLOOR_COLUMNS = ("metric", "baseline", "baseline again", "drift [95% interval]", "noise floor")
+
+
+def floor_rows(answer: TuneAnswer) -> list[list[str]]:
+    """The noise floor: per headline metric and memory, the baseline's two runs, the drift between them and the
+    floor every verdict was judged against (`tokometer.tune.noise`); one row saying why, where there is none."""
+    floor = answer.floor
+    if floor is None or not floor.measured:
+        why = floor.note if floor is not None else "the baseline ran once"
+        return [["(none)", "-", "-", "-", f"no floor: {why}; nothing is called better or worse"]]
+    labels = {d.key: f"{d.label} ({d.unit})" for d in METRICS}
+    rows = []
+    for key in headline_metrics(answer):
+        x = floor.headline.get(key)
+        if x is None:
+            continue
+        interval = f" [{_change(x, x.interval[0])}, {_change(x, x.interval[1])}]" if x.interval else ""
+        rows.append([labels.get(key, key), _number(x.base), _number(x.new), f"{_change(x, x.change)}{interval}",
+                     f"±{_change(x, floor_of(x)).lstrip('+')}"])
+    first, again = floor.memory
+    if first is not None and again is not None:
+        rows.append(["memory", _memory(first), _memory(again), f"{100 * (again - first) / first:+.1f}%",
+                     f"±{100 * memory_tie(first, again):.1f}% (at least {100 * MEMORY_TIE:.0f}%)"])
+    return rows
+
+
+FLOOR_RULE = ("  a variant is better or worse only when compare says so and its whole 95% interval lies beyond the "
+              "floor: how far the baseline moved between its two runs (first and last); otherwise 'cannot decide'")
 
 
 BESIDE_COLUMNS = ("variant", "memory", "hardware allows", "quality")
@@ -179,6 +215,9 @@ def render_answer(console: Console, record: TuneRecord, answer: TuneAnswer) -> N
     console.print(_table(f"tune {record.name}: each variant against the baseline ({record.engine}, seed "
                          f"{record.seed})", variant_columns(answer), variant_rows(answer)))
     console.print("  value: verdict change [95% interval], as 'tokometer compare' judges two runs")
+    console.print(_table("Noise floor: the baseline run again after every variant", FLOOR_COLUMNS,
+                         floor_rows(answer)))
+    console.print(FLOOR_RULE, markup=False, highlight=False)
     console.print(_table("Beside each variant", BESIDE_COLUMNS, beside_rows(answer)))
     console.print(_table("Best per objective", BEST_COLUMNS, best_rows(answer)))
     console.print(_table("Pareto front: decode tok/s per request (p50) against output tok/s, every load of every "
@@ -214,6 +253,7 @@ def answer_json(record: TuneRecord, answer: TuneAnswer) -> dict[str, Any]:
     for row, v in zip(data["variants"], answer.variants, strict=True):
         row.update(_variant_json(v))
     data["throughput_metric"] = answer.throughput_metric
+    data["noise_floor"] = answer.floor.to_json() if answer.floor is not None else None
     data["best"] = [b.to_json() for b in answer.best]
     data["pareto"] = answer.front.to_json()
     return data

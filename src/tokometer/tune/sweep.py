@@ -1,11 +1,14 @@
 """The sweep of a tune: each variant started, timed, measured with the tune's workload, saved and stopped.
 
 `run_tune` walks the variants of a `TuneRecord` in order, skipping those a resumed tune finished already
-(`still_to_run`). For each: ``launch`` starts the engine with its settings (`tokometer.tune.launch.start_variant`
-by default: the process started to its first answer is the start-up time), ``run_workload`` runs the tune's
-workload against it (`bench_workload`: one ``bench`` run saved in the store like any other, labelled ``tune NAME:
-VARIANT`` and carrying the engine's exact command line), and the engine is stopped whole before the next one
-starts. The record is saved in the store after every variant, so a cut tune keeps every finished variant.
+(`still_to_run`), and then runs the baseline once more (`TuneRecord.baseline_again`: A, B, C, A), so that the
+answer knows how far the baseline moves between two runs of its own (`tokometer.tune.noise`). For each:
+``launch`` starts the engine with its settings (`tokometer.tune.launch.start_variant` by default: the process
+started to its first answer is the start-up time), ``run_workload`` runs the tune's workload against it
+(`bench_workload`: one ``bench`` run saved in the store like any other, labelled ``tune NAME: VARIANT`` and
+carrying the engine's exact command line), the engine's peak resident memory is read
+(`tokometer.engines.peak_memory`), and the engine is stopped whole before the next one starts. The record is
+saved in the store after every variant, so a cut tune keeps every finished variant.
 
 What can go wrong is an outcome, not the end of the tune: a variant whose engine does not start is ``failed to
 start`` with the engine's last words, one whose engine dies during its run is ``run failed``; the sweep goes on.
@@ -27,12 +30,13 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tokometer.tune.outcome import TuneRecord, Variant, VariantOutcome, VariantStatus
+from tokometer.tune.outcome import BASELINE_AGAIN, TuneRecord, Variant, VariantOutcome, VariantStatus
 from tokometer.util.errors import StoreError, TokometerError
 
 if TYPE_CHECKING:
     from tokometer.benchmark.recorder import BenchObserver
     from tokometer.engines.handle import EngineHandle
+    from tokometer.engines.peak_memory import GroupMemory
     from tokometer.store import ResultStore
     from tokometer.tune.launch import LaunchedVariant
 
@@ -95,9 +99,13 @@ class _Stop(Exception):
 
 
 def still_to_run(record: TuneRecord) -> list[Variant]:
-    """The variants of ``record`` a sweep (a resumed one too) still has to try, in order."""
-    return [v for v in record.variants
-            if (o := record.outcome_of(v)) is None or o.status not in DONE_STATUSES]
+    """The variants of ``record`` a sweep (a resumed one too) still has to try, in order, and last the baseline
+    again (`TuneRecord.again`) unless it has run."""
+    todo = [v for v in record.variants if (o := record.outcome_of(v)) is None or o.status not in DONE_STATUSES]
+    again = record.baseline_again
+    if record.variants and (again is None or again.status not in DONE_STATUSES):
+        todo.append(record.again())
+    return todo
 
 
 def run_tune(record: TuneRecord, *, launch: Launch, run_workload: RunWorkload, store: ResultStore | None,
@@ -113,7 +121,7 @@ def run_tune(record: TuneRecord, *, launch: Launch, run_workload: RunWorkload, s
             for done, variant in enumerate(todo):
                 observer.variant_started(variant, done, len(todo))
                 outcome = _try_variant(variant, launch, lambda w: runner.run(w), run_workload)
-                state.keep(outcome)
+                state.keep(outcome, again=variant.name == BASELINE_AGAIN)
                 observer.variant_finished(outcome)
                 if outcome.status == "interrupted":
                     raise _Stop()
@@ -131,8 +139,13 @@ class _Sweep:
         self.record = record
         self.store = store
 
-    def keep(self, outcome: VariantOutcome) -> None:
-        """``outcome`` replaces its variant's (a resumed variant's earlier try), in the variants' order."""
+    def keep(self, outcome: VariantOutcome, *, again: bool = False) -> None:
+        """``outcome`` replaces its variant's (a resumed variant's earlier try), in the variants' order; with
+        ``again``, it is the baseline's second run."""
+        if again:
+            self.record = dataclasses.replace(self.record, baseline_again=outcome)
+            self.save()
+            return
         others = [o for o in self.record.outcomes if o.variant.index != outcome.variant.index]
         ordered = tuple(sorted([*others, outcome], key=lambda o: o.variant.index))
         self.record = dataclasses.replace(self.record, outcomes=ordered)
@@ -180,11 +193,22 @@ def _try_variant(variant: Variant, launch: Launch, run: Callable[[Coroutine[Any,
         except TokometerError as exc:
             ran = WorkloadRun(None, "failed", _line(str(exc)))
         alive = launched.handle.alive()
+        memory = _peak_memory(launched.handle)
         last_words = None if alive and ran.status != "failed" else _last_words(launched.handle)
     status = _STATUS_OF_RUN.get(ran.status, "run failed")
     return VariantOutcome(variant, status, run_id=ran.run_id, startup=launched.startup,
                           command_line=tuple(launched.command_line), engine_last_words=last_words,
-                          error=ran.error if status == "run failed" else None)
+                          error=ran.error if status == "run failed" else None,
+                          peak_memory_bytes=memory.peak_bytes, peak_memory_note=memory.note)
+
+
+def _peak_memory(handle: EngineHandle) -> GroupMemory:
+    """The engine's peak resident memory as its run ends, before it is stopped (`group_peak_memory`)."""
+    from tokometer.engines.peak_memory import GroupMemory, group_peak_memory
+
+    if handle.process is None:
+        return GroupMemory(None, 0, "no peak memory: the engine was not started by the tune")
+    return group_peak_memory(handle.process.pid)
 
 
 def _last_words(handle: EngineHandle, lines: int = 8) -> str | None:

@@ -164,9 +164,18 @@ class _Store:
         return self.runs[run_id][1]
 
 
+def _again(record: TuneRecord, store: _Store, tpot_ms: float, memory_gib: float | None = None,
+           loads: tuple[tuple[LoadStep, float], ...] = ((C1, 1.0), (C4, 1.0)),
+           spec: dict[str, Any] | None = None) -> TuneRecord:
+    """``record`` with the baseline's second run (run 100, TPOT ``tpot_ms``, another draw) in ``store``."""
+    store.runs[100] = _run(100, tpot_ms, 100, memory_gib, loads, spec)
+    return dataclasses.replace(record, baseline_again=VariantOutcome(record.again(), "finished", run_id=100))
+
+
 def _tune() -> tuple[TuneRecord, _Store]:
-    """baseline (TPOT 10 ms, 8 GiB), same (10 ms again, another draw; 8.1 GiB), fast (5 ms, 12 GiB), a variant
-    that failed to start, one whose run is gone from the store and one not tried yet."""
+    """baseline (TPOT 10 ms, 8 GiB; again: 10 ms, another draw, 8 GiB), same (10 ms again, another draw; 8.1 GiB),
+    fast (5 ms, 12 GiB), a variant that failed to start, one whose run is gone from the store and one not tried
+    yet."""
     names = ["baseline", "same", "fast", "broken", "gone", "later"]
     variants = tuple(Variant(i, name, {"parallel": str(i + 1)}, () if i == 0 else ("parallel",))
                      for i, name in enumerate(names))
@@ -175,7 +184,7 @@ def _tune() -> tuple[TuneRecord, _Store]:
     outcomes += [VariantOutcome(variants[3], "failed to start", engine_last_words="unknown argument: --x",
                                 error="the engine exited with status 1"),
                  VariantOutcome(variants[4], "finished", run_id=99)]
-    return TuneRecord("t", "llamacpp", "f", 1, {}, variants, tuple(outcomes)), store
+    return _again(TuneRecord("t", "llamacpp", "f", 1, {}, variants, tuple(outcomes)), store, 10.0, 8.0), store
 
 
 @pytest.fixture(scope="module")
@@ -240,11 +249,13 @@ def test_without_a_baseline_run_nothing_is_compared() -> None:
     assert all(not b.decided for b in answer.best if b.objective != "memory")
 
 
-def _all_finished(names: list[str], runs: list[tuple[StoredRun, list[RequestRecord]]]) -> Any:
+def _all_finished(names: list[str], runs: list[tuple[StoredRun, list[RequestRecord]]],
+                  again_tpot_ms: float = 10.0) -> Any:
     variants = tuple(Variant(i, n, {}, () if i == 0 else ("x",)) for i, n in enumerate(names))
     record = TuneRecord("x", "llamacpp", "f", 1, {}, variants,
                         tuple(VariantOutcome(v, "finished", run_id=v.index + 1) for v in variants))
-    return judge(record, _Store(runs))
+    store = _Store(runs)
+    return judge(_again(record, store, again_tpot_ms), store)
 
 
 def test_two_variants_better_than_the_baseline_are_compared_directly() -> None:
@@ -269,7 +280,8 @@ def test_runs_cut_short_are_judged_where_they_can_be() -> None:
                      for i, n in enumerate(["baseline", "empty", "partial", "gap"]))
     record = TuneRecord("x", "llamacpp", "f", 1, {}, variants,
                         tuple(VariantOutcome(v, "finished", run_id=v.index + 1) for v in variants))
-    answer = judge(record, _Store([base, empty, partial, gap]))
+    store = _Store([base, empty, partial, gap])
+    answer = judge(_again(record, store, 5.0), store)
     assert answer.of(1).verdicts == {} and answer.of(1).headline is None
     assert answer.of(1).notes[-1] == "no load in common with the baseline: nothing compared"
     assert answer.of(2).headline == "c=1" and not answer.of(2).ranked
@@ -290,7 +302,8 @@ def test_find_max_runs_are_judged_at_their_answers() -> None:
     variants = (Variant(0, "baseline", {"parallel": "1"}), Variant(1, "parallel=2", {"parallel": "2"}, ("parallel",)))
     record = TuneRecord("f", "llamacpp", "f", 1, {}, variants,
                         tuple(VariantOutcome(v, "finished", run_id=v.index + 1) for v in variants))
-    answer = judge(record, _Store([base, new]))
+    store = _Store([base, new])
+    answer = judge(_again(record, store, 5.0, None, ((C1, 1.0), (c2, 2.0)), spec), store)
     assert answer.of(0).headline == "find-max answer c=1"
     variant = answer.of(1)
     assert variant.headline == "find-max answer c=2 (baseline c=1)"

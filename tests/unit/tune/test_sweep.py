@@ -33,6 +33,7 @@ class _Handle:
         self.identity: dict[str, Any] = {"engine": "stand-in", "argv": ["engine", variant.name]}
         self.stopped = False
         self.dead = False
+        self.process = None  # not a process of ours: no peak memory to read
 
     def alive(self) -> bool:
         return not self.dead
@@ -122,9 +123,11 @@ def store(tmp_path: Path) -> Any:
 def test_each_variant_in_order_stopped_whole_and_saved_after_each(store: ResultStore) -> None:
     engines, workload, seen = _Engines(), _Workload(), _Seen(store)
     end = run_tune(_record(), launch=engines, run_workload=workload, store=store, observer=seen)
-    assert engines.started == workload.ran == ["baseline", "parallel=2", "parallel=4", "parallel=8"]
+    assert engines.started == workload.ran == ["baseline", "parallel=2", "parallel=4", "parallel=8", "baseline again"]
     assert all(h.stopped for h in engines.handles)
-    assert seen.saved_outcomes == [1, 2, 3, 4]  # saved before the next variant starts
+    assert seen.saved_outcomes == [1, 2, 3, 4, 4]  # saved before the next variant starts
+    again = end.record.baseline_again
+    assert again is not None and (again.status, again.variant.settings) == ("finished", {"parallel": "1"})
     assert not end.interrupted and end.store_error is None and end.record.finished_at
     assert [(o.status, o.run_id, o.startup) for o in end.record.outcomes] == [
         ("finished", 100 + i, Startup(1.0 + i, 0.5)) for i in range(4)]
@@ -134,7 +137,7 @@ def test_each_variant_in_order_stopped_whole_and_saved_after_each(store: ResultS
 def test_a_variant_that_does_not_start_is_a_row_and_the_sweep_goes_on(store: ResultStore) -> None:
     engines, workload = _Engines(refuse=("parallel=4",)), _Workload()
     end = run_tune(_record(), launch=engines, run_workload=workload, store=store, observer=_Seen())
-    assert workload.ran == ["baseline", "parallel=2", "parallel=8"]
+    assert workload.ran == ["baseline", "parallel=2", "parallel=8", "baseline again"]
     failed = end.record.outcomes[2]
     assert (failed.status, failed.run_id, failed.engine_last_words, failed.command_line) == \
         ("failed to start", None, "error: unknown flag", ("engine", "--bad"))
@@ -158,10 +161,11 @@ def test_ctrl_c_keeps_what_finished_and_a_resume_runs_only_the_rest_in_order(sto
     saved = load_tune(store, "t")
     assert saved is not None and [o.status for o in saved.outcomes] == ["finished", "finished", "interrupted"]
     assert saved.finished_at is None
-    assert [v.name for v in still_to_run(saved)] == ["parallel=4", "parallel=8"]
+    assert [v.name for v in still_to_run(saved)] == ["parallel=4", "parallel=8", "baseline again"]
     again_engines, again = _Engines(), _Workload()
     resumed = run_tune(saved, launch=again_engines, run_workload=again, store=store, observer=_Seen())
-    assert again_engines.started == again.ran == ["parallel=4", "parallel=8"]
+    assert again_engines.started == again.ran == ["parallel=4", "parallel=8", "baseline again"]
+    assert still_to_run(resumed.record) == []
     assert [o.status for o in resumed.record.outcomes] == ["finished"] * 4
     assert [o.run_id for o in resumed.record.outcomes] == [100, 101, 102, 103]  # the first two are the first runs'
     assert resumed.record.seed == 7 and load_tune(store, "t") == resumed.record
@@ -208,7 +212,7 @@ def test_a_variant_that_changes_the_weights_gets_quality_against_the_baseline(st
                    observer=_Seen(), quality=quality)
     assert calls == [("baseline", "quantization=Q8_0"), ("baseline", "quantization=Q2_K")]
     assert [o.quality for o in end.record.outcomes] == [None, {"agreement": 0.9}, {"agreement": 0.9}]
-    assert engines.started[3:] == ["baseline", "quantization=Q8_0", "quantization=Q2_K"]  # the baseline once
+    assert engines.started[3:] == ["baseline again", "baseline", "quantization=Q8_0", "quantization=Q2_K"]
     assert all(h.stopped for h in engines.handles)
     assert load_tune(store, "t") == end.record
 
