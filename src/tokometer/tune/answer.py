@@ -515,7 +515,8 @@ def _noise_floor(record: TuneRecord, base: _Loaded | None, store: Any) -> NoiseF
                           "or saved before every tune ran it twice: --resume runs it)")
     loaded, why = _load(store, again)
     if loaded is None or base is None:
-        reason = f"the baseline's second run: {why}" if loaded is None else "the baseline's first run is missing"
+        said = f"{again.status} ({why})" if why and why != again.status else again.status
+        reason = f"the baseline's second run: {said}" if loaded is None else "the baseline's first run is missing"
         return NoiseFloor(again.run_id, again.status, {}, {}, note=reason)
     fields = _against_baseline(base, loaded)
     headline = fields.get("verdicts", {}) if fields.get("ranked") else {}
