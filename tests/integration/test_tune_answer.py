@@ -1,10 +1,12 @@
 """The answer of a tune, from real ``tokometer bench`` runs against ``tokometer sim`` servers of known speed
 saved in a SQLite store: a variant twice as fast per token is ``better`` on throughput and the best; a run of
-the very server the baseline ran on is never ``better`` or ``worse``; the console, the JSON and the report
+the very server the baseline ran on is never ``better`` or ``worse``; the baseline's second run on it gives the
+noise floor; the console, the JSON and the report
 (markdown and HTML, from the store and from a ``tune --json`` file) say so."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -50,6 +52,7 @@ def record(store: Path) -> TuneRecord:
     try:
         ids = [_bench(same, store, "baseline"), _bench(same, store, "parallel=2"), _bench(fast, store, "parallel=4"),
                _bench(fast, store, "quantization=Q2_K")]
+        again_id = _bench(same, store, "baseline again")
     finally:
         same.stop()
         fast.stop()
@@ -62,8 +65,10 @@ def record(store: Path) -> TuneRecord:
     failed = VariantOutcome(variants[4], "failed to start", startup=None, command_line=("llama-server",),
                             engine_last_words="error: failed to allocate the KV cache: out of memory",
                             error="the engine exited with status 1 before it answered")
-    return TuneRecord("t", "llamacpp", "abc", 7, {"concurrency": [1, 4]}, variants, (*outcomes, failed),
-                      started_at="2026-12-03T16:00:00Z")
+    record = TuneRecord("t", "llamacpp", "abc", 7, {"concurrency": [1, 4]}, variants, (*outcomes, failed),
+                        started_at="2026-12-03T16:00:00Z")
+    again = VariantOutcome(record.again(), "finished", run_id=again_id, startup=Startup(1.4, 0.9))
+    return dataclasses.replace(record, baseline_again=again)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +87,8 @@ def test_the_faster_server_is_better_on_throughput_and_the_best(answer: TuneAnsw
     assert fast.verdicts["tpot_p50"].word == "better"
     low, high = fast.verdicts["output_throughput"].interval or (0.0, 0.0)
     assert 0 < low <= high
+    assert answer.floor is not None and answer.floor.measured
+    assert low > (fast.verdicts["output_throughput"].floor or 1.0)  # beyond the baseline's own drift
     assert [label for label, _ in fast.loads] == ["c=1", "c=4"]
     best = {b.objective: b for b in answer.best}
     # parallel=4 and Q2_K ran on one server: better than the baseline both, not told apart from each other

@@ -47,7 +47,7 @@ def test_tune_parallel_against_the_embedded_engine(tmp_path: Path) -> None:
     done = run_cli("tune", "--vary", "parallel=1,2", "--name", "p", "--store", str(store), "--json", str(out),
                    *_TINY, timeout=900)
     assert done.returncode == 0, done.stderr
-    for name in ("baseline", "parallel=1", "parallel=2"):
+    for name in ("baseline", "parallel=1", "parallel=2", "baseline again"):
         assert f"{name}: done: start-up" in done.stdout  # one line per variant as it finished
     document = json.loads(out.read_text("utf-8"))
     assert document["schema"] == "tokometer.tune/1" and [v["status"] for v in document["variants"]] == ["finished"] * 3
@@ -72,4 +72,4 @@ def test_tune_parallel_against_the_embedded_engine(tmp_path: Path) -> None:
     again = run_cli("tune", "--vary", "parallel=1,2", "--name", "p", "--store", str(store), *_TINY)
     assert again.returncode == 2 and "--resume p" in again.stderr
     resumed = run_cli("tune", "--resume", "p", "--store", str(store), "--quiet")
-    assert resumed.returncode == 0 and "0 to run" in resumed.stdout, resumed.stderr
+    assert resumed.returncode == 0 and "0 runs to go" in resumed.stdout, resumed.stderr
