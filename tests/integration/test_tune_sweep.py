@@ -123,7 +123,9 @@ def test_a_sweep_of_real_servers_cut_by_ctrl_c_and_resumed(tmp_path: Path) -> No
         again = _SimEngines()
         resumed = run_tune(saved, launch=again, run_workload=bench_workload(saved, store=store), store=store,
                            observer=_Quiet())
-        assert not resumed.interrupted and again.started == ["ttft-ms=10"]  # finished and refused ones kept
+        assert not resumed.interrupted and again.started == ["ttft-ms=10", "baseline again"]  # finished and
+        # refused ones kept; the baseline's second run, last
+        assert resumed.record.baseline_again is not None and resumed.record.baseline_again.status == "finished"
         final = load_tune(store, "sims")
         assert final is not None and final == resumed.record and final.finished_at
         assert [o.status for o in final.outcomes] == ["finished", "finished", "failed to start", "finished"]
@@ -206,7 +208,7 @@ def test_a_variant_that_changes_the_weights_gets_quality_against_the_running_bas
         engines = _SimEngines()
         end = run_tune(record, launch=engines, run_workload=bench_workload(record, store=store), store=store,
                        observer=_Quiet(), quality=lambda a, b: quality_against_baseline(a, b, items=2))
-        assert engines.started == ["baseline", "quantization=Q8_0", "baseline", "quantization=Q8_0"]
+        assert engines.started == ["baseline", "quantization=Q8_0", "baseline again", "baseline", "quantization=Q8_0"]
         quality = end.record.outcomes[1].quality
         assert end.record.outcomes[0].quality is None and quality is not None
         assert quality.get("verdict") or quality.get("error")  # quality's own answer, whichever it is
