@@ -320,7 +320,8 @@ def test_find_max_runs_are_judged_at_their_answers() -> None:
 _SCALAR = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
 _JSON = _SCALAR | st.lists(_SCALAR, max_size=3) | st.dictionaries(st.text(max_size=5), _SCALAR, max_size=3)
 _KEYS = ("schema", "name", "engine", "fingerprint", "seed", "workload", "variants", "index", "settings",
-         "changed", "status", "run_id", "startup_s", "warm_startup_s", "quality", "command_line")
+         "changed", "status", "run_id", "startup_s", "warm_startup_s", "quality", "command_line", "baseline_again",
+         "peak_memory_bytes", "peak_memory_note")
 
 
 def _document(tmp: Path, data: Any) -> Path:
