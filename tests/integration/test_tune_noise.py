@@ -17,6 +17,7 @@ import pytest
 from tests.integration.test_tune_sweep import _Quiet, _SimEngines
 from tokometer.store import ResultStore
 from tokometer.tune.answer import judge
+from tokometer.tune.launch import LaunchedVariant
 from tokometer.tune.outcome import BASELINE_AGAIN, TuneRecord, Variant
 from tokometer.tune.sweep import bench_workload, run_tune
 
@@ -29,7 +30,7 @@ _SLOWER = {"same settings": 1.10, BASELINE_AGAIN: 1.12}
 class _DriftingMachine(_SimEngines):
     """`_SimEngines`, on a machine that slows as the tune goes on (`_SLOWER`)."""
 
-    def __call__(self, variant: Variant) -> object:  # type: ignore[override]
+    def __call__(self, variant: Variant) -> LaunchedVariant:
         slower = _SLOWER.get(variant.name, 1.0)
         itl = float(variant.settings["itl-ms"]) * slower
         drifted = Variant(variant.index, variant.name, {**variant.settings, "itl-ms": f"{itl:.3f}"},
