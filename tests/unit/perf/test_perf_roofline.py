@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tokometer.perf.collective import COLLECTIVE_LATENCY_S, communication_s
 from tokometer.perf import Deployment, Efficiency, decode_step_s, prefill_s, resolve_hardware, resolve_model
+from tokometer.perf.collective import COLLECTIVE_LATENCY_S, communication_s
 from tokometer.perf.roofline import compute_bound_batch, decode_flops, prefill_flops, weight_bytes_read
 from tokometer.util.errors import ConfigError
 
