@@ -13,6 +13,7 @@ In steady state each iteration
 
     B          = min(max_batch, ⌊KV capacity / (input + output)⌋)
     iteration  = decode_step_s(B, B × (input + output / 2)) + prefill FLOPs(B × input / output) / (TP × F × e_prefill)
+                 + the prompt tokens' share of the step's communication (`tokometer.perf.collective`)
     throughput = B / iteration                                   (output tokens per second, all GPUs)
 
 The prefill is *added* to the decode step rather than overlapped with it: the two run as one batch of
@@ -28,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tokometer.perf.collective import communication_s
 from tokometer.perf.roofline import Deployment, Efficiency, decode_limiter, decode_step_s, prefill_flops, prefill_s
 
 __all__ = ["MAX_BATCH", "MaxLoad", "max_load"]
@@ -82,6 +84,8 @@ def max_load(d: Deployment, input_tokens: int, output_tokens: int, efficiency: E
     if flops:
         sequences = max(1, round(batch / output_tokens))
         prefill = prefill_flops(d.model, prompt_tokens, 0, sequences) / (d.tp * flops * eff.prefill_compute)
+        # the prompt tokens' activations ride the decode step's collectives: their bytes, not more latency
+        prefill += communication_s(d, batch + prompt_tokens) - communication_s(d, batch)
     else:  # no FLOP figure: the prefill's own roofline floor, per new prompt
         prefill = prefill_s(d, max(1, round(prompt_tokens)), 0, eff)
     bound = "prefill" if prefill > decode else decode_limiter(d, batch, context, eff)
