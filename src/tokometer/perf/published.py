@@ -36,10 +36,11 @@ SPLITS = ("fit", "held-out")
 HELD_OUT_AIM = 0.15
 """The aim on every held-out figure: the estimate within ±15 % of it."""
 
-_TP_COMM = ("tensor-parallel all-reduce not counted, and each GPU's matmuls shrink with TP (the fit set is "
-            "TP 1-2): the estimate is too fast")
+_TP_COMM = ("over 4 or 8 GPUs: the all-reduce is counted (`tokometer.perf.collective`), but each GPU's matmuls "
+            "shrink with TP and the engine's share of peak with them (the fit set is TP 1-2): the estimate is "
+            "too fast, most on long answers at large batches")
 _MOE = ("mixture of experts: each expert's matmul sees only batch × k / E tokens (grouped GEMMs far below "
-        "dense efficiency), the all-to-all and the attention data parallel the engine runs are not modelled: "
+        "dense efficiency) and the engine's attention data parallel and expert-parallel size are not modelled: "
         "the estimate is too fast, most at short shapes with large batches")
 _BLACKWELL = ("Blackwell in NVFP4: the engine's share of peak bandwidth and fp4 FLOP/s is below the typical "
               "efficiencies fitted on Hopper in FP8 (not tuned: held-out)")

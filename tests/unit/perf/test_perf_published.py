@@ -83,8 +83,8 @@ def test_the_held_out_errors_as_they_stand() -> None:
     better, never lower it to pass) and how far the median one is (docs/commands/estimate.md shows the table)."""
     checked = compare_published(figures=published_figures("held-out"))
     errors = [abs(c.error) for c in checked]
-    assert sum(e <= HELD_OUT_AIM for e in errors) >= 23
-    assert statistics.median(errors) <= 0.68
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 51
+    assert statistics.median(errors) <= 0.35
     # The single-GPU dense figures on older cards are close; the misses are multi-GPU and mixtures of experts.
     close = [c for c in checked if c.figure.group in ("llama-3.1-8b A100-80GB-SXM TP1 fp16",
                                                       "mixtral-8x7b H200-SXM TP1 fp8")]
