@@ -217,8 +217,11 @@ class Deployment:
 
     @cached_property
     def compute_flops(self) -> float | None:
-        """One GPU's peak FLOP/s for this weight format (None: the hardware has no compute figure)."""
-        return self.compute_peak.flops if self.compute_peak else None
+        """One GPU's peak FLOP/s for this weight format (None: the hardware has no compute figure); experts in a
+        format of their own at its peak, blended (`tokometer.perf.mixedformat`)."""
+        from tokometer.perf.mixedformat import blended_flops
+
+        return blended_flops(self, self.compute_peak.flops) if self.compute_peak else None
 
     def usable_memory_bytes(self, gpu_memory_utilization: float = 0.9) -> int:
         """One GPU's memory × the share the engine may take (vLLM's ``--gpu-memory-utilization``)."""
