@@ -123,7 +123,10 @@ class Estimate:
             "model": {"name": d.model.name, "params": d.model.params, "active_params": d.model.active,
                       "source": d.model.source},
             "hardware": {"name": d.hardware.name, "memory_gib": d.hardware.memory_gb,
-                         "bandwidth_gbs": d.hardware.bandwidth_gbs, "peak_tflops": (d.compute_flops or 0) / 1e12
+                         "bandwidth_gbs": d.hardware.bandwidth_gbs, "link_gbs": d.hardware.link_gbs,
+                         "dense_tflops": {"bf16": d.hardware.bf16_tflops, "fp8": d.hardware.fp8_tflops,
+                                          "int8": d.hardware.int8_tops, "fp4": d.hardware.fp4_tflops},
+                         "peak_tflops": (d.compute_flops or 0) / 1e12
                          or None, "source": d.hardware.source, "note": d.hardware.note,
                          "compute_dtype": d.compute_dtype, "peak": d.compute_peak.to_json() if d.compute_peak else None,
                          "peaks": [p.to_json() for p in d.hardware.peaks]},

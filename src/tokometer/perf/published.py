@@ -1,4 +1,5 @@
-"""Published serving figures the estimate is checked against, and the check.
+"""Published serving figures the estimate is checked against, and the check; and the per-user speeds that
+specialised silicon publishes, shown beside ``estimate --target`` as context (`published_per_user`).
 
 ``data/published-serving.csv`` holds throughput at maximum load as engine makers publish it, each row with
 its source: model, hardware, GPUs (TP), weight and KV format, prompt and answer lengths, and the output
@@ -29,8 +30,8 @@ from tokometer.perf.loaders import resolve_model
 from tokometer.perf.maxload import max_load
 from tokometer.perf.roofline import Deployment, Efficiency
 
-__all__ = ["HELD_OUT_AIM", "KNOWN_MISSES", "SPLITS", "Checked", "PublishedFigure", "compare_published", "known_miss",
-           "published_figures"]
+__all__ = ["HELD_OUT_AIM", "KNOWN_MISSES", "SPLITS", "Checked", "PerUserFigure", "PublishedFigure", "compare_published",
+           "known_miss", "published_figures", "published_per_user"]
 
 SPLITS = ("fit", "held-out")
 HELD_OUT_AIM = 0.15
@@ -140,3 +141,32 @@ def compare_published(efficiency: Efficiency | None = None,
         if load is not None:
             out.append(Checked(f, load.output_tok_s, load.batch, load.bound))
     return out
+
+
+@dataclass(frozen=True)
+class PerUserFigure:
+    """One published per-user speed (one stream's output tok/s) of specialised silicon, with its source.
+    Context for ``--target``, not a model: the estimate has no row for these chips."""
+
+    provider: str
+    hardware: str
+    model: str
+    per_user_tok_s: float
+    speculative: bool
+    weights: str
+    source: str
+    note: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"provider": self.provider, "hardware": self.hardware, "model": self.model,
+                "per_user_tok_s": self.per_user_tok_s, "speculative": self.speculative, "weights": self.weights,
+                "source": self.source, "note": self.note}
+
+
+def published_per_user() -> list[PerUserFigure]:
+    """Every row of ``data/published-per-user.csv`` (Cerebras, SambaNova, Groq)."""
+    text = resources.files("tokometer.perf").joinpath("data/published-per-user.csv").read_text("utf-8")
+    return [PerUserFigure(provider=row["provider"], hardware=row["hardware"], model=row["model"],
+                          per_user_tok_s=float(row["per_user_tok_s"]), speculative=row["speculative"] == "yes",
+                          weights=row["weights"], source=row["source"], note=row["note"])
+            for row in csv.DictReader(io.StringIO(text))]

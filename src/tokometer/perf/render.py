@@ -116,12 +116,8 @@ def render_target(console: Console, a: TargetAnswer) -> None:
     needed = ", ".join(f"{fmt} {gbs / 1000:,.1f} TB/s" for fmt, gbs in a.per_request_bandwidth_gbs.items())
     console.print(f"  Per request: one decode step every {1e3 / a.target:.3f} ms needs memory bandwidth of {needed} "
                   f"(at {a.efficiency.decode_bandwidth:.0%} efficiency), over the whole TP group.")
-    best = a.best_per_request
-    if best is not None:
-        verdict = "reaches it" if best.reached else "does not reach it"
-        console.print(f"  Fastest single request here: {best.deployment.describe()} at "
-                      f"{best.batch1_tok_s:,.0f} tok/s: {verdict}. Beyond that: speculative decoding, "
-                      "or chips that hold the weights in SRAM.")
+    for line in a.per_request_lines() + a.context_lines() + a.aggregate_lines():
+        console.print(f"  {line}")
     table = Table(show_edge=False, title="In aggregate (expected): fewest GPUs, then smallest batch")
     for column in ("hardware", "weights", "GPUs", "batch", "tok/s in all", "tok/s per request", "1 request alone",
                    "fit"):
