@@ -12,7 +12,14 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from tokometer.perf.published import HELD_OUT_AIM, Checked, compare_published, known_miss, published_figures
+from tokometer.perf.published import (
+    HELD_OUT_AIM,
+    Checked,
+    compare_published,
+    known_miss,
+    published_figures,
+    summary,
+)
 
 
 def _rows(checked: list[Checked]) -> None:
@@ -22,13 +29,6 @@ def _rows(checked: list[Checked]) -> None:
         f = c.figure
         print(f"| {f.model} | {f.hardware} | {f.tp} | {f.weight_dtype} | {f.input_tokens} → {f.output_tokens} "
               f"| {f.output_tok_s:,.0f} | {c.expected_tok_s:,.0f} | {c.batch:,} | {c.bound} | {100 * c.error:+.0f} % |")
-
-
-def _summary(name: str, checked: list[Checked]) -> None:
-    errors = [abs(c.error) for c in checked]
-    print(f"\n{name}: {len(checked)} figures, median |error| {100 * statistics.median(errors):.0f} %, largest "
-          f"{100 * max(errors):.0f} %; within ±15 %: {sum(e <= 0.15 for e in errors)}, within ±30 %: "
-          f"{sum(e <= 0.30 for e in errors)}\n")
 
 
 def _by_deployment(checked: list[Checked]) -> None:
@@ -50,10 +50,10 @@ def main() -> None:
     held_out = compare_published(figures=published_figures("held-out"))
     print("## Fit set\n")
     _rows(fit)
-    _summary("fit", fit)
+    print(f"\n{summary('fit', fit)}\n")
     print("## Held-out set, by deployment\n")
     _by_deployment(held_out)
-    _summary("held-out", held_out)
+    print(f"\n{summary('held-out', held_out)}\n")
     print("## Held-out set, every figure\n")
     _rows(held_out)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import io
+import statistics
 from dataclasses import dataclass
 from importlib import resources
 
@@ -31,7 +32,7 @@ from tokometer.perf.maxload import max_load
 from tokometer.perf.roofline import Deployment, Efficiency
 
 __all__ = ["HELD_OUT_AIM", "KNOWN_MISSES", "SPLITS", "Checked", "PerUserFigure", "PublishedFigure", "compare_published",
-           "known_miss", "published_figures", "published_per_user"]
+           "known_miss", "published_figures", "published_per_user", "summary"]
 
 SPLITS = ("fit", "held-out")
 HELD_OUT_AIM = 0.15
@@ -119,6 +120,14 @@ class Checked:
 def known_miss(figure: PublishedFigure) -> str | None:
     """Why a held-out figure's deployment misses `HELD_OUT_AIM` (`KNOWN_MISSES`), else None."""
     return KNOWN_MISSES.get(figure.group) if figure.split == "held-out" else None
+
+
+def summary(name: str, checked: list[Checked]) -> str:
+    """One line on how far ``checked`` is from its figures (bench/published_serving.py, the reference page)."""
+    errors = [abs(c.error) for c in checked]
+    return (f"{name}: {len(checked)} figures, median |error| {100 * statistics.median(errors):.0f} %, largest "
+            f"{100 * max(errors):.0f} %; within ±15 %: {sum(e <= 0.15 for e in errors)}, within ±30 %: "
+            f"{sum(e <= 0.30 for e in errors)}")
 
 
 def published_figures(split: str | None = None) -> list[PublishedFigure]:

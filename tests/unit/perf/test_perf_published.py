@@ -9,6 +9,7 @@ no efficiency is tuned on it, and its misses are pinned with their reasons (`KNO
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ from tokometer.perf.published import (
     compare_published,
     known_miss,
     published_figures,
+    summary,
 )
 from tokometer.perf.quant import default_kv_dtype
 
@@ -117,3 +119,10 @@ def test_a_bigger_kv_format_fits_fewer_sequences(kv: str) -> None:
 
     checked = compare_published(figures=[replace(figure, kv_dtype=kv)])[0]
     assert checked.batch == (876 if kv == "fp8" else 438)
+
+
+def test_the_reference_page_shows_the_errors_as_they_stand() -> None:
+    """docs/reference/published-figures.md is bench/published_serving.py's output: its summary lines are fresh."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "reference" / "published-figures.md").read_text("utf-8")
+    for name in SPLITS:
+        assert summary(name, compare_published(figures=published_figures(name))) in page
