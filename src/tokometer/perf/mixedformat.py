@@ -24,32 +24,30 @@ from typing import TYPE_CHECKING
 
 from tokometer.perf.quant import weight_dtype
 
-if TYPE_CHECKING:
-    from tokometer.perf.hardwarespec import ComputePeak
-    from tokometer.perf.roofline import Deployment
+if TYPE_CHECKING:  # a leaf below the roofline: it takes the deployment's parts, not the deployment
+    from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
+    from tokometer.perf.model import ModelSpec
 
 __all__ = ["blended_flops", "expert_compute_peak"]
 
 
-def expert_compute_peak(d: Deployment) -> ComputePeak | None:
-    """The peak the routed experts multiply at on ``d``'s hardware (None: dense, no compute figure, or the
-    same data type as the rest)."""
-    m = d.model
+def expert_compute_peak(m: ModelSpec, dtype: str, hardware: HardwareSpec, compute_dtype: str) -> ComputePeak | None:
+    """The peak ``m``'s routed experts multiply at on ``hardware`` when it runs in ``dtype`` (multiplied in
+    ``compute_dtype``); None: dense, no compute figure, or the experts multiply in ``compute_dtype`` too."""
     if not m.is_moe:
         return None
-    fmt = weight_dtype(m.expert_format(d.weight_dtype))
-    compute = fmt.cpu_compute if d.hardware.kind == "cpu" else fmt.compute
-    if compute == d.compute_dtype:
+    fmt = weight_dtype(m.expert_format(dtype))
+    compute = fmt.cpu_compute if hardware.kind == "cpu" else fmt.compute
+    if compute == compute_dtype:
         return None
-    return d.hardware.compute_peak(compute)
+    return hardware.compute_peak(compute)
 
 
-def blended_flops(d: Deployment, flops: float) -> float:
+def blended_flops(m: ModelSpec, dtype: str, hardware: HardwareSpec, compute_dtype: str, flops: float) -> float:
     """``flops`` (the weights' format's peak) blended with the experts' own peak: M / ((M − M_e) / F + M_e / F_e)."""
-    peak = expert_compute_peak(d)
+    peak = expert_compute_peak(m, dtype, hardware, compute_dtype)
     if peak is None or peak.flops == flops:
         return flops
-    m = d.model
     active_experts = m.expert_params * m.experts_per_token / m.experts
     total = m.matmul_params
     experts = min(active_experts, total)

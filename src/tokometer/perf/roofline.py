@@ -221,7 +221,9 @@ class Deployment:
         format of their own at its peak, blended (`tokometer.perf.mixedformat`)."""
         from tokometer.perf.mixedformat import blended_flops
 
-        return blended_flops(self, self.compute_peak.flops) if self.compute_peak else None
+        peak = self.compute_peak
+        return blended_flops(self.model, self.weight_dtype, self.hardware, self.compute_dtype, peak.flops) \
+            if peak else None
 
     def usable_memory_bytes(self, gpu_memory_utilization: float = 0.9) -> int:
         """One GPU's memory × the share the engine may take (vLLM's ``--gpu-memory-utilization``)."""
