@@ -84,18 +84,7 @@ def render_estimate(console: Console, e: Estimate) -> None:
         at_ctx = f"batch {turn:,}" if turn is not None else "never (KV reads dominate)"
         console.print(f"  turning   decode compute bound from batch {short:,} at short contexts; at {mid:,.0f} "
                       f"cached tokens per sequence: {at_ctx}")
-    table = Table(show_edge=False, title=None)
-    for column in ("batch", "fits", "KV at end", "prefill ms (1 req)", "decode step ms", "tok/s per request",
-                   "tok/s in all", "bound by"):
-        table.add_column(column, justify="left" if column in ("fits", "bound by") else "right")
-    for row in e.rows:
-        fits = "?" if row.fits is None else "yes" if row.fits else "NO"
-        table.add_row(f"{row.batch:,}", fits, fmt_bytes(row.kv_bytes_end),
-                      _pair(_ms(row.prefill_bound_s), _ms(row.prefill_expected_s)),
-                      _pair(_ms(row.step_bound_s), _ms(row.step_expected_s)),
-                      _pair(_tok(row.per_request_bound_tok_s), _tok(row.per_request_expected_tok_s)),
-                      _pair(_tok(row.aggregate_bound_tok_s), _tok(row.aggregate_expected_tok_s)), row.limiter)
-    console.print(table)
+    _batch_table(console, e)
     if e.max_load is not None:
         m = e.max_load
         console.print(f"  max load  {m.batch:,} sequences at once (set by the {m.limited_by}), each finished one "
@@ -103,10 +92,55 @@ def render_estimate(console: Console, e: Estimate) -> None:
                       f"per request; an iteration is {_ms(m.decode_s)} ms of decode + {_ms(m.prefill_s)} ms of "
                       f"the new prompts' prefill ({m.bound} bound; expected)")
     console.print(f"  {_efficiency_line(e)}")
-    if d.tp > 1:
-        console.print("  tensor-parallel communication is not counted: the bounds are optimistic by it")
+    console.print(f"  {_communication_line(e)}")
     if not d.compute_flops:
         console.print(f"  {d.hardware.name} has no compute figure: prefill shows only the weight-read floor")
+
+
+def _batch_table(console: Console, e: Estimate) -> None:
+    """The batch rows: the closed loop (what ``bench -c B`` sees) and, beside it, decode only."""
+    table = Table(show_edge=False, title=None)
+    for column in ("batch", "fits", "KV at end", "TTFT ms", "ITL ms", "tok/s per request", "tok/s in all",
+                   "decode-only step ms", "decode-only tok/s", "bound by"):
+        table.add_column(column, justify="left" if column in ("fits", "bound by") else "right")
+    for row in e.rows:
+        fits = "?" if row.fits is None else "yes" if row.fits else "NO"
+        b, x = row.closed_bound, row.closed_expected
+        table.add_row(f"{row.batch:,}", fits, fmt_bytes(row.kv_bytes_end), _pair(_ms(b.ttft_s), _ms(x.ttft_s)),
+                      _pair(_ms(b.itl_s), _ms(x.itl_s)),
+                      _pair(_tok(row.per_request_bound_tok_s), _tok(row.per_request_expected_tok_s)),
+                      _pair(_tok(row.aggregate_bound_tok_s), _tok(row.aggregate_expected_tok_s)),
+                      _pair(_ms(row.step_bound_s), _ms(row.step_expected_s)),
+                      _pair(_tok(row.decode_only_bound_tok_s), _tok(row.decode_only_expected_tok_s)),
+                      row.limiter + (" (saturated)" if x.saturated else ""))
+    console.print(table)
+    how = (f"chunked prefill, at most {e.step_tokens:,} tokens a step" if e.chunked_prefill
+           else "prefill in steps of its own that stall decoding")
+    console.print(f"  closed loop: B users, each sending the next {e.input_tokens:,}-token prompt as its "
+                  f"{e.output_tokens:,}-token answer ends ({how}): what a benchmark at concurrency B measures; "
+                  "tok/s per request = 1 / ITL, in all = B × output / (TTFT + (output − 1) × ITL). Decode only: "
+                  "the batch running with no prompt arriving (an upper bound).")
+    saturated = [row.batch for row in e.rows if row.closed_expected.saturated]
+    if saturated:
+        console.print(f"  saturated at batch {', '.join(f'{b:,}' for b in saturated)}: the arriving prompts need "
+                      "more tokens a step than the budget leaves, so fewer sequences decode and the rest wait "
+                      "(TTFT grows); --step-tokens sets the budget")
+
+
+def _communication_line(e: Estimate) -> str:
+    """How the step times count the GPUs' communication (`tokometer.perf.collective`)."""
+    from tokometer.perf.collective import COLLECTIVE_LATENCY_S, communication
+
+    d = e.deployment
+    if d.tp <= 1:
+        return "communication: none (one GPU per stage)"
+    if not communication(d, 1).counted:
+        return (f"communication: NOT counted: {d.hardware.name} has no link figure (link_gbs in a hardware file); "
+                "the times are optimistic by the all-reduces")
+    kind = "all-reduce + all-to-all (expert parallel)" if d.expert_parallel else "2 all-reduces a layer"
+    return (f"communication counted in every step: {kind} of the step's bf16 activations over "
+            f"{d.hardware.link_gbs or 0:,.6g} / 2 GB/s (one direction of the link), "
+            f"{COLLECTIVE_LATENCY_S * 1e6:,.3g} µs each (--explain)")
 
 
 def render_target(console: Console, a: TargetAnswer) -> None:
