@@ -200,7 +200,8 @@ def _closed_loop(e: Estimate, row: BatchEstimate) -> str:
                 f"{fmt_time(c.itl_s)} a step, and the others wait for their prefill. ")
     elif c.chunked:
         body = (f"Chunked prefill (at most {c.step_tokens:,} tokens a step): {c.prefill_share:.0%} of the steps also "
-                f"carry {c.prefill_tokens:,.0f} prompt tokens, one weight read for all, FLOPs summed: "
+                f"carry {c.prefill_tokens:,.0f} prompt tokens (one weight read for all, their FLOPs added to the "
+                f"decode step's roofline): "
                 f"{fmt_time(c.prefill_step_s)} against {fmt_time(c.decode_step_s)} decode only; ITL = "
                 f"{1 - c.prefill_share:.2f} × {fmt_time(c.decode_step_s)} + {c.prefill_share:.2f} × "
                 f"{fmt_time(c.prefill_step_s)} = {fmt_time(c.itl_s)}. ")
