@@ -23,6 +23,7 @@ from tokometer.perf.estimate import Estimate, estimate
 from tokometer.perf.hardware import hardware_table, resolve_hardware
 from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.loaders import resolve_model
+from tokometer.perf.measuredloop import loops_beside
 from tokometer.perf.quant import default_kv_dtype, normalize_dtype
 from tokometer.perf.roofline import Deployment, Efficiency
 from tokometer.perf.target import TargetAnswer, reach_target
@@ -209,7 +210,8 @@ def judge_stored_run(spec: EstimateSpec, run: StoredRun, records: list[RequestRe
     result = run_efficiency(run, records, d, efficiency)
     if not result.steps:
         raise ConfigError(f"run {run.id} has no completed measured requests to judge")
-    return result
+    loops = loops_beside(run, records, d, efficiency, chunked=spec.chunked_prefill, step_tokens=spec.step_tokens)
+    return replace(result, closed_loop=tuple(loops))
 
 
 def calibrate_runs(spec: EstimateSpec, run_ids: Sequence[int], store: str | None = None) -> Calibration:

@@ -16,7 +16,9 @@ from tokometer.perf.target import TargetAnswer
 from tokometer.util.units import GIB
 
 if TYPE_CHECKING:
+    from tokometer.perf.closedloop import ClosedLoop
     from tokometer.perf.hardwarespec import HardwareSpec
+    from tokometer.perf.measuredloop import LoopBeside
     from tokometer.perf.model import ModelSpec
     from tokometer.perf.roofline import Deployment
 
@@ -211,6 +213,50 @@ def render_run(console: Console, r: RunEfficiency) -> None:
     console.print(f"  batch = mean requests decoding at once; prefill time from: {', '.join(sources)}")
     console.print("  MBU = (weights + KV read per step) / TPOT / peak bandwidth; MFU = FLOPs / time / peak FLOP/s")
     console.print(f"  bottleneck rule ({r.rule})")
+    _loops_table(console, r)
+
+
+def _loop_pair(c: LoopBeside, what: str) -> str:
+    """``bound → expected`` of one closed-loop figure (``ttft``, ``itl`` or ``tok``), or ``-`` without a B."""
+    if c.bound is None or c.expected is None:
+        return "-"
+
+    def one(z: ClosedLoop) -> str:
+        return _ms(z.ttft_s) if what == "ttft" else _ms(z.itl_s) if what == "itl" else _tok(z.aggregate_tok_s)
+
+    return _pair(one(c.bound), one(c.expected))
+
+
+def _ratio(c: LoopBeside) -> str:
+    """Measured / expected tok/s as a multiple; past the bound itself it says the peak used is wrong."""
+    ratio = c.ratio()
+    if ratio is None:
+        return "-"
+    beyond = c.bound is not None and c.measured_tok_s is not None and c.measured_tok_s > c.bound.aggregate_tok_s
+    return f"{ratio:,.2f}×" + (" (above the bound: the hardware figures are too low)" if beyond else "")
+
+
+def _loops_table(console: Console, r: RunEfficiency) -> None:
+    """Each step measured beside the closed-loop estimate of its concurrency and lengths (`perf.measuredloop`)."""
+    if not r.closed_loop:
+        return
+    table = Table(show_edge=False, title="measured beside the estimate for the same concurrency and lengths")
+    for column in ("step", "load", "in → out", "TTFT ms measured", "estimated", "ITL ms measured", "estimated",
+                   "tok/s measured", "estimated", "measured / expected"):
+        table.add_column(column, justify="left" if column == "load" else "right")
+
+    def ms(x: float | None) -> str:
+        return "-" if x is None else _ms(x)
+
+    for c in r.closed_loop:
+        table.add_row(str(c.step), c.load, f"{c.input_tokens:,} → {c.output_tokens:,}", ms(c.measured_ttft_s),
+                      _loop_pair(c, "ttft"), ms(c.measured_itl_s), _loop_pair(c, "itl"),
+                      "-" if c.measured_tok_s is None else _tok(c.measured_tok_s), _loop_pair(c, "tok"),
+                      _ratio(c))
+    console.print(table)
+    console.print("  estimated: bound → expected, the closed loop of B users at the step's mean lengths (estimate "
+                  "--batch B --input-tokens I --output-tokens O); means of TTFT and of each request's ITL; a rate "
+                  "or trace step has no fixed B ('-')")
 
 
 def render_models(console: Console, models: list[ModelSpec]) -> None:
