@@ -31,8 +31,10 @@ def test_speculation_in_the_console_json_and_explanation(tmp_path: Path) -> None
     small, large = spec["batches"]
     assert small["batch"] == 1 and small["speedup"] > 2  # bandwidth bound: verifying 5 tokens costs one step
     assert large["speedup"] < 1  # compute bound at 512: the verify step costs ~5 plain ones
-    assert small["per_request_tok_s"]["plain"] == pytest.approx(
-        data["estimate"]["batches"][0]["per_request_tok_s"]["expected"])
+    for ours, row in zip(spec["batches"], data["estimate"]["batches"], strict=True):  # beside the decode-only step
+        assert ours["plain_step_ms"] == pytest.approx(row["decode_only"]["step_ms"]["expected"])
+        assert ours["aggregate_tok_s"]["plain"] == pytest.approx(row["decode_only"]["aggregate_tok_s"]["expected"])
+    assert spec["decode_only"] is True
 
 
 def test_a_draft_model() -> None:

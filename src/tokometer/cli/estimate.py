@@ -44,6 +44,11 @@ SCHEMA = "tokometer.estimate/1"
               help="Prompt length of each sequence.")
 @click.option("--output-tokens", type=click.IntRange(1, MAX_TOKENS), default=1000, show_default=True,
               help="Answer length of each sequence.")
+@click.option("--no-chunked-prefill", is_flag=True, help="The batch rows' arriving prompts are prefilled in steps "
+              "of their own that stall decoding [default: chunked, in the decode steps, as vLLM V1 and TensorRT-LLM].")
+@click.option("--step-tokens", type=click.IntRange(16, MAX_TOKENS), default=None,
+              help="Tokens one engine step may hold, decode and prompt together (vLLM's --max-num-batched-tokens, "
+                   "TensorRT-LLM's max_num_tokens) [default: 8192].")
 @click.option("--workload", type=click.Choice(["generate", "embed"]), default="generate", show_default=True,
               help="embed: embedding (or rerank) passes, a prefill only; --batch is the inputs per pass, "
                    "--input-tokens each input's length (--output-tokens is not used).")
@@ -135,7 +140,8 @@ def _spec(opts: dict[str, Any]) -> EstimateSpec:
     return EstimateSpec(
         model=opts["model"], hardware=opts["hardware"], dtype=opts["dtype"], kv_dtype=opts["kv_dtype"],
         tp=opts["tp"], pp=opts["pp"], expert_parallel=opts["ep"], batches=tuple(batches),
-        input_tokens=opts["input_tokens"],
+        input_tokens=opts["input_tokens"], chunked_prefill=not opts["no_chunked_prefill"],
+        **({"step_tokens": opts["step_tokens"]} if opts["step_tokens"] else {}),
         output_tokens=opts["output_tokens"], gpu_memory_utilization=opts["gpu_memory_utilization"],
         efficiency_overrides={name: opts[option] for name, option in (
             ("decode_bandwidth", "bw_efficiency"), ("prefill_compute", "prefill_efficiency"),

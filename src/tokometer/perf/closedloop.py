@@ -9,7 +9,8 @@ With chunked prefill (vLLM V1, SGLang and TensorRT-LLM by default) a step holds 
 tokens (the engine's token budget: vLLM's ``max_num_batched_tokens``, TensorRT-LLM's ``max_num_tokens``;
 `STEP_TOKENS` by default). A prompt rides in decode steps, chunk = step_tokens − B tokens at a time, so it
 takes k = ⌈I / chunk⌉ steps of c = I / k tokens each; a step that carries prompt tokens is
-`roofline.mixed_step_s` (one weight read for all its tokens, decode and prefill FLOPs summed):
+`roofline.mixed_step_s` (one weight read for all its tokens, the prompt tokens' FLOPs added to the decode
+roofline: the step `tokometer.perf.maxload` is made of, checked against published figures):
 
     share of steps carrying a prompt   f = min(1, r × k)
     prompt tokens in such a step       p = c, or r × I once every step carries some (r × k > 1)

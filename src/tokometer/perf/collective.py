@@ -26,13 +26,13 @@ of a mixture of experts is taken as an expert layer (DeepSeek's first dense laye
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from tokometer.perf.roofline import Deployment
+from tokometer.perf.hardwarespec import HardwareSpec
+from tokometer.perf.model import ModelSpec
 
 __all__ = ["ACTIVATION_BYTES", "COLLECTIVE_LATENCY_S", "COLLECTIVE_LATENCY_SOURCE", "Communication",
-           "communication", "communication_s"]
+           "Parallel", "communication", "communication_s"]
 
 ACTIVATION_BYTES = 2
 """Bytes of one activation element on the wire (bf16 / fp16)."""
@@ -40,6 +40,22 @@ COLLECTIVE_LATENCY_S = 9e-6
 """Fixed time of one collective between GPUs of one server, whatever its size."""
 COLLECTIVE_LATENCY_SOURCE = ("vLLM's custom all-reduce on H100 NVLink, 512 B to 32 KB at TP 2/4/8: 8.7–10.1 µs "
                              "(measurements in sgl-project/sglang pull request 2904)")
+
+
+class Parallel(Protocol):
+    """What the communication depends on: a `roofline.Deployment` (a leaf below it: no import cycle)."""
+
+    @property
+    def model(self) -> ModelSpec: ...
+
+    @property
+    def hardware(self) -> HardwareSpec: ...
+
+    @property
+    def tp(self) -> int: ...
+
+    @property
+    def expert_parallel(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -72,7 +88,7 @@ class Communication:
                 "latency_us_each": COLLECTIVE_LATENCY_S * 1e6, "ms": self.seconds * 1e3}
 
 
-def communication(d: Deployment, tokens: float) -> Communication:
+def communication(d: Parallel, tokens: float) -> Communication:
     """The collectives of one step of ``d`` over ``tokens`` tokens (module docstring)."""
     link_gbs = d.hardware.link_gbs
     link = link_gbs * 1e9 / 2 if link_gbs else None
@@ -87,6 +103,6 @@ def communication(d: Deployment, tokens: float) -> Communication:
     return Communication(tokens, 2 * m.layers, 2 * m.layers * ring, link, "all-reduce")
 
 
-def communication_s(d: Deployment, tokens: float) -> float:
+def communication_s(d: Parallel, tokens: float) -> float:
     """Seconds of `communication` (0 with one GPU, or without a link figure)."""
     return communication(d, tokens).seconds

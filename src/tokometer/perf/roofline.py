@@ -61,8 +61,10 @@ assumptions are):
     step = max(memory time, compute time) + communication(tokens of the step)
 
 A step that decodes and prefills at once (chunked prefill) is `mixed_step_s`: one weight read for all
-its tokens, the decode and prefill FLOPs summed. Pipeline parallelism divides memory but not a token's latency: a
-token still passes every stage in turn, so PP appears in the memory lines only. An efficiency of
+its tokens, the prompt tokens' FLOPs added to the decode roofline.
+
+Pipeline parallelism divides memory but not a token's latency: a token still passes every stage in
+turn, so PP appears in the memory lines only. An efficiency of
 ``None`` gives the bound itself (100 %); `Efficiency` states typical fractions instead.
 """
 
@@ -287,12 +289,19 @@ def _memory_s(d: Deployment, tokens: float, kv_tokens: float, eff: Efficiency) -
 def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_tokens: float = 0,
                  prefill_context: float = 0, efficiency: Efficiency | None = None, *, sequences: int = 1) -> float:
     """One iteration that decodes a token for each of ``batch`` sequences holding ``context_tokens`` and, in the
-    same kernels (chunked prefill), prefills ``prefill_tokens`` prompt tokens over ``sequences`` prompts with
-    ``prefill_context`` tokens of theirs already cached: the weights read once, the FLOPs summed, plus the
-    step's tensor-/expert-parallel communication (`tokometer.perf.collective`) over all its tokens:
+    same step (chunked prefill), prefills ``prefill_tokens`` prompt tokens over ``sequences`` prompts with
+    ``prefill_context`` tokens of theirs already cached, plus the step's tensor-/expert-parallel communication
+    over all its tokens (`tokometer.perf.collective`):
 
-    max((W_read(B + P) / TP + KV × (C_decode + C_prefill + P)) / (BW × e_bw),
-        decode FLOPs / (TP × F × e_decode) + prefill FLOPs / (TP × F × e_prefill)) + communication(B + P)
+    decode roofline max((W_read(B + P) / TP + KV × (C_decode + C_prefill + P)) / (BW × e_bw),
+                        decode FLOPs / (TP × F × e_decode))
+    + prefill FLOPs / (TP × F × e_prefill) + communication(B + P)
+
+    The weights are read once for all the step's tokens; the prompt tokens' FLOPs are added to the decode
+    roofline rather than hidden under its memory time: the decode's attention kernels (bound by their KV
+    reads) and the prompt's matmuls (bound by FLOPs) run one after the other, and the published figures
+    `tokometer.perf.maxload` is checked against fit the sum. With no sequence decoding (``batch`` 0) the
+    step is the prefill's own roofline, compute bound with the weight read as a floor (`prefill_s`).
     """
     eff = efficiency or BOUND
     tokens = batch + prefill_tokens
@@ -300,14 +309,15 @@ def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_token
         return 0.0
     kv = context_tokens + (prefill_context + prefill_tokens if prefill_tokens else 0)
     memory = _memory_s(d, tokens, kv, eff)
-    step = memory
     flops = d.compute_flops
-    if flops:
-        work = decode_flops(d.model, batch, context_tokens) / eff.decode_compute
-        if prefill_tokens:
-            work += prefill_flops(d.model, prefill_tokens, prefill_context, sequences) / eff.prefill_compute
-        step = max(memory, work / (d.tp * flops))
-    return step + communication_s(d, tokens)
+    if not flops:
+        return memory + communication_s(d, tokens)
+    prefill = prefill_flops(d.model, prefill_tokens, prefill_context, sequences) / (
+        d.tp * flops * eff.prefill_compute) if prefill_tokens else 0.0
+    if batch <= 0:
+        return max(memory, prefill) + communication_s(d, tokens)
+    decode = decode_flops(d.model, batch, context_tokens) / (d.tp * flops * eff.decode_compute)
+    return max(memory, decode) + prefill + communication_s(d, tokens)
 
 
 def decode_step_s(d: Deployment, batch: int, context_tokens: float, efficiency: Efficiency | None = None) -> float:

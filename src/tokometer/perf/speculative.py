@@ -23,8 +23,11 @@ tokens per sequence: the accepted prefix of the draft plus the target's own toke
 At batch 1 a decode step is bound by reading the weights, so verifying k + 1 tokens costs about one plain
 step and the speed-up is nearly E / (1 + k × draft cost); at large batches the step is compute bound,
 the verify step costs about k + 1 plain ones and speculation slows the aggregate down. The caches are taken
-mid-answer as in `tokometer.perf.estimate`. Not modelled: the draft's weights and cache in the memory
-(the KV capacity is the target's alone), tree drafts, and acceptance that varies by position.
+mid-answer as in `tokometer.perf.estimate`, and the rows are **decode only** (no prompt arriving): the plain
+step is the estimate's decode-only step (`BatchEstimate.step_expected_s`), not its closed loop. Not modelled:
+speculation with prompts arriving (the closed loop) or in the maximum-load line, the draft's weights and
+cache in the memory (the KV capacity is the target's alone), tree drafts, and acceptance that varies by
+position.
 
 `required_acceptance` turns a published speed-up round: the acceptance rate that k draft tokens need to
 give it (None when even a = 1 cannot), e.g. Groq's Llama 3.1 70B going from 250 to 1,665 tok/s per user.
@@ -156,7 +159,8 @@ class SpeculativeEstimate:
         return {"acceptance": s.acceptance, "draft_tokens": s.tokens, "tokens_per_round": s.tokens_per_round,
                 "draft_model": s.draft_model.name if s.draft_model is not None else None,
                 "draft_tp": self.draft.tp if self.draft is not None else None, "draft_cost": s.draft_cost,
-                "acceptance_model": "i.i.d. per draft token", "batches": [r.to_json() for r in self.rows]}
+                "acceptance_model": "i.i.d. per draft token", "decode_only": True,
+                "batches": [r.to_json() for r in self.rows]}
 
 
 def speculative_estimate(e: Estimate, speculation: Speculation) -> SpeculativeEstimate:
@@ -166,7 +170,7 @@ def speculative_estimate(e: Estimate, speculation: Speculation) -> SpeculativeEs
     rows = []
     for row in e.rows:
         context = row.context_tokens
-        plain = decode_step_s(d, row.batch, context, eff)
+        plain = row.step_expected_s  # decode only, at the estimate's efficiencies
         if draft is not None:
             draft_step = decode_step_s(draft, row.batch, context, eff)
         else:
@@ -218,7 +222,8 @@ def render_speculative(console: Console, s: SpeculativeEstimate) -> None:
     """The speculative rows beside the plain ones: steps, per-request and aggregate tok/s, speed-up."""
     from rich.table import Table
 
-    console.print(f"  speculative decoding: {s.speculation.describe()} (expected; --explain for the arithmetic)")
+    console.print(f"  speculative decoding: {s.speculation.describe()} (expected, decode only: beside the decode-only "
+                  "step; --explain for the arithmetic)")
     table = Table(show_edge=False, title=None)
     for column in ("batch", "draft step ms", "verify step ms", "round ms", "tok/s per request", "tok/s in all",
                    "speed-up"):
