@@ -61,6 +61,9 @@ def test_prompts_faster_than_the_budget_admits_saturate_the_engine() -> None:
     assert c.decode_batch == pytest.approx(STEP_TOKENS * 50 / 4050)
     assert c.aggregate_tok_s == pytest.approx(c.decode_batch / c.itl_s)
     assert c.ttft_s > 10 * c.itl_s  # the others wait in line for their prefill
+    # one user whose prompt alone overfills the budget: ~20,000 / 8,191 steps of prefill, then its one token
+    alone = closed_loop(d, 1, 20_000, 1, eff)
+    assert alone.saturated and alone.ttft_s == pytest.approx(20_000 / (STEP_TOKENS - 1) * alone.itl_s)
 
 
 def test_without_chunked_prefill_the_prompts_stall_decoding() -> None:
