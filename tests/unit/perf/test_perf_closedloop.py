@@ -109,3 +109,6 @@ def test_the_batch_row_of_the_command_is_the_closed_loop(tmp_path: Path) -> None
     separate = CliRunner().invoke(estimate_command, [*args, "--no-chunked-prefill"])
     assert separate.exit_code == 0 and "steps of its own" in separate.output
     assert json.loads(out.read_text())["estimate"]["closed_loop"]["prefill"] == "separate steps"
+    for bad in ("0", "abc", "-5"):  # a step budget must be a whole number of tokens, 16 at least
+        refused = CliRunner().invoke(estimate_command, [*args, "--step-tokens", bad])
+        assert refused.exit_code == 2 and "--step-tokens" in refused.output
