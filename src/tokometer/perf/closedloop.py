@@ -20,7 +20,8 @@ roofline: the step `tokometer.perf.maxload` is made of, checked against publishe
 Saturated (B × I / O > chunk: the prompts need more tokens a step than the budget leaves): every step is
 full, and only B_d = step_tokens × O / (I + O) sequences decode while the others wait for their prefill:
 
-    ITL    = step(B_d, step_tokens − B_d);  aggregate = B_d / ITL;  TTFT = B × O / aggregate − (O − 1) × ITL
+    ITL    = step(B_d, P = step_tokens − B_d);  aggregate = P / I × O / ITL (= B_d / ITL);
+    TTFT   = B × O / aggregate − (O − 1) × ITL                      (B_d at least 1)
 
 Without chunked prefill (``chunked=False``) a prompt is prefilled in a step of its own (n = ⌊step_tokens /
 I⌋ waiting prompts together, at most ⌈r⌉, at least 1), and decoding stops meanwhile:
@@ -118,7 +119,8 @@ def _chunked(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_to
         decoding = max(1.0, min(batch - 1.0, step_tokens * o / (i + o)))
         p = max(1.0, step_tokens - decoding)
         itl = _with_prompt(d, decoding, decoding * per_seq, p, i, eff)
-        ttft = batch * o * itl / decoding - (o - 1) * itl
+        answers_per_s = p / i / itl  # prompts done a step = answers begun (and, in steady state, ended) a step
+        ttft = batch / answers_per_s - (o - 1) * itl
         return ClosedLoop(batch, i, o, True, step_tokens, decoding, r, p, 1.0,
                           mixed_step_s(d, round(decoding), decoding * per_seq, 0, 0, eff), itl, itl, ttft, True)
     k = math.ceil(i / chunk)

@@ -194,7 +194,11 @@ def _closed_loop(e: Estimate, row: BatchEstimate) -> str:
     c, b = row.closed_expected, row.batch
     head = (f"  Closed loop, {b:,} users (each sends its next prompt as its answer ends): the others send "
             f"({b:,} − 1) / {e.output_tokens:,} = {c.prompts_per_step:,.3g} prompts a decode step. ")
-    if c.saturated:
+    if b == 1:
+        head = "  Closed loop, one user (its next prompt as its answer ends): nothing else arrives. "
+    if b == 1 and not c.saturated:
+        body = f"ITL is the decode step, {fmt_time(c.itl_s)}. "
+    elif c.saturated:
         body = (f"They need more than the {c.step_tokens:,}-token step budget leaves, so every step is full: "
                 f"{c.decode_batch:,.1f} sequences decode beside {c.prefill_tokens:,.0f} prompt tokens, "
                 f"{fmt_time(c.itl_s)} a step, and the others wait for their prefill. ")
@@ -209,7 +213,8 @@ def _closed_loop(e: Estimate, row: BatchEstimate) -> str:
         body = (f"Prefill in steps of its own ({c.prefill_tokens:,.0f} tokens, {fmt_time(c.prefill_step_s)}), "
                 f"{c.prefill_share:,.3g} of them a decode step, stalling it: ITL = {fmt_time(c.decode_step_s)} + "
                 f"{c.prefill_share:,.3g} × {fmt_time(c.prefill_step_s)} = {fmt_time(c.itl_s)}. ")
-    tail = (f"TTFT {fmt_time(c.ttft_s)} (the step in flight, then the prompt's own prefill). Per user cycle "
+    wait = "the step in flight, then " if b > 1 else ""
+    tail = (f"TTFT {fmt_time(c.ttft_s)} ({wait}the prompt's own prefill). Per user cycle "
             f"{fmt_time(c.ttft_s)} + {e.output_tokens - 1:,} × {fmt_time(c.itl_s)} = {fmt_time(c.cycle_s)}: "
             f"{c.per_request_tok_s:,.1f} tok/s per request (1 / ITL), {b:,} × {e.output_tokens:,} / "
             f"{fmt_time(c.cycle_s)} = {c.aggregate_tok_s:,.1f} tok/s in all (expected), against "
