@@ -97,6 +97,11 @@ def test_efficiency_of_a_saved_run(tmp_path: Path) -> None:
     # (0.268e9 × 2 B + 18,432 B × 105.5 tokens) / 10 ms / 100 GB/s = 53.8 %
     assert step["mbu"] == pytest.approx((536e6 + 18_432 * 105.5) / 0.010 / 100e9)
     assert step["bottleneck"] == "bandwidth" and "54%" in result.output and "bottleneck rule" in result.output
+    # beside it, the closed loop of exactly that load: one user, 100 → 11 tokens
+    loop = json.loads(out.read_text())["run_efficiency"]["closed_loop"][0]
+    assert (loop["concurrency"], loop["input_tokens"], loop["output_tokens"]) == (1, 100, 11)
+    assert loop["measured"]["itl_ms"] == pytest.approx(10) and loop["measured"]["ttft_ms"] == pytest.approx(100)
+    assert "measured beside the estimate for the same concurrency and lengths" in result.output
     missing = runner.invoke(estimate, ["--run", "1", "--store", str(db)])
     assert missing.exit_code != 0 and "--model is required for run 1" in str(missing.exception)
 

@@ -14,7 +14,9 @@ from tokometer.util.limits import MAX_CONCURRENCY, MAX_GPUS, MAX_TOKENS, MAX_TOK
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from tokometer.perf.estimate import Estimate
     from tokometer.perf.questions import EstimateSpec
+    from tokometer.perf.speculative import Speculation
 
 __all__ = ["command"]
 
@@ -42,6 +44,11 @@ SCHEMA = "tokometer.estimate/1"
               help="Prompt length of each sequence.")
 @click.option("--output-tokens", type=click.IntRange(1, MAX_TOKENS), default=1000, show_default=True,
               help="Answer length of each sequence.")
+@click.option("--no-chunked-prefill", is_flag=True, help="The batch rows' arriving prompts are prefilled in steps "
+              "of their own that stall decoding [default: chunked, in the decode steps, as vLLM V1 and TensorRT-LLM].")
+@click.option("--step-tokens", type=click.IntRange(16, MAX_TOKENS), default=None,
+              help="Tokens one engine step may hold, decode and prompt together (vLLM's --max-num-batched-tokens, "
+                   "TensorRT-LLM's max_num_tokens) [default: 8192].")
 @click.option("--workload", type=click.Choice(["generate", "embed"]), default="generate", show_default=True,
               help="embed: embedding (or rerank) passes, a prefill only; --batch is the inputs per pass, "
                    "--input-tokens each input's length (--output-tokens is not used).")
@@ -58,6 +65,16 @@ SCHEMA = "tokometer.estimate/1"
                    "later estimates for it use them.")
 @click.option("--no-calibration", is_flag=True, help="Ignore a stored calibration: typical efficiencies.")
 @click.option("--explain", is_flag=True, help="Write the arithmetic out in words.")
+@click.option("--spec-acceptance", type=FiniteFloat(0.0, 1.0), default=None,
+              help="Speculative decoding: each draft token's acceptance rate (0 to 1); the batch rows are shown "
+                   "with and without it. Needs --draft-model or --draft-cost.")
+@click.option("--spec-tokens", type=click.IntRange(1, 64), default=4, show_default=True,
+              help="Speculative decoding: draft tokens proposed per verify step.")
+@click.option("--draft-model", default=None, help="Speculative decoding: the draft model (a built-in name, a "
+              "config.json dir, ...), run on the same GPUs in the same formats.")
+@click.option("--draft-cost", type=FiniteFloat(0.0, 1.0), default=None,
+              help="Speculative decoding: each draft step as a fraction of the target's decode step (e.g. 0.05 "
+                   "for an EAGLE or MTP head), instead of --draft-model.")
 @click.option("--target", type=FiniteFloat(min=0, min_open=True, max=MAX_TOKENS_PER_S), default=None,
               help="Tokens/s to reach: which hardware, format and batch do.")
 @click.option("--run", "run_id", type=RUN_ID, default=None, help="Efficiency (MBU/MFU, bottleneck) of a saved run.")
@@ -94,6 +111,7 @@ def command(**opts: Any) -> int:
         return 0
     check_output_path(opts["json_path"], "--json", "estimate.json")
     spec = _spec(opts)
+    speculative = _speculative_options(opts)
     if opts["workload"] == "embed":
         if opts["calibrate_runs"] is not None or opts["run_id"] is not None or opts["target"] is not None \
                 or opts["explain"]:
@@ -107,7 +125,7 @@ def command(**opts: Any) -> int:
     elif opts["target"] is not None:
         payload = _target(console, spec, opts["target"])
     else:
-        payload = _estimate(console, spec, opts["explain"])
+        payload = _estimate(console, spec, opts["explain"], speculative)
     if opts["json_path"]:
         write_atomic(opts["json_path"], dumps({"schema": SCHEMA, **payload}, indent=2, default=str))
         console.print(f"JSON written to {opts['json_path']}")
@@ -122,7 +140,8 @@ def _spec(opts: dict[str, Any]) -> EstimateSpec:
     return EstimateSpec(
         model=opts["model"], hardware=opts["hardware"], dtype=opts["dtype"], kv_dtype=opts["kv_dtype"],
         tp=opts["tp"], pp=opts["pp"], expert_parallel=opts["ep"], batches=tuple(batches),
-        input_tokens=opts["input_tokens"],
+        input_tokens=opts["input_tokens"], chunked_prefill=not opts["no_chunked_prefill"],
+        **({"step_tokens": opts["step_tokens"]} if opts["step_tokens"] else {}),
         output_tokens=opts["output_tokens"], gpu_memory_utilization=opts["gpu_memory_utilization"],
         efficiency_overrides={name: opts[option] for name, option in (
             ("decode_bandwidth", "bw_efficiency"), ("prefill_compute", "prefill_efficiency"),
@@ -144,18 +163,51 @@ def _calibrate(console: Console, spec: EstimateSpec, run_ids: list[int], store: 
     return {"calibration": calibration.to_json()}
 
 
-def _estimate(console: Console, spec: EstimateSpec, explained: bool) -> dict[str, Any]:
+def _speculative_options(opts: dict[str, Any]) -> Speculation | None:
+    """The speculative decoding asked for with --spec-acceptance (a plain estimate only), checked before any
+    work; None without it."""
+    given = [f"--{name.replace('_', '-')}" for name in ("draft_model", "draft_cost") if opts[name] is not None]
+    if opts["spec_acceptance"] is None:
+        if given:
+            raise click.UsageError(f"{' and '.join(given)}: speculative decoding needs --spec-acceptance too")
+        return None
+    if opts["workload"] == "embed" or any(opts[k] is not None for k in ("calibrate_runs", "run_id", "target")):
+        raise click.UsageError("--spec-acceptance adds speculative decoding to an estimate's batch rows: leave out "
+                               "--target, --run, --calibrate and --workload embed")
+    from tokometer.perf.loaders import resolve_model
+    from tokometer.perf.speculative import Speculation
+
+    draft = resolve_model(opts["draft_model"]) if opts["draft_model"] else None
+    return Speculation(opts["spec_acceptance"], opts["spec_tokens"], draft, opts["draft_cost"])
+
+
+def _estimate(console: Console, spec: EstimateSpec, explained: bool,
+              speculative: Speculation | None = None) -> dict[str, Any]:
     from tokometer.perf import explain
     from tokometer.perf.questions import run_estimate
     from tokometer.perf.render import render_estimate
 
     result = run_estimate(spec)
     render_estimate(console, result)
+    spec_payload, spec_text = _speculative(console, result, speculative, explained)
     text = explain(result) if explained else None
+    text = "\n\n".join(t for t in (text, spec_text) if t) or None
     if text:
         console.print()
         console.print(text, soft_wrap=True)
-    return {"estimate": result.to_json(), **({"explain": text} if text else {})}
+    return {"estimate": result.to_json(), **spec_payload, **({"explain": text} if text else {})}
+
+
+def _speculative(console: Console, result: Estimate, speculation: Speculation | None,
+                 explained: bool) -> tuple[dict[str, Any], str | None]:
+    """Speculative decoding over ``result``'s rows: rendered, its JSON block and (``--explain``) its words."""
+    if speculation is None:
+        return {}, None
+    from tokometer.perf.speculative import explain_speculative, render_speculative, speculative_estimate
+
+    s = speculative_estimate(result, speculation)
+    render_speculative(console, s)
+    return {"speculative": s.to_json()}, explain_speculative(s) if explained else None
 
 
 def _embed(console: Console, spec: EstimateSpec) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from tokometer.records import RequestRecord
 if TYPE_CHECKING:  # not imported at run time: rendering an estimate needs neither the store nor the load generator
     from tokometer.load.profiles import LoadStep
     from tokometer.load.selfcheck import ClientHealth
+    from tokometer.perf.measuredloop import LoopBeside
     from tokometer.store.runs import StoredRun
 
 __all__ = ["BOTTLENECK_RULE", "OverPeak", "RunEfficiency", "StepEfficiency", "decode_batch", "measured_batch",
@@ -130,6 +131,8 @@ class RunEfficiency:
     deployment: Deployment
     steps: list[StepEfficiency]
     rule: str = BOTTLENECK_RULE
+    closed_loop: tuple[LoopBeside, ...] = ()
+    """Each step beside the closed-loop estimate of its concurrency and lengths (`tokometer.perf.measuredloop`)."""
 
     def to_json(self) -> dict[str, Any]:
         d = self.deployment
@@ -138,7 +141,8 @@ class RunEfficiency:
                 "weight_bytes": d.weight_bytes, "bandwidth_gbs": d.hardware.bandwidth_gbs,
                 "peak_flops": d.compute_flops, "compute_dtype": d.compute_dtype,
                 "peak": d.compute_peak.to_json() if d.compute_peak else None, "rule": self.rule,
-                "steps": [s.to_json() for s in self.steps]}
+                "steps": [s.to_json() for s in self.steps],
+                "closed_loop": [c.to_json() for c in self.closed_loop]}
 
 
 def _overlap(intervals: list[tuple[float, float]]) -> float:

@@ -1,13 +1,19 @@
 """`estimate()`: the limits of a deployment at several batch sizes, bound and expected side by side.
 
-For each batch size, with every request holding ``input`` prompt tokens and generating ``output``:
+For each batch size B, with every request holding ``input`` prompt tokens and generating ``output``:
 
+    closed loop              `tokometer.perf.closedloop`: B users each sending the next prompt as its
+                             answer ends (``bench -c B``): the prefill of the arriving prompts rides in
+                             the decode steps (chunked prefill; or stalls them, ``chunked=False``):
+                             ITL, TTFT, per-request tok/s = 1 / ITL and aggregate tok/s =
+                             B × output / (TTFT + (output − 1) × ITL). What a benchmark at B measures.
+    decode only              `decode_step_s(d, B, B × (input + output / 2))`: a batch already running with
+                             no prompt arriving (the caches taken mid-answer): B / step tok/s. An upper
+                             bound on the closed loop, met when prompts are short beside the answers.
     prefill (one request)    `prefill_s(d, input)`: the TTFT floor of a request that does not wait
-    decode step              `decode_step_s(d, batch, batch × (input + output / 2))`: the caches
-                             are taken mid-answer, when each holds input + output / 2 tokens
-    per-request tok/s        1 / step;     aggregate tok/s = batch / step
-    fits                     batch × (input + output) ≤ KV capacity
+    fits                     B × (input + output) ≤ KV capacity
 
+Every step counts the tensor-/expert-parallel communication (`tokometer.perf.collective`).
 "bound" is the roofline at 100 % of bandwidth and FLOP/s; "expected" is at the stated
 `Efficiency`. ``max_load`` is the steady state with the cache kept full (`tokometer.perf.maxload`): what a
 serving benchmark's "throughput at maximum load" measures. `explain()` writes the same arithmetic out in words.
@@ -18,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokometer.perf.closedloop import STEP_TOKENS, ClosedLoop, closed_loop
+from tokometer.perf.collective import Communication, communication
 from tokometer.perf.maxload import MaxLoad, max_load
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 from tokometer.perf.roofline import (
@@ -36,7 +44,8 @@ __all__ = ["BatchEstimate", "Estimate", "estimate"]
 
 @dataclass(frozen=True)
 class BatchEstimate:
-    """One batch size: prefill and decode-step times, bound and expected, and what limits the step."""
+    """One batch size: the closed loop (prompts arriving) and decode only, bound and expected, and what limits
+    the decode step."""
 
     batch: int
     fits: bool | None  # None: the hardware's memory size is unknown
@@ -44,35 +53,59 @@ class BatchEstimate:
     context_tokens: int  # KV tokens of the batch mid-answer
     prefill_bound_s: float
     prefill_expected_s: float
-    step_bound_s: float
+    step_bound_s: float  # decode only
     step_expected_s: float
     limiter: str  # "bandwidth" or "compute", at the expected efficiencies
+    closed_bound: ClosedLoop
+    closed_expected: ClosedLoop
+    communication: Communication  # of one decode-only step
 
     @property
     def per_request_bound_tok_s(self) -> float:
-        return 1 / self.step_bound_s
+        """Closed loop: 1 / ITL."""
+        return self.closed_bound.per_request_tok_s
 
     @property
     def per_request_expected_tok_s(self) -> float:
-        return 1 / self.step_expected_s
+        return self.closed_expected.per_request_tok_s
 
     @property
     def aggregate_bound_tok_s(self) -> float:
-        return self.batch / self.step_bound_s
+        """Closed loop: B × output / (TTFT + (output − 1) × ITL)."""
+        return self.closed_bound.aggregate_tok_s
 
     @property
     def aggregate_expected_tok_s(self) -> float:
+        return self.closed_expected.aggregate_tok_s
+
+    @property
+    def decode_only_bound_tok_s(self) -> float:
+        """Decode only (no prompt arriving): B / step."""
+        return self.batch / self.step_bound_s
+
+    @property
+    def decode_only_expected_tok_s(self) -> float:
         return self.batch / self.step_expected_s
 
     def to_json(self) -> dict[str, Any]:
+        b, e = self.closed_bound, self.closed_expected
         return {
             "batch": self.batch, "fits": self.fits, "kv_bytes_end": self.kv_bytes_end,
             "context_tokens_mid_answer": self.context_tokens,
             "prefill_ms": {"bound": self.prefill_bound_s * 1e3, "expected": self.prefill_expected_s * 1e3},
-            "decode_step_ms": {"bound": self.step_bound_s * 1e3, "expected": self.step_expected_s * 1e3},
+            "itl_ms": {"bound": b.itl_s * 1e3, "expected": e.itl_s * 1e3},
+            "ttft_ms": {"bound": b.ttft_s * 1e3, "expected": e.ttft_s * 1e3},
             "per_request_tok_s": {"bound": self.per_request_bound_tok_s,
                                   "expected": self.per_request_expected_tok_s},
             "aggregate_tok_s": {"bound": self.aggregate_bound_tok_s, "expected": self.aggregate_expected_tok_s},
+            "closed_loop": {"bound": b.to_json(), "expected": e.to_json()},
+            "decode_step_ms": {"bound": self.step_bound_s * 1e3, "expected": self.step_expected_s * 1e3},
+            "decode_only": {"step_ms": {"bound": self.step_bound_s * 1e3, "expected": self.step_expected_s * 1e3},
+                            "per_request_tok_s": {"bound": 1 / self.step_bound_s,
+                                                  "expected": 1 / self.step_expected_s},
+                            "aggregate_tok_s": {"bound": self.decode_only_bound_tok_s,
+                                                "expected": self.decode_only_expected_tok_s}},
+            "communication_per_decode_step": self.communication.to_json(),
             "limited_by": self.limiter,
         }
 
@@ -95,6 +128,10 @@ class Estimate:
     """Expected steady state at maximum load (None: the memory size is unknown)."""
     efficiency_source: str = "typical"
     """Where ``efficiency`` comes from: ``typical``, ``given``, or a calibration (`tokometer.perf.calibrate`)."""
+    chunked_prefill: bool = True
+    """The closed loop's prompts ride in the decode steps (else they are prefilled in steps of their own)."""
+    step_tokens: int = STEP_TOKENS
+    """Tokens one step may hold (the engine's token budget)."""
 
     @property
     def tokens_per_sequence(self) -> int:
@@ -117,13 +154,31 @@ class Estimate:
                 "expected_touched_per_layer": {str(r.batch): m.expected_experts(r.batch) for r in self.rows},
                 "routing": "uniform (each token's k experts a uniform draw)"}
 
+    def _communication_json(self) -> dict[str, Any]:
+        """How the tensor-/expert-parallel communication is counted (`tokometer.perf.collective`)."""
+        from tokometer.perf.collective import ACTIVATION_BYTES, COLLECTIVE_LATENCY_S, COLLECTIVE_LATENCY_SOURCE
+
+        d = self.deployment
+        counted = communication(d, 1).counted
+        return {"counted": counted, "link_gbs_both_directions": d.hardware.link_gbs,
+                "activation_bytes": ACTIVATION_BYTES, "latency_us_per_collective": COLLECTIVE_LATENCY_S * 1e6,
+                "latency_source": COLLECTIVE_LATENCY_SOURCE,
+                "assumption": "tensor parallel: 2 ring all-reduces of the step's tokens × hidden activations per "
+                              "layer, 2 (TP − 1) / TP of the bytes over one direction of the link, plus the latency "
+                              "each; expert parallel: the MLP's all-reduce replaced by a dispatch and a combine "
+                              "all-to-all of the routed tokens; added to the step (not overlapped)"
+                              + ("" if counted else f"; NOT counted here: {d.hardware.name} has no link figure")}
+
     def to_json(self) -> dict[str, Any]:
         d = self.deployment
         return {
             "model": {"name": d.model.name, "params": d.model.params, "active_params": d.model.active,
                       "source": d.model.source},
             "hardware": {"name": d.hardware.name, "memory_gib": d.hardware.memory_gb,
-                         "bandwidth_gbs": d.hardware.bandwidth_gbs, "peak_tflops": (d.compute_flops or 0) / 1e12
+                         "bandwidth_gbs": d.hardware.bandwidth_gbs, "link_gbs": d.hardware.link_gbs,
+                         "dense_tflops": {"bf16": d.hardware.bf16_tflops, "fp8": d.hardware.fp8_tflops,
+                                          "int8": d.hardware.int8_tops, "fp4": d.hardware.fp4_tflops},
+                         "peak_tflops": (d.compute_flops or 0) / 1e12
                          or None, "source": d.hardware.source, "note": d.hardware.note,
                          "compute_dtype": d.compute_dtype, "peak": d.compute_peak.to_json() if d.compute_peak else None,
                          "peaks": [p.to_json() for p in d.hardware.peaks]},
@@ -142,28 +197,43 @@ class Estimate:
             "compute_bound_batch": {"bound": self.compute_bound_batch,
                                     "expected": self.compute_bound_batch_expected,
                                     "bound_short_context": self.compute_bound_batch_short},
+            "closed_loop": {"prefill": "chunked" if self.chunked_prefill else "separate steps",
+                            "step_tokens": self.step_tokens, "model": "tokometer.perf.closedloop"},
+            "communication": self._communication_json(),
             "batches": [row.to_json() for row in self.rows],
             "max_load": self.max_load.to_json() if self.max_load else None,
         }
 
 
+def _row(d: Deployment, batch: int, input_tokens: int, output_tokens: int, eff: Efficiency, capacity: int | None,
+         chunked: bool, step_tokens: int) -> BatchEstimate:
+    context = round(batch * (input_tokens + output_tokens / 2))
+    end_tokens = batch * (input_tokens + output_tokens)
+    return BatchEstimate(
+        batch=batch, fits=None if capacity is None else end_tokens <= capacity,
+        kv_bytes_end=end_tokens * d.kv_bytes_per_token, context_tokens=context,
+        prefill_bound_s=prefill_s(d, input_tokens), prefill_expected_s=prefill_s(d, input_tokens, 0, eff),
+        step_bound_s=decode_step_s(d, batch, context), step_expected_s=decode_step_s(d, batch, context, eff),
+        limiter=decode_limiter(d, batch, context, eff),
+        closed_bound=closed_loop(d, batch, input_tokens, output_tokens, BOUND, chunked=chunked,
+                                 step_tokens=step_tokens),
+        closed_expected=closed_loop(d, batch, input_tokens, output_tokens, eff, chunked=chunked,
+                                    step_tokens=step_tokens),
+        communication=communication(d, batch))
+
+
 def estimate(d: Deployment, batches: list[int], input_tokens: int, output_tokens: int,
-             efficiency: Efficiency | None = None, gpu_memory_utilization: float = 0.9) -> Estimate:
-    """Limits of ``d`` at each batch size in ``batches`` for requests of ``input_tokens`` → ``output_tokens``."""
+             efficiency: Efficiency | None = None, gpu_memory_utilization: float = 0.9, *,
+             chunked_prefill: bool = True, step_tokens: int = STEP_TOKENS) -> Estimate:
+    """Limits of ``d`` at each batch size in ``batches`` for requests of ``input_tokens`` → ``output_tokens``;
+    the closed loop with prompts prefilled in chunks of a ``step_tokens`` budget (or in steps of their own)."""
     eff = efficiency or Efficiency()
     weight_dtype(d.weight_dtype)
     capacity = d.kv_capacity_tokens(gpu_memory_utilization) if d.hardware.memory_gb else None
     mid = input_tokens + output_tokens / 2
-    rows = []
-    for batch in batches:
-        context = round(batch * mid)
-        end_tokens = batch * (input_tokens + output_tokens)
-        rows.append(BatchEstimate(
-            batch=batch, fits=None if capacity is None else end_tokens <= capacity,
-            kv_bytes_end=end_tokens * d.kv_bytes_per_token, context_tokens=context,
-            prefill_bound_s=prefill_s(d, input_tokens), prefill_expected_s=prefill_s(d, input_tokens, 0, eff),
-            step_bound_s=decode_step_s(d, batch, context), step_expected_s=decode_step_s(d, batch, context, eff),
-            limiter=decode_limiter(d, batch, context, eff)))
+    rows = [_row(d, batch, input_tokens, output_tokens, eff, capacity, chunked_prefill, step_tokens)
+            for batch in batches]
     turns = (compute_bound_batch(d, mid, BOUND), compute_bound_batch(d, mid, eff), compute_bound_batch(d, 0, BOUND))
     return Estimate(d, eff, input_tokens, output_tokens, gpu_memory_utilization, capacity, *turns, tuple(rows),
-                    max_load=max_load(d, input_tokens, output_tokens, eff, gpu_memory_utilization))
+                    max_load=max_load(d, input_tokens, output_tokens, eff, gpu_memory_utilization),
+                    chunked_prefill=chunked_prefill, step_tokens=step_tokens)

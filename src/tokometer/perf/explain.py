@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from tokometer.perf.estimate import Estimate
+from tokometer.perf.collective import (
+    ACTIVATION_BYTES,
+    COLLECTIVE_LATENCY_S,
+    COLLECTIVE_LATENCY_SOURCE,
+    communication,
+    communication_s,
+)
+from tokometer.perf.estimate import BatchEstimate, Estimate
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 from tokometer.perf.roofline import (
     ACTIVATION_RESERVE_GIB,
@@ -104,8 +111,11 @@ def _decode(e: Estimate, batch: int, context: int) -> str:
                      f"attention {d.model.attention_flops_per_pair:,} FLOPs × {context:,} cached tokens = "
                      f"{work / 1e9:,.1f} GFLOP / ({d.tp} × {flops / 1e12:,.4g} TFLOP/s{_basis(d)}) = "
                      f"{fmt_time(work / (d.tp * flops))}.")
-    lines.append(f"  Step bound {fmt_time(bound)} → {1 / bound:,.1f} tok/s per request, {batch / bound:,.1f} tok/s "
-                 f"in all; expected at {eff.decode_bandwidth:.0%} of bandwidth / {eff.decode_compute:.0%} of FLOP/s: "
+    comm = communication_s(d, batch)
+    talk = f" (the larger, plus {fmt_time(comm)} of communication below)" if comm else ""
+    lines.append(f"  Step bound{talk} {fmt_time(bound)} → {1 / bound:,.1f} tok/s per request, "
+                 f"{batch / bound:,.1f} tok/s in all; expected at {eff.decode_bandwidth:.0%} of bandwidth / "
+                 f"{eff.decode_compute:.0%} of FLOP/s: "
                  f"{fmt_time(expected)} → {1 / expected:,.1f} and {batch / expected:,.1f} tok/s.")
     return "\n".join(lines)
 
@@ -132,7 +142,8 @@ def _prefill(e: Estimate) -> str:
             f"{n:,}×{n + 1:,}/2 causal pairs = {work / 1e12:,.2f} TFLOP / "
             f"({d.tp} × {flops / 1e12:,.4g} TFLOP/s{_basis(d)}) = {fmt_time(work / (d.tp * flops))}; floor: reading "
             f"the weights once {fmt_time(floor)}. Bound {fmt_time(bound)}; expected at {eff.prefill_compute:.0%} of "
-            f"FLOP/s {fmt_time(prefill_s(d, n, 0, eff))}: the TTFT of a request that does not queue.")
+            f"FLOP/s {fmt_time(prefill_s(d, n, 0, eff))}: the TTFT of a request that does not queue"
+            + (f" (each with {fmt_time(communication_s(d, n))} of communication)." if d.tp > 1 else "."))
 
 
 def _turning_point(e: Estimate) -> str:
@@ -159,6 +170,58 @@ def _turning_point(e: Estimate) -> str:
     return text
 
 
+def _communication(d: Deployment) -> str:
+    """The tensor-/expert-parallel communication of a decode step, in words (`tokometer.perf.collective`)."""
+    c = communication(d, 1)
+    split = f"Tensor parallel {d.tp}: weights, KV heads and the work are split over {d.tp} GPUs"
+    if not c.counted:
+        return (f"{split}; their communication is NOT counted: {d.hardware.name} has no link figure (give link_gbs "
+                "in a hardware file), so every step here is optimistic by its all-reduces.")
+    ep = (f"; expert parallel: the MLP's all-reduce is replaced by a dispatch and a combine all-to-all, each GPU "
+          f"sending its T / {d.tp} tokens × {d.model.experts_per_token} experts × {d.model.hidden:,} × "
+          f"{ACTIVATION_BYTES} B × ({d.tp} − 1) / {d.tp}" if d.expert_parallel else "")
+    return (f"{split}. Communication, counted in every step (decode and prefill): each of the {d.model.layers} "
+            f"layers all-reduces the step's T tokens × {d.model.hidden:,} activations × {ACTIVATION_BYTES} B (bf16) "
+            f"after attention and after the MLP; a ring sends 2 × ({d.tp} − 1) / {d.tp} of that from each GPU over "
+            f"one direction of its link, {d.hardware.link_gbs or 0:,.6g} / 2 GB/s, plus "
+            f"{COLLECTIVE_LATENCY_S * 1e6:,.3g} µs a collective ({COLLECTIVE_LATENCY_SOURCE}){ep}. One token: "
+            f"{c.collectives} collectives, {fmt_bytes(c.bytes_per_gpu)} a GPU, {fmt_time(c.seconds)}; the "
+            "collectives are taken as not overlapped with the kernels (added to the step's roofline).")
+
+
+def _closed_loop(e: Estimate, row: BatchEstimate) -> str:
+    """One batch row's closed loop in words (`tokometer.perf.closedloop`)."""
+    c, b = row.closed_expected, row.batch
+    head = (f"  Closed loop, {b:,} users (each sends its next prompt as its answer ends): the others send "
+            f"({b:,} − 1) / {e.output_tokens:,} = {c.prompts_per_step:,.3g} prompts a decode step. ")
+    if b == 1:
+        head = "  Closed loop, one user (its next prompt as its answer ends): nothing else arrives. "
+    if b == 1 and not c.saturated:
+        body = f"ITL is the decode step, {fmt_time(c.itl_s)}. "
+    elif c.saturated:
+        body = (f"They need more than the {c.step_tokens:,}-token step budget leaves, so every step is full: "
+                f"{c.decode_batch:,.1f} sequences decode beside {c.prefill_tokens:,.0f} prompt tokens, "
+                f"{fmt_time(c.itl_s)} a step, and the others wait for their prefill. ")
+    elif c.chunked:
+        body = (f"Chunked prefill (at most {c.step_tokens:,} tokens a step): {c.prefill_share:.0%} of the steps also "
+                f"carry {c.prefill_tokens:,.0f} prompt tokens (one weight read for all, their FLOPs added to the "
+                f"decode step's roofline): "
+                f"{fmt_time(c.prefill_step_s)} against {fmt_time(c.decode_step_s)} decode only; ITL = "
+                f"{1 - c.prefill_share:.2f} × {fmt_time(c.decode_step_s)} + {c.prefill_share:.2f} × "
+                f"{fmt_time(c.prefill_step_s)} = {fmt_time(c.itl_s)}. ")
+    else:
+        body = (f"Prefill in steps of its own ({c.prefill_tokens:,.0f} tokens, {fmt_time(c.prefill_step_s)}), "
+                f"{c.prefill_share:,.3g} of them a decode step, stalling it: ITL = {fmt_time(c.decode_step_s)} + "
+                f"{c.prefill_share:,.3g} × {fmt_time(c.prefill_step_s)} = {fmt_time(c.itl_s)}. ")
+    wait = "the step in flight, then " if b > 1 else ""
+    tail = (f"TTFT {fmt_time(c.ttft_s)} ({wait}the prompt's own prefill). Per user cycle "
+            f"{fmt_time(c.ttft_s)} + {e.output_tokens - 1:,} × {fmt_time(c.itl_s)} = {fmt_time(c.cycle_s)}: "
+            f"{c.per_request_tok_s:,.1f} tok/s per request (1 / ITL), {b:,} × {e.output_tokens:,} / "
+            f"{fmt_time(c.cycle_s)} = {c.aggregate_tok_s:,.1f} tok/s in all (expected), against "
+            f"{row.decode_only_expected_tok_s:,.1f} decode only.")
+    return head + body + tail
+
+
 def explain(e: Estimate) -> str:
     """The estimate's arithmetic in words: memory, KV, capacity, each batch's decode step, prefill, turning point."""
     d = e.deployment
@@ -166,12 +229,11 @@ def explain(e: Estimate) -> str:
              + (f" {d.hardware.note}." if d.hardware.note else ""), f"Weights: {weights_arithmetic(d)}.",
              f"KV cache per token: {kv_arithmetic(d)}.", _capacity(e), ""]
     for row in e.rows:
-        lines += [_decode(e, row.batch, row.context_tokens), ""]
+        lines += [_decode(e, row.batch, row.context_tokens), _closed_loop(e, row), ""]
     lines.append(_prefill(e))
     lines.append(_turning_point(e))
     if d.tp > 1:
-        lines.append(f"Tensor parallel {d.tp}: weights, KV heads and the work are split over {d.tp} GPUs, and each "
-                     "layer's all-reduce over the interconnect is NOT counted: real steps take longer by that.")
+        lines.append(_communication(d))
     if d.pp > 1:
         lines.append(f"Pipeline parallel {d.pp}: memory is split over {d.pp} stages but a token passes them one after "
                      "another, so per-token latency is not reduced (throughput can be, with micro-batches in flight).")

@@ -12,10 +12,13 @@ In steady state each iteration
   prefill's compute efficiency.
 
     B          = min(max_batch, ⌊KV capacity / (input + output)⌋)
-    iteration  = decode_step_s(B, B × (input + output / 2)) + prefill FLOPs(B × input / output) / (TP × F × e_prefill)
+    iteration  = `roofline.mixed_step_s`(B decoding with B × (input + output / 2) cached, B × input / output
+                 prompt tokens): the decode roofline + the prompt tokens' FLOPs / (TP × F × e_prefill)
+                 + the step's communication (`tokometer.perf.collective`)
     throughput = B / iteration                                   (output tokens per second, all GPUs)
 
-The prefill is *added* to the decode step rather than overlapped with it: the two run as one batch of
+The prefill is *added* to the decode step rather than overlapped with it (`roofline.mixed_step_s`, the same
+step the closed loop at a fixed concurrency is made of, `tokometer.perf.closedloop`): the two run as one batch of
 kernels whose matmuls grow with the prefill tokens, and the published figures this module is checked
 against (`tests/unit/perf/test_perf_published.py`, docs/commands/estimate.md) fit the sum: with the overlap
 (``max``) prompt-heavy shapes such as 5000→500 come out 50–66 % too fast, with the sum within 15 %.
@@ -28,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tokometer.perf.roofline import Deployment, Efficiency, decode_limiter, decode_step_s, prefill_flops, prefill_s
+from tokometer.perf.roofline import Deployment, Efficiency, decode_limiter, decode_step_s, mixed_step_s
 
 __all__ = ["MAX_BATCH", "MaxLoad", "max_load"]
 
@@ -78,13 +81,8 @@ def max_load(d: Deployment, input_tokens: int, output_tokens: int, efficiency: E
     context = round(batch * (input_tokens + output_tokens / 2))
     decode = decode_step_s(d, batch, context, eff)
     prompt_tokens = batch * input_tokens / output_tokens
-    flops = d.compute_flops
-    if flops:
-        sequences = max(1, round(batch / output_tokens))
-        prefill = prefill_flops(d.model, prompt_tokens, 0, sequences) / (d.tp * flops * eff.prefill_compute)
-    else:  # no FLOP figure: the prefill's own roofline floor, per new prompt
-        prefill = prefill_s(d, max(1, round(prompt_tokens)), 0, eff)
+    iteration = mixed_step_s(d, batch, context, prompt_tokens, 0, eff, sequences=max(1, round(batch / output_tokens)))
+    prefill = iteration - decode
     bound = "prefill" if prefill > decode else decode_limiter(d, batch, context, eff)
-    iteration = decode + prefill
     return MaxLoad(batch=batch, limited_by="kv cache" if fit < max_batch else "batch limit", decode_s=decode,
                    prefill_s=prefill, output_tok_s=batch / iteration, per_request_tok_s=1 / iteration, bound=bound)

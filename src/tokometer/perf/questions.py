@@ -17,11 +17,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tokometer.perf.closedloop import STEP_TOKENS
 from tokometer.perf.efficiency import RunEfficiency, run_efficiency
 from tokometer.perf.estimate import Estimate, estimate
 from tokometer.perf.hardware import hardware_table, resolve_hardware
 from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.loaders import resolve_model
+from tokometer.perf.measuredloop import loops_beside
 from tokometer.perf.quant import default_kv_dtype, normalize_dtype
 from tokometer.perf.roofline import Deployment, Efficiency
 from tokometer.perf.target import TargetAnswer, reach_target
@@ -58,6 +60,10 @@ class EstimateSpec:
     batches: Sequence[int] = (1,)
     input_tokens: int = 1000
     output_tokens: int = 1000
+    chunked_prefill: bool = True
+    """The closed loop's prompts ride in decode steps (``--no-chunked-prefill``: steps of their own)."""
+    step_tokens: int = STEP_TOKENS
+    """Tokens one engine step may hold (``--step-tokens``; vLLM's max_num_batched_tokens)."""
     gpu_memory_utilization: float = 0.9
     efficiency: Efficiency | None = None
     """None: the hardware's stored calibration (`tokometer.perf.calibrate`) if it has one, else typical."""
@@ -130,7 +136,8 @@ def run_estimate(spec: EstimateSpec) -> Estimate:
     """The limits of ``spec``'s deployment (model and hardware required) at each of its batch sizes."""
     d, batches, efficiency, source = estimate_inputs(spec)
     return replace(estimate(d, batches, spec.input_tokens, spec.output_tokens, efficiency,
-                            spec.gpu_memory_utilization), efficiency_source=source)
+                            spec.gpu_memory_utilization, chunked_prefill=spec.chunked_prefill,
+                            step_tokens=spec.step_tokens), efficiency_source=source)
 
 
 def run_target(spec: EstimateSpec, target: float) -> TargetAnswer:
@@ -203,7 +210,8 @@ def judge_stored_run(spec: EstimateSpec, run: StoredRun, records: list[RequestRe
     result = run_efficiency(run, records, d, efficiency)
     if not result.steps:
         raise ConfigError(f"run {run.id} has no completed measured requests to judge")
-    return result
+    loops = loops_beside(run, records, d, efficiency, chunked=spec.chunked_prefill, step_tokens=spec.step_tokens)
+    return replace(result, closed_loop=tuple(loops))
 
 
 def calibrate_runs(spec: EstimateSpec, run_ids: Sequence[int], store: str | None = None) -> Calibration:

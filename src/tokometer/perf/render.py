@@ -16,7 +16,9 @@ from tokometer.perf.target import TargetAnswer
 from tokometer.util.units import GIB
 
 if TYPE_CHECKING:
+    from tokometer.perf.closedloop import ClosedLoop
     from tokometer.perf.hardwarespec import HardwareSpec
+    from tokometer.perf.measuredloop import LoopBeside
     from tokometer.perf.model import ModelSpec
     from tokometer.perf.roofline import Deployment
 
@@ -84,18 +86,7 @@ def render_estimate(console: Console, e: Estimate) -> None:
         at_ctx = f"batch {turn:,}" if turn is not None else "never (KV reads dominate)"
         console.print(f"  turning   decode compute bound from batch {short:,} at short contexts; at {mid:,.0f} "
                       f"cached tokens per sequence: {at_ctx}")
-    table = Table(show_edge=False, title=None)
-    for column in ("batch", "fits", "KV at end", "prefill ms (1 req)", "decode step ms", "tok/s per request",
-                   "tok/s in all", "bound by"):
-        table.add_column(column, justify="left" if column in ("fits", "bound by") else "right")
-    for row in e.rows:
-        fits = "?" if row.fits is None else "yes" if row.fits else "NO"
-        table.add_row(f"{row.batch:,}", fits, fmt_bytes(row.kv_bytes_end),
-                      _pair(_ms(row.prefill_bound_s), _ms(row.prefill_expected_s)),
-                      _pair(_ms(row.step_bound_s), _ms(row.step_expected_s)),
-                      _pair(_tok(row.per_request_bound_tok_s), _tok(row.per_request_expected_tok_s)),
-                      _pair(_tok(row.aggregate_bound_tok_s), _tok(row.aggregate_expected_tok_s)), row.limiter)
-    console.print(table)
+    _batch_table(console, e)
     if e.max_load is not None:
         m = e.max_load
         console.print(f"  max load  {m.batch:,} sequences at once (set by the {m.limited_by}), each finished one "
@@ -103,10 +94,55 @@ def render_estimate(console: Console, e: Estimate) -> None:
                       f"per request; an iteration is {_ms(m.decode_s)} ms of decode + {_ms(m.prefill_s)} ms of "
                       f"the new prompts' prefill ({m.bound} bound; expected)")
     console.print(f"  {_efficiency_line(e)}")
-    if d.tp > 1:
-        console.print("  tensor-parallel communication is not counted: the bounds are optimistic by it")
+    console.print(f"  {_communication_line(e)}")
     if not d.compute_flops:
         console.print(f"  {d.hardware.name} has no compute figure: prefill shows only the weight-read floor")
+
+
+def _batch_table(console: Console, e: Estimate) -> None:
+    """The batch rows: the closed loop (what ``bench -c B`` sees) and, beside it, decode only."""
+    table = Table(show_edge=False, title=None)
+    for column in ("batch", "fits", "KV at end", "TTFT ms", "ITL ms", "tok/s per request", "tok/s in all",
+                   "decode-only step ms", "decode-only tok/s", "bound by"):
+        table.add_column(column, justify="left" if column in ("fits", "bound by") else "right")
+    for row in e.rows:
+        fits = "?" if row.fits is None else "yes" if row.fits else "NO"
+        b, x = row.closed_bound, row.closed_expected
+        table.add_row(f"{row.batch:,}", fits, fmt_bytes(row.kv_bytes_end), _pair(_ms(b.ttft_s), _ms(x.ttft_s)),
+                      _pair(_ms(b.itl_s), _ms(x.itl_s)),
+                      _pair(_tok(row.per_request_bound_tok_s), _tok(row.per_request_expected_tok_s)),
+                      _pair(_tok(row.aggregate_bound_tok_s), _tok(row.aggregate_expected_tok_s)),
+                      _pair(_ms(row.step_bound_s), _ms(row.step_expected_s)),
+                      _pair(_tok(row.decode_only_bound_tok_s), _tok(row.decode_only_expected_tok_s)),
+                      row.limiter + (" (saturated)" if x.saturated else ""))
+    console.print(table)
+    how = (f"chunked prefill, at most {e.step_tokens:,} tokens a step" if e.chunked_prefill
+           else "prefill in steps of its own that stall decoding")
+    console.print(f"  closed loop: B users, each sending the next {e.input_tokens:,}-token prompt as its "
+                  f"{e.output_tokens:,}-token answer ends ({how}): what a benchmark at concurrency B measures; "
+                  "tok/s per request = 1 / ITL, in all = B × output / (TTFT + (output − 1) × ITL). Decode only: "
+                  "the batch running with no prompt arriving (an upper bound).")
+    saturated = [row.batch for row in e.rows if row.closed_expected.saturated]
+    if saturated:
+        console.print(f"  saturated at batch {', '.join(f'{b:,}' for b in saturated)}: the arriving prompts need "
+                      "more tokens a step than the budget leaves, so fewer sequences decode and the rest wait "
+                      "(TTFT grows); --step-tokens sets the budget")
+
+
+def _communication_line(e: Estimate) -> str:
+    """How the step times count the GPUs' communication (`tokometer.perf.collective`)."""
+    from tokometer.perf.collective import COLLECTIVE_LATENCY_S, communication
+
+    d = e.deployment
+    if d.tp <= 1:
+        return "communication: none (one GPU per stage)"
+    if not communication(d, 1).counted:
+        return (f"communication: NOT counted: {d.hardware.name} has no link figure (link_gbs in a hardware file); "
+                "the times are optimistic by the all-reduces")
+    kind = "all-reduce + all-to-all (expert parallel)" if d.expert_parallel else "2 all-reduces a layer"
+    return (f"communication counted in every step: {kind} of the step's bf16 activations over "
+            f"{d.hardware.link_gbs or 0:,.6g} / 2 GB/s (one direction of the link), "
+            f"{COLLECTIVE_LATENCY_S * 1e6:,.3g} µs each (--explain)")
 
 
 def render_target(console: Console, a: TargetAnswer) -> None:
@@ -116,12 +152,8 @@ def render_target(console: Console, a: TargetAnswer) -> None:
     needed = ", ".join(f"{fmt} {gbs / 1000:,.1f} TB/s" for fmt, gbs in a.per_request_bandwidth_gbs.items())
     console.print(f"  Per request: one decode step every {1e3 / a.target:.3f} ms needs memory bandwidth of {needed} "
                   f"(at {a.efficiency.decode_bandwidth:.0%} efficiency), over the whole TP group.")
-    best = a.best_per_request
-    if best is not None:
-        verdict = "reaches it" if best.reached else "does not reach it"
-        console.print(f"  Fastest single request here: {best.deployment.describe()} at "
-                      f"{best.batch1_tok_s:,.0f} tok/s: {verdict}. Beyond that: speculative decoding, "
-                      "or chips that hold the weights in SRAM.")
+    for line in a.per_request_lines() + a.context_lines() + a.aggregate_lines():
+        console.print(f"  {line}")
     table = Table(show_edge=False, title="In aggregate (expected): fewest GPUs, then smallest batch")
     for column in ("hardware", "weights", "GPUs", "batch", "tok/s in all", "tok/s per request", "1 request alone",
                    "fit"):
@@ -177,6 +209,50 @@ def render_run(console: Console, r: RunEfficiency) -> None:
     console.print(f"  batch = mean requests decoding at once; prefill time from: {', '.join(sources)}")
     console.print("  MBU = (weights + KV read per step) / TPOT / peak bandwidth; MFU = FLOPs / time / peak FLOP/s")
     console.print(f"  bottleneck rule ({r.rule})")
+    _loops_table(console, r)
+
+
+def _loop_pair(c: LoopBeside, what: str) -> str:
+    """``bound → expected`` of one closed-loop figure (``ttft``, ``itl`` or ``tok``), or ``-`` without a B."""
+    if c.bound is None or c.expected is None:
+        return "-"
+
+    def one(z: ClosedLoop) -> str:
+        return _ms(z.ttft_s) if what == "ttft" else _ms(z.itl_s) if what == "itl" else _tok(z.aggregate_tok_s)
+
+    return _pair(one(c.bound), one(c.expected))
+
+
+def _ratio(c: LoopBeside) -> str:
+    """Measured / expected tok/s as a multiple; past the bound itself it says the peak used is wrong."""
+    ratio = c.ratio()
+    if ratio is None:
+        return "-"
+    beyond = c.bound is not None and c.measured_tok_s is not None and c.measured_tok_s > c.bound.aggregate_tok_s
+    return f"{ratio:,.2f}×" + (" (above the bound: the hardware figures are too low)" if beyond else "")
+
+
+def _loops_table(console: Console, r: RunEfficiency) -> None:
+    """Each step measured beside the closed-loop estimate of its concurrency and lengths (`perf.measuredloop`)."""
+    if not r.closed_loop:
+        return
+    table = Table(show_edge=False, title="measured beside the estimate for the same concurrency and lengths")
+    for column in ("step", "load", "in → out", "TTFT ms measured", "estimated", "ITL ms measured", "estimated",
+                   "tok/s measured", "estimated", "measured / expected"):
+        table.add_column(column, justify="left" if column == "load" else "right")
+
+    def ms(x: float | None) -> str:
+        return "-" if x is None else _ms(x)
+
+    for c in r.closed_loop:
+        table.add_row(str(c.step), c.load, f"{c.input_tokens:,} → {c.output_tokens:,}", ms(c.measured_ttft_s),
+                      _loop_pair(c, "ttft"), ms(c.measured_itl_s), _loop_pair(c, "itl"),
+                      "-" if c.measured_tok_s is None else _tok(c.measured_tok_s), _loop_pair(c, "tok"),
+                      _ratio(c))
+    console.print(table)
+    console.print("  estimated: bound → expected, the closed loop of B users at the step's mean lengths (estimate "
+                  "--batch B --input-tokens I --output-tokens O); means of TTFT and of each request's ITL; a rate "
+                  "or trace step has no fixed B ('-')")
 
 
 def render_models(console: Console, models: list[ModelSpec]) -> None:

@@ -51,11 +51,20 @@ touched experts, 0.5 a GPU on average, but 1.6 expected on the busiest):
 
 (`ModelSpec.busiest_gpu_experts`, each expert taken as touched independently), so that W_read / TP
 is still the bytes on the critical path of one GPU; at a large batch every GPU reads all of its
-experts and the two agree. Not counted: the all-to-all that carries each token to its experts.
+experts and the two agree.
 
-Tensor parallelism divides the work over TP GPUs and ignores their all-reduce traffic (the bound
-is optimistic by that much). Pipeline parallelism divides memory but not a token's latency: a
-token still passes every stage in turn, so PP appears in the memory lines only. An efficiency of
+Tensor parallelism divides the work over TP GPUs; their communication (two all-reduces per layer, or
+with expert parallelism an all-reduce and the all-to-all pair that carries each token to its experts
+and back) is added to every step over the hardware's link (`tokometer.perf.collective`, where the
+assumptions are):
+
+    step = max(memory time, compute time) + communication(tokens of the step)
+
+A step that decodes and prefills at once (chunked prefill) is `mixed_step_s`: one weight read for all
+its tokens, the prompt tokens' FLOPs added to the decode roofline.
+
+Pipeline parallelism divides memory but not a token's latency: a token still passes every stage in
+turn, so PP appears in the memory lines only. An efficiency of
 ``None`` gives the bound itself (100 %); `Efficiency` states typical fractions instead.
 """
 
@@ -65,6 +74,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from tokometer.perf.collective import communication_s
 from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import kv_bytes, normalize_dtype, weight_dtype
@@ -81,6 +91,7 @@ __all__ = [
     "decode_limiter",
     "decode_step_s",
     "embedding_pass_s",
+    "mixed_step_s",
     "prefill_flops",
     "prefill_s",
     "weight_bytes_read",
@@ -208,8 +219,13 @@ class Deployment:
 
     @cached_property
     def compute_flops(self) -> float | None:
-        """One GPU's peak FLOP/s for this weight format (None: the hardware has no compute figure)."""
-        return self.compute_peak.flops if self.compute_peak else None
+        """One GPU's peak FLOP/s for this weight format (None: the hardware has no compute figure); experts in a
+        format of their own at its peak, blended (`tokometer.perf.mixedformat`)."""
+        from tokometer.perf.mixedformat import blended_flops
+
+        peak = self.compute_peak
+        return blended_flops(self.model, self.weight_dtype, self.hardware, self.compute_dtype, peak.flops) \
+            if peak else None
 
     def usable_memory_bytes(self, gpu_memory_utilization: float = 0.9) -> int:
         """One GPU's memory × the share the engine may take (vLLM's ``--gpu-memory-utilization``)."""
@@ -264,47 +280,79 @@ def weight_bytes_read(d: Deployment, tokens: int) -> float:
     return d.other_weight_bytes + d.expert_weight_bytes * m.expert_fraction_read(tokens)
 
 
-def decode_step_s(d: Deployment, batch: int, context_tokens: int, efficiency: Efficiency | None = None) -> float:
+def _memory_s(d: Deployment, tokens: float, kv_tokens: float, eff: Efficiency) -> float:
+    """Reading the weights a step over ``tokens`` tokens touches (/ TP) and ``kv_tokens`` of KV cache."""
+    return (weight_bytes_read(d, max(1, round(tokens))) / d.tp + d.kv_read_bytes_per_token * kv_tokens) / (
+        d.hardware.bandwidth * eff.decode_bandwidth)
+
+
+def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_tokens: float = 0,
+                 prefill_context: float = 0, efficiency: Efficiency | None = None, *, sequences: int = 1) -> float:
+    """One iteration that decodes a token for each of ``batch`` sequences holding ``context_tokens`` and, in the
+    same step (chunked prefill), prefills ``prefill_tokens`` prompt tokens over ``sequences`` prompts with
+    ``prefill_context`` tokens of theirs already cached, plus the step's tensor-/expert-parallel communication
+    over all its tokens (`tokometer.perf.collective`):
+
+    decode roofline max((W_read(B + P) / TP + KV × (C_decode + C_prefill + P)) / (BW × e_bw),
+                        decode FLOPs / (TP × F × e_decode))
+    + prefill FLOPs / (TP × F × e_prefill) + communication(B + P)
+
+    The weights are read once for all the step's tokens; the prompt tokens' FLOPs are added to the decode
+    roofline rather than hidden under its memory time: the decode's attention kernels (bound by their KV
+    reads) and the prompt's matmuls (bound by FLOPs) run one after the other, and the published figures
+    `tokometer.perf.maxload` is checked against fit the sum. With no sequence decoding (``batch`` 0) the
+    step is the prefill's own roofline, compute bound with the weight read as a floor (`prefill_s`).
+    """
+    eff = efficiency or BOUND
+    tokens = batch + prefill_tokens
+    if tokens <= 0:
+        return 0.0
+    kv = context_tokens + (prefill_context + prefill_tokens if prefill_tokens else 0)
+    memory = _memory_s(d, tokens, kv, eff)
+    flops = d.compute_flops
+    if not flops:
+        return memory + communication_s(d, tokens)
+    prefill = prefill_flops(d.model, prefill_tokens, prefill_context, sequences) / (
+        d.tp * flops * eff.prefill_compute) if prefill_tokens else 0.0
+    if batch <= 0:
+        return max(memory, prefill) + communication_s(d, tokens)
+    decode = decode_flops(d.model, batch, context_tokens) / (d.tp * flops * eff.decode_compute)
+    return max(memory, decode) + prefill + communication_s(d, tokens)
+
+
+def decode_step_s(d: Deployment, batch: int, context_tokens: float, efficiency: Efficiency | None = None) -> float:
     """Time of one decode iteration: one new token for each of ``batch`` sequences holding ``context_tokens``.
 
     max((W_read / TP + KV per token × context) / (BW × e_bw), decode FLOPs / (TP × F × e_decode))
+    + communication(batch)
     """
+    return mixed_step_s(d, batch, context_tokens, 0, 0, efficiency)
+
+
+def decode_limiter(d: Deployment, batch: int, context_tokens: float, efficiency: Efficiency | None = None) -> str:
+    """What bounds a decode step at ``efficiency``: ``bandwidth`` or ``compute`` (the communication, added to
+    either, bounds neither)."""
     eff = efficiency or BOUND
-    memory = (weight_bytes_read(d, batch) / d.tp + d.kv_read_bytes_per_token * context_tokens) / (
-        d.hardware.bandwidth * eff.decode_bandwidth)
     flops = d.compute_flops
     if not flops:
-        return memory
-    return max(memory, decode_flops(d.model, batch, context_tokens) / (d.tp * flops * eff.decode_compute))
-
-
-def decode_limiter(d: Deployment, batch: int, context_tokens: int, efficiency: Efficiency | None = None) -> str:
-    """What bounds a decode step at ``efficiency``: ``bandwidth`` or ``compute``."""
-    eff = efficiency or BOUND
-    if not d.compute_flops:
         return "bandwidth"
-    memory = (weight_bytes_read(d, batch) / d.tp + d.kv_read_bytes_per_token * context_tokens) / (
-        d.hardware.bandwidth * eff.decode_bandwidth)
-    return "bandwidth" if decode_step_s(d, batch, context_tokens, eff) <= memory * (1 + 1e-12) else "compute"
+    memory = _memory_s(d, batch, context_tokens, eff)
+    work = decode_flops(d.model, batch, context_tokens) / (d.tp * flops * eff.decode_compute)
+    return "bandwidth" if work <= memory else "compute"
 
 
 def prefill_s(d: Deployment, tokens: int, context_tokens: int = 0, efficiency: Efficiency | None = None, *,
               sequences: int = 1) -> float:
     """Time to process ``tokens`` prompt tokens split evenly over ``sequences`` (each with its share of
-    ``context_tokens`` already cached): compute bound, with the weight (and KV) read as a floor.
+    ``context_tokens`` already cached): compute bound, with the weight (and KV) read as a floor, plus the
+    communication of ``tokens`` tokens.
 
     max(prefill FLOPs / (TP × F × e_prefill), (W_read / TP + KV per token × (C + T)) / (BW × e_bw))
+    + communication(T)
     """
-    eff = efficiency or BOUND
     if tokens <= 0:
         return 0.0
-    floor = (weight_bytes_read(d, tokens) / d.tp + d.kv_read_bytes_per_token * (context_tokens + tokens)) / (
-        d.hardware.bandwidth * eff.decode_bandwidth)
-    flops = d.compute_flops
-    if not flops:
-        return floor
-    work = prefill_flops(d.model, tokens, context_tokens, sequences)
-    return max(floor, work / (d.tp * flops * eff.prefill_compute))
+    return mixed_step_s(d, 0, 0, tokens, context_tokens, efficiency, sequences=sequences)
 
 
 def embedding_pass_s(d: Deployment, inputs: int, tokens_each: int, efficiency: Efficiency | None = None) -> float:

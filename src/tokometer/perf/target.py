@@ -12,6 +12,15 @@ Two different questions, answered separately, both at the stated (expected) effi
   bisection between 1 and the number of sequences that fit.
 
 Context per sequence is taken mid-answer: input + output / 2 tokens.
+
+The formats searched are those of today's hardware: bf16, fp8, nvfp4, mxfp4 and AWQ (int4), each at its own
+peak where the row lists one (`tokometer.perf.quant`). Per request, the answer also names the fastest
+**single-GPU** configuration and says plainly when none reaches the target: at batch 1 a step reads the
+weights once, so one stream's speed is capped by one GPU's bandwidth over the bytes a token reads, whatever
+the batch. Speculative decoding multiplies a stream's speed by at most k + 1 (k draft tokens all accepted,
+the draft free: `tokometer.perf.speculative`), so the answer gives the tokens per verify step the fastest
+configuration would need. The per-user speeds specialised silicon publishes (Cerebras, SambaNova, Groq:
+`tokometer.perf.published.published_per_user`) are shown beside it as context, not as a model.
 """
 
 from __future__ import annotations
@@ -21,13 +30,14 @@ from typing import Any
 
 from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.model import ModelSpec
+from tokometer.perf.published import PerUserFigure, published_per_user
 from tokometer.perf.quant import default_kv_dtype, normalize_dtype
 from tokometer.perf.roofline import Deployment, Efficiency, decode_step_s, weight_bytes_read
 from tokometer.util.errors import ConfigError
 
 __all__ = ["TARGET_DTYPES", "TargetAnswer", "TargetOption", "reach_target"]
 
-TARGET_DTYPES = ("bf16", "fp8", "awq")
+TARGET_DTYPES = ("bf16", "fp8", "nvfp4", "mxfp4", "awq")
 TP_SIZES = (1, 2, 4, 8)
 
 
@@ -63,15 +73,77 @@ class TargetAnswer:
     per_request_bandwidth_gbs: dict[str, float]  # weight format -> GB/s needed for N tok/s per request
     best_per_request: TargetOption | None  # the fastest single request among the options
     options: list[TargetOption] = field(default_factory=list)
+    best_single_gpu: TargetOption | None = None  # the fastest single request on one GPU
+    specialised: list[PerUserFigure] = field(default_factory=list)  # published per-user speeds, as context
+
+    @property
+    def tokens_per_step_needed(self) -> float | None:
+        """Tokens per verify step speculative decoding would have to yield for the fastest single request to
+        reach the target (its speed-up is at most that): target / its batch-1 speed (None: nothing fits)."""
+        best = self.best_per_request
+        return self.target / best.batch1_tok_s if best else None
+
+    def per_request_lines(self) -> list[str]:
+        """The per-request answer in words: the fastest configuration, the fastest single GPU, and what
+        speculative decoding would have to give."""
+        lines, best, one = [], self.best_per_request, self.best_single_gpu
+        if best is not None:
+            verdict = "reaches it" if best.reached else "does not reach it"
+            lines.append(f"Fastest single request here: {best.deployment.describe()} at {best.batch1_tok_s:,.0f} "
+                         f"tok/s: {verdict}.")
+        if one is not None and not one.reached:
+            d = one.deployment
+            lines.append(f"No single-GPU configuration reaches {self.target:,.0f} tok/s per request: a stream's "
+                         f"speed is bound by one GPU's bandwidth at batch 1 (the weights are read once a token); "
+                         f"the fastest, {d.describe()}, gives {one.batch1_tok_s:,.0f}.")
+        elif one is not None:
+            lines.append(f"One GPU is enough per request: {one.deployment.describe()} at {one.batch1_tok_s:,.0f} "
+                         "tok/s.")
+        needed = self.tokens_per_step_needed
+        if best is not None and not best.reached and needed is not None:
+            lines.append(f"Speculative decoding multiplies a stream's speed by at most k + 1 (k draft tokens all "
+                         f"accepted, a free draft): from {best.batch1_tok_s:,.0f} tok/s it would need "
+                         f"{needed:,.1f} tokens per verify step (--spec-acceptance shows a given acceptance rate).")
+        return lines
+
+    def aggregate_lines(self) -> list[str]:
+        """The aggregate answer in one line: the fewest GPUs that reach the target, and whether one GPU does."""
+        reached = [o for o in self.options if o.reached]
+        if not reached:
+            return [f"In aggregate: no hardware and format here reaches {self.target:,.0f} tok/s with up to "
+                    f"{TP_SIZES[-1]} GPUs."]
+        first = reached[0]
+        d = first.deployment
+        line = (f"In aggregate: {d.gpus} × {d.hardware.name} in {normalize_dtype(d.weight_dtype)} reach it at batch "
+                f"{first.batch:,} ({first.per_request_tok_s:,.1f} tok/s per request)")
+        if d.gpus > 1:  # one GPU is tried first on every row: none reached it with one
+            line += "; no single GPU does, at any batch that fits"
+        return [line + "."]
+
+    def context_lines(self) -> list[str]:
+        """The published per-user speeds of specialised silicon, one line each (context, not a model)."""
+        if not self.specialised:
+            return []
+        lines = ["For context, per-user speeds published for chips that keep the weights on chip (not modelled "
+                 "here; sources in --json):"]
+        for f in self.specialised:
+            spec = ", with speculative decoding" if f.speculative else ""
+            lines.append(f"  {f.provider} {f.hardware.split(' (')[0]}: {f.model} {f.per_user_tok_s:,.0f} tok/s "
+                         f"({f.weights}{spec})")
+        return lines
 
     def to_json(self) -> dict[str, Any]:
-        best = self.best_per_request
+        best, one = self.best_per_request, self.best_single_gpu
         return {"target_tok_s": self.target, "model": self.model.name, "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens,
                 "per_request": {"bandwidth_needed_gbs": self.per_request_bandwidth_gbs,
                                 "reached": bool(best and best.batch1_tok_s >= self.target),
-                                "fastest": best.to_json() if best else None},
-                "aggregate": [o.to_json() for o in self.options]}
+                                "fastest": best.to_json() if best else None,
+                                "single_gpu_reached": bool(one and one.reached),
+                                "fastest_single_gpu": one.to_json() if one else None,
+                                "speculative_tokens_per_step_needed": self.tokens_per_step_needed},
+                "aggregate": [o.to_json() for o in self.options],
+                "specialised_per_user": [f.to_json() for f in self.specialised]}
 
 
 def _smallest_batch(d: Deployment, target: float, mid: float, eff: Efficiency, most: int) -> tuple[bool, int]:
@@ -114,14 +186,15 @@ def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None
 
 def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], formats: list[str], kv_dtype: str | None,
                             input_tokens: int, output_tokens: int, eff: Efficiency, utilization: float,
-                            target: float) -> TargetOption | None:
+                            target: float, tp_sizes: tuple[int, ...] = TP_SIZES) -> TargetOption | None:
+    """The fastest batch-1 stream over ``hardware`` × ``formats`` × ``tp_sizes`` whose cache fits one sequence."""
     mid = round(input_tokens + output_tokens / 2)
     best: TargetOption | None = None
     for hw in hardware:
         if not hw.memory_gb:
             continue
         for fmt in formats:
-            for tp in TP_SIZES:
+            for tp in tp_sizes:
                 if model.tp_problem(tp):
                     continue
                 d = Deployment(model, hw, fmt, kv_dtype or default_kv_dtype(fmt), tp=tp)
@@ -159,6 +232,7 @@ def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], 
                 options.append(option)
     options.sort(key=lambda o: (not o.reached, o.deployment.gpus if o.reached else 0, o.batch if o.reached else 0,
                                 -o.aggregate_tok_s))
-    best = _fastest_single_request(model, hardware, formats, kv_dtype, input_tokens, output_tokens, eff,
-                                   gpu_memory_utilization, target)
-    return TargetAnswer(target, model, input_tokens, output_tokens, eff, needed, best, options)
+    args = (model, hardware, formats, kv_dtype, input_tokens, output_tokens, eff, gpu_memory_utilization, target)
+    best, one = _fastest_single_request(*args), _fastest_single_request(*args, tp_sizes=(1,))
+    return TargetAnswer(target, model, input_tokens, output_tokens, eff, needed, best, options, one,
+                        published_per_user())

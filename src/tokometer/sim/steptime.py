@@ -2,10 +2,10 @@
 
 A step's time is the roofline of what it does at `perf.Efficiency`'s typical
 fractions of peak: a decode step of B sequences reading K cached tokens takes
-``decode_step_s(B, K)``; a step that also prefills P prompt tokens takes the
-longer of that and ``prefill_s(P)`` (the two overlap on a GPU: the decode's
-weight read is the prefill's too; the decode's extra compute is not added, so
-mixed steps are slightly optimistic).
+``decode_step_s(B, K)``; a step that also prefills P prompt tokens is
+`tokometer.perf.roofline.mixed_step_s` (the decode's weight read is the prefill's
+too, the prompt tokens' FLOPs are added to the decode roofline): the same step
+``estimate``'s closed loop and maximum load are made of.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def deployment_for(config: SimConfig) -> object:
 
 def step_time_for(config: SimConfig) -> tuple[StepTime, int]:
     """The step-time function and the KV capacity (tokens) of the modelled deployment."""
-    from tokometer.perf import Deployment, Efficiency, decode_step_s, prefill_s
+    from tokometer.perf import Deployment, Efficiency
+    from tokometer.perf.roofline import mixed_step_s
 
     d = deployment_for(config)
     assert isinstance(d, Deployment)
@@ -39,9 +40,7 @@ def step_time_for(config: SimConfig) -> tuple[StepTime, int]:
     efficiency = Efficiency()
 
     def step_time(decode_seqs: int, kv_tokens_read: int, prefill_tokens: int) -> float:
-        decode = decode_step_s(d, decode_seqs, kv_tokens_read, efficiency) if decode_seqs else 0.0
-        prefill = prefill_s(d, prefill_tokens, 0, efficiency) if prefill_tokens else 0.0
-        return max(decode, prefill)
+        return mixed_step_s(d, decode_seqs, kv_tokens_read, prefill_tokens, 0, efficiency)
 
     return step_time, capacity
 

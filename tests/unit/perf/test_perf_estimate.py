@@ -21,14 +21,19 @@ def test_batch_table() -> None:
     assert one.step_bound_s == pytest.approx((16.06e9 + 1500 * 131_072) / 3350e9)
     assert one.per_request_bound_tok_s == pytest.approx(206.07, abs=0.01)
     assert one.step_expected_s == pytest.approx(one.step_bound_s / 0.6)
-    assert eight.aggregate_bound_tok_s == pytest.approx(8 / ((16.06e9 + 12_000 * 131_072) / 3350e9))
+    assert eight.decode_only_bound_tok_s == pytest.approx(8 / ((16.06e9 + 12_000 * 131_072) / 3350e9))
+    # with prompts arriving (closed loop) the aggregate is below decode only, and B × O / the user cycle
+    loop = eight.closed_bound
+    assert eight.aggregate_bound_tok_s == pytest.approx(8 * 1000 / (loop.ttft_s + 999 * loop.itl_s))
+    assert eight.aggregate_bound_tok_s < eight.decode_only_bound_tok_s
     assert one.fits and not big.fits  # 256 × 2,000 tokens > 450,911
     assert big.kv_bytes_end == 256 * 2000 * 131_072
     assert {row.limiter for row in e.rows} == {"bandwidth"}
     assert e.compute_bound_batch is None and e.compute_bound_batch_short == 316
     data = e.to_json()
     assert data["weight_bytes"] == pytest.approx(16.06e9) and data["kv_bytes_per_token"] == 131_072
-    assert data["batches"][0]["per_request_tok_s"]["bound"] == pytest.approx(206.07, abs=0.01)
+    assert data["batches"][0]["per_request_tok_s"]["bound"] == pytest.approx(206.07, abs=0.01)  # one user: 1 / step
+    assert data["batches"][0]["decode_only"]["per_request_tok_s"]["bound"] == pytest.approx(206.07, abs=0.01)
     assert data["hardware"]["source"] == "NVIDIA H100 datasheet"
 
 
@@ -51,7 +56,11 @@ def test_explain_writes_the_arithmetic() -> None:
     assert "Turning point: with short contexts decode turns compute bound at batch 316" in text
     tp = explain(estimate(Deployment(resolve_model("llama-3.1-70b"), resolve_hardware("H100"), tp=4, pp=2), [1],
                           100, 100))
-    assert "all-reduce" in tp and "NOT counted" in tp and "per-token latency is not reduced" in tp
+    assert "all-reduce" in tp and "Communication, counted in every step" in tp
+    assert "per-token latency is not reduced" in tp
+    no_link = explain(estimate(Deployment(resolve_model("llama-3.1-8b"), resolve_hardware("Apple-M3-Ultra"), tp=2),
+                               [1], 100, 100))
+    assert "communication is NOT counted: Apple-M3-Ultra has no link figure" in no_link
 
 
 def test_what_it_takes_to_see_14000_tokens_per_second() -> None:

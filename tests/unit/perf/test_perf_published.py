@@ -1,26 +1,60 @@
-"""The estimate at maximum load against published serving figures (`tokometer.perf.published`): 40 figures
-of TensorRT-LLM's perf overview (Llama 3.1 8B and Llama 3.3 70B in FP8 on H100 and H200, ten prompt/answer
-shapes each; source and commit in src/tokometer/perf/data/published-serving.csv)."""
+"""The estimate at maximum load against published serving figures (`tokometer.perf.published`).
+
+The fit set: 40 figures of TensorRT-LLM's perf overview (Llama 3.1 8B and Llama 3.3 70B in FP8 on H100 and
+H200, ten prompt/answer shapes each), the figures the typical efficiencies were chosen against. The held-out
+set: every other row, split by source before any error was computed (the rule in `tokometer.perf.published`);
+no efficiency is tuned on it, and its misses are pinned with their reasons (`KNOWN_MISSES`).
+"""
 
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 import pytest
 
 from tokometer.perf import Efficiency
-from tokometer.perf.published import compare_published, published_figures
+from tokometer.perf.published import (
+    HELD_OUT_AIM,
+    KNOWN_MISSES,
+    SPLITS,
+    Checked,
+    compare_published,
+    known_miss,
+    published_figures,
+    summary,
+)
 from tokometer.perf.quant import default_kv_dtype
 
 
-def test_every_published_figure_has_its_source() -> None:
+def _fit() -> list[Checked]:
+    return compare_published(figures=published_figures("fit"))
+
+
+def test_every_published_figure_has_its_source_and_split() -> None:
     figures = published_figures()
-    assert len(figures) == 40
-    assert all("perf-overview.md at commit 00f37686" in f.source and f.output_tok_s > 0 for f in figures)
+    assert all(f.split in SPLITS and f.source and f.output_tok_s > 0 for f in figures)
+    fit = published_figures("fit")
+    assert len(fit) == 40
+    assert all("perf-overview.md at commit 00f37686" in f.source for f in fit)
+    assert {(f.model, f.hardware) for f in fit} == {("llama-3.1-8b", "H200-SXM"), ("llama-3.1-8b", "H100-SXM"),
+                                                    ("llama-3.1-70b", "H200-SXM"), ("llama-3.1-70b", "H100-SXM")}
+    held_out = published_figures("held-out")
+    assert len(held_out) == 253 and len(fit) + len(held_out) == len(figures)
+    # Each held-out source names the page and commit, or the article, it was read on.
+    assert all("commit " in f.source or "blogs." in f.source for f in held_out)
+
+
+def test_the_held_out_set_shares_no_deployment_and_shape_with_the_fit_set() -> None:
+    def key(f: object) -> tuple[object, ...]:
+        return tuple(getattr(f, n) for n in ("model", "hardware", "tp", "weight_dtype", "input_tokens",
+                                             "output_tokens"))
+
+    assert not {key(f) for f in published_figures("fit")} & {key(f) for f in published_figures("held-out")}
 
 
 def test_the_estimate_at_max_load_is_within_thirty_percent_of_every_published_figure() -> None:
-    checked = compare_published()
+    checked = _fit()
     errors = {f"{c.figure.model} {c.figure.hardware} {c.figure.input_tokens}/{c.figure.output_tokens}": c.error
               for c in checked}
     worst = max(errors.items(), key=lambda kv: abs(kv[1]))
@@ -30,17 +64,47 @@ def test_the_estimate_at_max_load_is_within_thirty_percent_of_every_published_fi
     assert sum(e > 0 for e in errors.values()) >= 10 and sum(e < 0 for e in errors.values()) >= 10
 
 
+def test_every_held_out_figure_is_within_the_aim_or_its_deployment_is_a_listed_miss() -> None:
+    checked = compare_published(figures=published_figures("held-out"))
+    assert len(checked) == 253  # every held-out deployment is one the estimate can size
+    unexplained = [(c.figure.group, c.figure.input_tokens, c.figure.output_tokens, round(c.error, 2))
+                   for c in checked if abs(c.error) > HELD_OUT_AIM and known_miss(c.figure) is None]
+    assert not unexplained, "held-out misses without a reason in KNOWN_MISSES"
+
+
+def test_the_list_of_known_misses_is_not_stale() -> None:
+    """A deployment leaves `KNOWN_MISSES` once every one of its figures is within the aim."""
+    checked = compare_published(figures=published_figures("held-out"))
+    missing = {c.figure.group for c in checked if abs(c.error) > HELD_OUT_AIM}
+    assert set(KNOWN_MISSES) == missing
+    assert all(reason.strip() for reason in KNOWN_MISSES.values())
+
+
+def test_the_held_out_errors_as_they_stand() -> None:
+    """The held-out record, pinned: how many figures meet the aim (a ratchet: raise it when the model gets
+    better, never lower it to pass) and how far the median one is (docs/commands/estimate.md shows the table)."""
+    checked = compare_published(figures=published_figures("held-out"))
+    errors = [abs(c.error) for c in checked]
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 51
+    assert statistics.median(errors) <= 0.35
+    # The single-GPU dense figures on older cards are close; the misses are multi-GPU and mixtures of experts.
+    close = [c for c in checked if c.figure.group in ("llama-3.1-8b A100-80GB-SXM TP1 fp16",
+                                                      "mixtral-8x7b H200-SXM TP1 fp8")]
+    assert max(abs(c.error) for c in close) <= 0.25
+
+
 def test_prompt_heavy_shapes_are_bound_by_prefill_and_long_answers_by_bandwidth() -> None:
     by_shape = {(c.figure.model, c.figure.hardware, c.figure.input_tokens, c.figure.output_tokens): c
-                for c in compare_published()}
+                for c in _fit()}
     assert by_shape[("llama-3.1-8b", "H200-SXM", 2048, 128)].bound == "prefill"
     assert by_shape[("llama-3.1-8b", "H200-SXM", 128, 2048)].bound == "bandwidth"
     assert by_shape[("llama-3.1-8b", "H200-SXM", 128, 128)].bound == "compute"
 
 
 def test_the_efficiencies_matter_as_stated() -> None:
-    slower = compare_published(Efficiency(decode_bandwidth=0.3))
-    base = compare_published()
+    fit = published_figures("fit")
+    slower = compare_published(Efficiency(decode_bandwidth=0.3), fit)
+    base = compare_published(figures=fit)
     ratios = [s.expected_tok_s / b.expected_tok_s for s, b in zip(slower, base, strict=True)]
     assert all(r <= 1.0001 for r in ratios)  # half the bandwidth efficiency never speeds anything up
     assert min(ratios) < 0.6  # and halves the bandwidth-bound shapes nearly
@@ -55,3 +119,10 @@ def test_a_bigger_kv_format_fits_fewer_sequences(kv: str) -> None:
 
     checked = compare_published(figures=[replace(figure, kv_dtype=kv)])[0]
     assert checked.batch == (876 if kv == "fp8" else 438)
+
+
+def test_the_reference_page_shows_the_errors_as_they_stand() -> None:
+    """docs/reference/published-figures.md is bench/published_serving.py's output: its summary lines are fresh."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "reference" / "published-figures.md").read_text("utf-8")
+    for name in SPLITS:
+        assert summary(name, compare_published(figures=published_figures(name))) in page

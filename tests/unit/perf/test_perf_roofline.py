@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tokometer.perf import Deployment, Efficiency, decode_step_s, prefill_s, resolve_hardware, resolve_model
+from tokometer.perf.collective import COLLECTIVE_LATENCY_S, communication_s
 from tokometer.perf.roofline import compute_bound_batch, decode_flops, prefill_flops, weight_bytes_read
 from tokometer.util.errors import ConfigError
 
@@ -84,7 +85,9 @@ def test_tensor_and_pipeline_parallel() -> None:
     tp2 = llama_h100(tp=2)
     assert tp2.weight_bytes_per_gpu == pytest.approx(8.03e9)
     assert tp2.kv_bytes_per_token_per_gpu == 65_536  # 4 of the 8 KV heads on each GPU
-    assert decode_step_s(tp2, 1, 0) == pytest.approx(decode_step_s(llama_h100(), 1, 0) / 2)
+    # half the bytes a GPU, and 2 × 32 all-reduces of one token's 4096 bf16 activations over NVLink
+    assert decode_step_s(tp2, 1, 0) == pytest.approx(decode_step_s(llama_h100(), 1, 0) / 2
+                                                     + 64 * (COLLECTIVE_LATENCY_S + 4096 * 2 / 450e9))
     tp16 = llama_h100(tp=16)
     assert tp16.kv_bytes_per_token_per_gpu == 2 * 32 * 1 * 128 * 2  # fewer KV heads than GPUs: replicated
     pp2 = llama_h100(pp=2)
@@ -123,7 +126,7 @@ def test_mixture_of_experts_reads_the_experts_its_tokens_reach() -> None:
     assert weight_bytes_read(d, 1) == pytest.approx(2 * 12.88e9)  # = the active parameters
     # 16 tokens: 1 − 0.75^16 = 99.0 % of the experts
     assert weight_bytes_read(d, 16) == pytest.approx(d.weight_bytes * (1 - share + share * (1 - 0.75**16)))
-    assert decode_step_s(d, 1, 0) == pytest.approx(2 * 12.88e9 / 2 / H100_BW)
+    assert decode_step_s(d, 1, 0) == pytest.approx(2 * 12.88e9 / 2 / H100_BW + communication_s(d, 1))
 
 
 def test_multi_head_latent_attention_cache() -> None:

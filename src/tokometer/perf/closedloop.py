@@ -1,0 +1,156 @@
+"""`closed_loop`: what a closed-loop benchmark at a fixed concurrency sees, prompts arriving as answers finish.
+
+B users each send a prompt of I tokens, read its O output tokens and send the next one at once (``bench
+-c B``). In steady state the engine decodes B sequences whose caches hold I + O / 2 tokens on average,
+and a new prompt arrives every time an answer ends: while one user decodes, the other B − 1 send
+r = (B − 1) / O prompts per step. Each prompt must be prefilled, and that prefill costs the decoders time.
+
+With chunked prefill (vLLM V1, SGLang and TensorRT-LLM by default) a step holds at most ``step_tokens``
+tokens (the engine's token budget: vLLM's ``max_num_batched_tokens``, TensorRT-LLM's ``max_num_tokens``;
+`STEP_TOKENS` by default). A prompt rides in decode steps, chunk = step_tokens − B tokens at a time, so it
+takes k = ⌈I / chunk⌉ steps of c = I / k tokens each; a step that carries prompt tokens is
+`roofline.mixed_step_s` (one weight read for all its tokens, the prompt tokens' FLOPs added to the decode
+roofline: the step `tokometer.perf.maxload` is made of, checked against published figures):
+
+    share of steps carrying a prompt   f = min(1, r × k)
+    prompt tokens in such a step       p = c, or r × I once every step carries some (r × k > 1)
+    ITL    = (1 − f) × step(B) + f × step(B, p)                            (mean time between tokens)
+    TTFT   = ½ × ITL (the step in flight ends first; 0 at B = 1) + k × step(B − 1, p)
+
+Saturated (B × I / O > chunk: the prompts need more tokens a step than the budget leaves): every step is
+full, and only B_d = step_tokens × O / (I + O) sequences decode while the others wait for their prefill:
+
+    ITL    = step(B_d, P = step_tokens − B_d);  aggregate = P / I × O / ITL (= B_d / ITL);
+    TTFT   = B × O / aggregate − (O − 1) × ITL                      (B_d at least 1)
+
+Without chunked prefill (``chunked=False``) a prompt is prefilled in a step of its own (n = ⌊step_tokens /
+I⌋ waiting prompts together, at most ⌈r⌉, at least 1), and decoding stops meanwhile:
+
+    ITL    = step(B) + r / n × prefill(n × I)          TTFT = ½ × step(B) + prefill(n × I)
+
+Then, for every case, per user cycle of TTFT + (O − 1) × ITL:
+
+    per-request tok/s = 1 / ITL          aggregate tok/s = B × O / (TTFT + (O − 1) × ITL)
+
+A prompt's prefill in chunks attends to its earlier chunks: a step with p of its tokens is counted with
+(I − p) / 2 tokens already cached, so its k chunks do the causal I (I + 1) / 2 pairs in all. Every
+request is taken as exactly I → O tokens; a real benchmark's spread, the ``½ step`` wait and the
+engine's own scheduling overheads (tokenising, sampling, the API server) are what this leaves out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tokometer.perf.roofline import BOUND, Deployment, Efficiency, mixed_step_s, prefill_s
+
+__all__ = ["STEP_TOKENS", "STEP_TOKENS_SOURCE", "ClosedLoop", "closed_loop"]
+
+STEP_TOKENS = 8192
+"""Tokens one engine step may hold by default (decode and prompt tokens together)."""
+STEP_TOKENS_SOURCE = ("vLLM V1's max_num_batched_tokens for its API server on GPUs of 70 GiB or more "
+                      "(vllm/engine/arg_utils.py; 2048 on smaller ones); TensorRT-LLM's max_num_tokens default")
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    """Steady state of B users in a closed loop: step times, ITL, TTFT and the throughputs they give."""
+
+    batch: int
+    input_tokens: int
+    output_tokens: int
+    chunked: bool
+    step_tokens: int
+    decode_batch: float
+    """Sequences decoding in a step: B, or fewer when saturated (the rest wait for their prefill)."""
+    prompts_per_step: float
+    """Other users' prompts arriving per decode step: (B − 1) / O."""
+    prefill_tokens: float
+    """Prompt tokens in a step that carries some (chunked), or in a prefill step of its own."""
+    prefill_share: float
+    """Chunked: share of steps carrying prompt tokens; else prefill steps per decode step."""
+    decode_step_s: float
+    """A step with no prompt in it (decode only)."""
+    prefill_step_s: float
+    """A step carrying prompt tokens (chunked), or a prefill step of its own."""
+    itl_s: float
+    ttft_s: float
+    saturated: bool
+
+    @property
+    def cycle_s(self) -> float:
+        """One user's request from sending to its last token: TTFT + (O − 1) × ITL."""
+        return self.ttft_s + (self.output_tokens - 1) * self.itl_s
+
+    @property
+    def per_request_tok_s(self) -> float:
+        return 1 / self.itl_s
+
+    @property
+    def aggregate_tok_s(self) -> float:
+        return self.batch * self.output_tokens / self.cycle_s
+
+    def to_json(self) -> dict[str, Any]:
+        return {"prefill": "chunked" if self.chunked else "separate steps", "step_tokens": self.step_tokens,
+                "decode_batch": self.decode_batch, "prompts_per_step": self.prompts_per_step,
+                "prefill_tokens_per_step": self.prefill_tokens, "prefill_share": self.prefill_share,
+                "decode_only_step_ms": self.decode_step_s * 1e3, "prefill_step_ms": self.prefill_step_s * 1e3,
+                "itl_ms": self.itl_s * 1e3, "ttft_ms": self.ttft_s * 1e3, "cycle_s": self.cycle_s,
+                "saturated": self.saturated, "per_request_tok_s": self.per_request_tok_s,
+                "aggregate_tok_s": self.aggregate_tok_s}
+
+
+def _with_prompt(d: Deployment, batch: float, context: float, p: float, input_tokens: int,
+                 eff: Efficiency) -> float:
+    """A step decoding ``batch`` sequences (``context`` cached in all) that also prefills ``p`` prompt tokens:
+    whole prompts when p ≥ I, else a chunk of one with (I − p) / 2 of its tokens already cached."""
+    if p >= input_tokens:
+        return mixed_step_s(d, round(batch), context, p, 0, eff, sequences=max(1, round(p / input_tokens)))
+    return mixed_step_s(d, round(batch), context, p, (input_tokens - p) / 2, eff)
+
+
+def _chunked(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_tokens: int) -> ClosedLoop:
+    per_seq = i + o / 2
+    chunk = max(1, step_tokens - batch)
+    r = (batch - 1) / o
+    if batch * i / o > chunk:  # the budget cannot keep up: fewer decode, the rest queue for prefill
+        decoding = max(1.0, min(batch - 1.0, step_tokens * o / (i + o)))
+        p = max(1.0, step_tokens - decoding)
+        itl = _with_prompt(d, decoding, decoding * per_seq, p, i, eff)
+        answers_per_s = p / i / itl  # prompts done a step = answers begun (and, in steady state, ended) a step
+        ttft = batch / answers_per_s - (o - 1) * itl
+        return ClosedLoop(batch, i, o, True, step_tokens, decoding, r, p, 1.0,
+                          mixed_step_s(d, round(decoding), decoding * per_seq, 0, 0, eff), itl, itl, ttft, True)
+    k = math.ceil(i / chunk)
+    share = min(1.0, r * k)
+    p = i / k if r * k <= 1 else min(chunk, r * i)
+    decode = mixed_step_s(d, batch, batch * per_seq, 0, 0, eff)
+    mixed = _with_prompt(d, batch, batch * per_seq, p, i, eff)
+    itl = (1 - share) * decode + share * mixed
+    own = _with_prompt(d, batch - 1, (batch - 1) * per_seq, p, i, eff)
+    ttft = (itl / 2 if batch > 1 else 0.0) + k * own
+    return ClosedLoop(batch, i, o, True, step_tokens, float(batch), r, p, share, decode, mixed, itl, ttft, False)
+
+
+def _separate(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_tokens: int) -> ClosedLoop:
+    r = (batch - 1) / o
+    together = max(1, min(math.ceil(r), step_tokens // i))
+    decode = mixed_step_s(d, batch, batch * (i + o / 2), 0, 0, eff)
+    prefill = prefill_s(d, together * i, 0, eff, sequences=together)
+    itl = decode + r / together * prefill
+    ttft = (decode / 2 if batch > 1 else 0.0) + prefill
+    return ClosedLoop(batch, i, o, False, step_tokens, float(batch), r, together * i, r / together, decode,
+                      prefill, itl, ttft, False)
+
+
+def closed_loop(d: Deployment, batch: int, input_tokens: int, output_tokens: int,
+                efficiency: Efficiency | None = None, *, chunked: bool = True,
+                step_tokens: int = STEP_TOKENS) -> ClosedLoop:
+    """`ClosedLoop` of ``batch`` users sending ``input_tokens`` → ``output_tokens`` requests to ``d`` (module
+    docstring); ``efficiency`` None: the bound (100 %)."""
+    eff = efficiency or BOUND
+    step_tokens = max(step_tokens, batch + 1)
+    how = _chunked if chunked else _separate
+    return how(d, max(1, batch), max(1, input_tokens), max(1, output_tokens), eff, step_tokens)

@@ -1,0 +1,114 @@
+"""The closed loop at a fixed concurrency (`tokometer.perf.closedloop`): prompts arriving as answers end."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokometer.cli.estimate import command as estimate_command
+from tokometer.perf import Deployment, Efficiency, resolve_hardware, resolve_model
+from tokometer.perf.closedloop import STEP_TOKENS, closed_loop
+from tokometer.perf.roofline import decode_step_s, mixed_step_s, prefill_s
+
+
+def llama70b_on_two_h100() -> Deployment:
+    return Deployment(resolve_model("llama-3.3-70b"), resolve_hardware("H100-SXM"), "fp8", "fp8", tp=2)
+
+
+def test_fifty_users_with_long_prompts_see_what_the_published_benchmark_saw() -> None:
+    # Llama 3.3 70B FP8 on two H100, 5,000 → 500 tokens at concurrency 50: 814 output tok/s, ITL 59.7 ms
+    # published; decode alone would promise twice that. Nothing here is fitted to it.
+    c = closed_loop(llama70b_on_two_h100(), 50, 5000, 500, Efficiency())
+    assert c.aggregate_tok_s == pytest.approx(814, rel=0.15)
+    assert c.itl_s * 1e3 == pytest.approx(59.7, rel=0.15)
+    decode_only = 50 / decode_step_s(llama70b_on_two_h100(), 50, 50 * 5250, Efficiency())
+    assert decode_only > 1.8 * c.aggregate_tok_s
+    # a 5,000-token prompt fits one 8,192-token step beside 50 decodes: it rides in one step of 10 %
+    assert c.prefill_tokens == 5000 and c.prefill_share == pytest.approx(49 / 500) and not c.saturated
+    assert c.aggregate_tok_s == pytest.approx(50 * 500 / (c.ttft_s + 499 * c.itl_s))
+    assert c.per_request_tok_s == pytest.approx(1 / c.itl_s)
+
+
+def test_one_user_decodes_alone_after_its_own_prefill() -> None:
+    d, eff = llama70b_on_two_h100(), Efficiency()
+    c = closed_loop(d, 1, 2000, 300, eff)
+    assert c.itl_s == pytest.approx(decode_step_s(d, 1, 2150, eff))
+    assert c.ttft_s == pytest.approx(prefill_s(d, 2000, 0, eff))  # nothing in flight to wait for
+    assert c.aggregate_tok_s == pytest.approx(300 / (c.ttft_s + 299 * c.itl_s))
+
+
+def test_a_prompt_longer_than_the_step_budget_is_prefilled_in_chunks() -> None:
+    d, eff = llama70b_on_two_h100(), Efficiency()
+    c = closed_loop(d, 8, 20_000, 2000, eff)
+    k = math.ceil(20_000 / (STEP_TOKENS - 8))  # 3 chunks of 6,667 tokens
+    assert c.prefill_tokens == pytest.approx(20_000 / k)
+    own = mixed_step_s(d, 7, 7 * 21_000, 20_000 / k, (20_000 - 20_000 / k) / 2, eff)
+    assert c.ttft_s == pytest.approx(c.itl_s / 2 + k * own)
+    smaller = closed_loop(d, 8, 20_000, 2000, eff, step_tokens=2048)
+    assert smaller.ttft_s > c.ttft_s  # ten chunks, each paying the weight read and the collectives
+
+
+def test_prompts_faster_than_the_budget_admits_saturate_the_engine() -> None:
+    d, eff = llama70b_on_two_h100(), Efficiency()
+    c = closed_loop(d, 256, 4000, 50, eff)  # 256 × 4,000 / 50 = 20,480 prompt tokens a step wanted
+    assert c.saturated
+    assert c.decode_batch == pytest.approx(STEP_TOKENS * 50 / 4050)
+    assert c.aggregate_tok_s == pytest.approx(c.decode_batch / c.itl_s)
+    assert c.ttft_s > 10 * c.itl_s  # the others wait in line for their prefill
+    # one user whose prompt alone overfills the budget: ~20,000 / 8,191 steps of prefill, then its one token
+    alone = closed_loop(d, 1, 20_000, 1, eff)
+    assert alone.saturated and alone.ttft_s == pytest.approx(20_000 / (STEP_TOKENS - 1) * alone.itl_s)
+
+
+def test_without_chunked_prefill_the_prompts_stall_decoding() -> None:
+    d, eff = llama70b_on_two_h100(), Efficiency()
+    c = closed_loop(d, 50, 5000, 500, eff, chunked=False)
+    assert not c.chunked and c.prefill_step_s == pytest.approx(prefill_s(d, 5000, 0, eff))
+    assert c.itl_s == pytest.approx(c.decode_step_s + 49 / 500 * c.prefill_step_s)
+    assert c.ttft_s == pytest.approx(c.decode_step_s / 2 + c.prefill_step_s)
+
+
+def test_short_prompts_and_long_answers_come_close_to_decode_only() -> None:
+    d, eff = llama70b_on_two_h100(), Efficiency()
+    c = closed_loop(d, 32, 100, 2000, eff)
+    assert c.aggregate_tok_s == pytest.approx(32 / decode_step_s(d, 32, 32 * 1100, eff), rel=0.03)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@given(batch=st.integers(1, 600), prompt=st.integers(1, 40_000), answer=st.integers(1, 4000),
+       chunked=st.booleans())
+def test_prompts_arriving_never_beat_decode_only(batch: int, prompt: int, answer: int, chunked: bool) -> None:
+    d, eff = llama70b_on_two_h100(), Efficiency()
+    c = closed_loop(d, batch, prompt, answer, eff, chunked=chunked)
+    decode_only = batch / decode_step_s(d, batch, batch * (prompt + answer / 2), eff)
+    # (1e-4: a one-token prompt's prefill reads 1 token of cache where decode only takes I + O / 2 mid-answer)
+    assert 0 < c.aggregate_tok_s <= decode_only * (1 + 1e-4)
+    assert c.ttft_s > 0
+    assert c.saturated or c.itl_s >= c.decode_step_s * (1 - 1e-9)
+
+
+def test_the_batch_row_of_the_command_is_the_closed_loop(tmp_path: Path) -> None:
+    out = tmp_path / "e.json"
+    args = ["--model", "llama-3.3-70b", "--hardware", "H100-SXM", "--dtype", "fp8", "--tp", "2", "--batch", "50",
+            "--input-tokens", "5000", "--output-tokens", "500", "--json", str(out)]
+    result = CliRunner().invoke(estimate_command, args)
+    assert result.exit_code == 0, result.output
+    assert "closed loop" in result.output and "decode-only" in result.output
+    row = json.loads(out.read_text())["estimate"]["batches"][0]
+    assert row["aggregate_tok_s"]["expected"] == pytest.approx(814, rel=0.15)
+    assert row["itl_ms"]["expected"] == pytest.approx(59.7, rel=0.15)
+    assert row["ttft_ms"]["expected"] > row["itl_ms"]["expected"]
+    assert row["decode_only"]["aggregate_tok_s"]["expected"] > 1.8 * row["aggregate_tok_s"]["expected"]
+    assert row["closed_loop"]["expected"]["prefill"] == "chunked"
+    separate = CliRunner().invoke(estimate_command, [*args, "--no-chunked-prefill"])
+    assert separate.exit_code == 0 and "steps of its own" in separate.output
+    assert json.loads(out.read_text())["estimate"]["closed_loop"]["prefill"] == "separate steps"
+    for bad in ("0", "abc", "-5"):  # a step budget must be a whole number of tokens, 16 at least
+        refused = CliRunner().invoke(estimate_command, [*args, "--step-tokens", bad])
+        assert refused.exit_code == 2 and "--step-tokens" in refused.output

@@ -1,0 +1,53 @@
+"""Tensor- and expert-parallel communication per step (`tokometer.perf.collective`): bytes, collectives, time."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokometer.perf import Deployment, resolve_hardware, resolve_model
+from tokometer.perf.collective import COLLECTIVE_LATENCY_S, communication, communication_s
+from tokometer.perf.roofline import decode_step_s, prefill_s
+
+
+def llama70b(hardware: str = "H100-SXM", tp: int = 2) -> Deployment:
+    return Deployment(resolve_model("llama-3.3-70b"), resolve_hardware(hardware), "fp8", "fp8", tp=tp)
+
+
+def test_two_all_reduces_a_layer_of_the_steps_activations_over_one_direction_of_the_link() -> None:
+    c = communication(llama70b(), 50)
+    # 80 layers × 2 all-reduces; a ring over 2 GPUs sends 2 (2 − 1) / 2 = 1 × the 50 × 8192 × 2 B each
+    assert (c.kind, c.collectives, c.counted) == ("all-reduce", 160, True)
+    assert c.bytes_per_gpu == pytest.approx(160 * 50 * 8192 * 2)
+    assert c.link_one_way_bytes_s == pytest.approx(450e9)  # H100 NVLink: 900 GB/s both ways
+    assert c.seconds == pytest.approx(160 * COLLECTIVE_LATENCY_S + 160 * 50 * 8192 * 2 / 450e9)
+    eight = communication(llama70b(tp=8), 50)
+    assert eight.bytes_per_gpu == pytest.approx(160 * 2 * 7 / 8 * 50 * 8192 * 2)
+
+
+def test_the_communication_is_added_to_decode_and_prefill_steps() -> None:
+    d = llama70b()
+    alone = Deployment(d.model, d.hardware, "fp8", "fp8", tp=1)
+    assert decode_step_s(d, 1, 0) > decode_step_s(alone, 1, 0) / 2
+    assert decode_step_s(d, 1, 0) == pytest.approx(decode_step_s(alone, 1, 0) / 2 + communication_s(d, 1))
+    # a 5,000-token prefill moves 5,000 tokens' activations: ~29 ms over one direction of NVLink
+    assert communication_s(d, 5000) == pytest.approx(160 * COLLECTIVE_LATENCY_S + 160 * 5000 * 16384 / 450e9)
+    assert prefill_s(d, 5000) == pytest.approx(prefill_s(alone, 5000) / 2 + communication_s(d, 5000))
+
+
+def test_one_gpu_sends_nothing_and_hardware_without_a_link_figure_is_not_counted() -> None:
+    assert communication(llama70b(tp=1), 64).seconds == 0 and communication(llama70b(tp=1), 64).counted
+    m = resolve_model("llama-3.1-8b")
+    no_link = Deployment(m, resolve_hardware("Apple-M3-Ultra"), "bf16", "bf16", tp=2)
+    c = communication(no_link, 64)
+    assert (c.counted, c.seconds, c.collectives) == (False, 0.0, 64)
+    assert c.to_json()["counted"] is False
+
+
+def test_expert_parallel_replaces_the_mlp_all_reduce_with_dispatch_and_combine() -> None:
+    m = resolve_model("qwen3-235b-a22b")
+    ep = Deployment(m, resolve_hardware("H200"), "fp8", "fp8", tp=8, expert_parallel=True)
+    c = communication(ep, 256)
+    ring = 2 * 7 / 8 * 256 * m.hidden * 2
+    routed = 256 / 8 * m.experts_per_token * m.hidden * 2 * 7 / 8
+    assert (c.kind, c.collectives) == ("all-reduce + all-to-all", 3 * m.layers)
+    assert c.bytes_per_gpu == pytest.approx(m.layers * (ring + 2 * routed))
