@@ -25,8 +25,8 @@ DELAY_S = 1.5
 
 def _delayed_sim() -> EngineHandle:
     port = free_port()
-    code = ("import runpy, sys, time; time.sleep(%r); sys.argv = ['tokometer', 'sim', '--port', '%d', "
-            "'--model', 'slow-start']; runpy.run_module('tokometer', run_name='__main__')" % (DELAY_S, port))
+    code = (f"import runpy, sys, time; time.sleep({DELAY_S!r}); sys.argv = ['tokometer', 'sim', '--port', "
+            f"'{port}', '--model', 'slow-start']; runpy.run_module('tokometer', run_name='__main__')")
     process = EngineProcess([sys.executable, "-c", code], "sim")
     root = f"http://127.0.0.1:{port}"
     try:

@@ -27,8 +27,11 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from tokometer.engines.handle import EngineHandle
 
-__all__ = ["SECOND_START_BY_DEFAULT", "STARTUP_KEY", "WARM_MEANS", "EngineStartup", "startup_of", "timed_start"]
+__all__ = ["MEASURED", "SECOND_START_BY_DEFAULT", "STARTUP_KEY", "WARM_MEANS", "EngineStartup", "startup_of",
+           "timed_start"]
 
+MEASURED: Final = "from the engine's process start to its first 1-token answer"
+"""What tokometer's start-up times measure."""
 STARTUP_KEY: Final = "startup"
 """The key of an engine identity that holds its `EngineStartup`."""
 WARM_MEANS: Final = {
@@ -53,6 +56,8 @@ class EngineStartup:
     """The first start (as cold as the host's caches are: the page cache is not dropped)."""
     warm_s: float | None = None
     """A second start straight after the first (`WARM_MEANS`); None when not timed."""
+    measured: str = MEASURED
+    """What the times are from and to (another tool's, for an imported run)."""
 
     @property
     def warm_means(self) -> str:
@@ -60,7 +65,7 @@ class EngineStartup:
 
     def to_json(self) -> dict[str, Any]:
         return {"engine": self.engine, "cold_s": self.cold_s, "warm_s": self.warm_s, "warm_means": self.warm_means,
-                "measured": "from the engine's process start to its first 1-token answer"}
+                "measured": self.measured}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EngineStartup | None:
@@ -68,12 +73,15 @@ class EngineStartup:
         cold, warm = _seconds(data.get("cold_s")), _seconds(data.get("warm_s"))
         if cold is None or (warm is None and data.get("warm_s") is not None):
             return None
-        return cls(engine=str(data.get("engine") or "unknown"), cold_s=cold, warm_s=warm)
+        measured = data.get("measured")
+        return cls(engine=str(data.get("engine") or "unknown")[:100], cold_s=cold, warm_s=warm,
+                   measured=measured[:300] if isinstance(measured, str) and measured else MEASURED)
 
     def describe(self) -> str:
         """One line for a console: ``started in 1.23 s (cold), 0.98 s warm``."""
         warm = f", {self.warm_s:.2f} s warm (a second start)" if self.warm_s is not None else ""
-        return f"started in {self.cold_s:.2f} s (cold: process start to first answer){warm}"
+        what = "process start to first answer" if self.measured == MEASURED else self.measured
+        return f"started in {self.cold_s:.2f} s (cold: {what}){warm}"
 
 
 _MOST_SECONDS: Final = 1e7
