@@ -297,14 +297,15 @@ def _startup(block: Any, where: str, engine: str) -> dict[str, Any] | None:
     pods = as_list(as_map(block, where, "", optional=True).get("pods"), where, "pods", optional=True)
     cold: list[float] = []
     warm: list[float] = []
-    roles: set[Any] = set()
+    roles: set[str | None] = set()
     for i, raw in enumerate(pods):
         pod = as_map(raw, where, f"pods[{i}]")
         seconds = as_float(pod.get("startup_seconds"), where, f"pods[{i}].startup_seconds",
                            most=MAX_DURATION_NS / UNIT_NS["s"], optional=True)
+        role = as_text(pod.get("role"), where, f"pods[{i}].role", optional=True)
         if seconds is not None:
-            (warm if pod.get("role") == "warm start" else cold).append(seconds)
-            roles.add(pod.get("role"))
+            (warm if role == "warm start" else cold).append(seconds)
+            roles.add(role)
     if not cold:
         return None
     ours = roles <= {"cold start", "warm start"}  # as tokometer writes its own start-up

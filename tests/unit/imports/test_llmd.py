@@ -129,6 +129,7 @@ CASES = [
     (_at("run", "time", "start", value="yesterday"), "run.time.start"),
     (_at("results", "observability", "pod_startup_times", "pods", 0, "startup_seconds", value=-3), "startup_seconds"),
     (_at("results", "observability", "pod_startup_times", "pods", value={"a": 1}), "pods"),
+    (_at("results", "observability", "pod_startup_times", "pods", 0, "role", value=[4]), "pods[0].role"),
     (_at("results", "observability", "components", 0, "aggregate", "kv_cache_usage", "mean", value=250.0),
      "kv_cache_usage: mean"),
     (_at("results", "observability", "components", 0, "aggregate", "running_requests", "units", value="percent"),
