@@ -24,7 +24,8 @@ from tokometer.store.rows import record_row
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
 DOCUMENTS = {"vllm.json": json.loads((FIXTURES / "vllm-bench-serve-0.32.0.json").read_text()),
              "guidellm.json": json.loads((FIXTURES / "guidellm-0.8.1.json").read_text()),
-             "llmd.json": json.loads((FIXTURES / "llmd-0.2-harness.json").read_text())}
+             "llmd.json": json.loads((FIXTURES / "llmd-0.2-harness.json").read_text()),
+             "llmd-tokometer.json": json.loads((FIXTURES / "llmd-0.2-tokometer.json").read_text())}
 AIPERF_ROWS = [json.loads(line) for line in
                (FIXTURES / "aiperf-0.13.0" / "profile_export.jsonl").read_text().splitlines() if line.strip()]
 _INT64 = 2**63

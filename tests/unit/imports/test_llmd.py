@@ -24,7 +24,10 @@ from tokometer.report.llmd import llmd_reports
 from tokometer.report.llmd_v02 import llmd_v02_reports
 from tokometer.store import ResultStore, StoredRun
 
-HARNESS = Path(__file__).resolve().parents[2] / "fixtures" / "imports" / "llmd-0.2-harness.json"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "imports"
+HARNESS = FIXTURES / "llmd-0.2-harness.json"
+OURS = FIXTURES / "llmd-0.2-tokometer.json"
+"""``report --format llmd`` of a real run of the embedded llama.cpp engine (its start-up timed)."""
 
 
 def _round_trip(reports: Any, tmp_path: Path) -> StoredRun:
@@ -84,6 +87,19 @@ def test_a_report_in_llm_d_s_own_shape_is_read_in_its_units(tmp_path: Path) -> N
     startup = startup_of(run.engine)
     assert startup is not None and startup.cold_s == 81.6 and startup.warm_s is None  # the slowest pod
     assert startup.measured != MEASURED and "pod" in startup.measured
+
+
+def test_tokometer_s_own_report_of_a_real_llamacpp_run_conforms_and_reads_back() -> None:
+    report = json.loads(OURS.read_text())
+    assert problems(report) == []
+    run = read_import(OURS)
+    startup = startup_of(run.engine)
+    saved = report["results"]["observability"]["pod_startup_times"]["pods"]
+    assert startup is not None and startup.measured == MEASURED
+    assert (startup.cold_s, startup.warm_s) == (saved[0]["startup_seconds"], saved[1]["startup_seconds"])
+    summary = run.steps[0].summary
+    assert summary is not None and summary["ttft_ms"]["p50"] == pytest.approx(
+        report["results"]["request_performance"]["aggregate"]["latency"]["time_to_first_token"]["p50"])
 
 
 def _refused(path: Path, store: Path, says: str, capsys: pytest.CaptureFixture[str]) -> None:
