@@ -43,3 +43,13 @@ def test_the_console_line_reads_a_stored_identity() -> None:
                                          .to_json()})
     assert startup_line(identity) == "Engine started in 2.00 s (cold: process start to first answer), 1.00 s warm " \
                                      "(a second start)"
+
+
+def test_the_reports_say_it_where_they_say_the_engine() -> None:
+    from tokometer.report.headline import describe
+
+    run = {"model": "m", "target": "http://x/v1", "api": "openai-chat",
+           "engine": {"engine": "llama.cpp", STARTUP_KEY: EngineStartup("llamacpp", 3.0).to_json()}}
+    assert describe(run) == ("model m at http://x/v1 (openai-chat); engine llama.cpp, started in 3.00 s (cold: "
+                             "process start to first answer)")
+    assert "started" not in describe({**run, "engine": {"engine": "llama.cpp"}})
