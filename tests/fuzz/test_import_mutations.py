@@ -20,13 +20,14 @@ from hypothesis import strategies as st
 
 from tokometer.imports import ImportFormatError, read_import
 from tokometer.imports.jsonstream import ImportStream
-from tokometer.metrics import summarize
+from tokometer.metrics import StepSummary, summarize
 from tokometer.store.rows import record_row
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
 FILES = {"vllm.json": (FIXTURES / "vllm-bench-serve-0.32.0.json").read_bytes(),
          "guidellm.json": (FIXTURES / "guidellm-0.8.1.json").read_bytes(),
-         "profile_export.jsonl": (FIXTURES / "aiperf-0.13.0" / "profile_export.jsonl").read_bytes()}
+         "profile_export.jsonl": (FIXTURES / "aiperf-0.13.0" / "profile_export.jsonl").read_bytes(),
+         "llmd.json": (FIXTURES / "llmd-0.2-harness.json").read_bytes()}
 PEAK_BOUND = 64 * 2**20
 """Python memory one import of a mutated file may peak at (tracemalloc)."""
 _INT64 = 2**63
@@ -78,6 +79,9 @@ def test_a_mutated_file_is_imported_or_refused_in_one_line_within_bounded_memory
             row = record_row(1, record)
             assert all(-_INT64 <= v < _INT64 for v in row.values() if isinstance(v, int) and not isinstance(v, bool))
         summarize(run.records)
+        for step in run.steps:  # a file of statistics (an llm-d report): its summary reads whole
+            if step.summary is not None:
+                StepSummary.from_json(step.summary).to_json()
 
 
 @given(mutated(), st.sampled_from([1, 2, 3, 5, 11, 64, 4096]))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tests.llmd_schema import problems
 from tokometer.imports.source import MAX_IMPORT_BYTES, MAX_NESTING
 from tokometer.store import ResultStore
 
@@ -45,7 +46,7 @@ def test_three_tools_into_one_store_then_compare_and_llmd(tmp_path: Path) -> Non
     assert compared.returncode in (0, 1), compared.stderr  # alike runs of two tools: a verdict, not a refusal
     assert "Concurrency 4 (24 vs 24 requests)" in compared.stdout and "TTFT p50" in compared.stdout
 
-    report = run_cli("report", "2", "--format", "llmd", "--store", str(store))
+    report = run_cli("report", "2", "--format", "llmd-0.1", "--store", str(store))  # the earlier schema
     assert report.returncode == 0, report.stderr
     llmd = json.loads(report.stdout)
     guidellm = json.loads(GUIDELLM.read_text())["benchmarks"][0]["requests"]["successful"]
@@ -57,6 +58,15 @@ def test_three_tools_into_one_store_then_compare_and_llmd(tmp_path: Path) -> Non
     assert llmd["metrics"]["latency"]["time_to_first_token"]["min"] == pytest.approx(ttfts[0], abs=1e-3)
     assert llmd["metrics"]["latency"]["time_to_first_token"]["max"] == pytest.approx(ttfts[-1], abs=1e-3)
     assert "inter_token_latency" not in llmd["metrics"]["latency"]  # GuideLLM keeps no chunk stamps
+
+    current = run_cli("report", "2", "--format", "llmd", "--store", str(store))  # the current schema, v0.2
+    assert current.returncode == 0, current.stderr
+    v02 = json.loads(current.stdout)
+    assert problems(v02) == []
+    assert v02["version"] == "0.2" and v02["scenario"]["load"]["standardized"]["tool"] == "guidellm"
+    assert v02["scenario"]["load"]["standardized"]["tool_version"] == "0.8.1"
+    ttft = v02["results"]["request_performance"]["aggregate"]["latency"]["time_to_first_token"]
+    assert ttft["min"] == pytest.approx(ttfts[0], abs=1e-3) and ttft["max"] == pytest.approx(ttfts[-1], abs=1e-3)
 
 
 def _refused(tmp_path: Path, *files: Path, says: str) -> None:

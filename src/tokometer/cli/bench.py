@@ -271,12 +271,13 @@ def command(**opts: Any) -> int:
         engine_check: Callable[[], str | None] | None = None
         if embedded:
             from tokometer.benchmark.embedded import engine_check as check_of
-            from tokometer.engines import LlamaCppSettings, start_llamacpp
+            from tokometer.benchmark.embedded import start_embedded
+            from tokometer.engines import LlamaCppSettings
 
             settings = LlamaCppSettings(model_path=opts["engine_model"], parallel=opts["engine_parallel"],
                                         threads=opts["engine_threads"])
             click.echo("Starting the embedded llama.cpp engine...", err=True)
-            engine = stack.enter_context(start_llamacpp(settings))
+            engine = stack.enter_context(start_embedded(settings, say=lambda m: click.echo(m, err=True)))
             values["url"] = engine.openai_url
             values["model"] = values["model"] or engine.model
             engine_identity = engine.identity

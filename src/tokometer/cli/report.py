@@ -48,12 +48,12 @@ def _bench_file(path: Path) -> StoredRun:
 @click.option("--store", default=None, help="Results store: a SQLAlchemy URL or a SQLite file path.")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=True), default=None,
               help="Write the report here (required for html; md is printed without it).")
-@click.option("--format", "fmt", type=click.Choice(["html", "md", "csv", "json", "llmd"]), default="html",
-              show_default=True,
+@click.option("--format", "fmt", type=click.Choice(["html", "md", "csv", "json", "llmd", "llmd-0.1"]),
+              default="html", show_default=True,
               help="html: one offline page with interactive charts; md: headline numbers and tables for a "
                    "pull-request comment; csv: one row per step, as bench --csv; json: the run as bench --json "
-                   "writes it; llmd: llm-d's Benchmark Report v0.1, one per step (csv, json and llmd: one run, an "
-                   "id or a bench --json file).")
+                   "writes it; llmd: llm-d's Benchmark Report v0.2, one per step (llmd-0.1: its v0.1) (csv, json "
+                   "and llmd: one run, an id or a bench --json file).")
 @click.option("--title", default=None, help="The report's title [default: 'tokometer report: run N'].")
 @click.option("--tune", "tune", default=None, metavar="NAME",
               help="Report a tune saved in the store (html or md): each variant against its baseline.")
@@ -69,7 +69,7 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
       tokometer report 7 --format md                # markdown on stdout
       tokometer report 7 --format csv -o run7.csv   # one row per step
       tokometer report result.json --format csv     # a bench --json file
-      tokometer report 7 --format llmd -o run7.json # llm-d's Benchmark Report
+      tokometer report 7 --format llmd -o run7.json # llm-d's Benchmark Report v0.2 (llmd-0.1: v0.1)
       tokometer report --tune NAME --format md      # a tune: each variant against its baseline
     """
     from tokometer.cli.options import check_output_path
@@ -85,7 +85,7 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
     check_output_path(output, "--output", "report.html" if fmt == "html" else f"report.{fmt}")
     if _tune_report(runs, store, output, fmt, title, tune, tune_json):
         return
-    if fmt in ("csv", "json", "llmd"):
+    if fmt in ("csv", "json", "llmd", "llmd-0.1"):
         _write_table(runs, store, output, fmt)
         return
     if files := [ref for ref in runs if ref.endswith(".json")]:
@@ -163,6 +163,10 @@ def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, 
 
         text = csv_text(run)
     elif fmt == "llmd":
+        from tokometer.report.llmd_v02 import llmd_v02_reports
+
+        text = dumps(llmd_v02_reports(run), indent=2) + "\n"
+    elif fmt == "llmd-0.1":
         from tokometer.report.llmd import llmd_reports
 
         text = dumps(llmd_reports(run), indent=2) + "\n"

@@ -62,6 +62,7 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool, ta
     from rich.table import Table
 
     from tokometer.cli.output import make_console
+    from tokometer.report.headline import startup_line
     from tokometer.report.json_out import run_json
     from tokometer.store import ResultStore, configured_store_url, default_store_url
     from tokometer.store.database import display_url, store_exists
@@ -90,6 +91,8 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool, ta
             click.echo(dumps(run_json(run), indent=2))
             if run.engine is not None and run.engine.argv:  # beside the document, not in it: stdout stays JSON
                 click.echo(f"engine command line: {shlex.join(run.engine.argv)}", err=True)
+            if (startup := startup_line(run.engine)) is not None:
+                click.echo(startup.replace("Engine ", "engine start-up: ", 1), err=True)
             return
         listed = results.newest(limit)
         named: dict[int, list[str]] = {}

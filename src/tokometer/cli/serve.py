@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -96,7 +97,7 @@ def _start_llamacpp(opts: dict[str, Any], port: int) -> EngineHandle | None:
         click.echo(shlex.join(llamacpp_argv(find_llama_server(settings.binary), model, port, settings, meta)))
         return None
     _say(f"starting llama-server on {settings.host}:{port or '(a free port)'} …")
-    return start_llamacpp(settings)
+    return _timed(lambda: start_llamacpp(settings), "llamacpp", opts)
 
 
 def _vllm_device(opts: dict[str, Any]) -> str:
@@ -157,7 +158,8 @@ def _start_vllm(opts: dict[str, Any], port: int) -> EngineHandle | None:
         _say("starting vLLM (loading weights and capturing CUDA graphs takes minutes) …")
     else:
         _say("starting vLLM on the CPU (loading and warming up takes a few minutes on a small machine) …")
-    return start_vllm(plan, ready_timeout_s=opts["ready_timeout"] or 1800.0, install=install)
+    return _timed(lambda: start_vllm(plan, ready_timeout_s=opts["ready_timeout"] or 1800.0, install=install), "vllm",
+                  opts)
 
 
 def _start_ollama(opts: dict[str, Any], port: int | None) -> EngineHandle | None:
@@ -171,13 +173,24 @@ def _start_ollama(opts: dict[str, Any], port: int | None) -> EngineHandle | None
         click.echo(f"would check Ollama at {url}, `POST {url}/api/pull` {opts['model']!r} if missing, then send "
                    "one 1-token request")
         return None
-    return start_ollama(opts["model"], url, pull=not opts["no_pull"], progress=_say,
-                        ready_timeout_s=opts["ready_timeout"] or 300.0)
+    return _timed(lambda: start_ollama(opts["model"], url, pull=not opts["no_pull"], progress=_say,
+                                       ready_timeout_s=opts["ready_timeout"] or 300.0), "ollama", opts)
+
+
+def _timed(start: Callable[[], EngineHandle], engine: str, opts: dict[str, Any]) -> EngineHandle:
+    """Start the engine, its start-up timed (cold, and warm by ``--warm-start``'s rule): `tokometer.engines.startup`."""
+    from tokometer.engines.startup import timed_start
+
+    return timed_start(start, engine, opts["warm_start"], progress=_say)[0]
 
 
 def _show(handle: EngineHandle, as_json: bool) -> None:
+    from tokometer.engines.startup import startup_of
+
+    startup = startup_of(handle.identity)
     if as_json:
         click.echo(dumps({"url": handle.root_url, "openai_url": handle.openai_url, "model": handle.model,
+                          "startup": startup.to_json() if startup is not None else None,
                           "identity": handle.identity}))
         return
     from rich.table import Table
@@ -196,6 +209,8 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
     console.print(f"[bold green]ready[/] at {handle.root_url}  (OpenAI API: {handle.openai_url}, "
                   f"model [bold]{handle.model}[/])")
     console.print(table)
+    if startup is not None:
+        console.print(startup.describe())
     console.print("Ctrl-C stops it.")
 
 
@@ -250,6 +265,9 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
 @click.option("--no-pull", is_flag=True, help="ollama: fail instead of pulling a missing model.")
 @click.option("--ready-timeout", type=FiniteFloat(MIN_SECONDS, MAX_SECONDS), default=None,
               help="Seconds to wait for the first answer (default: 120 llamacpp, 1800 vllm, 300 ollama).")
+@click.option("--warm-start/--no-warm-start", default=None,
+              help="Time a second start too: stop the engine once it answers and start it again, with the caches "
+              "the first start filled (default: on for llamacpp, about a second; off for vllm, minutes).")
 @click.option("--dry-run", is_flag=True, help="Print the command (and for vllm the reasoning); start nothing.")
 @click.option("--json", "as_json", is_flag=True, help="When ready, print one JSON line (URL, model, identity).")
 @click.argument("engine_args", nargs=-1, type=click.UNPROCESSED)

@@ -36,6 +36,11 @@ class EngineHandle:
         """True while the engine process we started is running (always True for one we did not start)."""
         return self.process.alive() if self.process is not None else True
 
+    @property
+    def startup_s(self) -> float | None:
+        """Seconds from the engine's process start to its first answer (None for an engine we did not start)."""
+        return self.process.startup_s() if self.process is not None else None
+
     def exit_code(self) -> int | None:
         """The engine's exit status once it has exited (negative: the signal that killed it), else None."""
         return self.process.exit_code() if self.process is not None else None

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -191,6 +192,10 @@ class EngineProcess:
         self.log_path = Path(log_name)
         self._saved_tail: list[str] | None = None
         self._lock = threading.Lock()
+        self.ready_ns: int | None = None
+        """When it first answered (`mark_ready`, ``perf_counter_ns``); None until then."""
+        self.started_ns: int = time.perf_counter_ns()
+        """When it was started (just before the fork, ``perf_counter_ns``): the start of its start-up time."""
         try:
             self._popen: subprocess.Popen[bytes] = _popen(launch, log_fd, env,
                                                           signal.SIGTERM if reaped else signal.SIGKILL)
@@ -201,6 +206,15 @@ class EngineProcess:
         os.close(log_fd)  # the child holds its own copy
         self.pid: int = self._popen.pid
         _LIVE.add(self)
+
+    def mark_ready(self) -> None:
+        """Stamp the moment it first answered a request (`tokometer.engines.ready.wait_ready` does, once)."""
+        if self.ready_ns is None:
+            self.ready_ns = time.perf_counter_ns()
+
+    def startup_s(self) -> float | None:
+        """Seconds from its process start to its first answer; None until it has answered."""
+        return (self.ready_ns - self.started_ns) / 1e9 if self.ready_ns is not None else None
 
     def alive(self) -> bool:
         """True while the engine process has not exited."""

@@ -29,6 +29,7 @@ class _Watched(Protocol):
     def alive(self) -> bool: ...
     def exit_code(self) -> int | None: ...
     def log_tail(self, lines: int = 20) -> str: ...
+    def mark_ready(self) -> None: ...
 
 
 def http_raw(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
@@ -99,6 +100,7 @@ def _one_token(root_url: str, model: str, timeout: float, api_key: str | None) -
 def wait_ready(root_url: str, process: _Watched | None, timeout_s: float, model: str | None = None,
                poll_s: float = 0.2, api_key: str | None = None) -> str:
     """Block until the engine at ``root_url`` lists a model and completes one token; return the model id.
+    The process (if given) is stamped ready (`mark_ready`) the moment that token's answer is in.
 
     Raises EngineError if the process exits first or ``timeout_s`` passes (with its log tail).
     """
@@ -122,6 +124,8 @@ def wait_ready(root_url: str, process: _Watched | None, timeout_s: float, model:
         try:
             status, raw = _one_token(root_url, chosen, max(1.0, deadline - time.monotonic()), api_key)
             if status == 200 and _answered(raw):
+                if process is not None:
+                    process.mark_ready()  # the end of its start-up time (`tokometer.engines.startup`)
                 return chosen
             last = f"HTTP {status}: {raw[:200].decode(errors='replace')}"
             if 400 <= status < 500 and status not in (408, 429):  # the request itself is refused: waiting won't help

@@ -65,6 +65,11 @@ class ImportedStep:
     load: dict[str, Any]
     """The step's ``load`` entry (`tokometer.load.profiles.LoadStep.label`'s shape where the tool said)."""
     records: list[RequestRecord]
+    summary: dict[str, Any] | None = None
+    """The step's summary as the file gives it (`StepSummary`'s JSON), for a file of statistics without requests
+    (an llm-d report); None: summarised from ``records``."""
+    server: dict[str, Any] | None = None
+    """What the server did during the step, where the file says (the step's ``server`` window)."""
 
 
 @dataclass
@@ -99,6 +104,8 @@ class ImportedRun:
     """Where `started_at` came from, in words (the tool's own field, or the file's modification time)."""
     warnings: list[str] = field(default_factory=list)
     """What the user should know about the import (a version of the tool the reader was never checked on)."""
+    engine: dict[str, Any] | None = None
+    """The engine's identity as far as the file says (its name, version, start-up), saved as the run's engine."""
 
     @property
     def records(self) -> list[RequestRecord]:

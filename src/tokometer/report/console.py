@@ -21,7 +21,7 @@ from tokometer.metrics import Distribution, StepSummary, registry
 from tokometer.observe.buckets import describe, from_json
 from tokometer.records import RequestRecord
 from tokometer.report import tables
-from tokometer.report.headline import reasoning_line
+from tokometer.report.headline import reasoning_line, startup_line
 from tokometer.report.windows import slice_table, steady_lines
 
 __all__ = ["LiveProgress", "render_result", "render_step"]
@@ -310,6 +310,8 @@ def render_result(console: Console, result: BenchResult, warnings: Sequence[str]
         console.print(f"[bold]Find max:[/bold] {search.answer()}")
     for warning in warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
+    if (startup := startup_line(result.run.engine)) is not None:
+        console.print(startup)
     where = f"saved as run {result.run_id}" if result.run_id is not None else "not saved"
     console.print(f"Run {result.status}: {where}; model {result.run.model}; prompts: {result.run.prompt_source}; "
                   f"seed {result.spec.seed} (--seed {result.spec.seed} repeats it)")

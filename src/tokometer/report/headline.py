@@ -8,7 +8,7 @@ from typing import Any
 
 from tokometer.report import tables
 
-__all__ = ["columns", "describe", "fmt", "headline", "reasoning_line", "step_rows"]
+__all__ = ["columns", "describe", "fmt", "headline", "reasoning_line", "startup_line", "step_rows"]
 
 
 
@@ -67,12 +67,26 @@ def reasoning_line(reasoning: Mapping[str, Any]) -> str:
     return line
 
 
+def startup_line(engine: Any) -> str | None:
+    """``Engine started in ...`` for a run's engine identity (an `EngineIdentity` or its dict) whose start-up
+    was timed (`tokometer.engines.startup`), else None."""
+    from tokometer.engines.startup import startup_of
+
+    facts = getattr(engine, "facts", engine)
+    startup = startup_of(facts if isinstance(facts, Mapping) else None)
+    return f"Engine {startup.describe()}" if startup is not None else None
+
+
 def describe(run: Mapping[str, Any]) -> str:
-    """What was measured: ``model M at URL (api); engine E VERSION``."""
+    """What was measured: ``model M at URL (api); engine E VERSION`` (and its start-up where it was timed)."""
+    from tokometer.engines.startup import startup_of
+
     engine = run["engine"] or {}
     what = f"model {run['model']} at {run['target']} ({run['api']})"
     if engine.get("engine"):
         what += f"; engine {engine['engine']} {engine.get('engine_version') or ''}".rstrip()
+    if (startup := startup_of(engine)) is not None:
+        what += f", {startup.describe()}"
     return what
 
 

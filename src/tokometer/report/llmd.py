@@ -19,22 +19,29 @@ from tokometer.metrics.distribution import Distribution
 from tokometer.metrics.summary import StepSummary
 from tokometer.store.runs import StoredRun, StoredStep
 
-__all__ = ["LLMD_REPORT_VERSION", "llmd_reports"]
+__all__ = ["HARNESS", "LLMD_REPORT_VERSION", "PERCENTILES", "llmd_reports", "statistics_block"]
 
 LLMD_REPORT_VERSION: Final = "0.1"
-_HARNESS: Final = {"vllm-bench-serve": "vllm-benchmark", "guidellm": "guidellm"}
+HARNESS: Final = {"vllm-bench-serve": "vllm-benchmark", "guidellm": "guidellm"}
 """An imported run's tool -> the harness name llm-d's schema gives that tool."""
-_PERCENTILES: Final = (("p50", "p50"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99"), ("p99p9", "p99_9"))
+PERCENTILES: Final = (("p50", "p50"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99"), ("p99p9", "p99_9"))
+"""llm-d's ``Statistics`` percentile key -> `Distribution`'s attribute (both versions of the schema)."""
 
 
-def _stats(d: Distribution, units: str) -> dict[str, Any] | None:
+def statistics_block(d: Distribution, units: str) -> dict[str, Any] | None:
     """A ``Statistics`` block (units, mean, stddev, min, percentiles, max); None for an empty sample."""
     if not d.count or d.mean is None:
         return None
-    out: dict[str, Any] = {"units": units, "mean": d.mean, "stddev": d.std, "min": d.min}
-    out.update({theirs: getattr(d, ours) for theirs, ours in _PERCENTILES if getattr(d, ours) is not None})
-    out["max"] = d.max
+    out: dict[str, Any] = {"units": units, "mean": d.mean}
+    if d.std is not None:
+        out["stddev"] = d.std
+    if d.min is not None:
+        out["min"] = d.min
+    out.update({theirs: getattr(d, ours) for theirs, ours in PERCENTILES if getattr(d, ours) is not None})
+    if d.max is not None:
+        out["max"] = d.max
     return out
+
 
 
 def _load_args(step: StoredStep) -> dict[str, Any]:
@@ -43,18 +50,19 @@ def _load_args(step: StoredStep) -> dict[str, Any]:
 
 def _report(run: StoredRun, step: StoredStep, summary: StepSummary) -> dict[str, Any]:
     imported = run.spec.imported
-    harness = _HARNESS.get(str(imported.get("tool")), str(imported.get("tool") or "tokometer"))
-    latency: dict[str, Any] = {"time_to_first_token": _stats(summary.ttft_ms, "ms") or {"units": "ms", "mean": 0.0}}
+    harness = HARNESS.get(str(imported.get("tool")), str(imported.get("tool") or "tokometer"))
+    latency: dict[str, Any] = {"time_to_first_token": (statistics_block(summary.ttft_ms, "ms")
+                                                       or {"units": "ms", "mean": 0.0})}
     for name, dist, units in (("time_per_output_token", summary.tpot_ms, "ms/token"),
                               ("inter_token_latency", summary.itl_ms, "ms/token"),
                               ("request_latency", summary.e2e_ms, "ms")):
-        if (block := _stats(dist, units)) is not None:
+        if (block := statistics_block(dist, units)) is not None:
             latency[name] = block
     requests: dict[str, Any] = {
         "total": summary.requests_completed + summary.requests_failed,
         "failures": summary.requests_failed,
-        "input_length": _stats(summary.input_tokens, "count") or {"units": "count", "mean": 0.0},
-        "output_length": _stats(summary.output_tokens, "count") or {"units": "count", "mean": 0.0},
+        "input_length": statistics_block(summary.input_tokens, "count") or {"units": "count", "mean": 0.0},
+        "output_length": statistics_block(summary.output_tokens, "count") or {"units": "count", "mean": 0.0},
     }
     engine: dict[str, Any] = {"name": (run.engine.engine if run.engine and run.engine.engine else "unknown")}
     if run.engine is not None and run.engine.facts.get("version"):

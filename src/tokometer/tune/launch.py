@@ -20,7 +20,6 @@ could get past (no llama-server, no vLLM) is the launcher's own EngineError.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -40,8 +39,6 @@ LAST_WORDS_LINES = 8
 """The most lines of an engine's log a failed start quotes."""
 LAST_WORDS_LINE_CHARS = 400
 """The most characters of one such line."""
-_SECOND_START_BY_DEFAULT = {"llamacpp": True, "vllm": False}
-"""Whether a second start is timed unless asked: llama.cpp restarts in seconds, vLLM takes minutes."""
 _TROUBLE = re.compile(r"error|exception|fail|invalid|unsupported|refus|unknown|unrecognized|out of memory|killed",
                       re.IGNORECASE)
 
@@ -69,7 +66,9 @@ class LaunchOptions:
 
     @property
     def times_second_start(self) -> bool:
-        return self.second_start if self.second_start is not None else _SECOND_START_BY_DEFAULT.get(self.engine, False)
+        from tokometer.engines.startup import SECOND_START_BY_DEFAULT
+
+        return self.second_start if self.second_start is not None else SECOND_START_BY_DEFAULT.get(self.engine, False)
 
 
 @dataclass(frozen=True)
@@ -126,14 +125,6 @@ def _failing(variant: Variant) -> Iterator[None]:
     except EngineError as exc:
         words = last_words(exc.engine_log) if exc.engine_log else str(exc)
         raise VariantStartFailed(f"variant {variant.name} did not start: {exc}", words, exc.command_line) from exc
-
-
-def _timed(start: Callable[[], EngineHandle], variant: Variant) -> tuple[EngineHandle, float]:
-    """One start of the engine, and the seconds from its process start to its first answer."""
-    started = time.perf_counter()
-    with _failing(variant):
-        handle = start()
-    return handle, time.perf_counter() - started
 
 
 def _llamacpp_starter(mapped: EngineSettings, options: LaunchOptions,
@@ -222,9 +213,9 @@ def start_variant(variant: Variant, options: LaunchOptions) -> LaunchedVariant:
     starts); EngineError for what no variant could get past (no llama-server or vLLM to run)."""
     mapped = engine_settings(options.engine, variant.settings, options.device)
     start = _STARTERS[options.engine](mapped, options, variant)
-    handle, first_s = _timed(start, variant)
-    second_s = None
-    if options.times_second_start:
-        handle.stop()
-        handle, second_s = _timed(start, variant)
-    return LaunchedVariant(handle, Startup(first_s, second_s), tuple(handle.identity.get("argv") or ()))
+    from tokometer.engines.startup import timed_start
+
+    with _failing(variant):  # timed as every engine start is (`tokometer.engines.startup`)
+        handle, timed = timed_start(start, options.engine, options.times_second_start)
+    startup = Startup(timed.cold_s, timed.warm_s) if timed is not None else Startup(0.0)
+    return LaunchedVariant(handle, startup, tuple(handle.identity.get("argv") or ()))
