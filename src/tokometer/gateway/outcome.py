@@ -70,6 +70,8 @@ class RelayOutcome:
     """A hedge was sent: the leg that won ("primary" or "hedge")."""
     served_by: tuple[str, ...] = ()
     """With resumes: every upstream that served part of the answer, in order (empty: one did)."""
+    upstream_done_ns: int = 0
+    """A non-streamed answer: when the upstream's last event arrived (0: a streamed answer, or none arrived)."""
 
 
 class Measurement:
@@ -122,7 +124,8 @@ class Measurement:
         return max(0, reported - self.assembly.earlier_output_tokens)
 
     def outcome(self, answer: Answer, events: int, opened: Opened | None, first: Opened | None, *, status: int,
-                error: str | None, gone: bool, first_sent_ns: int | None, served_by: list[str]) -> RelayOutcome:
+                error: str | None, gone: bool, first_sent_ns: int | None, served_by: list[str],
+                upstream_done_ns: int = 0) -> RelayOutcome:
         """End the record and say what the request came to. ``opened``: the last segment's upstream request,
         ``first``: the first's (fallback, retries and hedge are how the answer began)."""
         record = self.record
@@ -149,4 +152,4 @@ class Measurement:
                             opened.upstream if opened is not None else None, bool(first and first.fallback),
                             first.retries if first is not None else 0, 499 if gone else status,
                             error, first_sent_ns, gone, first.hedge if first is not None else None,
-                            tuple(served_by) if len(served_by) > 1 else ())
+                            tuple(served_by) if len(served_by) > 1 else (), upstream_done_ns)

@@ -49,7 +49,15 @@ class AllUpstreamsFailed(TokometerError):
             return 504
         if categories <= {"http_401", "http_403"}:
             return 502
+        if categories == {"http_429"}:
+            return 429  # every upstream is rate-limited: the client's SDK backs off (RateLimitError), not fails
         return 503 if categories <= {"http_429", "http_5xx"} else 502
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """The earliest time any upstream said it would answer again (its ``Retry-After``); None: none said."""
+        waits = [error.retry_after_s for _, error in self.errors if error.retry_after_s is not None]
+        return min(waits) if waits else None
 
 
 def all_failed_body(route_model: str, exc: AllUpstreamsFailed) -> dict[str, Any]:
@@ -60,6 +68,9 @@ def all_failed_body(route_model: str, exc: AllUpstreamsFailed) -> dict[str, Any]
         return auth_error(error.status or 401, f"upstream {name} refused the gateway's credentials "
                           f"({error.detail[:160]})", upstream=name)
     tried = "; ".join(f"{name}: {error.category} ({error.detail[:120]})" for name, error in exc.errors)
+    if exc.status == 429:
+        return error_body(f"every upstream of {route_model!r} is rate-limited: {tried}", "requests",
+                          "rate_limit_exceeded")
     return error_body(f"no upstream of {route_model!r} could answer: {tried}", "upstream_error", "upstream_unavailable")
 
 
