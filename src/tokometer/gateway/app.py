@@ -39,6 +39,7 @@ from tokometer.gateway.outcome import RelayContext, RelayOutcome
 from tokometer.gateway.prober import Prober
 from tokometer.gateway.prometheus import CONTENT_TYPE, GatewayMetrics
 from tokometer.gateway.prompt import PromptLimiter
+from tokometer.gateway.ratelimit import RateLimits
 from tokometer.gateway.relay import Relay
 from tokometer.gateway.requestlog import RequestLog
 from tokometer.gateway.router import Router
@@ -70,6 +71,7 @@ class Gateway:
         self.keys = KeyRing(config.keys)
         self.budgets = TokenBudgets(config.keys, config.budgets.period, config.cache.redis_url,
                                     config.cache.redis_timeout_s)
+        self.rates = RateLimits(config.cache.redis_url, config.cache.redis_timeout_s)
         self.log = RequestLog(config.log.path)
         self.prober = Prober(self.upstreams, self.router.health, config.routes)
         self.shared = share_health(self.router.health, config.replicas)
@@ -100,6 +102,7 @@ class Gateway:
         if self.cache is not None:
             await self.cache.close()
         await self.budgets.close()
+        await self.rates.close()
         self.log.close()
         self.counting.shutdown()
 
@@ -165,8 +168,11 @@ class Gateway:
         observe(self.metrics, outcome, figures)
         self.log.write(log_entry(outcome, figures))
         ctx = outcome.ctx
-        if ctx.key is not None and (figures.prompt or figures.completion):
-            self._background(self.budgets.charge(ctx.key, (figures.prompt or 0) + (figures.completion or 0)))
+        tokens = (figures.prompt or 0) + (figures.completion or 0)
+        if ctx.key is not None and tokens:
+            self._background(self.budgets.charge(ctx.key, tokens))
+        if ctx.rate_limits and tokens:
+            self._background(self.rates.charge(ctx.rate_limits, tokens))
         if ctx.cache_key is not None and self.cache is not None:
             cached = cached_answer(outcome, figures)
             if cached is not None:

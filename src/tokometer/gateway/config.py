@@ -282,6 +282,12 @@ class RouteConfig(_Strict):
                                           "continues the answer in the same stream (default: on with 2+ upstreams)")
     max_resumes: int = Field(2, ge=1, le=16, description="resumes one answer may take before the stream ends with "
                              "an error event")
+    requests_per_minute: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS, description="requests the route "
+                                            "takes in any 60 s, from every key together (429 past it; default: no "
+                                            "limit)")
+    tokens_per_minute: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS, description="prompt + answer tokens "
+                                          "the route serves in any 60 s (a request is refused once they are used "
+                                          "up; default: no limit)")
 
     @field_validator("model")
     @classmethod
@@ -337,6 +343,10 @@ class KeyConfig(_Strict):
                         "prints it")
     tokens_per_period: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS,
                                           description="token budget per [budgets] period (default: none)")
+    requests_per_minute: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS, description="requests the key may "
+                                            "send in any 60 s (429 past it; default: no limit)")
+    tokens_per_minute: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS, description="prompt + answer tokens "
+                                          "the key may use in any 60 s (default: no limit)")
 
     @field_validator("name")
     @classmethod

@@ -20,6 +20,7 @@ from tokometer.records import RequestRecord, classify_http_error
 if TYPE_CHECKING:
     from tokometer.gateway.config import RouteConfig
     from tokometer.gateway.openai_format import Answer
+    from tokometer.gateway.ratelimit import Limit
     from tokometer.gateway.router import Opened
     from tokometer.gateway.upstream import Upstream
     from tokometer.protocols.common.base import ProtocolClient
@@ -45,6 +46,8 @@ class RelayContext:
     headers: dict[str, str] = field(default_factory=dict)
     api: ClientApi = "openai"
     """The protocol the client speaks (the request is an OpenAI ``endpoint`` request by now)."""
+    rate_limits: tuple[Limit, ...] = ()
+    """The rate limits the request is under: its tokens are counted in them when it is answered."""
 
 
 @dataclass(frozen=True, slots=True)
