@@ -30,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 
 from tokometer.gateway.accounting import Figures, cached_answer, feed_health, log_entry, observe, replay_entry
 from tokometer.gateway.auth import KeyRing
+from tokometer.gateway.balance import Balancer, LoadBoard
 from tokometer.gateway.budget import TokenBudgets
 from tokometer.gateway.cache import AnswerCache, CachedAnswer, make_cache
 from tokometer.gateway.config import GatewayConfig
@@ -61,7 +62,8 @@ class Gateway:
         self.limits = DEFAULT_LIMITS.with_messages(config.server.max_messages)
         self.upstreams = {u.name: Upstream(u) for u in config.upstreams}
         self.metrics = GatewayMetrics()
-        self.router = Router(self.upstreams, self.metrics)
+        self.loads = LoadBoard(self.upstreams, config.routes)
+        self.router = Router(self.upstreams, self.metrics, Balancer(self.upstreams, self.loads))
         self.metrics.add_live(self._live)
         for route in config.routes:
             for name in route.upstreams:
@@ -93,6 +95,7 @@ class Gateway:
 
     async def close(self) -> None:
         await self.prober.stop()
+        await self.loads.stop()
         if self.shared is not None:
             await self.shared.close()
         if self._tasks:
@@ -118,6 +121,7 @@ class Gateway:
             if answer is not None:
                 return answer
         self.prober.ensure_running()
+        self.loads.ensure_running()
         return Relay(admission.context(self.worker), self.router, self.metrics, self.finish)
 
     def replay(self, ctx: RelayContext, hit: CachedAnswer) -> Response:
@@ -157,6 +161,8 @@ class Gateway:
         for name in self.upstreams:
             summary = self.router.health[name].summary()
             upstreams[name] = summary if detailed else {"state": summary["state"]}
+            if detailed and name in self.loads.urls:
+                summary["load"] = self.loads.reading(name)
         cache = None if self.cache is None else {"backend": self.cache.backend, "healthy": self.cache.healthy}
         return {"status": "ok", "upstreams": upstreams, "cache": cache if detailed else None}
 
