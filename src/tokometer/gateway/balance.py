@@ -10,7 +10,7 @@ least-outstanding      fewest requests this gateway has in flight to it (waiting
                        included); ties in the list's order
 least-load             fewest requests its engine holds: others' requests as its ``/metrics`` last said
                        (waiting + running, in vLLM's, SGLang's, llama.cpp's or TGI's names:
-                       `tokometer.observe.vocabulary`, less this gateway's in flight at that reading)
+                       `tokometer.observe.vocabulary`), less this gateway's in flight then,
                        plus this gateway's in flight now; then the KV cache's use. A reading older than ``3 × scrape_interval_s``
                        (or none: the scrape failed, timed out or was not a known engine's) falls back
                        to the outstanding requests, for that upstream, until a reading comes again
