@@ -11,9 +11,10 @@ least-outstanding      fewest requests this gateway has in flight to it (waiting
 least-load             fewest requests its engine holds: others' requests as its ``/metrics`` last said
                        (waiting + running, in vLLM's, SGLang's, llama.cpp's or TGI's names:
                        `tokometer.observe.vocabulary`), less this gateway's in flight then,
-                       plus this gateway's in flight now; then the KV cache's use. A reading older than ``3 × scrape_interval_s``
-                       (or none: the scrape failed, timed out or was not a known engine's) falls back
-                       to the outstanding requests, for that upstream, until a reading comes again
+                       plus this gateway's in flight now; then the KV cache's use. A reading older
+                       than ``3 × scrape_interval_s`` (or none: the scrape failed, timed out or was
+                       not a known engine's) falls back to the outstanding requests, for that
+                       upstream, until a reading comes again
 prefix-affinity        the upstream the prompt's first ``affinity_prefix_chars`` characters hash to
                        (rendezvous hashing over the available upstreams: every replica of the gateway
                        picks the same one without sharing anything, and an upstream that goes away
