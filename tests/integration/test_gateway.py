@@ -100,6 +100,26 @@ def test_primary_failing_half_the_time_costs_clients_nothing(sim_factory: Callab
     assert all(line["overhead_ms"] is not None and line["upstream_ttft_ms"] >= 5 for line in lines)
 
 
+def test_a_non_streamed_answers_overhead_leaves_out_the_upstreams_decode(
+        sim_factory: Callable[..., SimServer], gateway_factory: Callable[[str], SimServer], tmp_path: Path) -> None:
+    """A whole answer reaches the client after the upstream's last token: the gateway's overhead is its time
+    before the upstream request and after the upstream's answer ended, never the upstream's 19 x 20 ms decode."""
+    sim = sim_factory("--model", "m", "--ttft-ms", "5", "--itl-ms", "20")
+    log = tmp_path / "requests.jsonl"
+    gw = gateway_factory(_upstream("up", sim, "m") + '[[routes]]\nmodel = "chat"\nupstreams = ["up"]\n'
+                         f'[cache]\nenabled = false\n[log]\npath = "{log}"\n')
+    for stream in (False, True):
+        status, _, _ = _post(gw.openai_url + "/chat/completions", {
+            "model": "chat", "stream": stream, "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]})
+        assert status == 200
+    gw.stop()  # flushes the request log
+    whole, streamed = [json.loads(line) for line in log.read_text().splitlines()]
+    decode_ms = 19 * 20  # the sim paces its tokens by the clock: its decode is at least this
+    for line in (whole, streamed):
+        assert line["completion_tokens"] == 20 and line["overhead_ms"] is not None
+        assert 0 < line["overhead_ms"] <= line["e2e_ms"] - decode_ms, line
+
+
 def test_slow_primary_loses_traffic_and_wins_it_back(sim_factory: Callable[..., SimServer],
                                                      gateway_factory: Callable[[str], SimServer]) -> None:
     primary = sim_factory("--model", "big", "--ttft-ms", "5", "--itl-ms", "1")

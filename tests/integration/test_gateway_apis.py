@@ -484,6 +484,7 @@ def test_tool_calls_translate_between_protocols(tool_server: _ToolServer,
     choice = answer["choices"][0]
     assert choice["finish_reason"] == "tool_calls"
     assert [c["function"]["arguments"] for c in choice["message"]["tool_calls"]] == done
+    assert choice["message"]["content"] is None  # a message that only calls tools: null, as the upstream said
 
 
 def test_the_sdks_read_translated_tool_calls(tool_server: _ToolServer,

@@ -83,3 +83,30 @@ def test_the_sdk_reads_vllms_bytes_through_the_gateway(gateway: Callable[[str], 
     assert {a.text for a in answers} == {"".join(ANSWER)}
     assert [a.text_events for a in answers if a.streamed] == [len(ANSWER)] * 2
     assert {a.completion_tokens for a in answers} == {len(ANSWER)}
+
+
+def test_upstream_rate_limits_reach_the_sdk_as_a_rate_limit(sim_factory: Callable[..., SimServer],
+                                                           gateway: Callable[[str], SimServer]) -> None:
+    """Two upstreams that both answer 429 with their own Retry-After: the client gets 429 (the SDK's
+    RateLimitError, which it backs off from, not InternalServerError) and the earliest Retry-After; one that
+    answered 503 among them makes it the gateway's 503 again, as before."""
+    slow = sim_factory("--model", "m", "--fault", "http_429=1", "--retry-after", "7")
+    soon = sim_factory("--model", "m", "--fault", "http_429=1", "--retry-after", "3")
+    down = sim_factory("--model", "m", "--fault", "http_503=1")
+    both = ("[[upstreams]]\nname = \"a\"\nurl = \"{a}\"\nmodel = \"m\"\nretries = 0\nbreaker_failures = 1000\n"
+            "[[upstreams]]\nname = \"b\"\nurl = \"{b}\"\nmodel = \"m\"\nretries = 0\nbreaker_failures = 1000\n"
+            "[[routes]]\nmodel = \"chat\"\nupstreams = [\"a\", \"b\"]\n[cache]\nenabled = false\n")
+    limited = gateway(both.format(a=slow.openai_url, b=soon.openai_url))
+    mixed = gateway(both.format(a=slow.openai_url, b=down.openai_url))
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": PROMPT}]
+    with sdk_client(limited.openai_url) as client:
+        for stream in (False, True):
+            with pytest.raises(openai.RateLimitError) as refused:
+                client.chat.completions.create(model="chat", messages=messages, max_tokens=4, stream=stream)
+            assert refused.value.status_code == 429
+            assert refused.value.response.headers["retry-after"] == "3"
+            assert "rate-limited" in str(refused.value)
+    with sdk_client(mixed.openai_url) as client, pytest.raises(openai.InternalServerError) as failed:
+        client.chat.completions.create(model="chat", messages=messages, max_tokens=4)
+    assert failed.value.status_code == 503
+    assert failed.value.response.headers["retry-after"] == "7"

@@ -4,6 +4,7 @@ the gateway dropped the text of streamed ``/v1/completions`` from vLLM."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.request
@@ -93,3 +94,34 @@ def test_the_openai_sdk_through_the_gateway_gets_what_vllm_sends(vllm: VllmServe
                  if c.choices]
         assert "".join(parts) == want_chat
         assert [m.id for m in via.models.list().data]
+
+
+def test_least_load_reads_vllms_own_metrics_and_routes_around_its_load(vllm: VllmServer, llamacpp: Any,
+                                                                       tmp_path: Path) -> None:
+    """Least-load routing reads vLLM's ``vllm:num_requests_running``/``waiting`` and KV-cache use from its
+    ``/metrics`` (shown in the gateway's ``/health``); while vLLM holds a long answer the gateway never saw, the
+    gateway's requests go to llama.cpp, and once it is idle again, back to vLLM (the list's first on a tie)."""
+    config = gateway_config(vllm, llamacpp, route='routing = "least-load"\nscrape_interval_s = 0.2')
+    long = {"model": vllm.model, "max_tokens": 2000, "ignore_eos": True, "stream": True,
+            "messages": [{"role": "user", "content": "Tell a long story."}]}
+    with gateway(tmp_path / "gw.toml", config) as gw:
+        _, headers = _post(gw.openai_url + "/chat/completions", _CHAT)
+        assert headers["x-tokometer-upstream"] == "vllm"  # idle: the list's first
+        host, port = vllm.root.removeprefix("http://").rsplit(":", 1)
+        held = http.client.HTTPConnection(host, int(port), timeout=600)  # a long answer the gateway never sees
+        held.request("POST", "/v1/chat/completions", json.dumps(long), {"Content-Type": "application/json",
+                                                                        **vllm.headers()})
+        deadline = time.monotonic() + 120
+        load: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(gw.root + "/health", timeout=10) as response:
+                load = json.loads(response.read())["upstreams"]["vllm"].get("load", {})
+            if load.get("held", 0) >= 1 and load.get("fresh"):
+                break
+            time.sleep(0.2)
+        try:
+            assert load.get("held", 0) >= 1 and 0 <= load["kv_usage"] <= 1, load
+            _, headers = _post(gw.openai_url + "/chat/completions", _CHAT)
+            assert headers["x-tokometer-upstream"] == "llamacpp"
+        finally:
+            held.close()  # vLLM aborts a streamed request whose client has gone

@@ -43,6 +43,8 @@ __all__ = ["command"]
 @click.option("--stall-s", type=float, default=3600.0, show_default=True, help="How long a 'stall' lasts.")
 @click.option("--slow-first-byte-ms", type=float, default=2000.0, show_default=True,
               help="How long a 'slow_first_byte' fault delays the response head.")
+@click.option("--retry-after", type=click.IntRange(0, 86_400), default=None, metavar="S",
+              help="The Retry-After header (seconds) that http_429 and http_503 faults send; default: none.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for fault dice.")
 @click.option("--precise", is_flag=True, help="Pace events to microseconds by yielding the loop (uses more CPU).")
 @click.option("--hardware", default=None,
@@ -123,7 +125,8 @@ def command(**opts: Any) -> None:
         max_context=opts["max_context"], api_key=opts["api_key"], max_body_bytes=opts["max_body_bytes"],
         reject_stream_options=opts["reject_stream_options"], faults=faults, fault_schedule=schedule,
         fault_after_tokens=opts["fault_after_tokens"], stall_s=opts["stall_s"],
-        slow_first_byte_ms=opts["slow_first_byte_ms"], seed=opts["seed"], precise=opts["precise"],
+        slow_first_byte_ms=opts["slow_first_byte_ms"], retry_after_s=opts["retry_after"], seed=opts["seed"],
+        precise=opts["precise"],
         hardware=opts["hardware"], dtype=opts["dtype"], kv_dtype=opts["kv_dtype"], tp=opts["tp"],
         max_num_seqs=opts["max_num_seqs"], max_batched_tokens=opts["max_batched_tokens"],
         prefix_caching=not opts["no_prefix_caching"],

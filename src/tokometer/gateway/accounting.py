@@ -37,7 +37,9 @@ class Figures:
     upstream_ttft: int | None
     """The upstream's own TTFT: `ttft_ns` of the record as if sent when the upstream request was."""
     overhead: int | None
-    """The gateway's own time on the first token: before the upstream request, and after its first token."""
+    """The gateway's own time on the first token: before the upstream request, and after its first token reached
+    the gateway until it reached the client; for a non-streamed answer, after the upstream's whole answer arrived
+    (the client can have nothing sooner: the upstream's decode is the upstream's time, not the gateway's)."""
     prompt: int | None
     completion: int | None
     cost: float | None
@@ -48,8 +50,9 @@ class Figures:
         ttft, tpot = ttft_ns(record), tpot_ns(record)
         upstream_ttft = None if ttft is None or not upstream_sent else ttft + record.sent_ns - upstream_sent
         overhead = None
-        if upstream_sent and record.first_token_ns and outcome.first_sent_ns and outcome.hedge != "hedge":
-            overhead = (upstream_sent - record.sent_ns) + (outcome.first_sent_ns - record.first_token_ns)
+        answered = record.first_token_ns if outcome.ctx.stream else outcome.upstream_done_ns
+        if upstream_sent and answered and outcome.first_sent_ns and outcome.hedge != "hedge":
+            overhead = (upstream_sent - record.sent_ns) + (outcome.first_sent_ns - answered)
         prompt, completion = outcome.answer.prompt_tokens or outcome.ctx.prompt_tokens, record.output_tokens
         upstream = outcome.upstream
         cost = cost_usd(upstream.cfg, prompt or 0, completion or 0) if upstream is not None else None

@@ -30,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 
 from tokometer.gateway.accounting import Figures, cached_answer, feed_health, log_entry, observe, replay_entry
 from tokometer.gateway.auth import KeyRing
+from tokometer.gateway.balance import Balancer, LoadBoard
 from tokometer.gateway.budget import TokenBudgets
 from tokometer.gateway.cache import AnswerCache, CachedAnswer, make_cache
 from tokometer.gateway.config import GatewayConfig
@@ -39,6 +40,7 @@ from tokometer.gateway.outcome import RelayContext, RelayOutcome
 from tokometer.gateway.prober import Prober
 from tokometer.gateway.prometheus import CONTENT_TYPE, GatewayMetrics
 from tokometer.gateway.prompt import PromptLimiter
+from tokometer.gateway.ratelimit import RateLimits
 from tokometer.gateway.relay import Relay
 from tokometer.gateway.requestlog import RequestLog
 from tokometer.gateway.router import Router
@@ -60,7 +62,8 @@ class Gateway:
         self.limits = DEFAULT_LIMITS.with_messages(config.server.max_messages)
         self.upstreams = {u.name: Upstream(u) for u in config.upstreams}
         self.metrics = GatewayMetrics()
-        self.router = Router(self.upstreams, self.metrics)
+        self.loads = LoadBoard(self.upstreams, config.routes)
+        self.router = Router(self.upstreams, self.metrics, Balancer(self.upstreams, self.loads))
         self.metrics.add_live(self._live)
         for route in config.routes:
             for name in route.upstreams:
@@ -70,6 +73,7 @@ class Gateway:
         self.keys = KeyRing(config.keys)
         self.budgets = TokenBudgets(config.keys, config.budgets.period, config.cache.redis_url,
                                     config.cache.redis_timeout_s)
+        self.rates = RateLimits(config.cache.redis_url, config.cache.redis_timeout_s)
         self.log = RequestLog(config.log.path)
         self.prober = Prober(self.upstreams, self.router.health, config.routes)
         self.shared = share_health(self.router.health, config.replicas)
@@ -91,6 +95,7 @@ class Gateway:
 
     async def close(self) -> None:
         await self.prober.stop()
+        await self.loads.stop()
         if self.shared is not None:
             await self.shared.close()
         if self._tasks:
@@ -100,6 +105,7 @@ class Gateway:
         if self.cache is not None:
             await self.cache.close()
         await self.budgets.close()
+        await self.rates.close()
         self.log.close()
         self.counting.shutdown()
 
@@ -115,6 +121,7 @@ class Gateway:
             if answer is not None:
                 return answer
         self.prober.ensure_running()
+        self.loads.ensure_running()
         return Relay(admission.context(self.worker), self.router, self.metrics, self.finish)
 
     def replay(self, ctx: RelayContext, hit: CachedAnswer) -> Response:
@@ -154,6 +161,8 @@ class Gateway:
         for name in self.upstreams:
             summary = self.router.health[name].summary()
             upstreams[name] = summary if detailed else {"state": summary["state"]}
+            if detailed and name in self.loads.urls:
+                summary["load"] = self.loads.reading(name)
         cache = None if self.cache is None else {"backend": self.cache.backend, "healthy": self.cache.healthy}
         return {"status": "ok", "upstreams": upstreams, "cache": cache if detailed else None}
 
@@ -165,8 +174,11 @@ class Gateway:
         observe(self.metrics, outcome, figures)
         self.log.write(log_entry(outcome, figures))
         ctx = outcome.ctx
-        if ctx.key is not None and (figures.prompt or figures.completion):
-            self._background(self.budgets.charge(ctx.key, (figures.prompt or 0) + (figures.completion or 0)))
+        tokens = (figures.prompt or 0) + (figures.completion or 0)
+        if ctx.key is not None and tokens:
+            self._background(self.budgets.charge(ctx.key, tokens))
+        if ctx.rate_limits and tokens:
+            self._background(self.rates.charge(ctx.rate_limits, tokens))
         if ctx.cache_key is not None and self.cache is not None:
             cached = cached_answer(outcome, figures)
             if cached is not None:

@@ -194,6 +194,8 @@ class UpstreamConfig(_Strict):
                                              description="USD per million output tokens")
     ca_bundle: str | None = Field(None, description="PEM file of CAs to trust for an https:// upstream")
     verify: bool = Field(True, description="check an https:// upstream's certificate (false: test servers only)")
+    metrics_url: str | None = Field(None, description="its engine's Prometheus /metrics, read by a route's "
+                                    "least-load routing (default: /metrics at the url's origin; 'off': never read)")
 
     @field_validator("url")
     @classmethod
@@ -203,6 +205,13 @@ class UpstreamConfig(_Strict):
         if _CONTROL.search(value) or " " in value:
             raise ValueError("holds a space or a control character")
         return value.rstrip("/")
+
+    @field_validator("metrics_url")
+    @classmethod
+    def _metrics_url(cls, value: str | None) -> str | None:
+        if value is None or value == "off":
+            return value
+        return cls._url(value)
 
     @field_validator("name")
     @classmethod
@@ -282,6 +291,24 @@ class RouteConfig(_Strict):
                                           "continues the answer in the same stream (default: on with 2+ upstreams)")
     max_resumes: int = Field(2, ge=1, le=16, description="resumes one answer may take before the stream ends with "
                              "an error event")
+    routing: Literal["ordered", "round-robin", "least-outstanding", "least-load", "prefix-affinity"] = Field(
+        "ordered", description="which upstream a request tries first: 'ordered' (the list's order, the next on "
+        "failure), 'round-robin', 'least-outstanding' (fewest requests in flight from this gateway), 'least-load' "
+        "(fewest requests the engine holds, read from its /metrics: waiting + running, KV-cache use next) or "
+        "'prefix-affinity' (a prompt prefix sticks to one upstream while it is not overloaded); the others "
+        "follow, in order, as fallbacks")
+    scrape_interval_s: float = Field(0.5, ge=0.05, le=60, description="least-load: how often each upstream's "
+                                     "/metrics is read")
+    affinity_prefix_chars: int = Field(512, ge=16, le=65536, description="prefix-affinity: how much of the "
+                                       "prompt's start (characters) picks its upstream")
+    affinity_slack: int = Field(4, ge=0, le=10_000, description="prefix-affinity: its upstream keeps a prefix "
+                                "while it has at most this many more requests in flight than the least busy one")
+    requests_per_minute: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS, description="requests the route "
+                                            "takes in any 60 s, from every key together (429 past it; default: no "
+                                            "limit)")
+    tokens_per_minute: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS, description="prompt + answer tokens "
+                                          "the route serves in any 60 s (a request is refused once they are used "
+                                          "up; default: no limit)")
 
     @field_validator("model")
     @classmethod
@@ -337,6 +364,10 @@ class KeyConfig(_Strict):
                         "prints it")
     tokens_per_period: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS,
                                           description="token budget per [budgets] period (default: none)")
+    requests_per_minute: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS, description="requests the key may "
+                                            "send in any 60 s (429 past it; default: no limit)")
+    tokens_per_minute: int | None = Field(None, ge=1, le=MAX_BUDGET_TOKENS, description="prompt + answer tokens "
+                                          "the key may use in any 60 s (default: no limit)")
 
     @field_validator("name")
     @classmethod

@@ -20,6 +20,7 @@ from tokometer.records import RequestRecord, classify_http_error
 if TYPE_CHECKING:
     from tokometer.gateway.config import RouteConfig
     from tokometer.gateway.openai_format import Answer
+    from tokometer.gateway.ratelimit import Limit
     from tokometer.gateway.router import Opened
     from tokometer.gateway.upstream import Upstream
     from tokometer.protocols.common.base import ProtocolClient
@@ -45,6 +46,8 @@ class RelayContext:
     headers: dict[str, str] = field(default_factory=dict)
     api: ClientApi = "openai"
     """The protocol the client speaks (the request is an OpenAI ``endpoint`` request by now)."""
+    rate_limits: tuple[Limit, ...] = ()
+    """The rate limits the request is under: its tokens are counted in them when it is answered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,8 @@ class RelayOutcome:
     """A hedge was sent: the leg that won ("primary" or "hedge")."""
     served_by: tuple[str, ...] = ()
     """With resumes: every upstream that served part of the answer, in order (empty: one did)."""
+    upstream_done_ns: int = 0
+    """A non-streamed answer: when the upstream's last event arrived (0: a streamed answer, or none arrived)."""
 
 
 class Measurement:
@@ -122,7 +127,8 @@ class Measurement:
         return max(0, reported - self.assembly.earlier_output_tokens)
 
     def outcome(self, answer: Answer, events: int, opened: Opened | None, first: Opened | None, *, status: int,
-                error: str | None, gone: bool, first_sent_ns: int | None, served_by: list[str]) -> RelayOutcome:
+                error: str | None, gone: bool, first_sent_ns: int | None, served_by: list[str],
+                upstream_done_ns: int = 0) -> RelayOutcome:
         """End the record and say what the request came to. ``opened``: the last segment's upstream request,
         ``first``: the first's (fallback, retries and hedge are how the answer began)."""
         record = self.record
@@ -149,4 +155,4 @@ class Measurement:
                             opened.upstream if opened is not None else None, bool(first and first.fallback),
                             first.retries if first is not None else 0, 499 if gone else status,
                             error, first_sent_ns, gone, first.hedge if first is not None else None,
-                            tuple(served_by) if len(served_by) > 1 else ())
+                            tuple(served_by) if len(served_by) > 1 else (), upstream_done_ns)

@@ -22,6 +22,7 @@ of an answer that needs neither: the text so far is the `Answer` the relay keeps
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,7 @@ class Relay:
         self._assembly: StreamAssembly | None = None  # the measurement's, once an upstream answers
         self._first: Opened | None = None  # the answer's first segment (continuations and resumes follow)
         self._events = 0
+        self._done_ns = 0  # a non-streamed answer: when its last upstream event arrived (the overhead's end)
         self._resume = policy.resume
         # the text is needed for a non-streamed answer, the cache, a resume or a continuation, and only then kept
         self.answer.keep = not ctx.stream or ctx.cache_key is not None or self._resume or ctx.route.continue_on_length
@@ -89,7 +91,8 @@ class Relay:
                 self.opened.release()
             self.on_done(self.measure.outcome(
                 self.answer, self._events, self.opened, self._first, status=client.status, error=self.error,
-                gone=client.gone, first_sent_ns=client.first_sent_ns, served_by=self.carry.served_by))
+                gone=client.gone, first_sent_ns=client.first_sent_ns, served_by=self.carry.served_by,
+                upstream_done_ns=self._done_ns))
 
     async def _cancel_upstream(self) -> None:
         if self.opened is not None:
@@ -128,7 +131,9 @@ class Relay:
         try:
             opened = self.opened = await self.router.open(ctx.route, ctx.body, ctx.endpoint)
         except AllUpstreamsFailed as exc:
-            await self._fail(exc.status, all_failed_body(ctx.route.model, exc))
+            wait = exc.retry_after_s
+            await self._fail(exc.status, all_failed_body(ctx.route.model, exc),
+                             None if wait is None else [(b"retry-after", str(math.ceil(wait)).encode())])
             return None
         except UpstreamError as exc:  # the request's own fault: pass the upstream's answer on
             await self._fail(exc.status or 502, _as_json(exc.body) or error_body(exc.detail, "invalid_request_error"))
@@ -196,6 +201,7 @@ class Relay:
             if writer is not None:
                 reply.tool_calls(writer, event.raw)
         if not self.ctx.stream:
+            self._done_ns = event.stamp
             return
         if writer is None:  # an OpenAI upstream and client: relay its bytes
             reply.pass_on(event, p)
@@ -254,7 +260,7 @@ class Relay:
         headers += [(k.encode(), v.encode()) for k, v in self.ctx.headers.items()]
         return headers
 
-    async def _fail(self, status: int, body: dict[str, Any]) -> None:
+    async def _fail(self, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> None:
         client = self.client
         assert client is not None
         error = body.get("error")  # an upstream's: OpenAI's object, TGI's string, or anything
@@ -266,7 +272,7 @@ class Relay:
                 await client.write(b"data: " + orjson.dumps(body) + b"\n\n")
             await client.end()
             return
-        await client.json(status, client_error_body(self.ctx.api, status, body), self._headers())
+        await client.json(status, client_error_body(self.ctx.api, status, body), self._headers() + (headers or []))
 
 
 def _as_json(text: str) -> dict[str, Any] | None:

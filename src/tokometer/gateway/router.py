@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokometer.gateway.auth import auth_error
+from tokometer.gateway.balance import Balancer
 from tokometer.gateway.breaker import UpstreamHealth
 from tokometer.gateway.config import RouteConfig
 from tokometer.gateway.hedge import HedgeAfter, race
@@ -49,7 +50,15 @@ class AllUpstreamsFailed(TokometerError):
             return 504
         if categories <= {"http_401", "http_403"}:
             return 502
+        if categories == {"http_429"}:
+            return 429  # every upstream is rate-limited: the client's SDK backs off (RateLimitError), not fails
         return 503 if categories <= {"http_429", "http_5xx"} else 502
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """The earliest time any upstream said it would answer again (its ``Retry-After``); None: none said."""
+        waits = [error.retry_after_s for _, error in self.errors if error.retry_after_s is not None]
+        return min(waits) if waits else None
 
 
 def all_failed_body(route_model: str, exc: AllUpstreamsFailed) -> dict[str, Any]:
@@ -60,6 +69,9 @@ def all_failed_body(route_model: str, exc: AllUpstreamsFailed) -> dict[str, Any]
         return auth_error(error.status or 401, f"upstream {name} refused the gateway's credentials "
                           f"({error.detail[:160]})", upstream=name)
     tried = "; ".join(f"{name}: {error.category} ({error.detail[:120]})" for name, error in exc.errors)
+    if exc.status == 429:
+        return error_body(f"every upstream of {route_model!r} is rate-limited: {tried}", "requests",
+                          "rate_limit_exceeded")
     return error_body(f"no upstream of {route_model!r} could answer: {tried}", "upstream_error", "upstream_unavailable")
 
 
@@ -96,9 +108,12 @@ class Opened:
 class Router:
     """Upstreams, their health, and the order a route tries them in."""
 
-    def __init__(self, upstreams: dict[str, Upstream], metrics: GatewayMetrics) -> None:
+    def __init__(self, upstreams: dict[str, Upstream], metrics: GatewayMetrics,
+                 balancer: Balancer | None = None) -> None:
         self.upstreams = upstreams
         self.metrics = metrics
+        self.balancer = balancer
+        """Ranks a route's available upstreams by its ``routing`` (None: every route in its list's order)."""
         self.health: dict[str, UpstreamHealth] = {
             name: UpstreamHealth(u.cfg.breaker_failures, u.cfg.breaker_cooldown_s) for name, u in upstreams.items()
         }
@@ -106,8 +121,16 @@ class Router:
         """Hedged races running, by route."""
         self._specs: dict[str, HedgeAfter] = {}
 
-    def order(self, route: RouteConfig) -> list[tuple[str, str | None]]:
-        """The route's upstreams, available ones first; each with why it is unavailable (or None)."""
+    def order(self, route: RouteConfig, body: Mapping[str, Any] | None = None) -> list[tuple[str, str | None]]:
+        """The route's upstreams, available ones first (in the order its ``routing`` ranks them for ``body``:
+        `tokometer.gateway.balance`); each with why it is unavailable (or None)."""
+        ready, later = self._split(route)
+        if self.balancer is not None and len(ready) > 1 and route.routing != "ordered":
+            ready = [(name, None) for name in self.balancer.rank(route, [name for name, _ in ready], body)]
+        return ready + later
+
+    def _split(self, route: RouteConfig) -> tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]:
+        """The route's upstreams in its order: those available now, and the others with why not."""
         now = time.monotonic()
         ready: list[tuple[str, str | None]] = []
         later: list[tuple[str, str | None]] = []
@@ -116,7 +139,7 @@ class Router:
             reason = None if health.allows(now) else f"circuit {health.state(now)} ({health.last_error})"
             reason = reason or health.slow(route.slow_ttft_ms, route.slow_tpot_ms)
             (later if reason else ready).append((name, reason))
-        return ready + later
+        return ready, later
 
     async def open(self, route: RouteConfig, body: Mapping[str, Any], endpoint: Endpoint,
                    only: str | None = None, exclude: frozenset[str] = frozenset()) -> Opened:
@@ -125,7 +148,7 @@ class Router:
         errors: list[tuple[str, UpstreamError]] = []
         retries = 0
         tried: list[str] = []
-        order = [only] if only else [name for name, _ in self.order(route) if name not in exclude]
+        order = [only] if only else [name for name, _ in self.order(route, body) if name not in exclude]
         hedging = route.hedge_after is not None and not only and not exclude
         skip: set[str] = set()
         for name in order:
@@ -151,11 +174,12 @@ class Router:
                         self.metrics.retries.labels(name).inc()
                         await asyncio.sleep(upstream.cfg.retry_backoff_s * (2**attempt))
                     continue
-                opened.fallback = opened.upstream.name != route.upstreams[0]
+                first = order[0] if order else route.upstreams[0]  # the routing's choice (the list's first)
+                opened.fallback = opened.upstream.name != first
                 opened.retries = retries
                 opened.tried = tried
                 if opened.fallback and not exclude:
-                    self.metrics.fallbacks.labels(route.model, route.upstreams[0], opened.upstream.name).inc()
+                    self.metrics.fallbacks.labels(route.model, first, opened.upstream.name).inc()
                 return opened
         if not errors:
             errors.append((",".join(sorted(exclude)) or route.model,
@@ -222,8 +246,9 @@ class Router:
 
     def _hedge_target(self, route: RouteConfig, order: list[str], primary: str) -> str | None:
         """The next upstream after ``primary`` that is available now (not down, not slow)."""
-        for name, reason in self.order(route):
-            if name != primary and reason is None and name in order:
+        available = {name for name, _ in self._split(route)[0]}
+        for name in order:
+            if name != primary and name in available:
                 return name
         return None
 

@@ -16,6 +16,8 @@ validate    the translated request's fields (a Messages or       `BAD_BODY`, `BA
             client's shape)
 messages    at most ``max_messages`` messages                    `TOO_MANY_MESSAGES`
 route       a route serves the ``model``                         `MODEL_NOT_FOUND`
+rate        the key's and the route's rate limits have room      `RATE_LIMITED`
+            (only with limits: `tokometer.gateway.ratelimit`)
 budget      the key's token budget is not spent (only with keys) `BUDGET_SPENT`
 prompt      the prompt's tokens (counted, cut, ``max_tokens``    `TOO_LONG`, `COUNTING_BUSY`
             capped: `tokometer.gateway.counting`)
@@ -47,6 +49,7 @@ from tokometer.gateway.auth import auth_error
 from tokometer.gateway.cache import cache_key
 from tokometer.gateway.outcome import RelayContext
 from tokometer.gateway.prompt import TooLong
+from tokometer.gateway.ratelimit import Limit, any_limits, limits_of
 from tokometer.inbound.body import BodyTimeout, BodyTooLarge, discard_rest, read_body
 from tokometer.inbound.connections import EVICTED
 from tokometer.inbound.jsonbody import BadBody, parse_object
@@ -64,6 +67,7 @@ if TYPE_CHECKING:
     from tokometer.gateway.counting import CountingLanes
     from tokometer.gateway.prometheus import GatewayMetrics
     from tokometer.gateway.prompt import PromptCheck, PromptLimiter
+    from tokometer.gateway.ratelimit import RateLimits
     from tokometer.inbound.request_limits import RequestLimits
     from tokometer.protocols.gateway_clients import ClientApi, Endpoint
 
@@ -84,6 +88,7 @@ class GatewayParts(Protocol):
     keys: KeyRing
     metrics: GatewayMetrics
     budgets: TokenBudgets
+    rates: RateLimits
     limiters: dict[str, PromptLimiter]
     counting: CountingLanes
     cache: AnswerCache | None
@@ -118,11 +123,14 @@ class Refusal:
         if self.label is not None:
             gateway.metrics.rejected.labels(self.label).inc()
 
-    def respond(self, api: ClientApi, body: dict[str, Any]) -> Response:
-        """The answer with ``body`` (OpenAI's error shape), uncounted."""
+    def respond(self, api: ClientApi, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
+        """The answer with ``body`` (OpenAI's error shape), uncounted (``headers``: besides the refusal's own)."""
         if self.type is None:
             return Response(status_code=self.status)
-        return JSONResponse(client_error_body(api, self.status, body), status_code=self.status, headers=self.headers)
+        if headers:
+            headers = {**(self.headers or {}), **headers}
+        return JSONResponse(client_error_body(api, self.status, body), status_code=self.status,
+                            headers=headers or self.headers)
 
 
 _CLOSE = {"connection": "close"}
@@ -139,6 +147,7 @@ OVER_LIMIT = Refusal(400, "invalid_request_error", "over_limit", "over_limit")
 length): the body's ``code`` names which (``too_many_tools``, ``string_too_long``)."""
 MODEL_NOT_FOUND = Refusal(404, "invalid_request_error", "model_not_found", None)
 BUDGET_SPENT = Refusal(429, "rate_limit_error", "token_budget_exceeded", "budget")
+RATE_LIMITED = Refusal(429, "requests", "rate_limit_exceeded", "rate_limit")
 TOO_LONG = Refusal(400, "invalid_request_error", "context_length_exceeded", "too_long")
 COUNTING_BUSY = Refusal(503, "server_error", "counting_busy", "counting_busy", {"retry-after": "1"})
 
@@ -149,8 +158,8 @@ _TIMEOUTS = {refusal.label: refusal for refusal in (BODY_TIMEOUT, BODY_IDLE_TIME
 class Admission:
     """One request on its way through the stages: what they have found so far."""
 
-    __slots__ = ("api", "body", "cache_key", "check", "endpoint", "key", "raw", "received", "request", "route",
-                 "size")
+    __slots__ = ("api", "body", "cache_key", "check", "endpoint", "key", "rate_headers", "rate_limits", "raw",
+                 "received", "request", "route", "size")
 
     raw: bytes
     size: int
@@ -167,6 +176,8 @@ class Admission:
         self.received = received
         self.key: KeyConfig | None = None
         self.cache_key: str | None = None
+        self.rate_limits: tuple[Limit, ...] = ()
+        self.rate_headers: dict[str, str] | None = None
 
     def context(self, worker: str | None) -> RelayContext:
         """Everything decided before routing (``worker``: this process's index under ``--workers``)."""
@@ -176,13 +187,16 @@ class Admission:
         include_usage = not relays_openai_bytes(api) or bool(isinstance(options, dict) and options.get("include_usage"))
         asked = body.get("max_completion_tokens", body.get("max_tokens"))
         headers: dict[str, str] = {} if worker is None else {"x-tokometer-worker": worker}
+        if self.rate_headers:
+            headers.update(self.rate_headers)
         if check.truncated_from is not None:
             headers["x-tokometer-truncated-from"] = str(check.truncated_from)
         if check.capped_max_tokens is not None:
             headers["x-tokometer-max-tokens"] = str(check.capped_max_tokens)
         return RelayContext(self.route, self.endpoint, check.body, stream, include_usage,
                             self.key.name if self.key else None, self.cache_key, check.prompt_tokens,
-                            asked if isinstance(asked, int) else None, self.received, headers, api)
+                            asked if isinstance(asked, int) else None, self.received, headers, api,
+                            self.rate_limits)
 
 
 def _client(request: Request) -> str:
@@ -276,6 +290,20 @@ def _route(gateway: GatewayParts, a: Admission) -> Answer:
     return None
 
 
+async def _rate(gateway: GatewayParts, a: Admission) -> Answer:
+    limits = a.rate_limits = limits_of(a.key, a.route)
+    if not limits:
+        return None
+    verdict = await gateway.rates.admit(limits)
+    headers = verdict.headers()
+    if not verdict.admitted:
+        RATE_LIMITED.count(gateway)
+        kind = verdict.refused_by.limit.kind if verdict.refused_by is not None else "requests"
+        return RATE_LIMITED.respond(a.api, error_body(verdict.message(), kind, RATE_LIMITED.code), headers)
+    a.rate_headers = headers
+    return None
+
+
 async def _budget(gateway: GatewayParts, a: Admission) -> Answer:
     key = a.key
     if key is not None and key.tokens_per_period is not None:
@@ -316,6 +344,10 @@ def _with_keys(gateway: GatewayParts) -> bool:
     return gateway.keys.enabled
 
 
+def _with_rate_limits(gateway: GatewayParts) -> bool:
+    return any_limits(gateway.config)
+
+
 def _with_cache(gateway: GatewayParts) -> bool:
     return gateway.cache is not None
 
@@ -350,6 +382,7 @@ STAGES: tuple[Stage, ...] = (
     Check("validate", _validate, (BAD_BODY, BAD_FIELD, TOO_MANY_MESSAGES, OVER_LIMIT)),
     Check("messages", _messages, (TOO_MANY_MESSAGES,)),
     Check("route", _route, (MODEL_NOT_FOUND,)),
+    Wait("rate", _rate, (RATE_LIMITED,), _with_rate_limits),
     Wait("budget", _budget, (BUDGET_SPENT,), _with_keys),
     Wait("prompt", _prompt, (TOO_LONG, COUNTING_BUSY)),
     Wait("cache", _cache, (), _with_cache),

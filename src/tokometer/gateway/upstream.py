@@ -61,6 +61,7 @@ from tokometer.protocols.tool_events import tool_fields
 from tokometer.records import ErrorCategory, describe_http_failure
 from tokometer.util.errors import TokometerError
 from tokometer.util.readbudget import response_budget
+from tokometer.util.retryafter import retry_after_s
 
 __all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Upstream", "UpstreamCall", "UpstreamError",
            "UpstreamEvent"]
@@ -84,12 +85,15 @@ class UpstreamError(TokometerError):
 
     ``category`` is the same `ErrorCategory` a failed request gets in `tokometer bench`."""
 
-    def __init__(self, category: ErrorCategory, detail: str, status: int | None = None, body: str = "") -> None:
+    def __init__(self, category: ErrorCategory, detail: str, status: int | None = None, body: str = "",
+                 retry_after_s: float | None = None) -> None:
         super().__init__(detail)
         self.category: ErrorCategory = category
         self.detail = detail
         self.status = status
         self.body = body
+        self.retry_after_s = retry_after_s
+        """How long the upstream asked to be left alone (its ``Retry-After``; `tokometer.util.retryafter`)."""
 
     @property
     def client_error(self) -> bool:
@@ -226,7 +230,7 @@ class UpstreamCall:
         if failure is not None:
             body = await self._read_rest()
             category, detail = describe_http_failure(self.status, response.headers, body) or failure
-            raise UpstreamError(category, detail, self.status, body)
+            raise UpstreamError(category, detail, self.status, body, retry_after_s(response.headers))
 
     def _arrived(self, chunk: bytes, stamp: int) -> None:
         self._queue.put_nowait((chunk, stamp))

@@ -71,7 +71,8 @@ def checked(body: dict[str, Any], shape: Shape | None) -> dict[str, Any]:
     return body
 
 
-def error(proto: ProtocolServer | None, status: int, message: str, kind: str) -> Response:
+def error(proto: ProtocolServer | None, status: int, message: str, kind: str,
+          headers: dict[str, str] | None = None) -> Response:
     """An error answer in ``proto``'s shape (OpenAI's where None)."""
     body = proto.error_body(status, message, kind) if proto else {"error": {"message": message, "type": kind}}
-    return JSONResponse(body, status_code=status)
+    return JSONResponse(body, status_code=status, headers=headers)

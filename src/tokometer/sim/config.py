@@ -86,6 +86,8 @@ class SimConfig(BaseModel):
                                     description="mid-stream faults strike after this many tokens")
     stall_s: Delay = 3600.0
     slow_first_byte_ms: Millis = 2000.0
+    retry_after_s: int | None = Field(None, ge=0, le=86_400, description="the Retry-After (seconds) its "
+                                      "http_429 and http_503 faults send; None: no such header")
     seed: int = Field(0, ge=-(2**63), le=2**63 - 1)
     precise: bool = False
     trace_size: int = Field(100_000, ge=0, le=MAX_COUNT)

@@ -97,7 +97,8 @@ async def _admit(request: Request, state: SimState, config: SimConfig, proto: Pr
         return error(proto, 400, "Unrecognized request argument supplied: stream_options", "invalid_request_error")
     if trace.fault in _ERRORS:
         status, message, kind = _ERRORS[trace.fault]
-        return error(proto, status, message, kind)
+        wait = config.retry_after_s if status in (429, 503) else None
+        return error(proto, status, message, kind, None if wait is None else {"retry-after": str(wait)})
     return body, info
 
 

@@ -22,8 +22,8 @@ def _config(tmp_path: Path, extra: str = "") -> GatewayConfig:
 
 
 def test_the_stages_run_in_the_documented_order() -> None:
-    assert [stage.name for stage in STAGES] == ["key", "body", "translate", "validate", "messages", "route", "budget",
-                                               "prompt", "cache"]
+    assert [stage.name for stage in STAGES] == ["key", "body", "translate", "validate", "messages", "route", "rate",
+                                               "budget", "prompt", "cache"]
 
 
 def test_each_refusal_is_declared_once_and_every_declared_one_belongs_to_a_stage() -> None:
@@ -34,8 +34,9 @@ def test_each_refusal_is_declared_once_and_every_declared_one_belongs_to_a_stage
     assert len(labels) == len(set(labels))
 
 
-@pytest.mark.parametrize(("extra", "left_out"), [("[cache]\nenabled = false\n", {"key", "budget", "cache"}),
-                                                 ("", {"key", "budget"})])
+@pytest.mark.parametrize(("extra", "left_out"), [
+    ("[cache]\nenabled = false\n", {"key", "rate", "budget", "cache"}), ("", {"key", "rate", "budget"}),
+    ('[[routes]]\nmodel = "n"\nupstreams = ["a"]\nrequests_per_minute = 9\n', {"key", "budget"})])
 async def test_a_gateway_runs_only_the_stages_its_config_uses(tmp_path: Path, extra: str, left_out: set[str]) -> None:
     gateway = Gateway(_config(tmp_path, extra))
     try:

@@ -24,6 +24,7 @@ from tokometer.protocols.common.server import (
     opt_str,
     stream_field,
 )
+from tokometer.protocols.common.simtools import call_delta, pick_tool, whole_call
 
 __all__ = ["SIGNATURE", "AnthropicMessagesServer"]
 
@@ -53,6 +54,22 @@ def _prompt_tokens(body: dict[str, Any], count: Count) -> int:
     return total
 
 
+def _tool_to_call(tools: Any, choice: Any) -> str | None:
+    """The tool the simulator calls (`tokometer.protocols.common.simtools`) for Anthropic's ``tools`` (objects
+    with a ``name``) and ``tool_choice`` (``{"type": "auto" | "any" | "none" | "tool", "name": ...}``)."""
+    if tools is None:
+        return None
+    if not isinstance(tools, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools):
+        raise ValueError("tools: must be an array of tool objects with a name")
+    kind = choice.get("type") if isinstance(choice, dict) else None if choice is None else ""
+    if kind not in (None, "auto", "any", "none", "tool"):
+        raise ValueError("tool_choice: must be {\"type\": \"auto\" | \"any\" | \"none\" | \"tool\"}")
+    named = choice.get("name") if kind == "tool" and isinstance(choice, dict) else None
+    if kind == "tool" and not isinstance(named, str):
+        raise ValueError("tool_choice.name: required for {\"type\": \"tool\"}")
+    return pick_tool([t["name"] for t in tools], "none" if kind == "none" else "auto", named)
+
+
 class AnthropicMessagesServer(ProtocolServer):
     """The event sequence Anthropic documents (`tokometer.protocols.anthropic_messages.writer`): reasoning in a
     ``thinking`` block before the ``text`` block."""
@@ -65,9 +82,11 @@ class AnthropicMessagesServer(ProtocolServer):
         model = opt_str(body.get("model"), "model")
         if body.get("max_tokens") is None:
             raise ValueError("max_tokens: Field required")
-        return RequestInfo(model=model or default_model, prompt_tokens=_prompt_tokens(body, count),
+        info = RequestInfo(model=model or default_model, prompt_tokens=_prompt_tokens(body, count),
                            max_tokens=opt_int(body.get("max_tokens"), "max_tokens"),
                            ignore_eos=opt_bool(body.get("ignore_eos"), "ignore_eos"), stream=stream_field(body, False))
+        info.tool_name = _tool_to_call(body.get("tools"), body.get("tool_choice"))
+        return info
 
     def _writer(self, info: RequestInfo) -> AnthropicStreamWriter:
         """The answer's writer, made at its first event (when the prompt's cached tokens are known)."""
@@ -79,16 +98,26 @@ class AnthropicMessagesServer(ProtocolServer):
         return writer
 
     def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
+        return self._tokens(info, text, reasoning, last=False)
+
+    def _tokens(self, info: RequestInfo, text: str, reasoning: str, last: bool) -> bytes:
         no_field(self, reasoning)
-        return self._writer(info).content(text, reasoning)
+        delta = None if reasoning else call_delta(info, text, last)
+        return self._writer(info).content(text, reasoning) if delta is None else self._writer(info).tool_call(delta)
+
+    def last_tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, finish: str,
+                    timing: StreamTiming, reasoning: str = "") -> bytes:
+        return (self._tokens(info, text, reasoning, last=finish != "length")
+                + self.finish(info, finish, done_before + len(ids), timing))
 
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
         return self._writer(info).ending(finish, info.prompt_tokens, completion_tokens, None, info.cached_tokens)
 
     def whole(self, info: RequestInfo, text: str, reasoning: str, ids: list[int], finish: str,
               completion_tokens: int, timing: StreamTiming) -> dict[str, Any]:
-        return self._writer(info).whole(text, reasoning, [], finish, info.prompt_tokens, completion_tokens,
-                                        info.cached_tokens)
+        calls = whole_call(info, text, finish)
+        return self._writer(info).whole("" if calls else text, reasoning, calls, finish, info.prompt_tokens,
+                                        completion_tokens, info.cached_tokens)
 
     def error_event(self, info: RequestInfo, message: str) -> bytes:
         return self._writer(info).error(message)

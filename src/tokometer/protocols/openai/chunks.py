@@ -15,7 +15,8 @@ from typing import Any
 
 import orjson
 
-from tokometer.protocols.common.toolcalls import json_fragment, tool_call_delta
+from tokometer.protocols.common.simtools import query_arguments
+from tokometer.protocols.common.toolcalls import tool_call_delta
 
 __all__ = ["ChunkWriter", "carries_call", "carries_tool_calls"]
 
@@ -74,7 +75,7 @@ class ChunkWriter:
     def tool_call(self, name: str, text: str, first: bool, last: bool) -> bytes:
         """A chat event carrying ``text`` as a fragment of the arguments of a call of tool ``name`` (as
         ``{"query": "<text>"}``): the first one with the call's id and name, the last one closing the JSON."""
-        arguments = ('{"query": "' if first else "") + json_fragment(text) + ('"}' if last else "")
+        arguments = query_arguments(text, first, last)
         entry = tool_call_delta(0, arguments, call_id=f"call-{self.id[-12:]}" if first else None,
                                 name=name if first else None)
         return self.chunk([{"index": 0, "delta": {"tool_calls": [entry]}, "logprobs": None, "finish_reason": None}])
@@ -108,7 +109,7 @@ class ChunkWriter:
             if tool_name is not None:
                 message["content"] = None
                 message["tool_calls"] = [{"id": f"call-{self.id[-12:]}", "type": "function", "function": {
-                    "name": tool_name, "arguments": '{"query": "' + json_fragment(text) + '"}'}}]
+                    "name": tool_name, "arguments": query_arguments(text, True, True)}}]
             choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish_reason}
         else:
             choice = {"index": 0, "text": text, "finish_reason": finish_reason}

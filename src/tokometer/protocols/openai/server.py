@@ -20,6 +20,7 @@ from tokometer.protocols.common.server import (
     prompt_tokens,
     stream_field,
 )
+from tokometer.protocols.common.simtools import pick_tool
 from tokometer.protocols.openai.chunks import ChunkWriter
 from tokometer.protocols.openai.client import DONE
 from tokometer.protocols.openai.errors import error_event
@@ -133,26 +134,24 @@ def _image_tokens(messages: Any) -> int | None:
 
 
 def _tool_to_call(tools: Any, choice: Any) -> str | None:
-    """The simulator's answer to a request with ``tools``: a call of the named function (``tool_choice``
-    ``{"type": "function", "function": {"name": ...}}``), else of the first tool, unless ``tool_choice`` is
-    ``none``; no tools, no call. ValueError for tools that are not function definitions with a name."""
+    """The tool the simulator calls (`tokometer.protocols.common.simtools`) for chat's ``tools``
+    (``{"type": "function", "function": {"name": ...}}``) and ``tool_choice`` (none, auto, required or
+    ``{"type": "function", "function": {"name": ...}}``). ValueError for tools that are not so."""
     if tools is None:
         return None
     if not isinstance(tools, list) or not all(
             isinstance(t, dict) and isinstance(t.get("function"), dict)
             and isinstance(t["function"].get("name"), str) for t in tools):
         raise ValueError("'tools' must be an array of {\"type\": \"function\", \"function\": {\"name\": ...}} objects")
-    if not tools or choice == "none":
-        return None
+    names = [t["function"]["name"] for t in tools]
     if isinstance(choice, dict):
         named = obj(choice.get("function")).get("name")
-        if not isinstance(named, str) or named not in {t["function"]["name"] for t in tools}:
+        if not isinstance(named, str):
             raise ValueError("'tool_choice' names a function that is not in 'tools'")
-        return named
-    if choice not in (None, "auto", "required"):
+        return pick_tool(names, "required", named)
+    if choice not in (None, "none", "auto", "required"):
         raise ValueError("'tool_choice' must be none, auto, required or {\"type\": \"function\", ...}")
-    name: str = tools[0]["function"]["name"]
-    return name
+    return pick_tool(names, "none" if choice == "none" else "auto")
 
 
 class OpenAICompletionsServer(_OpenAIServer):

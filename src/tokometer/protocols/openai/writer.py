@@ -66,7 +66,10 @@ class OpenAIStreamWriter:
             self.tools = True
         body = self.chunks.whole(text, reasoning, self._reason(finish_reason), prompt_tokens, completion_tokens)
         if tool_calls and self.chunks.chat:
-            body["choices"][0]["message"]["tool_calls"] = [chat_tool_call(call) for call in tool_calls]
+            message = body["choices"][0]["message"]
+            message["tool_calls"] = [chat_tool_call(call) for call in tool_calls]
+            if not text:
+                message["content"] = None  # OpenAI's shape of a message that only calls tools (as vLLM's)
         return body
 
 

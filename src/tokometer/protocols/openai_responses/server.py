@@ -23,6 +23,7 @@ from tokometer.protocols.common.server import (
     prompt_tokens,
     stream_field,
 )
+from tokometer.protocols.common.simtools import call_delta, pick_tool, whole_call
 from tokometer.protocols.openai.request import MAX_TOKENS_LIMIT
 from tokometer.protocols.openai_responses.writer import ResponsesStreamWriter
 
@@ -40,6 +41,26 @@ def _check_input(value: Any) -> None:
         content = item.get("content")
         if content is not None and not isinstance(content, (str, list)):
             raise ValueError(f"'input[{index}].content' must be a string or an array of content parts")
+
+
+def _tool_to_call(tools: Any, choice: Any) -> str | None:
+    """The tool the simulator calls (`tokometer.protocols.common.simtools`) for the Responses API's ``tools``
+    (``{"type": "function", "name": ...}``) and ``tool_choice`` (none, auto, required or
+    ``{"type": "function", "name": ...}``)."""
+    if tools is None:
+        return None
+    if not isinstance(tools, list) or not all(
+            isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str) for t in tools):
+        raise ValueError("'tools' must be an array of {\"type\": \"function\", \"name\": ...} objects "
+                         "(the simulator has no built-in tools)")
+    if isinstance(choice, dict):
+        named = choice.get("name")
+        if choice.get("type") != "function" or not isinstance(named, str):
+            raise ValueError("'tool_choice' must be none, auto, required or {\"type\": \"function\", \"name\": ...}")
+        return pick_tool([t["name"] for t in tools], "required", named)
+    if choice not in (None, "none", "auto", "required"):
+        raise ValueError("'tool_choice' must be none, auto, required or {\"type\": \"function\", \"name\": ...}")
+    return pick_tool([t["name"] for t in tools], "none" if choice == "none" else "auto")
 
 
 class OpenAIResponsesServer(ProtocolServer):
@@ -63,8 +84,10 @@ class OpenAIResponsesServer(ProtocolServer):
         max_tokens = opt_int(body.get("max_output_tokens"), "max_output_tokens")
         if max_tokens is not None and max_tokens > MAX_TOKENS_LIMIT:
             raise ValueError(f"'max_output_tokens' must be at most {MAX_TOKENS_LIMIT:,}")
-        return RequestInfo(model=model or default_model, prompt_tokens=tokens, max_tokens=max_tokens,
+        info = RequestInfo(model=model or default_model, prompt_tokens=tokens, max_tokens=max_tokens,
                            ignore_eos=opt_bool(body.get("ignore_eos"), "ignore_eos"), stream=stream_field(body, False))
+        info.tool_name = _tool_to_call(body.get("tools"), body.get("tool_choice"))
+        return info
 
     def _writer(self, info: RequestInfo) -> ResponsesStreamWriter:
         writer = info.writer
@@ -77,8 +100,17 @@ class OpenAIResponsesServer(ProtocolServer):
         return None if info.reasoning_tokens is None else min(info.reasoning_tokens, completion_tokens)
 
     def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
+        return self._tokens(info, text, reasoning, last=False)
+
+    def _tokens(self, info: RequestInfo, text: str, reasoning: str, last: bool) -> bytes:
         no_field(self, reasoning)
-        return self._writer(info).content(text, reasoning)
+        delta = None if reasoning else call_delta(info, text, last)
+        return self._writer(info).content(text, reasoning) if delta is None else self._writer(info).tool_call(delta)
+
+    def last_tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, finish: str,
+                    timing: StreamTiming, reasoning: str = "") -> bytes:
+        return (self._tokens(info, text, reasoning, last=finish != "length")
+                + self.finish(info, finish, done_before + len(ids), timing))
 
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
         return self._writer(info).ending(finish, info.prompt_tokens, completion_tokens,
@@ -86,8 +118,10 @@ class OpenAIResponsesServer(ProtocolServer):
 
     def whole(self, info: RequestInfo, text: str, reasoning: str, ids: list[int], finish: str,
               completion_tokens: int, timing: StreamTiming) -> dict[str, Any]:
-        return self._writer(info).whole(text, reasoning, [], finish, info.prompt_tokens, completion_tokens,
-                                        self._reasoning_tokens(info, completion_tokens), info.cached_tokens)
+        calls = whole_call(info, text, finish)
+        return self._writer(info).whole("" if calls else text, reasoning, calls, finish, info.prompt_tokens,
+                                        completion_tokens, self._reasoning_tokens(info, completion_tokens),
+                                        info.cached_tokens)
 
     def error_event(self, info: RequestInfo, message: str) -> bytes:
         return self._writer(info).error(message)
