@@ -193,7 +193,7 @@ def render_step(console: Console, result: StepResult) -> None:
         if check is not None and check.short else ""))
     if s.reasoning is not None:
         console.print(f"  {reasoning_line(s.reasoning.to_json())}")
-    for part in (s.tool_calls, s.images):
+    for part in (s.tool_calls, s.images, s.probe):
         if part is not None:
             console.print(f"  {part.line()}")
     if s.prompt_cache_hit_rate is not None:
