@@ -22,6 +22,8 @@ def spec_line(block: Mapping[str, Any] | None) -> str | None:
     positions = block.get("per_position") or []
     if positions:
         parts.append("by draft position " + " ".join(f"{100 * p:.0f}%" for p in positions))
+    if block.get("rejected"):
+        parts.append(f"not believed: {block['rejected']}")
     if not parts:
         return None
     source = "the server's draft counters" if block.get("source") == "counters" else "the server's own gauges"

@@ -102,3 +102,26 @@ def test_odd_position_labels_are_not_read_as_positions(label: str) -> None:
             '# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter\n'
             f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{label}"}} 3\n')
     assert not any(k.startswith("spec_accepted_at_") for k in parse(text, at_ns=0).counters)
+
+
+@pytest.mark.parametrize(("counters", "rate", "length"), [
+    ({"spec_drafts": 10.0, "spec_draft_tokens": 30.0, "spec_accepted_tokens": 45.0}, None, None),
+    ({"spec_drafts": 10.0, "spec_draft_tokens": 30.0, "spec_accepted_tokens": 30.0}, 1.0, 4.0),
+    ({"spec_drafts": 40.0, "spec_draft_tokens": 30.0, "spec_accepted_tokens": 20.0}, 20 / 30, 1.5),
+    ({"spec_drafts": 10.0, "spec_draft_tokens": 30.0, "spec_accepted_tokens": 5.0, "spec_accepted_at_0": 50.0},
+     5 / 30, 1.5),
+])
+def test_impossible_counters_are_not_believed(counters: dict[str, float], rate: float | None,
+                                              length: float | None) -> None:
+    spec = spec_window(counters, {})
+    assert spec is not None and spec.acceptance_rate == (pytest.approx(rate) if rate is not None else None)
+    assert spec.acceptance_length == (pytest.approx(length) if length is not None else None)
+    assert bool(spec.rejected) == (rate is None or "spec_accepted_at_0" in counters)
+    assert all(p <= 1.0 for p in spec.per_position)
+
+
+def test_impossible_gauges_are_not_believed() -> None:
+    snap = parse(_SGLANG.format(l0=0.5, l1=0.5, r0=1.5, r1=1.5), at_ns=0)
+    spec = server_window([snap, snap]).speculative
+    assert spec is not None and spec.acceptance_rate is None and spec.acceptance_length is None
+    assert "not between 0 and 1" in spec.rejected and "not between 1 and inf" in spec.rejected
