@@ -75,3 +75,39 @@ def test_probe_rate_needs_a_generation_api() -> None:
         BenchSpec(url="http://127.0.0.1:1/v1", api="openai-embeddings", requests=1, probe_rate=1.0)
     with pytest.raises(ValueError):
         BenchSpec(url="http://127.0.0.1:1/v1", requests=1, probe_rate=0.0)
+
+
+def test_a_server_that_never_answers_holds_at_most_the_cap_of_probes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that reads each request and never answers: probes due while the cap is in flight are skipped,
+    counted, and those in flight end by the client's own idle deadline."""
+    import asyncio
+
+    from tests.hostile_servers import hostile, silent
+    from tokometer.client.streamclient import StreamClient, Target, Timeouts
+    from tokometer.load import probes
+    from tokometer.load.runner import StepOutcome
+    from tokometer.load.selfcheck import ClientHealth
+    from tokometer.metrics.probes import summarize_probes
+    from tokometer.protocols.common.base import GenerationParams
+    from tokometer.protocols.registry import create_client
+
+    monkeypatch.setattr(probes, "MAX_PROBES_IN_FLIGHT", 3)
+
+    async def step() -> StepOutcome:
+        await asyncio.sleep(0.6)  # the step ends before any probe's idle deadline (1 s after it was sent)
+        return StepOutcome([], ClientHealth(0.0, 0.0, 0.0, None))
+
+    async def run(url: str) -> tuple[StepOutcome, probes.Probes]:
+        client = StreamClient(Target(url), create_client("openai-chat"), GenerationParams(model="m"),
+                              Timeouts(connect=2.0, idle=1.0, total=3.0))
+        prober = probes.Prober(50.0, client)
+        try:
+            return await prober.beside(step(), 0, seed=1)
+        finally:
+            await prober.close()
+
+    with hostile({"/v1/chat/completions": silent}) as server:
+        _, done = asyncio.run(run(server.url))
+    assert len(done.records) == 3 and done.skipped > 10
+    block = summarize_probes(done.records, 50.0, skipped=done.skipped)
+    assert block.completed == 0 and block.failed == 3 and f"{done.skipped} not sent" in block.line()

@@ -137,7 +137,7 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, started_at: s
                           load=step, steady_tolerance=spec.steady_tolerance,
                           time_slice_s=planned.time_slice_s or spec.time_slice_s, gpus=gpus)
     if prober is not None and probes is not None:
-        summary.probe = summarize_probes(probes, prober.rate)
+        summary.probe = summarize_probes(probes.records, prober.rate, skipped=probes.skipped)
     if observation is not None:
         await asyncio.to_thread(observation.close_window)
     counter = functools.cache(count) if count is not None else None  # each text counted once, for this step

@@ -33,6 +33,8 @@ class ProbeSummary:
     ttft_ms: Distribution
     """Of the completed probes."""
     errors: dict[str, int] = field(default_factory=dict)
+    skipped: int = 0
+    """Probes due but not sent: the cap on probes in flight or per step was reached (`tokometer.load.probes`)."""
 
     @property
     def failed(self) -> int:
@@ -40,14 +42,16 @@ class ProbeSummary:
 
     def to_json(self) -> dict[str, Any]:
         return {"rate_per_s": self.rate_per_s, "sent": self.sent, "completed": self.completed,
-                "failed": self.failed, "errors": dict(self.errors), "ttft_ms": self.ttft_ms.to_json()}
+                "failed": self.failed, "errors": dict(self.errors), "skipped": self.skipped,
+                "ttft_ms": self.ttft_ms.to_json()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProbeSummary:
         """The block `to_json` wrote."""
         return cls(rate_per_s=float(data.get("rate_per_s") or 0.0), sent=int(data.get("sent") or 0),
                    completed=int(data.get("completed") or 0), ttft_ms=Distribution.from_json(data.get("ttft_ms")),
-                   errors={str(k): int(v) for k, v in (data.get("errors") or {}).items()})
+                   errors={str(k): int(v) for k, v in (data.get("errors") or {}).items()},
+                   skipped=int(data.get("skipped") or 0))
 
     def line(self) -> str:
         """The block in one sentence (the console's)."""
@@ -59,13 +63,14 @@ class ProbeSummary:
         errors = ", ".join(f"{k} {v}" for k, v in sorted(self.errors.items()))
         return (f"probes ({self.rate_per_s:g}/s beside the load, not in its metrics): {self.completed} of "
                 f"{self.sent} answered" + (f", {self.failed} failed ({errors})" if self.failed else "")
+                + (f", {self.skipped} not sent (too many in flight)" if self.skipped else "")
                 + f"; TTFT p50 {ms(t.p50)} / p90 {ms(t.p90)} / p99 {ms(t.p99)} / max {ms(t.max)} ms")
 
 
-def summarize_probes(records: Sequence[RequestRecord], rate: float) -> ProbeSummary:
-    """The probes' block from their records (any order); errors by category."""
+def summarize_probes(records: Sequence[RequestRecord], rate: float, skipped: int = 0) -> ProbeSummary:
+    """The probes' block from their records (any order); errors by category; ``skipped``: due, not sent."""
     ok = [r for r in records if r.ok]
     ttft = [v for v in (m.ttft_ns(r) for r in ok) if v is not None]
     errors = Counter(r.error or "unknown" for r in records if not r.ok)
     return ProbeSummary(rate_per_s=rate, sent=len(records), completed=len(ok), ttft_ms=Distribution.of(ttft, _MS),
-                        errors=dict(sorted(errors.items())))
+                        errors=dict(sorted(errors.items())), skipped=skipped)
