@@ -31,9 +31,11 @@ from tokometer.client.streamclient import Target, Timeouts
 from tokometer.engines.identity import published_identity
 from tokometer.gpu_count import gpu_count
 from tokometer.load.cluster import RayLoad
+from tokometer.load.probes import Prober, prober_for
 from tokometer.load.runner import StepLimits, StepOutcome
 from tokometer.load.share import WorkerSetup
 from tokometer.metrics import SLO
+from tokometer.metrics.probes import summarize_probes
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.runs.finish import check_step_text, finish_step
 from tokometer.store.runs import StoredStep
@@ -99,10 +101,13 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
         stack.enter_context(recorder)  # a bug must not leave the saved run "running": it failed
         executor = executor_for(spec, prepared, setup, cluster, limits, recorder.request_done, count)
         stack.push_async_callback(executor.close)
+        prober = prober_for(spec.probe_rate, setup)
+        if prober is not None:
+            stack.push_async_callback(prober.close)
         while (planned := plan.next_step(results)) is not None:
             index, step_at = len(results), now_iso()
             recorder.step_started(index, planned.load, planned.trial, planned.limits or shown, step_at)
-            result, outcome = await _step(spec, planned, index, step_at, executor, observation, count, gpus)
+            result, outcome = await _step(spec, planned, index, step_at, executor, observation, count, gpus, prober)
             results.append(result)
             recorder.step_finished(result)
             if problem := outcome.failure or (engine_check() if engine_check else None):
@@ -120,15 +125,19 @@ async def _run_steps(spec: BenchSpec, plan: StepPlan, prepared: Prepared, setup:
 
 async def _step(spec: BenchSpec, planned: PlannedStep, index: int, started_at: str, executor: StepExecutor,
                 observation: RunObservation | None,
-                count: Callable[[str], int] | None, gpus: int | None = None) -> tuple[StepResult, StepOutcome]:
+                count: Callable[[str], int] | None, gpus: int | None = None,
+                prober: Prober | None = None) -> tuple[StepResult, StepOutcome]:
     """Run one planned step and make its result: summary, the server's account of it, warnings."""
     step = planned.load
     step_start = perf_counter_ns()
-    outcome = await executor.run(step, index, seed=spec.seed_value + index, limits=planned.limits)
+    work = executor.run(step, index, seed=spec.seed_value + index, limits=planned.limits)
+    outcome, probes = await prober.beside(work, index, spec.seed_value + index) if prober else (await work, None)
     step_end = perf_counter_ns()
     summary = finish_step(outcome.records, slo=SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms),
                           load=step, steady_tolerance=spec.steady_tolerance,
                           time_slice_s=planned.time_slice_s or spec.time_slice_s, gpus=gpus)
+    if prober is not None and probes is not None:
+        summary.probe = summarize_probes(probes.records, prober.rate, skipped=probes.skipped)
     if observation is not None:
         await asyncio.to_thread(observation.close_window)
     counter = functools.cache(count) if count is not None else None  # each text counted once, for this step

@@ -83,6 +83,8 @@ class BenchSpec(BaseModel):
     arrival: Arrival = "poisson"
     burstiness: Factor = 1.0
     max_concurrency: Concurrency | None = None
+    probe_rate: Rate | None = None
+    """One-token probes a second beside every step's load, reported apart (`tokometer.load.probes`)."""
 
     ramp: RampStrategy | None = None
     """Ramp each step's load (its concurrency or rate) from ``ramp_from`` up to its own value over ``ramp_time_s``,
@@ -255,6 +257,9 @@ class BenchSpec(BaseModel):
         if not PROTOCOLS[self.api].streams and (self.sessions is not None or self.trace is not None):
             raise FieldProblem("{api} {name} sends batches of texts, not conversations or a trace: leave out "
                                "{sessions} and {trace}", name=self.api)
+        if self.probe_rate is not None and not PROTOCOLS[self.api].streams:
+            raise FieldProblem("{probe_rate} sends one-token generation requests: {api} {name} generates nothing",
+                               name=self.api)
         if self.batch_size != 1 and PROTOCOLS[self.api].streams:
             raise FieldProblem("{batch_size} is the inputs of one embeddings or rerank request: give {api} "
                                "openai-embeddings or rerank (a generation request carries one prompt)")

@@ -124,6 +124,9 @@ def _mebibytes_or_sized(size: int | None) -> str | None:
 @spec_option("--burstiness", type=FiniteFloat(min=0, min_open=True), field="burstiness", show_default=True,
              help="Gamma shape for --arrival gamma (<1 burstier, >1 smoother).")
 @spec_option("--max-concurrency", type=int, field="max_concurrency", help="Cap on requests in flight for --rate.")
+@spec_option("--probe-rate", type=float, field="probe_rate",
+             help="Also send one-token probes at this rate per second (Poisson) beside the load; their TTFT is "
+             "reported apart (the step's probe block), not in the step's metrics.")
 @spec_option("--ramp", type=click.Choice(get_args(RampStrategy)), field="ramp",
              help="Ramp each step's --concurrency or --rate up from --ramp-from over --ramp-time, then hold it.")
 @spec_option("--ramp-from", type=FiniteFloat(min=0), field="ramp_from",

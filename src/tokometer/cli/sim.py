@@ -22,6 +22,13 @@ __all__ = ["command"]
 @click.option("--ttft-ms", type=float, default=100.0, show_default=True, help="Time to the first token.")
 @click.option("--itl-ms", type=float, default=5.0, show_default=True, help="Time between tokens.")
 @click.option("--tokens-per-event", type=int, default=1, show_default=True, help="Tokens sent in each event.")
+@click.option("--spec-tokens", type=int, default=0, show_default=True,
+              help="Speculative decoding: tokens a draft proposes per step; each step then emits 1 + the accepted "
+              "ones.")
+@click.option("--spec-acceptance", type=float, default=0.7, show_default=True,
+              help="Speculative decoding: chance each drafted token is accepted (the first rejection ends the run).")
+@click.option("--spec-draft-cost", type=float, default=0.0, show_default=True,
+              help="Speculative decoding: one drafted token's cost as a fraction of a step's time.")
 @click.option("--output-tokens", type=int, default=None,
               help="Natural answer length (EOS after this many); default: until max_tokens.")
 @click.option("--default-max-tokens", type=int, default=128, show_default=True,
@@ -121,6 +128,8 @@ def command(**opts: Any) -> None:
         SimConfig,
         model=opts["model"], ttft_ms=opts["ttft_ms"], itl_ms=opts["itl_ms"],
         tokens_per_event=opts["tokens_per_event"], output_tokens=opts["output_tokens"],
+        spec_tokens=opts["spec_tokens"], spec_acceptance=opts["spec_acceptance"],
+        spec_draft_cost=opts["spec_draft_cost"],
         default_max_tokens=opts["default_max_tokens"], empty_first_event=opts["empty_first_event"],
         max_context=opts["max_context"], api_key=opts["api_key"], max_body_bytes=opts["max_body_bytes"],
         reject_stream_options=opts["reject_stream_options"], faults=faults, fault_schedule=schedule,

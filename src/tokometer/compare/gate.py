@@ -58,6 +58,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 import numpy.typing as npt
 
+from tokometer.compare.probes import probe_notes
 from tokometer.gpu_count import gpu_count
 from tokometer.metrics import pareto, registry
 from tokometer.metrics import request as m
@@ -760,6 +761,7 @@ def compare_runs(base: StoredRun, new: StoredRun, base_records: Sequence[Request
         notes.append("goodput not compared: the runs' objectives (--slo-*) differ")
     if window == "steady":
         notes.append("each load over its steady state (--window steady); the Pareto fronts are of whole steps")
+    notes += probe_notes(load_groups(base), load_groups(new))
     steps = []
     for (b_load, b_steps), (_, n_steps) in zip(load_groups(base), load_groups(new), strict=False):
         first = b_steps[0]

@@ -301,6 +301,13 @@ METRICS: Final[tuple[Metric, ...]] = (
     Metric("images", "requests that sent images only (bench --images): images sent, and image_tokens: "
            "usage.prompt_tokens_details.image_tokens where the server reports it (reported: how many answers did); "
            "unknown otherwise, never guessed"),
+    # -- probes beside the load (bench --probe-rate)
+    Metric("probe", "one-token probes sent beside the step's load at --probe-rate per second (Poisson), kept out "
+           "of every other figure of the step: sent, completed, failed, errors by category, ttft_ms; null without "
+           "probes"),
+    Metric("probe_ttft_ms", "TTFT of the completed probes: how long a newcomer waited behind the running load "
+           "(queueing, then the prefill of its short prompt); the probe block's ttft_ms", "ms", "lower",
+           label="probe TTFT", csv=("count", "p50", "p90", "p99", "max")),
     # -- batched requests (embeddings, rerank: one JSON answer, latency is e2e_ms, no TTFT)
     Metric("inputs_total", "embeddings and rerank: inputs (texts) the completed requests carried, each answer "
            "checked to have one result per input; 0 for generation", "inputs", csv=("",)),

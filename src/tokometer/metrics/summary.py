@@ -31,6 +31,7 @@ from tokometer.metrics.images import ImageSummary, summarize_images
 from tokometer.metrics.order_stats import intervals
 from tokometer.metrics.overload import Overload, overload
 from tokometer.metrics.prefix import prefix_split
+from tokometer.metrics.probes import ProbeSummary
 from tokometer.metrics.promptcache import prompt_cache_hit_rate
 from tokometer.metrics.reasoning import ReasoningSummary, summarize_reasoning
 from tokometer.metrics.sessions import per_turn, session_stats
@@ -122,6 +123,9 @@ class StepSummary:
     images: ImageSummary | None = None
     """Images sent and the image tokens the server reported; None when no request sent one
     (`tokometer.metrics.images`)."""
+    probe: ProbeSummary | None = None
+    """The one-token probes sent beside the step's load (``--probe-rate``), apart from its requests
+    (`tokometer.metrics.probes`); None without probes."""
 
     server_numbers_rejected: int = 0
     """Requests (of the window) with a server count or duration that was not believed
@@ -151,6 +155,11 @@ class StepSummary:
         """Failed requests / measured requests (None: none measured)."""
         measured = self.requests_completed + self.requests_failed
         return self.requests_failed / measured if measured else None
+
+    @property
+    def probe_ttft_ms(self) -> Distribution:
+        """The probes' TTFT (`probe`), empty without probes."""
+        return self.probe.ttft_ms if self.probe is not None else Distribution.of(())
 
     @property
     def goodput_share(self) -> float | None:
@@ -202,7 +211,7 @@ class StepSummary:
                 continue
             value = getattr(self, name)
             typed = isinstance(value, (Distribution, ReasoningSummary, TextCheck, Overload, ToolCallSummary,
-                                       ImageSummary))
+                                       ImageSummary, ProbeSummary))
             out[name] = value.to_json() if typed else value
         tokens = out.pop("output_tokens")
         out["output_tokens"] = {
@@ -264,7 +273,8 @@ class StepSummary:
         return cls(**values)
 
 
-_PARTS: dict[str, Any] = {"tool_calls": ToolCallSummary.from_json, "images": ImageSummary.from_json}
+_PARTS: dict[str, Any] = {"tool_calls": ToolCallSummary.from_json, "images": ImageSummary.from_json,
+                          "probe": ProbeSummary.from_json}
 """The step summary's optional parts read back by their own ``from_json``."""
 
 

@@ -4,7 +4,9 @@
 expressions), keeps every sample in ``Snapshot.raw``, recognises the engine family from the names
 present (`tokometer.observe.vocabulary.detect`) and fills the normalised gauges, counters and
 histograms: values of one name are summed over its label sets (per model, per engine index, per
-upstream), and histograms are merged bucket by bucket.
+upstream), but for a family's ratio gauges (``averaged``: their mean over the label sets), and
+histograms are merged bucket by bucket. A counter kept per label value (``per_label``: vLLM's accepted
+tokens per draft position) becomes one normalised counter per value.
 
 Bad input: text that is not the exposition format (an HTML page, a JSON body, a truncated line)
 raises ValueError saying so, so a scraper can record the scrape as a gap; well-formed text whose
@@ -132,6 +134,27 @@ def _first(samples: list[_Sample], picks: tuple[Pick, ...], declared: dict[str, 
     return None
 
 
+def _mean(samples: list[_Sample], picks: tuple[Pick, ...]) -> float | None:
+    """The mean over label sets of the first of ``picks`` exported (a ratio per rank is averaged, not summed)."""
+    for pick in picks:
+        values = [v for name, labels, v in samples if name == pick.name and math.isfinite(v) and v >= 0
+                  and all(labels.get(k) == want for k, want in pick.labels)]
+        if values:
+            return sum(values) / len(values)
+    return None
+
+
+def _per_label(samples: list[_Sample], fam: Family) -> dict[str, float]:
+    """``per_label`` counters: prefix + label value -> the sum over the other labels (short label values only)."""
+    out: dict[str, float] = {}
+    for prefix, (sample, label) in fam.per_label.items():
+        for name, labels, value in samples:
+            key = labels.get(label, "")
+            if name == sample and key.isdigit() and len(key) <= 3 and math.isfinite(value) and value >= 0:
+                out[prefix + key] = out.get(prefix + key, 0.0) + value
+    return out
+
+
 def _family_of(samples: list[_Sample], names: set[str]) -> tuple[str, Family | None]:
     """(source, mapping): the simulator says which engine's names it speaks; others are detected."""
     if SIM_INFO in names:
@@ -152,8 +175,10 @@ def parse(text: str, at_ns: int) -> Snapshot:
     source, fam = _family_of(samples, names)
     if fam is None:
         return Snapshot(at_ns=at_ns, source=source, raw=raw)
-    gauges = {k: v for k, picks in fam.gauges.items() if (v := _first(samples, picks)) is not None}
+    gauges = {k: v for k, picks in fam.gauges.items()
+              if (v := _mean(samples, picks) if k in fam.averaged else _first(samples, picks)) is not None}
     counters = {k: v for k, picks in fam.counters.items() if (v := _first(samples, picks, declared)) is not None}
+    counters.update(_per_label(samples, fam))
     every = _histograms([s for s in samples if s[0].startswith(fam.prefixes)])
     histograms: dict[str, Histogram] = {}
     for norm, candidates in fam.histograms.items():

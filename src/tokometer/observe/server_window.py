@@ -17,6 +17,8 @@ Pure functions of `Snapshot` values:
   without ``/slots``, TGI's and the gateway's tokens, the simulator's): their increase is exact, but
   over a window that holds few request ends it is mostly chance; ``moved`` counts the scrape
   intervals in which each one moved, so a reader can say when a window is too short for it;
+- **speculative decoding** (`observe.speculative`): acceptance rate Δaccepted / Δdrafted tokens and
+  mean acceptance length 1 + Δaccepted / Δdrafts where the engine counts them, else its own gauges;
 - **prefix-cache hit rate**: Δhits / Δqueries where the engine counts both (vLLM V1), else the
   mean of the engine's own hit-rate gauge (vLLM V0, SGLang);
 - **histograms**: bucket increases over the window (again pair by pair, a decrease of the count
@@ -36,6 +38,7 @@ from typing import Any
 from tokometer.observe.buckets import Located, locate
 from tokometer.observe.prometheus import merge_buckets
 from tokometer.observe.snapshot import Histogram, Snapshot
+from tokometer.observe.speculative import SpecWindow, spec_window
 
 __all__ = ["GaugeWindow", "HistogramWindow", "ServerWindow", "counter_increase", "histogram_increase",
            "histogram_quantile", "live_increase", "server_window"]
@@ -81,6 +84,8 @@ class ServerWindow:
     rates: dict[str, float] = field(default_factory=dict)
     """Increase per second (prompt/generation tokens per second as the server counted them)."""
     prefix_cache_hit_rate: float | None = None
+    speculative: SpecWindow | None = None
+    """Acceptance rate and length of speculative decoding over the window (None: no drafting seen)."""
     histograms: dict[str, HistogramWindow] = field(default_factory=dict)
     live: list[str] = field(default_factory=list)
     """Counters whose increase includes the tokens of the requests still running (moves with every token)."""
@@ -192,5 +197,6 @@ def server_window(snapshots: Sequence[Snapshot], gaps: int = 0) -> ServerWindow:
             histograms[name] = _histogram_window(increase)
 
     return ServerWindow(source=source, samples=len(snaps), gaps=gaps, duration_s=duration, gauges=gauges,
-                        counters=counters, rates=rates, prefix_cache_hit_rate=hit_rate, histograms=histograms,
+                        counters=counters, rates=rates, prefix_cache_hit_rate=hit_rate,
+                        speculative=spec_window(counters, gauges), histograms=histograms,
                         live=live, at_request_end=list(moved), moved=moved)

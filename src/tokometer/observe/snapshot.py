@@ -4,7 +4,9 @@ Normalised names (the vocabulary every engine's metrics are mapped into, `observ
 
 - gauges: ``requests_running``, ``requests_waiting``, ``kv_cache_usage`` (0..1);
 - counters (monotonic totals): ``prompt_tokens``, ``generation_tokens``, ``preemptions``,
-  ``prefix_cache_queries``, ``prefix_cache_hits``, ``requests_finished``;
+  ``prefix_cache_queries``, ``prefix_cache_hits``, ``requests_finished``; speculative decoding's
+  ``spec_drafts``, ``spec_draft_tokens``, ``spec_accepted_tokens`` and ``spec_accepted_at_<position>``
+  (`observe.speculative`);
 - histograms (seconds): ``ttft``, ``tpot`` (time per output token / inter-token latency),
   ``queue``, ``e2e``.
 
@@ -20,7 +22,7 @@ __all__ = ["COUNTERS", "GAUGES", "HISTOGRAMS", "GpuSample", "Histogram", "Snapsh
 
 GAUGES = ("requests_running", "requests_waiting", "kv_cache_usage")
 COUNTERS = ("prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_queries", "prefix_cache_hits",
-            "requests_finished")
+            "requests_finished", "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens")
 HISTOGRAMS = ("ttft", "tpot", "queue", "e2e")
 
 

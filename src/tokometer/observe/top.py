@@ -153,6 +153,7 @@ class TopView:
             "output_too_short": self.output_too_short,
             "prompt_tok_s": self.prompt_tok_s, "requests_s": self.requests_s,
             "preemptions": self.preemptions, "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
+            "speculative": self.server.speculative.to_json() if self.server.speculative is not None else None,
             "latency_ms": {name: self.latency_ms(name) for name, _ in LATENCIES},
             "history": {"requests_running": list(self.running_history), "requests_waiting": list(self.waiting_history),
                         "kv_cache_usage": list(self.kv_history), "output_tok_s": list(self.output_tok_s_history)},

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 
 __all__ = ["EXTRA_GAUGES", "FAMILIES", "SIM_AT_REQUEST_END", "SIM_INFO", "Family", "Pick", "detect", "family"]
 
-EXTRA_GAUGES = ("prefix_cache_hit_rate",)
+EXTRA_GAUGES = ("prefix_cache_hit_rate", "spec_accept_length", "spec_accept_rate")
 """Gauges beyond `snapshot.GAUGES`: an engine's own prefix-cache hit rate (0..1), for engines that
-export no hit/query counters (vLLM V0, SGLang)."""
+export no hit/query counters (vLLM V0, SGLang); an engine's own speculative-decoding acceptance
+length (tokens per step) and rate (0..1), for engines that export no draft counters (SGLang)."""
 
 SIM_INFO = "tokometer_sim_info"
 """The simulator's marker gauge (label ``metrics_names``: the engine whose names it speaks)."""
@@ -63,6 +64,11 @@ class Family:
     counters: dict[str, tuple[Pick, ...]] = field(default_factory=dict)
     histograms: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Normalised name -> candidate histogram family names."""
+    averaged: tuple[str, ...] = ()
+    """Gauges that are ratios: averaged over their label sets (per tp/dp rank), not summed."""
+    per_label: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Normalised prefix -> (counter sample, label): one counter per label value, named prefix + value
+    (vLLM's accepted tokens per draft position: ``spec_accepted_at_0``, ``spec_accepted_at_1``...)."""
     at_request_end: tuple[str, ...] = ()
     """Normalised counters the engine adds to only when a request ends (a request's tokens in one jump):
     over a window shorter than a request they stand still while tokens stream (`observe.server_window`)."""
@@ -76,7 +82,9 @@ class Family:
 # vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds (newer; older V1 releases and
 # V0 call the same per-token gap vllm:time_per_output_token_seconds), vllm:request_queue_time_seconds,
 # vllm:e2e_request_latency_seconds. Labels model_name and engine (one series per data-parallel
-# engine): summed.
+# engine): summed. Speculative decoding, vllm/v1/spec_decode/metrics.py (SpecDecodingProm): counters
+# vllm:spec_decode_num_drafts (one per request per step that drafted), vllm:spec_decode_num_draft_tokens,
+# vllm:spec_decode_num_accepted_tokens, vllm:spec_decode_num_accepted_tokens_per_pos{position}.
 VLLM = Family(
     source="vllm",
     prefixes=("vllm:",),
@@ -93,6 +101,9 @@ VLLM = Family(
         "prefix_cache_queries": _p("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
         "prefix_cache_hits": _p("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
         "requests_finished": _p("vllm:request_success_total"),
+        "spec_drafts": _p("vllm:spec_decode_num_drafts_total"),
+        "spec_draft_tokens": _p("vllm:spec_decode_num_draft_tokens_total"),
+        "spec_accepted_tokens": _p("vllm:spec_decode_num_accepted_tokens_total"),
     },
     histograms={
         "ttft": ("vllm:time_to_first_token_seconds",),
@@ -100,13 +111,16 @@ VLLM = Family(
         "queue": ("vllm:request_queue_time_seconds",),
         "e2e": ("vllm:e2e_request_latency_seconds",),
     },
+    per_label={"spec_accepted_at_": ("vllm:spec_decode_num_accepted_tokens_per_pos_total", "position")},
 )
 
 # vLLM V0, vllm/engine/metrics.py: vllm:gpu_cache_usage_perc (0..1, "1 means 100 percent usage"),
 # vllm:gpu_prefix_cache_hit_rate (0..1 gauge: V0 has no hit/query counters), vllm:num_preemptions,
 # vllm:prompt_tokens, vllm:generation_tokens, vllm:request_success, and the histograms
 # vllm:time_to_first_token_seconds, vllm:time_per_output_token_seconds (per decode iteration),
-# vllm:request_queue_time_seconds, vllm:e2e_request_latency_seconds.
+# vllm:request_queue_time_seconds, vllm:e2e_request_latency_seconds. Speculative decoding (V0's
+# spec_decode/metrics.py): counters vllm:spec_decode_num_draft_tokens, vllm:spec_decode_num_accepted_tokens
+# (no count of drafts: no acceptance length), gauge vllm:spec_decode_draft_acceptance_rate.
 VLLM_V0 = Family(
     source="vllm-v0",
     prefixes=("vllm:",),
@@ -115,12 +129,15 @@ VLLM_V0 = Family(
         "requests_waiting": _p("vllm:num_requests_waiting"),
         "kv_cache_usage": _p("vllm:gpu_cache_usage_perc"),
         "prefix_cache_hit_rate": _p("vllm:gpu_prefix_cache_hit_rate"),
+        "spec_accept_rate": _p("vllm:spec_decode_draft_acceptance_rate"),
     },
     counters={
         "prompt_tokens": _p("vllm:prompt_tokens_total"),
         "generation_tokens": _p("vllm:generation_tokens_total"),
         "preemptions": _p("vllm:num_preemptions_total"),
         "requests_finished": _p("vllm:request_success_total"),
+        "spec_draft_tokens": _p("vllm:spec_decode_num_draft_tokens_total"),
+        "spec_accepted_tokens": _p("vllm:spec_decode_num_accepted_tokens_total"),
     },
     histograms={
         "ttft": ("vllm:time_to_first_token_seconds",),
@@ -138,7 +155,9 @@ VLLM_V0 = Family(
 # sglang:generation_tokens, sglang:num_requests; histograms sglang:time_to_first_token_seconds,
 # sglang:inter_token_latency_seconds (older releases: sglang:time_per_output_token_seconds),
 # sglang:queue_time_seconds, sglang:e2e_request_latency_seconds. Labels model_name (and
-# tp_rank/dp_rank where set): summed.
+# tp_rank/dp_rank where set): summed, but for the ratios (averaged). Speculative decoding: gauges
+# sglang:spec_accept_length (tokens per verify step, the bonus token counted) and sglang:spec_accept_rate
+# (0..1), each over the scheduler's last logging interval; no draft counters.
 SGLANG = Family(
     source="sglang",
     prefixes=("sglang:",),
@@ -147,7 +166,10 @@ SGLANG = Family(
         "requests_waiting": _p("sglang:num_queue_reqs"),
         "kv_cache_usage": _p("sglang:token_usage"),
         "prefix_cache_hit_rate": _p("sglang:cache_hit_rate"),
+        "spec_accept_length": _p("sglang:spec_accept_length"),
+        "spec_accept_rate": _p("sglang:spec_accept_rate"),
     },
+    averaged=("prefix_cache_hit_rate", "spec_accept_length", "spec_accept_rate"),
     counters={
         "prompt_tokens": _p("sglang:prompt_tokens_total"),
         "generation_tokens": _p("sglang:generation_tokens_total"),

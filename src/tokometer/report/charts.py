@@ -358,6 +358,9 @@ def server(runs: Sequence[Run]) -> Any:
             add(i, run, f"{name}/s", [(b.get("rates") or {}).get(name) for b in blocks], "rates", 2, 1)
         add(i, run, "client output tok/s", [(s["summary"] or {}).get("output_throughput_tok_s")
                                             for s in run["steps"]], "client", 2, 1)
+        spec = [b.get("speculative") or {} for b in blocks]
+        if any(s.get("acceptance_length") is not None for s in spec):  # speculative decoding, tokens per step
+            add(i, run, "spec tokens/step", [s.get("acceptance_length") for s in spec], "speculative", 1, 1)
         for name in sorted({k for b in blocks for k in (b.get("histograms") or {})}):
             located = [from_json((b.get("histograms") or {}).get(name), "p50") for b in blocks]
             y, minus, plus = _located_points([None if p is None else p.scaled(1e3) for p in located])

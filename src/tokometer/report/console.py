@@ -22,6 +22,7 @@ from tokometer.observe.buckets import describe, from_json
 from tokometer.records import RequestRecord
 from tokometer.report import tables
 from tokometer.report.headline import reasoning_line, startup_line
+from tokometer.report.speculative import spec_line
 from tokometer.report.windows import slice_table, steady_lines
 
 __all__ = ["LiveProgress", "render_result", "render_step"]
@@ -128,7 +129,7 @@ def server_lines(server: Mapping[str, Any] | None, summary: StepSummary | None =
         second += f"; {preempted:.0f} preemptions"
     if server.get("prefix_cache_hit_rate") is not None:
         second += f"; prefix-cache hits {100 * server['prefix_cache_hit_rate']:.0f}%"
-    out = [line, second]
+    out = [line, second, *filter(None, [spec_line(server.get("speculative"))])]
     for name, label in SERVER_LATENCIES:
         block = hist.get(name)
         if not block or not block.get("count"):
@@ -192,7 +193,7 @@ def render_step(console: Console, result: StepResult) -> None:
         if check is not None and check.short else ""))
     if s.reasoning is not None:
         console.print(f"  {reasoning_line(s.reasoning.to_json())}")
-    for part in (s.tool_calls, s.images):
+    for part in (s.tool_calls, s.images, s.probe):
         if part is not None:
             console.print(f"  {part.line()}")
     if s.prompt_cache_hit_rate is not None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokometer.report import tables
+from tokometer.report.beside import beside_lines
 
 __all__ = ["columns", "describe", "fmt", "headline", "reasoning_line", "startup_line", "step_rows"]
 
@@ -135,6 +136,7 @@ def headline(run: Mapping[str, Any]) -> list[str]:
                  f"(decode p50 at {fastest[0]['label']}); most in all: "
                  f"{fmt(busiest[1].get('output_throughput_tok_s'))} output tok/s (at {busiest[0]['label']}).")
     lines += _session_lines(done)
+    lines += beside_lines(done)
     reasoned = [(step, s["reasoning"]) for step, s in done if s.get("reasoning")]
     if reasoned:
         step, reasoning = reasoned[-1]

@@ -103,6 +103,11 @@ def _server_table(view: TopView) -> Table:
                   style="red" if view.preemptions else None)
     if view.prefix_cache_hit_rate is not None:
         table.add_row("prefix-cache hits", "", _pct(view.prefix_cache_hit_rate), "", "")
+    spec = view.server.speculative
+    if spec is not None and spec.acceptance_rate is not None:
+        table.add_row("spec acceptance", "", _pct(spec.acceptance_rate), "", "of drafted tokens")
+    if spec is not None and spec.acceptance_length is not None:
+        table.add_row("spec tokens/step", "", _num(spec.acceptance_length, 2), "", "1 + accepted per draft")
     return table
 
 

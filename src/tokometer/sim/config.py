@@ -51,6 +51,9 @@ METRICS_NAMES: Final[tuple[str, ...]] = MetricsNames.__args__  # type: ignore[at
 MAX_BUCKETS: Final = 1000
 """Bucket bounds of ``metrics_buckets`` at most."""
 
+MAX_SPEC_TOKENS: Final = 64
+"""Drafted tokens per step at most (engines draft a handful: vLLM's EAGLE/MTP 1-8, n-gram up to ~10)."""
+
 
 class SimConfig(BaseModel):
     """Scripted timing of the simulator: every request follows the same script.
@@ -66,6 +69,14 @@ class SimConfig(BaseModel):
     ttft_ms: Millis = 100.0
     itl_ms: Millis = 5.0
     tokens_per_event: Tokens = 1
+    spec_tokens: int = Field(0, ge=0, le=MAX_SPEC_TOKENS, description="speculative decoding: tokens a draft proposes "
+                             "per step (0: none); each event then carries one step's tokens "
+                             "(tokometer.sim.speculative)")
+    spec_acceptance: float = Field(0.7, ge=0, le=1, description="speculative decoding: chance each drafted token is "
+                                   "accepted, the first rejection ending the step's run")
+    spec_draft_cost: float = Field(0.0, ge=0, le=MAX_FACTOR,
+                                   description="speculative decoding: a drafted token's "
+                                   "cost, as a fraction of one step's time")
     output_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS,
                                       description="natural answer length (EOS); None: until max_tokens")
     default_max_tokens: Tokens = 128

@@ -17,7 +17,10 @@ its token:
 - **KV capacity**: every running sequence holds ``prefilled + generated``
   tokens; when decode would overflow the cache, the most recently admitted
   sequence is preempted (its KV dropped, to be recomputed: it re-queues at the
-  front and must prefill prompt + generated tokens again).
+  front and must prefill prompt + generated tokens again);
+- **speculative decoding** (a `tokometer.sim.speculative.Draft`): each decoding sequence's step
+  verifies k drafted tokens beside its own (the step's time counts them as k more prefill-like
+  tokens, times the draft's own cost) and emits 1 + the accepted ones.
 
 Step times come from `tokometer.perf` (roofline bounds at stated
 efficiencies), optionally with jitter, and are stretched by ``time_scale`` so a
@@ -36,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from tokometer.sim.prefixcache import BLOCK_TOKENS, PrefixCache
+from tokometer.sim.speculative import Draft
 from tokometer.util.clock import sleep_until
 
 __all__ = ["Engine", "EngineLimits", "EngineStats", "Sequence", "StepTime"]
@@ -76,6 +80,8 @@ class Sequence:
     """The prompt's block hashes (`prefixcache.block_hashes`), for the prefix cache."""
     cached_tokens: int = 0
     """Prompt tokens the prefix cache held when the sequence was admitted."""
+    admitted_ns: int = 0
+    """When the scheduler first took it from the waiting queue into the batch (0: not yet)."""
 
     def __post_init__(self) -> None:
         self.needs_prefill = self.prompt_tokens
@@ -107,8 +113,9 @@ class Engine:
     """The scheduler loop; `submit` a sequence and await ``seq.done``."""
 
     def __init__(self, step_time: StepTime, limits: EngineLimits, *, time_scale: float = 1.0,
-                 jitter: float = 0.0, seed: int = 0, precise: bool = False) -> None:
+                 jitter: float = 0.0, seed: int = 0, precise: bool = False, draft: Draft | None = None) -> None:
         self.step_time = step_time
+        self.draft = draft
         self.limits = limits
         self.time_scale = time_scale
         self.jitter = jitter
@@ -164,7 +171,7 @@ class Engine:
                 continue
             kv_read = sum(s.kv_tokens for s in decode)
             prefill_tokens = sum(n for _, n in prefill)
-            seconds = self.step_time(len(decode), kv_read, prefill_tokens)
+            seconds = self._step_seconds(len(decode), kv_read, prefill_tokens)
             if self.jitter:
                 seconds *= max(0.1, self._rng.gauss(1.0, self.jitter))
             seconds *= self.time_scale
@@ -179,6 +186,13 @@ class Engine:
             self.stats.max_batch = max(self.stats.max_batch, self.stats.last_batch)
             await self._advance(decode, prefill)
 
+    def _step_seconds(self, decode_seqs: int, kv_read: int, prefill_tokens: int) -> float:
+        """The modelled time of a step, with a draft's verified tokens and its own cost where there is one."""
+        if self.draft is None or not decode_seqs:
+            return self.step_time(decode_seqs, kv_read, prefill_tokens)
+        verified = prefill_tokens + decode_seqs * self.draft.tokens
+        return self.step_time(decode_seqs, kv_read, verified) * self.draft.step_factor
+
     def _drop_cancelled(self) -> None:
         if any(s.cancelled for s in self.running):
             for seq in [s for s in self.running if s.cancelled]:
@@ -192,7 +206,8 @@ class Engine:
         budget = limits.max_batched_tokens
         decode = [s for s in self.running if s.decoding]
         # KV room for one more token per decoding sequence; preempt the newest if needed
-        while decode and self.kv_used + len(decode) > limits.kv_capacity_tokens:
+        per_seq = 1 + (self.draft.tokens if self.draft is not None else 0)
+        while decode and self.kv_used + per_seq * len(decode) > limits.kv_capacity_tokens:
             victim = self.running[-1]
             self._preempt(victim)
             if victim in decode:
@@ -213,6 +228,7 @@ class Engine:
                 break
             self.waiting.popleft()
             self.running.append(seq)
+            seq.admitted_ns = seq.admitted_ns or time.perf_counter_ns()
             if self.prefix_cache is not None and seq.prefilled == 0 and seq.blocks:
                 seq.cached_tokens = self.prefix_cache.lookup(seq.blocks, seq.needs_prefill)
                 seq.prefilled = seq.kv = seq.cached_tokens
@@ -235,23 +251,29 @@ class Engine:
         self.stats.preemptions += 1
 
     async def _advance(self, decode: list[Sequence], prefill: list[tuple[Sequence, int]]) -> None:
-        ready: list[Sequence] = list(decode)
+        ready: list[tuple[Sequence, int]] = [(s, self._decoded(s)) for s in decode]
         for seq, chunk in prefill:
             seq.prefilled += chunk
             seq.kv += chunk
             self.stats.prompt_tokens += chunk
             if seq.decoding:
-                ready.append(seq)  # the step that finishes a prefill samples the next token
+                ready.append((seq, 1))  # the step that finishes a prefill samples the next token
                 if self.prefix_cache is not None:
                     self.prefix_cache.insert(seq.blocks)
-        for seq in ready:
+        for seq, tokens in ready:
             if seq.cancelled:
                 continue
-            seq.generated += 1
-            seq.kv += 1
-            self.stats.generation_tokens += 1
+            seq.generated += tokens
+            seq.kv += tokens
+            self.stats.generation_tokens += tokens
             await seq.emit(seq, seq.generated)
             if seq.generated >= seq.output_tokens:
                 self.running.remove(seq)
                 self.stats.finished += 1
                 seq.done.set()
+
+    def _decoded(self, seq: Sequence) -> int:
+        """Tokens a decoding sequence gets this step: 1, or 1 + the draft's accepted ones (up to its answer's end)."""
+        if self.draft is None:
+            return 1
+        return min(1 + self.draft.verify(), seq.output_tokens - seq.generated)

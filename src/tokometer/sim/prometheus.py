@@ -26,6 +26,12 @@ engine's source; `tokometer.observe.vocabulary` cites them):
   ``tgi_request_mean_time_per_token_duration`` (one observation per request: its mean decode time
   per token), ``tgi_request_duration`` (TGI has no TTFT histogram and no KV gauge).
 
+With a draft model (``--spec-tokens``, `tokometer.sim.speculative`): in ``vllm`` mode vLLM V1's
+counters ``vllm:spec_decode_num_drafts``, ``vllm:spec_decode_num_draft_tokens``,
+``vllm:spec_decode_num_accepted_tokens`` and ``vllm:spec_decode_num_accepted_tokens_per_pos``
+(label ``position``); in ``sglang`` mode SGLang's gauges ``sglang:spec_accept_length`` and
+``sglang:spec_accept_rate`` (over the whole run: SGLang's own are over its last logging interval).
+
 ``--metrics-buckets`` replaces every latency histogram's buckets (to make, say, a first bucket too
 wide to locate anything, as vLLM's queue-time one is on a fast engine).
 ``tokometer_sim_info{metrics_names="..."} 1`` says it is the simulator, and whose names it speaks.
@@ -44,6 +50,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from tokometer.sim.speculative import Draft
 from tokometer.sim.state import SimState
 from tokometer.sim.trace import SendTrace
 
@@ -147,10 +154,40 @@ class _LiveState(Collector):
                 family = CounterMetricFamily(name, help_text, labels=labels)
                 family.add_metric(values, value)
                 yield family
+        if self.state.draft is not None:
+            yield from _spec_families(self.state.draft, self.mode, labels, values)
         info = GaugeMetricFamily("tokometer_sim_info", "This is tokometer's simulator; metrics_names: whose metric "
                                  "names it speaks.", labels=["metrics_names"])
         info.add_metric([self.mode], 1)
         yield info
+
+
+def _spec_families(draft: Draft, mode: str, labels: list[str], values: list[str],
+                   ) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """The draft's counts under vLLM V1's counters or SGLang's gauges (other engines' names have none)."""
+    counts = draft.counts
+    if mode == "vllm":
+        for name, help_text, value in (
+                ("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", counts.drafts),
+                ("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", counts.draft_tokens),
+                ("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", counts.accepted_tokens)):
+            family = CounterMetricFamily(name, help_text, labels=labels)
+            family.add_metric(values, value)
+            yield family
+        per_pos = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos",
+                                      "Accepted tokens per draft position.", labels=[*labels, "position"])
+        for position, value in enumerate(counts.accepted_per_position):
+            per_pos.add_metric([*values, str(position)], value)
+        yield per_pos
+    elif mode == "sglang" and counts.drafts:
+        for name, help_text, ratio in (
+                ("sglang:spec_accept_length", "The average acceptance length of speculative decoding.",
+                 1.0 + counts.accepted_tokens / counts.drafts),
+                ("sglang:spec_accept_rate", "The average acceptance rate of speculative decoding.",
+                 counts.accepted_tokens / counts.draft_tokens)):
+            gauge = GaugeMetricFamily(name, help_text, labels=labels)
+            gauge.add_metric(values, ratio)
+            yield gauge
 
 
 class SimMetrics:

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from tokometer.sim.config import SimConfig
 from tokometer.sim.engine import Engine
+from tokometer.sim.speculative import Draft, draft_for
 from tokometer.sim.trace import SendTrace, TraceLog
 
 __all__ = ["DropSimulatedResets", "SimMetricsLike", "SimState", "SimulatedReset"]
@@ -38,6 +39,9 @@ class SimState:
     def __init__(self, config: SimConfig, engine: Engine | None = None) -> None:
         self.config = config
         self.engine = engine
+        self.draft: Draft | None = engine.draft if engine is not None else draft_for(
+            config.spec_tokens, config.spec_acceptance, config.spec_draft_cost, config.seed)
+        """The draft model (speculative decoding), the engine's own in modelled mode; None without one."""
         self.metrics: SimMetricsLike | None = None
         self.trace = TraceLog(config.trace_size)
         self._rng = random.Random(config.seed)

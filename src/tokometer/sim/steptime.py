@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from tokometer.sim.config import SimConfig
 from tokometer.sim.engine import Engine, EngineLimits, StepTime
+from tokometer.sim.speculative import draft_for
 from tokometer.util.errors import ConfigError
 
 __all__ = ["deployment_for", "engine_for", "step_time_for"]
@@ -51,5 +52,6 @@ def engine_for(config: SimConfig) -> Engine | None:
         return None
     step_time, capacity = step_time_for(config)
     limits = EngineLimits(config.max_num_seqs, config.max_batched_tokens, capacity, config.prefix_caching)
+    draft = draft_for(config.spec_tokens, config.spec_acceptance, config.spec_draft_cost, config.seed)
     return Engine(step_time, limits, time_scale=config.time_scale, jitter=config.jitter, seed=config.seed,
-                  precise=config.precise)
+                  precise=config.precise, draft=draft)

@@ -210,7 +210,8 @@ class _Stream:
 class ScriptedStream(_Stream):
     """Event ``k`` is due at ``received + ttft + k * itl * tokens_per_event``; absolute, so a late
     event never delays the next. With ``load_slowdown`` each wait is stretched by the requests in flight
-    when it is scheduled."""
+    when it is scheduled. With a draft (``spec_tokens``) every event after the first is one step of
+    ``itl`` x the draft's step factor carrying 1 + the accepted tokens (`tokometer.sim.speculative`)."""
 
     async def _body(self) -> None:
         cfg = self.state.config
@@ -218,7 +219,8 @@ class ScriptedStream(_Stream):
         if self.trace.fault == "slow_first_byte":
             base += int(cfg.slow_first_byte_ms * _NS_PER_MS)
         ttft_ns = int(cfg.ttft_ms * self.ttft_factor * _NS_PER_MS)
-        step_ns = int(cfg.itl_ms * _NS_PER_MS) * cfg.tokens_per_event
+        draft = self.state.draft
+        step_ns = int(cfg.itl_ms * _NS_PER_MS * (draft.step_factor if draft else cfg.tokens_per_event))
         due = base + int(ttft_ns * self._load_factor())
         while self.sent < self.n_tokens:
             await sleep_until(due, self.spin_ns)
@@ -226,7 +228,8 @@ class ScriptedStream(_Stream):
                 return
             if self.fault_due() and await self.mid_stream_fault():
                 return
-            await self.write_tokens(min(cfg.tokens_per_event, self.n_tokens - self.sent))
+            take = cfg.tokens_per_event if draft is None else 1 + (draft.verify() if self.sent else 0)
+            await self.write_tokens(min(take, self.n_tokens - self.sent))
             due += int(step_ns * self._load_factor())
 
     def _load_factor(self) -> float:
@@ -265,6 +268,7 @@ class EngineStream(_Stream):
 
     async def _emit(self, seq: Sequence, total: int) -> None:
         """Called by the engine loop: must never block it (faults are acted on by the stream's task)."""
+        self.trace.admitted_ns = seq.admitted_ns
         if self.blocks:
             self.info.cached_tokens = seq.cached_tokens  # known once admitted; reported with the usage
         if self.disconnected or self._fault.is_set():

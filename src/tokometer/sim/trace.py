@@ -43,6 +43,9 @@ class SendTrace:
     """Send time of each content-carrying event."""
     event_tokens: list[int] = field(default_factory=list)
     end_ns: int = 0
+    admitted_ns: int = 0
+    """Modelled engine: when its scheduler first admitted the request into the batch (the queue wait ends);
+    0 in scripted timing, which has no queue."""
     disconnected: bool = False
     disconnected_ns: int = 0
     """When the client's disconnect reached the server (0: it did not go away), even while a stream waits."""

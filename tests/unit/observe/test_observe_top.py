@@ -173,3 +173,23 @@ def test_the_url_is_a_server_or_its_metrics(given: str, read: str) -> None:
 def test_local_servers_are_recognised() -> None:
     assert is_local("http://127.0.0.1:1/metrics") and is_local("http://localhost/metrics")
     assert is_local("http://[::1]:8/metrics") and not is_local("http://10.0.0.1/metrics")
+
+
+def test_speculative_decoding_shows_when_the_engine_drafted() -> None:
+    def drafted(t_s: float, drafts: float, accepted: float) -> Snapshot:
+        return Snapshot(at_ns=int(t_s * S), source="vllm", gauges={"requests_running": 2.0},
+                        counters={"generation_tokens": 10 * t_s, "spec_drafts": drafts,
+                                  "spec_draft_tokens": 3 * drafts, "spec_accepted_tokens": accepted})
+
+    view = top_view(URL, [drafted(10, 100, 150), drafted(12, 300, 450)], [], [], now_ns=13 * S, window_s=10)
+    frame = view.to_json()["speculative"]
+    assert frame["acceptance_rate"] == pytest.approx(0.5) and frame["acceptance_length"] == pytest.approx(2.5)
+    console = Console(width=120, record=True, color_system=None)
+    console.print(render_top(view, interval_s=1.0))
+    lines = {line.split("  ")[0].strip(): line for line in console.export_text().splitlines() if line.strip()}
+    assert "50%" in lines["spec acceptance"] and "2.50" in lines["spec tokens/step"]
+    plain = top_view(URL, SNAPS, GPUS, [], now_ns=20 * S, window_s=10)
+    assert plain.to_json()["speculative"] is None
+    console = Console(width=120, record=True, color_system=None)
+    console.print(render_top(plain, interval_s=1.0))
+    assert "spec" not in console.export_text()
