@@ -173,14 +173,21 @@ def test_spans_go_over_grpc_too(gateway_factory: Callable[[str], SimServer]) -> 
     assert sorted(s.kind for s in spans) == ["client", "server"]
 
 
-def test_a_refused_request_is_one_span_with_its_status(gateway_factory: Callable[[str], SimServer],
-                                                        sim_factory: Callable[..., SimServer],
-                                                        receiver: OtlpReceiver) -> None:
+def test_a_refused_request_and_a_cache_hit_are_one_span_each(gateway_factory: Callable[[str], SimServer],
+                                                              sim_factory: Callable[..., SimServer],
+                                                              receiver: OtlpReceiver) -> None:
+    """Answered before any upstream request: the request's span alone, with its status (and the cache's word)."""
     sim = sim_factory("--ttft-ms", "1")
     gw = gateway_factory(upstream("sim", sim, "m") + '[[routes]]\nmodel = "chat"\nupstreams = ["sim"]\n'
                          + _tracing(receiver.endpoint))
-    out = stream_chat(gw.openai_url, {**_ASK, "model": "nope"})
-    assert out.status == 404
-    [span] = receiver.wait_for(lambda got: len(got) >= 1)
-    assert span.kind == "server" and span.error and span.attributes["http.response.status_code"] == 404
-    assert span.attributes["error.type"] == "404"
+    assert stream_chat(gw.openai_url, {**_ASK, "model": "nope"}).status == 404
+    [refused] = receiver.wait_for(lambda got: len(got) >= 1)
+    assert refused.kind == "server" and refused.error and refused.attributes["http.response.status_code"] == 404
+    assert refused.attributes["error.type"] == "404" and "gen_ai.request.model" not in refused.attributes
+    for _ in range(2):
+        assert stream_chat(gw.openai_url, {**_ASK, "temperature": 0}).status == 200
+    spans = receiver.wait_for(lambda got: len(got) >= 4)
+    hit = _by_kind(spans, "server")[-1]
+    assert hit.attributes["tokometer.cache"] == "hit" and hit.attributes["gen_ai.request.model"] == "chat"
+    assert not hit.error and not [s for s in spans if s.parent_id == hit.span_id]
+    assert len(_by_kind(spans, "client")) == 1  # only the first asked the upstream

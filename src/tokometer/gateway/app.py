@@ -123,7 +123,8 @@ class Gateway:
                 answer = await stage.run(self, admission)
             if answer is not None:
                 if trace is not None:
-                    trace.answered(answer.status_code, getattr(admission, "route", None) and admission.route.model)
+                    route = getattr(admission, "route", None)  # (not found yet when refused before it)
+                    trace.answered(answer.status_code, route and route.model, answer.headers.get("x-tokometer-cache"))
                 return answer
         self.prober.ensure_running()
         return Relay(admission.context(self.worker), self.router, self.metrics, self.finish)

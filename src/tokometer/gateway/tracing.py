@@ -12,7 +12,8 @@ engine's spans join the same trace. Attribute names follow OpenTelemetry's GenAI
   ``gen_ai.response.finish_reasons``, ``gen_ai.usage.input_tokens``/``output_tokens``,
   ``gen_ai.response.time_to_first_chunk`` (TTFT as the client saw it, seconds), ``http.response.status_code``,
   ``error.type``; ``tokometer.upstream``, ``tokometer.fallback``, ``tokometer.retries``, ``tokometer.hedge``
-  (the leg that won), ``tokometer.resumes``, ``tokometer.overhead_ms``, ``tokometer.client_api``.
+  (the leg that won), ``tokometer.resumes``, ``tokometer.overhead_ms``, ``tokometer.client_api``,
+  ``tokometer.cache`` (``hit``: answered from the answer cache, with no upstream request).
 - attempt span: ``gen_ai.operation.name``, ``gen_ai.provider.name`` (the protocol's family: ``openai``,
   ``anthropic``, else the upstream's ``api``), ``gen_ai.request.model`` (the name sent upstream),
   ``server.address``/``server.port``, ``gen_ai.response.time_to_first_chunk`` (the upstream's own TTFT),
@@ -150,13 +151,16 @@ class RequestTrace:
         self.last: str | None = None
         """The upstream of this segment's previous attempt (None: none yet)."""
 
-    def answered(self, status: int, route: str | None) -> None:
-        """End the span of a request answered before routing (refused, or replayed from the cache)."""
+    def answered(self, status: int, route: str | None, cache: str | None) -> None:
+        """End the span of a request answered before routing (refused, or replayed from the cache: ``cache`` is
+        its ``x-tokometer-cache`` header)."""
         _TRACE.set(None)
         span = self.span
         if route is not None:
             span.update_name(f"{self.operation} {route}")
             span.set_attribute("gen_ai.request.model", route)
+        if cache is not None:
+            span.set_attribute("tokometer.cache", cache)
         span.set_attribute("http.response.status_code", status)
         if status >= 400:
             _error(span, str(status), f"HTTP {status}")
