@@ -30,6 +30,7 @@ batches from the SDK's own thread, off the event loop.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Coroutine, Mapping
 from contextvars import ContextVar
@@ -196,12 +197,12 @@ class RequestTrace:
         if not hedge:
             self.last = upstream.name
         cfg = upstream.cfg
-        url = urlsplit(cfg.url)
+        host, port = _server(cfg.url)
         values: dict[str, Any] = {
             "gen_ai.operation.name": self.operation, "gen_ai.provider.name": _provider(cfg.api),
-            "server.address": url.hostname, "server.port": url.port or (443 if url.scheme == "https" else 80),
-            "tokometer.upstream": upstream.name, "tokometer.attempt": kind, "tokometer.segment": self.segment,
-            "tokometer.segment.cause": self.cause, "gen_ai.request.model": cfg.model or None}
+            "server.address": host, "server.port": port, "tokometer.upstream": upstream.name,
+            "tokometer.attempt": kind, "tokometer.segment": self.segment, "tokometer.segment.cause": self.cause,
+            "gen_ai.request.model": cfg.model or None}
         span = self.tracer.tracer.start_span(f"{self.operation} {cfg.model or upstream.name}",
                                              context=set_span_in_context(self.span), kind=SpanKind.CLIENT,
                                              attributes={name: value for name, value in values.items()
@@ -253,6 +254,13 @@ def _error(span: Any, error_type: str, detail: str) -> None:
     span.set_status(StatusCode.ERROR, detail)
 
 
+@functools.lru_cache(maxsize=256)
+def _server(url: str) -> tuple[str | None, int]:
+    """An upstream URL's ``server.address`` and ``server.port``."""
+    parts = urlsplit(url)
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+
+
 def _provider(api: str) -> str:
     """``gen_ai.provider.name`` for an upstream speaking ``api``: the family of the protocol."""
     if api.startswith("openai"):
@@ -284,7 +292,7 @@ def carrying_on(cause: str) -> None:
 
 def segment_failed(opened: Opened, failure: UpstreamError) -> None:
     """The segment ``opened`` served failed after its first token: its span says how."""
-    span = opened.span
-    if span is not None:
+    if _TRACE.get() is not None and opened.span is not None:
+        span = opened.span
         span.set_attribute("tokometer.attempt.outcome", "broke")
         _error(span, failure.category, failure.detail[:300])
