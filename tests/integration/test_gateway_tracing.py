@@ -191,3 +191,21 @@ def test_a_refused_request_and_a_cache_hit_are_one_span_each(gateway_factory: Ca
     assert hit.attributes["tokometer.cache"] == "hit" and hit.attributes["gen_ai.request.model"] == "chat"
     assert not hit.error and not [s for s in spans if s.parent_id == hit.span_id]
     assert len(_by_kind(spans, "client")) == 1  # only the first asked the upstream
+
+
+def test_a_continued_answer_has_a_span_per_segment(sim_factory: Callable[..., SimServer],
+                                                   gateway_factory: Callable[[str], SimServer],
+                                                   receiver: OtlpReceiver) -> None:
+    """continue_on_length: an upstream that stops at 8 tokens is asked again twice, each a segment of its own."""
+    sim = sim_factory("--model", "big", "--ttft-ms", "2", "--itl-ms", "1", "--max-output-tokens", "8")
+    gw = gateway_factory(upstream("only", sim, "big") + '[[routes]]\nmodel = "chat"\nupstreams = ["only"]\n'
+                         'continue_on_length = true\n[cache]\nenabled = false\n' + _tracing(receiver.endpoint))
+    out = stream_chat(gw.openai_url, _ASK)
+    assert out.status == 200 and len(out.text.split()) == 20
+    spans = receiver.wait_for(lambda got: len(got) >= 4)
+    [request], attempts = _by_kind(spans, "server"), _by_kind(spans, "client")
+    assert [(s.attributes["tokometer.segment"], s.attributes.get("tokometer.segment.cause"),
+             s.attributes["tokometer.attempt"]) for s in attempts] == [(1, None, "primary"), (2, "continue", "primary"),
+                                                                       (3, "continue", "primary")]
+    assert {s.parent_id for s in attempts} == {request.span_id} and not any(s.error for s in spans)
+    assert request.attributes["gen_ai.usage.output_tokens"] == 20
