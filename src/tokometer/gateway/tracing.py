@@ -14,8 +14,8 @@ engine's spans join the same trace. Attribute names follow OpenTelemetry's GenAI
   ``error.type``; ``tokometer.upstream``, ``tokometer.fallback``, ``tokometer.retries``, ``tokometer.hedge``
   (the leg that won), ``tokometer.resumes``, ``tokometer.overhead_ms``, ``tokometer.client_api``,
   ``tokometer.cache`` (``hit``: answered from the answer cache, with no upstream request).
-- attempt span: ``gen_ai.operation.name``, ``gen_ai.provider.name`` (the protocol's family: ``openai``,
-  ``anthropic``, else the upstream's ``api``), ``gen_ai.request.model`` (the name sent upstream),
+- attempt span: ``gen_ai.operation.name``, ``gen_ai.provider.name`` (who defines the upstream's protocol:
+  ``openai``, ``anthropic``, ``ollama``, ``tgi``, ``llama.cpp``), ``gen_ai.request.model`` (the name sent upstream),
   ``server.address``/``server.port``, ``gen_ai.response.time_to_first_chunk`` (the upstream's own TTFT),
   ``error.type`` (the failure's category, as ``tokometer bench`` names it); ``tokometer.upstream``,
   ``tokometer.attempt`` (``primary``: the first of its segment, ``retry``, ``fallback`` or ``hedge``),
@@ -34,17 +34,25 @@ import functools
 import importlib
 from collections.abc import Coroutine, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from tokometer.protocols.registry import protocol_named
 from tokometer.util.errors import ConfigError
 
 if TYPE_CHECKING:
-    from tokometer.gateway.accounting import Figures
     from tokometer.gateway.config import TracingConfig
-    from tokometer.gateway.outcome import RelayOutcome
-    from tokometer.gateway.router import Opened
-    from tokometer.gateway.upstream import Upstream, UpstreamError
+
+# This module is a leaf of the gateway (the router and the upstreams import it): what it is handed is typed
+# ``Any`` here, and named in the docstrings: ``Opened`` (`tokometer.gateway.router`), ``Upstream`` and
+# ``UpstreamError`` (`tokometer.gateway.upstream`), ``RelayOutcome`` (`tokometer.gateway.outcome`), ``Figures``
+# (`tokometer.gateway.accounting`).
+Opened = Any
+Upstream = Any
+UpstreamError = Any
+RelayOutcome = Any
+Figures = Any
+T = TypeVar("T")
 
 __all__ = ["INSTALL_HINT", "RequestTrace", "Tracer", "attempt", "carrying_on", "check_sdk", "segment_failed",
            "tracer_for", "upstream_headers"]
@@ -187,8 +195,7 @@ class RequestTrace:
             _error(span, outcome.record.error or str(outcome.status), outcome.error or "")
         span.end()
 
-    def attempt(self, coro: Coroutine[Any, Any, Opened], upstream: Upstream,
-                hedge: bool) -> Coroutine[Any, Any, Opened]:
+    def attempt(self, coro: Coroutine[Any, Any, T], upstream: Upstream, hedge: bool) -> Coroutine[Any, Any, T]:
         """``coro`` (one upstream attempt) inside a child span whose ``traceparent`` the upstream request carries."""
         from opentelemetry.trace import SpanKind, set_span_in_context
 
@@ -218,7 +225,7 @@ class RequestTrace:
         self.last = None
 
 
-async def _run_attempt(coro: Coroutine[Any, Any, Opened], span: Any, headers: dict[str, str]) -> Opened:
+async def _run_attempt(coro: Coroutine[Any, Any, T], span: Any, headers: dict[str, str]) -> T:
     """Await one attempt with its trace headers in this task's context; its span ends with a failure here, and
     when the upstream request is released (`Opened.release`) otherwise."""
     import asyncio
@@ -240,10 +247,11 @@ async def _run_attempt(coro: Coroutine[Any, Any, Opened], span: Any, headers: di
         raise
     finally:
         _UPSTREAM_HEADERS.reset(token)
-    if opened.first_token_ns is not None and opened.call.sent_ns:
-        span.set_attribute("gen_ai.response.time_to_first_chunk", (opened.first_token_ns - opened.call.sent_ns) / 1e9)
-    span.set_attribute("http.response.status_code", opened.call.status or 200)
-    opened.span = span
+    got: Opened = opened
+    if got.first_token_ns is not None and got.call.sent_ns:
+        span.set_attribute("gen_ai.response.time_to_first_chunk", (got.first_token_ns - got.call.sent_ns) / 1e9)
+    span.set_attribute("http.response.status_code", got.call.status or 200)
+    got.span = span
     return opened
 
 
@@ -261,18 +269,15 @@ def _server(url: str) -> tuple[str | None, int]:
     return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
 
 
+@functools.lru_cache(maxsize=64)
 def _provider(api: str) -> str:
-    """``gen_ai.provider.name`` for an upstream speaking ``api``: the family of the protocol."""
-    if api.startswith("openai"):
-        return "openai"
-    if api.startswith("anthropic"):
-        return "anthropic"
-    return api
+    """``gen_ai.provider.name`` for an upstream speaking ``api``: who defines the protocol, in lower case (the
+    conventions' ``openai`` and ``anthropic``; ``ollama``, ``tgi``, ``llama.cpp`` for the others)."""
+    return protocol_named(api).vendor.lower()
 
 
 # -- the hooks (each a no-op costing one context-variable read when the request is not traced) -------------------
-def attempt(coro: Coroutine[Any, Any, Opened], upstream: Upstream,
-            hedge: bool = False) -> Coroutine[Any, Any, Opened]:
+def attempt(coro: Coroutine[Any, Any, T], upstream: Upstream, hedge: bool = False) -> Coroutine[Any, Any, T]:
     """``coro``, one upstream attempt of the request in this task: as it is, or inside its span when traced."""
     trace = _TRACE.get()
     return coro if trace is None else trace.attempt(coro, upstream, hedge)

@@ -63,7 +63,7 @@ def test_the_hooks_cost_nothing_when_the_request_is_not_traced() -> None:
         return None
 
     coro: Any = attempt()
-    assert tracing.attempt(coro, None, hedge=True) is coro  # type: ignore[arg-type]  # the same coroutine, unwrapped
+    assert tracing.attempt(coro, None, hedge=True) is coro  # the same coroutine, unwrapped
     asyncio.run(coro)
     assert tracing.upstream_headers() is None
     tracing.carrying_on("resume")
