@@ -9,10 +9,13 @@ Against bench/pacer.py (an exactly paced upstream), with `tokometer bench` as th
    sustains (every request answered, achieved rate within 5% of offered, TTFT overhead p99 < 50 ms),
    and the gateway's CPU time per request (its process's user + system time over the step).
 
+``--tracing`` turns on the gateway's OpenTelemetry traces (``[tracing]``), exported over OTLP/HTTP to a
+receiver in this process that counts each export and drops it (a Collector's work is not the gateway's).
+
 ``--pin`` puts the gateway alone on the last CPU and the client and the upstream on the others
 (``taskset``; the gateway's figure is then its own, not CPU contention with them).
 
-    .venv/bin/python bench/gateway_overhead.py [--pin] [--parts latency,headline,ceiling] [--rates 400,800]
+    .venv/bin/python bench/gateway_overhead.py [--pin] [--tracing] [--parts latency,headline,ceiling] [--rates 400,800]
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -38,13 +42,44 @@ from client_ceiling import run_bench, start_pacer  # noqa: E402
 
 GATEWAY_PREFIX: list[str] = []
 """Put before the gateway's command (``taskset -c N`` with ``--pin``)."""
+TRACING: list[str] = []
+"""The gateway config's ``[tracing]`` table (``--tracing``), or nothing."""
+EXPORTS: list[int] = []
+"""The sizes of the exports the OTLP receiver took (``--tracing``)."""
+
+
+@contextlib.contextmanager
+def otlp_receiver() -> Iterator[str]:
+    """An OTLP/HTTP receiver on loopback that answers each export as a Collector does and keeps only its size;
+    yields its URL."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+        def do_POST(self) -> None:
+            EXPORTS.append(len(self.rfile.read(int(self.headers.get("Content-Length", "0")))))
+            self.send_response(200)  # an empty ExportTraceServiceResponse is zero bytes of protobuf
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def start_gateway(upstream: str, tmp: Path) -> tuple[subprocess.Popen[str], str]:
     config = tmp / "gateway.toml"
     config.write_text(f'[[upstreams]]\nname = "pacer"\nurl = "{upstream}/v1"\nmodel = "pacer"\n'
                       f'[[routes]]\nmodel = "pacer"\nupstreams = ["pacer"]\n[cache]\nenabled = false\n'
-                      f'[log]\npath = "{tmp / "requests.jsonl"}"\n')
+                      f'[log]\npath = "{tmp / "requests.jsonl"}"\n' + "".join(TRACING))
     process = subprocess.Popen([*GATEWAY_PREFIX, sys.executable, "-m", "tokometer", "gateway", "--config", str(config),
                                 "--port", "0"], stdout=subprocess.PIPE, text=True, env={**os.environ})
     assert process.stdout is not None
@@ -181,9 +216,21 @@ def main() -> None:
     parser.add_argument("--pin", action="store_true", help="the gateway alone on one CPU (taskset)")
     parser.add_argument("--parts", default="latency,headline,ceiling")
     parser.add_argument("--rates", default="50,100,200,300,400,600,800,1000,1200,1500,1800")
+    parser.add_argument("--tracing", action="store_true", help="the gateway's OpenTelemetry traces on, exported to "
+                        "an OTLP receiver in this process")
     args = parser.parse_args()
     if args.pin:
         pin()
+    with contextlib.ExitStack() as stack:
+        if args.tracing:
+            TRACING[:] = [f'[tracing]\nendpoint = "{stack.enter_context(otlp_receiver())}"\n']
+        run(args)
+        if args.tracing:
+            print(f"the OTLP receiver took {len(EXPORTS)} exports, {sum(EXPORTS):,} bytes", flush=True)
+
+
+def run(args: argparse.Namespace) -> None:
+    """The parts ``args.parts`` names, each printed as it ends."""
     parts = set(args.parts.split(","))
     if "latency" in parts:
         lat = latency()

@@ -89,6 +89,9 @@ def command(config_path: Path | None, host: str | None, port: int | None, hash_k
     config = load_config(config_path)
     _override(config, host, port, workers)
     _check_tls(config)
+    from tokometer.gateway.tracing import check_sdk
+
+    check_sdk(config.tracing)
     if check:
         _check(config, config_path)
         return

@@ -46,6 +46,7 @@ from tokometer.gateway.requestlog import RequestLog
 from tokometer.gateway.router import Router
 from tokometer.gateway.sharedstate import share_health
 from tokometer.gateway.stages import Admission, Check, stages_for
+from tokometer.gateway.tracing import tracer_for
 from tokometer.gateway.upstream import Upstream
 from tokometer.inbound.cheap import Rendered
 from tokometer.inbound.request_limits import DEFAULT_LIMITS
@@ -75,6 +76,8 @@ class Gateway:
                                     config.cache.redis_timeout_s)
         self.rates = RateLimits(config.cache.redis_url, config.cache.redis_timeout_s)
         self.log = RequestLog(config.log.path)
+        self.tracer = tracer_for(config.tracing)
+        """OpenTelemetry traces (`tokometer.gateway.tracing`); None: off."""
         self.prober = Prober(self.upstreams, self.router.health, config.routes)
         self.shared = share_health(self.router.health, config.replicas)
         self.worker: str | None = None  # this process's index under --workers: sent as x-tokometer-worker
@@ -106,6 +109,8 @@ class Gateway:
             await self.cache.close()
         await self.budgets.close()
         await self.rates.close()
+        if self.tracer is not None:
+            await asyncio.to_thread(self.tracer.shutdown)
         self.log.close()
         self.counting.shutdown()
 
@@ -113,12 +118,16 @@ class Gateway:
     async def handle(self, request: Request, endpoint: Endpoint, api: ClientApi = "openai") -> Response | Relay:
         """Admit a request through this gateway's stages (`tokometer.gateway.stages`); relay what passes."""
         admission = Admission(request, endpoint, api, time.perf_counter_ns())
+        trace = None if self.tracer is None else self.tracer.begin(request.headers, endpoint, api)
         for stage in self.stages:
             if isinstance(stage, Check):
                 answer = stage.run(self, admission)
             else:
                 answer = await stage.run(self, admission)
             if answer is not None:
+                if trace is not None:
+                    route = getattr(admission, "route", None)  # (not found yet when refused before it)
+                    trace.answered(answer.status_code, route and route.model, answer.headers.get("x-tokometer-cache"))
                 return answer
         self.prober.ensure_running()
         self.loads.ensure_running()
@@ -173,6 +182,8 @@ class Gateway:
         feed_health(self.router, outcome, figures)
         observe(self.metrics, outcome, figures)
         self.log.write(log_entry(outcome, figures))
+        if self.tracer is not None:
+            self.tracer.finish(outcome, figures)
         ctx = outcome.ctx
         tokens = (figures.prompt or 0) + (figures.completion or 0)
         if ctx.key is not None and tokens:

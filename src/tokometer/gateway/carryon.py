@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tokometer.gateway.resume import carry_on_body
 from tokometer.gateway.router import AllUpstreamsFailed, Opened, Router
 from tokometer.gateway.segments import SegmentPolicy, SegmentState
+from tokometer.gateway.tracing import carrying_on, segment_failed
 from tokometer.gateway.upstream import UpstreamError
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class CarryOn:
             failure = UpstreamError("reset", "the stream ended before its final event")
         if failure is not None and failure.category != "cancelled" and not gone:
             self.router.failed(opened.upstream.name, failure)
+            segment_failed(opened, failure)
         return failure
 
     def may_continue(self) -> bool:
@@ -104,6 +106,7 @@ class CarryOn:
         self._note_failed(opened)
         body = self._carry_on()
         await opened.discard()
+        carrying_on("resume")
         try:
             resumed = await self.router.open(route, body, self.ctx.endpoint, exclude=frozenset(self.served_by))
         except (AllUpstreamsFailed, UpstreamError) as exc:
@@ -121,6 +124,7 @@ class CarryOn:
         """Carry the answer on on the same upstream (it stopped at its own length limit)."""
         body = self._carry_on()
         await opened.discard()
+        carrying_on("continue")
         try:
             return await self.router.open(self.ctx.route, body, self.ctx.endpoint, only=opened.upstream.name), error
         except (AllUpstreamsFailed, UpstreamError) as exc:

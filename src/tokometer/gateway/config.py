@@ -55,6 +55,7 @@ __all__ = [
     "ReplicasConfig",
     "RouteConfig",
     "ServerConfig",
+    "TracingConfig",
     "UpstreamConfig",
     "check_environment",
     "config_reference",
@@ -398,6 +399,29 @@ class LogConfig(_Strict):
                               "created); default: no log")
 
 
+class TracingConfig(_Strict):
+    """OpenTelemetry traces of every request, exported over OTLP (`tokometer.gateway.tracing`; the otel extra)."""
+
+    endpoint: str | None = Field(None, description="the OTLP receiver (an OpenTelemetry Collector): "
+                                 "http://HOST:4318 for http/protobuf (/v1/traces is added to a URL without a path), "
+                                 "http://HOST:4317 for grpc; default: no tracing")
+    protocol: Literal["http/protobuf", "grpc"] = Field("http/protobuf", description="OTLP's transport")
+    service_name: str = Field("tokometer-gateway", description="the traces' service.name")
+    sample_ratio: float = Field(1.0, ge=0, le=1, description="share of requests traced; a request whose "
+                                "traceparent says sampled (or not) is traced (or not) as it says")
+    headers: dict[str, str] = Field(default_factory=dict, description="sent with every export (a tracing "
+                                    "service's API key, say)")
+    timeout_s: Seconds = Field(10.0, description="limit for one export (spans leave in batches, off the "
+                               "request path)")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is not None and (urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).hostname):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:4318)")
+        return value
+
+
 class ReplicasConfig(_Strict):
     """Several gateway processes as one: worker processes on this host, and the Redis every replica shares."""
 
@@ -433,6 +457,7 @@ class GatewayConfig(_Strict):
     keys: list[KeyConfig] = Field(default_factory=list, description="none: no authentication")
     budgets: BudgetConfig = BudgetConfig()
     log: LogConfig = LogConfig()
+    tracing: TracingConfig = TracingConfig()
     replicas: ReplicasConfig = ReplicasConfig()
 
     @model_validator(mode="after")

@@ -28,6 +28,7 @@ from tokometer.gateway.breaker import UpstreamHealth
 from tokometer.gateway.config import RouteConfig
 from tokometer.gateway.hedge import HedgeAfter, race
 from tokometer.gateway.prometheus import GatewayMetrics
+from tokometer.gateway.tracing import attempt as traced
 from tokometer.gateway.upstream import Upstream, UpstreamCall, UpstreamError, UpstreamEvent
 from tokometer.protocols.gateway_clients import Endpoint
 from tokometer.protocols.openai.errors import error_body
@@ -89,12 +90,16 @@ class Opened:
     tried: list[str] = field(default_factory=list)
     hedge: str | None = None
     """A hedge was sent: the leg that won ("primary" or "hedge")."""
+    span: Any = None
+    """The attempt's trace span, ended on release (`tokometer.gateway.tracing`; None: not traced)."""
     _released: bool = False
 
     def release(self) -> None:
         """Give back the upstream's concurrency slot (once)."""
         if not self._released:
             self._released = True
+            if self.span is not None:
+                self.span.end()
             self.upstream.in_flight -= 1
             if self.upstream.limit is not None:
                 self.upstream.limit.release()
@@ -163,7 +168,7 @@ class Router:
                         hedging = False
                         opened = await self._hedged(route, upstream, order, body, endpoint, errors, tried, skip)
                     else:
-                        opened = await self._try(upstream, body, endpoint)
+                        opened = await traced(self._try(upstream, body, endpoint), upstream)
                 except UpstreamError as error:
                     self.failed(name, error)
                     errors.append((name, error))
@@ -217,11 +222,11 @@ class Router:
             target.append(name)
             tried.append(name)
             self._racing[route.model] = self._racing.get(route.model, 0) + 1
-            return self._try(self.upstreams[name], body, endpoint)
+            return traced(self._try(self.upstreams[name], body, endpoint), self.upstreams[name], hedge=True)
 
         try:
-            result = await race(self._try(primary, body, endpoint), None if deadline_ms is None else deadline_ms / 1e3,
-                                start_hedge, Opened.discard)
+            result = await race(traced(self._try(primary, body, endpoint), primary),
+                                None if deadline_ms is None else deadline_ms / 1e3, start_hedge, Opened.discard)
         finally:
             if target:
                 self._racing[route.model] -= 1

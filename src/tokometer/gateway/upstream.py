@@ -42,6 +42,7 @@ from tokometer.client.http1 import (
     transport_error_category,
 )
 from tokometer.gateway.config import UpstreamConfig
+from tokometer.gateway.tracing import upstream_headers
 from tokometer.messages import message_text
 from tokometer.prompt import Message, Prompt
 from tokometer.protocols.common.base import GenerationParams, ParsedEvent, ProtocolClient
@@ -140,14 +141,15 @@ class Upstream:
         return self._readers[endpoint]
 
     def request_bytes(self, body: Mapping[str, Any], endpoint: Endpoint) -> bytes:
-        """The upstream request for a client's OpenAI-format ``body``."""
+        """The upstream request for a client's OpenAI-format ``body`` (with the attempt's ``traceparent`` if traced)."""
+        headers = self._headers if (traced := upstream_headers()) is None else {**self._headers, **traced}
         if self.openai:
             out = dict(body)
             out["model"] = self.cfg.model or body.get("model", "")
             out["stream"] = True
             out["stream_options"] = {"include_usage": True}
             path = "/chat/completions" if endpoint == "chat" else "/completions"
-            return self.pool.encode("POST", path, orjson.dumps(out), self._headers)
+            return self.pool.encode("POST", path, orjson.dumps(out), headers)
         prompt = _prompt(body, endpoint)
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         params = GenerationParams(model=self.cfg.model, max_tokens=max_tokens if isinstance(max_tokens, int) else None,
@@ -155,7 +157,7 @@ class Upstream:
         request = self.backend.build(prompt, params)
         if body.get("tools"):  # the Messages and Responses APIs declare tools too (in their own shape)
             request.body.update(tool_fields(self.cfg.api, body.get("tools"), body.get("tool_choice")))
-        return self.pool.encode("POST", request.path, orjson.dumps(request.body), self._headers)
+        return self.pool.encode("POST", request.path, orjson.dumps(request.body), headers)
 
     async def open(self, body: Mapping[str, Any], endpoint: Endpoint) -> UpstreamCall:
         """Send the request and wait for the response head; raise UpstreamError if it fails or is not 200."""
