@@ -194,6 +194,7 @@ async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
         agents = await asyncio.to_thread(open_agents, spec.agents, tokenizer, spec.seed_value)
         await _in_thread(agents.prepare, 0)
         source = FixedSource(agents.name)
+        source.name = agents.name  # the runner reads the sessions, never this source: it names them for the report
     else:
         source = await asyncio.to_thread(_source, spec, tokenizer, warnings)
     if isinstance(source, TraceSource):

@@ -477,5 +477,5 @@ def apply_profile(values: Mapping[str, Any], profile: Mapping[str, Any]) -> dict
     return out
 
 
-_LOADS = ("concurrency", "rate", "synchronous", "find_max", "trace")
+_LOADS = ("concurrency", "rate", "synchronous", "find_max", "trace", "agents")
 """The fields that say what load to put on: with none of them, a profile's concurrency levels apply."""

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,12 +131,8 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
     def too_long(number: int) -> DatasetError:
         return DatasetError(f"{path}:{number}: a line longer than {MAX_AGENT_LINE_BYTES >> 20} MiB")
 
-    deadline = time.monotonic() + READ_DEADLINE_S
-    for number, line in split_lines(iter_at_most(path, MAX_TRACE_BYTES, "not read", DatasetError,
-                                                 what="agent trace"), MAX_AGENT_LINE_BYTES, too_long):
-        if time.monotonic() > deadline:
-            raise DatasetError(f"agent trace {path}: not read within {READ_DEADLINE_S:g} s (a pipe that trickles?)")
-        yield number, line
+    yield from split_lines(iter_at_most(path, MAX_TRACE_BYTES, "not read", DatasetError, what="agent trace",
+                                        deadline_s=READ_DEADLINE_S), MAX_AGENT_LINE_BYTES, too_long)
 
 
 def parse_session(line: str, where: str, default_label: str) -> AgentSession:

@@ -29,8 +29,8 @@ def agent_sessions(value: str, seed: int = 0) -> tuple[list[AgentSession], str]:
     them."""
     if value.split(":", 1)[0].strip() == SYNTHETIC:
         shape = parse_shape(value)
-        return synthetic_sessions(shape, seed), f"synthetic agents ({shape.describe()})"
-    return read_agent_trace(value), f"agent trace {Path(value).name}"
+        return synthetic_sessions(shape, seed), f"synthetic:{shape.describe()}"
+    return read_agent_trace(value), Path(value).name
 
 
 def open_agents(value: str, tokenizer: Tokenizer | None, seed: int = 0) -> AgentWorkload:
@@ -52,7 +52,7 @@ class AgentWorkload:
             raise DatasetError(f"{name}: its inputs and prefixes hold {made:,} tokens to make; at most "
                                f"{MAX_PROMPT_TOKENS_MADE:,} are made before a run")
         turns = sum(len(s.turns) for s in sessions)
-        self.name = (f"{name}: {len(sessions)} sessions, {turns} turns, "
+        self.name = (f"agent sessions {name}: {len(sessions)} sessions, {turns} turns, "
                      + (f"exact: {tokenizer.name}" if tokenizer else "words"))
         self._prefixes: dict[str, str] = {}
         self._inputs: dict[tuple[int, int], str] = {}

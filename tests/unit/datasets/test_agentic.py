@@ -152,3 +152,34 @@ def test_texts_are_made_once_and_shared_by_prefix_id() -> None:
     assert workload.prefix_text(a.prefix) == workload.prefix_text(b.prefix)
     assert len(workload.prefix_text(a.prefix).split()) == 40 and len(workload.input_text(0, 1).split()) == 7
     assert workload.input_text(0, 0) != workload.input_text(1, 0)
+
+
+@pytest.mark.parametrize("every_s", [0.05, None])
+def test_a_trickling_pipe_is_cut_off_at_the_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     every_s: float | None) -> None:
+    """A writer that sends a byte now and then, never a newline, or holds the pipe open and sends nothing: the
+    deadline, not the line bound, ends it (the deadline is shortened for the test)."""
+    import tokometer.datasets.agentic as agentic
+
+    monkeypatch.setattr(agentic, "READ_DEADLINE_S", 0.3)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    stop = threading.Event()
+    holder = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, so that the writer is connected from the start
+    handle = os.open(fifo, os.O_WRONLY)
+
+    def trickle() -> None:
+        while every_s is not None and not stop.is_set():
+            os.write(handle, b"{")
+            stop.wait(every_s)
+
+    writer = threading.Thread(target=trickle, daemon=True)
+    writer.start()
+    try:
+        with pytest.raises(DatasetError, match=r"not read within 0\.3 s"):
+            read_agent_trace(fifo)
+    finally:
+        stop.set()
+        writer.join(5)
+        os.close(handle)
+        os.close(holder)
