@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SimServer
+from tests.conftest import SimServer, run_cli
 from tests.helpers import bench
 from tokometer.datasets.agentic import read_agent_trace
 from tokometer.datasets.agentic_workload import open_agents
@@ -139,3 +139,25 @@ def test_reported_prefix_reuse_is_the_simulators_cache(sim_factory: Callable[...
     firsts = [r for r in records if r.turn == 0 and (r.session or 0) > 0]
     assert all(r.server and r.server.cached_tokens == (192 if shared == "yes" else 0) for r in firsts), \
         [r.server.cached_tokens for r in firsts if r.server]
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    ('{"turns": [{"id": "a", "after": ["b"], "input_tokens": 1, "output_tokens": 1}]}\n', "not an earlier turn"),
+    ('{"turns": [{"input_tokens": "many", "output_tokens": 1}]}\n', "'input_tokens' must be a whole number"),
+    ("[" * 50_000 + "\n", "nested too deep"),
+    ("{\"turns\": [\n", "not valid JSON"),
+])
+def test_a_bad_trace_is_one_line_and_exit_2(sim_factory: Callable[..., SimServer], tmp_path: Path, content: str,
+                                             words: str) -> None:
+    sim = sim_factory("--ttft-ms", "1")
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    done = run_cli("bench", "--url", sim.openai_url, "--agents", str(path), "--no-store")
+    assert done.returncode == 2 and words in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_agents_refuse_a_load_of_their_own() -> None:
+    done = run_cli("bench", "--url", "http://127.0.0.1:9/v1", "--agents", "example", "-c", "4")
+    assert done.returncode == 2 and "--agents starts each session at its own time" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
