@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SimServer, run_cli
+from tests.conftest import SimServer, bench_stored, run_cli
 from tests.helpers import bench
 from tokometer.datasets.agentic import read_agent_trace
 from tokometer.datasets.agentic_workload import open_agents
@@ -161,3 +161,23 @@ def test_agents_refuse_a_load_of_their_own() -> None:
     done = run_cli("bench", "--url", "http://127.0.0.1:9/v1", "--agents", "example", "-c", "4")
     assert done.returncode == 2 and "--agents starts each session at its own time" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_agent_turns_and_their_measures_are_saved_with_the_run(sim_factory: Callable[..., SimServer],
+                                                              tmp_path: Path) -> None:
+    from tokometer.store import ResultStore
+
+    sim = sim_factory("--ttft-ms", "2", "--itl-ms", "1")
+    store = tmp_path / "runs.db"
+    run_id = bench_stored(store, "--url", sim.openai_url, "--agents", "synthetic:sessions=2,rate=0,turns=3,"
+                          "fan_out=2,sub_turns=1,tool_latency=20ms,growth=10,prefix=20,output=4")
+    saved = ResultStore(f"sqlite:///{store}", read_only=True)
+    records = saved.load_records(run_id)
+    assert len(records) == 2 * 5 and {r.agent for r in records} == {"main", "sub-1.0", "sub-1.1"}
+    assert all(r.ready_ns and r.sent_ns >= r.ready_ns for r in records)
+    run = saved.run(run_id)
+    saved.close()
+    assert run is not None
+    (step,) = run.steps
+    assert step.summary is not None and step.summary.agentic is not None
+    assert step.summary.agentic["sessions"] == 2 and step.load is not None and step.load.sessions

@@ -104,7 +104,7 @@ class LoadStep:
     def short(self) -> str:
         """A few characters for table columns: ``c=4``, ``10/s``, ``trace``."""
         if self.mode == "trace":
-            return "trace"
+            return "agents" if self.sessions else "trace"
         ramped = "" if self.ramp is None else f"{self.ramp.start:g}↗"
         if self.mode == "rate":
             return f"{ramped}{self.rate:g}/s"
