@@ -44,7 +44,8 @@ from tokometer.util.errors import DatasetError
 from tokometer.util.limits import MAX_TOKENS, MAX_TURNS
 from tokometer.util.readlimit import iter_at_most, split_lines
 
-__all__ = ["EXAMPLE_AGENT_TRACE", "MAIN_AGENT", "MAX_AGENT_LINE_BYTES", "MAX_TOOL_MS", "READ_DEADLINE_S",
+__all__ = ["EXAMPLE_AGENT_TRACE", "MAIN_AGENT", "MAX_AGENT_LINE_BYTES", "MAX_AGENT_SESSIONS", "MAX_AGENT_TURNS",
+           "MAX_TOOL_MS", "READ_DEADLINE_S",
            "AgentSession", "AgentTurn", "Prefix", "parse_session", "read_agent_trace", "session_offsets"]
 
 EXAMPLE_AGENT_TRACE: Final = Path(__file__).with_name("data") / "example_agent_trace.jsonl"
@@ -57,6 +58,10 @@ MAX_TOOL_MS: Final = 3_600_000.0
 """The longest tool latency a turn may wait (an hour)."""
 MAX_START_MS: Final = 7 * 86_400_000.0
 """The latest a session may start (a week after the trace's first)."""
+MAX_AGENT_SESSIONS: Final = 100_000
+"""Sessions one trace (or one synthetic run) may hold."""
+MAX_AGENT_TURNS: Final = 1_000_000
+"""Turns of all its sessions together (each a record, and a text made before the run)."""
 READ_DEADLINE_S: Final = 120.0
 """How long reading a trace may take, however slowly its bytes come (a pipe that trickles)."""
 _ID_CHARS: Final = 200
@@ -103,6 +108,7 @@ def read_agent_trace(path: str | Path) -> list[AgentSession]:
     """The sessions of an agent trace file, in file order; ``example`` names the shipped example."""
     p = EXAMPLE_AGENT_TRACE if str(path) == "example" else Path(path)
     out: list[AgentSession] = []
+    turns = 0
     for number, raw in _lines(p):
         try:
             line = raw.decode("utf-8")
@@ -114,6 +120,10 @@ def read_agent_trace(path: str | Path) -> list[AgentSession]:
         if out and session.start_ms < out[-1].start_ms:
             raise DatasetError(f"{p}:{number}: 'start_ms' must not go backwards ({session.start_ms:g} after "
                                f"{out[-1].start_ms:g}): sort the sessions by start")
+        turns += len(session.turns)
+        if len(out) >= MAX_AGENT_SESSIONS or turns > MAX_AGENT_TURNS:
+            raise DatasetError(f"{p}:{number}: a trace holds at most {MAX_AGENT_SESSIONS:,} sessions and "
+                               f"{MAX_AGENT_TURNS:,} turns in all: split it")
         out.append(session)
     if not out:
         raise DatasetError(f"agent trace {p} holds no sessions")

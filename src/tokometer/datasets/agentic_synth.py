@@ -20,7 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Final
 
-from tokometer.datasets.agentic import MAIN_AGENT, MAX_TOOL_MS, AgentSession, AgentTurn, Prefix
+from tokometer.datasets.agentic import (
+    MAIN_AGENT,
+    MAX_AGENT_SESSIONS,
+    MAX_AGENT_TURNS,
+    MAX_TOOL_MS,
+    AgentSession,
+    AgentTurn,
+    Prefix,
+)
 from tokometer.datasets.sampled import Sampled
 from tokometer.util.errors import ConfigError
 from tokometer.util.limits import MAX_TOKENS, MAX_TURNS
@@ -29,8 +37,6 @@ __all__ = ["SYNTHETIC", "AgentShape", "parse_shape", "synthetic_sessions"]
 
 SYNTHETIC: Final = "synthetic"
 """The ``--agents`` value (alone or before ``:key=value,...``) that asks for synthetic sessions."""
-MAX_SESSIONS: Final = 100_000
-"""Synthetic sessions one run may make."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +65,7 @@ def _text(value: object) -> str:
         else str(value)
 
 
-_BOUNDS: Final = {"sessions": (1, MAX_SESSIONS), "turns": (1, MAX_TURNS), "fan_out": (0, 64),
+_BOUNDS: Final = {"sessions": (1, MAX_AGENT_SESSIONS), "turns": (1, MAX_TURNS), "fan_out": (0, 64),
                   "fan_every": (1, MAX_TURNS), "sub_turns": (1, MAX_TURNS), "prefix": (0, MAX_TOKENS),
                   "output": (1, MAX_TOKENS)}
 
@@ -78,8 +84,8 @@ def parse_shape(text: str) -> AgentShape:
         values[key] = _value(key, value)
     shape = AgentShape(**values)  # type: ignore[arg-type]
     if shape.sessions * (shape.turns + shape.turns // shape.fan_every * shape.fan_out * shape.sub_turns) \
-            > MAX_SESSIONS * 10:
-        raise ConfigError(f"--agents synthetic: {shape.describe()} makes over {MAX_SESSIONS * 10:,} turns: "
+            > MAX_AGENT_TURNS:
+        raise ConfigError(f"--agents synthetic: {shape.describe()} makes over {MAX_AGENT_TURNS:,} turns: "
                           "ask for fewer sessions, turns or sub-agents")
     return shape
 

@@ -183,3 +183,14 @@ def test_a_trickling_pipe_is_cut_off_at_the_deadline(tmp_path: Path, monkeypatch
         writer.join(5)
         os.close(handle)
         os.close(holder)
+
+
+def test_a_trace_of_too_many_sessions_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound on sessions (lowered for the test) stops the reading at the line past it."""
+    import tokometer.datasets.agentic as agentic
+
+    monkeypatch.setattr(agentic, "MAX_AGENT_SESSIONS", 3)
+    path = tmp_path / "many.jsonl"
+    path.write_text((_line() + "\n") * 5)
+    with pytest.raises(DatasetError, match=r"many\.jsonl:4: a trace holds at most 3 sessions"):
+        read_agent_trace(path)
