@@ -21,7 +21,8 @@ Field meanings follow docs/reference/metrics.md ("When things happen"):
 
 What the workload made of a request (kept in the store's ``workload`` column, `workload`): the shared
 prefix it started with (``prefix_group``; ``prefix_first``: the run's first request with that prefix), its
-chat session and turn (``session``, ``turn``, from 0), and the reasoning tokens of its answer
+chat session and turn (``session``, ``turn``, from 0; an agent session's turn also its ``agent`` and
+``ready_ns``, when what it waited for had ended), and the reasoning tokens of its answer
 (``reasoning_tokens``, with ``reasoning_tokens_source``; ``hidden_tokens``: those never streamed), and the
 server's numbers it did not believe (``rejected_numbers``), its tool calls (``first_tool_call_ns``, ``tool_calls``,
 ``tool_call_tokens``) and images (``images``; ``image_tokens``: the server's count, where it gave one). A request
@@ -97,11 +98,12 @@ _WORKLOAD_FIELDS: Final[tuple[str, ...]] = ("first_answer_ns", "reasoning_tokens
                                               "hidden_tokens", "rejected_numbers", "first_tool_call_ns",
                                               "tool_calls", "tool_call_tokens", "tool_call_tokens_source",
                                               "images", "image_tokens", "inputs",
-                                              "prefix_group", "prefix_first", "session", "turn", "actor", "node")
+                                              "prefix_group", "prefix_first", "session", "turn", "agent", "ready_ns",
+                                              "actor", "node")
 _NUMBERED_FROM_0: Final[tuple[str, ...]] = ("session", "turn", "prefix_group", "actor")
 """Workload fields whose 0 is a value, not "not set"."""
-_STAMP_FIELDS: Final[tuple[str, ...]] = ("due_ns", "sent_ns", "first_byte_ns", "first_token_ns", "last_token_ns",
-                                         "end_ns", "first_answer_ns", "first_tool_call_ns")
+_STAMP_FIELDS: Final[tuple[str, ...]] = ("due_ns", "ready_ns", "sent_ns", "first_byte_ns", "first_token_ns",
+                                         "last_token_ns", "end_ns", "first_answer_ns", "first_tool_call_ns")
 """The scalar clock readings of a record (``event_ns`` holds more); ``connect_ns`` is a duration."""
 
 
@@ -231,6 +233,10 @@ class RequestRecord:
     """Inputs the request carried, for a protocol that takes a batch (embeddings, rerank); None for the rest."""
     session: int | None = None
     turn: int | None = None
+    agent: str | None = None
+    """The agent of an agent session's turn (``bench --agents``, `tokometer.load.agentic`)."""
+    ready_ns: int = 0
+    """An agent turn: when what it waited for had ended (its tool latency runs from here to ``due_ns``)."""
     actor: int | None = None
     node: str | None = None
 

@@ -20,6 +20,7 @@ from tokometer.benchmark.prepare import Prepared
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.client.streamclient import StreamClient
 from tokometer.datasets.conversations import SessionScript
+from tokometer.load.agentic import AgentExecutor
 from tokometer.load.cluster import RayLoad
 from tokometer.load.processes import run_step_in_workers
 from tokometer.load.profiles import LoadStep
@@ -143,6 +144,8 @@ def executor_for(spec: BenchSpec, prepared: Prepared, setup: WorkerSetup, cluste
     if workers > 1:
         return WorkerExecutor(prepared, limits, setup, workers, on_record)
     client = StreamClient(setup.target, create_client(spec.api), setup.params, setup.timeouts, count_tokens=count)
+    if prepared.agents is not None:
+        return AgentExecutor(prepared.agents, client, on_record)
     if prepared.sessions is not None:
         return SessionExecutor(prepared.sessions.scripts(), limits, client, on_record)
     return LocalExecutor(prepared, limits, client, on_record)

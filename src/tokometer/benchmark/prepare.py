@@ -20,6 +20,7 @@ from tokometer.benchmark.volume import DEFAULT_TURNS
 from tokometer.client.http1 import ConnectError, HttpTimeout, PeerReset
 from tokometer.client.probe import Probe
 from tokometer.datasets import FixedSource, SyntheticSource, load_source_file
+from tokometer.datasets.agentic_workload import AgentWorkload, open_agents
 from tokometer.datasets.batched import BatchedSource
 from tokometer.datasets.conversations import SessionScript, SessionSource, ShareGPTSessions, SyntheticSessions
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
@@ -46,6 +47,8 @@ class Prepared:
     warnings: list[str] = field(default_factory=list)
     sessions: SessionSource | None = None
     """With ``--sessions``: the sessions' scripts (the user's side; `tokometer.load.sessions` runs them)."""
+    agents: AgentWorkload | None = None
+    """With ``--agents``: the agent sessions and their texts (`tokometer.load.agentic` runs them)."""
 
     def session_list(self, limits: StepLimits, offset: int) -> list[SessionScript]:
         """The sessions one step runs, after the ``offset`` earlier steps ran, for worker processes."""
@@ -180,12 +183,18 @@ async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
         warnings.append(f"--workers {spec.workers} is more than this machine's {cores} cores: "
                         f"using {cores} (more load-generator processes than cores only slow each other down)")
     tokenizer, local = await asyncio.to_thread(_tokenizer, spec_for_tok, warnings)
+    agents: AgentWorkload | None = None
     sessions: SessionSource | None = None
     if spec.sessions is not None:
         sessions = await asyncio.to_thread(_sessions, spec, tokenizer, warnings)
         await _in_thread(sessions.prepare, (spec.sessions + spec.warmup) * n_steps)
         # The runner reads the sessions, never this source: it names the prompts for the report.
         source: Source = sessions.source if isinstance(sessions, SyntheticSessions) else FixedSource(sessions.name)
+    elif spec.agents is not None:
+        agents = await asyncio.to_thread(open_agents, spec.agents, tokenizer, spec.seed_value)
+        await _in_thread(agents.prepare, 0)
+        source = FixedSource(agents.name)
+        source.name = agents.name  # the runner reads the sessions, never this source: it names them for the report
     else:
         source = await asyncio.to_thread(_source, spec, tokenizer, warnings)
     if isinstance(source, TraceSource):
@@ -203,7 +212,7 @@ async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
     if not PROTOCOLS[spec.api].streams:  # embeddings, rerank: each request a batch of inputs
         source = _batched(spec, source, n_steps)
     return Prepared(model=model, source=source, tokenizer=tokenizer, local_tokenizer=local, warnings=warnings,
-                    sessions=sessions)
+                    sessions=sessions, agents=agents)
 
 
 def _batched(spec: BenchSpec, source: Source, n_steps: int) -> BatchedSource:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
+from tokometer.benchmark.agentic import check_agents
 from tokometer.client.tls import TlsOptions
 from tokometer.datasets.images import ImageFormat
 from tokometer.datasets.trace import BLOCK_TOKENS
@@ -135,6 +136,9 @@ class BenchSpec(BaseModel):
     """Stretch the trace's timestamps by this factor (2: half as fast, 0.5: twice as fast)."""
     trace_block_tokens: Tokens = BLOCK_TOKENS
     """Tokens per ``hash_ids`` block of the trace (Mooncake: 512)."""
+    agents: str | None = Field(None, max_length=4096)
+    """Agent sessions (`tokometer.load.agentic`): an agent trace file, ``example``, or
+    ``synthetic[:key=value,...]`` (`tokometer.datasets.agentic_workload`)."""
 
     images: int = Field(0, ge=0, le=16)
     """Synthetic images sent with every synthetic chat prompt (`tokometer.datasets.images`); 0: none."""
@@ -263,7 +267,8 @@ class BenchSpec(BaseModel):
         if self.batch_size != 1 and PROTOCOLS[self.api].streams:
             raise FieldProblem("{batch_size} is the inputs of one embeddings or rerank request: give {api} "
                                "openai-embeddings or rerank (a generation request carries one prompt)")
-        if self.requests is None and self.duration_s is None and self.sessions is None and self.trace is None:
+        if self.requests is None and self.duration_s is None and self.sessions is None and self.trace is None \
+                and self.agents is None:
             raise FieldProblem("give {requests} or {duration_s} (or both)")
         if self.dataset is not None and self.prompt is not None:
             raise FieldProblem("give {dataset} or {prompt}, not both")
@@ -355,6 +360,8 @@ class BenchSpec(BaseModel):
                 raise FieldProblem("{prefix_tokens} and {prefix_groups} shape single synthetic prompts, not sessions "
                                    "(each turn resends the history, which is the shared prefix there): leave them out "
                                    "with {sessions}")
+        if self.agents is not None:
+            check_agents(self)
         if self.trace is not None:
             if self.concurrency or self.rate or self.synchronous or self.find_max is not None:
                 raise FieldProblem("{trace} replays the trace's own arrival times: leave out {concurrency}, {rate}, "
@@ -452,7 +459,8 @@ class BenchSpec(BaseModel):
 
 def _counts_requests(values: Mapping[str, Any]) -> bool:
     """Whether a spec of ``values`` takes a default request count: not for sessions, a trace or a duration."""
-    return not (values.get("sessions") or values.get("trace") or values.get("duration_s") is not None)
+    return not (values.get("sessions") or values.get("trace") or values.get("agents")
+                or values.get("duration_s") is not None)
 
 
 def apply_profile(values: Mapping[str, Any], profile: Mapping[str, Any]) -> dict[str, Any]:
@@ -474,5 +482,5 @@ def apply_profile(values: Mapping[str, Any], profile: Mapping[str, Any]) -> dict
     return out
 
 
-_LOADS = ("concurrency", "rate", "synchronous", "find_max", "trace")
+_LOADS = ("concurrency", "rate", "synchronous", "find_max", "trace", "agents")
 """The fields that say what load to put on: with none of them, a profile's concurrency levels apply."""

@@ -190,6 +190,10 @@ def _mebibytes_or_sized(size: int | None) -> str | None:
 @spec_option("--trace", type=click.Path(path_type=Path), field="trace",
              help="Replay a request trace (Mooncake JSONL: timestamp ms, input_length, output_length, hash_ids) "
                   "at its own timing, prompts of its exact lengths, shared blocks shared; 'example': a shipped one.")
+@spec_option("--agents", field="agents", metavar="FILE|example|synthetic[:k=v,...]",
+             help="Agent sessions: an agent trace (JSONL, one session a line: turns, sub-agents, tool latencies; "
+                  "docs/reference/agent-trace.md), 'example', or synthetic with turns=, fan_out=, fan_every=, "
+                  "sub_turns=, tool_latency=, growth=, prefix=, shared=, sessions=, rate=, output=.")
 @spec_option("--time-scale", type=FiniteFloat(min=0, min_open=True), field="time_scale", show_default=True,
              help="Stretch the trace's timestamps by this factor (2: half as fast, 0.5: twice as fast).")
 @spec_option("--trace-block-tokens", type=click.IntRange(min=1), field="trace_block_tokens", show_default=True,

@@ -76,7 +76,7 @@ class LoadStep:
         """The step's ``load`` entry in JSON results."""
         if self.mode == "trace":
             out: dict[str, Any] = {"rate": self.trace_rate, "arrival": "trace", "trace": self.trace,
-                                   "requests": len(self.offsets)}
+                                   ("sessions" if self.sessions else "requests"): len(self.offsets)}
             if self.max_concurrency:
                 out["max_concurrency"] = self.max_concurrency
             return out
@@ -104,7 +104,7 @@ class LoadStep:
     def short(self) -> str:
         """A few characters for table columns: ``c=4``, ``10/s``, ``trace``."""
         if self.mode == "trace":
-            return "trace"
+            return "agents" if self.sessions else "trace"
         ramped = "" if self.ramp is None else f"{self.ramp.start:g}↗"
         if self.mode == "rate":
             return f"{ramped}{self.rate:g}/s"
@@ -115,6 +115,8 @@ class LoadStep:
     def describe(self) -> str:
         if self.mode == "trace":
             span = (self.offsets[-1] - self.offsets[0]) / 1e9 if self.offsets else 0.0
+            if self.sessions:  # agent sessions (`tokometer.load.agentic`), each at its own start
+                return f"agent sessions {self.trace} ({len(self.offsets)} sessions starting over {span:.1f} s)"
             return f"trace {self.trace} ({len(self.offsets)} requests over {span:.1f} s)"
         if self.sessions:
             if self.mode == "rate":

@@ -41,7 +41,7 @@ from tokometer.prompt import Message, Prompt, chat_to_text
 from tokometer.records import RequestRecord
 from tokometer.util.clock import sleep_until
 
-__all__ = ["run_session_step"]
+__all__ = ["run_session_step", "send_turn"]
 
 OnRecordType = Callable[[RequestRecord], None]
 SessionRunner = Callable[[int, SessionScript, int], Awaitable[None]]
@@ -83,7 +83,7 @@ async def run_session_step(
                                    session=number, turn=k)
             if k == 0 and not script.system and turn.input_tokens is not None:
                 record.input_tokens, record.input_tokens_source = turn.input_tokens, "prompt_spec"
-            finished = await _send(client, prompt, record, done)
+            finished = await send_turn(client, prompt, record, done)
             if not finished.ok:
                 return
             history.append(Message("assistant", finished.output_text))
@@ -102,7 +102,7 @@ def turn_think_ns(script: SessionScript, k: int) -> float:
     return script.turns[k].think_s * 1e9 if k < len(script.turns) else 0.0
 
 
-async def _send(client: StreamClient, prompt: Prompt, record: RequestRecord,
+async def send_turn(client: StreamClient, prompt: Prompt, record: RequestRecord,
                 done: OnRecordType) -> RequestRecord:
     """Send one turn and wait for its parsed record; the record reaches ``done`` even when the wait is
     cancelled (the client finishes it in the background, and the step drains the client before it ends)."""

@@ -254,6 +254,13 @@ METRICS: Final[tuple[Metric, ...]] = (
            "null without sessions"),
     Metric("session_stats", "multi-turn sessions: sessions completed and failed, turns and duration per "
            "session, session throughput, TTFT growth from the first turn to the last; null without sessions"),
+    Metric("agentic", "agent sessions (bench --agents): per turn TTFT, decode, tool wait, prompt length and "
+           "prompt-cache share; per session task time (start to the last token), tool wait, time in requests; "
+           "null without agent sessions"),
+    Metric("agentic_task_s", "agent sessions: end-to-end task time, the session's start to its last token",
+           "s", "lower", label="agent task time", csv=("p50", "p99")),
+    Metric("agentic_tool_wait_s", "agent sessions: time with no request of the session in flight (waiting on "
+           "tools)", "s", label="agent tool wait", csv=("p50",)),
     # -- reasoning models
     Metric("reasoning", "reasoning models only (null when no answer of the step had reasoning): reasoning sent in "
            "reasoning_content / reasoning deltas (Ollama: thinking) or inline between <think> and </think>"),

@@ -25,6 +25,7 @@ from typing import Any
 
 from tokometer.metrics import registry
 from tokometer.metrics import request as m
+from tokometer.metrics.agentic import agent_distribution, agent_stats
 from tokometer.metrics.batches import inputs_total
 from tokometer.metrics.distribution import Distribution
 from tokometer.metrics.images import ImageSummary, summarize_images
@@ -139,6 +140,9 @@ class StepSummary:
     session_stats: dict[str, Any] | None = None
     """Multi-turn sessions: sessions completed and failed, turns and duration per session, TTFT growth from
     the first turn to the last (`tokometer.metrics.sessions`); None when the step ran no sessions."""
+    agentic: dict[str, Any] | None = None
+    """Agent sessions: per turn (TTFT, decode, tool wait, cache share) and per session (task time, tool wait)
+    (`tokometer.metrics.agentic`); None when the step ran no agent sessions."""
 
     inputs_total: int = 0
     """Batched requests (embeddings, rerank): the inputs the completed ones carried (`tokometer.metrics.batches`)."""
@@ -194,6 +198,16 @@ class StepSummary:
         and its distributions."""
         names = [f.name for f in fields(cls) if f.name != "distributions"]
         return names + [row.attribute or row.name for row in registry.distribution_rows()]
+
+    @property
+    def agentic_task_s(self) -> Distribution:
+        """Agent sessions' end-to-end task times (empty without agent sessions): a CSV column's source."""
+        return agent_distribution(self.agentic, "task_s")
+
+    @property
+    def agentic_tool_wait_s(self) -> Distribution:
+        """Agent sessions' time waiting on tools (empty without agent sessions): a CSV column's source."""
+        return agent_distribution(self.agentic, "tool_wait_s")
 
     def naive_line(self) -> str:
         """The naive view: what a simple timing script prints (elapsed time, generated tokens, their average
@@ -349,7 +363,7 @@ def _parts(records: Sequence[RequestRecord], window: Sequence[RequestRecord],
            ok: Sequence[RequestRecord]) -> dict[str, Any]:
     """The summary's optional parts: sessions, reasoning, tool calls, images, rejected server numbers, the
     prefix cache's effect."""
-    return {"per_turn": per_turn(records), "session_stats": session_stats(records),
+    return {"per_turn": per_turn(records), "session_stats": session_stats(records), "agentic": agent_stats(records),
             "reasoning": summarize_reasoning(ok), "tool_calls": summarize_tool_calls(ok),
             "images": summarize_images(ok),
             "server_numbers_rejected": sum(1 for r in window if r.rejected_numbers),

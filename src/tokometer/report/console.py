@@ -21,6 +21,7 @@ from tokometer.metrics import Distribution, StepSummary, registry
 from tokometer.observe.buckets import describe, from_json
 from tokometer.records import RequestRecord
 from tokometer.report import tables
+from tokometer.report.agentic import agent_lines
 from tokometer.report.headline import reasoning_line, startup_line
 from tokometer.report.speculative import spec_line
 from tokometer.report.windows import slice_table, steady_lines
@@ -204,7 +205,7 @@ def render_step(console: Console, result: StepResult) -> None:
         console.print(f"  shared prefixes: TTFT p50 cold {_f(s.ttft_cold_prefix_ms.p50)} ms "
                       f"({s.ttft_cold_prefix_ms.count}), warm {_f(s.ttft_warm_prefix_ms.p50)} ms "
                       f"({s.ttft_warm_prefix_ms.count}): prefix-cache speed-up {speedup}")
-    for line in session_lines(s) + steady_lines(s):
+    for line in (session_lines(s) if s.agentic is None else agent_lines(s.agentic)) + steady_lines(s):
         console.print(f"  {line}")
     if (slices := slice_table(s)) is not None:
         console.print(slices)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokometer.report import charts
+from tokometer.report.agentic import AGENT_TURN_COLUMNS, agent_turn_tables
 from tokometer.report.headline import columns, describe, fmt, headline, step_rows
 from tokometer.report.pareto import PARETO_COLUMNS, pareto_lines, pareto_rows, pareto_title
 from tokometer.report.slices import slice_columns, slice_tables
@@ -156,6 +157,15 @@ def _slices(runs: Sequence[Mapping[str, Any]]) -> str:
         "steady state\").")
 
 
+def _agents(runs: Sequence[Mapping[str, Any]]) -> str:
+    """Per step with agent sessions (bench --agents), its sessions' line and a table of its turns."""
+    found = agent_turn_tables(runs)
+    if not found:
+        return _note("No step of these runs ran agent sessions (bench --agents).")
+    return "".join(f"<h3>{_e(title)}</h3>" + "".join(_note(line) for line in lines)
+                   + _table(AGENT_TURN_COLUMNS, rows, text_columns=(1,)) for title, lines, rows in found)
+
+
 def _optional(fig: Any, div_id: str, absent: str) -> str:
     return _chart(fig, div_id) if fig is not None else _note(absent)
 
@@ -185,6 +195,7 @@ def render_html(data: Mapping[str, Any]) -> str:
                                         "Fewer than two loads of one kind: no TTFT-against-load chart.")),
         ("Steady state", _table(steady_columns(), steady_rows(runs), text_columns=(0, 1, 2, 6)) + _note(STEADY_NOTE)),
         ("Time slices", _slices(runs)),
+        ("Agent sessions", _agents(runs)),
         ("Latency distributions", _chart(charts.cdf(runs, "ttft_ms", "TTFT per step (CDF)", "TTFT, ms"),
                                          CHART_IDS["ttft"])
          + _chart(charts.cdf(runs, "tpot_ms", "TPOT per step (CDF)", "TPOT, ms"), CHART_IDS["tpot"])),

@@ -41,7 +41,8 @@ def load_of(data: Mapping[str, Any] | None) -> LoadStep | None:
         return None
     ramp = Ramp.from_label(data.get("ramp"))
     if data.get("arrival") == "trace":  # a replayed trace: its schedule is not kept, its label is
-        return LoadStep("trace", trace=str(data.get("trace", "")), max_concurrency=data.get("max_concurrency"))
+        return LoadStep("trace", trace=str(data.get("trace", "")), max_concurrency=data.get("max_concurrency"),
+                        sessions=bool(data.get("sessions")))
     if data.get("rate") is not None:
         return LoadStep("rate", rate=float(data["rate"]), arrival=data.get("arrival", "poisson"),
                         burstiness=float(data.get("burstiness", 1.0)),

@@ -5,6 +5,9 @@ hands over whole (a ``bench --json`` result, another tool's results), so a huge 
 from __future__ import annotations
 
 import os
+import select
+import stat
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -40,23 +43,48 @@ def read_at_most(path: Path, limit: int, beyond: str, error: type[ConfigError] =
 
 
 def iter_at_most(path: Path, limit: int, beyond: str, error: type[TokometerError] = ConfigError, *,
-                 chunk: int = 1 << 20, what: str = "") -> Generator[bytes]:
+                 chunk: int = 1 << 20, what: str = "", deadline_s: float | None = None) -> Generator[bytes]:
     """``path``'s bytes, ``chunk`` at a time, for a reader that parses as it goes (memory: one chunk, not the
     file); ``error`` naming the file (``what`` it is, e.g. ``dataset``) when it cannot be read or holds more than
-    ``limit`` bytes (a FIFO or ``/dev/zero`` too: nothing is trusted to end)."""
+    ``limit`` bytes (a FIFO or ``/dev/zero`` too: nothing is trusted to end). With ``deadline_s``, a file that is
+    not a regular one (a pipe that trickles, or whose writer never writes) is read only until that many seconds
+    after the start: each read takes what has come, waiting at most until then."""
     named = f"{what} {path}" if what else str(path)
     try:
         with open_input(path) as handle:
             total = 0
-            if os.fstat(handle.fileno()).st_size > limit:  # a regular file says its size: refused before reading
+            status = os.fstat(handle.fileno())
+            if status.st_size > limit:  # a regular file says its size: refused before reading
                 raise error(f"{named} is larger than {limit // 2**20} MiB: {beyond}")
-            while block := handle.read(chunk):
+            read: Callable[[], bytes] = lambda: handle.read(chunk)  # noqa: E731
+            if deadline_s is not None and not stat.S_ISREG(status.st_mode):
+                read = _timed_read(handle.fileno(), chunk, time.monotonic() + deadline_s,
+                                   lambda: error(f"{named}: not read within {deadline_s:g} s (a pipe that trickles?)"))
+            while block := read():
                 total += len(block)
                 if total > limit:
                     raise error(f"{named} is larger than {limit // 2**20} MiB: {beyond}")
                 yield block
     except OSError as exc:
         raise error(f"cannot read {named}: {exc.strerror or exc}") from None
+
+
+def _timed_read(fd: int, chunk: int, deadline: float, late: Callable[[], TokometerError]) -> Callable[[], bytes]:
+    """One read of what has come on ``fd`` (at most ``chunk`` bytes; empty at its end, as when no writer holds a
+    pipe open), waiting no later than ``deadline``."""
+    os.set_blocking(fd, False)
+
+    def read() -> bytes:
+        while True:
+            try:
+                return os.read(fd, chunk)
+            except BlockingIOError:  # a writer holds it open and has sent nothing yet
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise late() from None
+                select.select([fd], [], [], left)
+
+    return read
 
 
 def split_lines(chunks: Iterable[bytes], line_limit: int, too_long: Callable[[int], Exception]) -> Iterator[
