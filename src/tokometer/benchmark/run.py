@@ -128,7 +128,8 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, started_at: s
     step_end = perf_counter_ns()
     summary = finish_step(outcome.records, slo=SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms),
                           load=step, steady_tolerance=spec.steady_tolerance,
-                          time_slice_s=planned.time_slice_s or spec.time_slice_s, gpus=gpus)
+                          time_slice_s=planned.time_slice_s or spec.time_slice_s, gpus=gpus,
+                          mix=spec.mix.model_dump() if spec.mix is not None else None)
     if observation is not None:
         await asyncio.to_thread(observation.close_window)
     counter = functools.cache(count) if count is not None else None  # each text counted once, for this step
