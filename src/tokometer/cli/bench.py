@@ -75,10 +75,10 @@ _NEGATION: dict[str, Any] = {"to_cli": _negated, "from_cli": _negated}
 """A boolean field as the flag that turns it off (``--no-check``, ``--insecure``)."""
 
 
-def _read_mix(path: Path, flag: str) -> Any:
+def _read_mix(path: Path | None, flag: str) -> Any:
     from tokometer.datasets.mix import read_mix
 
-    return read_mix(path)
+    return None if path is None else read_mix(path)
 
 
 def _mebibytes(size: int) -> str:

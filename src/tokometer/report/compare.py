@@ -40,11 +40,12 @@ def _interval(x: MetricComparison) -> str:
 
 def _load(step: StepComparison) -> str:
     load = step.load or {}
+    tenant = f", tenant {step.tenant}" if step.tenant is not None else ""
     if "concurrency" in load:
-        return f"concurrency {load['concurrency']}"
+        return f"concurrency {load['concurrency']}{tenant}"
     if "rate" in load:
-        return f"rate {load['rate']}/s"
-    return "load unknown"
+        return f"rate {load['rate']}/s{tenant}"
+    return f"load unknown{tenant}"
 
 
 def _title(step: StepComparison, comparison: Comparison) -> str:

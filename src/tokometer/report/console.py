@@ -22,6 +22,7 @@ from tokometer.observe.buckets import describe, from_json
 from tokometer.records import RequestRecord
 from tokometer.report import tables
 from tokometer.report.headline import reasoning_line
+from tokometer.report.tenants import tenant_table
 from tokometer.report.windows import slice_table, steady_lines
 
 __all__ = ["LiveProgress", "render_result", "render_step"]
@@ -207,6 +208,8 @@ def render_step(console: Console, result: StepResult) -> None:
         console.print(f"  {line}")
     if (slices := slice_table(s)) is not None:
         console.print(slices)
+    if (tenants := tenant_table(s.tenants)) is not None:
+        console.print(tenants)
     for line in server_lines(result.server, s) + [g for block in result.step.gpu for g in gpu_lines(block)]:
         console.print(f"  {line}")
     console.print(f"  naive view (generated tokens / elapsed time: mixes TTFT, network and decode): {s.naive_line()}")

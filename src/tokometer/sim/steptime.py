@@ -53,4 +53,4 @@ def engine_for(config: SimConfig) -> Engine | None:
     step_time, capacity = step_time_for(config)
     limits = EngineLimits(config.max_num_seqs, config.max_batched_tokens, capacity, config.prefix_caching)
     return Engine(step_time, limits, time_scale=config.time_scale, jitter=config.jitter, seed=config.seed,
-                  precise=config.precise)
+                  precise=config.precise, lora=config.lora)
