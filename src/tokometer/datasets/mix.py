@@ -207,7 +207,7 @@ def _first_problem(exc: ValidationError, data: Any) -> str:
         number = loc[1]
         tables = data.get("tenants") if isinstance(data, dict) else None
         name = tables[number].get("name") if isinstance(tables, list) and isinstance(tables[number], dict) else None
-        named = f" ({name!r})" if isinstance(name, str) and len(name) <= MAX_NAME_CHARS else ""
+        named = f" ({name!r})" if isinstance(name, str) and name.strip() and len(name) <= MAX_NAME_CHARS else ""
         key = f": {'.'.join(str(p) for p in loc[2:])}" if len(loc) > 2 else ""
         return f"tenant {number + 1}{named}{key}: {message}"
     return message

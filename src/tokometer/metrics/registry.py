@@ -254,6 +254,11 @@ METRICS: Final[tuple[Metric, ...]] = (
            "null without sessions"),
     Metric("session_stats", "multi-turn sessions: sessions completed and failed, turns and duration per "
            "session, session throughput, TTFT growth from the first turn to the last; null without sessions"),
+    # -- tenant mixes
+    Metric("tenants", "tenant mixes (bench --mix): each tenant's requests and share of the step's, its TTFT, TPOT, "
+           "ITL and E2E, output tokens and requests a second over the step's duration, and against its own SLO its "
+           "goodput and SLO attainment (requests meeting it / its measured requests); then the mix's goodput and "
+           "attainment; null without a mix"),
     # -- reasoning models
     Metric("reasoning", "reasoning models only (null when no answer of the step had reasoning): reasoning sent in "
            "reasoning_content / reasoning deltas (Ollama: thinking) or inline between <think> and </think>"),
