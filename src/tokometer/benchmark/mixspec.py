@@ -8,16 +8,52 @@ largest prompt and answer any tenant asks for.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from tokometer.datasets.mix import TenantMix, parse_mix
 from tokometer.util.errors import ConfigError
 from tokometer.util.specproblem import FieldProblem
 
-if TYPE_CHECKING:
-    from tokometer.benchmark.spec import BenchSpec
-
 __all__ = ["check_mix", "mix_load"]
+
+
+class _Spec(Protocol):
+    """What `check_mix` reads of a `tokometer.benchmark.spec.BenchSpec` (which calls it: no import back)."""
+
+    @property
+    def mix(self) -> TenantMix | None: ...
+    @property
+    def api(self) -> str: ...
+    @property
+    def dataset(self) -> Path | None: ...
+    @property
+    def prompt(self) -> str | None: ...
+    @property
+    def prefix_tokens(self) -> int: ...
+    @property
+    def images(self) -> int: ...
+    @property
+    def sessions(self) -> int | None: ...
+    @property
+    def trace(self) -> Path | None: ...
+    @property
+    def workers(self) -> int: ...
+    @property
+    def ray(self) -> str | None: ...
+    @property
+    def concurrency(self) -> list[int]: ...
+    @property
+    def rate(self) -> list[float]: ...
+    @property
+    def synchronous(self) -> bool: ...
+    @property
+    def find_max(self) -> str | None: ...
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    def model_copy(self, *, update: dict[str, Any]) -> Any: ...
 
 
 def mix_load(data: Any) -> Any:
@@ -36,7 +72,7 @@ def mix_load(data: Any) -> Any:
     return {**data, "mix": mix, "rate": [total]}
 
 
-def check_mix(spec: BenchSpec) -> None:
+def check_mix(spec: _Spec) -> None:
     """What a mix leaves out, said as a `FieldProblem`; nothing without one."""
     mix = spec.mix
     if mix is None:

@@ -7,8 +7,9 @@ from typing import Any
 
 import click
 
-from tokometer.cli.options import LOG_LEVELS, PORT, build_spec
+from tokometer.cli.options import LOG_LEVELS, PORT, FiniteFloat, build_spec
 from tokometer.inbound.request_limits import DEFAULT_LIMITS
+from tokometer.util.limits import MAX_ADAPTERS, MAX_SECONDS
 
 __all__ = ["command"]
 
@@ -35,9 +36,9 @@ def _lora(opts: dict[str, Any]) -> dict[str, Any] | None:
 @click.option("--lora", default=None, metavar="NAME,...",
               help="LoRA adapters served beside --model (as vLLM's --lora-modules): a request may name the model or "
               "one of them; any other name gets vLLM's 404.")
-@click.option("--max-loras", type=click.IntRange(1), default=1, show_default=True,
+@click.option("--max-loras", type=click.IntRange(1, MAX_ADAPTERS), default=1, show_default=True,
               help="With --lora: adapters loaded at once (vLLM's --max-loras).")
-@click.option("--lora-switch-ms", type=float, default=0.0, show_default=True,
+@click.option("--lora-switch-ms", type=FiniteFloat(0, MAX_SECONDS * 1000), default=0.0, show_default=True,
               help="With --lora: time to load an adapter that is not loaded (added to the request's TTFT, or to the "
               "modelled engine's step).")
 @click.option("--ttft-ms", type=float, default=100.0, show_default=True, help="Time to the first token.")

@@ -738,16 +738,17 @@ def _tenant_steps(base: StoredRun, new: StoredRun, steps: tuple[Sequence[StoredS
                   thresholds: Mapping[str, float] | None, *, resamples: int, seed: int,
                   window: Window) -> list[StepComparison]:
     """A load's comparison per tenant of a mix (``bench --mix``) that both runs have, matched by name, each
-    over that tenant's requests and (where both runs set the same) against its SLO
-    (`tokometer.metrics.tenants.mix_slos`); none without a mix on both sides."""
+    over that tenant's requests: its latencies and error rate, not its throughput or goodput, which follow how
+    many requests the mix's draw gave it (another seed, another count), not the server
+    (`tokometer.metrics.tenants`); none without a mix on both sides."""
     from tokometer.metrics.tenants import mix_slos
 
     base_slos, new_slos = mix_slos(base.spec.get("mix")), mix_slos(new.spec.get("mix"))
+    per_request = {d.key for d in gate_metrics() if d.kind not in ("throughput", "goodput")}
     out = []
     for name in (n for n in base_slos if n in new_slos):
-        slo = base_slos[name] if base_slos[name] == new_slos[name] else None
-        b_trials = _trials([r for r in records[0] if r.tenant == name], steps[0], slo, window, [])
-        n_trials = _trials([r for r in records[1] if r.tenant == name], steps[1], slo, window, [])
+        b_trials = _trials([r for r in records[0] if r.tenant == name], steps[0], None, window, [])
+        n_trials = _trials([r for r in records[1] if r.tenant == name], steps[1], None, window, [])
         if not b_trials or not n_trials:
             continue
         b_sample, n_sample = StepSample.pooled(b_trials), StepSample.pooled(n_trials)
@@ -755,9 +756,10 @@ def _tenant_steps(base: StoredRun, new: StoredRun, steps: tuple[Sequence[StoredS
         out.append(StepComparison(index=first.index, load=_load(first), base_requests=b_sample.n,
                                   new_requests=n_sample.n, base_trials=len(b_trials), new_trials=len(n_trials),
                                   tenant=name,
-                                  metrics=compare_samples(b_sample, n_sample, thresholds, resamples=resamples,
-                                                          seed=seed + first.index, base_trials=b_trials,
-                                                          new_trials=n_trials)))
+                                  metrics=[x for x in compare_samples(b_sample, n_sample, thresholds,
+                                                                      resamples=resamples, seed=seed + first.index,
+                                                                      base_trials=b_trials, new_trials=n_trials)
+                                           if x.key in per_request]))
     return out
 
 

@@ -25,13 +25,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.responses import JSONResponse
 
 from tokometer.protocols.common.server import ProtocolServer
-from tokometer.util.limits import Millis
+from tokometer.util.limits import MAX_ADAPTERS, Millis
 
 __all__ = ["MAX_ADAPTERS", "AdapterSlots", "LoraConfig", "not_found_message", "not_served", "parse_lora_names",
            "refusal"]
 
-MAX_ADAPTERS: Final = 256
-"""Adapters one simulator serves at most."""
 MAX_ADAPTER_NAME_CHARS: Final = 256
 
 
