@@ -72,3 +72,21 @@ def _plain() -> dict[str, object]:
     return {"id": 6, "status": "completed", "started_at": "2026-01-01T00:00:00+00:00", "finished_at": None,
             "target": "http://127.0.0.1:9/v1", "api": "openai-chat", "model": "m", "label": None, "spec": {},
             "engine": None, "host": None, "steps": []}
+
+
+def test_compare_titles_keep_a_tenants_name_as_written() -> None:
+    from rich.console import Console
+
+    from tokometer.compare.gate import Comparison, MetricComparison, StepComparison
+    from tokometer.report.compare import render_compare, verdict_line
+
+    metric = MetricComparison(key="ttft_p50", label="TTFT p50", unit="ms", higher_is_better=False, base=10.0,
+                              new=10.0, change=0.0, ci_low=0.0, ci_high=0.0, effect_size=0.0, threshold=0.05,
+                              verdict="no change", reason=None, noise=None)
+    step = StepComparison(index=0, load={"concurrency": 2}, base_requests=9, new_requests=11, metrics=[metric],
+                          tenant="EU-Chat")
+    comparison = Comparison(base_id=1, new_id=2, steps=[step])
+    console = Console(record=True, width=160)
+    render_compare(console, comparison)
+    assert "Concurrency 2, tenant EU-Chat (9 vs 11 requests)" in console.export_text()
+    assert step.to_json()["tenant"] == "EU-Chat" and "PASS" in verdict_line(comparison)
