@@ -44,7 +44,7 @@ from tokometer.datasets.base import PromptSource
 from tokometer.datasets.synthetic import SyntheticSource
 from tokometer.prompt import Prompt
 from tokometer.util.errors import ConfigError
-from tokometer.util.limits import Millis, Rate, Tokens
+from tokometer.util.limits import MAX_RATE, Millis, Rate, Tokens
 from tokometer.util.secrets import header_problem, redact_headers
 
 __all__ = ["MAX_MIX_FILE_BYTES", "MAX_TENANTS", "MixSource", "Tenant", "TenantMix", "parse_mix", "read_mix",
@@ -133,6 +133,9 @@ class TenantMix(BaseModel):
         if rated not in (0, len(self.tenants)):
             raise ValueError("some tenants give a share and some a rate: give every tenant a share, or every "
                              "tenant a rate")
+        if rated and (total_rate := sum(t.rate or 0.0 for t in self.tenants)) > MAX_RATE:
+            raise ValueError(f"the tenants' rates add up to {total_rate:g} requests a second, more than a run sends "
+                             f"({MAX_RATE:g}): lower them")
         if not rated:
             total = sum(t.share or 0.0 for t in self.tenants)
             if not any(math.isclose(total, whole, abs_tol=slack) for whole, slack in _SHARE_TOTALS):

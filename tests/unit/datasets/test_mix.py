@@ -64,6 +64,7 @@ def test_percentages_and_rates(tmp_path: Path) -> None:
     ('[[tenant]]\nname="a"\nshare=1\n[[tenant]]\nname="b"\nshare=1\n', "the shares add up to 2: give fractions"),
     ('[[tenant]]\nname="a"\nshare=0.2\n', "the shares add up to 0.2"),
     ('[[tenant]]\nname="a"\nshare=1\n[[tenant]]\nname="b"\nrate=1\n', "some tenants give a share and some a rate"),
+    ('[[tenant]]\nname="a"\nrate=9e8\n[[tenant]]\nname="b"\nrate=9e8\n', "the tenants' rates add up to 1.8e+09"),
     ('[[tenant]]\nname="a"\n', "tenant 1 ('a'): give share (its part of the traffic) or rate"),
     ('[[tenant]]\nname="a"\nshare=1\nrate=2\n', "give share (its part of the traffic) or rate"),
     ('[[tenant]]\nname="a"\nshare=-1\n', "tenant 1 ('a'): share: Input should be greater than 0"),
