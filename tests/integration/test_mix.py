@@ -34,6 +34,8 @@ def _lora_sim(sim_factory: Callable[..., SimServer]) -> SimServer:
 
 def test_each_request_goes_to_its_tenants_model_and_is_counted_for_it(sim_factory: Callable[..., SimServer]) -> None:
     sim = _lora_sim(sim_factory)
+    listed = json.loads(sim.call("/v1/models"))["data"]
+    assert [m["id"] for m in listed] == ["sim-model", "adapter-a", "adapter-b"]  # as vLLM lists them
     result = bench(sim.openai_url, mix=MIX, concurrency=[1], requests=40, seed=11)
     records = sorted(result.steps[0].records, key=lambda r: r.index)
     trace = sim.trace()

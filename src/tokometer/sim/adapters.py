@@ -4,7 +4,8 @@
 - **Names.** With adapters configured, a request names the base model (``--model``) or one of the adapters; any
   other name is refused as vLLM refuses it: HTTP 404 ``{"error": {"message": "The model `x` does not exist.",
   "type": "NotFoundError", "param": "model", "code": 404}}`` (`refusal`). Without adapters any name is served,
-  as before. The model list (``/v1/models``) still lists the base model only.
+  as before. The model lists (``/v1/models``, ``/api/tags``) list the adapters after the model (`listed_with`),
+  as vLLM does, so a client that takes the first listed model still gets the base one.
 - **Slots.** At most ``max_loras`` adapters are loaded at once (vLLM's ``--max-loras``); `AdapterSlots` keeps
   them, the least recently used evicted first.
 - **Switch cost.** Loading an adapter that is not loaded costs ``switch_ms``:
@@ -27,8 +28,8 @@ from starlette.responses import JSONResponse
 from tokometer.protocols.common.server import ProtocolServer
 from tokometer.util.limits import MAX_ADAPTERS, Millis
 
-__all__ = ["MAX_ADAPTERS", "AdapterSlots", "LoraConfig", "not_found_message", "not_served", "parse_lora_names",
-           "refusal"]
+__all__ = ["MAX_ADAPTERS", "AdapterSlots", "LoraConfig", "listed_with", "not_found_message", "not_served",
+           "parse_lora_names", "refusal"]
 
 MAX_ADAPTER_NAME_CHARS: Final = 256
 
@@ -54,6 +55,16 @@ class LoraConfig(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError("an adapter is named twice: name each once")
         return names
+
+
+def listed_with(listing: dict[str, Any], more: list[dict[str, Any]]) -> dict[str, Any]:
+    """A protocol's model list with the entries of ``more`` (the same protocol's lists of the adapters) after its
+    own, under the same key (``data``, ``models``)."""
+    out = dict(listing)
+    for key, entries in listing.items():
+        if isinstance(entries, list):
+            out[key] = entries + [e for extra in more if isinstance(extra.get(key), list) for e in extra[key]]
+    return out
 
 
 def parse_lora_names(text: str) -> tuple[str, ...]:
