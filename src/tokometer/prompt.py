@@ -43,6 +43,12 @@ class Prompt:
     holds with ``--ignore-eos`` too (`tokometer.protocols.common.base.answer_length`)."""
     images: tuple[str, ...] = ()
     """Images sent with the last message, as ``data:`` URLs (``--images``; chat APIs only)."""
+    tenant: str | None = None
+    """The tenant of a mix that sends it (``--mix``, `tokometer.datasets.mix`); None: no mix."""
+    model: str | None = None
+    """The model (or LoRA adapter) asked for instead of the run's; None: the run's."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """Headers sent with it over the run's own (a tenant's)."""
 
     @classmethod
     def from_text(cls, text: str, *, input_tokens: int | None = None, max_tokens: int | None = None) -> Prompt:

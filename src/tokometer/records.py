@@ -29,7 +29,8 @@ server's numbers it did not believe (``rejected_numbers``), its tool calls (``fi
 sent by a Ray actor (``bench --ray``)
 also carries the ``actor`` (numbered within the run, from 0) and the Ray ``node`` it ran on (the first 12 hex
 digits of its node ID); its stamps were taken on that node's monotonic clock and moved onto the driver's
-(`RequestRecord.shift_clock`, `tokometer.load.cluster`).
+(`RequestRecord.shift_clock`, `tokometer.load.cluster`). A request of a tenant mix (``bench --mix``) carries
+its ``tenant``.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ _WORKLOAD_FIELDS: Final[tuple[str, ...]] = ("first_answer_ns", "reasoning_tokens
                                               "tool_calls", "tool_call_tokens", "tool_call_tokens_source",
                                               "images", "image_tokens", "inputs",
                                               "prefix_group", "prefix_first", "session", "turn", "agent", "ready_ns",
-                                              "actor", "node")
+                                              "actor", "node", "tenant")
 _NUMBERED_FROM_0: Final[tuple[str, ...]] = ("session", "turn", "prefix_group", "actor")
 """Workload fields whose 0 is a value, not "not set"."""
 _STAMP_FIELDS: Final[tuple[str, ...]] = ("due_ns", "ready_ns", "sent_ns", "first_byte_ns", "first_token_ns",
@@ -239,6 +240,8 @@ class RequestRecord:
     """An agent turn: when what it waited for had ended (its tool latency runs from here to ``due_ns``)."""
     actor: int | None = None
     node: str | None = None
+    tenant: str | None = None
+    """The tenant of a mix that sent it (``bench --mix``, `tokometer.datasets.mix`); saved with the workload."""
 
     def workload(self) -> dict[str, int | bool | str] | None:
         """The workload fields that are set, as saved (None when none is)."""

@@ -123,15 +123,16 @@ def _read_ready_line(process: subprocess.Popen[str], log: Path, timeout_s: float
     raise RuntimeError(f"tokometer serve --engine vllm did not become ready: {log.read_text()[-3000:]}")
 
 
-def start_vllm_serve(*extra: str) -> VllmServer:
-    """`tokometer serve --engine vllm --json` on a free port; returns once vLLM answered a real request."""
+def start_vllm_serve(*extra: str, vllm_args: tuple[str, ...] = ()) -> VllmServer:
+    """`tokometer serve --engine vllm --json` on a free port (``extra``: serve's options; ``vllm_args``: vLLM's
+    own, after ``--``); returns once vLLM answered a real request."""
     from tokometer.engines.process import free_port
 
     log = Path(tempfile.mkstemp(prefix="tokometer-test-vllm-", suffix=".log")[1])
     port = free_port()
     argv = [sys.executable, "-m", "tokometer", "serve", "--engine", "vllm", "--port", str(port), "--json",
             "--kv-cache-gb", "1", "--max-model-len", str(MAX_MODEL_LEN), *extra, "--", "--api-key", API_KEY,
-            *TEST_VLLM_ARGS]
+            *TEST_VLLM_ARGS, *vllm_args]
     with log.open("w") as err:
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True)
     ready = _read_ready_line(process, log, START_TIMEOUT_S)

@@ -25,6 +25,7 @@ from tokometer.datasets.batched import BatchedSource
 from tokometer.datasets.conversations import SessionScript, SessionSource, ShareGPTSessions, SyntheticSessions
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
 from tokometer.datasets.images import ImageSpec, parse_image_size
+from tokometer.datasets.mix import MixSource, tenant_seed
 from tokometer.datasets.sampled import Sampled
 from tokometer.datasets.trace import TraceSource
 from tokometer.load.runner import StepLimits
@@ -35,7 +36,7 @@ from tokometer.util.errors import DatasetError, EndpointError, TokenizerError
 
 __all__ = ["Prepared", "prepare"]
 
-Source = SyntheticSource | FixedSource | JsonlSource | ShareGPTSource | TraceSource | BatchedSource
+Source = SyntheticSource | FixedSource | JsonlSource | ShareGPTSource | TraceSource | BatchedSource | MixSource
 
 
 @dataclass(slots=True)
@@ -149,6 +150,8 @@ def _tokenizer(spec: BenchSpec, warnings: list[str]) -> tuple[Tokenizer | None, 
 
 
 def _source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -> Source:
+    if spec.mix is not None:
+        return _mix_source(spec, tokenizer, warnings)
     if spec.prompt is not None:
         return FixedSource(spec.prompt)
     if spec.trace is not None:
@@ -169,6 +172,20 @@ def _source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -
         warnings.append(f"no tokenizer: synthetic prompts are {spec.input_tokens} words, not exactly "
                         f"{spec.input_tokens} tokens (the server's own prompt counts are reported)")
     return source
+
+
+def _mix_source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -> MixSource:
+    """A tenant mix's prompts: each tenant's own source, made as the run's would be from its table."""
+    assert spec.mix is not None
+    sources = []
+    for number, tenant in enumerate(spec.mix.tenants):
+        own = spec.model_copy(update={"mix": None, "input_tokens": tenant.input_tokens or spec.input_tokens,
+                                      "dataset": tenant.dataset, "dataset_kind": tenant.dataset_kind,
+                                      "prompt": tenant.prompt, "seed": tenant_seed(spec.seed_value, number)})
+        said: list[str] = []
+        sources.append(_source(own, tokenizer, said))
+        warnings.extend(f"tenant {tenant.name!r}: {w}" for w in said)
+    return MixSource(spec.mix, sources, spec.seed_value)
 
 
 async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
@@ -200,6 +217,8 @@ async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
     if isinstance(source, TraceSource):
         await _in_thread(source.prepare, len(source.entries))
         warnings.extend(_trace_notes(source))
+    elif isinstance(source, MixSource):
+        await _in_thread(source.prepare, prompts_per_step(spec, 1 << 20, quickest) * n_steps)
     elif isinstance(source, SyntheticSource) and sessions is None:
         # Every request of the run gets a prompt of its own (up to the source's limit), so no
         # step is sped up by a prefix cache holding an earlier step's prompts.

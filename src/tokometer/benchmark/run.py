@@ -135,7 +135,8 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, started_at: s
     step_end = perf_counter_ns()
     summary = finish_step(outcome.records, slo=SLO(spec.slo_ttft_ms, spec.slo_tpot_ms, spec.slo_e2e_ms),
                           load=step, steady_tolerance=spec.steady_tolerance,
-                          time_slice_s=planned.time_slice_s or spec.time_slice_s, gpus=gpus)
+                          time_slice_s=planned.time_slice_s or spec.time_slice_s, gpus=gpus,
+                          mix=spec.mix.model_dump() if spec.mix is not None else None)
     if prober is not None and probes is not None:
         summary.probe = summarize_probes(probes.records, prober.rate, skipped=probes.skipped)
     if observation is not None:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_valid
 from tokometer.benchmark.agentic import check_agents
 from tokometer.client.tls import TlsOptions
 from tokometer.datasets.images import ImageFormat
+from tokometer.datasets.mix import TenantMix
 from tokometer.datasets.trace import BLOCK_TOKENS
 from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
@@ -119,6 +120,9 @@ class BenchSpec(BaseModel):
     dataset: Path | None = None
     dataset_kind: Literal["auto", "jsonl", "sharegpt"] = "auto"
     prompt: str | None = None
+    mix: TenantMix | None = None
+    """Named tenants sharing the run, each with its model (or LoRA adapter), share or rate, prompts, SLO and
+    headers (``--mix FILE``, `tokometer.datasets.mix`); None: one tenant, the run's own options."""
     tokenizer: str = "auto"
 
     sessions: Requests | None = None
@@ -231,6 +235,14 @@ class BenchSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _mix_load(cls, data: Any) -> Any:
+        """A mix whose tenants give their own rates runs at their sum (`tokometer.benchmark.mixspec`)."""
+        from tokometer.benchmark.mixspec import mix_load
+
+        return mix_load(data)
+
+    @model_validator(mode="before")
+    @classmethod
     def _workload_counts(cls, data: Any) -> Any:
         """Sessions count sessions, a trace replays all of itself and a duration ends a step by time: none takes
         the default request count."""
@@ -258,6 +270,9 @@ class BenchSpec(BaseModel):
         if any(r <= 0 for r in self.rate):
             raise ValueError("rates must be positive")
         self._check_workload()
+        from tokometer.benchmark.mixspec import check_mix
+
+        check_mix(self)
         if not PROTOCOLS[self.api].streams and (self.sessions is not None or self.trace is not None):
             raise FieldProblem("{api} {name} sends batches of texts, not conversations or a trace: leave out "
                                "{sessions} and {trace}", name=self.api)

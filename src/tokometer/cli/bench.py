@@ -75,6 +75,12 @@ _NEGATION: dict[str, Any] = {"to_cli": _negated, "from_cli": _negated}
 """A boolean field as the flag that turns it off (``--no-check``, ``--insecure``)."""
 
 
+def _read_mix(path: Path | None, flag: str) -> Any:
+    from tokometer.datasets.mix import read_mix
+
+    return None if path is None else read_mix(path)
+
+
 def _mebibytes(size: int) -> str:
     """A size field's bytes as the size option's text: ``1048576`` -> ``1 MiB``."""
     return f"{size / 2**20:g} MiB"
@@ -179,6 +185,9 @@ def _mebibytes_or_sized(size: int | None) -> str | None:
              show_default=True,
              help="Format of --dataset (auto: from its content).")
 @spec_option("--prompt", field="prompt", help="Send this one prompt every time.")
+@spec_option("--mix", type=click.Path(path_type=Path), field="mix", from_cli=_read_mix, metavar="FILE",
+             help="Tenants sharing the run (TOML [[tenant]] tables: name, share or rate, model or LoRA adapter, "
+                  "prompts, SLO, headers): per-tenant results beside the totals.")
 @spec_option("--sessions", type=click.IntRange(min=1), field="sessions",
              help="Multi-turn chat sessions per step instead of single requests: each turn sends the history with "
                   "the model's real answers. -c counts live sessions, -r new sessions a second.")

@@ -7,10 +7,24 @@ from typing import Any
 
 import click
 
-from tokometer.cli.options import LOG_LEVELS, PORT, build_spec
+from tokometer.cli.options import LOG_LEVELS, PORT, FiniteFloat, build_spec
 from tokometer.inbound.request_limits import DEFAULT_LIMITS
+from tokometer.util.limits import MAX_ADAPTERS, MAX_SECONDS
 
 __all__ = ["command"]
+
+
+def _lora(opts: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``lora`` setting of ``--lora``, ``--max-loras`` and ``--lora-switch-ms``; None without ``--lora``."""
+    from tokometer.sim.adapters import parse_lora_names
+    from tokometer.util.errors import ConfigError
+
+    if opts["lora"] is None:
+        if opts["max_loras"] != 1 or opts["lora_switch_ms"]:
+            raise ConfigError("--max-loras and --lora-switch-ms shape the adapters of --lora: give --lora NAME,... too")
+        return None
+    return {"names": parse_lora_names(opts["lora"]), "max_loras": opts["max_loras"],
+            "switch_ms": opts["lora_switch_ms"]}
 
 
 @click.command("sim")
@@ -19,6 +33,14 @@ __all__ = ["command"]
 @click.option("--port", type=PORT, default=8000, show_default=True, help="Port to listen on; 0 picks a free one "
               "(printed).")
 @click.option("--model", default="sim-model", show_default=True, help="Model name the server reports.")
+@click.option("--lora", default=None, metavar="NAME,...",
+              help="LoRA adapters served beside --model (as vLLM's --lora-modules): a request may name the model or "
+              "one of them; any other name gets vLLM's 404.")
+@click.option("--max-loras", type=click.IntRange(1, MAX_ADAPTERS), default=1, show_default=True,
+              help="With --lora: adapters loaded at once (vLLM's --max-loras).")
+@click.option("--lora-switch-ms", type=FiniteFloat(0, MAX_SECONDS * 1000), default=0.0, show_default=True,
+              help="With --lora: time to load an adapter that is not loaded (added to the request's TTFT, or to the "
+              "modelled engine's step).")
 @click.option("--ttft-ms", type=float, default=100.0, show_default=True, help="Time to the first token.")
 @click.option("--itl-ms", type=float, default=5.0, show_default=True, help="Time between tokens.")
 @click.option("--tokens-per-event", type=int, default=1, show_default=True, help="Tokens sent in each event.")
@@ -126,7 +148,7 @@ def command(**opts: Any) -> None:
                               "(e.g. 0.3,1,10)") from None
     config = build_spec(
         SimConfig,
-        model=opts["model"], ttft_ms=opts["ttft_ms"], itl_ms=opts["itl_ms"],
+        model=opts["model"], lora=_lora(opts), ttft_ms=opts["ttft_ms"], itl_ms=opts["itl_ms"],
         tokens_per_event=opts["tokens_per_event"], output_tokens=opts["output_tokens"],
         spec_tokens=opts["spec_tokens"], spec_acceptance=opts["spec_acceptance"],
         spec_draft_cost=opts["spec_draft_cost"],

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from time import perf_counter_ns
 
 import orjson
@@ -123,9 +123,12 @@ class StreamClient:
         if on_done is None:
             finished = asyncio.get_running_loop().create_future()
             on_done = finished.set_result
+        record.tenant = prompt.tenant  # a mix's tenant: its own model (a LoRA adapter) and headers
+        params = replace(self.params, model=prompt.model) if prompt.model else self.params
+        headers = _over(self._headers, prompt.headers) if prompt.headers else self._headers
         for attempt in (0, 1):
-            request = self.backend.build(prompt, self.params)
-            raw = self.pool.encode("POST", request.path, orjson.dumps(request.body), self._headers)
+            request = self.backend.build(prompt, params)
+            raw = self.pool.encode("POST", request.path, orjson.dumps(request.body), headers)
             record.request_bytes = len(raw)
             retry = await self._send_once(raw, record, on_done, event_limit(record.requested_output_tokens))
             if not retry or attempt:
@@ -209,3 +212,9 @@ class StreamClient:
         record.error = category  # type: ignore[assignment]
         record.error_detail = detail
         record.finish_reason = "error"
+
+
+def _over(headers: dict[str, str], extra: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """``headers`` with ``extra`` put over them, names matched without regard to case."""
+    replaced = {name.lower() for name, _ in extra}
+    return {**{k: v for k, v in headers.items() if k.lower() not in replaced}, **dict(extra)}

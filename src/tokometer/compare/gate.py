@@ -647,9 +647,11 @@ class StepComparison:
     metrics: list[MetricComparison]
     base_trials: int = 1
     new_trials: int = 1
+    tenant: str | None = None
+    """The tenant of a mix (``bench --mix``) whose requests alone this compares; None: the whole load."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.index, "load": self.load, "base_requests": self.base_requests,
+        return {"step": self.index, "load": self.load, "tenant": self.tenant, "base_requests": self.base_requests,
                 "new_requests": self.new_requests, "base_trials": self.base_trials, "new_trials": self.new_trials,
                 "metrics": [x.to_json() for x in self.metrics]}
 
@@ -732,6 +734,36 @@ def _trials(records: Sequence[RequestRecord], steps: Sequence[StoredStep], slo: 
     return out
 
 
+def _tenant_steps(base: StoredRun, new: StoredRun, steps: tuple[Sequence[StoredStep], Sequence[StoredStep]],
+                  records: tuple[Sequence[RequestRecord], Sequence[RequestRecord]],
+                  thresholds: Mapping[str, float] | None, *, resamples: int, seed: int,
+                  window: Window) -> list[StepComparison]:
+    """A load's comparison per tenant of a mix (``bench --mix``) that both runs have, matched by name, each
+    over that tenant's requests: its latencies and error rate, not its throughput or goodput, which follow how
+    many requests the mix's draw gave it (another seed, another count), not the server
+    (`tokometer.metrics.tenants`); none without a mix on both sides."""
+    from tokometer.metrics.tenants import mix_slos
+
+    base_slos, new_slos = mix_slos(base.spec.get("mix")), mix_slos(new.spec.get("mix"))
+    per_request = {d.key for d in gate_metrics() if d.kind not in ("throughput", "goodput")}
+    out = []
+    for name in (n for n in base_slos if n in new_slos):
+        b_trials = _trials([r for r in records[0] if r.tenant == name], steps[0], None, window, [])
+        n_trials = _trials([r for r in records[1] if r.tenant == name], steps[1], None, window, [])
+        if not b_trials or not n_trials:
+            continue
+        b_sample, n_sample = StepSample.pooled(b_trials), StepSample.pooled(n_trials)
+        first = steps[0][0]
+        out.append(StepComparison(index=first.index, load=_load(first), base_requests=b_sample.n,
+                                  new_requests=n_sample.n, base_trials=len(b_trials), new_trials=len(n_trials),
+                                  tenant=name,
+                                  metrics=[x for x in compare_samples(b_sample, n_sample, thresholds,
+                                                                      resamples=resamples, seed=seed + first.index,
+                                                                      base_trials=b_trials, new_trials=n_trials)
+                                           if x.key in per_request]))
+    return out
+
+
 def _refuse(base: StoredRun, new: StoredRun, unlike: Sequence[str], force: bool, window: Window) -> None:
     """`ConfigError` for unlike runs (unless ``force``), and for a run without a steady state, for ``steady``."""
     if unlike and not force:
@@ -780,6 +812,8 @@ def compare_runs(base: StoredRun, new: StoredRun, base_records: Sequence[Request
                                     metrics=compare_samples(b_sample, n_sample, thresholds, resamples=resamples,
                                                             seed=seed + first.index, base_trials=b_trials,
                                                             new_trials=n_trials)))
+        steps.extend(_tenant_steps(base, new, (b_steps, n_steps), (base_records, new_records), thresholds,
+                                   resamples=resamples, seed=seed, window=window))
     if not steps:
         part = "a steady state" if window == "steady" else "measured requests"
         raise ConfigError(f"runs {base.id} and {new.id} have no load with {part} in both"

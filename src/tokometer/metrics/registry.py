@@ -261,6 +261,11 @@ METRICS: Final[tuple[Metric, ...]] = (
            "s", "lower", label="agent task time", csv=("p50", "p99")),
     Metric("agentic_tool_wait_s", "agent sessions: time with no request of the session in flight (waiting on "
            "tools)", "s", label="agent tool wait", csv=("p50",)),
+    # -- tenant mixes
+    Metric("tenants", "tenant mixes (bench --mix): each tenant's requests and share of the step's, its TTFT, TPOT, "
+           "ITL and E2E, output tokens and requests a second over the step's duration, and against its own SLO its "
+           "goodput and SLO attainment (requests meeting it / its measured requests); then the mix's goodput and "
+           "attainment; null without a mix"),
     # -- reasoning models
     Metric("reasoning", "reasoning models only (null when no answer of the step had reasoning): reasoning sent in "
            "reasoning_content / reasoning deltas (Ollama: thinking) or inline between <think> and </think>"),

@@ -138,6 +138,9 @@ class StepSummary:
     """Multi-turn sessions: per turn, its requests, TTFT, prompt length and prompt-cache share
     (`tokometer.metrics.sessions`); None when the step ran no sessions."""
     session_stats: dict[str, Any] | None = None
+    tenants: dict[str, Any] | None = None
+    """A tenant mix's step: each tenant's block and the mix's goodput and SLO attainment
+    (`tokometer.metrics.tenants`); None without a mix."""
     """Multi-turn sessions: sessions completed and failed, turns and duration per session, TTFT growth from
     the first turn to the last (`tokometer.metrics.sessions`); None when the step ran no sessions."""
     agentic: dict[str, Any] | None = None

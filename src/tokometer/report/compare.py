@@ -40,18 +40,20 @@ def _interval(x: MetricComparison) -> str:
 
 def _load(step: StepComparison) -> str:
     load = step.load or {}
+    tenant = f", tenant {step.tenant}" if step.tenant is not None else ""
     if "concurrency" in load:
-        return f"concurrency {load['concurrency']}"
+        return f"concurrency {load['concurrency']}{tenant}"
     if "rate" in load:
-        return f"rate {load['rate']}/s"
-    return "load unknown"
+        return f"rate {load['rate']}/s{tenant}"
+    return f"load unknown{tenant}"
 
 
 def _title(step: StepComparison, comparison: Comparison) -> str:
     trials = (f" in {step.base_trials} vs {step.new_trials} trials"
               if step.base_trials > 1 or step.new_trials > 1 else "")
     steady = ", steady state" if comparison.window == "steady" else ""
-    return f"{_load(step).capitalize()}{steady} ({step.base_requests} vs {step.new_requests} requests{trials})"
+    load = _load(step)
+    return f"{load[:1].upper() + load[1:]}{steady} ({step.base_requests} vs {step.new_requests} requests{trials})"
 
 
 def _noise(x: MetricComparison) -> str:

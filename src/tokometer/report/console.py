@@ -24,6 +24,7 @@ from tokometer.report import tables
 from tokometer.report.agentic import agent_lines
 from tokometer.report.headline import reasoning_line, startup_line
 from tokometer.report.speculative import spec_line
+from tokometer.report.tenants import tenant_table
 from tokometer.report.windows import slice_table, steady_lines
 
 __all__ = ["LiveProgress", "render_result", "render_step"]
@@ -209,6 +210,8 @@ def render_step(console: Console, result: StepResult) -> None:
         console.print(f"  {line}")
     if (slices := slice_table(s)) is not None:
         console.print(slices)
+    if (tenants := tenant_table(s.tenants)) is not None:
+        console.print(tenants)
     for line in server_lines(result.server, s) + [g for block in result.step.gpu for g in gpu_lines(block)]:
         console.print(f"  {line}")
     console.print(f"  naive view (generated tokens / elapsed time: mixes TTFT, network and decode): {s.naive_line()}")

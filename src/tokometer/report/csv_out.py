@@ -8,9 +8,10 @@ figures are columns).
 Windows (`WINDOW_COLUMNS`, appended after the older columns so a reader of those still reads them): each step's
 row has ``window`` ``step``; after it come its steady state (``steady``, where one was found) and each time
 slice (``slice 0``, ``slice 1``, ... with ``bench --time-slice``), their ``window_start_s`` and
-``window_end_s`` from the step's start (`tokometer.metrics.window`). A window's row holds the figures a window
-has (`_WINDOW_FIGURES`; requests by the window's choice of them, throughput over its length) and leaves the rest
-empty. One row per step: keep the rows whose ``window`` is ``step``."""
+``window_end_s`` from the step's start (`tokometer.metrics.window`), then each tenant of a mix (``tenant NAME``,
+``bench --mix``: `tokometer.metrics.tenants`; no span, its throughput over the whole step's). A window's row
+holds the figures a window has (`_WINDOW_FIGURES`; requests by the window's choice of them, throughput over its
+length) and leaves the rest empty. One row per step: keep the rows whose ``window`` is ``step``."""
 
 from __future__ import annotations
 
@@ -99,6 +100,9 @@ def window_rows(step_row: dict[str, Any], summary: StepSummary) -> list[dict[str
     for k, sl in enumerate((summary.time_slices or {}).get("slices") or ()):
         if isinstance(sl, dict):
             out.append(_window_row(head, f"slice {sl.get('index', k)}", sl))
+    for tenant in (summary.tenants or {}).get("tenants") or ():
+        if isinstance(tenant, dict):
+            out.append(_window_row(head, f"tenant {tenant.get('name')}", tenant))
     return out
 
 

@@ -18,6 +18,7 @@ from tokometer.report.headline import columns, describe, fmt, headline, step_row
 from tokometer.report.pareto import PARETO_COLUMNS, pareto_lines, pareto_rows, pareto_title
 from tokometer.report.slices import slice_columns, slice_tables
 from tokometer.report.steady import STEADY_NOTE, steady_columns, steady_rows
+from tokometer.report.tenants import TENANT_COLUMNS, tenant_tables
 from tokometer.util.jsontext import dumps
 
 __all__ = ["CHART_IDS", "DATA_ID", "embed_json", "render_html"]
@@ -164,6 +165,12 @@ def _agents(runs: Sequence[Mapping[str, Any]]) -> str:
         return _note("No step of these runs ran agent sessions (bench --agents).")
     return "".join(f"<h3>{_e(title)}</h3>" + "".join(_note(line) for line in lines)
                    + _table(AGENT_TURN_COLUMNS, rows, text_columns=(1,)) for title, lines, rows in found)
+def _tenants(runs: Sequence[Mapping[str, Any]]) -> str:
+    """A table per step of a tenant mix (``bench --mix``, `tokometer.report.tenants`)."""
+    return "".join(f"<h3>{_e(title)}</h3>" + _table(TENANT_COLUMNS, rows, text_columns=(0, 11))
+                   for title, rows in tenant_tables(runs)) + _note(
+        "Each tenant against its own SLO; throughput and goodput over the whole step's duration, so the tenants' "
+        "add up to the mix's.")
 
 
 def _optional(fig: Any, div_id: str, absent: str) -> str:
@@ -196,6 +203,7 @@ def render_html(data: Mapping[str, Any]) -> str:
         ("Steady state", _table(steady_columns(), steady_rows(runs), text_columns=(0, 1, 2, 6)) + _note(STEADY_NOTE)),
         ("Time slices", _slices(runs)),
         ("Agent sessions", _agents(runs)),
+        *([("Tenants", _tenants(runs))] if tenant_tables(runs) else []),
         ("Latency distributions", _chart(charts.cdf(runs, "ttft_ms", "TTFT per step (CDF)", "TTFT, ms"),
                                          CHART_IDS["ttft"])
          + _chart(charts.cdf(runs, "tpot_ms", "TPOT per step (CDF)", "TPOT, ms"), CHART_IDS["tpot"])),

@@ -13,6 +13,7 @@ from tokometer.report.headline import columns, describe, headline, step_rows
 from tokometer.report.pareto import PARETO_COLUMNS, pareto_lines, pareto_rows, pareto_title
 from tokometer.report.slices import slice_columns, slice_tables
 from tokometer.report.steady import STEADY_NOTE, steady_columns, steady_rows
+from tokometer.report.tenants import TENANT_COLUMNS, tenant_tables
 
 __all__ = ["render_markdown"]
 
@@ -44,6 +45,8 @@ def render_markdown(data: Mapping[str, Any]) -> str:
         lines += ["### Steady state", "", STEADY_NOTE, "", *_table(steady_columns(), steady), ""]
     for title, rows in slice_tables(data["runs"]):
         lines += [f"#### {title}", "", *_table(slice_columns(), rows), ""]
+    for title, rows in tenant_tables(data["runs"]):
+        lines += [f"#### {title}", "", *_table(TENANT_COLUMNS, rows), ""]
     if "pareto" in data:
         front = data["pareto"]
         lines += ["### Pareto front", "", f"{pareto_title(front)}.", "", *_table(PARETO_COLUMNS, pareto_rows(front)),

@@ -8,6 +8,8 @@ the run's SLO, then what the run can give of the rest:
   a live step's, a recovered step's as saved; an imported run passes none (docs/status.md: "an imported run's
   steps get no steady state or slices");
 - output throughput per GPU, when the number of GPUs is known (`tokometer.gpu_count.gpu_count`);
+- per-tenant blocks, when the records carry tenants (``bench --mix``, `tokometer.metrics.tenants`), against
+  the SLOs of the ``mix`` saved with the run (without it: in the order met, with no SLOs);
 Only a live run's records still hold the text received (the store keeps none), so the text check is a step
 of its own, `check_step_text`, which the live run takes after the server's window of the step has closed
 (the closing reading follows the summary, as the server's counters of the last answers may land a moment after
@@ -16,9 +18,11 @@ them, and comes before the check, whose tokenizer may take a while over every an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from tokometer.metrics import SLO, StepSummary, summarize
+from tokometer.metrics.tenants import mix_slos, tenant_summaries
 from tokometer.metrics.textcheck import check_text
 from tokometer.metrics.window import StepLoad, step_windows
 from tokometer.records import RequestRecord
@@ -29,7 +33,7 @@ __all__ = ["check_step_text", "finish_step"]
 
 def finish_step(records: Sequence[RequestRecord], *, slo: SLO | None = None, load: StepLoad | None = None,
                 steady_tolerance: float = DEFAULT_STEADY_TOLERANCE, time_slice_s: float | None = None,
-                gpus: int | None = None) -> StepSummary:
+                gpus: int | None = None, mix: Mapping[str, Any] | None = None) -> StepSummary:
     """The summary of a step's ``records``; see the module docstring.
 
     ``load``: the step's load, for its steady state (held within ``steady_tolerance``) and time slices (of
@@ -39,6 +43,8 @@ def finish_step(records: Sequence[RequestRecord], *, slo: SLO | None = None, loa
         summary.steady_state, summary.time_slices = step_windows(records, load, steady_tolerance, time_slice_s, slo)
     if gpus:
         summary.output_throughput_per_gpu_tok_s = summary.output_throughput_tok_s / gpus
+    slos = mix_slos(mix)
+    summary.tenants = tenant_summaries(records, list(slos), slos, summary.duration_s)
     return summary
 
 

@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from tokometer.inbound.cheap import Rendered
 from tokometer.messages import message_text
 from tokometer.protocols.common.server import ProtocolServer
+from tokometer.sim.adapters import listed_with
 from tokometer.sim.auth import RequireKey
 from tokometer.sim.bodies import CONFIG_CHANGES, DETOKENIZE_REQUEST, TOKENIZE_REQUEST, error, read_json
 from tokometer.sim.config import SimConfig
@@ -91,7 +92,11 @@ def _model_list(server: ProtocolServer) -> Route:
 
     async def models(request: Request) -> Response:
         config = _state(request).config  # the current settings (PATCH /sim/config), not the start-up ones
-        return JSONResponse(server.models(config.model, config.max_context, "tokometer-sim"))
+        listing = server.models(config.model, config.max_context, "tokometer-sim")
+        if config.lora is not None:  # the adapters after the model, as vLLM lists them
+            listing = listed_with(listing, [server.models(name, config.max_context, "tokometer-sim")
+                                            for name in config.lora.names])
+        return JSONResponse(listing)
 
     assert server.models_path is not None
     return Route(server.models_path, models, methods=["GET"])

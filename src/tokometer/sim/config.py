@@ -7,6 +7,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tokometer.inbound.request_limits import DEFAULT_LIMITS
+from tokometer.sim.adapters import LoraConfig
 from tokometer.util.limits import (
     MAX_BYTES,
     MAX_COUNT,
@@ -66,6 +67,8 @@ class SimConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model: str = "sim-model"
+    lora: LoraConfig | None = Field(None, description="LoRA adapters served beside the model, their slots and "
+                                    "switch cost (tokometer.sim.adapters); None: any model name is served")
     ttft_ms: Millis = 100.0
     itl_ms: Millis = 5.0
     tokens_per_event: Tokens = 1

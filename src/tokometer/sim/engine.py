@@ -14,6 +14,9 @@ its token:
   the end of the step that finishes its prefill;
 - **prefix cache** (`tokometer.sim.prefixcache`, unless ``prefix_caching`` is off): an admitted sequence
   whose leading prompt blocks the cache holds starts its prefill after them;
+- **LoRA adapters** (`tokometer.sim.adapters`, with ``lora``): a waiting sequence whose adapter would make the
+  running ones hold more than ``max_loras`` adapters waits (keeping its place); a step whose batch needs an
+  adapter not loaded takes ``switch_ms`` longer for each one it loads;
 - **KV capacity**: every running sequence holds ``prefilled + generated``
   tokens; when decode would overflow the cache, the most recently admitted
   sequence is preempted (its KV dropped, to be recomputed: it re-queues at the
@@ -38,6 +41,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from tokometer.sim.adapters import AdapterSlots, LoraConfig, adapter_fits, batch_loads
 from tokometer.sim.prefixcache import BLOCK_TOKENS, PrefixCache
 from tokometer.sim.speculative import Draft
 from tokometer.util.clock import sleep_until
@@ -82,6 +86,8 @@ class Sequence:
     """Prompt tokens the prefix cache held when the sequence was admitted."""
     admitted_ns: int = 0
     """When the scheduler first took it from the waiting queue into the batch (0: not yet)."""
+    adapter: str | None = None
+    """The LoRA adapter it runs with (`tokometer.sim.adapters`); None: the base model."""
 
     def __post_init__(self) -> None:
         self.needs_prefill = self.prompt_tokens
@@ -113,7 +119,8 @@ class Engine:
     """The scheduler loop; `submit` a sequence and await ``seq.done``."""
 
     def __init__(self, step_time: StepTime, limits: EngineLimits, *, time_scale: float = 1.0,
-                 jitter: float = 0.0, seed: int = 0, precise: bool = False, draft: Draft | None = None) -> None:
+                 jitter: float = 0.0, seed: int = 0, precise: bool = False, draft: Draft | None = None,
+                 lora: LoraConfig | None = None) -> None:
         self.step_time = step_time
         self.draft = draft
         self.limits = limits
@@ -124,6 +131,8 @@ class Engine:
         self.running: list[Sequence] = []
         self.stats = EngineStats()
         self._rng = random.Random(seed)
+        self.lora = lora
+        self.adapters = AdapterSlots(lora.max_loras) if lora is not None else None
         self.prefix_cache = PrefixCache(limits.kv_capacity_tokens // BLOCK_TOKENS) if limits.prefix_caching else None
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -172,6 +181,8 @@ class Engine:
             kv_read = sum(s.kv_tokens for s in decode)
             prefill_tokens = sum(n for _, n in prefill)
             seconds = self._step_seconds(len(decode), kv_read, prefill_tokens)
+            if self.adapters is not None and self.lora is not None:  # loading the adapters the batch lacks
+                seconds += batch_loads(self.adapters, decode, prefill) * self.lora.switch_ms / 1000
             if self.jitter:
                 seconds *= max(0.1, self._rng.gauss(1.0, self.jitter))
             seconds *= self.time_scale
@@ -222,8 +233,12 @@ class Engine:
                 chunk = min(seq.needs_prefill - seq.prefilled, budget)
                 prefill.append((seq, chunk))
                 budget -= chunk
+        skipped: list[Sequence] = []  # waiting for a LoRA slot, as vLLM keeps them: they keep their place
         while self.waiting and budget > 0 and len(self.running) < limits.max_num_seqs:
             seq = self.waiting[0]
+            if self.lora is not None and not adapter_fits(seq.adapter, self.running, self.lora.max_loras):
+                skipped.append(self.waiting.popleft())
+                continue
             if self.kv_used + self._reserved() + seq.needs_prefill + 1 > limits.kv_capacity_tokens:
                 break
             self.waiting.popleft()
@@ -235,6 +250,7 @@ class Engine:
             chunk = min(seq.needs_prefill - seq.prefilled, budget)
             prefill.append((seq, chunk))
             budget -= chunk
+        self.waiting.extendleft(reversed(skipped))
         return decode, prefill
 
     def _reserved(self) -> int:

@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from tokometer.inbound.jsonbody import BadBody, parse_object
 from tokometer.protocols.common.server import ProtocolServer, RequestInfo
+from tokometer.sim.adapters import not_served, refusal
 from tokometer.sim.auth import REFUSAL, authorized, presented
 from tokometer.sim.bodies import checked, error, read
 from tokometer.sim.config import SimConfig
@@ -53,6 +54,10 @@ async def generate(request: Request) -> Response | ScriptedStream | EngineStream
     if isinstance(admitted, Response):
         return _refused(trace, admitted)
     body, info = admitted
+    if (unknown := refusal(info.model, config.model, config.lora)) is not None:
+        return _refused(trace, not_served(proto, unknown))
+    if config.lora is not None and info.model in config.lora.names:
+        trace.adapter = info.model
     length = _length(config, proto, info, fault)
     if isinstance(length, Response):
         return _refused(trace, length)
@@ -65,8 +70,11 @@ async def generate(request: Request) -> Response | ScriptedStream | EngineStream
         blocks = block_hashes(prompt_words(body)) if state.engine.prefix_cache is not None else ()
         return EngineStream(state, proto, info, trace, n_tokens, finish, blocks=blocks)
     cached = config.prefix_cache_speedup > 1 and state.seen_before(trace.body_digest)
+    trace.adapter_loaded = trace.adapter is not None and state.adapters is not None and state.adapters.use(
+        trace.adapter)
     return ScriptedStream(state, proto, info, trace, n_tokens, finish,
-                          ttft_factor=1 / config.prefix_cache_speedup if cached else 1.0)
+                          ttft_factor=1 / config.prefix_cache_speedup if cached else 1.0,
+                          ttft_extra_ms=config.lora.switch_ms if trace.adapter_loaded and config.lora else 0.0)
 
 
 def _refused(trace: SendTrace, answer: Response) -> Response:

@@ -6,6 +6,7 @@ import logging
 import random
 from typing import Protocol
 
+from tokometer.sim.adapters import AdapterSlots
 from tokometer.sim.config import SimConfig
 from tokometer.sim.engine import Engine
 from tokometer.sim.speculative import Draft, draft_for
@@ -50,6 +51,8 @@ class SimState:
         self.words: list[str] = []
         self._word_ids: dict[str, int] = {}
         self._seen_bodies: dict[str, None] = {}
+        self.adapters = AdapterSlots(config.lora.max_loras) if config.lora is not None else None
+        """The LoRA adapters loaded now, in scripted timing (the modelled engine keeps its own)."""
 
     def seen_before(self, digest: str) -> bool:
         """Whether a request body with this digest came before (the prefix cache's memory: the last 10,000)."""

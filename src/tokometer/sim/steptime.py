@@ -54,4 +54,4 @@ def engine_for(config: SimConfig) -> Engine | None:
     limits = EngineLimits(config.max_num_seqs, config.max_batched_tokens, capacity, config.prefix_caching)
     draft = draft_for(config.spec_tokens, config.spec_acceptance, config.spec_draft_cost, config.seed)
     return Engine(step_time, limits, time_scale=config.time_scale, jitter=config.jitter, seed=config.seed,
-                  precise=config.precise, draft=draft)
+                  precise=config.precise, draft=draft, lora=config.lora)

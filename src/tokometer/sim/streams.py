@@ -41,7 +41,7 @@ class _Stream:
     """What every streamed answer does: headers, tokens, faults, trace."""
 
     def __init__(self, state: SimState, proto: ProtocolServer, info: RequestInfo, trace: SendTrace, n_tokens: int,
-                 finish: str, *, ttft_factor: float = 1.0) -> None:
+                 finish: str, *, ttft_factor: float = 1.0, ttft_extra_ms: float = 0.0) -> None:
         self.state = state
         self.proto = proto
         self.info = info
@@ -55,6 +55,8 @@ class _Stream:
         self.spin_ns = PRECISE_SPIN_NS if state.config.precise else 0
         self.ttft_factor = ttft_factor
         """Scales the scripted TTFT (below 1 for a prompt the simulated prefix cache holds)."""
+        self.ttft_extra_ms = ttft_extra_ms
+        """Added to the scripted TTFT: the time to load the request's LoRA adapter (`tokometer.sim.adapters`)."""
         self._held: list[bytes] | None = [] if state.config.buffer_stream else None
         """With ``buffer_stream``: the body so far, sent in one piece when the answer ends."""
         self._whole: tuple[list[int], list[str], list[str]] | None = None if info.stream else ([], [], [])
@@ -218,7 +220,7 @@ class ScriptedStream(_Stream):
         base = self.trace.received_ns
         if self.trace.fault == "slow_first_byte":
             base += int(cfg.slow_first_byte_ms * _NS_PER_MS)
-        ttft_ns = int(cfg.ttft_ms * self.ttft_factor * _NS_PER_MS)
+        ttft_ns = int((cfg.ttft_ms * self.ttft_factor + self.ttft_extra_ms) * _NS_PER_MS)
         draft = self.state.draft
         step_ns = int(cfg.itl_ms * _NS_PER_MS * (draft.step_factor if draft else cfg.tokens_per_event))
         due = base + int(ttft_ns * self._load_factor())
@@ -251,7 +253,8 @@ class EngineStream(_Stream):
         if self.n_tokens == 0:
             return
         self._fault = asyncio.Event()
-        seq = Sequence(self.trace.seq, self.info.prompt_tokens, self.n_tokens, self._emit, blocks=self.blocks)
+        seq = Sequence(self.trace.seq, self.info.prompt_tokens, self.n_tokens, self._emit, blocks=self.blocks,
+                       adapter=self.trace.adapter)
         engine.submit(seq)
         done = asyncio.ensure_future(seq.done.wait())
         gone = asyncio.ensure_future(self.gone.wait())

@@ -53,6 +53,11 @@ class SendTrace:
     """The request body (first 64 KiB), with --trace-bodies."""
     body_digest: str = ""
     """Short hash of the request body: tells whether two requests sent the same prompt."""
+    adapter: str | None = None
+    """The LoRA adapter it asked for (``sim --lora``); None: the base model."""
+    adapter_loaded: bool = False
+    """Scripted timing: its adapter was not loaded, so its first token came ``switch_ms`` later
+    (`tokometer.sim.adapters`)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

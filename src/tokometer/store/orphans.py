@@ -141,7 +141,8 @@ def _summarise_unfinished(conn: Connection, run_id: int) -> None:
                             .order_by(requests.c.idx).limit(MAX_REQUESTS_READ)).mappings().all()
         records = [record_of(column_values(r, columns, "requests.")) for r in rows]
         summary = finish_step(records, slo=spec.slo_limits, load=_stored_load(step["load"]),
-                              steady_tolerance=spec.steady_tolerance, time_slice_s=spec.time_slice_s, gpus=gpus)
+                              steady_tolerance=spec.steady_tolerance, time_slice_s=spec.time_slice_s, gpus=gpus,
+                              mix=spec.get("mix"))
         conn.execute(update(steps).where(steps.c.run_id == run_id, steps.c.step == step["step"])
                      .values(summary=summary.to_json(), interrupted=True))
 

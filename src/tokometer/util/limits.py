@@ -38,6 +38,7 @@ __all__ = [
            "EVENT_BYTES",
            "FINITE",
            "IMAGE_BYTES_PER_PIXEL",
+           "MAX_ADAPTERS",
            "MAX_BUDGET_TOKENS",
            "MAX_BYTES",
            "MAX_CONCURRENCY",
@@ -109,6 +110,8 @@ MAX_PROMPT_TOKENS_MADE: Final = 200_000_000
 6.5 B each, measured: 1.3 GB)."""
 MAX_TURNS: Final = 1000
 """Turns of one multi-turn session (each resends the whole history)."""
+MAX_ADAPTERS: Final = 256
+"""LoRA adapters one simulator serves (``sim --lora``), and so at most loads at once (``--max-loras``)."""
 MAX_LEVELS: Final = 1000
 """Loads one sweep lists (``-c 1,2,4,...``, ``-r ...``); with ``--repeat`` (at most 100) the steps of a run."""
 IMAGE_BYTES_PER_PIXEL: Final = 0.05

@@ -108,6 +108,8 @@ class OpenAIChat(_OpenAIBase):
                 body["tool_choice"] = params.tool_choice
         if (max_tokens := answer_length(prompt, params)) is not None:
             body["max_tokens"] = max_tokens
+            if params.ignore_eos:  # the prompt's own length (a tenant's, a trace's): vLLM wants min <= max
+                body["min_tokens"] = max_tokens
         return HttpRequest("/chat/completions", body)
 
     def _read_choice(self, choice: dict[str, Any], event: ParsedEvent) -> None:
@@ -159,6 +161,8 @@ class OpenAICompletions(_OpenAIBase):
         body["prompt"] = prompt.text
         if (max_tokens := answer_length(prompt, params)) is not None:
             body["max_tokens"] = max_tokens
+            if params.ignore_eos:  # the prompt's own length (a tenant's, a trace's): vLLM wants min <= max
+                body["min_tokens"] = max_tokens
         return HttpRequest("/completions", body)
 
     def _read_choice(self, choice: dict[str, Any], event: ParsedEvent) -> None:
