@@ -297,6 +297,16 @@ class BenchSpec(BaseModel):
         self._check_media()
         self._check_ramp()
         self._check_slices()
+        self._check_generators()
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"URL {self.url!r} must start with http:// or https://")
+        from tokometer.benchmark.volume import check_volume
+
+        check_volume(self)
+        return self
+
+    def _check_generators(self) -> None:
+        """Worker processes or Ray actors, and a concurrency cap that leaves each of them a request."""
         if self.ray_actors is not None and self.ray is None:
             raise FieldProblem("{ray_actors} counts Ray actors: give {ray} (the cluster's address) too")
         if self.ray is not None and self.workers > 1:
@@ -306,12 +316,6 @@ class BenchSpec(BaseModel):
             raise FieldProblem("{max_concurrency} {cap} is below the {generators} load generators (workers or Ray "
                                "actors), each of which needs at least one request in flight: raise it or use fewer "
                                "generators", cap=self.max_concurrency, generators=generators)
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"URL {self.url!r} must start with http:// or https://")
-        from tokometer.benchmark.volume import check_volume
-
-        check_volume(self)
-        return self
 
     def _check_media(self) -> None:
         """Images and tools go in OpenAI chat requests; images on synthetic prompts."""
