@@ -179,7 +179,8 @@ class Router:
                         self.metrics.retries.labels(name).inc()
                         await asyncio.sleep(upstream.cfg.retry_backoff_s * (2**attempt))
                     continue
-                first = order[0] if order else route.upstreams[0]  # the routing's choice (the list's first)
+                # a fallback: served by another than the list's first (ordered) or the routing's first choice
+                first = order[0] if order and route.routing != "ordered" else route.upstreams[0]
                 opened.fallback = opened.upstream.name != first
                 opened.retries = retries
                 opened.tried = tried
