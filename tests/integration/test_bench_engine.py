@@ -103,7 +103,7 @@ def _engine_of(bench_process: subprocess.Popen[str], deadline: float, not_pid: i
             engines = [c for c in psutil.Process(bench_process.pid).children(recursive=True)
                        if "llama-server" in c.name() and c.pid != not_pid and c.status() != psutil.STATUS_ZOMBIE]
             if engines:
-                return engines[-1].pid
+                return int(engines[-1].pid)
         time.sleep(0.2)
     raise AssertionError("the embedded engine did not start")
 
