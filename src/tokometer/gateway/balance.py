@@ -152,10 +152,12 @@ class LoadBoard:
             if "requests_running" not in gauges and "requests_waiting" not in gauges:
                 raise ValueError(f"no running or waiting requests in it (read as {snap.source!r} metrics)")
         except (OSError, ValueError, TimeoutError) as exc:
+            why = (f"no whole answer within {self.interval * 2:g} s" if isinstance(exc, TimeoutError)
+                   else str(exc)[:200] or type(exc).__name__)
             if name not in self.failures:
                 log.warning("upstream %s: its /metrics (%s) cannot be read for least-load routing (%s): routing "
-                            "it by outstanding requests until it can", name, url, str(exc)[:200] or type(exc).__name__)
-            self.failures[name] = str(exc)[:200]
+                            "it by outstanding requests until it can", name, url, why)
+            self.failures[name] = why
             self.loads.pop(name, None)
             return
         if self.failures.pop(name, None) is not None:

@@ -26,7 +26,7 @@ time.sleep(30)
 
 def test_the_group_s_high_water_mark_counts_memory_given_back_and_every_process() -> None:
     if not sys.platform.startswith("linux"):
-        pytest.skip("reads /proc")
+        pytest.skip("the high-water mark is read from /proc/PID/status, which only Linux has")
     leader = subprocess.Popen([sys.executable, "-c", _HOLD], stdout=subprocess.PIPE, start_new_session=True)
     try:
         assert leader.stdout is not None and leader.stdout.readline().strip() == b"ready"
