@@ -44,6 +44,7 @@ from tokometer.gateway.ratelimit import RateLimits
 from tokometer.gateway.relay import Relay
 from tokometer.gateway.requestlog import RequestLog
 from tokometer.gateway.router import Router
+from tokometer.gateway.sharedload import share_outstanding
 from tokometer.gateway.sharedstate import share_health
 from tokometer.gateway.stages import Admission, Check, stages_for
 from tokometer.gateway.tracing import tracer_for
@@ -64,7 +65,8 @@ class Gateway:
         self.upstreams = {u.name: Upstream(u) for u in config.upstreams}
         self.metrics = GatewayMetrics()
         self.loads = LoadBoard(self.upstreams, config.routes)
-        self.router = Router(self.upstreams, self.metrics, Balancer(self.upstreams, self.loads))
+        self.outstanding = share_outstanding(self.upstreams, config.routes, config.replicas)
+        self.router = Router(self.upstreams, self.metrics, Balancer(self.upstreams, self.loads, self.outstanding))
         self.metrics.add_live(self._live)
         for route in config.routes:
             for name in route.upstreams:
@@ -101,6 +103,8 @@ class Gateway:
         await self.loads.stop()
         if self.shared is not None:
             await self.shared.close()
+        if self.outstanding is not None:
+            await self.outstanding.close()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         for upstream in self.upstreams.values():
@@ -172,6 +176,8 @@ class Gateway:
             upstreams[name] = summary if detailed else {"state": summary["state"]}
             if detailed and name in self.loads.urls:
                 summary["load"] = self.loads.reading(name)
+            if detailed and self.outstanding is not None and name in self.outstanding.names:
+                summary["others_in_flight"] = self.outstanding.others(name)
         cache = None if self.cache is None else {"backend": self.cache.backend, "healthy": self.cache.healthy}
         return {"status": "ok", "upstreams": upstreams, "cache": cache if detailed else None}
 
@@ -256,6 +262,8 @@ def create_app(config: GatewayConfig) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if gateway.shared is not None:
             await gateway.shared.start()
+        if gateway.outstanding is not None:
+            await gateway.outstanding.start()
         yield
         await gateway.close()
 

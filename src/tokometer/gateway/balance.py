@@ -6,8 +6,9 @@ ones, `Balancer.rank` orders by the policy, and the rest follow in that order as
 =====================  =============================================================================
 ordered                the route's list, as written (the first healthy one serves; the next on failure)
 round-robin            the list rotated by one per request
-least-outstanding      fewest requests this gateway has in flight to it (waiting at its max_concurrency
-                       included); ties in the list's order
+least-outstanding      fewest requests in flight to it (waiting at its max_concurrency included): this
+                       replica's, plus the other replicas' as Redis last said when ``[replicas]
+                       redis_url`` is set (`tokometer.gateway.sharedload`); ties in the list's order
 least-load             fewest requests its engine holds: others' requests as its ``/metrics`` last said
                        (waiting + running, in vLLM's, SGLang's, llama.cpp's or TGI's names:
                        `tokometer.observe.vocabulary`), less this gateway's in flight then,
@@ -25,7 +26,8 @@ prefix-affinity        the upstream the prompt's first ``affinity_prefix_chars``
 The load readings (`LoadBoard`) are taken off the request path: one background task per gateway reads every
 least-load upstream's ``/metrics`` each interval, each read bounded (16 MiB, a deadline of the interval, in a
 worker thread). Every replica reads the engines itself: an engine's own gauges are the truth all replicas
-share, so nothing is exchanged through Redis for routing.
+share, so least-load exchanges nothing through Redis; least-outstanding and prefix-affinity add the other
+replicas' requests in flight (`SharedOutstanding`), read in the background.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tokometer.gateway.config import RouteConfig
+from tokometer.gateway.sharedload import SharedOutstanding
 from tokometer.gateway.upstream import Upstream
 from tokometer.messages import content_text, message_text
 from tokometer.observe.prometheus import parse
@@ -170,9 +173,12 @@ class LoadBoard:
 class Balancer:
     """Orders a route's available upstreams by its routing policy (`rank`)."""
 
-    def __init__(self, upstreams: Mapping[str, Upstream], board: LoadBoard) -> None:
+    def __init__(self, upstreams: Mapping[str, Upstream], board: LoadBoard,
+                 shared: SharedOutstanding | None = None) -> None:
         self.upstreams = upstreams
         self.board = board
+        self.shared = shared
+        """The other replicas' requests in flight (`tokometer.gateway.sharedload`); None: this replica's alone."""
         self._turns: dict[str, itertools.count[int]] = {}
 
     def rank(self, route: RouteConfig, names: list[str], body: Mapping[str, Any] | None) -> list[str]:
@@ -194,13 +200,18 @@ class Balancer:
                 return [home] + [name for name in ranked if name != home]
         return ranked
 
-    def _outstanding(self, name: str) -> int:
+    def _own(self, name: str) -> int:
         upstream = self.upstreams[name]
         return upstream.in_flight + upstream.waiting
 
+    def _outstanding(self, name: str) -> int:
+        """Requests in flight to ``name`` from this replica and, when shared, the others."""
+        own = self._own(name)
+        return own if self.shared is None else own + self.shared.others(name)
+
     def _load(self, name: str, now: float) -> tuple[float, float]:
         load = self.board.fresh(name, now)
-        outstanding = self._outstanding(name)
+        outstanding = self._own(name)  # the engine's count already holds the other replicas' requests
         if load is None:
             return float(outstanding), 0.0
         # the engine's count held this gateway's requests of that moment: those are replaced by its count now

@@ -433,6 +433,8 @@ class ReplicasConfig(_Strict):
     redis_timeout_s: Seconds = Field(0.05, description="a slower Redis counts as down (each replica then goes "
                                    "on with its own state)")
     share_health: bool = Field(True, description="share circuit breakers and slow windows through redis_url")
+    share_outstanding: bool = Field(True, description="share each replica's requests in flight per upstream "
+                                    "through redis_url, for least-outstanding and prefix-affinity routes")
     sync_s: float = Field(0.25, ge=0.01, le=60, description="how often a replica exchanges breaker state and latency "
                           "samples with Redis (off the request path); a breaker that opens is pushed at once")
 
