@@ -60,7 +60,7 @@ def sweep_steps(spec: BenchSpec) -> list[LoadStep]:
     if spec.agents is not None:
         from tokometer.load.agentic import agent_step
 
-        return [agent_step(spec.agents, spec.seed_value)]
+        return [agent_step(spec.agents, spec.seed_value, spec.output_tokens)]
     sessions = spec.sessions is not None
     if spec.rate:
         return [LoadStep("rate", rate=r, arrival=spec.arrival, burstiness=spec.burstiness,

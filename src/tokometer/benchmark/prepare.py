@@ -208,7 +208,7 @@ async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
         # The runner reads the sessions, never this source: it names the prompts for the report.
         source: Source = sessions.source if isinstance(sessions, SyntheticSessions) else FixedSource(sessions.name)
     elif spec.agents is not None:
-        agents = await asyncio.to_thread(open_agents, spec.agents, tokenizer, spec.seed_value)
+        agents = await asyncio.to_thread(open_agents, spec.agents, tokenizer, spec.seed_value, spec.output_tokens)
         await _in_thread(agents.prepare, 0)
         source = FixedSource(agents.name)
         source.name = agents.name  # the runner reads the sessions, never this source: it names them for the report

@@ -2,7 +2,8 @@
 
 A session (`tokometer.datasets.agentic.AgentSession`) starts at its own offset from the step's start (the
 trace's ``start_ms``, open loop). Every turn runs as soon as the turns it waits for have all ended, plus its
-tool latency (``tool_ms``, slept by the client: the tool's time, not the server's); turns waiting on one turn
+tool latency (``tool_ms``, slept by the client: the tool's time, not the server's), and not before its fixed
+send time where the trace gives one (``at_ms`` from the session's start); turns waiting on one turn
 run concurrently (a fan-out), a turn waiting on several waits for the last (a join). A turn sends its agent's
 conversation: the prefix as a system message, each earlier turn's input and the model's real answer
 (``output_text``), then its new input followed by the answers of the other agents' turns it waited for.
@@ -44,9 +45,9 @@ def turn_messages(workload: AgentWorkload, index: int, k: int, history: Sequence
     return (*history, Message("user", text))
 
 
-def agent_step(value: str, seed: int) -> LoadStep:
+def agent_step(value: str, seed: int, output_tokens: int | None = None) -> LoadStep:
     """The one step of ``--agents value``: every session once, each at its start (an open loop)."""
-    sessions, name = agent_sessions(value, seed)
+    sessions, name = agent_sessions(value, seed, output_tokens)
     return LoadStep("trace", offsets=session_offsets(sessions), trace=name, sessions=True)
 
 
@@ -123,6 +124,8 @@ class _Session:
             return
         ready = max((r.end_ns for r in waited if r is not None), default=start_ns)
         due = ready + round(turn.tool_ms * 1e6)
+        if turn.at_ms is not None:  # a fixed send time: not before it, nor before what it waits for
+            due = max(due, start_ns + round(turn.at_ms * 1e6))
         await sleep_until(due, DISPATCH_SPIN_NS)
         joined = [r.output_text for i, r in zip(turn.after, waited, strict=True)
                   if r is not None and self.session.turns[i].agent != turn.agent]
