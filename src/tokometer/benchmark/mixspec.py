@@ -86,8 +86,6 @@ def check_mix(spec: _Spec) -> None:
 
     if not PROTOCOLS[spec.api].streams:
         raise FieldProblem("{mix} tenants send generation requests: give a chat or completions {api}")
-    if spec.workers > 1 or spec.ray is not None:
-        raise FieldProblem("{mix} runs on one event loop for now: leave out {workers} and {ray}")
     if mix.total_rate is not None and (spec.concurrency or spec.synchronous or spec.find_max is not None
                                        or spec.rate != [mix.total_rate]):
         raise FieldProblem("the tenants of {mix} give their own rates, which set the run's (their sum, {total:g}/s): "

@@ -62,6 +62,8 @@ class Prepared:
         if isinstance(self.source, SyntheticSource):
             wanted = min(limits.total or self.source.unique, self.source.unique)
             return list(itertools.islice(self.source.prompts(), offset, offset + wanted))
+        if isinstance(self.source, MixSource):  # each request its tenant's: the list in the run's own order
+            return self.source.prompt_list(offset, limits.total or self.source.planned)
         items = self.source.items
         start = offset % len(items)
         return items[start:] + items[:start]

@@ -22,13 +22,16 @@ The file is TOML, a list of ``[[tenant]]`` tables (docs/reference/mix.md)::
 1 (or 100, as percentages), shares mixed with rates are each one line naming the file and the tenant.
 
 Each request goes to one tenant, drawn by the shares from a generator seeded by the run's seed, so one seed
-gives one assignment (`MixSource`). A tenant given its own ``rate`` (every tenant then gives one) is the same
+gives one assignment (`MixSource`), also when ``--workers`` processes (or Ray actors) share a step: they get
+the step's marked prompts as a list (`MixSource.prompt_list`) and request ``g`` is the list's ``g``-th.
+A tenant given its own ``rate`` (every tenant then gives one) is the same
 draw with shares in proportion to the rates while the step runs at their sum: for Poisson arrivals the
 superposition of the tenants' own Poisson streams is exactly that.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import threading
@@ -230,6 +233,8 @@ class MixSource:
         self.mix, self.sources, self.seed = mix, list(sources), seed
         self.name = "mix(" + ", ".join(f"{t.name}: {s.name}" for t, s in zip(mix.tenants, sources, strict=True)) + ")"
         self.items: list[Prompt] = []
+        self.planned = 0
+        """Requests the run was prepared for (`prepare`): the most one step hands to other processes."""
 
     def assignment(self) -> Iterator[int]:
         """The tenant (by index) of each request in turn: the same sequence for the same seed."""
@@ -242,6 +247,7 @@ class MixSource:
     def prepare(self, n: int, stop: threading.Event | None = None) -> None:
         """Make the synthetic tenants' prompts for ``n`` requests of the run now (each its share of them, and
         some more for the draw's spread), before any timing starts; more are made as they are needed."""
+        self.planned = max(self.planned, n)
         for source, weight in zip(self.sources, self.mix.weights(), strict=True):
             if isinstance(source, SyntheticSource):
                 expected = n * weight
@@ -252,6 +258,13 @@ class MixSource:
         marks: list[Callable[[Prompt], Prompt]] = [_marker(t) for t in self.mix.tenants]
         for k in self.assignment():
             yield marks[k](next(streams[k]))
+
+
+    def prompt_list(self, offset: int, count: int) -> list[Prompt]:
+        """Requests ``offset .. offset + count - 1`` of the run, each marked with its tenant, as a list for other
+        processes: the step's request ``g`` is the list's ``g``-th, so load generators that deal the numbers
+        out (`tokometer.load.share`) send each to the tenant one process would, by the same seeded draw."""
+        return list(itertools.islice(self.prompts(), offset, offset + count))
 
 
 def _cumulative(weights: Sequence[float]) -> list[float]:

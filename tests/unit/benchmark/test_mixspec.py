@@ -27,13 +27,17 @@ def test_a_mix_of_rates_runs_at_their_sum() -> None:
     assert again.mix == spec.mix and again.rate == [2.0]
 
 
+def test_a_mix_may_be_shared_by_worker_processes() -> None:
+    spec = BenchSpec(url=URL, mix=SHARES, requests=10, concurrency=[4], workers=2)
+    assert spec.workers == 2 and spec.mix is not None
+
+
 @pytest.mark.parametrize(("values", "said"), [
     ({"mix": RATES, "concurrency": [2]}, "give their own rates, which set the run's (their sum, 2/s)"),
     ({"mix": RATES, "rate": [5.0]}, "give their own rates"),
     ({"mix": SHARES, "dataset": "x.jsonl"}, "--mix gives each tenant its own prompts"),
     ({"mix": SHARES, "prefix_tokens": 8}, "--mix gives each tenant its own prompts"),
     ({"mix": SHARES, "sessions": 2}, "--mix sends single requests"),
-    ({"mix": SHARES, "workers": 2}, "--mix runs on one event loop"),
     ({"mix": SHARES, "api": "openai-embeddings"}, "--mix tenants send generation requests"),
     ({"mix": {"tenants": [{"name": "a", "share": 1, "output_tokens": 16_000_000}]}, "requests": 100_000},
      "--output-tokens 16000000"),
