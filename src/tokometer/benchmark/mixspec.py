@@ -1,9 +1,9 @@
 """A tenant mix (``bench --mix``, `tokometer.datasets.mix`) against the rest of a `BenchSpec`.
 
-The mix brings each tenant's prompts, so the run's own prompt options stay out; it runs single requests on
-this event loop, so sessions, a trace, worker processes and Ray stay out; a mix of tenants with their own
-rates sets the run's rate (their sum), so no other load is given. The run's volume is checked with the
-largest prompt and answer any tenant asks for.
+The mix brings each tenant's prompts (a tenant's trace too), so the run's own prompt options stay out; it runs
+on this event loop, worker processes and Ray alike; a mix of tenants with their own rates sets the run's rate
+(their sum), and a mix with traces its step's timeline (`tokometer.benchmark.mixtrace`), so no other load is
+given. The run's volume is checked with the largest prompt and answer any tenant asks for.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tokometer.datasets.mix import TenantMix, parse_mix
 from tokometer.util.errors import ConfigError
 from tokometer.util.specproblem import FieldProblem
 
-__all__ = ["check_mix", "mix_load"]
+__all__ = ["check_mix", "mix_is_traced", "mix_load"]
 
 
 class _Spec(Protocol):
@@ -56,6 +56,15 @@ class _Spec(Protocol):
     def model_copy(self, *, update: dict[str, Any]) -> Any: ...
 
 
+def mix_is_traced(value: Any) -> bool:
+    """Whether a spec's ``mix`` value (a `TenantMix` or its dict) has a tenant replaying a trace: its step is
+    then the trace's timeline, which counts its own requests."""
+    if isinstance(value, TenantMix):
+        return value.traced
+    tenants = value.get("tenants") if isinstance(value, dict) else None
+    return isinstance(tenants, list) and any(isinstance(t, dict) and t.get("trace") is not None for t in tenants)
+
+
 def mix_load(data: Any) -> Any:
     """The spec's values with the load a mix of rates sets: ``rate`` their sum, when no load was given."""
     if not isinstance(data, dict) or data.get("mix") is None:
@@ -80,8 +89,14 @@ def check_mix(spec: _Spec) -> None:
     if spec.dataset is not None or spec.prompt is not None or spec.prefix_tokens or spec.images:
         raise FieldProblem("{mix} gives each tenant its own prompts (input_tokens, dataset or prompt in its "
                            "table): leave out {dataset}, {prompt}, {prefix_tokens} and {images}")
-    if spec.sessions is not None or spec.trace is not None:
-        raise FieldProblem("{mix} sends single requests: leave out {sessions} and {trace}")
+    if spec.trace is not None:
+        raise FieldProblem("{mix}: give each tenant its own trace (trace = FILE in its table): {trace} would "
+                           "belong to no tenant")
+    if spec.sessions is not None:
+        raise FieldProblem("{mix} sends single requests: leave out {sessions}")
+    if mix.traced and (spec.concurrency or spec.rate or spec.synchronous or spec.find_max is not None):
+        raise FieldProblem("the traces of {mix} set the step's times (each tenant's trace, and its rate beside "
+                           "them): leave out {rate}, {concurrency}, {synchronous} and {find_max}")
     from tokometer.protocols.registry import PROTOCOLS
 
     if not PROTOCOLS[spec.api].streams:

@@ -183,11 +183,17 @@ def _mix_source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str
     for number, tenant in enumerate(spec.mix.tenants):
         own = spec.model_copy(update={"mix": None, "input_tokens": tenant.input_tokens or spec.input_tokens,
                                       "dataset": tenant.dataset, "dataset_kind": tenant.dataset_kind,
-                                      "prompt": tenant.prompt, "seed": tenant_seed(spec.seed_value, number)})
+                                      "prompt": tenant.prompt, "trace": tenant.trace,
+                                      "seed": tenant_seed(spec.seed_value, number)})
         said: list[str] = []
         sources.append(_source(own, tokenizer, said))
         warnings.extend(f"tenant {tenant.name!r}: {w}" for w in said)
-    return MixSource(spec.mix, sources, spec.seed_value)
+    order = None
+    if spec.mix.traced:  # each request's tenant on the merged timeline
+        from tokometer.benchmark.mixtrace import mix_timeline
+
+        order = mix_timeline(spec.mix, spec)[1]
+    return MixSource(spec.mix, sources, spec.seed_value, order)
 
 
 async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:

@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serial
 
 from tokometer.datasets.base import PromptSource
 from tokometer.datasets.synthetic import SyntheticSource
+from tokometer.datasets.trace import TraceSource
 from tokometer.prompt import Prompt
 from tokometer.util.errors import ConfigError
 from tokometer.util.limits import MAX_RATE, Millis, Rate, Tokens
@@ -86,6 +87,9 @@ class Tenant(BaseModel):
     dataset: Path | None = None
     dataset_kind: Literal["auto", "jsonl", "sharegpt"] = "auto"
     prompt: str | None = Field(None, min_length=1)
+    trace: Path | None = None
+    """A request trace (Mooncake JSONL, `tokometer.datasets.trace`): its requests at their own times are this
+    tenant's traffic, merged with the other tenants' (`tokometer.benchmark.mixtrace`); no share or rate."""
     slo_ttft_ms: Millis | None = Field(None, gt=0)
     slo_tpot_ms: Millis | None = Field(None, gt=0)
     slo_e2e_ms: Millis | None = Field(None, gt=0)
@@ -105,10 +109,12 @@ class Tenant(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Tenant:
-        if (self.share is None) == (self.rate is None):
+        if self.trace is not None and (self.share is not None or self.rate is not None):
+            raise ValueError("a trace sends its requests at its own times: leave out share and rate")
+        if self.trace is None and (self.share is None) == (self.rate is None):
             raise ValueError("give share (its part of the traffic) or rate (its own requests a second), one of them")
-        if sum(x is not None for x in (self.dataset, self.prompt, self.input_tokens)) > 1:
-            raise ValueError("give one prompt source: input_tokens (synthetic), dataset or prompt")
+        if sum(x is not None for x in (self.dataset, self.prompt, self.input_tokens, self.trace)) > 1:
+            raise ValueError("give one prompt source: input_tokens (synthetic), dataset, prompt or trace")
         for number, (name, value) in enumerate(self.headers.items(), 1):
             if problem := header_problem(name, value):
                 raise ValueError(f"header {number}: {problem}")
@@ -132,14 +138,18 @@ class TenantMix(BaseModel):
             if tenant.name in seen:
                 raise ValueError(f"two tenants are named {tenant.name!r}: give each its own name")
             seen.add(tenant.name)
+        if self.traced and (shared := next((t for t in self.tenants if t.share is not None), None)):
+            raise ValueError(f"tenant {shared.name!r} gives a share, but a trace sets its tenant's traffic: a share "
+                             f"of it means nothing; give {shared.name!r} a rate (its requests a second beside the "
+                             "trace)")
         rated = sum(t.rate is not None for t in self.tenants)
-        if rated not in (0, len(self.tenants)):
+        if rated not in (0, len(self.tenants)) and not self.traced:
             raise ValueError("some tenants give a share and some a rate: give every tenant a share, or every "
                              "tenant a rate")
         if rated and (total_rate := sum(t.rate or 0.0 for t in self.tenants)) > MAX_RATE:
             raise ValueError(f"the tenants' rates add up to {total_rate:g} requests a second, more than a run sends "
                              f"({MAX_RATE:g}): lower them")
-        if not rated:
+        if not rated and not self.traced:
             total = sum(t.share or 0.0 for t in self.tenants)
             if not any(math.isclose(total, whole, abs_tol=slack) for whole, slack in _SHARE_TOTALS):
                 raise ValueError(f"the shares add up to {total:g}: give fractions that add up to 1 (0.7, 0.3) or "
@@ -150,11 +160,16 @@ class TenantMix(BaseModel):
         """Each tenant's part of the traffic, adding up to 1."""
         raw = [t.rate if t.rate is not None else (t.share or 0.0) for t in self.tenants]
         total = sum(raw)
-        return [w / total for w in raw]
+        return [w / total if total else 0.0 for w in raw]
+
+    @property
+    def traced(self) -> bool:
+        """Some tenant replays a trace: the step is the tenants' merged timeline, not a load of the run's."""
+        return any(t.trace is not None for t in self.tenants)
 
     @property
     def total_rate(self) -> float | None:
-        """The step's rate when every tenant gives its own: their sum; None for shares."""
+        """The step's rate when every tenant gives its own: their sum; None for shares or a trace."""
         rates = [t.rate for t in self.tenants if t.rate is not None]
         return sum(rates) if rates and len(rates) == len(self.tenants) else None
 
@@ -188,10 +203,11 @@ def read_mix(path: Path) -> TenantMix:
 
 
 def _beside(tenant: Tenant, folder: Path) -> Tenant:
-    """``tenant`` with a relative ``dataset`` taken from the mix file's folder, as the file's reader expects."""
-    if tenant.dataset is None or tenant.dataset.is_absolute():
-        return tenant
-    return tenant.model_copy(update={"dataset": folder / tenant.dataset})
+    """``tenant`` with a relative ``dataset`` or ``trace`` taken from the mix file's folder, as the file's reader
+    expects (``trace = "example"`` names the shipped trace)."""
+    update = {key: folder / path for key, path in (("dataset", tenant.dataset), ("trace", tenant.trace))
+              if path is not None and not path.is_absolute() and not (key == "trace" and str(path) == "example")}
+    return tenant.model_copy(update=update) if update else tenant
 
 
 def parse_mix(data: Any, where: str) -> TenantMix:
@@ -229,15 +245,22 @@ class MixSource:
     """Prompts for a mix: each request's tenant drawn by the weights (seeded), its prompt the next of that
     tenant's own source, marked with the tenant's name, model, headers and answer length."""
 
-    def __init__(self, mix: TenantMix, sources: Sequence[PromptSource], seed: int) -> None:
+    def __init__(self, mix: TenantMix, sources: Sequence[PromptSource], seed: int,
+                 order: Sequence[int] | None = None) -> None:
         self.mix, self.sources, self.seed = mix, list(sources), seed
+        self.order = None if order is None else list(order)
+        """A traced mix's tenant of each request in time order (`tokometer.benchmark.mixtrace`); None: drawn."""
         self.name = "mix(" + ", ".join(f"{t.name}: {s.name}" for t, s in zip(mix.tenants, sources, strict=True)) + ")"
         self.items: list[Prompt] = []
         self.planned = 0
         """Requests the run was prepared for (`prepare`): the most one step hands to other processes."""
 
     def assignment(self) -> Iterator[int]:
-        """The tenant (by index) of each request in turn: the same sequence for the same seed."""
+        """The tenant (by index) of each request in turn: the same sequence for the same seed (a traced mix's
+        timeline once)."""
+        if self.order is not None:
+            yield from self.order
+            return
         rng = random.Random(f"mix:{self.seed}")
         population = range(len(self.mix.tenants))
         cumulative = _cumulative(self.mix.weights())
@@ -247,10 +270,15 @@ class MixSource:
     def prepare(self, n: int, stop: threading.Event | None = None) -> None:
         """Make the synthetic tenants' prompts for ``n`` requests of the run now (each its share of them, and
         some more for the draw's spread), before any timing starts; more are made as they are needed."""
-        self.planned = max(self.planned, n)
-        for source, weight in zip(self.sources, self.mix.weights(), strict=True):
-            if isinstance(source, SyntheticSource):
-                expected = n * weight
+        total = n if self.order is None else len(self.order)
+        self.planned = max(self.planned, total)
+        for k, (source, weight) in enumerate(zip(self.sources, self.mix.weights(), strict=True)):
+            if self.order is not None:
+                weight = self.order.count(k) / max(1, len(self.order))
+            if isinstance(source, TraceSource):
+                source.prepare(len(source.entries), stop)
+            elif isinstance(source, SyntheticSource):
+                expected = total * weight
                 source.prepare(math.ceil(expected + 4 * math.sqrt(expected) + 8), stop)
 
     def prompts(self) -> Iterator[Prompt]:
