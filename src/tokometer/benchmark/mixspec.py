@@ -81,6 +81,21 @@ def mix_load(data: Any) -> Any:
     return {**data, "mix": mix, "rate": [total]}
 
 
+def _check_sessions(spec: _Spec, mix: TenantMix) -> None:
+    """A mix of sessions: conversations from each tenant, none from a trace; a tenant's turns only with them."""
+    if spec.sessions is None:
+        if shaped := next((t for t in mix.tenants if t.turns is not None or t.think_time is not None), None):
+            raise FieldProblem("tenant {name!r} of {mix} gives turns or think_time, which shape sessions: give "
+                               "{sessions} N too (each session is then a tenant's)", name=shaped.name)
+        return
+    if mix.traced:
+        raise FieldProblem("a trace in {mix} sends single requests at its own times, not sessions: leave out "
+                           "{sessions}")
+    if fixed := next((t for t in mix.tenants if t.prompt is not None), None):
+        raise FieldProblem("with {sessions}, tenant {name!r} of {mix} needs conversations: give it input_tokens "
+                           "(synthetic turns) or a ShareGPT dataset instead of prompt", name=fixed.name)
+
+
 def check_mix(spec: _Spec) -> None:
     """What a mix leaves out, said as a `FieldProblem`; nothing without one."""
     mix = spec.mix
@@ -92,8 +107,7 @@ def check_mix(spec: _Spec) -> None:
     if spec.trace is not None:
         raise FieldProblem("{mix}: give each tenant its own trace (trace = FILE in its table): {trace} would "
                            "belong to no tenant")
-    if spec.sessions is not None:
-        raise FieldProblem("{mix} sends single requests: leave out {sessions}")
+    _check_sessions(spec, mix)
     if mix.traced and (spec.concurrency or spec.rate or spec.synchronous or spec.find_max is not None):
         raise FieldProblem("the traces of {mix} set the step's times (each tenant's trace, and its rate beside "
                            "them): leave out {rate}, {concurrency}, {synchronous} and {find_max}")

@@ -41,7 +41,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from tokometer.datasets.base import PromptSource
 from tokometer.datasets.synthetic import SyntheticSource
@@ -51,8 +60,8 @@ from tokometer.util.errors import ConfigError
 from tokometer.util.limits import MAX_RATE, Millis, Rate, Tokens
 from tokometer.util.secrets import header_problem, redact_headers
 
-__all__ = ["MAX_MIX_FILE_BYTES", "MAX_TENANTS", "MixSource", "Tenant", "TenantMix", "parse_mix", "read_mix",
-           "tenant_seed"]
+__all__ = ["MAX_MIX_FILE_BYTES", "MAX_TENANTS", "MixSource", "Tenant", "TenantMix", "drawn_tenants", "mark_prompt",
+           "parse_mix", "read_mix", "tenant_seed"]
 
 MAX_TENANTS: Final = 64
 """Tenants one mix holds at most."""
@@ -87,6 +96,10 @@ class Tenant(BaseModel):
     dataset: Path | None = None
     dataset_kind: Literal["auto", "jsonl", "sharegpt"] = "auto"
     prompt: str | None = Field(None, min_length=1)
+    turns: str | None = Field(None, max_length=64)
+    """With ``--sessions``: its sessions' turns (``4``, ``2-6``, ``exp:4``); None: the run's ``--turns``."""
+    think_time: str | None = Field(None, max_length=64)
+    """With ``--sessions``: its users' think time (``2s``, ``1s-3s``, ``exp:2s``); None: the run's."""
     trace: Path | None = None
     """A request trace (Mooncake JSONL, `tokometer.datasets.trace`): its requests at their own times are this
     tenant's traffic, merged with the other tenants' (`tokometer.benchmark.mixtrace`); no share or rate."""
@@ -99,6 +112,19 @@ class Tenant(BaseModel):
     @field_serializer("headers")
     def _redacted_headers(self, headers: dict[str, str]) -> dict[str, str]:
         return redact_headers(headers)
+
+    @field_validator("turns", "think_time")
+    @classmethod
+    def _sampled(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            from tokometer.datasets.sampled import Sampled
+
+            name = info.field_name or ""
+            try:
+                Sampled.parse(value, name, whole=name == "turns")
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix(f"{name}: ")) from None
+        return value
 
     @field_validator("name", "model")
     @classmethod
@@ -261,11 +287,7 @@ class MixSource:
         if self.order is not None:
             yield from self.order
             return
-        rng = random.Random(f"mix:{self.seed}")
-        population = range(len(self.mix.tenants))
-        cumulative = _cumulative(self.mix.weights())
-        while True:
-            yield rng.choices(population, cum_weights=cumulative)[0]
+        yield from drawn_tenants(self.mix, self.seed)
 
     def prepare(self, n: int, stop: threading.Event | None = None) -> None:
         """Make the synthetic tenants' prompts for ``n`` requests of the run now (each its share of them, and
@@ -295,6 +317,16 @@ class MixSource:
         return list(itertools.islice(self.prompts(), offset, offset + count))
 
 
+def drawn_tenants(mix: TenantMix, seed: int) -> Iterator[int]:
+    """The tenant (by index) of each request (or session) in turn, drawn by the mix's weights from a generator
+    seeded by the run's ``seed``: the same sequence for the same seed."""
+    rng = random.Random(f"mix:{seed}")
+    population = range(len(mix.tenants))
+    cumulative = _cumulative(mix.weights())
+    while True:
+        yield rng.choices(population, cum_weights=cumulative)[0]
+
+
 def _cumulative(weights: Sequence[float]) -> list[float]:
     out, total = [], 0.0
     for w in weights:
@@ -304,13 +336,13 @@ def _cumulative(weights: Sequence[float]) -> list[float]:
 
 
 def _marker(tenant: Tenant) -> Callable[[Prompt], Prompt]:
-    """What a prompt of ``tenant`` carries: its name, model, headers and (when it sets one) answer length."""
-    headers = tuple(tenant.headers.items())
-    length = tenant.output_tokens
+    return lambda prompt: mark_prompt(tenant, prompt)
 
-    def mark(prompt: Prompt) -> Prompt:
-        if length is not None:
-            return replace(prompt, tenant=tenant.name, model=tenant.model, headers=headers, max_tokens=length,
-                           exact_length=True)
-        return replace(prompt, tenant=tenant.name, model=tenant.model, headers=headers)
-    return mark
+
+def mark_prompt(tenant: Tenant, prompt: Prompt) -> Prompt:
+    """``prompt`` as ``tenant`` sends it: its name, model, headers and (when it sets one) answer length."""
+    headers = tuple(tenant.headers.items())
+    if tenant.output_tokens is not None:
+        return replace(prompt, tenant=tenant.name, model=tenant.model, headers=headers,
+                       max_tokens=tenant.output_tokens, exact_length=True)
+    return replace(prompt, tenant=tenant.name, model=tenant.model, headers=headers)
