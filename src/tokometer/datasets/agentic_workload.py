@@ -86,6 +86,11 @@ class AgentWorkload:
         self._prefixes: dict[str, str] = {}
         self._inputs: dict[tuple[int, int], str] = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker process gets: the sessions and every text made (`prepare` ran), not the tokenizer
+        (it may not travel between processes; the texts need it no more)."""
+        return {**self.__dict__, "tokenizer": None}
+
     def prepare(self, n: int = 0, stop: Any = None) -> None:
         """Make every text now (the tokenizer's work stays out of the timed run)."""
         for i, session in enumerate(self.sessions):
