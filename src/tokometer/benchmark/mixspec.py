@@ -38,6 +38,8 @@ class _Spec(Protocol):
     @property
     def trace(self) -> Path | None: ...
     @property
+    def agents(self) -> str | None: ...
+    @property
     def workers(self) -> int: ...
     @property
     def ray(self) -> str | None: ...
@@ -104,6 +106,9 @@ def check_mix(spec: _Spec) -> None:
     if spec.dataset is not None or spec.prompt is not None or spec.prefix_tokens or spec.images:
         raise FieldProblem("{mix} gives each tenant its own prompts (input_tokens, dataset or prompt in its "
                            "table): leave out {dataset}, {prompt}, {prefix_tokens} and {images}")
+    if spec.agents is not None:
+        raise FieldProblem("{mix} and {agents}: a tenant's source is prompts, conversations or a trace, not agent "
+                           "sessions yet: give one of them")
     if spec.trace is not None:
         raise FieldProblem("{mix}: give each tenant its own trace (trace = FILE in its table): {trace} would "
                            "belong to no tenant")

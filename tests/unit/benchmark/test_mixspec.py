@@ -39,6 +39,7 @@ def test_a_mix_may_be_shared_by_worker_processes() -> None:
     ({"mix": SHARES, "prefix_tokens": 8}, "--mix gives each tenant its own prompts"),
     ({"mix": {"tenants": [{"name": "a", "share": 1, "prompt": "hi"}]}, "sessions": 2}, "needs conversations"),
     ({"mix": {"tenants": [{"name": "a", "share": 1, "turns": "3"}]}}, "gives turns or think_time"),
+    ({"mix": SHARES, "agents": "example"}, "--mix and --agents: a tenant's source is prompts"),
     ({"mix": SHARES, "api": "openai-embeddings"}, "--mix tenants send generation requests"),
     ({"mix": {"tenants": [{"name": "a", "share": 1, "output_tokens": 16_000_000}]}, "requests": 100_000},
      "--output-tokens 16000000"),
@@ -47,7 +48,7 @@ def test_a_mix_may_be_shared_by_worker_processes() -> None:
 def test_what_a_mix_leaves_out_is_one_line(values: dict[str, Any], said: str) -> None:
     flags = {"mix": "--mix", "concurrency": "--concurrency", "rate": "--rate", "dataset": "--dataset",
              "prefix_tokens": "--prefix-tokens", "sessions": "--sessions", "workers": "--workers", "api": "--api",
-             "output_tokens": "--output-tokens", "requests": "--requests"}
+             "output_tokens": "--output-tokens", "requests": "--requests", "agents": "--agents"}
     with pytest.raises(ConfigError) as raised:
         build_spec(BenchSpec, flags=flags, url=URL, **values)
     assert said in str(raised.value) and "\n" not in str(raised.value), str(raised.value)
