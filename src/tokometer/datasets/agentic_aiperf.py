@@ -237,11 +237,14 @@ def _text(item: dict[str, Any], where: str) -> str:
         raise DatasetError(f"{where}: give 'text' or 'texts', not both")
     if "texts" in item:
         texts = item["texts"]
-        parts = [t.get("contents", t.get("content")) if isinstance(t, dict) else t
-                 for t in texts] if isinstance(texts, list) else None
+        parts: list[Any] = []
+        for t in texts if isinstance(texts, list) else [None]:
+            contents = t.get("contents") if isinstance(t, dict) else [t]  # a Text object: {name, contents: [...]}
+            parts.extend(contents if isinstance(contents, list) else [None])
         if not parts or not all(isinstance(p, str) and p.strip() for p in parts):
-            raise DatasetError(f"{where}: 'texts' must be a non-empty list of non-empty strings")
-        return "\n\n".join(str(p) for p in parts)
+            raise DatasetError(f"{where}: 'texts' must be a non-empty list of non-empty strings, or of "
+                               "{\"name\", \"contents\": [strings]} objects")
+        return "\n\n".join(parts)
     text = item.get("text")
     if not isinstance(text, str) or not text.strip():
         raise DatasetError(f"{where}: 'text' must be non-empty text")

@@ -53,6 +53,13 @@ def test_mooncake_lines_group_by_session_id(tmp_path: Path) -> None:
     assert sessions[1].start_ms == 10 and sessions[1].turns[0].input_text == "alone"
 
 
+def test_texts_may_be_aiperfs_text_objects(tmp_path: Path) -> None:
+    path = _write(tmp_path / "t.jsonl", [{"session_id": "s", "turns": [
+        {"texts": [{"name": "q", "contents": ["one", "two"]}, "three"], "output_length": 2}]}])
+    (session,), _ = agent_sessions(str(path))
+    assert session.turns[0].input_text == "one\n\ntwo\n\nthree"
+
+
 def test_tokometers_own_format_is_still_read_as_its_own(tmp_path: Path) -> None:
     path = _write(tmp_path / "own.jsonl", [{"turns": [{"input_tokens": 3, "output_tokens": 2, "at_ms": 40}]}])
     (session,), _ = agent_sessions(str(path))
@@ -68,6 +75,8 @@ def test_tokometers_own_format_is_still_read_as_its_own(tmp_path: Path) -> None:
     ({"type": "multi_turn", "turns": [{"text": "x", "delay": -1}]}, "'delay' must be a number of milliseconds"),
     ({"type": "multi_turn", "turns": [{"text": "x", "output_length": True}]}, "'output_length' must be a whole"),
     ({"type": "multi_turn", "turns": []}, "'turns' must be a non-empty list"),
+    ({"type": "multi_turn", "turns": [{"texts": [{"contents": [3]}]}]}, "'texts' must be a non-empty list"),
+    ({"type": "multi_turn", "turns": [{"texts": []}]}, "'texts' must be a non-empty list"),
     ({"input_length": 10, "payload": {"prompt": "x"}}, "'payload': a fixed request body"),
     ({"messages": [{"role": "user", "content": "x"}], "message_mode": "history"}, "only 'delta' messages"),
     ({"input_length": 10, "text_input": "x"}, "give one of 'input_length', 'text_input' and 'messages'"),
