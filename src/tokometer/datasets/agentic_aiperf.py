@@ -14,7 +14,8 @@ carry sessions, both JSONL:
 Each maps onto `tokometer.datasets.agentic`'s sessions of one agent (``main``): a turn's text is its ``input``
 (``input_length``: ``input_tokens``), ``output_length`` its ``output_tokens`` (absent: the run's
 ``--output-tokens``); ``delay`` is the ``tool_ms`` the client waits after the previous answer; the first
-turn's ``timestamp`` is the session's ``start_ms`` and a later turn's is its ``at_ms`` (not sent before
+turn's ``timestamp`` is the session's ``start_ms`` (from the file's earliest, so an epoch's milliseconds read
+too) and a later turn's is its ``at_ms`` (not sent before
 then, nor before the previous answer: the history needs it). What tokometer cannot replay as AIPerf does is
 refused in one line naming the field: images, audio and video, ``payload`` and ``history``-mode
 ``messages`` (fixed bodies, not a growing conversation), ``extra`` body fields, ``tools``, a role other than
@@ -54,6 +55,8 @@ AIPERF: Final = "aiperf"
 AIPERF_KINDS: Final = ("multi_turn", "mooncake_trace")
 _ID_CHARS: Final = 200
 _MAX_HASH_IDS: Final = 100_000
+_MAX_STAMP_MS: Final = float(2**53)
+"""The largest ``timestamp`` read (milliseconds from any clock's epoch are far below it)."""
 _TURN_KEYS: Final = frozenset({"type", "text", "texts", "timestamp", "delay", "role", "session_id",
                                "output_length"})
 _REQUEST_KEYS: Final = frozenset({"type", "input_length", "text_input", "messages", "message_mode", "output_length",
@@ -94,7 +97,7 @@ def read_aiperf_trace(path: Path, lines: Iterable[tuple[int, bytes]], output_tok
             built.add(parse_aiperf(line, f"{path}:{number}"), f"{path}:{number}")
     if not built.sessions:
         raise DatasetError(f"AIPerf trace {path} holds no sessions")
-    return built.finish()
+    return built.finish(f"AIPerf trace {path}")
 
 
 def parse_aiperf(line: str, where: str) -> dict[str, Any]:
@@ -179,7 +182,7 @@ class _Sessions:
 
     def _append(self, draft: _Draft, item: dict[str, Any], given: tuple[str | None, int | None], where: str) -> None:
         """Add one turn to ``draft``: its input, length and times."""
-        stamp = _ms(item, "timestamp", where, MAX_START_MS)
+        stamp = _ms(item, "timestamp", where, _MAX_STAMP_MS)
         delay = _ms(item, "delay", where, MAX_TOOL_MS)
         if stamp and delay:
             raise DatasetError(f"{where}: give 'timestamp' or 'delay', not both")
@@ -190,17 +193,24 @@ class _Sessions:
             elif stamp < (draft.start_ms or 0.0):
                 raise DatasetError(f"{where}: 'timestamp' {stamp:g} is before its session's start "
                                    f"({draft.start_ms or 0.0:g})")
-            else:
-                at_ms = stamp - (draft.start_ms or 0.0)
+            elif (at_ms := stamp - (draft.start_ms or 0.0)) > MAX_START_MS:
+                raise DatasetError(f"{where}: 'timestamp' {stamp:g} is more than {MAX_START_MS:g} ms after its "
+                                   "session's start")
         k = len(draft.turns)
         text, tokens = given
         draft.turns.append(AgentTurn(f"t{k}", MAIN_AGENT, (k - 1,) if k else (), delay or 0.0, tokens, text,
                                      _length(item, where, self.output_tokens), at_ms))
         self.turns += 1
 
-    def finish(self) -> list[AgentSession]:
-        """The sessions, sorted by their start (a session without a timestamp starts at 0)."""
-        out = [AgentSession(d.label, d.start_ms or 0.0, tuple(d.turns)) for d in self.sessions]
+    def finish(self, where: str) -> list[AgentSession]:
+        """The sessions, sorted by their start, the earliest ``timestamp`` taken as the trace's 0 (so times from
+        a clock's epoch read as well; a session without one starts at 0)."""
+        first = min((d.start_ms for d in self.sessions if d.start_ms is not None), default=0.0)
+        out = [AgentSession(d.label, 0.0 if d.start_ms is None else d.start_ms - first, tuple(d.turns))
+               for d in self.sessions]
+        if (last := max(s.start_ms for s in out)) > MAX_START_MS:
+            raise DatasetError(f"{where}: its sessions start over {last:g} ms, more than {MAX_START_MS:g} (a week): "
+                               "split it")
         return sorted(out, key=lambda s: s.start_ms)
 
 

@@ -31,7 +31,7 @@ def test_a_multi_turn_session_maps_turn_by_turn(tmp_path: Path) -> None:
     assert name == "mt.jsonl"
     assert [s.label for s in sessions] == ["early", "late"]  # sorted by start
     late = sessions[1]
-    assert late.start_ms == 500
+    assert late.start_ms == 400  # from the earliest timestamp: "early"'s 100
     assert [(t.input_text, t.output_tokens, t.tool_ms, t.at_ms, t.after) for t in late.turns] == [
         ("hello", 7, 0.0, None, ()), ("a\n\nb", 33, 250.0, None, (0,)), ("tool says 3", 2, 0.0, 2000.0, (1,))]
     assert {t.agent for t in late.turns} == {"main"}
@@ -58,6 +58,23 @@ def test_texts_may_be_aiperfs_text_objects(tmp_path: Path) -> None:
         {"texts": [{"name": "q", "contents": ["one", "two"]}, "three"], "output_length": 2}]}])
     (session,), _ = agent_sessions(str(path))
     assert session.turns[0].input_text == "one\n\ntwo\n\nthree"
+
+
+def test_timestamps_from_an_epoch_count_from_the_earliest(tmp_path: Path) -> None:
+    epoch = 1_764_000_000_000
+    path = _write(tmp_path / "e.jsonl", [{"session_id": "b", "timestamp": epoch + 900, "input_length": 4},
+                                         {"session_id": "a", "timestamp": epoch + 100, "input_length": 4},
+                                         {"session_id": "a", "timestamp": epoch + 400, "input_length": 4}])
+    sessions, _ = agent_sessions(f"aiperf:{path}", output_tokens=2)
+    assert [(s.label, s.start_ms) for s in sessions] == [("a", 0.0), ("b", 800.0)]
+    assert sessions[0].turns[1].at_ms == 300.0
+
+
+def test_sessions_spread_over_more_than_a_week_are_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path / "w.jsonl", [{"timestamp": 0, "input_length": 4},
+                                         {"timestamp": 8 * 86_400_000, "input_length": 4}])
+    with pytest.raises(DatasetError, match="a week"):
+        agent_sessions(f"aiperf:{path}", output_tokens=2)
 
 
 def test_tokometers_own_format_is_still_read_as_its_own(tmp_path: Path) -> None:
