@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from tests.conftest import SimServer, run_cli
+from tests.conftest import SimServer
 from tests.helpers import bench
 from tokometer.datasets.agentic import read_agent_trace
 
@@ -42,8 +42,3 @@ def test_workers_run_whole_sessions_each_turn_once(sim_factory: Callable[..., Si
     stats = step.summary.agentic
     assert stats is not None and (stats["sessions"], stats["completed"]) == (len(sessions), len(sessions))
 
-
-def test_agents_on_ray_are_refused_in_one_line() -> None:
-    done = run_cli("bench", "--url", "http://127.0.0.1:9/v1", "--agents", "example", "--ray", "auto")
-    assert done.returncode == 2 and "--agents does not run on Ray actors yet" in done.stderr, done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1

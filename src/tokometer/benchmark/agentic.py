@@ -28,6 +28,4 @@ def check_agents(spec: Any) -> None:
     if spec.requests is not None or spec.warmup or spec.duration_s is not None:
         raise FieldProblem("{agents} runs every session of its trace once a step: leave out {requests}, "
                            "{warmup} and {duration_s}")
-    if spec.ray is not None:
-        raise FieldProblem("{agents} does not run on Ray actors yet: leave out {ray} ({workers} N shares the "
-                           "sessions between processes on this host)")
+

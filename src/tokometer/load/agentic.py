@@ -94,9 +94,9 @@ async def run_agent_step(step: LoadStep, step_index: int, workload: AgentWorkloa
 
 async def run_agent_share(workload: AgentWorkload, step: LoadStep, step_index: int, client: StreamClient,
                           on_record: OnRecord, workers: int, w: int, start_ns: int) -> StepOutcome:
-    """Load generator ``w`` of ``workers`` (``--workers`` processes, `tokometer.load.share`): whole sessions
-    ``w, w + workers, ...``, each at its own offset from the common ``start_ns``. A session's turns stay in one
-    process (they share its agents' conversations); each record is numbered by its turn's place in the trace
+    """Load generator ``w`` of ``workers`` (``--workers`` processes or Ray actors, `tokometer.load.share`): whole
+    sessions ``w, w + workers, ...``, each at its own offset from the common ``start_ns``. A session's turns stay
+    in one process (they share its agents' conversations); each record is numbered by its turn's place in the trace
     (the sessions' turns in order), so the step's numbers are the same, and distinct, however many processes
     share it."""
     base = list(itertools.accumulate((len(s.turns) for s in workload.sessions), initial=0))
