@@ -28,5 +28,4 @@ def check_agents(spec: Any) -> None:
     if spec.requests is not None or spec.warmup or spec.duration_s is not None:
         raise FieldProblem("{agents} runs every session of its trace once a step: leave out {requests}, "
                            "{warmup} and {duration_s}")
-    if spec.workers > 1 or spec.ray is not None:
-        raise FieldProblem("{agents} runs on one event loop: leave out {workers} and {ray}")
+

@@ -90,6 +90,8 @@ class _Handout:
     def items(self, step: LoadStep) -> Items:
         if step.mode == "trace":
             self.used = 0  # every trial replays the trace from its start
+        if self.prepared.agents is not None:  # every session, every step: a worker picks out its own
+            return self.prepared.agents
         if self.prepared.sessions is not None:
             return self.prepared.session_list(self.limits, self.used)
         return self.prepared.prompt_list(self.limits, self.used)

@@ -1,9 +1,9 @@
 """A tenant mix (``bench --mix``, `tokometer.datasets.mix`) against the rest of a `BenchSpec`.
 
-The mix brings each tenant's prompts, so the run's own prompt options stay out; it runs single requests on
-this event loop, so sessions, a trace, worker processes and Ray stay out; a mix of tenants with their own
-rates sets the run's rate (their sum), so no other load is given. The run's volume is checked with the
-largest prompt and answer any tenant asks for.
+The mix brings each tenant's prompts (a tenant's trace too), so the run's own prompt options stay out; it runs
+on this event loop, worker processes and Ray alike; a mix of tenants with their own rates sets the run's rate
+(their sum), and a mix with traces its step's timeline (`tokometer.benchmark.mixtrace`), so no other load is
+given. The run's volume is checked with the largest prompt and answer any tenant asks for.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tokometer.datasets.mix import TenantMix, parse_mix
 from tokometer.util.errors import ConfigError
 from tokometer.util.specproblem import FieldProblem
 
-__all__ = ["check_mix", "mix_load"]
+__all__ = ["check_mix", "mix_is_traced", "mix_load"]
 
 
 class _Spec(Protocol):
@@ -38,6 +38,8 @@ class _Spec(Protocol):
     @property
     def trace(self) -> Path | None: ...
     @property
+    def agents(self) -> str | None: ...
+    @property
     def workers(self) -> int: ...
     @property
     def ray(self) -> str | None: ...
@@ -56,6 +58,15 @@ class _Spec(Protocol):
     def model_copy(self, *, update: dict[str, Any]) -> Any: ...
 
 
+def mix_is_traced(value: Any) -> bool:
+    """Whether a spec's ``mix`` value (a `TenantMix` or its dict) has a tenant replaying a trace: its step is
+    then the trace's timeline, which counts its own requests."""
+    if isinstance(value, TenantMix):
+        return value.traced
+    tenants = value.get("tenants") if isinstance(value, dict) else None
+    return isinstance(tenants, list) and any(isinstance(t, dict) and t.get("trace") is not None for t in tenants)
+
+
 def mix_load(data: Any) -> Any:
     """The spec's values with the load a mix of rates sets: ``rate`` their sum, when no load was given."""
     if not isinstance(data, dict) or data.get("mix") is None:
@@ -72,6 +83,21 @@ def mix_load(data: Any) -> Any:
     return {**data, "mix": mix, "rate": [total]}
 
 
+def _check_sessions(spec: _Spec, mix: TenantMix) -> None:
+    """A mix of sessions: conversations from each tenant, none from a trace; a tenant's turns only with them."""
+    if spec.sessions is None:
+        if shaped := next((t for t in mix.tenants if t.turns is not None or t.think_time is not None), None):
+            raise FieldProblem("tenant {name!r} of {mix} gives turns or think_time, which shape sessions: give "
+                               "{sessions} N too (each session is then a tenant's)", name=shaped.name)
+        return
+    if mix.traced:
+        raise FieldProblem("a trace in {mix} sends single requests at its own times, not sessions: leave out "
+                           "{sessions}")
+    if fixed := next((t for t in mix.tenants if t.prompt is not None), None):
+        raise FieldProblem("with {sessions}, tenant {name!r} of {mix} needs conversations: give it input_tokens "
+                           "(synthetic turns) or a ShareGPT dataset instead of prompt", name=fixed.name)
+
+
 def check_mix(spec: _Spec) -> None:
     """What a mix leaves out, said as a `FieldProblem`; nothing without one."""
     mix = spec.mix
@@ -80,14 +106,20 @@ def check_mix(spec: _Spec) -> None:
     if spec.dataset is not None or spec.prompt is not None or spec.prefix_tokens or spec.images:
         raise FieldProblem("{mix} gives each tenant its own prompts (input_tokens, dataset or prompt in its "
                            "table): leave out {dataset}, {prompt}, {prefix_tokens} and {images}")
-    if spec.sessions is not None or spec.trace is not None:
-        raise FieldProblem("{mix} sends single requests: leave out {sessions} and {trace}")
+    if spec.agents is not None:
+        raise FieldProblem("{mix} and {agents}: a tenant's source is prompts, conversations or a trace, not agent "
+                           "sessions yet: give one of them")
+    if spec.trace is not None:
+        raise FieldProblem("{mix}: give each tenant its own trace (trace = FILE in its table): {trace} would "
+                           "belong to no tenant")
+    _check_sessions(spec, mix)
+    if mix.traced and (spec.concurrency or spec.rate or spec.synchronous or spec.find_max is not None):
+        raise FieldProblem("the traces of {mix} set the step's times (each tenant's trace, and its rate beside "
+                           "them): leave out {rate}, {concurrency}, {synchronous} and {find_max}")
     from tokometer.protocols.registry import PROTOCOLS
 
     if not PROTOCOLS[spec.api].streams:
         raise FieldProblem("{mix} tenants send generation requests: give a chat or completions {api}")
-    if spec.workers > 1 or spec.ray is not None:
-        raise FieldProblem("{mix} runs on one event loop for now: leave out {workers} and {ray}")
     if mix.total_rate is not None and (spec.concurrency or spec.synchronous or spec.find_max is not None
                                        or spec.rate != [mix.total_rate]):
         raise FieldProblem("the tenants of {mix} give their own rates, which set the run's (their sum, {total:g}/s): "

@@ -57,10 +57,14 @@ def sweep_steps(spec: BenchSpec) -> list[LoadStep]:
         name = "example" if str(spec.trace) == "example" else spec.trace.name
         return [LoadStep("trace", offsets=trace_offsets(read_trace(spec.trace), spec.time_scale), trace=name,
                          max_concurrency=spec.max_concurrency)]
+    if spec.mix is not None and spec.mix.traced:
+        from tokometer.benchmark.mixtrace import mix_step
+
+        return [mix_step(spec)]
     if spec.agents is not None:
         from tokometer.load.agentic import agent_step
 
-        return [agent_step(spec.agents, spec.seed_value)]
+        return [agent_step(spec.agents, spec.seed_value, spec.output_tokens)]
     sessions = spec.sessions is not None
     if spec.rate:
         return [LoadStep("rate", rate=r, arrival=spec.arrival, burstiness=spec.burstiness,

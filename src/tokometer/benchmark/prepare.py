@@ -26,6 +26,7 @@ from tokometer.datasets.conversations import SessionScript, SessionSource, Share
 from tokometer.datasets.files import JsonlSource, ShareGPTSource
 from tokometer.datasets.images import ImageSpec, parse_image_size
 from tokometer.datasets.mix import MixSource, tenant_seed
+from tokometer.datasets.mix_sessions import MixSessions
 from tokometer.datasets.sampled import Sampled
 from tokometer.datasets.trace import TraceSource
 from tokometer.load.runner import StepLimits
@@ -46,7 +47,7 @@ class Prepared:
     tokenizer: Tokenizer | None
     local_tokenizer: bool
     warnings: list[str] = field(default_factory=list)
-    sessions: SessionSource | None = None
+    sessions: SessionSource | MixSessions | None = None
     """With ``--sessions``: the sessions' scripts (the user's side; `tokometer.load.sessions` runs them)."""
     agents: AgentWorkload | None = None
     """With ``--agents``: the agent sessions and their texts (`tokometer.load.agentic` runs them)."""
@@ -62,6 +63,8 @@ class Prepared:
         if isinstance(self.source, SyntheticSource):
             wanted = min(limits.total or self.source.unique, self.source.unique)
             return list(itertools.islice(self.source.prompts(), offset, offset + wanted))
+        if isinstance(self.source, MixSource):  # each request its tenant's: the list in the run's own order
+            return self.source.prompt_list(offset, limits.total or self.source.planned)
         items = self.source.items
         start = offset % len(items)
         return items[start:] + items[:start]
@@ -181,11 +184,17 @@ def _mix_source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str
     for number, tenant in enumerate(spec.mix.tenants):
         own = spec.model_copy(update={"mix": None, "input_tokens": tenant.input_tokens or spec.input_tokens,
                                       "dataset": tenant.dataset, "dataset_kind": tenant.dataset_kind,
-                                      "prompt": tenant.prompt, "seed": tenant_seed(spec.seed_value, number)})
+                                      "prompt": tenant.prompt, "trace": tenant.trace,
+                                      "seed": tenant_seed(spec.seed_value, number)})
         said: list[str] = []
         sources.append(_source(own, tokenizer, said))
         warnings.extend(f"tenant {tenant.name!r}: {w}" for w in said)
-    return MixSource(spec.mix, sources, spec.seed_value)
+    order = None
+    if spec.mix.traced:  # each request's tenant on the merged timeline
+        from tokometer.benchmark.mixtrace import mix_timeline
+
+        order = mix_timeline(spec.mix, spec)[1]
+    return MixSource(spec.mix, sources, spec.seed_value, order)
 
 
 async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
@@ -201,14 +210,14 @@ async def prepare(spec: BenchSpec, n_steps: int = 1) -> Prepared:
                         f"using {cores} (more load-generator processes than cores only slow each other down)")
     tokenizer, local = await asyncio.to_thread(_tokenizer, spec_for_tok, warnings)
     agents: AgentWorkload | None = None
-    sessions: SessionSource | None = None
+    sessions: SessionSource | MixSessions | None = None
     if spec.sessions is not None:
         sessions = await asyncio.to_thread(_sessions, spec, tokenizer, warnings)
         await _in_thread(sessions.prepare, (spec.sessions + spec.warmup) * n_steps)
         # The runner reads the sessions, never this source: it names the prompts for the report.
         source: Source = sessions.source if isinstance(sessions, SyntheticSessions) else FixedSource(sessions.name)
     elif spec.agents is not None:
-        agents = await asyncio.to_thread(open_agents, spec.agents, tokenizer, spec.seed_value)
+        agents = await asyncio.to_thread(open_agents, spec.agents, tokenizer, spec.seed_value, spec.output_tokens)
         await _in_thread(agents.prepare, 0)
         source = FixedSource(agents.name)
         source.name = agents.name  # the runner reads the sessions, never this source: it names them for the report
@@ -256,7 +265,9 @@ async def _in_thread(make: Callable[[int, threading.Event], None], n: int) -> No
         stop.set()
 
 
-def _sessions(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -> SessionSource:
+def _sessions(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -> SessionSource | MixSessions:
+    if spec.mix is not None:
+        return _mix_sessions(spec, tokenizer, warnings)
     think = Sampled.parse(spec.think_time or "0", "--think-time")
     turns = Sampled.parse(spec.turns, "--turns", whole=True) if spec.turns is not None else None
     if spec.dataset is not None:
@@ -269,6 +280,27 @@ def _sessions(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str])
     assert isinstance(source, SyntheticSource)
     default = Sampled("fixed", DEFAULT_TURNS, DEFAULT_TURNS, whole=True)
     return SyntheticSessions(source, turns or default, think, seed=spec.seed_value)
+
+
+def _mix_sessions(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -> MixSessions:
+    """A mix's sessions: each tenant's own, made as the run's would be from its table."""
+    assert spec.mix is not None
+    sources = []
+    for number, tenant in enumerate(spec.mix.tenants):
+        own = spec.model_copy(update={"mix": None, "input_tokens": tenant.input_tokens or spec.input_tokens,
+                                      "dataset": tenant.dataset, "dataset_kind": tenant.dataset_kind,
+                                      "turns": tenant.turns or spec.turns,
+                                      "think_time": tenant.think_time or spec.think_time,
+                                      "seed": tenant_seed(spec.seed_value, number)})
+        said: list[str] = []
+        try:
+            made = _sessions(own, tokenizer, said)
+        except DatasetError as exc:
+            raise DatasetError(f"tenant {tenant.name!r}: {exc}") from None
+        assert not isinstance(made, MixSessions)
+        sources.append(made)
+        warnings.extend(f"tenant {tenant.name!r}: {w}" for w in said)
+    return MixSessions(spec.mix, sources, spec.seed_value)
 
 
 def _trace_notes(source: TraceSource) -> list[str]:

@@ -67,7 +67,7 @@ async def run_benchmark(
     target = Target(spec.url, spec.api_key, dict(spec.headers), spec.tls())
     tokenizer = _portable(spec.tokenizer) if prepared.local_tokenizer else None
     setup = WorkerSetup(target, spec.api, params, timeouts, tokenizer,
-                        sessions=prepared.sessions is not None)
+                        sessions=prepared.sessions is not None, agents=prepared.agents is not None)
     cluster = await RayLoad.connect(spec.ray, setup, spec.ray_actors) if spec.ray is not None else None
     try:
         return await _run_steps(spec, plan, prepared, setup, cluster, store, observer, engine, engine_check)

@@ -283,7 +283,7 @@ class BenchSpec(BaseModel):
             raise FieldProblem("{batch_size} is the inputs of one embeddings or rerank request: give {api} "
                                "openai-embeddings or rerank (a generation request carries one prompt)")
         if self.requests is None and self.duration_s is None and self.sessions is None and self.trace is None \
-                and self.agents is None:
+                and self.agents is None and not (self.mix is not None and self.mix.traced):
             raise FieldProblem("give {requests} or {duration_s} (or both)")
         if self.dataset is not None and self.prompt is not None:
             raise FieldProblem("give {dataset} or {prompt}, not both")
@@ -478,8 +478,10 @@ class BenchSpec(BaseModel):
 
 def _counts_requests(values: Mapping[str, Any]) -> bool:
     """Whether a spec of ``values`` takes a default request count: not for sessions, a trace or a duration."""
+    from tokometer.benchmark.mixspec import mix_is_traced
+
     return not (values.get("sessions") or values.get("trace") or values.get("agents")
-                or values.get("duration_s") is not None)
+                or values.get("duration_s") is not None or mix_is_traced(values.get("mix")))
 
 
 def apply_profile(values: Mapping[str, Any], profile: Mapping[str, Any]) -> dict[str, Any]:

@@ -187,7 +187,7 @@ def _mebibytes_or_sized(size: int | None) -> str | None:
 @spec_option("--prompt", field="prompt", help="Send this one prompt every time.")
 @spec_option("--mix", type=click.Path(path_type=Path), field="mix", from_cli=_read_mix, metavar="FILE",
              help="Tenants sharing the run (TOML [[tenant]] tables: name, share or rate, model or LoRA adapter, "
-                  "prompts, SLO, headers): per-tenant results beside the totals.")
+                  "prompts or a trace, turns, SLO, headers): per-tenant results beside the totals.")
 @spec_option("--sessions", type=click.IntRange(min=1), field="sessions",
              help="Multi-turn chat sessions per step instead of single requests: each turn sends the history with "
                   "the model's real answers. -c counts live sessions, -r new sessions a second.")
@@ -199,9 +199,10 @@ def _mebibytes_or_sized(size: int | None) -> str | None:
 @spec_option("--trace", type=click.Path(path_type=Path), field="trace",
              help="Replay a request trace (Mooncake JSONL: timestamp ms, input_length, output_length, hash_ids) "
                   "at its own timing, prompts of its exact lengths, shared blocks shared; 'example': a shipped one.")
-@spec_option("--agents", field="agents", metavar="FILE|example|synthetic[:k=v,...]",
+@spec_option("--agents", field="agents", metavar="FILE|aiperf:FILE|example|synthetic[:k=v,...]",
              help="Agent sessions: an agent trace (JSONL, one session a line: turns, sub-agents, tool latencies; "
-                  "docs/reference/agent-trace.md), 'example', or synthetic with turns=, fan_out=, fan_every=, "
+                  "docs/reference/agent-trace.md), an AIPerf multi_turn or mooncake_trace file, 'example', or "
+                  "synthetic with turns=, fan_out=, fan_every=, "
                   "sub_turns=, tool_latency=, growth=, prefix=, shared=, sessions=, rate=, output=.")
 @spec_option("--time-scale", type=FiniteFloat(min=0, min_open=True), field="time_scale", show_default=True,
              help="Stretch the trace's timestamps by this factor (2: half as fast, 0.5: twice as fast).")

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -45,8 +45,9 @@ from tokometer.util.limits import MAX_TOKENS, MAX_TURNS
 from tokometer.util.readlimit import iter_at_most, split_lines
 
 __all__ = ["EXAMPLE_AGENT_TRACE", "MAIN_AGENT", "MAX_AGENT_LINE_BYTES", "MAX_AGENT_SESSIONS", "MAX_AGENT_TURNS",
-           "MAX_TOOL_MS", "READ_DEADLINE_S",
-           "AgentSession", "AgentTurn", "Prefix", "parse_session", "read_agent_trace", "session_offsets"]
+           "MAX_START_MS", "MAX_TOOL_MS", "READ_DEADLINE_S",
+           "AgentSession", "AgentTurn", "Prefix", "agent_lines", "parse_session", "read_agent_trace",
+           "session_offsets", "sessions_from_lines"]
 
 EXAMPLE_AGENT_TRACE: Final = Path(__file__).with_name("data") / "example_agent_trace.jsonl"
 """The small agent trace shipped with tokometer (``bench --agents example``)."""
@@ -87,6 +88,9 @@ class AgentTurn:
     input_tokens: int | None
     input_text: str | None
     output_tokens: int
+    at_ms: float | None = None
+    """Not sent before this many ms after the session's start (a trace's fixed send time); None: as soon as
+    what it waits for has ended, plus ``tool_ms``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +111,14 @@ class AgentSession:
 def read_agent_trace(path: str | Path) -> list[AgentSession]:
     """The sessions of an agent trace file, in file order; ``example`` names the shipped example."""
     p = EXAMPLE_AGENT_TRACE if str(path) == "example" else Path(path)
+    return sessions_from_lines(p, agent_lines(p))
+
+
+def sessions_from_lines(p: Path, lines: Iterable[tuple[int, bytes]]) -> list[AgentSession]:
+    """The sessions of the agent trace ``p`` from its numbered ``lines`` (`agent_lines`), in file order."""
     out: list[AgentSession] = []
     turns = 0
-    for number, raw in _lines(p):
+    for number, raw in lines:
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -136,8 +145,8 @@ def session_offsets(sessions: list[AgentSession], time_scale: float = 1.0) -> tu
     return tuple(round((s.start_ms - first) * time_scale * 1e6) for s in sessions)
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """The trace's lines within its byte, line and time bounds."""
+def agent_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The trace's numbered lines within its byte, line and time bounds (any agent trace format's)."""
     def too_long(number: int) -> DatasetError:
         return DatasetError(f"{path}:{number}: a line longer than {MAX_AGENT_LINE_BYTES >> 20} MiB")
 
@@ -214,8 +223,9 @@ def _turns(items: list[Any], where: str) -> tuple[AgentTurn, ...]:
         if agent in last_of and last_of[agent] not in after:
             after = (last_of[agent], *after)
         text, tokens = _input(item, here)
+        at_ms = _number(item, "at_ms", here, 0.0, MAX_START_MS) if "at_ms" in item else None
         out.append(AgentTurn(turn_id, agent, after, _number(item, "tool_ms", here, 0.0, MAX_TOOL_MS), tokens, text,
-                             _whole(item, "output_tokens", here)))
+                             _whole(item, "output_tokens", here), at_ms))
         index[turn_id] = last_of[agent] = k
     return tuple(out)
 

@@ -1,6 +1,8 @@
 """The agent sessions of a run (``bench --agents``) and the texts they send, made before any timing starts.
 
-``--agents`` names an agent trace file (`tokometer.datasets.agentic`), ``example`` (the shipped one), or
+``--agents`` names an agent trace file (`tokometer.datasets.agentic`; one in AIPerf's ``multi_turn`` or
+``mooncake_trace`` format, `tokometer.datasets.agentic_aiperf`, is told by its first line or named
+``aiperf:FILE``), ``example`` (the shipped one), or
 ``synthetic[:key=value,...]`` (`tokometer.datasets.agentic_synth`). `AgentWorkload` holds the sessions and
 makes each text once: every turn's new input (exactly its ``input_tokens`` with a tokenizer, that many words
 without one) and each prefix, one text per prefix ``id``, so that sessions naming the same id send the
@@ -9,11 +11,14 @@ same system prompt. The load generator (`tokometer.load.agentic`) assembles the 
 
 from __future__ import annotations
 
+import itertools
+import json
 import random
 from pathlib import Path
 from typing import Any
 
-from tokometer.datasets.agentic import AgentSession, Prefix, read_agent_trace
+from tokometer.datasets.agentic import EXAMPLE_AGENT_TRACE, AgentSession, Prefix, agent_lines, sessions_from_lines
+from tokometer.datasets.agentic_aiperf import AIPERF, looks_like_aiperf, read_aiperf_trace
 from tokometer.datasets.agentic_synth import SYNTHETIC, parse_shape, synthetic_sessions
 from tokometer.datasets.synthetic import make_exact_text
 from tokometer.datasets.words import WORDS
@@ -24,18 +29,42 @@ from tokometer.util.limits import MAX_PROMPT_TOKENS_MADE
 __all__ = ["AgentWorkload", "agent_sessions", "open_agents"]
 
 
-def agent_sessions(value: str, seed: int = 0) -> tuple[list[AgentSession], str]:
-    """The sessions ``--agents value`` names (a trace file, ``example``, or ``synthetic[:...]``) and a name for
-    them."""
-    if value.split(":", 1)[0].strip() == SYNTHETIC:
+def agent_sessions(value: str, seed: int = 0, output_tokens: int | None = None) -> tuple[list[AgentSession], str]:
+    """The sessions ``--agents value`` names (a trace file, ``aiperf:FILE``, ``example``, or ``synthetic[:...]``)
+    and a name for them; ``output_tokens``: the answer length of an AIPerf turn that gives none."""
+    kind = value.split(":", 1)[0].strip()
+    if kind == SYNTHETIC:
         shape = parse_shape(value)
         return synthetic_sessions(shape, seed), f"synthetic:{shape.describe()}"
-    return read_agent_trace(value), Path(value).name
+    if kind == AIPERF:
+        path = Path(value.split(":", 1)[1])
+        return read_aiperf_trace(path, agent_lines(path), output_tokens), f"{AIPERF}:{path.name}"
+    return read_agent_file(value, output_tokens), Path(value).name
 
 
-def open_agents(value: str, tokenizer: Tokenizer | None, seed: int = 0) -> AgentWorkload:
+def read_agent_file(value: str, output_tokens: int | None) -> list[AgentSession]:
+    """An agent trace in tokometer's format or in one of AIPerf's, told apart by its first line."""
+    path = EXAMPLE_AGENT_TRACE if value == "example" else Path(value)
+    lines = agent_lines(path)
+    ahead: list[tuple[int, bytes]] = []
+    for number, raw in lines:
+        ahead.append((number, raw))
+        if raw.strip():
+            break
+    try:
+        first = json.loads(ahead[-1][1]) if ahead else None
+    except (ValueError, RecursionError):
+        first = None  # the format's own reader says what is wrong with it
+    rest = itertools.chain(ahead, lines)
+    if looks_like_aiperf(first):
+        return read_aiperf_trace(path, rest, output_tokens)
+    return sessions_from_lines(path, rest)
+
+
+def open_agents(value: str, tokenizer: Tokenizer | None, seed: int = 0,
+                output_tokens: int | None = None) -> AgentWorkload:
     """The workload ``--agents value`` names, its texts still to make (`AgentWorkload.prepare`)."""
-    sessions, name = agent_sessions(value, seed)
+    sessions, name = agent_sessions(value, seed, output_tokens)
     return AgentWorkload(sessions, tokenizer, seed, name)
 
 
@@ -56,6 +85,11 @@ class AgentWorkload:
                      + (f"exact: {tokenizer.name}" if tokenizer else "words"))
         self._prefixes: dict[str, str] = {}
         self._inputs: dict[tuple[int, int], str] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker process gets: the sessions and every text made (`prepare` ran), not the tokenizer
+        (it may not travel between processes; the texts need it no more)."""
+        return {**self.__dict__, "tokenizer": None}
 
     def prepare(self, n: int = 0, stop: Any = None) -> None:
         """Make every text now (the tokenizer's work stays out of the timed run)."""

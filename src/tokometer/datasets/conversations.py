@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokometer.datasets.files import sharegpt_entries, sharegpt_messages
 from tokometer.datasets.sampled import Sampled
@@ -30,6 +31,9 @@ from tokometer.datasets.synthetic import SyntheticSource
 from tokometer.prompt import Message
 from tokometer.tokens.base import Tokenizer
 from tokometer.util.errors import DatasetError
+
+if TYPE_CHECKING:
+    from tokometer.datasets.mix import Tenant
 
 __all__ = ["SessionScript", "SessionSource", "ShareGPTSessions", "SyntheticSessions", "Turn"]
 
@@ -54,6 +58,8 @@ class SessionScript:
     turns: tuple[Turn, ...]
     system: tuple[Message, ...] = ()
     """Messages that open the conversation before the first user turn (a system prompt)."""
+    tenant: Tenant | None = None
+    """The tenant of a mix whose session it is (``--mix`` with ``--sessions``): each turn carries its marks."""
 
 
 class SyntheticSessions:

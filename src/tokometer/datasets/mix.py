@@ -22,13 +22,16 @@ The file is TOML, a list of ``[[tenant]]`` tables (docs/reference/mix.md)::
 1 (or 100, as percentages), shares mixed with rates are each one line naming the file and the tenant.
 
 Each request goes to one tenant, drawn by the shares from a generator seeded by the run's seed, so one seed
-gives one assignment (`MixSource`). A tenant given its own ``rate`` (every tenant then gives one) is the same
+gives one assignment (`MixSource`), also when ``--workers`` processes (or Ray actors) share a step: they get
+the step's marked prompts as a list (`MixSource.prompt_list`) and request ``g`` is the list's ``g``-th.
+A tenant given its own ``rate`` (every tenant then gives one) is the same
 draw with shares in proportion to the rates while the step runs at their sum: for Poisson arrivals the
 superposition of the tenants' own Poisson streams is exactly that.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import threading
@@ -38,17 +41,27 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from tokometer.datasets.base import PromptSource
 from tokometer.datasets.synthetic import SyntheticSource
+from tokometer.datasets.trace import TraceSource
 from tokometer.prompt import Prompt
 from tokometer.util.errors import ConfigError
 from tokometer.util.limits import MAX_RATE, Millis, Rate, Tokens
 from tokometer.util.secrets import header_problem, redact_headers
 
-__all__ = ["MAX_MIX_FILE_BYTES", "MAX_TENANTS", "MixSource", "Tenant", "TenantMix", "parse_mix", "read_mix",
-           "tenant_seed"]
+__all__ = ["MAX_MIX_FILE_BYTES", "MAX_TENANTS", "MixSource", "Tenant", "TenantMix", "drawn_tenants", "mark_prompt",
+           "parse_mix", "read_mix", "tenant_seed"]
 
 MAX_TENANTS: Final = 64
 """Tenants one mix holds at most."""
@@ -83,6 +96,13 @@ class Tenant(BaseModel):
     dataset: Path | None = None
     dataset_kind: Literal["auto", "jsonl", "sharegpt"] = "auto"
     prompt: str | None = Field(None, min_length=1)
+    turns: str | None = Field(None, max_length=64)
+    """With ``--sessions``: its sessions' turns (``4``, ``2-6``, ``exp:4``); None: the run's ``--turns``."""
+    think_time: str | None = Field(None, max_length=64)
+    """With ``--sessions``: its users' think time (``2s``, ``1s-3s``, ``exp:2s``); None: the run's."""
+    trace: Path | None = None
+    """A request trace (Mooncake JSONL, `tokometer.datasets.trace`): its requests at their own times are this
+    tenant's traffic, merged with the other tenants' (`tokometer.benchmark.mixtrace`); no share or rate."""
     slo_ttft_ms: Millis | None = Field(None, gt=0)
     slo_tpot_ms: Millis | None = Field(None, gt=0)
     slo_e2e_ms: Millis | None = Field(None, gt=0)
@@ -93,6 +113,19 @@ class Tenant(BaseModel):
     def _redacted_headers(self, headers: dict[str, str]) -> dict[str, str]:
         return redact_headers(headers)
 
+    @field_validator("turns", "think_time")
+    @classmethod
+    def _sampled(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            from tokometer.datasets.sampled import Sampled
+
+            name = info.field_name or ""
+            try:
+                Sampled.parse(value, name, whole=name == "turns")
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix(f"{name}: ")) from None
+        return value
+
     @field_validator("name", "model")
     @classmethod
     def _one_line(cls, value: str | None) -> str | None:
@@ -102,10 +135,12 @@ class Tenant(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Tenant:
-        if (self.share is None) == (self.rate is None):
+        if self.trace is not None and (self.share is not None or self.rate is not None):
+            raise ValueError("a trace sends its requests at its own times: leave out share and rate")
+        if self.trace is None and (self.share is None) == (self.rate is None):
             raise ValueError("give share (its part of the traffic) or rate (its own requests a second), one of them")
-        if sum(x is not None for x in (self.dataset, self.prompt, self.input_tokens)) > 1:
-            raise ValueError("give one prompt source: input_tokens (synthetic), dataset or prompt")
+        if sum(x is not None for x in (self.dataset, self.prompt, self.input_tokens, self.trace)) > 1:
+            raise ValueError("give one prompt source: input_tokens (synthetic), dataset, prompt or trace")
         for number, (name, value) in enumerate(self.headers.items(), 1):
             if problem := header_problem(name, value):
                 raise ValueError(f"header {number}: {problem}")
@@ -129,14 +164,18 @@ class TenantMix(BaseModel):
             if tenant.name in seen:
                 raise ValueError(f"two tenants are named {tenant.name!r}: give each its own name")
             seen.add(tenant.name)
+        if self.traced and (shared := next((t for t in self.tenants if t.share is not None), None)):
+            raise ValueError(f"tenant {shared.name!r} gives a share, but a trace sets its tenant's traffic: a share "
+                             f"of it means nothing; give {shared.name!r} a rate (its requests a second beside the "
+                             "trace)")
         rated = sum(t.rate is not None for t in self.tenants)
-        if rated not in (0, len(self.tenants)):
+        if rated not in (0, len(self.tenants)) and not self.traced:
             raise ValueError("some tenants give a share and some a rate: give every tenant a share, or every "
                              "tenant a rate")
         if rated and (total_rate := sum(t.rate or 0.0 for t in self.tenants)) > MAX_RATE:
             raise ValueError(f"the tenants' rates add up to {total_rate:g} requests a second, more than a run sends "
                              f"({MAX_RATE:g}): lower them")
-        if not rated:
+        if not rated and not self.traced:
             total = sum(t.share or 0.0 for t in self.tenants)
             if not any(math.isclose(total, whole, abs_tol=slack) for whole, slack in _SHARE_TOTALS):
                 raise ValueError(f"the shares add up to {total:g}: give fractions that add up to 1 (0.7, 0.3) or "
@@ -147,11 +186,16 @@ class TenantMix(BaseModel):
         """Each tenant's part of the traffic, adding up to 1."""
         raw = [t.rate if t.rate is not None else (t.share or 0.0) for t in self.tenants]
         total = sum(raw)
-        return [w / total for w in raw]
+        return [w / total if total else 0.0 for w in raw]
+
+    @property
+    def traced(self) -> bool:
+        """Some tenant replays a trace: the step is the tenants' merged timeline, not a load of the run's."""
+        return any(t.trace is not None for t in self.tenants)
 
     @property
     def total_rate(self) -> float | None:
-        """The step's rate when every tenant gives its own: their sum; None for shares."""
+        """The step's rate when every tenant gives its own: their sum; None for shares or a trace."""
         rates = [t.rate for t in self.tenants if t.rate is not None]
         return sum(rates) if rates and len(rates) == len(self.tenants) else None
 
@@ -185,10 +229,11 @@ def read_mix(path: Path) -> TenantMix:
 
 
 def _beside(tenant: Tenant, folder: Path) -> Tenant:
-    """``tenant`` with a relative ``dataset`` taken from the mix file's folder, as the file's reader expects."""
-    if tenant.dataset is None or tenant.dataset.is_absolute():
-        return tenant
-    return tenant.model_copy(update={"dataset": folder / tenant.dataset})
+    """``tenant`` with a relative ``dataset`` or ``trace`` taken from the mix file's folder, as the file's reader
+    expects (``trace = "example"`` names the shipped trace)."""
+    update = {key: folder / path for key, path in (("dataset", tenant.dataset), ("trace", tenant.trace))
+              if path is not None and not path.is_absolute() and not (key == "trace" and str(path) == "example")}
+    return tenant.model_copy(update=update) if update else tenant
 
 
 def parse_mix(data: Any, where: str) -> TenantMix:
@@ -226,25 +271,36 @@ class MixSource:
     """Prompts for a mix: each request's tenant drawn by the weights (seeded), its prompt the next of that
     tenant's own source, marked with the tenant's name, model, headers and answer length."""
 
-    def __init__(self, mix: TenantMix, sources: Sequence[PromptSource], seed: int) -> None:
+    def __init__(self, mix: TenantMix, sources: Sequence[PromptSource], seed: int,
+                 order: Sequence[int] | None = None) -> None:
         self.mix, self.sources, self.seed = mix, list(sources), seed
+        self.order = None if order is None else list(order)
+        """A traced mix's tenant of each request in time order (`tokometer.benchmark.mixtrace`); None: drawn."""
         self.name = "mix(" + ", ".join(f"{t.name}: {s.name}" for t, s in zip(mix.tenants, sources, strict=True)) + ")"
         self.items: list[Prompt] = []
+        self.planned = 0
+        """Requests the run was prepared for (`prepare`): the most one step hands to other processes."""
 
     def assignment(self) -> Iterator[int]:
-        """The tenant (by index) of each request in turn: the same sequence for the same seed."""
-        rng = random.Random(f"mix:{self.seed}")
-        population = range(len(self.mix.tenants))
-        cumulative = _cumulative(self.mix.weights())
-        while True:
-            yield rng.choices(population, cum_weights=cumulative)[0]
+        """The tenant (by index) of each request in turn: the same sequence for the same seed (a traced mix's
+        timeline once)."""
+        if self.order is not None:
+            yield from self.order
+            return
+        yield from drawn_tenants(self.mix, self.seed)
 
     def prepare(self, n: int, stop: threading.Event | None = None) -> None:
         """Make the synthetic tenants' prompts for ``n`` requests of the run now (each its share of them, and
         some more for the draw's spread), before any timing starts; more are made as they are needed."""
-        for source, weight in zip(self.sources, self.mix.weights(), strict=True):
-            if isinstance(source, SyntheticSource):
-                expected = n * weight
+        total = n if self.order is None else len(self.order)
+        self.planned = max(self.planned, total)
+        for k, (source, weight) in enumerate(zip(self.sources, self.mix.weights(), strict=True)):
+            if self.order is not None:
+                weight = self.order.count(k) / max(1, len(self.order))
+            if isinstance(source, TraceSource):
+                source.prepare(len(source.entries), stop)
+            elif isinstance(source, SyntheticSource):
+                expected = total * weight
                 source.prepare(math.ceil(expected + 4 * math.sqrt(expected) + 8), stop)
 
     def prompts(self) -> Iterator[Prompt]:
@@ -252,6 +308,23 @@ class MixSource:
         marks: list[Callable[[Prompt], Prompt]] = [_marker(t) for t in self.mix.tenants]
         for k in self.assignment():
             yield marks[k](next(streams[k]))
+
+
+    def prompt_list(self, offset: int, count: int) -> list[Prompt]:
+        """Requests ``offset .. offset + count - 1`` of the run, each marked with its tenant, as a list for other
+        processes: the step's request ``g`` is the list's ``g``-th, so load generators that deal the numbers
+        out (`tokometer.load.share`) send each to the tenant one process would, by the same seeded draw."""
+        return list(itertools.islice(self.prompts(), offset, offset + count))
+
+
+def drawn_tenants(mix: TenantMix, seed: int) -> Iterator[int]:
+    """The tenant (by index) of each request (or session) in turn, drawn by the mix's weights from a generator
+    seeded by the run's ``seed``: the same sequence for the same seed."""
+    rng = random.Random(f"mix:{seed}")
+    population = range(len(mix.tenants))
+    cumulative = _cumulative(mix.weights())
+    while True:
+        yield rng.choices(population, cum_weights=cumulative)[0]
 
 
 def _cumulative(weights: Sequence[float]) -> list[float]:
@@ -263,13 +336,13 @@ def _cumulative(weights: Sequence[float]) -> list[float]:
 
 
 def _marker(tenant: Tenant) -> Callable[[Prompt], Prompt]:
-    """What a prompt of ``tenant`` carries: its name, model, headers and (when it sets one) answer length."""
-    headers = tuple(tenant.headers.items())
-    length = tenant.output_tokens
+    return lambda prompt: mark_prompt(tenant, prompt)
 
-    def mark(prompt: Prompt) -> Prompt:
-        if length is not None:
-            return replace(prompt, tenant=tenant.name, model=tenant.model, headers=headers, max_tokens=length,
-                           exact_length=True)
-        return replace(prompt, tenant=tenant.name, model=tenant.model, headers=headers)
-    return mark
+
+def mark_prompt(tenant: Tenant, prompt: Prompt) -> Prompt:
+    """``prompt`` as ``tenant`` sends it: its name, model, headers and (when it sets one) answer length."""
+    headers = tuple(tenant.headers.items())
+    if tenant.output_tokens is not None:
+        return replace(prompt, tenant=tenant.name, model=tenant.model, headers=headers,
+                       max_tokens=tenant.output_tokens, exact_length=True)
+    return replace(prompt, tenant=tenant.name, model=tenant.model, headers=headers)

@@ -2,7 +2,8 @@
 
 A session (`tokometer.datasets.agentic.AgentSession`) starts at its own offset from the step's start (the
 trace's ``start_ms``, open loop). Every turn runs as soon as the turns it waits for have all ended, plus its
-tool latency (``tool_ms``, slept by the client: the tool's time, not the server's); turns waiting on one turn
+tool latency (``tool_ms``, slept by the client: the tool's time, not the server's), and not before its fixed
+send time where the trace gives one (``at_ms`` from the session's start); turns waiting on one turn
 run concurrently (a fan-out), a turn waiting on several waits for the last (a join). A turn sends its agent's
 conversation: the prefix as a system message, each earlier turn's input and the model's real answer
 (``output_text``), then its new input followed by the answers of the other agents' turns it waited for.
@@ -31,7 +32,7 @@ from tokometer.prompt import Message, Prompt, chat_to_text
 from tokometer.records import RequestRecord
 from tokometer.util.clock import sleep_until
 
-__all__ = ["AgentExecutor", "agent_step", "run_agent_step", "turn_messages"]
+__all__ = ["AgentExecutor", "agent_step", "run_agent_share", "run_agent_step", "turn_messages"]
 
 OnRecord = Callable[[RequestRecord], None]
 
@@ -44,9 +45,9 @@ def turn_messages(workload: AgentWorkload, index: int, k: int, history: Sequence
     return (*history, Message("user", text))
 
 
-def agent_step(value: str, seed: int) -> LoadStep:
+def agent_step(value: str, seed: int, output_tokens: int | None = None) -> LoadStep:
     """The one step of ``--agents value``: every session once, each at its start (an open loop)."""
-    sessions, name = agent_sessions(value, seed)
+    sessions, name = agent_sessions(value, seed, output_tokens)
     return LoadStep("trace", offsets=session_offsets(sessions), trace=name, sessions=True)
 
 
@@ -65,8 +66,10 @@ class AgentExecutor:
 
 
 async def run_agent_step(step: LoadStep, step_index: int, workload: AgentWorkload, client: StreamClient,
-                         on_record: OnRecord, start_ns: int | None = None) -> StepOutcome:
-    """Run every session of ``workload`` once, each at its offset (``step.offsets``); returns when all ended."""
+                         on_record: OnRecord, start_ns: int | None = None,
+                         numbers: Sequence[int] | None = None) -> StepOutcome:
+    """Run every session of ``workload`` once (or those ``numbers`` name), each at its offset (``step.offsets``);
+    returns when all ended."""
     records: list[RequestRecord] = []
     counter = itertools.count()
     monitor = LoopMonitor()
@@ -77,9 +80,9 @@ async def run_agent_step(step: LoadStep, step_index: int, workload: AgentWorkloa
         on_record(record)
 
     async def sessions(start: int) -> None:
-        for number, (session, offset) in enumerate(zip(workload.sessions, step.offsets, strict=True)):
-            runner = _Session(workload, number, session, client, step_index, counter, done)
-            tasks.add(asyncio.create_task(runner.run(start + offset)))
+        for number in numbers if numbers is not None else range(len(workload.sessions)):
+            runner = _Session(workload, number, workload.sessions[number], client, step_index, counter, done)
+            tasks.add(asyncio.create_task(runner.run(start + step.offsets[number])))
         await asyncio.gather(*tasks)
 
     start = start_ns if start_ns is not None else perf_counter_ns() + START_LEAD_NS
@@ -87,6 +90,23 @@ async def run_agent_step(step: LoadStep, step_index: int, workload: AgentWorkloa
     health = monitor.health(step, records)
     records.sort(key=lambda r: r.index)
     return StepOutcome(records, health, interrupted)
+
+
+async def run_agent_share(workload: AgentWorkload, step: LoadStep, step_index: int, client: StreamClient,
+                          on_record: OnRecord, workers: int, w: int, start_ns: int) -> StepOutcome:
+    """Load generator ``w`` of ``workers`` (``--workers`` processes or Ray actors, `tokometer.load.share`): whole
+    sessions ``w, w + workers, ...``, each at its own offset from the common ``start_ns``. A session's turns stay
+    in one process (they share its agents' conversations); each record is numbered by its turn's place in the trace
+    (the sessions' turns in order), so the step's numbers are the same, and distinct, however many processes
+    share it."""
+    base = list(itertools.accumulate((len(s.turns) for s in workload.sessions), initial=0))
+
+    def mine(record: RequestRecord) -> None:
+        record.index = base[record.session or 0] + (record.turn or 0)
+        on_record(record)
+
+    return await run_agent_step(step, step_index, workload, client, mine, start_ns=start_ns,
+                                numbers=range(w, len(workload.sessions), workers))
 
 
 class _Session:
@@ -123,6 +143,8 @@ class _Session:
             return
         ready = max((r.end_ns for r in waited if r is not None), default=start_ns)
         due = ready + round(turn.tool_ms * 1e6)
+        if turn.at_ms is not None:  # a fixed send time: not before it, nor before what it waits for
+            due = max(due, start_ns + round(turn.at_ms * 1e6))
         await sleep_until(due, DISPATCH_SPIN_NS)
         joined = [r.output_text for i, r in zip(turn.after, waited, strict=True)
                   if r is not None and self.session.turns[i].agent != turn.agent]

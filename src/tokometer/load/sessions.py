@@ -25,6 +25,7 @@ from time import perf_counter_ns
 
 from tokometer.client.streamclient import StreamClient
 from tokometer.datasets.conversations import SessionScript
+from tokometer.datasets.mix import mark_prompt
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import (
     DISPATCH_SPIN_NS,
@@ -79,6 +80,8 @@ async def run_session_step(
             history.append(Message("user", turn.user))
             messages = tuple(history)
             prompt = Prompt(messages, chat_to_text(messages), None, turn.max_tokens)
+            if script.tenant is not None:  # a mix's session: its tenant's model, headers and answer length
+                prompt = mark_prompt(script.tenant, prompt)
             record = RequestRecord(index=next(counter), step=step_index, warmup=warmup, due_ns=due_ns,
                                    session=number, turn=k)
             if k == 0 and not script.system and turn.input_tokens is not None:

@@ -8,7 +8,8 @@ requests and warm-up requests evenly, and generator ``w``'s request ``i`` is the
 slots are split into near-equal counts over ``min(N, c)`` generators (the rest sit the step out), and the
 step's request ``g`` belongs to slot ``g mod c``: a generator sends requests in proportion to its slots, so
 all finish together (`Share.index`). Multi-turn sessions (`WorkerSetup.sessions`) are numbered the same
-way, each generator running whole sessions. Either way the step's numbers run 0, 1, 2, ... with no gap
+way, each generator running whole sessions; agent sessions (`WorkerSetup.agents`) are dealt out whole, each at
+its own time (`tokometer.load.agentic.run_agent_share`). Either way the step's numbers run 0, 1, 2, ... with no gap
 and its first ones are the warm-up, as in one process.
 """
 
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tokometer.client.streamclient import StreamClient, Target, Timeouts
+from tokometer.datasets.agentic_workload import AgentWorkload
 from tokometer.datasets.conversations import SessionScript
 from tokometer.load.profiles import LoadStep
 from tokometer.load.runner import StepLimits, StepOutcome, run_step
@@ -34,8 +36,8 @@ __all__ = ["Items", "Share", "WorkerSetup", "make_client", "run_share", "share",
            "stopped_before_start"]
 
 
-Items = list[Prompt] | list[SessionScript]
-"""A step's prompts, or its sessions (`WorkerSetup.sessions`)."""
+Items = list[Prompt] | list[SessionScript] | AgentWorkload
+"""A step's prompts, or its sessions (`WorkerSetup.sessions`), or its agent sessions (`WorkerSetup.agents`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,8 @@ class WorkerSetup:
     tokenizer_path: str | None = None
     sessions: bool = False
     """The step's items are `SessionScript`s, run by `tokometer.load.sessions`."""
+    agents: bool = False
+    """The step's items are agent sessions (an `AgentWorkload`), run by `tokometer.load.agentic`."""
 
 
 def split_evenly(total: int, parts: int, index: int) -> int:
@@ -167,6 +171,10 @@ async def run_share(setup: WorkerSetup, client: StreamClient, step: LoadStep, st
             return stopped_before_start()
     if part.idle:
         return StepOutcome([], ClientHealth(0.0, 0.0, 0.0, None))
+    if isinstance(items, AgentWorkload):  # whole agent sessions, dealt out in turn
+        from tokometer.load.agentic import run_agent_share
+
+        return await run_agent_share(items, step, step_index, client, on_record, workers, w, start_ns)
     if setup.sessions:
         from tokometer.load.sessions import run_session_step
 

@@ -27,13 +27,19 @@ def test_a_mix_of_rates_runs_at_their_sum() -> None:
     assert again.mix == spec.mix and again.rate == [2.0]
 
 
+def test_a_mix_may_be_shared_by_worker_processes() -> None:
+    spec = BenchSpec(url=URL, mix=SHARES, requests=10, concurrency=[4], workers=2)
+    assert spec.workers == 2 and spec.mix is not None
+
+
 @pytest.mark.parametrize(("values", "said"), [
     ({"mix": RATES, "concurrency": [2]}, "give their own rates, which set the run's (their sum, 2/s)"),
     ({"mix": RATES, "rate": [5.0]}, "give their own rates"),
     ({"mix": SHARES, "dataset": "x.jsonl"}, "--mix gives each tenant its own prompts"),
     ({"mix": SHARES, "prefix_tokens": 8}, "--mix gives each tenant its own prompts"),
-    ({"mix": SHARES, "sessions": 2}, "--mix sends single requests"),
-    ({"mix": SHARES, "workers": 2}, "--mix runs on one event loop"),
+    ({"mix": {"tenants": [{"name": "a", "share": 1, "prompt": "hi"}]}, "sessions": 2}, "needs conversations"),
+    ({"mix": {"tenants": [{"name": "a", "share": 1, "turns": "3"}]}}, "gives turns or think_time"),
+    ({"mix": SHARES, "agents": "example"}, "--mix and --agents: a tenant's source is prompts"),
     ({"mix": SHARES, "api": "openai-embeddings"}, "--mix tenants send generation requests"),
     ({"mix": {"tenants": [{"name": "a", "share": 1, "output_tokens": 16_000_000}]}, "requests": 100_000},
      "--output-tokens 16000000"),
@@ -42,7 +48,7 @@ def test_a_mix_of_rates_runs_at_their_sum() -> None:
 def test_what_a_mix_leaves_out_is_one_line(values: dict[str, Any], said: str) -> None:
     flags = {"mix": "--mix", "concurrency": "--concurrency", "rate": "--rate", "dataset": "--dataset",
              "prefix_tokens": "--prefix-tokens", "sessions": "--sessions", "workers": "--workers", "api": "--api",
-             "output_tokens": "--output-tokens", "requests": "--requests"}
+             "output_tokens": "--output-tokens", "requests": "--requests", "agents": "--agents"}
     with pytest.raises(ConfigError) as raised:
         build_spec(BenchSpec, flags=flags, url=URL, **values)
     assert said in str(raised.value) and "\n" not in str(raised.value), str(raised.value)
