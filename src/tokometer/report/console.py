@@ -198,6 +198,8 @@ def render_step(console: Console, result: StepResult) -> None:
     for part in (s.tool_calls, s.images, s.probe):
         if part is not None:
             console.print(f"  {part.line()}")
+    if (spec := spec_line(s.speculative)) is not None:
+        console.print(f"  {spec}")
     if s.prompt_cache_hit_rate is not None:
         console.print(f"  prompt cache: {100 * s.prompt_cache_hit_rate:.0f}% of prompt tokens came from the server's "
                       f"cache ({s.prompt_cache_reported} answers said)")
