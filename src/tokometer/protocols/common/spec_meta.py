@@ -29,7 +29,7 @@ from typing import Any, Final
 import orjson
 
 from tokometer.protocols.common.base import ParsedEvent
-from tokometer.protocols.common.numbers import count, obj
+from tokometer.protocols.common.numbers import count
 
 __all__ = ["SPEC_FIELDS", "read_spec_meta", "spec_meta_event"]
 
@@ -51,7 +51,9 @@ def _first(meta: dict[str, Any], names: tuple[str, ...]) -> tuple[str, Any]:
 def read_spec_meta(data: dict[str, Any], choice: dict[str, Any] | None, event: ParsedEvent) -> bool:
     """The speculative-decoding counts of ``data``'s ``meta_info`` (else ``choice``'s) onto ``event``; whether
     there was a ``meta_info`` with any of them."""
-    meta = obj(data.get("meta_info") or (choice or {}).get("meta_info"))
+    meta = data.get("meta_info") or (choice.get("meta_info") if choice else None)
+    if not meta or not isinstance(meta, dict):  # every event of every stream passes here: nothing more to do
+        return False
     found = False
     for field, names in SPEC_FIELDS.items():
         name, value = _first(meta, names)
