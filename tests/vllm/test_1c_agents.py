@@ -63,6 +63,9 @@ def test_agent_turns_counted_and_cached_as_vllm_counted_them(vllm: VllmServer) -
         assert by_turn[k + 1]["input_tokens_mean"] * count == sum(r.input_tokens or 0 for r in mine)
     # the prefix cache: what each answer said it took from the cache is what vLLM's hit counter counted
     cached = [r.server.cached_tokens if r.server is not None else None for r in records]
+    if None in cached and vllm.serve is None:
+        pytest.skip("the vLLM at TOKOMETER_TEST_VLLM_URL does not report cached tokens: start it with "
+                    "--enable-prompt-tokens-details")
     assert None not in cached
     assert sum(n or 0 for n in cached) == delta["prefix_cache_hits"] > 0
     assert delta["prefix_cache_queries"] == delta["prompt_tokens"]
