@@ -161,6 +161,11 @@ class ServerTiming:
     cached_tokens: int | None = None
     """Prompt tokens the server took from its prompt cache (llama.cpp ``cache_n``, OpenAI
     ``usage.prompt_tokens_details.cached_tokens``)."""
+    spec_verify_steps: int | None = None
+    spec_accepted_tokens: int | None = None
+    spec_draft_tokens: int | None = None
+    """The request's speculative decoding as the answer said it: verify steps, drafted tokens kept, tokens
+    drafted (SGLang's ``meta_info``: `tokometer.protocols.common.spec_meta`); None: not said."""
 
     @property
     def decode_tok_s(self) -> float | None:

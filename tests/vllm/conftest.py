@@ -162,7 +162,8 @@ def vllm() -> Iterator[VllmServer]:
                          os.environ.get("TOKOMETER_TEST_VLLM_KEY") or None)
         return
     require_vllm()
-    server = start_vllm_serve()
+    # each answer's cached prompt tokens in its usage: what the agents' test holds against vLLM's hit counter
+    server = start_vllm_serve(vllm_args=("--enable-prompt-tokens-details",))
     try:
         yield server
     finally:

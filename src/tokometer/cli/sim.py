@@ -51,6 +51,9 @@ def _lora(opts: dict[str, Any]) -> dict[str, Any] | None:
               help="Speculative decoding: chance each drafted token is accepted (the first rejection ends the run).")
 @click.option("--spec-draft-cost", type=float, default=0.0, show_default=True,
               help="Speculative decoding: one drafted token's cost as a fraction of a step's time.")
+@click.option("--spec-meta", is_flag=True,
+              help="Speculative decoding: end each OpenAI answer with its verify steps and accepted and drafted "
+              "tokens in a meta_info, as SGLang reports them per request.")
 @click.option("--output-tokens", type=int, default=None,
               help="Natural answer length (EOS after this many); default: until max_tokens.")
 @click.option("--default-max-tokens", type=int, default=128, show_default=True,
@@ -151,7 +154,7 @@ def command(**opts: Any) -> None:
         model=opts["model"], lora=_lora(opts), ttft_ms=opts["ttft_ms"], itl_ms=opts["itl_ms"],
         tokens_per_event=opts["tokens_per_event"], output_tokens=opts["output_tokens"],
         spec_tokens=opts["spec_tokens"], spec_acceptance=opts["spec_acceptance"],
-        spec_draft_cost=opts["spec_draft_cost"],
+        spec_draft_cost=opts["spec_draft_cost"], spec_meta=opts["spec_meta"],
         default_max_tokens=opts["default_max_tokens"], empty_first_event=opts["empty_first_event"],
         max_context=opts["max_context"], api_key=opts["api_key"], max_body_bytes=opts["max_body_bytes"],
         reject_stream_options=opts["reject_stream_options"], faults=faults, fault_schedule=schedule,

@@ -327,6 +327,9 @@ def _merge_final(final: ParsedEvent, event: ParsedEvent) -> None:
         "cached_prompt_tokens",
         "image_tokens",
         "reasoning_tokens",
+        "spec_verify_steps",
+        "spec_accepted_tokens",
+        "spec_draft_tokens",
     ):
         value = getattr(event, name)
         if value is not None:
@@ -381,8 +384,12 @@ def _server_timing(final: ParsedEvent) -> ServerTiming | None:
         decode_ms=final.server_decode_ms,
         total_ms=final.server_total_ms,
         cached_tokens=final.cached_prompt_tokens,
+        spec_verify_steps=final.spec_verify_steps,
+        spec_accepted_tokens=final.spec_accepted_tokens,
+        spec_draft_tokens=final.spec_draft_tokens,
     )
-    if all(value is None for value in (timing.prompt_ms, timing.decode_ms, timing.total_ms, timing.cached_tokens)):
+    if all(value is None for value in (timing.prompt_ms, timing.decode_ms, timing.total_ms, timing.cached_tokens,
+                                       timing.spec_verify_steps)):
         return None
     return timing
 

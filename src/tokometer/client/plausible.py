@@ -109,6 +109,10 @@ NUMBER_RULES: Final[tuple[NumberRule, ...]] = (
     NumberRule("server_prompt_n", "prompt_tokens_native"),
     NumberRule("reasoning_tokens", "completion_tokens", cut=True),
     NumberRule("reasoning_tokens", "completion_tokens_native", cut=True),
+    NumberRule("spec_verify_steps", REQUEST_OUTPUT),
+    NumberRule("spec_verify_steps", "completion_tokens"),
+    NumberRule("spec_accepted_tokens", "completion_tokens"),
+    NumberRule("spec_accepted_tokens", "spec_draft_tokens"),
 )
 """Every cross-field and request rule, applied in order (a number set aside by an earlier row bounds
 nothing after it). The output counts themselves are judged by `output_count_problem` first."""

@@ -8,6 +8,11 @@ arrive):
   whole answer back;
 - **bursty**: most events arrived in the same read as the one before (a gap under 0.2 ms) and
   then a long gap followed: a proxy flushes in blocks, so ITL reads near zero, then jumps;
+- **client_stalled**: this client could not run for a while as the answer streamed (a saturated host:
+  `tokometer.doctor.client_stalls`), and the events that waited in its socket meanwhile were read together
+  when it ran again. Those events are not counted as a burst of the server's (or a proxy's): an arrival read
+  as the client came back from a stall says when the client read it, not when it was sent. Said as info,
+  with the stall, so a bursty stream on a busy machine is not blamed on the server;
 - **include_usage**: whether ``stream_options.include_usage`` is refused (HTTP 400, which the
   client works around) or ignored (no usage in the stream), for OpenAI APIs.
 
@@ -20,7 +25,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from tokometer.doctor.client_stalls import StallWatch, held_by_client
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
 from tokometer.protocols.registry import protocol_named
@@ -41,15 +48,19 @@ class StreamShape:
     bursts: int
     """Runs of events each within `BURST_GAP_NS` of the one before."""
     same_read_share: float
-    """Share of event gaps under `BURST_GAP_NS`."""
+    """Share of event gaps under `BURST_GAP_NS`, those read as the client came back from a stall not counted."""
     ttft_ms: float
     e2e_ms: float
     longest_gap_ms: float
+    client_held: int = 0
+    """Event gaps under `BURST_GAP_NS` read as the client came back from a stall of its own: its doing."""
 
     @property
     def buffered(self) -> bool:
-        """The whole answer came at once at the end: TTFT is nearly all of the end-to-end time."""
-        return self.events >= _MIN_EVENTS and self.bursts == 1 and self.ttft_ms >= 0.8 * self.e2e_ms
+        """The whole answer came at once at the end: TTFT is nearly all of the end-to-end time (and the
+        client was not stalled until then)."""
+        return (self.events >= _MIN_EVENTS and self.bursts == 1 and self.ttft_ms >= 0.8 * self.e2e_ms
+                and self.client_held < self.events - 1)
 
     @property
     def bursty(self) -> bool:
@@ -57,17 +68,22 @@ class StreamShape:
         return self.events >= 2 * _MIN_EVENTS and self.bursts >= 2 and self.same_read_share >= 0.5
 
 
-def stream_shape(sent_ns: int, event_ns: Sequence[int], end_ns: int) -> StreamShape:
-    """The shape of one stream from its stamps (`perf_counter_ns`)."""
+def stream_shape(sent_ns: int, event_ns: Sequence[int], end_ns: int,
+                 stalls: Sequence[tuple[int, int]] = ()) -> StreamShape:
+    """The shape of one stream from its stamps (`perf_counter_ns`); ``stalls``: the client's own
+    (`tokometer.doctor.client_stalls.StallWatch`) while it read the stream."""
     gaps = [b - a for a, b in itertools.pairwise(event_ns)]
     bursts = 1 + sum(1 for g in gaps if g >= BURST_GAP_NS) if event_ns else 0
+    near = [b for a, b in itertools.pairwise(event_ns) if b - a < BURST_GAP_NS]
+    held = sum(1 for b in near if held_by_client(b, stalls))
     return StreamShape(
         events=len(event_ns),
         bursts=bursts,
-        same_read_share=sum(1 for g in gaps if g < BURST_GAP_NS) / len(gaps) if gaps else 0.0,
+        same_read_share=(len(near) - held) / len(gaps) if gaps else 0.0,
         ttft_ms=(event_ns[0] - sent_ns) / 1e6 if event_ns else 0.0,
         e2e_ms=(end_ns - sent_ns) / 1e6,
         longest_gap_ms=max(gaps, default=0) / 1e6,
+        client_held=held,
     )
 
 
@@ -98,7 +114,8 @@ async def run(session: Session) -> None:
     """The streaming check."""
     ask = _ASK // 2 if session.spec.quick else _ASK
     prompt, _, _ = await session.prompt(32)
-    exchange = await session.send(prompt, ask, ignore_eos=True)
+    async with StallWatch() as watch:
+        exchange = await session.send(prompt, ask, ignore_eos=True)
     record = exchange.record
     if record.error is not None:
         session.add(Finding("streaming.failed", "error", f"a streamed answer failed: {record.error}",
@@ -106,11 +123,15 @@ async def run(session: Session) -> None:
                             "The server fails plain streamed requests: see its log."))
         return
     session.speed["stream_record"] = record
-    shape = stream_shape(record.sent_ns, record.event_ns, record.end_ns)
+    shape = stream_shape(record.sent_ns, record.event_ns, record.end_ns, watch.stalls)
     session.speed["stream_shape"] = shape
     evidence = {"events": shape.events, "bursts": shape.bursts, "same_read_share": round(shape.same_read_share, 2),
                 "ttft_ms": round(shape.ttft_ms, 1), "e2e_ms": round(shape.e2e_ms, 1),
-                "longest_gap_ms": round(shape.longest_gap_ms, 1), "output_tokens": record.output_tokens}
+                "longest_gap_ms": round(shape.longest_gap_ms, 1), "output_tokens": record.output_tokens,
+                "client_stalls": len(watch.stalls), "client_stall_longest_ms": round(watch.longest_ms, 1),
+                "client_held_events": shape.client_held}
+    if shape.client_held:
+        session.add(_client_stalled(shape, watch, evidence))
     if shape.buffered:
         session.add(Finding("streaming.buffered", "warning",
                             f"the answer did not stream: all {shape.events} events arrived together after "
@@ -140,3 +161,14 @@ async def run(session: Session) -> None:
                             {**evidence, "counted_by": record.output_tokens_source},
                             "Token counts and costs come from the client's own count: give tokometer the "
                             "model's tokenizer (--tokenizer) for exact ones."))
+
+
+def _client_stalled(shape: StreamShape, watch: StallWatch, evidence: dict[str, Any]) -> Finding:
+    """Info: the client itself stalled as the answer streamed, and read what waited meanwhile at once."""
+    return Finding("streaming.client_stalled", "info",
+                   f"this client could not run for up to {watch.longest_ms:,.0f} ms while the answer streamed "
+                   f"({len(watch.stalls)} stalls); {shape.client_held} events waited in its socket and were read "
+                   "together after: not counted as the server's bursts", evidence,
+                   "The machine running doctor is short of CPU (a server on it, or other work): the stream's "
+                   "arrival times are partly this machine's. Run doctor where the client has a core to itself "
+                   "for timings that are the server's alone.")

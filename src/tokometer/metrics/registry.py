@@ -313,6 +313,9 @@ METRICS: Final[tuple[Metric, ...]] = (
     Metric("images", "requests that sent images only (bench --images): images sent, and image_tokens: "
            "usage.prompt_tokens_details.image_tokens where the server reports it (reported: how many answers did); "
            "unknown otherwise, never guessed"),
+    Metric("speculative", "speculative decoding from the answers' own counts where they give them (SGLang's "
+           "meta_info: verify steps, drafted and kept tokens): acceptance_rate = kept / drafted, acceptance_length "
+           "= 1 + kept / verify steps, per request as a distribution; null when no answer said"),
     # -- probes beside the load (bench --probe-rate)
     Metric("probe", "one-token probes sent beside the step's load at --probe-rate per second (Poisson), kept out "
            "of every other figure of the step: sent, completed, failed, errors by category, ttft_ms; null without "

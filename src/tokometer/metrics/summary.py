@@ -36,6 +36,7 @@ from tokometer.metrics.probes import ProbeSummary
 from tokometer.metrics.promptcache import prompt_cache_hit_rate
 from tokometer.metrics.reasoning import ReasoningSummary, summarize_reasoning
 from tokometer.metrics.sessions import per_turn, session_stats
+from tokometer.metrics.spec_requests import spec_per_request
 from tokometer.metrics.textcheck import TextCheck
 from tokometer.metrics.toolcalls import ToolCallSummary, summarize_tool_calls
 from tokometer.records import RequestRecord
@@ -124,6 +125,9 @@ class StepSummary:
     images: ImageSummary | None = None
     """Images sent and the image tokens the server reported; None when no request sent one
     (`tokometer.metrics.images`)."""
+    speculative: dict[str, Any] | None = None
+    """Speculative decoding from the answers' own counts (SGLang's ``meta_info``): acceptance rate, tokens per
+    step, per request (`tokometer.metrics.spec_requests`); None when no answer gave them."""
     probe: ProbeSummary | None = None
     """The one-token probes sent beside the step's load (``--probe-rate``), apart from its requests
     (`tokometer.metrics.probes`); None without probes."""
@@ -368,7 +372,7 @@ def _parts(records: Sequence[RequestRecord], window: Sequence[RequestRecord],
     prefix cache's effect."""
     return {"per_turn": per_turn(records), "session_stats": session_stats(records), "agentic": agent_stats(records),
             "reasoning": summarize_reasoning(ok), "tool_calls": summarize_tool_calls(ok),
-            "images": summarize_images(ok),
+            "images": summarize_images(ok), "speculative": spec_per_request(ok),
             "server_numbers_rejected": sum(1 for r in window if r.rejected_numbers),
             "server_numbers_example": next((r.rejected_numbers for r in window if r.rejected_numbers), ""),
             **_prefix_effect(window)}

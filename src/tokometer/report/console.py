@@ -195,9 +195,9 @@ def render_step(console: Console, result: StepResult) -> None:
         if check is not None and check.short else ""))
     if s.reasoning is not None:
         console.print(f"  {reasoning_line(s.reasoning.to_json())}")
-    for part in (s.tool_calls, s.images, s.probe):
-        if part is not None:
-            console.print(f"  {part.line()}")
+    for text in [p.line() for p in (s.tool_calls, s.images, s.probe) if p is not None] + [spec_line(s.speculative)]:
+        if text is not None:
+            console.print(f"  {text}")
     if s.prompt_cache_hit_rate is not None:
         console.print(f"  prompt cache: {100 * s.prompt_cache_hit_rate:.0f}% of prompt tokens came from the server's "
                       f"cache ({s.prompt_cache_reported} answers said)")

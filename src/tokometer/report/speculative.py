@@ -26,5 +26,6 @@ def spec_line(block: Mapping[str, Any] | None) -> str | None:
         parts.append(f"not believed: {block['rejected']}")
     if not parts:
         return None
-    source = "the server's draft counters" if block.get("source") == "counters" else "the server's own gauges"
+    source = {"counters": "the server's draft counters", "responses": f"{block.get('requests', 0)} answers' own "
+              "counts"}.get(str(block.get("source")), "the server's own gauges")
     return "speculative decoding: " + ", ".join(parts) + f" ({source})"

@@ -80,6 +80,8 @@ class SimConfig(BaseModel):
     spec_draft_cost: float = Field(0.0, ge=0, le=MAX_FACTOR,
                                    description="speculative decoding: a drafted token's "
                                    "cost, as a fraction of one step's time")
+    spec_meta: bool = Field(False, description="speculative decoding: end each answer with its own counts in "
+                            "SGLang's meta_info (tokometer.protocols.common.spec_meta)")
     output_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS,
                                       description="natural answer length (EOS); None: until max_tokens")
     default_max_tokens: Tokens = 128

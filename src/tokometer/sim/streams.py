@@ -231,8 +231,17 @@ class ScriptedStream(_Stream):
             if self.fault_due() and await self.mid_stream_fault():
                 return
             take = cfg.tokens_per_event if draft is None else 1 + (draft.verify() if self.sent else 0)
-            await self.write_tokens(min(take, self.n_tokens - self.sent))
+            take = min(take, self.n_tokens - self.sent)
+            if draft is not None and self.sent and cfg.spec_meta:
+                self._count_verify(take - 1, draft.tokens)
+            await self.write_tokens(take)
             due += int(step_ns * self._load_factor())
+
+    def _count_verify(self, kept: int, drafted: int) -> None:
+        """One verify step of this answer, ``kept`` of the ``drafted`` tokens in it (those past the answer's
+        end not counted, as SGLang counts them), for its ``meta_info``."""
+        steps, accepted, proposed = self.info.spec_counts or (0, 0, 0)
+        self.info.spec_counts = (steps + 1, accepted + kept, proposed + drafted)
 
     def _load_factor(self) -> float:
         """How much slower than idle the next token is (``load_slowdown``: per other request in flight)."""

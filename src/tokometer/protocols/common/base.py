@@ -84,6 +84,10 @@ class ParsedEvent:
     """Prompt tokens the server counted for images (``usage.prompt_tokens_details.image_tokens``), where it says."""
     reasoning_tokens: int | None = None
     """Output tokens the server counted as reasoning (``usage.completion_tokens_details.reasoning_tokens``)."""
+    spec_verify_steps: int | None = None
+    spec_accepted_tokens: int | None = None
+    spec_draft_tokens: int | None = None
+    """The request's speculative decoding, where the answer says it (`tokometer.protocols.common.spec_meta`)."""
     error: str | None = None
     rejected: str | None = None
     """The server's numbers in this event that were not believed, in words (`tokometer.protocols.common.numbers`)."""

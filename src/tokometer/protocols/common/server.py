@@ -63,6 +63,9 @@ class RequestInfo:
     cached_tokens: int | None = None
     """Prompt tokens the server took from its prefix cache (OpenAI usage's
     ``prompt_tokens_details.cached_tokens``, llama.cpp's ``cache_n``); ``None``: not reported."""
+    spec_counts: tuple[int, int, int] | None = None
+    """Speculative decoding: the answer's verify steps, accepted and drafted tokens, sent in a ``meta_info``
+    at its end (`tokometer.protocols.common.spec_meta`); ``None``: not reported."""
     image_tokens: int | None = None
     """Of ``prompt_tokens``, those of the request's images (OpenAI chat: reported as usage's
     ``prompt_tokens_details.image_tokens``); ``None``: no images."""

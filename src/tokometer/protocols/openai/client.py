@@ -26,6 +26,7 @@ from tokometer.protocols.common.base import (
 )
 from tokometer.protocols.common.images import image_part
 from tokometer.protocols.common.numbers import count, error_message, obj, text_field
+from tokometer.protocols.common.spec_meta import read_spec_meta
 from tokometer.protocols.common.toolcalls import read_tool_calls
 from tokometer.protocols.llamacpp.timings import read_llamacpp_timings
 
@@ -68,6 +69,7 @@ class _OpenAIBase(ProtocolClient):
             event.error = error
             return event
         choices = data.get("choices") or ()
+        choice = None
         if choices:
             if not isinstance(choices, list):
                 raise ValueError("'choices' is not a list")
@@ -77,6 +79,8 @@ class _OpenAIBase(ProtocolClient):
             if finish:
                 event.finish_reason = map_finish_reason(finish)
                 event.meta = True
+        if read_spec_meta(data, choice, event):  # SGLang's meta_info, where an answer carries one
+            event.meta = True
         usage = data.get("usage")
         if usage:
             read_usage(obj(usage), event)

@@ -21,6 +21,7 @@ from tokometer.protocols.common.server import (
     stream_field,
 )
 from tokometer.protocols.common.simtools import pick_tool
+from tokometer.protocols.common.spec_meta import spec_meta_event
 from tokometer.protocols.openai.chunks import ChunkWriter
 from tokometer.protocols.openai.client import DONE
 from tokometer.protocols.openai.errors import error_event
@@ -81,6 +82,8 @@ class _OpenAIServer(ProtocolServer):
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
         writer = self._writer(info)
         out = writer.finish(_finish_reason(info, finish))
+        if info.spec_counts is not None:
+            out += spec_meta_event(*info.spec_counts)
         if info.include_usage:
             reasoning = None if info.reasoning_tokens is None else min(info.reasoning_tokens, completion_tokens)
             out += writer.usage(info.prompt_tokens, completion_tokens, reasoning, info.cached_tokens,
