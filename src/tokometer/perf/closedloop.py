@@ -32,6 +32,10 @@ Then, for every case, per user cycle of TTFT + (O − 1) × ITL:
 
     per-request tok/s = 1 / ITL          aggregate tok/s = B × O / (TTFT + (O − 1) × ITL)
 
+More users than the KV cache holds (B × (I + O) tokens beyond `Deployment.kv_capacity_tokens`): the engine
+runs the R = ⌊capacity / (I + O)⌋ that fit, and the others wait for a slot, a whole cycle of those R per
+round: the step times are those of R users, TTFT grows by (B / R − 1) × cycle, and the aggregate is R's.
+
 A prompt's prefill in chunks attends to its earlier chunks: a step with p of its tokens is counted with
 (I − p) / 2 tokens already cached, so its k chunks do the causal I (I + 1) / 2 pairs in all. Every
 request is taken as exactly I → O tokens; a real benchmark's spread, the ``½ step`` wait and the
@@ -41,12 +45,12 @@ engine's own scheduling overheads (tokenising, sampling, the API server) are wha
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tokometer.perf.roofline import BOUND, Deployment, Efficiency, mixed_step_s, prefill_s
 
-__all__ = ["STEP_TOKENS", "STEP_TOKENS_SOURCE", "ClosedLoop", "closed_loop"]
+__all__ = ["STEP_TOKENS", "STEP_TOKENS_SOURCE", "ClosedLoop", "closed_loop", "kv_room"]
 
 STEP_TOKENS = 8192
 """Tokens one engine step may hold by default (decode and prompt tokens together)."""
@@ -153,4 +157,19 @@ def closed_loop(d: Deployment, batch: int, input_tokens: int, output_tokens: int
     eff = efficiency or BOUND
     step_tokens = max(step_tokens, batch + 1)
     how = _chunked if chunked else _separate
-    return how(d, max(1, batch), max(1, input_tokens), max(1, output_tokens), eff, step_tokens)
+    i, o = max(1, input_tokens), max(1, output_tokens)
+    running = max(1, min(batch, kv_room(d, i, o)))
+    loop = how(d, running, i, o, eff, step_tokens)
+    if running >= batch:
+        return loop
+    # The KV cache holds `running` sequences: the other users wait for a slot, a whole cycle per round.
+    return replace(loop, batch=batch, ttft_s=loop.ttft_s + (batch / running - 1) * loop.cycle_s)
+
+
+def kv_room(d: Deployment, input_tokens: int, output_tokens: int) -> int:
+    """Sequences of ``input + output`` tokens the KV cache holds at once (`Deployment.kv_capacity_tokens`);
+    unbounded (a large number) when the hardware's memory is unknown or not even one fits (said elsewhere)."""
+    if not d.hardware.memory_gb:
+        return 1 << 30
+    room = d.kv_capacity_tokens() // (input_tokens + output_tokens)
+    return room if room >= 1 else 1 << 30
