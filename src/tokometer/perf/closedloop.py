@@ -50,7 +50,7 @@ from typing import Any
 
 from tokometer.perf.roofline import BOUND, Deployment, Efficiency, mixed_step_s, prefill_s
 
-__all__ = ["STEP_TOKENS", "STEP_TOKENS_SOURCE", "ClosedLoop", "closed_loop", "kv_room"]
+__all__ = ["STEP_TOKENS", "STEP_TOKENS_SOURCE", "ClosedLoop", "closed_loop", "kv_room", "largest_within"]
 
 STEP_TOKENS = 8192
 """Tokens one engine step may hold by default (decode and prompt tokens together)."""
@@ -173,3 +173,28 @@ def kv_room(d: Deployment, input_tokens: int, output_tokens: int) -> int:
         return 1 << 30
     room = d.kv_capacity_tokens() // (input_tokens + output_tokens)
     return room if room >= 1 else 1 << 30
+
+
+def largest_within(d: Deployment, input_tokens: int, output_tokens: int, ttft_limit_s: float, itl_limit_s: float,
+                   efficiency: Efficiency | None = None, *, most: int = 1 << 14) -> ClosedLoop | None:
+    """The closed loop at the largest concurrency (up to ``most``) whose TTFT and ITL both stay within the
+    limits: the throughput a benchmark with latency limits scores (MLPerf's Server scenario: its TTFT and
+    TPOT limits, e.g. 6 s and 175 ms for Llama 3.1 405B), modelled as users in a closed loop rather than
+    its Poisson arrivals. None when even one user misses a limit. TTFT and ITL grow with the users, so the
+    largest is found by bisection."""
+    def within(users: int) -> ClosedLoop | None:
+        loop = closed_loop(d, users, input_tokens, output_tokens, efficiency)
+        return loop if loop.ttft_s <= ttft_limit_s and loop.itl_s <= itl_limit_s else None
+
+    best = within(1)
+    if best is None:
+        return None
+    low, high = 1, max(1, most)
+    while low < high:
+        mid = (low + high + 1) // 2
+        loop = within(mid)
+        if loop is not None:
+            low, best = mid, loop
+        else:
+            high = mid - 1
+    return best

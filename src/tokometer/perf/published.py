@@ -1,11 +1,13 @@
 """Published serving figures the estimate is checked against, and the check; and the per-user speeds that
 specialised silicon publishes, shown beside ``estimate --target`` as context (`published_per_user`).
 
-``data/published-serving.csv`` holds throughput at maximum load as engine makers publish it, each row with
-its source: model, hardware, GPUs (TP), weight and KV format, prompt and answer lengths, and the output
-tokens per second over the whole deployment. `compare_published` sets each beside `serving.max_load` for
-the same deployment at the stated `Efficiency`: the test (tests/unit/perf/test_perf_published.py) and
-docs/commands/estimate.md show how far apart they are (``bench/published_serving.py`` prints the table).
+``data/published-serving.csv`` holds throughput as engine makers publish it, each row with its source:
+model, hardware, GPUs (TP), weight and KV format, prompt and answer lengths, the output tokens per second
+over the whole deployment, and, for a figure measured at a fixed number of users (NIM's tables), that
+``concurrency``. `compare_published` sets each beside `max_load` for the same deployment (throughput at
+maximum load) or beside `closed_loop`'s aggregate at that concurrency, at the stated `Efficiency`: the test
+(tests/unit/perf/test_perf_published.py) and docs/reference/published-figures.md show how far apart they
+are (``bench/published_serving.py`` prints the tables).
 
 Each row has a ``split``, set when the row was added and never moved after an error was seen:
 
@@ -14,8 +16,9 @@ Each row has a ``split``, set when the row was added and never moved after an er
 - ``held-out``: every other figure. The rule is by source table and deployment, decided before any
   of their errors was computed: the rest of that page (Llama 3.1 405B, the mixtures of experts Qwen3,
   Llama 4; the B200 and GB200 in NVFP4), its release-0.17 table (L40S, A100 in fp16, Llama 3.1 70B
-  over 4 and 8 GPUs, Mixtral 8x7B) and other engines' published figures (vLLM on MI300X). No
-  efficiency is tuned on them: they say how far the estimate is from figures it was not fitted to.
+  over 4 and 8 GPUs, Mixtral 8x7B), other engines' published figures (vLLM on MI300X) and NVIDIA NIM's
+  fixed-concurrency tables (Llama 3.1 8B and Llama 3.3 70B on H100). No constant is chosen on them:
+  they say how far the estimate is from figures it was not fitted to.
 """
 
 from __future__ import annotations

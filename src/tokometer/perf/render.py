@@ -40,10 +40,11 @@ def _pair(bound: str, expected: str) -> str:
 
 def _efficiency_line(e: Estimate) -> str:
     f = e.efficiency
+    overhead = f", {f.layer_overhead_s * 1e6:,.0f} µs a layer each step" if f.layer_overhead_s else ""
     return (f"bound → expected: expected at {f.decode_bandwidth:.0%} of peak bandwidth in decode, "
-            f"{f.prefill_compute:.0%} of peak FLOP/s in prefill,\n  {f.decode_compute:.0%} in compute-bound decode "
-            f"({e.efficiency_source}; --bw-efficiency, --prefill-efficiency, --decode-compute-efficiency, "
-            "--calibrate)")
+            f"{f.prefill_compute:.0%} of peak FLOP/s in prefill,\n  {f.decode_compute:.0%} in compute-bound decode"
+            f"{overhead} ({e.efficiency_source}; --bw-efficiency, --prefill-efficiency, "
+            "--decode-compute-efficiency, --calibrate)")
 
 
 def _header(console: Console, d: Deployment) -> None:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tokometer.cli.estimate import command as estimate_command
 from tokometer.perf import Deployment, Efficiency, resolve_hardware, resolve_model
-from tokometer.perf.closedloop import STEP_TOKENS, closed_loop, kv_room
+from tokometer.perf.closedloop import STEP_TOKENS, closed_loop, kv_room, largest_within
 from tokometer.perf.roofline import decode_step_s, mixed_step_s, prefill_s
 
 
@@ -126,3 +126,16 @@ def test_more_users_than_the_kv_cache_holds_wait_for_a_slot() -> None:
     assert crowd.ttft_s == pytest.approx(held.ttft_s + (250 / room - 1) * held.cycle_s)
     # below the cache's room nothing changes
     assert closed_loop(d, 5, 20_000, 2000, eff).ttft_s < held.ttft_s
+
+
+def test_the_largest_load_within_latency_limits() -> None:
+    # MLPerf's Server scenario scores the load whose TTFT and TPOT stay within its limits: the closed loop at
+    # the largest concurrency that meets both, one more user breaking one of them
+    d, eff = llama70b_on_two_h100(), Efficiency()
+    best = largest_within(d, 5000, 500, 2.0, 0.060, eff)
+    assert best is not None and best.ttft_s <= 2.0 and best.itl_s <= 0.060
+    over = closed_loop(d, best.batch + 1, 5000, 500, eff)
+    assert over.ttft_s > 2.0 or over.itl_s > 0.060
+    looser = largest_within(d, 5000, 500, 2.0, 0.090, eff)
+    assert looser is not None and looser.batch > best.batch and looser.aggregate_tok_s > best.aggregate_tok_s
+    assert largest_within(d, 5000, 500, 2.0, 0.001, eff) is None  # not even one user's step is that fast
