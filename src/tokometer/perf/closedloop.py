@@ -151,14 +151,15 @@ def _separate(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_t
 
 def closed_loop(d: Deployment, batch: int, input_tokens: int, output_tokens: int,
                 efficiency: Efficiency | None = None, *, chunked: bool = True,
-                step_tokens: int = STEP_TOKENS) -> ClosedLoop:
+                step_tokens: int = STEP_TOKENS, kv_capacity: int | None = None) -> ClosedLoop:
     """`ClosedLoop` of ``batch`` users sending ``input_tokens`` → ``output_tokens`` requests to ``d`` (module
-    docstring); ``efficiency`` None: the bound (100 %)."""
+    docstring); ``efficiency`` None: the bound (100 %); ``kv_capacity`` the KV cache's tokens (None: the
+    deployment's at the default memory share, `kv_room`)."""
     eff = efficiency or BOUND
     step_tokens = max(step_tokens, batch + 1)
     how = _chunked if chunked else _separate
     i, o = max(1, input_tokens), max(1, output_tokens)
-    running = max(1, min(batch, kv_room(d, i, o)))
+    running = max(1, min(batch, kv_room(d, i, o, kv_capacity)))
     loop = how(d, running, i, o, eff, step_tokens)
     if running >= batch:
         return loop
@@ -166,12 +167,15 @@ def closed_loop(d: Deployment, batch: int, input_tokens: int, output_tokens: int
     return replace(loop, batch=batch, ttft_s=loop.ttft_s + (batch / running - 1) * loop.cycle_s)
 
 
-def kv_room(d: Deployment, input_tokens: int, output_tokens: int) -> int:
-    """Sequences of ``input + output`` tokens the KV cache holds at once (`Deployment.kv_capacity_tokens`);
-    unbounded (a large number) when the hardware's memory is unknown or not even one fits (said elsewhere)."""
-    if not d.hardware.memory_gb:
-        return 1 << 30
-    room = d.kv_capacity_tokens() // (input_tokens + output_tokens)
+def kv_room(d: Deployment, input_tokens: int, output_tokens: int, capacity: int | None = None) -> int:
+    """Sequences of ``input + output`` tokens the KV cache holds at once: ``capacity`` tokens, or the
+    deployment's (`Deployment.kv_capacity_tokens`); unbounded (a large number) when the hardware's memory is
+    unknown or not even one fits (said elsewhere)."""
+    if capacity is None:
+        if not d.hardware.memory_gb:
+            return 1 << 30
+        capacity = d.kv_capacity_tokens()
+    room = capacity // (input_tokens + output_tokens)
     return room if room >= 1 else 1 << 30
 
 

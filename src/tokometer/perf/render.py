@@ -123,6 +123,9 @@ def _batch_table(console: Console, e: Estimate) -> None:
                   f"{e.output_tokens:,}-token answer ends ({how}): what a benchmark at concurrency B measures; "
                   "tok/s per request = 1 / ITL, in all = B × output / (TTFT + (output − 1) × ITL). Decode only: "
                   "the batch running with no prompt arriving (an upper bound).")
+    if e.max_sequences is not None and any(row.fits is False for row in e.rows):
+        console.print(f"  fits NO: the KV cache holds {e.max_sequences:,} such sequences; the closed loop runs that "
+                      "many at a time and the other users wait for a slot (their TTFT holds the wait).")
     saturated = [row.batch for row in e.rows if row.closed_expected.saturated]
     if saturated:
         console.print(f"  saturated at batch {', '.join(f'{b:,}' for b in saturated)}: the arriving prompts need "

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokometer.cli.estimate import command as estimate_command
-from tokometer.perf import Deployment, Efficiency, resolve_hardware, resolve_model
+from tokometer.perf import Deployment, Efficiency, estimate, resolve_hardware, resolve_model
 from tokometer.perf.closedloop import STEP_TOKENS, closed_loop, kv_room, largest_within
 from tokometer.perf.roofline import decode_step_s, mixed_step_s, prefill_s
 
@@ -139,3 +139,15 @@ def test_the_largest_load_within_latency_limits() -> None:
     looser = largest_within(d, 5000, 500, 2.0, 0.090, eff)
     assert looser is not None and looser.batch > best.batch and looser.aggregate_tok_s > best.aggregate_tok_s
     assert largest_within(d, 5000, 500, 2.0, 0.001, eff) is None  # not even one user's step is that fast
+
+
+def test_the_estimate_s_memory_share_sets_the_room_of_its_closed_loop() -> None:
+    d, eff = llama70b_on_two_h100(), Efficiency()
+    more = d.kv_capacity_tokens(0.95)
+    assert kv_room(d, 20_000, 2000, more) == more // 22_000 > kv_room(d, 20_000, 2000)
+    wide = closed_loop(d, 250, 20_000, 2000, eff, kv_capacity=more)
+    held = closed_loop(d, more // 22_000, 20_000, 2000, eff, kv_capacity=more)
+    assert wide.aggregate_tok_s == pytest.approx(held.aggregate_tok_s)
+    assert wide.aggregate_tok_s > closed_loop(d, 250, 20_000, 2000, eff).aggregate_tok_s  # more room: more at once
+    row = estimate(d, [250], 20_000, 2000, eff, 0.95).rows[0]
+    assert not row.fits and row.closed_expected.aggregate_tok_s == pytest.approx(wide.aggregate_tok_s)
