@@ -15,17 +15,19 @@ the weight format's compute type, TP / PP = tensor / pipeline parallel degrees.
                                  attention FLOPs per pair × context / (TP × F × e_decode))
       decode FLOPs         = 2 × M × batch + attention FLOPs per pair × context
 
+    prefill of T tokens    = max(prefill FLOPs / (TP × F × e_prefill),
+                                 weight-read floor (W_read / TP + KV per token × (context + T)) / (BW × e_bw))
+                             + L × e_layer
+      prefill FLOPs        = 2 × (M − V·h) × T + 2 × V·h × sequences + attention FLOPs per pair × pairs
+      pairs                = T × C + T (T + 1) / 2     (causal: each new token attends to the C earlier
+                                                        tokens and to the new ones up to itself)
+
 The matmuls and the attention are separate kernels run one after the other in every layer, so each is its
 own roofline and their times add: at a small batch both are bandwidth bound and the sum is the memory time
 (W_read / TP + KV × context) / (BW × e_bw); at a large batch the matmuls turn compute bound while the
 attention stays bound by its KV read, which no longer hides under them. e_layer (`Efficiency.layer_overhead_s`)
 is the fixed cost of each layer in every step, whatever its size (kernel launches and tails, the barriers
 between kernels); the bound has none.
-    prefill of T tokens    = max(prefill FLOPs / (TP × F × e_prefill),
-                                 weight-read floor (W_read / TP + KV per token × (context + T)) / (BW × e_bw))
-      prefill FLOPs        = 2 × (M − V·h) × T + 2 × V·h × sequences + attention FLOPs per pair × pairs
-      pairs                = T × C + T (T + 1) / 2     (causal: each new token attends to the C earlier
-                                                        tokens and to the new ones up to itself)
 
 M is `ModelSpec.matmul_params` (the active parameters less the input embedding table, which is a
 lookup; for Llama-3.1-8B 8.03 B − 0.53 B = 7.50 B) and V·h the LM head, which engines run for the
