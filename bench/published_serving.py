@@ -16,6 +16,7 @@ from tokometer.perf.published import (
     HELD_OUT_AIM,
     Checked,
     compare_published,
+    figure_kind,
     known_miss,
     published_figures,
     summary,
@@ -27,7 +28,8 @@ def _rows(checked: list[Checked]) -> None:
     print("| --- | --- | ---: | --- | --- | ---: | ---: | ---: | --- | ---: |")
     for c in checked:
         f = c.figure
-        print(f"| {f.model} | {f.hardware} | {f.tp} | {f.weight_dtype} | {f.input_tokens} → {f.output_tokens} "
+        users = f" at c={f.concurrency}" if f.concurrency else ""
+        print(f"| {f.model} | {f.hardware} | {f.tp} | {f.weight_dtype} | {f.input_tokens} → {f.output_tokens}{users} "
               f"| {f.output_tok_s:,.0f} | {c.expected_tok_s:,.0f} | {c.batch:,} | {c.bound} | {100 * c.error:+.0f} % |")
 
 
@@ -45,13 +47,27 @@ def _by_deployment(checked: list[Checked]) -> None:
               f"| {100 * min(errors):+.0f} … {100 * max(errors):+.0f} % | {known_miss(rows[0].figure) or ''} |")
 
 
+def _by_kind(checked: list[Checked]) -> None:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for c in checked:
+        groups[figure_kind(c.figure)].append(c.error)
+    print("| kind | figures | within ±15 % | median |error| | median error |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for kind, errors in sorted(groups.items()):
+        within = sum(abs(e) <= HELD_OUT_AIM for e in errors)
+        print(f"| {kind} | {len(errors)} | {within} | {100 * statistics.median(abs(e) for e in errors):.0f} % "
+              f"| {100 * statistics.median(errors):+.0f} % |")
+
+
 def main() -> None:
     fit = compare_published(figures=published_figures("fit"))
     held_out = compare_published(figures=published_figures("held-out"))
     print("## Fit set\n")
     _rows(fit)
     print(f"\n{summary('fit', fit)}\n")
-    print("## Held-out set, by deployment\n")
+    print("## Held-out set, by kind\n")
+    _by_kind(held_out)
+    print("\n## Held-out set, by deployment\n")
     _by_deployment(held_out)
     print(f"\n{summary('held-out', held_out)}\n")
     print("## Held-out set, every figure\n")

@@ -55,7 +55,7 @@ SCHEMA = "tokometer.estimate/1"
 @click.option("--gpu-memory-utilization", type=FiniteFloat(0.05, 1.0), default=0.9, show_default=True,
               help="Share of device memory for weights + KV cache (a 2 GiB activation reserve is also kept).")
 @click.option("--bw-efficiency", type=FiniteFloat(0.01, 1.0), default=None,
-              help="Expected share of peak bandwidth in decode [default: calibrated for the hardware, else 0.6].")
+              help="Expected share of peak bandwidth in decode [default: calibrated for the hardware, else 0.75].")
 @click.option("--prefill-efficiency", type=FiniteFloat(0.01, 1.0), default=None,
               help="Expected share of peak FLOP/s in prefill [default: calibrated, else 0.55].")
 @click.option("--decode-compute-efficiency", type=FiniteFloat(0.01, 1.0), default=None,

@@ -13,7 +13,9 @@ by default). A measured run says what fractions *this* engine reached on *this* 
 - each efficiency is the median of its samples; one without samples keeps the typical value and says so;
   a sample above 100 % (`tokometer.perf.efficiency`: the peak is wrong) counts, and a median above 100 % is
   not stored: the typical value is kept and the calibration says that the peak used is too low for these
-  runs (fix the peak, then calibrate again).
+  runs (fix the peak, then calibrate again);
+- a calibrated efficiency has no per-layer step overhead (`Efficiency.layer_overhead_s` 0): the measured
+  MBU and MFU were taken over the steps' whole time, their fixed costs included.
 
 The result is stored per hardware name (``<user config dir>/tokometer/calibration.json``; another file:
 ``TOKOMETER_CALIBRATION``), and every later estimate for that hardware (``estimate``, ``--target``,
@@ -39,6 +41,9 @@ from tokometer.util.errors import ConfigError
 from tokometer.util.jsontext import dumps
 
 __all__ = ["Calibration", "calibration_path", "fit", "load_calibration", "save_calibration"]
+
+_MEASURED_OVERHEAD = 0.0
+"""A calibrated efficiency's per-layer step overhead: none, its MBU / MFU already hold the fixed costs."""
 
 _SKIPPED = ("client", "network", "queueing")
 
@@ -85,7 +90,7 @@ class Calibration:
         e = data["efficiency"]
         return cls(hardware=str(data["hardware"]),
                    efficiency=Efficiency(float(e["decode_bandwidth"]), float(e["prefill_compute"]),
-                                         float(e["decode_compute"])),
+                                         float(e["decode_compute"]), _MEASURED_OVERHEAD),
                    runs=tuple(int(r) for r in data.get("runs", ())), samples=dict(data.get("samples", {})),
                    models=tuple(data.get("models", ())), created_at=str(data.get("created_at", "")),
                    over_peak={str(k): str(v) for k, v in (data.get("over_peak") or {}).items()},
@@ -145,7 +150,7 @@ def fit(results: Sequence[RunEfficiency], typical: Efficiency | None = None) -> 
 
     efficiency = Efficiency(value("decode_bandwidth", base.decode_bandwidth),
                             value("prefill_compute", base.prefill_compute),
-                            value("decode_compute", base.decode_compute))
+                            value("decode_compute", base.decode_compute), _MEASURED_OVERHEAD)
     return Calibration(hardware=hardware.pop(), efficiency=efficiency, runs=tuple(r.run_id for r in results),
                        samples={k: len(v) for k, v in samples.items()},
                        models=tuple(sorted({r.deployment.model.name for r in results})),

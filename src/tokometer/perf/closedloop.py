@@ -32,6 +32,10 @@ Then, for every case, per user cycle of TTFT + (O − 1) × ITL:
 
     per-request tok/s = 1 / ITL          aggregate tok/s = B × O / (TTFT + (O − 1) × ITL)
 
+More users than the KV cache holds (B × (I + O) tokens beyond `Deployment.kv_capacity_tokens`): the engine
+runs the R = ⌊capacity / (I + O)⌋ that fit, and the others wait for a slot, a whole cycle of those R per
+round: the step times are those of R users, TTFT grows by (B / R − 1) × cycle, and the aggregate is R's.
+
 A prompt's prefill in chunks attends to its earlier chunks: a step with p of its tokens is counted with
 (I − p) / 2 tokens already cached, so its k chunks do the causal I (I + 1) / 2 pairs in all. Every
 request is taken as exactly I → O tokens; a real benchmark's spread, the ``½ step`` wait and the
@@ -41,12 +45,12 @@ engine's own scheduling overheads (tokenising, sampling, the API server) are wha
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tokometer.perf.roofline import BOUND, Deployment, Efficiency, mixed_step_s, prefill_s
 
-__all__ = ["STEP_TOKENS", "STEP_TOKENS_SOURCE", "ClosedLoop", "closed_loop"]
+__all__ = ["STEP_TOKENS", "STEP_TOKENS_SOURCE", "ClosedLoop", "closed_loop", "kv_room", "largest_within"]
 
 STEP_TOKENS = 8192
 """Tokens one engine step may hold by default (decode and prompt tokens together)."""
@@ -147,10 +151,54 @@ def _separate(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_t
 
 def closed_loop(d: Deployment, batch: int, input_tokens: int, output_tokens: int,
                 efficiency: Efficiency | None = None, *, chunked: bool = True,
-                step_tokens: int = STEP_TOKENS) -> ClosedLoop:
+                step_tokens: int = STEP_TOKENS, kv_capacity: int | None = None) -> ClosedLoop:
     """`ClosedLoop` of ``batch`` users sending ``input_tokens`` → ``output_tokens`` requests to ``d`` (module
-    docstring); ``efficiency`` None: the bound (100 %)."""
+    docstring); ``efficiency`` None: the bound (100 %); ``kv_capacity`` the KV cache's tokens (None: the
+    deployment's at the default memory share, `kv_room`)."""
     eff = efficiency or BOUND
     step_tokens = max(step_tokens, batch + 1)
     how = _chunked if chunked else _separate
-    return how(d, max(1, batch), max(1, input_tokens), max(1, output_tokens), eff, step_tokens)
+    i, o = max(1, input_tokens), max(1, output_tokens)
+    running = max(1, min(batch, kv_room(d, i, o, kv_capacity)))
+    loop = how(d, running, i, o, eff, step_tokens)
+    if running >= batch:
+        return loop
+    # The KV cache holds `running` sequences: the other users wait for a slot, a whole cycle per round.
+    return replace(loop, batch=batch, ttft_s=loop.ttft_s + (batch / running - 1) * loop.cycle_s)
+
+
+def kv_room(d: Deployment, input_tokens: int, output_tokens: int, capacity: int | None = None) -> int:
+    """Sequences of ``input + output`` tokens the KV cache holds at once: ``capacity`` tokens, or the
+    deployment's (`Deployment.kv_capacity_tokens`); unbounded (a large number) when the hardware's memory is
+    unknown or not even one fits (said elsewhere)."""
+    if capacity is None:
+        if not d.hardware.memory_gb:
+            return 1 << 30
+        capacity = d.kv_capacity_tokens()
+    room = capacity // (input_tokens + output_tokens)
+    return room if room >= 1 else 1 << 30
+
+
+def largest_within(d: Deployment, input_tokens: int, output_tokens: int, ttft_limit_s: float, itl_limit_s: float,
+                   efficiency: Efficiency | None = None, *, most: int = 1 << 14) -> ClosedLoop | None:
+    """The closed loop at the largest concurrency (up to ``most``) whose TTFT and ITL both stay within the
+    limits: the throughput a benchmark with latency limits scores (MLPerf's Server scenario: its TTFT and
+    TPOT limits, e.g. 6 s and 175 ms for Llama 3.1 405B), modelled as users in a closed loop rather than
+    its Poisson arrivals. None when even one user misses a limit. TTFT and ITL grow with the users, so the
+    largest is found by bisection."""
+    def within(users: int) -> ClosedLoop | None:
+        loop = closed_loop(d, users, input_tokens, output_tokens, efficiency)
+        return loop if loop.ttft_s <= ttft_limit_s and loop.itl_s <= itl_limit_s else None
+
+    best = within(1)
+    if best is None:
+        return None
+    low, high = 1, max(1, most)
+    while low < high:
+        mid = (low + high + 1) // 2
+        loop = within(mid)
+        if loop is not None:
+            low, best = mid, loop
+        else:
+            high = mid - 1
+    return best

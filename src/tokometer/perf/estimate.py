@@ -216,9 +216,9 @@ def _row(d: Deployment, batch: int, input_tokens: int, output_tokens: int, eff: 
         step_bound_s=decode_step_s(d, batch, context), step_expected_s=decode_step_s(d, batch, context, eff),
         limiter=decode_limiter(d, batch, context, eff),
         closed_bound=closed_loop(d, batch, input_tokens, output_tokens, BOUND, chunked=chunked,
-                                 step_tokens=step_tokens),
+                                 step_tokens=step_tokens, kv_capacity=capacity),
         closed_expected=closed_loop(d, batch, input_tokens, output_tokens, eff, chunked=chunked,
-                                    step_tokens=step_tokens),
+                                    step_tokens=step_tokens, kv_capacity=capacity),
         communication=communication(d, batch))
 
 

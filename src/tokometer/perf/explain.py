@@ -110,12 +110,15 @@ def _decode(e: Estimate, batch: int, context: int) -> str:
         lines.append(f"  Compute: 2 × {d.model.matmul_params / 1e9:.2f} B params multiplied per token × {batch:,} + "
                      f"attention {d.model.attention_flops_per_pair:,} FLOPs × {context:,} cached tokens = "
                      f"{work / 1e9:,.1f} GFLOP / ({d.tp} × {flops / 1e12:,.4g} TFLOP/s{_basis(d)}) = "
-                     f"{fmt_time(work / (d.tp * flops))}.")
+                     f"{fmt_time(work / (d.tp * flops))}. The matmuls and then the attention: each takes the larger "
+                     "of its reads and its FLOPs, the step their sum.")
     comm = communication_s(d, batch)
-    talk = f" (the larger, plus {fmt_time(comm)} of communication below)" if comm else ""
+    talk = f" (plus {fmt_time(comm)} of communication below)" if comm else ""
+    fixed = (f", + {d.model.layers} layers × {eff.layer_overhead_s * 1e6:,.0f} µs a step" if eff.layer_overhead_s
+             else "")
     lines.append(f"  Step bound{talk} {fmt_time(bound)} → {1 / bound:,.1f} tok/s per request, "
                  f"{batch / bound:,.1f} tok/s in all; expected at {eff.decode_bandwidth:.0%} of bandwidth / "
-                 f"{eff.decode_compute:.0%} of FLOP/s: "
+                 f"{eff.decode_compute:.0%} of FLOP/s{fixed}: "
                  f"{fmt_time(expected)} → {1 / expected:,.1f} and {batch / expected:,.1f} tok/s.")
     return "\n".join(lines)
 

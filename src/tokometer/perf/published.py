@@ -1,11 +1,13 @@
 """Published serving figures the estimate is checked against, and the check; and the per-user speeds that
 specialised silicon publishes, shown beside ``estimate --target`` as context (`published_per_user`).
 
-``data/published-serving.csv`` holds throughput at maximum load as engine makers publish it, each row with
-its source: model, hardware, GPUs (TP), weight and KV format, prompt and answer lengths, and the output
-tokens per second over the whole deployment. `compare_published` sets each beside `serving.max_load` for
-the same deployment at the stated `Efficiency`: the test (tests/unit/perf/test_perf_published.py) and
-docs/commands/estimate.md show how far apart they are (``bench/published_serving.py`` prints the table).
+``data/published-serving.csv`` holds throughput as engine makers publish it, each row with its source:
+model, hardware, GPUs (TP), weight and KV format, prompt and answer lengths, the output tokens per second
+over the whole deployment, and, for a figure measured at a fixed number of users (NIM's tables), that
+``concurrency``. `compare_published` sets each beside `max_load` for the same deployment (throughput at
+maximum load) or beside `closed_loop`'s aggregate at that concurrency, at the stated `Efficiency`: the test
+(tests/unit/perf/test_perf_published.py) and docs/reference/published-figures.md show how far apart they
+are (``bench/published_serving.py`` prints the tables).
 
 Each row has a ``split``, set when the row was added and never moved after an error was seen:
 
@@ -14,8 +16,9 @@ Each row has a ``split``, set when the row was added and never moved after an er
 - ``held-out``: every other figure. The rule is by source table and deployment, decided before any
   of their errors was computed: the rest of that page (Llama 3.1 405B, the mixtures of experts Qwen3,
   Llama 4; the B200 and GB200 in NVFP4), its release-0.17 table (L40S, A100 in fp16, Llama 3.1 70B
-  over 4 and 8 GPUs, Mixtral 8x7B) and other engines' published figures (vLLM on MI300X). No
-  efficiency is tuned on them: they say how far the estimate is from figures it was not fitted to.
+  over 4 and 8 GPUs, Mixtral 8x7B), other engines' published figures (vLLM on MI300X) and NVIDIA NIM's
+  fixed-concurrency tables (Llama 3.1 8B and Llama 3.3 70B on H100). No constant is chosen on them:
+  they say how far the estimate is from figures it was not fitted to.
 """
 
 from __future__ import annotations
@@ -26,33 +29,36 @@ import statistics
 from dataclasses import dataclass
 from importlib import resources
 
+from tokometer.perf.closedloop import closed_loop
 from tokometer.perf.hardware import resolve_hardware
 from tokometer.perf.loaders import resolve_model
 from tokometer.perf.maxload import max_load
 from tokometer.perf.roofline import Deployment, Efficiency
 
 __all__ = ["HELD_OUT_AIM", "KNOWN_MISSES", "SPLITS", "Checked", "PerUserFigure", "PublishedFigure", "compare_published",
-           "known_miss", "published_figures", "published_per_user", "summary"]
+           "figure_kind", "known_miss", "published_figures", "published_per_user", "summary"]
 
 SPLITS = ("fit", "held-out")
 HELD_OUT_AIM = 0.15
 """The aim on every held-out figure: the estimate within ±15 % of it."""
 
-_TP_COMM = ("over 4 or 8 GPUs: the all-reduce is counted (`tokometer.perf.collective`), but each GPU's matmuls "
-            "shrink with TP and the engine's share of peak with them (the fit set is TP 1-2): the estimate is "
-            "too fast, most on long answers at large batches")
+_TP_COMM = ("over 4 or 8 GPUs: the all-reduce is counted (`tokometer.perf.collective`) and the attention follows "
+            "the matmuls, but each GPU's matmuls shrink with TP and the engine's share of peak with them (the fit "
+            "set is TP 1-2): the estimate is too fast, most on long answers at large batches")
 _MOE = ("mixture of experts: each expert's matmul sees only batch × k / E tokens (grouped GEMMs far below "
         "dense efficiency) and the engine's attention data parallel and expert-parallel size are not modelled: "
         "the estimate is too fast, most at short shapes with large batches")
 _BLACKWELL = ("Blackwell in NVFP4: the engine's share of peak bandwidth and fp4 FLOP/s is below the typical "
               "efficiencies fitted on Hopper in FP8 (not tuned: held-out)")
-_OLD_CARDS = ("an older release on L40S (GDDR6) and A100 reaches ~70-75 % of peak bandwidth, above the typical "
-              "60 %: the estimate is too slow on bandwidth-bound shapes (L40S 128 → 128, compute bound, is +45 %)")
+_A100_FP16 = ("A100 in fp16: the compute-bound shapes (128 → 128, 2048 → 128) are ~20 % too slow, the engine "
+              "reaching more of the A100's fp16 peak than the 50-55 % fitted on Hopper in FP8")
 _KV_ROOM = ("the KV cache is tight beside the weights: the engine gives it 95 % of the memory left after them, "
             "the estimate 90 % of the whole less 2 GiB, so fewer sequences fit here")
-_MIXTRAL = ("close (-12 … +22 %): the shapes with the largest batches too fast (as the other mixtures of experts), "
-            "the 20,000-token prompts too slow")
+_MIXTRAL = "the shapes with the largest batches too fast, as the other mixtures of experts"
 _VLLM_2024 = "vLLM on ROCm in 2024, with its own batch cap: far below the efficiencies of TensorRT-LLM on Hopper"
+_NIM_MANY = ("at 100 users and more the engine holds fewer sequences than users (its TTFT jumps: requests queue for "
+             "a batch slot its profile does not state) and the host's per-request work grows; the estimate puts "
+             "every user in the batch: too fast, most for the 8B at 200 → 200")
 
 KNOWN_MISSES: dict[str, str] = {
     "llama-3.3-70b B200 TP1 nvfp4": _BLACKWELL, "llama-3.3-70b GB200 TP1 nvfp4": _BLACKWELL,
@@ -70,8 +76,9 @@ KNOWN_MISSES: dict[str, str] = {
     "llama-4-maverick B200 TP8 nvfp4": _MOE, "llama-4-maverick H200-SXM TP8 fp8": _MOE,
     "llama-4-maverick H100-SXM TP8 fp8": _MOE,
     "mixtral-8x7b H200-SXM TP1 fp8": _MIXTRAL, "mixtral-8x7b H100-SXM TP1 fp8": _KV_ROOM,
-    "llama-3.1-8b L40S TP1 fp8": _OLD_CARDS, "llama-3.1-8b A100-80GB-SXM TP1 fp16": _OLD_CARDS,
+    "llama-3.1-8b A100-80GB-SXM TP1 fp16": _A100_FP16,
     "llama-3.1-405b MI300X TP8 fp8": _VLLM_2024,
+    "llama-3.1-8b H100-SXM TP1 fp8 closed loop": _NIM_MANY, "llama-3.3-70b H100-SXM TP2 fp8 closed loop": _NIM_MANY,
 }
 """Held-out deployments with at least one figure outside `HELD_OUT_AIM`, and the likely reason, by
 `PublishedFigure.group` (docs/commands/estimate.md lists them; the test checks the list is neither short
@@ -93,11 +100,15 @@ class PublishedFigure:
     note: str
     split: str = "fit"
     """``fit`` or ``held-out`` (module docstring)."""
+    concurrency: int | None = None
+    """Users in a closed loop (NIM's tables: `closed_loop`'s aggregate); None: throughput at maximum load."""
 
     @property
     def group(self) -> str:
-        """``llama-3.3-70b B200 TP1 nvfp4``: the deployment, every shape of it (`KNOWN_MISSES`' key)."""
-        return f"{self.model} {self.hardware} TP{self.tp} {self.weight_dtype}"
+        """``llama-3.3-70b B200 TP1 nvfp4``: the deployment, every shape of it (`KNOWN_MISSES`' key); a fixed
+        concurrency's figures are a group of their own (``… fp8 closed loop``)."""
+        loop = " closed loop" if self.concurrency else ""
+        return f"{self.model} {self.hardware} TP{self.tp} {self.weight_dtype}{loop}"
 
     def deployment(self) -> Deployment:
         return Deployment(resolve_model(self.model), resolve_hardware(self.hardware), self.weight_dtype,
@@ -115,6 +126,21 @@ class Checked:
     def error(self) -> float:
         """Expected / published − 1: +0.2 = the estimate is 20 % faster than published."""
         return self.expected_tok_s / self.figure.output_tok_s - 1
+
+
+def figure_kind(figure: PublishedFigure) -> str:
+    """The kind of case a figure is, for the per-kind summary (bench/published_serving.py): ``fit``, or for a
+    held-out one ``fixed concurrency``, ``mixture of experts``, ``NVFP4 on Blackwell``, ``dense over 4-8 GPUs``
+    or ``dense on 1-2 GPUs``."""
+    if figure.split == "fit":
+        return "fit"
+    if figure.concurrency:
+        return "fixed concurrency"
+    if resolve_model(figure.model).is_moe:
+        return "mixture of experts"
+    if figure.weight_dtype == "nvfp4":
+        return "NVFP4 on Blackwell"
+    return "dense over 4-8 GPUs" if figure.tp >= 4 else "dense on 1-2 GPUs"
 
 
 def known_miss(figure: PublishedFigure) -> str | None:
@@ -137,16 +163,24 @@ def published_figures(split: str | None = None) -> list[PublishedFigure]:
                             weight_dtype=row["weight_dtype"], kv_dtype=row["kv_dtype"],
                             input_tokens=int(row["input_tokens"]), output_tokens=int(row["output_tokens"]),
                             output_tok_s=float(row["output_tok_s"]), engine=row["engine"], source=row["source"],
-                            note=row["note"], split=row["split"]) for row in csv.DictReader(io.StringIO(text))
+                            note=row["note"], split=row["split"],
+                            concurrency=int(row["concurrency"]) if row.get("concurrency") else None)
+            for row in csv.DictReader(io.StringIO(text))
             if split is None or row["split"] == split]
 
 
 def compare_published(efficiency: Efficiency | None = None,
                       figures: list[PublishedFigure] | None = None) -> list[Checked]:
-    """Each published figure beside `max_load` of its deployment (expected, at ``efficiency``)."""
+    """Each published figure beside `max_load` of its deployment, or, at a fixed concurrency, `closed_loop`'s
+    aggregate (expected, at ``efficiency``)."""
+    eff = efficiency or Efficiency()
     out = []
     for f in figures if figures is not None else published_figures():
-        load = max_load(f.deployment(), f.input_tokens, f.output_tokens, efficiency or Efficiency())
+        if f.concurrency:
+            loop = closed_loop(f.deployment(), f.concurrency, f.input_tokens, f.output_tokens, eff)
+            out.append(Checked(f, loop.aggregate_tok_s, f.concurrency, "saturated" if loop.saturated else "loop"))
+            continue
+        load = max_load(f.deployment(), f.input_tokens, f.output_tokens, eff)
         if load is not None:
             out.append(Checked(f, load.output_tok_s, load.batch, load.bound))
     return out

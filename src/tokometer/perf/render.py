@@ -40,10 +40,11 @@ def _pair(bound: str, expected: str) -> str:
 
 def _efficiency_line(e: Estimate) -> str:
     f = e.efficiency
+    overhead = f", {f.layer_overhead_s * 1e6:,.0f} µs a layer each step" if f.layer_overhead_s else ""
     return (f"bound → expected: expected at {f.decode_bandwidth:.0%} of peak bandwidth in decode, "
-            f"{f.prefill_compute:.0%} of peak FLOP/s in prefill,\n  {f.decode_compute:.0%} in compute-bound decode "
-            f"({e.efficiency_source}; --bw-efficiency, --prefill-efficiency, --decode-compute-efficiency, "
-            "--calibrate)")
+            f"{f.prefill_compute:.0%} of peak FLOP/s in prefill,\n  {f.decode_compute:.0%} in compute-bound decode"
+            f"{overhead} ({e.efficiency_source}; --bw-efficiency, --prefill-efficiency, "
+            "--decode-compute-efficiency, --calibrate)")
 
 
 def _header(console: Console, d: Deployment) -> None:
@@ -122,6 +123,9 @@ def _batch_table(console: Console, e: Estimate) -> None:
                   f"{e.output_tokens:,}-token answer ends ({how}): what a benchmark at concurrency B measures; "
                   "tok/s per request = 1 / ITL, in all = B × output / (TTFT + (output − 1) × ITL). Decode only: "
                   "the batch running with no prompt arriving (an upper bound).")
+    if e.max_sequences is not None and any(row.fits is False for row in e.rows):
+        console.print(f"  fits NO: the KV cache holds {e.max_sequences:,} such sequences; the closed loop runs that "
+                      "many at a time and the other users wait for a slot (their TTFT holds the wait).")
     saturated = [row.batch for row in e.rows if row.closed_expected.saturated]
     if saturated:
         console.print(f"  saturated at batch {', '.join(f'{b:,}' for b in saturated)}: the arriving prompts need "

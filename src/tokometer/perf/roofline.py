@@ -9,15 +9,25 @@ the weight format's compute type, TP / PP = tensor / pipeline parallel degrees.
     KV per token per GPU   = 2 × ⌈L / PP⌉ × ⌈h_kv / TP⌉ × d × b         (heads replicated when h_kv < TP)
     KV capacity (tokens)   = ⌊(GPU memory × utilisation − weights per GPU − reserve) / KV per token per GPU⌋
 
-    decode step            = max(memory time, compute time)      one token for each of `batch` sequences
-      memory time          = (W_read / TP + KV per token on the critical path × context) / (BW × e_bw)
-      compute time         = decode FLOPs / (TP × F × e_decode)
+    decode step            = matmuls + attention + L × e_layer     one token for each of `batch` sequences
+      matmuls              = max(W_read / TP / (BW × e_bw), 2 × M × batch / (TP × F × e_decode))
+      attention            = max(KV per token on the critical path × context / (BW × e_bw),
+                                 attention FLOPs per pair × context / (TP × F × e_decode))
       decode FLOPs         = 2 × M × batch + attention FLOPs per pair × context
+
     prefill of T tokens    = max(prefill FLOPs / (TP × F × e_prefill),
                                  weight-read floor (W_read / TP + KV per token × (context + T)) / (BW × e_bw))
+                             + L × e_layer
       prefill FLOPs        = 2 × (M − V·h) × T + 2 × V·h × sequences + attention FLOPs per pair × pairs
       pairs                = T × C + T (T + 1) / 2     (causal: each new token attends to the C earlier
                                                         tokens and to the new ones up to itself)
+
+The matmuls and the attention are separate kernels run one after the other in every layer, so each is its
+own roofline and their times add: at a small batch both are bandwidth bound and the sum is the memory time
+(W_read / TP + KV × context) / (BW × e_bw); at a large batch the matmuls turn compute bound while the
+attention stays bound by its KV read, which no longer hides under them. e_layer (`Efficiency.layer_overhead_s`)
+is the fixed cost of each layer in every step, whatever its size (kernel launches and tails, the barriers
+between kernels); the bound has none.
 
 M is `ModelSpec.matmul_params` (the active parameters less the input embedding table, which is a
 lookup; for Llama-3.1-8B 8.03 B − 0.53 B = 7.50 B) and V·h the LM head, which engines run for the
@@ -58,10 +68,10 @@ with expert parallelism an all-reduce and the all-to-all pair that carries each 
 and back) is added to every step over the hardware's link (`tokometer.perf.collective`, where the
 assumptions are):
 
-    step = max(memory time, compute time) + communication(tokens of the step)
+    step = matmuls + attention + communication(tokens of the step) + L × e_layer
 
 A step that decodes and prefills at once (chunked prefill) is `mixed_step_s`: one weight read for all
-its tokens, the prompt tokens' FLOPs added to the decode roofline.
+its tokens, the prompt tokens' FLOPs added to the decode's kernels.
 
 Pipeline parallelism divides memory but not a token's latency: a token still passes every stage in
 turn, so PP appears in the memory lines only. An efficiency of
@@ -94,6 +104,7 @@ __all__ = [
     "mixed_step_s",
     "prefill_flops",
     "prefill_s",
+    "step_overhead_s",
     "weight_bytes_read",
 ]
 
@@ -102,20 +113,29 @@ ACTIVATION_RESERVE_GIB = 2.0
 
 @dataclass(frozen=True)
 class Efficiency:
-    """Fractions of peak a well-tuned engine typically reaches (MBU 55–75 % at batch 1; MFU 50–65 %)."""
+    """Fractions of peak a well-tuned engine typically reaches (MBU 55–80 % at batch 1; MFU 50–65 %), and its
+    fixed cost per layer of a step. The defaults were chosen on the fit split of the published figures
+    (`tokometer.perf.published`): the compute fractions first; the bandwidth fraction and the per-layer cost
+    again when the decode was split into its matmul and attention kernels (75 % and 30 µs: the fit set's
+    median |error| 3 %, all 40 within ±15 %), never on a held-out figure."""
 
-    decode_bandwidth: float = 0.6
+    decode_bandwidth: float = 0.75
     prefill_compute: float = 0.55
     decode_compute: float = 0.5
+    layer_overhead_s: float = 30e-6
+    """Fixed time per layer of every step, whatever its size: the launch and tail of the layer's kernels and
+    the barriers between them (0 in the bound)."""
 
     def __post_init__(self) -> None:
         for name in ("decode_bandwidth", "prefill_compute", "decode_compute"):
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ConfigError(f"efficiency {name} must be in (0, 1] (got {value})")
+        if not 0 <= self.layer_overhead_s < 1e-3:
+            raise ConfigError(f"efficiency layer_overhead_s must be in [0, 1 ms) (got {self.layer_overhead_s})")
 
 
-BOUND = Efficiency(1.0, 1.0, 1.0)
+BOUND = Efficiency(1.0, 1.0, 1.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -293,15 +313,18 @@ def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_token
     ``prefill_context`` tokens of theirs already cached, plus the step's tensor-/expert-parallel communication
     over all its tokens (`tokometer.perf.collective`):
 
-    decode roofline max((W_read(B + P) / TP + KV × (C_decode + C_prefill + P)) / (BW × e_bw),
-                        decode FLOPs / (TP × F × e_decode))
-    + prefill FLOPs / (TP × F × e_prefill) + communication(B + P)
+    matmuls         max(W_read(B + P) / TP / (BW × e_bw), 2 × M × B / (TP × F × e_decode))
+    + attention     max(KV × (C_decode + C_prefill + P) / (BW × e_bw), attention FLOPs(C_decode) / (TP × F × e_decode))
+    + prefill FLOPs / (TP × F × e_prefill) + communication(B + P) + L × e_layer
 
-    The weights are read once for all the step's tokens; the prompt tokens' FLOPs are added to the decode
-    roofline rather than hidden under its memory time: the decode's attention kernels (bound by their KV
-    reads) and the prompt's matmuls (bound by FLOPs) run one after the other, and the published figures
-    `tokometer.perf.maxload` is checked against fit the sum. With no sequence decoding (``batch`` 0) the
-    step is the prefill's own roofline, compute bound with the weight read as a floor (`prefill_s`).
+    The weights are read once for all the step's tokens; the matmuls and the attention run one after the
+    other in each layer, so a compute-bound matmul does not hide the attention's KV read (`_decode_parts`);
+    the prompt tokens' FLOPs are added rather than hidden under the memory time, as the decode's attention
+    kernels (bound by their KV reads) and the prompt's matmuls (bound by FLOPs) also run one after the other;
+    and each layer costs a fixed ``Efficiency.layer_overhead_s`` (0 in the bound). The published figures
+    `tokometer.perf.maxload` is checked against fit these sums (`tokometer.perf.published`). With no sequence
+    decoding (``batch`` 0) the step is the prefill's own roofline, compute bound with the weight read as a
+    floor (`prefill_s`).
     """
     eff = efficiency or BOUND
     tokens = batch + prefill_tokens
@@ -311,13 +334,47 @@ def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_token
     memory = _memory_s(d, tokens, kv, eff)
     flops = d.compute_flops
     if not flops:
-        return memory + communication_s(d, tokens)
+        return memory + communication_s(d, tokens) + step_overhead_s(d, eff)
     prefill = prefill_flops(d.model, prefill_tokens, prefill_context, sequences) / (
         d.tp * flops * eff.prefill_compute) if prefill_tokens else 0.0
     if batch <= 0:
-        return max(memory, prefill) + communication_s(d, tokens)
-    decode = decode_flops(d.model, batch, context_tokens) / (d.tp * flops * eff.decode_compute)
-    return max(memory, decode) + prefill + communication_s(d, tokens)
+        return max(memory, prefill) + communication_s(d, tokens) + step_overhead_s(d, eff)
+    return (_decode_kernels_s(d, batch, tokens, kv, context_tokens, eff) + prefill + communication_s(d, tokens)
+            + step_overhead_s(d, eff))
+
+
+def step_overhead_s(d: Deployment, efficiency: Efficiency | None = None) -> float:
+    """The fixed cost of one engine step whatever its size: `Efficiency.layer_overhead_s` for each layer (the
+    launch and tail of its kernels, the barriers between them), once per step (0 in the bound)."""
+    return d.model.layers * (efficiency or BOUND).layer_overhead_s
+
+
+def _decode_kernels_s(d: Deployment, batch: int, tokens: float, kv_tokens: float, context_tokens: float,
+                      eff: Efficiency) -> float:
+    """The decode part of a step: its bandwidth-bound and compute-bound kernel time together (`_decode_parts`)."""
+    return sum(_decode_parts(d, batch, tokens, kv_tokens, context_tokens, eff))
+
+
+def _decode_parts(d: Deployment, batch: int, tokens: float, kv_tokens: float, context_tokens: float,
+                  eff: Efficiency) -> tuple[float, float]:
+    """(bandwidth-bound, compute-bound) seconds of the decode part of a step, as its two kinds of kernels run
+    one after the other in every layer: the matmuls (the weights read once for the step's ``tokens``, or their
+    FLOPs for the ``batch`` decoding: max) and then the attention (its read of ``kv_tokens`` cached tokens, or
+    its FLOPs over ``context_tokens``: max). At a small batch both are bandwidth bound and their sum is the
+    memory time; at a large one the matmuls turn compute bound while the attention stays bound by its KV
+    read, which no longer hides under them."""
+    flops = d.compute_flops
+    bandwidth = d.hardware.bandwidth * eff.decode_bandwidth
+    weights = weight_bytes_read(d, max(1, round(tokens))) / d.tp / bandwidth
+    cache = d.kv_read_bytes_per_token * kv_tokens / bandwidth
+    if not flops:
+        return weights + cache, 0.0
+    per_gpu = d.tp * flops * eff.decode_compute
+    matmuls = 2 * d.model.matmul_params * batch / per_gpu
+    attention = d.model.attention_flops_per_pair * context_tokens / per_gpu
+    memory = (weights if weights >= matmuls else 0.0) + (cache if cache >= attention else 0.0)
+    work = (matmuls if matmuls > weights else 0.0) + (attention if attention > cache else 0.0)
+    return memory, work
 
 
 def decode_step_s(d: Deployment, batch: int, context_tokens: float, efficiency: Efficiency | None = None) -> float:
@@ -330,15 +387,11 @@ def decode_step_s(d: Deployment, batch: int, context_tokens: float, efficiency: 
 
 
 def decode_limiter(d: Deployment, batch: int, context_tokens: float, efficiency: Efficiency | None = None) -> str:
-    """What bounds a decode step at ``efficiency``: ``bandwidth`` or ``compute`` (the communication, added to
-    either, bounds neither)."""
-    eff = efficiency or BOUND
-    flops = d.compute_flops
-    if not flops:
-        return "bandwidth"
-    memory = _memory_s(d, batch, context_tokens, eff)
-    work = decode_flops(d.model, batch, context_tokens) / (d.tp * flops * eff.decode_compute)
-    return "bandwidth" if work <= memory else "compute"
+    """What bounds a decode step at ``efficiency``: ``compute`` when its compute-bound kernels take longer than its
+    bandwidth-bound ones (`_decode_parts`), else ``bandwidth`` (the communication and the fixed per-layer cost,
+    added to either, bound neither)."""
+    memory, work = _decode_parts(d, batch, batch, context_tokens, context_tokens, efficiency or BOUND)
+    return "compute" if work > memory else "bandwidth"
 
 
 def prefill_s(d: Deployment, tokens: int, context_tokens: int = 0, efficiency: Efficiency | None = None, *,
@@ -372,11 +425,7 @@ def compute_bound_batch(d: Deployment, context_per_sequence: float, efficiency: 
         return None
 
     def compute_bound(b: int) -> bool:
-        ctx = context_per_sequence * b
-        memory = (weight_bytes_read(d, b) / d.tp + d.kv_read_bytes_per_token * ctx) / (
-            d.hardware.bandwidth * eff.decode_bandwidth)
-        work = decode_flops(d.model, b, ctx)
-        return work / (d.tp * flops * eff.decode_compute) >= memory
+        return decode_limiter(d, b, context_per_sequence * b, eff) == "compute"
 
     if not compute_bound(limit):
         return None

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokometer.perf.collective import communication
 from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.published import PerUserFigure, published_per_user
@@ -187,7 +188,8 @@ def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None
 def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], formats: list[str], kv_dtype: str | None,
                             input_tokens: int, output_tokens: int, eff: Efficiency, utilization: float,
                             target: float, tp_sizes: tuple[int, ...] = TP_SIZES) -> TargetOption | None:
-    """The fastest batch-1 stream over ``hardware`` × ``formats`` × ``tp_sizes`` whose cache fits one sequence."""
+    """The fastest batch-1 stream over ``hardware`` × ``formats`` × ``tp_sizes`` whose cache fits one sequence;
+    not over several GPUs whose link is unknown (their communication would be left out: a speed not earned)."""
     mid = round(input_tokens + output_tokens / 2)
     best: TargetOption | None = None
     for hw in hardware:
@@ -198,6 +200,8 @@ def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], form
                 if model.tp_problem(tp):
                     continue
                 d = Deployment(model, hw, fmt, kv_dtype or default_kv_dtype(fmt), tp=tp)
+                if not communication(d, 1).counted:
+                    continue
                 most = d.kv_capacity_tokens(utilization) // (input_tokens + output_tokens)
                 speed = 1 / decode_step_s(d, 1, mid, eff)
                 if most >= 1 and (best is None or speed > best.batch1_tok_s):

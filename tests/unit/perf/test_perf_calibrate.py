@@ -27,6 +27,8 @@ def test_steps_limited_elsewhere_are_skipped_and_named() -> None:
     assert calibration.skipped == ("run 7 step 3: client", "run 7 step 4: queueing")
     again = Calibration.from_json(calibration.to_json())
     assert again.skipped == calibration.skipped and again.samples == calibration.samples
+    # a measured MBU already holds the engine's fixed per-layer costs: they are not added again
+    assert calibration.efficiency.layer_overhead_s == 0 == again.efficiency.layer_overhead_s
 
 
 def test_only_skipped_steps_is_a_clear_error() -> None:

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokometer.cli.estimate import command as estimate_command
-from tokometer.perf import Deployment, Efficiency, resolve_hardware, resolve_model
-from tokometer.perf.closedloop import STEP_TOKENS, closed_loop
+from tokometer.perf import Deployment, Efficiency, estimate, resolve_hardware, resolve_model
+from tokometer.perf.closedloop import STEP_TOKENS, closed_loop, kv_room, largest_within
 from tokometer.perf.roofline import decode_step_s, mixed_step_s, prefill_s
 
 
@@ -112,3 +112,42 @@ def test_the_batch_row_of_the_command_is_the_closed_loop(tmp_path: Path) -> None
     for bad in ("0", "abc", "-5"):  # a step budget must be a whole number of tokens, 16 at least
         refused = CliRunner().invoke(estimate_command, [*args, "--step-tokens", bad])
         assert refused.exit_code == 2 and "--step-tokens" in refused.output
+
+
+def test_more_users_than_the_kv_cache_holds_wait_for_a_slot() -> None:
+    # 70B FP8 on two H100 holds 19 sequences of 20,000 + 2,000 tokens: 250 users run 19 at a time, the rest
+    # queue a whole cycle a round, so the aggregate is 19 users' and TTFT grows by the rounds waited
+    d, eff = llama70b_on_two_h100(), Efficiency()
+    room = kv_room(d, 20_000, 2000)
+    assert room == d.kv_capacity_tokens() // 22_000 and 1 < room < 50
+    held, crowd = closed_loop(d, room, 20_000, 2000, eff), closed_loop(d, 250, 20_000, 2000, eff)
+    assert crowd.aggregate_tok_s == pytest.approx(held.aggregate_tok_s)
+    assert crowd.itl_s == held.itl_s and crowd.batch == 250
+    assert crowd.ttft_s == pytest.approx(held.ttft_s + (250 / room - 1) * held.cycle_s)
+    # below the cache's room nothing changes
+    assert closed_loop(d, 5, 20_000, 2000, eff).ttft_s < held.ttft_s
+
+
+def test_the_largest_load_within_latency_limits() -> None:
+    # MLPerf's Server scenario scores the load whose TTFT and TPOT stay within its limits: the closed loop at
+    # the largest concurrency that meets both, one more user breaking one of them
+    d, eff = llama70b_on_two_h100(), Efficiency()
+    best = largest_within(d, 5000, 500, 2.0, 0.060, eff)
+    assert best is not None and best.ttft_s <= 2.0 and best.itl_s <= 0.060
+    over = closed_loop(d, best.batch + 1, 5000, 500, eff)
+    assert over.ttft_s > 2.0 or over.itl_s > 0.060
+    looser = largest_within(d, 5000, 500, 2.0, 0.090, eff)
+    assert looser is not None and looser.batch > best.batch and looser.aggregate_tok_s > best.aggregate_tok_s
+    assert largest_within(d, 5000, 500, 2.0, 0.001, eff) is None  # not even one user's step is that fast
+
+
+def test_the_estimate_s_memory_share_sets_the_room_of_its_closed_loop() -> None:
+    d, eff = llama70b_on_two_h100(), Efficiency()
+    more = d.kv_capacity_tokens(0.95)
+    assert kv_room(d, 20_000, 2000, more) == more // 22_000 > kv_room(d, 20_000, 2000)
+    wide = closed_loop(d, 250, 20_000, 2000, eff, kv_capacity=more)
+    held = closed_loop(d, more // 22_000, 20_000, 2000, eff, kv_capacity=more)
+    assert wide.aggregate_tok_s == pytest.approx(held.aggregate_tok_s)
+    assert wide.aggregate_tok_s > closed_loop(d, 250, 20_000, 2000, eff).aggregate_tok_s  # more room: more at once
+    row = estimate(d, [250], 20_000, 2000, eff, 0.95).rows[0]
+    assert not row.fits and row.closed_expected.aggregate_tok_s == pytest.approx(wide.aggregate_tok_s)

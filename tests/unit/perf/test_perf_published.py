@@ -40,33 +40,37 @@ def test_every_published_figure_has_its_source_and_split() -> None:
     assert {(f.model, f.hardware) for f in fit} == {("llama-3.1-8b", "H200-SXM"), ("llama-3.1-8b", "H100-SXM"),
                                                     ("llama-3.1-70b", "H200-SXM"), ("llama-3.1-70b", "H100-SXM")}
     held_out = published_figures("held-out")
-    assert len(held_out) == 253 and len(fit) + len(held_out) == len(figures)
-    # Each held-out source names the page and commit, or the article, it was read on.
-    assert all("commit " in f.source or "blogs." in f.source for f in held_out)
+    assert len(held_out) == 332 and len(fit) + len(held_out) == len(figures)
+    # Each held-out source names the page and commit, or the article or documentation page, it was read on.
+    assert all("commit " in f.source or "blogs." in f.source or "docs.nvidia.com" in f.source for f in held_out)
+    # NVIDIA NIM's tables at a fixed concurrency: closed-loop figures, every one of them held out
+    loops = [f for f in figures if f.concurrency]
+    assert len(loops) == 79 and all(f.split == "held-out" and "NIM" in f.source for f in loops)
+    assert {f.concurrency for f in loops} == {1, 5, 25, 50, 100, 150, 200, 250}
 
 
 def test_the_held_out_set_shares_no_deployment_and_shape_with_the_fit_set() -> None:
     def key(f: object) -> tuple[object, ...]:
         return tuple(getattr(f, n) for n in ("model", "hardware", "tp", "weight_dtype", "input_tokens",
-                                             "output_tokens"))
+                                             "output_tokens", "concurrency"))
 
     assert not {key(f) for f in published_figures("fit")} & {key(f) for f in published_figures("held-out")}
 
 
-def test_the_estimate_at_max_load_is_within_thirty_percent_of_every_published_figure() -> None:
+def test_the_estimate_at_max_load_is_within_the_aim_on_every_fit_figure() -> None:
     checked = _fit()
     errors = {f"{c.figure.model} {c.figure.hardware} {c.figure.input_tokens}/{c.figure.output_tokens}": c.error
               for c in checked}
     worst = max(errors.items(), key=lambda kv: abs(kv[1]))
-    assert abs(worst[1]) <= 0.30, worst
-    assert statistics.median(abs(e) for e in errors.values()) <= 0.12
+    assert abs(worst[1]) <= 0.15, worst  # every fit figure within the aim (0.30 before the kernels were split)
+    assert statistics.median(abs(e) for e in errors.values()) <= 0.04
     # Not one-sided: the model neither always flatters nor always undersells.
     assert sum(e > 0 for e in errors.values()) >= 10 and sum(e < 0 for e in errors.values()) >= 10
 
 
 def test_every_held_out_figure_is_within_the_aim_or_its_deployment_is_a_listed_miss() -> None:
     checked = compare_published(figures=published_figures("held-out"))
-    assert len(checked) == 253  # every held-out deployment is one the estimate can size
+    assert len(checked) == 332  # every held-out deployment is one the estimate can size
     unexplained = [(c.figure.group, c.figure.input_tokens, c.figure.output_tokens, round(c.error, 2))
                    for c in checked if abs(c.error) > HELD_OUT_AIM and known_miss(c.figure) is None]
     assert not unexplained, "held-out misses without a reason in KNOWN_MISSES"
@@ -85,12 +89,18 @@ def test_the_held_out_errors_as_they_stand() -> None:
     better, never lower it to pass) and how far the median one is (docs/commands/estimate.md shows the table)."""
     checked = compare_published(figures=published_figures("held-out"))
     errors = [abs(c.error) for c in checked]
-    assert sum(e <= HELD_OUT_AIM for e in errors) >= 51
-    assert statistics.median(errors) <= 0.35
-    # The single-GPU dense figures on older cards are close; the misses are multi-GPU and mixtures of experts.
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 128
+    assert statistics.median(errors) <= 0.23
+    # The single-GPU dense figures on older cards are close (L40S every one within the aim); the misses are
+    # multi-GPU, mixtures of experts and Blackwell in NVFP4.
     close = [c for c in checked if c.figure.group in ("llama-3.1-8b A100-80GB-SXM TP1 fp16",
-                                                      "mixtral-8x7b H200-SXM TP1 fp8")]
+                                                      "llama-3.1-8b L40S TP1 fp8")]
     assert max(abs(c.error) for c in close) <= 0.25
+    assert all(abs(c.error) <= HELD_OUT_AIM for c in checked if c.figure.group == "llama-3.1-8b L40S TP1 fp8")
+    # NIM's fixed-concurrency figures beside the closed loop: within the aim up to 50 users, every one
+    loops = [c for c in checked if c.figure.concurrency]
+    assert all(abs(c.error) <= HELD_OUT_AIM for c in loops if (c.figure.concurrency or 0) <= 50)
+    assert statistics.median(abs(c.error) for c in loops) <= 0.05
 
 
 def test_prompt_heavy_shapes_are_bound_by_prefill_and_long_answers_by_bandwidth() -> None:

@@ -9,7 +9,14 @@ import pytest
 
 from tokometer.perf import Deployment, Efficiency, decode_step_s, prefill_s, resolve_hardware, resolve_model
 from tokometer.perf.collective import COLLECTIVE_LATENCY_S, communication_s
-from tokometer.perf.roofline import compute_bound_batch, decode_flops, prefill_flops, weight_bytes_read
+from tokometer.perf.roofline import (
+    BOUND,
+    compute_bound_batch,
+    decode_flops,
+    decode_limiter,
+    prefill_flops,
+    weight_bytes_read,
+)
 from tokometer.util.errors import ConfigError
 
 GIB = 2**30
@@ -35,8 +42,8 @@ def test_llama_8b_bf16_on_h100_at_batch_1() -> None:
     assert 1 / step == pytest.approx(208.59, abs=0.01)
     # with 1,500 tokens cached: (16.06e9 + 1,500 × 131,072) / 3.35e12 = 4.853 ms -> 206.1 tok/s
     assert decode_step_s(d, 1, 1500) == pytest.approx((16.06e9 + 1500 * 131_072) / H100_BW, rel=1e-12)
-    # the expected figure at 60 % of bandwidth (decode is bandwidth bound here)
-    assert decode_step_s(d, 1, 0, Efficiency()) == pytest.approx(16.06e9 / (0.6 * H100_BW), rel=1e-12)
+    # the expected figure at 75 % of bandwidth (decode is bandwidth bound here) and 30 µs for each of 32 layers
+    assert decode_step_s(d, 1, 0, Efficiency()) == pytest.approx(16.06e9 / (0.75 * H100_BW) + 32 * 30e-6, rel=1e-12)
 
 
 def test_kv_capacity_matches_the_vllm_planner() -> None:
@@ -69,7 +76,8 @@ def test_prefill_is_compute_bound_with_the_weight_read_as_floor() -> None:
     #   + 524,288 × 1,000 × 1,001 / 2 = 14,222,110,513,152 FLOPs / 989e12 = 14.38 ms
     assert prefill_flops(d.model, 1000) == 14_222_110_513_152
     assert prefill_s(d, 1000) == pytest.approx(14_222_110_513_152 / H100_BF16, rel=1e-12)
-    assert prefill_s(d, 1000, 0, Efficiency()) == pytest.approx(14_222_110_513_152 / (0.55 * H100_BF16), rel=1e-12)
+    assert prefill_s(d, 1000, 0, Efficiency()) == pytest.approx(14_222_110_513_152 / (0.55 * H100_BF16)
+                                                                + 32 * 30e-6, rel=1e-12)
     # one token: the weight read dominates: (16.06e9 + 131,072) / 3.35e12
     assert prefill_s(d, 1) == pytest.approx((16.06e9 + 131_072) / H100_BW, rel=1e-12)
     # 100 tokens after 900 cached: pairs = 100 × 900 + 100 × 101 / 2 = 95,050
@@ -142,3 +150,27 @@ def test_efficiency_must_be_a_fraction() -> None:
         Efficiency(decode_bandwidth=1.5)
     with pytest.raises(ConfigError, match="prefill_compute"):
         Efficiency(prefill_compute=0)
+
+
+def test_the_attention_follows_the_matmuls_and_does_not_hide_under_them() -> None:
+    d = llama_h100()
+    # 400 sequences with 1,500 tokens cached each: the matmuls are compute bound (2 × 7.50e9 × 400 FLOPs:
+    # 6.07 ms against the weights' 4.79 ms), and the attention then reads 600,000 × 131,072 B (23.5 ms)
+    matmuls = 2 * d.model.matmul_params * 400 / H100_BF16
+    assert matmuls > 16.06e9 / H100_BW
+    assert decode_step_s(d, 400, 600_000) == pytest.approx(matmuls + 600_000 * 131_072 / H100_BW, rel=1e-12)
+    # one kernel hiding the other (max of all reads and all FLOPs) would have said 23.5 + 4.79 ms
+    assert decode_step_s(d, 400, 600_000) > (16.06e9 + 600_000 * 131_072) / H100_BW
+    assert decode_limiter(d, 400, 0) == "compute" and decode_limiter(d, 400, 600_000) == "bandwidth"
+
+
+def test_each_layer_costs_a_fixed_time_a_step_but_not_in_the_bound() -> None:
+    d = llama_h100()
+    typical, without = Efficiency(), Efficiency(layer_overhead_s=0.0)
+    assert BOUND.layer_overhead_s == 0 and typical.layer_overhead_s == 30e-6
+    for batch, context in ((1, 0), (64, 64_000), (512, 0)):
+        assert decode_step_s(d, batch, context, typical) == pytest.approx(
+            decode_step_s(d, batch, context, without) + 32 * 30e-6, rel=1e-12)
+    assert prefill_s(d, 1000, 0, typical) == pytest.approx(prefill_s(d, 1000, 0, without) + 32 * 30e-6, rel=1e-12)
+    with pytest.raises(ConfigError, match="layer_overhead_s"):
+        Efficiency(layer_overhead_s=-1e-6)
