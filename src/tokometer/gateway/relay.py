@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -158,18 +158,18 @@ class Relay:
         self.reply.serving(opened.upstream.cfg.api)
         client.batch = []
         event_of, flush = self._event, client.flush
+        call = opened.call
+        events: Iterable[UpstreamEvent] | None = opened.buffered  # (up to the first token: the router's)
+        opened.buffered = []
         try:
-            for event in opened.buffered:
-                event_of(event)
-            opened.buffered = []
-            await flush()
-            take = opened.call.take
-            while (events := await take()) is not None:
+            while events is not None:
                 for event in events:
                     event_of(event)
                 if client.gone:
                     raise UpstreamError("cancelled", "the client went away")
-                await flush()
+                if not call.ready:  # (the rest of the router's read is: it goes in the same send)
+                    await flush()
+                events = await call.take()
         finally:
             await flush()
             client.batch = None

@@ -209,6 +209,7 @@ class UpstreamCall:
         self.ready: deque[UpstreamEvent] = deque()
         """Events read and not yet taken (`take`, `next_event`)."""
         self._failure: UpstreamError | None = None
+        self._head = False
         self._ended = False
         self._finished = False
         self._waiter: asyncio.Future[None] | None = None
@@ -220,24 +221,21 @@ class UpstreamCall:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        head: asyncio.Future[None] = loop.create_future()
         response = self.response
-
-        def on_head(_: StreamedResponse) -> None:
-            if not head.done():
-                head.set_result(None)
-
-        response.on_head = on_head
+        # one future, resolved by the response's head or by the request's end (whichever comes first)
+        self._waiter = loop.create_future()
+        response.on_head = self._head_came
         response.on_chunk = self._raw_arrived
         self._task = loop.create_task(self.upstream.pool.request(self.request, response))
         self._task.add_done_callback(self._request_ended)
         try:
-            done, _ = await asyncio.wait({head, self._task}, return_when=asyncio.FIRST_COMPLETED)
+            await self._waiter
         except asyncio.CancelledError:  # no response head yet (a hedge's loser, a client gone): hang up now
             self._task.cancel()
             raise
-        if head not in done:
-            head.cancel()
+        finally:
+            self._waiter = None
+        if not self._head:
             self._raise_from_task()
         self.status = response.status
         self.sent_ns = response.sent_ns
@@ -251,6 +249,10 @@ class UpstreamCall:
         self._taken(self.queued_bytes)
         for chunk, stamp in raw:
             self._arrived(chunk, stamp)
+
+    def _head_came(self, _: StreamedResponse) -> None:
+        self._head = True
+        self._wake()
 
     def _request_ended(self, _: object) -> None:
         self._ended = True
