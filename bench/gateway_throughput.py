@@ -104,18 +104,19 @@ def ttft_p50(url: str, pairs: int, tokens: int) -> float:
 
 
 PARTS: list[tuple[str, tuple[str, ...]]] = [
-    # (part, what a stack frame's text contains), matched from the sample's innermost frame outwards: the first
-    # frame that matches any part names the sample's part
-    ("request log", ("requestlog.py", "log_entry")),
-    ("accounting and metrics", ("accounting.py", "prometheus", "outcome.py (outcome", "Figures", "finish (")),
-    ("upstream events: split and parse", ("framing.py", "wire/", "openai/chunks", "openai/client.py", "parse (")),
+    # (part, what a stack frame's text, "function (file:line)", contains), matched from the sample's innermost
+    # frame outwards: the first frame that matches any part names the sample's part
+    ("request log (and its writing thread)", ("requestlog.py", "log_entry (")),
+    ("accounting and metrics", ("accounting.py", "prometheus", "Measurement.outcome", "Gateway.finish")),
+    ("upstream events: split and parse", ("framing.py", "/wire/", "openai/chunks", "openai/client.py", ".parse (")),
     ("upstream reads and hand-over", ("http1.py", "upstream.py", "queues.py")),
+    ("response writes (the client's socket)", ("ClientStream.", "RequestResponseCycle.send", "flow_control")),
     ("relay and reply per event", ("relay.py", "reply.py", "assemble.py", "openai_format.py")),
-    ("response writes (client socket)", ("clientstream.py", "httptools_impl.py (send", "flow_control")),
     ("router, opening the upstream", ("router.py", "hedge.py", "balance.py", "breaker.py")),
-    ("admission: body, checks, prompt", ("stages.py", "jsonbody", "request_limits", "prompt.py", "app.py (handle")),
+    ("admission: body, checks, prompt", ("stages.py", "jsonbody", "request_limits", "shapes.py", "inbound/body.py",
+                                         "prompt.py", "Gateway.handle")),
     ("uvicorn/httptools: heads, connections", ("uvicorn/", "connections.py", "starlette/")),
-    ("asyncio/uvloop (loop, tasks)", ("asyncio/", "uvloop", "runners.py")),
+    ("event loop (uvloop: epoll, socket reads; tasks)", ("asyncio/", "uvloop", "runners.py")),
 ]
 
 
@@ -124,7 +125,7 @@ def part_of(stack: list[str]) -> str:
         for part, marks in PARTS:
             if any(mark in frame for mark in marks):
                 return part
-    return "other (loop's C code, idle)"
+    return "other"
 
 
 def profile(py_spy: str, pid: int, run: Any) -> None:
