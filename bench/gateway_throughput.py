@@ -12,6 +12,9 @@ others), with `tokometer bench` as the client, one command reports:
 
 ``--pin`` puts the gateway alone on the last CPU, the client and the pacer on the others
 (``taskset``); without it every process shares every CPU (what ``--workers N`` on 2 cores measures).
+``--profile PY_SPY`` (the path of a ``py-spy`` binary) samples the gateway (one worker) through one more
+gateway step and prints where its samples went, by part of the request's path (`PARTS`), and the
+functions that spent most themselves.
 
     .venv/bin/python bench/gateway_throughput.py [--pin] [--workers 1] [--concurrency 32] [--requests 4000]
 """
@@ -25,6 +28,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
+from collections import Counter
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -98,6 +103,56 @@ def ttft_p50(url: str, pairs: int, tokens: int) -> float:
     return p50
 
 
+PARTS: list[tuple[str, tuple[str, ...]]] = [
+    # (part, what a stack frame's text, "function (file:line)", contains), matched from the sample's innermost
+    # frame outwards: the first frame that matches any part names the sample's part
+    ("request log (and its writing thread)", ("requestlog.py", "log_entry (")),
+    ("accounting and metrics", ("accounting.py", "prometheus", "Measurement.outcome", "Gateway.finish")),
+    ("upstream events: split and parse", ("framing.py", "/wire/", "openai/chunks", "openai/client.py", ".parse (")),
+    ("upstream reads and hand-over", ("http1.py", "upstream.py", "queues.py")),
+    ("response writes (the client's socket)", ("ClientStream.", "RequestResponseCycle.send", "flow_control")),
+    ("relay and reply per event", ("relay.py", "reply.py", "assemble.py", "openai_format.py")),
+    ("router, opening the upstream", ("router.py", "hedge.py", "balance.py", "breaker.py")),
+    ("admission: body, checks, prompt", ("stages.py", "jsonbody", "request_limits", "shapes.py", "inbound/body.py",
+                                         "prompt.py", "Gateway.handle")),
+    ("uvicorn/httptools: heads, connections", ("uvicorn/", "connections.py", "starlette/")),
+    ("event loop (uvloop: epoll, socket reads; tasks)", ("asyncio/", "uvloop", "runners.py")),
+]
+
+
+def part_of(stack: list[str]) -> str:
+    for frame in reversed(stack):
+        for part, marks in PARTS:
+            if any(mark in frame for mark in marks):
+                return part
+    return "other"
+
+
+def profile(py_spy: str, pid: int, run: Any) -> None:
+    """Sample ``pid`` with py-spy while ``run()`` runs; print the samples' shares by part and the top self time."""
+    out = Path(tempfile.gettempdir()) / f"gateway-profile-{pid}.txt"
+    spy = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--rate", "250", "--format", "raw", "--nonblocking",
+                            "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # py-spy attaches
+    run()
+    spy.send_signal(signal.SIGINT)
+    spy.wait(timeout=30)
+    parts: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    for line in out.read_text().splitlines():
+        stack_text, _, count = line.rpartition(" ")
+        stack = stack_text.split(";")
+        parts[part_of(stack)] += int(count)
+        own[stack[-1]] += int(count)
+    total = sum(parts.values()) or 1
+    print(f"profile: {total} samples (the stacks: {out})", flush=True)
+    for part, n in parts.most_common():
+        print(f"  {100 * n / total:5.1f} %  {part}")
+    print("  functions by own samples:")
+    for frame, n in own.most_common(25):
+        print(f"  {100 * n / total:5.1f} %  {frame[:150]}")
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     pacer, root = start_pacer("--ttft-ms", "1", "--itl-ms", "1", "--spin-us", "0", "--tokens", str(args.tokens))
     try:
@@ -119,6 +174,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     print(json.dumps({"direct_rps": round(direct[-1]), "gateway_rps": round(via[-1]),
                                       "gateway_cpu_us_per_request": round(cpu_us[-1]), "failed": failed}),
                           flush=True)
+                if args.profile:
+                    profile(args.profile, gateway.pid,
+                            lambda: closed_loop(gw_root, args.concurrency, args.requests, args.tokens))
                 ttft_direct, ttft_via = [], []
                 for _ in range(2):  # alternated, so that a busy moment of the machine hits both
                     ttft_direct.append(ttft_p50(root, args.pairs // 2, args.tokens))
@@ -144,6 +202,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="direct/gateway steps, alternated")
     parser.add_argument("--tokens", type=int, default=16, help="tokens per answer")
     parser.add_argument("--pairs", type=int, default=200, help="sequential requests each way for added TTFT")
+    parser.add_argument("--profile", metavar="PY_SPY", help="sample the gateway with this py-spy through one more step")
     args = parser.parse_args()
     if args.pin:
         pin()

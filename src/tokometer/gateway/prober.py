@@ -67,7 +67,7 @@ class Prober:
             call = await upstream.open(body, "chat")
             first = None
             async with asyncio.timeout(upstream.cfg.first_token_timeout_s):
-                async for event in call.events():
+                while (event := await call.next_event()) is not None:
                     if event.parsed is not None and event.parsed.has_content and first is None:
                         first = event.stamp
             health.success((first - call.sent_ns) / 1e6 if first is not None else None)

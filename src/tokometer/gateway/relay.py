@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -149,27 +149,27 @@ class Relay:
         return opened
 
     async def _relay(self, opened: Opened) -> None:
-        # Events that are already here when one is relayed go to the client in one write: an upstream
-        # read that brought several (the gateway fell behind) costs one send, not one each. Taking in an
-        # event is plain code (`_event` only gathers what it writes): per event the relay costs one
-        # function call and, when no further event is already here, one send.
+        # The events that are here when the relay wakes go to the client in one write: an upstream read
+        # that brought several (or several reads while the gateway was behind) costs one send, not one each.
+        # Taking in an event is plain code (`_event` only gathers what it writes): per event the relay costs
+        # one function call, and per wake-up one send.
         client = self.client
         assert client is not None
         self.reply.serving(opened.upstream.cfg.api)
-        batch = client.batch = []
+        client.batch = []
         event_of, flush = self._event, client.flush
+        call = opened.call
+        events: Iterable[UpstreamEvent] | None = opened.buffered  # (up to the first token: the router's)
+        opened.buffered = []
         try:
-            for event in opened.buffered:
-                event_of(event)
-            opened.buffered = []
-            await flush()
-            call = opened.call
-            async for event in opened.events:
-                event_of(event)
+            while events is not None:
+                for event in events:
+                    event_of(event)
                 if client.gone:
                     raise UpstreamError("cancelled", "the client went away")
-                if batch and not call.more:
+                if not call.ready:  # (the rest of the router's read is: it goes in the same send)
                     await flush()
+                events = await call.take()
         finally:
             await flush()
             client.batch = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +82,6 @@ class Opened:
 
     upstream: Upstream
     call: UpstreamCall
-    events: AsyncIterator[UpstreamEvent]
     buffered: list[UpstreamEvent]
     first_token_ns: int | None
     fallback: bool
@@ -273,12 +272,11 @@ class Router:
         call: UpstreamCall | None = None
         try:
             call = await upstream.open(body, endpoint)
-            events = call.events()
             buffered: list[UpstreamEvent] = []
             first: int | None = None
             try:
                 async with asyncio.timeout(upstream.cfg.first_token_timeout_s):
-                    async for event in events:
+                    while (event := await call.next_event()) is not None:
                         buffered.append(event)
                         parsed = event.parsed
                         if parsed is None:
@@ -293,7 +291,7 @@ class Router:
             except TimeoutError:
                 raise UpstreamError("timeout", f"no first token within {upstream.cfg.first_token_timeout_s:g} s") \
                     from None
-            opened = Opened(upstream, call, events, buffered, first, False, 0)
+            opened = Opened(upstream, call, buffered, first, False, 0)
             return opened
         finally:
             if opened is None:

@@ -14,10 +14,10 @@ as ``protocol`` and its upstream is no longer read, so a flooding upstream costs
 amount of memory and CPU and the other clients nothing.
 
 Backpressure: what has arrived and not yet been relayed is at most `READ_AHEAD_BYTES` (and one
-socket read more). When a client reads slowly, the relay waits on its socket, the chunks queue up,
+socket read more). When a client reads slowly, the relay waits on its socket, the events queue up,
 and past that mark the upstream's socket is no longer read (`StreamedResponse.pause`): the engine's
 writes then fill TCP's buffers and it is held back, instead of the gateway buffering the answer.
-Reading resumes when the queue is down to a quarter of the mark. The upstream sockets' receive
+Reading resumes when what waits is down to a quarter of the mark. The upstream sockets' receive
 buffer is set to the same size (the kernel's own grows to tens of MiB on a fast link), so that an
 answer nobody takes holds the engine back after about twice the mark, not after megabytes.
 """
@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
@@ -68,7 +69,6 @@ __all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Upstream", "Upstream
            "UpstreamEvent"]
 
 
-_EOF = (b"", -1)
 READ_AHEAD_BYTES = 256 * 1024
 """The most of one upstream answer read ahead of the client (then the upstream is paused)."""
 _RESUME_BYTES = READ_AHEAD_BYTES // 4
@@ -182,7 +182,13 @@ def _prompt(body: Mapping[str, Any], endpoint: Endpoint) -> Prompt:
 
 
 class UpstreamCall:
-    """One streamed request to an upstream: head first, then events as they arrive."""
+    """One streamed request to an upstream: head first, then events as they arrive.
+
+    The events are split and parsed as the upstream's bytes are read (in the connection's callback,
+    `_arrived`), and wait in ``ready`` for the relay, which takes all that are there at once (`take`): no
+    queue, task wake-up or generator step per chunk or event, one wake-up of the relay per upstream read at
+    most. A failure found while reading (an event too large, too many, one unparseable) is kept, the
+    upstream is no longer read, and it is raised once the events before it are taken."""
 
     def __init__(self, upstream: Upstream, request: bytes, backend: ProtocolClient,
                  max_tokens: int | None = None) -> None:
@@ -194,37 +200,42 @@ class UpstreamCall:
         self.response = StreamedResponse(max_bytes=budget, max_bytes_setting=_BUDGET_SETTING)
         self.max_events = event_limit(max_tokens)
         self._events = self._comments = 0
-        self._queue: asyncio.Queue[tuple[bytes, int]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._splitter = EventSplitter(backend.framing, MAX_EVENT_BYTES)
+        self._parse = backend.parse
+        self._payload_of = payload_reader(backend.framing)
+        self._raw: list[tuple[bytes, int]] = []
+        """Body chunks before the head was accepted (an error answer's body, or events that came with the head)."""
+        self.ready: deque[UpstreamEvent] = deque()
+        """Events read and not yet taken (`take`, `next_event`)."""
+        self._failure: UpstreamError | None = None
+        self._head = False
+        self._ended = False
+        self._finished = False
+        self._waiter: asyncio.Future[None] | None = None
         self.status = 0
         self.sent_ns = 0
         self.queued_bytes = 0
-        """Arrived and not yet taken by `events` (bounded by READ_AHEAD_BYTES and one socket read)."""
+        """Arrived and not yet taken (bounded by READ_AHEAD_BYTES and one socket read)."""
         self.paused = False
-        self.more = False
-        """While `events` yields: another event is already here (the relay batches its writes on this)."""
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        head: asyncio.Future[None] = loop.create_future()
         response = self.response
-
-        def on_head(_: StreamedResponse) -> None:
-            if not head.done():
-                head.set_result(None)
-
-        response.on_head = on_head
-        response.on_chunk = self._arrived
+        # one future, resolved by the response's head or by the request's end (whichever comes first)
+        self._waiter = loop.create_future()
+        response.on_head = self._head_came
+        response.on_chunk = self._raw_arrived
         self._task = loop.create_task(self.upstream.pool.request(self.request, response))
-        self._task.add_done_callback(lambda _: self._queue.put_nowait(_EOF))
+        self._task.add_done_callback(self._request_ended)
         try:
-            done, _ = await asyncio.wait({head, self._task}, return_when=asyncio.FIRST_COMPLETED)
+            await self._waiter
         except asyncio.CancelledError:  # no response head yet (a hedge's loser, a client gone): hang up now
             self._task.cancel()
             raise
-        if head not in done:
-            head.cancel()
+        finally:
+            self._waiter = None
+        if not self._head:
             self._raise_from_task()
         self.status = response.status
         self.sent_ns = response.sent_ns
@@ -233,22 +244,125 @@ class UpstreamCall:
             body = await self._read_rest()
             category, detail = describe_http_failure(self.status, response.headers, body) or failure
             raise UpstreamError(category, detail, self.status, body, retry_after_s(response.headers))
+        response.on_chunk = self._arrived
+        raw, self._raw = self._raw, []
+        self._taken(self.queued_bytes)
+        for chunk, stamp in raw:
+            self._arrived(chunk, stamp)
 
-    def _arrived(self, chunk: bytes, stamp: int) -> None:
-        self._queue.put_nowait((chunk, stamp))
-        self.queued_bytes += len(chunk)
+    def _head_came(self, _: StreamedResponse) -> None:
+        self._head = True
+        self._wake()
+
+    def _request_ended(self, _: object) -> None:
+        self._ended = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _queued(self, size: int) -> None:
+        self.queued_bytes += size
         if self.queued_bytes > READ_AHEAD_BYTES and not self.paused:
             self.paused = True
             self.response.pause()
 
-    async def _take(self) -> tuple[bytes, int]:
-        """The next chunk (``stamp`` -1: the request ended), reading the upstream again once the queue is short."""
-        chunk, stamp = await self._queue.get()
-        self.queued_bytes -= len(chunk)
+    def _taken(self, size: int) -> None:
+        self.queued_bytes -= size
         if self.paused and self.queued_bytes <= _RESUME_BYTES:
             self.paused = False
             self.response.resume()
-        return chunk, stamp
+
+    def _raw_arrived(self, chunk: bytes, stamp: int) -> None:
+        self._raw.append((chunk, stamp))
+        self._queued(len(chunk))
+        self._wake()
+
+    def _arrived(self, chunk: bytes, stamp: int) -> None:
+        """A body chunk of an answer being relayed: its complete events, split and parsed, into ``ready``."""
+        if self._failure is not None:
+            return  # spent: the upstream is no longer read
+        try:
+            frames = self._splitter.feed(chunk)
+        except EventTooLarge as exc:
+            self._fail(UpstreamError("protocol", str(exc)))
+            return
+        if frames:
+            self._take_in(frames, stamp)
+
+    def _take_in(self, frames: list[bytes], stamp: int) -> None:
+        if why := self._count(frames):
+            self._fail(UpstreamError("protocol", why))
+            return
+        parse, payload_of, ready = self._parse, self._payload_of, self.ready
+        size = 0
+        for frame in frames:
+            payload = payload_of(frame)
+            parsed = None
+            if payload:
+                try:
+                    parsed = parse(payload)
+                except ValueError:
+                    self._fail(UpstreamError("malformed_stream", f"unparseable event: {payload[:120]!r}"))
+                    break
+            ready.append(UpstreamEvent(frame, stamp, parsed))
+            size += len(frame)
+        self._queued(size)
+        self._wake()
+
+    def _fail(self, failure: UpstreamError) -> None:
+        """Keep ``failure`` (raised once the events before it are taken) and read the upstream no more."""
+        self._failure = failure
+        self.response.pause()
+        self._wake()
+
+    def _finish(self) -> None:
+        """The request ended: a broken connection fails the answer, else the last (unterminated) event is in."""
+        self._finished = True
+        try:
+            self._raise_from_task()  # a broken connection outranks the half event it left behind
+        except UpstreamError as exc:
+            self._failure = self._failure or exc
+            return
+        if self._failure is None and (frames := self._splitter.flush()):
+            self._take_in(frames, perf_counter_ns())
+
+    async def _more(self) -> bool:
+        """Wait until an event is ready (True), or the answer ended (False); raise the answer's failure."""
+        while not self.ready:
+            if self._ended and not self._finished:
+                self._finish()
+                continue
+            if self._failure is not None:
+                await self.cancel()
+                raise self._failure
+            if self._ended:
+                return False
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return True
+
+    async def take(self) -> deque[UpstreamEvent] | None:
+        """Every event that is ready, waiting for one if none is; None: the answer ended. Raises UpstreamError
+        if the stream broke off or broke the limits (after the events before that were taken)."""
+        if not self.ready and not await self._more():
+            return None
+        ready, self.ready = self.ready, deque()
+        self._taken(self.queued_bytes)
+        return ready
+
+    async def next_event(self) -> UpstreamEvent | None:
+        """The next event (None: the answer ended); raises as `take` does."""
+        if not self.ready and not await self._more():
+            return None
+        event = self.ready.popleft()
+        self._taken(len(event.raw))
+        return event
 
     def _raise_from_task(self) -> None:
         assert self._task is not None and self._task.done()
@@ -261,49 +375,16 @@ class UpstreamCall:
             raise UpstreamError("reset", f"{type(error).__name__}: {error}") from None
 
     async def _read_rest(self) -> str:
-        parts = []
-        size = 0
-        while size < _ERROR_BODY_BYTES:
-            chunk, stamp = await self._take()
-            if stamp < 0:
-                break
-            parts.append(chunk)
-            size += len(chunk)
-        else:  # enough to quote: an endless error page is not read to its end
+        """An error answer's body, up to `_ERROR_BODY_BYTES` (an endless error page is not read to its end)."""
+        while not self._ended and sum(len(chunk) for chunk, _ in self._raw) < _ERROR_BODY_BYTES:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        if not self._ended:
             await self.cancel()
-        return b"".join(parts)[:_ERROR_BODY_BYTES].decode("utf-8", "replace")
-
-    async def events(self) -> AsyncIterator[UpstreamEvent]:
-        """Each event as it completes; raises UpstreamError if the stream breaks off."""
-        parse = self.backend.parse
-        payload_of = payload_reader(self.backend.framing)
-        while True:
-            chunk, stamp = await self._take()
-            if stamp < 0:
-                self._raise_from_task()  # a broken connection outranks the half event it left behind
-                frames = self._splitter.flush()
-            else:
-                try:
-                    frames = self._splitter.feed(chunk)
-                except EventTooLarge as exc:
-                    await self.cancel()
-                    raise UpstreamError("protocol", str(exc)) from None
-            if frames and (why := self._count(frames)):
-                await self.cancel()
-                raise UpstreamError("protocol", why)
-            last = len(frames) - 1
-            for i, frame in enumerate(frames):
-                self.more = i < last  # a queued chunk may hold only part of the next event: never wait on it
-                payload = payload_of(frame)
-                parsed = None
-                if payload:
-                    try:
-                        parsed = parse(payload)
-                    except ValueError:
-                        raise UpstreamError("malformed_stream", f"unparseable event: {payload[:120]!r}") from None
-                yield UpstreamEvent(frame, stamp if stamp >= 0 else perf_counter_ns(), parsed)
-            if stamp < 0:
-                return
+        return b"".join(chunk for chunk, _ in self._raw)[:_ERROR_BODY_BYTES].decode("utf-8", "replace")
 
     def _count(self, frames: list[bytes]) -> str | None:
         """Count ``frames`` (a comment event, ``:`` first and no data line, apart); why to stop reading, or None."""
