@@ -5,8 +5,9 @@ Three lanes, each a pytest run of its own:
 - ``vllm``: ``tests/vllm`` in one process, started first and left running beside the next lane. Its
   tests share one real vLLM (start-up takes minutes) and run in file order (the last one kills it).
 - ``parallel``: every other test not marked ``timing``, spread over worker processes (pytest-xdist,
-  ``--dist loadfile``: a file's tests stay on one worker, so its module fixtures start once). These tests
-  check behaviour, not time: most of their wall time is spent waiting on the servers they start.
+  ``--dist loadfile``: a file's tests stay on one worker, so its module fixtures start once; the files that start
+  engines first, `ENGINES_FIRST`). These tests check behaviour, not time: most of their wall time is spent waiting
+  on the servers they start.
 - ``timing``: the tests marked ``timing`` (they check times against a schedule or a model of the server),
   one at a time, after the other two lanes have finished, so that nothing else competes for the cores.
 
@@ -40,6 +41,8 @@ LANES = ("vllm", "parallel", "timing")
 SUITES = ("tests/unit", "tests/fuzz", "tests/integration")
 TESTS_FAILED = 1
 NO_TESTS_COLLECTED = 5
+ENGINES_FIRST = ("-p", "tests.lane_order", "--no-loadscope-reorder")
+"""The parallel lane's files that start engines go to its workers first (`tests.lane_order`), so none starts last."""
 
 
 @dataclass
@@ -62,7 +65,7 @@ def lane_args(name: str, workers: int) -> list[str]:
     if name == "vllm":
         return ["tests/vllm"]
     if name == "parallel":
-        return [*SUITES, "-m", "not timing", "-n", str(workers), "--dist", "loadfile"]
+        return [*SUITES, "-m", "not timing", "-n", str(workers), "--dist", "loadfile", *ENGINES_FIRST]
     return [*SUITES, "-m", "timing"]
 
 

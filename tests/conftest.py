@@ -44,6 +44,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # user's runs, nor do its workers share one SQLite file. The cache directory (engine build, model, tokenizers)
     # stays shared: its writers take a file lock.
     config.stash[_DATA_HOME] = os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="tokometer-test-data-")
+    # Every llama.cpp engine the suite starts (in this process or through the CLI's) runs one thread unless the
+    # caller says otherwise: beside four workers and vLLM on two cores, ggml's two threads wait on each other at
+    # every operation's barrier (2-3 tokens/s against 19-23 on one; `tokometer.engines.llamacpp.default_threads`).
+    os.environ.setdefault("TOKOMETER_ENGINE_THREADS", "1")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

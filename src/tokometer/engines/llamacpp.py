@@ -9,6 +9,7 @@ Settings and why:
     --parallel 4          four slots: continuous batching across up to four requests at once
     --ctx-size 4096 × N   the total KV cache; llama.cpp splits it evenly, so 4096 tokens per slot
     --threads cores       physical cores; hyper-threads add contention, not speed, on matmuls
+                          ($TOKOMETER_ENGINE_THREADS where set: `default_threads`)
     --metrics             Prometheus counters at /metrics (tokens, slots busy, KV use)
     --alias <file stem>   a stable model name for requests and saved runs
     --jinja --chat-template   only for a Gemma GGUF that carries no chat template (the bundled one):
@@ -17,6 +18,7 @@ Settings and why:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +31,14 @@ from tokometer.engines.process import EngineProcess, busy_port_error, connect_ho
 from tokometer.engines.ready import wait_ready
 from tokometer.util.errors import EngineError
 from tokometer.util.gguf import gguf_metadata
+from tokometer.util.limits import MAX_THREADS
 
-__all__ = ["LlamaCppSettings", "chat_template_args", "check_slots", "checked_model", "launch_llamacpp",
-           "llamacpp_argv", "swa_args"]
+__all__ = ["THREADS_ENV_VAR", "LlamaCppSettings", "chat_template_args", "check_slots", "checked_model",
+           "default_threads", "launch_llamacpp", "llamacpp_argv", "swa_args"]
 
 _BIND_FAILURE = ("couldn't bind", "address already in use", "failed to bind")
 _AUTO_PORT_TRIES = 3
+THREADS_ENV_VAR = "TOKOMETER_ENGINE_THREADS"
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ class LlamaCppSettings:
     port: int = 0  # 0: pick a free port
     parallel: int = 4
     ctx_size: int | None = None  # None: 4096 * parallel
-    threads: int | None = None  # None: physical cores
+    threads: int | None = None  # None: default_threads()
     binary: str | None = None  # None: the normal lookup (see engines.binary; engines.embedded uses it)
     extra_args: tuple[str, ...] = ()
     ready_timeout_s: float = 120.0
@@ -61,6 +65,23 @@ def chat_template_args(meta: dict[str, Any], extra_args: tuple[str, ...]) -> tup
     return ("--jinja", "--chat-template", template)
 
 
+def default_threads() -> int:
+    """``--threads`` when the settings give none: ``$TOKOMETER_ENGINE_THREADS`` where set, else the physical
+    cores.
+
+    The variable is for a host whose cores other work shares (the test suite sets 1): ggml's threads meet at a
+    barrier after every operation and wait there, so one of two threads not scheduled holds the other: on two
+    cores under a load of 6–8, the bundled model decoded 2–3 tokens/s on two threads and 19–23 on one.
+    EngineError when it is not a whole number from 1 to `MAX_THREADS`."""
+    text = os.environ.get(THREADS_ENV_VAR, "").strip()
+    if not text:
+        return physical_cores()
+    if not (text.isascii() and text.isdigit() and len(text) <= 6) or not 1 <= int(text) <= MAX_THREADS:
+        raise EngineError(f"${THREADS_ENV_VAR} is {text[:40]!r}: give a whole number of threads from 1 to "
+                          f"{MAX_THREADS}, or unset it")
+    return int(text)
+
+
 def llamacpp_argv(binary: str, model: Path, port: int, settings: LlamaCppSettings,
                   meta: dict[str, Any] | None = None) -> list[str]:
     """The ``llama-server`` command line for these settings (``meta``: the model's GGUF header)."""
@@ -70,7 +91,7 @@ def llamacpp_argv(binary: str, model: Path, port: int, settings: LlamaCppSetting
         "--host", settings.host, "--port", str(port),
         "--parallel", str(parallel),
         "--ctx-size", str(settings.ctx_size or 4096 * parallel),
-        "--threads", str(settings.threads or physical_cores()),
+        "--threads", str(settings.threads or default_threads()),
         "--metrics",
         *swa_args(meta or {}, settings.extra_args),
         *chat_template_args(meta or {}, settings.extra_args),
@@ -148,7 +169,7 @@ def launch_llamacpp(binary: str, model: Path, meta: dict[str, Any], settings: Ll
             model_name = wait_ready(root_url, process, settings.ready_timeout_s, model=model.stem)
             identity = llamacpp_identity(
                 binary, model, model_name, ctx_size=settings.ctx_size or 4096 * settings.parallel,
-                parallel=settings.parallel, threads=settings.threads or physical_cores(), argv=argv,
+                parallel=settings.parallel, threads=settings.threads or default_threads(), argv=argv,
                 meta=meta, added_template=chat_template_args(meta, settings.extra_args))
         except EngineError as exc:
             process.stop_for(exc)
