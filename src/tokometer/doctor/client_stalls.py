@@ -7,7 +7,8 @@ look like a proxy's burst (gaps near zero after a long one) though nothing betwe
 
 `StallWatch` runs a timer every `TICK_S` beside the read and keeps each stretch the timer fired more than
 `STALL_NS` late: ``(from_ns, to_ns)``, the time the loop could not run (`perf_counter_ns`, the stamps' clock).
-`held_by_client` says whether an arrival was read right at the end of such a stretch (within `READ_SLACK_NS`).
+`held_by_client` says whether a burst was read right at the end of such a stretch (within `READ_SLACK_NS`) and the
+stretch covered most of the silence before the burst.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ class StallWatch:
         return max((b - a for a, b in self.stalls), default=0) / 1e6
 
 
-def held_by_client(arrival_ns: int, stalls: Sequence[tuple[int, int]]) -> bool:
-    """Whether an event read at ``arrival_ns`` was read as the client came back from one of ``stalls``."""
-    return any(start <= arrival_ns <= end + READ_SLACK_NS for start, end in stalls)
+def held_by_client(arrival_ns: int, silent_from_ns: int, stalls: Sequence[tuple[int, int]]) -> bool:
+    """Whether a burst read at ``arrival_ns``, after nothing came since ``silent_from_ns``, was held back by the
+    client itself: read as it came back from one of ``stalls``, and stalled for at least half of that silence. A
+    short stall that happens to end just before a proxy's block (or a whole buffered answer) arrives does not
+    make the block the client's doing: the block was held somewhere else for the rest of the silence."""
+    silence = max(1, arrival_ns - silent_from_ns)
+    return any(start <= arrival_ns <= end + READ_SLACK_NS
+               and min(end, arrival_ns) - max(start, silent_from_ns) >= silence / 2 for start, end in stalls)

@@ -74,8 +74,8 @@ def stream_shape(sent_ns: int, event_ns: Sequence[int], end_ns: int,
     (`tokometer.doctor.client_stalls.StallWatch`) while it read the stream."""
     gaps = [b - a for a, b in itertools.pairwise(event_ns)]
     bursts = 1 + sum(1 for g in gaps if g >= BURST_GAP_NS) if event_ns else 0
-    near = [b for a, b in itertools.pairwise(event_ns) if b - a < BURST_GAP_NS]
-    held = sum(1 for b in near if held_by_client(b, stalls))
+    near = [i for i, (a, b) in enumerate(itertools.pairwise(event_ns), 1) if b - a < BURST_GAP_NS]
+    held = sum(1 for i in near if _held(i, sent_ns, event_ns, stalls))
     return StreamShape(
         events=len(event_ns),
         bursts=bursts,
@@ -85,6 +85,15 @@ def stream_shape(sent_ns: int, event_ns: Sequence[int], end_ns: int,
         longest_gap_ms=max(gaps, default=0) / 1e6,
         client_held=held,
     )
+
+
+def _held(i: int, sent_ns: int, event_ns: Sequence[int], stalls: Sequence[tuple[int, int]]) -> bool:
+    """Whether event ``i`` (read within `BURST_GAP_NS` of the one before) came in a burst the client held back."""
+    start = i
+    while start > 0 and event_ns[start] - event_ns[start - 1] < BURST_GAP_NS:
+        start -= 1  # the burst's first event: the silence before it is what a stall must explain
+    silent_from = event_ns[start - 1] if start > 0 else sent_ns
+    return held_by_client(event_ns[start], silent_from, stalls)
 
 
 def burst_decode_tok_s(event_ns: Sequence[int], event_tokens: Sequence[float]) -> float | None:
