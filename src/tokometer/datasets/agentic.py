@@ -31,14 +31,13 @@ naming the file, the line and the field.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from tokometer.datasets.files import TOO_DEEP
+from tokometer.datasets.files import json_line
 from tokometer.datasets.trace import MAX_TRACE_BYTES
 from tokometer.util.errors import DatasetError
 from tokometer.util.limits import MAX_TOKENS, MAX_TURNS
@@ -156,12 +155,7 @@ def agent_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 
 def parse_session(line: str, where: str, default_label: str) -> AgentSession:
     """One session line, validated; ``where`` names it in errors."""
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-    except RecursionError:
-        raise DatasetError(f"{where}: {TOO_DEEP}") from None
+    obj = json_line(line, where)
     if not isinstance(obj, dict):
         raise DatasetError(f"{where}: expected an object with 'turns' (one agent session a line)")
     label = obj.get("session", default_label)

@@ -28,7 +28,6 @@ turns); every fault is a `DatasetError` of one line naming the file, the line an
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from tokometer.datasets.agentic import (
     AgentSession,
     AgentTurn,
 )
-from tokometer.datasets.files import TOO_DEEP
+from tokometer.datasets.files import json_line
 from tokometer.util.errors import DatasetError
 from tokometer.util.limits import MAX_TOKENS, MAX_TURNS
 
@@ -102,12 +101,7 @@ def read_aiperf_trace(path: Path, lines: Iterable[tuple[int, bytes]], output_tok
 
 def parse_aiperf(line: str, where: str) -> dict[str, Any]:
     """One line as a JSON object of AIPerf's; ``where`` names it in errors."""
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-    except RecursionError:
-        raise DatasetError(f"{where}: {TOO_DEEP}") from None
+    obj = json_line(line, where)
     if not isinstance(obj, dict):
         raise DatasetError(f"{where}: expected an object (one AIPerf multi_turn session or mooncake_trace "
                            "request a line)")

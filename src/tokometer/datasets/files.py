@@ -28,7 +28,7 @@ from tokometer.util.jsonstream import JsonLimits, JsonStream
 from tokometer.util.readlimit import iter_at_most, split_lines
 
 __all__ = ["MAX_DATASET_BYTES", "MAX_LINE_BYTES", "TOO_DEEP", "FixedSource", "JsonlSource", "ShareGPTSource",
-           "load_source_file", "sharegpt_entries", "sharegpt_messages"]
+           "json_line", "load_source_file", "sharegpt_entries", "sharegpt_messages"]
 
 TOO_DEEP = "JSON nested too deep to read (arrays or objects inside each other by the thousand)"
 """What a dataset line nested past Python's recursion limit is told."""
@@ -136,17 +136,22 @@ def _prompt_from(obj: Any, where: str) -> Prompt:
     return Prompt.from_text(text, max_tokens=max_tokens)
 
 
+def json_line(line: str, where: str) -> Any:
+    """One line of a JSONL file parsed, or a `DatasetError` naming ``where`` (bad JSON, or nested too deep)."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise DatasetError(f"{where}: {TOO_DEEP}") from None
+
+
 def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
     for number, line in _lines(path):
         if not line.strip():
             continue
         where = f"{path}:{number}"
-        try:
-            yield where, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        except RecursionError:
-            raise DatasetError(f"{where}: {TOO_DEEP}") from None
+        yield where, json_line(line, where)
 
 
 class JsonlSource(_ListSource):

@@ -24,14 +24,13 @@ Without a tokenizer, a token is a word, and the report says so.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tokometer.datasets.files import TOO_DEEP
+from tokometer.datasets.files import json_line
 from tokometer.datasets.synthetic import make_exact_text
 from tokometer.datasets.words import WORDS
 from tokometer.prompt import Prompt
@@ -93,12 +92,7 @@ def read_trace(path: str | Path) -> list[TraceEntry]:
         if not line.strip():
             continue
         where = f"{p}:{number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        except RecursionError:
-            raise DatasetError(f"{where}: {TOO_DEEP}") from None
+        obj = json_line(line, where)
         if not isinstance(obj, dict):
             raise DatasetError(f"{where}: expected an object with timestamp, input_length, output_length")
         stamp = obj.get("timestamp")
