@@ -44,6 +44,7 @@ def _check(sim: SimServer, n: int = 12) -> Any:
     return step.summary
 
 
+@pytest.mark.timing  # within 3 ms and 3 % of the truth: a time, lost on a host busy with other tests
 def test_ttft_and_tpot_match_the_simulators_send_times(sim_factory: Callable[..., SimServer]) -> None:
     summary = _check(sim_factory("--ttft-ms", "100", "--itl-ms", "5"))
     assert summary.ttft_ms.p50 == pytest.approx(100.0, abs=3.0)
@@ -52,6 +53,7 @@ def test_ttft_and_tpot_match_the_simulators_send_times(sim_factory: Callable[...
     assert summary.output_tokens_source == {"usage": 12}
 
 
+@pytest.mark.timing  # within 3 ms and 3 % of the truth: a time, lost on a host busy with other tests
 def test_four_tokens_per_event_keeps_tpot_and_normalises_itl(sim_factory: Callable[..., SimServer]) -> None:
     summary = _check(sim_factory("--ttft-ms", "100", "--itl-ms", "5", "--tokens-per-event", "4"))
     assert summary.tpot_ms.p50 == pytest.approx(5.0, rel=0.03)
