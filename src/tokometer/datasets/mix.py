@@ -35,7 +35,6 @@ import itertools
 import math
 import random
 import threading
-import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -205,16 +204,10 @@ class TenantMix(BaseModel):
 
 def read_mix(path: Path) -> TenantMix:
     """The mix file at ``path``, checked; ConfigError (one line naming the file) for anything wrong with it."""
-    from tokometer.util.readlimit import read_at_most
+    from tokometer.util.readlimit import read_toml
 
     where = f"--mix {path}"
-    raw = read_at_most(path, MAX_MIX_FILE_BYTES, "a mix file is a short list of [[tenant]] tables")
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+    data = read_toml(path, MAX_MIX_FILE_BYTES, "a mix file is a short list of [[tenant]] tables", where)
     extra = sorted(set(data) - {"tenant"})
     if extra:
         raise ConfigError(f"{where}: unknown key {extra[0]!r} at the top level: write each tenant as a [[tenant]] "

@@ -41,7 +41,6 @@ import difflib
 import io
 import math
 import re
-import tomllib
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -106,15 +105,10 @@ _HARDWARE_FILE_BYTES = 1 << 20
 
 
 def _user_rows(path: Path) -> list[HardwareSpec]:
-    from tokometer.util.readlimit import read_at_most
+    from tokometer.util.readlimit import read_toml
 
-    raw = read_at_most(path, _HARDWARE_FILE_BYTES, "a hardware file is a short list of [[hardware]] tables")
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"the hardware file {path} is not UTF-8 text (byte {exc.start})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"the hardware file {path} is not valid TOML: {exc}") from exc
+    data = read_toml(path, _HARDWARE_FILE_BYTES, "a hardware file is a short list of [[hardware]] tables",
+                     f"the hardware file {path}")
     rows = data.get("hardware", [])
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise ConfigError(f"{path}: expected [[hardware]] tables with name, bandwidth_gbs, ...")

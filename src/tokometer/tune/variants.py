@@ -20,7 +20,6 @@ import hashlib
 import itertools
 import json
 import math
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -110,15 +109,10 @@ def _shown(text: str) -> str:
 def read_variants_file(path: Path) -> list[NamedVariant]:
     """The ``[[variant]]`` tables of a TOML file, in file order: each a ``name`` and settings (``parallel = 2``,
     ``quantization = "Q8_0"``, ``flash-attn = true``); a bad file is one line naming it and the line or variant."""
-    from tokometer.util.readlimit import read_at_most
+    from tokometer.util.readlimit import read_toml
 
-    raw = read_at_most(path, MAX_VARIANTS_FILE_BYTES, "a variants file is a short list of [[variant]] tables")
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"--variants {path}: not UTF-8 text (byte {exc.start})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--variants {path}: not valid TOML: {exc}") from None
+    data = read_toml(path, MAX_VARIANTS_FILE_BYTES, "a variants file is a short list of [[variant]] tables",
+                     f"--variants {path}")
     extra = sorted(set(data) - {"variant"})
     if extra:
         raise ConfigError(f"--variants {path}: unknown key {extra[0]!r} at the top level: write each variant as a "

@@ -8,13 +8,14 @@ import os
 import select
 import stat
 import time
+import tomllib
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from tokometer.util.errors import ConfigError, TokometerError
 
-__all__ = ["iter_at_most", "open_input", "read_at_most", "split_lines"]
+__all__ = ["iter_at_most", "open_input", "read_at_most", "read_toml", "split_lines"]
 
 
 def open_input(path: Path) -> BinaryIO:
@@ -40,6 +41,18 @@ def read_at_most(path: Path, limit: int, beyond: str, error: type[ConfigError] =
     if len(raw) > limit:
         raise error(f"{path} is larger than {limit // 2**20} MiB: {beyond}")
     return raw
+
+
+def read_toml(path: Path, limit: int, beyond: str, where: str) -> dict[str, Any]:
+    """A TOML file the user hands over, read with `read_at_most`; not UTF-8 or not TOML is one `ConfigError`
+    starting with ``where`` (e.g. ``--mix FILE``)."""
+    raw = read_at_most(path, limit, beyond)
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: not valid TOML: {exc}") from None
 
 
 def iter_at_most(path: Path, limit: int, beyond: str, error: type[TokometerError] = ConfigError, *,
