@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tokometer.benchmark.preflight import preflight, protocol_hint, server_root
 from tokometer.benchmark.spec import BenchSpec
@@ -177,15 +178,21 @@ def _source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -
     return source
 
 
+def _tenant_spec(spec: BenchSpec, number: int, **own: Any) -> BenchSpec:
+    """The run's spec as tenant ``number`` of its mix has it: its prompt length, dataset and seed, and ``own``."""
+    assert spec.mix is not None
+    tenant = spec.mix.tenants[number]
+    return spec.model_copy(update={"mix": None, "input_tokens": tenant.input_tokens or spec.input_tokens,
+                                   "dataset": tenant.dataset, "dataset_kind": tenant.dataset_kind,
+                                   "seed": tenant_seed(spec.seed_value, number), **own})
+
+
 def _mix_source(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[str]) -> MixSource:
     """A tenant mix's prompts: each tenant's own source, made as the run's would be from its table."""
     assert spec.mix is not None
     sources = []
     for number, tenant in enumerate(spec.mix.tenants):
-        own = spec.model_copy(update={"mix": None, "input_tokens": tenant.input_tokens or spec.input_tokens,
-                                      "dataset": tenant.dataset, "dataset_kind": tenant.dataset_kind,
-                                      "prompt": tenant.prompt, "trace": tenant.trace,
-                                      "seed": tenant_seed(spec.seed_value, number)})
+        own = _tenant_spec(spec, number, prompt=tenant.prompt, trace=tenant.trace)
         said: list[str] = []
         sources.append(_source(own, tokenizer, said))
         warnings.extend(f"tenant {tenant.name!r}: {w}" for w in said)
@@ -287,11 +294,8 @@ def _mix_sessions(spec: BenchSpec, tokenizer: Tokenizer | None, warnings: list[s
     assert spec.mix is not None
     sources = []
     for number, tenant in enumerate(spec.mix.tenants):
-        own = spec.model_copy(update={"mix": None, "input_tokens": tenant.input_tokens or spec.input_tokens,
-                                      "dataset": tenant.dataset, "dataset_kind": tenant.dataset_kind,
-                                      "turns": tenant.turns or spec.turns,
-                                      "think_time": tenant.think_time or spec.think_time,
-                                      "seed": tenant_seed(spec.seed_value, number)})
+        own = _tenant_spec(spec, number, turns=tenant.turns or spec.turns,
+                           think_time=tenant.think_time or spec.think_time)
         said: list[str] = []
         try:
             made = _sessions(own, tokenizer, said)
