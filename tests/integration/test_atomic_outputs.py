@@ -57,6 +57,9 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     mount.mkdir()
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
     if done.returncode != 0:
+        # a full disk needs a filesystem of its own, and mounting one needs CAP_SYS_ADMIN: the CI machine and
+        # `make test` run as root and mount it (0 skipped there); a developer's unprivileged shell cannot, and no
+        # other way makes a write fail for want of space (a file size limit fails differently, EFBIG)
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     try:
         yield mount

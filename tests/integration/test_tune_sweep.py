@@ -94,6 +94,9 @@ def _record(name: str) -> TuneRecord:
 @pytest.fixture(autouse=True)
 def _ctrl_c_as_python_does() -> None:
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        # these tests send SIGINT to their own process, as Ctrl-C does, and need Python's KeyboardInterrupt from
+        # it; a runner that installed its own handler (or ignores SIGINT) would be interrupted instead. Under
+        # pytest and pytest-xdist's workers, as `make test` and CI run them, the handler is Python's (0 skipped)
         pytest.skip("SIGINT is not Python's default handler in this process")
 
 
