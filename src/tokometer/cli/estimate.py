@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tokometer.cli.options import RUN_ID, FiniteFloat, check_output_path, parse_int_list
+from tokometer.perf.roofline import Efficiency
 from tokometer.util.jsontext import dumps
 from tokometer.util.limits import MAX_CONCURRENCY, MAX_GPUS, MAX_TOKENS, MAX_TOKENS_PER_S
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["command"]
 
 SCHEMA = "tokometer.estimate/1"
+TYPICAL = Efficiency()
 
 
 @click.command("estimate")
@@ -39,6 +41,9 @@ SCHEMA = "tokometer.estimate/1"
               help="Pipeline-parallel stages (at most the model's layers).")
 @click.option("--ep", is_flag=True, help="Expert parallelism (a mixture of experts): whole experts, E / TP on each of "
               "the --tp GPUs, as vLLM's --enable-expert-parallel [default: each expert split over them].")
+@click.option("--attention-dp", is_flag=True, help="Attention data parallel (a mixture of experts): each of the --tp "
+              "GPUs runs the attention of its own share of the sequences with a whole copy of the non-expert "
+              "weights, as SGLang's --enable-dp-attention and TensorRT-LLM's enable_attention_dp.")
 @click.option("--batch", "-b", default="1", show_default=True, help="Batch sizes (concurrent sequences), e.g. 1,8,64.")
 @click.option("--input-tokens", type=click.IntRange(1, MAX_TOKENS), default=1000, show_default=True,
               help="Prompt length of each sequence.")
@@ -55,11 +60,13 @@ SCHEMA = "tokometer.estimate/1"
 @click.option("--gpu-memory-utilization", type=FiniteFloat(0.05, 1.0), default=0.9, show_default=True,
               help="Share of device memory for weights + KV cache (a 2 GiB activation reserve is also kept).")
 @click.option("--bw-efficiency", type=FiniteFloat(0.01, 1.0), default=None,
-              help="Expected share of peak bandwidth in decode [default: calibrated for the hardware, else 0.75].")
+              help="Expected share of peak bandwidth in decode [default: calibrated for the hardware, else "
+                   f"{TYPICAL.decode_bandwidth}].")
 @click.option("--prefill-efficiency", type=FiniteFloat(0.01, 1.0), default=None,
-              help="Expected share of peak FLOP/s in prefill [default: calibrated, else 0.55].")
+              help=f"Expected share of peak FLOP/s in prefill [default: calibrated, else {TYPICAL.prefill_compute}].")
 @click.option("--decode-compute-efficiency", type=FiniteFloat(0.01, 1.0), default=None,
-              help="Expected share of peak FLOP/s in compute-bound decode [default: calibrated, else 0.5].")
+              help="Expected share of peak FLOP/s in compute-bound decode [default: calibrated, else "
+                   f"{TYPICAL.decode_compute}].")
 @click.option("--calibrate", "calibrate_runs", default=None, metavar="RUN,...",
               help="Fit the efficiencies to these saved runs (their MBU/MFU) and store them for the runs' hardware: "
                    "later estimates for it use them.")
@@ -139,7 +146,8 @@ def _spec(opts: dict[str, Any]) -> EstimateSpec:
     batches = parse_int_list(opts["batch"], "--batch", MAX_CONCURRENCY) if plain else []
     return EstimateSpec(
         model=opts["model"], hardware=opts["hardware"], dtype=opts["dtype"], kv_dtype=opts["kv_dtype"],
-        tp=opts["tp"], pp=opts["pp"], expert_parallel=opts["ep"], batches=tuple(batches),
+        tp=opts["tp"], pp=opts["pp"], expert_parallel=opts["ep"], attention_dp=opts["attention_dp"],
+        batches=tuple(batches),
         input_tokens=opts["input_tokens"], chunked_prefill=not opts["no_chunked_prefill"],
         **({"step_tokens": opts["step_tokens"]} if opts["step_tokens"] else {}),
         output_tokens=opts["output_tokens"], gpu_memory_utilization=opts["gpu_memory_utilization"],

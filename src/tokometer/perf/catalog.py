@@ -38,13 +38,15 @@ __all__ = ["BUILTIN_MODELS", "MODEL_ALIASES"]
 def _m(name: str, hf_id: str, params: float, layers: int, hidden: int, heads: int, kv_heads: int,
        head_dim: int, vocab: int, max_context: int, intermediate: int, *, tied: bool = False,
        **extra: Any) -> ModelSpec:
+    if extra.get("experts"):  # a mixture of experts: its intermediate size is an expert's, unless stated apart
+        extra.setdefault("expert_width", intermediate)
     return ModelSpec(name=name, params=params, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
                      head_dim=head_dim, vocab=vocab, max_context=max_context, intermediate=intermediate,
                      tied_embeddings=tied, hf_id=hf_id, **extra)
 
 
 _DEEPSEEK: dict[str, Any] = {"active_params": 37e9, "experts": 256, "experts_per_token": 8, "v_head_dim": 128,
-             "kv_lora_rank": 512, "qk_rope_head_dim": 64, "native_dtype": "fp8"}
+             "kv_lora_rank": 512, "qk_rope_head_dim": 64, "native_dtype": "fp8", "expert_width": 2048}
 
 _GPT_OSS: dict[str, Any] = {"experts_per_token": 4, "native_dtype": "bf16", "expert_dtype": "mxfp4",
                             "sliding_window": 128}

@@ -57,6 +57,9 @@ class Parallel(Protocol):
     @property
     def expert_parallel(self) -> bool: ...
 
+    @property
+    def attention_dp(self) -> bool: ...
+
 
 @dataclass(frozen=True)
 class Communication:
@@ -97,8 +100,10 @@ def communication(d: Parallel, tokens: float) -> Communication:
     m, tp = d.model, d.tp
     activations = tokens * m.hidden * ACTIVATION_BYTES
     ring = 2 * (tp - 1) / tp * activations
+    routed = tokens / tp * m.experts_per_token * m.hidden * ACTIVATION_BYTES * (tp - 1) / tp
+    if d.attention_dp:  # no attention all-reduce; each experts' layer gathers every token and scatters the sums
+        return Communication(tokens, 2 * m.layers, m.layers * ring, link, "all-gather + reduce-scatter")
     if d.expert_parallel:
-        routed = tokens / tp * m.experts_per_token * m.hidden * ACTIVATION_BYTES * (tp - 1) / tp
         return Communication(tokens, 3 * m.layers, m.layers * (ring + 2 * routed), link, "all-reduce + all-to-all")
     return Communication(tokens, 2 * m.layers, 2 * m.layers * ring, link, "all-reduce")
 

@@ -5,7 +5,8 @@ For each step of a saved run (measured requests that completed, warm-up left out
     decode batch   time-weighted mean number of requests between their first and last token, over
                    the time at least one was there (sequential requests: exactly 1)
     context        mean input tokens + mean output tokens / 2 (each cache mid-answer)
-    bytes per step W_read(batch) / TP + KV per token × batch × context
+    bytes per step W_read(batch) / TP + the matmuls' activations (`roofline.matmul_bytes`) + KV per token ×
+                   batch × context
     MBU (decode)   bytes per step / TPOT p50 / peak bandwidth
     decode MFU     decode FLOPs(batch, batch × context) / TPOT p50 / peak FLOP/s
     MFU (prefill)  prefill FLOPs(n) × prompts prefilled at once / prefill time / peak FLOP/s, with the
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokometer.metrics.request import e2e_ns, tpot_ns, ttft_ns
 from tokometer.perf.host import TORCH_PYTHON_ENV
-from tokometer.perf.roofline import Deployment, Efficiency, decode_flops, prefill_flops, prefill_s, weight_bytes_read
+from tokometer.perf.roofline import Deployment, Efficiency, decode_flops, matmul_bytes, prefill_flops, prefill_s
 from tokometer.records import RequestRecord
 
 if TYPE_CHECKING:  # not imported at run time: rendering an estimate needs neither the store nor the load generator
@@ -202,7 +203,7 @@ def _step(d: Deployment, index: int, load: str, records: list[RequestRecord], he
     context = (statistics.fmean(float(r.input_tokens or 0) for r in records)
                + statistics.fmean(float(r.output_tokens or 0) for r in records) / 2)
     tpot = _median([t / 1e9 for r in records if (t := tpot_ns(r)) is not None])
-    read = weight_bytes_read(d, max(1, round(batch))) / d.tp + d.kv_read_bytes_per_token * batch * context
+    read = matmul_bytes(d, batch) + d.kv_read_bytes_per_token * batch * context
     flops = d.compute_flops
     mbu = read / tpot / d.hardware.bandwidth if tpot else None
     decode_mfu = decode_flops(m, batch, batch * context) / tpot / (d.tp * flops) if tpot and flops else None

@@ -10,12 +10,15 @@ from tokometer.perf.collective import (
     communication_s,
 )
 from tokometer.perf.estimate import BatchEstimate, Estimate
+from tokometer.perf.groupedgemm import EXPERT_TILE_ROWS
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 from tokometer.perf.roofline import (
     ACTIVATION_RESERVE_GIB,
     Deployment,
-    decode_flops,
+    Efficiency,
     decode_step_s,
+    expert_extra_flops,
+    matmul_bytes,
     prefill_flops,
     prefill_s,
     weight_bytes_read,
@@ -93,6 +96,7 @@ def _capacity(e: Estimate) -> str:
 def _decode(e: Estimate, batch: int, context: int) -> str:
     d, eff = e.deployment, e.efficiency
     w = weight_bytes_read(d, batch)
+    act = matmul_bytes(d, batch) - w / d.tp
     kv = d.kv_read_bytes_per_token * context
     bw = d.hardware.bandwidth_gbs
     tp = f" / TP {d.tp}" if d.tp > 1 else ""
@@ -100,18 +104,13 @@ def _decode(e: Estimate, batch: int, context: int) -> str:
            f"a step of {batch:,} tokens reaches: {d.model.expected_experts(batch):,.1f} of {d.model.experts} per "
            "layer, routing taken as uniform)" if d.model.is_moe else "")
     bound, expected = decode_step_s(d, batch, context), decode_step_s(d, batch, context, eff)
-    lines = [f"Decode, batch {batch:,}: a step reads the weights once, {fmt_bytes(w)}{moe}{tp}, plus every sequence's "
-             f"KV cache: mid-answer each holds {e.input_tokens:,} + {e.output_tokens:,}/2 tokens, {context:,} in all "
-             f"× {fmt_bytes(d.kv_read_bytes_per_token)} = {fmt_bytes(kv)}. ({fmt_bytes(w / d.tp)} + {fmt_bytes(kv)}) / "
-             f"{bw:,.4g} GB/s = {fmt_time((w / d.tp + kv) / d.hardware.bandwidth)}."]
-    flops = d.compute_flops
-    if flops:
-        work = decode_flops(d.model, batch, context)
-        lines.append(f"  Compute: 2 × {d.model.matmul_params / 1e9:.2f} B params multiplied per token × {batch:,} + "
-                     f"attention {d.model.attention_flops_per_pair:,} FLOPs × {context:,} cached tokens = "
-                     f"{work / 1e9:,.1f} GFLOP / ({d.tp} × {flops / 1e12:,.4g} TFLOP/s{_basis(d)}) = "
-                     f"{fmt_time(work / (d.tp * flops))}. The matmuls and then the attention: each takes the larger "
-                     "of its reads and its FLOPs, the step their sum.")
+    lines = [f"Decode, batch {batch:,}: a step reads the weights once, {fmt_bytes(w)}{moe}{tp}; its matmuls read and "
+             f"write {batch:,} × {d.model.activation_elements_per_token:,.0f} activations × {ACTIVATION_BYTES} B"
+             f"{tp} = {fmt_bytes(act)}; and it reads every sequence's KV cache: mid-answer each holds "
+             f"{e.input_tokens:,} + {e.output_tokens:,}/2 tokens, {context:,} in all × "
+             f"{fmt_bytes(d.kv_read_bytes_per_token)} = {fmt_bytes(kv)}. ({fmt_bytes(w / d.tp)} + {fmt_bytes(act)} + "
+             f"{fmt_bytes(kv)}) / {bw:,.4g} GB/s = {fmt_time((w / d.tp + act + kv) / d.hardware.bandwidth)}."]
+    lines += _decode_compute(d, eff, batch, context)
     comm = communication_s(d, batch)
     talk = f" (plus {fmt_time(comm)} of communication below)" if comm else ""
     fixed = (f", + {d.model.layers} layers × {eff.layer_overhead_s * 1e6:,.0f} µs a step" if eff.layer_overhead_s
@@ -123,6 +122,29 @@ def _decode(e: Estimate, batch: int, context: int) -> str:
     return "\n".join(lines)
 
 
+def _decode_compute(d: Deployment, eff: Efficiency, batch: int, context: int) -> list[str]:
+    """The compute side of a decode step in words: the matmuls at the weights' peak, the attention at its own."""
+    flops = d.compute_flops
+    if not flops:
+        return []
+    matmuls = 2 * d.model.matmul_params * batch
+    attention = d.model.attention_flops_per_pair * context
+    attention_peak = d.attention_flops or flops
+    lines = [f"  Compute: matmuls 2 × {d.model.matmul_params / 1e9:.2f} B params multiplied per token × {batch:,} = "
+             f"{matmuls / 1e9:,.1f} GFLOP / ({d.tp} × {flops / 1e12:,.4g} TFLOP/s{_basis(d)}) = "
+             f"{fmt_time(matmuls / (d.tp * flops))}; attention {d.model.attention_flops_per_pair:,} FLOPs × "
+             f"{context:,} cached tokens = {attention / 1e9:,.1f} GFLOP / ({d.tp} × {attention_peak / 1e12:,.4g} "
+             f"TFLOP/s, {d.attention_compute_dtype}) = {fmt_time(attention / (d.tp * attention_peak))}. The matmuls "
+             "and then the attention: each takes the larger of its bytes and its FLOPs, the step their sum."]
+    if d.model.is_moe:
+        extra, width = expert_extra_flops(d, batch, eff), d.model.routed_expert_width
+        lines.append(f"  Expected only: the routed experts run as one grouped GEMM whose rows, each expert's tokens, "
+                     f"are padded to {EXPERT_TILE_ROWS}-row tiles, at {width:,.0f} / ({width:,.0f} + "
+                     f"{eff.expert_half_width:,.0f}) = {eff.expert_share(width):.0%} of the dense matmuls' efficiency "
+                     f"(their width {width:,.0f}): {extra / 1e9:+,.1f} GFLOP at the dense efficiency.")
+    return lines
+
+
 def _basis(d: Deployment) -> str:
     """`` bf16 theoretical``: which figure the compute time was divided by, for a host's per-dtype peaks."""
     peak = d.compute_peak
@@ -132,7 +154,7 @@ def _basis(d: Deployment) -> str:
 def _prefill(e: Estimate) -> str:
     d, eff, n = e.deployment, e.efficiency, e.input_tokens
     flops = d.compute_flops
-    floor = (weight_bytes_read(d, n) / d.tp + d.kv_read_bytes_per_token * n) / d.hardware.bandwidth
+    floor = (matmul_bytes(d, n) + d.kv_read_bytes_per_token * n) / d.hardware.bandwidth
     if not flops:
         return (f"Prefill of {n:,} tokens: no compute figure for {d.hardware.name}, so only the floor of reading the "
                 f"weights and writing the cache once: {fmt_time(floor)}.")
@@ -144,7 +166,8 @@ def _prefill(e: Estimate) -> str:
             f"{d.model.lm_head_params / 1e9:.2f} B, + attention {d.model.attention_flops_per_pair:,} FLOPs × "
             f"{n:,}×{n + 1:,}/2 causal pairs = {work / 1e12:,.2f} TFLOP / "
             f"({d.tp} × {flops / 1e12:,.4g} TFLOP/s{_basis(d)}) = {fmt_time(work / (d.tp * flops))}; floor: reading "
-            f"the weights once {fmt_time(floor)}. Bound {fmt_time(bound)}; expected at {eff.prefill_compute:.0%} of "
+            f"the weights once and the activations {fmt_time(floor)}. "
+            f"Bound {fmt_time(bound)}; expected at {eff.prefill_compute:.0%} of "
             f"FLOP/s {fmt_time(prefill_s(d, n, 0, eff))}: the TTFT of a request that does not queue"
             + (f" (each with {fmt_time(communication_s(d, n))} of communication)." if d.tp > 1 else "."))
 
@@ -183,6 +206,16 @@ def _communication(d: Deployment) -> str:
     ep = (f"; expert parallel: the MLP's all-reduce is replaced by a dispatch and a combine all-to-all, each GPU "
           f"sending its T / {d.tp} tokens × {d.model.experts_per_token} experts × {d.model.hidden:,} × "
           f"{ACTIVATION_BYTES} B × ({d.tp} − 1) / {d.tp}" if d.expert_parallel else "")
+    if d.attention_dp:
+        split = (f"Attention data parallel over {d.tp} GPUs: each runs the attention of 1/{d.tp} of the sequences "
+                 f"with every head and a whole copy of the weights outside the routed experts, which are split "
+                 f"over them")
+        return (f"{split}. Communication, counted in every step: each of the {d.model.layers} layers gathers the "
+                f"step's T tokens × {d.model.hidden:,} activations × {ACTIVATION_BYTES} B before its experts and "
+                f"reduce-scatters their sums after (a ring's 2 × ({d.tp} − 1) / {d.tp} of that from each GPU) over "
+                f"one direction of its link, {d.hardware.link_gbs or 0:,.6g} / 2 GB/s, plus "
+                f"{COLLECTIVE_LATENCY_S * 1e6:,.3g} µs a collective; no attention all-reduce. One token: "
+                f"{c.collectives} collectives, {fmt_bytes(c.bytes_per_gpu)} a GPU, {fmt_time(c.seconds)}.")
     return (f"{split}. Communication, counted in every step (decode and prefill): each of the {d.model.layers} "
             f"layers all-reduces the step's T tokens × {d.model.hidden:,} activations × {ACTIVATION_BYTES} B (bf16) "
             f"after attention and after the MLP; a ring sends 2 × ({d.tp} − 1) / {d.tp} of that from each GPU over "

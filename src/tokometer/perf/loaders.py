@@ -125,6 +125,7 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
             max_context=int(cfg.get("max_position_embeddings") or cfg.get("max_seq_len") or 4096),
             intermediate=int(cfg.get("intermediate_size") or 0), active_params=active if experts else None,
             experts=experts, experts_per_token=per_token, v_head_dim=int(cfg.get("v_head_dim") or 0),
+            expert_width=int(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 0) if experts else 0,
             kv_lora_rank=int(cfg.get("kv_lora_rank") or 0), qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
             tied_embeddings=tied, hf_id=name, source=source,
             native_dtype=normalize_dtype(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")))

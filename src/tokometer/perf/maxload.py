@@ -75,7 +75,7 @@ def max_load(d: Deployment, input_tokens: int, output_tokens: int, efficiency: E
     if not d.hardware.memory_gb:
         return None
     fit = d.kv_capacity_tokens(gpu_memory_utilization) // max(1, input_tokens + output_tokens)
-    batch = min(fit, max_batch)
+    batch = min(fit, max_batch * d.ranks)  # the cap is each rank's (attention data parallel: TP ranks)
     if batch < 1:
         return None
     context = round(batch * (input_tokens + output_tokens / 2))
@@ -84,5 +84,5 @@ def max_load(d: Deployment, input_tokens: int, output_tokens: int, efficiency: E
     iteration = mixed_step_s(d, batch, context, prompt_tokens, 0, eff, sequences=max(1, round(batch / output_tokens)))
     prefill = iteration - decode
     bound = "prefill" if prefill > decode else decode_limiter(d, batch, context, eff)
-    return MaxLoad(batch=batch, limited_by="kv cache" if fit < max_batch else "batch limit", decode_s=decode,
+    return MaxLoad(batch=batch, limited_by="kv cache" if fit < max_batch * d.ranks else "batch limit", decode_s=decode,
                    prefill_s=prefill, output_tok_s=batch / iteration, per_request_tok_s=1 / iteration, bound=bound)

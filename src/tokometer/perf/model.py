@@ -105,6 +105,7 @@ class ModelSpec:
     sliding_window: int = 0  # tokens a window layer attends to (0: no window layers)
     sliding_layers: int = 0  # layers with a sliding window (their cache stays bounded)
     expert_dtype: str = ""  # the routed experts' own format when it differs from native_dtype (gpt-oss: mxfp4)
+    expert_width: int = 0  # a routed expert's intermediate size (moe_intermediate_size); 0: from the parameters
     tied_embeddings: bool = False
     native_dtype: str = "bf16"
     weight_bytes: float | None = None
@@ -157,6 +158,18 @@ class ModelSpec:
         return self.active - (0.0 if self.tied_embeddings else self.lm_head_params)
 
     @property
+    def activation_elements_per_token(self) -> float:
+        """Activation elements one token's matmuls read and write in a step, all layers: each GEMM's input and
+        output (QKV, the attention's output projection, the MLP's gate/up and down, once for each of a token's k
+        routed experts). The MLP's width comes from the parameters: a layer's matmul parameters less its
+        attention's, over the hidden size, is 3 × its intermediate size (gate, up and down)."""
+        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        attention = self.hidden * (q + 2 * kv) + q * self.hidden
+        mlp = max(0.0, (self.matmul_params - self.lm_head_params) / self.layers - attention)
+        gemms = self.experts_per_token if self.is_moe else 1
+        return self.layers * (2 * self.hidden + 2 * q + 2 * kv + mlp / self.hidden + 2 * self.hidden * gemms)
+
+    @property
     def embedding_params(self) -> float:
         """Input embedding table plus LM head (one matrix when tied)."""
         return float(self.vocab * self.hidden * (1 if self.tied_embeddings else 2))
@@ -168,6 +181,15 @@ class ModelSpec:
             return 0.0
         e, k = self.experts, self.experts_per_token
         return min(self.params, (self.params - self.active) * e / (e - k))
+
+    @property
+    def routed_expert_width(self) -> float:
+        """A routed expert's intermediate size: `expert_width`, else its parameters / (layers × 3 × hidden) (gate,
+        up and down in every layer; an undercount where only some layers have experts). 0 for a dense model."""
+        if not self.is_moe:
+            return 0.0
+        return float(self.expert_width) if self.expert_width else (
+            self.expert_params / self.experts / self.layers / (3 * self.hidden))
 
     def expert_fraction_read(self, tokens: int) -> float:
         """Share of the routed experts a step of ``tokens`` tokens touches: 1 − (1 − k/E)^tokens."""

@@ -57,6 +57,7 @@ class EstimateSpec:
     tp: int = 1
     pp: int = 1
     expert_parallel: bool = False
+    attention_dp: bool = False
     batches: Sequence[int] = (1,)
     input_tokens: int = 1000
     output_tokens: int = 1000
@@ -96,7 +97,7 @@ def _deployment(spec: EstimateSpec, model_name: str, hardware_name: str, kv_defa
     weights = spec.dtype or model.native_dtype
     return Deployment(model, _hardware(hardware_name, spec), weights,
                       spec.kv_dtype or kv_default or default_kv_dtype(weights), tp=spec.tp, pp=spec.pp,
-                      expert_parallel=spec.expert_parallel)
+                      expert_parallel=spec.expert_parallel, attention_dp=spec.attention_dp)
 
 
 def resolve_efficiency(spec: EstimateSpec, hardware: str) -> tuple[Efficiency, str]:

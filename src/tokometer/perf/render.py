@@ -41,6 +41,9 @@ def _pair(bound: str, expected: str) -> str:
 def _efficiency_line(e: Estimate) -> str:
     f = e.efficiency
     overhead = f", {f.layer_overhead_s * 1e6:,.0f} µs a layer each step" if f.layer_overhead_s else ""
+    if e.deployment.model.is_moe and f.expert_half_width:
+        share = f.expert_share(e.deployment.model.routed_expert_width)
+        overhead += f", routed experts' matmuls at {share:.0%} of that"
     return (f"bound → expected: expected at {f.decode_bandwidth:.0%} of peak bandwidth in decode, "
             f"{f.prefill_compute:.0%} of peak FLOP/s in prefill,\n  {f.decode_compute:.0%} in compute-bound decode"
             f"{overhead} ({e.efficiency_source}; --bw-efficiency, --prefill-efficiency, "
@@ -143,7 +146,9 @@ def _communication_line(e: Estimate) -> str:
     if not communication(d, 1).counted:
         return (f"communication: NOT counted: {d.hardware.name} has no link figure (link_gbs in a hardware file); "
                 "the times are optimistic by the all-reduces")
-    kind = "all-reduce + all-to-all (expert parallel)" if d.expert_parallel else "2 all-reduces a layer"
+    kind = communication(d, 1).kind
+    kind = {"all-reduce": "2 all-reduces a layer", "all-reduce + all-to-all": f"{kind} (expert parallel)",
+            "all-gather + reduce-scatter": f"{kind} a layer (attention data parallel)"}.get(kind, kind)
     return (f"communication counted in every step: {kind} of the step's bf16 activations over "
             f"{d.hardware.link_gbs or 0:,.6g} / 2 GB/s (one direction of the link), "
             f"{COLLECTIVE_LATENCY_S * 1e6:,.3g} µs each (--explain)")

@@ -2,7 +2,9 @@
 
 Notation: W = weight bytes, M = parameters a token is multiplied with, L = layers, h_kv = KV heads, d = head dim,
 b = bytes per KV element, BW = one GPU's memory bandwidth (B/s), F = one GPU's peak FLOP/s for
-the weight format's compute type, TP / PP = tensor / pipeline parallel degrees.
+the weight format's compute type, F_att = its peak for the attention's (`Deployment.attention_compute_dtype`:
+fp8 with an fp8 KV cache, else bf16; never fp4), TP / PP = tensor / pipeline parallel degrees, A = the
+activation elements one token's matmuls read and write (`ModelSpec.activation_elements_per_token`).
 
     weights per GPU        = W / (TP × PP)
     KV per token           = 2 × L × h_kv × d × b                     (whole model)
@@ -10,17 +12,27 @@ the weight format's compute type, TP / PP = tensor / pipeline parallel degrees.
     KV capacity (tokens)   = ⌊(GPU memory × utilisation − weights per GPU − reserve) / KV per token per GPU⌋
 
     decode step            = matmuls + attention + L × e_layer     one token for each of `batch` sequences
-      matmuls              = max(W_read / TP / (BW × e_bw), 2 × M × batch / (TP × F × e_decode))
+      matmuls              = max((W_read + 2 B × A × batch) / TP / (BW × e_bw),
+                                 (2 × M × batch + experts' extra FLOPs) / (TP × F × e_decode))
       attention            = max(KV per token on the critical path × context / (BW × e_bw),
-                                 attention FLOPs per pair × context / (TP × F × e_decode))
+                                 attention FLOPs per pair × context / (TP × F_att × e_decode))
       decode FLOPs         = 2 × M × batch + attention FLOPs per pair × context
 
-    prefill of T tokens    = max(prefill FLOPs / (TP × F × e_prefill),
-                                 weight-read floor (W_read / TP + KV per token × (context + T)) / (BW × e_bw))
+    prefill of T tokens    = max(matmul FLOPs / (TP × F × e_prefill) + attention FLOPs / (TP × F_att × e_prefill),
+                                 memory floor (W_read + 2 B × A × T) / TP + KV per token × (context + T)) / (BW × e_bw))
                              + L × e_layer
-      prefill FLOPs        = 2 × (M − V·h) × T + 2 × V·h × sequences + attention FLOPs per pair × pairs
+      matmul FLOPs         = 2 × (M − V·h) × T + 2 × V·h × sequences (+ the experts' extra FLOPs)
+      attention FLOPs      = attention FLOPs per pair × pairs
       pairs                = T × C + T (T + 1) / 2     (causal: each new token attends to the C earlier
                                                         tokens and to the new ones up to itself)
+
+The matmuls move their activations as well as their weights: each GEMM reads its input and writes its output
+(2 B an element), which at a large batch of a small model (a mixture of experts with k = 8 routed experts a
+token) is as many bytes as the weights. The routed experts of a mixture of experts run as one grouped GEMM
+whose rows, each expert's tokens, are padded to the kernel's tile (`tokometer.perf.groupedgemm`) and which
+reaches a share of the dense matmuls' efficiency that grows with the experts' width (`Efficiency.expert_share`:
+w / (w + `Efficiency.expert_half_width`)): their FLOPs count as 2 × M_e / E × padded rows / share instead of
+2 × k × M_e / E per token (`expert_extra_flops`).
 
 The matmuls and the attention are separate kernels run one after the other in every layer, so each is its
 own roofline and their times add: at a small batch both are bandwidth bound and the sum is the memory time
@@ -63,6 +75,15 @@ touched experts, 0.5 a GPU on average, but 1.6 expected on the busiest):
 is still the bytes on the critical path of one GPU; at a large batch every GPU reads all of its
 experts and the two agree.
 
+Attention data parallel (``attention_dp``, SGLang's ``--enable-dp-attention``, TensorRT-LLM's
+``enable_attention_dp``; a mixture of experts only): each of the TP GPUs runs the attention of its own
+1/TP of the sequences with every head and a whole copy of the weights outside the routed experts, which
+stay split over the GPUs as above. A GPU then holds W_other + W_experts / TP, reads W_other whole every
+step (W_read counts it TP times, so / TP stays one GPU's bytes), keeps 1/TP of every sequence's KV with
+no head copied (2 × L × h_kv × d × b / TP a token), and its engine rank schedules its own sequences:
+the batch limit is each rank's, and the step's collectives are an all-gather of the tokens before each
+experts' layer and a reduce-scatter after, with no attention all-reduce.
+
 Tensor parallelism divides the work over TP GPUs; their communication (two all-reduces per layer, or
 with expert parallelism an all-reduce and the all-to-all pair that carries each token to its experts
 and back) is added to every step over the hardware's link (`tokometer.perf.collective`, where the
@@ -84,7 +105,8 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from tokometer.perf.collective import communication_s
+from tokometer.perf.collective import ACTIVATION_BYTES, communication_s
+from tokometer.perf.groupedgemm import padded_expert_rows
 from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import kv_bytes, normalize_dtype, weight_dtype
@@ -101,8 +123,11 @@ __all__ = [
     "decode_limiter",
     "decode_step_s",
     "embedding_pass_s",
+    "expert_extra_flops",
+    "matmul_bytes",
     "mixed_step_s",
     "prefill_flops",
+    "prefill_flops_split",
     "prefill_s",
     "step_overhead_s",
     "weight_bytes_read",
@@ -113,18 +138,22 @@ ACTIVATION_RESERVE_GIB = 2.0
 
 @dataclass(frozen=True)
 class Efficiency:
-    """Fractions of peak a well-tuned engine typically reaches (MBU 55–80 % at batch 1; MFU 50–65 %), and its
-    fixed cost per layer of a step. The defaults were chosen on the fit split of the published figures
-    (`tokometer.perf.published`): the compute fractions first; the bandwidth fraction and the per-layer cost
-    again when the decode was split into its matmul and attention kernels (75 % and 30 µs: the fit set's
-    median |error| 3 %, all 40 within ±15 %), never on a held-out figure."""
+    """Fractions of peak a well-tuned engine typically reaches (MBU 55–85 % in decode; MFU 45–60 %), its fixed cost
+    per layer of a step, and the share of that efficiency a mixture of experts' grouped expert GEMMs reach. All
+    five, and the grouped GEMM's tile (`tokometer.perf.groupedgemm`), were chosen together on the fit split of
+    the published figures only (`tokometer.perf.published`: 89 figures, the most within ±15 %, then the lowest
+    median error, over a grid), never on a held-out figure."""
 
-    decode_bandwidth: float = 0.75
+    decode_bandwidth: float = 0.825
     prefill_compute: float = 0.55
-    decode_compute: float = 0.5
-    layer_overhead_s: float = 30e-6
+    decode_compute: float = 0.45
+    layer_overhead_s: float = 50e-6
     """Fixed time per layer of every step, whatever its size: the launch and tail of the layer's kernels and
     the barriers between them (0 in the bound)."""
+    expert_half_width: float = 1024.0
+    """The routed expert width (intermediate size) at which a mixture of experts' grouped expert GEMMs reach half
+    the dense matmuls' efficiency: an expert of width w reaches w / (w + this) of it (Qwen3-30B-A3B's 768: 43 %,
+    Mixtral's 14,336: 93 %), as a narrow GEMM's fixed costs per tile weigh more; 0: the dense efficiency."""
 
     def __post_init__(self) -> None:
         for name in ("decode_bandwidth", "prefill_compute", "decode_compute"):
@@ -133,9 +162,15 @@ class Efficiency:
                 raise ConfigError(f"efficiency {name} must be in (0, 1] (got {value})")
         if not 0 <= self.layer_overhead_s < 1e-3:
             raise ConfigError(f"efficiency layer_overhead_s must be in [0, 1 ms) (got {self.layer_overhead_s})")
+        if not 0 <= self.expert_half_width < 1e6:
+            raise ConfigError(f"efficiency expert_half_width must be in [0, 1e6) (got {self.expert_half_width})")
+
+    def expert_share(self, width: float) -> float:
+        """The share of the dense matmuls' efficiency a routed expert of ``width`` reaches: w / (w + half width)."""
+        return width / (width + self.expert_half_width) if width > 0 else 1.0
 
 
-BOUND = Efficiency(1.0, 1.0, 1.0, 0.0)
+BOUND = Efficiency(1.0, 1.0, 1.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -149,12 +184,19 @@ class Deployment:
     tp: int = 1
     pp: int = 1
     expert_parallel: bool = False  # whole experts, E / TP on each GPU, rather than each expert split TP ways
+    attention_dp: bool = False
+    """Attention data parallel (a mixture of experts over TP GPUs): each GPU runs the attention of its own
+    share of the sequences with every head and a whole copy of the weights outside the routed experts, which
+    stay split over the GPUs (TensorRT-LLM's ``enable_attention_dp``, SGLang's ``--enable-dp-attention``)."""
 
     def __post_init__(self) -> None:
         if self.tp < 1 or self.pp < 1:
             raise ConfigError(f"tensor and pipeline parallel sizes must be at least 1 (got {self.tp}, {self.pp})")
         if self.expert_parallel and not self.model.is_moe:
             raise ConfigError(f"--ep: {self.model.name} is not a mixture of experts; leave --ep out")
+        if self.attention_dp and not self.model.is_moe:
+            raise ConfigError(f"--attention-dp: {self.model.name} is not a mixture of experts; leave "
+                              "--attention-dp out")
         if self.expert_parallel and self.model.experts % self.tp:
             raise ConfigError(f"--ep: {self.model.name}'s {self.model.experts} experts do not split evenly over "
                               f"--tp {self.tp} GPUs")
@@ -197,8 +239,16 @@ class Deployment:
         key = normalize_dtype(self.weight_dtype)
         return f"{key}, experts {experts}" if experts and experts != key else key
 
+    @property
+    def ranks(self) -> int:
+        """Engine ranks that each schedule their own sequences: TP with attention data parallel, else 1."""
+        return self.tp if self.attention_dp else 1
+
     @cached_property
     def weight_bytes_per_gpu(self) -> float:
+        """W / (TP × PP); with attention data parallel (W_other + W_experts / TP) / PP: the rest is copied."""
+        if self.attention_dp:
+            return (self.other_weight_bytes + self.expert_weight_bytes / self.tp) / self.pp
         return self.weight_bytes / self.gpus
 
     @cached_property
@@ -213,7 +263,9 @@ class Deployment:
     def _kv_per_layer_per_gpu(self) -> float:
         m = self.model
         if m.is_mla:
-            return (m.kv_lora_rank + m.qk_rope_head_dim) * self.kv_element_bytes
+            return (m.kv_lora_rank + m.qk_rope_head_dim) * self.kv_element_bytes / self.ranks
+        if self.attention_dp:  # every head of 1/TP of the sequences: no head is copied
+            return 2 * m.kv_heads * m.head_dim * self.kv_element_bytes / self.tp
         return 2 * math.ceil(m.kv_heads / self.tp) * m.head_dim * self.kv_element_bytes
 
     @cached_property
@@ -247,6 +299,25 @@ class Deployment:
         return blended_flops(self.model, self.weight_dtype, self.hardware, self.compute_dtype, peak.flops) \
             if peak else None
 
+    @cached_property
+    def attention_compute_dtype(self) -> str:
+        """The data type the attention (queries × cached keys and values) multiplies in: the weights' own on a
+        CPU or when they multiply in 16 bits; with 8- or 4-bit weights on a GPU, fp8 when the KV cache is fp8
+        and the hardware lists an fp8 peak, else bf16 (the engines' attention kernels take no 4-bit operands)."""
+        compute = self.compute_dtype
+        if self.hardware.kind == "cpu" or compute not in ("fp8", "fp4", "int8"):
+            return compute
+        fp8 = self.hardware.compute_peak("fp8")
+        if normalize_dtype(self.kv_dtype) == "fp8" and fp8 is not None and fp8.dtype == "fp8":
+            return "fp8"
+        return "bf16"
+
+    @cached_property
+    def attention_flops(self) -> float | None:
+        """One GPU's peak FLOP/s for the attention (`attention_compute_dtype`); None: no figure for it."""
+        peak = self.hardware.compute_peak(self.attention_compute_dtype)
+        return peak.flops if peak else None
+
     def usable_memory_bytes(self, gpu_memory_utilization: float = 0.9) -> int:
         """One GPU's memory × the share the engine may take (vLLM's ``--gpu-memory-utilization``)."""
         memory = self.hardware.memory_bytes
@@ -269,6 +340,7 @@ class Deployment:
         parallel = f", TP {self.tp}" if self.tp > 1 else ""
         parallel += f", PP {self.pp}" if self.pp > 1 else ""
         parallel += f", EP {self.tp}" if self.expert_parallel else ""
+        parallel += f", attention DP {self.tp}" if self.attention_dp and self.tp > 1 else ""
         return (f"{self.model.name} {self.weight_format} (KV {self.kv_dtype}) on "
                 f"{self.gpus} × {self.hardware.name}{parallel}")
 
@@ -281,11 +353,17 @@ def decode_flops(m: ModelSpec, batch: float, context_tokens: float) -> float:
 def prefill_flops(m: ModelSpec, tokens: float, context_tokens: float = 0, sequences: int = 1) -> float:
     """FLOPs of a prefill of ``tokens`` split over ``sequences`` each with its share of ``context_tokens``:
     2 × (M − V·h) × T + 2 × V·h × sequences + attention FLOPs per pair × Σ (t × c + t (t + 1) / 2)."""
+    return sum(prefill_flops_split(m, tokens, context_tokens, sequences))
+
+
+def prefill_flops_split(m: ModelSpec, tokens: float, context_tokens: float = 0, sequences: int = 1
+                        ) -> tuple[float, float]:
+    """(matmul FLOPs, attention FLOPs) of a prefill (`prefill_flops`): they run at different peaks."""
     n = max(1, sequences)
     t, c = tokens / n, context_tokens / n
     pairs = n * (t * c + t * (t + 1) / 2)
     body = m.matmul_params - m.lm_head_params
-    return 2 * body * tokens + 2 * m.lm_head_params * n + m.attention_flops_per_pair * pairs
+    return 2 * body * tokens + 2 * m.lm_head_params * n, m.attention_flops_per_pair * pairs
 
 
 def weight_bytes_read(d: Deployment, tokens: int) -> float:
@@ -295,14 +373,22 @@ def weight_bytes_read(d: Deployment, tokens: int) -> float:
     m = d.model
     if not m.is_moe:
         return d.weight_bytes
+    other = d.other_weight_bytes * d.ranks  # attention data parallel: every GPU reads all of them
     if d.expert_parallel and d.tp > 1:
-        return d.other_weight_bytes + d.tp * m.busiest_gpu_experts(tokens, d.tp) * d.expert_weight_bytes / m.experts
-    return d.other_weight_bytes + d.expert_weight_bytes * m.expert_fraction_read(tokens)
+        return other + d.tp * m.busiest_gpu_experts(tokens, d.tp) * d.expert_weight_bytes / m.experts
+    return other + d.expert_weight_bytes * m.expert_fraction_read(tokens)
+
+
+def matmul_bytes(d: Deployment, tokens: float) -> float:
+    """Bytes one GPU's matmuls move in a step over ``tokens`` tokens: the weights they touch (/ TP) and the
+    activations they read and write (`ModelSpec.activation_elements_per_token` × 2 B × tokens / TP)."""
+    activations = d.model.activation_elements_per_token * ACTIVATION_BYTES * tokens / d.tp
+    return weight_bytes_read(d, max(1, round(tokens))) / d.tp + activations
 
 
 def _memory_s(d: Deployment, tokens: float, kv_tokens: float, eff: Efficiency) -> float:
-    """Reading the weights a step over ``tokens`` tokens touches (/ TP) and ``kv_tokens`` of KV cache."""
-    return (weight_bytes_read(d, max(1, round(tokens))) / d.tp + d.kv_read_bytes_per_token * kv_tokens) / (
+    """Moving the matmuls' bytes of a step over ``tokens`` tokens (`matmul_bytes`) and ``kv_tokens`` of KV cache."""
+    return (matmul_bytes(d, tokens) + d.kv_read_bytes_per_token * kv_tokens) / (
         d.hardware.bandwidth * eff.decode_bandwidth)
 
 
@@ -335,12 +421,28 @@ def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_token
     flops = d.compute_flops
     if not flops:
         return memory + communication_s(d, tokens) + step_overhead_s(d, eff)
-    prefill = prefill_flops(d.model, prefill_tokens, prefill_context, sequences) / (
-        d.tp * flops * eff.prefill_compute) if prefill_tokens else 0.0
+    prefill = 0.0
+    if prefill_tokens:
+        matmul, attention = prefill_flops_split(d.model, prefill_tokens, prefill_context, sequences)
+        matmul += expert_extra_flops(d, tokens, eff) * prefill_tokens / tokens
+        prefill = (matmul / flops + attention / (d.attention_flops or flops)) / (d.tp * eff.prefill_compute)
     if batch <= 0:
         return max(memory, prefill) + communication_s(d, tokens) + step_overhead_s(d, eff)
     return (_decode_kernels_s(d, batch, tokens, kv, context_tokens, eff) + prefill + communication_s(d, tokens)
             + step_overhead_s(d, eff))
+
+
+def expert_extra_flops(d: Deployment, tokens: float, eff: Efficiency) -> float:
+    """FLOPs a step over ``tokens`` tokens adds to the dense count of its routed experts' matmuls (2 × M_e per
+    token, M_e = one token's k experts' parameters), as dense-efficiency FLOPs: the grouped GEMM's rows padded
+    to its tile (`tokometer.perf.groupedgemm`) at `Efficiency.expert_share` of the dense efficiency for the
+    experts' width. 0 for a dense model, an empty step, or in the bound (`BOUND`: no kernel's padding)."""
+    m = d.model
+    if not m.is_moe or tokens <= 0 or eff == BOUND:
+        return 0.0
+    per_expert = m.expert_params / m.experts
+    padded = padded_expert_rows(tokens, m.experts, m.experts_per_token)
+    return 2 * per_expert * (padded / eff.expert_share(m.routed_expert_width) - m.experts_per_token * tokens)
 
 
 def step_overhead_s(d: Deployment, efficiency: Efficiency | None = None) -> float:
@@ -365,13 +467,14 @@ def _decode_parts(d: Deployment, batch: int, tokens: float, kv_tokens: float, co
     read, which no longer hides under them."""
     flops = d.compute_flops
     bandwidth = d.hardware.bandwidth * eff.decode_bandwidth
-    weights = weight_bytes_read(d, max(1, round(tokens))) / d.tp / bandwidth
+    weights = matmul_bytes(d, tokens) / bandwidth
     cache = d.kv_read_bytes_per_token * kv_tokens / bandwidth
     if not flops:
         return weights + cache, 0.0
     per_gpu = d.tp * flops * eff.decode_compute
-    matmuls = 2 * d.model.matmul_params * batch / per_gpu
-    attention = d.model.attention_flops_per_pair * context_tokens / per_gpu
+    matmuls = (2 * d.model.matmul_params * batch + expert_extra_flops(d, tokens, eff) * batch / tokens) / per_gpu
+    attention = d.model.attention_flops_per_pair * context_tokens / (
+        d.tp * (d.attention_flops or flops) * eff.decode_compute)
     memory = (weights if weights >= matmuls else 0.0) + (cache if cache >= attention else 0.0)
     work = (matmuls if matmuls > weights else 0.0) + (attention if attention > cache else 0.0)
     return memory, work

@@ -132,7 +132,8 @@ def test_judge_run_reads_the_store(tmp_path: Path) -> None:
     store.close()
     spec = EstimateSpec(model="gemma-3-270m", hardware="box", hardware_file=hw)
     result = judge_run(spec, run_id, str(db))
-    assert result.run_id == run_id and result.steps[0].mbu == pytest.approx((536e6 + 18_432 * 105.5) / 0.010 / 100e9)
+    assert result.run_id == run_id and result.steps[0].mbu == pytest.approx(
+        (536e6 + 405_372 + 18_432 * 105.5) / 0.010 / 100e9)  # weights, activations, KV: test_perf_efficiency.py
     with pytest.raises(ConfigError, match="no run 99 in"):
         judge_run(spec, 99, str(db))
 

@@ -51,14 +51,22 @@ def test_decode_batch_is_the_overlap_while_decoding() -> None:
     assert decode_batch(together) == pytest.approx(400 / 210)
 
 
+# The activations gemma-3-270m's matmuls read and write a token, per layer: QKV in (640) and out (1,024 + 2 × 256),
+# the output projection in (1,024) and out (640), the MLP in and out (2 × 640) and its width (268e6 − 167,772,160)
+# / 18 − 1,638,400 attention parameters, over 640 = 6,140.33: 11,260.33 × 18 = 202,686 elements × 2 B.
+ACTIVATIONS = 405_372
+
+
 def test_mbu_mfu_and_bandwidth_verdict() -> None:
     run, records = _run([(None, [_record(0, 0, 0, 100, 10), _record(0, 1, 300 * MS, 100, 10)])])
     step = run_efficiency(run, records, D).steps[0]
-    # context mid-answer: 100 + 11 / 2 = 105.5 tokens; read per step = 536e6 + 18,432 × 105.5 = 537,944,576 B
+    # context mid-answer: 100 + 11 / 2 = 105.5 tokens; read per step = 536e6 + 405,372 + 18,432 × 105.5
+    # = 538,349,948 B
+    assert D.model.activation_elements_per_token * 2 == pytest.approx(ACTIVATIONS)
     assert step.context_tokens == 105.5
-    assert step.bytes_per_step == pytest.approx(536e6 + 18_432 * 105.5)
-    # MBU = 537,944,576 B / 10 ms / 100 GB/s = 53.8 %
-    assert step.mbu == pytest.approx((536e6 + 18_432 * 105.5) / 0.010 / 100e9)
+    assert step.bytes_per_step == pytest.approx(536e6 + ACTIVATIONS + 18_432 * 105.5)
+    # MBU = 538,349,948 B / 10 ms / 100 GB/s = 53.8 %
+    assert step.mbu == pytest.approx((536e6 + ACTIVATIONS + 18_432 * 105.5) / 0.010 / 100e9)
     # decode MFU = (2 × 268e6 + 73,728 × 105.5) / 10 ms / 1 TFLOP/s = 5.4 %  (tied embeddings: all params multiply)
     assert step.decode_mfu == pytest.approx((2 * 268e6 + 73_728 * 105.5) / 0.010 / 1e12)
     # prefill: 2 × (268e6 − 167,772,160) × 100 + 2 × 167,772,160 (LM head once) + 73,728 × 5,050 FLOPs in 80 ms
@@ -82,7 +90,7 @@ def test_the_bottleneck_rule() -> None:
     assert "loop lag 50 ms" in steps[1].why
     assert "5.00 ms per token but tokens arrived every 10.00 ms" in steps[2].why
     assert steps[3].prefill_source.startswith("TTFT") and steps[3].mbu == pytest.approx(
-        (536e6 + 18_432 * 105.5) / 0.040 / 100e9)
+        (536e6 + ACTIVATIONS + 18_432 * 105.5) / 0.040 / 100e9)
     assert run_efficiency(run, records, D).to_json()["steps"][0]["bottleneck"] == "queueing"
 
 
@@ -106,7 +114,7 @@ def test_above_100_percent_is_not_an_efficiency_but_a_wrong_peak() -> None:
     assert step.mbu is None and step.prefill_mfu is None  # left out: not efficiencies
     assert step.decode_mfu == pytest.approx((2 * 268e6 + 73_728 * 105.5) / 0.010 / 0.1e12)  # 54 %: kept
     assert set(step.over_peak) == {"mbu", "prefill_mfu"}
-    assert step.over_peak["mbu"].ratio == pytest.approx((536e6 + 18_432 * 105.5) / 0.010 / 10e9)
+    assert step.over_peak["mbu"].ratio == pytest.approx((536e6 + ACTIVATIONS + 18_432 * 105.5) / 0.010 / 10e9)
     flops = 2 * (268e6 - 262_144 * 640) * 100 + 2 * 262_144 * 640 + 73_728 * 5050
     assert step.over_peak["prefill_mfu"].ratio == pytest.approx(flops / 0.080 / 0.1e12)
     message = step.over_peak["prefill_mfu"].message

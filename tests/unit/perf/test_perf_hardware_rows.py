@@ -13,7 +13,7 @@ from rich.console import Console
 from tokometer.perf import Deployment, estimate, hardware_table, resolve_hardware, resolve_model
 from tokometer.perf.render import render_estimate, render_hardware
 
-NEW_ROWS = ("B300", "GB200", "GB300", "MI325X", "MI355X", "H20", "RTX-5090", "Gaudi-3", "TPU-v6e")
+NEW_ROWS = ("B300", "GB200", "GB300", "MI325X", "MI355X", "H20", "RTX-5090", "RTX-PRO-6000", "Gaudi-3", "TPU-v6e")
 COLUMNS = ("name", "kind", "memory_gb", "bandwidth_gbs", "bf16_tflops_dense", "fp8_tflops_dense", "int8_tops_dense",
            "fp4_tflops_dense", "link_gbs", "source", "note")
 
@@ -53,9 +53,11 @@ def test_the_published_figures_of_the_new_rows() -> None:
         "H20": (96, 4000, 148, 296, None, 900),
         "TPU-v6e": (32, 1638, 918, None, None, 800),  # ICI: Google quotes it bidirectional
     }
+    pro = t["RTX-PRO-6000"]  # 4,000 AI TOPS of fp4 with sparsity; GDDR7 on a 512-bit bus; PCIe Gen5 x16
+    assert (pro.memory_gb, pro.bandwidth_gbs, pro.fp4_tflops, pro.link_gbs) == (96, 1792, 2015.2, 128)
     # dense, not sparse, each the same kind of figure: fp8 twice bf16; fp4 twice fp8 on B200/GB200 and CDNA 4,
     # three times on Blackwell Ultra (B300/GB300), four on the RTX 5090 (its fp8 with fp32 accumulate: half rate)
-    ratios = {"B200": 2, "GB200": 2, "MI355X": 2, "B300": 14000 / 4500, "GB300": 3, "RTX-5090": 4}
+    ratios = {"B200": 2, "GB200": 2, "MI355X": 2, "B300": 14000 / 4500, "GB300": 3, "RTX-5090": 4, "RTX-PRO-6000": 2}
     for name, ratio in ratios.items():
         h = t[name]
         assert h.fp4_tflops and h.fp8_tflops and h.bf16_tflops
@@ -67,7 +69,7 @@ def test_the_published_figures_of_the_new_rows() -> None:
 @pytest.mark.parametrize(("name", "expected"), [("b300", "B300"), ("gb200", "GB200"), ("GB300", "GB300"),
                                                 ("mi355x", "MI355X"), ("mi325", "MI325X"), ("h20", "H20"),
                                                 ("h200", "H200-SXM"), ("5090", "RTX-5090"), ("gaudi3", "Gaudi-3"),
-                                                ("v6e", "TPU-v6e"), ("b200", "B200")])
+                                                ("v6e", "TPU-v6e"), ("b200", "B200"), ("rtx pro 6000", "RTX-PRO-6000")])
 def test_the_new_names_resolve(name: str, expected: str) -> None:
     assert resolve_hardware(name).name == expected
 

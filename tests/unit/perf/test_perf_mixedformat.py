@@ -9,7 +9,7 @@ from tokometer.perf import Deployment, Efficiency
 from tokometer.perf.catalog import BUILTIN_MODELS
 from tokometer.perf.hardware import resolve_hardware
 from tokometer.perf.mixedformat import expert_compute_peak
-from tokometer.perf.roofline import decode_flops, decode_step_s
+from tokometer.perf.roofline import decode_flops, decode_step_s, expert_extra_flops
 
 
 def _d(model: str, hw: str, dtype: str | None = None) -> Deployment:
@@ -43,11 +43,13 @@ def test_no_blend_without_an_experts_peak_of_their_own(model: str, hw: str, dtyp
 
 def test_a_compute_bound_step_runs_its_experts_at_the_fp4_peak() -> None:
     d = _d("gpt-oss-120b", "B200")
-    eff = Efficiency()
+    eff = Efficiency(expert_half_width=0.0)  # the grouped GEMM at the dense efficiency: only its tiles' padding left
     batch = 4096
     step = decode_step_s(d, batch, 0, eff)
     bf16_only = decode_flops(d.model, batch, 0) / (2250e12 * eff.decode_compute)
     assert step < bf16_only  # what the step took when every FLOP ran at the bf16 peak
-    # the blended peak, and the fixed per-layer cost of the step (36 layers)
-    assert step == pytest.approx(decode_flops(d.model, batch, 0) / (4726.5e12 * eff.decode_compute)
-                                 + 36 * eff.layer_overhead_s, rel=1e-3)
+    # the blended peak over the FLOPs with the experts' rows padded to the tile, and the fixed per-layer cost of
+    # the step (36 layers)
+    padded = decode_flops(d.model, batch, 0) + expert_extra_flops(d, batch, eff)
+    assert padded > decode_flops(d.model, batch, 0)
+    assert step == pytest.approx(padded / (4726.5e12 * eff.decode_compute) + 36 * eff.layer_overhead_s, rel=1e-3)

@@ -93,7 +93,7 @@ def test_each_models_shapes_give_its_published_parameter_counts(name: str) -> No
     row = BUILTIN_MODELS[name]
     shape = ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "max_context", "experts",
              "experts_per_token", "kv_lora_rank", "qk_rope_head_dim", "sliding_window", "sliding_layers",
-             "expert_dtype")
+             "expert_dtype", "routed_expert_width")  # the width: moe_intermediate_size, else intermediate_size
     assert {k: getattr(row, k) for k in shape} == {k: getattr(counted, k) for k in shape}
     assert row.params == pytest.approx(counted.params, rel=0.02)
     assert row.active == pytest.approx(counted.active, rel=0.03)

@@ -24,6 +24,12 @@ H100_BW = 3350e9  # B/s
 H100_BF16 = 989e12  # FLOP/s
 LLAMA_8B = 8.03e9
 LLAMA_VOCAB_X_HIDDEN = 128256 * 4096  # 525,336,576: the input table (untied) and, again, the LM head
+# The activations one token's matmuls read and write, per layer: QKV in (4,096) and out (4,096 + 2 × 1,024), the
+# output projection in (4,096) and out (4,096), the MLP in and out (2 × 4,096) and its width: the layer's matmul
+# parameters (7,504,663,424 − 525,336,576) / 32 = 218,103,964 less the attention's 41,943,040, over 4,096 =
+# 43,008.04 (3 × 14,336 + norms). 69,632.04 a layer × 32 = 2,228,225.2 elements × 2 B = 4.456 MB a token.
+LLAMA_8B_ACTIVATION_BYTES = 2 * 32 * (2 * 4096 + 2 * 4096 + 2 * 1024 + 2 * 4096
+                                      + ((LLAMA_8B - 2 * LLAMA_VOCAB_X_HIDDEN) / 32 - 41_943_040) / 4096)
 
 
 def llama_h100(**kw: Any) -> Deployment:
@@ -36,14 +42,18 @@ def test_llama_8b_bf16_on_h100_at_batch_1() -> None:
     assert d.weight_bytes == pytest.approx(16.06e9, rel=1e-12)
     # KV per token: 2 (K, V) × 32 layers × 8 KV heads × 128 head dim × 2 B = 131,072 B = 128 KiB
     assert d.kv_bytes_per_token == 131_072 == 128 * 1024
-    # decode bound, empty cache: 16.06e9 B / 3.35e12 B/s = 4.794 ms -> 208.59 tok/s
+    assert d.model.activation_elements_per_token * 2 == pytest.approx(LLAMA_8B_ACTIVATION_BYTES, rel=1e-12)
+    assert pytest.approx(4.456e6, rel=1e-3) == LLAMA_8B_ACTIVATION_BYTES
+    # decode bound, empty cache: (16.06e9 + 4.456e6) B / 3.35e12 B/s = 4.795 ms -> 208.5 tok/s
     step = decode_step_s(d, 1, 0)
-    assert step == pytest.approx(16.06e9 / H100_BW, rel=1e-12)
-    assert 1 / step == pytest.approx(208.59, abs=0.01)
-    # with 1,500 tokens cached: (16.06e9 + 1,500 × 131,072) / 3.35e12 = 4.853 ms -> 206.1 tok/s
-    assert decode_step_s(d, 1, 1500) == pytest.approx((16.06e9 + 1500 * 131_072) / H100_BW, rel=1e-12)
-    # the expected figure at 75 % of bandwidth (decode is bandwidth bound here) and 30 µs for each of 32 layers
-    assert decode_step_s(d, 1, 0, Efficiency()) == pytest.approx(16.06e9 / (0.75 * H100_BW) + 32 * 30e-6, rel=1e-12)
+    assert step == pytest.approx((16.06e9 + LLAMA_8B_ACTIVATION_BYTES) / H100_BW, rel=1e-12)
+    assert 1 / step == pytest.approx(208.54, abs=0.01)
+    # with 1,500 tokens cached: (16.06e9 + 4.456e6 + 1,500 × 131,072) / 3.35e12 = 4.854 ms -> 206.0 tok/s
+    assert decode_step_s(d, 1, 1500) == pytest.approx(
+        (16.06e9 + LLAMA_8B_ACTIVATION_BYTES + 1500 * 131_072) / H100_BW, rel=1e-12)
+    # the expected figure at 82.5 % of bandwidth (decode is bandwidth bound here) and 50 µs for each of 32 layers
+    assert decode_step_s(d, 1, 0, Efficiency()) == pytest.approx(
+        (16.06e9 + LLAMA_8B_ACTIVATION_BYTES) / (0.825 * H100_BW) + 32 * 50e-6, rel=1e-12)
 
 
 def test_kv_capacity_matches_the_vllm_planner() -> None:
@@ -58,10 +68,12 @@ def test_decode_turns_compute_bound_at_the_ridge() -> None:
     d = llama_h100()
     # a token is multiplied with 8.03e9 − 525,336,576 (the input table is a lookup) = 7,504,663,424 params
     assert d.model.matmul_params == LLAMA_8B - LLAMA_VOCAB_X_HIDDEN
-    # compute time per sequence = 2 × 7,504,663,424 / 989e12 = 15.18 µs; weight read = 4.794 ms
-    # -> compute bound from batch ⌈4.794 ms / 15.18 µs⌉ = ⌈315.9⌉ = 316 (short contexts)
-    ridge = (16.06e9 / H100_BW) / (2 * (LLAMA_8B - LLAMA_VOCAB_X_HIDDEN) / H100_BF16)
-    assert compute_bound_batch(d, 0) == math.ceil(ridge) == 316
+    # compute time per sequence = 2 × 7,504,663,424 / 989e12 = 15.18 µs; weight read = 4.794 ms, and each
+    # sequence's activations 4.456 MB / 3.35e12 = 1.33 µs more -> compute bound from batch
+    # ⌈4.794 ms / (15.18 − 1.33) µs⌉ = ⌈346.2⌉ = 347 (short contexts)
+    ridge = (16.06e9 / H100_BW) / (2 * (LLAMA_8B - LLAMA_VOCAB_X_HIDDEN) / H100_BF16
+                                   - LLAMA_8B_ACTIVATION_BYTES / H100_BW)
+    assert compute_bound_batch(d, 0) == math.ceil(ridge) == 347
     assert decode_step_s(d, 400, 0) == pytest.approx(2 * d.model.matmul_params * 400 / H100_BF16, rel=1e-12)
     # with 1,500 tokens cached per sequence each one's KV read (196.6 MB: 58.7 µs) outweighs its FLOPs
     # (2 × 7.50e9 + 524,288 × 1,500 = 15.8 GFLOP: 16.0 µs), so decode never turns compute bound
@@ -77,9 +89,9 @@ def test_prefill_is_compute_bound_with_the_weight_read_as_floor() -> None:
     assert prefill_flops(d.model, 1000) == 14_222_110_513_152
     assert prefill_s(d, 1000) == pytest.approx(14_222_110_513_152 / H100_BF16, rel=1e-12)
     assert prefill_s(d, 1000, 0, Efficiency()) == pytest.approx(14_222_110_513_152 / (0.55 * H100_BF16)
-                                                                + 32 * 30e-6, rel=1e-12)
-    # one token: the weight read dominates: (16.06e9 + 131,072) / 3.35e12
-    assert prefill_s(d, 1) == pytest.approx((16.06e9 + 131_072) / H100_BW, rel=1e-12)
+                                                                + 32 * 50e-6, rel=1e-12)
+    # one token: the weight (and activation) read dominates: (16.06e9 + 4.456e6 + 131,072) / 3.35e12
+    assert prefill_s(d, 1) == pytest.approx((16.06e9 + LLAMA_8B_ACTIVATION_BYTES + 131_072) / H100_BW, rel=1e-12)
     # 100 tokens after 900 cached: pairs = 100 × 900 + 100 × 101 / 2 = 95,050
     assert prefill_flops(d.model, 100, 900) == 2 * (d.model.matmul_params - LLAMA_VOCAB_X_HIDDEN) * 100 + (
         2 * LLAMA_VOCAB_X_HIDDEN + 524_288 * 95_050)
@@ -134,7 +146,8 @@ def test_mixture_of_experts_reads_the_experts_its_tokens_reach() -> None:
     assert weight_bytes_read(d, 1) == pytest.approx(2 * 12.88e9)  # = the active parameters
     # 16 tokens: 1 − 0.75^16 = 99.0 % of the experts
     assert weight_bytes_read(d, 16) == pytest.approx(d.weight_bytes * (1 - share + share * (1 - 0.75**16)))
-    assert decode_step_s(d, 1, 0) == pytest.approx(2 * 12.88e9 / 2 / H100_BW + communication_s(d, 1))
+    activations = m.activation_elements_per_token * 2 / 2  # 2 B each, half on each GPU
+    assert decode_step_s(d, 1, 0) == pytest.approx((2 * 12.88e9 / 2 + activations) / H100_BW + communication_s(d, 1))
 
 
 def test_multi_head_latent_attention_cache() -> None:
@@ -167,10 +180,10 @@ def test_the_attention_follows_the_matmuls_and_does_not_hide_under_them() -> Non
 def test_each_layer_costs_a_fixed_time_a_step_but_not_in_the_bound() -> None:
     d = llama_h100()
     typical, without = Efficiency(), Efficiency(layer_overhead_s=0.0)
-    assert BOUND.layer_overhead_s == 0 and typical.layer_overhead_s == 30e-6
+    assert BOUND.layer_overhead_s == 0 and typical.layer_overhead_s == 50e-6
     for batch, context in ((1, 0), (64, 64_000), (512, 0)):
         assert decode_step_s(d, batch, context, typical) == pytest.approx(
-            decode_step_s(d, batch, context, without) + 32 * 30e-6, rel=1e-12)
-    assert prefill_s(d, 1000, 0, typical) == pytest.approx(prefill_s(d, 1000, 0, without) + 32 * 30e-6, rel=1e-12)
+            decode_step_s(d, batch, context, without) + 32 * 50e-6, rel=1e-12)
+    assert prefill_s(d, 1000, 0, typical) == pytest.approx(prefill_s(d, 1000, 0, without) + 32 * 50e-6, rel=1e-12)
     with pytest.raises(ConfigError, match="layer_overhead_s"):
         Efficiency(layer_overhead_s=-1e-6)
