@@ -31,7 +31,7 @@ def test_the_issues_example(tmp_path: Path) -> None:
     assert "weights   16.06 GB (14.96 GiB) in bf16" in text
     assert "128.0 KiB per token" in text and "450,911 tokens fit" in text
     assert "4.79 ms → 208.6 tok/s at most" in text
-    assert "206.1 → 134.6" in text  # batch 1, 1,500 tokens cached: bound → expected at 75 % + 32 × 30 µs
+    assert "206.0 → 133.6" in text  # batch 1, 1,500 tokens cached: bound → expected at 82.5 % + 32 × 50 µs
     data = json.loads(out.read_text())
     assert data["schema"] == "tokometer.estimate/1"
     assert [b["batch"] for b in data["estimate"]["batches"]] == [1, 8, 64]
@@ -94,8 +94,8 @@ def test_efficiency_of_a_saved_run(tmp_path: Path) -> None:
                                       "--hardware-file", str(hw), "--json", str(out)])
     assert result.exit_code == 0, result.output
     step = json.loads(out.read_text())["run_efficiency"]["steps"][0]
-    # (0.268e9 × 2 B + 18,432 B × 105.5 tokens) / 10 ms / 100 GB/s = 53.8 %
-    assert step["mbu"] == pytest.approx((536e6 + 18_432 * 105.5) / 0.010 / 100e9)
+    # (0.268e9 × 2 B + 405,372 B of activations + 18,432 B × 105.5 tokens) / 10 ms / 100 GB/s = 53.8 %
+    assert step["mbu"] == pytest.approx((536e6 + 405_372 + 18_432 * 105.5) / 0.010 / 100e9)
     assert step["bottleneck"] == "bandwidth" and "54%" in result.output and "bottleneck rule" in result.output
     # beside it, the closed loop of exactly that load: one user, 100 → 11 tokens
     loop = json.loads(out.read_text())["run_efficiency"]["closed_loop"][0]
