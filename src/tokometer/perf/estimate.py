@@ -176,6 +176,7 @@ class Estimate:
                       "source": d.model.source},
             "hardware": {"name": d.hardware.name, "memory_gib": d.hardware.memory_gb,
                          "bandwidth_gbs": d.hardware.bandwidth_gbs, "link_gbs": d.hardware.link_gbs,
+                         "gemm_fraction": d.hardware.gemm_fraction,
                          "dense_tflops": {"bf16": d.hardware.bf16_tflops, "fp8": d.hardware.fp8_tflops,
                                           "int8": d.hardware.int8_tops, "fp4": d.hardware.fp4_tflops},
                          "peak_tflops": (d.compute_flops or 0) / 1e12
@@ -191,6 +192,7 @@ class Estimate:
                            "layer_overhead_s": self.efficiency.layer_overhead_s,
                            "expert_half_width": self.efficiency.expert_half_width,
                            "expert_share": self.efficiency.expert_share(d.model.routed_expert_width),
+                           "compute_scale": d.compute_scale,
                            "source": self.efficiency_source},
             "weight_bytes": d.weight_bytes, "weight_bytes_per_gpu": d.weight_bytes_per_gpu,
             "weight_format": d.weight_format, "experts": self._experts_json(),

@@ -83,8 +83,17 @@ def _row(row: dict[str, Any], where: str) -> HardwareSpec:
         fp8_tflops=_num(row.get("fp8_tflops_dense"), "fp8_tflops_dense", name),
         int8_tops=_num(row.get("int8_tops_dense"), "int8_tops_dense", name),
         fp4_tflops=_num(row.get("fp4_tflops_dense"), "fp4_tflops_dense", name),
-        link_gbs=_num(row.get("link_gbs"), "link_gbs", name),
+        link_gbs=_num(row.get("link_gbs"), "link_gbs", name), gemm_fraction=_fraction(row, name),
         source=str(row.get("source") or where), note=str(row.get("note") or ""))
+
+
+def _fraction(row: dict[str, Any], name: str) -> float | None:
+    """The row's ``gemm_fraction``: None when empty, else a number in (0, 1] (one ConfigError otherwise)."""
+    value = _num(row.get("gemm_fraction"), "gemm_fraction", name)
+    if value is not None and value > 1:
+        raise ConfigError(f"hardware {name!r}: gemm_fraction = {value!r} is above 1: give the share of the "
+                          "datasheet peak a dense GEMM sustained (e.g. 0.55), or leave it out")
+    return value
 
 
 @cache

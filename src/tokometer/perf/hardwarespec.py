@@ -51,6 +51,9 @@ class HardwareSpec:
     fp4_tflops: float | None = None
     link_gbs: float | None = None
     """Scale-up link (NVLink, Infinity Fabric, ICI, ...) per device, GB/s in both directions together."""
+    gemm_fraction: float | None = None
+    """The share of its datasheet peak a large dense GEMM was measured to sustain on this device, where published
+    (`tokometer.perf.roofline.Deployment.compute_scale`); None: not published."""
     source: str = ""
     note: str = ""
     compute_label: str = "bf16"  # what the main compute figure is

@@ -54,9 +54,10 @@ _TP_COMM = ("over 4 or 8 GPUs: the all-reduce is counted (`tokometer.perf.collec
             "the matmuls, but each GPU's matmuls shrink with TP and the engine's share of peak with them (the fit "
             "set is TP 1-2 on NVLink): the estimate is too fast, most on long answers at large batches, most on the "
             "H100")
-_BLACKWELL = ("B200 and GB200 in NVFP4: the same engine, format and model on an RTX PRO 6000 (Blackwell too; fit "
-              "split) land within ±11 %, so it is the B200's own share of its 8 TB/s and 9 PFLOP/s that is below "
-              "the typical efficiencies, every shape by about the same 25-45 % (no public kernel figure for it)")
+_BLACKWELL = ("B200 and GB200 in NVFP4: with the compute efficiencies scaled by their measured GEMM share "
+              "(`Deployment.compute_scale`, 0.79) still too fast by a median 10-25 %, most on long answers at large "
+              "batches and in NVFP4 prefill; the same engine, format and model on an RTX PRO 6000 (fit split) land "
+              "within ±11 %")
 _MOE = ("mixture of experts: the grouped expert GEMMs' efficiency was chosen on Qwen3-30B-A3B's narrow experts on "
         "one RTX PRO 6000 (fit split) and scaled by the experts' width; the Llama 4 models, with few wide experts "
         "and one a token, run further below it, most on the 80 GB H100, where the published figures scale with the "

@@ -11,7 +11,7 @@ from tokometer.perf.efficiency import RunEfficiency, StepEfficiency
 from tokometer.perf.estimate import Estimate
 from tokometer.perf.explain import fmt_bytes
 from tokometer.perf.quant import normalize_dtype
-from tokometer.perf.roofline import weight_bytes_read
+from tokometer.perf.roofline import FIT_GEMM_FRACTION, weight_bytes_read
 from tokometer.perf.target import TargetAnswer
 from tokometer.util.units import GIB
 
@@ -41,6 +41,10 @@ def _pair(bound: str, expected: str) -> str:
 def _efficiency_line(e: Estimate) -> str:
     f = e.efficiency
     overhead = f", {f.layer_overhead_s * 1e6:,.0f} µs a layer each step" if f.layer_overhead_s else ""
+    hw, scale = e.deployment.hardware, e.deployment.compute_scale
+    if scale != 1:
+        overhead += (f", FLOP/s shares × {scale:.2f} on {hw.name} (its dense GEMM sustains {hw.gemm_fraction:.0%} "
+                     f"of its datasheet, the fit's GPUs {FIT_GEMM_FRACTION:.0%})")
     if e.deployment.model.is_moe and f.expert_half_width:
         share = f.expert_share(e.deployment.model.routed_expert_width)
         overhead += f", routed experts' matmuls at {share:.0%} of that"

@@ -116,6 +116,7 @@ from tokometer.util.units import GIB
 __all__ = [
     "ACTIVATION_RESERVE_GIB",
     "BOUND",
+    "FIT_GEMM_FRACTION",
     "Deployment",
     "Efficiency",
     "compute_bound_batch",
@@ -134,6 +135,9 @@ __all__ = [
 ]
 
 ACTIVATION_RESERVE_GIB = 2.0
+FIT_GEMM_FRACTION = 0.693
+"""The share of the datasheet peak the fit split's GPUs (H100, H200) sustain in a dense GEMM (their table rows'
+``gemm_fraction``): the typical compute efficiencies are relative to it."""
 
 
 @dataclass(frozen=True)
@@ -299,6 +303,14 @@ class Deployment:
         return blended_flops(self.model, self.weight_dtype, self.hardware, self.compute_dtype, peak.flops) \
             if peak else None
 
+    @property
+    def compute_scale(self) -> float:
+        """How the typical compute efficiencies carry over to this hardware: its sustained share of the datasheet
+        peak in a dense GEMM over the fit split's GPUs' (`FIT_GEMM_FRACTION`), where its row gives one
+        (GB200: 0.549 / 0.693 = 0.79); 1 where it does not. The bound (100 % of the datasheet) is not scaled."""
+        fraction = self.hardware.gemm_fraction
+        return fraction / FIT_GEMM_FRACTION if fraction else 1.0
+
     @cached_property
     def attention_compute_dtype(self) -> str:
         """The data type the attention (queries × cached keys and values) multiplies in: the weights' own on a
@@ -425,7 +437,8 @@ def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_token
     if prefill_tokens:
         matmul, attention = prefill_flops_split(d.model, prefill_tokens, prefill_context, sequences)
         matmul += expert_extra_flops(d, tokens, eff) * prefill_tokens / tokens
-        prefill = (matmul / flops + attention / (d.attention_flops or flops)) / (d.tp * eff.prefill_compute)
+        prefill = (matmul / flops + attention / (d.attention_flops or flops)) / (
+            d.tp * eff.prefill_compute * _scale(d, eff))
     if batch <= 0:
         return max(memory, prefill) + communication_s(d, tokens) + step_overhead_s(d, eff)
     return (_decode_kernels_s(d, batch, tokens, kv, context_tokens, eff) + prefill + communication_s(d, tokens)
@@ -443,6 +456,11 @@ def expert_extra_flops(d: Deployment, tokens: float, eff: Efficiency) -> float:
     per_expert = m.expert_params / m.experts
     padded = padded_expert_rows(tokens, m.experts, m.experts_per_token)
     return 2 * per_expert * (padded / eff.expert_share(m.routed_expert_width) - m.experts_per_token * tokens)
+
+
+def _scale(d: Deployment, eff: Efficiency) -> float:
+    """`Deployment.compute_scale` for an expected time; 1 in the bound."""
+    return 1.0 if eff == BOUND else d.compute_scale
 
 
 def step_overhead_s(d: Deployment, efficiency: Efficiency | None = None) -> float:
@@ -471,10 +489,10 @@ def _decode_parts(d: Deployment, batch: int, tokens: float, kv_tokens: float, co
     cache = d.kv_read_bytes_per_token * kv_tokens / bandwidth
     if not flops:
         return weights + cache, 0.0
-    per_gpu = d.tp * flops * eff.decode_compute
+    per_gpu = d.tp * flops * eff.decode_compute * _scale(d, eff)
     matmuls = (2 * d.model.matmul_params * batch + expert_extra_flops(d, tokens, eff) * batch / tokens) / per_gpu
     attention = d.model.attention_flops_per_pair * context_tokens / (
-        d.tp * (d.attention_flops or flops) * eff.decode_compute)
+        d.tp * (d.attention_flops or flops) * eff.decode_compute * _scale(d, eff))
     memory = (weights if weights >= matmuls else 0.0) + (cache if cache >= attention else 0.0)
     work = (matmuls if matmuls > weights else 0.0) + (attention if attention > cache else 0.0)
     return memory, work

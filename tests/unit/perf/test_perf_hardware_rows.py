@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from tokometer.perf.render import render_estimate, render_hardware
 
 NEW_ROWS = ("B300", "GB200", "GB300", "MI325X", "MI355X", "H20", "RTX-5090", "RTX-PRO-6000", "Gaudi-3", "TPU-v6e")
 COLUMNS = ("name", "kind", "memory_gb", "bandwidth_gbs", "bf16_tflops_dense", "fp8_tflops_dense", "int8_tops_dense",
-           "fp4_tflops_dense", "link_gbs", "source", "note")
+           "fp4_tflops_dense", "link_gbs", "gemm_fraction", "source", "note")
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +34,7 @@ def test_every_row_has_every_column_a_source_and_numbers_where_filled() -> None:
     assert tuple(rows[0]) == COLUMNS
     for row in rows:
         assert row["source"].strip(), row["name"]
-        for column in COLUMNS[2:9]:
+        for column in COLUMNS[2:10]:
             assert row[column] == "" or float(row[column]) > 0, (row["name"], column)
     table = hardware_table()
     assert set(NEW_ROWS) <= set(table)
@@ -111,3 +112,40 @@ def test_an_estimate_says_when_the_weights_are_dequantised(hardware: str, dtype:
         assert "dequantised" not in text
     else:
         assert said in text
+
+
+def test_the_sustained_gemm_share_carries_the_efficiencies_over() -> None:
+    """Azure measured a GB200 sustaining 2,744 TFLOPS of fp8 GEMM, "still double that of the H100": 54.9 % of the
+    GB200's 5,000, 69.3 % of the H100's 1,979. The typical compute efficiencies were chosen on H100 and H200, so
+    on a GB200 or B200 (the same dies) they count 0.549 / 0.693 = 0.79 of themselves; elsewhere 1."""
+    from tokometer.perf.roofline import BOUND, FIT_GEMM_FRACTION, Efficiency, decode_step_s, prefill_s
+
+    t = hardware_table()
+    assert t["GB200"].gemm_fraction == pytest.approx(2744 / 5000, abs=1e-3) and t["B200"].gemm_fraction == 0.549
+    assert t["H100-SXM"].gemm_fraction == t["H200-SXM"].gemm_fraction == FIT_GEMM_FRACTION
+    assert pytest.approx(2744 / 2 / 1979, abs=1e-3) == FIT_GEMM_FRACTION
+    model = resolve_model("llama-3.3-70b")
+    gb200 = Deployment(model, t["GB200"], "nvfp4", "fp8")
+    plain = Deployment(model, replace(t["GB200"], gemm_fraction=None), "nvfp4", "fp8")
+    assert gb200.compute_scale == pytest.approx(0.549 / 0.693) and plain.compute_scale == 1.0
+    assert Deployment(model, t["H100-SXM"], "fp8").compute_scale == 1.0
+    assert Deployment(model, t["RTX-PRO-6000"], "nvfp4").compute_scale == 1.0  # no published figure
+    eff = Efficiency(layer_overhead_s=0.0)
+    # a prefill is compute bound: its time grows by 1 / 0.79; the bound (the datasheet's 100 %) does not move
+    assert prefill_s(gb200, 4000, 0, eff) == pytest.approx(prefill_s(plain, 4000, 0, eff) / gb200.compute_scale)
+    assert prefill_s(gb200, 4000) == prefill_s(plain, 4000)
+    assert decode_step_s(gb200, 2048, 0, BOUND) == decode_step_s(plain, 2048, 0, BOUND)
+    assert decode_step_s(gb200, 2048, 0, eff) > decode_step_s(plain, 2048, 0, eff)
+
+
+def test_a_hardware_files_gemm_share_is_a_fraction(tmp_path: Path) -> None:
+    from tokometer.util.errors import ConfigError
+
+    path = tmp_path / "hw.toml"
+    path.write_text('[[hardware]]\nname = "x"\nbandwidth_gbs = 1000\nbf16_tflops_dense = 100\ngemm_fraction = 0.5\n')
+    assert resolve_hardware("x", path).gemm_fraction == 0.5
+    for bad, why in (("1.5", "is above 1"), ("0", "is not a positive number"), ("nan", "is not a positive number"),
+                     ('"most"', "is not a number")):
+        path.write_text(f'[[hardware]]\nname = "x"\nbandwidth_gbs = 1000\ngemm_fraction = {bad}\n')
+        with pytest.raises(ConfigError, match=f"hardware 'x': gemm_fraction = .* {why}"):
+            resolve_hardware("x", path)

@@ -46,10 +46,13 @@ def test_a_compute_bound_step_runs_its_experts_at_the_fp4_peak() -> None:
     eff = Efficiency(expert_half_width=0.0)  # the grouped GEMM at the dense efficiency: only its tiles' padding left
     batch = 4096
     step = decode_step_s(d, batch, 0, eff)
-    bf16_only = decode_flops(d.model, batch, 0) / (2250e12 * eff.decode_compute)
+    bf16_only = decode_flops(d.model, batch, 0) / (2250e12 * eff.decode_compute * d.compute_scale)
     assert step < bf16_only  # what the step took when every FLOP ran at the bf16 peak
     # the blended peak over the FLOPs with the experts' rows padded to the tile, and the fixed per-layer cost of
     # the step (36 layers)
     padded = decode_flops(d.model, batch, 0) + expert_extra_flops(d, batch, eff)
     assert padded > decode_flops(d.model, batch, 0)
-    assert step == pytest.approx(padded / (4726.5e12 * eff.decode_compute) + 36 * eff.layer_overhead_s, rel=1e-3)
+    # (at the B200's sustained GEMM share over the fit GPUs': `Deployment.compute_scale`, 0.79)
+    assert d.compute_scale == pytest.approx(0.549 / 0.693)
+    assert step == pytest.approx(padded / (4726.5e12 * eff.decode_compute * d.compute_scale)
+                                 + 36 * eff.layer_overhead_s, rel=1e-3)
