@@ -43,6 +43,7 @@ Loaders for built-in names, config.json and GGUF headers (read by `tokometer.uti
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 
@@ -157,7 +158,7 @@ class ModelSpec:
         """Parameters one token is multiplied with: active, less the input embedding table when untied."""
         return self.active - (0.0 if self.tied_embeddings else self.lm_head_params)
 
-    @property
+    @cached_property
     def activation_elements_per_token(self) -> float:
         """Activation elements one token's matmuls read and write in a step, all layers: each GEMM's input and
         output (QKV, the attention's output projection, the MLP's gate/up and down, once for each of a token's k
