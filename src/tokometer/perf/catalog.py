@@ -17,8 +17,9 @@ Models of 2025 (their rows name the config and the published counts):
   128-token sliding window.
 - Qwen3 dense (8B, 32B) and MoE (30B-A3B: 8 of 128 experts; 235B-A22B: 8 of 128).
 - Llama 4 Scout (16 experts) and Maverick (128 experts, MoE every other layer): one routed expert
-  and one shared expert per token. The chunked 8,192-token attention of three layers in four is
-  counted as full attention (an upper bound on the cache).
+  and one shared expert per token. Three layers in four attend within 8,192-token chunks: read as a
+  window of that length (`tokometer.perf.model`), the cache sized as full attention (an upper bound).
+- Gemma 3: five layers in six attend to a sliding window (512 tokens up to 1B, 1,024 above); likewise.
 - DeepSeek V3.1 and V3.2 (as V3: MLA, 8 of 256 experts plus one shared, fp8). V3.2's sparse
   attention (its indexer picks 2,048 cached tokens per query) is not modelled: its attention and
   cache reads are counted as V3's, an upper bound at long contexts, and the indexer's own small key
@@ -53,6 +54,13 @@ _GPT_OSS: dict[str, Any] = {"experts_per_token": 4, "native_dtype": "bf16", "exp
 _GPT_OSS_CARD = "gpt-oss model card (arXiv 2508.10925), table 1"
 _QWEN3 = "Qwen3 model card on the Hugging Face Hub"
 _LLAMA4 = "Llama 4 model card (meta-llama/llama-models)"
+_LLAMA4_CHUNKS: dict[str, Any] = {"sliding_window": 8192, "sliding_layers": 36}  # attention_chunk_size; 3 in 4 layers
+
+
+def _gemma3(layers: int, window: int) -> dict[str, Any]:
+    """Gemma 3's local attention: five layers in six attend to a window (sliding_window: 512 up to 1B, else 1,024)."""
+    return {"sliding_window": window, "sliding_layers": layers - layers // 6}
+
 
 BUILTIN_MODELS: dict[str, ModelSpec] = {m.name: m for m in (
     _m("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", 8.03e9, 32, 4096, 32, 8, 128, 128256, 131072, 14336),
@@ -72,11 +80,16 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {m.name: m for m in (
     _m("mistral-7b", "mistralai/Mistral-7B-Instruct-v0.3", 7.25e9, 32, 4096, 32, 8, 128, 32768, 32768, 14336),
     _m("mixtral-8x7b", "mistralai/Mixtral-8x7B-Instruct-v0.1", 46.70e9, 32, 4096, 32, 8, 128, 32000, 32768, 14336,
        active_params=12.88e9, experts=8, experts_per_token=2),
-    _m("gemma-3-270m", "google/gemma-3-270m-it", 0.268e9, 18, 640, 4, 1, 256, 262144, 32768, 2048, tied=True),
-    _m("gemma-3-1b", "google/gemma-3-1b-it", 1.00e9, 26, 1152, 4, 1, 256, 262144, 32768, 6912, tied=True),
-    _m("gemma-3-4b", "google/gemma-3-4b-it", 4.30e9, 34, 2560, 8, 4, 256, 262208, 131072, 10240, tied=True),
-    _m("gemma-3-12b", "google/gemma-3-12b-it", 12.19e9, 48, 3840, 16, 8, 256, 262208, 131072, 15360, tied=True),
-    _m("gemma-3-27b", "google/gemma-3-27b-it", 27.43e9, 62, 5376, 32, 16, 128, 262208, 131072, 21504, tied=True),
+    _m("gemma-3-270m", "google/gemma-3-270m-it", 0.268e9, 18, 640, 4, 1, 256, 262144, 32768, 2048, tied=True,
+       **_gemma3(18, 512)),
+    _m("gemma-3-1b", "google/gemma-3-1b-it", 1.00e9, 26, 1152, 4, 1, 256, 262144, 32768, 6912, tied=True,
+       **_gemma3(26, 512)),
+    _m("gemma-3-4b", "google/gemma-3-4b-it", 4.30e9, 34, 2560, 8, 4, 256, 262208, 131072, 10240, tied=True,
+       **_gemma3(34, 1024)),
+    _m("gemma-3-12b", "google/gemma-3-12b-it", 12.19e9, 48, 3840, 16, 8, 256, 262208, 131072, 15360, tied=True,
+       **_gemma3(48, 1024)),
+    _m("gemma-3-27b", "google/gemma-3-27b-it", 27.43e9, 62, 5376, 32, 16, 128, 262208, 131072, 21504, tied=True,
+       **_gemma3(62, 1024)),
     _m("deepseek-v3", "deepseek-ai/DeepSeek-V3", 671e9, 61, 7168, 128, 128, 192, 129280, 163840, 18432, **_DEEPSEEK),
     _m("deepseek-r1", "deepseek-ai/DeepSeek-R1", 671e9, 61, 7168, 128, 128, 192, 129280, 163840, 18432, **_DEEPSEEK),
     # gpt-oss: 116.83 B / 20.91 B total; active 5.13 B / 3.61 B without the 0.58 B input table (see above)
@@ -97,10 +110,10 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {m.name: m for m in (
        active_params=22e9, experts=128, experts_per_token=8,
        source=f"config.json of Qwen/Qwen3-235B-A22B; 235 B total, 22 B active: {_QWEN3}"),
     _m("llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct", 109e9, 48, 5120, 40, 8, 128, 202048,
-       10485760, 8192, active_params=17e9, experts=16, experts_per_token=1,
+       10485760, 8192, active_params=17e9, experts=16, experts_per_token=1, **_LLAMA4_CHUNKS,
        source=f"text_config of meta-llama/Llama-4-Scout-17B-16E-Instruct; 109 B total, 17 B active: {_LLAMA4}"),
     _m("llama-4-maverick", "meta-llama/Llama-4-Maverick-17B-128E-Instruct", 400e9, 48, 5120, 40, 8, 128, 202048,
-       1048576, 8192, active_params=17e9, experts=128, experts_per_token=1,
+       1048576, 8192, active_params=17e9, experts=128, experts_per_token=1, **_LLAMA4_CHUNKS,
        source=f"text_config of meta-llama/Llama-4-Maverick-17B-128E-Instruct; 400 B total, 17 B active: {_LLAMA4}"),
     _m("deepseek-v3.1", "deepseek-ai/DeepSeek-V3.1", 671e9, 61, 7168, 128, 128, 192, 129280, 163840, 18432,
        source="config.json of deepseek-ai/DeepSeek-V3.1 (the V3 shapes); 671 B + 14 B MTP: its model card",

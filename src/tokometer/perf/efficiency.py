@@ -203,7 +203,7 @@ def _step(d: Deployment, index: int, load: str, records: list[RequestRecord], he
     context = (statistics.fmean(float(r.input_tokens or 0) for r in records)
                + statistics.fmean(float(r.output_tokens or 0) for r in records) / 2)
     tpot = _median([t / 1e9 for r in records if (t := tpot_ns(r)) is not None])
-    read = matmul_bytes(d, batch) + d.kv_read_bytes_per_token * batch * context
+    read = matmul_bytes(d, batch) + d.kv_read_bytes(batch, batch * context)
     flops = d.compute_flops
     mbu = read / tpot / d.hardware.bandwidth if tpot else None
     decode_mfu = decode_flops(m, batch, batch * context) / tpot / (d.tp * flops) if tpot and flops else None

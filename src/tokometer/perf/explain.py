@@ -97,7 +97,7 @@ def _decode(e: Estimate, batch: int, context: int) -> str:
     d, eff = e.deployment, e.efficiency
     w = weight_bytes_read(d, batch)
     act = matmul_bytes(d, batch) - w / d.tp
-    kv = d.kv_read_bytes_per_token * context
+    kv = d.kv_read_bytes(batch, context)
     bw = d.hardware.bandwidth_gbs
     tp = f" / TP {d.tp}" if d.tp > 1 else ""
     moe = (f" (the shared weights plus the {d.model.expert_fraction_read(batch):.0%} of the routed experts that "
@@ -107,8 +107,9 @@ def _decode(e: Estimate, batch: int, context: int) -> str:
     lines = [f"Decode, batch {batch:,}: a step reads the weights once, {fmt_bytes(w)}{moe}{tp}; its matmuls read and "
              f"write {batch:,} × {d.model.activation_elements_per_token:,.0f} activations × {ACTIVATION_BYTES} B"
              f"{tp} = {fmt_bytes(act)}; and it reads every sequence's KV cache: mid-answer each holds "
-             f"{e.input_tokens:,} + {e.output_tokens:,}/2 tokens, {context:,} in all × "
-             f"{fmt_bytes(d.kv_read_bytes_per_token)} = {fmt_bytes(kv)}. ({fmt_bytes(w / d.tp)} + {fmt_bytes(act)} + "
+             f"{e.input_tokens:,} + {e.output_tokens:,}/2 tokens, {context:,} in all"
+             f"{_window_read(d, batch, context) or ' × ' + fmt_bytes(d.kv_read_bytes_per_token)} = {fmt_bytes(kv)}. "
+             f"({fmt_bytes(w / d.tp)} + {fmt_bytes(act)} + "
              f"{fmt_bytes(kv)}) / {bw:,.4g} GB/s = {fmt_time((w / d.tp + act + kv) / d.hardware.bandwidth)}."]
     lines += _decode_compute(d, eff, batch, context)
     comm = communication_s(d, batch)
@@ -122,18 +123,28 @@ def _decode(e: Estimate, batch: int, context: int) -> str:
     return "\n".join(lines)
 
 
+def _window_read(d: Deployment, batch: int, context: int) -> str:
+    """`` (its 52 window layers at most 1,024 tokens a sequence)`` where a model's window layers attend to fewer
+    tokens than its full ones at this context (`ModelSpec.attended_tokens`), else ``""``."""
+    m = d.model
+    if not m.window_layers or context <= batch * m.sliding_window:
+        return ""
+    return f" (its {m.window_layers} window layers at most {m.sliding_window:,} tokens a sequence)"
+
+
 def _decode_compute(d: Deployment, eff: Efficiency, batch: int, context: int) -> list[str]:
     """The compute side of a decode step in words: the matmuls at the weights' peak, the attention at its own."""
     flops = d.compute_flops
     if not flops:
         return []
     matmuls = 2 * d.model.matmul_params * batch
-    attention = d.model.attention_flops_per_pair * context
+    attention = d.model.attention_flops_per_layer_pair * d.model.attended_tokens(batch, context)
     attention_peak = d.attention_flops or flops
     lines = [f"  Compute: matmuls 2 × {d.model.matmul_params / 1e9:.2f} B params multiplied per token × {batch:,} = "
              f"{matmuls / 1e9:,.1f} GFLOP / ({d.tp} × {flops / 1e12:,.4g} TFLOP/s{_basis(d)}) = "
              f"{fmt_time(matmuls / (d.tp * flops))}; attention {d.model.attention_flops_per_pair:,} FLOPs × "
-             f"{context:,} cached tokens = {attention / 1e9:,.1f} GFLOP / ({d.tp} × {attention_peak / 1e12:,.4g} "
+             f"{context:,} cached tokens{_window_read(d, batch, context)} = {attention / 1e9:,.1f} GFLOP / "
+             f"({d.tp} × {attention_peak / 1e12:,.4g} "
              f"TFLOP/s, {d.attention_compute_dtype}) = {fmt_time(attention / (d.tp * attention_peak))}. The matmuls "
              "and then the attention: each takes the larger of its bytes and its FLOPs, the step their sum."]
     if d.model.is_moe:
@@ -187,7 +198,7 @@ def _turning_point(e: Estimate) -> str:
     mid = e.input_tokens + e.output_tokens / 2
     if turn is None:
         text += (f" With {mid:,.0f} tokens cached per sequence it never does: each sequence's KV read "
-                 f"({fmt_bytes(d.kv_read_bytes_per_token * mid)}) takes longer than its FLOPs.")
+                 f"({fmt_bytes(d.kv_read_bytes(1, mid))}) takes longer than its FLOPs.")
     else:
         at_eff = f"{turn_expected:,}" if turn_expected is not None else "never"
         text += f" With {mid:,.0f} tokens cached per sequence: batch {turn:,} (at the stated efficiencies: {at_eff})."

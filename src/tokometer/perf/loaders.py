@@ -74,12 +74,23 @@ def _dense_and_shared(cfg: dict[str, Any], layers: int, inter: int) -> tuple[int
 
 
 def _sliding(cfg: dict[str, Any]) -> tuple[int, int]:
-    """(window, layers with it) from ``layer_types`` (gpt-oss: "sliding_attention" / "full_attention")."""
-    window = int(cfg.get("sliding_window") or 0)
+    """(window, layers with it), where the config says which layers have one: ``layer_types`` ("sliding_attention",
+    Llama 4's "chunked_attention", against "full_attention"), Gemma 3's ``sliding_window_pattern`` (every n-th
+    layer full), or Llama 4's ``attention_chunk_size`` with ``no_rope_layers`` (1: a chunked RoPE layer; three in
+    four by default). A bare ``sliding_window`` says nothing (Qwen2's configs carry one they do not use)."""
+    layers = int(cfg["num_hidden_layers"])
+    chunk = int(cfg.get("attention_chunk_size") or 0)
+    window = int(cfg.get("sliding_window") or 0) or chunk
     kinds = cfg.get("layer_types")
-    if not window or not isinstance(kinds, list):
-        return 0, 0
-    return window, sum(1 for kind in kinds if kind == "sliding_attention")
+    if window and isinstance(kinds, list):
+        return window, sum(1 for kind in kinds if kind in ("sliding_attention", "chunked_attention"))
+    pattern = int(cfg.get("sliding_window_pattern") or 0)
+    if window and pattern > 1:
+        return window, layers - layers // pattern
+    if chunk:
+        rope = cfg.get("no_rope_layers")
+        return chunk, sum(1 for x in rope if x) if isinstance(rope, list) else layers - layers // 4
+    return 0, 0
 
 
 def _params_from_config(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, head_dim: int,

@@ -31,10 +31,23 @@ and a deployment in any other format quantises the experts with the rest. Bytes 
 
 Sliding-window attention (gpt-oss alternates 128-token windows with full attention): a window layer
 keeps at most ``sliding_window`` tokens per sequence, so its cache does not grow with the context.
-A window of at most `SHORT_WINDOW` tokens is left out of the KV per token (the bounded rest, ≤ window
-× window layers per sequence, is not counted: gpt-oss-120b in bf16, 4.7 MB a sequence, against 37 KB
-a token in its full layers); a longer window (Gemma 3's 1,024, Llama 4's 8,192-token chunks) is
-counted as full attention, an upper bound, since the contexts served are often no longer than it.
+What a step reads and multiplies is counted per layer kind: a window layer attends to at most W of a
+sequence's cached tokens, so a step over S sequences holding C cached tokens in all reads
+
+    attended layer-tokens = (L − L_window) × C + L_window × S × min(C / S, W)       (`attended_tokens`)
+
+of KV (× KV bytes per token per layer) and does as many (query, key) pairs per layer in decode; a
+prefill's i-th new token of a sequence with c cached attends to min(c + i, W) keys in a window layer
+(`attended_pairs`). Llama 4's chunked attention (8,192-token chunks, three layers in four) is counted
+as a sliding window of the chunk's length: a chunk holds between 1 and W tokens, so past the first
+chunk this is an upper bound (W/2 on average). Engines that keep the whole cache of a window layer
+and mask it (llama.cpp with ``--swa-full``) read more than this at contexts beyond the window.
+
+The cache's size is counted apart: a window of at most `SHORT_WINDOW` tokens is left out of the KV per
+token (the bounded rest, ≤ window × window layers per sequence, is not counted: gpt-oss-120b in bf16,
+4.7 MB a sequence, against 37 KB a token in its full layers); a longer window (Gemma 3's 512 and 1,024,
+Llama 4's 8,192-token chunks) is sized as full attention, an upper bound on memory (engines that free
+what leaves the window, vLLM's hybrid allocator among them, hold more sequences than estimated).
 
 Loaders for built-in names, config.json and GGUF headers (read by `tokometer.util.gguf`) live in
 `tokometer.perf.loaders`.
@@ -128,7 +141,8 @@ class ModelSpec:
 
     @property
     def kv_layers(self) -> int:
-        """Layers whose KV cache grows with the context: all but those with a window ≤ `SHORT_WINDOW`."""
+        """Layers whose KV cache is sized by the context: all but those with a window ≤ `SHORT_WINDOW` (module
+        docstring: what a step reads is `attended_tokens`)."""
         short = 0 < self.sliding_window <= SHORT_WINDOW
         return self.layers - (min(self.sliding_layers, self.layers - 1) if short else 0)
 
@@ -146,7 +160,41 @@ class ModelSpec:
     @property
     def attention_flops_per_pair(self) -> int:
         """FLOPs for one query attending to one key, all KV layers: 2 × layers × heads × (head dim + V head dim)."""
-        return 2 * self.kv_layers * self.heads * (self.head_dim + (self.v_head_dim or self.head_dim))
+        return self.kv_layers * self.attention_flops_per_layer_pair
+
+    @property
+    def attention_flops_per_layer_pair(self) -> int:
+        """FLOPs for one query attending to one key in one layer: 2 × heads × (head dim + V head dim)."""
+        return 2 * self.heads * (self.head_dim + (self.v_head_dim or self.head_dim))
+
+    @property
+    def window_layers(self) -> int:
+        """Layers that attend to a window of at most `sliding_window` tokens (sliding, or Llama 4's chunks)."""
+        return min(self.sliding_layers, self.layers - 1) if self.sliding_window > 0 else 0
+
+    def attended_tokens(self, sequences: float, context_tokens: float) -> float:
+        """Layer-tokens a step's attention reads for ``sequences`` holding ``context_tokens`` cached in all, one query
+        each: L_full × C + L_window × S × min(C / S, W) (module docstring)."""
+        full = (self.layers - self.window_layers) * context_tokens
+        if not self.window_layers or sequences <= 0:
+            return full
+        return full + self.window_layers * sequences * min(context_tokens / sequences, self.sliding_window)
+
+    def attended_pairs(self, sequences: float, new_tokens: float, cached_tokens: float = 0) -> float:
+        """Layer-(query, key) pairs of a prefill of ``new_tokens`` over ``sequences``, each with its share of
+        ``cached_tokens`` already cached: causal, the i-th new token of a sequence with c cached attends to c + i
+        keys in a full layer and min(c + i, W) in a window layer."""
+        n = max(1.0, sequences)
+        t, c = new_tokens / n, cached_tokens / n
+        full = (self.layers - self.window_layers) * n * (t * c + t * (t + 1) / 2)
+        if not self.window_layers:
+            return full
+        w = self.sliding_window
+        first, last = c + 1, c + t  # the keys the first and the last new token attend to, without the window
+        below_end = min(last, w)
+        below = (first + below_end) * (below_end - first + 1) / 2 if below_end >= first else 0.0
+        above = (last - max(first - 1, w)) * w if last > w else 0.0
+        return full + self.window_layers * n * (below + above)
 
     @property
     def lm_head_params(self) -> float:

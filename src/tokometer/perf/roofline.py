@@ -47,9 +47,12 @@ last prompt token only. W counts every weight, the input table too (a step reads
 as the textbook figure does: the bandwidth bound is conservative by that table.
 
 `context` is the number of tokens in the KV caches of all sequences of the batch together. The
-critical-path KV read per token is 2 × L × ⌈h_kv / TP⌉ × d × b (MLA: L × (rank + RoPE dim) × b, the
-latent cache is replicated on every TP rank; L counts the layers whose cache grows with the context,
-`ModelSpec.kv_layers`). W_read is the weights a step touches: all of them for a dense model; for a
+critical-path KV read per token and layer is 2 × ⌈h_kv / TP⌉ × d × b (MLA: (rank + RoPE dim) × b, the
+latent cache is replicated on every TP rank), times the layer-tokens the step attends to
+(`ModelSpec.attended_tokens`: every layer's context, a sliding-window or chunked layer's at most its window
+a sequence: `Deployment.kv_read_bytes`); the attention's FLOPs count the same layer-tokens (a prefill's:
+`ModelSpec.attended_pairs`). Written below as "KV per token × context" for models without windows.
+W_read is the weights a step touches: all of them for a dense model; for a
 mixture of experts (E routed experts, top-k routing)
 
     W_read = W_other + W_experts × (1 − (1 − k/E)^T)
@@ -282,6 +285,12 @@ class Deployment:
         """KV bytes per cached token read along a token's path (all KV layers, one TP rank's heads)."""
         return self.model.kv_layers * self._kv_per_layer_per_gpu()
 
+    def kv_read_bytes(self, sequences: float, context_tokens: float) -> float:
+        """KV bytes one GPU reads in a step for ``sequences`` holding ``context_tokens`` cached in all: one TP rank's
+        heads of every layer-token attended, window layers at most their window a sequence
+        (`ModelSpec.attended_tokens`)."""
+        return self.model.attended_tokens(sequences, context_tokens) * self._kv_per_layer_per_gpu()
+
     @cached_property
     def compute_dtype(self) -> str:
         """The data type this weight format multiplies in on this hardware (`tokometer.perf.quant`)."""
@@ -358,8 +367,9 @@ class Deployment:
 
 
 def decode_flops(m: ModelSpec, batch: float, context_tokens: float) -> float:
-    """FLOPs of one decode step: 2 × M × batch + attention FLOPs per pair × context."""
-    return 2 * m.matmul_params * batch + m.attention_flops_per_pair * context_tokens
+    """FLOPs of one decode step: 2 × M × batch + attention FLOPs per layer-pair × attended layer-tokens (every
+    layer's context, a window layer's at most its window a sequence: `ModelSpec.attended_tokens`)."""
+    return 2 * m.matmul_params * batch + m.attention_flops_per_layer_pair * m.attended_tokens(batch, context_tokens)
 
 
 def prefill_flops(m: ModelSpec, tokens: float, context_tokens: float = 0, sequences: int = 1) -> float:
@@ -372,10 +382,9 @@ def prefill_flops_split(m: ModelSpec, tokens: float, context_tokens: float = 0, 
                         ) -> tuple[float, float]:
     """(matmul FLOPs, attention FLOPs) of a prefill (`prefill_flops`): they run at different peaks."""
     n = max(1, sequences)
-    t, c = tokens / n, context_tokens / n
-    pairs = n * (t * c + t * (t + 1) / 2)
     body = m.matmul_params - m.lm_head_params
-    return 2 * body * tokens + 2 * m.lm_head_params * n, m.attention_flops_per_pair * pairs
+    pairs = m.attended_pairs(n, tokens, context_tokens)  # causal; a window layer's keys capped at its window
+    return 2 * body * tokens + 2 * m.lm_head_params * n, m.attention_flops_per_layer_pair * pairs
 
 
 def weight_bytes_read(d: Deployment, tokens: int) -> float:
@@ -398,10 +407,9 @@ def matmul_bytes(d: Deployment, tokens: float) -> float:
     return weight_bytes_read(d, max(1, round(tokens))) / d.tp + activations
 
 
-def _memory_s(d: Deployment, tokens: float, kv_tokens: float, eff: Efficiency) -> float:
-    """Moving the matmuls' bytes of a step over ``tokens`` tokens (`matmul_bytes`) and ``kv_tokens`` of KV cache."""
-    return (matmul_bytes(d, tokens) + d.kv_read_bytes_per_token * kv_tokens) / (
-        d.hardware.bandwidth * eff.decode_bandwidth)
+def _memory_s(d: Deployment, tokens: float, kv_bytes: float, eff: Efficiency) -> float:
+    """Moving the matmuls' bytes of a step over ``tokens`` tokens (`matmul_bytes`) and ``kv_bytes`` of KV cache."""
+    return (matmul_bytes(d, tokens) + kv_bytes) / (d.hardware.bandwidth * eff.decode_bandwidth)
 
 
 def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_tokens: float = 0,
@@ -428,7 +436,8 @@ def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_token
     tokens = batch + prefill_tokens
     if tokens <= 0:
         return 0.0
-    kv = context_tokens + (prefill_context + prefill_tokens if prefill_tokens else 0)
+    kv = d.kv_read_bytes(batch, context_tokens) + (
+        d.kv_read_bytes(sequences, prefill_context + prefill_tokens) if prefill_tokens else 0.0)
     memory = _memory_s(d, tokens, kv, eff)
     flops = d.compute_flops
     if not flops:
@@ -469,29 +478,29 @@ def step_overhead_s(d: Deployment, efficiency: Efficiency | None = None) -> floa
     return d.model.layers * (efficiency or BOUND).layer_overhead_s
 
 
-def _decode_kernels_s(d: Deployment, batch: int, tokens: float, kv_tokens: float, context_tokens: float,
+def _decode_kernels_s(d: Deployment, batch: int, tokens: float, kv_bytes: float, context_tokens: float,
                       eff: Efficiency) -> float:
     """The decode part of a step: its bandwidth-bound and compute-bound kernel time together (`_decode_parts`)."""
-    return sum(_decode_parts(d, batch, tokens, kv_tokens, context_tokens, eff))
+    return sum(_decode_parts(d, batch, tokens, kv_bytes, context_tokens, eff))
 
 
-def _decode_parts(d: Deployment, batch: int, tokens: float, kv_tokens: float, context_tokens: float,
+def _decode_parts(d: Deployment, batch: int, tokens: float, kv_bytes: float, context_tokens: float,
                   eff: Efficiency) -> tuple[float, float]:
     """(bandwidth-bound, compute-bound) seconds of the decode part of a step, as its two kinds of kernels run
     one after the other in every layer: the matmuls (the weights read once for the step's ``tokens``, or their
-    FLOPs for the ``batch`` decoding: max) and then the attention (its read of ``kv_tokens`` cached tokens, or
+    FLOPs for the ``batch`` decoding: max) and then the attention (its read of ``kv_bytes`` of cache, or
     its FLOPs over ``context_tokens``: max). At a small batch both are bandwidth bound and their sum is the
     memory time; at a large one the matmuls turn compute bound while the attention stays bound by its KV
     read, which no longer hides under them."""
     flops = d.compute_flops
     bandwidth = d.hardware.bandwidth * eff.decode_bandwidth
     weights = matmul_bytes(d, tokens) / bandwidth
-    cache = d.kv_read_bytes_per_token * kv_tokens / bandwidth
+    cache = kv_bytes / bandwidth
     if not flops:
         return weights + cache, 0.0
     per_gpu = d.tp * flops * eff.decode_compute * _scale(d, eff)
     matmuls = (2 * d.model.matmul_params * batch + expert_extra_flops(d, tokens, eff) * batch / tokens) / per_gpu
-    attention = d.model.attention_flops_per_pair * context_tokens / (
+    attention = d.model.attention_flops_per_layer_pair * d.model.attended_tokens(batch, context_tokens) / (
         d.tp * (d.attention_flops or flops) * eff.decode_compute * _scale(d, eff))
     memory = (weights if weights >= matmuls else 0.0) + (cache if cache >= attention else 0.0)
     work = (matmuls if matmuls > weights else 0.0) + (attention if attention > cache else 0.0)
@@ -511,7 +520,8 @@ def decode_limiter(d: Deployment, batch: int, context_tokens: float, efficiency:
     """What bounds a decode step at ``efficiency``: ``compute`` when its compute-bound kernels take longer than its
     bandwidth-bound ones (`_decode_parts`), else ``bandwidth`` (the communication and the fixed per-layer cost,
     added to either, bound neither)."""
-    memory, work = _decode_parts(d, batch, batch, context_tokens, context_tokens, efficiency or BOUND)
+    memory, work = _decode_parts(d, batch, batch, d.kv_read_bytes(batch, context_tokens), context_tokens,
+                                 efficiency or BOUND)
     return "compute" if work > memory else "bandwidth"
 
 

@@ -33,7 +33,8 @@ _QWEN3 = {"vocab_size": 151936, "head_dim": 128, "max_position_embeddings": 4096
           "torch_dtype": "bfloat16"}
 _LLAMA4 = {"model_type": "llama4_text", "hidden_size": 5120, "num_attention_heads": 40, "num_key_value_heads": 8,
            "head_dim": 128, "num_hidden_layers": 48, "vocab_size": 202048, "intermediate_size": 8192,
-           "intermediate_size_mlp": 16384, "num_experts_per_tok": 1, "torch_dtype": "bfloat16"}
+           "intermediate_size_mlp": 16384, "num_experts_per_tok": 1, "torch_dtype": "bfloat16",
+           "attention_chunk_size": 8192}
 _DEEPSEEK_V3 = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
                 "num_key_value_heads": 128, "num_hidden_layers": 61, "vocab_size": 129280, "intermediate_size": 18432,
                 "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1,

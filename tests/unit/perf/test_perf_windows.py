@@ -1,0 +1,83 @@
+"""Sliding-window and chunked attention: what a step reads and multiplies in its window layers, worked by hand.
+
+A window layer attends to at most W of a sequence's cached tokens (Gemma 3's five layers in six, Llama 4's
+chunked three in four, gpt-oss's every other layer), so its KV read and its attention FLOPs stop growing with the
+context past W; the cache is still sized as full attention for windows over 256 tokens (`tokometer.perf.model`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tokometer.perf import Deployment, resolve_hardware
+from tokometer.perf.catalog import BUILTIN_MODELS
+from tokometer.perf.loaders import model_from_config
+from tokometer.perf.model import ModelSpec
+from tokometer.perf.roofline import decode_flops, decode_step_s, prefill_flops_split
+
+TINY = ModelSpec(name="tiny", params=1e6, layers=4, hidden=64, heads=2, kv_heads=1, head_dim=32, vocab=100,
+                 max_context=1024, sliding_window=2, sliding_layers=3)
+"""One full layer and three with a 2-token window."""
+
+
+def test_window_layers_attend_to_at_most_their_window_a_sequence() -> None:
+    m = BUILTIN_MODELS["gemma-3-27b"]
+    assert (m.window_layers, m.sliding_window) == (52, 1024)  # 62 layers, every sixth full
+    # two sequences of 5,000 cached tokens: 10 full layers read 10,000, 52 window layers 2 × 1,024
+    assert m.attended_tokens(2, 10_000) == 10 * 10_000 + 52 * 2 * 1024
+    # within the window every layer reads the whole context, as full attention
+    assert m.attended_tokens(4, 4 * 1000) == 62 * 4000
+    # a model without windows: every layer, the whole context
+    assert BUILTIN_MODELS["llama-3.1-8b"].attended_tokens(3, 9000) == 32 * 9000
+
+
+def test_the_kv_read_and_the_attention_flops_follow_the_window() -> None:
+    d = Deployment(BUILTIN_MODELS["gemma-3-27b"], resolve_hardware("H100-SXM"))
+    per_layer = 2 * 16 * 128 * 2  # K and V × 16 KV heads × 128 dims × 2 B (bf16): 8,192 B a token a layer
+    assert d.kv_read_bytes(2, 10_000) == per_layer * (10 * 10_000 + 52 * 2 * 1024)  # 1.69 GB, not 5.08 GB
+    attention = 2 * 32 * (128 + 128) * (10 * 10_000 + 52 * 2 * 1024)
+    assert decode_flops(d.model, 2, 10_000) == 2 * d.model.matmul_params * 2 + attention
+    # the step at a long context is faster than the same model read as full attention would be
+    full = Deployment(replace(d.model, sliding_window=0, sliding_layers=0), d.hardware)
+    assert decode_step_s(d, 8, 8 * 32_000) < 0.5 * decode_step_s(full, 8, 8 * 32_000)
+    assert decode_step_s(d, 8, 8 * 512) == pytest.approx(decode_step_s(full, 8, 8 * 512))
+
+
+def test_a_prefill_s_window_layers_count_min_of_position_and_window() -> None:
+    # 3 new tokens, nothing cached: the full layer 1 + 2 + 3 = 6 pairs; each window layer 1 + 2 + 2 = 5
+    assert TINY.attended_pairs(1, 3) == 6 + 3 * 5
+    # 1 cached, 2 new: full 2 + 3 = 5; window min(2, 2) + min(3, 2) = 4
+    assert TINY.attended_pairs(1, 2, 1) == 5 + 3 * 4
+    # two sequences split the tokens and the cache evenly
+    assert TINY.attended_pairs(2, 6) == 2 * (6 + 3 * 5)
+    _, attention = prefill_flops_split(TINY, 3)
+    assert attention == 2 * 2 * (32 + 32) * (6 + 3 * 5)
+
+
+def test_configs_say_which_layers_have_a_window() -> None:
+    base = {"hidden_size": 640, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+            "num_hidden_layers": 18, "vocab_size": 262144, "intermediate_size": 2048}
+    # Gemma 3's older configs: a pattern, every sixth layer full
+    gemma = model_from_config({**base, "model_type": "gemma3_text", "sliding_window": 512,
+                               "sliding_window_pattern": 6}, "gemma")
+    assert (gemma.sliding_window, gemma.window_layers) == (512, 15)
+    # Llama 4: chunks on the RoPE layers (no_rope_layers 1), global attention on the rest
+    llama4 = model_from_config({**base, "model_type": "llama4_text", "attention_chunk_size": 8192,
+                                "no_rope_layers": [1, 1, 1, 0] * 4 + [1, 1]}, "llama4")
+    assert (llama4.sliding_window, llama4.window_layers) == (8192, 14)
+    typed = model_from_config({**base, "model_type": "llama4_text", "attention_chunk_size": 8192,
+                               "layer_types": ["chunked_attention"] * 3 + ["full_attention"]
+                               + ["chunked_attention"] * 14}, "llama4")
+    assert (typed.sliding_window, typed.window_layers) == (8192, 17)
+    # a bare sliding_window says nothing (Qwen2's configs carry one with use_sliding_window false)
+    qwen = model_from_config({**base, "model_type": "qwen2", "sliding_window": 32768,
+                              "use_sliding_window": False}, "qwen")
+    assert qwen.window_layers == 0
+
+
+def test_the_cache_is_still_sized_as_full_attention_for_long_windows() -> None:
+    gemma, llama4 = BUILTIN_MODELS["gemma-3-27b"], BUILTIN_MODELS["llama-4-scout"]
+    assert gemma.kv_layers == 62 and llama4.kv_layers == 48  # an upper bound on memory (module docstring)
+    assert llama4.window_layers == 36
