@@ -54,6 +54,10 @@ TYPICAL = Efficiency()
 @click.option("--step-tokens", type=click.IntRange(16, MAX_TOKENS), default=None,
               help="Tokens one engine step may hold, decode and prompt together (vLLM's --max-num-batched-tokens, "
                    "TensorRT-LLM's max_num_tokens) [default: 8192].")
+@click.option("--max-batch", type=click.IntRange(1, MAX_CONCURRENCY), default=None,
+              help="Sequences the engine runs at once, each rank (vLLM's --max-num-seqs: 1024 on GPUs of 70 GiB or "
+                   "more, else 256; TensorRT-LLM's max_batch_size): the batch rows' closed loop, max load and --run "
+                   "run no more, the other users wait for a slot [default: 2048, TensorRT-LLM's].")
 @click.option("--workload", type=click.Choice(["generate", "embed"]), default="generate", show_default=True,
               help="embed: embedding (or rerank) passes, a prefill only; --batch is the inputs per pass, "
                    "--input-tokens each input's length (--output-tokens is not used).")
@@ -150,6 +154,7 @@ def _spec(opts: dict[str, Any]) -> EstimateSpec:
         batches=tuple(batches),
         input_tokens=opts["input_tokens"], chunked_prefill=not opts["no_chunked_prefill"],
         **({"step_tokens": opts["step_tokens"]} if opts["step_tokens"] else {}),
+        **({"max_batch": opts["max_batch"]} if opts["max_batch"] else {}),
         output_tokens=opts["output_tokens"], gpu_memory_utilization=opts["gpu_memory_utilization"],
         efficiency_overrides={name: opts[option] for name, option in (
             ("decode_bandwidth", "bw_efficiency"), ("prefill_compute", "prefill_efficiency"),

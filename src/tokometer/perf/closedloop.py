@@ -32,9 +32,12 @@ Then, for every case, per user cycle of TTFT + (O − 1) × ITL:
 
     per-request tok/s = 1 / ITL          aggregate tok/s = B × O / (TTFT + (O − 1) × ITL)
 
-More users than the KV cache holds (B × (I + O) tokens beyond `Deployment.kv_capacity_tokens`): the engine
-runs the R = ⌊capacity / (I + O)⌋ that fit, and the others wait for a slot, a whole cycle of those R per
-round: the step times are those of R users, TTFT grows by (B / R − 1) × cycle, and the aggregate is R's.
+More users than the engine holds at once: the KV cache (B × (I + O) tokens beyond
+`Deployment.kv_capacity_tokens`: R = ⌊capacity / (I + O)⌋), or its batch limit (``max_batch`` sequences
+a scheduling rank: vLLM's ``--max-num-seqs``, TensorRT-LLM's ``max_batch_size``; R = max_batch × ranks,
+`Deployment.ranks`): the engine runs the R it holds and the others wait for a slot, a whole cycle of those
+R per round: the step times are those of R users, TTFT grows by (B / R − 1) × cycle, and the aggregate is
+R's.
 
 A prompt's prefill in chunks attends to its earlier chunks: a step with p of its tokens is counted with
 (I − p) / 2 tokens already cached, so its k chunks do the causal I (I + 1) / 2 pairs in all. Every
@@ -151,19 +154,22 @@ def _separate(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_t
 
 def closed_loop(d: Deployment, batch: int, input_tokens: int, output_tokens: int,
                 efficiency: Efficiency | None = None, *, chunked: bool = True,
-                step_tokens: int = STEP_TOKENS, kv_capacity: int | None = None) -> ClosedLoop:
+                step_tokens: int = STEP_TOKENS, kv_capacity: int | None = None,
+                max_batch: int | None = None) -> ClosedLoop:
     """`ClosedLoop` of ``batch`` users sending ``input_tokens`` → ``output_tokens`` requests to ``d`` (module
     docstring); ``efficiency`` None: the bound (100 %); ``kv_capacity`` the KV cache's tokens (None: the
-    deployment's at the default memory share, `kv_room`)."""
+    deployment's at the default memory share, `kv_room`); ``max_batch`` the engine's limit on sequences a
+    rank schedules at once (None: no limit)."""
     eff = efficiency or BOUND
     step_tokens = max(step_tokens, batch + 1)
     how = _chunked if chunked else _separate
     i, o = max(1, input_tokens), max(1, output_tokens)
-    running = max(1, min(batch, kv_room(d, i, o, kv_capacity)))
+    limit = max_batch * d.ranks if max_batch else batch
+    running = max(1, min(batch, kv_room(d, i, o, kv_capacity), limit))
     loop = how(d, running, i, o, eff, step_tokens)
     if running >= batch:
         return loop
-    # The KV cache holds `running` sequences: the other users wait for a slot, a whole cycle per round.
+    # The engine holds `running` sequences: the other users wait for a slot, a whole cycle per round.
     return replace(loop, batch=batch, ttft_s=loop.ttft_s + (batch / running - 1) * loop.cycle_s)
 
 

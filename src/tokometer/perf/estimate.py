@@ -26,7 +26,7 @@ from typing import Any
 
 from tokometer.perf.closedloop import STEP_TOKENS, ClosedLoop, closed_loop
 from tokometer.perf.collective import Communication, communication
-from tokometer.perf.maxload import MaxLoad, max_load
+from tokometer.perf.maxload import MAX_BATCH, MaxLoad, max_load
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 from tokometer.perf.roofline import (
     ACTIVATION_RESERVE_GIB,
@@ -132,6 +132,13 @@ class Estimate:
     """The closed loop's prompts ride in the decode steps (else they are prefilled in steps of their own)."""
     step_tokens: int = STEP_TOKENS
     """Tokens one step may hold (the engine's token budget)."""
+    max_batch: int = MAX_BATCH
+    """Sequences one engine rank schedules at once (its batch limit): the closed loop and max load run no more."""
+
+    @property
+    def engine_holds(self) -> int:
+        """The most sequences the engine runs at once by its batch limit (each rank's × ranks)."""
+        return self.max_batch * self.deployment.ranks
 
     @property
     def tokens_per_sequence(self) -> int:
@@ -204,7 +211,8 @@ class Estimate:
                                     "expected": self.compute_bound_batch_expected,
                                     "bound_short_context": self.compute_bound_batch_short},
             "closed_loop": {"prefill": "chunked" if self.chunked_prefill else "separate steps",
-                            "step_tokens": self.step_tokens, "model": "tokometer.perf.closedloop"},
+                            "step_tokens": self.step_tokens, "max_batch": self.max_batch,
+                            "model": "tokometer.perf.closedloop"},
             "communication": self._communication_json(),
             "batches": [row.to_json() for row in self.rows],
             "max_load": self.max_load.to_json() if self.max_load else None,
@@ -212,7 +220,7 @@ class Estimate:
 
 
 def _row(d: Deployment, batch: int, input_tokens: int, output_tokens: int, eff: Efficiency, capacity: int | None,
-         chunked: bool, step_tokens: int) -> BatchEstimate:
+         chunked: bool, step_tokens: int, max_batch: int) -> BatchEstimate:
     context = round(batch * (input_tokens + output_tokens / 2))
     end_tokens = batch * (input_tokens + output_tokens)
     return BatchEstimate(
@@ -222,24 +230,25 @@ def _row(d: Deployment, batch: int, input_tokens: int, output_tokens: int, eff: 
         step_bound_s=decode_step_s(d, batch, context), step_expected_s=decode_step_s(d, batch, context, eff),
         limiter=decode_limiter(d, batch, context, eff),
         closed_bound=closed_loop(d, batch, input_tokens, output_tokens, BOUND, chunked=chunked,
-                                 step_tokens=step_tokens, kv_capacity=capacity),
+                                 step_tokens=step_tokens, kv_capacity=capacity, max_batch=max_batch),
         closed_expected=closed_loop(d, batch, input_tokens, output_tokens, eff, chunked=chunked,
-                                    step_tokens=step_tokens, kv_capacity=capacity),
+                                    step_tokens=step_tokens, kv_capacity=capacity, max_batch=max_batch),
         communication=communication(d, batch))
 
 
 def estimate(d: Deployment, batches: list[int], input_tokens: int, output_tokens: int,
              efficiency: Efficiency | None = None, gpu_memory_utilization: float = 0.9, *,
-             chunked_prefill: bool = True, step_tokens: int = STEP_TOKENS) -> Estimate:
+             chunked_prefill: bool = True, step_tokens: int = STEP_TOKENS, max_batch: int = MAX_BATCH) -> Estimate:
     """Limits of ``d`` at each batch size in ``batches`` for requests of ``input_tokens`` → ``output_tokens``;
-    the closed loop with prompts prefilled in chunks of a ``step_tokens`` budget (or in steps of their own)."""
+    the closed loop with prompts prefilled in chunks of a ``step_tokens`` budget (or in steps of their own), and
+    at most ``max_batch`` sequences a rank at once (the engine's batch limit)."""
     eff = efficiency or Efficiency()
     weight_dtype(d.weight_dtype)
     capacity = d.kv_capacity_tokens(gpu_memory_utilization) if d.hardware.memory_gb else None
     mid = input_tokens + output_tokens / 2
-    rows = [_row(d, batch, input_tokens, output_tokens, eff, capacity, chunked_prefill, step_tokens)
+    rows = [_row(d, batch, input_tokens, output_tokens, eff, capacity, chunked_prefill, step_tokens, max_batch)
             for batch in batches]
     turns = (compute_bound_batch(d, mid, BOUND), compute_bound_batch(d, mid, eff), compute_bound_batch(d, 0, BOUND))
     return Estimate(d, eff, input_tokens, output_tokens, gpu_memory_utilization, capacity, *turns, tuple(rows),
-                    max_load=max_load(d, input_tokens, output_tokens, eff, gpu_memory_utilization),
-                    chunked_prefill=chunked_prefill, step_tokens=step_tokens)
+                    max_load=max_load(d, input_tokens, output_tokens, eff, gpu_memory_utilization, max_batch),
+                    chunked_prefill=chunked_prefill, step_tokens=step_tokens, max_batch=max_batch)

@@ -98,7 +98,8 @@ def _label(step: StoredStep) -> str:
 
 
 def loops_beside(run: StoredRun, records: list[RequestRecord], d: Deployment, efficiency: Efficiency, *,
-                 chunked: bool = True, step_tokens: int = STEP_TOKENS) -> list[LoopBeside]:
+                 chunked: bool = True, step_tokens: int = STEP_TOKENS,
+                 max_batch: int | None = None) -> list[LoopBeside]:
     """Each step of ``run`` with completed measured requests beside the closed loop of its concurrency and
     mean lengths on ``d`` (module docstring)."""
     out = []
@@ -109,7 +110,8 @@ def loops_beside(run: StoredRun, records: list[RequestRecord], d: Deployment, ef
         i = max(1, round(statistics.fmean(float(r.input_tokens or 0) for r in done)))
         o = max(1, round(statistics.fmean(float(r.output_tokens or 0) for r in done)))
         b = _closed_concurrency(step)
-        est = [None if b is None else closed_loop(d, b, i, o, eff, chunked=chunked, step_tokens=step_tokens)
+        est = [None if b is None else closed_loop(d, b, i, o, eff, chunked=chunked, step_tokens=step_tokens,
+                                                  max_batch=max_batch)
                for eff in (BOUND, efficiency)]
         out.append(LoopBeside(step.index, _label(step), b, i, o,
                               _mean([t / 1e9 for r in done if (t := tpot_ns(r)) is not None]),

@@ -23,6 +23,7 @@ from tokometer.perf.estimate import Estimate, estimate
 from tokometer.perf.hardware import hardware_table, resolve_hardware
 from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.loaders import resolve_model
+from tokometer.perf.maxload import MAX_BATCH
 from tokometer.perf.measuredloop import loops_beside
 from tokometer.perf.quant import default_kv_dtype, normalize_dtype
 from tokometer.perf.roofline import Deployment, Efficiency
@@ -65,6 +66,8 @@ class EstimateSpec:
     """The closed loop's prompts ride in decode steps (``--no-chunked-prefill``: steps of their own)."""
     step_tokens: int = STEP_TOKENS
     """Tokens one engine step may hold (``--step-tokens``; vLLM's max_num_batched_tokens)."""
+    max_batch: int = MAX_BATCH
+    """Sequences one engine rank schedules at once (``--max-batch``; vLLM's max_num_seqs)."""
     gpu_memory_utilization: float = 0.9
     efficiency: Efficiency | None = None
     """None: the hardware's stored calibration (`tokometer.perf.calibrate`) if it has one, else typical."""
@@ -138,7 +141,7 @@ def run_estimate(spec: EstimateSpec) -> Estimate:
     d, batches, efficiency, source = estimate_inputs(spec)
     return replace(estimate(d, batches, spec.input_tokens, spec.output_tokens, efficiency,
                             spec.gpu_memory_utilization, chunked_prefill=spec.chunked_prefill,
-                            step_tokens=spec.step_tokens), efficiency_source=source)
+                            step_tokens=spec.step_tokens, max_batch=spec.max_batch), efficiency_source=source)
 
 
 def run_target(spec: EstimateSpec, target: float) -> TargetAnswer:
@@ -211,7 +214,8 @@ def judge_stored_run(spec: EstimateSpec, run: StoredRun, records: list[RequestRe
     result = run_efficiency(run, records, d, efficiency)
     if not result.steps:
         raise ConfigError(f"run {run.id} has no completed measured requests to judge")
-    loops = loops_beside(run, records, d, efficiency, chunked=spec.chunked_prefill, step_tokens=spec.step_tokens)
+    loops = loops_beside(run, records, d, efficiency, chunked=spec.chunked_prefill, step_tokens=spec.step_tokens,
+                         max_batch=spec.max_batch)
     return replace(result, closed_loop=tuple(loops))
 
 

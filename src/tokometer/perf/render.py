@@ -133,6 +133,11 @@ def _batch_table(console: Console, e: Estimate) -> None:
     if e.max_sequences is not None and any(row.fits is False for row in e.rows):
         console.print(f"  fits NO: the KV cache holds {e.max_sequences:,} such sequences; the closed loop runs that "
                       "many at a time and the other users wait for a slot (their TTFT holds the wait).")
+    capped = [row.batch for row in e.rows if row.batch > e.engine_holds and row.fits is not False]
+    if capped:
+        console.print(f"  batch {', '.join(f'{b:,}' for b in capped)} above the engine's batch limit "
+                      f"({e.engine_holds:,} sequences at once, --max-batch): it runs that many and the other users "
+                      "wait for a slot (their TTFT holds the wait).")
     saturated = [row.batch for row in e.rows if row.closed_expected.saturated]
     if saturated:
         console.print(f"  saturated at batch {', '.join(f'{b:,}' for b in saturated)}: the arriving prompts need "

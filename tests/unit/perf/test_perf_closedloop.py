@@ -151,3 +151,33 @@ def test_the_estimate_s_memory_share_sets_the_room_of_its_closed_loop() -> None:
     assert wide.aggregate_tok_s > closed_loop(d, 250, 20_000, 2000, eff).aggregate_tok_s  # more room: more at once
     row = estimate(d, [250], 20_000, 2000, eff, 0.95).rows[0]
     assert not row.fits and row.closed_expected.aggregate_tok_s == pytest.approx(wide.aggregate_tok_s)
+
+
+def test_more_users_than_the_engine_s_batch_limit_wait_for_a_slot(tmp_path: Path) -> None:
+    # vLLM's --max-num-seqs (256 by default below 70 GiB) caps the sequences a step holds whatever the cache has
+    # room for: 8B FP8 on one H100 holds thousands of 200 + 200-token sequences, but 1,024 users run 256 at a time
+    d, eff = Deployment(resolve_model("llama-3.1-8b"), resolve_hardware("H100-SXM"), "fp8", "fp8"), Efficiency()
+    assert kv_room(d, 200, 200) > 1024
+    held, crowd = closed_loop(d, 256, 200, 200, eff), closed_loop(d, 1024, 200, 200, eff, max_batch=256)
+    assert crowd.batch == 1024 and crowd.itl_s == held.itl_s
+    assert crowd.aggregate_tok_s == pytest.approx(held.aggregate_tok_s)
+    assert crowd.ttft_s == pytest.approx(held.ttft_s + (1024 / 256 - 1) * held.cycle_s)
+    assert closed_loop(d, 200, 200, 200, eff, max_batch=256) == closed_loop(d, 200, 200, 200, eff)  # within it
+    # attention data parallel: each of the TP ranks schedules its own, so the engine holds max_batch × TP
+    moe = Deployment(resolve_model("qwen3-30b-a3b"), resolve_hardware("H100-SXM"), "fp8", "fp8", tp=2,
+                     attention_dp=True)
+    assert closed_loop(moe, 400, 200, 200, eff, max_batch=256) == closed_loop(moe, 400, 200, 200, eff)
+    # the command: the rows, max load and the JSON take it; a limit below 1 is refused
+    out = tmp_path / "e.json"
+    args = ["-m", "llama-3.1-8b", "-H", "H100-SXM", "--dtype", "fp8", "-b", "1024", "--input-tokens", "200",
+            "--output-tokens", "200", "--json", str(out)]
+    result = CliRunner().invoke(estimate_command, [*args, "--max-batch", "256"])
+    assert result.exit_code == 0, result.output
+    assert "above the engine's batch limit (256 sequences at once" in result.output
+    doc = json.loads(out.read_text())["estimate"]
+    assert doc["closed_loop"]["max_batch"] == 256
+    assert doc["max_load"]["batch"] == 256 and doc["max_load"]["batch_limited_by"] == "batch limit"
+    assert doc["batches"][0]["aggregate_tok_s"]["expected"] == pytest.approx(crowd.aggregate_tok_s)
+    for bad in ("0", "-1", "x"):
+        refused = CliRunner().invoke(estimate_command, [*args, "--max-batch", bad])
+        assert refused.exit_code == 2 and "--max-batch" in refused.output

@@ -58,6 +58,11 @@ def test_a_closed_loop_step_is_set_beside_the_estimate_of_its_concurrency_and_le
     assert data["estimated"]["expected"]["itl_ms"] == pytest.approx(expected.itl_s * 1e3)
     # an open loop has no fixed number of users to estimate for
     assert (rate.concurrency, rate.expected, rate.ratio(), rate.load) == (None, None, None, "2.0/s")
+    # an engine that runs two sequences at once (llama.cpp's --parallel 2, vLLM's --max-num-seqs 2): the other
+    # two of the four users wait for a slot, and the estimate beside the step says so
+    capped, _ = loops_beside(run, records, D, eff, max_batch=2)
+    assert capped.expected == closed_loop(D, 4, 400, 30, eff, max_batch=2)
+    assert capped.expected is not None and capped.expected.ttft_s > expected.ttft_s
 
 
 def test_estimate_run_sets_the_rows_beside_its_steps(tmp_path: Path) -> None:
