@@ -54,6 +54,9 @@ TYPICAL = Efficiency()
 @click.option("--step-tokens", type=click.IntRange(16, MAX_TOKENS), default=None,
               help="Tokens one engine step may hold, decode and prompt together (vLLM's --max-num-batched-tokens, "
                    "TensorRT-LLM's max_num_tokens) [default: 8192].")
+@click.option("--swa-full", is_flag=True, help="The engine keeps and reads the whole cache of the model's "
+              "sliding-window (or chunked) layers, as llama.cpp's --swa-full [default: at most the window of each "
+              "sequence, as vLLM, SGLang, TensorRT-LLM and llama.cpp's SWA cache]; a --run of llama.cpp takes its own.")
 @click.option("--max-batch", type=click.IntRange(1, MAX_CONCURRENCY), default=None,
               help="Sequences the engine runs at once, each rank (vLLM's --max-num-seqs: 1024 on GPUs of 70 GiB or "
                    "more, else 256; TensorRT-LLM's max_batch_size): the batch rows' closed loop, max load and --run "
@@ -154,7 +157,7 @@ def _spec(opts: dict[str, Any]) -> EstimateSpec:
         batches=tuple(batches),
         input_tokens=opts["input_tokens"], chunked_prefill=not opts["no_chunked_prefill"],
         **({"step_tokens": opts["step_tokens"]} if opts["step_tokens"] else {}),
-        **({"max_batch": opts["max_batch"]} if opts["max_batch"] else {}),
+        **({"max_batch": opts["max_batch"]} if opts["max_batch"] else {}), swa_full=opts["swa_full"],
         output_tokens=opts["output_tokens"], gpu_memory_utilization=opts["gpu_memory_utilization"],
         efficiency_overrides={name: opts[option] for name, option in (
             ("decode_bandwidth", "bw_efficiency"), ("prefill_compute", "prefill_efficiency"),

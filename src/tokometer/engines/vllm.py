@@ -177,7 +177,7 @@ def _smallest_tp(d: Deployment, utilization: float, reserve_gib: float) -> int |
     for tp in (2, 4, 8):
         if d.model.tp_problem(tp):
             continue  # its heads do not split over that many GPUs
-        wider = Deployment(d.model, d.hardware, d.weight_dtype, d.kv_dtype, tp=tp)
+        wider = Deployment(d.model, d.hardware, d.weight_dtype, d.kv_dtype, tp=tp, full_window_cache=True)
         if wider.kv_capacity_tokens(utilization, reserve_gib) >= ROUND_TO:
             return tp
     return None
@@ -311,7 +311,8 @@ def plan_vllm(model: str, gpu: GpuInfo, *, gpu_memory_utilization: float = 0.90,
     if problem:
         raise EngineError(f"--tensor-parallel-size {tp}: {problem} (vLLM refuses to start otherwise)")
     weight_format, format_why = _weight_format(spec, quantization)
-    d = Deployment(spec, _gpu_hardware(gpu), weight_format, kv_cache_dtype, tp=tp)
+    # planned as if every layer kept the whole context (full_window_cache): the most vLLM's start-up check asks
+    d = Deployment(spec, _gpu_hardware(gpu), weight_format, kv_cache_dtype, tp=tp, full_window_cache=True)
     m = _gpu_memory(d, gpu, gpu_memory_utilization, activation_reserve_gib, max_model_len)
     reasons = _memory_reasons(d, served, gpu, m, format_why, kv_cache_dtype) + _flag_reasons(d, gpu, m)
     argv = ["vllm", "serve", served, "--host", host, "--port", str(port), "--gpu-memory-utilization",
@@ -348,7 +349,7 @@ def plan_vllm_cpu(model: str, *, kv_cache_gib: float = 4.0, max_model_len: int |
     total, available = _host_ram()
     weight_format, format_why = _weight_format(spec, None)
     d = Deployment(spec, HardwareSpec("host CPU", "cpu", total / GIB, 0.0, source="this host's RAM"),
-                   weight_format, "auto", tp=1)
+                   weight_format, "auto", tp=1, full_window_cache=True)
     per_token = d.kv_bytes_per_token_per_gpu
     kv_bytes = int(kv_cache_gib * GIB)
     capacity = int(kv_bytes // per_token) if per_token else 0

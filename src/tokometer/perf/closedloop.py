@@ -32,8 +32,8 @@ Then, for every case, per user cycle of TTFT + (O − 1) × ITL:
 
     per-request tok/s = 1 / ITL          aggregate tok/s = B × O / (TTFT + (O − 1) × ITL)
 
-More users than the engine holds at once: the KV cache (B × (I + O) tokens beyond
-`Deployment.kv_capacity_tokens`: R = ⌊capacity / (I + O)⌋), or its batch limit (``max_batch`` sequences
+More users than the engine holds at once: the KV cache (R = the sequences of I + O tokens whose caches fit,
+`Deployment.kv_sequences`), or its batch limit (``max_batch`` sequences
 a scheduling rank: vLLM's ``--max-num-seqs``, TensorRT-LLM's ``max_batch_size``; R = max_batch × ranks,
 `Deployment.ranks`): the engine runs the R it holds and the others wait for a slot, a whole cycle of those
 R per round: the step times are those of R users, TTFT grows by (B / R − 1) × cycle, and the aggregate is
@@ -154,18 +154,18 @@ def _separate(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_t
 
 def closed_loop(d: Deployment, batch: int, input_tokens: int, output_tokens: int,
                 efficiency: Efficiency | None = None, *, chunked: bool = True,
-                step_tokens: int = STEP_TOKENS, kv_capacity: int | None = None,
+                step_tokens: int = STEP_TOKENS, gpu_memory_utilization: float = 0.9,
                 max_batch: int | None = None) -> ClosedLoop:
     """`ClosedLoop` of ``batch`` users sending ``input_tokens`` → ``output_tokens`` requests to ``d`` (module
-    docstring); ``efficiency`` None: the bound (100 %); ``kv_capacity`` the KV cache's tokens (None: the
-    deployment's at the default memory share, `kv_room`); ``max_batch`` the engine's limit on sequences a
+    docstring); ``efficiency`` None: the bound (100 %); ``gpu_memory_utilization`` the memory share the KV
+    cache's room is counted at (`kv_room`); ``max_batch`` the engine's limit on sequences a
     rank schedules at once (None: no limit)."""
     eff = efficiency or BOUND
     step_tokens = max(step_tokens, batch + 1)
     how = _chunked if chunked else _separate
     i, o = max(1, input_tokens), max(1, output_tokens)
     limit = max_batch * d.ranks if max_batch else batch
-    running = max(1, min(batch, kv_room(d, i, o, kv_capacity), limit))
+    running = max(1, min(batch, kv_room(d, i, o, gpu_memory_utilization), limit))
     loop = how(d, running, i, o, eff, step_tokens)
     if running >= batch:
         return loop
@@ -173,15 +173,13 @@ def closed_loop(d: Deployment, batch: int, input_tokens: int, output_tokens: int
     return replace(loop, batch=batch, ttft_s=loop.ttft_s + (batch / running - 1) * loop.cycle_s)
 
 
-def kv_room(d: Deployment, input_tokens: int, output_tokens: int, capacity: int | None = None) -> int:
-    """Sequences of ``input + output`` tokens the KV cache holds at once: ``capacity`` tokens, or the
-    deployment's (`Deployment.kv_capacity_tokens`); unbounded (a large number) when the hardware's memory is
-    unknown or not even one fits (said elsewhere)."""
-    if capacity is None:
-        if not d.hardware.memory_gb:
-            return 1 << 30
-        capacity = d.kv_capacity_tokens()
-    room = capacity // (input_tokens + output_tokens)
+def kv_room(d: Deployment, input_tokens: int, output_tokens: int, gpu_memory_utilization: float = 0.9) -> int:
+    """Sequences of ``input + output`` tokens the KV cache holds at once at that memory share
+    (`Deployment.kv_sequences`); unbounded (a large number) when the hardware's memory is unknown or not even
+    one fits (said elsewhere)."""
+    if not d.hardware.memory_gb:
+        return 1 << 30
+    room = d.kv_sequences(input_tokens + output_tokens, gpu_memory_utilization)
     return room if room >= 1 else 1 << 30
 
 

@@ -120,6 +120,7 @@ class Estimate:
     output_tokens: int
     gpu_memory_utilization: float
     kv_capacity_tokens: int | None
+    """Tokens of cache that fit in the layers whose cache grows with the context (None: memory unknown)."""
     compute_bound_batch: int | None  # at 100 %
     compute_bound_batch_expected: int | None
     compute_bound_batch_short: int | None  # at 100 %, with (nearly) empty caches: weights only
@@ -146,9 +147,11 @@ class Estimate:
 
     @property
     def max_sequences(self) -> int | None:
+        """Requests of ``input + output`` tokens whose caches fit at once (`Deployment.kv_sequences`: a model's
+        window layers keep at most their window of each); None: the memory size is unknown."""
         if self.kv_capacity_tokens is None:
             return None
-        return self.kv_capacity_tokens // max(1, self.tokens_per_sequence)
+        return self.deployment.kv_sequences(self.tokens_per_sequence, self.gpu_memory_utilization)
 
     def _experts_json(self) -> dict[str, Any] | None:
         """A mixture of experts' routing and the experts a step of each batch reaches (None: dense)."""
@@ -191,7 +194,8 @@ class Estimate:
                          "compute_dtype": d.compute_dtype, "peak": d.compute_peak.to_json() if d.compute_peak else None,
                          "peaks": [p.to_json() for p in d.hardware.peaks]},
             "weight_dtype": normalize_dtype(d.weight_dtype), "kv_dtype": d.kv_dtype, "tp": d.tp, "pp": d.pp,
-            "expert_parallel": d.expert_parallel, "attention_dp": d.attention_dp, "input_tokens": self.input_tokens,
+            "expert_parallel": d.expert_parallel, "attention_dp": d.attention_dp,
+            "full_window_cache": d.full_window_cache, "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "efficiency": {"decode_bandwidth": self.efficiency.decode_bandwidth,
                            "prefill_compute": self.efficiency.prefill_compute,
@@ -219,20 +223,21 @@ class Estimate:
         }
 
 
-def _row(d: Deployment, batch: int, input_tokens: int, output_tokens: int, eff: Efficiency, capacity: int | None,
+def _row(d: Deployment, batch: int, input_tokens: int, output_tokens: int, eff: Efficiency, utilization: float,
          chunked: bool, step_tokens: int, max_batch: int) -> BatchEstimate:
     context = round(batch * (input_tokens + output_tokens / 2))
-    end_tokens = batch * (input_tokens + output_tokens)
+    room = d.kv_sequences(input_tokens + output_tokens, utilization) if d.hardware.memory_gb else None
     return BatchEstimate(
-        batch=batch, fits=None if capacity is None else end_tokens <= capacity,
-        kv_bytes_end=end_tokens * d.kv_bytes_per_token, context_tokens=context,
+        batch=batch, fits=None if room is None else batch <= room,
+        kv_bytes_end=batch * d.kv_bytes_per_sequence(input_tokens + output_tokens), context_tokens=context,
         prefill_bound_s=prefill_s(d, input_tokens), prefill_expected_s=prefill_s(d, input_tokens, 0, eff),
         step_bound_s=decode_step_s(d, batch, context), step_expected_s=decode_step_s(d, batch, context, eff),
         limiter=decode_limiter(d, batch, context, eff),
         closed_bound=closed_loop(d, batch, input_tokens, output_tokens, BOUND, chunked=chunked,
-                                 step_tokens=step_tokens, kv_capacity=capacity, max_batch=max_batch),
+                                 step_tokens=step_tokens, gpu_memory_utilization=utilization, max_batch=max_batch),
         closed_expected=closed_loop(d, batch, input_tokens, output_tokens, eff, chunked=chunked,
-                                    step_tokens=step_tokens, kv_capacity=capacity, max_batch=max_batch),
+                                    step_tokens=step_tokens, gpu_memory_utilization=utilization,
+                                    max_batch=max_batch),
         communication=communication(d, batch))
 
 
@@ -246,8 +251,8 @@ def estimate(d: Deployment, batches: list[int], input_tokens: int, output_tokens
     weight_dtype(d.weight_dtype)
     capacity = d.kv_capacity_tokens(gpu_memory_utilization) if d.hardware.memory_gb else None
     mid = input_tokens + output_tokens / 2
-    rows = [_row(d, batch, input_tokens, output_tokens, eff, capacity, chunked_prefill, step_tokens, max_batch)
-            for batch in batches]
+    rows = [_row(d, batch, input_tokens, output_tokens, eff, gpu_memory_utilization, chunked_prefill, step_tokens,
+                 max_batch) for batch in batches]
     turns = (compute_bound_batch(d, mid, BOUND), compute_bound_batch(d, mid, eff), compute_bound_batch(d, 0, BOUND))
     return Estimate(d, eff, input_tokens, output_tokens, gpu_memory_utilization, capacity, *turns, tuple(rows),
                     max_load=max_load(d, input_tokens, output_tokens, eff, gpu_memory_utilization, max_batch),

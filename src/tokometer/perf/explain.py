@@ -66,13 +66,14 @@ def weights_arithmetic(d: Deployment) -> str:
 def kv_arithmetic(d: Deployment) -> str:
     """How many KV-cache bytes one token adds, in words: whole model and (several GPUs) per GPU."""
     m, b = d.model, d.kv_element_bytes
-    window = (f" (full-attention; the other {m.layers - m.kv_layers} keep a {m.sliding_window}-token window)"
-              if m.kv_layers < m.layers else "")
+    layers = m.kv_layers
+    window = (f" (full-attention; the other {m.window_layers} keep at most a {m.sliding_window:,}-token window)"
+              if m.window_layers else "")
     if m.is_mla:
-        text = (f"{m.kv_layers} layers × ({m.kv_lora_rank} latent + {m.qk_rope_head_dim} RoPE) × {b:g} B "
+        text = (f"{layers} layers × ({m.kv_lora_rank} latent + {m.qk_rope_head_dim} RoPE) × {b:g} B "
                 f"(multi-head latent attention)")
     else:
-        text = f"2 (K and V) × {m.kv_layers} layers{window} × {m.kv_heads} KV heads × {m.head_dim} head dim × {b:g} B"
+        text = f"2 (K and V) × {layers} layers{window} × {m.kv_heads} KV heads × {m.head_dim} head dim × {b:g} B"
     split = "the latent cache whole on every TP rank" if m.is_mla else f"KV heads over TP {d.tp}"
     per_gpu = (f"; per GPU {fmt_bytes(d.kv_bytes_per_token_per_gpu)} (layers split over PP {d.pp}, {split})"
                if d.gpus > 1 else "")
@@ -88,9 +89,17 @@ def _capacity(e: Estimate) -> str:
     left = usable - d.weight_bytes_per_gpu / GIB - ACTIVATION_RESERVE_GIB
     return (f"KV capacity: {memory:,.4g} GiB × {e.gpu_memory_utilization:.2f} − {d.weight_bytes_per_gpu / GIB:,.2f} "
             f"GiB weights − {ACTIVATION_RESERVE_GIB:.2f} GiB reserve for activations = {max(left, 0):,.2f} GiB per "
-            f"GPU; / {fmt_bytes(d.kv_bytes_per_token_per_gpu)} = {e.kv_capacity_tokens:,} tokens. A request holds up "
-            f"to {e.input_tokens:,} + {e.output_tokens:,} = {e.tokens_per_sequence:,} tokens, so "
-            f"{e.max_sequences:,} sequences fit at once.")
+            f"GPU{_per_sequence(e)}, so {e.max_sequences:,} sequences fit at once.")
+
+
+def _per_sequence(e: Estimate) -> str:
+    """What one request's cache takes, in words: tokens × KV per token, or, with window layers, its bytes."""
+    d, m, n = e.deployment, e.deployment.model, e.tokens_per_sequence
+    holds = f"A request holds up to {e.input_tokens:,} + {e.output_tokens:,} = {n:,} tokens"
+    if not m.window_layers:
+        return f"; / {fmt_bytes(d.kv_bytes_per_token_per_gpu)} = {e.kv_capacity_tokens:,} tokens. {holds}"
+    return (f". {holds}: {fmt_bytes(d.kv_bytes_per_sequence_per_gpu(n))} per GPU (its {m.window_layers} window "
+            f"layers keep at most {m.sliding_window:,} of them)")
 
 
 def _decode(e: Estimate, batch: int, context: int) -> str:

@@ -11,7 +11,7 @@ In steady state each iteration
   B × input / output prompt tokens (chunked prefill, as vLLM, SGLang and TensorRT-LLM schedule it), at the
   prefill's compute efficiency.
 
-    B          = min(max_batch, ⌊KV capacity / (input + output)⌋)
+    B          = min(max_batch, sequences of input + output tokens whose caches fit: `Deployment.kv_sequences`)
     iteration  = `roofline.mixed_step_s`(B decoding with B × (input + output / 2) cached, B × input / output
                  prompt tokens): the decode roofline + the prompt tokens' FLOPs / (TP × F × e_prefill)
                  + the step's communication (`tokometer.perf.collective`)
@@ -74,7 +74,7 @@ def max_load(d: Deployment, input_tokens: int, output_tokens: int, efficiency: E
     eff = efficiency or Efficiency()
     if not d.hardware.memory_gb:
         return None
-    fit = d.kv_capacity_tokens(gpu_memory_utilization) // max(1, input_tokens + output_tokens)
+    fit = d.kv_sequences(input_tokens + output_tokens, gpu_memory_utilization)
     batch = min(fit, max_batch * d.ranks)  # the cap is each rank's (attention data parallel: TP ranks)
     if batch < 1:
         return None

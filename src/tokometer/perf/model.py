@@ -7,7 +7,7 @@ Derived quantities, each a one-line formula:
     KV elements per token = 2 (K and V) × KV layers × KV heads × head dim
                             (multi-head latent attention: KV layers × (KV LoRA rank + RoPE dim): the
                             compressed latent and the shared RoPE key, not 2 × heads × head dim)
-    KV layers             = layers − sliding-window layers: the layers whose cache grows with the context
+    KV layers             = layers − window layers: the layers whose cache grows with the context
     attention FLOPs per (query, key) pair = 2 × KV layers × heads × (head dim + V head dim)
     embedding params      = vocab × hidden × (1 if tied else 2)      (input table + LM head)
     matmul params         = active − vocab × hidden if untied, else active: what a token is multiplied
@@ -29,25 +29,28 @@ and a deployment in any other format quantises the experts with the rest. Bytes 
     expert bytes          = expert params × expert format's bits / 8
     other bytes           = as above for the rest (params − expert params) in the weight format
 
-Sliding-window attention (gpt-oss alternates 128-token windows with full attention): a window layer
-keeps at most ``sliding_window`` tokens per sequence, so its cache does not grow with the context.
-What a step reads and multiplies is counted per layer kind: a window layer attends to at most W of a
-sequence's cached tokens, so a step over S sequences holding C cached tokens in all reads
+Sliding-window attention (gpt-oss alternates 128-token windows with full attention, Gemma 3 has five
+window layers in six): a window layer keeps and attends to at most ``sliding_window`` tokens of a
+sequence, so its cache stops growing with the context. Cache and reads are counted per layer kind, in
+layer-tokens: a sequence holding t tokens keeps
 
-    attended layer-tokens = (L − L_window) × C + L_window × S × min(C / S, W)       (`attended_tokens`)
+    cached layer-tokens   = KV layers × t + window layers × min(t, W)                (`cached_layer_tokens`)
 
-of KV (× KV bytes per token per layer) and does as many (query, key) pairs per layer in decode; a
-prefill's i-th new token of a sequence with c cached attends to min(c + i, W) keys in a window layer
-(`attended_pairs`). Llama 4's chunked attention (8,192-token chunks, three layers in four) is counted
-as a sliding window of the chunk's length: a chunk holds between 1 and W tokens, so past the first
-chunk this is an upper bound (W/2 on average). Engines that keep the whole cache of a window layer
-and mask it (llama.cpp with ``--swa-full``) read more than this at contexts beyond the window.
-
-The cache's size is counted apart: a window of at most `SHORT_WINDOW` tokens is left out of the KV per
-token (the bounded rest, ≤ window × window layers per sequence, is not counted: gpt-oss-120b in bf16,
-4.7 MB a sequence, against 37 KB a token in its full layers); a longer window (Gemma 3's 512 and 1,024,
-Llama 4's 8,192-token chunks) is sized as full attention, an upper bound on memory (engines that free
-what leaves the window, vLLM's hybrid allocator among them, hold more sequences than estimated).
+(× KV elements per layer-token = its cache), and a step over S sequences holding C cached tokens in all
+reads S × cached layer-tokens(C / S) of KV and does as many (query, key) pairs per layer in decode
+(`attended_tokens`); a prefill's i-th new token of a sequence with c cached attends to min(c + i, W)
+keys in a window layer (`attended_pairs`). The KV per token is therefore the full layers' only, and a
+sequence's cache is that × t plus its window layers' bounded part (gpt-oss-120b in bf16: 36 KiB a token
+and at most 4.5 MiB a sequence for its 128-token windows). This is how the engines of 2026 keep such
+caches (vLLM's hybrid KV-cache manager, with its sliding-window and chunked-local specs; SGLang's
+sliding-window pool; llama.cpp's SWA cache): each frees what leaves the window. An engine that keeps the
+whole cache and reads it masked (llama.cpp with ``--swa-full``, which tokometer's embedded engine passes to
+keep its prefix cache; TensorRT-LLM, whose chunked attention applies to prompts only and whose per-layer
+windows are allocated at the longest, per its "Long Sequences" page) runs the model as if it had no
+windows: `without_windows`, which `tokometer.perf.roofline.Deployment.full_window_cache` applies. Llama 4's
+chunked attention (8,192-token chunks, three layers in four) is counted as a sliding window of the chunk's
+length: a chunk holds between 1 and W tokens, so past the first chunk this is an upper bound (W/2 on
+average).
 
 Loaders for built-in names, config.json and GGUF headers (read by `tokometer.util.gguf`) live in
 `tokometer.perf.loaders`.
@@ -55,18 +58,15 @@ Loaders for built-in names, config.json and GGUF headers (read by `tokometer.uti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 
-__all__ = ["MAX_EXPERTS_PER_GPU", "MAX_TP", "SHORT_WINDOW", "ModelSpec", "tensor_parallel_problem"]
+__all__ = ["MAX_EXPERTS_PER_GPU", "MAX_TP", "ModelSpec", "tensor_parallel_problem"]
 
 MAX_EXPERTS_PER_GPU = 4096
 """Above this many experts a GPU, expert parallelism's imbalance is taken as nil (`ModelSpec.busiest_gpu_experts`)."""
-
-SHORT_WINDOW = 256
-"""The longest sliding window whose layers are left out of the KV per token (module docstring)."""
 
 MAX_TP = 64
 """The largest tensor-parallel size accepted: far beyond one node (8 GPUs), beyond any real deployment."""
@@ -141,21 +141,28 @@ class ModelSpec:
 
     @property
     def kv_layers(self) -> int:
-        """Layers whose KV cache is sized by the context: all but those with a window ≤ `SHORT_WINDOW` (module
-        docstring: what a step reads is `attended_tokens`)."""
-        short = 0 < self.sliding_window <= SHORT_WINDOW
-        return self.layers - (min(self.sliding_layers, self.layers - 1) if short else 0)
+        """Layers whose KV cache grows with the context: all but the window layers (`window_layers`)."""
+        return self.layers - self.window_layers
 
     def tp_problem(self, tp: int) -> str | None:
         """Why ``tp`` GPUs cannot split this model's attention, or None (see `tensor_parallel_problem`)."""
         return tensor_parallel_problem(self.name, self.heads, 0 if self.is_mla else self.kv_heads, tp)
 
     @property
+    def kv_elements_per_layer(self) -> int:
+        """Cache elements one token adds in one layer: 2 × KV heads × head dim (MLA: rank + RoPE dim)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else 2 * self.kv_heads * self.head_dim
+
+    @property
     def kv_elements_per_token(self) -> int:
-        """Cache elements one token adds: 2 × KV layers × KV heads × head dim (MLA: KV layers × (rank + RoPE dim))."""
-        if self.is_mla:
-            return self.kv_layers * (self.kv_lora_rank + self.qk_rope_head_dim)
-        return 2 * self.kv_layers * self.kv_heads * self.head_dim
+        """Cache elements one token adds in the layers whose cache grows with the context: KV layers × per layer
+        (2 × KV heads × head dim; MLA: rank + RoPE dim)."""
+        return self.kv_layers * self.kv_elements_per_layer
+
+    def cached_layer_tokens(self, tokens: float) -> float:
+        """Layer-tokens of cache a sequence holding ``tokens`` keeps: KV layers × t + window layers × min(t, W)."""
+        return self.kv_layers * tokens + self.window_layers * min(tokens, self.sliding_window)
+
 
     @property
     def attention_flops_per_pair(self) -> int:
@@ -175,10 +182,14 @@ class ModelSpec:
     def attended_tokens(self, sequences: float, context_tokens: float) -> float:
         """Layer-tokens a step's attention reads for ``sequences`` holding ``context_tokens`` cached in all, one query
         each: L_full × C + L_window × S × min(C / S, W) (module docstring)."""
-        full = (self.layers - self.window_layers) * context_tokens
         if not self.window_layers or sequences <= 0:
-            return full
-        return full + self.window_layers * sequences * min(context_tokens / sequences, self.sliding_window)
+            return self.kv_layers * context_tokens
+        return sequences * self.cached_layer_tokens(context_tokens / sequences)
+
+    def without_windows(self) -> ModelSpec:
+        """This model as an engine that keeps and reads the whole cache of its window layers runs it (llama.cpp's
+        ``--swa-full``, TensorRT-LLM): every layer a full one (itself when it has no windows)."""
+        return replace(self, sliding_window=0, sliding_layers=0) if self.window_layers else self
 
     def attended_pairs(self, sequences: float, new_tokens: float, cached_tokens: float = 0) -> float:
         """Layer-(query, key) pairs of a prefill of ``new_tokens`` over ``sequences``, each with its share of
@@ -186,7 +197,7 @@ class ModelSpec:
         keys in a full layer and min(c + i, W) in a window layer."""
         n = max(1.0, sequences)
         t, c = new_tokens / n, cached_tokens / n
-        full = (self.layers - self.window_layers) * n * (t * c + t * (t + 1) / 2)
+        full = self.kv_layers * n * (t * c + t * (t + 1) / 2)
         if not self.window_layers:
             return full
         w = self.sliding_window

@@ -126,8 +126,11 @@ class PublishedFigure:
         return f"{self.model} {self.hardware} TP{self.tp} {self.weight_dtype}{loop}"
 
     def deployment(self) -> Deployment:
+        """The deployment the figure was measured on; TensorRT-LLM keeps and reads a window layer's whole cache
+        (its chunked attention applies to prompts only: its "Long Sequences" page), so Llama 4's chunks are
+        full layers there (`Deployment.full_window_cache`)."""
         return Deployment(resolve_model(self.model), resolve_hardware(self.hardware), self.weight_dtype,
-                          self.kv_dtype, tp=self.tp)
+                          self.kv_dtype, tp=self.tp, full_window_cache="TensorRT-LLM" in self.engine)
 
 
 @dataclass(frozen=True)

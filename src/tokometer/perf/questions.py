@@ -68,6 +68,9 @@ class EstimateSpec:
     """Tokens one engine step may hold (``--step-tokens``; vLLM's max_num_batched_tokens)."""
     max_batch: int = MAX_BATCH
     """Sequences one engine rank schedules at once (``--max-batch``; vLLM's max_num_seqs)."""
+    swa_full: bool = False
+    """The engine keeps the whole cache of a model's window layers (``--swa-full``, as llama.cpp's):
+    `Deployment.full_window_cache`."""
     gpu_memory_utilization: float = 0.9
     efficiency: Efficiency | None = None
     """None: the hardware's stored calibration (`tokometer.perf.calibrate`) if it has one, else typical."""
@@ -100,7 +103,8 @@ def _deployment(spec: EstimateSpec, model_name: str, hardware_name: str, kv_defa
     weights = spec.dtype or model.native_dtype
     return Deployment(model, _hardware(hardware_name, spec), weights,
                       spec.kv_dtype or kv_default or default_kv_dtype(weights), tp=spec.tp, pp=spec.pp,
-                      expert_parallel=spec.expert_parallel, attention_dp=spec.attention_dp)
+                      expert_parallel=spec.expert_parallel, attention_dp=spec.attention_dp,
+                      full_window_cache=spec.swa_full)
 
 
 def resolve_efficiency(spec: EstimateSpec, hardware: str) -> tuple[Efficiency, str]:
@@ -179,8 +183,9 @@ def _run_deployment(spec: EstimateSpec, run: StoredRun) -> Deployment:
     model = _require(model, "--model", f"for run {run.id} (it does not name a model file the estimate can read)")
     hardware = spec.hardware or _engine_hardware(facts)
     hardware = _require(hardware, "--hardware", f"for run {run.id} (it ran against {run.target})")
-    if engine is not None and engine.is_llamacpp:
-        return _deployment(spec, model, hardware, llamacpp_kv_dtype(engine.argv))
+    if engine is not None and engine.is_llamacpp:  # its --swa-full keeps the window layers' whole cache
+        whole = replace(spec, swa_full=spec.swa_full or "--swa-full" in engine.argv)
+        return _deployment(whole, model, hardware, llamacpp_kv_dtype(engine.argv))
     kv = facts.get("kv_cache_dtype")
     known = replace(spec, dtype=spec.dtype or _vllm_dtype(facts),
                     tp=spec.tp if spec.tp != 1 else int(facts.get("tensor_parallel_size") or 1),

@@ -76,8 +76,16 @@ def render_estimate(console: Console, e: Estimate) -> None:
     if peak is not None and not d.hardware.peaks and peak.dtype != d.compute_dtype:
         console.print(f"  compute   {d.hardware.name} lists no {d.compute_dtype} peak: the "
                       f"{normalize_dtype(d.weight_dtype)} weights are dequantised and multiply at {peak.label()}")
+    spec = d.model
+    bounded = d.kv_bytes_per_sequence(spec.sliding_window) - spec.sliding_window * d.kv_bytes_per_token
     kv = f"  KV cache  {fmt_bytes(d.kv_bytes_per_token)} per token ({d.kv_dtype})"
-    if e.kv_capacity_tokens is not None:
+    if spec.window_layers:
+        kv += (f" + at most {fmt_bytes(bounded)} a sequence in its {spec.window_layers} "
+               f"{spec.sliding_window:,}-token window layers")
+    if e.kv_capacity_tokens is not None and spec.window_layers:
+        kv += (f"; {e.max_sequences:,} sequences of {e.tokens_per_sequence:,} fit ({e.gpu_memory_utilization:.2f} "
+               "of memory)")
+    elif e.kv_capacity_tokens is not None:
         kv += (f"; {e.kv_capacity_tokens:,} tokens fit ({e.gpu_memory_utilization:.2f} of memory): "
                f"{e.max_sequences:,} sequences of {e.tokens_per_sequence:,}")
     console.print(kv)

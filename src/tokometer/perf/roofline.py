@@ -10,6 +10,11 @@ activation elements one token's matmuls read and write (`ModelSpec.activation_el
     KV per token           = 2 × L × h_kv × d × b                     (whole model)
     KV per token per GPU   = 2 × ⌈L / PP⌉ × ⌈h_kv / TP⌉ × d × b         (heads replicated when h_kv < TP)
     KV capacity (tokens)   = ⌊(GPU memory × utilisation − weights per GPU − reserve) / KV per token per GPU⌋
+    sequences that fit     = ⌊(the same budget) / KV per sequence per GPU⌋   (`Deployment.kv_sequences`)
+
+L here is the layers whose cache grows with the context (`ModelSpec.kv_layers`); a model's window layers
+keep at most their window of each sequence (`ModelSpec.cached_layer_tokens`), so a sequence of t tokens
+takes KV per token per GPU × t + its window layers' 2 × ⌈L_window / PP⌉ × ⌈h_kv / TP⌉ × d × b × min(t, W).
 
     decode step            = matmuls + attention + L × e_layer     one token for each of `batch` sequences
       matmuls              = max((W_read + 2 B × A × batch) / TP / (BW × e_bw),
@@ -191,12 +196,19 @@ class Deployment:
     tp: int = 1
     pp: int = 1
     expert_parallel: bool = False  # whole experts, E / TP on each GPU, rather than each expert split TP ways
+    full_window_cache: bool = False
+    """The engine keeps and reads the whole cache of the model's window layers, as of its full ones (llama.cpp's
+    ``--swa-full``; TensorRT-LLM, whose chunked attention applies to prompts only and whose sliding-window cache
+    is allocated at its longest window): the model is taken without its windows (`ModelSpec.without_windows`).
+    False: each window layer keeps and reads at most its window of a sequence, as vLLM and SGLang do."""
     attention_dp: bool = False
     """Attention data parallel (a mixture of experts over TP GPUs): each GPU runs the attention of its own
     share of the sequences with every head and a whole copy of the weights outside the routed experts, which
     stay split over the GPUs (TensorRT-LLM's ``enable_attention_dp``, SGLang's ``--enable-dp-attention``)."""
 
     def __post_init__(self) -> None:
+        if self.full_window_cache and self.model.window_layers:  # frozen: set once, here
+            object.__setattr__(self, "model", self.model.without_windows())
         if self.tp < 1 or self.pp < 1:
             raise ConfigError(f"tensor and pipeline parallel sizes must be at least 1 (got {self.tp}, {self.pp})")
         if self.expert_parallel and not self.model.is_moe:
@@ -264,7 +276,8 @@ class Deployment:
 
     @cached_property
     def kv_bytes_per_token(self) -> float:
-        """KV-cache bytes one token adds, whole model: 2 × L × h_kv × d × b (MLA: L × (rank + RoPE dim) × b)."""
+        """KV-cache bytes one token adds, whole model, in the layers whose cache grows with the context
+        (`ModelSpec.kv_layers`): 2 × L × h_kv × d × b (MLA: L × (rank + RoPE dim) × b)."""
         return self.model.kv_elements_per_token * self.kv_element_bytes
 
     def _kv_per_layer_per_gpu(self) -> float:
@@ -277,7 +290,7 @@ class Deployment:
 
     @cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
-        """KV-cache bytes one token takes on one GPU: 2 × ⌈L / PP⌉ × ⌈h_kv / TP⌉ × d × b."""
+        """KV-cache bytes one token takes on one GPU: 2 × ⌈L / PP⌉ × ⌈h_kv / TP⌉ × d × b (L: `ModelSpec.kv_layers`)."""
         return math.ceil(self.model.kv_layers / self.pp) * self._kv_per_layer_per_gpu()
 
     @cached_property
@@ -353,15 +366,35 @@ class Deployment:
 
     def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9,
                            reserve_gib: float = ACTIVATION_RESERVE_GIB) -> int:
-        """Tokens of KV cache that fit beside the weights (0 when the weights alone do not fit)."""
+        """Tokens of KV cache that fit beside the weights in the layers whose cache grows with the context (0
+        when the weights alone do not fit); a model with window layers holds fewer: `kv_sequences`."""
         budget = self.kv_budget_bytes(gpu_memory_utilization, reserve_gib)
         return max(0, int(budget // self.kv_bytes_per_token_per_gpu))
+
+    def kv_bytes_per_sequence(self, tokens: float) -> float:
+        """KV-cache bytes a sequence holding ``tokens`` takes, whole model: its full layers' per token × t and its
+        window layers' at most their window (`ModelSpec.cached_layer_tokens`)."""
+        return self.model.cached_layer_tokens(tokens) * self.model.kv_elements_per_layer * self.kv_element_bytes
+
+    def kv_bytes_per_sequence_per_gpu(self, tokens: float) -> float:
+        """KV-cache bytes a sequence holding ``tokens`` takes on one GPU: each kind of layer split over the PP
+        stages (the busiest stage), its heads over TP (`kv_bytes_per_token_per_gpu` for the full layers)."""
+        m = self.model
+        window = math.ceil(m.window_layers / self.pp) * self._kv_per_layer_per_gpu() * min(tokens, m.sliding_window)
+        return self.kv_bytes_per_token_per_gpu * tokens + window
+
+    def kv_sequences(self, tokens: int, gpu_memory_utilization: float = 0.9,
+                     reserve_gib: float = ACTIVATION_RESERVE_GIB) -> int:
+        """Sequences of ``tokens`` tokens each whose caches fit beside the weights at once (0: not one)."""
+        budget = self.kv_budget_bytes(gpu_memory_utilization, reserve_gib)
+        return max(0, int(budget // self.kv_bytes_per_sequence_per_gpu(max(1, tokens))))
 
     def describe(self) -> str:
         parallel = f", TP {self.tp}" if self.tp > 1 else ""
         parallel += f", PP {self.pp}" if self.pp > 1 else ""
         parallel += f", EP {self.tp}" if self.expert_parallel else ""
         parallel += f", attention DP {self.tp}" if self.attention_dp and self.tp > 1 else ""
+        parallel += ", window layers' caches whole" if self.full_window_cache else ""
         return (f"{self.model.name} {self.weight_format} (KV {self.kv_dtype}) on "
                 f"{self.gpus} × {self.hardware.name}{parallel}")
 

@@ -171,7 +171,7 @@ def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None
         if model.tp_problem(tp):
             continue  # the model's heads do not split over that many GPUs
         d = Deployment(model, hw, dtype, kv_dtype or default_kv_dtype(dtype), tp=tp)
-        most = d.kv_capacity_tokens(utilization) // (input_tokens + output_tokens)
+        most = d.kv_sequences(input_tokens + output_tokens, utilization)
         if most < 1:
             continue
         reached, batch = _smallest_batch(d, target, mid, eff, most)
@@ -202,7 +202,7 @@ def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], form
                 d = Deployment(model, hw, fmt, kv_dtype or default_kv_dtype(fmt), tp=tp)
                 if not communication(d, 1).counted:
                     continue
-                most = d.kv_capacity_tokens(utilization) // (input_tokens + output_tokens)
+                most = d.kv_sequences(input_tokens + output_tokens, utilization)
                 speed = 1 / decode_step_s(d, 1, mid, eff)
                 if most >= 1 and (best is None or speed > best.batch1_tok_s):
                     best = TargetOption(d, speed >= target, 1, speed, speed, speed, most)

@@ -34,7 +34,8 @@ def step_time_for(config: SimConfig) -> tuple[StepTime, int]:
 
     d = deployment_for(config)
     assert isinstance(d, Deployment)
-    capacity = d.kv_capacity_tokens(config.gpu_memory_utilization)
+    # tokens as the engine counts them, each in every layer (a window layer's too: an upper bound on its cache)
+    capacity = max(0, int(d.kv_budget_bytes(config.gpu_memory_utilization) // d.kv_bytes_per_sequence_per_gpu(1)))
     if capacity <= 0:
         raise ConfigError(f"{d.describe()}: the weights do not fit in the GPU memory; use --tp, a lower-bit "
                           "--dtype or larger hardware")

@@ -144,9 +144,9 @@ def test_the_largest_load_within_latency_limits() -> None:
 def test_the_estimate_s_memory_share_sets_the_room_of_its_closed_loop() -> None:
     d, eff = llama70b_on_two_h100(), Efficiency()
     more = d.kv_capacity_tokens(0.95)
-    assert kv_room(d, 20_000, 2000, more) == more // 22_000 > kv_room(d, 20_000, 2000)
-    wide = closed_loop(d, 250, 20_000, 2000, eff, kv_capacity=more)
-    held = closed_loop(d, more // 22_000, 20_000, 2000, eff, kv_capacity=more)
+    assert kv_room(d, 20_000, 2000, 0.95) == more // 22_000 > kv_room(d, 20_000, 2000)
+    wide = closed_loop(d, 250, 20_000, 2000, eff, gpu_memory_utilization=0.95)
+    held = closed_loop(d, more // 22_000, 20_000, 2000, eff, gpu_memory_utilization=0.95)
     assert wide.aggregate_tok_s == pytest.approx(held.aggregate_tok_s)
     assert wide.aggregate_tok_s > closed_loop(d, 250, 20_000, 2000, eff).aggregate_tok_s  # more room: more at once
     row = estimate(d, [250], 20_000, 2000, eff, 0.95).rows[0]

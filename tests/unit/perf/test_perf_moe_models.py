@@ -173,14 +173,15 @@ def test_short_sliding_windows_leave_the_cache_per_token() -> None:
     assert m.kv_elements_per_token == 2 * 18 * 8 * 64  # 36,864 B a token in bf16
     loaded = model_from_config(CONFIGS["gpt-oss-120b"], "gpt-oss-120b")
     assert (loaded.sliding_window, loaded.sliding_layers, loaded.expert_dtype) == (128, 18, "mxfp4")
-    # a config of any other model is read as before: Gemma 3's 1,024-token windows count as full layers
+    # any window, short or long: Gemma 3's 512-token windows keep at most 512 tokens of a sequence too
     gemma = model_from_config({"model_type": "gemma3_text", "hidden_size": 640, "num_attention_heads": 4,
                                "num_key_value_heads": 1, "head_dim": 256, "num_hidden_layers": 18,
                                "vocab_size": 262144, "intermediate_size": 2048, "sliding_window": 512,
                                "layer_types": ["sliding_attention"] * 5 + ["full_attention"]
                                + ["sliding_attention"] * 5 + ["full_attention"] + ["sliding_attention"] * 6},
                               "gemma")
-    assert gemma.kv_layers == 18 and gemma.kv_elements_per_token == 2 * 18 * 256
+    assert gemma.kv_layers == 2 and gemma.kv_elements_per_token == 2 * 2 * 256
+    assert gemma.cached_layer_tokens(10_000) == 2 * 10_000 + 16 * 512
 
 
 def test_whole_experts_per_gpu_wait_for_the_busiest_gpu() -> None:

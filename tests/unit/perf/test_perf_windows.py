@@ -2,18 +2,24 @@
 
 A window layer attends to at most W of a sequence's cached tokens (Gemma 3's five layers in six, Llama 4's
 chunked three in four, gpt-oss's every other layer), so its KV read and its attention FLOPs stop growing with the
-context past W; the cache is still sized as full attention for windows over 256 tokens (`tokometer.perf.model`).
+context past W, and so does its cache, unless the engine keeps the whole of it (`Deployment.full_window_cache`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from tokometer.cli.estimate import command as estimate_command
 from tokometer.perf import Deployment, resolve_hardware
 from tokometer.perf.catalog import BUILTIN_MODELS
+from tokometer.perf.closedloop import kv_room
 from tokometer.perf.loaders import model_from_config
+from tokometer.perf.maxload import max_load
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.roofline import decode_flops, decode_step_s, prefill_flops_split
 
@@ -77,7 +83,40 @@ def test_configs_say_which_layers_have_a_window() -> None:
     assert qwen.window_layers == 0
 
 
-def test_the_cache_is_still_sized_as_full_attention_for_long_windows() -> None:
-    gemma, llama4 = BUILTIN_MODELS["gemma-3-27b"], BUILTIN_MODELS["llama-4-scout"]
-    assert gemma.kv_layers == 62 and llama4.kv_layers == 48  # an upper bound on memory (module docstring)
-    assert llama4.window_layers == 36
+def test_a_window_layer_keeps_at_most_its_window_of_each_sequence() -> None:
+    d = Deployment(BUILTIN_MODELS["gemma-3-27b"], resolve_hardware("H100-SXM"))
+    per_layer = 2 * 16 * 128 * 2  # 8,192 B a token a layer (bf16)
+    assert d.kv_bytes_per_token == 10 * per_layer  # the 10 full layers grow with the context
+    assert d.kv_bytes_per_sequence(33_000) == per_layer * (10 * 33_000 + 52 * 1024)  # 3.14 GB, not 16.8 GB
+    assert d.kv_bytes_per_sequence(500) == per_layer * 62 * 500  # within the window: every layer
+    budget = d.kv_budget_bytes()
+    assert d.kv_sequences(33_000) == budget // (per_layer * (10 * 33_000 + 52 * 1024))
+    # an engine that keeps and reads the whole cache (llama.cpp's --swa-full, TensorRT-LLM): every layer full
+    whole = Deployment(BUILTIN_MODELS["gemma-3-27b"], resolve_hardware("H100-SXM"), full_window_cache=True)
+    assert whole.model.window_layers == 0 and whole.kv_bytes_per_token == 62 * per_layer
+    assert whole.kv_sequences(33_000) == budget // (62 * per_layer * 33_000) < d.kv_sequences(33_000) / 4
+    assert "window layers' caches whole" in whole.describe()
+
+
+def test_max_load_and_the_closed_loop_hold_the_sequences_that_fit() -> None:
+    d = Deployment(BUILTIN_MODELS["gemma-3-27b"], resolve_hardware("H100-SXM"))
+    load = max_load(d, 32_000, 1000)
+    assert load is not None and load.batch == d.kv_sequences(33_000)
+    assert kv_room(d, 32_000, 1000) == d.kv_sequences(33_000)
+    whole = Deployment(d.model, d.hardware, full_window_cache=True)
+    held = max_load(whole, 32_000, 1000)
+    assert held is not None and held.batch == whole.kv_sequences(33_000) < load.batch
+
+
+def test_the_command_says_what_a_sequence_holds(tmp_path: Path) -> None:
+    out = tmp_path / "e.json"
+    args = ["-m", "gemma-3-27b", "-H", "H100-SXM", "-b", "4", "--input-tokens", "32000", "--output-tokens", "1000"]
+    result = CliRunner().invoke(estimate_command, [*args, "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "+ at most 436.2 MB a sequence in its 52 1,024-token window layers" in result.output
+    d = Deployment(BUILTIN_MODELS["gemma-3-27b"], resolve_hardware("H100-SXM"))
+    assert json.loads(out.read_text())["estimate"]["max_sequences"] == d.kv_sequences(33_000)
+    whole = CliRunner().invoke(estimate_command, [*args, "--swa-full", "--json", str(out)])
+    assert whole.exit_code == 0 and "window layers' caches whole" in whole.output
+    whole_d = Deployment(d.model, d.hardware, full_window_cache=True)
+    assert json.loads(out.read_text())["estimate"]["max_sequences"] == whole_d.kv_sequences(33_000)
