@@ -204,6 +204,38 @@ def _whole(value: Any) -> int | None:
     return None
 
 
+_GGUF_WINDOW_PATTERN = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "gemma-embedding": 6, "cohere2": 4, "olmo2": 4,
+                        "gpt-oss": 2, "llama4": 4}
+"""llama.cpp's pattern of window layers by architecture when a GGUF header has a sliding window but no
+``attention.sliding_window_pattern``: every n-th layer attends to the whole context, the n − 1 before it
+to the window (llama.cpp's ``load_swa_pattern`` defaults, build b11434). Architectures not named here
+ignore a ``sliding_window`` key in llama.cpp, and so does the estimate."""
+_GGUF_LLAMA4_CHUNK = 8192
+"""Llama 4's attention chunk in llama.cpp, fixed whatever the header says (a window of 0 turns it off)."""
+
+
+def _gguf_sliding(meta: dict[str, Any], arch: str, layers: int, window: int) -> tuple[int, int]:
+    """(window, layers with it) from a GGUF header as llama.cpp reads it: ``{arch}.attention.sliding_window``
+    (``window``; Llama 4 chunks 8,192 unless it is 0), and which layers have it from
+    ``{arch}.attention.sliding_window_pattern`` (one flag per layer, or n: every n-th layer full, 0: all
+    windowed) or the architecture's default (`_GGUF_WINDOW_PATTERN`). (0, 0) when none apply."""
+    if arch == "llama4":
+        window = 0 if f"{arch}.attention.sliding_window" in meta and window == 0 else _GGUF_LLAMA4_CHUNK
+    if window <= 0 or arch not in _GGUF_WINDOW_PATTERN:
+        return 0, 0
+    pattern = meta.get(f"{arch}.attention.sliding_window_pattern")
+    if isinstance(pattern, list):
+        if len(pattern) != layers or not all(isinstance(flag, (bool, int)) for flag in pattern):
+            raise ConfigError(f"the GGUF header's {arch}.attention.sliding_window_pattern has {len(pattern):,} "
+                              f"entries; one flag per layer ({layers}) is needed")
+        return window, sum(1 for flag in pattern if flag)
+    every = _GGUF_WINDOW_PATTERN[arch] if pattern is None else _whole(pattern)
+    if every is None or not 0 <= every <= _MAX_SIZE:
+        raise ConfigError(f"the GGUF header's {arch}.attention.sliding_window_pattern is {str(pattern)[:40]!r}; "
+                          "a whole number (every n-th layer full) or one flag per layer is needed")
+    return window, layers if every == 0 else sum(1 for layer in range(layers) if layer % every < every - 1)
+
+
 def model_from_gguf(path: Path) -> ModelSpec:
     """A ModelSpec from a GGUF file's header: exact parameter count and weight bytes."""
     try:
@@ -237,6 +269,10 @@ def model_from_gguf(path: Path) -> ModelSpec:
     active = params - expert_params * (1 - per_token / experts) if experts and per_token else None
     quant = quantization_of(path, meta)
     rank = get("attention.kv_lora_rank", 0)
+    try:
+        window, window_layers = _gguf_sliding(meta, arch, layers, get("attention.sliding_window", 0, 0))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
     return ModelSpec(
         name=str(meta.get("general.name") or path.stem), params=params, layers=layers, hidden=hidden, heads=heads,
         kv_heads=get("attention.head_count_kv", heads, 0) or heads,
@@ -246,7 +282,8 @@ def model_from_gguf(path: Path) -> ModelSpec:
         active_params=active, experts=experts, experts_per_token=per_token,
         v_head_dim=get("attention.value_length", 0), kv_lora_rank=rank,
         qk_rope_head_dim=get("rope.dimension_count", 0) if rank else 0,
-        tied_embeddings=not lm_head, native_dtype=quant, weight_bytes=data_bytes, hf_id=str(path),
+        sliding_window=window, sliding_layers=window_layers, tied_embeddings=not lm_head, native_dtype=quant,
+        weight_bytes=data_bytes, hf_id=str(path),
         source=f"GGUF header of {path.name} ({quant}, {data_bytes / 1e6:,.1f} MB of tensors)")
 
 

@@ -95,13 +95,15 @@ def _gguf_string(text: str) -> bytes:
     return struct.pack("<Q", len(raw)) + raw
 
 
-def _write_gguf(path: Path) -> None:
-    kv = [("general.architecture", 8, _gguf_string("llama")), ("general.name", 8, _gguf_string("tiny")),
-          ("llama.block_count", 4, struct.pack("<I", 2)), ("llama.embedding_length", 4, struct.pack("<I", 64)),
-          ("llama.attention.head_count", 4, struct.pack("<I", 4)),
-          ("llama.attention.head_count_kv", 4, struct.pack("<I", 2)),
-          ("llama.context_length", 4, struct.pack("<I", 2048)), ("general.file_type", 4, struct.pack("<I", 15)),
-          ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 3) + b"".join(_gguf_string(t) for t in "abc"))]
+def _write_gguf(path: Path, arch: str = "llama", blocks: int = 2,
+                extra: tuple[tuple[str, int, bytes], ...] = ()) -> None:
+    kv = [("general.architecture", 8, _gguf_string(arch)), ("general.name", 8, _gguf_string("tiny")),
+          (f"{arch}.block_count", 4, struct.pack("<I", blocks)), (f"{arch}.embedding_length", 4, struct.pack("<I", 64)),
+          (f"{arch}.attention.head_count", 4, struct.pack("<I", 4)),
+          (f"{arch}.attention.head_count_kv", 4, struct.pack("<I", 2)),
+          (f"{arch}.context_length", 4, struct.pack("<I", 2048)), ("general.file_type", 4, struct.pack("<I", 15)),
+          ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 3) + b"".join(_gguf_string(t) for t in "abc")),
+          *((f"{arch}.{key}", kind, value) for key, kind, value in extra)]
     tensors = [("token_embd.weight", (64, 100)), ("blk.0.attn_q.weight", (64, 64)), ("blk.1.ffn_up.weight", (64, 32))]
     out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
     for key, kind, value in kv:
@@ -136,4 +138,46 @@ def test_the_bundled_gguf() -> None:
     # the 168 M-entry embedding table, which is also the LM head, is kept at higher precision)
     assert m.params == 268_098_176 and m.weight_bytes == 246_587_904
     assert (m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.vocab) == (18, 640, 4, 1, 256, 262144)
-    assert m.kv_elements_per_token == 2 * 18 * 1 * 256
+    # its header's window (512) on llama.cpp's Gemma 3 pattern: five layers in six, 15 of 18; the cache that
+    # grows with the context is the other 3 layers', the window layers' stops at 512 tokens
+    assert (m.sliding_window, m.window_layers, m.kv_layers) == (512, 15, 3)
+    assert m.kv_elements_per_token == 2 * 3 * 1 * 256
+    assert m.cached_layer_tokens(4096) == 3 * 4096 + 15 * 512
+
+
+def _window(n: int) -> tuple[str, int, bytes]:
+    return ("attention.sliding_window", 4, struct.pack("<I", n))
+
+
+@pytest.mark.parametrize(("arch", "blocks", "extra", "expected"), [
+    ("gemma3", 12, (_window(1024),), (1024, 10)),  # llama.cpp's default: every 6th layer full
+    ("gemma2", 12, (_window(4096),), (4096, 6)),  # every other layer
+    ("gpt-oss", 24, (_window(128),), (128, 12)),
+    ("gemma3", 12, (_window(1024), ("attention.sliding_window_pattern", 4, struct.pack("<I", 3))), (1024, 8)),
+    ("gemma3", 4, (_window(1024), ("attention.sliding_window_pattern", 9, struct.pack("<IQ", 7, 4) + b"\1\0\1\0")),
+     (1024, 2)),  # one flag per layer
+    ("gemma3", 12, (_window(0),), (0, 0)),  # no window: every layer full
+    ("llama", 12, (_window(4096),), (0, 0)),  # llama.cpp ignores a window on an architecture without one
+    ("llama4", 8, (), (8192, 6)),  # chunks of 8,192 whatever the header says, three layers in four
+    ("llama4", 8, (_window(0),), (0, 0)),  # ... unless its window is 0
+])
+def test_a_gguf_header_s_window_layers_as_llama_cpp_reads_them(
+        tmp_path: Path, arch: str, blocks: int, extra: tuple[tuple[str, int, bytes], ...],
+        expected: tuple[int, int]) -> None:
+    path = tmp_path / "w.gguf"
+    _write_gguf(path, arch, blocks, extra)
+    m = model_from_gguf(path)
+    assert (m.sliding_window, m.sliding_layers) == expected
+
+
+@pytest.mark.parametrize("pattern", [
+    ("attention.sliding_window_pattern", 9, struct.pack("<IQ", 7, 2) + b"\1\0"),  # 2 flags for 12 layers
+    ("attention.sliding_window_pattern", 8, _gguf_string("six")),
+    ("attention.sliding_window_pattern", 6, struct.pack("<f", 2.5)),
+])
+def test_a_gguf_window_pattern_that_is_not_one_is_a_config_error(
+        tmp_path: Path, pattern: tuple[str, int, bytes]) -> None:
+    path = tmp_path / "w.gguf"
+    _write_gguf(path, "gemma3", 12, (_window(1024), pattern))
+    with pytest.raises(ConfigError, match="sliding_window_pattern"):
+        model_from_gguf(path)
