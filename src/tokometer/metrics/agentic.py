@@ -37,10 +37,12 @@ def _measured(records: Sequence[RequestRecord]) -> list[RequestRecord]:
             and r.turn is not None]
 
 
-def busy_ns(records: Sequence[RequestRecord]) -> int:
-    """The time at least one of ``records`` was in flight (sent to end), overlaps counted once."""
+def busy_ns(records: Sequence[RequestRecord], until_ns: int | None = None) -> int:
+    """The time at least one of ``records`` was in flight (sent to end), overlaps counted once; with
+    ``until_ns``, only up to then (a session's task ends at its last token, before its stream closes)."""
     total, reach = 0, 0
     for start, end in sorted((r.sent_ns, r.end_ns) for r in records if r.sent_ns and r.end_ns):
+        end = end if until_ns is None else min(end, until_ns)
         if end <= reach:
             continue
         total += end - max(start, reach)
@@ -77,7 +79,7 @@ def _turn_row(turn: int, rows: list[RequestRecord]) -> dict[str, Any]:
 def _session_row(number: int, rows: list[RequestRecord]) -> dict[str, Any]:
     start = min(r.ready_ns or r.sent_ns for r in rows)
     end = max(r.last_token_ns or r.end_ns for r in rows)
-    busy = busy_ns(rows)
+    busy = busy_ns(rows, end)  # within the task: its tool wait and time in requests add up to it
     ttfts = [v for v in map(m.ttft_ns, rows) if v is not None]
     return {
         "session": number,

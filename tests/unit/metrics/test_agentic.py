@@ -22,6 +22,7 @@ def test_busy_time_counts_overlaps_once() -> None:
     rs = [RequestRecord(index=0, sent_ns=100, end_ns=110), RequestRecord(index=1, sent_ns=105, end_ns=120),
           RequestRecord(index=2, sent_ns=130, end_ns=140), RequestRecord(index=3, sent_ns=132, end_ns=135)]
     assert busy_ns(rs) == 30
+    assert busy_ns(rs, 133) == 20 + 3 and busy_ns(rs, 100) == 0  # clipped at a moment
 
 
 def test_task_time_tool_wait_and_reuse_of_a_session_with_a_fan_out() -> None:
@@ -35,7 +36,9 @@ def test_task_time_tool_wait_and_reuse_of_a_session_with_a_fan_out() -> None:
     assert stats is not None and (stats["sessions"], stats["completed"], stats["failed"]) == (1, 1, 0)
     (row,) = stats["by_session"]
     assert row["task_s"] == pytest.approx(0.699)  # start (ready of the first turn) to the last token of the last turn
-    assert row["in_requests_s"] == pytest.approx(0.4) and row["tool_wait_s"] == pytest.approx(0.299)
+    # in flight within the task (the last stream's close after its last token is outside it), so the tool
+    # wait is the two tools' 200 + 100 ms exactly and the two add up to the task
+    assert row["in_requests_s"] == pytest.approx(0.399) and row["tool_wait_s"] == pytest.approx(0.3)
     assert row["agents"] == 3 and row["turns"] == 4
     turns = stats["by_turn"]
     assert [t["tool_wait_ms"]["p50"] for t in turns] == [0.0, 200.0, 200.0, 100.0]
