@@ -292,6 +292,7 @@ def test_once_json_against_the_embedded_engine() -> None:
     assert view["output_tok_s"] is not None and view["output_tok_s"] > 0
 
 
+@pytest.mark.timing  # its premise: the client reads each token within the frame it was made in
 @pytest.mark.engine
 def test_llamacpp_tokens_per_second_move_while_requests_generate() -> None:
     """The embedded engine (llama-server b11434) adds a request's tokens to tokens_predicted_total only when it
