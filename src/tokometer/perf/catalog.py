@@ -17,9 +17,9 @@ Models of 2025 (their rows name the config and the published counts):
   128-token sliding window.
 - Qwen3 dense (8B, 32B) and MoE (30B-A3B: 8 of 128 experts; 235B-A22B: 8 of 128).
 - Llama 4 Scout (16 experts) and Maverick (128 experts, MoE every other layer): one routed expert
-  and one shared expert per token. Three layers in four attend within 8,192-token chunks: read as a
-  window of that length (`tokometer.perf.model`), the cache sized as full attention (an upper bound).
-- Gemma 3: five layers in six attend to a sliding window (512 tokens up to 1B, 1,024 above); likewise.
+  and one shared expert per token. Three layers in four attend within 8,192-token chunks: read and
+  cached as a window of that length (`tokometer.perf.model`; an upper bound, a chunk averages half).
+- Gemma 3: five layers in six attend to a sliding window (512 tokens up to 1B, 1,024 above).
 - DeepSeek V3.1 and V3.2 (as V3: MLA, 8 of 256 experts plus one shared, fp8). V3.2's sparse
   attention (its indexer picks 2,048 cached tokens per query) is not modelled: its attention and
   cache reads are counted as V3's, an upper bound at long contexts, and the indexer's own small key

@@ -66,14 +66,13 @@ def weights_arithmetic(d: Deployment) -> str:
 def kv_arithmetic(d: Deployment) -> str:
     """How many KV-cache bytes one token adds, in words: whole model and (several GPUs) per GPU."""
     m, b = d.model, d.kv_element_bytes
-    layers = m.kv_layers
     window = (f" (full-attention; the other {m.window_layers} keep at most a {m.sliding_window:,}-token window)"
               if m.window_layers else "")
     if m.is_mla:
-        text = (f"{layers} layers × ({m.kv_lora_rank} latent + {m.qk_rope_head_dim} RoPE) × {b:g} B "
+        text = (f"{m.kv_layers} layers × ({m.kv_lora_rank} latent + {m.qk_rope_head_dim} RoPE) × {b:g} B "
                 f"(multi-head latent attention)")
     else:
-        text = f"2 (K and V) × {layers} layers{window} × {m.kv_heads} KV heads × {m.head_dim} head dim × {b:g} B"
+        text = f"2 (K and V) × {m.kv_layers} layers{window} × {m.kv_heads} KV heads × {m.head_dim} head dim × {b:g} B"
     split = "the latent cache whole on every TP rank" if m.is_mla else f"KV heads over TP {d.tp}"
     per_gpu = (f"; per GPU {fmt_bytes(d.kv_bytes_per_token_per_gpu)} (layers split over PP {d.pp}, {split})"
                if d.gpus > 1 else "")

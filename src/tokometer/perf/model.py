@@ -163,7 +163,6 @@ class ModelSpec:
         """Layer-tokens of cache a sequence holding ``tokens`` keeps: KV layers × t + window layers × min(t, W)."""
         return self.kv_layers * tokens + self.window_layers * min(tokens, self.sliding_window)
 
-
     @property
     def attention_flops_per_pair(self) -> int:
         """FLOPs for one query attending to one key, all KV layers: 2 × layers × heads × (head dim + V head dim)."""
