@@ -25,6 +25,11 @@ Models of 2025 (their rows name the config and the published counts):
   cache reads are counted as V3's, an upper bound at long contexts, and the indexer's own small key
   cache is left out.
 - Kimi K2: the DeepSeek V3 design with 384 experts (8 per token plus one shared), 64 heads, fp8.
+
+Models benchmark suites and vendor tables still run: Llama 2 7B/13B/70B (MLPerf Inference's Llama 2 70B;
+the 7B and 13B attend with every head's own keys), Mixtral 8x22B (8 experts, 2 a token), Mistral Large 2
+(123 B dense), Qwen2.5 32B and Qwen3 14B. Distilled and fine-tuned models keep their base model's shapes
+and take its row by alias (DeepSeek-R1-Distill-Llama-70B is Llama 3.3 70B; Nemotron 70B is Llama 3.1 70B).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ _GPT_OSS: dict[str, Any] = {"experts_per_token": 4, "native_dtype": "bf16", "exp
                             "sliding_window": 128}
 _GPT_OSS_CARD = "gpt-oss model card (arXiv 2508.10925), table 1"
 _QWEN3 = "Qwen3 model card on the Hugging Face Hub"
+_SAFETENSORS = "the Hub's safetensors metadata"
 _LLAMA4 = "Llama 4 model card (meta-llama/llama-models)"
 _LLAMA4_CHUNKS: dict[str, Any] = {"sliding_window": 8192, "sliding_layers": 36}  # attention_chunk_size; 3 in 4 layers
 
@@ -76,10 +82,24 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {m.name: m for m in (
     _m("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B-Instruct", 0.49e9, 24, 896, 14, 2, 64, 151936, 32768, 4864, tied=True),
     _m("qwen2.5-7b", "Qwen/Qwen2.5-7B-Instruct", 7.62e9, 28, 3584, 28, 4, 128, 152064, 32768, 18944),
     _m("qwen2.5-14b", "Qwen/Qwen2.5-14B-Instruct", 14.77e9, 48, 5120, 40, 8, 128, 152064, 32768, 13824),
+    _m("qwen2.5-32b", "Qwen/Qwen2.5-32B-Instruct", 32.76e9, 64, 5120, 40, 8, 128, 152064, 32768, 27648,
+       source="config.json of Qwen/Qwen2.5-32B-Instruct; 32.5 B: its model card"),
     _m("qwen2.5-72b", "Qwen/Qwen2.5-72B-Instruct", 72.71e9, 80, 8192, 64, 8, 128, 152064, 32768, 29568),
+    _m("llama-2-7b", "meta-llama/Llama-2-7b-chat-hf", 6.74e9, 32, 4096, 32, 32, 128, 32000, 4096, 11008,
+       source=f"config.json of meta-llama/Llama-2-7b-chat-hf; 6.74 B: {_SAFETENSORS}"),
+    _m("llama-2-13b", "meta-llama/Llama-2-13b-chat-hf", 13.02e9, 40, 5120, 40, 40, 128, 32000, 4096, 13824,
+       source=f"config.json of meta-llama/Llama-2-13b-chat-hf; 13.02 B: {_SAFETENSORS}"),
+    _m("llama-2-70b", "meta-llama/Llama-2-70b-chat-hf", 68.98e9, 80, 8192, 64, 8, 128, 32000, 4096, 28672,
+       source=f"config.json of meta-llama/Llama-2-70b-chat-hf; 68.98 B: {_SAFETENSORS}"),
     _m("mistral-7b", "mistralai/Mistral-7B-Instruct-v0.3", 7.25e9, 32, 4096, 32, 8, 128, 32768, 32768, 14336),
     _m("mixtral-8x7b", "mistralai/Mixtral-8x7B-Instruct-v0.1", 46.70e9, 32, 4096, 32, 8, 128, 32000, 32768, 14336,
        active_params=12.88e9, experts=8, experts_per_token=2),
+    _m("mixtral-8x22b", "mistralai/Mixtral-8x22B-Instruct-v0.1", 140.63e9, 56, 6144, 48, 8, 128, 32768, 65536,
+       16384, active_params=39.16e9, experts=8, experts_per_token=2,
+       source="config.json of mistralai/Mixtral-8x22B-Instruct-v0.1; 141 B total, 39 B active: Mistral AI's "
+       "announcement"),
+    _m("mistral-large-2", "mistralai/Mistral-Large-Instruct-2407", 122.61e9, 88, 12288, 96, 8, 128, 32768, 131072,
+       28672, source="config.json of mistralai/Mistral-Large-Instruct-2407; 123 B: its model card"),
     _m("gemma-3-270m", "google/gemma-3-270m-it", 0.268e9, 18, 640, 4, 1, 256, 262144, 32768, 2048, tied=True,
        **_gemma3(18, 512)),
     _m("gemma-3-1b", "google/gemma-3-1b-it", 1.00e9, 26, 1152, 4, 1, 256, 262144, 32768, 6912, tied=True,
@@ -101,6 +121,8 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {m.name: m for m in (
        source=f"config.json of openai/gpt-oss-20b; counts: {_GPT_OSS_CARD}", **_GPT_OSS),
     _m("qwen3-8b", "Qwen/Qwen3-8B", 8.19e9, 36, 4096, 32, 8, 128, 151936, 40960, 12288,
        source=f"config.json of Qwen/Qwen3-8B; 8.2 B: {_QWEN3}"),
+    _m("qwen3-14b", "Qwen/Qwen3-14B", 14.77e9, 40, 5120, 40, 8, 128, 151936, 40960, 17408,
+       source=f"config.json of Qwen/Qwen3-14B; 14.8 B: {_QWEN3}"),
     _m("qwen3-32b", "Qwen/Qwen3-32B", 32.8e9, 64, 5120, 64, 8, 128, 151936, 40960, 25600,
        source=f"config.json of Qwen/Qwen3-32B; 32.8 B: {_QWEN3}"),
     _m("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", 30.5e9, 48, 2048, 32, 4, 128, 151936, 40960, 768,
@@ -132,4 +154,9 @@ MODEL_ALIASES: dict[str, str] = {
     "mixtral-8x7b-v0.1": "mixtral-8x7b", "mistral-7b-v0.3": "mistral-7b", "deepseek-v3-0324": "deepseek-v3",
     "deepseek-v3.2-exp": "deepseek-v3.2", "deepseek-v3.1-terminus": "deepseek-v3.1", "kimi-k2-instruct-0905": "kimi-k2",
     "llama-4-scout-17b-16e": "llama-4-scout", "llama-4-maverick-17b-128e": "llama-4-maverick",
+    "llama2-70b": "llama-2-70b", "mixtral-8x22b-v0.1": "mixtral-8x22b", "mistral-large-2407": "mistral-large-2",
+    "mistral-large-instruct-2407": "mistral-large-2",
+    "deepseek-r1-distill-llama-70b": "llama-3.3-70b", "deepseek-r1-distill-llama-8b": "llama-3.1-8b",
+    "deepseek-r1-distill-qwen-32b": "qwen2.5-32b", "deepseek-r1-distill-qwen-14b": "qwen2.5-14b",
+    "deepseek-r1-distill-qwen-7b": "qwen2.5-7b", "llama-3.1-nemotron-70b": "llama-3.1-70b",
 }

@@ -1,4 +1,5 @@
-"""The models of 2025 in the built-in table, mixed weight formats, and what a mixture of experts reads a step.
+"""The models of 2025 (and older ones benchmark suites run) in the built-in table, mixed weight formats, and
+what a mixture of experts reads a step.
 
 Each model's config below is the subset of its ``config.json`` on the Hugging Face Hub that the parameter count
 needs; the published totals are from the sources named in each case.
@@ -17,7 +18,7 @@ from tokometer.cli.estimate import command as estimate
 from tokometer.perf.catalog import BUILTIN_MODELS
 from tokometer.perf.collective import communication_s
 from tokometer.perf.hardware import resolve_hardware
-from tokometer.perf.loaders import model_from_config
+from tokometer.perf.loaders import model_from_config, resolve_model
 from tokometer.perf.roofline import Deployment, decode_step_s, prefill_s, weight_bytes_read
 from tokometer.util.errors import ConfigError
 from tokometer.util.units import GIB
@@ -42,6 +43,9 @@ _DEEPSEEK_V3 = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention
                 "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "max_position_embeddings": 163840,
                 "quantization_config": {"quant_method": "fp8"}}
 
+_LLAMA2 = {"model_type": "llama", "vocab_size": 32000, "max_position_embeddings": 4096, "tie_word_embeddings": False,
+           "torch_dtype": "float16"}
+
 CONFIGS: dict[str, dict[str, Any]] = {
     "gpt-oss-120b": {**_GPT_OSS, "num_hidden_layers": 36, "num_local_experts": 128,
                      "layer_types": ["sliding_attention", "full_attention"] * 18},
@@ -65,6 +69,25 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "deepseek-v3.2": _DEEPSEEK_V3,
     "kimi-k2": {**_DEEPSEEK_V3, "num_attention_heads": 64, "num_key_value_heads": 64, "vocab_size": 163840,
                 "n_routed_experts": 384, "first_k_dense_replace": 1, "max_position_embeddings": 131072},
+    "llama-2-7b": {**_LLAMA2, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 32,
+                   "num_hidden_layers": 32, "intermediate_size": 11008},
+    "llama-2-13b": {**_LLAMA2, "hidden_size": 5120, "num_attention_heads": 40, "num_key_value_heads": 40,
+                    "num_hidden_layers": 40, "intermediate_size": 13824},
+    "llama-2-70b": {**_LLAMA2, "hidden_size": 8192, "num_attention_heads": 64, "num_key_value_heads": 8,
+                    "num_hidden_layers": 80, "intermediate_size": 28672},
+    "mixtral-8x22b": {"model_type": "mixtral", "hidden_size": 6144, "num_attention_heads": 48,
+                      "num_key_value_heads": 8, "num_hidden_layers": 56, "intermediate_size": 16384,
+                      "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 32768,
+                      "max_position_embeddings": 65536, "torch_dtype": "bfloat16"},
+    "mistral-large-2": {"model_type": "mistral", "hidden_size": 12288, "num_attention_heads": 96,
+                        "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 88,
+                        "intermediate_size": 28672, "vocab_size": 32768, "max_position_embeddings": 131072,
+                        "torch_dtype": "bfloat16"},
+    "qwen2.5-32b": {"model_type": "qwen2", "hidden_size": 5120, "num_attention_heads": 40, "num_key_value_heads": 8,
+                    "num_hidden_layers": 64, "intermediate_size": 27648, "vocab_size": 152064,
+                    "max_position_embeddings": 32768, "tie_word_embeddings": False, "torch_dtype": "bfloat16"},
+    "qwen3-14b": {**_QWEN3, "hidden_size": 5120, "num_attention_heads": 40, "num_key_value_heads": 8,
+                  "num_hidden_layers": 40, "intermediate_size": 17408},
 }
 
 # (published total, published active, does the active figure count the input embedding table, source)
@@ -80,6 +103,13 @@ PUBLISHED: dict[str, tuple[float, float, bool, str]] = {
     "deepseek-v3.1": (671e9, 37e9, True, "DeepSeek-V3 report (arXiv 2412.19437): 671 B total, 37 B activated"),
     "deepseek-v3.2": (671e9, 37e9, True, "DeepSeek-V3.2 model card: the V3 architecture"),
     "kimi-k2": (1.04e12, 32e9, True, "Kimi K2 report (arXiv 2507.20534): 1.04 T total, 32 B activated"),
+    "llama-2-7b": (6.74e9, 6.74e9, True, "the Hub's safetensors metadata of meta-llama/Llama-2-7b-chat-hf"),
+    "llama-2-13b": (13.02e9, 13.02e9, True, "the Hub's safetensors metadata of meta-llama/Llama-2-13b-chat-hf"),
+    "llama-2-70b": (68.98e9, 68.98e9, True, "the Hub's safetensors metadata of meta-llama/Llama-2-70b-chat-hf"),
+    "mixtral-8x22b": (141e9, 39e9, True, "Mistral AI's Mixtral 8x22B announcement: 141 B total, 39 B active"),
+    "mistral-large-2": (123e9, 123e9, True, "mistralai/Mistral-Large-Instruct-2407 model card: 123 B"),
+    "qwen2.5-32b": (32.5e9, 32.5e9, True, "Qwen/Qwen2.5-32B-Instruct model card: 32.5 B (31.0 B without embeddings)"),
+    "qwen3-14b": (14.8e9, 14.8e9, True, "Qwen/Qwen3-14B model card: 14.8 B (13.2 B without embeddings)"),
 }
 
 
@@ -221,3 +251,15 @@ def test_cli_ep_flag(tmp_path: Path) -> None:
     refused = runner.invoke(estimate, ["-m", "llama-3.1-8b", "-H", "H100-SXM", "--ep"])
     assert isinstance(refused.exception, ConfigError)  # the entry point makes it one line and exit status 2
     assert "not a mixture of experts" in str(refused.exception)
+
+
+@pytest.mark.parametrize(("name", "row"), [
+    ("meta-llama/Llama-2-70b-chat-hf", "llama-2-70b"), ("llama2-70b", "llama-2-70b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "llama-3.3-70b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "qwen2.5-32b"),
+    ("nvidia/Llama-3.1-Nemotron-70B-Instruct-HF", "llama-3.1-70b"),
+    ("mistralai/Mistral-Large-Instruct-2407", "mistral-large-2"), ("Mixtral-8x22B-v0.1", "mixtral-8x22b"),
+])
+def test_benchmark_suites_names_and_distilled_models_take_their_base_row(name: str, row: str) -> None:
+    # MLPerf's Llama 2 70B and vendor tables' distilled or tuned models: the base model's shapes, offline
+    assert resolve_model(name) is BUILTIN_MODELS[row]
