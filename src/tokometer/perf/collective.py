@@ -7,15 +7,21 @@ whatever the weights' format):
     tensor parallel    each of the L layers ends its attention and its MLP with an all-reduce of the
                        step's T × hidden activations: 2 × L all-reduces of S = T × hidden × 2 B.
                        A ring all-reduce sends 2 (TP − 1) / TP × S from each GPU, over one direction
-                       of its link (half of ``link_gbs``, which sums both directions):
-                           all-reduce time = latency + 2 (TP − 1) / TP × S / (link / 2)
+                       of its link (half of ``link_gbs``, which sums both directions), at the share
+                       of it a collective reaches (`link_share`):
+                           all-reduce time = latency + 2 (TP − 1) / TP × S / (link / 2 × share)
     expert parallel    (``--ep``) the MLP's all-reduce of each layer is replaced by an all-to-all pair:
                        each GPU sends its T / TP tokens' activations to the GPUs holding their k experts
                        (dispatch) and receives the results back (combine); (TP − 1) / TP of the k copies
                        leave the GPU: each of the two moves T / TP × k × hidden × 2 B × (TP − 1) / TP
                        over one direction of the link, plus its latency. The attention's all-reduce stays.
 
-`COLLECTIVE_LATENCY_S` is the fixed cost of one collective whatever its size. The collectives are taken
+`COLLECTIVE_LATENCY_S` is the fixed cost of one collective whatever its size. A scale-up fabric (a link faster
+than PCIe 5.0 x16's `PCIE_LINK_GBS`: NVLink, Infinity Fabric, ICI) moves a collective's bytes at
+`SCALE_UP_LINK_SHARE` of its one-way figure, as nccl-tests measure NVLink's all-reduce bus bandwidth
+(`SCALE_UP_LINK_SOURCE`; only NVLink is measured, the other fabrics are taken alike); a PCIe link at its
+whole figure (chosen on the fit split: with its RTX PRO 6000 rows over PCIe, 82 of 89 figures within ±15 %
+so, 75 at 80 %). The collectives are taken
 as run between the layer's kernels, not overlapped with them (as vLLM and TensorRT-LLM run tensor
 parallelism by default), so their time is added to the step's roofline. Not counted: pipeline-parallel
 stages' hand-off (one T × hidden send per stage boundary), and communication on hardware without a link
@@ -31,8 +37,9 @@ from typing import Any, Protocol
 from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.model import ModelSpec
 
-__all__ = ["ACTIVATION_BYTES", "COLLECTIVE_LATENCY_S", "COLLECTIVE_LATENCY_SOURCE", "Communication",
-           "Parallel", "communication", "communication_s"]
+__all__ = ["ACTIVATION_BYTES", "COLLECTIVE_LATENCY_S", "COLLECTIVE_LATENCY_SOURCE", "PCIE_LINK_GBS",
+           "SCALE_UP_LINK_SHARE", "SCALE_UP_LINK_SOURCE", "Communication", "Parallel", "communication",
+           "communication_s", "link_share"]
 
 ACTIVATION_BYTES = 2
 """Bytes of one activation element on the wire (bf16 / fp16)."""
@@ -40,6 +47,22 @@ COLLECTIVE_LATENCY_S = 9e-6
 """Fixed time of one collective between GPUs of one server, whatever its size."""
 COLLECTIVE_LATENCY_SOURCE = ("vLLM's custom all-reduce on H100 NVLink, 512 B to 32 KB at TP 2/4/8: 8.7–10.1 µs "
                              "(measurements in sgl-project/sglang pull request 2904)")
+
+
+PCIE_LINK_GBS = 128.0
+"""PCIe 5.0 x16, both directions: a link at most this fast is PCIe, one faster a scale-up fabric."""
+SCALE_UP_LINK_SHARE = 366 / 450
+"""The share of a scale-up link's one-way figure a collective's bytes move at (`SCALE_UP_LINK_SOURCE`)."""
+SCALE_UP_LINK_SOURCE = ("nccl-tests all_reduce_perf on H100 NVLink: bus bandwidth about 366 GB/s at large messages "
+                        "of the 450 GB/s one-way budget in the hardware table (waynehacking8.github.io, \"Where "
+                        "tensor-parallel inference hits the NVLink wall\", 2026-05-31); a ceiling: the MB-sized "
+                        "messages of a step reach it or less")
+
+
+def link_share(link_gbs: float) -> float:
+    """The share of a link's one-way figure a collective moves its bytes at: `SCALE_UP_LINK_SHARE` on a
+    scale-up fabric (faster than `PCIE_LINK_GBS`), the whole figure on PCIe (module docstring)."""
+    return SCALE_UP_LINK_SHARE if link_gbs > PCIE_LINK_GBS else 1.0
 
 
 class Parallel(Protocol):
@@ -69,7 +92,8 @@ class Communication:
     collectives: int
     bytes_per_gpu: float
     link_one_way_bytes_s: float | None
-    """Half the hardware's ``link_gbs`` (bytes/s); None: no link figure (nothing is counted)."""
+    """Half the hardware's ``link_gbs`` (bytes/s) at the share a collective reaches (`link_share`); None: no link
+    figure (nothing is counted)."""
     kind: str
     """``none`` (one GPU), ``all-reduce`` (tensor parallel) or ``all-reduce + all-to-all`` (expert parallel)."""
 
@@ -94,7 +118,7 @@ class Communication:
 def communication(d: Parallel, tokens: float) -> Communication:
     """The collectives of one step of ``d`` over ``tokens`` tokens (module docstring)."""
     link_gbs = d.hardware.link_gbs
-    link = link_gbs * 1e9 / 2 if link_gbs else None
+    link = link_gbs * 1e9 / 2 * link_share(link_gbs) if link_gbs else None
     if d.tp <= 1 or tokens <= 0:
         return Communication(tokens, 0, 0.0, link, "none")
     m, tp = d.model, d.tp

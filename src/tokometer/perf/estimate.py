@@ -166,17 +166,26 @@ class Estimate:
 
     def _communication_json(self) -> dict[str, Any]:
         """How the tensor-/expert-parallel communication is counted (`tokometer.perf.collective`)."""
-        from tokometer.perf.collective import ACTIVATION_BYTES, COLLECTIVE_LATENCY_S, COLLECTIVE_LATENCY_SOURCE
+        from tokometer.perf.collective import (
+            ACTIVATION_BYTES,
+            COLLECTIVE_LATENCY_S,
+            COLLECTIVE_LATENCY_SOURCE,
+            SCALE_UP_LINK_SOURCE,
+            link_share,
+        )
 
         d = self.deployment
         counted = communication(d, 1).counted
         return {"counted": counted, "link_gbs_both_directions": d.hardware.link_gbs,
                 "activation_bytes": ACTIVATION_BYTES, "latency_us_per_collective": COLLECTIVE_LATENCY_S * 1e6,
-                "latency_source": COLLECTIVE_LATENCY_SOURCE,
+                "latency_source": COLLECTIVE_LATENCY_SOURCE, "link_share": link_share(d.hardware.link_gbs or 0),
+                "link_share_source": SCALE_UP_LINK_SOURCE if link_share(d.hardware.link_gbs or 0) < 1 else
+                "a PCIe link: its whole figure (chosen on the fit split)",
                 "assumption": "tensor parallel: 2 ring all-reduces of the step's tokens × hidden activations per "
-                              "layer, 2 (TP − 1) / TP of the bytes over one direction of the link, plus the latency "
-                              "each; expert parallel: the MLP's all-reduce replaced by a dispatch and a combine "
-                              "all-to-all of the routed tokens; added to the step (not overlapped)"
+                              "layer, 2 (TP − 1) / TP of the bytes over one direction of the link at link_share "
+                              "of it, plus the latency each; expert parallel: the MLP's all-reduce replaced by "
+                              "a dispatch and a combine all-to-all of the routed tokens; added to the step (not "
+                              "overlapped)"
                               + ("" if counted else f"; NOT counted here: {d.hardware.name} has no link figure")}
 
     def to_json(self) -> dict[str, Any]:

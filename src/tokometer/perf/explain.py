@@ -6,8 +6,10 @@ from tokometer.perf.collective import (
     ACTIVATION_BYTES,
     COLLECTIVE_LATENCY_S,
     COLLECTIVE_LATENCY_SOURCE,
+    SCALE_UP_LINK_SOURCE,
     communication,
     communication_s,
+    link_share,
 )
 from tokometer.perf.estimate import BatchEstimate, Estimate
 from tokometer.perf.groupedgemm import EXPERT_TILE_ROWS
@@ -215,6 +217,14 @@ def _turning_point(e: Estimate) -> str:
     return text
 
 
+def _share(d: Deployment) -> str:
+    """The share of the link a collective reaches, and why (`tokometer.perf.collective.link_share`)."""
+    share = link_share(d.hardware.link_gbs or 0)
+    if share >= 1:
+        return "its whole figure (a PCIe link)"
+    return f"{100 * share:.0f} % of it ({SCALE_UP_LINK_SOURCE})"
+
+
 def _communication(d: Deployment) -> str:
     """The tensor-/expert-parallel communication of a decode step, in words (`tokometer.perf.collective`)."""
     c = communication(d, 1)
@@ -232,13 +242,13 @@ def _communication(d: Deployment) -> str:
         return (f"{split}. Communication, counted in every step: each of the {d.model.layers} layers gathers the "
                 f"step's T tokens × {d.model.hidden:,} activations × {ACTIVATION_BYTES} B before its experts and "
                 f"reduce-scatters their sums after (a ring's 2 × ({d.tp} − 1) / {d.tp} of that from each GPU) over "
-                f"one direction of its link, {d.hardware.link_gbs or 0:,.6g} / 2 GB/s, plus "
+                f"one direction of its link, {d.hardware.link_gbs or 0:,.6g} / 2 GB/s at {_share(d)}, plus "
                 f"{COLLECTIVE_LATENCY_S * 1e6:,.3g} µs a collective; no attention all-reduce. One token: "
                 f"{c.collectives} collectives, {fmt_bytes(c.bytes_per_gpu)} a GPU, {fmt_time(c.seconds)}.")
     return (f"{split}. Communication, counted in every step (decode and prefill): each of the {d.model.layers} "
             f"layers all-reduces the step's T tokens × {d.model.hidden:,} activations × {ACTIVATION_BYTES} B (bf16) "
             f"after attention and after the MLP; a ring sends 2 × ({d.tp} − 1) / {d.tp} of that from each GPU over "
-            f"one direction of its link, {d.hardware.link_gbs or 0:,.6g} / 2 GB/s, plus "
+            f"one direction of its link, {d.hardware.link_gbs or 0:,.6g} / 2 GB/s at {_share(d)}, plus "
             f"{COLLECTIVE_LATENCY_S * 1e6:,.3g} µs a collective ({COLLECTIVE_LATENCY_SOURCE}){ep}. One token: "
             f"{c.collectives} collectives, {fmt_bytes(c.bytes_per_gpu)} a GPU, {fmt_time(c.seconds)}; the "
             "collectives are taken as not overlapped with the kernels (added to the step's roofline).")

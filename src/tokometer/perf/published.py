@@ -50,10 +50,10 @@ SPLITS = ("fit", "held-out")
 HELD_OUT_AIM = 0.15
 """The aim on every held-out figure: the estimate within ±15 % of it."""
 
-_TP_COMM = ("over 4 or 8 GPUs: the all-reduce is counted (`tokometer.perf.collective`) and the attention follows "
-            "the matmuls, but each GPU's matmuls shrink with TP and the engine's share of peak with them (the fit "
-            "set is TP 1-2 on NVLink): the estimate is too fast, most on long answers at large batches, most on the "
-            "H100")
+_TP_COMM = ("over 4 or 8 GPUs: the all-reduce is counted at the link share nccl-tests measure "
+            "(`tokometer.perf.collective`) and the attention follows the matmuls, but each GPU's matmuls shrink "
+            "with TP and the engine's share of peak with them (the fit set is TP 1-2 on NVLink): the estimate is "
+            "too fast, most on long answers at large batches, most on the H100")
 _BLACKWELL = ("B200 and GB200 in NVFP4: with the compute efficiencies scaled by their measured GEMM share "
               "(`Deployment.compute_scale`, 0.79) still too fast by a median 10-25 %, most on long answers at large "
               "batches and in NVFP4 prefill; the same engine, format and model on an RTX PRO 6000 (fit split) land "
@@ -79,7 +79,7 @@ KNOWN_MISSES: dict[str, str] = {
     "llama-3.3-70b B200 TP1 nvfp4": _BLACKWELL, "llama-3.3-70b GB200 TP1 nvfp4": _BLACKWELL,
     "llama-3.1-405b B200 TP4 nvfp4": f"{_BLACKWELL}; {_TP_COMM}",
     "llama-3.1-405b GB200 TP4 nvfp4": f"{_BLACKWELL}; {_TP_COMM}",
-    "llama-3.1-405b H200-SXM TP8 fp8": _TP_COMM, "llama-3.1-405b H100-SXM TP8 fp8": _TP_COMM,
+    "llama-3.1-405b H100-SXM TP8 fp8": _TP_COMM,
     "llama-3.1-70b H100-SXM TP4 fp8": _TP_COMM, "llama-3.1-70b H200-SXM TP4 fp8": _TP_COMM,
     "llama-3.1-70b A100-80GB-SXM TP4 fp16": f"{_A100_FP16}; {_TP_COMM}",
     "llama-3.1-70b H200-SXM TP8 fp8": _TP_COMM, "llama-3.1-70b H100-SXM TP8 fp8": _TP_COMM,

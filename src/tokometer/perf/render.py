@@ -155,7 +155,7 @@ def _batch_table(console: Console, e: Estimate) -> None:
 
 def _communication_line(e: Estimate) -> str:
     """How the step times count the GPUs' communication (`tokometer.perf.collective`)."""
-    from tokometer.perf.collective import COLLECTIVE_LATENCY_S, communication
+    from tokometer.perf.collective import COLLECTIVE_LATENCY_S, communication, link_share
 
     d = e.deployment
     if d.tp <= 1:
@@ -167,7 +167,8 @@ def _communication_line(e: Estimate) -> str:
     kind = {"all-reduce": "2 all-reduces a layer", "all-reduce + all-to-all": f"{kind} (expert parallel)",
             "all-gather + reduce-scatter": f"{kind} a layer (attention data parallel)"}.get(kind, kind)
     return (f"communication counted in every step: {kind} of the step's bf16 activations over "
-            f"{d.hardware.link_gbs or 0:,.6g} / 2 GB/s (one direction of the link), "
+            f"{d.hardware.link_gbs or 0:,.6g} / 2 GB/s (one direction of the link) × "
+            f"{100 * link_share(d.hardware.link_gbs or 0):.0f} % (what a collective reaches), "
             f"{COLLECTIVE_LATENCY_S * 1e6:,.3g} µs each (--explain)")
 
 

@@ -61,7 +61,7 @@ def test_attention_data_parallel_copies_the_rest_and_splits_the_sequences() -> N
     ring = 2 * 7 / 8 * 100 * m.hidden * ACTIVATION_BYTES
     assert (c.kind, c.collectives) == ("all-gather + reduce-scatter", 2 * m.layers)
     assert c.bytes_per_gpu == pytest.approx(m.layers * ring)
-    assert c.seconds == pytest.approx(2 * m.layers * COLLECTIVE_LATENCY_S + m.layers * ring / 450e9)
+    assert c.seconds == pytest.approx(2 * m.layers * COLLECTIVE_LATENCY_S + m.layers * ring / 366e9)
     assert "attention DP 8" in dp.describe()
 
 
