@@ -156,6 +156,7 @@ def test_the_embedded_llamacpp_engine_s_real_metrics() -> None:
 
 
 @pytest.mark.engine
+@pytest.mark.timing  # its premise: scrapes every 0.5 s land while answers stream and rates agree within 25 %
 def test_the_embedded_engine_s_tokens_are_counted_live_from_its_slots() -> None:
     """llama-server adds a request's tokens to tokens_predicted_total only when it ends; its /slots has the
     running requests' n_decoded. Read together (observe.scrape) during a run, the step's server block counts the
