@@ -21,9 +21,9 @@ Models of 2025 (their rows name the config and the published counts):
   cached as a window of that length (`tokometer.perf.model`; an upper bound, a chunk averages half).
 - Gemma 3: five layers in six attend to a sliding window (512 tokens up to 1B, 1,024 above).
 - DeepSeek V3.1 and V3.2 (as V3: MLA, 8 of 256 experts plus one shared, fp8). V3.2's sparse
-  attention (its indexer picks 2,048 cached tokens per query) is not modelled: its attention and
-  cache reads are counted as V3's, an upper bound at long contexts, and the indexer's own small key
-  cache is left out.
+  attention (DeepSeek Sparse Attention): its indexer (64 heads of 128) scores every cached token from
+  its own fp8 key cache and picks 2,048 per query for the attention (`tokometer.perf.model`); its
+  weights (~14 M a layer) are within the published count's rounding.
 - Kimi K2: the DeepSeek V3 design with 384 experts (8 per token plus one shared), 64 heads, fp8.
 
 Models benchmark suites and vendor tables still run: Llama 2 7B/13B/70B (MLPerf Inference's Llama 2 70B;
@@ -141,8 +141,9 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {m.name: m for m in (
        source="config.json of deepseek-ai/DeepSeek-V3.1 (the V3 shapes); 671 B + 14 B MTP: its model card",
        **_DEEPSEEK),
     _m("deepseek-v3.2", "deepseek-ai/DeepSeek-V3.2", 671e9, 61, 7168, 128, 128, 192, 129280, 163840, 18432,
-       source="config.json of deepseek-ai/DeepSeek-V3.2 (the V3 shapes, plus a sparse-attention indexer not "
-       "modelled); 671 B + 14 B MTP: its model card", **_DEEPSEEK),
+       source="config.json of deepseek-ai/DeepSeek-V3.2 (the V3 shapes; sparse attention: index_topk 2048, "
+       "index_n_heads 64, index_head_dim 128); 671 B + 14 B MTP: its model card", **_DEEPSEEK,
+       sparse_topk=2048, indexer_heads=64, indexer_head_dim=128),
     _m("kimi-k2", "moonshotai/Kimi-K2-Instruct", 1.04e12, 61, 7168, 64, 64, 192, 163840, 131072, 18432,
        **{**_DEEPSEEK, "active_params": 32e9, "experts": 384},
        source="config.json of moonshotai/Kimi-K2-Instruct; 1.04 T total, 32 B active: the Kimi K2 report "

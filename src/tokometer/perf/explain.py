@@ -13,6 +13,7 @@ from tokometer.perf.collective import (
 )
 from tokometer.perf.estimate import BatchEstimate, Estimate
 from tokometer.perf.groupedgemm import EXPERT_TILE_ROWS
+from tokometer.perf.model import INDEXER_KEY_BYTES
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 from tokometer.perf.roofline import (
     ACTIVATION_RESERVE_GIB,
@@ -73,6 +74,9 @@ def kv_arithmetic(d: Deployment) -> str:
     if m.is_mla:
         text = (f"{m.kv_layers} layers × ({m.kv_lora_rank} latent + {m.qk_rope_head_dim} RoPE) × {b:g} B "
                 f"(multi-head latent attention)")
+        if m.indexer_layer_count:
+            text += (f" + {m.indexer_layer_count} layers × ({m.indexer_head_dim} + {INDEXER_KEY_BYTES}) B "
+                     "(the sparse attention's indexer keys, fp8)")
     else:
         text = f"2 (K and V) × {m.kv_layers} layers{window} × {m.kv_heads} KV heads × {m.head_dim} head dim × {b:g} B"
     split = "the latent cache whole on every TP rank" if m.is_mla else f"KV heads over TP {d.tp}"
@@ -137,6 +141,9 @@ def _window_read(d: Deployment, batch: int, context: int) -> str:
     """`` (its 52 window layers at most 1,024 tokens a sequence)`` where a model's window layers attend to fewer
     tokens than its full ones at this context (`ModelSpec.attended_tokens`), else ``""``."""
     m = d.model
+    if m.sparse_topk and context > batch * m.sparse_topk:
+        return (f" (sparse: at most {m.sparse_topk:,} tokens a sequence and layer, and the indexer's "
+                f"{m.indexer_head_dim + INDEXER_KEY_BYTES} B keys of every token in {m.indexer_layer_count} layers)")
     if not m.window_layers or context <= batch * m.sliding_window:
         return ""
     return f" (its {m.window_layers} window layers at most {m.sliding_window:,} tokens a sequence)"
@@ -148,7 +155,7 @@ def _decode_compute(d: Deployment, eff: Efficiency, batch: int, context: int) ->
     if not flops:
         return []
     matmuls = 2 * d.model.matmul_params * batch
-    attention = d.model.attention_flops_per_layer_pair * d.model.attended_tokens(batch, context)
+    attention = d.model.attention_flops(batch, context)
     attention_peak = d.attention_flops or flops
     lines = [f"  Compute: matmuls 2 × {d.model.matmul_params / 1e9:.2f} B params multiplied per token × {batch:,} = "
              f"{matmuls / 1e9:,.1f} GFLOP / ({d.tp} × {flops / 1e12:,.4g} TFLOP/s{_basis(d)}) = "

@@ -93,6 +93,24 @@ def _sliding(cfg: dict[str, Any]) -> tuple[int, int]:
     return 0, 0
 
 
+def _sparse(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
+    """A sparse attention's fields (DeepSeek V3.2's and GLM-5's ``index_topk``, ``index_n_heads``,
+    ``index_head_dim``), and the layers that run their own indexer: GLM-5's ``indexer_types`` ("full" ones; the
+    "shared" reuse one) or one in ``index_topk_freq``; every layer (0) otherwise. All 0 for dense attention."""
+    topk = int(cfg.get("index_topk") or 0)
+    if topk <= 0:
+        return 0, 0, 0, 0
+    layers = int(cfg["num_hidden_layers"])
+    kinds = cfg.get("indexer_types")
+    freq = int(cfg.get("index_topk_freq") or 1)
+    own = (sum(1 for kind in kinds if kind == "full") if isinstance(kinds, list)
+           else -(-layers // freq) if freq > 1 else 0)
+    heads, dim = int(cfg.get("index_n_heads") or 0), int(cfg.get("index_head_dim") or 0)
+    if heads < 0 or dim < 0 or own < 0:
+        raise ValueError("index_n_heads, index_head_dim and the indexer layers must not be negative")
+    return topk, heads, dim, own
+
+
 def _params_from_config(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, head_dim: int,
                         tied: bool) -> tuple[float, float, int, int]:
     """(params, active params, experts, experts per token) from a config's shapes."""
@@ -141,9 +159,11 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
             tied_embeddings=tied, hf_id=name, source=source,
             native_dtype=normalize_dtype(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")))
         window, window_layers = _sliding(cfg)
+        topk, indexer_heads, indexer_dim, indexer_layers = _sparse(cfg)
     except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
         raise ConfigError(f"{name}: config.json lacks a field the estimate needs ({exc})") from exc
-    spec = replace(spec, sliding_window=window, sliding_layers=window_layers)
+    spec = replace(spec, sliding_window=window, sliding_layers=window_layers, sparse_topk=topk,
+                   indexer_heads=indexer_heads, indexer_head_dim=indexer_dim, indexer_layers=indexer_layers)
     method = str((cfg.get("quantization_config") or {}).get("quant_method", "")).lower()
     if method in _EXPERT_METHODS and spec.is_moe:  # gpt-oss: experts in mxfp4, the rest in torch_dtype
         return replace(spec, expert_dtype=_EXPERT_METHODS[method], weight_bytes=weight_bytes)

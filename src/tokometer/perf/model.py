@@ -52,6 +52,16 @@ chunked attention (8,192-token chunks, three layers in four) is counted as a sli
 length: a chunk holds between 1 and W tokens, so past the first chunk this is an upper bound (W/2 on
 average).
 
+Sparse attention (DeepSeek Sparse Attention: DeepSeek V3.2, GLM-5): every layer keeps its whole cache, but
+a small indexer picks ``sparse_topk`` of a query's cached tokens (2,048) and the attention runs over those
+alone. The indexer scores every cached token: its own key cache, one head of ``indexer_head_dim`` a token
+in fp8 with a 4-byte scale (`INDEXER_KEY_BYTES` + the head dim, as vLLM and SGLang keep it), is read whole,
+and it costs 2 × ``indexer_heads`` × ``indexer_head_dim`` FLOPs a (query, key) pair, in each layer that runs
+one (`indexer_layer_count`: every layer, or GLM-5's one in four). So past 2,048 tokens a step reads
+min(t, k) of the latent cache a sequence and layer plus t of the indexer's keys (`attended_tokens`,
+`indexer_tokens`); a prefill's i-th token attends to min(c + i, k) keys (`attended_pairs`) and the indexer
+scores all c + i (`indexer_pairs`).
+
 Loaders for built-in names, config.json and GGUF headers (read by `tokometer.util.gguf`) live in
 `tokometer.perf.loaders`.
 """
@@ -63,7 +73,11 @@ from functools import cached_property
 
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 
-__all__ = ["MAX_EXPERTS_PER_GPU", "MAX_TP", "ModelSpec", "tensor_parallel_problem"]
+__all__ = ["INDEXER_KEY_BYTES", "MAX_EXPERTS_PER_GPU", "MAX_TP", "ModelSpec", "tensor_parallel_problem"]
+
+INDEXER_KEY_BYTES = 4
+"""Bytes a sparse-attention indexer key takes beside its fp8 head: its fp32 scale (vLLM's and SGLang's
+DeepSeek V3.2 indexer cache: 128 fp8 values + 4 bytes a token and layer)."""
 
 MAX_EXPERTS_PER_GPU = 4096
 """Above this many experts a GPU, expert parallelism's imbalance is taken as nil (`ModelSpec.busiest_gpu_experts`)."""
@@ -96,6 +110,16 @@ def tensor_parallel_problem(name: str, heads: int, kv_heads: int, tp: int) -> st
     return None
 
 
+def _capped_pairs(t: float, c: float, w: int) -> float:
+    """(query, key) pairs of t new tokens after c cached when each attends to at most w keys: the i-th new token
+    (1 ≤ i ≤ t) attends to min(c + i, w)."""
+    first, last = c + 1, c + t  # the keys the first and the last new token attend to, uncapped
+    below_end = min(last, w)
+    below = (first + below_end) * (below_end - first + 1) / 2 if below_end >= first else 0.0
+    above = (last - max(first - 1, w)) * w if last > w else 0.0
+    return below + above
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One model's architecture. ``weight_bytes`` is the exact size in ``native_dtype`` when known."""
@@ -118,6 +142,10 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     sliding_window: int = 0  # tokens a window layer attends to (0: no window layers)
     sliding_layers: int = 0  # layers with a sliding window (their cache stays bounded)
+    sparse_topk: int = 0  # sparse attention: cached tokens a query attends to, picked by an indexer (0: dense)
+    indexer_heads: int = 0  # the sparse attention's indexer: its query heads (index_n_heads)
+    indexer_head_dim: int = 0  # and their width (index_head_dim); its key cache: one such head a token
+    indexer_layers: int = 0  # layers that run their own indexer (GLM-5 shares one over four); 0: every layer
     expert_dtype: str = ""  # the routed experts' own format when it differs from native_dtype (gpt-oss: mxfp4)
     expert_width: int = 0  # a routed expert's intermediate size (moe_intermediate_size); 0: from the parameters
     tied_embeddings: bool = False
@@ -180,10 +208,53 @@ class ModelSpec:
 
     def attended_tokens(self, sequences: float, context_tokens: float) -> float:
         """Layer-tokens a step's attention reads for ``sequences`` holding ``context_tokens`` cached in all, one query
-        each: L_full × C + L_window × S × min(C / S, W) (module docstring)."""
-        if not self.window_layers or sequences <= 0:
+        each: L_full × C + L_window × S × min(C / S, W); with sparse attention L × S × min(C / S, k) (module
+        docstring)."""
+        if (not self.window_layers and not self.sparse_topk) or sequences <= 0:
             return self.kv_layers * context_tokens
-        return sequences * self.cached_layer_tokens(context_tokens / sequences)
+        t = context_tokens / sequences
+        full = min(t, self.sparse_topk) if self.sparse_topk else t
+        return sequences * (self.kv_layers * full + self.window_layers * min(t, self.sliding_window))
+
+    @property
+    def indexer_layer_count(self) -> int:
+        """Layers that run a sparse-attention indexer (0 for dense attention)."""
+        if not self.sparse_topk:
+            return 0
+        return min(self.indexer_layers, self.layers) if self.indexer_layers else self.layers
+
+    @property
+    def indexer_bytes_per_token(self) -> float:
+        """Bytes of indexer keys a token adds, all indexer layers: (head dim + `INDEXER_KEY_BYTES`) each (fp8)."""
+        return self.indexer_layer_count * (self.indexer_head_dim + INDEXER_KEY_BYTES) if self.indexer_head_dim else 0
+
+    @property
+    def indexer_flops_per_layer_pair(self) -> int:
+        """FLOPs the indexer spends scoring one cached token for one query in one layer: 2 × heads × head dim."""
+        return 2 * self.indexer_heads * self.indexer_head_dim
+
+    def indexer_tokens(self, context_tokens: float) -> float:
+        """Layer-tokens of indexer keys a decode step scores (and reads) for ``context_tokens`` cached in all."""
+        return self.indexer_layer_count * context_tokens
+
+    def indexer_pairs(self, sequences: float, new_tokens: float, cached_tokens: float = 0) -> float:
+        """Layer-(query, key) pairs the indexer scores in a prefill (causal, uncapped: it scores every key)."""
+        if not self.indexer_layer_count:
+            return 0.0
+        n = max(1.0, sequences)
+        t, c = new_tokens / n, cached_tokens / n
+        return self.indexer_layer_count * n * (t * c + t * (t + 1) / 2)
+
+    def attention_flops(self, sequences: float, context_tokens: float) -> float:
+        """A decode step's attention FLOPs for ``sequences`` holding ``context_tokens`` cached in all: the pairs it
+        attends to (`attended_tokens`) and its sparse-attention indexer's scoring of every cached token."""
+        return (self.attention_flops_per_layer_pair * self.attended_tokens(sequences, context_tokens)
+                + self.indexer_flops_per_layer_pair * self.indexer_tokens(context_tokens))
+
+    def prefill_attention_flops(self, sequences: float, new_tokens: float, cached_tokens: float = 0) -> float:
+        """A prefill's attention FLOPs (`attended_pairs`) and its indexer's (`indexer_pairs`)."""
+        return (self.attention_flops_per_layer_pair * self.attended_pairs(sequences, new_tokens, cached_tokens)
+                + self.indexer_flops_per_layer_pair * self.indexer_pairs(sequences, new_tokens, cached_tokens))
 
     def without_windows(self) -> ModelSpec:
         """This model as an engine that keeps and reads the whole cache of its window layers runs it (llama.cpp's
@@ -193,18 +264,14 @@ class ModelSpec:
     def attended_pairs(self, sequences: float, new_tokens: float, cached_tokens: float = 0) -> float:
         """Layer-(query, key) pairs of a prefill of ``new_tokens`` over ``sequences``, each with its share of
         ``cached_tokens`` already cached: causal, the i-th new token of a sequence with c cached attends to c + i
-        keys in a full layer and min(c + i, W) in a window layer."""
+        keys in a full layer (min(c + i, k) with sparse attention) and min(c + i, W) in a window layer."""
         n = max(1.0, sequences)
         t, c = new_tokens / n, cached_tokens / n
-        full = self.kv_layers * n * (t * c + t * (t + 1) / 2)
+        per_full = _capped_pairs(t, c, self.sparse_topk) if self.sparse_topk else t * c + t * (t + 1) / 2
+        full = self.kv_layers * n * per_full
         if not self.window_layers:
             return full
-        w = self.sliding_window
-        first, last = c + 1, c + t  # the keys the first and the last new token attend to, without the window
-        below_end = min(last, w)
-        below = (first + below_end) * (below_end - first + 1) / 2 if below_end >= first else 0.0
-        above = (last - max(first - 1, w)) * w if last > w else 0.0
-        return full + self.window_layers * n * (below + above)
+        return full + self.window_layers * n * _capped_pairs(t, c, self.sliding_window)
 
     @property
     def lm_head_params(self) -> float:
@@ -316,6 +383,8 @@ class ModelSpec:
                 else f"{self.heads} heads / {self.kv_heads} KV heads × {self.head_dim}")
         if self.sliding_window and self.sliding_layers:
             attn += f", {self.sliding_layers} layers with a {self.sliding_window:,}-token window"
+        if self.sparse_topk:
+            attn += f", sparse: {self.sparse_topk:,} keys a query"
         if self.expert_dtype:
             moe += f", experts in {self.expert_dtype}"
         return (f"{self.params / 1e9:.2f} B params{moe}, {self.layers} layers, hidden {self.hidden}, {attn}, "

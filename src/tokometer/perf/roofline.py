@@ -116,7 +116,7 @@ from functools import cached_property
 from tokometer.perf.collective import ACTIVATION_BYTES, communication_s
 from tokometer.perf.groupedgemm import padded_expert_rows
 from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
-from tokometer.perf.model import ModelSpec
+from tokometer.perf.model import INDEXER_KEY_BYTES, ModelSpec
 from tokometer.perf.quant import kv_bytes, normalize_dtype, weight_dtype
 from tokometer.util.errors import ConfigError
 from tokometer.util.units import GIB
@@ -277,8 +277,9 @@ class Deployment:
     @cached_property
     def kv_bytes_per_token(self) -> float:
         """KV-cache bytes one token adds, whole model, in the layers whose cache grows with the context
-        (`ModelSpec.kv_layers`): 2 × L × h_kv × d × b (MLA: L × (rank + RoPE dim) × b)."""
-        return self.model.kv_elements_per_token * self.kv_element_bytes
+        (`ModelSpec.kv_layers`): 2 × L × h_kv × d × b (MLA: L × (rank + RoPE dim) × b), and a sparse
+        attention's indexer keys (`ModelSpec.indexer_bytes_per_token`, fp8 whatever the cache's format)."""
+        return self.model.kv_elements_per_token * self.kv_element_bytes + self.model.indexer_bytes_per_token
 
     def _kv_per_layer_per_gpu(self) -> float:
         m = self.model
@@ -288,21 +289,34 @@ class Deployment:
             return 2 * m.kv_heads * m.head_dim * self.kv_element_bytes / self.tp
         return 2 * math.ceil(m.kv_heads / self.tp) * m.head_dim * self.kv_element_bytes
 
+    def _indexer_per_layer_per_gpu(self) -> float:
+        """Indexer-key bytes one token takes in one indexer layer on one GPU (whole on every TP rank, as the
+        latent cache; each rank its own sequences' with attention data parallel); 0 for dense attention."""
+        m = self.model
+        return (m.indexer_head_dim + INDEXER_KEY_BYTES) / self.ranks if m.indexer_layer_count else 0.0
+
     @cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
-        """KV-cache bytes one token takes on one GPU: 2 × ⌈L / PP⌉ × ⌈h_kv / TP⌉ × d × b (L: `ModelSpec.kv_layers`)."""
-        return math.ceil(self.model.kv_layers / self.pp) * self._kv_per_layer_per_gpu()
+        """KV-cache bytes one token takes on one GPU: 2 × ⌈L / PP⌉ × ⌈h_kv / TP⌉ × d × b (L: `ModelSpec.kv_layers`),
+        and a sparse attention's indexer keys over its ⌈indexer layers / PP⌉."""
+        return (math.ceil(self.model.kv_layers / self.pp) * self._kv_per_layer_per_gpu()
+                + math.ceil(self.model.indexer_layer_count / self.pp) * self._indexer_per_layer_per_gpu())
 
     @cached_property
     def kv_read_bytes_per_token(self) -> float:
-        """KV bytes per cached token read along a token's path (all KV layers, one TP rank's heads)."""
-        return self.model.kv_layers * self._kv_per_layer_per_gpu()
+        """KV bytes per cached token read along a token's path (all KV layers, one TP rank's heads; with sparse
+        attention, up to its top-k tokens a sequence, and the indexer's keys)."""
+        return (self.model.kv_layers * self._kv_per_layer_per_gpu()
+                + self.model.indexer_layer_count * self._indexer_per_layer_per_gpu())
 
     def kv_read_bytes(self, sequences: float, context_tokens: float) -> float:
         """KV bytes one GPU reads in a step for ``sequences`` holding ``context_tokens`` cached in all: one TP rank's
-        heads of every layer-token attended, window layers at most their window a sequence
-        (`ModelSpec.attended_tokens`)."""
-        return self.model.attended_tokens(sequences, context_tokens) * self._kv_per_layer_per_gpu()
+        heads of every layer-token attended, window layers at most their window a sequence, sparse attention at
+        most its top-k (`ModelSpec.attended_tokens`), and the indexer's keys of every cached token
+        (`ModelSpec.indexer_tokens`)."""
+        m = self.model
+        return (m.attended_tokens(sequences, context_tokens) * self._kv_per_layer_per_gpu()
+                + m.indexer_tokens(context_tokens) * self._indexer_per_layer_per_gpu())
 
     @cached_property
     def compute_dtype(self) -> str:
@@ -373,8 +387,10 @@ class Deployment:
 
     def kv_bytes_per_sequence(self, tokens: float) -> float:
         """KV-cache bytes a sequence holding ``tokens`` takes, whole model: its full layers' per token × t and its
-        window layers' at most their window (`ModelSpec.cached_layer_tokens`)."""
-        return self.model.cached_layer_tokens(tokens) * self.model.kv_elements_per_layer * self.kv_element_bytes
+        window layers' at most their window (`ModelSpec.cached_layer_tokens`), and any indexer keys."""
+        m = self.model
+        return (m.cached_layer_tokens(tokens) * m.kv_elements_per_layer * self.kv_element_bytes
+                + tokens * m.indexer_bytes_per_token)
 
     def kv_bytes_per_sequence_per_gpu(self, tokens: float) -> float:
         """KV-cache bytes a sequence holding ``tokens`` takes on one GPU: each kind of layer split over the PP
@@ -401,8 +417,9 @@ class Deployment:
 
 def decode_flops(m: ModelSpec, batch: float, context_tokens: float) -> float:
     """FLOPs of one decode step: 2 × M × batch + attention FLOPs per layer-pair × attended layer-tokens (every
-    layer's context, a window layer's at most its window a sequence: `ModelSpec.attended_tokens`)."""
-    return 2 * m.matmul_params * batch + m.attention_flops_per_layer_pair * m.attended_tokens(batch, context_tokens)
+    layer's context, a window layer's at most its window a sequence: `ModelSpec.attended_tokens`; a sparse
+    attention's indexer too: `ModelSpec.attention_flops`)."""
+    return 2 * m.matmul_params * batch + m.attention_flops(batch, context_tokens)
 
 
 def prefill_flops(m: ModelSpec, tokens: float, context_tokens: float = 0, sequences: int = 1) -> float:
@@ -416,8 +433,8 @@ def prefill_flops_split(m: ModelSpec, tokens: float, context_tokens: float = 0, 
     """(matmul FLOPs, attention FLOPs) of a prefill (`prefill_flops`): they run at different peaks."""
     n = max(1, sequences)
     body = m.matmul_params - m.lm_head_params
-    pairs = m.attended_pairs(n, tokens, context_tokens)  # causal; a window layer's keys capped at its window
-    return 2 * body * tokens + 2 * m.lm_head_params * n, m.attention_flops_per_layer_pair * pairs
+    # causal; a window layer's keys capped at its window, a sparse one's at its top-k (plus its indexer)
+    return 2 * body * tokens + 2 * m.lm_head_params * n, m.prefill_attention_flops(n, tokens, context_tokens)
 
 
 def weight_bytes_read(d: Deployment, tokens: int) -> float:
@@ -533,7 +550,7 @@ def _decode_parts(d: Deployment, batch: int, tokens: float, kv_bytes: float, con
         return weights + cache, 0.0
     per_gpu = d.tp * flops * eff.decode_compute * _scale(d, eff)
     matmuls = (2 * d.model.matmul_params * batch + expert_extra_flops(d, tokens, eff) * batch / tokens) / per_gpu
-    attention = d.model.attention_flops_per_layer_pair * d.model.attended_tokens(batch, context_tokens) / (
+    attention = d.model.attention_flops(batch, context_tokens) / (
         d.tp * (d.attention_flops or flops) * eff.decode_compute * _scale(d, eff))
     memory = (weights if weights >= matmuls else 0.0) + (cache if cache >= attention else 0.0)
     work = (matmuls if matmuls > weights else 0.0) + (attention if attention > cache else 0.0)

@@ -66,7 +66,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "llama-4-maverick": {**_LLAMA4, "num_local_experts": 128, "interleave_moe_layer_step": 2,
                          "max_position_embeddings": 1048576},
     "deepseek-v3.1": _DEEPSEEK_V3,
-    "deepseek-v3.2": _DEEPSEEK_V3,
+    "deepseek-v3.2": {**_DEEPSEEK_V3, "index_topk": 2048, "index_n_heads": 64, "index_head_dim": 128},
     "kimi-k2": {**_DEEPSEEK_V3, "num_attention_heads": 64, "num_key_value_heads": 64, "vocab_size": 163840,
                 "n_routed_experts": 384, "first_k_dense_replace": 1, "max_position_embeddings": 131072},
     "llama-2-7b": {**_LLAMA2, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 32,
@@ -124,7 +124,8 @@ def test_each_models_shapes_give_its_published_parameter_counts(name: str) -> No
     row = BUILTIN_MODELS[name]
     shape = ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "max_context", "experts",
              "experts_per_token", "kv_lora_rank", "qk_rope_head_dim", "sliding_window", "sliding_layers",
-             "expert_dtype", "routed_expert_width")  # the width: moe_intermediate_size, else intermediate_size
+             "expert_dtype", "routed_expert_width", "sparse_topk", "indexer_heads", "indexer_head_dim",
+             "indexer_layer_count")  # the width: moe_intermediate_size, else intermediate_size
     assert {k: getattr(row, k) for k in shape} == {k: getattr(counted, k) for k in shape}
     assert row.params == pytest.approx(counted.params, rel=0.02)
     assert row.active == pytest.approx(counted.active, rel=0.03)
@@ -137,8 +138,9 @@ def test_mla_caches_the_latent_and_the_rope_key() -> None:
     h200 = resolve_hardware("H200")
     for name in ("deepseek-v3", "deepseek-v3.1", "deepseek-v3.2"):
         d = Deployment(BUILTIN_MODELS[name], h200, "fp8", "bf16", tp=8)
-        assert d.kv_bytes_per_token == 61 * (512 + 64) * 2 == 70_272
-        assert d.kv_bytes_per_token_per_gpu == 70_272  # the latent is replicated on every TP rank
+        indexer = 61 * 132 if name == "deepseek-v3.2" else 0  # V3.2's sparse-attention keys (its own test)
+        assert d.kv_bytes_per_token - indexer == 61 * (512 + 64) * 2 == 70_272
+        assert d.kv_bytes_per_token_per_gpu == 70_272 + indexer  # the latent is replicated on every TP rank
     kimi = Deployment(BUILTIN_MODELS["kimi-k2"], h200, "fp8", "fp8", tp=8)
     assert kimi.kv_bytes_per_token == 61 * 576
 
