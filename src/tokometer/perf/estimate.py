@@ -176,10 +176,11 @@ class Estimate:
 
         d = self.deployment
         counted = communication(d, 1).counted
+        share = link_share(d.hardware.link_gbs or 0)
         return {"counted": counted, "link_gbs_both_directions": d.hardware.link_gbs,
                 "activation_bytes": ACTIVATION_BYTES, "latency_us_per_collective": COLLECTIVE_LATENCY_S * 1e6,
-                "latency_source": COLLECTIVE_LATENCY_SOURCE, "link_share": link_share(d.hardware.link_gbs or 0),
-                "link_share_source": SCALE_UP_LINK_SOURCE if link_share(d.hardware.link_gbs or 0) < 1 else
+                "latency_source": COLLECTIVE_LATENCY_SOURCE, "link_share": share,
+                "link_share_source": SCALE_UP_LINK_SOURCE if share < 1 else
                 "a PCIe link: its whole figure (chosen on the fit split)",
                 "assumption": "tensor parallel: 2 ring all-reduces of the step's tokens × hidden activations per "
                               "layer, 2 (TP − 1) / TP of the bytes over one direction of the link at link_share "

@@ -143,7 +143,7 @@ def _window_read(d: Deployment, batch: int, context: int) -> str:
     m = d.model
     if m.sparse_topk and context > batch * m.sparse_topk:
         return (f" (sparse: at most {m.sparse_topk:,} tokens a sequence and layer, and the indexer's "
-                f"{m.indexer_head_dim + INDEXER_KEY_BYTES} B keys of every token in {m.indexer_layer_count} layers)")
+                f"{m.indexer_key_bytes} B keys of every token in {m.indexer_layer_count} layers)")
     if not m.window_layers or context <= batch * m.sliding_window:
         return ""
     return f" (its {m.window_layers} window layers at most {m.sliding_window:,} tokens a sequence)"

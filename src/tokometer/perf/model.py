@@ -110,6 +110,11 @@ def tensor_parallel_problem(name: str, heads: int, kv_heads: int, tp: int) -> st
     return None
 
 
+def _causal_pairs(t: float, c: float) -> float:
+    """(query, key) pairs of t new tokens after c cached, each attending to every key before it: Σ (c + i)."""
+    return t * c + t * (t + 1) / 2
+
+
 def _capped_pairs(t: float, c: float, w: int) -> float:
     """(query, key) pairs of t new tokens after c cached when each attends to at most w keys: the i-th new token
     (1 ≤ i ≤ t) attends to min(c + i, w)."""
@@ -224,9 +229,14 @@ class ModelSpec:
         return min(self.indexer_layers, self.layers) if self.indexer_layers else self.layers
 
     @property
+    def indexer_key_bytes(self) -> int:
+        """Bytes of one token's indexer key in one indexer layer: head dim (fp8) + `INDEXER_KEY_BYTES` (0: none)."""
+        return self.indexer_head_dim + INDEXER_KEY_BYTES if self.indexer_layer_count and self.indexer_head_dim else 0
+
+    @property
     def indexer_bytes_per_token(self) -> float:
-        """Bytes of indexer keys a token adds, all indexer layers: (head dim + `INDEXER_KEY_BYTES`) each (fp8)."""
-        return self.indexer_layer_count * (self.indexer_head_dim + INDEXER_KEY_BYTES) if self.indexer_head_dim else 0
+        """Bytes of indexer keys a token adds, all indexer layers (`indexer_key_bytes` each)."""
+        return self.indexer_layer_count * self.indexer_key_bytes
 
     @property
     def indexer_flops_per_layer_pair(self) -> int:
@@ -242,8 +252,7 @@ class ModelSpec:
         if not self.indexer_layer_count:
             return 0.0
         n = max(1.0, sequences)
-        t, c = new_tokens / n, cached_tokens / n
-        return self.indexer_layer_count * n * (t * c + t * (t + 1) / 2)
+        return self.indexer_layer_count * n * _causal_pairs(new_tokens / n, cached_tokens / n)
 
     def attention_flops(self, sequences: float, context_tokens: float) -> float:
         """A decode step's attention FLOPs for ``sequences`` holding ``context_tokens`` cached in all: the pairs it
@@ -267,7 +276,7 @@ class ModelSpec:
         keys in a full layer (min(c + i, k) with sparse attention) and min(c + i, W) in a window layer."""
         n = max(1.0, sequences)
         t, c = new_tokens / n, cached_tokens / n
-        per_full = _capped_pairs(t, c, self.sparse_topk) if self.sparse_topk else t * c + t * (t + 1) / 2
+        per_full = _capped_pairs(t, c, self.sparse_topk) if self.sparse_topk else _causal_pairs(t, c)
         full = self.kv_layers * n * per_full
         if not self.window_layers:
             return full

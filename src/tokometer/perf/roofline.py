@@ -116,7 +116,7 @@ from functools import cached_property
 from tokometer.perf.collective import ACTIVATION_BYTES, communication_s
 from tokometer.perf.groupedgemm import padded_expert_rows
 from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
-from tokometer.perf.model import INDEXER_KEY_BYTES, ModelSpec
+from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import kv_bytes, normalize_dtype, weight_dtype
 from tokometer.util.errors import ConfigError
 from tokometer.util.units import GIB
@@ -292,8 +292,7 @@ class Deployment:
     def _indexer_per_layer_per_gpu(self) -> float:
         """Indexer-key bytes one token takes in one indexer layer on one GPU (whole on every TP rank, as the
         latent cache; each rank its own sequences' with attention data parallel); 0 for dense attention."""
-        m = self.model
-        return (m.indexer_head_dim + INDEXER_KEY_BYTES) / self.ranks if m.indexer_layer_count else 0.0
+        return self.model.indexer_key_bytes / self.ranks
 
     @cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
@@ -304,8 +303,8 @@ class Deployment:
 
     @cached_property
     def kv_read_bytes_per_token(self) -> float:
-        """KV bytes per cached token read along a token's path (all KV layers, one TP rank's heads; with sparse
-        attention, up to its top-k tokens a sequence, and the indexer's keys)."""
+        """KV bytes per cached token read along a token's path when every cached token is read (all KV layers, one
+        TP rank's heads, and any indexer keys; sparse attention reads fewer past its top-k: `kv_read_bytes`)."""
         return (self.model.kv_layers * self._kv_per_layer_per_gpu()
                 + self.model.indexer_layer_count * self._indexer_per_layer_per_gpu())
 
