@@ -25,6 +25,9 @@ Models of 2025 (their rows name the config and the published counts):
   its own fp8 key cache and picks 2,048 per query for the attention (`tokometer.perf.model`); its
   weights (~14 M a layer) are within the published count's rounding.
 - Kimi K2: the DeepSeek V3 design with 384 experts (8 per token plus one shared), 64 heads, fp8.
+- Qwen3-Next 80B-A3B: 10 of 512 experts plus one shared; three layers in four are linear attention (Gated
+  DeltaNet: a 1.1 MB state a sequence and layer, no KV cache), the fourth gated full attention
+  (`tokometer.perf.model`). Its count is its shapes' (79.67 B; the model card says 80 B and 3 B activated).
 
 Models benchmark suites and vendor tables still run: Llama 2 7B/13B/70B (MLPerf Inference's Llama 2 70B;
 the 7B and 13B attend with every head's own keys), Mixtral 8x22B (8 experts, 2 a token), Mistral Large 2
@@ -148,6 +151,13 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {m.name: m for m in (
        **{**_DEEPSEEK, "active_params": 32e9, "experts": 384},
        source="config.json of moonshotai/Kimi-K2-Instruct; 1.04 T total, 32 B active: the Kimi K2 report "
        "(arXiv 2507.20534)"),
+    _m("qwen3-next-80b-a3b", "Qwen/Qwen3-Next-80B-A3B-Instruct", 79.67e9, 48, 2048, 16, 2, 256, 151936, 262144, 512,
+       active_params=3.87e9, experts=512, experts_per_token=10, recurrent_layers=36,
+       recurrent_state_bytes=32 * 128 * 128 * 2 + (2 * 16 * 128 + 32 * 128) * 3 * 2,
+       recurrent_flops_per_token=6 * 32 * 128 * 128,
+       source="config.json of Qwen/Qwen3-Next-80B-A3B-Instruct (full_attention_interval 4; Gated DeltaNet: "
+       "16 key and 32 value heads of 128, kernel 4); 79.67 B total and 3.87 B active from its shapes (80 B and "
+       "3 B activated on its model card, which leaves the embeddings out)"),
 )}
 
 # Other spellings people use (besides the Hub ids, which match by themselves).
@@ -160,4 +170,5 @@ MODEL_ALIASES: dict[str, str] = {
     "deepseek-r1-distill-llama-70b": "llama-3.3-70b", "deepseek-r1-distill-llama-8b": "llama-3.1-8b",
     "deepseek-r1-distill-qwen-32b": "qwen2.5-32b", "deepseek-r1-distill-qwen-14b": "qwen2.5-14b",
     "deepseek-r1-distill-qwen-7b": "qwen2.5-7b", "llama-3.1-nemotron-70b": "llama-3.1-70b",
+    "qwen3-next-80b-a3b-thinking": "qwen3-next-80b-a3b",
 }

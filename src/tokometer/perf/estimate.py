@@ -218,6 +218,8 @@ class Estimate:
             "weight_bytes": d.weight_bytes, "weight_bytes_per_gpu": d.weight_bytes_per_gpu,
             "weight_format": d.weight_format, "experts": self._experts_json(),
             "kv_bytes_per_token": d.kv_bytes_per_token, "kv_bytes_per_token_per_gpu": d.kv_bytes_per_token_per_gpu,
+            "recurrent_layers": d.model.recurrent_layers,
+            "recurrent_state_bytes_per_sequence": d.model.recurrent_bytes_per_sequence,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "activation_reserve_gib": ACTIVATION_RESERVE_GIB, "kv_capacity_tokens": self.kv_capacity_tokens,
             "max_sequences": self.max_sequences,

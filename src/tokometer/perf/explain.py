@@ -69,8 +69,11 @@ def weights_arithmetic(d: Deployment) -> str:
 def kv_arithmetic(d: Deployment) -> str:
     """How many KV-cache bytes one token adds, in words: whole model and (several GPUs) per GPU."""
     m, b = d.model, d.kv_element_bytes
-    window = (f" (full-attention; the other {m.window_layers} keep at most a {m.sliding_window:,}-token window)"
-              if m.window_layers else "")
+    others = [f"{m.window_layers} keep at most a {m.sliding_window:,}-token window"] if m.window_layers else []
+    if m.recurrent_layers:
+        others.append(f"{m.recurrent_layers} keep a fixed {fmt_bytes(m.recurrent_state_bytes)} state a sequence "
+                      "instead (linear attention / state space)")
+    window = f" (full-attention; of the others {' and '.join(others)})" if others else ""
     if m.is_mla:
         text = (f"{m.kv_layers} layers × ({m.kv_lora_rank} latent + {m.qk_rope_head_dim} RoPE) × {b:g} B "
                 f"(multi-head latent attention)")
@@ -101,10 +104,15 @@ def _per_sequence(e: Estimate) -> str:
     """What one request's cache takes, in words: tokens × KV per token, or, with window layers, its bytes."""
     d, m, n = e.deployment, e.deployment.model, e.tokens_per_sequence
     holds = f"A request holds up to {e.input_tokens:,} + {e.output_tokens:,} = {n:,} tokens"
-    if not m.window_layers:
+    if not m.window_layers and not m.recurrent_layers:
         return f"; / {fmt_bytes(d.kv_bytes_per_token_per_gpu)} = {e.kv_capacity_tokens:,} tokens. {holds}"
-    return (f". {holds}: {fmt_bytes(d.kv_bytes_per_sequence_per_gpu(n))} per GPU (its {m.window_layers} window "
-            f"layers keep at most {m.sliding_window:,} of them)")
+    kinds = []
+    if m.window_layers:
+        kinds.append(f"its {m.window_layers} window layers keep at most {m.sliding_window:,} of them")
+    if m.recurrent_layers:
+        kinds.append(f"its {m.recurrent_layers} recurrent layers a fixed {fmt_bytes(m.recurrent_bytes_per_sequence)} "
+                     "of state")
+    return f". {holds}: {fmt_bytes(d.kv_bytes_per_sequence_per_gpu(n))} per GPU ({'; '.join(kinds)})"
 
 
 def _decode(e: Estimate, batch: int, context: int) -> str:
@@ -122,7 +130,8 @@ def _decode(e: Estimate, batch: int, context: int) -> str:
              f"write {batch:,} × {d.model.activation_elements_per_token:,.0f} activations × {ACTIVATION_BYTES} B"
              f"{tp} = {fmt_bytes(act)}; and it reads every sequence's KV cache: mid-answer each holds "
              f"{e.input_tokens:,} + {e.output_tokens:,}/2 tokens, {context:,} in all"
-             f"{_window_read(d, batch, context) or ' × ' + fmt_bytes(d.kv_read_bytes_per_token)} = {fmt_bytes(kv)}. "
+             f"{_window_read(d, batch, context) or ' × ' + fmt_bytes(d.kv_read_bytes_per_token)}"
+             f"{_state_read(d, batch)} = {fmt_bytes(kv)}. "
              f"({fmt_bytes(w / d.tp)} + {fmt_bytes(act)} + "
              f"{fmt_bytes(kv)}) / {bw:,.4g} GB/s = {fmt_time((w / d.tp + act + kv) / d.hardware.bandwidth)}."]
     lines += _decode_compute(d, eff, batch, context)
@@ -149,6 +158,23 @@ def _window_read(d: Deployment, batch: int, context: int) -> str:
     return f" (its {m.window_layers} window layers at most {m.sliding_window:,} tokens a sequence)"
 
 
+def _state_read(d: Deployment, batch: int) -> str:
+    """What a step's recurrent layers read and write, in words (``""`` for a model without them)."""
+    m = d.model
+    if not m.recurrent_layers:
+        return ""
+    return (f", and the recurrent state of each of its {batch:,} sequences, read and written back "
+            f"(2 × {m.recurrent_layers} layers × {fmt_bytes(m.recurrent_state_bytes / d.tp)})")
+
+
+def _recurrence(d: Deployment, batch: int) -> str:
+    """The FLOPs of a decode step's recurrent layers, in words (``""`` for a model without them)."""
+    m = d.model
+    if not m.recurrent_layers:
+        return ""
+    return f" + {m.recurrent_layers} recurrent layers × {m.recurrent_flops_per_token:,} FLOPs × {batch:,} sequences"
+
+
 def _decode_compute(d: Deployment, eff: Efficiency, batch: int, context: int) -> list[str]:
     """The compute side of a decode step in words: the matmuls at the weights' peak, the attention at its own."""
     flops = d.compute_flops
@@ -160,7 +186,8 @@ def _decode_compute(d: Deployment, eff: Efficiency, batch: int, context: int) ->
     lines = [f"  Compute: matmuls 2 × {d.model.matmul_params / 1e9:.2f} B params multiplied per token × {batch:,} = "
              f"{matmuls / 1e9:,.1f} GFLOP / ({d.tp} × {flops / 1e12:,.4g} TFLOP/s{_basis(d)}) = "
              f"{fmt_time(matmuls / (d.tp * flops))}; attention {d.model.attention_flops_per_pair:,} FLOPs × "
-             f"{context:,} cached tokens{_window_read(d, batch, context)} = {attention / 1e9:,.1f} GFLOP / "
+             f"{context:,} cached tokens{_window_read(d, batch, context)}{_recurrence(d, batch)} = "
+             f"{attention / 1e9:,.1f} GFLOP / "
              f"({d.tp} × {attention_peak / 1e12:,.4g} "
              f"TFLOP/s, {d.attention_compute_dtype}) = {fmt_time(attention / (d.tp * attention_peak))}. The matmuls "
              "and then the attention: each takes the larger of its bytes and its FLOPs, the step their sum."]

@@ -51,13 +51,74 @@ def _builtin_index() -> dict[str, str]:
     return index
 
 
+_FULL_KINDS = ("full_attention", "attention")
+_WINDOW_KINDS = ("sliding_attention", "chunked_attention")
+_LINEAR_KIND = "linear_attention"
+_HYBRID_KEYS = ("hybrid_override_pattern", "layers_block_type", "attn_layer_period", "linear_attn_config",
+                "ssm_state_size", "mamba_d_state", "mamba_n_heads", "mamba_num_heads", "mamba_d_ssm")
+"""config.json keys of hybrid models whose other layers the estimate does not read (Mamba2 and other state-space
+layers: Nemotron-H, Granite 4.0-H, Jamba, Falcon-H1; Kimi Linear's delta attention): refused, not counted as
+attention."""
+
+
+class _NotModelled(ValueError):
+    """A config the estimate reads but whose layers it does not model (its message says which)."""
+
+
+def _linear_layers(cfg: dict[str, Any], layers: int) -> int:
+    """Linear-attention (Gated DeltaNet) layers of a config: ``layer_types``' "linear_attention" ones (Qwen3.5), or,
+    without a list, all but every ``full_attention_interval``-th layer where the config has the Gated DeltaNet's
+    ``linear_num_value_heads`` (Qwen3-Next). A layer kind the estimate does not model (a state-space "mamba" layer,
+    a "conv" one) or a hybrid model's state-space keys (`_HYBRID_KEYS`) are `_NotModelled`, naming them."""
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list):
+        if len(kinds) != layers:
+            raise ValueError(f"layer_types lists {len(kinds)} layers, num_hidden_layers says {layers}")
+        unknown = sorted({str(k) for k in kinds} - {*_FULL_KINDS, *_WINDOW_KINDS, _LINEAR_KIND})
+        if unknown:
+            raise _NotModelled(f"layer_types has layers of a kind the estimate does not model: {', '.join(unknown)} "
+                               "(it reads full, sliding-window, chunked and linear (Gated DeltaNet) attention)")
+    hybrid = [key for key in _HYBRID_KEYS if cfg.get(key) not in (None, "", [], {})]
+    if hybrid:
+        raise _NotModelled(f"it describes a hybrid model with state-space or other non-attention layers "
+                           f"({', '.join(hybrid)}), which the estimate does not model: it would count them as "
+                           "attention")
+    linear = sum(1 for k in kinds if k == _LINEAR_KIND) if isinstance(kinds, list) else 0
+    interval = int(cfg.get("full_attention_interval") or 0)
+    if not isinstance(kinds, list) and interval > 1 and cfg.get("linear_num_value_heads"):
+        linear = layers - layers // interval
+    if linear >= layers:
+        raise _NotModelled("every layer is a linear-attention one; a model without attention layers is not modelled")
+    return linear
+
+
+def _gated_deltanet(cfg: dict[str, Any], hidden: int) -> tuple[int, int, float]:
+    """(state bytes a sequence, recurrence FLOPs a token, parameters) of one Gated DeltaNet layer (Qwen3-Next,
+    Qwen3.5): its recurrent state, value heads × key dim × value dim in ``mamba_ssm_dtype`` (4 B for float32, else
+    2 B: the model's activations), and its short convolution's last kernel − 1 inputs of the q, k and v channels
+    (2 B); the projections in (q, k, v, z; the gates b, a), out, and the convolution's weights."""
+    nk, nv = int(cfg["linear_num_key_heads"]), int(cfg["linear_num_value_heads"])
+    dk, dv = int(cfg["linear_key_head_dim"]), int(cfg["linear_value_head_dim"])
+    kernel = int(cfg.get("linear_conv_kernel_dim") or 4)
+    if min(nk, nv, dk, dv, kernel) < 1 or max(nk, nv, dk, dv, kernel) > _MAX_SIZE:
+        raise ValueError(f"linear_num_key_heads, linear_num_value_heads, linear_key_head_dim, linear_value_head_dim "
+                         f"and linear_conv_kernel_dim must be from 1 to {_MAX_SIZE:,}")
+    ssm_bytes = 4 if str(cfg.get("mamba_ssm_dtype") or "").lower() in ("float32", "fp32") else 2
+    channels = 2 * nk * dk + nv * dv  # the convolution runs over q, k and v
+    state = nv * dk * dv * ssm_bytes + channels * (kernel - 1) * 2
+    params = hidden * (2 * nk * dk + 2 * nv * dv) + hidden * 2 * nv + nv * dv * hidden + channels * kernel
+    return state, 6 * nv * dk * dv, float(params)
+
+
 def _layer_params(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, head_dim: int) -> float:
     if cfg.get("kv_lora_rank"):
         rope, nope = int(cfg.get("qk_rope_head_dim", 64)), int(cfg.get("qk_nope_head_dim", 128))
         v_dim, rank, q_rank = int(cfg.get("v_head_dim", 128)), int(cfg["kv_lora_rank"]), cfg.get("q_lora_rank")
         q = hidden * int(q_rank) + int(q_rank) * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
         return float(q + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden)
-    return float(2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim)  # q, o; k, v
+    gate = bool(cfg.get("attn_output_gate", str(cfg.get("model_type", "")).startswith(("qwen3_next", "qwen3_5"))))
+    q = hidden * heads * head_dim * (2 if gate else 1)  # a gated attention's q projection also makes its gate
+    return float(q + hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim)  # q (+ gate), o; k, v
 
 
 def _dense_and_shared(cfg: dict[str, Any], layers: int, inter: int) -> tuple[int, int, int]:
@@ -112,13 +173,14 @@ def _sparse(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
 
 
 def _params_from_config(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, head_dim: int,
-                        tied: bool) -> tuple[float, float, int, int]:
-    """(params, active params, experts, experts per token) from a config's shapes."""
+                        tied: bool, linear: int = 0, linear_params: float = 0.0) -> tuple[float, float, int, int]:
+    """(params, active params, experts, experts per token) from a config's shapes; ``linear`` of the layers are
+    linear-attention ones of ``linear_params`` each in place of the attention's."""
     layers, vocab = int(cfg["num_hidden_layers"]), int(cfg.get("vocab_size", 32000))
     inter = int(cfg.get("intermediate_size") or 4 * hidden)
     experts = int(cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts") or 0)
     per_token = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)
-    attention = _layer_params(cfg, hidden, heads, kv_heads, head_dim) * layers
+    attention = _layer_params(cfg, hidden, heads, kv_heads, head_dim) * (layers - linear) + linear_params * linear
     embeddings = float(vocab * hidden * (1 if tied else 2))
     if experts <= 1 or per_token <= 0:
         mlp = 3.0 * hidden * inter * layers
@@ -147,7 +209,10 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
             head_dim = int(cfg.get("head_dim") or hidden // heads)
         kv_heads = int(cfg.get("num_key_value_heads") or heads)
         tied = bool(cfg.get("tie_word_embeddings", str(cfg.get("model_type", "")).startswith("gemma")))
-        params, active, experts, per_token = _params_from_config(cfg, hidden, heads, kv_heads, head_dim, tied)
+        linear = _linear_layers(cfg, int(cfg["num_hidden_layers"]))
+        state, recurrence, linear_params = _gated_deltanet(cfg, hidden) if linear else (0, 0, 0.0)
+        params, active, experts, per_token = _params_from_config(cfg, hidden, heads, kv_heads, head_dim, tied,
+                                                                 linear, linear_params)
         spec = ModelSpec(
             name=name, params=params, layers=int(cfg["num_hidden_layers"]), hidden=hidden, heads=heads,
             kv_heads=kv_heads, head_dim=head_dim, vocab=int(cfg.get("vocab_size", 32000)),
@@ -160,10 +225,13 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
             native_dtype=normalize_dtype(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")))
         window, window_layers = _sliding(cfg)
         topk, indexer_heads, indexer_dim, indexer_layers = _sparse(cfg)
+    except _NotModelled as exc:
+        raise ConfigError(f"{name}: {exc}; estimate a built-in model or a transformer's config.json") from exc
     except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
         raise ConfigError(f"{name}: config.json lacks a field the estimate needs ({exc})") from exc
     spec = replace(spec, sliding_window=window, sliding_layers=window_layers, sparse_topk=topk,
-                   indexer_heads=indexer_heads, indexer_head_dim=indexer_dim, indexer_layers=indexer_layers)
+                   indexer_heads=indexer_heads, indexer_head_dim=indexer_dim, indexer_layers=indexer_layers,
+                   recurrent_layers=linear, recurrent_state_bytes=state, recurrent_flops_per_token=recurrence)
     method = str((cfg.get("quantization_config") or {}).get("quant_method", "")).lower()
     if method in _EXPERT_METHODS and spec.is_moe:  # gpt-oss: experts in mxfp4, the rest in torch_dtype
         return replace(spec, expert_dtype=_EXPERT_METHODS[method], weight_bytes=weight_bytes)
@@ -263,6 +331,12 @@ def model_from_gguf(path: Path) -> ModelSpec:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read the GGUF header of {path}: {exc}") from exc
     meta, arch = gguf.metadata, gguf.architecture
+    recurrent = sorted(key[len(arch) + 1:] for key in meta if key.startswith((f"{arch}.ssm.", f"{arch}.shortconv.")))
+    if recurrent:
+        raise ConfigError(f"{path.name}: its {arch} layers keep a recurrent state ({', '.join(recurrent[:4])} in the "
+                          "GGUF header: state-space, linear-attention or convolution layers), which the estimate reads "
+                          "from a config.json (Gated DeltaNet) but not from a GGUF header; give it the model's "
+                          "config.json")
     params, expert_params, vocab, lm_head = _gguf_tensors(gguf)
     data_bytes = float(gguf.data_bytes or 0)
 

@@ -62,6 +62,20 @@ min(t, k) of the latent cache a sequence and layer plus t of the indexer's keys 
 `indexer_tokens`); a prefill's i-th token attends to min(c + i, k) keys (`attended_pairs`) and the indexer
 scores all c + i (`indexer_pairs`).
 
+Linear attention and state-space layers (Qwen3-Next's and Qwen3.5's Gated DeltaNet, three layers in four; Mamba2
+in Nemotron-H and Granite 4.0-H): a recurrent layer keeps no KV cache but a fixed state a sequence, whatever its
+length, `recurrent_state_bytes` (`tokometer.perf.loaders` works it from the config: a Gated DeltaNet's
+value heads × key dim × value dim, a Mamba2's heads × head dim × state size, in ``mamba_ssm_dtype`` (fp32) or the
+model's dtype, and its short convolution's (kernel − 1) inputs in the model's dtype; the KV cache's format does
+not apply, as vLLM and SGLang keep it). A decode step reads each sequence's state and writes it back, and spends
+`recurrent_flops_per_token` a token and layer on the recurrence (6 × heads × key dim × value dim: the decay and
+rank-one update, and the read-out, each one pass over the state). So
+
+    KV layers             = layers − window layers − recurrent layers
+    state a sequence      = recurrent layers × `recurrent_state_bytes`                (`recurrent_bytes_per_sequence`)
+
+and a sequence's cache is its full layers' KV × t, its window layers' bounded part, and its state.
+
 Loaders for built-in names, config.json and GGUF headers (read by `tokometer.util.gguf`) live in
 `tokometer.perf.loaders`.
 """
@@ -151,6 +165,9 @@ class ModelSpec:
     indexer_heads: int = 0  # the sparse attention's indexer: its query heads (index_n_heads)
     indexer_head_dim: int = 0  # and their width (index_head_dim); its key cache: one such head a token
     indexer_layers: int = 0  # layers that run their own indexer (GLM-5 shares one over four); 0: every layer
+    recurrent_layers: int = 0  # linear-attention or state-space layers: a fixed state a sequence, no KV cache
+    recurrent_state_bytes: int = 0  # one such layer's state a sequence, in bytes (recurrence + convolution)
+    recurrent_flops_per_token: int = 0  # one such layer's recurrence, FLOPs a token
     expert_dtype: str = ""  # the routed experts' own format when it differs from native_dtype (gpt-oss: mxfp4)
     expert_width: int = 0  # a routed expert's intermediate size (moe_intermediate_size); 0: from the parameters
     tied_embeddings: bool = False
@@ -174,8 +191,14 @@ class ModelSpec:
 
     @property
     def kv_layers(self) -> int:
-        """Layers whose KV cache grows with the context: all but the window layers (`window_layers`)."""
-        return self.layers - self.window_layers
+        """Layers whose KV cache grows with the context: all but the window layers (`window_layers`) and the
+        recurrent ones (`recurrent_layers`)."""
+        return self.layers - self.window_layers - self.recurrent_layers
+
+    @property
+    def recurrent_bytes_per_sequence(self) -> float:
+        """Bytes of recurrent state a sequence keeps, all its linear-attention or state-space layers (0: none)."""
+        return float(self.recurrent_layers * self.recurrent_state_bytes)
 
     def tp_problem(self, tp: int) -> str | None:
         """Why ``tp`` GPUs cannot split this model's attention, or None (see `tensor_parallel_problem`)."""
@@ -209,7 +232,7 @@ class ModelSpec:
     @property
     def window_layers(self) -> int:
         """Layers that attend to a window of at most `sliding_window` tokens (sliding, or Llama 4's chunks)."""
-        return min(self.sliding_layers, self.layers - 1) if self.sliding_window > 0 else 0
+        return min(self.sliding_layers, self.layers - self.recurrent_layers - 1) if self.sliding_window > 0 else 0
 
     def attended_tokens(self, sequences: float, context_tokens: float) -> float:
         """Layer-tokens a step's attention reads for ``sequences`` holding ``context_tokens`` cached in all, one query
@@ -256,14 +279,18 @@ class ModelSpec:
 
     def attention_flops(self, sequences: float, context_tokens: float) -> float:
         """A decode step's attention FLOPs for ``sequences`` holding ``context_tokens`` cached in all: the pairs it
-        attends to (`attended_tokens`) and its sparse-attention indexer's scoring of every cached token."""
+        attends to (`attended_tokens`), its sparse-attention indexer's scoring of every cached token, and its
+        recurrent layers' recurrence for each sequence's new token."""
         return (self.attention_flops_per_layer_pair * self.attended_tokens(sequences, context_tokens)
-                + self.indexer_flops_per_layer_pair * self.indexer_tokens(context_tokens))
+                + self.indexer_flops_per_layer_pair * self.indexer_tokens(context_tokens)
+                + self.recurrent_layers * self.recurrent_flops_per_token * max(0.0, sequences))
 
     def prefill_attention_flops(self, sequences: float, new_tokens: float, cached_tokens: float = 0) -> float:
-        """A prefill's attention FLOPs (`attended_pairs`) and its indexer's (`indexer_pairs`)."""
+        """A prefill's attention FLOPs (`attended_pairs`), its indexer's (`indexer_pairs`) and its recurrent layers'
+        (each new token once a layer, whatever the context)."""
         return (self.attention_flops_per_layer_pair * self.attended_pairs(sequences, new_tokens, cached_tokens)
-                + self.indexer_flops_per_layer_pair * self.indexer_pairs(sequences, new_tokens, cached_tokens))
+                + self.indexer_flops_per_layer_pair * self.indexer_pairs(sequences, new_tokens, cached_tokens)
+                + self.recurrent_layers * self.recurrent_flops_per_token * max(0.0, new_tokens))
 
     def without_windows(self) -> ModelSpec:
         """This model as an engine that keeps and reads the whole cache of its window layers runs it (llama.cpp's
@@ -394,6 +421,9 @@ class ModelSpec:
             attn += f", {self.sliding_layers} layers with a {self.sliding_window:,}-token window"
         if self.sparse_topk:
             attn += f", sparse: {self.sparse_topk:,} keys a query"
+        if self.recurrent_layers:
+            attn += (f", {self.recurrent_layers} recurrent layers (linear attention / state space; "
+                     f"{self.recurrent_state_bytes / 1e6:.2f} MB of state a sequence each)")
         if self.expert_dtype:
             moe += f", experts in {self.expert_dtype}"
         return (f"{self.params / 1e9:.2f} B params{moe}, {self.layers} layers, hidden {self.hidden}, {attn}, "

@@ -77,12 +77,15 @@ def render_estimate(console: Console, e: Estimate) -> None:
         console.print(f"  compute   {d.hardware.name} lists no {d.compute_dtype} peak: the "
                       f"{normalize_dtype(d.weight_dtype)} weights are dequantised and multiply at {peak.label()}")
     spec = d.model
-    bounded = d.kv_bytes_per_sequence(spec.sliding_window) - spec.sliding_window * d.kv_bytes_per_token
+    state = spec.recurrent_bytes_per_sequence
+    bounded = d.kv_bytes_per_sequence(spec.sliding_window) - spec.sliding_window * d.kv_bytes_per_token - state
     kv = f"  KV cache  {fmt_bytes(d.kv_bytes_per_token)} per token ({d.kv_dtype})"
     if spec.window_layers:
         kv += (f" + at most {fmt_bytes(bounded)} a sequence in its {spec.window_layers} "
                f"{spec.sliding_window:,}-token window layers")
-    if e.kv_capacity_tokens is not None and spec.window_layers:
+    if spec.recurrent_layers:
+        kv += f" + {fmt_bytes(state)} of state a sequence in its {spec.recurrent_layers} recurrent layers"
+    if e.kv_capacity_tokens is not None and (spec.window_layers or spec.recurrent_layers):
         kv += (f"; {e.max_sequences:,} sequences of {e.tokens_per_sequence:,} fit ({e.gpu_memory_utilization:.2f} "
                "of memory)")
     elif e.kv_capacity_tokens is not None:

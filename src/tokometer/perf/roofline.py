@@ -15,6 +15,8 @@ activation elements one token's matmuls read and write (`ModelSpec.activation_el
 L here is the layers whose cache grows with the context (`ModelSpec.kv_layers`); a model's window layers
 keep at most their window of each sequence (`ModelSpec.cached_layer_tokens`), so a sequence of t tokens
 takes KV per token per GPU × t + its window layers' 2 × ⌈L_window / PP⌉ × ⌈h_kv / TP⌉ × d × b × min(t, W).
+A linear-attention or state-space layer keeps a fixed state a sequence instead (`ModelSpec.recurrent_state_bytes`,
+its heads split over TP): ⌈L_recurrent / PP⌉ × state / TP more a sequence, read and written back every step.
 
     decode step            = matmuls + attention + L × e_layer     one token for each of `batch` sequences
       matmuls              = max((W_read + 2 B × A × batch) / TP / (BW × e_bw),
@@ -311,11 +313,17 @@ class Deployment:
     def kv_read_bytes(self, sequences: float, context_tokens: float) -> float:
         """KV bytes one GPU reads in a step for ``sequences`` holding ``context_tokens`` cached in all: one TP rank's
         heads of every layer-token attended, window layers at most their window a sequence, sparse attention at
-        most its top-k (`ModelSpec.attended_tokens`), and the indexer's keys of every cached token
-        (`ModelSpec.indexer_tokens`)."""
+        most its top-k (`ModelSpec.attended_tokens`), the indexer's keys of every cached token
+        (`ModelSpec.indexer_tokens`), and each sequence's recurrent state, read and written back."""
         m = self.model
         return (m.attended_tokens(sequences, context_tokens) * self._kv_per_layer_per_gpu()
-                + m.indexer_tokens(context_tokens) * self._indexer_per_layer_per_gpu())
+                + m.indexer_tokens(context_tokens) * self._indexer_per_layer_per_gpu()
+                + 2 * max(0.0, sequences) * m.recurrent_layers * self._recurrent_state_per_gpu())
+
+    def _recurrent_state_per_gpu(self) -> float:
+        """Recurrent-state bytes one sequence keeps in one linear-attention or state-space layer on one GPU: its heads
+        split over TP (with attention data parallel each rank keeps its own sequences' whole: the same on average)."""
+        return self.model.recurrent_state_bytes / self.tp
 
     @cached_property
     def compute_dtype(self) -> str:
@@ -386,17 +394,20 @@ class Deployment:
 
     def kv_bytes_per_sequence(self, tokens: float) -> float:
         """KV-cache bytes a sequence holding ``tokens`` takes, whole model: its full layers' per token × t and its
-        window layers' at most their window (`ModelSpec.cached_layer_tokens`), and any indexer keys."""
+        window layers' at most their window (`ModelSpec.cached_layer_tokens`), any indexer keys, and any recurrent
+        state (`ModelSpec.recurrent_bytes_per_sequence`, whatever ``tokens``)."""
         m = self.model
         return (m.cached_layer_tokens(tokens) * m.kv_elements_per_layer * self.kv_element_bytes
-                + tokens * m.indexer_bytes_per_token)
+                + tokens * m.indexer_bytes_per_token + m.recurrent_bytes_per_sequence)
 
     def kv_bytes_per_sequence_per_gpu(self, tokens: float) -> float:
         """KV-cache bytes a sequence holding ``tokens`` takes on one GPU: each kind of layer split over the PP
-        stages (the busiest stage), its heads over TP (`kv_bytes_per_token_per_gpu` for the full layers)."""
+        stages (the busiest stage), its heads over TP (`kv_bytes_per_token_per_gpu` for the full layers); a recurrent
+        layer's state likewise."""
         m = self.model
         window = math.ceil(m.window_layers / self.pp) * self._kv_per_layer_per_gpu() * min(tokens, m.sliding_window)
-        return self.kv_bytes_per_token_per_gpu * tokens + window
+        state = math.ceil(m.recurrent_layers / self.pp) * self._recurrent_state_per_gpu()
+        return self.kv_bytes_per_token_per_gpu * tokens + window + state
 
     def kv_sequences(self, tokens: int, gpu_memory_utilization: float = 0.9,
                      reserve_gib: float = ACTIVATION_RESERVE_GIB) -> int:

@@ -4,7 +4,8 @@ Two different questions, answered separately, both at the stated (expected) effi
 
 - **Per request** (one user sees N tok/s): a decode step must take 1/N s, so the weights and the
   request's KV cache must be read N times a second:
-  bandwidth needed = (W_read + KV per token × context) × N / e_bw, in total over the TP group.
+  bandwidth needed = (W_read + KV per token × context + 2 × recurrent state) × N / e_bw, in total over the TP
+                     group (the state of a linear-attention or state-space model, read and written back a token).
   Batching does not help here; only bandwidth, fewer bytes (quantisation) or TP do.
 - **In aggregate** (the server as a whole): for each hardware × weight format, the fewest GPUs
   (TP 1, 2, 4, 8) and the smallest batch b with b / decode step(b) ≥ N whose KV caches fit.
@@ -223,7 +224,7 @@ def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], 
     for fmt in formats:
         d = Deployment(model, hardware[0], fmt, kv_dtype or default_kv_dtype(fmt)) if hardware else None
         if d is not None:
-            per_token = weight_bytes_read(d, 1) + d.kv_bytes_per_token * mid
+            per_token = weight_bytes_read(d, 1) + d.kv_bytes_per_token * mid + 2 * model.recurrent_bytes_per_sequence
             needed[fmt] = per_token * target / eff.decode_bandwidth / 1e9
     options = []
     for hw in hardware:

@@ -46,10 +46,12 @@ def _config_of(name: str) -> dict[str, object]:
     return cfg
 
 
-# the mixtures of experts of 2025 need their own configs' MoE fields: test_perf_moe_models.py checks them
+# the mixtures of experts of 2025 need their own configs' MoE fields: test_perf_moe_models.py checks them (and
+# test_perf_linear_attention.py Qwen3-Next's, with its linear-attention fields)
 @pytest.mark.parametrize("name", [n for n in BUILTIN_MODELS
                                   if not n.startswith(("deepseek", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b",
-                                                       "gpt-oss", "qwen3-30b", "qwen3-235b", "llama-4", "kimi"))])
+                                                       "gpt-oss", "qwen3-30b", "qwen3-235b", "llama-4", "kimi",
+                                                       "qwen3-next"))])
 def test_builtin_shapes_add_up_to_the_published_parameter_counts(name: str) -> None:
     # a typo in a shape shows up here; the published counts also hold norms and biases (< 2 %)
     m = BUILTIN_MODELS[name]

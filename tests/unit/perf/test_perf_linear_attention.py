@@ -1,0 +1,138 @@
+"""Linear attention (Gated DeltaNet: Qwen3-Next, Qwen3.5): three layers in four keep a fixed recurrent state a
+sequence instead of a KV cache (`tokometer.perf.model`), and hybrids the estimate does not model are refused.
+
+The shapes are Qwen3-Next-80B-A3B's config.json (48 layers, full_attention_interval 4, 16 key and 32 value heads
+of 128, kernel 4; full attention 16 heads / 2 KV heads of 256, gated); every expected number is worked by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tokometer.cli import main
+from tokometer.cli.estimate import command as estimate
+from tokometer.perf.catalog import BUILTIN_MODELS
+from tokometer.perf.hardware import resolve_hardware
+from tokometer.perf.loaders import model_from_config, model_from_gguf
+from tokometer.perf.roofline import Deployment, decode_flops, decode_step_s
+from tokometer.util.errors import ConfigError
+
+from .test_perf_models import _write_gguf
+
+NEXT = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "full_attention_interval": 4,
+        "head_dim": 256, "hidden_size": 2048, "intermediate_size": 5120, "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+        "linear_value_head_dim": 128, "max_position_embeddings": 262144, "moe_intermediate_size": 512,
+        "num_attention_heads": 16, "num_experts": 512, "num_experts_per_tok": 10, "num_hidden_layers": 48,
+        "num_key_value_heads": 2, "shared_expert_intermediate_size": 512, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "vocab_size": 151936}
+STATE = 32 * 128 * 128 * 2 + (2 * 16 * 128 + 32 * 128) * 3 * 2  # bf16 recurrence + the convolution's last 3 inputs
+KV_TOKEN_FP8 = 12 * 2 * 2 * 256  # 12 full-attention layers × K and V × 2 KV heads × 256, 1 B each
+
+
+def h200(tp: int = 1, kv: str = "fp8") -> Deployment:
+    return Deployment(BUILTIN_MODELS["qwen3-next-80b-a3b"], resolve_hardware("H200"), "fp8", kv, tp=tp)
+
+
+def test_the_config_gives_the_table_row_and_its_parameters_by_hand() -> None:
+    read = model_from_config(NEXT, "Qwen/Qwen3-Next-80B-A3B-Instruct")
+    row = BUILTIN_MODELS["qwen3-next-80b-a3b"]
+    fields = ("layers", "kv_layers", "recurrent_layers", "recurrent_state_bytes", "recurrent_flops_per_token",
+              "experts", "experts_per_token", "kv_heads", "head_dim", "routed_expert_width")
+    assert {f: getattr(read, f) for f in fields} == {f: getattr(row, f) for f in fields}
+    assert (read.kv_layers, read.recurrent_layers, read.recurrent_state_bytes) == (12, 36, STATE) == (12, 36, 1_097_728)
+    attention = 2048 * 16 * 256 * 2 + 16 * 256 * 2048 + 2 * 2048 * 2 * 256  # q and its gate, o, k and v
+    deltanet = 2048 * (2 * 16 * 128 + 2 * 32 * 128) + 2048 * 64 + 32 * 128 * 2048 + 8192 * 4  # in, b/a, out, conv
+    moe = 512 * 3 * 2048 * 512 + 3 * 2048 * 512 + 2048 * 512  # routed experts, the shared one, the router
+    total = 12 * attention + 36 * deltanet + 48 * moe + 2 * 151936 * 2048
+    assert read.params == pytest.approx(total, rel=1e-9)
+    assert read.params == pytest.approx(80e9, rel=0.005)  # the model card's 80 B
+    assert row.params == pytest.approx(read.params, rel=0.001) and row.active == pytest.approx(read.active, rel=0.01)
+
+
+def test_a_qwen3_5_layer_list_in_text_config_reads_the_same_and_fp32_state_doubles_the_recurrence() -> None:
+    kinds = (["linear_attention"] * 3 + ["full_attention"]) * 12
+    inner = {k: v for k, v in NEXT.items() if k != "full_attention_interval"}
+    nested = {"model_type": "qwen3_5_moe", "text_config": {**inner, "layer_types": kinds, "mamba_ssm_dtype": "float32"}}
+    read = model_from_config(nested, "qwen3.5")
+    assert (read.kv_layers, read.recurrent_layers) == (12, 36)
+    assert read.recurrent_state_bytes == 32 * 128 * 128 * 4 + 8192 * 3 * 2
+
+
+def test_the_cache_is_the_full_layers_per_token_plus_the_state_a_sequence() -> None:
+    d = h200()
+    assert d.kv_bytes_per_token == KV_TOKEN_FP8 == 12_288
+    assert d.kv_bytes_per_sequence(2000) == pytest.approx(2000 * 12_288 + 36 * STATE)
+    # over TP 2: one KV head and half of each layer's state (its heads) a GPU
+    assert h200(tp=2).kv_bytes_per_sequence_per_gpu(2000) == pytest.approx(2000 * 6_144 + 36 * STATE / 2)
+    # the state is not in the KV cache's format: a bf16 cache doubles the KV, not the state
+    assert h200(kv="bf16").kv_bytes_per_sequence(2000) == pytest.approx(2000 * 24_576 + 36 * STATE)
+    # the sequences that fit count the state: (budget) / (KV of 2,000 tokens + state)
+    budget = d.kv_budget_bytes(0.9)
+    assert d.kv_sequences(2000) == int(budget // (2000 * 12_288 + 36 * STATE))
+
+
+def test_a_decode_step_reads_and_writes_every_sequence_s_state_and_runs_its_recurrence() -> None:
+    d = h200()
+    # 8 sequences, 16,000 tokens cached in all: 12 layers × 16,000 tokens of KV, and 8 × 36 states in and out
+    assert d.kv_read_bytes(8, 16_000) == pytest.approx(16_000 * 12_288 + 2 * 8 * 36 * STATE)
+    m = d.model
+    attention = 2 * 16 * (256 + 256) * 12 * 16_000  # the full layers' (query, key) pairs
+    recurrence = 36 * 6 * 32 * 128 * 128 * 8
+    assert decode_flops(m, 8, 16_000) == pytest.approx(2 * m.matmul_params * 8 + attention + recurrence)
+    # a prefill's recurrence is once a token and layer, whatever the context before it
+    assert m.prefill_attention_flops(1, 1000, 50_000) - m.prefill_attention_flops(1, 1000, 0) == pytest.approx(
+        2 * 16 * 512 * 12 * 1000 * 50_000)
+    # at a long context the state is a small, fixed part; a model with every layer full reads 4 × the KV
+    full = Deployment(model_from_config({k: v for k, v in NEXT.items() if k != "full_attention_interval"}, "all"),
+                      resolve_hardware("H200"), "fp8", "fp8")
+    assert full.kv_read_bytes(1, 100_000) == pytest.approx(48 * 100_000 * 1024)
+    assert full.kv_read_bytes(1, 100_000) / d.kv_read_bytes(1, 100_000) == pytest.approx(
+        48 * 100_000 * 1024 / (12 * 100_000 * 1024 + 2 * 36 * STATE))  # 3.76
+    assert decode_step_s(d, 1, 100_000) < decode_step_s(full, 1, 100_000)
+
+
+@pytest.mark.parametrize(("extra", "named"), [
+    ({"hybrid_override_pattern": "M-M*-M-"}, "hybrid_override_pattern"),  # Nemotron-H
+    ({"layer_types": ["mamba"] * 47 + ["attention"]}, "mamba"),  # Granite 4.0-H
+    ({"layer_types": ["conv"] * 40 + ["full_attention"] * 8}, "conv"),  # LFM2
+    ({"attn_layer_period": 8, "mamba_d_state": 16}, "attn_layer_period"),  # Jamba
+    ({"linear_attn_config": {"kda_layers": [1, 2, 3]}}, "linear_attn_config"),  # Kimi Linear
+    ({"layer_types": ["linear_attention"] * 48}, "without attention layers"),
+    ({"layer_types": ["full_attention"] * 3}, "lists 3 layers"),
+    ({"layer_types": [{"kind": 1}] * 48}, "does not model"),
+    ({"linear_num_value_heads": 10**30}, "must be from 1"),
+    ({"linear_key_head_dim": 0}, "must be from 1"),
+])
+def test_a_hybrid_the_estimate_does_not_model_is_refused_not_counted_as_attention(extra: dict[str, object],
+                                                                                   named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        model_from_config({**NEXT, **extra}, "hybrid")
+
+
+def test_the_cli_shows_the_state_and_refuses_a_hybrid_in_one_line(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    shown = CliRunner().invoke(estimate, ["-m", "qwen3-next-80b-a3b", "-H", "H200", "--dtype", "fp8"])
+    assert shown.exit_code == 0, shown.output
+    assert "of state a sequence in its 36 recurrent layers" in shown.output
+    (tmp_path / "config.json").write_text(json.dumps({**NEXT, "hybrid_override_pattern": "M*M*"}))
+    with pytest.raises(SystemExit) as exited:
+        main(["estimate", "-m", str(tmp_path), "-H", "H200"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "hybrid_override_pattern" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("arch", "key"), [("qwen3next", "ssm.state_size"), ("nemotron_h", "ssm.conv_kernel"),
+                                           ("lfm2", "shortconv.l_cache")])
+def test_a_gguf_header_with_recurrent_layers_is_refused_not_counted_as_attention(tmp_path: Path, arch: str,
+                                                                                 key: str) -> None:
+    path = tmp_path / "hybrid.gguf"
+    _write_gguf(path, arch, 4, ((key, 4, struct.pack("<I", 128)),))
+    with pytest.raises(ConfigError, match=key):
+        model_from_gguf(path)
