@@ -28,6 +28,9 @@ Models of 2025 (their rows name the config and the published counts):
 - Qwen3-Next 80B-A3B: 10 of 512 experts plus one shared; three layers in four are linear attention (Gated
   DeltaNet: a 1.1 MB state a sequence and layer, no KV cache), the fourth gated full attention
   (`tokometer.perf.model`). Its count is its shapes' (79.67 B; the model card says 80 B and 3 B activated).
+- Nemotron 3 Nano 30B-A3B: single blocks, 23 Mamba2 (a 2.1 MB fp32 state a sequence each), 6 attention and
+  23 mixture-of-experts ones (6 of 128 squared-ReLU experts plus one shared), read as 29 layers (the blocks that
+  mix tokens; `tokometer.perf.hybrid`). Its counts are its shapes' (31.58 B, 3.58 B active).
 
 Models benchmark suites and vendor tables still run: Llama 2 7B/13B/70B (MLPerf Inference's Llama 2 70B;
 the 7B and 13B attend with every head's own keys), Mixtral 8x22B (8 experts, 2 a token), Mistral Large 2
@@ -151,6 +154,13 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {m.name: m for m in (
        **{**_DEEPSEEK, "active_params": 32e9, "experts": 384},
        source="config.json of moonshotai/Kimi-K2-Instruct; 1.04 T total, 32 B active: the Kimi K2 report "
        "(arXiv 2507.20534)"),
+    _m("nemotron-3-nano-30b-a3b", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 31.58e9, 29, 2688, 32, 2, 128, 131072,
+       262144, 1856, active_params=3.58e9, experts=128, experts_per_token=6, recurrent_layers=23,
+       recurrent_state_bytes=64 * 64 * 128 * 4 + (64 * 64 + 2 * 8 * 128) * 3 * 2,
+       recurrent_flops_per_token=6 * 64 * 64 * 128,
+       source="config.json of nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 (hybrid_override_pattern: 23 Mamba2, 6 "
+       "attention and 23 expert blocks; Mamba2: 64 heads of 64, state 128, 8 groups, kernel 4, fp32 state); 31.58 B "
+       "total and 3.58 B active from its shapes"),
     _m("qwen3-next-80b-a3b", "Qwen/Qwen3-Next-80B-A3B-Instruct", 79.67e9, 48, 2048, 16, 2, 256, 151936, 262144, 512,
        active_params=3.87e9, experts=512, experts_per_token=10, recurrent_layers=36,
        recurrent_state_bytes=32 * 128 * 128 * 2 + (2 * 16 * 128 + 32 * 128) * 3 * 2,
@@ -170,5 +180,7 @@ MODEL_ALIASES: dict[str, str] = {
     "deepseek-r1-distill-llama-70b": "llama-3.3-70b", "deepseek-r1-distill-llama-8b": "llama-3.1-8b",
     "deepseek-r1-distill-qwen-32b": "qwen2.5-32b", "deepseek-r1-distill-qwen-14b": "qwen2.5-14b",
     "deepseek-r1-distill-qwen-7b": "qwen2.5-7b", "llama-3.1-nemotron-70b": "llama-3.1-70b",
-    "qwen3-next-80b-a3b-thinking": "qwen3-next-80b-a3b",
+    "qwen3-next-80b-a3b-thinking": "qwen3-next-80b-a3b", "nemotron-3-nano": "nemotron-3-nano-30b-a3b",
+    "nvidia-nemotron-3-nano-30b-a3b-fp8": "nemotron-3-nano-30b-a3b",
+    "nvidia-nemotron-3-nano-30b-a3b-nvfp4": "nemotron-3-nano-30b-a3b",
 }

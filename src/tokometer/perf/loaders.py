@@ -22,6 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from tokometer.perf.catalog import BUILTIN_MODELS, MODEL_ALIASES
+from tokometer.perf.hybrid import (
+    MAX_SIZE,
+    BlockPattern,
+    NotModelled,
+    Recurrent,
+    block_pattern,
+    mlp_matrices,
+    recurrent_layers,
+)
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import normalize_dtype
 from tokometer.util.errors import ConfigError
@@ -49,65 +58,6 @@ def _builtin_index() -> dict[str, str]:
     for alias, name in MODEL_ALIASES.items():
         index[_key(alias)] = name
     return index
-
-
-_FULL_KINDS = ("full_attention", "attention")
-_WINDOW_KINDS = ("sliding_attention", "chunked_attention")
-_LINEAR_KIND = "linear_attention"
-_HYBRID_KEYS = ("hybrid_override_pattern", "layers_block_type", "attn_layer_period", "linear_attn_config",
-                "ssm_state_size", "mamba_d_state", "mamba_n_heads", "mamba_num_heads", "mamba_d_ssm")
-"""config.json keys of hybrid models whose other layers the estimate does not read (Mamba2 and other state-space
-layers: Nemotron-H, Granite 4.0-H, Jamba, Falcon-H1; Kimi Linear's delta attention): refused, not counted as
-attention."""
-
-
-class _NotModelled(ValueError):
-    """A config the estimate reads but whose layers it does not model (its message says which)."""
-
-
-def _linear_layers(cfg: dict[str, Any], layers: int) -> int:
-    """Linear-attention (Gated DeltaNet) layers of a config: ``layer_types``' "linear_attention" ones (Qwen3.5), or,
-    without a list, all but every ``full_attention_interval``-th layer where the config has the Gated DeltaNet's
-    ``linear_num_value_heads`` (Qwen3-Next). A layer kind the estimate does not model (a state-space "mamba" layer,
-    a "conv" one) or a hybrid model's state-space keys (`_HYBRID_KEYS`) are `_NotModelled`, naming them."""
-    kinds = cfg.get("layer_types")
-    if isinstance(kinds, list):
-        if len(kinds) != layers:
-            raise ValueError(f"layer_types lists {len(kinds)} layers, num_hidden_layers says {layers}")
-        unknown = sorted({str(k) for k in kinds} - {*_FULL_KINDS, *_WINDOW_KINDS, _LINEAR_KIND})
-        if unknown:
-            raise _NotModelled(f"layer_types has layers of a kind the estimate does not model: {', '.join(unknown)} "
-                               "(it reads full, sliding-window, chunked and linear (Gated DeltaNet) attention)")
-    hybrid = [key for key in _HYBRID_KEYS if cfg.get(key) not in (None, "", [], {})]
-    if hybrid:
-        raise _NotModelled(f"it describes a hybrid model with state-space or other non-attention layers "
-                           f"({', '.join(hybrid)}), which the estimate does not model: it would count them as "
-                           "attention")
-    linear = sum(1 for k in kinds if k == _LINEAR_KIND) if isinstance(kinds, list) else 0
-    interval = int(cfg.get("full_attention_interval") or 0)
-    if not isinstance(kinds, list) and interval > 1 and cfg.get("linear_num_value_heads"):
-        linear = layers - layers // interval
-    if linear >= layers:
-        raise _NotModelled("every layer is a linear-attention one; a model without attention layers is not modelled")
-    return linear
-
-
-def _gated_deltanet(cfg: dict[str, Any], hidden: int) -> tuple[int, int, float]:
-    """(state bytes a sequence, recurrence FLOPs a token, parameters) of one Gated DeltaNet layer (Qwen3-Next,
-    Qwen3.5): its recurrent state, value heads × key dim × value dim in ``mamba_ssm_dtype`` (4 B for float32, else
-    2 B: the model's activations), and its short convolution's last kernel − 1 inputs of the q, k and v channels
-    (2 B); the projections in (q, k, v, z; the gates b, a), out, and the convolution's weights."""
-    nk, nv = int(cfg["linear_num_key_heads"]), int(cfg["linear_num_value_heads"])
-    dk, dv = int(cfg["linear_key_head_dim"]), int(cfg["linear_value_head_dim"])
-    kernel = int(cfg.get("linear_conv_kernel_dim") or 4)
-    if min(nk, nv, dk, dv, kernel) < 1 or max(nk, nv, dk, dv, kernel) > _MAX_SIZE:
-        raise ValueError(f"linear_num_key_heads, linear_num_value_heads, linear_key_head_dim, linear_value_head_dim "
-                         f"and linear_conv_kernel_dim must be from 1 to {_MAX_SIZE:,}")
-    ssm_bytes = 4 if str(cfg.get("mamba_ssm_dtype") or "").lower() in ("float32", "fp32") else 2
-    channels = 2 * nk * dk + nv * dv  # the convolution runs over q, k and v
-    state = nv * dk * dv * ssm_bytes + channels * (kernel - 1) * 2
-    params = hidden * (2 * nk * dk + 2 * nv * dv) + hidden * 2 * nv + nv * dv * hidden + channels * kernel
-    return state, 6 * nv * dk * dv, float(params)
 
 
 def _layer_params(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, head_dim: int) -> float:
@@ -195,6 +145,26 @@ def _params_from_config(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: 
     return total, active, experts, per_token
 
 
+def _block_params(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, head_dim: int, tied: bool,
+                  blocks: BlockPattern, recurrent: Recurrent) -> tuple[float, float, int, int]:
+    """(params, active params, experts, experts per token) of a model of single blocks (Nemotron-H: attention,
+    Mamba2, MLP or experts, `tokometer.perf.hybrid`); its MLPs and experts of `mlp_matrices` matrices each."""
+    matrices, vocab = mlp_matrices(cfg), int(cfg.get("vocab_size", 32000))
+    experts = int(cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
+    per_token = int(cfg.get("num_experts_per_tok") or 0)
+    fixed = (_layer_params(cfg, hidden, heads, kv_heads, head_dim) * blocks.attention
+             + recurrent.params * blocks.mamba + blocks.mlp * matrices * hidden * int(cfg.get("intermediate_size") or 0)
+             + float(vocab * hidden * (1 if tied else 2)))
+    if not blocks.moe or experts <= 1 or per_token <= 0:
+        return fixed, fixed, 0, 0
+    expert = matrices * hidden * int(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 0)
+    shared = matrices * hidden * int(cfg.get("moe_shared_expert_intermediate_size") or 0) * int(
+        cfg.get("n_shared_experts") or 1)
+    total = fixed + blocks.moe * (experts * expert + shared + hidden * experts)
+    active = fixed + blocks.moe * (per_token * expert + shared + hidden * experts)
+    return total, active, experts, per_token
+
+
 def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None = None,
                       source: str = "config.json") -> ModelSpec:
     """A ModelSpec from a Hugging Face ``config.json`` (a multimodal one's ``text_config`` is used)."""
@@ -209,12 +179,17 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
             head_dim = int(cfg.get("head_dim") or hidden // heads)
         kv_heads = int(cfg.get("num_key_value_heads") or heads)
         tied = bool(cfg.get("tie_word_embeddings", str(cfg.get("model_type", "")).startswith("gemma")))
-        linear = _linear_layers(cfg, int(cfg["num_hidden_layers"]))
-        state, recurrence, linear_params = _gated_deltanet(cfg, hidden) if linear else (0, 0, 0.0)
-        params, active, experts, per_token = _params_from_config(cfg, hidden, heads, kv_heads, head_dim, tied,
-                                                                 linear, linear_params)
+        layers = int(cfg["num_hidden_layers"])
+        blocks = block_pattern(cfg, layers)
+        recurrent = recurrent_layers(cfg, hidden, layers, blocks)
+        if blocks is None:
+            params, active, experts, per_token = _params_from_config(cfg, hidden, heads, kv_heads, head_dim, tied,
+                                                                     recurrent.layers, recurrent.params)
+        else:
+            params, active, experts, per_token = _block_params(cfg, hidden, heads, kv_heads, head_dim, tied, blocks,
+                                                               recurrent)
         spec = ModelSpec(
-            name=name, params=params, layers=int(cfg["num_hidden_layers"]), hidden=hidden, heads=heads,
+            name=name, params=params, layers=blocks.mixers if blocks else layers, hidden=hidden, heads=heads,
             kv_heads=kv_heads, head_dim=head_dim, vocab=int(cfg.get("vocab_size", 32000)),
             max_context=int(cfg.get("max_position_embeddings") or cfg.get("max_seq_len") or 4096),
             intermediate=int(cfg.get("intermediate_size") or 0), active_params=active if experts else None,
@@ -225,13 +200,14 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
             native_dtype=normalize_dtype(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")))
         window, window_layers = _sliding(cfg)
         topk, indexer_heads, indexer_dim, indexer_layers = _sparse(cfg)
-    except _NotModelled as exc:
+    except NotModelled as exc:
         raise ConfigError(f"{name}: {exc}; estimate a built-in model or a transformer's config.json") from exc
     except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
         raise ConfigError(f"{name}: config.json lacks a field the estimate needs ({exc})") from exc
     spec = replace(spec, sliding_window=window, sliding_layers=window_layers, sparse_topk=topk,
                    indexer_heads=indexer_heads, indexer_head_dim=indexer_dim, indexer_layers=indexer_layers,
-                   recurrent_layers=linear, recurrent_state_bytes=state, recurrent_flops_per_token=recurrence)
+                   recurrent_layers=recurrent.layers, recurrent_state_bytes=recurrent.state_bytes,
+                   recurrent_flops_per_token=recurrent.flops_per_token)
     method = str((cfg.get("quantization_config") or {}).get("quant_method", "")).lower()
     if method in _EXPERT_METHODS and spec.is_moe:  # gpt-oss: experts in mxfp4, the rest in torch_dtype
         return replace(spec, expert_dtype=_EXPERT_METHODS[method], weight_bytes=weight_bytes)
@@ -276,8 +252,6 @@ def _gguf_tensors(gguf: GGUFFile) -> tuple[float, float, int, bool]:
     return params, experts, vocab, lm_head
 
 
-_MAX_SIZE = 1 << 24
-"""The largest width, head count, layer count or expert count read from a header (16.7 million)."""
 _MAX_CONTEXT = 1 << 31
 
 
@@ -318,7 +292,7 @@ def _gguf_sliding(meta: dict[str, Any], arch: str, layers: int, window: int) -> 
                               f"entries; one flag per layer ({layers}) is needed")
         return window, sum(1 for flag in pattern if flag)
     every = _GGUF_WINDOW_PATTERN[arch] if pattern is None else _whole(pattern)
-    if every is None or not 0 <= every <= _MAX_SIZE:
+    if every is None or not 0 <= every <= MAX_SIZE:
         raise ConfigError(f"the GGUF header's {arch}.attention.sliding_window_pattern is {str(pattern)[:40]!r}; "
                           "a whole number (every n-th layer full) or one flag per layer is needed")
     return window, layers if every == 0 else sum(1 for layer in range(layers) if layer % every < every - 1)
@@ -340,7 +314,7 @@ def model_from_gguf(path: Path) -> ModelSpec:
     params, expert_params, vocab, lm_head = _gguf_tensors(gguf)
     data_bytes = float(gguf.data_bytes or 0)
 
-    def get(key: str, default: int, low: int = 0, high: int = _MAX_SIZE) -> int:
+    def get(key: str, default: int, low: int = 0, high: int = MAX_SIZE) -> int:
         """``{arch}.{key}`` as a whole number in ``[low, high]`` (a per-layer list: its largest), else
         ConfigError naming the key: a crafted header must not become a division by zero or an overflow."""
         value = meta.get(f"{arch}.{key}", default)
@@ -359,7 +333,7 @@ def model_from_gguf(path: Path) -> ModelSpec:
             raise ConfigError(f"{path}: the GGUF header lacks {arch}.embedding_length/head_count/block_count")
     hidden, heads, layers = get("embedding_length", 0, 1), get("attention.head_count", 0, 1), get("block_count", 0, 1)
     experts = get("expert_count", 0)
-    per_token = get("expert_used_count", 0, 0, max(experts, 0) if experts else _MAX_SIZE)
+    per_token = get("expert_used_count", 0, 0, max(experts, 0) if experts else MAX_SIZE)
     active = params - expert_params * (1 - per_token / experts) if experts and per_token else None
     quant = quantization_of(path, meta)
     rank = get("attention.kv_lora_rank", 0)

@@ -63,8 +63,8 @@ min(t, k) of the latent cache a sequence and layer plus t of the indexer's keys 
 scores all c + i (`indexer_pairs`).
 
 Linear attention and state-space layers (Qwen3-Next's and Qwen3.5's Gated DeltaNet, three layers in four; Mamba2
-in Nemotron-H and Granite 4.0-H): a recurrent layer keeps no KV cache but a fixed state a sequence, whatever its
-length, `recurrent_state_bytes` (`tokometer.perf.loaders` works it from the config: a Gated DeltaNet's
+in Nemotron-H): a recurrent layer keeps no KV cache but a fixed state a sequence, whatever its
+length, `recurrent_state_bytes` (`tokometer.perf.hybrid` works it from the config: a Gated DeltaNet's
 value heads × key dim × value dim, a Mamba2's heads × head dim × state size, in ``mamba_ssm_dtype`` (fp32) or the
 model's dtype, and its short convolution's (kernel − 1) inputs in the model's dtype; the KV cache's format does
 not apply, as vLLM and SGLang keep it). A decode step reads each sequence's state and writes it back, and spends

@@ -1,8 +1,10 @@
-"""Linear attention (Gated DeltaNet: Qwen3-Next, Qwen3.5): three layers in four keep a fixed recurrent state a
-sequence instead of a KV cache (`tokometer.perf.model`), and hybrids the estimate does not model are refused.
+"""Recurrent layers: linear attention (Gated DeltaNet: Qwen3-Next, Qwen3.5) and Mamba2 (Nemotron-H) keep a fixed
+state a sequence instead of a KV cache (`tokometer.perf.model`, `tokometer.perf.hybrid`), and hybrids the estimate
+does not model are refused.
 
 The shapes are Qwen3-Next-80B-A3B's config.json (48 layers, full_attention_interval 4, 16 key and 32 value heads
-of 128, kernel 4; full attention 16 heads / 2 KV heads of 256, gated); every expected number is worked by hand.
+of 128, kernel 4; full attention 16 heads / 2 KV heads of 256, gated) and Nemotron 3 Nano 30B-A3B's (52 blocks:
+23 Mamba2, 6 attention, 23 experts); every expected number is worked by hand.
 """
 
 from __future__ import annotations
@@ -98,8 +100,7 @@ def test_a_decode_step_reads_and_writes_every_sequence_s_state_and_runs_its_recu
 
 
 @pytest.mark.parametrize(("extra", "named"), [
-    ({"hybrid_override_pattern": "M-M*-M-"}, "hybrid_override_pattern"),  # Nemotron-H
-    ({"layer_types": ["mamba"] * 47 + ["attention"]}, "mamba"),  # Granite 4.0-H
+    ({"layer_types": ["mamba"] * 47 + ["attention"]}, "mamba"),  # Granite 4.0-H: Mamba layers with their own MLPs
     ({"layer_types": ["conv"] * 40 + ["full_attention"] * 8}, "conv"),  # LFM2
     ({"attn_layer_period": 8, "mamba_d_state": 16}, "attn_layer_period"),  # Jamba
     ({"linear_attn_config": {"kda_layers": [1, 2, 3]}}, "linear_attn_config"),  # Kimi Linear
@@ -120,12 +121,12 @@ def test_the_cli_shows_the_state_and_refuses_a_hybrid_in_one_line(tmp_path: Path
     shown = CliRunner().invoke(estimate, ["-m", "qwen3-next-80b-a3b", "-H", "H200", "--dtype", "fp8"])
     assert shown.exit_code == 0, shown.output
     assert "of state a sequence in its 36 recurrent layers" in shown.output
-    (tmp_path / "config.json").write_text(json.dumps({**NEXT, "hybrid_override_pattern": "M*M*"}))
+    (tmp_path / "config.json").write_text(json.dumps({**NEXT, "attn_layer_period": 8, "mamba_d_state": 16}))
     with pytest.raises(SystemExit) as exited:
         main(["estimate", "-m", str(tmp_path), "-H", "H200"])
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "hybrid_override_pattern" in err and "Traceback" not in err
+    assert err.count("\n") == 1 and "attn_layer_period" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(("arch", "key"), [("qwen3next", "ssm.state_size"), ("nemotron_h", "ssm.conv_kernel"),
@@ -136,3 +137,65 @@ def test_a_gguf_header_with_recurrent_layers_is_refused_not_counted_as_attention
     _write_gguf(path, arch, 4, ((key, 4, struct.pack("<I", 128)),))
     with pytest.raises(ConfigError, match=key):
         model_from_gguf(path)
+
+
+NANO = {"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "vocab_size": 131072,
+        "hidden_size": 2688, "intermediate_size": 1856, "num_hidden_layers": 52, "max_position_embeddings": 262144,
+        "tie_word_embeddings": False, "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+        "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "mamba_num_heads": 64,
+        "mamba_head_dim": 64, "ssm_state_size": 128, "conv_kernel": 4, "n_groups": 8, "n_routed_experts": 128,
+        "n_shared_experts": 1, "num_experts_per_tok": 6, "moe_intermediate_size": 1856,
+        "moe_shared_expert_intermediate_size": 3712, "mamba_ssm_cache_dtype": "float32", "torch_dtype": "bfloat16"}
+MAMBA_STATE = 64 * 64 * 128 * 4 + (64 * 64 + 2 * 8 * 128) * 3 * 2  # fp32 recurrence + the convolution's last 3 inputs
+
+
+def test_nemotron_h_blocks_are_read_one_kind_each_with_their_parameters_by_hand() -> None:
+    read = model_from_config(NANO, "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    row = BUILTIN_MODELS["nemotron-3-nano-30b-a3b"]
+    fields = ("layers", "kv_layers", "recurrent_layers", "recurrent_state_bytes", "recurrent_flops_per_token",
+              "experts", "experts_per_token", "kv_heads", "head_dim", "routed_expert_width")
+    assert {f: getattr(read, f) for f in fields} == {f: getattr(row, f) for f in fields}
+    # 29 token-mixing blocks (6 attention + 23 Mamba2); the 23 expert blocks count in the parameters
+    assert (read.layers, read.kv_layers, read.recurrent_layers, read.recurrent_state_bytes) == (29, 6, 23, MAMBA_STATE)
+    attention = 2688 * 32 * 128 * 2 + 2 * 2688 * 2 * 128  # q and o; k and v
+    mamba = 2688 * (2 * 4096 + 2 * 8 * 128 + 64) + 4096 * 2688 + 6144 * 4  # in (x, z, B, C, dt), out, conv
+    expert, shared, router = 2 * 2688 * 1856, 2 * 2688 * 3712, 2688 * 128  # squared ReLU: up and down
+    embeddings = 2 * 131072 * 2688
+    assert read.params == pytest.approx(6 * attention + 23 * mamba + 23 * (128 * expert + shared + router) + embeddings)
+    assert read.active == pytest.approx(6 * attention + 23 * mamba + 23 * (6 * expert + shared + router) + embeddings)
+    assert (read.params, read.active) == (pytest.approx(31.58e9, rel=0.001), pytest.approx(3.58e9, rel=0.001))
+    assert row.params == pytest.approx(read.params, rel=0.001) and row.active == pytest.approx(read.active, rel=0.001)
+    # its KV: 6 layers × K and V × 2 heads × 128 in fp8; the state in its own fp32, whatever the cache's format
+    d = Deployment(row, resolve_hardware("H100"), "fp8", "fp8")
+    assert d.kv_bytes_per_token == 6 * 2 * 2 * 128 == 3072
+    assert d.kv_bytes_per_sequence(2000) == pytest.approx(2000 * 3072 + 23 * MAMBA_STATE)
+
+
+def test_nemotron_h_block_lists_read_as_the_pattern_and_a_bf16_state_halves_the_recurrence() -> None:
+    letters = {"M": "mamba", "*": "attention", "E": "moe", "-": "mlp"}
+    pattern = str(NANO["hybrid_override_pattern"])
+    listed = {k: v for k, v in NANO.items() if k not in ("hybrid_override_pattern", "mamba_ssm_cache_dtype")}
+    read = model_from_config({**listed, "layers_block_type": [letters[c] for c in pattern]}, "listed")
+    assert (read.layers, read.kv_layers, read.recurrent_layers) == (29, 6, 23)
+    assert read.recurrent_state_bytes == 64 * 64 * 128 * 2 + 6144 * 3 * 2
+    assert read.params == pytest.approx(model_from_config(NANO, "pattern").params)
+    # an older Nemotron-H: dense squared-ReLU MLP blocks ("-") of intermediate_size, no experts
+    dense = model_from_config({**listed, "hybrid_override_pattern": "M-M*-", "num_hidden_layers": 5,
+                               "n_routed_experts": 0}, "dense")
+    assert not dense.is_moe and (dense.layers, dense.kv_layers) == (3, 1)
+    assert dense.params == pytest.approx(
+        2688 * 32 * 128 * 2 + 2 * 2688 * 2 * 128 + 2 * (2688 * (2 * 4096 + 2 * 8 * 128 + 64) + 4096 * 2688 + 6144 * 4)
+        + 2 * 2 * 2688 * 1856 + 2 * 131072 * 2688)
+
+
+@pytest.mark.parametrize(("extra", "named"), [
+    ({"hybrid_override_pattern": "MXM*"}, "other than M"),
+    ({"hybrid_override_pattern": "M*M"}, "3 blocks"),
+    ({"hybrid_override_pattern": "M" * 52}, "no attention block"),
+    ({"hybrid_override_pattern": None, "layers_block_type": ["mamba", "conv"] * 26}, "conv"),
+    ({"mamba_num_heads": 0}, "mamba_num_heads must be from 1"),
+    ({"ssm_state_size": None}, "ssm_state_size"),
+])
+def test_a_nemotron_h_config_that_does_not_add_up_is_refused(extra: dict[str, object], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        model_from_config({**NANO, **extra}, "nemotron")

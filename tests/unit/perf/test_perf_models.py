@@ -47,11 +47,11 @@ def _config_of(name: str) -> dict[str, object]:
 
 
 # the mixtures of experts of 2025 need their own configs' MoE fields: test_perf_moe_models.py checks them (and
-# test_perf_linear_attention.py Qwen3-Next's, with its linear-attention fields)
+# test_perf_linear_attention.py Qwen3-Next's and Nemotron 3 Nano's, with their recurrent layers' fields)
 @pytest.mark.parametrize("name", [n for n in BUILTIN_MODELS
                                   if not n.startswith(("deepseek", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b",
                                                        "gpt-oss", "qwen3-30b", "qwen3-235b", "llama-4", "kimi",
-                                                       "qwen3-next"))])
+                                                       "qwen3-next", "nemotron"))])
 def test_builtin_shapes_add_up_to_the_published_parameter_counts(name: str) -> None:
     # a typo in a shape shows up here; the published counts also hold norms and biases (< 2 %)
     m = BUILTIN_MODELS[name]
