@@ -14,7 +14,6 @@ they are exact: the sum of its tensors' elements, and the weight bytes are its t
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import re
 from dataclasses import replace
@@ -35,6 +34,7 @@ from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import normalize_dtype
 from tokometer.util.errors import ConfigError
 from tokometer.util.gguf import TOKENIZER_ARRAYS, GGUFFile, quantization_of, read_gguf
+from tokometer.util.jsonstream import JsonLimits, JsonStream
 
 __all__ = ["model_from_config", "model_from_gguf", "resolve_model", "weights_on_disk"]
 
@@ -165,50 +165,103 @@ def _block_params(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, h
     return total, active, experts, per_token
 
 
+def _merged(cfg: Any) -> dict[str, Any]:
+    """The config with a multimodal one's language part (``text_config``, or ``llm_config``) over it."""
+    if not isinstance(cfg, dict):
+        raise ValueError(f"it is a JSON {type(cfg).__name__}, not an object")
+    merged = dict(cfg)
+    for key in ("text_config", "llm_config"):
+        inner = cfg.get(key)
+        if inner is not None and not isinstance(inner, dict):
+            raise ValueError(f"its {key} is a JSON {type(inner).__name__}, not an object")
+        merged.update(inner or {})
+    return merged
+
+
+def _spec_from_config(cfg: dict[str, Any], name: str, source: str) -> ModelSpec:
+    """The shapes and counts of a (merged) config as a ModelSpec: KeyError, TypeError or ValueError where a field
+    is missing or unusable, `NotModelled` where its layers are of a kind the estimate does not model."""
+    hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    if hidden < 1 or heads < 1 or int(cfg["num_hidden_layers"]) < 1:
+        raise ValueError("hidden_size, num_attention_heads and num_hidden_layers must be at least 1")
+    if cfg.get("kv_lora_rank"):
+        head_dim = int(cfg.get("qk_nope_head_dim", 128)) + int(cfg.get("qk_rope_head_dim", 64))
+    else:
+        head_dim = int(cfg.get("head_dim") or hidden // heads)
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    tied = bool(cfg.get("tie_word_embeddings", str(cfg.get("model_type", "")).startswith("gemma")))
+    layers = int(cfg["num_hidden_layers"])
+    blocks = block_pattern(cfg, layers)
+    recurrent = recurrent_layers(cfg, hidden, layers, blocks)
+    if blocks is None:
+        params, active, experts, per_token = _params_from_config(cfg, hidden, heads, kv_heads, head_dim, tied,
+                                                                 recurrent.layers, recurrent.params)
+    else:
+        params, active, experts, per_token = _block_params(cfg, hidden, heads, kv_heads, head_dim, tied, blocks,
+                                                           recurrent)
+    window, window_layers = _sliding(cfg)
+    topk, indexer_heads, indexer_dim, indexer_layers = _sparse(cfg)
+    return ModelSpec(
+        name=name, params=params, layers=blocks.mixers if blocks else layers, hidden=hidden, heads=heads,
+        kv_heads=kv_heads, head_dim=head_dim, vocab=int(cfg.get("vocab_size", 32000)),
+        max_context=int(cfg.get("max_position_embeddings") or cfg.get("max_seq_len") or 4096),
+        intermediate=int(cfg.get("intermediate_size") or 0), active_params=active if experts else None,
+        experts=experts, experts_per_token=per_token, v_head_dim=int(cfg.get("v_head_dim") or 0),
+        expert_width=int(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 0) if experts else 0,
+        kv_lora_rank=int(cfg.get("kv_lora_rank") or 0), qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
+        tied_embeddings=tied, hf_id=name, source=source,
+        native_dtype=normalize_dtype(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")),
+        sliding_window=window, sliding_layers=window_layers, sparse_topk=topk, indexer_heads=indexer_heads,
+        indexer_head_dim=indexer_dim, indexer_layers=indexer_layers, recurrent_layers=recurrent.layers,
+        recurrent_state_bytes=recurrent.state_bytes, recurrent_flops_per_token=recurrent.flops_per_token)
+
+
+_SHAPES = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
+           "kv_heads": "num_key_value_heads", "head_dim": "head_dim"}
+"""ModelSpec fields that must be at least 1, by the config key they come from."""
+_COUNTS = {"vocab": "vocab_size", "intermediate": "intermediate_size", "experts": "the experts",
+           "experts_per_token": "num_experts_per_tok", "v_head_dim": "v_head_dim", "kv_lora_rank": "kv_lora_rank",
+           "qk_rope_head_dim": "qk_rope_head_dim", "sliding_window": "sliding_window",
+           "sliding_layers": "the window layers", "sparse_topk": "index_topk", "indexer_heads": "index_n_heads",
+           "indexer_head_dim": "index_head_dim", "indexer_layers": "the indexer layers",
+           "expert_width": "moe_intermediate_size"}
+"""ModelSpec fields that may be 0."""
+
+
+def _check_shapes(spec: ModelSpec) -> None:
+    """ValueError naming the first field out of range: every shape a whole number up to `MAX_SIZE` (the context
+    up to `_MAX_CONTEXT`), the ones in `_SHAPES` at least 1, and the parameters a positive finite count with the
+    active ones no more than all of them."""
+    for field, key in (*_SHAPES.items(), *_COUNTS.items()):
+        value, low = getattr(spec, field), 1 if field in _SHAPES else 0
+        if not low <= value <= MAX_SIZE:
+            raise ValueError(f"{key} must be from {low} to {MAX_SIZE:,} (got {value:,})")
+    if not 1 <= spec.max_context <= _MAX_CONTEXT:
+        raise ValueError(f"max_position_embeddings must be from 1 to {_MAX_CONTEXT:,} (got {spec.max_context:,})")
+    if not (math.isfinite(spec.params) and spec.params > 0 and 0 < spec.active <= spec.params):
+        raise ValueError(f"its shapes give {spec.params:,.0f} parameters, {spec.active:,.0f} of them active")
+
+
+def _quant_method(cfg: dict[str, Any]) -> str:
+    """``quantization_config.quant_method``, lower case ("" when there is none or it is not an object)."""
+    quant = cfg.get("quantization_config")
+    return str(quant.get("quant_method") or "").lower() if isinstance(quant, dict) else ""
+
+
 def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None = None,
                       source: str = "config.json") -> ModelSpec:
-    """A ModelSpec from a Hugging Face ``config.json`` (a multimodal one's ``text_config`` is used)."""
-    cfg = {**cfg, **cfg.get("text_config", {})}
+    """A ModelSpec from a Hugging Face ``config.json`` (a multimodal one's ``text_config`` or ``llm_config`` is
+    used); anything missing, out of range or of a kind not modelled is a one-line ConfigError."""
     try:
-        hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
-        if hidden < 1 or heads < 1 or int(cfg["num_hidden_layers"]) < 1:
-            raise ValueError("hidden_size, num_attention_heads and num_hidden_layers must be at least 1")
-        if cfg.get("kv_lora_rank"):
-            head_dim = int(cfg.get("qk_nope_head_dim", 128)) + int(cfg.get("qk_rope_head_dim", 64))
-        else:
-            head_dim = int(cfg.get("head_dim") or hidden // heads)
-        kv_heads = int(cfg.get("num_key_value_heads") or heads)
-        tied = bool(cfg.get("tie_word_embeddings", str(cfg.get("model_type", "")).startswith("gemma")))
-        layers = int(cfg["num_hidden_layers"])
-        blocks = block_pattern(cfg, layers)
-        recurrent = recurrent_layers(cfg, hidden, layers, blocks)
-        if blocks is None:
-            params, active, experts, per_token = _params_from_config(cfg, hidden, heads, kv_heads, head_dim, tied,
-                                                                     recurrent.layers, recurrent.params)
-        else:
-            params, active, experts, per_token = _block_params(cfg, hidden, heads, kv_heads, head_dim, tied, blocks,
-                                                               recurrent)
-        spec = ModelSpec(
-            name=name, params=params, layers=blocks.mixers if blocks else layers, hidden=hidden, heads=heads,
-            kv_heads=kv_heads, head_dim=head_dim, vocab=int(cfg.get("vocab_size", 32000)),
-            max_context=int(cfg.get("max_position_embeddings") or cfg.get("max_seq_len") or 4096),
-            intermediate=int(cfg.get("intermediate_size") or 0), active_params=active if experts else None,
-            experts=experts, experts_per_token=per_token, v_head_dim=int(cfg.get("v_head_dim") or 0),
-            expert_width=int(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 0) if experts else 0,
-            kv_lora_rank=int(cfg.get("kv_lora_rank") or 0), qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
-            tied_embeddings=tied, hf_id=name, source=source,
-            native_dtype=normalize_dtype(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")))
-        window, window_layers = _sliding(cfg)
-        topk, indexer_heads, indexer_dim, indexer_layers = _sparse(cfg)
+        cfg = _merged(cfg)
+        spec = _spec_from_config(cfg, name, source)
+        _check_shapes(spec)
     except NotModelled as exc:
         raise ConfigError(f"{name}: {exc}; estimate a built-in model or a transformer's config.json") from exc
     except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
-        raise ConfigError(f"{name}: config.json lacks a field the estimate needs ({exc})") from exc
-    spec = replace(spec, sliding_window=window, sliding_layers=window_layers, sparse_topk=topk,
-                   indexer_heads=indexer_heads, indexer_head_dim=indexer_dim, indexer_layers=indexer_layers,
-                   recurrent_layers=recurrent.layers, recurrent_state_bytes=recurrent.state_bytes,
-                   recurrent_flops_per_token=recurrent.flops_per_token)
-    method = str((cfg.get("quantization_config") or {}).get("quant_method", "")).lower()
+        raise ConfigError(f"{name}: config.json lacks a field the estimate needs, or has one out of range "
+                          f"({exc})") from exc
+    method = _quant_method(cfg)
     if method in _EXPERT_METHODS and spec.is_moe:  # gpt-oss: experts in mxfp4, the rest in torch_dtype
         return replace(spec, expert_dtype=_EXPERT_METHODS[method], weight_bytes=weight_bytes)
     if method:
@@ -217,21 +270,35 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
                        weight_bytes=weight_bytes if native else None)
     if weight_bytes and spec.native_dtype in _NATIVE_BYTES:
         scale = weight_bytes / _NATIVE_BYTES[spec.native_dtype] / spec.params
-        return replace(spec, params=spec.params * scale, active_params=(active * scale) if experts else None,
+        return replace(spec, params=spec.params * scale,
+                       active_params=spec.active_params * scale if spec.active_params else None,
                        weight_bytes=weight_bytes, source=f"{source} + safetensors sizes")
     return spec
 
 
+_CONFIG_LIMITS = JsonLimits(file_bytes=16 << 20, tree_bytes=256 << 20, token_chars=1 << 20, line_bytes=16 << 20,
+                           nesting=64, entries=1 << 20, refusal="not read as a model", what="model config")
+"""What a model's ``config.json`` or safetensors index may hold: a config is a few KiB (one that lists every
+quantised module, a few hundred), an index's weight map a few MiB."""
+
+
+def _read_json(path: Path) -> Any:
+    """The one JSON document in ``path``, read within `_CONFIG_LIMITS` (ConfigError naming it otherwise)."""
+    return JsonStream(path, _CONFIG_LIMITS, ConfigError).document()
+
+
 def weights_on_disk(directory: Path) -> float | None:
-    """Bytes of the safetensors weights in ``directory`` (its index's total_size, else the files' sizes)."""
+    """Bytes of the safetensors weights in ``directory`` (its index's total_size, else the files' sizes); an index
+    that cannot be read or holds no positive finite total_size is passed over for the files' sizes."""
     index = directory / "model.safetensors.index.json"
     if index.is_file():
         try:
-            total = json.loads(index.read_text("utf-8")).get("metadata", {}).get("total_size")
-            if total:
-                return float(total)
-        except (OSError, ValueError):
-            pass
+            meta = _read_json(index).get("metadata", {})
+            total = float(meta.get("total_size") or 0)
+        except (ConfigError, AttributeError, TypeError, ValueError):
+            total = 0.0
+        if math.isfinite(total) and total > 0:
+            return total
     sizes = [p.stat().st_size for p in directory.glob("*.safetensors")]
     return float(sum(sizes)) if sizes else None
 
@@ -362,7 +429,7 @@ def _from_hub(model: str) -> ModelSpec | None:
         return None
     try:
         path = hf_hub_download(model, "config.json")
-        cfg = json.loads(Path(path).read_text("utf-8"))
+        cfg = _read_json(Path(path))
     except Exception:  # offline, gated, missing: the caller explains what to do instead
         return None
     return model_from_config(cfg, model, source="config.json from the Hugging Face Hub (params from its shapes)")
@@ -377,10 +444,7 @@ def resolve_model(name_or_path: str) -> ModelSpec:
         return model_from_gguf(path)
     config = path / "config.json" if path.is_dir() else path
     if config.name.endswith(".json") and config.is_file():
-        try:
-            cfg = json.loads(config.read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot read {config}: {exc}") from exc
+        cfg = _read_json(config)
         return model_from_config(cfg, str(config.parent), weights_on_disk(config.parent), str(config))
     index = _builtin_index()
     found = index.get(_key(name_or_path))

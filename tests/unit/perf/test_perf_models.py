@@ -47,7 +47,7 @@ def _config_of(name: str) -> dict[str, object]:
 
 
 # the mixtures of experts of 2025 need their own configs' MoE fields: test_perf_moe_models.py checks them (and
-# test_perf_linear_attention.py Qwen3-Next's and Nemotron 3 Nano's, with their recurrent layers' fields)
+# test_perf_recurrent_layers.py Qwen3-Next's and Nemotron 3 Nano's, with their recurrent layers' fields)
 @pytest.mark.parametrize("name", [n for n in BUILTIN_MODELS
                                   if not n.startswith(("deepseek", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b",
                                                        "gpt-oss", "qwen3-30b", "qwen3-235b", "llama-4", "kimi",
@@ -71,7 +71,7 @@ def test_config_json_dir_with_safetensors_size(tmp_path: Path) -> None:
     exact = resolve_model(str(tmp_path / "config.json"))
     assert exact.weight_bytes == 16_060_000_000 and exact.params == pytest.approx(8.03e9)
     (tmp_path / "config.json").write_text("{not json")
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match="config.json: not JSON"):
         resolve_model(str(tmp_path))
 
 

@@ -1,0 +1,77 @@
+"""Fuzzing a model's ``config.json`` as `estimate` reads it (`tokometer.perf.loaders.model_from_config`).
+
+Documented behaviour: a config gives a `ModelSpec` whose derived figures (parameters, KV bytes a token, a
+sequence's cache, a decode step's time) are finite and not negative, or one `ConfigError` (never another
+exception). The configs are real shapes (a dense GQA model, Qwen3-Next's linear attention, Nemotron 3 Nano's
+Mamba2 blocks, DeepSeek V3.2's sparse MLA, gpt-oss's windows and mxfp4 experts) with fields replaced by hostile
+values, and whole configs or their nested ``text_config`` of the wrong type.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tokometer.perf.hardware import resolve_hardware
+from tokometer.perf.loaders import model_from_config
+from tokometer.perf.roofline import Deployment, decode_step_s
+from tokometer.util.errors import ConfigError
+
+DENSE = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+         "num_hidden_layers": 32, "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072}
+NEXT = {"model_type": "qwen3_next", "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 2,
+        "head_dim": 256, "num_hidden_layers": 48, "full_attention_interval": 4, "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4, "num_experts": 512, "num_experts_per_tok": 10, "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512, "vocab_size": 151936}
+NANO = {"model_type": "nemotron_h", "hidden_size": 2688, "num_attention_heads": 32, "num_key_value_heads": 2,
+        "head_dim": 128, "num_hidden_layers": 8, "hybrid_override_pattern": "ME*EME-E", "mamba_num_heads": 64,
+        "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4, "n_routed_experts": 128,
+        "num_experts_per_tok": 6, "moe_intermediate_size": 1856, "moe_shared_expert_intermediate_size": 3712,
+        "intermediate_size": 1856, "vocab_size": 131072, "mamba_ssm_cache_dtype": "float32"}
+SPARSE = {"model_type": "deepseek_v32", "hidden_size": 7168, "num_attention_heads": 128, "num_hidden_layers": 61,
+          "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "q_lora_rank": 1536,
+          "n_routed_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 2048, "n_shared_experts": 1,
+          "first_k_dense_replace": 3, "intermediate_size": 18432, "vocab_size": 129280, "index_topk": 2048,
+          "index_n_heads": 64, "index_head_dim": 128, "quantization_config": {"quant_method": "fp8"}}
+WINDOWS = {"model_type": "gpt_oss", "hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8,
+           "head_dim": 64, "num_hidden_layers": 4, "layer_types": ["sliding_attention", "full_attention"] * 2,
+           "sliding_window": 128, "num_local_experts": 32, "experts_per_token": 4, "intermediate_size": 2880,
+           "vocab_size": 201088, "quantization_config": {"quant_method": "mxfp4"}}
+BASES = [DENSE, NEXT, NANO, SPARSE, WINDOWS]
+KEYS = sorted({key for base in BASES for key in base} | {"text_config", "llm_config", "torch_dtype", "tie_word_embeddings"})
+hostile = st.sampled_from([None, 0, -1, 1, 2, 3, 10**30, -(10**30), 1e300, -1e-300, 0.5, True, False, "", "x", "nan",
+                           "inf", "1e999", "float32", [], [1], ["mamba"], ["linear_attention"], {}, {"a": 1},
+                           {"quant_method": 7}, "M*", "MXE", "*" * 8, [None] * 48]) | st.integers(-(2**70), 2**70)
+H100 = resolve_hardware("H100")
+
+
+def _check(cfg: Any) -> None:
+    try:
+        model = model_from_config(cfg, "fuzzed")
+    except ConfigError as exc:
+        assert str(exc)
+        return
+    figures = [model.params, model.active, model.recurrent_bytes_per_sequence]
+    for dtype in ("bf16", "fp8"):
+        try:
+            d = Deployment(model, H100, dtype, dtype)
+        except ConfigError:
+            continue
+        figures += [d.weight_bytes, d.kv_bytes_per_token, d.kv_bytes_per_sequence(1000), decode_step_s(d, 8, 8000)]
+    assert all(math.isfinite(x) and x >= 0 for x in figures), figures
+
+
+@given(st.sampled_from(BASES), st.dictionaries(st.sampled_from(KEYS), hostile, min_size=1, max_size=4))
+def test_a_config_with_hostile_fields_gives_a_model_or_one_error(base: dict[str, Any], changes: dict[str, Any]) -> None:
+    _check({**base, **changes})
+
+
+@given(st.sampled_from([None, [], "config", 7, [DENSE]]), st.sampled_from(BASES))
+def test_a_config_or_its_nested_part_of_the_wrong_type_is_one_error(wrong: Any, base: dict[str, Any]) -> None:
+    _check(wrong)
+    _check({**base, "text_config": wrong})
+    _check({**base, "quantization_config": wrong})
