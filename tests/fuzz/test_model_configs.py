@@ -42,7 +42,8 @@ WINDOWS = {"model_type": "gpt_oss", "hidden_size": 2880, "num_attention_heads": 
            "sliding_window": 128, "num_local_experts": 32, "experts_per_token": 4, "intermediate_size": 2880,
            "vocab_size": 201088, "quantization_config": {"quant_method": "mxfp4"}}
 BASES = [DENSE, NEXT, NANO, SPARSE, WINDOWS]
-KEYS = sorted({key for base in BASES for key in base} | {"text_config", "llm_config", "torch_dtype", "tie_word_embeddings"})
+KEYS = sorted({key for base in BASES for key in base}
+              | {"text_config", "llm_config", "torch_dtype", "tie_word_embeddings"})
 hostile = st.sampled_from([None, 0, -1, 1, 2, 3, 10**30, -(10**30), 1e300, -1e-300, 0.5, True, False, "", "x", "nan",
                            "inf", "1e999", "float32", [], [1], ["mamba"], ["linear_attention"], {}, {"a": 1},
                            {"quant_method": 7}, "M*", "MXE", "*" * 8, [None] * 48]) | st.integers(-(2**70), 2**70)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -365,6 +366,36 @@ def _gguf_sliding(meta: dict[str, Any], arch: str, layers: int, window: int) -> 
     return window, layers if every == 0 else sum(1 for layer in range(layers) if layer % every < every - 1)
 
 
+_GGUF_DELTANET = ("qwen3next", "qwen35", "qwen35moe")
+"""llama.cpp's architectures with Gated DeltaNet layers (Qwen3-Next, Qwen3.5 dense and MoE)."""
+_GGUF_STATE_BYTES = 4
+"""Bytes of a recurrent state's element in llama.cpp (its recurrent memory keeps both states in f32)."""
+
+
+def _gguf_deltanet(meta: dict[str, Any], arch: str, layers: int, get: Callable[..., int]) -> Recurrent:
+    """The Gated DeltaNet layers of a llama.cpp header: ``{arch}.attention.recurrent_layers`` (one flag a layer) or,
+    without it, all but every ``full_attention_interval``-th; their widths as llama.cpp's converter writes them
+    (ssm.group_count = key heads, ssm.state_size = key dim, ssm.time_step_rank = value heads, ssm.inner_size =
+    value heads × value dim, ssm.conv_kernel), the states in f32 (`_GGUF_STATE_BYTES`)."""
+    flags = meta.get(f"{arch}.attention.recurrent_layers")
+    if isinstance(flags, list):
+        if len(flags) != layers or not all(isinstance(flag, (bool, int)) for flag in flags):
+            raise ConfigError(f"the GGUF header's {arch}.attention.recurrent_layers has {len(flags):,} entries; one "
+                              f"flag per layer ({layers}) is needed")
+        linear = sum(1 for flag in flags if flag)
+    else:
+        interval = get("full_attention_interval", 4, 1)
+        linear = layers - layers // interval
+    if linear >= layers:
+        raise ConfigError(f"the GGUF header makes all {layers} layers recurrent; a model without attention layers "
+                          "is not modelled")
+    groups, size = get("ssm.group_count", 0, 1), get("ssm.state_size", 0, 1)
+    inner, kernel = get("ssm.inner_size", 0, 1), get("ssm.conv_kernel", 4, 1)
+    get("ssm.time_step_rank", 0, 1)  # the value heads: present and in range, their width is in inner_size
+    state = (size * inner + (kernel - 1) * (inner + 2 * groups * size)) * _GGUF_STATE_BYTES
+    return Recurrent(linear, state, 6 * size * inner, 0.0)
+
+
 def model_from_gguf(path: Path) -> ModelSpec:
     """A ModelSpec from a GGUF file's header: exact parameter count and weight bytes."""
     try:
@@ -372,12 +403,13 @@ def model_from_gguf(path: Path) -> ModelSpec:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read the GGUF header of {path}: {exc}") from exc
     meta, arch = gguf.metadata, gguf.architecture
-    recurrent = sorted(key[len(arch) + 1:] for key in meta if key.startswith((f"{arch}.ssm.", f"{arch}.shortconv.")))
-    if recurrent:
-        raise ConfigError(f"{path.name}: its {arch} layers keep a recurrent state ({', '.join(recurrent[:4])} in the "
-                          "GGUF header: state-space, linear-attention or convolution layers), which the estimate reads "
-                          "from a config.json (Gated DeltaNet) but not from a GGUF header; give it the model's "
-                          "config.json")
+    recurrent_keys = sorted(key[len(arch) + 1:] for key in meta
+                            if key.startswith((f"{arch}.ssm.", f"{arch}.shortconv.")))
+    if recurrent_keys and arch not in _GGUF_DELTANET:
+        raise ConfigError(f"{path.name}: its {arch} layers keep a recurrent state ({', '.join(recurrent_keys[:4])} in "
+                          "the GGUF header: state-space or convolution layers), which the estimate reads from a "
+                          "config.json (Gated DeltaNet, Nemotron-H's Mamba2) but not from this header; give it the "
+                          "model's config.json")
     params, expert_params, vocab, lm_head = _gguf_tensors(gguf)
     data_bytes = float(gguf.data_bytes or 0)
 
@@ -406,6 +438,7 @@ def model_from_gguf(path: Path) -> ModelSpec:
     rank = get("attention.kv_lora_rank", 0)
     try:
         window, window_layers = _gguf_sliding(meta, arch, layers, get("attention.sliding_window", 0, 0))
+        recurrent = _gguf_deltanet(meta, arch, layers, get) if arch in _GGUF_DELTANET else Recurrent()
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     return ModelSpec(
@@ -418,7 +451,8 @@ def model_from_gguf(path: Path) -> ModelSpec:
         v_head_dim=get("attention.value_length", 0), kv_lora_rank=rank,
         qk_rope_head_dim=get("rope.dimension_count", 0) if rank else 0,
         sliding_window=window, sliding_layers=window_layers, tied_embeddings=not lm_head, native_dtype=quant,
-        weight_bytes=data_bytes, hf_id=str(path),
+        recurrent_layers=recurrent.layers, recurrent_state_bytes=recurrent.state_bytes,
+        recurrent_flops_per_token=recurrent.flops_per_token, weight_bytes=data_bytes, hf_id=str(path),
         source=f"GGUF header of {path.name} ({quant}, {data_bytes / 1e6:,.1f} MB of tensors)")
 
 

@@ -71,7 +71,7 @@ def test_config_json_dir_with_safetensors_size(tmp_path: Path) -> None:
     exact = resolve_model(str(tmp_path / "config.json"))
     assert exact.weight_bytes == 16_060_000_000 and exact.params == pytest.approx(8.03e9)
     (tmp_path / "config.json").write_text("{not json")
-    with pytest.raises(ConfigError, match="config.json: not JSON"):
+    with pytest.raises(ConfigError, match=r"config\.json: not JSON"):
         resolve_model(str(tmp_path))
 
 

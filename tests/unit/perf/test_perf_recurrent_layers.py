@@ -129,7 +129,43 @@ def test_the_cli_shows_the_state_and_refuses_a_hybrid_in_one_line(tmp_path: Path
     assert err.count("\n") == 1 and "attn_layer_period" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize(("arch", "key"), [("qwen3next", "ssm.state_size"), ("nemotron_h", "ssm.conv_kernel"),
+def _u32(key: str, value: int) -> tuple[str, int, bytes]:
+    return key, 4, struct.pack("<I", value)
+
+
+DELTANET_GGUF = (_u32("full_attention_interval", 4), _u32("ssm.conv_kernel", 4), _u32("ssm.state_size", 128),
+                 _u32("ssm.group_count", 16), _u32("ssm.time_step_rank", 32), _u32("ssm.inner_size", 4096))
+"""Qwen3-Next's linear-attention widths as llama.cpp's converter writes them."""
+
+
+@pytest.mark.parametrize("arch", ["qwen3next", "qwen35", "qwen35moe"])
+def test_a_llama_cpp_header_s_gated_deltanet_layers_keep_an_f32_state(tmp_path: Path, arch: str) -> None:
+    path = tmp_path / "next.gguf"
+    _write_gguf(path, arch, 8, DELTANET_GGUF)
+    m = model_from_gguf(path)
+    # all but every 4th of 8 layers; the ssm state (key dim × value channels) and 3 conv inputs, f32 in llama.cpp
+    assert (m.recurrent_layers, m.kv_layers) == (6, 2)
+    assert m.recurrent_state_bytes == (128 * 4096 + 3 * (4096 + 2 * 16 * 128)) * 4 == 2_195_456
+    assert m.recurrent_flops_per_token == 6 * 128 * 4096
+    flags = ("attention.recurrent_layers", 9, struct.pack("<IQ", 7, 8) + b"\1\1\0\1\1\1\0\0")
+    _write_gguf(path, arch, 8, (*DELTANET_GGUF, flags))
+    assert model_from_gguf(path).recurrent_layers == 5  # a flag a layer wins over the interval
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    (tuple(k for k in DELTANET_GGUF if k[0] != "ssm.inner_size"), "ssm.inner_size"),
+    ((*DELTANET_GGUF[1:], _u32("full_attention_interval", 100)), "all 8 layers recurrent"),
+    ((*DELTANET_GGUF, ("attention.recurrent_layers", 9, struct.pack("<IQ", 7, 2) + b"\1\0")), "one flag per layer"),
+])
+def test_a_gated_deltanet_header_that_does_not_add_up_is_one_error(
+        tmp_path: Path, extra: tuple[tuple[str, int, bytes], ...], said: str) -> None:
+    path = tmp_path / "next.gguf"
+    _write_gguf(path, "qwen3next", 8, extra)
+    with pytest.raises(ConfigError, match=said):
+        model_from_gguf(path)
+
+
+@pytest.mark.parametrize(("arch", "key"), [("nemotron_h", "ssm.conv_kernel"), ("mamba2", "ssm.state_size"),
                                            ("lfm2", "shortconv.l_cache")])
 def test_a_gguf_header_with_recurrent_layers_is_refused_not_counted_as_attention(tmp_path: Path, arch: str,
                                                                                  key: str) -> None:
@@ -163,7 +199,7 @@ def test_nemotron_h_blocks_are_read_one_kind_each_with_their_parameters_by_hand(
     embeddings = 2 * 131072 * 2688
     assert read.params == pytest.approx(6 * attention + 23 * mamba + 23 * (128 * expert + shared + router) + embeddings)
     assert read.active == pytest.approx(6 * attention + 23 * mamba + 23 * (6 * expert + shared + router) + embeddings)
-    assert (read.params, read.active) == (pytest.approx(31.58e9, rel=0.001), pytest.approx(3.58e9, rel=0.001))
+    assert read.params == pytest.approx(31.58e9, rel=0.001) and read.active == pytest.approx(3.58e9, rel=0.001)
     assert row.params == pytest.approx(read.params, rel=0.001) and row.active == pytest.approx(read.active, rel=0.001)
     # its KV: 6 layers × K and V × 2 heads × 128 in fp8; the state in its own fp32, whatever the cache's format
     d = Deployment(row, resolve_hardware("H100"), "fp8", "fp8")
