@@ -3,8 +3,8 @@
 Documented behaviour: a config gives a `ModelSpec` whose derived figures (parameters, KV bytes a token, a
 sequence's cache, a decode step's time) are finite and not negative, or one `ConfigError` (never another
 exception). The configs are real shapes (a dense GQA model, Qwen3-Next's linear attention, Nemotron 3 Nano's
-Mamba2 blocks, DeepSeek V3.2's sparse MLA, gpt-oss's windows and mxfp4 experts) with fields replaced by hostile
-values, and whole configs or their nested ``text_config`` of the wrong type.
+Mamba2 blocks, Granite 4.0-H's Mamba2 layers, DeepSeek V3.2's sparse MLA, gpt-oss's windows and mxfp4 experts) with
+fields replaced by hostile values, and whole configs or their nested ``text_config`` of the wrong type.
 """
 
 from __future__ import annotations
@@ -41,7 +41,12 @@ WINDOWS = {"model_type": "gpt_oss", "hidden_size": 2880, "num_attention_heads": 
            "head_dim": 64, "num_hidden_layers": 4, "layer_types": ["sliding_attention", "full_attention"] * 2,
            "sliding_window": 128, "num_local_experts": 32, "experts_per_token": 4, "intermediate_size": 2880,
            "vocab_size": 201088, "quantization_config": {"quant_method": "mxfp4"}}
-BASES = [DENSE, NEXT, NANO, SPARSE, WINDOWS]
+GRANITE = {"model_type": "granitemoehybrid", "hidden_size": 4096, "num_hidden_layers": 4, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "num_local_experts": 72, "num_experts_per_tok": 10,
+           "shared_intermediate_size": 1536, "intermediate_size": 768, "mamba_d_state": 128, "mamba_expand": 2,
+           "mamba_n_heads": 128, "mamba_n_groups": 1, "vocab_size": 100352,
+           "layer_types": ["mamba", "mamba", "attention", "mamba"]}
+BASES = [DENSE, NEXT, NANO, SPARSE, WINDOWS, GRANITE]
 KEYS = sorted({key for base in BASES for key in base}
               | {"text_config", "llm_config", "torch_dtype", "tie_word_embeddings"})
 hostile = st.sampled_from([None, 0, -1, 1, 2, 3, 10**30, -(10**30), 1e300, -1e-300, 0.5, True, False, "", "x", "nan",

@@ -7,10 +7,12 @@ Two kinds of recurrent layer are read; each keeps a fixed state a sequence inste
         every ``full_attention_interval``-th); state = value heads × key dim × value dim, and the short
         convolution's last kernel − 1 inputs of the q, k and v channels (2 × key heads × key dim + value channels);
         parameters: the q, k, v, z projections, the b and a gates, out, the convolution
-    Mamba2 (Nemotron-H, Nemotron 3)       the "M" blocks of ``hybrid_override_pattern`` (or "mamba" in
-        ``layers_block_type``); with d_inner = heads × head dim and G groups of the state size N: state = heads ×
-        head dim × N, and the convolution's last kernel − 1 inputs of its d_inner + 2 G N channels; parameters:
-        the input projection (x, z, B, C and dt: 2 d_inner + 2 G N + heads), out, the convolution
+    Mamba2 (Nemotron-H, Granite 4.0-H)    the "M" blocks of Nemotron-H's ``hybrid_override_pattern`` (or "mamba" in
+        its ``layers_block_type``), ``layer_types``' "mamba" layers (Granite 4.0-H: each with its MLP or experts,
+        and a shared MLP of ``shared_intermediate_size``); with d_inner = heads × head dim (or ``mamba_expand`` ×
+        hidden) and G groups of the state size N: state = heads × head dim × N, and the convolution's last
+        kernel − 1 inputs of its d_inner + 2 G N channels; parameters: the input projection (x, z, B, C and dt:
+        2 d_inner + 2 G N + heads), out, the convolution
 
 The recurrence itself is in ``mamba_ssm_cache_dtype`` or ``mamba_ssm_dtype`` (4 B where a config says float32, as
 vLLM then keeps it), else 2 B (the model's activations); the convolution's inputs 2 B. A token costs
@@ -18,9 +20,9 @@ vLLM then keeps it), else 2 B (the model's activations); the convolution's input
 
 Nemotron-H's layers are single blocks (``*`` attention, ``M`` Mamba2, ``-`` an MLP, ``E`` a mixture of experts),
 not attention + MLP pairs: `BlockPattern` counts them, and its MLPs are squared-ReLU ones of two matrices (up and
-down; three where a config names a gated activation). Hybrids with other layers (Granite 4.0-H's Mamba layers
-each with its own MLP, Jamba, Falcon-H1, Kimi Linear's delta attention, LFM2's convolutions) are `NotModelled`:
-refused with their keys named rather than counted as attention.
+down; three where a config names a gated activation). Hybrids with other layers (Jamba, Falcon-H1, Kimi Linear's
+delta attention, LFM2's convolutions, linear attention and Mamba in one model) are `NotModelled`: refused with
+their keys named rather than counted as attention.
 """
 
 from __future__ import annotations
@@ -39,10 +41,11 @@ _WINDOW_KINDS = ("sliding_attention", "chunked_attention")
 _LINEAR_KIND = "linear_attention"
 _BLOCKS = {"mamba": "M", "mamba2": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
 """Nemotron-H's block names (``layers_block_type``, a newer ``layer_types``) as its pattern's letters."""
-_OTHER_HYBRID_KEYS = ("attn_layer_period", "linear_attn_config", "mamba_d_ssm", "ssm_state_size", "mamba_d_state",
-                      "mamba_n_heads", "mamba_num_heads")
-"""Keys of hybrids whose other layers are not read (Jamba, Kimi Linear, Falcon-H1, Granite 4.0-H; Mamba fields
-without a Nemotron-H block pattern)."""
+_MAMBA_KINDS = ("mamba", "mamba2")
+_MAMBA_KEYS = ("ssm_state_size", "mamba_d_state", "mamba_n_heads", "mamba_num_heads")
+"""Mamba2 fields: read for Nemotron-H's blocks and ``layer_types``' "mamba" layers, refused elsewhere."""
+_OTHER_HYBRID_KEYS = ("attn_layer_period", "linear_attn_config", "mamba_d_ssm")
+"""Keys of hybrids whose other layers are not read (Jamba, Kimi Linear, Falcon-H1)."""
 _GATED_ACTS = ("silu", "swiglu", "swish", "gelu_glu", "geglu")
 
 
@@ -116,30 +119,36 @@ def block_pattern(cfg: dict[str, Any], layers: int) -> BlockPattern | None:
     return BlockPattern(pattern.count("*"), pattern.count("M"), pattern.count("-"), pattern.count("E"))
 
 
-def _linear_count(cfg: dict[str, Any], layers: int) -> int:
-    """Gated DeltaNet layers: ``layer_types``' "linear_attention" ones, or all but every ``full_attention_interval``-th
-    where the config has ``linear_num_value_heads``. Other layer kinds, and other hybrids' keys, are `NotModelled`."""
+def _layer_counts(cfg: dict[str, Any], layers: int) -> tuple[int, int]:
+    """(Gated DeltaNet layers, Mamba2 layers) of a config whose every layer is a mixer and an MLP: ``layer_types``'
+    "linear_attention" and "mamba" ones (Qwen3.5, Granite 4.0-H), or, without a list, all but every
+    ``full_attention_interval``-th where the config has ``linear_num_value_heads`` (Qwen3-Next). Other layer kinds,
+    both recurrent kinds at once, and other hybrids' keys are `NotModelled`."""
     kinds = cfg.get("layer_types")
     if isinstance(kinds, list):
         if len(kinds) != layers:
             raise ValueError(f"layer_types lists {len(kinds)} layers, num_hidden_layers says {layers}")
-        unknown = sorted({str(k) for k in kinds} - {*_FULL_KINDS, *_WINDOW_KINDS, _LINEAR_KIND})
+        unknown = sorted({str(k) for k in kinds} - {*_FULL_KINDS, *_WINDOW_KINDS, _LINEAR_KIND, *_MAMBA_KINDS})
         if unknown:
             raise NotModelled(f"layer_types has layers of a kind the estimate does not model: {', '.join(unknown)} "
-                              "(it reads full, sliding-window, chunked and linear (Gated DeltaNet) attention)")
-    hybrid = [key for key in ("hybrid_override_pattern", "layers_block_type", *_OTHER_HYBRID_KEYS)
-              if cfg.get(key) not in (None, "", [], {})]
-    if hybrid:
+                              "(it reads full, sliding-window, chunked and linear (Gated DeltaNet) attention, and "
+                              "Mamba2)")
+    mamba = sum(1 for k in kinds if k in _MAMBA_KINDS) if isinstance(kinds, list) else 0
+    stray = [key for key in ("hybrid_override_pattern", "layers_block_type", *_OTHER_HYBRID_KEYS,
+                             *(() if mamba else _MAMBA_KEYS)) if cfg.get(key) not in (None, "", [], {})]
+    if stray:
         raise NotModelled(f"it describes a hybrid model with state-space or other non-attention layers "
-                          f"({', '.join(hybrid)}), which the estimate does not model: it would count them as attention")
+                          f"({', '.join(stray)}), which the estimate does not model: it would count them as attention")
     if isinstance(kinds, list):
         linear = sum(1 for k in kinds if k == _LINEAR_KIND)
     else:
         interval = int(cfg.get("full_attention_interval") or 0)
         linear = layers - layers // interval if interval > 1 and cfg.get("linear_num_value_heads") else 0
-    if linear >= layers:
-        raise NotModelled("every layer is a linear-attention one; a model without attention layers is not modelled")
-    return linear
+    if linear and mamba:
+        raise NotModelled("layer_types mixes linear-attention and Mamba layers, which the estimate does not model")
+    if linear + mamba >= layers:
+        raise NotModelled("every layer is a recurrent one; a model without attention layers is not modelled")
+    return linear, mamba
 
 
 def _gated_deltanet(cfg: dict[str, Any], hidden: int, layers: int) -> Recurrent:
@@ -155,7 +164,9 @@ def _gated_deltanet(cfg: dict[str, Any], hidden: int, layers: int) -> Recurrent:
 
 def _mamba2(cfg: dict[str, Any], hidden: int, layers: int) -> Recurrent:
     """``layers`` Mamba2 blocks (module docstring)."""
-    heads, head_dim = _whole(cfg, "mamba_num_heads", "mamba_n_heads"), _whole(cfg, "mamba_head_dim", "mamba_d_head")
+    heads = _whole(cfg, "mamba_num_heads", "mamba_n_heads")
+    width = int(cfg.get("mamba_expand") or 2) * hidden  # without a head dim: expand × hidden over the heads
+    head_dim = _whole(cfg, "mamba_head_dim", "mamba_d_head", default=width // heads if width % heads == 0 else None)
     size = _whole(cfg, "ssm_state_size", "mamba_d_state", "ssm_states_size")
     groups = _whole(cfg, "n_groups", "mamba_n_groups", default=1)
     kernel = _whole(cfg, "conv_kernel", "mamba_d_conv", default=4)
@@ -166,10 +177,12 @@ def _mamba2(cfg: dict[str, Any], hidden: int, layers: int) -> Recurrent:
 
 
 def recurrent_layers(cfg: dict[str, Any], hidden: int, layers: int, blocks: BlockPattern | None) -> Recurrent:
-    """The config's recurrent layers: Nemotron-H's Mamba2 blocks, or Gated DeltaNet layers, or none."""
+    """The config's recurrent layers: Nemotron-H's Mamba2 blocks, or Mamba2 or Gated DeltaNet layers, or none."""
     if blocks is not None:
         return _mamba2(cfg, hidden, blocks.mamba) if blocks.mamba else Recurrent()
-    linear = _linear_count(cfg, layers)
+    linear, mamba = _layer_counts(cfg, layers)
+    if mamba:
+        return _mamba2(cfg, hidden, mamba)
     return _gated_deltanet(cfg, hidden, linear) if linear else Recurrent()
 
 

@@ -77,7 +77,7 @@ def _dense_and_shared(cfg: dict[str, Any], layers: int, inter: int) -> tuple[int
     first ``first_k_dense_replace`` layers are dense; Llama 4 has a dense layer (``intermediate_size_mlp``)
     between MoE layers when ``interleave_moe_layer_step`` is 2, and one shared expert of ``intermediate_size``."""
     moe_inter = int(cfg.get("moe_intermediate_size") or 0)
-    shared = (int(cfg.get("shared_expert_intermediate_size") or 0)
+    shared = (int(cfg.get("shared_expert_intermediate_size") or cfg.get("shared_intermediate_size") or 0)
               or int(cfg.get("n_shared_experts") or 0) * moe_inter)
     if str(cfg.get("model_type", "")).startswith("llama4"):
         step = max(1, int(cfg.get("interleave_moe_layer_step") or 1))
@@ -133,8 +133,8 @@ def _params_from_config(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: 
     per_token = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)
     attention = _layer_params(cfg, hidden, heads, kv_heads, head_dim) * (layers - linear) + linear_params * linear
     embeddings = float(vocab * hidden * (1 if tied else 2))
-    if experts <= 1 or per_token <= 0:
-        mlp = 3.0 * hidden * inter * layers
+    if experts <= 1 or per_token <= 0:  # Granite 4.0-H's dense MLP is its shared one
+        mlp = 3.0 * hidden * int(cfg.get("shared_intermediate_size") or inter) * layers
         return attention + mlp + embeddings, attention + mlp + embeddings, 0, 0
     expert_size = 3.0 * hidden * int(cfg.get("moe_intermediate_size") or inter)
     dense_layers, dense_width, shared_width = _dense_and_shared(cfg, layers, inter)

@@ -100,7 +100,8 @@ def test_a_decode_step_reads_and_writes_every_sequence_s_state_and_runs_its_recu
 
 
 @pytest.mark.parametrize(("extra", "named"), [
-    ({"layer_types": ["mamba"] * 47 + ["attention"]}, "mamba"),  # Granite 4.0-H: Mamba layers with their own MLPs
+    ({"layer_types": ["mamba", "linear_attention", "full_attention"] * 16}, "mixes linear-attention and Mamba"),
+    ({"ssm_state_size": 128}, "ssm_state_size"),  # Mamba fields with no Mamba layer to give them to
     ({"layer_types": ["conv"] * 40 + ["full_attention"] * 8}, "conv"),  # LFM2
     ({"attn_layer_period": 8, "mamba_d_state": 16}, "attn_layer_period"),  # Jamba
     ({"linear_attn_config": {"kda_layers": [1, 2, 3]}}, "linear_attn_config"),  # Kimi Linear
@@ -235,3 +236,32 @@ def test_nemotron_h_block_lists_read_as_the_pattern_and_a_bf16_state_halves_the_
 def test_a_nemotron_h_config_that_does_not_add_up_is_refused(extra: dict[str, object], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         model_from_config({**NANO, **extra}, "nemotron")
+
+
+GRANITE_KINDS = (["mamba"] * 9 + ["attention"]) * 4
+GRANITE = {"model_type": "granitemoehybrid", "hidden_size": 4096, "num_hidden_layers": 40, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "num_local_experts": 72, "num_experts_per_tok": 10,
+           "shared_intermediate_size": 1536, "intermediate_size": 768, "mamba_d_state": 128, "mamba_d_conv": 4,
+           "mamba_expand": 2, "mamba_n_heads": 128, "mamba_d_head": 64, "mamba_n_groups": 1,
+           "tie_word_embeddings": True, "vocab_size": 100352, "layer_types": GRANITE_KINDS}
+"""Granite 4.0-H Small's shapes (36 Mamba2 and 4 attention layers, each with 10 of 72 experts and a shared MLP)."""
+
+
+def test_granite_4_h_layers_are_mamba2_or_attention_each_with_its_experts_and_shared_mlp() -> None:
+    m = model_from_config(GRANITE, "ibm-granite/granite-4.0-h-small")
+    assert (m.layers, m.kv_layers, m.recurrent_layers) == (40, 4, 36)
+    assert m.recurrent_state_bytes == 128 * 64 * 128 * 2 + (8192 + 2 * 128) * 3 * 2  # bf16: no fp32 key
+    attention = 4096 * 32 * 128 * 2 + 2 * 4096 * 8 * 128
+    mamba = 4096 * (2 * 8192 + 2 * 128 + 128) + 8192 * 4096 + (8192 + 256) * 4
+    expert, shared, router = 3 * 4096 * 768, 3 * 4096 * 1536, 4096 * 72  # gated (SwiGLU) MLPs
+    table = 100352 * 4096  # tied
+    assert m.params == pytest.approx(4 * attention + 36 * mamba + 40 * (72 * expert + shared + router) + table)
+    assert m.active == pytest.approx(4 * attention + 36 * mamba + 40 * (10 * expert + shared + router) + table)
+    assert m.params == pytest.approx(32e9, rel=0.01) and m.active == pytest.approx(9e9, rel=0.03)  # its card
+    # the head dim from expand × hidden over the heads where the config leaves it out
+    implied = model_from_config({k: v for k, v in GRANITE.items() if k != "mamba_d_head"}, "implied")
+    assert implied.recurrent_state_bytes == m.recurrent_state_bytes
+    # a dense Granite 4.0-H: its MLP is the shared one
+    dense = model_from_config({**GRANITE, "num_local_experts": 0}, "dense")
+    assert not dense.is_moe and dense.params == pytest.approx(
+        4 * attention + 36 * mamba + 40 * 3 * 4096 * 1536 + table)
