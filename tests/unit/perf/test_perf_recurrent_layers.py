@@ -21,6 +21,7 @@ from tokometer.cli.estimate import command as estimate
 from tokometer.perf.catalog import BUILTIN_MODELS
 from tokometer.perf.hardware import resolve_hardware
 from tokometer.perf.loaders import model_from_config, model_from_gguf
+from tokometer.perf.model import ModelSpec
 from tokometer.perf.roofline import Deployment, decode_flops, decode_step_s
 from tokometer.util.errors import ConfigError
 
@@ -37,6 +38,15 @@ STATE = 32 * 128 * 128 * 2 + (2 * 16 * 128 + 32 * 128) * 3 * 2  # bf16 recurrenc
 KV_TOKEN_FP8 = 12 * 2 * 2 * 256  # 12 full-attention layers × K and V × 2 KV heads × 256, 1 B each
 
 
+SHAPE = ("layers", "kv_layers", "recurrent_layers", "recurrent_state_bytes", "recurrent_flops_per_token", "experts",
+         "experts_per_token", "kv_heads", "head_dim", "routed_expert_width")
+"""What a table row and the config it was copied from must agree on."""
+
+
+def _shape(model: ModelSpec) -> dict[str, object]:
+    return {f: getattr(model, f) for f in SHAPE}
+
+
 def h200(tp: int = 1, kv: str = "fp8") -> Deployment:
     return Deployment(BUILTIN_MODELS["qwen3-next-80b-a3b"], resolve_hardware("H200"), "fp8", kv, tp=tp)
 
@@ -44,9 +54,7 @@ def h200(tp: int = 1, kv: str = "fp8") -> Deployment:
 def test_the_config_gives_the_table_row_and_its_parameters_by_hand() -> None:
     read = model_from_config(NEXT, "Qwen/Qwen3-Next-80B-A3B-Instruct")
     row = BUILTIN_MODELS["qwen3-next-80b-a3b"]
-    fields = ("layers", "kv_layers", "recurrent_layers", "recurrent_state_bytes", "recurrent_flops_per_token",
-              "experts", "experts_per_token", "kv_heads", "head_dim", "routed_expert_width")
-    assert {f: getattr(read, f) for f in fields} == {f: getattr(row, f) for f in fields}
+    assert _shape(read) == _shape(row)
     assert (read.kv_layers, read.recurrent_layers, read.recurrent_state_bytes) == (12, 36, STATE) == (12, 36, 1_097_728)
     attention = 2048 * 16 * 256 * 2 + 16 * 256 * 2048 + 2 * 2048 * 2 * 256  # q and its gate, o, k and v
     deltanet = 2048 * (2 * 16 * 128 + 2 * 32 * 128) + 2048 * 64 + 32 * 128 * 2048 + 8192 * 4  # in, b/a, out, conv
@@ -189,9 +197,7 @@ MAMBA_STATE = 64 * 64 * 128 * 4 + (64 * 64 + 2 * 8 * 128) * 3 * 2  # fp32 recurr
 def test_nemotron_h_blocks_are_read_one_kind_each_with_their_parameters_by_hand() -> None:
     read = model_from_config(NANO, "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
     row = BUILTIN_MODELS["nemotron-3-nano-30b-a3b"]
-    fields = ("layers", "kv_layers", "recurrent_layers", "recurrent_state_bytes", "recurrent_flops_per_token",
-              "experts", "experts_per_token", "kv_heads", "head_dim", "routed_expert_width")
-    assert {f: getattr(read, f) for f in fields} == {f: getattr(row, f) for f in fields}
+    assert _shape(read) == _shape(row)
     # 29 token-mixing blocks (6 attention + 23 Mamba2); the 23 expert blocks count in the parameters
     assert (read.layers, read.kv_layers, read.recurrent_layers, read.recurrent_state_bytes) == (29, 6, 23, MAMBA_STATE)
     attention = 2688 * 32 * 128 * 2 + 2 * 2688 * 2 * 128  # q and o; k and v
