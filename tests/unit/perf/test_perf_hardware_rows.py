@@ -149,3 +149,15 @@ def test_a_hardware_files_gemm_share_is_a_fraction(tmp_path: Path) -> None:
         path.write_text(f'[[hardware]]\nname = "x"\nbandwidth_gbs = 1000\ngemm_fraction = {bad}\n')
         with pytest.raises(ConfigError, match=f"hardware 'x': gemm_fraction = .* {why}"):
             resolve_hardware("x", path)
+
+
+def test_the_gh200_is_its_hopper_gpu_with_96_gb_of_hbm3() -> None:
+    """GH200 480GB (the release-0.17 perf table's column): the H100's FLOP/s and GEMM share, its own 96 GB at
+    4 TB/s; Llama 3.1 70B in fp8 leaves it ~17 GiB of KV cache where an 80 GB H100 leaves ~2."""
+    gh200, h100 = resolve_hardware("gh200"), resolve_hardware("H100-SXM")
+    assert (gh200.memory_gb, gh200.bandwidth_gbs) == (96, 4000)
+    assert (gh200.bf16_tflops, gh200.fp8_tflops, gh200.gemm_fraction) == (h100.bf16_tflops, h100.fp8_tflops,
+                                                                          h100.gemm_fraction)
+    model = resolve_model("llama-3.1-70b")
+    room = {hw.name: Deployment(model, hw, "fp8", "fp8").kv_budget_bytes() / 2**30 for hw in (gh200, h100)}
+    assert 16 < room["GH200"] < 17.5 and 2 < room["H100-SXM"] < 2.7

@@ -27,6 +27,12 @@ from tokometer.perf.published import (
 )
 from tokometer.perf.quant import default_kv_dtype
 
+_FIRST_RELEASE_ROWS = {
+    "llama-3.1-8b L40S TP1 fp8", "llama-3.1-8b A100-80GB-SXM TP1 fp16", "mixtral-8x7b H200-SXM TP1 fp8",
+    "mixtral-8x7b H100-SXM TP1 fp8", "llama-3.1-70b H200-SXM TP4 fp8", "llama-3.1-70b H100-SXM TP4 fp8",
+    "llama-3.1-70b A100-80GB-SXM TP4 fp16", "llama-3.1-70b H200-SXM TP8 fp8", "llama-3.1-70b H100-SXM TP8 fp8"}
+"""The release-0.17 table's deployments held out first (81 figures); the rest of the table joined on 2026-12-04."""
+
 
 def _fit() -> list[Checked]:
     return compare_published(figures=published_figures("fit"))
@@ -45,7 +51,18 @@ def test_every_published_figure_has_its_source_and_split() -> None:
     rtx = [f for f in fit if f.hardware == "RTX-PRO-6000"]
     assert len(rtx) == 49 and all("fit split from 2026-12-04" in f.note and "PP1" in f.note for f in rtx)
     held_out = published_figures("held-out")
-    assert len(held_out) == 332 and len(fit) + len(held_out) == len(figures)
+    assert len(held_out) == 579 and len(fit) + len(held_out) == len(figures)
+    # The release-0.17 table whole (added in two steps, each held out before its errors were computed), but for
+    # the cells whose deployment the fit split holds (Llama 3.1 8B and 70B in FP8 on H100/H200 at TP 1-2) and
+    # Llama 3.1 405B on 8 H200s (the newer page's figure of that deployment is held out already).
+    release = [f for f in held_out if "258c7540" in f.source]
+    assert len(release) == 328 and {f.hardware for f in release} == {"H200-SXM", "H100-SXM", "GH200", "L40S",
+                                                                      "A100-80GB-SXM"}
+    assert {f.model for f in release} == {"llama-3.1-8b", "llama-3.1-70b", "mistral-7b", "mixtral-8x7b",
+                                          "mixtral-8x22b"}
+    assert not [f for f in release if f.model == "llama-3.1-8b" and f.hardware in ("H100-SXM", "H200-SXM")]
+    assert not [f for f in release if f.model == "llama-3.1-70b" and (f.hardware, f.tp) in
+                (("H200-SXM", 1), ("H100-SXM", 2))]
     # Each held-out source names the page and commit, or the article or documentation page, it was read on.
     assert all("commit " in f.source or "blogs." in f.source or "docs.nvidia.com" in f.source for f in held_out)
     # NVIDIA NIM's tables at a fixed concurrency: closed-loop figures, every one of them held out
@@ -79,7 +96,7 @@ def test_the_estimate_at_max_load_is_within_the_aim_on_the_fit_figures() -> None
 
 def test_every_held_out_figure_is_within_the_aim_or_its_deployment_is_a_listed_miss() -> None:
     checked = compare_published(figures=published_figures("held-out"))
-    assert len(checked) == 332  # every held-out deployment is one the estimate can size
+    assert len(checked) == 579  # every held-out deployment is one the estimate can size
     unexplained = [(c.figure.group, c.figure.input_tokens, c.figure.output_tokens, round(c.error, 2))
                    for c in checked if abs(c.error) > HELD_OUT_AIM and known_miss(c.figure) is None]
     assert not unexplained, "held-out misses without a reason in KNOWN_MISSES"
@@ -98,8 +115,11 @@ def test_the_held_out_errors_as_they_stand() -> None:
     better, never lower it to pass) and how far the median one is (docs/commands/estimate.md shows the table)."""
     checked = compare_published(figures=published_figures("held-out"))
     errors = [abs(c.error) for c in checked]
-    assert sum(e <= HELD_OUT_AIM for e in errors) >= 183
-    assert statistics.median(errors) <= 0.15
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 308
+    assert statistics.median(errors) <= 0.14
+    # the 332 held out before the rest of the release-0.17 table joined (2026-12-04): 183 within the aim
+    earlier = [c for c in checked if "258c7540" not in c.figure.source or c.figure.group in _FIRST_RELEASE_ROWS]
+    assert len(earlier) == 332 and sum(abs(c.error) <= HELD_OUT_AIM for c in earlier) >= 183
     # The single-GPU dense figures on older cards are close (L40S every one within the aim); the misses are
     # multi-GPU, mixtures of experts and Blackwell in NVFP4.
     close = [c for c in checked if c.figure.group in ("llama-3.1-8b A100-80GB-SXM TP1 fp16",
