@@ -128,6 +128,9 @@ class Estimate:
     max_load: MaxLoad | None = None
     """Expected steady state at maximum load (None: the memory size is unknown)."""
     efficiency_source: str = "typical"
+    kv_free_fraction: float | None = None
+    """The KV cache's share of the memory left after the weights (TensorRT-LLM's rule), when that sized it:
+    ``gpu_memory_utilization`` is then its equivalent share of the whole (`Deployment.utilization_for_free_share`)."""
     """Where ``efficiency`` comes from: ``typical``, ``given``, or a calibration (`tokometer.perf.calibrate`)."""
     chunked_prefill: bool = True
     """The closed loop's prompts ride in the decode steps (else they are prefilled in steps of their own)."""
@@ -220,7 +223,7 @@ class Estimate:
             "kv_bytes_per_token": d.kv_bytes_per_token, "kv_bytes_per_token_per_gpu": d.kv_bytes_per_token_per_gpu,
             "recurrent_layers": d.model.recurrent_layers,
             "recurrent_state_bytes_per_sequence": d.model.recurrent_bytes_per_sequence,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "gpu_memory_utilization": self.gpu_memory_utilization, "kv_free_fraction": self.kv_free_fraction,
             "activation_reserve_gib": ACTIVATION_RESERVE_GIB, "kv_capacity_tokens": self.kv_capacity_tokens,
             "max_sequences": self.max_sequences,
             "compute_bound_batch": {"bound": self.compute_bound_batch,

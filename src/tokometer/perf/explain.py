@@ -95,6 +95,11 @@ def _capacity(e: Estimate) -> str:
     memory = d.hardware.memory_gb or 0
     usable = memory * e.gpu_memory_utilization
     left = usable - d.weight_bytes_per_gpu / GIB - ACTIVATION_RESERVE_GIB
+    if e.kv_free_fraction is not None:
+        return (f"KV capacity: ({memory:,.4g} GiB − {d.weight_bytes_per_gpu / GIB:,.2f} GiB weights − "
+                f"{ACTIVATION_RESERVE_GIB:.2f} GiB reserve for activations) × {e.kv_free_fraction:.2f} (the share of "
+                f"free memory given, TensorRT-LLM's kv_cache_free_gpu_mem_fraction) = {max(left, 0):,.2f} GiB per "
+                f"GPU{_per_sequence(e)}, so {e.max_sequences:,} sequences fit at once.")
     return (f"KV capacity: {memory:,.4g} GiB × {e.gpu_memory_utilization:.2f} − {d.weight_bytes_per_gpu / GIB:,.2f} "
             f"GiB weights − {ACTIVATION_RESERVE_GIB:.2f} GiB reserve for activations = {max(left, 0):,.2f} GiB per "
             f"GPU{_per_sequence(e)}, so {e.max_sequences:,} sequences fit at once.")

@@ -65,6 +65,14 @@ def _header(console: Console, d: Deployment) -> None:
         console.print(f"  peak      {peak.label()}{used}: {peak.detail}")
 
 
+def _memory_share(e: Estimate) -> str:
+    """How much memory the cache was given: ``0.90 of memory``, or with --kv-free-fraction its share of what the
+    weights leave and the whole-memory share that comes to."""
+    if e.kv_free_fraction is None:
+        return f"{e.gpu_memory_utilization:.2f} of memory"
+    return f"{e.kv_free_fraction:.2f} of the memory the weights leave: {e.gpu_memory_utilization:.3f} of all of it"
+
+
 def render_estimate(console: Console, e: Estimate) -> None:
     d = e.deployment
     console.print(f"[bold]{d.describe()}[/bold]")
@@ -86,10 +94,9 @@ def render_estimate(console: Console, e: Estimate) -> None:
     if spec.recurrent_layers:
         kv += f" + {fmt_bytes(state)} of state a sequence in its {spec.recurrent_layers} recurrent layers"
     if e.kv_capacity_tokens is not None and (spec.window_layers or spec.recurrent_layers):
-        kv += (f"; {e.max_sequences:,} sequences of {e.tokens_per_sequence:,} fit ({e.gpu_memory_utilization:.2f} "
-               "of memory)")
+        kv += f"; {e.max_sequences:,} sequences of {e.tokens_per_sequence:,} fit ({_memory_share(e)})"
     elif e.kv_capacity_tokens is not None:
-        kv += (f"; {e.kv_capacity_tokens:,} tokens fit ({e.gpu_memory_utilization:.2f} of memory): "
+        kv += (f"; {e.kv_capacity_tokens:,} tokens fit ({_memory_share(e)}): "
                f"{e.max_sequences:,} sequences of {e.tokens_per_sequence:,}")
     console.print(kv)
     if e.kv_capacity_tokens == 0 and d.hardware.memory_gb:

@@ -380,6 +380,17 @@ class Deployment:
             raise ConfigError(f"{self.hardware.name} has no memory size: add memory_gb in the hardware file")
         return int(memory * gpu_memory_utilization)
 
+    def utilization_for_free_share(self, share: float, reserve_gib: float = ACTIVATION_RESERVE_GIB) -> float:
+        """The ``gpu_memory_utilization`` (a share of the whole memory, vLLM's rule) that gives the KV cache ``share``
+        of the memory left free after the weights and the activation reserve, as TensorRT-LLM sizes it (its
+        ``kv_cache_free_gpu_mem_fraction``): (share × (M − W − R) + W + R) / M, at most 1 (weights that do not fit
+        leave no room either way)."""
+        if not 0 < share <= 1:
+            raise ConfigError(f"the KV cache's share of the free memory must be in (0, 1] (got {share})")
+        memory = self.usable_memory_bytes(1.0)
+        taken = self.weight_bytes_per_gpu + reserve_gib * GIB
+        return min(1.0, (share * (memory - taken) + taken) / memory)
+
     def kv_budget_bytes(self, gpu_memory_utilization: float = 0.9, reserve_gib: float = ACTIVATION_RESERVE_GIB) -> int:
         """KV-cache bytes per GPU: usable memory − weights per GPU − the activation reserve (negative: no room)."""
         return (self.usable_memory_bytes(gpu_memory_utilization) - int(self.weight_bytes_per_gpu)

@@ -164,15 +164,23 @@ def _smallest_batch(d: Deployment, target: float, mid: float, eff: Efficiency, m
     return True, low
 
 
+def _room(d: Deployment, tokens: int, utilization: float, free_share: float | None) -> int:
+    """Sequences of ``tokens`` whose caches fit on ``d``: at ``utilization`` of the memory, or with ``free_share``
+    of what the weights leave (TensorRT-LLM's rule, `Deployment.utilization_for_free_share`)."""
+    share = utilization if free_share is None else d.utilization_for_free_share(free_share)
+    return d.kv_sequences(tokens, share)
+
+
 def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None, target: float, input_tokens: int,
-            output_tokens: int, eff: Efficiency, utilization: float) -> TargetOption | None:
+            output_tokens: int, eff: Efficiency, utilization: float, free_share: float | None = None
+            ) -> TargetOption | None:
     mid = input_tokens + output_tokens / 2
     best: TargetOption | None = None
     for tp in TP_SIZES:
         if model.tp_problem(tp):
             continue  # the model's heads do not split over that many GPUs
         d = Deployment(model, hw, dtype, kv_dtype or default_kv_dtype(dtype), tp=tp)
-        most = d.kv_sequences(input_tokens + output_tokens, utilization)
+        most = _room(d, input_tokens + output_tokens, utilization, free_share)
         if most < 1:
             continue
         reached, batch = _smallest_batch(d, target, mid, eff, most)
@@ -188,7 +196,8 @@ def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None
 
 def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], formats: list[str], kv_dtype: str | None,
                             input_tokens: int, output_tokens: int, eff: Efficiency, utilization: float,
-                            target: float, tp_sizes: tuple[int, ...] = TP_SIZES) -> TargetOption | None:
+                            target: float, free_share: float | None = None, tp_sizes: tuple[int, ...] = TP_SIZES
+                            ) -> TargetOption | None:
     """The fastest batch-1 stream over ``hardware`` × ``formats`` × ``tp_sizes`` whose cache fits one sequence;
     not over several GPUs whose link is unknown (their communication would be left out: a speed not earned)."""
     mid = round(input_tokens + output_tokens / 2)
@@ -203,7 +212,7 @@ def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], form
                 d = Deployment(model, hw, fmt, kv_dtype or default_kv_dtype(fmt), tp=tp)
                 if not communication(d, 1).counted:
                     continue
-                most = d.kv_sequences(input_tokens + output_tokens, utilization)
+                most = _room(d, input_tokens + output_tokens, utilization, free_share)
                 speed = 1 / decode_step_s(d, 1, mid, eff)
                 if most >= 1 and (best is None or speed > best.batch1_tok_s):
                     best = TargetOption(d, speed >= target, 1, speed, speed, speed, most)
@@ -212,9 +221,11 @@ def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], form
 
 def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], dtypes: list[str] | None = None,
                  kv_dtype: str | None = None, input_tokens: int = 1000, output_tokens: int = 1000,
-                 efficiency: Efficiency | None = None, gpu_memory_utilization: float = 0.9) -> TargetAnswer:
+                 efficiency: Efficiency | None = None, gpu_memory_utilization: float = 0.9, *,
+                 kv_free_fraction: float | None = None) -> TargetAnswer:
     """Which hardware × weight format × GPUs × batch reach ``target`` tok/s, per request and in aggregate.
-    ``kv_dtype`` None: each format's default (`default_kv_dtype`)."""
+    ``kv_dtype`` None: each format's default (`default_kv_dtype`); ``kv_free_fraction``: each deployment's KV
+    cache takes that share of the memory its weights leave, instead of ``gpu_memory_utilization`` of the whole."""
     if target <= 0:
         raise ConfigError(f"--target must be positive (got {target})")
     eff = efficiency or Efficiency()
@@ -232,12 +243,13 @@ def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], 
             continue
         for fmt in formats:
             option = _option(model, hw, fmt, kv_dtype, target, input_tokens, output_tokens, eff,
-                             gpu_memory_utilization)
+                             gpu_memory_utilization, kv_free_fraction)
             if option is not None:
                 options.append(option)
     options.sort(key=lambda o: (not o.reached, o.deployment.gpus if o.reached else 0, o.batch if o.reached else 0,
                                 -o.aggregate_tok_s))
-    args = (model, hardware, formats, kv_dtype, input_tokens, output_tokens, eff, gpu_memory_utilization, target)
+    args = (model, hardware, formats, kv_dtype, input_tokens, output_tokens, eff, gpu_memory_utilization, target,
+            kv_free_fraction)
     best, one = _fastest_single_request(*args), _fastest_single_request(*args, tp_sizes=(1,))
     return TargetAnswer(target, model, input_tokens, output_tokens, eff, needed, best, options, one,
                         published_per_user())
