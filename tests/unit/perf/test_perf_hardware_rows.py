@@ -161,3 +161,13 @@ def test_the_gh200_is_its_hopper_gpu_with_96_gb_of_hbm3() -> None:
     model = resolve_model("llama-3.1-70b")
     room = {hw.name: Deployment(model, hw, "fp8", "fp8").kv_budget_bytes() / 2**30 for hw in (gh200, h100)}
     assert 16 < room["GH200"] < 17.5 and 2 < room["H100-SXM"] < 2.7
+
+
+def test_the_a100s_measured_gemm_share_scales_the_compute_efficiencies() -> None:
+    """Azure's cuBLASLt figure (256.5 of 312 fp16 TFLOPS at 16,384³, the method of its GB200 figure): 0.822 of the
+    datasheet against the fit GPUs' 0.693, so the compute efficiencies count 1.19 of themselves on an A100."""
+    for name in ("A100-80GB-SXM", "A100-40GB-SXM"):
+        a100 = resolve_hardware(name)
+        assert a100.gemm_fraction == 0.822 and "256.5" in a100.note
+        d = Deployment(resolve_model("llama-3.1-8b"), a100, "fp16", "fp16")
+        assert d.compute_scale == pytest.approx(0.822 / 0.693)
