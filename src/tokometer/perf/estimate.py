@@ -128,10 +128,10 @@ class Estimate:
     max_load: MaxLoad | None = None
     """Expected steady state at maximum load (None: the memory size is unknown)."""
     efficiency_source: str = "typical"
+    """Where ``efficiency`` comes from: ``typical``, ``given``, or a calibration (`tokometer.perf.calibrate`)."""
     kv_free_fraction: float | None = None
     """The KV cache's share of the memory left after the weights (TensorRT-LLM's rule), when that sized it:
-    ``gpu_memory_utilization`` is then its equivalent share of the whole (`Deployment.utilization_for_free_share`)."""
-    """Where ``efficiency`` comes from: ``typical``, ``given``, or a calibration (`tokometer.perf.calibrate`)."""
+    ``gpu_memory_utilization`` is then its equivalent share of the whole (`Deployment.kv_memory_share`)."""
     chunked_prefill: bool = True
     """The closed loop's prompts ride in the decode steps (else they are prefilled in steps of their own)."""
     step_tokens: int = STEP_TOKENS

@@ -75,7 +75,7 @@ class EstimateSpec:
     kv_free_fraction: float | None = None
     """The KV cache's share of the memory left after the weights and the reserve (``--kv-free-fraction``,
     TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction``), instead of ``gpu_memory_utilization``'s share of the
-    whole: each deployment turns it into its equivalent (`Deployment.utilization_for_free_share`)."""
+    whole: each deployment turns it into its equivalent (`Deployment.kv_memory_share`)."""
     efficiency: Efficiency | None = None
     """None: the hardware's stored calibration (`tokometer.perf.calibrate`) if it has one, else typical."""
     efficiency_overrides: Mapping[str, float] = field(default_factory=dict)
@@ -148,17 +148,10 @@ def run_estimate(spec: EstimateSpec) -> Estimate:
     """The limits of ``spec``'s deployment (model and hardware required) at each of its batch sizes."""
     d, batches, efficiency, source = estimate_inputs(spec)
     return replace(estimate(d, batches, spec.input_tokens, spec.output_tokens, efficiency,
-                            memory_share(spec, d), chunked_prefill=spec.chunked_prefill,
+                            d.kv_memory_share(spec.gpu_memory_utilization, spec.kv_free_fraction),
+                            chunked_prefill=spec.chunked_prefill,
                             step_tokens=spec.step_tokens, max_batch=spec.max_batch), efficiency_source=source,
                    kv_free_fraction=spec.kv_free_fraction)
-
-
-def memory_share(spec: EstimateSpec, d: Deployment) -> float:
-    """The share of ``d``'s memory for weights and KV cache that ``spec`` asks for: its ``gpu_memory_utilization``,
-    or the equivalent of its ``kv_free_fraction`` of the memory left after the weights."""
-    if spec.kv_free_fraction is None:
-        return spec.gpu_memory_utilization
-    return d.utilization_for_free_share(spec.kv_free_fraction)
 
 
 def run_target(spec: EstimateSpec, target: float) -> TargetAnswer:

@@ -380,6 +380,11 @@ class Deployment:
             raise ConfigError(f"{self.hardware.name} has no memory size: add memory_gb in the hardware file")
         return int(memory * gpu_memory_utilization)
 
+    def kv_memory_share(self, gpu_memory_utilization: float, free_share: float | None = None) -> float:
+        """The share of the whole memory for weights and KV cache: ``gpu_memory_utilization`` (vLLM's rule), or with
+        ``free_share`` the equivalent of TensorRT-LLM's rule (`utilization_for_free_share`)."""
+        return gpu_memory_utilization if free_share is None else self.utilization_for_free_share(free_share)
+
     def utilization_for_free_share(self, share: float, reserve_gib: float = ACTIVATION_RESERVE_GIB) -> float:
         """The ``gpu_memory_utilization`` (a share of the whole memory, vLLM's rule) that gives the KV cache ``share``
         of the memory left free after the weights and the activation reserve, as TensorRT-LLM sizes it (its

@@ -164,13 +164,6 @@ def _smallest_batch(d: Deployment, target: float, mid: float, eff: Efficiency, m
     return True, low
 
 
-def _room(d: Deployment, tokens: int, utilization: float, free_share: float | None) -> int:
-    """Sequences of ``tokens`` whose caches fit on ``d``: at ``utilization`` of the memory, or with ``free_share``
-    of what the weights leave (TensorRT-LLM's rule, `Deployment.utilization_for_free_share`)."""
-    share = utilization if free_share is None else d.utilization_for_free_share(free_share)
-    return d.kv_sequences(tokens, share)
-
-
 def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None, target: float, input_tokens: int,
             output_tokens: int, eff: Efficiency, utilization: float, free_share: float | None = None
             ) -> TargetOption | None:
@@ -180,7 +173,7 @@ def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None
         if model.tp_problem(tp):
             continue  # the model's heads do not split over that many GPUs
         d = Deployment(model, hw, dtype, kv_dtype or default_kv_dtype(dtype), tp=tp)
-        most = _room(d, input_tokens + output_tokens, utilization, free_share)
+        most = d.kv_sequences(input_tokens + output_tokens, d.kv_memory_share(utilization, free_share))
         if most < 1:
             continue
         reached, batch = _smallest_batch(d, target, mid, eff, most)
@@ -212,7 +205,7 @@ def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], form
                 d = Deployment(model, hw, fmt, kv_dtype or default_kv_dtype(fmt), tp=tp)
                 if not communication(d, 1).counted:
                     continue
-                most = _room(d, input_tokens + output_tokens, utilization, free_share)
+                most = d.kv_sequences(input_tokens + output_tokens, d.kv_memory_share(utilization, free_share))
                 speed = 1 / decode_step_s(d, 1, mid, eff)
                 if most >= 1 and (best is None or speed > best.batch1_tok_s):
                     best = TargetOption(d, speed >= target, 1, speed, speed, speed, most)
