@@ -74,7 +74,9 @@ _KV_ROOM = ("the KV cache is tight beside the weights: the engine gives it 95 % 
             "Llama 3.1 70B in fp8 on one 80 GB H100 holds 7 sequences of 128 → 2048 by the estimate's rule, 29 by "
             "the engine's)")
 _MIXTRAL = "one shape (128 → 4096) too fast, at the largest batch the KV cache holds"
-_VLLM_2024 = "vLLM on ROCm in 2024, with its own batch cap: far below the efficiencies of TensorRT-LLM on Hopper"
+_VLLM_2024 = ("vLLM on ROCm in 2024, with its own batch cap (vLLM's default 256 sequences still leaves it 49-69 % "
+              "too fast): far below the efficiencies of TensorRT-LLM on Hopper, even at AMD's measured GEMM share "
+              "(0.487 of the datasheet)")
 _NIM_MANY = ("at 100 users and more the engine holds fewer sequences than users (its TTFT jumps: requests queue for "
              "a batch slot its profile does not state) and the host's per-request work grows; the estimate puts "
              "every user in the batch: too fast, most for the 8B at 200 → 200")

@@ -171,3 +171,23 @@ def test_the_a100s_measured_gemm_share_scales_the_compute_efficiencies() -> None
         assert a100.gemm_fraction == 0.822 and "256.5" in a100.note
         d = Deployment(resolve_model("llama-3.1-8b"), a100, "fp16", "fp16")
         assert d.compute_scale == pytest.approx(0.822 / 0.693)
+
+
+def test_amds_max_achievable_fp8_gemm_scales_the_compute_efficiencies_on_mi300x_and_mi325x() -> None:
+    """AMD's own max-achievable fp8 GEMM (hipBLASLt: 1,273 of 2,614.9 TFLOPS on an MI300X, 1,519 on an MI325X) is
+    0.487 and 0.581 of the datasheet against the fit GPUs' 0.693: the compute efficiencies count 0.70 and 0.84 of
+    themselves there, so a compute-bound prefill takes 1 / 0.70 as long; the bandwidth-bound decode is unchanged."""
+    from tokometer.perf.roofline import FIT_GEMM_FRACTION, Efficiency, decode_step_s, prefill_s
+
+    eff = Efficiency(layer_overhead_s=0)  # the fixed cost a layer is the same whatever the GEMM share
+    model = resolve_model("llama-3.1-70b")
+    for name, measured, share in (("MI300X", "1,273", 0.487), ("MI325X", "1,519", 0.581)):
+        hw = resolve_hardware(name)
+        assert hw.gemm_fraction == share and measured in hw.note and "Max-Achievable" in hw.note
+        assert hw.gemm_fraction == pytest.approx(float(measured.replace(",", "")) / (hw.fp8_tflops or 0), abs=1e-3)
+        d = Deployment(model, hw, "fp8", "fp8")  # one GPU: no all-reduce beside the matmuls
+        plain = Deployment(model, replace(hw, gemm_fraction=None), "fp8", "fp8")
+        assert d.compute_scale == pytest.approx(share / FIT_GEMM_FRACTION)
+        assert prefill_s(d, 4000, 0, eff) == pytest.approx(prefill_s(plain, 4000, 0, eff) / d.compute_scale)
+        assert decode_step_s(d, 1, 0, eff) == pytest.approx(decode_step_s(plain, 1, 0, eff))
+    assert resolve_hardware("MI355X").gemm_fraction is None  # no measured figure published: the efficiencies whole
