@@ -215,7 +215,7 @@ class Estimate:
                            "decode_compute": self.efficiency.decode_compute,
                            "layer_overhead_s": self.efficiency.layer_overhead_s,
                            "expert_half_width": self.efficiency.expert_half_width,
-                           "expert_share": self.efficiency.expert_share(d.model.routed_expert_width),
+                           "expert_share": self.efficiency.expert_share(d.expert_gemm_width),
                            "compute_scale": d.compute_scale,
                            "source": self.efficiency_source},
             "weight_bytes": d.weight_bytes, "weight_bytes_per_gpu": d.weight_bytes_per_gpu,

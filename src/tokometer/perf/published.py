@@ -25,9 +25,13 @@ Each row has a ``split``, set when the row was added and never moved after an er
   and NVIDIA NIM's fixed-concurrency tables (Llama 3.1 8B and Llama 3.3 70B on H100). No constant is chosen on them:
   they say how far the estimate is from figures it was not fitted to.
 
-The perf overview runs its mixtures of experts with ``--ep`` and an ``enable_attention_dp`` nested in its
-``cuda_graph_config`` (where the LLM API does not read it): the rows take neither, as the page states no
-expert-parallel size and the attention's data parallelism is not what its command line sets.
+The perf overview runs its mixtures of experts with ``--ep $ep_size`` (a size it does not state) and an
+``enable_attention_dp`` nested in its ``cuda_graph_config`` (where the LLM API does not read it): its MoE rows
+over 2-8 GPUs take whole experts on each GPU (``expert_parallel`` column: ``--ep`` as the TP size; read so
+because, with each GPU's grouped GEMM counted at the width it multiplies, the fit split prefers it, 80 of 89
+within the aim against 77 with each expert split), and no attention data parallelism. The release-0.17 table's
+engines were built without an expert-parallel size, so TensorRT-LLM's default mapping splits each expert over
+the TP GPUs (MoE tensor parallelism): its Mixtral rows take that, the estimate's default.
 """
 
 from __future__ import annotations
@@ -56,13 +60,14 @@ _TP_COMM = ("over 4 or 8 GPUs: the all-reduce is counted at the link share nccl-
             "with TP and the engine's share of peak with them (the fit set is TP 1-2 on NVLink): the estimate is "
             "too fast, most on long answers at large batches, most on the H100")
 _BLACKWELL = ("B200 and GB200 in NVFP4: with the compute efficiencies scaled by their measured GEMM share "
-              "(`Deployment.compute_scale`, 0.79) still too fast by a median 10-25 %, most on long answers at large "
+              "(`Deployment.compute_scale`, 0.79) still too fast by a median 14-25 %, most on long answers at large "
               "batches and in NVFP4 prefill; the same engine, format and model on an RTX PRO 6000 (fit split) land "
-              "within ±11 %")
-_MOE = ("mixture of experts: the grouped expert GEMMs' efficiency was chosen on Qwen3-30B-A3B's narrow experts on "
-        "one RTX PRO 6000 (fit split) and scaled by the experts' width; the Llama 4 models, with few wide experts "
-        "and one a token, run further below it, most on the 80 GB H100, where the published figures scale with the "
-        "KV room as if the step did not grow with the batch")
+              "within ±14 %")
+_MOE = ("mixture of experts: the grouped expert GEMMs' efficiency was chosen on Qwen3-30B-A3B's narrow experts over "
+        "1-8 RTX PRO 6000s (fit split) and scaled by the width one GPU multiplies; the Llama 4 models, with few wide "
+        "experts and one a token (whole experts on each GPU, as the page's --ep is read), run further below it, "
+        "most on the 80 GB H100, where the published figures scale with the KV room as if the step did not grow "
+        "with the batch")
 _SMALL_MOE = ("Qwen3-30B-A3B: the B200 and GB200 run it at 1.4-3 × one RTX PRO 6000's speed (fit split) where their "
               "bandwidth and FLOP/s are 4.5 ×: the engine's own per-step and per-token work, not the GPU, bounds "
               "this 3 B-active model there (most at 128 → 128), and the GB200's Grace host is slower still")
@@ -85,10 +90,10 @@ _PCIE_TP = ("L40S over 4 or 8 GPUs: no NVLink, the all-reduces cross PCIe 4.0 (a
             "GPUs' switches); counted at the link's whole one-way figure they cost far less than the published "
             "steps show: too fast by 22-85 %, growing with the GPUs (no measured PCIe all-reduce on these cards was "
             "found to count instead)")
-_MOE_TP = ("Mixtral over 2-8 GPUs: the 0.17 engine splits each expert over the TP GPUs (its MoE tensor parallelism), "
-           "so each GPU's expert GEMMs are 1/TP of the expert's width (14,336 / 8 = 1,792 for 8x7B over 8), while the "
-           "estimate takes the grouped GEMMs' efficiency at the whole expert's width (`Efficiency.expert_share`): "
-           "too fast, more with each doubling of TP (+10 % over 2 H200s, +37 % over 8)")
+_MOE_TP = ("Mixtral over 2-8 GPUs, each expert split over them (the 0.17 engine's MoE tensor parallelism; the "
+           "grouped GEMMs counted at 1/TP of the expert's width, `Deployment.expert_gemm_width`): within ±15 % over "
+           "2-4 H200s and A100s, still too fast on long answers at large batches over the 80 GB H100 and over 8 GPUs "
+           "(+12 to +31 %), as the dense models over 4-8 GPUs")
 
 KNOWN_MISSES: dict[str, str] = {
     "llama-3.3-70b B200 TP1 nvfp4": _BLACKWELL, "llama-3.3-70b GB200 TP1 nvfp4": _BLACKWELL,
@@ -113,14 +118,14 @@ KNOWN_MISSES: dict[str, str] = {
     "llama-3.1-70b A100-80GB-SXM TP2 fp16": _KV_ROOM,
     "llama-3.1-70b L40S TP4 fp8": _PCIE_TP, "llama-3.1-70b L40S TP8 fp8": _PCIE_TP,
     "llama-3.1-70b A100-80GB-SXM TP8 fp16": _TP_COMM,
-    "mixtral-8x7b H200-SXM TP2 fp8": _MOE_TP, "mixtral-8x7b H100-SXM TP2 fp8": _MOE_TP,
-    "mixtral-8x7b A100-80GB-SXM TP2 fp16": _KV_ROOM, "mixtral-8x7b A100-80GB-SXM TP4 fp16": _MOE_TP,
-    "mixtral-8x7b H200-SXM TP4 fp8": _MOE_TP, "mixtral-8x7b H100-SXM TP4 fp8": _MOE_TP,
+    "mixtral-8x7b H100-SXM TP2 fp8": _MOE_TP,
+    "mixtral-8x7b A100-80GB-SXM TP2 fp16": _KV_ROOM,
+    "mixtral-8x7b H100-SXM TP4 fp8": _MOE_TP,
     "mixtral-8x7b L40S TP4 fp8": f"{_PCIE_TP}; {_MOE_TP}",
     "mixtral-8x7b H200-SXM TP8 fp8": _MOE_TP, "mixtral-8x7b H100-SXM TP8 fp8": _MOE_TP,
-    "mixtral-8x7b L40S TP8 fp8": f"{_PCIE_TP}; {_MOE_TP}", "mixtral-8x7b A100-80GB-SXM TP8 fp16": _MOE_TP,
-    "mixtral-8x22b H200-SXM TP8 fp8": _MOE_TP, "mixtral-8x22b H100-SXM TP8 fp8": _MOE_TP,
-    "mixtral-8x22b A100-80GB-SXM TP8 fp16": _MOE_TP,
+    "mixtral-8x7b L40S TP8 fp8": f"{_PCIE_TP}; {_MOE_TP}",
+    "mixtral-8x22b H100-SXM TP8 fp8": _MOE_TP,
+    "mixtral-8x22b A100-80GB-SXM TP8 fp16": "one shape (128 → 128) 16 % too slow over 8 A100s in fp16, the rest within",
 }
 """Held-out deployments with at least one figure outside `HELD_OUT_AIM`, and the likely reason, by
 `PublishedFigure.group` (docs/commands/estimate.md lists them; the test checks the list is neither short
@@ -144,6 +149,10 @@ class PublishedFigure:
     """``fit`` or ``held-out`` (module docstring)."""
     concurrency: int | None = None
     """Users in a closed loop (NIM's tables: `closed_loop`'s aggregate); None: throughput at maximum load."""
+    expert_parallel: bool = False
+    """The engine ran the mixture of experts with whole experts on each GPU (``expert_parallel`` column ``yes``):
+    TensorRT-LLM's perf overview runs its MoE rows with ``--ep`` (taken as the TP size: the page states no other);
+    its release-0.17 engines split each expert over the TP GPUs, the engine's default mapping."""
 
     @property
     def group(self) -> str:
@@ -157,7 +166,8 @@ class PublishedFigure:
         (its chunked attention applies to prompts only: its "Long Sequences" page), so Llama 4's chunks are
         full layers there (`Deployment.full_window_cache`)."""
         return Deployment(resolve_model(self.model), resolve_hardware(self.hardware), self.weight_dtype,
-                          self.kv_dtype, tp=self.tp, full_window_cache="TensorRT-LLM" in self.engine)
+                          self.kv_dtype, tp=self.tp, expert_parallel=self.expert_parallel,
+                          full_window_cache="TensorRT-LLM" in self.engine)
 
 
 @dataclass(frozen=True)
@@ -209,7 +219,8 @@ def published_figures(split: str | None = None) -> list[PublishedFigure]:
                             input_tokens=int(row["input_tokens"]), output_tokens=int(row["output_tokens"]),
                             output_tok_s=float(row["output_tok_s"]), engine=row["engine"], source=row["source"],
                             note=row["note"], split=row["split"],
-                            concurrency=int(row["concurrency"]) if row.get("concurrency") else None)
+                            concurrency=int(row["concurrency"]) if row.get("concurrency") else None,
+                            expert_parallel=row.get("expert_parallel") == "yes")
             for row in csv.DictReader(io.StringIO(text))
             if split is None or row["split"] == split]
 

@@ -46,7 +46,7 @@ def _efficiency_line(e: Estimate) -> str:
         overhead += (f", FLOP/s shares × {scale:.2f} on {hw.name} (its dense GEMM sustains {hw.gemm_fraction:.0%} "
                      f"of its datasheet, the fit's GPUs {FIT_GEMM_FRACTION:.0%})")
     if e.deployment.model.is_moe and f.expert_half_width:
-        share = f.expert_share(e.deployment.model.routed_expert_width)
+        share = f.expert_share(e.deployment.expert_gemm_width)
         overhead += f", routed experts' matmuls at {share:.0%} of that"
     return (f"bound → expected: expected at {f.decode_bandwidth:.0%} of peak bandwidth in decode, "
             f"{f.prefill_compute:.0%} of peak FLOP/s in prefill,\n  {f.decode_compute:.0%} in compute-bound decode"

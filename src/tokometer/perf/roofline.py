@@ -37,9 +37,10 @@ The matmuls move their activations as well as their weights: each GEMM reads its
 (2 B an element), which at a large batch of a small model (a mixture of experts with k = 8 routed experts a
 token) is as many bytes as the weights. The routed experts of a mixture of experts run as one grouped GEMM
 whose rows, each expert's tokens, are padded to the kernel's tile (`tokometer.perf.groupedgemm`) and which
-reaches a share of the dense matmuls' efficiency that grows with the experts' width (`Efficiency.expert_share`:
-w / (w + `Efficiency.expert_half_width`)): their FLOPs count as 2 × M_e / E × padded rows / share instead of
-2 × k × M_e / E per token (`expert_extra_flops`).
+reaches a share of the dense matmuls' efficiency that grows with the width it multiplies on one GPU
+(`Efficiency.expert_share`: w / (w + `Efficiency.expert_half_width`), w the experts' intermediate size, / TP
+when each expert is split over the TP GPUs: `Deployment.expert_gemm_width`): their FLOPs count as
+2 × M_e / E × padded rows / share instead of 2 × k × M_e / E per token (`expert_extra_flops`).
 
 The matmuls and the attention are separate kernels run one after the other in every layer, so each is its
 own roofline and their times add: at a small batch both are bandwidth bound and the sum is the memory time
@@ -161,7 +162,7 @@ class Efficiency:
     decode_bandwidth: float = 0.825
     prefill_compute: float = 0.55
     decode_compute: float = 0.45
-    layer_overhead_s: float = 50e-6
+    layer_overhead_s: float = 40e-6
     """Fixed time per layer of every step, whatever its size: the launch and tail of the layer's kernels and
     the barriers between them (0 in the bound)."""
     expert_half_width: float = 1024.0
@@ -431,6 +432,14 @@ class Deployment:
         budget = self.kv_budget_bytes(gpu_memory_utilization, reserve_gib)
         return max(0, int(budget // self.kv_bytes_per_sequence_per_gpu(max(1, tokens))))
 
+    @property
+    def expert_gemm_width(self) -> float:
+        """The width (intermediate size) of the routed experts' grouped GEMM on one GPU: each expert split TP
+        ways (the default) multiplies 1/TP of its width there; whole experts (``expert_parallel``) their whole
+        width. `Efficiency.expert_share` is taken at it."""
+        width = self.model.routed_expert_width
+        return width if self.expert_parallel else width / self.tp
+
     def describe(self) -> str:
         parallel = f", TP {self.tp}" if self.tp > 1 else ""
         parallel += f", PP {self.pp}" if self.pp > 1 else ""
@@ -534,13 +543,14 @@ def expert_extra_flops(d: Deployment, tokens: float, eff: Efficiency) -> float:
     """FLOPs a step over ``tokens`` tokens adds to the dense count of its routed experts' matmuls (2 × M_e per
     token, M_e = one token's k experts' parameters), as dense-efficiency FLOPs: the grouped GEMM's rows padded
     to its tile (`tokometer.perf.groupedgemm`) at `Efficiency.expert_share` of the dense efficiency for the
-    experts' width. 0 for a dense model, an empty step, or in the bound (`BOUND`: no kernel's padding)."""
+    width each GPU multiplies (`Deployment.expert_gemm_width`). 0 for a dense model, an empty step, or in the
+    bound (`BOUND`: no kernel's padding)."""
     m = d.model
     if not m.is_moe or tokens <= 0 or eff == BOUND:
         return 0.0
     per_expert = m.expert_params / m.experts
     padded = padded_expert_rows(tokens, m.experts, m.experts_per_token)
-    return 2 * per_expert * (padded / eff.expert_share(m.routed_expert_width) - m.experts_per_token * tokens)
+    return 2 * per_expert * (padded / eff.expert_share(d.expert_gemm_width) - m.experts_per_token * tokens)
 
 
 def _scale(d: Deployment, eff: Efficiency) -> float:

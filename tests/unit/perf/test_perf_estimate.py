@@ -24,8 +24,8 @@ def test_batch_table() -> None:
     assert one.context_tokens == 1500
     assert one.step_bound_s == pytest.approx((16.06e9 + ACTIVATIONS + 1500 * 131_072) / 3350e9)
     assert one.per_request_bound_tok_s == pytest.approx(206.01, abs=0.01)
-    # expected: at 82.5 % of the bandwidth, plus the fixed 50 µs of each of the 32 layers
-    assert one.step_expected_s == pytest.approx(one.step_bound_s / 0.825 + 32 * 50e-6)
+    # expected: at 82.5 % of the bandwidth, plus the fixed 40 µs of each of the 32 layers
+    assert one.step_expected_s == pytest.approx(one.step_bound_s / 0.825 + 32 * 40e-6)
     assert eight.decode_only_bound_tok_s == pytest.approx(8 / ((16.06e9 + 8 * ACTIVATIONS + 12_000 * 131_072) / 3350e9))
     # with prompts arriving (closed loop) the aggregate is below decode only, and B × O / the user cycle
     loop = eight.closed_bound
@@ -49,10 +49,10 @@ def test_compute_bound_rows_and_overridden_efficiency() -> None:
     assert row.limiter == "compute"
     # the matmuls, 2 × 7,504,663,424 × 512 FLOPs at 40 % of 989 TFLOP/s, then the attention, which reads its
     # 512 × 15 cached tokens × 131,072 B at 80 % of 3.35 TB/s (its 524,288 FLOPs a pair are far fewer), and
-    # the fixed 50 µs of each of the 32 layers (the matmuls' bytes, 16.06e9 + 512 × 4.46e6, take 6.8 ms: fewer)
+    # the fixed 40 µs of each of the 32 layers (the matmuls' bytes, 16.06e9 + 512 × 4.46e6, take 6.8 ms: fewer)
     assert (16.06e9 + 512 * ACTIVATIONS) / (0.8 * 3350e9) < 2 * 7_504_663_424 * 512 / (0.4 * 989e12)
     assert row.step_expected_s == pytest.approx(2 * 7_504_663_424 * 512 / (0.4 * 989e12)
-                                                + 7680 * 131_072 / (0.8 * 3350e9) + 32 * 50e-6)
+                                                + 7680 * 131_072 / (0.8 * 3350e9) + 32 * 40e-6)
 
 
 def test_explain_writes_the_arithmetic() -> None:

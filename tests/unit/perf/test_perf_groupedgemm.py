@@ -81,3 +81,26 @@ def test_the_experts_share_of_the_dense_efficiency_grows_with_their_width() -> N
     assert expert_extra_flops(Deployment(resolve_model("llama-3.1-8b"), resolve_hardware("B200")), 512, typical) == 0
     # so a compute-bound step of narrow experts is slower than its dense count says
     assert decode_step_s(d, 4096, 0, typical) > decode_step_s(d, 4096, 0, Efficiency(expert_half_width=0))
+
+
+def test_the_share_is_taken_at_the_width_one_gpu_multiplies() -> None:
+    """Each expert split over the TP GPUs (the default without --ep: TensorRT-LLM's release-0.17 engines, vLLM)
+    leaves each GPU's grouped GEMM 1/TP of the expert's width; whole experts on each GPU (--ep) keep it whole."""
+    typical, mixtral, h100 = Efficiency(), resolve_model("mixtral-8x7b"), resolve_hardware("H100-SXM")
+    one = Deployment(mixtral, h100, "fp8", "fp8")
+    split = Deployment(mixtral, h100, "fp8", "fp8", tp=8)
+    whole = Deployment(mixtral, h100, "fp8", "fp8", tp=8, expert_parallel=True)
+    assert (one.expert_gemm_width, split.expert_gemm_width, whole.expert_gemm_width) == (14_336, 1_792, 14_336)
+    assert typical.expert_share(split.expert_gemm_width) == pytest.approx(1_792 / 2_816)  # 64 %, not 93 %
+    per_expert = mixtral.expert_params / 8
+    for d in (one, split, whole):
+        extra = 2 * per_expert * (padded_expert_rows(2048, 8, 2) / typical.expert_share(d.expert_gemm_width)
+                                  - 2 * 2048)
+        assert expert_extra_flops(d, 2048, typical) == pytest.approx(extra)
+    assert expert_extra_flops(split, 2048, typical) > expert_extra_flops(whole, 2048, typical)
+    # the explanation says which width it took
+    from tokometer.perf import estimate
+    from tokometer.perf.explain import explain
+
+    text = explain(estimate(split, [64], 1000, 1000, typical))
+    assert "1,792 / (1,792 + 1,024) = 64%" in text and "1/8 of each expert" in text

@@ -86,9 +86,12 @@ def test_the_estimate_at_max_load_is_within_the_aim_on_the_fit_figures() -> None
     worst = max(hopper.items(), key=lambda kv: abs(kv[1]))
     assert len(hopper) == 40 and abs(worst[1]) <= 0.15, worst  # every Hopper fit figure within the aim
     # on the RTX PRO 6000 the dense model is within it everywhere; Qwen3-30B-A3B over 2-8 GPUs on PCIe is not
+    # (42 until 2026-12-05, when the experts' GEMM width per GPU and the page's --ep read as whole experts on
+    # each GPU moved the fit to 80 of 89: among the readings that count the width a GPU multiplies, the best)
     rtx = {k: e for k, e in errors.items() if "RTX" in k}
     assert all(abs(e) <= 0.15 for k, e in rtx.items() if "llama" in k)
-    assert sum(abs(e) <= 0.15 for e in rtx.values()) >= 42 and max(abs(e) for e in rtx.values()) <= 0.35
+    # (the worst: 38 % too slow at 2048 → 128 over 2 GPUs, the all-to-all of whole experts over PCIe; 35 % before)
+    assert sum(abs(e) <= 0.15 for e in rtx.values()) >= 40 and max(abs(e) for e in rtx.values()) <= 0.40
     assert statistics.median(abs(e) for e in errors.values()) <= 0.05
     # Not one-sided: the model neither always flatters nor always undersells.
     assert sum(e > 0 for e in errors.values()) >= 20 and sum(e < 0 for e in errors.values()) >= 20
@@ -116,12 +119,17 @@ def test_the_held_out_errors_as_they_stand() -> None:
     checked = compare_published(figures=published_figures("held-out"))
     errors = [abs(c.error) for c in checked]
     # 298: the rest of the release-0.17 table joined with 308 (2026-12-04); the A100's measured GEMM share,
-    # adopted after, brought its single-GPU figures within the aim and showed its 4-8 GPU ones too fast (-10)
-    assert sum(e <= HELD_OUT_AIM for e in errors) >= 298
-    assert statistics.median(errors) <= 0.15
-    # the 332 held out before the rest of the release-0.17 table joined (2026-12-04): 186 within the aim
+    # adopted after, brought its single-GPU figures within the aim and showed its 4-8 GPU ones too fast (-10).
+    # 335 (2026-12-05): each GPU's expert GEMM counted at the width it multiplies (1/TP of Mixtral's experts in
+    # the 0.17 engine) with the efficiencies chosen again on the fit split (40 µs a layer, was 50)
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 335
+    assert statistics.median(errors) <= 0.12
+    # the 332 held out before the rest of the release-0.17 table joined (2026-12-04): 186 within the aim until
+    # 2026-12-05, 176 since: the refit's 40 µs a layer (chosen on the fit split, not on these) speeds up every
+    # step, and the Llama 4 rows read with whole experts on each GPU run further from the fit; the count is the
+    # record as it stands, lowered with the model's change, not to pass a test
     earlier = [c for c in checked if "258c7540" not in c.figure.source or c.figure.group in _FIRST_RELEASE_ROWS]
-    assert len(earlier) == 332 and sum(abs(c.error) <= HELD_OUT_AIM for c in earlier) >= 186
+    assert len(earlier) == 332 and sum(abs(c.error) <= HELD_OUT_AIM for c in earlier) >= 176
     # The single-GPU dense figures on older cards are close (the 8B on L40S and, with the A100's measured GEMM
     # share, on A100 every one within the aim); the misses are multi-GPU, mixtures of experts and Blackwell.
     close = [c for c in checked if c.figure.group in ("llama-3.1-8b A100-80GB-SXM TP1 fp16",
@@ -130,8 +138,9 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # NIM's fixed-concurrency figures beside the closed loop: within the aim up to 50 users, every one
     loops = [c for c in checked if c.figure.concurrency]
     assert all(abs(c.error) <= HELD_OUT_AIM for c in loops if (c.figure.concurrency or 0) <= 50)
-    # (0.055 until the NVLink share of 2026-12-04 slowed the TP 2 loops' steps a little: +15 held-out figures)
-    assert statistics.median(abs(c.error) for c in loops) <= 0.058
+    # (0.055 until the NVLink share of 2026-12-04 slowed the TP 2 loops' steps a little: +15 held-out figures;
+    # 0.058 until the refit's 40 µs a layer of 2026-12-05 sped every step up a little)
+    assert statistics.median(abs(c.error) for c in loops) <= 0.059
 
 
 def test_prompt_heavy_shapes_are_bound_by_prefill_and_long_answers_by_bandwidth() -> None:
@@ -167,3 +176,15 @@ def test_the_reference_page_shows_the_errors_as_they_stand() -> None:
     page = (Path(__file__).resolve().parents[3] / "docs" / "reference" / "published-figures.md").read_text("utf-8")
     for name in SPLITS:
         assert summary(name, compare_published(figures=published_figures(name))) in page
+
+
+def test_the_moe_rows_run_with_the_parallelism_their_engine_ran() -> None:
+    """The newer perf overview runs its MoE rows with --ep (read as whole experts on each GPU, the reading the fit
+    split prefers); the release-0.17 engines were built with no expert-parallel size (each expert split)."""
+    figures = published_figures()
+    ep = [f for f in figures if f.expert_parallel]
+    assert len(ep) == 99 and sum(f.split == "fit" for f in ep) == 29
+    assert all("00f37686" in f.source and f.tp > 1 and f.deployment().expert_parallel for f in ep)
+    mixtral = [f for f in figures if f.model.startswith("mixtral") and f.tp > 1]
+    assert mixtral and not any(f.expert_parallel or f.deployment().expert_parallel for f in mixtral)
+    assert all(f.deployment().expert_gemm_width == 14_336 / f.tp for f in mixtral if f.model == "mixtral-8x7b")

@@ -57,7 +57,7 @@ def test_a_round_with_a_draft_cost_by_hand() -> None:
     assert row.per_request_tok_s == pytest.approx(2.7731 / (0.2 * plain + verify), rel=1e-4)
     # Bandwidth bound at batch 1: verifying 5 tokens costs one plain step (the weights are read once), so the
     # speed-up is E / (1 + k × cost) = 2.7731 / 1.2.
-    assert verify == pytest.approx(plain, rel=1e-3)
+    assert verify == pytest.approx(plain, rel=2e-3)  # the 5 tokens' activations and KV reads beside the weights
     assert row.speedup == pytest.approx(2.7731 / 1.2, rel=1e-3)
 
 
