@@ -10,9 +10,10 @@ and workers (4 GB on a CPU): without it,
 
 With it:
 
-- when the engine's leader exits for any reason, every other process in the group gets SIGKILL and
-  the reaper exits the way the leader did (the same status, or killed by the same signal, so the
-  caller's messages name the real cause);
+- when the engine's leader exits for any reason, every other process in the group gets SIGKILL, the
+  reaper waits until they have died (SIGKILL lands asynchronously; at most ``KILLED_WITHIN_S``), and
+  exits the way the leader did (the same status, or killed by the same signal, so the caller's messages
+  name the real cause): once the reaper is seen to have exited, its group is gone;
 - SIGTERM, SIGINT or SIGHUP (also what the kernel sends when tokometer dies: the reaper asks for
   SIGTERM as its parent-death signal) is passed on to the group; if the engine is still there
   ``GRACE_S`` later, the group gets SIGKILL.
@@ -27,16 +28,20 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from contextlib import suppress
 from types import FrameType
 
 GRACE_S = 10
+KILLED_WITHIN_S = 5.0
+"""How long the reaper waits for the group's SIGKILLed members to die before it exits anyway."""
 
 _ME = os.getpid()
 
 
-def _members() -> list[int]:
-    """Every other process in this process group (the reaper's own group)."""
+def _members(living: bool = False) -> list[int]:
+    """Every other process in this process group (the reaper's own group); ``living``: those not yet dead (a
+    zombie, waiting for its parent to reap it, has died)."""
     group = os.getpgid(0)
     found = []
     for name in os.listdir("/proc"):
@@ -48,9 +53,16 @@ def _members() -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
-        if len(fields) > 2 and int(fields[2]) == group:
+        if len(fields) > 2 and int(fields[2]) == group and not (living and fields[0] in (b"Z", b"X")):
             found.append(int(name))
     return found
+
+
+def _wait_others_dead(within_s: float) -> None:
+    """Until every other member of the group has died, or ``within_s`` has passed."""
+    deadline = time.monotonic() + within_s
+    while _members(living=True) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def _signal_others(sig: int) -> None:
@@ -82,6 +94,7 @@ def main(argv: list[str]) -> int:
         return 127
     code = child.wait()
     _signal_others(signal.SIGKILL)  # what the leader left behind: its engine core, its workers
+    _wait_others_dead(KILLED_WITHIN_S)
     if code < 0:  # leave the way the leader did, so the caller sees the same signal
         if -code not in (signal.SIGKILL, signal.SIGSTOP):
             signal.signal(-code, signal.SIG_DFL)

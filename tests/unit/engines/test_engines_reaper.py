@@ -39,6 +39,14 @@ def _gone(pids: list[int], within_s: float = 10) -> bool:
     return False
 
 
+def _running(pid: int) -> bool:
+    """Still running (a zombie, waiting for its parent to reap it, has died)."""
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _family(pid: int) -> tuple[int, list[int]]:
     """The engine's leader (the reaper's only child) and the leader's helpers."""
     deadline = time.monotonic() + 5
@@ -98,3 +106,26 @@ def test_a_sigkilled_tokometer_takes_the_whole_engine_along() -> None:
             parent.wait()
         if parent.stdout is not None:
             parent.stdout.close()
+
+
+def test_once_the_reaper_has_exited_its_group_is_dead() -> None:
+    """SIGKILL lands asynchronously, and a helper holding much memory takes a while to die after it (its pages are
+    freed on the way out: vLLM's workers hold gigabytes): the reaper waits for the helpers to die before it exits,
+    so a caller that sees the engine gone never finds one of them still running."""
+    big = f"{sys.executable} -c 'b = bytearray(1 << 30); import time; time.sleep(300)'"
+    engine = f"{big} & {big} & sleep 1; echo started; wait"
+    for _ in range(3):
+        process = EngineProcess(["sh", "-c", engine], "fake-vllm", reap=True)
+        try:
+            deadline = time.monotonic() + 20
+            while "started" not in process.log_tail() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            leader, helpers = _family(process.pid)
+            psutil.Process(leader).send_signal(signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while process.alive() and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert not process.alive()
+            assert not [p for p in helpers if _running(p)], "a helper still ran after the reaper exited"
+        finally:
+            process.stop(grace_s=1)
