@@ -88,7 +88,7 @@ _NIM_MANY = ("at 100 users and more the engine holds fewer sequences than users 
 
 _PCIE_TP = ("L40S over 4 or 8 GPUs: no NVLink, the all-reduces cross PCIe 4.0 (and the host bridge between the "
             "GPUs' switches); counted at the link's whole one-way figure they cost far less than the published "
-            "steps show: too fast by 22-85 %, growing with the GPUs (no measured PCIe all-reduce on these cards was "
+            "steps show: too fast by 19-80 %, growing with the GPUs (no measured PCIe all-reduce on these cards was "
             "found to count instead)")
 _MOE_TP = ("Mixtral over 2-8 GPUs, each expert split over them (the 0.17 engine's MoE tensor parallelism; the "
            "grouped GEMMs counted at 1/TP of the expert's width, `Deployment.expert_gemm_width`): within ±15 % over "
