@@ -198,7 +198,7 @@ def _decode_compute(d: Deployment, eff: Efficiency, batch: int, context: int) ->
              "and then the attention: each takes the larger of its bytes and its FLOPs, the step their sum."]
     if d.model.is_moe:
         extra, width = expert_extra_flops(d, batch, eff), d.expert_gemm_width
-        split = "" if d.expert_parallel or d.tp == 1 else f", 1/{d.tp} of each expert"
+        split = f", 1/{d.tp} of each expert" if width != d.model.routed_expert_width else ""
         lines.append(f"  Expected only: the routed experts run as one grouped GEMM whose rows, each expert's tokens, "
                      f"are padded to {EXPERT_TILE_ROWS}-row tiles, at {width:,.0f} / ({width:,.0f} + "
                      f"{eff.expert_half_width:,.0f}) = {eff.expert_share(width):.0%} of the dense matmuls' efficiency "
