@@ -1,6 +1,6 @@
 """Choose the typical efficiencies (`tokometer.perf.roofline.Efficiency`) on the fit split of the published figures.
 
-    python bench/fit_efficiencies.py            # the grid below: ~1 minute on one core
+    python bench/fit_efficiencies.py            # the grid below: a few minutes on one core
     python bench/fit_efficiencies.py --top 10
 
 Every combination of the grid is set beside the fit split only (`published_figures("fit")`: the held-out split is
@@ -20,7 +20,7 @@ from tokometer.perf.roofline import Efficiency
 
 GRID: dict[str, list[float]] = {
     "decode_bandwidth": [0.775, 0.8, 0.825, 0.85],
-    "prefill_compute": [0.525, 0.55, 0.575],
+    "prefill_compute": [0.525, 0.55, 0.575, 0.6],
     "decode_compute": [0.4, 0.45, 0.5],
     "layer_overhead_s": [40e-6, 50e-6, 60e-6],
     "expert_half_width": [512, 768, 1024, 1280, 1536, 2048],

@@ -10,11 +10,17 @@ whatever the weights' format):
                        of its link (half of ``link_gbs``, which sums both directions), at the share
                        of it a collective reaches (`link_share`):
                            all-reduce time = latency + 2 (TP − 1) / TP × S / (link / 2 × share)
-    expert parallel    (``--ep``) the MLP's all-reduce of each layer is replaced by an all-to-all pair:
-                       each GPU sends its T / TP tokens' activations to the GPUs holding their k experts
-                       (dispatch) and receives the results back (combine); (TP − 1) / TP of the k copies
-                       leave the GPU: each of the two moves T / TP × k × hidden × 2 B × (TP − 1) / TP
-                       over one direction of the link, plus its latency. The attention's all-reduce stays.
+    expert parallel    (``--ep``, whole experts on each GPU) with the attention tensor parallel: the same two
+                       all-reduces. After the attention's all-reduce every GPU holds every token of the step,
+                       so each runs its own experts on the tokens routed to them and the MLP's all-reduce sums
+                       the partial outputs, as a split expert's are summed: no token leaves its GPU before the
+                       experts. The engines move tokens to their experts' GPUs only with data-parallel
+                       attention (``--attention-dp``, below): vLLM's fused MoE uses its all-to-all kernels only
+                       when ``dp_size > 1`` (``FusedMoEParallelConfig.use_all2all_kernels``), TensorRT-LLM's
+                       gathers the tokens only with ``enable_attention_dp`` (its fused MoE's ``use_dp``).
+    attention data     (``--attention-dp``) each GPU runs the attention of its own sequences: no attention
+    parallel           all-reduce; each experts' layer gathers the step's tokens from every GPU before the
+                       experts and reduce-scatters the sums after (a ring's 2 (TP − 1) / TP × S in all).
 
 `COLLECTIVE_LATENCY_S` is the fixed cost of one collective whatever its size. A scale-up fabric (a link faster
 than PCIe 5.0 x16's `PCIE_LINK_GBS`: NVLink, Infinity Fabric, ICI) moves a collective's bytes at
@@ -78,9 +84,6 @@ class Parallel(Protocol):
     def tp(self) -> int: ...
 
     @property
-    def expert_parallel(self) -> bool: ...
-
-    @property
     def attention_dp(self) -> bool: ...
 
 
@@ -95,7 +98,8 @@ class Communication:
     """Half the hardware's ``link_gbs`` (bytes/s) at the share a collective reaches (`link_share`); None: no link
     figure (nothing is counted)."""
     kind: str
-    """``none`` (one GPU), ``all-reduce`` (tensor parallel) or ``all-reduce + all-to-all`` (expert parallel)."""
+    """``none`` (one GPU), ``all-reduce`` (tensor parallel, with or without expert parallelism) or ``all-gather +
+    reduce-scatter`` (attention data parallel)."""
 
     @property
     def counted(self) -> bool:
@@ -124,11 +128,9 @@ def communication(d: Parallel, tokens: float) -> Communication:
     m, tp = d.model, d.tp
     activations = tokens * m.hidden * ACTIVATION_BYTES
     ring = 2 * (tp - 1) / tp * activations
-    routed = tokens / tp * m.experts_per_token * m.hidden * ACTIVATION_BYTES * (tp - 1) / tp
     if d.attention_dp:  # no attention all-reduce; each experts' layer gathers every token and scatters the sums
         return Communication(tokens, 2 * m.layers, m.layers * ring, link, "all-gather + reduce-scatter")
-    if d.expert_parallel:
-        return Communication(tokens, 3 * m.layers, m.layers * (ring + 2 * routed), link, "all-reduce + all-to-all")
+    # tensor-parallel attention: every GPU holds every token, so whole experts (--ep) need no dispatch either
     return Communication(tokens, 2 * m.layers, 2 * m.layers * ring, link, "all-reduce")
 
 

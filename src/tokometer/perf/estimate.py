@@ -187,9 +187,10 @@ class Estimate:
                 "a PCIe link: its whole figure (chosen on the fit split)",
                 "assumption": "tensor parallel: 2 ring all-reduces of the step's tokens × hidden activations per "
                               "layer, 2 (TP − 1) / TP of the bytes over one direction of the link at link_share "
-                              "of it, plus the latency each; expert parallel: the MLP's all-reduce replaced by "
-                              "a dispatch and a combine all-to-all of the routed tokens; added to the step (not "
-                              "overlapped)"
+                              "of it, plus the latency each; expert parallel with tensor-parallel "
+                              "attention: the same (every GPU holds every token; the experts' sums are all-reduced); "
+                              "attention data parallel: an all-gather before and a reduce-scatter after each "
+                              "experts' layer, no attention all-reduce; added to the step (not overlapped)"
                               + ("" if counted else f"; NOT counted here: {d.hardware.name} has no link figure")}
 
     def to_json(self) -> dict[str, Any]:

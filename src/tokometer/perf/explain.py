@@ -273,9 +273,10 @@ def _communication(d: Deployment) -> str:
     if not c.counted:
         return (f"{split}; their communication is NOT counted: {d.hardware.name} has no link figure (give link_gbs "
                 "in a hardware file), so every step here is optimistic by its all-reduces.")
-    ep = (f"; expert parallel: the MLP's all-reduce is replaced by a dispatch and a combine all-to-all, each GPU "
-          f"sending its T / {d.tp} tokens × {d.model.experts_per_token} experts × {d.model.hidden:,} × "
-          f"{ACTIVATION_BYTES} B × ({d.tp} − 1) / {d.tp}" if d.expert_parallel else "")
+    ep = ("; expert parallel (whole experts on each GPU): after the attention's all-reduce every GPU holds every "
+          "token, so each runs its own experts on the tokens routed to them and the MLP's all-reduce sums their "
+          "outputs: the same two all-reduces, no dispatch (the engines move tokens to their experts only with "
+          "data-parallel attention, --attention-dp)" if d.expert_parallel else "")
     if d.attention_dp:
         split = (f"Attention data parallel over {d.tp} GPUs: each runs the attention of 1/{d.tp} of the sequences "
                  f"with every head and a whole copy of the weights outside the routed experts, which are split "

@@ -174,7 +174,8 @@ def _communication_line(e: Estimate) -> str:
         return (f"communication: NOT counted: {d.hardware.name} has no link figure (link_gbs in a hardware file); "
                 "the times are optimistic by the all-reduces")
     kind = communication(d, 1).kind
-    kind = {"all-reduce": "2 all-reduces a layer", "all-reduce + all-to-all": f"{kind} (expert parallel)",
+    kind = {"all-reduce": "2 all-reduces a layer" + (" (whole experts on each GPU: the same)" if d.expert_parallel
+                                                      else ""),
             "all-gather + reduce-scatter": f"{kind} a layer (attention data parallel)"}.get(kind, kind)
     return (f"communication counted in every step: {kind} of the step's bf16 activations over "
             f"{d.hardware.link_gbs or 0:,.6g} / 2 GB/s (one direction of the link) × "

@@ -95,10 +95,9 @@ no head copied (2 × L × h_kv × d × b / TP a token), and its engine rank sche
 the batch limit is each rank's, and the step's collectives are an all-gather of the tokens before each
 experts' layer and a reduce-scatter after, with no attention all-reduce.
 
-Tensor parallelism divides the work over TP GPUs; their communication (two all-reduces per layer, or
-with expert parallelism an all-reduce and the all-to-all pair that carries each token to its experts
-and back) is added to every step over the hardware's link (`tokometer.perf.collective`, where the
-assumptions are):
+Tensor parallelism divides the work over TP GPUs; their communication (two all-reduces per layer, with
+or without expert parallelism: every GPU holds every token after the attention's all-reduce) is added
+to every step over the hardware's link (`tokometer.perf.collective`, where the assumptions are):
 
     step = matmuls + attention + communication(tokens of the step) + L × e_layer
 
@@ -160,15 +159,15 @@ class Efficiency:
     median error, over a grid), never on a held-out figure."""
 
     decode_bandwidth: float = 0.825
-    prefill_compute: float = 0.55
+    prefill_compute: float = 0.575
     decode_compute: float = 0.45
     layer_overhead_s: float = 40e-6
     """Fixed time per layer of every step, whatever its size: the launch and tail of the layer's kernels and
     the barriers between them (0 in the bound)."""
-    expert_half_width: float = 1024.0
+    expert_half_width: float = 1280.0
     """The routed expert width (intermediate size) at which a mixture of experts' grouped expert GEMMs reach half
-    the dense matmuls' efficiency: an expert of width w reaches w / (w + this) of it (Qwen3-30B-A3B's 768: 43 %,
-    Mixtral's 14,336: 93 %), as a narrow GEMM's fixed costs per tile weigh more; 0: the dense efficiency."""
+    the dense matmuls' efficiency: an expert of width w reaches w / (w + this) of it (Qwen3-30B-A3B's 768: 38 %,
+    Mixtral's 14,336: 92 %), as a narrow GEMM's fixed costs per tile weigh more; 0: the dense efficiency."""
 
     def __post_init__(self) -> None:
         for name in ("decode_bandwidth", "prefill_compute", "decode_compute"):

@@ -51,14 +51,23 @@ def test_one_gpu_sends_nothing_and_hardware_without_a_link_figure_is_not_counted
     assert c.to_json()["counted"] is False
 
 
-def test_expert_parallel_replaces_the_mlp_all_reduce_with_dispatch_and_combine() -> None:
+def test_whole_experts_under_tensor_parallel_attention_send_what_split_experts_send() -> None:
+    # after the attention's all-reduce every GPU holds every token: each runs its own experts on the tokens
+    # routed to them and the MLP's all-reduce sums the outputs (vLLM's all-to-all kernels need dp_size > 1,
+    # TensorRT-LLM gathers tokens only with attention DP); nothing is dispatched, whatever k
     m = resolve_model("qwen3-235b-a22b")
-    ep = Deployment(m, resolve_hardware("H200"), "fp8", "fp8", tp=8, expert_parallel=True)
+    h = resolve_hardware("H200")
+    ep = Deployment(m, h, "fp8", "fp8", tp=8, expert_parallel=True)
+    split = Deployment(m, h, "fp8", "fp8", tp=8)
     c = communication(ep, 256)
-    ring = 2 * 7 / 8 * 256 * m.hidden * 2
-    routed = 256 / 8 * m.experts_per_token * m.hidden * 2 * 7 / 8
-    assert (c.kind, c.collectives) == ("all-reduce + all-to-all", 3 * m.layers)
-    assert c.bytes_per_gpu == pytest.approx(m.layers * (ring + 2 * routed))
+    assert (c.kind, c.collectives) == ("all-reduce", 2 * m.layers)
+    assert c.bytes_per_gpu == pytest.approx(2 * m.layers * 2 * 7 / 8 * 256 * m.hidden * 2)
+    assert c == communication(split, 256)
+    # data-parallel attention is what moves tokens to their experts: a gather before, a scatter after
+    dp = Deployment(m, h, "fp8", "fp8", tp=8, expert_parallel=True, attention_dp=True)
+    gathered = communication(dp, 256)
+    assert (gathered.kind, gathered.collectives) == ("all-gather + reduce-scatter", 2 * m.layers)
+    assert gathered.bytes_per_gpu == pytest.approx(c.bytes_per_gpu / 2)
 
 
 def test_a_scale_up_fabric_moves_a_collective_at_its_measured_share_and_pcie_at_its_whole_figure() -> None:

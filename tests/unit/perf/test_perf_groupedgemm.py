@@ -58,7 +58,7 @@ def test_no_tokens_no_rows_and_never_fewer_than_the_routings() -> None:
 
 def test_the_experts_share_of_the_dense_efficiency_grows_with_their_width() -> None:
     typical = Efficiency()
-    assert typical.expert_half_width == 1024
+    assert typical.expert_half_width == 1280
     qwen = resolve_model("qwen3-30b-a3b")
     assert resolve_model("mixtral-8x7b").routed_expert_width == 14_336
     assert qwen.routed_expert_width == 768  # its moe_intermediate_size
@@ -68,8 +68,8 @@ def test_the_experts_share_of_the_dense_efficiency_grows_with_their_width() -> N
     # layers have experts: Maverick's would be 4,090)
     unstated = replace(resolve_model("llama-4-maverick"), expert_width=0)
     assert unstated.routed_expert_width == pytest.approx(unstated.expert_params / 128 / 48 / (3 * 5120))
-    assert typical.expert_share(768) == pytest.approx(768 / 1792)  # 43 %
-    assert typical.expert_share(14_336) == pytest.approx(14_336 / 15_360)  # 93 %
+    assert typical.expert_share(768) == pytest.approx(768 / 2048)  # 38 %
+    assert typical.expert_share(14_336) == pytest.approx(14_336 / 15_616)  # 92 %
     assert Efficiency(expert_half_width=0).expert_share(768) == 1.0 and BOUND.expert_share(768) == 1.0
     # the extra FLOPs: the padded rows at that share, less the dense count
     d = Deployment(qwen, resolve_hardware("B200"), "nvfp4", "fp8")
@@ -91,7 +91,7 @@ def test_the_share_is_taken_at_the_width_one_gpu_multiplies() -> None:
     split = Deployment(mixtral, h100, "fp8", "fp8", tp=8)
     whole = Deployment(mixtral, h100, "fp8", "fp8", tp=8, expert_parallel=True)
     assert (one.expert_gemm_width, split.expert_gemm_width, whole.expert_gemm_width) == (14_336, 1_792, 14_336)
-    assert typical.expert_share(split.expert_gemm_width) == pytest.approx(1_792 / 2_816)  # 64 %, not 93 %
+    assert typical.expert_share(split.expert_gemm_width) == pytest.approx(1_792 / 3_072)  # 58 %, not 92 %
     per_expert = mixtral.expert_params / 8
     for d in (one, split, whole):
         extra = 2 * per_expert * (padded_expert_rows(2048, 8, 2) / typical.expert_share(d.expert_gemm_width)
@@ -103,4 +103,4 @@ def test_the_share_is_taken_at_the_width_one_gpu_multiplies() -> None:
     from tokometer.perf.explain import explain
 
     text = explain(estimate(split, [64], 1000, 1000, typical))
-    assert "1,792 / (1,792 + 1,024) = 64%" in text and "1/8 of each expert" in text
+    assert "1,792 / (1,792 + 1,280) = 58%" in text and "1/8 of each expert" in text

@@ -224,7 +224,11 @@ def test_whole_experts_per_gpu_wait_for_the_busiest_gpu() -> None:
     # batch 1: 4 touched experts, 0.5 a GPU on average; the busiest of 8 GPUs (16 experts each) holds more
     assert 1.0 < m.busiest_gpu_experts(1, 8) <= 4.0
     assert m.busiest_gpu_experts(1, 8) > m.expected_experts(1) / 8
-    assert decode_step_s(whole, 1, 0) > 1.3 * decode_step_s(split, 1, 0)
+    # what each GPU reads differs (10.4 GB on the busiest against 6.2), what it sends does not: after the
+    # attention's all-reduce every GPU holds every token, and the experts' sums are all-reduced either way
+    assert communication_s(whole, 1) == communication_s(split, 1) > 0
+    assert (decode_step_s(whole, 1, 0) - communication_s(whole, 1)
+            > 1.6 * (decode_step_s(split, 1, 0) - communication_s(split, 1)))
     # a large batch touches every expert on every GPU: the two agree
     assert m.busiest_gpu_experts(4096, 8) == pytest.approx(16)
     assert weight_bytes_read(whole, 4096) == pytest.approx(weight_bytes_read(split, 4096))

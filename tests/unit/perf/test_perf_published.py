@@ -87,11 +87,13 @@ def test_the_estimate_at_max_load_is_within_the_aim_on_the_fit_figures() -> None
     assert len(hopper) == 40 and abs(worst[1]) <= 0.15, worst  # every Hopper fit figure within the aim
     # on the RTX PRO 6000 the dense model is within it everywhere; Qwen3-30B-A3B over 2-8 GPUs on PCIe is not
     # (42 until 2026-12-05, when the experts' GEMM width per GPU and the page's --ep read as whole experts on
-    # each GPU moved the fit to 80 of 89: among the readings that count the width a GPU multiplies, the best)
+    # each GPU moved the fit to 80 of 89: among the readings that count the width a GPU multiplies, the best;
+    # 82 since whole experts send what split ones do, the experts' all-reduce, with the efficiencies chosen again)
     rtx = {k: e for k, e in errors.items() if "RTX" in k}
     assert all(abs(e) <= 0.15 for k, e in rtx.items() if "llama" in k)
-    # (the worst: 38 % too slow at 2048 → 128 over 2 GPUs, the all-to-all of whole experts over PCIe; 35 % before)
-    assert sum(abs(e) <= 0.15 for e in rtx.values()) >= 40 and max(abs(e) for e in rtx.values()) <= 0.40
+    # (the worst: 32 % too fast at 1000 → 2000 over 2 GPUs; 38 % too slow at 2048 → 128 there while whole experts
+    # were taken to be dispatched to their GPUs, an all-to-all of k copies of each token over PCIe)
+    assert sum(abs(e) <= 0.15 for e in rtx.values()) >= 42 and max(abs(e) for e in rtx.values()) <= 0.33
     assert statistics.median(abs(e) for e in errors.values()) <= 0.05
     # Not one-sided: the model neither always flatters nor always undersells.
     assert sum(e > 0 for e in errors.values()) >= 20 and sum(e < 0 for e in errors.values()) >= 20
@@ -122,14 +124,19 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # adopted after, brought its single-GPU figures within the aim and showed its 4-8 GPU ones too fast (-10).
     # 335 (2026-12-05): each GPU's expert GEMM counted at the width it multiplies (1/TP of Mixtral's experts in
     # the 0.17 engine) with the efficiencies chosen again on the fit split (40 µs a layer, was 50)
-    assert sum(e <= HELD_OUT_AIM for e in errors) >= 335
-    assert statistics.median(errors) <= 0.12
+    # 340 (2026-12-05): whole experts (--ep) under tensor-parallel attention send the experts' all-reduce, not a
+    # dispatch of k copies of each token (vLLM and TensorRT-LLM dispatch only with data-parallel attention), with
+    # the efficiencies chosen again on the fit split (prefill 57.5 %, was 55; the experts' half width 1,280)
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 340
+    assert statistics.median(errors) <= 0.116
     # the 332 held out before the rest of the release-0.17 table joined (2026-12-04): 186 within the aim until
     # 2026-12-05, 176 since: the refit's 40 µs a layer (chosen on the fit split, not on these) speeds up every
     # step, and the Llama 4 rows read with whole experts on each GPU run further from the fit; the count is the
-    # record as it stands, lowered with the model's change, not to pass a test
+    # record as it stands, lowered with the model's change, not to pass a test; 174 with the experts' all-reduce
+    # and the refit after it (the NVFP4 rows on Blackwell and the dense ones over 4-8 GPUs, already too fast, a
+    # little faster with prefill at 57.5 %)
     earlier = [c for c in checked if "258c7540" not in c.figure.source or c.figure.group in _FIRST_RELEASE_ROWS]
-    assert len(earlier) == 332 and sum(abs(c.error) <= HELD_OUT_AIM for c in earlier) >= 176
+    assert len(earlier) == 332 and sum(abs(c.error) <= HELD_OUT_AIM for c in earlier) >= 174
     # The single-GPU dense figures on older cards are close (the 8B on L40S and, with the A100's measured GEMM
     # share, on A100 every one within the aim); the misses are multi-GPU, mixtures of experts and Blackwell.
     close = [c for c in checked if c.figure.group in ("llama-3.1-8b A100-80GB-SXM TP1 fp16",
@@ -139,8 +146,8 @@ def test_the_held_out_errors_as_they_stand() -> None:
     loops = [c for c in checked if c.figure.concurrency]
     assert all(abs(c.error) <= HELD_OUT_AIM for c in loops if (c.figure.concurrency or 0) <= 50)
     # (0.055 until the NVLink share of 2026-12-04 slowed the TP 2 loops' steps a little: +15 held-out figures;
-    # 0.058 until the refit's 40 µs a layer of 2026-12-05 sped every step up a little)
-    assert statistics.median(abs(c.error) for c in loops) <= 0.059
+    # 0.058 until the refit's 40 µs a layer of 2026-12-05 sped every step up a little; 0.050 with prefill at 57.5 %)
+    assert statistics.median(abs(c.error) for c in loops) <= 0.051
 
 
 def test_prompt_heavy_shapes_are_bound_by_prefill_and_long_answers_by_bandwidth() -> None:
