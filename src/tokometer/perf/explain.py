@@ -22,6 +22,7 @@ from tokometer.perf.roofline import (
     decode_step_s,
     expert_extra_flops,
     matmul_bytes,
+    pipeline_microbatch,
     prefill_flops,
     prefill_s,
     weight_bytes_read,
@@ -120,8 +121,14 @@ def _per_sequence(e: Estimate) -> str:
     return f". {holds}: {fmt_bytes(d.kv_bytes_per_sequence_per_gpu(n))} per GPU ({'; '.join(kinds)})"
 
 
-def _decode(e: Estimate, batch: int, context: int) -> str:
+def _decode(e: Estimate, whole: int, whole_context: int) -> str:
     d, eff = e.deployment, e.efficiency
+    batch = pipeline_microbatch(d, whole)  # pipeline parallel: the arithmetic is one microbatch's whole-model step
+    context = round(whole_context * batch / max(1, whole))
+    bound, expected = decode_step_s(d, whole, whole_context), decode_step_s(d, whole, whole_context, eff)
+    pipelined = (f" (pipeline parallel {d.pp}: {d.pp} microbatches of {batch:,} in flight, one on each stage, so each "
+                 f"token's step is the whole model's at batch {batch:,}, and {d.pp} of them advance at once)"
+                 if batch != whole else "")
     w = weight_bytes_read(d, batch)
     act = matmul_bytes(d, batch) - w / d.tp
     kv = d.kv_read_bytes(batch, context)
@@ -130,11 +137,10 @@ def _decode(e: Estimate, batch: int, context: int) -> str:
     moe = (f" (the shared weights plus the {d.model.expert_fraction_read(batch):.0%} of the routed experts that "
            f"a step of {batch:,} tokens reaches: {d.model.expected_experts(batch):,.1f} of {d.model.experts} per "
            "layer, routing taken as uniform)" if d.model.is_moe else "")
-    bound, expected = decode_step_s(d, batch, context), decode_step_s(d, batch, context, eff)
-    lines = [f"Decode, batch {batch:,}: a step reads the weights once, {fmt_bytes(w)}{moe}{tp}; its matmuls read and "
-             f"write {batch:,} × {d.model.activation_elements_per_token:,.0f} activations × {ACTIVATION_BYTES} B"
-             f"{tp} = {fmt_bytes(act)}; and it reads every sequence's KV cache: mid-answer each holds "
-             f"{e.input_tokens:,} + {e.output_tokens:,}/2 tokens, {context:,} in all"
+    lines = [f"Decode, batch {whole:,}{pipelined}: a step reads the weights once, {fmt_bytes(w)}{moe}{tp}; its matmuls "
+             f"read and write {batch:,} × {d.model.activation_elements_per_token:,.0f} activations × "
+             f"{ACTIVATION_BYTES} B{tp} = {fmt_bytes(act)}; and it reads every sequence's KV cache: mid-answer each "
+             f"holds {e.input_tokens:,} + {e.output_tokens:,}/2 tokens, {context:,} in all"
              f"{_window_read(d, batch, context) or ' × ' + fmt_bytes(d.kv_read_bytes_per_token)}"
              f"{_state_read(d, batch)} = {fmt_bytes(kv)}. "
              f"({fmt_bytes(w / d.tp)} + {fmt_bytes(act)} + "
@@ -145,9 +151,9 @@ def _decode(e: Estimate, batch: int, context: int) -> str:
     fixed = (f", + {d.model.layers} layers × {eff.layer_overhead_s * 1e6:,.0f} µs a step" if eff.layer_overhead_s
              else "")
     lines.append(f"  Step bound{talk} {fmt_time(bound)} → {1 / bound:,.1f} tok/s per request, "
-                 f"{batch / bound:,.1f} tok/s in all; expected at {eff.decode_bandwidth:.0%} of bandwidth / "
+                 f"{whole / bound:,.1f} tok/s in all; expected at {eff.decode_bandwidth:.0%} of bandwidth / "
                  f"{eff.decode_compute:.0%} of FLOP/s{fixed}: "
-                 f"{fmt_time(expected)} → {1 / expected:,.1f} and {batch / expected:,.1f} tok/s.")
+                 f"{fmt_time(expected)} → {1 / expected:,.1f} and {whole / expected:,.1f} tok/s.")
     return "\n".join(lines)
 
 
@@ -343,5 +349,8 @@ def explain(e: Estimate) -> str:
         lines.append(_communication(d))
     if d.pp > 1:
         lines.append(f"Pipeline parallel {d.pp}: memory is split over {d.pp} stages but a token passes them one after "
-                     "another, so per-token latency is not reduced (throughput can be, with micro-batches in flight).")
+                     f"another, so per-token latency is not reduced; with {d.pp} or more sequences the engine keeps "
+                     f"{d.pp} microbatches in flight, one on each stage, so a batch B steps as the whole model at "
+                     f"B / {d.pp} and the aggregate is {d.pp} times that step's (bubbles, unequal stages and the "
+                     "hand-off between stages not counted).")
     return "\n".join(lines)

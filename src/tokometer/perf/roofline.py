@@ -97,7 +97,10 @@ experts' layer and a reduce-scatter after, with no attention all-reduce.
 
 Tensor parallelism divides the work over TP GPUs; their communication (two all-reduces per layer, with
 or without expert parallelism: every GPU holds every token after the attention's all-reduce) is added
-to every step over the hardware's link (`tokometer.perf.collective`, where the assumptions are):
+to every step over the hardware's link (`tokometer.perf.collective`, where the assumptions are). Pipeline
+parallelism splits the layers over PP stages: the memory each GPU holds, not a token's path; with as many
+sequences as stages the engine keeps PP microbatches in flight, so a batch B steps as the whole model at B / PP
+(`pipeline_microbatch`, `mixed_step_s`):
 
     step = matmuls + attention + communication(tokens of the step) + L × e_layer
 
@@ -137,6 +140,7 @@ __all__ = [
     "expert_extra_flops",
     "matmul_bytes",
     "mixed_step_s",
+    "pipeline_microbatch",
     "prefill_flops",
     "prefill_flops_split",
     "prefill_s",
@@ -496,12 +500,41 @@ def _memory_s(d: Deployment, tokens: float, kv_bytes: float, eff: Efficiency) ->
     return (matmul_bytes(d, tokens) + kv_bytes) / (d.hardware.bandwidth * eff.decode_bandwidth)
 
 
+def pipeline_microbatch(d: Deployment, batch: int) -> int:
+    """The sequences of one microbatch when ``batch`` decode over PP pipeline stages: ⌈batch / PP⌉ (``batch``
+    itself without pipeline parallelism, or for a single sequence). The engines (TensorRT-LLM, vLLM, SGLang)
+    keep PP microbatches in flight, one on each stage, so a stage runs its layers for one microbatch while
+    the others run theirs: each token still passes every stage (its step is the whole model's, at the
+    microbatch), and PP microbatches advance at once (`mixed_step_s`)."""
+    return math.ceil(batch / d.pp) if d.pp > 1 and batch > 1 else batch
+
+
 def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_tokens: float = 0,
                  prefill_context: float = 0, efficiency: Efficiency | None = None, *, sequences: int = 1) -> float:
-    """One iteration that decodes a token for each of ``batch`` sequences holding ``context_tokens`` and, in the
-    same step (chunked prefill), prefills ``prefill_tokens`` prompt tokens over ``sequences`` prompts with
-    ``prefill_context`` tokens of theirs already cached, plus the step's tensor-/expert-parallel communication
-    over all its tokens (`tokometer.perf.collective`):
+    """The time between a decoding sequence's tokens: `_group_step_s` of the whole model at the batch, or with
+    pipeline parallelism at its microbatch (`pipeline_microbatch`), its share of the step's context, prompt
+    tokens and prompts with it. With PP stages and B sequences the engine keeps PP microbatches of B / PP in
+    flight, one on each stage; each stage runs its L / PP layers for one of them in about 1 / PP of the whole
+    model's step at B / PP, so a microbatch passes all stages, one token for each of its sequences, in the whole
+    model's step at B / PP, while PP microbatches advance at once: the aggregate is B over that step, PP times
+    one stage group's at B / PP (the bubbles, the stages' unequal first and last layers and the hand-off
+    between stages are not counted). With fewer sequences than stages each is a microbatch of its own and the
+    step is the whole model's at batch 1: pipeline stages split the memory, not a token's latency."""
+    micro = pipeline_microbatch(d, batch)
+    if micro == batch:
+        return _group_step_s(d, batch, context_tokens, prefill_tokens, prefill_context, efficiency,
+                             sequences=sequences)
+    share = micro / batch
+    return _group_step_s(d, micro, context_tokens * share, prefill_tokens * share, prefill_context, efficiency,
+                         sequences=max(1, math.ceil(sequences * share)))
+
+
+def _group_step_s(d: Deployment, batch: int, context_tokens: float, prefill_tokens: float = 0,
+                  prefill_context: float = 0, efficiency: Efficiency | None = None, *, sequences: int = 1) -> float:
+    """One iteration of the whole model on one TP group that decodes a token for each of ``batch`` sequences
+    holding ``context_tokens`` and, in the same step (chunked prefill), prefills ``prefill_tokens`` prompt
+    tokens over ``sequences`` prompts with ``prefill_context`` tokens of theirs already cached, plus the step's
+    tensor-/expert-parallel communication over all its tokens (`tokometer.perf.collective`):
 
     matmuls         max(W_read(B + P) / TP / (BW × e_bw), 2 × M × B / (TP × F × e_decode))
     + attention     max(KV × (C_decode + C_prefill + P) / (BW × e_bw), attention FLOPs(C_decode) / (TP × F × e_decode))
@@ -605,7 +638,9 @@ def decode_limiter(d: Deployment, batch: int, context_tokens: float, efficiency:
     """What bounds a decode step at ``efficiency``: ``compute`` when its compute-bound kernels take longer than its
     bandwidth-bound ones (`_decode_parts`), else ``bandwidth`` (the communication and the fixed per-layer cost,
     added to either, bound neither)."""
-    memory, work = _decode_parts(d, batch, batch, d.kv_read_bytes(batch, context_tokens), context_tokens,
+    micro = pipeline_microbatch(d, batch)  # pipeline parallel: the microbatch's step (`mixed_step_s`)
+    context_tokens *= micro / max(1, batch)
+    memory, work = _decode_parts(d, micro, micro, d.kv_read_bytes(micro, context_tokens), context_tokens,
                                  efficiency or BOUND)
     return "compute" if work > memory else "bandwidth"
 

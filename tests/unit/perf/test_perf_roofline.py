@@ -14,6 +14,8 @@ from tokometer.perf.roofline import (
     compute_bound_batch,
     decode_flops,
     decode_limiter,
+    mixed_step_s,
+    pipeline_microbatch,
     prefill_flops,
     weight_bytes_read,
 )
@@ -114,6 +116,13 @@ def test_tensor_and_pipeline_parallel() -> None:
     assert pp2.weight_bytes_per_gpu == pytest.approx(8.03e9)
     assert pp2.kv_bytes_per_token_per_gpu == 65_536  # 16 of the 32 layers on each stage
     assert decode_step_s(pp2, 1, 1000) == decode_step_s(llama_h100(), 1, 1000)  # latency not reduced
+    # with sequences to spare the engine keeps 2 microbatches in flight, one on each stage: a token's step is the
+    # whole model's at half the batch (and half its cached tokens), and both microbatches advance in it
+    assert pipeline_microbatch(pp2, 64) == 32 and pipeline_microbatch(pp2, 1) == 1 and pipeline_microbatch(pp2, 3) == 2
+    assert decode_step_s(pp2, 64, 64_000) == decode_step_s(llama_h100(), 32, 32_000)
+    assert mixed_step_s(pp2, 64, 64_000, 512) == mixed_step_s(llama_h100(), 32, 32_000, 256)
+    assert decode_step_s(llama_h100(pp=4), 64, 64_000) == decode_step_s(llama_h100(), 16, 16_000)
+    assert pipeline_microbatch(tp2, 64) == 64  # no pipeline: the batch itself
     with pytest.raises(ConfigError, match="at least 1"):
         llama_h100(tp=0)
 
