@@ -23,6 +23,7 @@ from tokometer.perf.roofline import (
     expert_extra_flops,
     matmul_bytes,
     pipeline_microbatch,
+    pipeline_share,
     prefill_flops,
     prefill_s,
     weight_bytes_read,
@@ -124,7 +125,7 @@ def _per_sequence(e: Estimate) -> str:
 def _decode(e: Estimate, whole: int, whole_context: int) -> str:
     d, eff = e.deployment, e.efficiency
     batch = pipeline_microbatch(d, whole)  # pipeline parallel: the arithmetic is one microbatch's whole-model step
-    context = round(whole_context * batch / max(1, whole))
+    context = round(whole_context * pipeline_share(d, whole))
     bound, expected = decode_step_s(d, whole, whole_context), decode_step_s(d, whole, whole_context, eff)
     pipelined = (f" (pipeline parallel {d.pp}: {d.pp} microbatches of {batch:,} in flight, one on each stage, so each "
                  f"token's step is the whole model's at batch {batch:,}, and {d.pp} of them advance at once)"

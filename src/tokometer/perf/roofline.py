@@ -141,6 +141,7 @@ __all__ = [
     "matmul_bytes",
     "mixed_step_s",
     "pipeline_microbatch",
+    "pipeline_share",
     "prefill_flops",
     "prefill_flops_split",
     "prefill_s",
@@ -509,6 +510,12 @@ def pipeline_microbatch(d: Deployment, batch: int) -> int:
     return math.ceil(batch / d.pp) if d.pp > 1 and batch > 1 else batch
 
 
+def pipeline_share(d: Deployment, batch: int) -> float:
+    """The microbatch's share of a step of ``batch`` sequences (`pipeline_microbatch` / ``batch``): the share of
+    the step's cached tokens, prompt tokens and prompts one microbatch carries; 1 without pipeline parallelism."""
+    return pipeline_microbatch(d, batch) / batch if batch > 1 else 1.0
+
+
 def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_tokens: float = 0,
                  prefill_context: float = 0, efficiency: Efficiency | None = None, *, sequences: int = 1) -> float:
     """The time between a decoding sequence's tokens: `_group_step_s` of the whole model at the batch, or with
@@ -520,13 +527,12 @@ def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_token
     one stage group's at B / PP (the bubbles, the stages' unequal first and last layers and the hand-off
     between stages are not counted). With fewer sequences than stages each is a microbatch of its own and the
     step is the whole model's at batch 1: pipeline stages split the memory, not a token's latency."""
-    micro = pipeline_microbatch(d, batch)
-    if micro == batch:
+    share = pipeline_share(d, batch)
+    if share == 1:
         return _group_step_s(d, batch, context_tokens, prefill_tokens, prefill_context, efficiency,
                              sequences=sequences)
-    share = micro / batch
-    return _group_step_s(d, micro, context_tokens * share, prefill_tokens * share, prefill_context, efficiency,
-                         sequences=max(1, math.ceil(sequences * share)))
+    return _group_step_s(d, pipeline_microbatch(d, batch), context_tokens * share, prefill_tokens * share,
+                         prefill_context, efficiency, sequences=max(1, math.ceil(sequences * share)))
 
 
 def _group_step_s(d: Deployment, batch: int, context_tokens: float, prefill_tokens: float = 0,
@@ -639,7 +645,7 @@ def decode_limiter(d: Deployment, batch: int, context_tokens: float, efficiency:
     bandwidth-bound ones (`_decode_parts`), else ``bandwidth`` (the communication and the fixed per-layer cost,
     added to either, bound neither)."""
     micro = pipeline_microbatch(d, batch)  # pipeline parallel: the microbatch's step (`mixed_step_s`)
-    context_tokens *= micro / max(1, batch)
+    context_tokens *= pipeline_share(d, batch)
     memory, work = _decode_parts(d, micro, micro, d.kv_read_bytes(micro, context_tokens), context_tokens,
                                  efficiency or BOUND)
     return "compute" if work > memory else "bandwidth"

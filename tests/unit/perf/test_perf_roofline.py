@@ -16,6 +16,7 @@ from tokometer.perf.roofline import (
     decode_limiter,
     mixed_step_s,
     pipeline_microbatch,
+    pipeline_share,
     prefill_flops,
     weight_bytes_read,
 )
@@ -123,6 +124,9 @@ def test_tensor_and_pipeline_parallel() -> None:
     assert mixed_step_s(pp2, 64, 64_000, 512) == mixed_step_s(llama_h100(), 32, 32_000, 256)
     assert decode_step_s(llama_h100(pp=4), 64, 64_000) == decode_step_s(llama_h100(), 16, 16_000)
     assert pipeline_microbatch(tp2, 64) == 64  # no pipeline: the batch itself
+    # the microbatch's share of the step's cached and prompt tokens: ⌈3 / 2⌉ = 2 of 3; all of it without pipelining
+    assert pipeline_share(pp2, 64) == 0.5 and pipeline_share(pp2, 3) == 2 / 3 and pipeline_share(pp2, 1) == 1
+    assert pipeline_share(tp2, 64) == 1
     with pytest.raises(ConfigError, match="at least 1"):
         llama_h100(tp=0)
 
