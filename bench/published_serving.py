@@ -24,13 +24,15 @@ from tokometer.perf.published import (
 
 
 def _rows(checked: list[Checked]) -> None:
-    print("| model | hardware | TP | format | in → out | published tok/s | expected tok/s | batch | bound | error |")
-    print("| --- | --- | ---: | --- | --- | ---: | ---: | ---: | --- | ---: |")
+    print("| model | hardware | layout | format | in → out | published tok/s | expected tok/s | batch (a copy) | bound "
+          "| error |")
+    print("| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: |")
     for c in checked:
         f = c.figure
         users = f" at c={f.concurrency}" if f.concurrency else ""
-        print(f"| {f.model} | {f.hardware} | {f.tp} | {f.weight_dtype} | {f.input_tokens} → {f.output_tokens}{users} "
-              f"| {f.output_tok_s:,.0f} | {c.expected_tok_s:,.0f} | {c.batch:,} | {c.bound} | {100 * c.error:+.0f} % |")
+        print(f"| {f.model} | {f.hardware} | {f.layout} | {f.weight_dtype} | {f.input_tokens} → {f.output_tokens}"
+              f"{users} | {f.output_tok_s:,.0f} | {c.expected_tok_s:,.0f} | {c.batch:,} | {c.bound} "
+              f"| {100 * c.error:+.0f} % |")
 
 
 def _by_deployment(checked: list[Checked]) -> None:

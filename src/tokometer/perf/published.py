@@ -4,8 +4,11 @@ specialised silicon publishes, shown beside ``estimate --target`` as context (`p
 ``data/published-serving.csv`` holds throughput as engine makers publish it, each row with its source:
 model, hardware, GPUs (TP), weight and KV format, prompt and answer lengths, the output tokens per second
 over the whole deployment, and, for a figure measured at a fixed number of users (NIM's tables), that
-``concurrency``. `compare_published` sets each beside `max_load` for the same deployment (throughput at
-maximum load) or beside `closed_loop`'s aggregate at that concurrency, at the stated `Efficiency`: the test
+``concurrency``; a system of several copies of one deployment (MLPerf's submissions run an engine on each TP × PP
+group of a server's GPUs) states its pipeline stages (``pp``), its copies (``replicas``) and the engine's batch
+cap (``max_batch``). `compare_published` sets each beside `max_load` for the same deployment (throughput at
+maximum load; a copy's times the copies) or beside `closed_loop`'s aggregate at that concurrency, at the stated
+`Efficiency`: the test
 (tests/unit/perf/test_perf_published.py) and docs/reference/published-figures.md show how far apart they
 are (``bench/published_serving.py`` prints the tables).
 
@@ -46,11 +49,11 @@ from importlib import resources
 from tokometer.perf.closedloop import closed_loop
 from tokometer.perf.hardware import resolve_hardware
 from tokometer.perf.loaders import resolve_model
-from tokometer.perf.maxload import max_load
+from tokometer.perf.maxload import MAX_BATCH, max_load
 from tokometer.perf.roofline import Deployment, Efficiency
 
 __all__ = ["HELD_OUT_AIM", "KNOWN_MISSES", "SPLITS", "Checked", "PerUserFigure", "PublishedFigure", "compare_published",
-           "figure_kind", "known_miss", "published_figures", "published_per_user", "summary"]
+           "figure_from_row", "figure_kind", "known_miss", "published_figures", "published_per_user", "summary"]
 
 SPLITS = ("fit", "held-out")
 HELD_OUT_AIM = 0.15
@@ -153,20 +156,34 @@ class PublishedFigure:
     """The engine ran the mixture of experts with whole experts on each GPU (``expert_parallel`` column ``yes``):
     TensorRT-LLM's perf overview runs its MoE rows with ``--ep`` (taken as the TP size: the page states no other);
     its release-0.17 engines split each expert over the TP GPUs, the engine's default mapping."""
+    pp: int = 1
+    """Pipeline-parallel stages of one copy of the model (``pp`` column; empty: 1)."""
+    replicas: int = 1
+    """Independent copies of the deployment on the system the figure sums (``replicas`` column; empty: 1), as
+    MLPerf's submissions run one engine per TP × PP group of a server's GPUs."""
+    max_batch: int | None = None
+    """The engine's stated cap on sequences a copy runs at once (``max_batch`` column: TensorRT-LLM's
+    ``max_batch_size``, vLLM's ``max_num_seqs``, MLPerf's ``gpu_batch_size``); None: `MAX_BATCH`."""
+
+    @property
+    def layout(self) -> str:
+        """``TP8``, ``TP1 PP2`` or ``4 × TP1 PP2``: the GPUs of one copy, and the copies."""
+        one = f"TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "")
+        return f"{self.replicas} × {one}" if self.replicas > 1 else one
 
     @property
     def group(self) -> str:
         """``llama-3.3-70b B200 TP1 nvfp4``: the deployment, every shape of it (`KNOWN_MISSES`' key); a fixed
         concurrency's figures are a group of their own (``… fp8 closed loop``)."""
         loop = " closed loop" if self.concurrency else ""
-        return f"{self.model} {self.hardware} TP{self.tp} {self.weight_dtype}{loop}"
+        return f"{self.model} {self.hardware} {self.layout} {self.weight_dtype}{loop}"
 
     def deployment(self) -> Deployment:
-        """The deployment the figure was measured on; TensorRT-LLM keeps and reads a window layer's whole cache
-        (its chunked attention applies to prompts only: its "Long Sequences" page), so Llama 4's chunks are
-        full layers there (`Deployment.full_window_cache`)."""
+        """One copy of the deployment the figure was measured on; TensorRT-LLM keeps and reads a window layer's
+        whole cache (its chunked attention applies to prompts only: its "Long Sequences" page), so Llama 4's
+        chunks are full layers there (`Deployment.full_window_cache`)."""
         return Deployment(resolve_model(self.model), resolve_hardware(self.hardware), self.weight_dtype,
-                          self.kv_dtype, tp=self.tp, expert_parallel=self.expert_parallel,
+                          self.kv_dtype, tp=self.tp, pp=self.pp, expert_parallel=self.expert_parallel,
                           full_window_cache="TensorRT-LLM" in self.engine)
 
 
@@ -174,7 +191,9 @@ class PublishedFigure:
 class Checked:
     figure: PublishedFigure
     expected_tok_s: float
+    """Over the whole system: one copy's times the figure's `PublishedFigure.replicas`."""
     batch: int
+    """One copy's sequences at once."""
     bound: str
 
     @property
@@ -195,7 +214,7 @@ def figure_kind(figure: PublishedFigure) -> str:
         return "mixture of experts"
     if figure.weight_dtype == "nvfp4":
         return "NVFP4 on Blackwell"
-    return "dense over 4-8 GPUs" if figure.tp >= 4 else "dense on 1-2 GPUs"
+    return "dense over 4-8 GPUs" if figure.tp * figure.pp >= 4 else "dense on 1-2 GPUs"
 
 
 def known_miss(figure: PublishedFigure) -> str | None:
@@ -211,34 +230,45 @@ def summary(name: str, checked: list[Checked]) -> str:
             f"{sum(e <= 0.30 for e in errors)}")
 
 
+def figure_from_row(row: dict[str, str]) -> PublishedFigure:
+    """One row of ``data/published-serving.csv``; the columns after ``split`` may be empty or absent."""
+    figure = PublishedFigure(model=row["model"], hardware=row["hardware"], tp=int(row["tp"]),
+                             weight_dtype=row["weight_dtype"], kv_dtype=row["kv_dtype"],
+                             input_tokens=int(row["input_tokens"]), output_tokens=int(row["output_tokens"]),
+                             output_tok_s=float(row["output_tok_s"]), engine=row["engine"], source=row["source"],
+                             note=row["note"], split=row["split"],
+                             concurrency=int(row["concurrency"]) if row.get("concurrency") else None,
+                             expert_parallel=row.get("expert_parallel") == "yes", pp=int(row.get("pp") or 1),
+                             replicas=int(row.get("replicas") or 1),
+                             max_batch=int(row["max_batch"]) if row.get("max_batch") else None)
+    if figure.concurrency and figure.concurrency % figure.replicas:
+        raise ValueError(f"published-serving.csv: {figure.group}: {figure.concurrency} users do not spread evenly "
+                         f"over {figure.replicas} copies")
+    return figure
+
+
 def published_figures(split: str | None = None) -> list[PublishedFigure]:
     """The rows of ``data/published-serving.csv`` (``split``: those of that split only; None: all)."""
     text = resources.files("tokometer.perf").joinpath("data/published-serving.csv").read_text("utf-8")
-    return [PublishedFigure(model=row["model"], hardware=row["hardware"], tp=int(row["tp"]),
-                            weight_dtype=row["weight_dtype"], kv_dtype=row["kv_dtype"],
-                            input_tokens=int(row["input_tokens"]), output_tokens=int(row["output_tokens"]),
-                            output_tok_s=float(row["output_tok_s"]), engine=row["engine"], source=row["source"],
-                            note=row["note"], split=row["split"],
-                            concurrency=int(row["concurrency"]) if row.get("concurrency") else None,
-                            expert_parallel=row.get("expert_parallel") == "yes")
-            for row in csv.DictReader(io.StringIO(text))
-            if split is None or row["split"] == split]
+    return [figure_from_row(row) for row in csv.DictReader(io.StringIO(text)) if split is None or row["split"] == split]
 
 
 def compare_published(efficiency: Efficiency | None = None,
                       figures: list[PublishedFigure] | None = None) -> list[Checked]:
-    """Each published figure beside `max_load` of its deployment, or, at a fixed concurrency, `closed_loop`'s
-    aggregate (expected, at ``efficiency``)."""
+    """Each published figure beside `max_load` of its deployment (at the figure's batch cap, times its copies), or,
+    at a fixed concurrency, `closed_loop`'s aggregate (expected, at ``efficiency``)."""
     eff = efficiency or Efficiency()
     out = []
     for f in figures if figures is not None else published_figures():
-        if f.concurrency:
-            loop = closed_loop(f.deployment(), f.concurrency, f.input_tokens, f.output_tokens, eff)
-            out.append(Checked(f, loop.aggregate_tok_s, f.concurrency, "saturated" if loop.saturated else "loop"))
+        if f.concurrency:  # the users spread evenly over the copies (`published_figures` checks they divide)
+            users = f.concurrency // f.replicas
+            loop = closed_loop(f.deployment(), users, f.input_tokens, f.output_tokens, eff, max_batch=f.max_batch)
+            out.append(Checked(f, loop.aggregate_tok_s * f.replicas, users,
+                               "saturated" if loop.saturated else "loop"))
             continue
-        load = max_load(f.deployment(), f.input_tokens, f.output_tokens, eff)
+        load = max_load(f.deployment(), f.input_tokens, f.output_tokens, eff, max_batch=f.max_batch or MAX_BATCH)
         if load is not None:
-            out.append(Checked(f, load.output_tok_s, load.batch, load.bound))
+            out.append(Checked(f, load.output_tok_s * f.replicas, load.batch, load.bound))
     return out
 
 

@@ -10,17 +10,21 @@ no efficiency is tuned on it, and its misses are pinned with their reasons (`KNO
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tokometer.perf import Efficiency
+from tokometer.perf.maxload import max_load
 from tokometer.perf.published import (
     HELD_OUT_AIM,
     KNOWN_MISSES,
     SPLITS,
     Checked,
+    PublishedFigure,
     compare_published,
+    figure_from_row,
     known_miss,
     published_figures,
     summary,
@@ -195,3 +199,32 @@ def test_the_moe_rows_run_with_the_parallelism_their_engine_ran() -> None:
     mixtral = [f for f in figures if f.model.startswith("mixtral") and f.tp > 1]
     assert mixtral and not any(f.expert_parallel or f.deployment().expert_parallel for f in mixtral)
     assert all(f.deployment().expert_gemm_width == 14_336 / f.tp for f in mixtral if f.model == "mixtral-8x7b")
+
+
+def test_a_figure_over_copies_of_a_pipeline_is_their_sum_at_its_batch_cap() -> None:
+    """A system of several copies (MLPerf runs one engine per TP × PP group of a server's GPUs) is checked as one
+    copy's `max_load`, with its pipeline stages and at the engine's stated batch cap, times the copies."""
+    one = PublishedFigure(model="llama-2-70b", hardware="H100-SXM", tp=1, weight_dtype="fp8", kv_dtype="fp8",
+                          input_tokens=222, output_tokens=292, output_tok_s=30_000.0, engine="TensorRT-LLM",
+                          source="test", note="", split="held-out", pp=2, replicas=4, max_batch=512)
+    assert one.layout == "4 × TP1 PP2" and one.group == "llama-2-70b H100-SXM 4 × TP1 PP2 fp8"
+    assert one.deployment().pp == 2 and one.deployment().tp == 1
+    [checked] = compare_published(figures=[one])
+    load = max_load(one.deployment(), 222, 292, Efficiency(), max_batch=512)
+    assert load is not None and checked.expected_tok_s == pytest.approx(4 * load.output_tok_s)
+    assert checked.batch == load.batch == 512 and load.limited_by == "batch limit"
+    uncapped = max_load(one.deployment(), 222, 292, Efficiency())
+    assert uncapped is not None and uncapped.batch > 512  # the cap binds here: the column matters
+    # a fixed concurrency spreads its users over the copies
+    loop = replace(one, replicas=2, concurrency=64)
+    [at_64] = compare_published(figures=[loop])
+    assert at_64.batch == 32 and at_64.figure.group.endswith("fp8 closed loop")
+    with pytest.raises(ValueError, match="do not spread evenly"):
+        figure_from_row({"model": "llama-2-70b", "hardware": "H100-SXM", "tp": "1", "weight_dtype": "fp8",
+                         "kv_dtype": "fp8", "input_tokens": "1", "output_tokens": "1", "output_tok_s": "1",
+                         "engine": "", "source": "s", "note": "", "split": "held-out", "concurrency": "5",
+                         "replicas": "2"})
+    assert at_64.expected_tok_s == pytest.approx(2 * compare_published(
+        figures=[replace(loop, replicas=1, concurrency=32)])[0].expected_tok_s)
+    # figures without the columns keep one copy, no pipeline, the default cap
+    assert all(f.replicas == 1 and f.pp == 1 and f.max_batch is None for f in published_figures("fit"))
