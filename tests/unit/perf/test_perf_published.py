@@ -55,7 +55,7 @@ def test_every_published_figure_has_its_source_and_split() -> None:
     rtx = [f for f in fit if f.hardware == "RTX-PRO-6000"]
     assert len(rtx) == 49 and all("fit split from 2026-12-04" in f.note and "PP1" in f.note for f in rtx)
     held_out = published_figures("held-out")
-    assert len(held_out) == 579 and len(fit) + len(held_out) == len(figures)
+    assert len(held_out) == 590 and len(fit) + len(held_out) == len(figures)
     # The release-0.17 table whole (added in two steps, each held out before its errors were computed), but for
     # the cells whose deployment the fit split holds (Llama 3.1 8B and 70B in FP8 on H100/H200 at TP 1-2) and
     # Llama 3.1 405B on 8 H200s (the newer page's figure of that deployment is held out already).
@@ -73,6 +73,15 @@ def test_every_published_figure_has_its_source_and_split() -> None:
     loops = [f for f in figures if f.concurrency]
     assert len(loops) == 79 and all(f.split == "held-out" and "NIM" in f.source for f in loops)
     assert {f.concurrency for f in loops} == {1, 5, 25, 50, 100, 150, 200, 250}
+    # MLPerf Inference's Llama 2 70B Offline results (v4.1 to v6.0, 2026-12-05), held out as typed in: one row a
+    # system, each a server's engines (copies) at their stated batch cap, at the set's mean prompt and the answer
+    # length of the submission's own accuracy run
+    mlperf = [f for f in figures if "MLPerf" in f.source]
+    assert len(mlperf) == 11 and all(f.split == "held-out" and f.model == "llama-2-70b" for f in mlperf)
+    assert all(f.input_tokens == 222 and 270 <= f.output_tokens <= 301 for f in mlperf)
+    assert all(f.replicas * f.tp * f.pp in (4, 8) and f.max_batch for f in mlperf)
+    assert {f.hardware for f in mlperf} == {"H100-SXM", "H200-SXM", "B200", "GB200", "B300", "MI300X", "MI325X",
+                                            "MI355X"}
 
 
 def test_the_held_out_set_shares_no_deployment_and_shape_with_the_fit_set() -> None:
@@ -105,7 +114,7 @@ def test_the_estimate_at_max_load_is_within_the_aim_on_the_fit_figures() -> None
 
 def test_every_held_out_figure_is_within_the_aim_or_its_deployment_is_a_listed_miss() -> None:
     checked = compare_published(figures=published_figures("held-out"))
-    assert len(checked) == 579  # every held-out deployment is one the estimate can size
+    assert len(checked) == 590  # every held-out deployment is one the estimate can size
     unexplained = [(c.figure.group, c.figure.input_tokens, c.figure.output_tokens, round(c.error, 2))
                    for c in checked if abs(c.error) > HELD_OUT_AIM and known_miss(c.figure) is None]
     assert not unexplained, "held-out misses without a reason in KNOWN_MISSES"
@@ -131,15 +140,18 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # 340 (2026-12-05): whole experts (--ep) under tensor-parallel attention send the experts' all-reduce, not a
     # dispatch of k copies of each token (vLLM and TensorRT-LLM dispatch only with data-parallel attention), with
     # the efficiencies chosen again on the fit split (prefill 57.5 %, was 55; the experts' half width 1,280)
-    assert sum(e <= HELD_OUT_AIM for e in errors) >= 340
-    assert statistics.median(errors) <= 0.116
+    # 348 (2026-12-05): MLPerf's Llama 2 70B Offline results joined, 8 of their 11 within the aim (the misses: the
+    # B300 and MI355X, whose rows have no measured GEMM share, and vLLM 0.4.3 on the MI300X)
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 348
+    assert statistics.median(errors) <= 0.114
     # the 332 held out before the rest of the release-0.17 table joined (2026-12-04): 186 within the aim until
     # 2026-12-05, 176 since: the refit's 40 µs a layer (chosen on the fit split, not on these) speeds up every
     # step, and the Llama 4 rows read with whole experts on each GPU run further from the fit; the count is the
     # record as it stands, lowered with the model's change, not to pass a test; 174 with the experts' all-reduce
     # and the refit after it (the NVFP4 rows on Blackwell and the dense ones over 4-8 GPUs, already too fast, a
     # little faster with prefill at 57.5 %)
-    earlier = [c for c in checked if "258c7540" not in c.figure.source or c.figure.group in _FIRST_RELEASE_ROWS]
+    earlier = [c for c in checked if "MLPerf" not in c.figure.source
+               and ("258c7540" not in c.figure.source or c.figure.group in _FIRST_RELEASE_ROWS)]
     assert len(earlier) == 332 and sum(abs(c.error) <= HELD_OUT_AIM for c in earlier) >= 174
     # The single-GPU dense figures on older cards are close (the 8B on L40S and, with the A100's measured GEMM
     # share, on A100 every one within the aim); the misses are multi-GPU, mixtures of experts and Blackwell.
