@@ -7,9 +7,7 @@ whatever the weights' format):
     tensor parallel    each of the L layers ends its attention and its MLP with an all-reduce of the
                        step's T × hidden activations: 2 × L all-reduces of S = T × hidden × 2 B.
                        A ring all-reduce sends 2 (TP − 1) / TP × S from each GPU, over one direction
-                       of its link (half of ``link_gbs``, which sums both directions), at the share
-                       of it a collective reaches (`link_share`):
-                           all-reduce time = latency + 2 (TP − 1) / TP × S / (link / 2 × share)
+                       of its link (half of ``link_gbs``, which sums both directions); its time: below.
     expert parallel    (``--ep``, whole experts on each GPU) with the attention tensor parallel: the same two
                        all-reduces. After the attention's all-reduce every GPU holds every token of the step,
                        so each runs its own experts on the tokens routed to them and the MLP's all-reduce sums
@@ -22,53 +20,111 @@ whatever the weights' format):
     parallel           all-reduce; each experts' layer gathers the step's tokens from every GPU before the
                        experts and reduce-scatters the sums after (a ring's 2 (TP − 1) / TP × S in all).
 
-`COLLECTIVE_LATENCY_S` is the fixed cost of one collective whatever its size. A scale-up fabric (a link faster
-than PCIe 5.0 x16's `PCIE_LINK_GBS`: NVLink, Infinity Fabric, ICI) moves a collective's bytes at
-`SCALE_UP_LINK_SHARE` of its one-way figure, as nccl-tests measure NVLink's all-reduce bus bandwidth
-(`SCALE_UP_LINK_SOURCE`; only NVLink is measured, the other fabrics are taken alike); a PCIe link at its
-whole figure (chosen on the fit split: with its RTX PRO 6000 rows over PCIe, 82 of 89 figures within ±15 %
-so, 75 at 80 %). The collectives are taken
-as run between the layer's kernels, not overlapped with them (as vLLM and TensorRT-LLM run tensor
-parallelism by default), so their time is added to the step's roofline. Not counted: pipeline-parallel
-stages' hand-off (one T × hidden send per stage boundary), and communication on hardware without a link
-figure (``link_gbs`` empty): `Communication.counted` is then False and the estimate says so. Every layer
-of a mixture of experts is taken as an expert layer (DeepSeek's first dense layers are few).
+One collective's time depends on its message size S (T × hidden × 2 B, a step's tokens), not only its bytes: a
+small message pays a fixed cost, and the bandwidth a collective reaches grows with its size. Over a scale-up fabric
+(a link faster than PCIe 5.0 x16's `PCIE_LINK_GBS`: NVLink, Infinity Fabric, ICI) an all-reduce takes the faster of
+two kernels, each as measured on H100 NVLink, as the engines choose between them by size (vLLM's custom all-reduce
+up to its buffer, then NCCL; TensorRT-LLM's AUTO strategy likewise):
+
+    custom all-reduce  up to 1 MiB: vLLM's kernel at 2, 4 and 8 GPUs (`CUSTOM_ALL_REDUCE_US`, `CUSTOM_SOURCE`):
+                       9-12 µs to 32 KiB, 24-45 µs at 256 KiB-1 MiB
+    NCCL               any size: nccl-tests' all_reduce_perf over 4 H100s (`NCCL_ALL_REDUCE_US`, `NCCL_SOURCE`),
+                       23 µs to 512 KiB, 43 µs at 4 MiB, 102 µs at 16 MiB, then towards a bus bandwidth of 366 GB/s
+                       at 8 GiB; over TP GPUs its time scales by the ring's bytes, 2 (TP − 1) / TP against 4 GPUs'
+
+both interpolated between measured sizes (log-log). A faster or slower link moves a message of S as the H100 moves
+one of S × 450 GB/s / (the link's one-way figure): the bandwidth part scales with the link, the fixed cost does
+not. The all-gather and the reduce-scatter of attention data parallelism each move half an all-reduce's bytes, so
+each is taken as an all-reduce of S / 2. A PCIe link (the RTX PRO 6000 rows of the fit split, the L40S) has no
+measured curve here: its collectives cost `COLLECTIVE_LATENCY_S` each plus their ring bytes over the link's whole
+one-way figure (chosen on the fit split: 82 of 89 figures within ±15 % so, 75 at 80 %). The collectives are taken
+as run between the layer's kernels, not overlapped with them (as vLLM and TensorRT-LLM run tensor parallelism by
+default), so their time is added to the step's roofline. Not counted: pipeline-parallel stages' hand-off (one
+T × hidden send per stage boundary), and communication on hardware without a link figure (``link_gbs`` empty):
+`Communication.counted` is then False and the estimate says so. Every layer of a mixture of experts is taken as
+an expert layer (DeepSeek's first dense layers are few).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.model import ModelSpec
 
-__all__ = ["ACTIVATION_BYTES", "COLLECTIVE_LATENCY_S", "COLLECTIVE_LATENCY_SOURCE", "PCIE_LINK_GBS",
-           "SCALE_UP_LINK_SHARE", "SCALE_UP_LINK_SOURCE", "Communication", "Parallel", "communication",
-           "communication_s", "link_share"]
+__all__ = ["ACTIVATION_BYTES", "COLLECTIVE_LATENCY_S", "COLLECTIVE_LATENCY_SOURCE", "CUSTOM_ALL_REDUCE_US",
+           "CUSTOM_SOURCE", "NCCL_ALL_REDUCE_US", "NCCL_SOURCE", "PCIE_LINK_GBS", "Communication", "Parallel",
+           "all_reduce_s", "communication", "communication_s", "scale_up"]
 
 ACTIVATION_BYTES = 2
 """Bytes of one activation element on the wire (bf16 / fp16)."""
 COLLECTIVE_LATENCY_S = 9e-6
-"""Fixed time of one collective between GPUs of one server, whatever its size."""
-COLLECTIVE_LATENCY_SOURCE = ("vLLM's custom all-reduce on H100 NVLink, 512 B to 32 KB at TP 2/4/8: 8.7–10.1 µs "
+"""Fixed time of one collective over PCIe, whatever its size (the custom all-reduce's at small messages)."""
+COLLECTIVE_LATENCY_SOURCE = ("vLLM's custom all-reduce on H100 NVLink, 512 B to 32 KB at TP 2/4/8: 8.7–11.8 µs "
                              "(measurements in sgl-project/sglang pull request 2904)")
-
-
 PCIE_LINK_GBS = 128.0
 """PCIe 5.0 x16, both directions: a link at most this fast is PCIe, one faster a scale-up fabric."""
-SCALE_UP_LINK_SHARE = 366 / 450
-"""The share of a scale-up link's one-way figure a collective's bytes move at (`SCALE_UP_LINK_SOURCE`)."""
-SCALE_UP_LINK_SOURCE = ("nccl-tests all_reduce_perf on H100 NVLink: bus bandwidth about 366 GB/s at large messages "
-                        "of the 450 GB/s one-way budget in the hardware table (waynehacking8.github.io, \"Where "
-                        "tensor-parallel inference hits the NVLink wall\", 2026-05-31); a ceiling: the MB-sized "
-                        "messages of a step reach it or less")
+
+H100_ONE_WAY_GBS = 450.0
+"""The one-way figure of the H100's NVLink in the hardware table (``link_gbs`` 900 / 2): the curves' link."""
+NCCL_GPUS = 4
+"""GPUs of the NCCL measurement (`NCCL_ALL_REDUCE_US`)."""
+NCCL_ALL_REDUCE_US: tuple[tuple[int, float], ...] = (
+    (8, 23.30), (16, 23.44), (32, 23.23), (64, 23.34), (128, 23.17), (256, 23.30), (512, 23.27), (1024, 23.28),
+    (2048, 23.23), (4096, 23.17), (8192, 23.75), (16384, 24.34), (32768, 25.05), (65536, 25.49), (131072, 26.32),
+    (262144, 27.19), (524288, 27.88), (1048576, 26.76), (2097152, 30.32), (4194304, 43.43), (8388608, 63.07),
+    (16777216, 101.86), (33554432, 175.81), (67108864, 329.39), (134217728, 617.74), (268435456, 1186.22),
+    (536870912, 2315.40), (1073741824, 4532.51), (2147483648, 8926.72), (4294967296, 17744.6),
+    (8589934592, 35187.6))
+"""One NCCL all-reduce over `NCCL_GPUS` H100s: (message bytes, µs), bf16 sum, out of place (`NCCL_SOURCE`)."""
+NCCL_SOURCE = ("nccl-tests all_reduce_perf on 4 H100 80GB SXM5 of an NVSwitch host, NCCL 2.18.3, 8 B to 8 GB, "
+               "a quiet run (waynehacking8/nccl-collectives-bench, results/quiet/all_reduce.txt; \"Where "
+               "tensor-parallel inference hits the NVLink wall\", waynehacking8.github.io, 2026-05-31): 23 µs to "
+               "512 KiB, bus bandwidth 145 GB/s at 4 MiB, 247 at 16 MiB, 366 at 8 GiB")
+CUSTOM_ALL_REDUCE_US: dict[int, tuple[tuple[int, float], ...]] = {
+    2: ((512, 9.5), (4096, 8.8), (32768, 8.7), (262144, 12.9), (524288, 17.7), (1048576, 26.6)),
+    4: ((512, 9.1), (4096, 8.5), (32768, 9.2), (262144, 20.6), (524288, 26.9), (1048576, 40.2)),
+    8: ((512, 10.1), (4096, 9.3), (32768, 11.8), (262144, 24.1), (524288, 30.4), (1048576, 45.0)),
+}
+"""vLLM's custom all-reduce on H100 NVLink by GPUs: (message bytes, µs), up to its largest measured message."""
+CUSTOM_SOURCE = ("vLLM's custom all-reduce on H100, TP 2/4/8, 512 B to 1 MiB (the table in sgl-project/sglang pull "
+                 "request 2904, 2025-01-15)")
 
 
-def link_share(link_gbs: float) -> float:
-    """The share of a link's one-way figure a collective moves its bytes at: `SCALE_UP_LINK_SHARE` on a
-    scale-up fabric (faster than `PCIE_LINK_GBS`), the whole figure on PCIe (module docstring)."""
-    return SCALE_UP_LINK_SHARE if link_gbs > PCIE_LINK_GBS else 1.0
+def _interpolate(points: tuple[tuple[int, float], ...], size: float) -> float:
+    """µs at ``size`` bytes, log-log between measured sizes; flat below the first, in proportion above the last."""
+    if size <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in itertools.pairwise(points):
+        if size <= x1:
+            f = (math.log(size) - math.log(x0)) / (math.log(x1) - math.log(x0))
+            return math.exp(math.log(y0) * (1 - f) + math.log(y1) * f)
+    last, micros = points[-1]
+    return micros * size / last
+
+
+def scale_up(link_gbs: float | None) -> bool:
+    """True for a scale-up fabric (a link faster than `PCIE_LINK_GBS`), whose collectives follow the measured
+    curves (`all_reduce_s`); False for PCIe (or no link figure)."""
+    return bool(link_gbs) and (link_gbs or 0) > PCIE_LINK_GBS
+
+
+def all_reduce_s(message_bytes: float, gpus: int, link_gbs: float) -> float:
+    """Seconds of one all-reduce of ``message_bytes`` over ``gpus`` GPUs on a scale-up link of ``link_gbs`` (both
+    directions): the faster of vLLM's custom all-reduce (to 1 MiB) and NCCL, each as measured on H100 NVLink, at
+    the message the H100 would move in the same time (module docstring)."""
+    if gpus <= 1 or message_bytes <= 0:
+        return 0.0
+    size = message_bytes * H100_ONE_WAY_GBS / (link_gbs / 2)
+    ring = 2 * (gpus - 1) / gpus
+    micros = _interpolate(NCCL_ALL_REDUCE_US, size) * ring / (2 * (NCCL_GPUS - 1) / NCCL_GPUS)
+    custom = CUSTOM_ALL_REDUCE_US[2 if gpus <= 2 else 4 if gpus <= 4 else 8]
+    if size <= custom[-1][0]:
+        micros = min(micros, _interpolate(custom, size))
+    return micros * 1e-6
 
 
 class Parallel(Protocol):
@@ -94,44 +150,54 @@ class Communication:
     tokens: float
     collectives: int
     bytes_per_gpu: float
-    link_one_way_bytes_s: float | None
-    """Half the hardware's ``link_gbs`` (bytes/s) at the share a collective reaches (`link_share`); None: no link
-    figure (nothing is counted)."""
+    link_gbs: float | None
+    """The hardware's link figure, both directions (``link_gbs``); None: no figure (nothing is counted)."""
     kind: str
     """``none`` (one GPU), ``all-reduce`` (tensor parallel, with or without expert parallelism) or ``all-gather +
     reduce-scatter`` (attention data parallel)."""
+    message_bytes: float = 0.0
+    """One collective's message: the step's tokens × hidden × 2 B (an all-reduce's; half that for a gather's)."""
+    gpus: int = 1
 
     @property
     def counted(self) -> bool:
         """False when GPUs must talk but the hardware has no link figure: the time is then left out (0)."""
-        return self.collectives == 0 or self.link_one_way_bytes_s is not None
+        return self.collectives == 0 or self.link_gbs is not None
+
+    @property
+    def each_s(self) -> float:
+        """Seconds of one collective: the measured curves on a scale-up fabric (`all_reduce_s`), else
+        `COLLECTIVE_LATENCY_S` plus its ring bytes over the link's whole one-way figure (module docstring)."""
+        if not self.collectives or not self.link_gbs:
+            return 0.0
+        if scale_up(self.link_gbs):
+            return all_reduce_s(self.message_bytes, self.gpus, self.link_gbs)
+        return COLLECTIVE_LATENCY_S + self.bytes_per_gpu / self.collectives / (self.link_gbs * 1e9 / 2)
 
     @property
     def seconds(self) -> float:
-        if not self.collectives or self.link_one_way_bytes_s is None:
-            return 0.0
-        return self.collectives * COLLECTIVE_LATENCY_S + self.bytes_per_gpu / self.link_one_way_bytes_s
+        return self.collectives * self.each_s
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "counted": self.counted, "tokens": self.tokens, "collectives": self.collectives,
-                "bytes_per_gpu": self.bytes_per_gpu,
-                "link_one_way_gbs": None if self.link_one_way_bytes_s is None else self.link_one_way_bytes_s / 1e9,
-                "latency_us_each": COLLECTIVE_LATENCY_S * 1e6, "ms": self.seconds * 1e3}
+                "message_bytes": self.message_bytes, "bytes_per_gpu": self.bytes_per_gpu, "link_gbs": self.link_gbs,
+                "fabric": "scale-up" if scale_up(self.link_gbs) else "pcie" if self.link_gbs else None,
+                "us_each": self.each_s * 1e6, "ms": self.seconds * 1e3}
 
 
 def communication(d: Parallel, tokens: float) -> Communication:
     """The collectives of one step of ``d`` over ``tokens`` tokens (module docstring)."""
-    link_gbs = d.hardware.link_gbs
-    link = link_gbs * 1e9 / 2 * link_share(link_gbs) if link_gbs else None
+    link = d.hardware.link_gbs or None
     if d.tp <= 1 or tokens <= 0:
         return Communication(tokens, 0, 0.0, link, "none")
     m, tp = d.model, d.tp
     activations = tokens * m.hidden * ACTIVATION_BYTES
     ring = 2 * (tp - 1) / tp * activations
     if d.attention_dp:  # no attention all-reduce; each experts' layer gathers every token and scatters the sums
-        return Communication(tokens, 2 * m.layers, m.layers * ring, link, "all-gather + reduce-scatter")
+        return Communication(tokens, 2 * m.layers, m.layers * ring, link, "all-gather + reduce-scatter",
+                             activations / 2, tp)
     # tensor-parallel attention: every GPU holds every token, so whole experts (--ep) need no dispatch either
-    return Communication(tokens, 2 * m.layers, 2 * m.layers * ring, link, "all-reduce")
+    return Communication(tokens, 2 * m.layers, 2 * m.layers * ring, link, "all-reduce", activations, tp)
 
 
 def communication_s(d: Parallel, tokens: float) -> float:

@@ -173,24 +173,30 @@ class Estimate:
             ACTIVATION_BYTES,
             COLLECTIVE_LATENCY_S,
             COLLECTIVE_LATENCY_SOURCE,
-            SCALE_UP_LINK_SOURCE,
-            link_share,
+            CUSTOM_SOURCE,
+            NCCL_SOURCE,
+            scale_up,
         )
 
         d = self.deployment
         counted = communication(d, 1).counted
-        share = link_share(d.hardware.link_gbs or 0)
+        fabric = scale_up(d.hardware.link_gbs)
+        timing = ({"rule": "the faster of a custom all-reduce (to 1 MiB) and NCCL, as measured on H100 NVLink for the "
+                           "message size, at the message the H100 moves in the same time over this link",
+                   "custom_source": CUSTOM_SOURCE, "nccl_source": NCCL_SOURCE} if fabric else
+                  {"rule": "latency_us_per_collective plus the ring's bytes over the link's whole one-way figure (a "
+                           "PCIe link; chosen on the fit split)",
+                   "latency_us_per_collective": COLLECTIVE_LATENCY_S * 1e6,
+                   "latency_source": COLLECTIVE_LATENCY_SOURCE})
         return {"counted": counted, "link_gbs_both_directions": d.hardware.link_gbs,
-                "activation_bytes": ACTIVATION_BYTES, "latency_us_per_collective": COLLECTIVE_LATENCY_S * 1e6,
-                "latency_source": COLLECTIVE_LATENCY_SOURCE, "link_share": share,
-                "link_share_source": SCALE_UP_LINK_SOURCE if share < 1 else
-                "a PCIe link: its whole figure (chosen on the fit split)",
-                "assumption": "tensor parallel: 2 ring all-reduces of the step's tokens × hidden activations per "
-                              "layer, 2 (TP − 1) / TP of the bytes over one direction of the link at link_share "
-                              "of it, plus the latency each; expert parallel with tensor-parallel "
+                "fabric": "scale-up" if fabric else "pcie" if d.hardware.link_gbs else None,
+                "activation_bytes": ACTIVATION_BYTES, "timing": timing,
+                "assumption": "tensor parallel: 2 all-reduces of the step's tokens × hidden activations per "
+                              "layer, each timed by its message size (timing); expert parallel with tensor-parallel "
                               "attention: the same (every GPU holds every token; the experts' sums are all-reduced); "
                               "attention data parallel: an all-gather before and a reduce-scatter after each "
-                              "experts' layer, no attention all-reduce; added to the step (not overlapped)"
+                              "experts' layer, each as an all-reduce of half the message, no attention all-reduce; "
+                              "added to the step (not overlapped)"
                               + ("" if counted else f"; NOT counted here: {d.hardware.name} has no link figure")}
 
     def to_json(self) -> dict[str, Any]:

@@ -6,10 +6,12 @@ from tokometer.perf.collective import (
     ACTIVATION_BYTES,
     COLLECTIVE_LATENCY_S,
     COLLECTIVE_LATENCY_SOURCE,
-    SCALE_UP_LINK_SOURCE,
+    CUSTOM_SOURCE,
+    NCCL_SOURCE,
+    Communication,
     communication,
     communication_s,
-    link_share,
+    scale_up,
 )
 from tokometer.perf.estimate import BatchEstimate, Estimate
 from tokometer.perf.groupedgemm import EXPERT_TILE_ROWS
@@ -265,12 +267,19 @@ def _turning_point(e: Estimate) -> str:
     return text
 
 
-def _share(d: Deployment) -> str:
-    """The share of the link a collective reaches, and why (`tokometer.perf.collective.link_share`)."""
-    share = link_share(d.hardware.link_gbs or 0)
-    if share >= 1:
-        return "its whole figure (a PCIe link)"
-    return f"{100 * share:.0f} % of it ({SCALE_UP_LINK_SOURCE})"
+def _collective_time(d: Deployment, c: Communication, what: str) -> str:
+    """How one collective's time is counted on ``d``'s link, with its time for one token and for 1,024."""
+    link = d.hardware.link_gbs or 0
+    if not scale_up(link):
+        return (f"a ring sends 2 × ({d.tp} − 1) / {d.tp} of that from each GPU over one direction of its link, "
+                f"{link:,.6g} / 2 GB/s at its whole figure (a PCIe link), plus {COLLECTIVE_LATENCY_S * 1e6:,.3g} µs "
+                f"a collective ({COLLECTIVE_LATENCY_SOURCE})")
+    big = communication(d, 1024)
+    return (f"each {what} takes the faster of a custom all-reduce (to 1 MiB) and NCCL's, as measured on H100 NVLink "
+            f"for its message size ({CUSTOM_SOURCE}; {NCCL_SOURCE}), on this {link:,.6g} GB/s link at the message "
+            f"the H100 moves in the same time: {c.each_s * 1e6:,.3g} µs each for one token's "
+            f"{fmt_bytes(c.message_bytes)}, {big.each_s * 1e6:,.3g} µs for 1,024 tokens' "
+            f"{fmt_bytes(big.message_bytes)}")
 
 
 def _communication(d: Deployment) -> str:
@@ -290,15 +299,12 @@ def _communication(d: Deployment) -> str:
                  f"over them")
         return (f"{split}. Communication, counted in every step: each of the {d.model.layers} layers gathers the "
                 f"step's T tokens × {d.model.hidden:,} activations × {ACTIVATION_BYTES} B before its experts and "
-                f"reduce-scatters their sums after (a ring's 2 × ({d.tp} − 1) / {d.tp} of that from each GPU) over "
-                f"one direction of its link, {d.hardware.link_gbs or 0:,.6g} / 2 GB/s at {_share(d)}, plus "
-                f"{COLLECTIVE_LATENCY_S * 1e6:,.3g} µs a collective; no attention all-reduce. One token: "
+                f"reduce-scatters their sums after (each half an all-reduce's bytes, taken as an all-reduce of "
+                f"half the message): {_collective_time(d, c, 'collective')}; no attention all-reduce. One token: "
                 f"{c.collectives} collectives, {fmt_bytes(c.bytes_per_gpu)} a GPU, {fmt_time(c.seconds)}.")
     return (f"{split}. Communication, counted in every step (decode and prefill): each of the {d.model.layers} "
             f"layers all-reduces the step's T tokens × {d.model.hidden:,} activations × {ACTIVATION_BYTES} B (bf16) "
-            f"after attention and after the MLP; a ring sends 2 × ({d.tp} − 1) / {d.tp} of that from each GPU over "
-            f"one direction of its link, {d.hardware.link_gbs or 0:,.6g} / 2 GB/s at {_share(d)}, plus "
-            f"{COLLECTIVE_LATENCY_S * 1e6:,.3g} µs a collective ({COLLECTIVE_LATENCY_SOURCE}){ep}. One token: "
+            f"after attention and after the MLP: {_collective_time(d, c, 'all-reduce')}{ep}. One token: "
             f"{c.collectives} collectives, {fmt_bytes(c.bytes_per_gpu)} a GPU, {fmt_time(c.seconds)}; the "
             "collectives are taken as not overlapped with the kernels (added to the step's roofline).")
 

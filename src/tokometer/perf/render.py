@@ -165,7 +165,7 @@ def _batch_table(console: Console, e: Estimate) -> None:
 
 def _communication_line(e: Estimate) -> str:
     """How the step times count the GPUs' communication (`tokometer.perf.collective`)."""
-    from tokometer.perf.collective import COLLECTIVE_LATENCY_S, communication, link_share
+    from tokometer.perf.collective import COLLECTIVE_LATENCY_S, communication, scale_up
 
     d = e.deployment
     if d.tp <= 1:
@@ -177,10 +177,13 @@ def _communication_line(e: Estimate) -> str:
     kind = {"all-reduce": "2 all-reduces a layer" + (" (whole experts on each GPU: the same)" if d.expert_parallel
                                                       else ""),
             "all-gather + reduce-scatter": f"{kind} a layer (attention data parallel)"}.get(kind, kind)
-    return (f"communication counted in every step: {kind} of the step's bf16 activations over "
-            f"{d.hardware.link_gbs or 0:,.6g} / 2 GB/s (one direction of the link) × "
-            f"{100 * link_share(d.hardware.link_gbs or 0):.0f} % (what a collective reaches), "
-            f"{COLLECTIVE_LATENCY_S * 1e6:,.3g} µs each (--explain)")
+    link = d.hardware.link_gbs or 0
+    if scale_up(link):
+        return (f"communication counted in every step: {kind} of the step's bf16 activations over a {link:,.6g} GB/s "
+                "link, each at the faster of a custom all-reduce and NCCL's as measured on H100 NVLink for its "
+                "size (--explain)")
+    return (f"communication counted in every step: {kind} of the step's bf16 activations over {link:,.6g} / 2 GB/s "
+            f"(one direction of a PCIe link, its whole figure), {COLLECTIVE_LATENCY_S * 1e6:,.3g} µs each (--explain)")
 
 
 def render_target(console: Console, a: TargetAnswer) -> None:

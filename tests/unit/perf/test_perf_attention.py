@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from tokometer.cli.estimate import command as estimate
 from tokometer.perf import Deployment, resolve_hardware, resolve_model
-from tokometer.perf.collective import ACTIVATION_BYTES, COLLECTIVE_LATENCY_S, communication
+from tokometer.perf.collective import ACTIVATION_BYTES, all_reduce_s, communication
 from tokometer.perf.maxload import max_load
 from tokometer.perf.roofline import prefill_flops_split, prefill_s, weight_bytes_read
 from tokometer.util.errors import ConfigError
@@ -61,7 +61,9 @@ def test_attention_data_parallel_copies_the_rest_and_splits_the_sequences() -> N
     ring = 2 * 7 / 8 * 100 * m.hidden * ACTIVATION_BYTES
     assert (c.kind, c.collectives) == ("all-gather + reduce-scatter", 2 * m.layers)
     assert c.bytes_per_gpu == pytest.approx(m.layers * ring)
-    assert c.seconds == pytest.approx(2 * m.layers * COLLECTIVE_LATENCY_S + m.layers * ring / 366e9)
+    # each gather or scatter moves half an all-reduce's bytes: timed as an all-reduce of half the message
+    assert c.message_bytes == 100 * m.hidden * ACTIVATION_BYTES / 2
+    assert c.seconds == pytest.approx(2 * m.layers * all_reduce_s(c.message_bytes, 8, 900))
     assert "attention DP 8" in dp.describe()
 
 

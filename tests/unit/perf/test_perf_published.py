@@ -142,8 +142,11 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # the efficiencies chosen again on the fit split (prefill 57.5 %, was 55; the experts' half width 1,280)
     # 348 (2026-12-05): MLPerf's Llama 2 70B Offline results joined, 8 of their 11 within the aim (the misses: the
     # B300 and MI355X, whose rows have no measured GEMM share, and vLLM 0.4.3 on the MI300X)
-    assert sum(e <= HELD_OUT_AIM for e in errors) >= 348
-    assert statistics.median(errors) <= 0.114
+    # 375 (2026-12-05): each all-reduce over NVLink at the time measured on H100 for its message size (a custom
+    # all-reduce to 1 MiB, NCCL beyond), not a flat 81 % of the link: dense over 4-8 GPUs 46 → 59 of 94, mixtures of
+    # experts 136 → 144, NVFP4 on Blackwell 13 → 18 (the fit split unchanged, 82 of 89, and its refit the same)
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 375
+    assert statistics.median(errors) <= 0.093
     # the 332 held out before the rest of the release-0.17 table joined (2026-12-04): 186 within the aim until
     # 2026-12-05, 176 since: the refit's 40 µs a layer (chosen on the fit split, not on these) speeds up every
     # step, and the Llama 4 rows read with whole experts on each GPU run further from the fit; the count is the
@@ -152,7 +155,8 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # little faster with prefill at 57.5 %)
     earlier = [c for c in checked if "MLPerf" not in c.figure.source
                and ("258c7540" not in c.figure.source or c.figure.group in _FIRST_RELEASE_ROWS)]
-    assert len(earlier) == 332 and sum(abs(c.error) <= HELD_OUT_AIM for c in earlier) >= 174
+    # (191 since each all-reduce is timed by its message size)
+    assert len(earlier) == 332 and sum(abs(c.error) <= HELD_OUT_AIM for c in earlier) >= 191
     # The single-GPU dense figures on older cards are close (the 8B on L40S and, with the A100's measured GEMM
     # share, on A100 every one within the aim); the misses are multi-GPU, mixtures of experts and Blackwell.
     close = [c for c in checked if c.figure.group in ("llama-3.1-8b A100-80GB-SXM TP1 fp16",
@@ -163,7 +167,7 @@ def test_the_held_out_errors_as_they_stand() -> None:
     assert all(abs(c.error) <= HELD_OUT_AIM for c in loops if (c.figure.concurrency or 0) <= 50)
     # (0.055 until the NVLink share of 2026-12-04 slowed the TP 2 loops' steps a little: +15 held-out figures;
     # 0.058 until the refit's 40 µs a layer of 2026-12-05 sped every step up a little; 0.050 with prefill at 57.5 %)
-    assert statistics.median(abs(c.error) for c in loops) <= 0.051
+    assert statistics.median(abs(c.error) for c in loops) <= 0.050
 
 
 def test_prompt_heavy_shapes_are_bound_by_prefill_and_long_answers_by_bandwidth() -> None:
