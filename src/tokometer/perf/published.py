@@ -65,9 +65,9 @@ _TP_COMM = ("over 4 or 8 GPUs: each all-reduce is counted at the time measured o
             "NVFP4 on Blackwell) or too slow at 128 → 128 on the A100: each GPU's matmuls shrink with TP and the "
             "engine's share of peak with them (the fit set is TP 1-2)")
 _BLACKWELL = ("B200 and GB200 in NVFP4: with the compute efficiencies scaled by their measured GEMM share "
-              "(`Deployment.compute_scale`, 0.79) still too fast by a median 15-26 %, most on long answers at large "
+              "(`Deployment.compute_scale`, 0.79) still too fast by a median 13-22 %, most on long answers at large "
               "batches and in NVFP4 prefill; the same engine, format and model on an RTX PRO 6000 (fit split) land "
-              "within ±15 %")
+              "within ±15 %, as do MLPerf's compute-bound short answers on a B200 and a GB200 node (Llama 2 70B)")
 _MOE = ("mixture of experts: the grouped expert GEMMs' efficiency was chosen on Qwen3-30B-A3B's narrow experts over "
         "1-8 RTX PRO 6000s (fit split) and scaled by the width one GPU multiplies; the Llama 4 models, with few wide "
         "experts and one a token (whole experts on each GPU, as the page's --ep is read), run further below it, "
