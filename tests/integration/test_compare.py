@@ -14,6 +14,8 @@ from tests.conftest import SimServer, bench_stored, run_cli
 from tokometer.compare.gate import compare_runs
 from tokometer.store import ResultStore
 
+pytestmark = pytest.mark.slow  # its module setup benches three runs: 50-60 s in the parallel lane
+
 _LOAD = ("-c", "4", "-n", "40", "--warmup", "4", "--input-tokens", "16", "--seed", "1")
 
 

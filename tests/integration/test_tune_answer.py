@@ -21,6 +21,8 @@ from tokometer.tune.answer import TuneAnswer, judge
 from tokometer.tune.outcome import Startup, TuneRecord, Variant, VariantOutcome
 from tokometer.tune.render import answer_json, render_answer
 
+pytestmark = pytest.mark.slow  # its module setup benches five runs: 100-135 s in the parallel lane
+
 _LOAD = ("-c", "1,4", "-n", "40", "--warmup", "4", "--input-tokens", "16", "--output-tokens", "32", "--seed", "7")
 
 
