@@ -196,6 +196,7 @@ def test_generated_requests_to_the_gateway(servers: Servers, sent: Composed) -> 
     _judge(servers, "gateway", sent)
 
 
+@pytest.mark.slow  # about 50 s in the parallel lane
 @given(sent=requests(SIM_PATHS))
 def test_generated_requests_to_the_simulator(servers: Servers, sent: Composed) -> None:
     _judge(servers, "sim", sent)

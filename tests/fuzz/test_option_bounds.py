@@ -17,6 +17,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -150,6 +151,7 @@ CLI_CASES = [
 ]
 
 
+@pytest.mark.slow  # about 40 s in the parallel lane
 def test_hostile_values_through_the_real_command_line_exit_2_with_one_line() -> None:
     for args in CLI_CASES:
         done = run_cli("bench", "--url", "http://127.0.0.1:9/v1", "--no-store", *args, timeout=30)

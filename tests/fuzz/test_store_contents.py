@@ -148,6 +148,7 @@ def _check_commands(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
             assert len(lines) == 1 and "Traceback" not in err, (command, err)
 
 
+@pytest.mark.slow  # 90-120 s in the parallel lane
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(changes=st.lists(_column_change(), min_size=1, max_size=3),
        structural=st.sampled_from(_STRUCTURAL) | st.just("") | st.just("") | st.just(""))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,8 @@ import pytest
 from tests.conftest import SimServer, bench_stored, run_cli
 from tokometer.compare.gate import compare_runs
 from tokometer.store import ResultStore
+
+pytestmark = pytest.mark.slow  # its module setup benches three runs: 50-60 s in the parallel lane
 
 _LOAD = ("-c", "4", "-n", "40", "--warmup", "4", "--input-tokens", "16", "--seed", "1")
 
@@ -27,25 +29,42 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(store: Path) -> dict[str, list[int]]:
-    """Three runs against a sim decoding at 5 ms a token, one against a sim at 5.5 ms (10 % slower)."""
+def fast_sim() -> Iterator[SimServer]:
+    """A sim decoding at 5 ms a token.
+
+    Two runs of one configuration differ in TTFT by what the host does between them (where the OS places the
+    client and the server, asyncio's timers, other work on the cores): about a millisecond on a quiet 2-core
+    machine, up to 5 ms on CI's loaded one (61.6 vs 65.4 ms p50 for a scripted 60), which one run's own
+    requests cannot show (that is what --repeat's trials are for: tests/integration/test_repeat.py). So the
+    simulated TTFT is 200 ms (5 ms is 2.5 %, half the 5 % threshold), and the simulator paces its events to
+    microseconds (--precise)."""
     from tests.conftest import start_sim
 
-    # Two runs of one configuration differ in TTFT by what the host does between them (where the OS places the
-    # client and the server, asyncio's timers, other work on the cores): about a millisecond on a quiet 2-core
-    # machine, up to 5 ms on CI's loaded one (61.6 vs 65.4 ms p50 for a scripted 60), which one run's own
-    # requests cannot show (that is what --repeat's trials are for: tests/integration/test_repeat.py). So the
-    # simulated TTFT is 200 ms (5 ms is 2.5 %, half the 5 % threshold), and the simulator paces its events to
-    # microseconds (--precise).
     fast = start_sim("--ttft-ms", "200", "--itl-ms", "5", "--precise")
-    slow = start_sim("--ttft-ms", "200", "--itl-ms", "5.5", "--precise")
     try:
-        same = [_bench(fast, store) for _ in range(3)]
-        slower = [_bench(slow, store)]
+        yield fast
     finally:
         fast.stop()
+
+
+@pytest.fixture(scope="module")
+def same_pair(store: Path, fast_sim: SimServer) -> list[int]:
+    """Two runs against the sim at 5 ms a token, one after the other."""
+    return [_bench(fast_sim, store) for _ in range(2)]
+
+
+@pytest.fixture(scope="module")
+def runs(store: Path, same_pair: list[int]) -> dict[str, list[int]]:
+    """Two runs against a sim decoding at 5 ms a token, one against a sim at 5.5 ms (10 % slower). The tests of
+    behaviour need no third run of one configuration: only the timing test's tries draw from three."""
+    from tests.conftest import start_sim
+
+    slow = start_sim("--ttft-ms", "200", "--itl-ms", "5.5", "--precise")
+    try:
+        slower = [_bench(slow, store)]
+    finally:
         slow.stop()
-    return {"same": same, "slower": slower}
+    return {"same": same_pair, "slower": slower}
 
 
 def test_a_ten_percent_slower_decode_fails_the_gate(store: Path, runs: dict[str, list[int]]) -> None:
@@ -65,12 +84,14 @@ def test_a_ten_percent_slower_decode_fails_the_gate(store: Path, runs: dict[str,
 
 
 @pytest.mark.timing
-def test_runs_of_one_configuration_raise_no_false_alarm(store: Path, runs: dict[str, list[int]]) -> None:
+def test_runs_of_one_configuration_raise_no_false_alarm(store: Path, fast_sim: SimServer,
+                                                        same_pair: list[int]) -> None:
     """20 seeded tries. Each draws an ordered pair of the three real runs of one configuration (each after 4
     warm-up requests, as a careful user runs them) and, from each run, 32 of its 40 measured requests
     (without replacement), then compares them with its own bootstrap seed: the tries differ in the pair, the
     requests and the resamples, at the cost of one compare each (no new bench runs). None may find a
     regression."""
+    runs = {"same": [*same_pair, _bench(fast_sim, store)]}  # the third run, right after the first two
     results = ResultStore(f"sqlite:///{store}", read_only=True)
     try:
         stored = {i: results.run(i) for i in runs["same"]}

@@ -119,6 +119,7 @@ def test_a_tenants_headers_go_with_its_requests_only() -> None:
             assert auth == [b"authorization: bearer run-key"]
 
 
+@pytest.mark.slow  # about 55 s in the parallel lane
 def test_the_cli_saves_tenants_and_compare_matches_them_by_name(sim_factory: Callable[..., SimServer],
                                                                   tmp_path: Path) -> None:
     sim = _lora_sim(sim_factory)

@@ -12,11 +12,14 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import SimServer, bench_stored, run_cli
 
 _LOAD = ("-c", "1,4", "-n", "24", "--input-tokens", "16", "--output-tokens", "32", "--seed", "1")
 
 
+@pytest.mark.slow  # 45-55 s in the parallel lane
 def test_the_twice_as_fast_servers_front_dominates(sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
     store = tmp_path / "runs.db"
     slow = sim_factory("--ttft-ms", "40", "--itl-ms", "8", "--load-slowdown", "0.2")

@@ -26,6 +26,8 @@ from tests.integration.test_observe_dcgm import _Exporter, _Handler, exporter_te
 from tokometer.metrics.knee import knee, summary_power
 from tokometer.store import ResultStore, StoredRun
 
+pytestmark = pytest.mark.slow  # module setup 50 s, two headless browsers: 150 s in the parallel lane
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]

@@ -166,6 +166,7 @@ def test_a_fresh_store_opened_by_several_processes_at_once(new_store_url: Callab
         assert _sql(url, "SELECT count(*) FROM alembic_version") == [(1,)]
 
 
+@pytest.mark.slow  # about 50 s in the parallel lane
 def test_benches_write_one_store_at_once_and_every_reader_reads_it(
         sim_factory: Callable[..., SimServer], store_url: str, tmp_path: Path) -> None:
     sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1")

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import SimServer, run_cli
 
 
@@ -44,6 +46,7 @@ def _run(store: Path, run_id: int = 1) -> dict[str, object]:
     return run
 
 
+@pytest.mark.slow  # 40-70 s in the parallel lane
 def test_sigterm_keeps_what_finished_and_prints_the_summary(sim_factory: Callable[..., SimServer],
                                                             store_path: Path) -> None:
     sim = sim_factory("--ttft-ms", "1", "--itl-ms", "20")
@@ -59,6 +62,7 @@ def test_sigterm_keeps_what_finished_and_prints_the_summary(sim_factory: Callabl
     assert step["summary"]["requests_completed"] == _stored_requests(store_path) >= 4
 
 
+@pytest.mark.slow  # 40-70 s in the parallel lane
 def test_a_killed_run_is_marked_aborted_and_summarised(sim_factory: Callable[..., SimServer],
                                                        store_path: Path) -> None:
     sim = sim_factory("--ttft-ms", "1", "--itl-ms", "20")

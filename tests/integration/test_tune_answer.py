@@ -21,6 +21,8 @@ from tokometer.tune.answer import TuneAnswer, judge
 from tokometer.tune.outcome import Startup, TuneRecord, Variant, VariantOutcome
 from tokometer.tune.render import answer_json, render_answer
 
+pytestmark = pytest.mark.slow  # its module setup benches five runs: 100-135 s in the parallel lane
+
 _LOAD = ("-c", "1,4", "-n", "40", "--warmup", "4", "--input-tokens", "16", "--output-tokens", "32", "--seed", "7")
 
 
@@ -42,33 +44,49 @@ def _variants() -> tuple[Variant, ...]:
 
 
 @pytest.fixture(scope="module")
-def record(store: Path) -> TuneRecord:
-    """The baseline and 'parallel=2' on one server (5 ms a token), 'parallel=4' and 'quantization=Q2_K' on one
-    twice as fast per token (2.5 ms), and a variant that failed to start. TTFT is 200 ms and the simulator
-    paces its events to microseconds: two runs of one server differ by far less than compare's threshold
-    (see tests/integration/test_compare.py)."""
+def same_runs(store: Path) -> tuple[int, int, int]:
+    """The runs of the server at 5 ms a token: the baseline, 'parallel=2' and the baseline again, one after another.
+    TTFT is 200 ms and the simulator paces its events to microseconds: two runs of one server differ by far less
+    than compare's threshold (see tests/integration/test_compare.py)."""
     same = start_sim("--ttft-ms", "200", "--itl-ms", "5", "--precise")
-    fast = start_sim("--ttft-ms", "200", "--itl-ms", "2.5", "--precise")
     try:
-        ids = [_bench(same, store, "baseline"), _bench(same, store, "parallel=2"), _bench(fast, store, "parallel=4"),
-               _bench(fast, store, "quantization=Q2_K")]
-        again_id = _bench(same, store, "baseline again")
+        return _bench(same, store, "baseline"), _bench(same, store, "parallel=2"), _bench(same, store, "baseline again")
     finally:
         same.stop()
+
+
+@pytest.fixture(scope="module")
+def fast_runs(store: Path) -> tuple[int, int]:
+    """'parallel=4' and 'quantization=Q2_K', both on one server twice as fast per token (2.5 ms)."""
+    fast = start_sim("--ttft-ms", "200", "--itl-ms", "2.5", "--precise")
+    try:
+        return _bench(fast, store, "parallel=4"), _bench(fast, store, "quantization=Q2_K")
+    finally:
         fast.stop()
-    variants = _variants()
+
+
+def _record(variants: tuple[Variant, ...], ids: tuple[int, ...], again_id: int, failed: bool) -> TuneRecord:
     quality = {"verdict": "different", "agreement": 0.4, "error": None}  # as tokometer.tune.quality writes it
     outcomes = tuple(VariantOutcome(v, "finished", run_id=i, startup=Startup(1.5, 0.9),
                                     command_line=("llama-server", "--parallel", v.settings["parallel"]),
                                     quality=quality if v.changes_weights else None)
                      for v, i in zip(variants, ids, strict=False))
-    failed = VariantOutcome(variants[4], "failed to start", startup=None, command_line=("llama-server",),
-                            engine_last_words="error: failed to allocate the KV cache: out of memory",
-                            error="the engine exited with status 1 before it answered")
-    record = TuneRecord("t", "llamacpp", "abc", 7, {"concurrency": [1, 4]}, variants, (*outcomes, failed),
+    if failed:
+        outcomes += (VariantOutcome(variants[4], "failed to start", startup=None, command_line=("llama-server",),
+                                    engine_last_words="error: failed to allocate the KV cache: out of memory",
+                                    error="the engine exited with status 1 before it answered"),)
+    record = TuneRecord("t", "llamacpp", "abc", 7, {"concurrency": [1, 4]}, variants, outcomes,
                         started_at="2026-12-03T16:00:00Z")
     again = VariantOutcome(record.again(), "finished", run_id=again_id, startup=Startup(1.4, 0.9))
     return dataclasses.replace(record, baseline_again=again)
+
+
+@pytest.fixture(scope="module")
+def record(same_runs: tuple[int, int, int], fast_runs: tuple[int, int]) -> TuneRecord:
+    """The baseline and 'parallel=2' on one server (5 ms a token), 'parallel=4' and 'quantization=Q2_K' on one
+    twice as fast per token (2.5 ms), and a variant that failed to start."""
+    baseline, parallel_2, again = same_runs
+    return _record(_variants(), (baseline, parallel_2, *fast_runs), again, failed=True)
 
 
 @pytest.fixture(scope="module")
@@ -97,9 +115,23 @@ def test_the_faster_server_is_better_on_throughput_and_the_best(answer: TuneAnsw
     assert answer.of(3).quality_text == "faster but different (40% of answers identical)"
 
 
+@pytest.fixture(scope="module")
+def same_answer(store: Path, same_runs: tuple[int, int, int]) -> TuneAnswer:
+    """The judgement of a tune of the baseline and 'parallel=2' alone. `judge` holds each variant against the
+    baseline and the baseline's second run (the noise floor) only, so 'parallel=2' is judged as in `answer`
+    without the faster server's runs: the timing lane, where this test runs alone, benches 3 times, not 5."""
+    baseline, parallel_2, again = same_runs
+    results = ResultStore(f"sqlite:///{store}", read_only=True)
+    try:
+        return judge(_record(_variants()[:2], (baseline, parallel_2), again, failed=False), results)
+    finally:
+        results.close()
+
+
 @pytest.mark.timing  # its premise: two runs of one server differ by less than compare's threshold, as on a quiet host
-def test_the_same_server_twice_is_never_better_or_worse(answer: TuneAnswer) -> None:
-    same = answer.of(1)
+def test_the_same_server_twice_is_never_better_or_worse(same_answer: TuneAnswer) -> None:
+    same = same_answer.of(1)
+    assert same.variant.name == "parallel=2" and same.run is not None and same_answer.floor is not None
     for _, verdicts in same.loads:
         for key, x in verdicts.items():
             assert x.word in ("no change", "cannot decide"), (key, x)

@@ -108,11 +108,15 @@ def test_batches_measured_and_counted_as_the_server_counted_them(pooling: VllmSe
 
 def test_latency_grows_with_the_batch(pooling: VllmServer, tmp_path: Path) -> None:
     """A pass over 8 inputs is a prefill of 8 times the tokens: on a CPU (compute bound) it takes several times
-    as long as one input's."""
+    as long as one input's.
+
+    vLLM's CPU build takes about 29 ms a prompt token on this 2-core host, quiet: with 64-token inputs and 5
+    requests p50 was 1.85 s for one input, 14.2 s for 8 (7.7 times); with 32-token inputs and 3 requests (these)
+    0.94 s and 7.3 s (7.8 times). The median of 3 still puts the ratio three times above what is asserted."""
     p50 = {}
     for batch in (1, 8):
-        result = _bench(pooling, tmp_path, "--api", "openai-embeddings", "-c", "1", "-n", "5", "--warmup", "1",
-                        "--batch-size", str(batch), "--input-tokens", "64", "--seed", "8")
+        result = _bench(pooling, tmp_path, "--api", "openai-embeddings", "-c", "1", "-n", "3", "--warmup", "1",
+                        "--batch-size", str(batch), "--input-tokens", "32", "--seed", "8")
         summary = result["steps"][0]["summary"]
         assert summary["requests_failed"] == 0, summary["error_examples"]
         p50[batch] = summary["e2e_ms"]["p50"]
