@@ -115,8 +115,8 @@ def scale_up(link_gbs: float | None) -> bool:
 def all_reduce_s(message_bytes: float, gpus: int, link_gbs: float) -> float:
     """Seconds of one all-reduce of ``message_bytes`` over ``gpus`` GPUs on a scale-up link of ``link_gbs`` (both
     directions): the faster of vLLM's custom all-reduce (to 1 MiB) and NCCL, each as measured on H100 NVLink, at
-    the message the H100 would move in the same time (module docstring)."""
-    if gpus <= 1 or message_bytes <= 0:
+    the message the H100 would move in the same time (module docstring); 0 with one GPU, no message or no link."""
+    if gpus <= 1 or message_bytes <= 0 or link_gbs <= 0:
         return 0.0
     size = message_bytes * H100_ONE_WAY_GBS / (link_gbs / 2)
     ring = 2 * (gpus - 1) / gpus

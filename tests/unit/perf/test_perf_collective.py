@@ -63,7 +63,7 @@ def test_the_measured_curves_are_what_a_collective_takes() -> None:
     # at 8 GiB NCCL's bus bandwidth is the 366 GB/s of the H100's 450 one way; beyond, in proportion
     assert 2 * 3 / 4 * 2**33 / all_reduce_s(2**33, 4, 900) == pytest.approx(366.2e9, rel=1e-3)
     assert all_reduce_s(2**34, 4, 900) == pytest.approx(2 * all_reduce_s(2**33, 4, 900))
-    assert all_reduce_s(0, 8, 900) == 0 == all_reduce_s(2**20, 1, 900)
+    assert all_reduce_s(0, 8, 900) == 0 == all_reduce_s(2**20, 1, 900) == all_reduce_s(2**20, 8, 0)
 
 
 def test_the_communication_is_added_to_decode_and_prefill_steps() -> None:
