@@ -109,7 +109,7 @@ def _interpolate(points: tuple[tuple[int, float], ...], size: float) -> float:
 def scale_up(link_gbs: float | None) -> bool:
     """True for a scale-up fabric (a link faster than `PCIE_LINK_GBS`), whose collectives follow the measured
     curves (`all_reduce_s`); False for PCIe (or no link figure)."""
-    return bool(link_gbs) and (link_gbs or 0) > PCIE_LINK_GBS
+    return link_gbs is not None and link_gbs > PCIE_LINK_GBS
 
 
 def all_reduce_s(message_bytes: float, gpus: int, link_gbs: float) -> float:
