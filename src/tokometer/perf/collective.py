@@ -57,7 +57,7 @@ from tokometer.perf.model import ModelSpec
 
 __all__ = ["ACTIVATION_BYTES", "COLLECTIVE_LATENCY_S", "COLLECTIVE_LATENCY_SOURCE", "CUSTOM_ALL_REDUCE_US",
            "CUSTOM_SOURCE", "NCCL_ALL_REDUCE_US", "NCCL_SOURCE", "PCIE_LINK_GBS", "Communication", "Parallel",
-           "all_reduce_s", "communication", "communication_s", "scale_up"]
+           "all_reduce_s", "communication", "communication_s", "fabric", "scale_up"]
 
 ACTIVATION_BYTES = 2
 """Bytes of one activation element on the wire (bf16 / fp16)."""
@@ -110,6 +110,11 @@ def scale_up(link_gbs: float | None) -> bool:
     """True for a scale-up fabric (a link faster than `PCIE_LINK_GBS`), whose collectives follow the measured
     curves (`all_reduce_s`); False for PCIe (or no link figure)."""
     return link_gbs is not None and link_gbs > PCIE_LINK_GBS
+
+
+def fabric(link_gbs: float | None) -> str | None:
+    """``scale-up`` (`scale_up`), ``pcie`` (a slower link figure) or None (no link figure)."""
+    return "scale-up" if scale_up(link_gbs) else "pcie" if link_gbs else None
 
 
 def all_reduce_s(message_bytes: float, gpus: int, link_gbs: float) -> float:
@@ -181,7 +186,7 @@ class Communication:
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "counted": self.counted, "tokens": self.tokens, "collectives": self.collectives,
                 "message_bytes": self.message_bytes, "bytes_per_gpu": self.bytes_per_gpu, "link_gbs": self.link_gbs,
-                "fabric": "scale-up" if scale_up(self.link_gbs) else "pcie" if self.link_gbs else None,
+                "fabric": fabric(self.link_gbs),
                 "us_each": self.each_s * 1e6, "ms": self.seconds * 1e3}
 
 

@@ -175,21 +175,21 @@ class Estimate:
             COLLECTIVE_LATENCY_SOURCE,
             CUSTOM_SOURCE,
             NCCL_SOURCE,
-            scale_up,
+            fabric,
         )
 
         d = self.deployment
         counted = communication(d, 1).counted
-        fabric = scale_up(d.hardware.link_gbs)
+        link = fabric(d.hardware.link_gbs)
         timing = ({"rule": "the faster of a custom all-reduce (to 1 MiB) and NCCL, as measured on H100 NVLink for the "
                            "message size, at the message the H100 moves in the same time over this link",
-                   "custom_source": CUSTOM_SOURCE, "nccl_source": NCCL_SOURCE} if fabric else
+                   "custom_source": CUSTOM_SOURCE, "nccl_source": NCCL_SOURCE} if link == "scale-up" else
                   {"rule": "latency_us_per_collective plus the ring's bytes over the link's whole one-way figure (a "
                            "PCIe link; chosen on the fit split)",
                    "latency_us_per_collective": COLLECTIVE_LATENCY_S * 1e6,
                    "latency_source": COLLECTIVE_LATENCY_SOURCE})
         return {"counted": counted, "link_gbs_both_directions": d.hardware.link_gbs,
-                "fabric": "scale-up" if fabric else "pcie" if d.hardware.link_gbs else None,
+                "fabric": link,
                 "activation_bytes": ACTIVATION_BYTES, "timing": timing,
                 "assumption": "tensor parallel: 2 all-reduces of the step's tokens × hidden activations per "
                               "layer, each timed by its message size (timing); expert parallel with tensor-parallel "
