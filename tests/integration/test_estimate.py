@@ -39,6 +39,27 @@ def test_the_issues_example(tmp_path: Path) -> None:
     assert data["estimate"]["kv_bytes_per_token"] == 131_072
 
 
+def test_the_estimate_says_how_far_it_has_been_from_published_figures(tmp_path: Path) -> None:
+    """Its record on the kind asked about and on the deployment itself, counted from the published table; none
+    at efficiencies given (the record is the typical ones')."""
+    from tokometer.perf.published import KNOWN_MISSES
+
+    out = tmp_path / "estimate.json"
+    args = ["-m", "qwen3-30b-a3b", "-H", "B200", "--dtype", "nvfp4", "--kv-dtype", "fp8", "--json", str(out)]
+    result = CliRunner(env=WIDE).invoke(estimate, args)
+    assert result.exit_code == 0, result.output
+    assert re.search(r"checked .* held out from fitting: mixture of experts at maximum load \d+ of \d+ within ±15 %",
+                     result.output)
+    assert "this deployment (qwen3-30b-a3b B200 TP1 nvfp4): 10 figures (held out), 0 within ±15 %" in result.output
+    check = json.loads(out.read_text())["estimate"]["published_check"]
+    assert check["deployment"]["figures"] == 10 and check["deployment"]["split"] == "held-out"
+    assert check["deployment"]["known_miss"] == KNOWN_MISSES["qwen3-30b-a3b B200 TP1 nvfp4"]
+    assert check["kind"]["scope"] == "mixture of experts" and check["fixed_concurrency"]["figures"] > 0
+    given = CliRunner(env=WIDE).invoke(estimate, [*args, "--bw-efficiency", "0.7"])
+    assert given.exit_code == 0, given.output
+    assert "checked" not in given.output and json.loads(out.read_text())["estimate"]["published_check"] is None
+
+
 def test_explain_and_target() -> None:
     runner = CliRunner(env=WIDE)
     explained = runner.invoke(estimate, ["-m", "llama-3.1-8b", "-H", "h100", "--explain"])

@@ -38,6 +38,7 @@ from tokometer.perf.roofline import (
     decode_step_s,
     prefill_s,
 )
+from tokometer.perf.trackrecord import TrackRecord
 
 __all__ = ["BatchEstimate", "Estimate", "estimate"]
 
@@ -138,6 +139,9 @@ class Estimate:
     """Tokens one step may hold (the engine's token budget)."""
     max_batch: int = MAX_BATCH
     """Sequences one engine rank schedules at once (its batch limit): the closed loop and max load run no more."""
+    track_record: TrackRecord | None = None
+    """How far the estimate has been from published figures of such cases (`tokometer.perf.trackrecord`; None:
+    not asked, or not at the typical efficiencies on a GPU)."""
 
     @property
     def engine_holds(self) -> int:
@@ -242,6 +246,7 @@ class Estimate:
             "communication": self._communication_json(),
             "batches": [row.to_json() for row in self.rows],
             "max_load": self.max_load.to_json() if self.max_load else None,
+            "published_check": self.track_record.to_json() if self.track_record else None,
         }
 
 

@@ -14,6 +14,7 @@ they are exact: the sum of its tensors' elements, and the weight bytes are its t
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -51,7 +52,10 @@ def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9.]", "", key)
 
 
+@functools.cache
 def _builtin_index() -> dict[str, str]:
+    """Each built-in model's keys (its name, Hub id and aliases, `_key`) to its name: built once, as the tables
+    are constants (a lookup by a long list of figures rebuilt it each time)."""
     index: dict[str, str] = {}
     for name, spec in BUILTIN_MODELS.items():
         index[_key(name)] = name

@@ -41,6 +41,7 @@ the TP GPUs (MoE tensor parallelism): its Mixtral rows take that, the estimate's
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import statistics
 from dataclasses import dataclass
@@ -52,8 +53,9 @@ from tokometer.perf.loaders import resolve_model
 from tokometer.perf.maxload import MAX_BATCH, max_load
 from tokometer.perf.roofline import Deployment, Efficiency
 
-__all__ = ["HELD_OUT_AIM", "KNOWN_MISSES", "SPLITS", "Checked", "PerUserFigure", "PublishedFigure", "compare_published",
-           "figure_from_row", "figure_kind", "known_miss", "published_figures", "published_per_user", "summary"]
+__all__ = ["HELD_OUT_AIM", "KNOWN_MISSES", "SPLITS", "Checked", "PerUserFigure", "PublishedFigure", "case_kind",
+           "compare_published", "figure_from_row", "figure_kind", "known_miss", "published_figures",
+           "published_per_user", "summary"]
 
 SPLITS = ("fit", "held-out")
 HELD_OUT_AIM = 0.15
@@ -213,17 +215,24 @@ class Checked:
 
 def figure_kind(figure: PublishedFigure) -> str:
     """The kind of case a figure is, for the per-kind summary (bench/published_serving.py): ``fit``, or for a
-    held-out one ``fixed concurrency``, ``mixture of experts``, ``NVFP4 on Blackwell``, ``dense over 4-8 GPUs``
-    or ``dense on 1-2 GPUs``."""
+    held-out one its `case_kind`."""
     if figure.split == "fit":
         return "fit"
-    if figure.concurrency:
+    return case_kind(resolve_model(figure.model).is_moe, figure.weight_dtype, figure.tp * figure.pp,
+                     bool(figure.concurrency))
+
+
+def case_kind(moe: bool, weight_dtype: str, gpus: int, fixed_concurrency: bool) -> str:
+    """The kind of a case, a published one or one asked about (`tokometer.perf.trackrecord`): ``fixed
+    concurrency`` (a closed loop of users), else ``mixture of experts``, ``NVFP4 on Blackwell`` (the NVFP4 weights
+    only Blackwell multiplies), ``dense over 4-8 GPUs`` (``gpus``: one copy's TP × PP) or ``dense on 1-2 GPUs``."""
+    if fixed_concurrency:
         return "fixed concurrency"
-    if resolve_model(figure.model).is_moe:
+    if moe:
         return "mixture of experts"
-    if figure.weight_dtype == "nvfp4":
+    if weight_dtype == "nvfp4":
         return "NVFP4 on Blackwell"
-    return "dense over 4-8 GPUs" if figure.tp * figure.pp >= 4 else "dense on 1-2 GPUs"
+    return "dense over 4-8 GPUs" if gpus >= 4 else "dense on 1-2 GPUs"
 
 
 def known_miss(figure: PublishedFigure) -> str | None:
@@ -258,8 +267,14 @@ def figure_from_row(row: dict[str, str]) -> PublishedFigure:
 
 def published_figures(split: str | None = None) -> list[PublishedFigure]:
     """The rows of ``data/published-serving.csv`` (``split``: those of that split only; None: all)."""
+    return [f for f in _all_figures() if split is None or f.split == split]
+
+
+@functools.cache
+def _all_figures() -> tuple[PublishedFigure, ...]:
+    """Every row of the packaged table, read and validated once (it does not change while the process runs)."""
     text = resources.files("tokometer.perf").joinpath("data/published-serving.csv").read_text("utf-8")
-    return [figure_from_row(row) for row in csv.DictReader(io.StringIO(text)) if split is None or row["split"] == split]
+    return tuple(figure_from_row(row) for row in csv.DictReader(io.StringIO(text)))
 
 
 def compare_published(efficiency: Efficiency | None = None,

@@ -28,6 +28,7 @@ from tokometer.perf.measuredloop import loops_beside
 from tokometer.perf.quant import default_kv_dtype, normalize_dtype
 from tokometer.perf.roofline import Deployment, Efficiency
 from tokometer.perf.target import TargetAnswer, reach_target
+from tokometer.perf.trackrecord import track_record
 from tokometer.util.errors import ConfigError
 
 if TYPE_CHECKING:  # the store is imported where a run is read, not by every estimate
@@ -151,7 +152,7 @@ def run_estimate(spec: EstimateSpec) -> Estimate:
                             d.kv_memory_share(spec.gpu_memory_utilization, spec.kv_free_fraction),
                             chunked_prefill=spec.chunked_prefill,
                             step_tokens=spec.step_tokens, max_batch=spec.max_batch), efficiency_source=source,
-                   kv_free_fraction=spec.kv_free_fraction)
+                   kv_free_fraction=spec.kv_free_fraction, track_record=track_record(d, source))
 
 
 def run_target(spec: EstimateSpec, target: float) -> TargetAnswer:

@@ -121,6 +121,8 @@ def render_estimate(console: Console, e: Estimate) -> None:
                       f"the new prompts' prefill ({m.bound} bound; expected)")
     console.print(f"  {_efficiency_line(e)}")
     console.print(f"  {_communication_line(e)}")
+    for line in _track_record_lines(e):
+        console.print(f"  {line}")
     if not d.compute_flops:
         console.print(f"  {d.hardware.name} has no compute figure: prefill shows only the weight-read floor")
 
@@ -184,6 +186,28 @@ def _communication_line(e: Estimate) -> str:
                 "size (--explain)")
     return (f"communication counted in every step: {kind} of the step's bf16 activations over {link:,.6g} / 2 GB/s "
             f"(one direction of a PCIe link, its whole figure), {COLLECTIVE_LATENCY_S * 1e6:,.3g} µs each (--explain)")
+
+
+def _track_record_lines(e: Estimate) -> list[str]:
+    """How far the estimate has been from published figures of such cases (`tokometer.perf.trackrecord`)."""
+    t = e.track_record
+    if t is None:
+        return []
+    k, c = t.kind, t.fixed_concurrency
+    lines = [f"checked   against published figures (reference/published-figures in the docs), held out from fitting: "
+             f"{k.scope} at maximum load {k.within} of {k.figures} within ±15 % (median |error| "
+             f"{100 * k.median_abs_error:.0f} %), {c.scope} (the batch rows) {c.within} of {c.figures} "
+             f"({100 * c.median_abs_error:.0f} %)"]
+    mine = t.deployment
+    if mine is not None:
+        off = mine.median_error
+        by = (f"a median {100 * abs(off):.0f} % {'faster' if off > 0 else 'slower'}" if round(100 * off)
+              else "within 0.5 % at the median")
+        split = {"fit": "of the fit split, chosen on them", "held-out": "held out"}.get(mine.split, mine.split)
+        line = (f"          this deployment ({mine.scope}): {mine.figures} figures ({split}), {mine.within} "
+                f"within ±15 %, the estimate {by}")
+        lines.append(line + (f"; a known miss: {mine.reason}" if mine.reason else ""))
+    return lines
 
 
 def render_target(console: Console, a: TargetAnswer) -> None:
