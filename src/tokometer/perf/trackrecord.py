@@ -124,10 +124,10 @@ def _deployment_record(d: Deployment) -> Record | None:
 
 
 def _same_deployment(f: PublishedFigure, d: Deployment) -> bool:
-    """``f`` ran one copy of ``d``: the same model, hardware, TP × PP, formats and expert layout."""
+    """``f`` ran one copy of ``d``: the same model and hardware rows, TP × PP, formats and expert layout."""
     if (f.tp, f.pp, f.expert_parallel, d.attention_dp) != (d.tp, d.pp, d.expert_parallel, False):
         return False
     if normalize_dtype(f.weight_dtype) != normalize_dtype(d.weight_dtype) or f.kv_dtype != d.kv_dtype:
         return False
-    theirs = f.deployment()
-    return theirs.hardware.name == d.hardware.name and theirs.model.name == d.model.name
+    theirs = f.deployment()  # the same rows, not the same names: a hardware file's own "B200" is another GPU
+    return theirs.hardware == d.hardware and theirs.model == d.model

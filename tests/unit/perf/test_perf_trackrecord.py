@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 
 import pytest
 
@@ -90,6 +91,13 @@ def test_another_layout_or_format_is_not_this_deployment(kv: str, pp: int, ep: b
     assert t is not None and t.deployment is None
     same = track_record(_deployment("mixtral-8x7b", "H200", "fp8", "fp8"))
     assert same is not None and same.deployment is not None
+
+
+def test_a_row_of_the_same_name_with_other_figures_is_another_gpu() -> None:
+    """A hardware file's own "B200" (here slower memory) did not run the published figures."""
+    own = replace(resolve_hardware("B200"), bandwidth_gbs=6000.0)
+    t = track_record(Deployment(resolve_model("qwen3-30b-a3b"), own, "nvfp4", "fp8"))
+    assert t is not None and t.deployment is None and t.kind.scope == "mixture of experts"
 
 
 def test_none_at_given_efficiencies_or_off_a_gpu() -> None:
