@@ -55,6 +55,10 @@ class Record:
     reason: str | None = None
     """Why the deployment misses, where it is a known miss (`published.known_miss`)."""
 
+    def __post_init__(self) -> None:
+        if not self.errors:  # every kind has held-out figures in the packaged table (its test checks)
+            raise ValueError(f"a record of {self.scope} needs at least one figure")
+
     @property
     def figures(self) -> int:
         return len(self.errors)

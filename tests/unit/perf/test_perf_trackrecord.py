@@ -17,7 +17,7 @@ from tokometer.perf.published import (
     published_figures,
 )
 from tokometer.perf.roofline import Deployment
-from tokometer.perf.trackrecord import track_record
+from tokometer.perf.trackrecord import Record, track_record
 
 
 def _deployment(model: str, hardware: str, dtype: str, kv: str, *, tp: int = 1, pp: int = 1,
@@ -40,6 +40,14 @@ def test_the_kind_record_counts_the_held_out_figures_of_that_kind() -> None:
     assert t.kind.median_abs_error == pytest.approx(statistics.median(abs(e) for e in errors))
     loops = [f for f in published_figures("held-out") if f.concurrency]
     assert (t.fixed_concurrency.scope, t.fixed_concurrency.figures) == ("fixed concurrency", len(loops))
+
+
+def test_every_kind_has_held_out_figures() -> None:
+    kinds = {figure_kind(f) for f in published_figures("held-out")}
+    assert kinds == {"fixed concurrency", "mixture of experts", "NVFP4 on Blackwell", "dense over 4-8 GPUs",
+                     "dense on 1-2 GPUs"}
+    with pytest.raises(ValueError, match="at least one figure"):
+        Record("nothing", "held-out", ())
 
 
 @pytest.mark.parametrize(("model", "dtype", "tp", "kind"), [
