@@ -175,11 +175,15 @@ class PublishedFigure:
     max_batch: int | None = None
     """The engine's stated cap on sequences a copy runs at once (``max_batch`` column: TensorRT-LLM's
     ``max_batch_size``, vLLM's ``max_num_seqs``, MLPerf's ``gpu_batch_size``); None: `MAX_BATCH`."""
+    attention_dp: bool = False
+    """The engine ran the attention data parallel over the TP GPUs (``attention_dp`` column ``yes``: TensorRT-LLM's
+    ``enable_attention_dp``; its perf overview's "DEP" columns, attention data parallel with expert parallel)."""
 
     @property
     def layout(self) -> str:
-        """``TP8``, ``TP1 PP2`` or ``4 × TP1 PP2``: the GPUs of one copy, and the copies."""
-        one = f"TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "")
+        """``TP8``, ``DEP4`` (attention data and expert parallel), ``TP1 PP2`` or ``4 × TP1 PP2``: the GPUs of one
+        copy, and the copies."""
+        one = ("DEP" if self.attention_dp else "TP") + f"{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "")
         return f"{self.replicas} × {one}" if self.replicas > 1 else one
 
     @property
@@ -195,7 +199,7 @@ class PublishedFigure:
         chunks are full layers there (`Deployment.full_window_cache`)."""
         return Deployment(resolve_model(self.model), resolve_hardware(self.hardware), self.weight_dtype,
                           self.kv_dtype, tp=self.tp, pp=self.pp, expert_parallel=self.expert_parallel,
-                          full_window_cache="TensorRT-LLM" in self.engine)
+                          full_window_cache="TensorRT-LLM" in self.engine, attention_dp=self.attention_dp)
 
 
 @dataclass(frozen=True)
@@ -258,7 +262,11 @@ def figure_from_row(row: dict[str, str]) -> PublishedFigure:
                              concurrency=int(row["concurrency"]) if row.get("concurrency") else None,
                              expert_parallel=row.get("expert_parallel") == "yes", pp=int(row.get("pp") or 1),
                              replicas=int(row.get("replicas") or 1),
-                             max_batch=int(row["max_batch"]) if row.get("max_batch") else None)
+                             max_batch=int(row["max_batch"]) if row.get("max_batch") else None,
+                             attention_dp=row.get("attention_dp") == "yes")
+    if figure.attention_dp and not figure.expert_parallel:
+        raise ValueError(f"published-serving.csv: {figure.group}: attention data parallel rows run the experts "
+                         "expert parallel (the perf overview's DEP): give expert_parallel yes too")
     if figure.concurrency and figure.concurrency % figure.replicas:
         raise ValueError(f"published-serving.csv: {figure.group}: {figure.concurrency} users do not spread evenly "
                          f"over {figure.replicas} copies")

@@ -129,7 +129,7 @@ def _deployment_record(d: Deployment) -> Record | None:
 
 def _same_deployment(f: PublishedFigure, d: Deployment) -> bool:
     """``f`` ran one copy of ``d``: the same model and hardware rows, TP × PP, formats and expert layout."""
-    if (f.tp, f.pp, f.expert_parallel, d.attention_dp) != (d.tp, d.pp, d.expert_parallel, False):
+    if (f.tp, f.pp, f.expert_parallel, f.attention_dp) != (d.tp, d.pp, d.expert_parallel, d.attention_dp):
         return False
     if normalize_dtype(f.weight_dtype) != normalize_dtype(d.weight_dtype) or f.kv_dtype != d.kv_dtype:
         return False
