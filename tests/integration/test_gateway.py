@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 import urllib.error
 import urllib.request
@@ -98,6 +100,31 @@ def test_primary_failing_half_the_time_costs_clients_nothing(sim_factory: Callab
     assert {line["upstream"] for line in lines if line["fallback"]} == {"backup"}
     assert all(line["completion_tokens"] == 8 and line["status"] == 200 for line in lines)
     assert all(line["overhead_ms"] is not None and line["upstream_ttft_ms"] >= 5 for line in lines)
+
+
+@pytest.mark.timing  # a time: 1 s against the 60 s idle limit, in the timing lane as the lanes' rule asks
+def test_a_primary_that_never_sends_a_response_head_falls_back_at_the_first_token_limit(
+        sim_factory: Callable[..., SimServer], gateway_factory: Callable[[str], SimServer]) -> None:
+    """A stopped server (SIGSTOP) still takes connections and never answers; the first-token limit runs from the
+    request's send, so the gateway falls back after it, not after the idle limit on silence inside a stream."""
+    primary = sim_factory("--model", "big", "--ttft-ms", "5", "--itl-ms", "1")
+    backup = sim_factory("--model", "small", "--ttft-ms", "5", "--itl-ms", "1")
+    gw = gateway_factory(_upstream("primary", primary, "big", "retries = 0\nfirst_token_timeout_s = 1\n"
+                                                              "idle_timeout_s = 60\nbreaker_failures = 1000") +
+                         _upstream("backup", backup, "small") +
+                         '[[routes]]\nmodel = "chat"\nupstreams = ["primary", "backup"]\n')
+    assert _chat(gw)[1]["x-tokometer-upstream"] == "primary"
+    os.kill(primary.process.pid, signal.SIGSTOP)
+    try:
+        started = time.perf_counter()
+        status, headers, _ = _chat(gw)
+        took = time.perf_counter() - started
+    finally:
+        os.kill(primary.process.pid, signal.SIGCONT)
+    assert status == 200 and headers["x-tokometer-upstream"] == "backup"
+    assert took < 20, took  # the 1 s limit and the backup's answer; the idle limit alone would be 60 s
+    values = _metrics(gw.root)
+    assert values['tokometer_gateway_fallbacks_total{primary="primary",route="chat",upstream="backup"}'] == 1
 
 
 def test_a_non_streamed_answers_overhead_leaves_out_the_upstreams_decode(

@@ -175,8 +175,8 @@ class UpstreamConfig(_Strict):
     api_key: str | None = Field(None, description="bearer token for the upstream (better: api_key_env)")
     api_key_env: str | None = Field(None, description="environment variable holding the upstream's key")
     connect_timeout_s: Seconds = Field(5.0, description="limit for opening a connection")
-    first_token_timeout_s: Seconds = Field(30.0, description="limit for the first token (then retry or fall "
-                                         "back)")
+    first_token_timeout_s: Seconds = Field(30.0, description="limit for the first token from the request's send, "
+                                         "the response head's wait included (then retry or fall back)")
     idle_timeout_s: Seconds = Field(30.0, description="limit for silence inside a stream")
     total_timeout_s: Seconds = Field(600.0, description="limit for a whole request")
     max_response_bytes: int = Field(0, ge=0, le=MAX_RESPONSE_BYTES, description="read budget of one answer, everything "

@@ -64,9 +64,9 @@ class Prober:
         body = {**_PROBE, "model": upstream.cfg.model}
         call = None
         try:
-            call = await upstream.open(body, "chat")
             first = None
-            async with asyncio.timeout(upstream.cfg.first_token_timeout_s):
+            async with asyncio.timeout(upstream.cfg.first_token_timeout_s):  # the response head's wait included
+                call = await upstream.open(body, "chat")
                 while (event := await call.next_event()) is not None:
                     if event.parsed is not None and event.parsed.has_content and first is None:
                         first = event.stamp

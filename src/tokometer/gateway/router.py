@@ -271,11 +271,13 @@ class Router:
         opened: Opened | None = None
         call: UpstreamCall | None = None
         try:
-            call = await upstream.open(body, endpoint)
             buffered: list[UpstreamEvent] = []
             first: int | None = None
             try:
+                # from the request's send: a server that takes the connection and never sends a response head (a
+                # stopped process, a full accept queue) is as late with its first token as one that streams nothing
                 async with asyncio.timeout(upstream.cfg.first_token_timeout_s):
+                    call = await upstream.open(body, endpoint)
                     while (event := await call.next_event()) is not None:
                         buffered.append(event)
                         parsed = event.parsed
