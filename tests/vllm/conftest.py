@@ -172,6 +172,64 @@ def vllm() -> Iterator[VllmServer]:
             server.log.unlink(missing_ok=True)
 
 
+LORA_ADAPTER = "tenant-lora"
+"""The name the LoRA of `lora_ngram_vllm` is served under."""
+NGRAM_SPEC: dict[str, Any] = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4,
+                              "prompt_lookup_min": 2}
+"""The speculative decoding of `lora_ngram_vllm`: n-gram prompt lookup (which the CPU build runs), 3 tokens a draft."""
+
+
+@dataclass
+class LoraNgramVllm:
+    """The vLLM of ``test_8_lora.py`` and ``test_8b_speculative.py`` and, when PEFT could not make the LoRA, why."""
+
+    server: VllmServer
+    lora_missing: str | None
+
+
+@pytest.fixture(scope="session")
+def _lora_ngram_server() -> Iterator[LoraNgramVllm]:
+    if os.environ.get("TOKOMETER_TEST_VLLM_URL"):
+        pytest.skip("starts a vLLM of its own, with a LoRA and speculative decoding")
+    require_vllm()
+    from tokometer.engines.vllm_lora import bundled_lora
+    from tokometer.util.errors import EngineError
+
+    lora: tuple[str, ...] = ()
+    missing = None
+    try:
+        lora = ("--enable-lora", "--lora-modules", f"{LORA_ADAPTER}={bundled_lora()}", "--max-lora-rank", "8",
+                "--max-loras", "1")
+    except EngineError as exc:  # PEFT could not be installed (no package index here): the LoRA tests say so
+        missing = str(exc)
+    server = start_vllm_serve(vllm_args=(*lora, "--speculative-config", json.dumps(NGRAM_SPEC)))
+    try:
+        yield LoraNgramVllm(server, missing)
+    finally:
+        stop_vllm_serve(server)
+        if server.log is not None:
+            server.log.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def lora_ngram_vllm(request: pytest.FixtureRequest, _lora_ngram_server: LoraNgramVllm) -> Iterator[LoraNgramVllm]:
+    """A vLLM of its own for the LoRA tenants and the speculative decoding tests: the bundled model serving its
+    LoRA (made with PEFT, `tokometer.engines.vllm_lora`; ``--enable-lora --lora-modules``) and drafting with
+    n-gram prompt lookup (``--speculative-config``, `NGRAM_SPEC`).
+
+    One start for both files (a vLLM start is 45-60 s on 2 cores): neither's tests see the other's flag at work
+    (the LoRA tests ask for answers whose lengths and adapters vLLM's usage and model names say, which drafting
+    does not change; the speculative tests send the base model, no adapter), and the counters the speculative
+    tests hold against are read before and after their own run. Stopped after the last module that uses it (not
+    at the session's end), so that it is not up beside the later files' vLLMs."""
+    yield _lora_ngram_server
+    items = request.session.items
+    mine = [i for i, item in enumerate(items) if getattr(item, "module", None) is request.module]
+    later = items[max(mine) + 1:] if mine else []
+    if not any("lora_ngram_vllm" in getattr(item, "fixturenames", ()) for item in later):
+        stop_vllm_serve(_lora_ngram_server.server)
+
+
 @pytest.fixture(scope="session")
 def llamacpp() -> Iterator[Any]:
     """The embedded llama.cpp engine (bundled model, 2 slots), beside vLLM."""

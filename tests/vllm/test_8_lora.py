@@ -1,19 +1,22 @@
 """A tenant mix (``bench --mix``) against the real vLLM serving a LoRA made here: the bundled model's adapter
 written with PEFT (`tokometer.engines.vllm_lora`), vLLM started with ``--enable-lora --lora-modules``. Two
-tenants, the base model and the adapter, and a third asking for an adapter vLLM does not serve (its 404)."""
+tenants, the base model and the adapter, and a third asking for an adapter vLLM does not serve (its 404).
+
+The vLLM is the one ``test_8b_speculative.py`` uses too (`tests.vllm.conftest.lora_ngram_vllm`: one start for
+both), which also drafts with n-gram prompt lookup; that changes no answer's length or text here (greedy
+drafting keeps what the target would have said) and none of the counts held against vLLM's usage."""
 
 from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 
 from tests.helpers import bench
-from tests.vllm.conftest import VllmServer, require_vllm, start_vllm_serve, stop_vllm_serve
+from tests.vllm.conftest import LORA_ADAPTER, LoraNgramVllm, VllmServer
 
-ADAPTER = "tenant-lora"
+ADAPTER = LORA_ADAPTER
 MIX = {"tenants": [
     {"name": "base", "share": 0.45, "input_tokens": 32, "output_tokens": 8, "slo_ttft_ms": 60_000},
     {"name": "lora", "share": 0.45, "model": ADAPTER, "input_tokens": 48, "output_tokens": 6, "slo_ttft_ms": 60_000},
@@ -21,26 +24,13 @@ MIX = {"tenants": [
 
 
 @pytest.fixture(scope="module")
-def lora_vllm() -> Iterator[VllmServer]:
+def lora_vllm(lora_ngram_vllm: LoraNgramVllm) -> VllmServer:
     """A vLLM of its own, serving the bundled model and its LoRA (made once, cached)."""
-    if os.environ.get("TOKOMETER_TEST_VLLM_URL"):
-        pytest.skip("starts a vLLM of its own, with a LoRA")
-    require_vllm()
-    from tokometer.engines.vllm_lora import bundled_lora
-    from tokometer.util.errors import EngineError
-
-    try:
-        adapter = bundled_lora()
-    except EngineError as exc:  # PEFT could not be installed (no package index here)
+    if lora_ngram_vllm.lora_missing is not None:  # PEFT could not be installed (no package index here)
         if os.environ.get("TOKOMETER_REQUIRE_VLLM") == "1":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-    server = start_vllm_serve(vllm_args=("--enable-lora", "--lora-modules", f"{ADAPTER}={adapter}",
-                                         "--max-lora-rank", "8", "--max-loras", "1"))
-    try:
-        yield server
-    finally:
-        stop_vllm_serve(server)
+            pytest.fail(lora_ngram_vllm.lora_missing)
+        pytest.skip(lora_ngram_vllm.lora_missing)
+    return lora_ngram_vllm.server
 
 
 def test_vllm_serves_the_adapter_made_here(lora_vllm: VllmServer) -> None:

@@ -7,28 +7,27 @@ own /metrics, read by the test just before and after the run: the step's specula
 Its per-step histogram (``vllm:inter_token_latency_seconds``: one observation per engine step that gave a
 request tokens) counts the decode steps, so the acceptance must account for every token the client got,
 and the client's TPOT is that step time spread over the tokens per step.
+
+The vLLM is the one ``test_8_lora.py`` uses too (`tests.vllm.conftest.lora_ngram_vllm`: one start for both),
+which also serves a LoRA; the requests here ask for the base model.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
 from tests.helpers import bench
-from tests.vllm.conftest import VllmServer, require_vllm, start_vllm_serve, stop_vllm_serve
+from tests.vllm.conftest import NGRAM_SPEC, LoraNgramVllm, VllmServer
 from tokometer.benchmark.results import BenchResult
 
-K = 3
+K: int = NGRAM_SPEC["num_speculative_tokens"]
 REQUESTS, OUTPUT = 6, 48
 PROMPT = ("The cat sat on the mat. The dog sat on the log. The cat sat on the mat. The dog sat on the log. "
           "The cat sat on the")
-_SPEC = {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
 _COUNTER = re.compile(r"^vllm:(spec_decode_num_\w+?)_total\{([^}]*)\} ([0-9.e+]+)$", re.MULTILINE)
 
 
@@ -52,16 +51,9 @@ def _counters(server: VllmServer) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def ngram_vllm() -> Iterator[VllmServer]:
-    """A vLLM of its own, drafting with n-gram prompt lookup."""
-    if os.environ.get("TOKOMETER_TEST_VLLM_URL"):
-        pytest.skip("starts a vLLM of its own, with speculative decoding")
-    require_vllm()
-    server = start_vllm_serve(vllm_args=("--speculative-config", json.dumps(_SPEC)))
-    try:
-        yield server
-    finally:
-        stop_vllm_serve(server)
+def ngram_vllm(lora_ngram_vllm: LoraNgramVllm) -> VllmServer:
+    """A vLLM of its own, drafting with n-gram prompt lookup (`tests.vllm.conftest.NGRAM_SPEC`)."""
+    return lora_ngram_vllm.server
 
 
 @pytest.fixture(scope="module")
