@@ -127,6 +127,9 @@ def test_reported_prefix_reuse_is_the_simulators_cache(sim_factory: Callable[...
         last = json.loads(t["body"])["messages"][-1]["content"].split("\n\n")[0]
         truth[last] = cache.lookup(hashes, t["prompt_tokens"])
         cache.insert(hashes)
+    # each turn asks for the shape's own 6 tokens (output=6), --ignore-eos or not, not the run's --output-tokens
+    assert {json.loads(t["body"]).get("max_completion_tokens", json.loads(t["body"]).get("max_tokens"))
+            for t in traces} == {6}
     workload = open_agents(agents, None, 3)
     for r in records:
         assert r.server is not None

@@ -150,7 +150,8 @@ class _Session:
                   if r is not None and self.session.turns[i].agent != turn.agent]
         history = self.history[turn.agent]
         messages = turn_messages(self.workload, self.number, k, history, joined)
-        prompt = Prompt(messages, chat_to_text(messages), None, turn.output_tokens)
+        # the turn's own answer length is the workload's, not a reference: it holds with --ignore-eos too
+        prompt = Prompt(messages, chat_to_text(messages), None, turn.output_tokens, exact_length=True)
         record = RequestRecord(index=next(self.counter), step=self.step_index, due_ns=due, session=self.number,
                                turn=k, agent=turn.agent, ready_ns=ready)
         finished = await send_turn(self.client, prompt, record, self.done)
