@@ -20,9 +20,8 @@ from tests.helpers import bench
 from tests.vllm.conftest import VllmServer
 from tokometer.datasets.agentic_workload import agent_sessions
 
-# every turn's answer length: with ``ignore_eos`` the bench asks each turn for ``output_tokens`` (128 unless given)
-# rather than the shape's ``output``, so both say it (128-token answers took the run 158 s on the 2-core AMD EPYC
-# host, 8-token ones 31 s; the counts held against vLLM's are the same either way)
+# every turn's answer length, the shape's own, which --ignore-eos keeps (until 2026-12-05 it asked for the run's
+# --output-tokens instead, 128 by default: 158 s of bench on the 2-core AMD EPYC host, 8-token turns 31 s)
 OUTPUT_TOKENS = 8
 AGENTS = "synthetic:sessions=2,rate=4,turns=3,fan_out=1,fan_every=2,sub_turns=1,tool_latency=50ms,growth=48," \
          f"prefix=320,output={OUTPUT_TOKENS}"
@@ -45,13 +44,15 @@ def test_agent_turns_counted_and_cached_as_vllm_counted_them(vllm: VllmServer) -
     planned = Counter(k for s in sessions for k in range(len(s.turns)))
     before = _totals(vllm)
     result = bench(vllm.openai_url, api_key=vllm.api_key, model=vllm.model, agents=AGENTS, seed=SEED,
-                   ignore_eos=True, output_tokens=OUTPUT_TOKENS, gpu_metrics="off")
+                   ignore_eos=True, gpu_metrics="off")
     time.sleep(0.2)
     after = _totals(vllm)
     delta = {k: after[k] - before[k] for k in after}
     step = result.steps[0]
     records = [r for r in step.records if not r.warmup]
     assert all(r.ok for r in records), [r.error_detail for r in records if not r.ok]
+    # each answer the shape's 8 tokens long (--ignore-eos: vLLM's usage counts what the turn asked for)
+    assert {r.output_tokens for r in records} == {OUTPUT_TOKENS}
     # every turn of every session ran once, and vLLM finished exactly those requests
     assert Counter(r.turn for r in records) == planned
     assert delta["requests"] == len(records) == sum(planned.values())
