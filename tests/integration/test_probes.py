@@ -50,6 +50,7 @@ def test_saturated_probes_wait_in_the_engines_queue_as_its_log_says(sim_factory:
     assert block.ttft_ms.p50 > 5 * statistics.median(served)
 
 
+@pytest.mark.timing  # the probes' TTFT against the script's 20 ms: 56 ms read beside the other lanes
 def test_probes_beside_an_open_loop_and_sessions_are_kept_apart(sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory("--ttft-ms", "20", "--itl-ms", "2")
     result = bench(sim.openai_url, rate=[20.0], duration_s=1.5, input_tokens=16, output_tokens=8, probe_rate=10.0,
