@@ -199,8 +199,9 @@ def _decode_compute(d: Deployment, eff: Efficiency, batch: int, context: int) ->
     attention_peak = d.attention_flops or flops
     lines = [f"  Compute: matmuls 2 × {d.model.matmul_params / 1e9:.2f} B params multiplied per token × {batch:,} = "
              f"{matmuls / 1e9:,.1f} GFLOP / ({d.tp} × {flops / 1e12:,.4g} TFLOP/s{_basis(d)}) = "
-             f"{fmt_time(matmuls / (d.tp * flops))}; attention {d.model.attention_flops_per_pair:,} FLOPs × "
-             f"{context:,} cached tokens{_window_read(d, batch, context)}{_recurrence(d, batch)} = "
+             f"{fmt_time(matmuls / (d.tp * flops))}; attention {d.model.decode_attention_flops_per_pair:,} FLOPs"
+             f"{' (latent attention, absorbed)' if d.model.is_mla else ''} × {context:,} cached tokens"
+             f"{_window_read(d, batch, context)}{_recurrence(d, batch)} = "
              f"{attention / 1e9:,.1f} GFLOP / "
              f"({d.tp} × {attention_peak / 1e12:,.4g} "
              f"TFLOP/s, {d.attention_compute_dtype}) = {fmt_time(attention / (d.tp * attention_peak))}. The matmuls "

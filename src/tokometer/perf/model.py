@@ -9,6 +9,8 @@ Derived quantities, each a one-line formula:
                             compressed latent and the shared RoPE key, not 2 × heads × head dim)
     KV layers             = layers − window layers: the layers whose cache grows with the context
     attention FLOPs per (query, key) pair = 2 × KV layers × heads × (head dim + V head dim)
+                            (a decode step's with multi-head latent attention: 2 × KV layers × heads ×
+                            (2 × KV LoRA rank + RoPE dim), its absorbed form: `decode_attention_flops_per_layer_pair`)
     embedding params      = vocab × hidden × (1 if tied else 2)      (input table + LM head)
     matmul params         = active − vocab × hidden if untied, else active: what a token is multiplied
                             with (the input table is a lookup, not a product; the LM head is a product)
@@ -226,8 +228,29 @@ class ModelSpec:
 
     @property
     def attention_flops_per_layer_pair(self) -> int:
-        """FLOPs for one query attending to one key in one layer: 2 × heads × (head dim + V head dim)."""
+        """FLOPs for one query attending to one key in one layer: 2 × heads × (head dim + V head dim). A prefill's
+        (with multi-head latent attention too: its prompts run the attention with the keys and values expanded
+        from the latent, every head of head dim + V head dim)."""
         return 2 * self.heads * (self.head_dim + (self.v_head_dim or self.head_dim))
+
+    @property
+    def decode_attention_flops_per_layer_pair(self) -> int:
+        """A decode step's FLOPs for one query attending to one cached token in one layer: as a prefill's, but with
+        multi-head latent attention 2 × heads × (2 × KV LoRA rank + RoPE dim). Decoding, the engines (DeepSeek's
+        own inference code, FlashMLA, vLLM, SGLang, TensorRT-LLM) run it absorbed: each head's query is multiplied
+        into the latent space, so every head scores the cached latent and RoPE key (rank + RoPE dim) and sums the
+        latents (rank) rather than expanded keys and values; the cache is read once for all heads, which makes the
+        step's attention bound by these FLOPs, not by its KV read (DeepSeek R1: 278,528 FLOPs a layer-pair, 3.4
+        times the expanded form's 81,920)."""
+        if self.is_mla:
+            return 2 * self.heads * (2 * self.kv_lora_rank + self.qk_rope_head_dim)
+        return self.attention_flops_per_layer_pair
+
+    @property
+    def decode_attention_flops_per_pair(self) -> int:
+        """A decode step's FLOPs for one query attending to one cached token, all KV layers
+        (`decode_attention_flops_per_layer_pair`)."""
+        return self.kv_layers * self.decode_attention_flops_per_layer_pair
 
     @property
     def window_layers(self) -> int:
@@ -281,7 +304,7 @@ class ModelSpec:
         """A decode step's attention FLOPs for ``sequences`` holding ``context_tokens`` cached in all: the pairs it
         attends to (`attended_tokens`), its sparse-attention indexer's scoring of every cached token, and its
         recurrent layers' recurrence for each sequence's new token."""
-        return (self.attention_flops_per_layer_pair * self.attended_tokens(sequences, context_tokens)
+        return (self.decode_attention_flops_per_layer_pair * self.attended_tokens(sequences, context_tokens)
                 + self.indexer_flops_per_layer_pair * self.indexer_tokens(context_tokens)
                 + self.recurrent_layers * self.recurrent_flops_per_token * max(0.0, sequences))
 

@@ -145,6 +145,20 @@ def test_mla_caches_the_latent_and_the_rope_key() -> None:
     assert kimi.kv_bytes_per_token == 61 * 576
 
 
+def test_mla_decodes_absorbed_and_prefills_expanded() -> None:
+    # Decoding, every head scores the 512 + 64 latent and RoPE key and sums the 512 latents of each cached token
+    # (the queries multiplied into the latent space, as DeepSeek's inference code's "absorb" mode, FlashMLA and the
+    # engines run it): 2 × 128 × (2 × 512 + 64) FLOPs a layer-pair; a prompt expands keys and values, 2 × 128 ×
+    # (192 + 128). So a decode step's attention is bound by its FLOPs, 483 a byte of the fp8 latent it reads.
+    r1 = BUILTIN_MODELS["deepseek-r1"]
+    assert r1.decode_attention_flops_per_layer_pair == 278_528
+    assert r1.attention_flops_per_layer_pair == 81_920
+    assert r1.attention_flops(4, 4 * 1500) == pytest.approx(278_528 * 61 * 6000)
+    assert r1.prefill_attention_flops(1, 100) == pytest.approx(81_920 * 61 * 100 * 101 / 2)
+    llama = BUILTIN_MODELS["llama-3.1-8b"]  # without latent attention the two are one
+    assert llama.decode_attention_flops_per_layer_pair == llama.attention_flops_per_layer_pair
+
+
 def test_distinct_experts_grow_from_k_to_all_of_them() -> None:
     m = BUILTIN_MODELS["gpt-oss-120b"]  # E = 128, k = 4
     assert m.expected_experts(1) == pytest.approx(4)

@@ -62,7 +62,9 @@ def test_a_decode_step_reads_the_top_k_of_the_latent_and_every_indexer_key() -> 
 def test_the_attention_flops_count_the_top_k_pairs_and_the_indexer_scores_every_one() -> None:
     pair, scored = V32.attention_flops_per_layer_pair, V32.indexer_flops_per_layer_pair
     assert scored == 2 * 64 * 128
-    assert V32.attention_flops(1, 131_072) == pytest.approx(pair * 61 * 2048 + scored * 61 * 131_072)
+    decoding = V32.decode_attention_flops_per_layer_pair  # the latent attention absorbed: 2 × 128 × (2 × 512 + 64)
+    assert decoding == 2 * 128 * (2 * 512 + 64)
+    assert V32.attention_flops(1, 131_072) == pytest.approx(decoding * 61 * 2048 + scored * 61 * 131_072)
     # a 4,096-token prompt: the i-th token attends to min(i, 2,048) keys; the indexer scores all i
     capped = 2048 * 2049 / 2 + 2048 * 2048
     assert V32.attended_pairs(1, 4096) == pytest.approx(61 * capped)
