@@ -43,6 +43,7 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import math
 import statistics
 from dataclasses import dataclass
 from importlib import resources
@@ -52,6 +53,7 @@ from tokometer.perf.hardware import resolve_hardware
 from tokometer.perf.loaders import resolve_model
 from tokometer.perf.maxload import MAX_BATCH, max_load
 from tokometer.perf.roofline import Deployment, Efficiency
+from tokometer.perf.trtllmbench import tuned_max_batch
 
 __all__ = ["HELD_OUT_AIM", "KNOWN_MISSES", "SPLITS", "Checked", "PerUserFigure", "PublishedFigure", "case_kind",
            "compare_published", "figure_from_row", "figure_kind", "known_miss", "published_figures",
@@ -111,12 +113,14 @@ _MOE_TP = ("Mixtral over 2-8 GPUs, each expert split over them (the 0.17 engine'
            "over 8 GPUs (+15 to +21 %), as the dense models over 4-8 GPUs")
 
 _DEP = ("attention data parallel with expert parallel (the newer page's DEP columns, `--attention-dp --ep`), first "
-        "checked on these rows: too fast by a median 50-90 % by deployment on the B200 and GB200 in NVFP4 and over 8 "
-        "GPUs (H100s, RTX PRO 6000s, DeepSeek R1 on H200s), most at the short shapes' large batches (2,000-4,000 "
-        "sequences over the ranks; Llama 4 Maverick mixed, −30 to +95 %), where Qwen3-235B over four H200s is within "
-        "±15 %; left out and likely there: the ranks wait for the slowest each "
-        "step, each rank's host schedules its own hundreds of sequences, and the experts' gather and scatter are timed "
-        "as all-reduces of half their bytes")
+        "checked on these rows: too fast by a median 43-71 % by deployment for Qwen3-235B on the B200 and GB200 in "
+        "NVFP4 and over 8 H100s or RTX PRO 6000s and for Qwen3-30B over 2 × 2 RTX PRO 6000s, most at the short shapes' "
+        "large batches (2,000-3,000 sequences over the ranks); DeepSeek R1, at the batch trtllm-bench allows (384 "
+        "sequences a rank), a median +18 to +22 % on the B200 and GB200 and +44 % over eight H200s; Llama 4 Maverick "
+        "mixed (−31 to +90 %); Qwen3-235B over four H200s within ±15 % but for one shape. Left out and likely there: "
+        "the ranks wait for the slowest each step, each rank's host schedules its own hundreds of sequences, a rank's "
+        "batch is padded to the next captured CUDA graph's size, and the experts' gather and scatter are timed as "
+        "all-reduces of half their bytes")
 _GPT_OSS = ("gpt-oss: long answers (1024 → 8192 and 32768) too slow (−15 to −72 %) and the 120B's short shapes too "
             "fast (+36 to +73 %); the estimate keeps the sliding-window layers' caches whole (TensorRT-LLM without a "
             "per-layer max_attention_window) and pads each expert's few tokens to a 128-row tile at small batches "
@@ -136,7 +140,7 @@ KNOWN_MISSES: dict[str, str] = {
     "llama-3.1-405b GB200 TP4 nvfp4": f"{_BLACKWELL}; {_TP_COMM}",
     "llama-3.1-405b H100-SXM TP8 fp8": _TP_COMM, "llama-3.1-70b H100-SXM TP4 fp8": _TP_COMM,
     "llama-3.1-70b A100-80GB-SXM TP4 fp16": _TP_COMM,
-    "llama-3.1-70b H200-SXM TP8 fp8": _TP_COMM, "llama-3.1-70b H100-SXM TP8 fp8": _TP_COMM,
+    "llama-3.1-70b H100-SXM TP8 fp8": _TP_COMM,
     "qwen3-235b-a22b B200 TP8 nvfp4": f"{_MOE}; {_BLACKWELL}", "qwen3-235b-a22b H200-SXM TP8 fp8": _MOE,
     "qwen3-30b-a3b B200 TP1 nvfp4": _SMALL_MOE, "qwen3-30b-a3b GB200 TP1 nvfp4": _SMALL_MOE,
     "llama-4-scout B200 TP1 nvfp4": _MOE, "llama-4-scout GB200 TP1 nvfp4": _MOE,
@@ -213,6 +217,21 @@ class PublishedFigure:
     attention_dp: bool = False
     """The engine ran the attention data parallel over the TP GPUs (``attention_dp`` column ``yes``: TensorRT-LLM's
     ``enable_attention_dp``; its perf overview's "DEP" columns, attention data parallel with expert parallel)."""
+    harness: str = ""
+    """The benchmark that chose the engine's batch limit when the figure states none (``harness`` column):
+    ``trtllm-bench`` (TensorRT-LLM's perf overview with its PyTorch backend: `tokometer.perf.trtllmbench`);
+    empty: `MAX_BATCH`."""
+    requests: int | None = None
+    """The requests the benchmark's dataset held, all queued at once (``requests`` column: the perf overview's
+    table of ``$num_requests`` by shape): no more sequences than these run at once; None: not stated."""
+
+    def batch_cap(self) -> int:
+        """Sequences one engine rank runs at once at most: the stated ``max_batch``, else the harness's choice
+        (`tuned_max_batch`) or `MAX_BATCH`; never more than the dataset's requests spread over the ranks."""
+        d = self.deployment()
+        cap = self.max_batch or (tuned_max_batch(d, self.input_tokens, self.output_tokens)
+                                 if self.harness == "trtllm-bench" else MAX_BATCH)
+        return min(cap, math.ceil(self.requests / d.ranks)) if self.requests else cap
 
     @property
     def layout(self) -> str:
@@ -298,7 +317,11 @@ def figure_from_row(row: dict[str, str]) -> PublishedFigure:
                              expert_parallel=row.get("expert_parallel") == "yes", pp=int(row.get("pp") or 1),
                              replicas=int(row.get("replicas") or 1),
                              max_batch=int(row["max_batch"]) if row.get("max_batch") else None,
-                             attention_dp=row.get("attention_dp") == "yes")
+                             attention_dp=row.get("attention_dp") == "yes", harness=row.get("harness") or "",
+                             requests=int(row["requests"]) if row.get("requests") else None)
+    if figure.harness not in ("", "trtllm-bench"):
+        raise ValueError(f"published-serving.csv: {figure.group}: harness {figure.harness!r} is not known "
+                         "(trtllm-bench, or empty)")
     if figure.attention_dp and not figure.expert_parallel:
         raise ValueError(f"published-serving.csv: {figure.group}: attention data parallel rows run the experts "
                          "expert parallel (the perf overview's DEP): give expert_parallel yes too")
@@ -333,7 +356,7 @@ def compare_published(efficiency: Efficiency | None = None,
             out.append(Checked(f, loop.aggregate_tok_s * f.replicas, users,
                                "saturated" if loop.saturated else "loop"))
             continue
-        load = max_load(f.deployment(), f.input_tokens, f.output_tokens, eff, max_batch=f.max_batch or MAX_BATCH)
+        load = max_load(f.deployment(), f.input_tokens, f.output_tokens, eff, max_batch=f.batch_cap())
         if load is not None:
             out.append(Checked(f, load.output_tok_s * f.replicas, load.batch, load.bound))
     return out

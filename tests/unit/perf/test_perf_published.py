@@ -112,12 +112,14 @@ def test_the_estimate_at_max_load_is_within_the_aim_on_the_fit_figures() -> None
     # on the RTX PRO 6000 the dense model is within it everywhere; Qwen3-30B-A3B over 2-8 GPUs on PCIe is not
     # (42 until 2026-12-05, when the experts' GEMM width per GPU and the page's --ep read as whole experts on
     # each GPU moved the fit to 80 of 89: among the readings that count the width a GPU multiplies, the best;
-    # 82 since whole experts send what split ones do, the experts' all-reduce, with the efficiencies chosen again)
+    # 82 since whole experts send what split ones do, the experts' all-reduce, with the efficiencies chosen again;
+    # 81 since the batch trtllm-bench allows is read as it chooses it and capped at the dataset's requests: Qwen3-30B
+    # over 8 GPUs at 2048 → 2048 runs its 1,500 requests, not the 1,755 the KV cache holds, -14.7 → -16.7 %)
     rtx = {k: e for k, e in errors.items() if "RTX" in k}
     assert all(abs(e) <= 0.15 for k, e in rtx.items() if "llama" in k)
     # (the worst: 32 % too fast at 1000 → 2000 over 2 GPUs; 38 % too slow at 2048 → 128 there while whole experts
     # were taken to be dispatched to their GPUs, an all-to-all of k copies of each token over PCIe)
-    assert sum(abs(e) <= 0.15 for e in rtx.values()) >= 42 and max(abs(e) for e in rtx.values()) <= 0.33
+    assert sum(abs(e) <= 0.15 for e in rtx.values()) >= 41 and max(abs(e) for e in rtx.values()) <= 0.33
     assert statistics.median(abs(e) for e in errors.values()) <= 0.05
     # Not one-sided: the model neither always flatters nor always undersells.
     assert sum(e > 0 for e in errors.values()) >= 20 and sum(e < 0 for e in errors.values()) >= 20
@@ -158,8 +160,11 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # experts 136 → 144, NVFP4 on Blackwell 13 → 18 (the fit split unchanged, 82 of 89, and its refit the same)
     # 413 of 725 (2026-12-05): the newer perf overview's 135 cells joined, 38 of them within the aim (DeepSeek R1,
     # gpt-oss, Qwen3 and Llama 4 Maverick with attention data parallel on Blackwell and Hopper: KNOWN_MISSES' reasons)
-    assert sum(e <= HELD_OUT_AIM for e in errors) >= 413
-    assert statistics.median(errors) <= 0.113
+    # 427 (2026-12-05): the perf overview's rows at the batch trtllm-bench chooses and no more than their dataset's
+    # requests (DeepSeek R1 over four B200s: 384 a rank, not the 965 its KV cache holds), latent attention decoding
+    # absorbed, and the efficiencies chosen again on the fit split (82 % of the bandwidth in decode → 80 %)
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 427
+    assert statistics.median(errors) <= 0.107
     # the 332 held out before the rest of the release-0.17 table joined (2026-12-04): 186 within the aim until
     # 2026-12-05, 176 since: the refit's 40 µs a layer (chosen on the fit split, not on these) speeds up every
     # step, and the Llama 4 rows read with whole experts on each GPU run further from the fit; the count is the
@@ -168,8 +173,8 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # little faster with prefill at 57.5 %)
     earlier = [c for c in checked if "MLPerf" not in c.figure.source and "03e27c7d" not in c.figure.source
                and ("258c7540" not in c.figure.source or c.figure.group in _FIRST_RELEASE_ROWS)]
-    # (191 since each all-reduce is timed by its message size)
-    assert len(earlier) == 332 and sum(abs(c.error) <= HELD_OUT_AIM for c in earlier) >= 191
+    # (191 since each all-reduce is timed by its message size; 203 with trtllm-bench's batch and the refit after it)
+    assert len(earlier) == 332 and sum(abs(c.error) <= HELD_OUT_AIM for c in earlier) >= 203
     # The single-GPU dense figures on older cards are close (the 8B on L40S and, with the A100's measured GEMM
     # share, on A100 every one within the aim); the misses are multi-GPU, mixtures of experts and Blackwell.
     close = [c for c in checked if c.figure.group in ("llama-3.1-8b A100-80GB-SXM TP1 fp16",
@@ -179,8 +184,9 @@ def test_the_held_out_errors_as_they_stand() -> None:
     loops = [c for c in checked if c.figure.concurrency]
     assert all(abs(c.error) <= HELD_OUT_AIM for c in loops if (c.figure.concurrency or 0) <= 50)
     # (0.055 until the NVLink share of 2026-12-04 slowed the TP 2 loops' steps a little: +15 held-out figures;
-    # 0.058 until the refit's 40 µs a layer of 2026-12-05 sped every step up a little; 0.050 with prefill at 57.5 %)
-    assert statistics.median(abs(c.error) for c in loops) <= 0.050
+    # 0.058 until the refit's 40 µs a layer of 2026-12-05 sped every step up a little; 0.050 with prefill at 57.5 %;
+    # 0.046 with 80 % of the bandwidth in decode)
+    assert statistics.median(abs(c.error) for c in loops) <= 0.046
 
 
 def test_prompt_heavy_shapes_are_bound_by_prefill_and_long_answers_by_bandwidth() -> None:
