@@ -20,10 +20,10 @@ from tokometer.perf.roofline import Efficiency
 
 GRID: dict[str, list[float]] = {
     "decode_bandwidth": [0.775, 0.8, 0.825, 0.85],
-    "prefill_compute": [0.525, 0.55, 0.575, 0.6],
-    "decode_compute": [0.4, 0.45, 0.5],
-    "layer_overhead_s": [40e-6, 50e-6, 60e-6],
-    "expert_half_width": [512, 768, 1024, 1280, 1536, 2048],
+    "prefill_compute": [0.55, 0.575, 0.6, 0.625, 0.65],
+    "decode_compute": [0.35, 0.4, 0.45, 0.5],
+    "layer_overhead_s": [40e-6, 50e-6, 60e-6, 70e-6, 80e-6],
+    "expert_half_width": [1280, 2048, 2560, 3072, 4096, 6144],
 }
 TILES = [32, 64, 128]
 

@@ -35,9 +35,12 @@ up to its buffer, then NCCL; TensorRT-LLM's AUTO strategy likewise):
 both interpolated between measured sizes (log-log). A faster or slower link moves a message of S as the H100 moves
 one of S × 450 GB/s / (the link's one-way figure): the bandwidth part scales with the link, the fixed cost does
 not. The all-gather and the reduce-scatter of attention data parallelism each move half an all-reduce's bytes, so
-each is taken as an all-reduce of S / 2. A PCIe link (the RTX PRO 6000 rows of the fit split, the L40S) has no
-measured curve here: its collectives cost `COLLECTIVE_LATENCY_S` each plus their ring bytes over the link's whole
-one-way figure (chosen on the fit split: 82 of 89 figures within ±15 % so, 75 at 80 %). The collectives are taken
+each is taken as an all-reduce of S / 2. A PCIe link (the RTX PRO 6000 rows of the fit split, the L40S) takes
+NCCL's all-reduce as measured over eight RTX PRO 6000s on PCIe 5.0 (`COLLECTIVE_LATENCY_SOURCE`): a fixed
+`COLLECTIVE_LATENCY_S` each plus the ring's bytes at `PCIE_BUS_SHARE` of the link's one-way figure (the bus
+bandwidth those servers reach at 32 MiB, 37.6-41.1 GB/s of PCIe 5.0 x16's 64), which gives the measured times
+within 10 % from 32 KiB to 32 MiB; another PCIe link (the L40S's PCIe 4.0) at the same share of its own figure,
+and 2-4 GPUs at the same share (no measurement of them here). The collectives are taken
 as run between the layer's kernels, not overlapped with them (as vLLM and TensorRT-LLM run tensor parallelism by
 default), so their time is added to the step's roofline. Not counted: pipeline-parallel stages' hand-off (one
 T × hidden send per stage boundary), and communication on hardware without a link figure (``link_gbs`` empty):
@@ -56,15 +59,22 @@ from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.model import ModelSpec
 
 __all__ = ["ACTIVATION_BYTES", "COLLECTIVE_LATENCY_S", "COLLECTIVE_LATENCY_SOURCE", "CUSTOM_ALL_REDUCE_US",
-           "CUSTOM_SOURCE", "NCCL_ALL_REDUCE_US", "NCCL_SOURCE", "PCIE_LINK_GBS", "Communication", "Parallel",
-           "all_reduce_s", "communication", "communication_s", "fabric", "scale_up"]
+           "CUSTOM_SOURCE", "NCCL_ALL_REDUCE_US", "NCCL_SOURCE", "PCIE_BUS_SHARE", "PCIE_LINK_GBS", "Communication",
+           "Parallel", "all_reduce_s", "communication", "communication_s", "fabric", "scale_up"]
 
 ACTIVATION_BYTES = 2
 """Bytes of one activation element on the wire (bf16 / fp16)."""
-COLLECTIVE_LATENCY_S = 9e-6
-"""Fixed time of one collective over PCIe, whatever its size (the custom all-reduce's at small messages)."""
-COLLECTIVE_LATENCY_SOURCE = ("vLLM's custom all-reduce on H100 NVLink, 512 B to 32 KB at TP 2/4/8: 8.7–11.8 µs "
-                             "(measurements in sgl-project/sglang pull request 2904)")
+COLLECTIVE_LATENCY_S = 25e-6
+"""Fixed time of one collective over PCIe, whatever its size: NCCL's all-reduce of 32 KiB over eight RTX PRO 6000s,
+26.2 µs, less its bytes (`COLLECTIVE_LATENCY_SOURCE`)."""
+PCIE_BUS_SHARE = 39.4 / 64
+"""The share of a PCIe link's one-way figure a collective's ring bytes move at: NCCL's all-reduce bus bandwidth at
+32 MiB over eight RTX PRO 6000s, 39.4 GB/s (the middle of three tuned servers' 37.6, 39.4 and 41.1) of PCIe 5.0
+x16's 64 GB/s (`COLLECTIVE_LATENCY_SOURCE`)."""
+COLLECTIVE_LATENCY_SOURCE = ("NCCL all-reduce over 8 RTX PRO 6000 Blackwell on PCIe 5.0, tuned (8 channels): 26.2 µs "
+                             "at 32 KiB, 25.6 at 64 KiB, 37.3 at 256 KiB, bus bandwidth 37.6-41.1 GB/s at 32 MiB on "
+                             "three servers (voipmonitor/rtx6kpro, optimization/nccl-tuning.md, 2026-05-04; the "
+                             "default 2 channels: 48 µs and 22.2 GB/s)")
 PCIE_LINK_GBS = 128.0
 """PCIe 5.0 x16, both directions: a link at most this fast is PCIe, one faster a scale-up fabric."""
 
@@ -172,12 +182,13 @@ class Communication:
     @property
     def each_s(self) -> float:
         """Seconds of one collective: the measured curves on a scale-up fabric (`all_reduce_s`), else
-        `COLLECTIVE_LATENCY_S` plus its ring bytes over the link's whole one-way figure (module docstring)."""
+        `COLLECTIVE_LATENCY_S` plus its ring bytes at `PCIE_BUS_SHARE` of the link's one-way figure, as NCCL
+        measured over PCIe (module docstring)."""
         if not self.collectives or not self.link_gbs:
             return 0.0
         if scale_up(self.link_gbs):
             return all_reduce_s(self.message_bytes, self.gpus, self.link_gbs)
-        return COLLECTIVE_LATENCY_S + self.bytes_per_gpu / self.collectives / (self.link_gbs * 1e9 / 2)
+        return COLLECTIVE_LATENCY_S + self.bytes_per_gpu / self.collectives / (PCIE_BUS_SHARE * self.link_gbs * 1e9 / 2)
 
     @property
     def seconds(self) -> float:

@@ -179,6 +179,7 @@ class Estimate:
             COLLECTIVE_LATENCY_SOURCE,
             CUSTOM_SOURCE,
             NCCL_SOURCE,
+            PCIE_BUS_SHARE,
             fabric,
         )
 
@@ -188,9 +189,9 @@ class Estimate:
         timing = ({"rule": "the faster of a custom all-reduce (to 1 MiB) and NCCL, as measured on H100 NVLink for the "
                            "message size, at the message the H100 moves in the same time over this link",
                    "custom_source": CUSTOM_SOURCE, "nccl_source": NCCL_SOURCE} if link == "scale-up" else
-                  {"rule": "latency_us_per_collective plus the ring's bytes over the link's whole one-way figure (a "
-                           "PCIe link; chosen on the fit split)",
-                   "latency_us_per_collective": COLLECTIVE_LATENCY_S * 1e6,
+                  {"rule": "latency_us_per_collective plus the ring's bytes at bus_share of the link's one-way "
+                           "figure (a PCIe link), as NCCL measured over PCIe",
+                   "latency_us_per_collective": COLLECTIVE_LATENCY_S * 1e6, "bus_share": PCIE_BUS_SHARE,
                    "latency_source": COLLECTIVE_LATENCY_SOURCE})
         return {"counted": counted, "link_gbs_both_directions": d.hardware.link_gbs,
                 "fabric": link,

@@ -8,6 +8,7 @@ from tokometer.perf.collective import (
     COLLECTIVE_LATENCY_SOURCE,
     CUSTOM_SOURCE,
     NCCL_SOURCE,
+    PCIE_BUS_SHARE,
     Communication,
     communication,
     communication_s,
@@ -273,8 +274,8 @@ def _collective_time(d: Deployment, c: Communication, what: str) -> str:
     link = d.hardware.link_gbs or 0
     if not scale_up(link):
         return (f"a ring sends 2 × ({d.tp} − 1) / {d.tp} of that from each GPU over one direction of its link, "
-                f"{link:,.6g} / 2 GB/s at its whole figure (a PCIe link), plus {COLLECTIVE_LATENCY_S * 1e6:,.3g} µs "
-                f"a collective ({COLLECTIVE_LATENCY_SOURCE})")
+                f"{link:,.6g} / 2 GB/s (a PCIe link) at {PCIE_BUS_SHARE:.1%} of it, plus "
+                f"{COLLECTIVE_LATENCY_S * 1e6:,.3g} µs a collective ({COLLECTIVE_LATENCY_SOURCE})")
     big = communication(d, 1024)
     return (f"each {what} takes the faster of a custom all-reduce (to 1 MiB) and NCCL's, as measured on H100 NVLink "
             f"for its message size ({CUSTOM_SOURCE}; {NCCL_SOURCE}), on this {link:,.6g} GB/s link at the message "

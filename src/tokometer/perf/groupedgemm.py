@@ -21,11 +21,12 @@ from functools import lru_cache
 
 __all__ = ["EXACT_UP_TO", "EXPERT_TILE_ROWS", "EXPERT_TILE_SOURCE", "padded_expert_rows"]
 
-EXPERT_TILE_ROWS = 128
+EXPERT_TILE_ROWS = 64
 """Rows (tokens) of one expert a grouped GEMM's tile holds."""
 EXPERT_TILE_SOURCE = ("the grouped GEMMs pad each expert's tokens to the tile's rows (vLLM's fused MoE: BLOCK_SIZE_M, "
                       "16 to 128 in its tuned configs, moe_align_block_size; CUTLASS grouped GEMM tiles of 64 or "
-                      "128 rows); 128 chosen among 16, 32, 64 and 128 on the fit split")
+                      "128 rows); 64 chosen among 32, 64 and 128 on the fit split (128 until 2026-12-05, when the "
+                      "fit split's mixtures of experts were read as run, with attention data parallel)")
 EXACT_UP_TO = 200.0
 """Expected tokens per expert up to which E[⌈m / tile⌉] is summed exactly."""
 

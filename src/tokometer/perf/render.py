@@ -167,7 +167,7 @@ def _batch_table(console: Console, e: Estimate) -> None:
 
 def _communication_line(e: Estimate) -> str:
     """How the step times count the GPUs' communication (`tokometer.perf.collective`)."""
-    from tokometer.perf.collective import COLLECTIVE_LATENCY_S, communication, scale_up
+    from tokometer.perf.collective import COLLECTIVE_LATENCY_S, PCIE_BUS_SHARE, communication, scale_up
 
     d = e.deployment
     if d.tp <= 1:
@@ -185,7 +185,8 @@ def _communication_line(e: Estimate) -> str:
                 "link, each at the faster of a custom all-reduce and NCCL's as measured on H100 NVLink for its "
                 "size (--explain)")
     return (f"communication counted in every step: {kind} of the step's bf16 activations over {link:,.6g} / 2 GB/s "
-            f"(one direction of a PCIe link, its whole figure), {COLLECTIVE_LATENCY_S * 1e6:,.3g} µs each (--explain)")
+            f"(one direction of a PCIe link) at {PCIE_BUS_SHARE:.0%} of it, {COLLECTIVE_LATENCY_S * 1e6:,.3g} µs each, "
+            "as NCCL measured over PCIe (--explain)")
 
 
 def _track_record_lines(e: Estimate) -> list[str]:

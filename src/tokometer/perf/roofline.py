@@ -163,16 +163,16 @@ class Efficiency:
     the published figures only (`tokometer.perf.published`: 89 figures, the most within ±15 %, then the lowest
     median error, over a grid), never on a held-out figure."""
 
-    decode_bandwidth: float = 0.8
-    prefill_compute: float = 0.575
-    decode_compute: float = 0.45
-    layer_overhead_s: float = 40e-6
+    decode_bandwidth: float = 0.825
+    prefill_compute: float = 0.6
+    decode_compute: float = 0.4
+    layer_overhead_s: float = 60e-6
     """Fixed time per layer of every step, whatever its size: the launch and tail of the layer's kernels and
     the barriers between them (0 in the bound)."""
-    expert_half_width: float = 1280.0
+    expert_half_width: float = 3072.0
     """The routed expert width (intermediate size) at which a mixture of experts' grouped expert GEMMs reach half
-    the dense matmuls' efficiency: an expert of width w reaches w / (w + this) of it (Qwen3-30B-A3B's 768: 38 %,
-    Mixtral's 14,336: 92 %), as a narrow GEMM's fixed costs per tile weigh more; 0: the dense efficiency."""
+    the dense matmuls' efficiency: an expert of width w reaches w / (w + this) of it (Qwen3-30B-A3B's 768: 20 %,
+    Mixtral's 14,336: 82 %), as a narrow GEMM's fixed costs per tile weigh more; 0: the dense efficiency."""
 
     def __post_init__(self) -> None:
         for name in ("decode_bandwidth", "prefill_compute", "decode_compute"):

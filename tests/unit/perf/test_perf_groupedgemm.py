@@ -32,33 +32,33 @@ def test_the_padded_rows_are_the_binomial_expectation(tokens: int, experts: int,
 
 def test_a_small_batch_pays_a_whole_tile_for_every_touched_expert() -> None:
     # gpt-oss-120b at batch 8: 32 routings over 128 experts touch 128 × (1 − (1 − 4/128)^8) = 28.4 of them, each
-    # a whole 128-row tile: 3,635 rows computed for 32 tokens' worth
+    # a whole 64-row tile (the tile chosen on the fit split): 1,818 rows computed for 32 tokens' worth
     touched = 128 * (1 - (1 - 4 / 128) ** 8)
     assert padded_expert_rows(8, 128, 4) == pytest.approx(touched * EXPERT_TILE_ROWS, rel=1e-9)
-    assert EXPERT_TILE_ROWS == 128
+    assert EXPERT_TILE_ROWS == 64
 
 
 def test_a_large_batch_pays_about_half_a_tile_per_expert() -> None:
     # Mixtral at 4,096 tokens: 1,024 per expert, the last tile half full on average (the normal limit)
     assert EXACT_UP_TO < 4096 * 2 / 8
-    assert padded_expert_rows(4096, 8, 2) == pytest.approx(8 * 128 * (1024 / 128 + 0.5))
+    assert padded_expert_rows(4096, 8, 2) == pytest.approx(8 * 64 * (1024 / 64 + 0.5))
     # and where the exact sum hands over to the limit the two agree within a per cent
     tokens = int(EXACT_UP_TO * 16)  # 200 tokens an expert for k / E = 1 / 16
-    exact = 128 * 128 * _binomial_tiles(tokens, 1 / 16, 128)
+    exact = 128 * 64 * _binomial_tiles(tokens, 1 / 16, 64)
     assert padded_expert_rows(tokens, 128, 8) == pytest.approx(exact, rel=0.01)
 
 
 def test_no_tokens_no_rows_and_never_fewer_than_the_routings() -> None:
     assert padded_expert_rows(0, 128, 8) == 0.0
     assert padded_expert_rows(5, 0, 8) == 0.0
-    assert padded_expert_rows(3, 2, 2) == 2 * 128  # every token reaches both experts: one tile each
+    assert padded_expert_rows(3, 2, 2) == 2 * 64  # every token reaches both experts: one tile each
     for tokens in (1, 7, 100, 1000, 20_000):
         assert padded_expert_rows(tokens, 128, 8) >= tokens * 8
 
 
 def test_the_experts_share_of_the_dense_efficiency_grows_with_their_width() -> None:
     typical = Efficiency()
-    assert typical.expert_half_width == 1280
+    assert typical.expert_half_width == 3072
     qwen = resolve_model("qwen3-30b-a3b")
     assert resolve_model("mixtral-8x7b").routed_expert_width == 14_336
     assert qwen.routed_expert_width == 768  # its moe_intermediate_size
@@ -68,8 +68,8 @@ def test_the_experts_share_of_the_dense_efficiency_grows_with_their_width() -> N
     # layers have experts: Maverick's would be 4,090)
     unstated = replace(resolve_model("llama-4-maverick"), expert_width=0)
     assert unstated.routed_expert_width == pytest.approx(unstated.expert_params / 128 / 48 / (3 * 5120))
-    assert typical.expert_share(768) == pytest.approx(768 / 2048)  # 38 %
-    assert typical.expert_share(14_336) == pytest.approx(14_336 / 15_616)  # 92 %
+    assert typical.expert_share(768) == pytest.approx(768 / 3840)  # 20 %
+    assert typical.expert_share(14_336) == pytest.approx(14_336 / 17_408)  # 82 %
     assert Efficiency(expert_half_width=0).expert_share(768) == 1.0 and BOUND.expert_share(768) == 1.0
     # the extra FLOPs: the padded rows at that share, less the dense count
     d = Deployment(qwen, resolve_hardware("B200"), "nvfp4", "fp8")
@@ -91,7 +91,7 @@ def test_the_share_is_taken_at_the_width_one_gpu_multiplies() -> None:
     split = Deployment(mixtral, h100, "fp8", "fp8", tp=8)
     whole = Deployment(mixtral, h100, "fp8", "fp8", tp=8, expert_parallel=True)
     assert (one.expert_gemm_width, split.expert_gemm_width, whole.expert_gemm_width) == (14_336, 1_792, 14_336)
-    assert typical.expert_share(split.expert_gemm_width) == pytest.approx(1_792 / 3_072)  # 58 %, not 92 %
+    assert typical.expert_share(split.expert_gemm_width) == pytest.approx(1_792 / 4_864)  # 37 %, not 82 %
     per_expert = mixtral.expert_params / 8
     for d in (one, split, whole):
         extra = 2 * per_expert * (padded_expert_rows(2048, 8, 2) / typical.expert_share(d.expert_gemm_width)
@@ -103,4 +103,4 @@ def test_the_share_is_taken_at_the_width_one_gpu_multiplies() -> None:
     from tokometer.perf.explain import explain
 
     text = explain(estimate(split, [64], 1000, 1000, typical))
-    assert "1,792 / (1,792 + 1,280) = 58%" in text and "1/8 of each expert" in text
+    assert "1,792 / (1,792 + 3,072) = 37%" in text and "1/8 of each expert" in text
