@@ -3,6 +3,8 @@ the live view as a person sees it, in a real terminal (tmux), read back with ``c
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
@@ -15,15 +17,18 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvloop
 
 from tests.conftest import SimServer, require_llama_server, run_cli, start_gateway
 from tests.helpers import bench
 from tests.integration.test_observe_dcgm import _Exporter, _Handler, exporter_text
+from tokometer.benchmark.run import run_benchmark
+from tokometer.benchmark.spec import BenchSpec
 from tokometer.observe.prometheus import parse
 
 HAS_TTFT = {"vllm": True, "vllm-v0": True, "sglang": True, "llamacpp": False, "tgi": False}
@@ -36,30 +41,58 @@ def _running(root: str) -> float:
     return snapshot.gauges.get("requests_running", 0.0)
 
 
-@contextmanager
 def _under_load(sim: SimServer, seconds: float, concurrency: int = 4, output_tokens: int = 16,
-                **extra: Any) -> Iterator[None]:
-    """The simulator serving ``concurrency`` streams for ``seconds`` (bench in a thread); entered once it runs some."""
+                **extra: Any) -> AbstractContextManager[None]:
+    """The simulator serving ``concurrency`` streams for at most ``seconds``: `_load`."""
+    return _load(sim.root, sim.openai_url, seconds, concurrency, 8, output_tokens, 30, **extra)
+
+
+@contextmanager
+def _load(root: str, url: str, seconds: float, concurrency: int, input_tokens: int, output_tokens: int,
+          start_s: float, **extra: Any) -> Iterator[None]:
+    """The server at ``root`` serving ``concurrency`` streams for at most ``seconds`` (bench of ``url`` in a
+    thread); entered once its metrics show one running (within ``start_s``). The load ends when the block does: its
+    task is cancelled as Ctrl-C cancels a bench (the step in progress ends there), since what the block checks is
+    done and the rest of ``seconds`` would only be waited out."""
     errors: list[BaseException] = []
+    running: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
+    stopping = threading.Event()
+
+    async def load() -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        running.append((asyncio.get_running_loop(), task))
+        spec = BenchSpec(url=url, concurrency=[concurrency], requests=None, duration_s=seconds,
+                         input_tokens=input_tokens, output_tokens=output_tokens, tokenizer="none", server_metrics="off",
+                         gpu_metrics="off", check=False, **extra)
+        return await run_benchmark(spec)
 
     def run() -> None:
         try:
-            bench(sim.openai_url, concurrency=[concurrency], requests=None, duration_s=seconds, input_tokens=8,
-                  output_tokens=output_tokens, tokenizer="none", server_metrics="off", gpu_metrics="off", **extra)
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                runner.run(load())
+        except asyncio.CancelledError:
+            if not stopping.is_set():  # pragma: no cover - reported below
+                raise
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while _running(sim.root) < 1:
-        assert time.monotonic() < deadline, "the load never reached the simulator"
+    deadline = time.monotonic() + start_s
+    while _running(root) < 1:
+        assert time.monotonic() < deadline, errors or "the load never reached the server"
         assert thread.is_alive() or errors, "the load ended before it started"
         time.sleep(0.1)
     try:
         yield
     finally:
+        stopping.set()
+        for loop, task in running:
+            with contextlib.suppress(RuntimeError):  # the load ended by itself and its loop is closed
+                loop.call_soon_threadsafe(task.cancel)
         thread.join(seconds + 30)
+        assert not thread.is_alive(), "the load did not end"
         assert not errors, errors
 
 
@@ -263,26 +296,10 @@ def test_once_json_against_the_embedded_engine() -> None:
     require_llama_server()
     from tokometer.engines import LlamaCppSettings, start_llamacpp
 
-    with start_llamacpp(LlamaCppSettings(parallel=2)) as engine:
-        errors: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                bench(engine.root_url + "/v1", concurrency=[2], requests=None, duration_s=6, input_tokens=16,
-                      output_tokens=16, tokenizer="none", server_metrics="off", gpu_metrics="off")
-            except BaseException as exc:  # pragma: no cover - reported below
-                errors.append(exc)
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 60
-        while _running(engine.root_url) < 1:
-            assert time.monotonic() < deadline and thread.is_alive(), errors or "the engine never ran a request"
-            time.sleep(0.1)
+    with start_llamacpp(LlamaCppSettings(parallel=2)) as engine, _load(engine.root_url, engine.root_url + "/v1", 6, 2,
+                                                                       16, 16, 60):
         # llama.cpp counts a request's tokens as it ends: 2 s holds some of 16 tokens' requests ending
         done = run_cli("top", engine.root_url, "--once", "--json", "--interval", "2s", "--gpu-metrics", "off")
-        thread.join(120)
-    assert not errors, errors
     assert done.returncode == 0, done.stderr
     view = json.loads(done.stdout)
     assert view["source"] == "llamacpp"
