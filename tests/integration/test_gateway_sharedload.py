@@ -139,7 +139,9 @@ def _ask(gw: SimServer, model: str) -> tuple[int, dict[str, str]]:
 def test_a_replica_routes_away_from_an_upstream_another_replica_keeps_busy(
         sim_factory: Callable[..., SimServer], replicas: Callable[..., list[SimServer]],  # noqa: F811
         redis_server: RedisServer) -> None:
-    slow = sim_factory("--ttft-ms", "4000", "--itl-ms", "1")
+    # a's 2 s first token keeps the first replica's three requests in flight while the second sees them through Redis
+    # (0.10-0.18 s on the 2-core AMD EPYC VM) and sends its three (20 ms each): under a fifth of it
+    slow = sim_factory("--ttft-ms", "2000", "--itl-ms", "1")
     fast = sim_factory("--ttft-ms", "20", "--itl-ms", "1")
     config = (_upstream("a", slow, "sim-model") + _upstream("b", fast, "sim-model")
               + '[[routes]]\nmodel = "pinned"\nupstreams = ["a"]\n'
