@@ -93,15 +93,32 @@ class SimServer:
         self.call("/sim/trace", "DELETE")
 
     def stop(self) -> None:
+        self.interrupt()
+        self.wait_stopped()
+
+    def interrupt(self) -> None:
+        """Ask the process to stop (SIGINT, as Ctrl-C), without waiting for it: `wait_stopped`."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+
+    def wait_stopped(self) -> None:
+        """Wait up to 5 s for the process `interrupt` asked to stop, then kill it."""
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         if self.process.stdout:
             self.process.stdout.close()
+
+
+def stop_all(servers: list[SimServer]) -> None:
+    """Stop ``servers`` side by side: each is asked before any is waited for, so that their shutdowns (0.3 s each on
+    the 2-core AMD EPYC VM) overlap instead of adding up at a test's teardown."""
+    for server in servers:
+        server.interrupt()
+    for server in servers:
+        server.wait_stopped()
 
 
 def _start_listening(*args: str) -> tuple[subprocess.Popen[str], str]:
@@ -139,8 +156,7 @@ def sim_factory() -> Iterator[Callable[..., SimServer]]:
         return server
 
     yield make
-    for server in started:
-        server.stop()
+    stop_all(started)
 
 
 @pytest.fixture

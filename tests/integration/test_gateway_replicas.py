@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import RedisServer, SimServer, start_gateway
+from tests.conftest import RedisServer, SimServer, start_gateway, stop_all
 from tests.integration.test_gateway import _chat, _metrics, _patch, _post, _upstream
 from tokometer.gateway.auth import hash_key
 
@@ -41,8 +41,7 @@ def replicas(tmp_path: Path) -> Iterator[Callable[..., list[SimServer]]]:
         return servers
 
     yield make
-    for server in started:
-        server.stop()
+    stop_all(started)
 
 
 def _two_upstreams(primary: SimServer, backup: SimServer, redis: RedisServer, route: str = "") -> str:
