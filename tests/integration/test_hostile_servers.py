@@ -173,6 +173,7 @@ def _stream_request(root: str, model: str, max_tokens: int) -> urllib.request.Re
                                   {"Content-Type": "application/json"})
 
 
+@pytest.mark.timing  # which of doctor's limits fires first is a time: beside the other lanes the per-read one did
 def test_doctor_ends_against_a_server_that_trickles_floods_and_ignores_max_tokens() -> None:
     """A hostile server for every path doctor reads: ``/metrics``, ``/props`` and ``/health`` trickle a byte a
     second or two, ``/tokenize`` floods, the completions stream past ``max_tokens`` forever. Doctor must end
