@@ -1,9 +1,9 @@
 """``bench --find-max`` against the modelled simulator, whose capacity is known from the roofline.
 
-Llama-3.1-8B (AWQ) on one H100-SXM, played 4.2 times slower (--time-scale 4.2), with at most 8 sequences in
-a batch (--max-num-seqs 8). A decode step of 8 short sequences takes `decode_step_s` (~4.0 ms at the typical
-efficiencies, ×4.2: 17 ms, the played step these searches were tuned at, 3.4 ms × 5 until the efficiencies
-were chosen again on 2026-12-05), so:
+Llama-3.1-8B (AWQ) on one H100-SXM, played 4 times slower (--time-scale 4), with at most 8 sequences in
+a batch (--max-num-seqs 8). A decode step of 8 short sequences takes `decode_step_s` (~4.3 ms at the typical
+efficiencies, ×4: 17.2 ms, about the 17 ms played step these searches were tuned at; 3.4 ms × 5 until the
+efficiencies were chosen again on 2026-12-05, 4.0 ms × 4.2 until the eleventh session's refit), so:
 
 - concurrency: up to 8 requests each get a slot at the next step (TTFT about one step); a 9th waits for a
   whole answer (OUTPUT = 20 steps). The highest concurrency with TTFT p99 within `CONCURRENCY_SLO_STEPS` (8) steps
@@ -28,7 +28,7 @@ from tokometer.benchmark import findmax
 from tokometer.perf import Deployment, Efficiency, decode_step_s, resolve_hardware, resolve_model
 from tokometer.store import ResultStore
 
-SCALE, SEQS, INPUT, OUTPUT = 4.2, 8, 8, 20
+SCALE, SEQS, INPUT, OUTPUT = 4.0, 8, 8, 20
 
 
 CONCURRENCY_SLO_STEPS = 8  # between the ~1 step a slotted request waits and the 20 steps a 9th one waits

@@ -66,7 +66,8 @@ _GPT_OSS_CARD = "gpt-oss model card (arXiv 2508.10925), table 1"
 _QWEN3 = "Qwen3 model card on the Hugging Face Hub"
 _SAFETENSORS = "the Hub's safetensors metadata"
 _LLAMA4 = "Llama 4 model card (meta-llama/llama-models)"
-_LLAMA4_CHUNKS: dict[str, Any] = {"sliding_window": 8192, "sliding_layers": 36}  # attention_chunk_size; 3 in 4 layers
+_LLAMA4_CHUNKS: dict[str, Any] = {  # attention_chunk_size; 3 in 4 layers
+    "sliding_window": 8192, "sliding_layers": 36, "chunked_windows": True}
 
 
 def _gemma3(layers: int, window: int) -> dict[str, Any]:

@@ -114,7 +114,7 @@ def _with_prompt(d: Deployment, batch: float, context: float, p: float, input_to
     """A step decoding ``batch`` sequences (``context`` cached in all) that also prefills ``p`` prompt tokens:
     whole prompts when p ≥ I, else a chunk of one with (I − p) / 2 of its tokens already cached."""
     if p >= input_tokens:
-        return mixed_step_s(d, round(batch), context, p, 0, eff, sequences=max(1, round(p / input_tokens)))
+        return mixed_step_s(d, round(batch), context, p, 0, eff, sequences=p / input_tokens)
     return mixed_step_s(d, round(batch), context, p, (input_tokens - p) / 2, eff)
 
 

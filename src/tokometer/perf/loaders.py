@@ -216,7 +216,8 @@ def _spec_from_config(cfg: dict[str, Any], name: str, source: str) -> ModelSpec:
         kv_lora_rank=int(cfg.get("kv_lora_rank") or 0), qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
         tied_embeddings=tied, hf_id=name, source=source,
         native_dtype=normalize_dtype(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")),
-        sliding_window=window, sliding_layers=window_layers, sparse_topk=topk, indexer_heads=indexer_heads,
+        sliding_window=window, sliding_layers=window_layers, chunked_windows=bool(cfg.get("attention_chunk_size")),
+        sparse_topk=topk, indexer_heads=indexer_heads,
         indexer_head_dim=indexer_dim, indexer_layers=indexer_layers, recurrent_layers=recurrent.layers,
         recurrent_state_bytes=recurrent.state_bytes, recurrent_flops_per_token=recurrent.flops_per_token)
 

@@ -81,7 +81,7 @@ def max_load(d: Deployment, input_tokens: int, output_tokens: int, efficiency: E
     context = round(batch * (input_tokens + output_tokens / 2))
     decode = decode_step_s(d, batch, context, eff)
     prompt_tokens = batch * input_tokens / output_tokens
-    iteration = mixed_step_s(d, batch, context, prompt_tokens, 0, eff, sequences=max(1, round(batch / output_tokens)))
+    iteration = mixed_step_s(d, batch, context, prompt_tokens, 0, eff, sequences=batch / output_tokens)
     decode = min(decode, iteration)  # the prompts' tokens share the experts' padded tiles: never a negative share
     prefill = iteration - decode
     bound = "prefill" if prefill > decode else decode_limiter(d, batch, context, eff)

@@ -163,6 +163,7 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     sliding_window: int = 0  # tokens a window layer attends to (0: no window layers)
     sliding_layers: int = 0  # layers with a sliding window (their cache stays bounded)
+    chunked_windows: bool = False  # the window layers attend within fixed chunks (Llama 4), not a sliding window
     sparse_topk: int = 0  # sparse attention: cached tokens a query attends to, picked by an indexer (0: dense)
     indexer_heads: int = 0  # the sparse attention's indexer: its query heads (index_n_heads)
     indexer_head_dim: int = 0  # and their width (index_head_dim); its key cache: one such head a token
@@ -297,7 +298,7 @@ class ModelSpec:
         """Layer-(query, key) pairs the indexer scores in a prefill (causal, uncapped: it scores every key)."""
         if not self.indexer_layer_count:
             return 0.0
-        n = max(1.0, sequences)
+        n = sequences if sequences > 0 else 1.0
         return self.indexer_layer_count * n * _causal_pairs(new_tokens / n, cached_tokens / n)
 
     def attention_flops(self, sequences: float, context_tokens: float) -> float:
@@ -323,8 +324,10 @@ class ModelSpec:
     def attended_pairs(self, sequences: float, new_tokens: float, cached_tokens: float = 0) -> float:
         """Layer-(query, key) pairs of a prefill of ``new_tokens`` over ``sequences``, each with its share of
         ``cached_tokens`` already cached: causal, the i-th new token of a sequence with c cached attends to c + i
-        keys in a full layer (min(c + i, k) with sparse attention) and min(c + i, W) in a window layer."""
-        n = max(1.0, sequences)
+        keys in a full layer (min(c + i, k) with sparse attention) and min(c + i, W) in a window layer. A fraction
+        of a sequence is a step's share of prompts prefilled over many steps: 0.25 sequence of 500 tokens is a
+        quarter of one 2,000-token prompt's pairs, not the pairs of a 500-token prompt."""
+        n = sequences if sequences > 0 else 1.0
         t, c = new_tokens / n, cached_tokens / n
         per_full = _capped_pairs(t, c, self.sparse_topk) if self.sparse_topk else _causal_pairs(t, c)
         full = self.kv_layers * n * per_full

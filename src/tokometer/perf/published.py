@@ -54,7 +54,7 @@ from tokometer.perf.hardware import resolve_hardware
 from tokometer.perf.loaders import resolve_model
 from tokometer.perf.maxload import MAX_BATCH, max_load
 from tokometer.perf.roofline import Deployment, Efficiency
-from tokometer.perf.trtllmbench import tuned_max_batch
+from tokometer.perf.trtllmbench import DEFAULT_KV_FRACTION, tuned_max_batch
 
 __all__ = ["HELD_OUT_AIM", "KNOWN_MISSES", "SPLITS", "Checked", "PerUserFigure", "PublishedFigure", "case_kind",
            "compare_published", "figure_from_row", "figure_kind", "known_miss", "published_figures",
@@ -66,34 +66,32 @@ HELD_OUT_AIM = 0.15
 
 _TP_COMM = ("over 4 or 8 GPUs: each all-reduce is counted at the time measured on H100 NVLink for its message "
             "size (`tokometer.perf.collective`), which brought most of these shapes within ±15 %; a few still miss, "
-            "too fast on long answers at large batches (+15 to +31 %, most over the 80 GB H100, the A100 and in "
-            "NVFP4 on Blackwell) or too slow at 128 → 128 on the A100: each GPU's matmuls shrink with TP and the "
+            "too fast on long answers at large batches (+15 to +23 %, over 8 H100s and A100s and in NVFP4 on "
+            "Blackwell) or too slow at 128 → 128 on four A100s (−16 %): each GPU's matmuls shrink with TP and the "
             "engine's share of peak with them (the fit set is TP 1-2)")
 _BLACKWELL = ("B200 and GB200 in NVFP4: with the compute efficiencies scaled by their measured GEMM share "
-              "(`Deployment.compute_scale`, 0.79) still too fast by a median 8-15 %, their misses +15 to +48 %, most "
-              "on long answers at large batches and in NVFP4 prefill; the same engine, format and model on an RTX PRO "
+              "(`Deployment.compute_scale`, 0.79) still too fast by a median 6-12 %, their misses +15 to +25 %, on "
+              "long answers at large batches and long prompts; the same engine, format and model on an RTX PRO "
               "6000 (fit split) land within ±15 %, as do MLPerf's compute-bound short answers on a B200 and a GB200 "
               "node (Llama 2 70B)")
 _MOE = ("mixture of experts: the grouped expert GEMMs' efficiency was chosen on Qwen3-30B-A3B's narrow experts over "
         "1-8 RTX PRO 6000s (fit split) and scaled by the width one GPU multiplies; the Llama 4 models, with few wide "
-        "experts and one a token (whole experts on each GPU, as the page's --ep is read), run further below it, "
-        "most on the 80 GB H100, where the published figures scale with the KV room as if the step did not grow "
-        "with the batch")
+        "experts and one a token (whole experts on each GPU, as the page's --ep is read), run further below it "
+        "(Scout on one B200 or GB200 a median +51 / +56 %), most on the 80 GB H100, where the published figures "
+        "scale with the KV room as if the step did not grow with the batch")
 _SMALL_MOE = ("Qwen3-30B-A3B: the B200 and GB200 run it at 1.4-3 × one RTX PRO 6000's speed (fit split) where their "
               "bandwidth and FLOP/s are 4.5 ×: the engine's own per-step and per-token work, not the GPU, bounds "
               "this 3 B-active model there (most at 128 → 128), and the GB200's Grace host is slower still")
-_KV_ROOM = ("the KV cache is tight beside the weights: the engine gives it 95 % of the memory left after them, "
-            "the estimate 90 % of the whole less 2 GiB, so fewer sequences fit here (too slow, most at long prompts; "
-            "Llama 3.1 70B in fp8 on one 80 GB H100 holds 7 sequences of 128 → 2048 by the estimate's rule, 29 by "
-            "the engine's)")
 _MIXTRAL = ("one shape (128 → 128, compute bound) too slow by 16 %: the decode's compute share chosen on the fit "
             "split (40 %)")
-_VLLM_2024 = ("vLLM on ROCm in 2024, with its own batch cap (vLLM's default 256 sequences still leaves it 56-74 % "
+_VLLM_2024 = ("vLLM on ROCm in 2024, with its own batch cap (vLLM's default 256 sequences still leaves it 55-73 % "
               "too fast): far below the efficiencies of TensorRT-LLM on Hopper, even at AMD's measured GEMM share "
               "(0.487 of the datasheet)")
 _NIM_MANY = ("at 100 users and more the engine holds fewer sequences than users (its TTFT jumps: requests queue for "
              "a batch slot its profile does not state) and the host's per-request work grows; the estimate puts "
-             "every user in the batch: too fast, most for the 8B at 200 → 200")
+             "every user in the batch: too fast, most for the 8B at 200 → 200; and one to five users of the 8B too "
+             "slow by 16-17 %: the fixed cost of each layer chosen on the fit split (70 µs, at maximum load) is more "
+             "than a single stream pays")
 
 _NO_GEMM_SHARE = ("no measured GEMM share of this GPU in its row (none published was found): its compute-bound steps "
                   "run at the fit GPUs' share of its datasheet peak, where the B200 and GB200 (measured, 0.549) land "
@@ -103,63 +101,58 @@ _NO_GEMM_SHARE = ("no measured GEMM share of this GPU in its row (none published
 
 _PCIE_TP = ("L40S over 4 or 8 GPUs: no NVLink, the all-reduces cross PCIe 4.0 (and the host bridge between the "
             "GPUs' switches), counted at NCCL's times measured over RTX PRO 6000s on PCIe 5.0 at the same share of "
-            "this link (none measured on L40S was found): still too fast by 16-29 %, most over 8 GPUs")
+            "this link (none measured on L40S was found): still too fast by 17-29 %, most over 8 GPUs")
 _MOE_TP = ("Mixtral over 2-8 GPUs, each expert split over them (the 0.17 engine's MoE tensor parallelism; the "
            "grouped GEMMs counted at 1/TP of the expert's width, `Deployment.expert_gemm_width`): too slow by 15-46 % "
            "(most at 128 → 128 and over 8 GPUs, the A100 most), since the expert share w / (w + 3,072) was chosen on "
            "Qwen3-30B-A3B's narrow experts with attention data parallel (fit split): these wide experts, split, run "
            "above it; a shape too fast on 4 L40S (PCIe)")
 _SHORT_DENSE = ("a short or compute-bound shape too slow by 15-19 % (128 → 128 on one A100, MLPerf's Offline batches "
-                "over 8 H200s, a long answer on one H100): the decode's compute share chosen on the fit split (40 %) "
-                "is below what these dense GEMMs reach")
+                "over 8 H200s): the decode's compute share chosen on the fit split (40 %) is below what these dense "
+                "GEMMs reach")
 
 _DEP = ("attention data parallel with expert parallel (the DEP columns, and the older page's mixtures of experts over "
-        "2-8 GPUs, run so: `--attention-dp --ep`): too fast by a median 28-51 % by deployment for Qwen3-235B on the "
-        "B200 and GB200 in NVFP4 and over 8 H100s, and for Llama 4 Scout over 4 H200s or H100s (+34 and +58 %), most "
+        "2-8 GPUs, run so: `--attention-dp --ep`): too fast by a median 32-51 % by deployment for Qwen3-235B on the "
+        "B200 and GB200 in NVFP4 and over 8 H100s, and for Llama 4 Scout over 4 H200s or H100s (+34 and +69 %), most "
         "at large batches and long prompts; DeepSeek R1 at the batch trtllm-bench allows (384 sequences a rank) a "
-        "median +3 / +4 % on the B200 and GB200 but for a shape or two, +32 % over eight H200s; Llama 4 Maverick "
-        "mixed (−33 to +93 %). Left out and likely there: the ranks wait for the slowest each step, each rank's host "
-        "schedules its own hundreds of sequences, a rank's batch is padded to the next captured CUDA graph's size, "
-        "and the experts' gather and scatter are timed as all-reduces of half their bytes")
-_GPT_OSS = ("gpt-oss: long answers (1024 → 8192 and 32768) and long prompts too slow (−16 to −66 %), the 120B's "
-            "short shapes over 4 H100s too fast (+34 and +38 %) and on one H200 too slow (−19 and −20 %); the "
-            "estimate keeps the sliding-window layers' caches whole (TensorRT-LLM without a per-layer "
-            "max_attention_window) and pads each expert's few tokens to a 64-row tile at small batches (128 experts, "
-            "4 a token: at batch 90 three tokens an expert, 21 × the experts' FLOPs, compute bound) where the "
-            "engines' MoE kernels take smaller tiles; on Hopper (the page's FP8 columns) the MXFP4 experts are taken "
-            "dequantised to bf16")
-_LONG_PROMPT = ("long prompts (8,192 to 32,768 tokens) too fast (+23 to +48 %) where the shorter ones are closer: "
-                "the prefill's attention over the whole prompt (a quarter to a half of its FLOPs at 32 K tokens) is "
-                "counted at the matmuls' prefill efficiency in the cache's format, above what long-context attention "
-                "kernels run at")
+        "median +2 / +3 % on the B200 and GB200 but for a shape or two, +40 % over eight H200s; Llama 4 Maverick "
+        "mixed (−34 to +106 %). Left out and likely there: each rank's host schedules its own hundreds of "
+        "sequences, a rank's batch is padded to the next captured CUDA graph's size, the experts' gather and "
+        "scatter are timed as all-reduces of half their bytes, and the ranks wait for the slowest each step (each "
+        "rank's prompts stalling the others, E[max] of Poisson arrivals a rank: looked at on 2026-12-05 and refused "
+        "by the fit split, 84 of 89 against 85 without)")
+_GPT_OSS = ("gpt-oss: the 120B too fast at 1000 → 1000 over 2 B200s, 4 H100s and on one GB200 (+28 to +61 %), "
+            "too slow on one H200 at long answers and prompts (−23 to −61 %) and at 1024 → 32768 (−29 / −30 %), "
+            "long answers of the 20B on Blackwell +20 to +23 % and on one H100 −24 %; its sliding-window layers "
+            "are read within their 128 tokens and planned at the full layers' size, as TensorRT-LLM pools them "
+            "(`Deployment.window_memory_whole`), and each expert's few "
+            "tokens are padded to a 64-row tile at small batches (128 experts, 4 a token: at batch 90 three tokens "
+            "an expert, 21 × the experts' FLOPs, compute bound) where the engines' MoE kernels take smaller tiles; on "
+            "Hopper (the page's FP8 columns) the MXFP4 experts are taken dequantised to bf16")
 _PIPELINE = ("two pipeline stages: the estimate counts no bubble and no hand-off between the stages (`roofline."
-             "pipeline_share`), too fast by 25-38 % at their worst shape")
+             "pipeline_share`), too fast by 16 % at their worst shape")
 
 KNOWN_MISSES: dict[str, str] = {
-    "llama-3.3-70b B200 TP1 nvfp4": f"{_BLACKWELL}; {_LONG_PROMPT}",
-    "llama-3.3-70b GB200 TP1 nvfp4": f"{_BLACKWELL}; {_LONG_PROMPT}",
+    "llama-3.3-70b B200 TP1 nvfp4": _BLACKWELL, "llama-3.3-70b GB200 TP1 nvfp4": _BLACKWELL,
     "llama-3.1-405b B200 TP4 nvfp4": f"{_BLACKWELL}; {_TP_COMM}",
     "llama-3.1-405b GB200 TP4 nvfp4": f"{_BLACKWELL}; {_TP_COMM}",
     "llama-3.1-70b H100-SXM TP4 fp8": _TP_COMM, "llama-3.1-70b A100-80GB-SXM TP4 fp16": _TP_COMM,
-    "llama-3.1-70b H100-SXM TP8 fp8": _TP_COMM,
+    "llama-3.1-405b H100-SXM TP8 fp8": _TP_COMM,
     "qwen3-235b-a22b B200 DEP8 nvfp4": f"{_DEP}; {_BLACKWELL}", "qwen3-235b-a22b H200-SXM DEP8 fp8": f"{_DEP}; {_MOE}",
     "qwen3-30b-a3b B200 TP1 nvfp4": _SMALL_MOE, "qwen3-30b-a3b GB200 TP1 nvfp4": _SMALL_MOE,
     "llama-4-scout B200 TP1 nvfp4": _MOE, "llama-4-scout GB200 TP1 nvfp4": _MOE,
     "llama-4-scout H200-SXM DEP4 fp8": f"{_MOE}; {_DEP}", "llama-4-scout H100-SXM DEP4 fp8": f"{_MOE}; {_DEP}",
     "llama-4-maverick B200 DEP8 nvfp4": f"{_MOE}; {_DEP}", "llama-4-maverick H200-SXM DEP8 fp8": f"{_MOE}; {_DEP}",
     "llama-4-maverick H100-SXM DEP8 fp8": f"{_MOE}; {_DEP}",
-    "mixtral-8x7b H200-SXM TP1 fp8": _MIXTRAL, "mixtral-8x7b H100-SXM TP1 fp8": _KV_ROOM,
-    "mixtral-8x7b GH200 TP1 fp8": _SHORT_DENSE,
+    "mixtral-8x7b H200-SXM TP1 fp8": _MIXTRAL, "mixtral-8x7b GH200 TP1 fp8": _SHORT_DENSE,
     "llama-3.1-405b MI300X TP8 fp8": _VLLM_2024,
     "llama-3.1-8b H100-SXM TP1 fp8 closed loop": _NIM_MANY, "llama-3.3-70b H100-SXM TP2 fp8 closed loop": _NIM_MANY,
-    "llama-3.1-70b H100-SXM TP1 fp8": _KV_ROOM, "llama-3.1-70b GH200 TP1 fp8": _KV_ROOM,
-    "llama-3.1-70b A100-80GB-SXM TP2 fp16": _KV_ROOM,
+    "llama-3.1-70b A100-80GB-SXM TP2 fp16": _TP_COMM,
     "llama-3.1-8b A100-80GB-SXM TP1 fp16": _SHORT_DENSE, "mistral-7b A100-80GB-SXM TP1 fp16": _SHORT_DENSE,
-    "mistral-7b H100-SXM TP1 fp8": _SHORT_DENSE,
     "llama-3.1-70b L40S TP4 fp8": _PCIE_TP, "llama-3.1-70b L40S TP8 fp8": _PCIE_TP,
     "llama-3.1-70b A100-80GB-SXM TP8 fp16": _TP_COMM,
     "mixtral-8x7b H100-SXM TP2 fp8": _MOE_TP, "mixtral-8x7b H200-SXM TP2 fp8": _MOE_TP,
-    "mixtral-8x7b A100-80GB-SXM TP2 fp16": f"{_KV_ROOM}; {_MOE_TP}",
+    "mixtral-8x7b A100-80GB-SXM TP2 fp16": _MOE_TP,
     "mixtral-8x7b H100-SXM TP4 fp8": _MOE_TP, "mixtral-8x7b H200-SXM TP4 fp8": _MOE_TP,
     "mixtral-8x7b A100-80GB-SXM TP4 fp16": _MOE_TP,
     "mixtral-8x7b L40S TP4 fp8": f"{_PCIE_TP}; {_MOE_TP}",
@@ -173,12 +166,10 @@ KNOWN_MISSES: dict[str, str] = {
     "gpt-oss-120b B200 DEP2 bf16": f"{_GPT_OSS}; {_DEP}", "gpt-oss-120b GB200 TP1 bf16": _GPT_OSS,
     "gpt-oss-120b H200-SXM TP1 bf16": _GPT_OSS, "gpt-oss-120b H100-SXM DEP4 bf16": f"{_GPT_OSS}; {_DEP}",
     "gpt-oss-20b B200 TP1 bf16": _GPT_OSS, "gpt-oss-20b GB200 TP1 bf16": _GPT_OSS,
-    "gpt-oss-20b H200-SXM TP1 bf16": _GPT_OSS, "gpt-oss-20b H100-SXM TP1 bf16": _GPT_OSS,
-    "llama-3.3-70b H200-SXM TP2 fp8": _LONG_PROMPT,
-    "llama-3.3-70b RTX-PRO-6000 TP1 PP2 nvfp4": f"{_PIPELINE}; {_LONG_PROMPT}",
+    "gpt-oss-20b H100-SXM TP1 bf16": _GPT_OSS,
     "llama-4-maverick B200 DEP4 nvfp4": f"{_MOE}; {_DEP}", "llama-4-maverick GB200 DEP4 nvfp4": f"{_MOE}; {_DEP}",
     "qwen3-235b-a22b B200 DEP4 nvfp4": _DEP, "qwen3-235b-a22b GB200 DEP4 nvfp4": _DEP,
-    "qwen3-235b-a22b H200-SXM DEP4 fp8": f"{_DEP}; {_LONG_PROMPT}", "qwen3-235b-a22b H100-SXM DEP8 fp8": _DEP,
+    "qwen3-235b-a22b H200-SXM DEP4 fp8": _DEP, "qwen3-235b-a22b H100-SXM DEP8 fp8": _DEP,
     "qwen3-235b-a22b RTX-PRO-6000 DEP8 nvfp4": _DEP,
     "qwen3-235b-a22b RTX-PRO-6000 DEP2 PP2 nvfp4": f"{_DEP}; {_PIPELINE}",
 }
@@ -236,6 +227,13 @@ class PublishedFigure:
         return min(cap, math.ceil(self.requests / d.ranks)) if self.requests else cap
 
     @property
+    def kv_free_fraction(self) -> float | None:
+        """The KV cache's share of the memory the weights leave, where TensorRT-LLM ran the figure (its perf
+        overview, NIM's TensorRT-LLM backend, MLPerf's engines): `DEFAULT_KV_FRACTION`, trtllm-bench's default and
+        the LLM API's; None: vLLM's rule, a share of the whole memory (`Deployment.kv_memory_share`)."""
+        return DEFAULT_KV_FRACTION if "TensorRT-LLM" in self.engine else None
+
+    @property
     def layout(self) -> str:
         """``TP8``, ``DEP4`` (attention data and expert parallel), ``TP1 PP2`` or ``4 × TP1 PP2``: the GPUs of one
         copy, and the copies."""
@@ -250,12 +248,19 @@ class PublishedFigure:
         return f"{self.model} {self.hardware} {self.layout} {self.weight_dtype}{loop}"
 
     def deployment(self) -> Deployment:
-        """One copy of the deployment the figure was measured on; TensorRT-LLM keeps and reads a window layer's
-        whole cache (its chunked attention applies to prompts only: its "Long Sequences" page), so Llama 4's
-        chunks are full layers there (`Deployment.full_window_cache`)."""
-        return Deployment(resolve_model(self.model), resolve_hardware(self.hardware), self.weight_dtype,
+        """One copy of the deployment the figure was measured on. TensorRT-LLM's chunked attention applies to
+        prompts only (its "Long Sequences" page): it keeps and reads a chunked layer's whole cache, so Llama 4's
+        chunks are full layers there (`Deployment.full_window_cache`). A sliding window (gpt-oss's 128 tokens) it
+        reads only within, but keeps in a pool of its own with the same share of the memory as the full layers'
+        pool, its blocks written up to the longest sequence (its KV cache manager since the change that dropped
+        the cyclic window cache): sequences fit as if every layer were full (`Deployment.window_memory_whole`)."""
+        model = resolve_model(self.model)
+        trtllm = "TensorRT-LLM" in self.engine
+        return Deployment(model, resolve_hardware(self.hardware), self.weight_dtype,
                           self.kv_dtype, tp=self.tp, pp=self.pp, expert_parallel=self.expert_parallel,
-                          full_window_cache="TensorRT-LLM" in self.engine, attention_dp=self.attention_dp)
+                          full_window_cache=trtllm and model.chunked_windows,
+                          window_memory_whole=trtllm and not model.chunked_windows,
+                          attention_dp=self.attention_dp)
 
 
 @dataclass(frozen=True)
@@ -352,13 +357,17 @@ def compare_published(efficiency: Efficiency | None = None,
     eff = efficiency or Efficiency()
     out = []
     for f in figures if figures is not None else published_figures():
+        d = f.deployment()
+        memory = d.kv_memory_share(0.9, f.kv_free_fraction)  # the engine's rule for the KV cache's room
         if f.concurrency:  # the users spread evenly over the copies (`published_figures` checks they divide)
             users = f.concurrency // f.replicas
-            loop = closed_loop(f.deployment(), users, f.input_tokens, f.output_tokens, eff, max_batch=f.max_batch)
+            loop = closed_loop(d, users, f.input_tokens, f.output_tokens, eff, max_batch=f.max_batch,
+                               gpu_memory_utilization=memory)
             out.append(Checked(f, loop.aggregate_tok_s * f.replicas, users,
                                "saturated" if loop.saturated else "loop"))
             continue
-        load = max_load(f.deployment(), f.input_tokens, f.output_tokens, eff, max_batch=f.batch_cap())
+        load = max_load(d, f.input_tokens, f.output_tokens, eff, gpu_memory_utilization=memory,
+                        max_batch=f.batch_cap())
         if load is not None:
             out.append(Checked(f, load.output_tok_s * f.replicas, load.batch, load.bound))
     return out

@@ -115,7 +115,7 @@ turn, so PP appears in the memory lines only. An efficiency of
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from tokometer.perf.collective import ACTIVATION_BYTES, communication_s
@@ -163,10 +163,10 @@ class Efficiency:
     the published figures only (`tokometer.perf.published`: 89 figures, the most within ±15 %, then the lowest
     median error, over a grid), never on a held-out figure."""
 
-    decode_bandwidth: float = 0.825
+    decode_bandwidth: float = 0.85
     prefill_compute: float = 0.6
     decode_compute: float = 0.4
-    layer_overhead_s: float = 60e-6
+    layer_overhead_s: float = 70e-6
     """Fixed time per layer of every step, whatever its size: the launch and tail of the layer's kernels and
     the barriers between them (0 in the bound)."""
     expert_half_width: float = 3072.0
@@ -208,6 +208,11 @@ class Deployment:
     ``--swa-full``; TensorRT-LLM, whose chunked attention applies to prompts only and whose sliding-window cache
     is allocated at its longest window): the model is taken without its windows (`ModelSpec.without_windows`).
     False: each window layer keeps and reads at most its window of a sequence, as vLLM and SGLang do."""
+    window_memory_whole: bool = False
+    """The engine gives the window layers' caches as much memory as the full layers' but reads only within each
+    window (TensorRT-LLM 1.x: a pool for each window size, each an identical share of the memory, its blocks
+    written linearly up to the longest sequence): sequences fit as without windows (`kv_sequences`), a step
+    reads as with them."""
     attention_dp: bool = False
     """Attention data parallel (a mixture of experts over TP GPUs): each GPU runs the attention of its own
     share of the sequences with every head and a whole copy of the weights outside the routed experts, which
@@ -406,18 +411,25 @@ class Deployment:
         return (self.usable_memory_bytes(gpu_memory_utilization) - int(self.weight_bytes_per_gpu)
                 - int(reserve_gib * GIB))
 
+    @cached_property
+    def _memory(self) -> Deployment:
+        """This deployment as its memory is planned: without windows where `window_memory_whole`, else itself."""
+        if not (self.window_memory_whole and self.model.window_layers):
+            return self
+        return replace(self, full_window_cache=True, window_memory_whole=False)
+
     def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9,
                            reserve_gib: float = ACTIVATION_RESERVE_GIB) -> int:
         """Tokens of KV cache that fit beside the weights in the layers whose cache grows with the context (0
         when the weights alone do not fit); a model with window layers holds fewer: `kv_sequences`."""
         budget = self.kv_budget_bytes(gpu_memory_utilization, reserve_gib)
-        return max(0, int(budget // self.kv_bytes_per_token_per_gpu))
+        return max(0, int(budget // self._memory.kv_bytes_per_token_per_gpu))
 
     def kv_bytes_per_sequence(self, tokens: float) -> float:
         """KV-cache bytes a sequence holding ``tokens`` takes, whole model: its full layers' per token × t and its
         window layers' at most their window (`ModelSpec.cached_layer_tokens`), any indexer keys, and any recurrent
         state (`ModelSpec.recurrent_bytes_per_sequence`, whatever ``tokens``)."""
-        m = self.model
+        m = self._memory.model
         return (m.cached_layer_tokens(tokens) * m.kv_elements_per_layer * self.kv_element_bytes
                 + tokens * m.indexer_bytes_per_token + m.recurrent_bytes_per_sequence)
 
@@ -425,6 +437,8 @@ class Deployment:
         """KV-cache bytes a sequence holding ``tokens`` takes on one GPU: each kind of layer split over the PP
         stages (the busiest stage), its heads over TP (`kv_bytes_per_token_per_gpu` for the full layers); a recurrent
         layer's state likewise."""
+        if self._memory is not self:
+            return self._memory.kv_bytes_per_sequence_per_gpu(tokens)
         m = self.model
         window = math.ceil(m.window_layers / self.pp) * self._kv_per_layer_per_gpu() * min(tokens, m.sliding_window)
         state = math.ceil(m.recurrent_layers / self.pp) * self._recurrent_state_per_gpu()
@@ -450,6 +464,7 @@ class Deployment:
         parallel += f", EP {self.tp}" if self.expert_parallel else ""
         parallel += f", attention DP {self.tp}" if self.attention_dp and self.tp > 1 else ""
         parallel += ", window layers' caches whole" if self.full_window_cache else ""
+        parallel += ", window layers planned whole, read within" if self._memory is not self else ""
         return (f"{self.model.name} {self.weight_format} (KV {self.kv_dtype}) on "
                 f"{self.gpus} × {self.hardware.name}{parallel}")
 
@@ -461,16 +476,17 @@ def decode_flops(m: ModelSpec, batch: float, context_tokens: float) -> float:
     return 2 * m.matmul_params * batch + m.attention_flops(batch, context_tokens)
 
 
-def prefill_flops(m: ModelSpec, tokens: float, context_tokens: float = 0, sequences: int = 1) -> float:
+def prefill_flops(m: ModelSpec, tokens: float, context_tokens: float = 0, sequences: float = 1) -> float:
     """FLOPs of a prefill of ``tokens`` split over ``sequences`` each with its share of ``context_tokens``:
     2 × (M − V·h) × T + 2 × V·h × sequences + attention FLOPs per pair × Σ (t × c + t (t + 1) / 2)."""
     return sum(prefill_flops_split(m, tokens, context_tokens, sequences))
 
 
-def prefill_flops_split(m: ModelSpec, tokens: float, context_tokens: float = 0, sequences: int = 1
+def prefill_flops_split(m: ModelSpec, tokens: float, context_tokens: float = 0, sequences: float = 1
                         ) -> tuple[float, float]:
-    """(matmul FLOPs, attention FLOPs) of a prefill (`prefill_flops`): they run at different peaks."""
-    n = max(1, sequences)
+    """(matmul FLOPs, attention FLOPs) of a prefill (`prefill_flops`): they run at different peaks. ``sequences``
+    may be a fraction: a step's share of prompts prefilled over many steps (`ModelSpec.attended_pairs`)."""
+    n = sequences if sequences > 0 else 1.0
     body = m.matmul_params - m.lm_head_params
     # causal; a window layer's keys capped at its window, a sparse one's at its top-k (plus its indexer)
     return 2 * body * tokens + 2 * m.lm_head_params * n, m.prefill_attention_flops(n, tokens, context_tokens)
@@ -517,7 +533,7 @@ def pipeline_share(d: Deployment, batch: int) -> float:
 
 
 def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_tokens: float = 0,
-                 prefill_context: float = 0, efficiency: Efficiency | None = None, *, sequences: int = 1) -> float:
+                 prefill_context: float = 0, efficiency: Efficiency | None = None, *, sequences: float = 1) -> float:
     """The time between a decoding sequence's tokens: `_group_step_s` of the whole model at the batch, or with
     pipeline parallelism at its microbatch (`pipeline_microbatch`), its share of the step's context, prompt
     tokens and prompts with it. With PP stages and B sequences the engine keeps PP microbatches of B / PP in
@@ -532,11 +548,11 @@ def mixed_step_s(d: Deployment, batch: int, context_tokens: float, prefill_token
         return _group_step_s(d, batch, context_tokens, prefill_tokens, prefill_context, efficiency,
                              sequences=sequences)
     return _group_step_s(d, pipeline_microbatch(d, batch), context_tokens * share, prefill_tokens * share,
-                         prefill_context, efficiency, sequences=max(1, math.ceil(sequences * share)))
+                         prefill_context, efficiency, sequences=sequences * share)
 
 
 def _group_step_s(d: Deployment, batch: int, context_tokens: float, prefill_tokens: float = 0,
-                  prefill_context: float = 0, efficiency: Efficiency | None = None, *, sequences: int = 1) -> float:
+                  prefill_context: float = 0, efficiency: Efficiency | None = None, *, sequences: float = 1) -> float:
     """One iteration of the whole model on one TP group that decodes a token for each of ``batch`` sequences
     holding ``context_tokens`` and, in the same step (chunked prefill), prefills ``prefill_tokens`` prompt
     tokens over ``sequences`` prompts with ``prefill_context`` tokens of theirs already cached, plus the step's

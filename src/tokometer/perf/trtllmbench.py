@@ -35,7 +35,9 @@ from tokometer.util.units import GIB
 __all__ = ["DEFAULT_KV_FRACTION", "UNTUNED_MAX_BATCH", "tuned_max_batch"]
 
 DEFAULT_KV_FRACTION = 0.90
-"""``trtllm-bench``'s ``--kv_cache_free_gpu_mem_fraction`` when not given."""
+"""``trtllm-bench``'s ``--kv_cache_free_gpu_mem_fraction`` when not given ("the percentage of memory to use for KV
+Cache after model load": ``tensorrt_llm/bench/benchmark/throughput.py``), the LLM API's ``KvCacheConfig``
+``free_gpu_memory_fraction`` default too (TensorRT-LLM's "How to Change KV Cache Behavior")."""
 
 UNTUNED_MAX_BATCH = 2048
 """The LLM API's default ``max_batch_size``: what a format the heuristic does not tune runs with."""

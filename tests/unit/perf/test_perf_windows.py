@@ -2,7 +2,8 @@
 
 A window layer attends to at most W of a sequence's cached tokens (Gemma 3's five layers in six, Llama 4's
 chunked three in four, gpt-oss's every other layer), so its KV read and its attention FLOPs stop growing with the
-context past W, and so does its cache, unless the engine keeps the whole of it (`Deployment.full_window_cache`).
+context past W, and so does its cache, unless the engine keeps the whole of it (`Deployment.full_window_cache`),
+or plans its memory as if it did while reading only the window (`Deployment.window_memory_whole`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ def test_configs_say_which_layers_have_a_window() -> None:
     llama4 = model_from_config({**base, "model_type": "llama4_text", "attention_chunk_size": 8192,
                                 "no_rope_layers": [1, 1, 1, 0] * 4 + [1, 1]}, "llama4")
     assert (llama4.sliding_window, llama4.window_layers) == (8192, 14)
+    assert llama4.chunked_windows and not gemma.chunked_windows  # chunks, not a sliding window
+    assert BUILTIN_MODELS["llama-4-scout"].chunked_windows and not BUILTIN_MODELS["gpt-oss-20b"].chunked_windows
     typed = model_from_config({**base, "model_type": "llama4_text", "attention_chunk_size": 8192,
                                "layer_types": ["chunked_attention"] * 3 + ["full_attention"]
                                + ["chunked_attention"] * 14}, "llama4")
@@ -96,6 +99,25 @@ def test_a_window_layer_keeps_at_most_its_window_of_each_sequence() -> None:
     assert whole.model.window_layers == 0 and whole.kv_bytes_per_token == 62 * per_layer
     assert whole.kv_sequences(33_000) == budget // (62 * per_layer * 33_000) < d.kv_sequences(33_000) / 4
     assert "window layers' caches whole" in whole.describe()
+
+
+def test_a_window_planned_whole_and_read_within() -> None:
+    """TensorRT-LLM's pools: gpt-oss's window layers take as much memory as its full ones, and a step reads 128
+    tokens of them."""
+    model = BUILTIN_MODELS["gpt-oss-120b"]  # 36 layers, 18 of them with a 128-token window
+    windowed = Deployment(model, resolve_hardware("H200-SXM"), "bf16", "fp8")
+    pooled = replace(windowed, window_memory_whole=True)
+    whole = replace(windowed, full_window_cache=True)
+    per_layer = 2 * 8 * 64  # 1,024 B a token a layer: 8 KV heads of 64, fp8
+    assert pooled.kv_bytes_per_sequence(2048) == whole.kv_bytes_per_sequence(2048) == 36 * per_layer * 2048
+    assert windowed.kv_bytes_per_sequence(2048) == per_layer * (18 * 2048 + 18 * 128)
+    assert pooled.kv_sequences(2048) == whole.kv_sequences(2048) < windowed.kv_sequences(2048)
+    assert pooled.kv_capacity_tokens() == whole.kv_capacity_tokens() == whole.kv_budget_bytes() // (36 * per_layer)
+    # a step reads as the windowed one: 18 layers × 2,048 + 18 × 128 layer-tokens a sequence, not 36 × 2,048
+    assert pooled.kv_read_bytes(1, 2048) == windowed.kv_read_bytes(1, 2048) == per_layer * (18 * 2048 + 18 * 128)
+    assert whole.kv_read_bytes(1, 2048) == per_layer * 36 * 2048
+    assert decode_step_s(pooled, 64, 64 * 2048) == decode_step_s(windowed, 64, 64 * 2048)
+    assert "window layers planned whole, read within" in pooled.describe()
 
 
 def test_max_load_and_the_closed_loop_hold_the_sequences_that_fit() -> None:
