@@ -128,6 +128,7 @@ def test_a_small_get_of_an_endless_answer_is_refused_at_its_size_limit() -> None
         assert asyncio.run(Probe(timeout_s=20).get_json(server.url + "/models")) is None
 
 
+@pytest.mark.timing  # no other client's gap past 0.5 s is a time: beside the other lanes one gap was 0.76 s
 def test_gateway_an_upstream_event_that_never_ends_stalls_no_other_client(
         sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
     """A real gateway process with two upstreams: the hostile one sends an event that never ends (a 16 MiB one
