@@ -1,8 +1,8 @@
 """``bench --find-max`` against the modelled simulator, whose capacity is known from the roofline.
 
 Llama-3.1-8B (AWQ) on one H100-SXM, played 4 times slower (--time-scale 4), with at most 8 sequences in
-a batch (--max-num-seqs 8). A decode step of 8 short sequences takes `decode_step_s` (~4.3 ms at the typical
-efficiencies, ×4: 17.2 ms, about the 17 ms played step these searches were tuned at; 3.4 ms × 5 until the
+a batch (--max-num-seqs 8). A decode step of 8 short sequences takes `decode_step_s` (~4.4 ms at the typical
+efficiencies, ×4: 17.4 ms, about the 17 ms played step these searches were tuned at; 3.4 ms × 5 until the
 efficiencies were chosen again on 2026-12-05, 4.0 ms × 4.2 until the eleventh session's refit), so:
 
 - concurrency: up to 8 requests each get a slot at the next step (TTFT about one step); a 9th waits for a

@@ -55,8 +55,13 @@ TYPICAL = Efficiency()
               help="Tokens one engine step may hold, decode and prompt together (vLLM's --max-num-batched-tokens, "
                    "TensorRT-LLM's max_num_tokens) [default: 8192].")
 @click.option("--swa-full", is_flag=True, help="The engine keeps and reads the whole cache of the model's "
-              "sliding-window (or chunked) layers, as llama.cpp's --swa-full [default: at most the window of each "
-              "sequence, as vLLM, SGLang, TensorRT-LLM and llama.cpp's SWA cache]; a --run of llama.cpp takes its own.")
+              "sliding-window (or chunked) layers, as llama.cpp's --swa-full (and TensorRT-LLM its chunked "
+              "attention) [default: at most the window of each sequence, as vLLM, SGLang and llama.cpp's SWA cache]; "
+              "a --run of llama.cpp takes its own.")
+@click.option("--swa-pooled", is_flag=True, help="The engine gives the window layers' caches as much memory as the "
+              "full layers' but reads only within each window, as TensorRT-LLM pools them (a pool for each window "
+              "size, an identical share of the memory each): sequences fit as with --swa-full, a step reads as "
+              "without.")
 @click.option("--max-batch", type=click.IntRange(1, MAX_CONCURRENCY), default=None,
               help="Sequences the engine runs at once, each rank (vLLM's --max-num-seqs: 1024 on GPUs of 70 GiB or "
                    "more, else 256; TensorRT-LLM's max_batch_size): the batch rows' closed loop, max load and --run "
@@ -162,12 +167,20 @@ def _spec(opts: dict[str, Any]) -> EstimateSpec:
         input_tokens=opts["input_tokens"], chunked_prefill=not opts["no_chunked_prefill"],
         **({"step_tokens": opts["step_tokens"]} if opts["step_tokens"] else {}),
         **({"max_batch": opts["max_batch"]} if opts["max_batch"] else {}), swa_full=opts["swa_full"],
+        swa_pooled=_swa_pooled(opts),
         output_tokens=opts["output_tokens"], gpu_memory_utilization=opts["gpu_memory_utilization"],
         kv_free_fraction=_kv_free_fraction(opts),
         efficiency_overrides={name: opts[option] for name, option in (
             ("decode_bandwidth", "bw_efficiency"), ("prefill_compute", "prefill_efficiency"),
             ("decode_compute", "decode_compute_efficiency")) if opts[option] is not None},
         use_calibration=not opts["no_calibration"], hardware_file=opts["hardware_file"], remeasure=opts["remeasure"])
+
+
+def _swa_pooled(opts: dict[str, Any]) -> bool:
+    """--swa-pooled, refused beside --swa-full (two plans for the window layers' caches)."""
+    if opts["swa_pooled"] and opts["swa_full"]:
+        raise click.UsageError("--swa-full and --swa-pooled are two plans for the window layers' caches: give one")
+    return bool(opts["swa_pooled"])
 
 
 def _kv_free_fraction(opts: dict[str, Any]) -> float | None:

@@ -72,6 +72,9 @@ class EstimateSpec:
     swa_full: bool = False
     """The engine keeps the whole cache of a model's window layers (``--swa-full``, as llama.cpp's):
     `Deployment.full_window_cache`."""
+    swa_pooled: bool = False
+    """The engine plans the window layers' caches at the full layers' size and reads within (``--swa-pooled``, as
+    TensorRT-LLM): `Deployment.window_memory_whole`."""
     gpu_memory_utilization: float = 0.9
     kv_free_fraction: float | None = None
     """The KV cache's share of the memory left after the weights and the reserve (``--kv-free-fraction``,
@@ -109,7 +112,7 @@ def _deployment(spec: EstimateSpec, model_name: str, hardware_name: str, kv_defa
     return Deployment(model, _hardware(hardware_name, spec), weights,
                       spec.kv_dtype or kv_default or default_kv_dtype(weights), tp=spec.tp, pp=spec.pp,
                       expert_parallel=spec.expert_parallel, attention_dp=spec.attention_dp,
-                      full_window_cache=spec.swa_full)
+                      full_window_cache=spec.swa_full, window_memory_whole=spec.swa_pooled)
 
 
 def resolve_efficiency(spec: EstimateSpec, hardware: str) -> tuple[Efficiency, str]:

@@ -163,7 +163,7 @@ class Efficiency:
     the published figures only (`tokometer.perf.published`: 89 figures, the most within ±15 %, then the lowest
     median error, over a grid), never on a held-out figure."""
 
-    decode_bandwidth: float = 0.85
+    decode_bandwidth: float = 0.825
     prefill_compute: float = 0.6
     decode_compute: float = 0.4
     layer_overhead_s: float = 70e-6

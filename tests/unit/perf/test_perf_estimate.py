@@ -24,8 +24,8 @@ def test_batch_table() -> None:
     assert one.context_tokens == 1500
     assert one.step_bound_s == pytest.approx((16.06e9 + ACTIVATIONS + 1500 * 131_072) / 3350e9)
     assert one.per_request_bound_tok_s == pytest.approx(206.01, abs=0.01)
-    # expected: at 85 % of the bandwidth, plus the fixed 70 µs of each of the 32 layers
-    assert one.step_expected_s == pytest.approx(one.step_bound_s / 0.85 + 32 * 70e-6)
+    # expected: at 82.5 % of the bandwidth, plus the fixed 70 µs of each of the 32 layers
+    assert one.step_expected_s == pytest.approx(one.step_bound_s / 0.825 + 32 * 70e-6)
     assert eight.decode_only_bound_tok_s == pytest.approx(8 / ((16.06e9 + 8 * ACTIVATIONS + 12_000 * 131_072) / 3350e9))
     # with prompts arriving (closed loop) the aggregate is below decode only, and B × O / the user cycle
     loop = eight.closed_bound
@@ -76,9 +76,9 @@ def test_explain_writes_the_arithmetic() -> None:
 def test_what_it_takes_to_see_14000_tokens_per_second() -> None:
     answer = reach_target(resolve_model("llama-3.1-8b"), 14_000, list(hardware_table().values()),
                           input_tokens=1000, output_tokens=1000)
-    # per request: (16.06e9 + 1,500 × 131,072) B × 14,000 / 0.85 = 267.8 TB/s: no listed hardware has it
+    # per request: (16.06e9 + 1,500 × 131,072) B × 14,000 / 0.825 = 275.9 TB/s: no listed hardware has it
     assert answer.per_request_bandwidth_gbs["bf16"] == pytest.approx(
-        (16.06e9 + 1500 * 131_072) * 14_000 / 0.85 / 1e9)
+        (16.06e9 + 1500 * 131_072) * 14_000 / 0.825 / 1e9)
     assert answer.best_per_request is not None and not answer.best_per_request.reached
     assert answer.best_per_request.deployment.hardware.name == "B200"
     first = answer.options[0]
@@ -89,7 +89,7 @@ def test_what_it_takes_to_see_14000_tokens_per_second() -> None:
     d = b200[0].deployment
     less = estimate(d, [b200[0].batch - 1], 1000, 1000).rows[0]
     assert less.aggregate_expected_tok_s < 14_000
-    # one H100 cannot: each sequence's KV read alone caps the aggregate at 3.35e12 × 0.85 / 196.6 MB ≈ 14,480
+    # one H100 cannot: each sequence's KV read alone caps the aggregate at 3.35e12 × 0.825 / 196.6 MB ≈ 14,060
     # tok/s, and the weights, the prompts' prefill and the per-layer cost come on top
     h100 = [o for o in answer.options
             if o.deployment.hardware.name == "H100-SXM" and o.deployment.weight_dtype == "bf16"]

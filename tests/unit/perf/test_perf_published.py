@@ -20,6 +20,7 @@ from tokometer.perf.maxload import max_load
 from tokometer.perf.published import (
     HELD_OUT_AIM,
     KNOWN_MISSES,
+    PERF_OVERVIEW_KV_FRACTION,
     SPLITS,
     Checked,
     PublishedFigure,
@@ -173,13 +174,16 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # 3,072, 64-row tile): NVFP4 on Blackwell 28 → 40, dense over 4-8 GPUs 62 → 71, but mixtures of experts
     # 177 → 163 (Mixtral's split experts now too slow) and the median 10.6 → 11.5 %: raised with the model's change,
     # as the record stands, not to pass (within ±30 %: 556 → 585)
-    # 458 (2026-12-05, eleventh session): TensorRT-LLM's figures with its own rule for the KV cache's room (0.9 of
-    # what the weights leave: Llama 3.1 70B in fp8 on one H100 0 → 7 of 7), a step's share of a long prompt counted
-    # with that whole prompt's attention (a 32,768-token prompt amortised over 24 steps was taken as a 1,365-token
-    # one), gpt-oss's sliding windows read within and planned whole as TensorRT-LLM pools them, and the
-    # efficiencies chosen again on the fit split (85 % bandwidth, 70 µs a layer): within ±30 %: 585 → 596
-    assert sum(e <= HELD_OUT_AIM for e in errors) >= 458
-    assert statistics.median(errors) <= 0.101
+    # 454 (2026-12-05, eleventh session): TensorRT-LLM's figures with its own rule for the KV cache's room (0.95
+    # of what the weights leave in the perf overview's runs, as the page says it mostly ran, else the engine's
+    # default 0.9: Llama 3.1 70B in fp8 on one H100 0 → 7 of 7), a step's share of a long prompt counted with that
+    # whole prompt's attention (a 32,768-token prompt amortised over 24 steps was taken as a 1,365-token one),
+    # gpt-oss's sliding windows read within and planned whole as TensorRT-LLM pools them, and the efficiencies
+    # chosen again on the fit split (70 µs a layer): within ±30 %: 585 → 597. (458 and a median of 10.1 % with
+    # the engine's default 0.9 for the perf overview's rows too and 85 % of the bandwidth chosen under it; the
+    # fit split ties the two readings, 85 of 89; the page's own words chose 0.95, before its count was seen)
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 454
+    assert statistics.median(errors) <= 0.104
     # the 332 held out before the rest of the release-0.17 table joined (2026-12-04): 186 within the aim until
     # 2026-12-05, 176 since: the refit's 40 µs a layer (chosen on the fit split, not on these) speeds up every
     # step, and the Llama 4 rows read with whole experts on each GPU run further from the fit; the count is the
@@ -203,17 +207,17 @@ def test_the_held_out_errors_as_they_stand() -> None:
     assert len(close) == 18 and sum(abs(c.error) <= HELD_OUT_AIM for c in close) >= 17
     assert all(abs(c.error) <= 0.17 for c in close)
     # NIM's fixed-concurrency figures beside the closed loop: within the aim up to 50 users, every one until the
-    # eleventh session's refit; since, 36 of 40, the misses the 8B's single streams and one at five users, 16-17 %
+    # eleventh session's refit; since, 33 of 40, the misses the 8B's single streams and at five users, 16-18 %
     # too slow: the fixed 70 µs a layer chosen on the fit split (at maximum load) is more than one stream pays
     loops = [c for c in checked if c.figure.concurrency]
     few = [abs(c.error) for c in loops if (c.figure.concurrency or 0) <= 50]
-    assert len(few) == 40 and sum(e <= HELD_OUT_AIM for e in few) >= 36 and max(few) <= 0.17
+    assert len(few) == 40 and sum(e <= HELD_OUT_AIM for e in few) >= 33 and max(few) <= 0.19
     # (0.055 until the NVLink share of 2026-12-04 slowed the TP 2 loops' steps a little: +15 held-out figures;
     # 0.058 until the refit's 40 µs a layer of 2026-12-05 sped every step up a little; 0.050 with prefill at 57.5 %;
     # 0.046 with 80 % of the bandwidth in decode; 0.053 with the refit that read the older page's MoE rows as run:
     # 60 µs a layer and 40 % compute-bound decode slow the loops' steps a little;
-    # 0.056 with the eleventh session's refit: 70 µs a layer)
-    assert statistics.median(abs(c.error) for c in loops) <= 0.056
+    # 0.065 with the eleventh session's refit: 70 µs a layer)
+    assert statistics.median(abs(c.error) for c in loops) <= 0.065
 
 
 def test_prompt_heavy_shapes_are_bound_by_prefill_and_long_answers_by_bandwidth() -> None:
@@ -240,10 +244,10 @@ def test_a_bigger_kv_format_fits_fewer_sequences(kv: str) -> None:
     figure = published_figures()[1]  # 8B on H200, 128 -> 2048
     from dataclasses import replace
 
-    # TensorRT-LLM's rule: 0.9 of what the 8.457 GiB of weights and the 2 GiB reserve leave of 141 GiB, 117.59
-    # GiB, over 2,176 tokens × 64 KiB (fp8) or 128 KiB (bf16) a sequence: 884.6 or 442.3 sequences
+    # TensorRT-LLM's rule as the perf overview ran it: 0.95 of what the 8.457 GiB of weights and the 2 GiB reserve
+    # leave of 141 GiB, 124.12 GiB, over 2,176 tokens × 64 KiB (fp8) or 128 KiB (bf16) a sequence: 933.8 or 466.9
     checked = compare_published(figures=[replace(figure, kv_dtype=kv)])[0]
-    assert checked.batch == (884 if kv == "fp8" else 442)
+    assert checked.batch == (933 if kv == "fp8" else 466)
 
 
 def test_the_reference_page_shows_the_errors_as_they_stand() -> None:
@@ -301,14 +305,18 @@ def test_a_figure_over_copies_of_a_pipeline_is_their_sum_at_its_batch_cap() -> N
 
 
 def test_tensorrt_llm_s_figures_size_the_cache_by_its_own_rule() -> None:
-    """TensorRT-LLM gives the KV cache 0.9 of the memory the weights leave (trtllm-bench's and the LLM API's
-    default), vLLM 0.9 of the whole less the weights: the check sizes each figure's batch by its engine's rule."""
+    """TensorRT-LLM gives the KV cache a share of the memory the weights leave (0.9 by default; 0.95 in most of
+    its perf overview's runs, as the page says), vLLM 0.9 of the whole less the weights: the check sizes each
+    figure's batch by its engine's rule."""
     figure = next(f for f in published_figures("held-out")
                   if f.group == "llama-3.1-70b H100-SXM TP1 fp8" and (f.input_tokens, f.output_tokens) == (128, 2048))
-    assert "TensorRT-LLM" in figure.engine and figure.kv_free_fraction == 0.9
+    assert "TensorRT-LLM" in figure.engine and figure.kv_free_fraction == PERF_OVERVIEW_KV_FRACTION == 0.95
     d = figure.deployment()
     weights = d.weight_bytes_per_gpu / GIB  # 67.66 GiB
-    # 0.9 × (80 − 67.66 − 2) GiB = 9.31 GiB over 2,176 tokens × 160 KiB a sequence: 28.0 sequences (vLLM's rule: 7)
-    assert compare_published(figures=[figure])[0].batch == int(0.9 * (80 - weights - 2) * GIB / (160 * 1024 * 2176))
-    assert compare_published(figures=[figure])[0].batch == 28 and d.kv_sequences(2176, 0.9) == 7
+    # 0.95 × (80 − 67.66 − 2) GiB = 9.82 GiB over 2,176 tokens × 160 KiB a sequence: 29.6 sequences (vLLM's rule: 7)
+    assert compare_published(figures=[figure])[0].batch == int(0.95 * (80 - weights - 2) * GIB / (160 * 1024 * 2176))
+    assert compare_published(figures=[figure])[0].batch == 29 and d.kv_sequences(2176, 0.9) == 7
+    # NIM's TensorRT-LLM backend and MLPerf's engines at the engine's default
+    assert all(f.kv_free_fraction == 0.9 for f in published_figures()
+               if f.concurrency or ("MLPerf" in f.source and "TensorRT-LLM" in f.engine))
     assert all(f.kv_free_fraction is None for f in published_figures() if f.engine.startswith("vLLM"))

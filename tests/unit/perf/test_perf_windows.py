@@ -142,3 +142,20 @@ def test_the_command_says_what_a_sequence_holds(tmp_path: Path) -> None:
     assert whole.exit_code == 0 and "window layers' caches whole" in whole.output
     whole_d = Deployment(d.model, d.hardware, full_window_cache=True)
     assert json.loads(out.read_text())["estimate"]["max_sequences"] == whole_d.kv_sequences(33_000)
+
+
+def test_the_command_plans_windows_as_pooled(tmp_path: Path) -> None:
+    """--swa-pooled: sequences fit as with --swa-full, the batch rows' steps read as without."""
+    args = ["-m", "gpt-oss-120b", "-H", "H200", "-b", "64", "--input-tokens", "2000", "--output-tokens", "1000"]
+    docs = {}
+    for name, extra in (("window", []), ("pooled", ["--swa-pooled"]), ("whole", ["--swa-full"])):
+        out = tmp_path / f"{name}.json"
+        result = CliRunner().invoke(estimate_command, [*args, *extra, "--json", str(out)])
+        assert result.exit_code == 0, result.output
+        docs[name] = json.loads(out.read_text())["estimate"]
+    assert docs["pooled"]["window_memory_whole"] and not docs["window"]["window_memory_whole"]
+    assert docs["pooled"]["max_sequences"] == docs["whole"]["max_sequences"] < docs["window"]["max_sequences"]
+    assert docs["pooled"]["batches"][0]["decode_step_ms"] == docs["window"]["batches"][0]["decode_step_ms"]
+    assert docs["pooled"]["batches"][0]["decode_step_ms"] != docs["whole"]["batches"][0]["decode_step_ms"]
+    both = CliRunner().invoke(estimate_command, [*args, "--swa-full", "--swa-pooled"])
+    assert both.exit_code == 2 and "two plans for the window layers' caches: give one" in both.output
