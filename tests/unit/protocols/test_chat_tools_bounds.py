@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tokometer.protocols.common.chat_tools import MAX_ARGUMENT_CHARS, MAX_CALLS, ToolCallDelta, ToolCalls
 
 
@@ -18,6 +20,7 @@ def test_ten_thousand_indexes_keep_the_first_calls_and_say_so() -> None:
     assert calls.calls[0].id == "id0" and calls.calls[0].arguments == "{}"
 
 
+@pytest.mark.timing  # linear time is a time: beside the other lanes the 10 s bound read 10.7 s
 def test_megabytes_of_tiny_fragments_are_cut_at_the_limit_in_linear_time() -> None:
     calls = ToolCalls()
     calls.add(ToolCallDelta(0, "c", "f", ""))
