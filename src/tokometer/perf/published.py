@@ -8,7 +8,8 @@ over the whole deployment, and, for a figure measured at a fixed number of users
 group of a server's GPUs) states its pipeline stages (``pp``), its copies (``replicas``) and the engine's batch
 cap (``max_batch``). `compare_published` sets each beside `max_load` for the same deployment (throughput at
 maximum load; a copy's times the copies) or beside `closed_loop`'s aggregate at that concurrency, at the stated
-`Efficiency`: the test
+`Efficiency`, with the KV cache's room its engine gives it (`PublishedFigure.kv_free_fraction`: TensorRT-LLM's
+share of the memory the weights leave, vLLM's share of the whole): the test
 (tests/unit/perf/test_perf_published.py) and docs/reference/published-figures.md show how far apart they
 are (``bench/published_serving.py`` prints the tables).
 
