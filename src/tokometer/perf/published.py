@@ -227,10 +227,11 @@ class PublishedFigure:
     """The requests the benchmark's dataset held, all queued at once (``requests`` column: the perf overview's
     table of ``$num_requests`` by shape): no more sequences than these run at once; None: not stated."""
 
-    def batch_cap(self) -> int:
+    def batch_cap(self, deployment: Deployment | None = None) -> int:
         """Sequences one engine rank runs at once at most: the stated ``max_batch``, else the harness's choice
-        (`tuned_max_batch`) or `MAX_BATCH`; never more than the dataset's requests spread over the ranks."""
-        d = self.deployment()
+        (`tuned_max_batch`) or `MAX_BATCH`; never more than the dataset's requests spread over the ranks.
+        ``deployment``: this figure's, when the caller has built it already."""
+        d = deployment or self.deployment()
         cap = self.max_batch or (tuned_max_batch(d, self.input_tokens, self.output_tokens,
                                                  self.kv_free_fraction or DEFAULT_KV_FRACTION)
                                  if self.harness == "trtllm-bench" else MAX_BATCH)
@@ -380,7 +381,7 @@ def compare_published(efficiency: Efficiency | None = None,
                                "saturated" if loop.saturated else "loop"))
             continue
         load = max_load(d, f.input_tokens, f.output_tokens, eff, gpu_memory_utilization=memory,
-                        max_batch=f.batch_cap())
+                        max_batch=f.batch_cap(d))
         if load is not None:
             out.append(Checked(f, load.output_tok_s * f.replicas, load.batch, load.bound))
     return out
