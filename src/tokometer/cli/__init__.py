@@ -67,8 +67,20 @@ def _one_line(message: str) -> str:
     return " ".join(str(message).split())
 
 
+def _replace_what_cannot_be_encoded() -> None:
+    """Standard output and error in an encoding narrower than Unicode's (``PYTHONIOENCODING=ascii``, a latin-1
+    locale) write a character they cannot encode (the tables' →, µ, ±, ×; a model's name) as ``?``, so that
+    the output is written whole rather than broken off by a traceback midway."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("_", "-")
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and not encoding.startswith("utf"):
+            reconfigure(errors="replace")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning every error into one line and exit status 2."""
+    _replace_what_cannot_be_encoded()
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     if debug:
