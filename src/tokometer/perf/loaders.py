@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
 import math
 import re
 from collections.abc import Callable
@@ -180,7 +181,30 @@ def _merged(cfg: Any) -> dict[str, Any]:
         if inner is not None and not isinstance(inner, dict):
             raise ValueError(f"its {key} is a JSON {type(inner).__name__}, not an object")
         merged.update(inner or {})
+    for key in _WHOLE_NUMBER_KEYS.intersection(merged):
+        value = merged[key]
+        if value is not None and _whole(value) is None:
+            raise ValueError(f"{key} must be a whole number (got {_shown(value)})")
     return merged
+
+
+_WHOLE_NUMBER_KEYS = frozenset({
+    "attention_chunk_size", "first_k_dense_replace", "full_attention_interval", "head_dim", "hidden_size",
+    "index_head_dim", "index_n_heads", "index_topk", "index_topk_freq", "interleave_moe_layer_step",
+    "intermediate_size", "intermediate_size_mlp", "kv_lora_rank", "mamba_expand", "max_position_embeddings",
+    "max_seq_len", "moe_intermediate_size", "moe_shared_expert_intermediate_size", "n_routed_experts",
+    "n_shared_experts", "num_attention_heads", "num_experts", "num_experts_per_tok", "num_hidden_layers",
+    "num_key_value_heads", "num_local_experts", "qk_nope_head_dim", "qk_rope_head_dim",
+    "shared_expert_intermediate_size", "shared_intermediate_size", "sliding_window", "sliding_window_pattern",
+    "v_head_dim", "vocab_size"})
+"""The config's keys the loaders read as counts: each, where present and not null, must be a JSON whole number
+(`_whole`): ``true``, ``4096.5`` or ``"4096"`` is refused by name rather than read as 1, 4096 or 4096."""
+
+
+def _shown(value: Any) -> str:
+    """``value`` as a config's field is quoted in an error: JSON's spelling, at most 40 characters."""
+    text = json.dumps(value) if isinstance(value, (bool, str)) or value is None else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _spec_from_config(cfg: dict[str, Any], name: str, source: str) -> ModelSpec:
@@ -241,7 +265,7 @@ def _check_shapes(spec: ModelSpec) -> None:
     for field, key in (*_SHAPES.items(), *_COUNTS.items()):
         value, low = getattr(spec, field), 1 if field in _SHAPES else 0
         if not low <= value <= MAX_SIZE:
-            raise ValueError(f"{key} must be from {low} to {MAX_SIZE:,} (got {value:,})")
+            raise ValueError(f"{key} must be from {low} to {MAX_SIZE:,} (got {value:,.6g})")
     if not 1 <= spec.max_context <= _MAX_CONTEXT:
         raise ValueError(f"max_position_embeddings must be from 1 to {_MAX_CONTEXT:,} (got {spec.max_context:,})")
     if not (math.isfinite(spec.params) and spec.params > 0 and 0 < spec.active <= spec.params):

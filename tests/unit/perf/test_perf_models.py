@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -90,6 +91,26 @@ def test_moe_and_mla_configs() -> None:
     assert deepseek.kv_elements_per_token == 61 * (512 + 64) and deepseek.native_dtype == "fp8"
     with pytest.raises(ConfigError, match="lacks a field"):
         model_from_config({"hidden_size": 64}, "broken")
+
+
+@pytest.mark.parametrize(("key", "value", "shown"), [
+    ("hidden_size", True, "true"), ("num_hidden_layers", 32.5, "32.5"), ("num_key_value_heads", "8", '"8"'),
+    ("intermediate_size", [14336], "[14336]"), ("vocab_size", float("nan"), "nan"),
+    ("num_local_experts", {"n": 8}, "{'n': 8}")])
+def test_a_count_that_is_not_a_whole_number_is_refused_by_name(key: str, value: object, shown: str) -> None:
+    """A count in config.json is a JSON whole number: true, 32.5 or "8" is refused naming the field and the value
+    (int() would have read them as 1, 32 and 8), and so is one in a multimodal config's text_config."""
+    with pytest.raises(ConfigError, match=rf"{key} must be a whole number \(got {re.escape(shown)}\)"):
+        model_from_config({**LLAMA_8B_CONFIG, key: value}, "hostile")
+    with pytest.raises(ConfigError, match=rf"{key} must be a whole number"):
+        model_from_config({"text_config": {**LLAMA_8B_CONFIG, key: value}}, "hostile")
+    whole = model_from_config({**LLAMA_8B_CONFIG, "num_hidden_layers": 32.0}, "whole")  # 32.0 is a whole number
+    assert whole.layers == 32
+
+
+def test_a_count_out_of_range_is_quoted_short() -> None:
+    with pytest.raises(ConfigError, match=r"num_hidden_layers must be from 1 to 16,777,216 \(got 1e\+308\)\)$"):
+        model_from_config({**LLAMA_8B_CONFIG, "num_hidden_layers": 1e308}, "huge")
 
 
 def _gguf_string(text: str) -> bytes:
