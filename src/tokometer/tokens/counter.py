@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.tokens.chat import Messages, looks_like_json, parse_messages
-from tokometer.tokens.counting import BatchCount, TextCount, count_jsonl, count_text, decode_input, read_input
+from tokometer.tokens.counting import BatchCount, TextCount, count_jsonl, count_text, read_text
 from tokometer.tokens.pricing import Cost, ModelPrice, PriceTable
 from tokometer.util.errors import ConfigError, TokometerError
 
@@ -88,8 +88,8 @@ def _read(spec: CountSpec) -> tuple[str, str]:
     if spec.text is not None:
         return spec.text, "text"
     if spec.file is not None and str(spec.file) != "-":
-        return read_input(spec.file), str(spec.file)
-    return decode_input(_stdin().read(), "stdin"), "stdin"
+        return read_text(spec.file), str(spec.file)
+    return read_text(_stdin()), "stdin"
 
 
 def _context(spec: CountSpec, tok: BaseTokenizer, row: ModelPrice | None) -> tuple[int | None, str]:

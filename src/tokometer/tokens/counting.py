@@ -1,8 +1,11 @@
 """What ``tokometer count`` counts: one text or chat, or every record of a JSONL file in batches.
 
 Input is text: a file or stdin that holds NUL bytes or is not UTF-8 is refused ("binary input"),
-never guessed at. A JSONL record is a JSON string, an object with ``text``/``prompt``/``content``,
-or an object with ``messages``; blank lines are skipped; a bad line is an error naming its number.
+never guessed at, as soon as a NUL is read. A text or chat is read whole, at most `MAX_TEXT_BYTES`; a JSONL
+file a line at a time (each at most `MAX_RECORD_BYTES`, all at most `MAX_JSONL_BYTES`): an endless input
+(``/dev/zero``, a FIFO whose writer never stops) ends in a one-line error, never in the machine's memory.
+A JSONL record is a JSON string, an object with ``text``/``prompt``/``content``, or an object with
+``messages``; blank lines are skipped; a bad line is an error naming its number.
 
 Many records are counted in batches through the tokenizer's batch encoder (Rust threads for
 `tokenizers`/tiktoken); parsing a batch's JSON costs a few percent of encoding it.
@@ -10,29 +13,43 @@ Many records are counted in batches through the tokenizer's batch encoder (Rust 
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Final
 
 import orjson
 
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.tokens.chat import ChatCount, Messages, count_chat, message_text, parse_messages
 from tokometer.util.errors import DatasetError
+from tokometer.util.readlimit import iter_at_most, split_lines
 
-__all__ = ["BatchCount", "TextCount", "count_jsonl", "count_text", "decode_input", "read_input"]
+__all__ = ["MAX_JSONL_BYTES", "MAX_RECORD_BYTES", "MAX_TEXT_BYTES", "BatchCount", "TextCount", "count_jsonl",
+           "count_text", "decode_input", "read_text"]
+
+MAX_TEXT_BYTES: Final = 256 << 20
+"""A text or chat counted whole (a file, or stdin): 256 MiB, some 60 M tokens held at once with their ids."""
+MAX_RECORD_BYTES: Final = 16 << 20
+"""One line of a JSONL file: 16 MiB."""
+MAX_JSONL_BYTES: Final = 64 << 30
+"""A JSONL file, read a batch of records at a time: 64 GiB."""
+_CHUNK = 1 << 20
 
 Progress = Callable[[int, int], None]  # (records done, bytes done)
+
+
+def _binary(where: str) -> DatasetError:
+    return DatasetError(f"{where} is binary (it holds NUL bytes): tokometer counts text; "
+                        "give a UTF-8 text file, a JSON chat or a JSONL file")
 
 
 def decode_input(data: bytes, where: str) -> str:
     """``data`` as UTF-8 text; binary data (NUL bytes, invalid UTF-8) is a DatasetError."""
     if b"\x00" in data:
-        raise DatasetError(f"{where} is binary (it holds NUL bytes): tokometer counts text; "
-                           "give a UTF-8 text file, a JSON chat or a JSONL file")
+        raise _binary(where)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -40,15 +57,32 @@ def decode_input(data: bytes, where: str) -> str:
                            "convert it to UTF-8 first (e.g. iconv -t UTF-8)") from None
 
 
-def read_input(path: Path) -> str:
-    """A text file's content, checked to be text."""
-    try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise DatasetError(f"{path} is a directory, not a text file") from None
-    except OSError as exc:
-        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return decode_input(data, str(path))
+def _chunks(source: Path | BinaryIO, limit: int, beyond: str) -> Iterator[bytes]:
+    """``source``'s bytes a chunk at a time, at most ``limit`` of them (more: a DatasetError ending ``beyond``),
+    refused as binary at the first chunk that holds a NUL byte; a file through `iter_at_most` (a FIFO nobody
+    writes to reads as empty), stdin as it comes."""
+    where = str(source) if isinstance(source, Path) else "stdin"
+    if isinstance(source, Path):
+        if source.is_dir():
+            raise DatasetError(f"{source} is a directory, not a text file")
+        blocks: Iterator[bytes] = iter_at_most(source, limit, beyond, DatasetError, chunk=_CHUNK)
+    else:
+        blocks = iter(functools.partial(source.read, _CHUNK), b"")
+    total = 0
+    for block in blocks:
+        total += len(block)
+        if total > limit:
+            raise DatasetError(f"{where} is larger than {limit >> 20} MiB: {beyond}")
+        if b"\x00" in block:
+            raise _binary(where)
+        yield block
+
+
+def read_text(source: Path | BinaryIO) -> str:
+    """A text file's content, or stdin's, checked to be text (`_chunks`): at most `MAX_TEXT_BYTES`."""
+    where = str(source) if isinstance(source, Path) else "stdin"
+    beyond = "count a larger corpus as JSONL (--jsonl), a record a line"
+    return decode_input(b"".join(_chunks(source, MAX_TEXT_BYTES, beyond)), where)
 
 
 def _words(text: str) -> int:
@@ -124,21 +158,19 @@ def _record(obj: Any, where: str) -> str | Messages:
 
 def _records(source: Path | BinaryIO) -> Iterator[tuple[str | Messages, int]]:
     path = source if isinstance(source, Path) else "stdin"
-    try:
-        handle = source.open("rb") if isinstance(source, Path) else nullcontext(source)
-    except OSError as exc:
-        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from None
-    with handle as lines:
-        for number, line in enumerate(lines, 1):
-            if b"\x00" in line:
-                raise DatasetError(f"{path} is binary (NUL bytes on line {number}): give a JSONL text file")
-            if not line.strip():
-                continue
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise DatasetError(f"{path}, line {number}: invalid JSON ({exc})") from None
-            yield _record(obj, f"{path}, line {number}"), len(line)
+
+    def too_long(number: int) -> DatasetError:
+        return DatasetError(f"{path}, line {number}: longer than {MAX_RECORD_BYTES >> 20} MiB (one record a line)")
+
+    chunks = _chunks(source, MAX_JSONL_BYTES, "split it")
+    for number, line in split_lines(chunks, MAX_RECORD_BYTES, too_long):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise DatasetError(f"{path}, line {number}: invalid JSON ({exc})") from None
+        yield _record(obj, f"{path}, line {number}"), len(line) + 1
 
 
 @dataclass

@@ -90,3 +90,51 @@ def test_jsonl_errors_name_the_line(gemma: BaseTokenizer, tmp_path: Path) -> Non
     with pytest.raises(DatasetError, match="holds no records"):
         count_jsonl(path, gemma)
     assert isinstance(gemma, FileTokenizer)
+
+
+def test_endless_or_huge_input_is_one_error_not_the_memory(gemma: BaseTokenizer, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/dev/zero`` (endless NULs) is refused as binary at its first chunk, as a text and as JSONL, and so is an
+    endless stdin; a text over `MAX_TEXT_BYTES`, a JSONL line over `MAX_RECORD_BYTES` and a JSONL file over
+    `MAX_JSONL_BYTES` are refused naming the bound (the bounds made small here, the readers the real ones); a
+    FIFO nobody writes to reads as empty instead of waiting for a writer forever."""
+    import os
+
+    from tokometer.tokens import counting
+
+    zero = Path("/dev/zero")
+    with pytest.raises(DatasetError, match="/dev/zero is binary"):
+        counting.read_text(zero)
+    with pytest.raises(DatasetError, match="/dev/zero is binary"):
+        count_jsonl(zero, gemma)
+
+    class Endless(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+            buffer[:] = b"a" * len(buffer)
+            return len(buffer)
+
+    monkeypatch.setattr(counting, "MAX_TEXT_BYTES", 3 << 20)
+    with pytest.raises(DatasetError, match="stdin is larger than 3 MiB: count a larger corpus as JSONL"):
+        counting.read_text(io.BufferedReader(Endless()))
+    text = tmp_path / "big.txt"
+    text.write_bytes(b"word " * ((4 << 20) // 5 + 1))
+    with pytest.raises(DatasetError, match=r"big\.txt is larger than 3 MiB"):
+        counting.read_text(text)
+    monkeypatch.setattr(counting, "MAX_RECORD_BYTES", 1 << 20)
+    lines = tmp_path / "long.jsonl"
+    lines.write_text('"ok"\n"' + "a" * (2 << 20) + '"\n', encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"long\.jsonl, line 2: longer than 1 MiB \(one record a line\)"):
+        count_jsonl(lines, gemma)
+    monkeypatch.setattr(counting, "MAX_JSONL_BYTES", 2 << 20)
+    many = tmp_path / "many.jsonl"
+    many.write_text('"ok"\n' * (1 << 20), encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"many\.jsonl is larger than 2 MiB: split it"):
+        count_jsonl(many, gemma)
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(DatasetError, match="holds no records"):
+        count_jsonl(fifo, gemma)
+    assert counting.read_text(fifo) == ""
