@@ -19,10 +19,15 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from tokometer.util.errors import ConfigError
 from tokometer.util.limits import MAX_CREDITS, MAX_PRICE, MAX_TOKENS
+from tokometer.util.readlimit import read_toml
+
+MAX_PRICE_FILE_BYTES: Final = 16 << 20
+"""A user's price table (``--prices``, ``$TOKOMETER_PRICES``, the user's own): 16 MiB, thousands of times the
+shipped one; read whole by `read_toml`, so ``/dev/zero`` or an endless FIFO is one error, not the memory."""
 
 __all__ = ["Cost", "ModelPrice", "PriceTable", "user_price_file"]
 
@@ -111,11 +116,9 @@ class PriceTable:
         if chosen is None and user_price_file().is_file():
             chosen = user_price_file()
         if chosen is not None:
-            try:
-                text = chosen.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"cannot read price table {chosen}: {exc}") from None
-            table._merge(_read(text, str(chosen)), str(chosen))
+            data = read_toml(chosen, MAX_PRICE_FILE_BYTES, "a price table is a list of [models.NAME] tables",
+                             f"price table {chosen}")
+            table._merge(data, str(chosen))
         return table
 
     def _merge(self, data: dict[str, Any], where: str) -> None:

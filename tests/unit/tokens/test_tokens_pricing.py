@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -72,5 +73,18 @@ def test_bad_tables_are_one_line_errors(tmp_path: Path) -> None:
         PriceTable.load(bad).require("x")
     with pytest.raises(ConfigError, match="no price for 'unknown-model'"):
         PriceTable.load().require("unknown-model")
-    with pytest.raises(ConfigError, match="cannot read price table"):
+    with pytest.raises(ConfigError, match=r"cannot read .*missing\.toml: No such file"):
         PriceTable.load(tmp_path / "missing.toml")
+    bad.write_bytes(b'[models."x"]\ninput = 1 # caf\xe9')
+    with pytest.raises(ConfigError, match=r"price table .*bad\.toml: not UTF-8 text \(byte 28\)"):
+        PriceTable.load(bad)
+
+
+def test_an_endless_table_is_one_error_and_a_fifo_with_no_writer_is_empty(tmp_path: Path) -> None:
+    """``--prices /dev/zero`` had read until memory ran out: a table is read whole up to 16 MiB, then refused;
+    a FIFO nobody writes to reads as an empty table rather than waiting for a writer forever."""
+    with pytest.raises(ConfigError, match=r"^/dev/zero is larger than 16 MiB: a price table is a list of"):
+        PriceTable.load("/dev/zero")
+    fifo = tmp_path / "prices.toml"
+    os.mkfifo(fifo)
+    assert PriceTable.load(fifo).require("gpt-4o").input > 0  # the shipped rows, nothing read over them
