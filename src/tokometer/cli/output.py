@@ -9,6 +9,11 @@ printed at its natural width and every cell whole. ``COLUMNS`` is not honoured
 then: a narrower width could only cut figures. Colour follows rich's rules
 (none unless ``FORCE_COLOR`` asks for it).
 
+A console prints text as it is: no rich markup, emoji codes or highlighting is read in it, so a path, a model
+name, a label or a server's message with brackets (``m[/x]``, ``E[max]``) is printed verbatim, never taken for
+a style or a broken tag. What is styled on purpose says so through rich's own API (``style=``, `rich.text.Text`),
+not through markup in a string.
+
 When an output option writes standard output (``--json -``, ``-o /dev/stdout``: see
 `tokometer.util.outputtarget`), the command's console moves to standard error (`make_console`'s
 ``beside``), so what lands on standard output is that file alone, whole; `check_outputs` refuses two
@@ -39,14 +44,12 @@ def _is_tty(stream: TextIO) -> bool:
 
 def make_console(*, stderr: bool = False, beside: tuple[Path | str | None, ...] = ()) -> Console:
     """A console on stdout (or ``stderr``, or when one of the output options' values ``beside`` writes standard
-    output): terminal-sized on a terminal, full-width elsewhere."""
+    output): terminal-sized on a terminal, full-width elsewhere; strings printed as they are."""
     from tokometer.util.outputtarget import is_standard_output
 
     stderr = stderr or any(is_standard_output(path) for path in beside)
-    stream = sys.stderr if stderr else sys.stdout
-    if _is_tty(stream):
-        return Console(stderr=stderr, highlight=False)
-    return Console(stderr=stderr, highlight=False, width=PIPE_WIDTH)
+    width = None if _is_tty(sys.stderr if stderr else sys.stdout) else PIPE_WIDTH
+    return Console(stderr=stderr, width=width, markup=False, emoji=False, highlight=False)
 
 
 def check_outputs(outputs: Mapping[str, Path | str | None]) -> None:

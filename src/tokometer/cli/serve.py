@@ -194,6 +194,7 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
                           "identity": handle.identity}))
         return
     from rich.table import Table
+    from rich.text import Text
 
     from tokometer.cli.output import make_console
 
@@ -206,8 +207,8 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
         table.add_row("host", f"{host.get('cpu_model')}, {host.get('physical_cores')} cores, "
                               f"{host.get('ram_bytes', 0) / GIB:.1f} GiB RAM")
     console = make_console()
-    console.print(f"[bold green]ready[/] at {handle.root_url}  (OpenAI API: {handle.openai_url}, "
-                  f"model [bold]{handle.model}[/])")
+    console.print(Text.assemble(("ready", "bold green"), f" at {handle.root_url}  (OpenAI API: {handle.openai_url}, "
+                                "model ", (handle.model, "bold"), ")"))
     console.print(table)
     if startup is not None:
         console.print(startup.describe())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from tokometer.doctor.finding import DoctorReport
 
@@ -37,22 +37,24 @@ def evidence_text(evidence: dict[str, Any]) -> str:
 
 
 def render_report(console: Console, report: DoctorReport) -> None:
-    """Print ``report``: each check's findings (severity, id, title; evidence; fix), what was skipped, a summary."""
-    console.print(f"tokometer doctor {escape(report.url)} (api {report.api}, model {escape(report.model or '?')})")
+    """Print ``report``: each check's findings (severity, id, title; evidence; fix), what was skipped, a summary.
+    ``console`` prints strings verbatim (`tokometer.cli.output.make_console`): the server's words are data; the
+    styles are `Text` spans."""
+    console.print(f"tokometer doctor {report.url} (api {report.api}, model {report.model or '?'})")
     for check, findings in report.by_check():
         console.print()
-        console.print(f"[bold]{check}[/]")
+        console.print(check, style="bold")
         for finding in findings:
-            style = _STYLE[finding.severity]
-            console.print(f"  [{style}]{finding.severity:<7}[/] {finding.id}: {escape(finding.title)}", soft_wrap=True)
+            console.print(Text.assemble("  ", (f"{finding.severity:<7}", _STYLE[finding.severity]),
+                                        f" {finding.id}: {finding.title}"), soft_wrap=True)
             evidence = evidence_text(finding.evidence)
             if evidence:
-                console.print(f"          [dim]evidence:[/] {escape(evidence)}", soft_wrap=True)
+                console.print(Text.assemble("          ", ("evidence:", "dim"), f" {evidence}"), soft_wrap=True)
             if finding.fix:
-                console.print(f"          [dim]fix:[/] {escape(finding.fix)}", soft_wrap=True)
+                console.print(Text.assemble("          ", ("fix:", "dim"), f" {finding.fix}"), soft_wrap=True)
     if report.skipped:
         console.print()
         for skipped in report.skipped:
-            console.print(f"skipped ({skipped.check}): {escape(skipped.reason)}", soft_wrap=True)
+            console.print(f"skipped ({skipped.check}): {skipped.reason}", soft_wrap=True)
     console.print()
     console.print(f"Summary: {report.summary()}")

@@ -141,11 +141,12 @@ class RichProgress(BuildProgress):
 
     def __init__(self, console: Console | None = None) -> None:
         super().__init__()
-        self._console = console or Console(stderr=True)
+        # Printed verbatim: a phase's detail (a path, cmake's own words) is never read as rich markup or emoji.
+        self._console = console or Console(stderr=True, markup=False, emoji=False, highlight=False)
         self._progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-            TextColumn("{task.fields[percent]}"), TimeElapsedColumn(), TextColumn("{task.fields[left]}"),
-            console=self._console)
+            SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(),
+            TextColumn("{task.fields[percent]}", markup=False), TimeElapsedColumn(),
+            TextColumn("{task.fields[left]}", markup=False), console=self._console)
         self._task: TaskID | None = None
         self._started = False
 

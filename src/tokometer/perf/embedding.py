@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from tokometer.perf.quant import normalize_dtype
 from tokometer.perf.questions import EstimateSpec, estimate_inputs
@@ -92,8 +93,8 @@ def _n(value: float) -> str:
 
 def render_embedding_estimate(console: Console, e: EmbeddingEstimate) -> None:
     d = e.deployment
-    console.print(f"[bold]{d.describe()}[/bold]: embedding passes of {e.input_tokens:,} tokens per input "
-                  "(a prefill only: nothing is decoded)")
+    console.print(Text.assemble((d.describe(), "bold"), f": embedding passes of {e.input_tokens:,} tokens per input "
+                                "(a prefill only: nothing is decoded)"))
     table = Table(show_edge=False)
     for column in ("inputs per pass", "pass ms", "requests/s", "inputs/s", "input tok/s", "bound by"):
         table.add_column(column, justify="left" if column == "bound by" else "right")

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from tokometer.perf.efficiency import RunEfficiency, StepEfficiency
 from tokometer.perf.estimate import Estimate
@@ -75,7 +76,7 @@ def _memory_share(e: Estimate) -> str:
 
 def render_estimate(console: Console, e: Estimate) -> None:
     d = e.deployment
-    console.print(f"[bold]{d.describe()}[/bold]")
+    console.print(d.describe(), style="bold")
     _header(console, d)
     per_gpu = f", {fmt_bytes(d.weight_bytes_per_gpu)} per GPU" if d.gpus > 1 else ""
     console.print(f"  weights   {fmt_bytes(d.weight_bytes)} ({d.weight_bytes / GIB:,.2f} GiB) in "
@@ -100,9 +101,10 @@ def render_estimate(console: Console, e: Estimate) -> None:
                f"{e.max_sequences:,} sequences of {e.tokens_per_sequence:,}")
     console.print(kv)
     if e.kv_capacity_tokens == 0 and d.hardware.memory_gb:
-        console.print(f"  [bold]does not fit[/bold]: {d.weight_bytes_per_gpu / GIB:,.2f} GiB of weights per GPU + "
-                      f"2 GiB reserve > {d.hardware.memory_gb * e.gpu_memory_utilization:,.2f} GiB usable; use more "
-                      "GPUs (--tp, --pp) or a lower-bit --dtype. The times below assume it did fit.")
+        console.print(Text.assemble("  ", ("does not fit", "bold"),
+                                    f": {d.weight_bytes_per_gpu / GIB:,.2f} GiB of weights per GPU + 2 GiB reserve > "
+                                    f"{d.hardware.memory_gb * e.gpu_memory_utilization:,.2f} GiB usable; use more "
+                                    "GPUs (--tp, --pp) or a lower-bit --dtype. The times below assume it did fit."))
     ceiling = weight_bytes_read(d, 1) / d.tp / d.hardware.bandwidth
     console.print(f"  ceiling   one request, empty cache: {fmt_bytes(weight_bytes_read(d, 1) / d.tp)} read per token / "
                   f"{d.hardware.bandwidth_gbs:,.4g} GB/s = {ceiling * 1e3:,.3g} ms → {1 / ceiling:,.1f} tok/s at most")
@@ -212,8 +214,8 @@ def _track_record_lines(e: Estimate) -> list[str]:
 
 
 def render_target(console: Console, a: TargetAnswer) -> None:
-    console.print(f"[bold]What would it take to see {a.target:,.0f} tok/s with {a.model.name}?[/bold] "
-                  f"({a.input_tokens:,} tokens in, {a.output_tokens:,} out)")
+    console.print(Text.assemble((f"What would it take to see {a.target:,.0f} tok/s with {a.model.name}?", "bold"),
+                                f" ({a.input_tokens:,} tokens in, {a.output_tokens:,} out)"))
     console.print(f"  For scale: at {a.target:,.0f} tok/s, 1,000 tokens take {1000 / a.target:.3f} s.")
     needed = ", ".join(f"{fmt} {gbs / 1000:,.1f} TB/s" for fmt, gbs in a.per_request_bandwidth_gbs.items())
     console.print(f"  Per request: one decode step every {1e3 / a.target:.3f} ms needs memory bandwidth of {needed} "
@@ -244,7 +246,7 @@ def render_target(console: Console, a: TargetAnswer) -> None:
 
 def render_run(console: Console, r: RunEfficiency) -> None:
     d = r.deployment
-    console.print(f"[bold]Run {r.run_id}: efficiency of {d.describe()}[/bold]")
+    console.print(f"Run {r.run_id}: efficiency of {d.describe()}", style="bold")
     _header(console, d)
     console.print(f"  weights   {fmt_bytes(d.weight_bytes)} read per decode step; KV {fmt_bytes(d.kv_bytes_per_token)} "
                   "per cached token")
@@ -270,7 +272,7 @@ def render_run(console: Console, r: RunEfficiency) -> None:
     for s in r.steps:
         console.print(f"  step {s.step} ({s.load}): {s.bottleneck}: {s.why}")
         for over in s.over_peak.values():
-            console.print(f"  step {s.step} ({s.load}): [bold]{over.message}[/bold]")
+            console.print(Text.assemble(f"  step {s.step} ({s.load}): ", (over.message, "bold")))
     sources = sorted({s.prefill_source for s in r.steps})
     console.print(f"  batch = mean requests decoding at once; prefill time from: {', '.join(sources)}")
     console.print("  MBU = (weights + KV read per step) / TPOT / peak bandwidth; MFU = FLOPs / time / peak FLOP/s")

@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from tokometer.benchmark.observation import SERVER_LATENCIES, client_counterpart
 from tokometer.benchmark.run import BenchResult, StepResult
@@ -40,10 +41,10 @@ class LiveProgress:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
+            TextColumn("{task.description}", style="bold", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[detail]}"),
+            TextColumn("{task.fields[detail]}", markup=False),
             TimeElapsedColumn(),
             console=console,
             transient=True,
@@ -206,8 +207,9 @@ def render_step(console: Console, result: StepResult) -> None:
         console.print(f"  shared prefixes: TTFT p50 cold {_f(s.ttft_cold_prefix_ms.p50)} ms "
                       f"({s.ttft_cold_prefix_ms.count}), warm {_f(s.ttft_warm_prefix_ms.p50)} ms "
                       f"({s.ttft_warm_prefix_ms.count}): prefix-cache speed-up {speedup}")
-    for line in (session_lines(s) if s.agentic is None else agent_lines(s.agentic)) + steady_lines(s):
-        console.print(f"  {line}")
+    lines: list[str | Text] = [*(session_lines(s) if s.agentic is None else agent_lines(s.agentic)), *steady_lines(s)]
+    for line in lines:
+        console.print(Text.assemble("  ", line))
     if (slices := slice_table(s)) is not None:
         console.print(slices)
     if (tenants := tenant_table(s.tenants)) is not None:
@@ -215,10 +217,15 @@ def render_step(console: Console, result: StepResult) -> None:
     for line in server_lines(result.server, s) + [g for block in result.step.gpu for g in gpu_lines(block)]:
         console.print(f"  {line}")
     console.print(f"  naive view (generated tokens / elapsed time: mixes TTFT, network and decode): {s.naive_line()}")
-    for error, example in s.error_examples.items():
-        console.print(f"  [red]{error}[/red]: {example}")
+    _problems(console, result)
+
+
+def _problems(console: Console, result: StepResult) -> None:
+    """A step's error examples (its category in red) and warnings, then a blank line."""
+    for error, example in result.summary.error_examples.items():
+        console.print(Text.assemble("  ", (error, "red"), f": {example}"))
     for warning in result.warnings:
-        console.print(f"  [yellow]warning:[/yellow] {warning}")
+        console.print(Text.assemble("  ", ("warning:", "yellow"), f" {warning}"))
     console.print()
 
 
@@ -256,11 +263,7 @@ def render_batch_step(console: Console, result: StepResult) -> None:
     console.print("  not streamed: latency is the whole response; there is no TTFT, TPOT or ITL")
     for line in server_lines(result.server, s) + [g for block in result.step.gpu for g in gpu_lines(block)]:
         console.print(f"  {line}")
-    for error, example in s.error_examples.items():
-        console.print(f"  [red]{error}[/red]: {example}")
-    for warning in result.warnings:
-        console.print(f"  [yellow]warning:[/yellow] {warning}")
-    console.print()
+    _problems(console, result)
 
 
 def step_name(result: StepResult) -> str:
@@ -303,18 +306,18 @@ def render_result(console: Console, result: BenchResult, warnings: Sequence[str]
         verdicts = {p.step: p for p in search.probes} if search is not None else {}
         for step in result.steps:
             s = step.summary
-            row = [step_name(step), str(s.requests_completed), str(s.requests_failed),
-                   *(_f(c.of(s), c.digits) for c in tables.CONSOLE_SWEEP)]
+            row: list[str | Text] = [step_name(step), str(s.requests_completed), str(s.requests_failed),
+                                     *(_f(c.of(s), c.digits) for c in tables.CONSOLE_SWEEP)]
             if search is not None:
                 probe = verdicts.get(step.step.index)
-                row.append("-" if probe is None else "[green]met[/green]" if probe.passed
-                           else "[red]missed[/red]: " + "; ".join(probe.misses))
+                row.append("-" if probe is None else Text("met", style="green") if probe.passed
+                           else Text.assemble(("missed", "red"), ": " + "; ".join(probe.misses)))
             table.add_row(*row)
         console.print(table)
     if search is not None:
-        console.print(f"[bold]Find max:[/bold] {search.answer()}")
+        console.print(Text.assemble(("Find max:", "bold"), f" {search.answer()}"))
     for warning in warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
+        console.print(Text.assemble(("warning:", "yellow"), f" {warning}"))
     if (startup := startup_line(result.run.engine)) is not None:
         console.print(startup)
     where = f"saved as run {result.run_id}" if result.run_id is not None else "not saved"

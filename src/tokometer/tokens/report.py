@@ -178,14 +178,13 @@ def _visible(text: str) -> str:
 
 def render_count(console: Console, result: CountResult) -> None:
     """Print the result as docs/commands/count.md shows it."""
-    from rich.markup import escape
     from rich.table import Table
 
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
     for label, value in _rows(result):
-        grid.add_row(label, escape(value))
+        grid.add_row(label, value)
     console.print(grid)
     if result.ids:
         table = Table(title="tokens" + (" of the rendered chat" if result.rendered is not None else ""),
@@ -196,10 +195,10 @@ def render_count(console: Console, result: CountResult) -> None:
         table.add_column("text")
         tok = result.tokenizer
         for index, (token_id, piece) in enumerate(zip(result.ids, result.pieces, strict=True)):
-            table.add_row(str(index), str(token_id), escape(_visible(piece)), escape(repr(tok.decode([token_id]))))
+            table.add_row(str(index), str(token_id), _visible(piece), repr(tok.decode([token_id])))
         console.print(table)
     for note in result.notes:
-        console.print(f"note: {escape(note)}")
+        console.print(f"note: {note}")
 
 
 def prices_json(table: PriceTable) -> dict[str, Any]:

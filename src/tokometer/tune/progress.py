@@ -36,9 +36,10 @@ class TuneProgress:
     def __init__(self, console: Console, *, live: bool, store: ResultStore | None = None) -> None:
         self.console = console
         self.store = store
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=console,
-                                 transient=True, refresh_per_second=4, disable=not live)
+        self.progress = Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[detail]}", markup=False),
+                                 TimeElapsedColumn(), console=console, transient=True, refresh_per_second=4,
+                                 disable=not live)
         self._variants: TaskID | None = None
         self._step: TaskID | None = None
         self._started = time.monotonic()

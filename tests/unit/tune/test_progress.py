@@ -71,3 +71,16 @@ def test_on_a_terminal_the_display_runs_through_variants_and_steps() -> None:
             progress.variant_finished(VariantOutcome(variant, "finished", startup=Startup(1.0)))
         assert progress._took and "left" in progress._time_left(1)
     assert "parallel=2: done: start-up 1.0 s" in out.getvalue()
+
+
+def test_the_display_shows_a_variant_s_name_with_brackets_as_it_is() -> None:
+    """The name is the user's (a flag's value): the progress columns read no markup in it."""
+    out = io.StringIO()
+    console = Console(file=out, width=120, force_terminal=True)
+    variant = Variant(0, "ctx=[/x][bold]8k", {})
+    with TuneProgress(console, live=True) as progress:
+        progress.variant_started(variant, 0, 1)
+        progress.progress.refresh()
+        progress.variant_finished(VariantOutcome(variant, "finished", startup=Startup(1.0)))
+    assert "ctx=[/x][bold]8k; time left: after the first variant" in out.getvalue()
+    assert "ctx=[/x][bold]8k: done: start-up 1.0 s" in out.getvalue()
