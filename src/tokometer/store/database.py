@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -117,8 +118,25 @@ def database_error(exc: BaseException, url: str) -> str:
     except ArgumentError:
         password = None
     if password:
-        message = message.replace(str(password), "***")
+        message = _hide_secret(message, str(password))
     return message or type(cause).__name__
+
+
+def _hide_secret(message: str, secret: str) -> str:
+    """``message`` with ``secret`` (and its URL-quoted spelling) shown as ``***``: wherever it stands as a word of
+    its own, and inside longer words too once it is `_SECRET_INSIDE_WORDS` characters or more; a password of
+    ``p`` no longer turns "port" into "***ort" while any password the server echoes stays hidden."""
+    for spelling in dict.fromkeys((secret, quote(secret, safe=""))):
+        if len(spelling) >= _SECRET_INSIDE_WORDS:
+            message = message.replace(spelling, "***")
+        else:
+            message = re.sub(rf"(?<!\w){re.escape(spelling)}(?!\w)", "***", message)
+    return message
+
+
+_SECRET_INSIDE_WORDS = 8
+"""A secret this long is hidden inside longer words as well: there it is the secret, not a word that happens to
+hold its letters."""
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -266,3 +266,25 @@ def test_a_run_keeps_its_prompt_source_warnings_and_times_as_given(store_url: st
     assert (run.started_at, run.finished_at) == ("2026-01-01T00:00:00.001+00:00", "2026-01-01T00:00:09.999+00:00")
     assert (none.prompt_source, none.warnings) == (None, ())
     assert run.saved_by is not None and run.saved_by.pid is not None and run.saved_by.schema_version == 5
+
+
+def test_a_database_error_hides_the_password_but_not_the_words_that_hold_its_letters() -> None:
+    """A one-letter password had turned "port" into "***ort" and "accepting" into "acce***ting": a short secret is
+    hidden where it stands as a word of its own, a long one wherever it appears, either in its URL-quoted
+    spelling too. The refused connection is a real one (psycopg, to a closed port on loopback)."""
+    from sqlalchemy import create_engine
+
+    from tokometer.store.database import database_error
+
+    url = "postgresql+psycopg://u:p@127.0.0.1:1/x"
+    try:
+        with create_engine(url).connect():
+            raise AssertionError("port 1 accepted a PostgreSQL connection")
+    except Exception as exc:  # the driver's own error, whatever its class
+        message = database_error(exc, url)
+    assert "port 1 failed" in message and "accepting" in message and "***" not in message, message
+    short = RuntimeError("authentication failed for user u (password p) at port 1")
+    assert database_error(short, url) == "authentication failed for user u (password ***) at port 1"
+    long_url = "postgresql+psycopg://u:p%40ss%20w%C3%B6rd@127.0.0.1:1/x"  # the password "p@ss wörd"
+    echoed = RuntimeError("password p%40ss%20w%C3%B6rd, or xp@ss wördy, at port 1")
+    assert database_error(echoed, long_url) == "password ***, or x***y, at port 1"
