@@ -11,10 +11,16 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from tokometer.util.errors import ConfigError
+from tokometer.util.readlimit import read_at_most
 
-__all__ = ["TlsOptions"]
+__all__ = ["MAX_CA_BUNDLE_BYTES", "TlsOptions"]
+
+MAX_CA_BUNDLE_BYTES: Final = 16 << 20
+"""A CA bundle (``--ca-bundle``, an upstream's ``ca_bundle``): 16 MiB, some 70 times the system's whole trust
+store. Read by `read_at_most`, so ``/dev/zero`` is one error and a FIFO with no writer reads as empty."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +36,12 @@ class TlsOptions:
         if self.ca_bundle:
             path = Path(self.ca_bundle).expanduser()
             try:
-                context.load_verify_locations(cafile=str(path))
-            except (OSError, ssl.SSLError) as exc:
+                raw = read_at_most(path, MAX_CA_BUNDLE_BYTES, "give a PEM file of CA certificates")
+            except ConfigError as exc:
+                raise ConfigError(f"CA bundle: {exc}") from None
+            try:
+                context.load_verify_locations(cadata=raw.decode("ascii"))
+            except (ValueError, ssl.SSLError) as exc:  # not ASCII (UnicodeDecodeError), empty, or not PEM
                 raise ConfigError(f"CA bundle {path}: cannot be read as PEM certificates ({exc}): "
                                   "give a PEM file of CA certificates") from None
         if not self.verify:
