@@ -18,13 +18,16 @@ How it is converted:
     ``hf`` extra; without it the error says so.
 
 Converting the bundled Gemma takes ~5 s once; loading the cached file ~1 s
-(``python -m tokometer.tokens.warm`` does the conversion ahead of time).
+(``python -m tokometer.tokens.warm`` does the conversion ahead of time). Where the cache cannot be written (a
+read-only home, a full disk, ``XDG_CACHE_HOME`` naming a file), the tokenizer is converted into a temporary
+directory each time instead, and the command goes on.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -248,11 +251,22 @@ def gguf_tokenizer(path: str | Path, *, name: str | None = None, cache_dir: Path
     backend = convert_gguf_tokenizer(meta, gguf)
     facts = _facts(meta, gguf)
     try:
-        _write_atomic(directory / "tokenizer.json", lambda p: backend.save(p))
-        _write_atomic(directory / "tokometer.json",
-                      lambda p: Path(p).write_text(json.dumps(facts, indent=1), encoding="utf-8"))
-    except OutputError as exc:
-        raise TokenizerError(f"cannot write the converted tokenizer to {directory}: {exc}") from exc
+        return _saved_and_loaded(directory, backend, facts, gguf, name)
+    except OutputError:  # a cache that cannot be written (read-only, full, not a directory): convert every time
+        with tempfile.TemporaryDirectory(prefix="tokometer-tokenizer-") as scratch:
+            try:
+                return _saved_and_loaded(Path(scratch), backend, facts, gguf, name)
+            except OutputError as exc:
+                raise TokenizerError(f"cannot write the converted tokenizer to {directory} nor to a temporary "
+                                     f"directory: {exc}") from exc
+
+
+def _saved_and_loaded(directory: Path, backend: Any, facts: dict[str, Any], gguf: Path,
+                      name: str | None) -> FileTokenizer:
+    """The converted tokenizer written to ``directory`` and loaded from it (into memory: the files may go)."""
+    _write_atomic(directory / "tokenizer.json", lambda p: backend.save(p))
+    _write_atomic(directory / "tokometer.json",
+                  lambda p: Path(p).write_text(json.dumps(facts, indent=1), encoding="utf-8"))
     loaded = _load_cached(directory, gguf, name)
     if loaded is None:
         raise TokenizerError(f"the converted tokenizer in {directory} could not be read back")

@@ -54,6 +54,19 @@ def test_conversion_is_cached_with_its_facts(fresh: FileTokenizer) -> None:
     assert (again.kind, again.context_length) == ("gguf", 32_768)
 
 
+def test_a_cache_that_cannot_be_written_converts_in_a_temporary_directory(fresh: FileTokenizer,
+                                                                         tmp_path: Path) -> None:
+    """``XDG_CACHE_HOME=/dev/null`` (or a read-only home) had made every command that counts tokens fail with
+    "cannot write the converted tokenizer": the conversion now goes to a temporary directory, removed once the
+    tokenizer is loaded, and counts as the cached one does."""
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("", encoding="utf-8")
+    uncached = gguf_tokenizer(bundled_model_path(), cache_dir=not_a_directory)
+    text = "Tokens, counted the same: 大模型推理速度"
+    assert uncached.encode(text) == fresh.encode(text) and uncached.context_length == 32_768
+    assert not uncached.path.exists() and not_a_directory.read_text(encoding="utf-8") == ""
+
+
 def test_a_stale_cache_is_not_used(fresh: FileTokenizer, tmp_path: Path) -> None:
     stale = tmp_path / "stale"
     stale.mkdir()
