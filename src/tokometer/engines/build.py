@@ -57,7 +57,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, Final, Protocol, TextIO
 
 from tokometer.engines._fs import LLAMA_CPP_BUILD, LLAMA_QUANTIZE_EXE, LLAMA_SERVER_EXE, build_dir, built_binary_path
 from tokometer.engines.buildprogress import BuildProgress, build_minutes, cmake_percent, duration, progress_for_stderr
@@ -67,8 +67,9 @@ from tokometer.engines.signals import exit_reason
 from tokometer.engines.smoke import SMOKE_TOKENS, SmokeResult, smoke_run
 from tokometer.util.atomicfile import write_atomic
 from tokometer.util.cachedir import file_lock
-from tokometer.util.errors import EngineError
+from tokometer.util.errors import EngineError, TokometerError
 from tokometer.util.hostinfo import cpu_model
+from tokometer.util.readlimit import read_json
 
 __all__ = [
     "BASE_CMAKE_FLAGS",
@@ -105,6 +106,9 @@ BUILD_TARGETS: tuple[str, ...] = ("llama-server", "llama-quantize")  # one cmake
 _NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 _EXE = LLAMA_SERVER_EXE
 _KEEP_VERIFIED = 8  # CPU fingerprints remembered as "passed a smoke run here"
+_MAX_BUILD_INFO_BYTES: Final = 1 << 20
+"""The build's BUILD-INFO.json, read whole: 1 MiB (it is under 2 KB); larger, replaced or not JSON, it reads as
+no build info."""
 
 
 @dataclass(frozen=True)
@@ -172,8 +176,8 @@ def build_info_path() -> Path:
 def read_build_info() -> dict[str, Any]:
     """The cached build's BUILD-INFO.json ({} if missing or unreadable)."""
     try:
-        info = json.loads(build_info_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        info = read_json(build_info_path(), _MAX_BUILD_INFO_BYTES, "not read", "BUILD-INFO.json")
+    except TokometerError:
         return {}
     return info if isinstance(info, dict) else {}
 

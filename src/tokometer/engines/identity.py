@@ -28,6 +28,7 @@ from tokometer.util.cachedir import cache_root
 from tokometer.util.errors import TokometerError
 from tokometer.util.gguf import gguf_metadata, quantization_of
 from tokometer.util.hostinfo import host_info, physical_cores
+from tokometer.util.readlimit import read_json
 
 __all__ = ["argv_facts", "host_identity", "llamacpp_identity", "physical_cores", "publish_identity", "published",
            "published_identity"]
@@ -40,7 +41,7 @@ _ARGV_FACTS: Final = {"--dtype": "dtype", "--quantization": "quantization", "-q"
 
 _LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0", "::"})
 _MAX_PUBLISHED_BYTES: Final = 1 << 20
-"""A published identity is a few KiB; a larger file is not one."""
+"""A published identity (and the engine build's BUILD-INFO.json) is a few KiB; a larger file is not one."""
 
 
 def argv_facts(argv: Sequence[str]) -> dict[str, Any]:
@@ -128,10 +129,8 @@ def published_identity(url: str) -> dict[str, Any] | None:
     if port is None:
         return None
     path = _published_path(port)
-    with contextlib.suppress(OSError, ValueError):
-        if path.stat().st_size > _MAX_PUBLISHED_BYTES:
-            return None
-        data = json.loads(path.read_text("utf-8"))
+    with contextlib.suppress(TokometerError):  # larger than the bound, not there, not JSON: not published
+        data = read_json(path, _MAX_PUBLISHED_BYTES, "not read", str(path))
         if isinstance(data, dict) and isinstance(identity := data.get("identity"), dict) \
                 and isinstance(pid := data.get("pid"), int) and not isinstance(pid, bool) and pid > 0 and _alive(pid):
             return identity
@@ -147,10 +146,11 @@ def _build_info(binary: str) -> dict[str, Any] | None:
     if Path(binary).resolve() != built_binary_path().resolve():
         return None
     try:
-        info: dict[str, Any] = json.loads((built_binary_path().parent.parent / "BUILD-INFO.json").read_text("utf-8"))
-        return info
-    except (OSError, ValueError):
+        info = read_json(built_binary_path().parent.parent / "BUILD-INFO.json", _MAX_PUBLISHED_BYTES, "not read",
+                         "BUILD-INFO.json")
+    except TokometerError:
         return None
+    return info if isinstance(info, dict) else None
 
 
 def _chat_template(meta: dict[str, Any], argv: list[str], added: tuple[str, ...]) -> str:

@@ -20,7 +20,7 @@ import tomllib
 import typing
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -43,10 +43,12 @@ from tokometer.util.limits import (
     Seconds,
     Tokens,
 )
+from tokometer.util.readlimit import read_at_most
 from tokometer.util.secrets import value_problem
 
 __all__ = [
     "EXAMPLE_CONFIG",
+    "MAX_CONFIG_BYTES",
     "BudgetConfig",
     "CacheConfig",
     "GatewayConfig",
@@ -64,6 +66,9 @@ __all__ = [
 ]
 
 ENV_PREFIX = "TOKOMETER_GATEWAY__"
+MAX_CONFIG_BYTES: Final = 16 << 20
+"""The config file, read whole: 16 MiB, ten thousand times the example, room for some 100,000 ``[[keys]]``
+(150 bytes each); more is no config, and is refused before it is parsed (``/dev/zero`` too)."""
 
 EXAMPLE_CONFIG = """
 [server]
@@ -536,20 +541,21 @@ def _env_overrides(data: dict[str, Any], environ: dict[str, str]) -> dict[tuple[
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """The config file's settings: read whole by `read_at_most` (at most `MAX_CONFIG_BYTES`: ``/dev/zero`` is one
+    error, a FIFO nobody writes to an empty file), TOML in UTF-8 or YAML."""
+    raw = read_at_most(path, MAX_CONFIG_BYTES, "a gateway config is a few tables of settings")
+    is_yaml = path.suffix.lower() in (".yaml", ".yml")
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read gateway config {path}: {exc.strerror or exc}") from None
-    try:
-        if path.suffix.lower() in (".yaml", ".yml"):
+        if is_yaml:
             import yaml
 
             data = yaml.safe_load(raw)
         else:
             data = tomllib.loads(raw.decode("utf-8"))
-    except Exception as exc:  # tomllib/yaml/unicode errors: all mean "not a valid file"
-        raise ConfigError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'TOML'}: {exc}") \
-            from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except Exception as exc:  # tomllib/yaml errors: all mean "not a valid file"
+        raise ConfigError(f"{path}: not valid {'YAML' if is_yaml else 'TOML'}: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a table of settings")
     return data

@@ -25,22 +25,25 @@ then says "calibrated from runs …" instead of "typical".
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from tokometer.perf.efficiency import RunEfficiency, StepEfficiency
 from tokometer.perf.roofline import Efficiency, decode_limiter
 from tokometer.util.atomicfile import write_atomic
 from tokometer.util.errors import ConfigError
 from tokometer.util.jsontext import dumps
+from tokometer.util.readlimit import read_json
 
-__all__ = ["Calibration", "calibration_path", "fit", "load_calibration", "save_calibration"]
+__all__ = ["MAX_CALIBRATION_BYTES", "Calibration", "calibration_path", "fit", "load_calibration", "save_calibration"]
+
+MAX_CALIBRATION_BYTES: Final = 4 << 20
+"""The calibrations file, read whole: 4 MiB, thousands of hardware entries of a few hundred bytes each."""
 
 _MEASURED_OVERHEAD = 0.0
 """A calibrated efficiency's per-layer step overhead: none, its MBU / MFU already hold the fixed costs."""
@@ -169,12 +172,14 @@ def calibration_path() -> Path:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """The calibrations in ``path`` (none if it is not there), read with `read_json`: at most
+    `MAX_CALIBRATION_BYTES`, so ``TOKOMETER_CALIBRATION=/dev/zero`` is one error and a FIFO reads as empty."""
     if not path.exists():
         return {}
     try:
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the calibrations in {path}: {exc}; delete the file to start over") from None
+        data = read_json(path, MAX_CALIBRATION_BYTES, "not a calibrations file", f"the calibrations in {path}")
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; delete the file to start over") from None
     return data if isinstance(data, dict) else {}
 
 

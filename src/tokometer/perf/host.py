@@ -42,16 +42,22 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from tokometer.perf.cpupeak import DTYPES, CpuFeatures, cycle_peaks, read_cpu_features
 from tokometer.perf.hardwarespec import ComputePeak, HardwareSpec
 from tokometer.util.atomicfile import write_atomic
-from tokometer.util.errors import OutputError
+from tokometer.util.cachedir import replaceable
+from tokometer.util.errors import OutputError, TokometerError
 from tokometer.util.jsontext import dumps
+from tokometer.util.readlimit import read_json
 from tokometer.util.units import GIB
 
 __all__ = ["TORCH_PYTHON_ENV", "host_cache_file", "host_hardware", "host_peaks", "measure_host"]
+
+MAX_HOST_CACHE_BYTES: Final = 1 << 20
+"""The cached host measurement, read whole: 1 MiB (it is under 1 KB); larger, or not JSON, and it is measured
+again."""
 
 TORCH_PYTHON_ENV = "TOKOMETER_TORCH_PYTHON"
 """A Python interpreter with torch, to measure the host's bf16 and fp16 matmul speed (e.g. a vLLM venv's)."""
@@ -188,15 +194,16 @@ def _load_or_measure(remeasure: bool) -> dict[str, Any]:
     path = host_cache_file()
     if not remeasure:
         try:
-            cached: dict[str, Any] = json.loads(path.read_text("utf-8"))
-            if _same_host(cached) and cached.get("bandwidth_gbs"):
-                cached["cached"] = True
-                return cached
-        except (OSError, ValueError):
-            pass
+            cached = read_json(path, MAX_HOST_CACHE_BYTES, "not read", str(path))
+        except TokometerError:  # a cache that cannot be read is measured again, and replaced
+            cached = None
+        if isinstance(cached, dict) and _same_host(cached) and cached.get("bandwidth_gbs"):
+            cached["cached"] = True
+            return cached
     result = measure_host()
-    with contextlib.suppress(OutputError):  # the cache only saves time
-        write_atomic(path, dumps(result, indent=1))
+    if replaceable(path):
+        with contextlib.suppress(OutputError):  # the cache only saves time
+            write_atomic(path, dumps(result, indent=1))
     result["cached"] = False
     return result
 

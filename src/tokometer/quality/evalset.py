@@ -8,6 +8,9 @@ nothing is downloaded. Each line: ``{"id", "task", "prompt", "answer"}``; prompt
 Grading (`is_correct`): the answer's first non-empty line, trimmed, without a final full stop,
 compared case-insensitively with the expected answer. Exact, so a small model's partial credit is
 none; the set is meant to separate two builds of one model, not to rank models.
+
+A user's set (``--evalset FILE``) is read whole through `tokometer.util.readlimit`, at most `MAX_EVALSET_BYTES`:
+``/dev/zero`` or an endless pipe is one error, a FIFO nobody writes to an empty set, never a wait or the memory.
 """
 
 from __future__ import annotations
@@ -16,12 +19,17 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Final
 
 from tokometer.util.errors import DatasetError
+from tokometer.util.readlimit import read_text
 
-__all__ = ["EVALSET_NAME", "EvalItem", "is_correct", "load_evalset", "normalise_answer"]
+__all__ = ["EVALSET_NAME", "MAX_EVALSET_BYTES", "EvalItem", "is_correct", "load_evalset", "normalise_answer"]
 
 EVALSET_NAME = "evalset.jsonl"
+MAX_EVALSET_BYTES: Final = 64 << 20
+"""A user's eval set (``--evalset``), read whole: 64 MiB, some 100,000 few-shot items (the shipped 300 take
+56 KB), each one a request to both servers, so a day of grading; more is not an eval set but a corpus."""
 
 
 @dataclass(frozen=True)
@@ -38,15 +46,16 @@ def load_evalset(path: Path | None = None, limit: int | None = None) -> list[Eva
     """The shipped eval set (or a JSONL file of the same shape), its first ``limit`` items."""
     if limit is not None and limit < 1:
         raise DatasetError(f"--limit must be at least 1 (got {limit})")
-    try:
-        if path is None:
+    if path is None:
+        try:
             text = resources.files("tokometer.quality").joinpath(EVALSET_NAME).read_text(encoding="utf-8")
-            where = f"the shipped {EVALSET_NAME}"
-        else:
-            text = path.read_text(encoding="utf-8")
-            where = str(path)
-    except OSError as exc:
-        raise DatasetError(f"cannot read the eval set: {exc}") from exc
+        except OSError as exc:
+            raise DatasetError(f"cannot read the eval set: {exc}") from exc
+        where = f"the shipped {EVALSET_NAME}"
+    else:
+        where = str(path)
+        text = read_text(path, MAX_EVALSET_BYTES, "an eval set is a JSONL file of {id, task, prompt, answer} items",
+                         f"eval set {path}", DatasetError)
     items: list[EvalItem] = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():

@@ -30,14 +30,15 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from tokometer.bundled import file_sha256, gemma_chat_template
 from tokometer.tokens.hf import FileTokenizer
 from tokometer.util.atomicfile import atomic_path
 from tokometer.util.cachedir import cache_root
-from tokometer.util.errors import OutputError, TokenizerError
+from tokometer.util.errors import OutputError, TokenizerError, TokometerError
 from tokometer.util.gguf import read_gguf
+from tokometer.util.readlimit import read_json
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer as _HFTokenizer
@@ -46,6 +47,9 @@ __all__ = ["CONVERTER_VERSION", "MAX_TOKEN_CHARS", "MAX_VOCAB", "check_vocabular
            "gguf_tokenizer", "tokenizer_cache_dir"]
 
 CONVERTER_VERSION = 1
+_MAX_FACTS_BYTES: Final = 4 << 20
+"""A converted tokenizer's ``tokometer.json`` (its chat template, special tokens, context), read whole: 4 MiB,
+room for the longest templates; larger, replaced (a FIFO, ``/dev/zero``) or not JSON, and it is converted again."""
 _GEMMA_ARCHS = frozenset({"gemma", "gemma2", "gemma3"})
 _CONTROL, _USER_DEFINED = 3, 4
 _SPECIAL_IDS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id", "unk_token": "unknown_token_id",
@@ -217,10 +221,11 @@ def _write_atomic(target: Path, write: Any) -> None:
 
 def _load_cached(directory: Path, gguf: Path, name: str | None) -> FileTokenizer | None:
     try:
-        facts = json.loads((directory / "tokometer.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        facts = read_json(directory / "tokometer.json", _MAX_FACTS_BYTES, "not read", "tokometer.json")
+    except TokometerError:  # missing, replaced or corrupt: converted again
         return None
-    if facts.get("converter_version") != CONVERTER_VERSION or not (directory / "tokenizer.json").is_file():
+    if not isinstance(facts, dict) or facts.get("converter_version") != CONVERTER_VERSION \
+            or not (directory / "tokenizer.json").is_file():
         return None
     tok = FileTokenizer(directory / "tokenizer.json", name=name or f"{gguf.name} ({facts.get('label', 'GGUF')})",
                         chat_template=facts.get("chat_template"),

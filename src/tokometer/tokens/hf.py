@@ -3,26 +3,45 @@
 Also the form every GGUF tokenizer takes here once converted (see ``gguf_vocab.py``). Counting many
 texts uses ``encode_batch_fast`` (no offsets, Rust threads): this is the path whose throughput
 ``bench/count_throughput.py`` holds against the raw library.
+
+The file is read here, at most `MAX_TOKENIZER_BYTES` (`tokometer.util.readlimit`), and handed to the library as
+bytes: the library's own ``from_file`` reads whatever it is given to its end (``/dev/zero``: the memory).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.util.errors import TokenizerError
+from tokometer.util.readlimit import read_at_most
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer as _HFTokenizer
 
-__all__ = ["FileTokenizer", "batch_encoder"]
+__all__ = ["MAX_TOKENIZER_BYTES", "FileTokenizer", "batch_encoder"]
+
+MAX_TOKENIZER_BYTES: Final = 256 << 20
+"""A ``tokenizer.json``, read whole: 256 MiB, eight times the largest in common use (Gemma 3's, 262 k tokens: 33 MB
+as converted from its GGUF here); parsed, it takes a few times its size."""
 
 
 def batch_encoder(tok: Any) -> Any:
     """``encode_batch_fast`` (tokenizers >= 0.21: no offsets) where there is one, else ``encode_batch``."""
     return getattr(tok, "encode_batch_fast", None) or tok.encode_batch
+
+
+def _unloadable(path: Path, raw: bytes, exc: Exception) -> TokenizerError:
+    """Why the library refused ``raw``: not UTF-8 (the first bad byte: the library only says where it stopped
+    parsing), or what it said."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return TokenizerError(f"tokenizer {path}: not UTF-8 text (byte {bad.start})")
+    said = " ".join(str(exc).split()).removeprefix("Cannot instantiate Tokenizer from buffer: ")
+    return TokenizerError(f"cannot load tokenizer {path}: {said}")
 
 
 class FileTokenizer(BaseTokenizer):
@@ -43,12 +62,13 @@ class FileTokenizer(BaseTokenizer):
         p = Path(path).expanduser()
         if p.is_dir():
             p = p / "tokenizer.json"
-        if not p.is_file():
+        if not p.exists():
             raise TokenizerError(f"no tokenizer file at {p}: give a tokenizer.json or a directory holding one")
+        raw = read_at_most(p, MAX_TOKENIZER_BYTES, "a tokenizer.json is a vocabulary and its merges", TokenizerError)
         try:
-            self._tok: _HFTokenizer = _HFTokenizer.from_file(str(p))
+            self._tok: _HFTokenizer = _HFTokenizer.from_buffer(raw)
         except Exception as exc:  # the library raises a bare Exception for bad files
-            raise TokenizerError(f"cannot load tokenizer {p}: {' '.join(str(exc).split())}") from exc
+            raise _unloadable(p, raw, exc) from None
         self._encode = batch_encoder(self._tok)
         self.path = p
         self.name = name or str(p)

@@ -11,18 +11,27 @@ and how to point at a local copy; tokometer never falls back to a character esti
 
 from __future__ import annotations
 
-import json
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from tokometer.tokens.base import BaseTokenizer
-from tokometer.tokens.hf import batch_encoder
+from tokometer.tokens.hf import MAX_TOKENIZER_BYTES, batch_encoder
 from tokometer.util.errors import TokenizerError
+from tokometer.util.readlimit import read_json
 
-__all__ = ["HFTokenizer", "transformers_available"]
+__all__ = ["MAX_MODEL_CONFIG_BYTES", "HFTokenizer", "transformers_available"]
 
+MAX_MODEL_CONFIG_BYTES: Final = 4 << 20
+"""A model's ``config.json``, read for its context length: 4 MiB (real ones are a few KB); a larger one, or one
+that is not JSON, leaves the context unknown."""
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                    "config.json", "generation_config.json", "chat_template.jinja", "chat_template.json", "vocab.json",
+                    "vocab.txt", "merges.txt", "tokenizer.model", "spiece.model")
+"""The files of a model directory that transformers may read, whole, to build its tokenizer."""
 _HUGE = 10**9  # transformers' "no limit" sentinel for model_max_length is ~1e30
 
 
@@ -67,6 +76,23 @@ def _offline_error(source: str) -> TokenizerError:
         "to counting characters")
 
 
+def _check_directory(directory: Path) -> None:
+    """Refuse, before transformers reads them (whole, with no bound of its own), a model directory's tokenizer files
+    that are not regular files (a FIFO: a wait for a writer; ``/dev/zero``: the memory) or are larger than
+    `MAX_TOKENIZER_BYTES`."""
+    for name in _TOKENIZER_FILES:
+        try:
+            status = (directory / name).stat()
+        except OSError:
+            continue  # not there (or unreadable: transformers says so)
+        if not stat.S_ISREG(status.st_mode):
+            raise TokenizerError(f"{directory / name} is not a regular file (a pipe or a device?): "
+                                 "give a directory of ordinary files")
+        if status.st_size > MAX_TOKENIZER_BYTES:
+            raise TokenizerError(f"{directory / name} is larger than {MAX_TOKENIZER_BYTES >> 20} MiB: "
+                                 "not a tokenizer's file")
+
+
 def _load(source: str) -> Any:
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     try:
@@ -77,6 +103,7 @@ def _load(source: str) -> Any:
                              "tokenizer.json or a .gguf file") from None
     errors = (OSError, ValueError, KeyError, ImportError)
     if Path(source).expanduser().is_dir():
+        _check_directory(Path(source).expanduser())
         try:
             return AutoTokenizer.from_pretrained(str(Path(source).expanduser()))
         except errors as exc:
@@ -113,10 +140,13 @@ def _context_from_config(source: str) -> tuple[int | None, str]:
             return None, ""
         path = Path(cached)
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        config = read_json(path, MAX_MODEL_CONFIG_BYTES, "not read", str(path), TokenizerError)
+    except TokenizerError:  # the context is a nicety: a config.json that cannot say it leaves it unknown
         return None, ""
-    text_config = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    if not isinstance(config, dict):
+        return None, ""
+    inner = config.get("text_config")
+    text_config: dict[str, Any] = inner if isinstance(inner, dict) else {}
     for key in ("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions"):
         for where in (config, text_config):
             value = where.get(key)

@@ -10,20 +10,33 @@
     http://HOST:PORT[/v1]     the server's own /tokenize (llama.cpp, vLLM)
     ORG/NAME                  a Hugging Face model id (AutoTokenizer; the local cache works offline)
 
-A value that names nothing loadable is an error, never a character estimate.
+A value that names nothing loadable is an error, never a character estimate. The small files beside a
+tokenizer (``tokenizer_config.json``, ``chat_template.jinja``, an Ollama manifest) are read whole within a
+bound each (`tokometer.util.readlimit`): a larger one is one error naming the bound; one that is there but
+cannot be read, or is not UTF-8 or JSON, is an error naming it. A FIFO or a device in place of the first two
+is passed over, as a missing one is; in place of a manifest it reads as empty (no wait for a writer).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Final
 
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.util.errors import EngineError, TokenizerError
+from tokometer.util.readlimit import open_input, read_json, read_text
 
-__all__ = ["BUNDLED", "cached_tokenizer", "load_tokenizer", "ollama_model_path"]
+__all__ = ["BUNDLED", "MAX_MANIFEST_BYTES", "MAX_TEMPLATE_BYTES", "MAX_TOKENIZER_CONFIG_BYTES", "cached_tokenizer",
+           "load_tokenizer", "ollama_model_path"]
+
+MAX_TOKENIZER_CONFIG_BYTES: Final = 16 << 20
+"""A ``tokenizer_config.json``: 16 MiB. Most are a few KB; those that list every added token run to a few MB."""
+MAX_TEMPLATE_BYTES: Final = 1 << 20
+"""A ``chat_template.jinja``: 1 MiB, fifty times the longest templates published (tool-calling ones, ~20 KB)."""
+MAX_MANIFEST_BYTES: Final = 1 << 20
+"""An Ollama manifest: 1 MiB; a real one lists a handful of layers in under 1 KB."""
 
 BUNDLED = "bundled"
 _DEFAULTS = (BUNDLED, "default", "")
@@ -52,12 +65,12 @@ def ollama_model_path(name: str, models_dir: Path | None = None) -> Path:
     elif len(parts) == 2:
         parts = ["registry.ollama.ai", *parts]
     manifest = root / "manifests" / Path(*parts) / (tag or "latest")
-    try:
-        layers = json.loads(manifest.read_text(encoding="utf-8")).get("layers", [])
-    except (OSError, ValueError) as exc:
-        raise TokenizerError(f"Ollama model {name!r} not found in {root} ({type(exc).__name__}): "
-                             f"is it pulled (ollama pull {name})? Set OLLAMA_MODELS if the store is elsewhere"
-                             ) from None
+    if not manifest.exists():
+        raise TokenizerError(f"Ollama model {name!r} not found in {root}: "
+                             f"is it pulled (ollama pull {name})? Set OLLAMA_MODELS if the store is elsewhere")
+    loaded = read_json(manifest, MAX_MANIFEST_BYTES, "an Ollama manifest is a short list of layers",
+                       f"Ollama manifest {manifest}", TokenizerError)
+    layers = loaded.get("layers", []) if isinstance(loaded, dict) else []
     for layer in layers:
         if isinstance(layer, dict) and layer.get("mediaType") == _OLLAMA_MODEL:
             blob = root / "blobs" / str(layer.get("digest", "")).replace(":", "-")
@@ -72,15 +85,16 @@ def _tokenizer_json(path: Path) -> BaseTokenizer:
     from tokometer.tokens.hf import FileTokenizer
 
     config: dict[str, object] = {}
-    try:
-        loaded = json.loads((path.parent / "tokenizer_config.json").read_text(encoding="utf-8"))
+    beside = path.parent / "tokenizer_config.json"
+    if beside.is_file():  # a FIFO or a device here is no config: passed over, as a missing one is
+        loaded = read_json(beside, MAX_TOKENIZER_CONFIG_BYTES, "it holds a tokenizer's settings, not its vocabulary",
+                           str(beside), TokenizerError)
         config = loaded if isinstance(loaded, dict) else {}
-    except (OSError, ValueError):
-        pass
     template = config.get("chat_template")
     jinja = path.parent / "chat_template.jinja"
     if not isinstance(template, str) and jinja.is_file():
-        template = jinja.read_text(encoding="utf-8")
+        template = read_text(jinja, MAX_TEMPLATE_BYTES, "a chat template is a page of Jinja", str(jinja),
+                             TokenizerError)
     special = {k: v for k in ("bos_token", "eos_token", "unk_token", "pad_token")
                if isinstance(v := config.get(k), str)}
     limit = config.get("model_max_length")
@@ -104,7 +118,7 @@ def _local(path: Path) -> BaseTokenizer:
         raise TokenizerError(f"{path} holds no tokenizer.json; loading it needs transformers: "
                              "pip install 'tokometer[hf]'")
     try:
-        with path.open("rb") as handle:
+        with open_input(path) as handle:  # a FIFO nobody writes to: no magic, instead of a wait for a writer
             magic = handle.read(4)
     except OSError as exc:
         raise TokenizerError(f"cannot read {path}: {exc.strerror or exc}") from None

@@ -3,7 +3,8 @@
 tiktoken downloads an encoding's ranks file on first use and caches it (``TIKTOKEN_CACHE_DIR``,
 else a ``data-gym-cache`` folder in the temp directory). Offline that download fails, and we say
 which encoding and how to provide it: a local ``o200k_base.tiktoken`` given as ``--tokenizer PATH``
-is checked against the hash tiktoken expects and put in tiktoken's cache, so later runs find it.
+is checked against the hash tiktoken expects and put in tiktoken's cache, so later runs find it. It is
+read at most `MAX_RANKS_BYTES` (``/dev/zero`` under that name is one error, not the memory).
 
 OpenAI does not publish its chat template; chat counts follow OpenAI's cookbook formula
 (``num_tokens_from_messages``): 3 tokens per message, 1 more per ``name``, 3 to prime the reply.
@@ -16,17 +17,22 @@ import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.tokens.chat import message_text
 from tokometer.util.atomicfile import write_atomic
 from tokometer.util.errors import OutputError, TokenizerError
+from tokometer.util.readlimit import read_at_most
 
 if TYPE_CHECKING:
     import tiktoken
 
-__all__ = ["ENCODING_FILES", "TiktokenTokenizer", "openai_encoding_for_model"]
+__all__ = ["ENCODING_FILES", "MAX_RANKS_BYTES", "TiktokenTokenizer", "openai_encoding_for_model"]
+
+MAX_RANKS_BYTES: Final = 16 << 20
+"""A local ``.tiktoken`` ranks file: 16 MiB, four times the largest (o200k_base's, 3.6 MB); any other file fails
+the sha256 check anyway."""
 
 _BASE = "https://openaipublic.blob.core.windows.net/encodings/"
 # encoding -> (ranks file URL, its sha256), as in tiktoken_ext/openai_public.py
@@ -77,10 +83,7 @@ def _tiktoken_cache_dir() -> Path:
 def _install_local_file(path: Path, name: str) -> None:
     """Check a local ranks file against tiktoken's expected hash and put it where tiktoken looks."""
     url, expected = ENCODING_FILES[name]
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TokenizerError(f"cannot read {path}: {exc}") from exc
+    data = read_at_most(path, MAX_RANKS_BYTES, f"not the {name} ranks file", TokenizerError)
     if hashlib.sha256(data).hexdigest() != expected:
         raise TokenizerError(f"{path} is not the {name} ranks file tiktoken expects (sha256 differs): "
                              f"get it from {url}")

@@ -1,4 +1,5 @@
-"""tokometer's cache directory and an inter-process file lock: the two things every cache writer needs.
+"""tokometer's cache directory and an inter-process file lock: the two things every cache writer needs; and
+whether a cache file may be written over (`replaceable`).
 
 The lock is advisory (``fcntl.flock`` on POSIX, ``msvcrt.locking`` on Windows) and is released by
 the OS if the holder dies, so a killed build or model assembly never leaves a stale lock behind.
@@ -8,13 +9,14 @@ This module imports nothing from tokometer.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["cache_root", "file_lock"]
+__all__ = ["cache_root", "file_lock", "replaceable"]
 
 
 def cache_root() -> Path:
@@ -22,6 +24,18 @@ def cache_root() -> Path:
     import platformdirs  # imported when needed: not every command touches the cache
 
     return Path(platformdirs.user_cache_dir("tokometer"))
+
+
+def replaceable(path: Path) -> bool:
+    """Whether a cache file may be written at ``path``: nothing is there, or a regular file. A FIFO put there
+    would hold the write until a reader came (``write_atomic`` writes such a file in place), and a device would
+    take it; a cache only saves time, so it is then not written."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
 
 
 @contextmanager

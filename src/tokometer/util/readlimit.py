@@ -4,6 +4,7 @@ hands over whole (a ``bench --json`` result, another tool's results), so a huge 
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import stat
@@ -15,7 +16,7 @@ from typing import Any, BinaryIO
 
 from tokometer.util.errors import ConfigError, TokometerError
 
-__all__ = ["iter_at_most", "open_input", "read_at_most", "read_toml", "split_lines"]
+__all__ = ["iter_at_most", "open_input", "read_at_most", "read_json", "read_text", "read_toml", "split_lines"]
 
 
 def open_input(path: Path) -> BinaryIO:
@@ -30,11 +31,13 @@ def open_input(path: Path) -> BinaryIO:
         raise
 
 
-def read_at_most(path: Path, limit: int, beyond: str, error: type[ConfigError] = ConfigError) -> bytes:
+def read_at_most(path: Path, limit: int, beyond: str, error: type[TokometerError] = ConfigError) -> bytes:
     """``path``'s bytes, at most ``limit`` of them. A file that cannot be read, or has more, raises ``error``
     naming it: ``<path> is larger than N MiB: <beyond>``."""
     try:
         with open_input(path) as handle:
+            if os.fstat(handle.fileno()).st_size > limit:  # a regular file says its size: refused before reading
+                raise error(f"{path} is larger than {limit // 2**20} MiB: {beyond}")
             raw = handle.read(limit + 1)
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror or exc}") from None
@@ -43,16 +46,36 @@ def read_at_most(path: Path, limit: int, beyond: str, error: type[ConfigError] =
     return raw
 
 
-def read_toml(path: Path, limit: int, beyond: str, where: str) -> dict[str, Any]:
-    """A TOML file the user hands over, read with `read_at_most`; not UTF-8 or not TOML is one `ConfigError`
-    starting with ``where`` (e.g. ``--mix FILE``)."""
-    raw = read_at_most(path, limit, beyond)
+def read_text(path: Path, limit: int, beyond: str, where: str, error: type[TokometerError] = ConfigError) -> str:
+    """A text file the user hands over, read with `read_at_most`; not UTF-8 is one ``error`` starting with
+    ``where`` (e.g. ``eval set FILE``) and naming the first bad byte."""
+    raw = read_at_most(path, limit, beyond, error)
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+        raise error(f"{where}: not UTF-8 text (byte {exc.start})") from None
+
+
+def read_toml(path: Path, limit: int, beyond: str, where: str) -> dict[str, Any]:
+    """A TOML file the user hands over, read with `read_text`; not UTF-8 or not TOML is one `ConfigError`
+    starting with ``where`` (e.g. ``--mix FILE``)."""
+    text = read_text(path, limit, beyond, where)
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+
+
+def read_json(path: Path, limit: int, beyond: str, where: str, error: type[TokometerError] = ConfigError) -> Any:
+    """A JSON file read whole with `read_text`; not UTF-8, not JSON or nested too deep to parse is one ``error``
+    starting with ``where``."""
+    text = read_text(path, limit, beyond, where, error)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise error(f"{where}: not valid JSON: nested too deep") from None
+    except ValueError as exc:
+        raise error(f"{where}: not valid JSON: {exc}") from None
 
 
 def iter_at_most(path: Path, limit: int, beyond: str, error: type[TokometerError] = ConfigError, *,

@@ -482,3 +482,21 @@ def test_an_engine_started_from_a_thread_outlives_the_thread() -> None:
     time.sleep(0.3)  # PR_SET_PDEATHSIG would have fired by now had the thread forked it
     assert started[0].alive()
     assert started[0].stop() == -signal.SIGTERM
+
+
+@pytest.mark.timeout(60)  # a read that waits for a FIFO's writer fails here instead of hanging
+def test_a_replaced_build_info_reads_as_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """BUILD-INFO.json was read whole, unbounded: ``/dev/zero`` in its place took the memory and a FIFO waited for
+    a writer forever. Both now read as no build info, as a missing or corrupt file does."""
+    import os
+
+    info = tmp_path / "BUILD-INFO.json"
+    monkeypatch.setattr(build_module, "build_info_path", lambda: info)
+    info.symlink_to("/dev/zero")
+    assert build_module.read_build_info() == {}
+    info.unlink()
+    os.mkfifo(info)
+    assert build_module.read_build_info() == {}
+    info.unlink()
+    info.write_text('{"version": "b1"}', encoding="utf-8")
+    assert build_module.read_build_info() == {"version": "b1"}

@@ -45,6 +45,20 @@ def test_a_file_of_a_process_that_is_gone_or_not_such_a_file_is_ignored(_cache: 
     assert published_identity("not a url:99999") is None
 
 
+@pytest.mark.timeout(60)  # a read that waits for a FIFO's writer fails here instead of hanging
+def test_a_published_file_replaced_by_a_fifo_or_a_device_is_ignored(_cache: Path) -> None:
+    """A FIFO in a published identity's place had waited for a writer forever (its size, 0, passed the check);
+    ``/dev/zero`` (size 0 too) had been read until memory ran out: both read within the bound, and ignored."""
+    path = publish_identity("http://127.0.0.1:8126", {"engine": "vllm"})
+    assert path is not None
+    path.unlink()
+    os.mkfifo(path)
+    assert published_identity("http://127.0.0.1:8126") is None
+    path.unlink()
+    path.symlink_to("/dev/zero")
+    assert published_identity("http://127.0.0.1:8126") is None
+
+
 def test_the_flags_an_estimate_needs() -> None:
     argv = ["/venv/bin/vllm", "serve", "/models/m", "--dtype", "bfloat16", "--quantization=fp8", "-tp", "4",
             "--kv-cache-dtype", "fp8", "--pipeline-parallel-size", "x", "--max-model-len", "4096"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import orjson
@@ -86,8 +87,38 @@ def test_config_env_overrides_and_errors(tmp_path: Path) -> None:
                          "cache:\n  ttl_s: -1\n")
     with pytest.raises(ConfigError, match=r"g.yaml: cache.ttl_s: Input should be greater than or equal to 0.001"):
         load_config(yaml_path, {})
-    with pytest.raises(ConfigError, match="cannot read gateway config"):
+    with pytest.raises(ConfigError, match=r"^cannot read .*missing\.toml: No such file"):
         load_config(tmp_path / "missing.toml", {})
+
+
+@pytest.mark.timeout(60)  # a FIFO read that waits for a writer fails here instead of hanging
+def test_the_config_file_is_read_within_a_bound(tmp_path: Path) -> None:
+    """``--config /dev/zero`` had read until memory ran out and a FIFO nobody writes to waited for a writer
+    forever: a config is read whole up to 16 MiB, then refused naming the bound; a FIFO with no writer is an empty
+    file (so: no upstreams); a TOML file not in UTF-8 is one error naming the byte."""
+    with pytest.raises(ConfigError, match=r"^/dev/zero is larger than 16 MiB: a gateway config is"):
+        load_config(Path("/dev/zero"), {})
+    fifo = tmp_path / "g.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"g\.toml: upstreams: Field required"):
+        load_config(fifo, {})
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes(b'[server]\nhost = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match=r"latin\.toml: not UTF-8 text \(byte 20\)$"):
+        load_config(latin, {})
+
+
+def test_gateway_with_an_endless_config_is_one_line_and_status_2(tmp_path: Path) -> None:
+    """Through the command line: exit 2 and one ``tokometer: error:`` line, no traceback, no wait."""
+    from tests.conftest import run_cli
+
+    fifo = tmp_path / "g.yaml"
+    os.mkfifo(fifo)
+    for path, said in ((Path("/dev/zero"), "is larger than 16 MiB"), (fifo, "the top level must be a table")):
+        done = run_cli("gateway", "--config", str(path), "--check", timeout=60)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tokometer: error: ") and said in lines[0], done.stderr
 
 
 @pytest.mark.parametrize(("api", "path", "key_header"),

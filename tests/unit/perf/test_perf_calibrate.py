@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from tokometer.perf import Deployment, HardwareSpec, resolve_model
-from tokometer.perf.calibrate import Calibration, fit
+from tokometer.perf.calibrate import Calibration, fit, load_calibration
 from tokometer.perf.efficiency import RunEfficiency, StepEfficiency
 
 HW = HardwareSpec(name="test", kind="cpu", memory_gb=16, bandwidth_gbs=100, bf16_tflops=1, source="made up")
@@ -36,3 +38,25 @@ def test_only_skipped_steps_is_a_clear_error() -> None:
 
     with pytest.raises(ConfigError, match="no step of these runs measures the engine"):
         fit([RunEfficiency(7, D, [replace(STEP, bottleneck="network")])])
+
+
+@pytest.mark.timeout(60)  # a read that waits for a FIFO's writer fails here instead of hanging
+def test_the_calibrations_file_is_read_within_a_bound(tmp_path: Path) -> None:
+    """``TOKOMETER_CALIBRATION=/dev/zero`` had read until memory ran out, a FIFO waited for a writer forever, and a
+    deeply nested file was a RecursionError's traceback: each is one error saying how to start over."""
+    from tokometer.util.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^/dev/zero is larger than 4 MiB: .*; delete the file to start over$"):
+        load_calibration("h", Path("/dev/zero"))
+    fifo = tmp_path / "calibration.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"^the calibrations in .*: not valid JSON: .*delete the file to start over"):
+        load_calibration("h", fifo)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"not valid JSON: nested too deep; delete the file"):
+        load_calibration("h", deep)
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"caf\xe9": 1}')
+    with pytest.raises(ConfigError, match=r"not UTF-8 text \(byte 5\); delete the file"):
+        load_calibration("h", latin)

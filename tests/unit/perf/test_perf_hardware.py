@@ -113,3 +113,20 @@ def test_the_torch_measurement_says_why_it_has_no_figure(monkeypatch: pytest.Mon
     monkeypatch.setenv(host_module.TORCH_PYTHON_ENV, str(script))
     error = host_module._torch_matmul(64, 1)["error"]
     assert "failed (exit 1)" in error and "ModuleNotFoundError" in error
+
+
+@pytest.mark.timeout(60)  # a read that waits for a FIFO's writer fails here instead of hanging
+def test_a_replaced_host_cache_is_measured_again_not_waited_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """The cached host measurement was read whole, unbounded: ``/dev/zero`` in its place took the memory, a
+    FIFO waited for a writer forever, a JSON list was an AttributeError's traceback. Each is measured again."""
+    import os
+
+    cache = tmp_path / "host-perf.json"
+    monkeypatch.setattr(host_module, "host_cache_file", lambda: cache)
+    monkeypatch.setattr(host_module, "measure_host", lambda: {"bandwidth_gbs": 1.0})
+    for replace in (lambda: cache.symlink_to("/dev/zero"), lambda: os.mkfifo(cache),
+                    lambda: cache.write_text("[1]", encoding="utf-8")):
+        cache.unlink(missing_ok=True)
+        replace()
+        assert host_module._load_or_measure(False) == {"bandwidth_gbs": 1.0, "cached": False}

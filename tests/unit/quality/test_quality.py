@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,48 @@ def test_grading_and_eval_set_errors(tmp_path: Path) -> None:
     bad.write_text('{"id": "x"}\n')
     with pytest.raises(DatasetError, match="line 1"):
         load_evalset(bad)
+
+
+@pytest.mark.timeout(60)  # a FIFO read that waits for a writer fails here instead of hanging
+def test_a_users_eval_set_is_read_within_a_bound(tmp_path: Path) -> None:
+    """``--evalset /dev/zero`` had read until memory ran out, a FIFO nobody writes to waited for a writer forever,
+    and a set not in UTF-8 ended in a UnicodeDecodeError traceback: a set is read whole up to 64 MiB, then refused
+    naming the bound; a FIFO with no writer is an empty set; a bad byte is one error naming it."""
+    from tokometer.quality.evalset import MAX_EVALSET_BYTES
+
+    with pytest.raises(DatasetError, match=r"^/dev/zero is larger than 64 MiB: an eval set is a JSONL file"):
+        load_evalset(Path("/dev/zero"))
+    sparse = tmp_path / "huge.jsonl"
+    with sparse.open("wb") as handle:
+        handle.truncate(MAX_EVALSET_BYTES + 1)  # a hole: no disk, no time
+    with pytest.raises(DatasetError, match=r"huge\.jsonl is larger than 64 MiB"):
+        load_evalset(sparse)
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(DatasetError, match=r"fifo\.jsonl has no items"):
+        load_evalset(fifo)
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"id": "1", "prompt": "caf\xe9", "answer": "x"}\n')
+    with pytest.raises(DatasetError, match=r"^eval set .*latin\.jsonl: not UTF-8 text \(byte 26\)$"):
+        load_evalset(latin)
+
+
+def test_quality_with_a_bad_eval_set_is_one_line_and_status_2(tmp_path: Path) -> None:
+    """Through the command line: exit 2 and one ``tokometer: error:`` line, no traceback (it was exit 1 with a
+    UnicodeDecodeError's traceback); nothing is sent, so the endpoints need not exist."""
+    from tests.conftest import run_cli
+
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"id": "1", "prompt": "caf\xe9", "answer": "x"}\n')
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    url = "http://127.0.0.1:9/v1"
+    for path, said in ((latin, "not UTF-8 text (byte 26)"), (fifo, "has no items"),
+                       (Path("/dev/zero"), "is larger than 64 MiB")):
+        done = run_cli("quality", url, url, "--evalset", str(path), timeout=60)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tokometer: error: ") and said in lines[0], done.stderr
 
 
 def test_endpoint_arguments(tmp_path: Path) -> None:

@@ -77,6 +77,26 @@ def test_a_stale_cache_is_not_used(fresh: FileTokenizer, tmp_path: Path) -> None
     assert _load_cached(stale, bundled_model_path(), None) is None
 
 
+@pytest.mark.timeout(60)  # a read that waits for a FIFO's writer fails here instead of hanging
+def test_a_replaced_cache_file_is_converted_again_not_waited_on(tmp_path: Path) -> None:
+    """The cached facts were read whole, unbounded: ``/dev/zero`` in their place took the memory, a FIFO waited
+    for a writer forever, a JSON list was an AttributeError's traceback. Now each is passed over (converted
+    again)."""
+    import os
+
+    replaced = tmp_path / "replaced"
+    replaced.mkdir()
+    facts = replaced / "tokometer.json"
+    facts.symlink_to("/dev/zero")
+    assert _load_cached(replaced, bundled_model_path(), None) is None
+    facts.unlink()
+    os.mkfifo(facts)
+    assert _load_cached(replaced, bundled_model_path(), None) is None
+    facts.unlink()
+    facts.write_text("[]", encoding="utf-8")
+    assert _load_cached(replaced, bundled_model_path(), None) is None
+
+
 @pytest.mark.slow
 def test_gemma_conversion_equals_transformers_converter(header: dict[str, Any], fresh: FileTokenizer) -> None:
     from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING

@@ -131,3 +131,146 @@ def test_missing_files_are_clear_errors(tmp_path: Path) -> None:
     other.write_text("hello", encoding="utf-8")
     with pytest.raises(TokenizerError, match="is not a tokenizer"):
         load_tokenizer(str(other))
+
+
+def _sparse(path: Path, size: int) -> Path:
+    """A file of ``size`` bytes that is one hole: no disk, no time to write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        handle.truncate(size)
+    return path
+
+
+def _beside(bpe_dir: Path, directory: Path) -> Path:
+    """``bpe_dir``'s tokenizer.json alone in ``directory`` (whose other files each test writes)."""
+    directory.mkdir(parents=True)
+    target = directory / "tokenizer.json"
+    target.write_bytes((bpe_dir / "tokenizer.json").read_bytes())
+    return target
+
+
+@pytest.mark.timeout(60)  # a read that waits for a FIFO's writer fails here instead of hanging
+def test_a_tokenizer_json_is_read_within_a_bound(tmp_path: Path) -> None:
+    """A tokenizer.json went to the library, which read it to its end: a huge one took that much memory (and
+    ``/dev/zero`` all of it), and a FIFO given as ``--tokenizer`` waited for a writer forever (in the check of its
+    first bytes). It is read here, at most 256 MiB, and handed over as bytes: larger is one error naming the
+    bound, a FIFO reads as empty (so: not a tokenizer), a file not in UTF-8 is an error naming the byte."""
+    import os
+
+    from tokometer.tokens.hf import MAX_TOKENIZER_BYTES
+
+    huge = _sparse(tmp_path / "huge" / "tokenizer.json", MAX_TOKENIZER_BYTES + 1)
+    with pytest.raises(TokenizerError, match=r"tokenizer\.json is larger than 256 MiB: a tokenizer\.json is a"):
+        load_tokenizer(str(huge))
+    zero = tmp_path / "zero" / "tokenizer.json"
+    zero.parent.mkdir()
+    zero.symlink_to("/dev/zero")
+    with pytest.raises(TokenizerError, match=r"zero/tokenizer\.json is larger than 256 MiB"):
+        load_tokenizer(str(zero))
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(TokenizerError, match=r"cannot load tokenizer .*fifo\.json: EOF while parsing"):
+        load_tokenizer(str(fifo))
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"version": "caf\xe9"}')
+    with pytest.raises(TokenizerError, match=r"^tokenizer .*latin\.json: not UTF-8 text \(byte 16\)$"):
+        load_tokenizer(str(latin))
+
+
+@pytest.mark.timeout(60)
+def test_the_files_beside_a_tokenizer_json_are_read_within_a_bound(bpe_dir: Path, tmp_path: Path) -> None:
+    """tokenizer_config.json and chat_template.jinja were read whole, unbounded; a jinja not in UTF-8 ended in a
+    UnicodeDecodeError traceback, a config not in UTF-8 was silently passed over (and with it the chat
+    template). Now: larger than its bound or not UTF-8 is one error naming the file; a FIFO in their place is
+    passed over, as a missing file is."""
+    import os
+
+    from tokometer.tokens.loader import MAX_TOKENIZER_CONFIG_BYTES
+
+    big = _beside(bpe_dir, tmp_path / "big")
+    _sparse(big.parent / "tokenizer_config.json", MAX_TOKENIZER_CONFIG_BYTES + 1)
+    with pytest.raises(TokenizerError, match=r"tokenizer_config\.json is larger than 16 MiB"):
+        load_tokenizer(str(big))
+    latin = _beside(bpe_dir, tmp_path / "latin")
+    (latin.parent / "tokenizer_config.json").write_bytes(b'{"chat_template": "caf\xe9"}')
+    with pytest.raises(TokenizerError, match=r"tokenizer_config\.json: not UTF-8 text \(byte 22\)$"):
+        load_tokenizer(str(latin))
+    jinja = _beside(bpe_dir, tmp_path / "jinja")
+    (jinja.parent / "chat_template.jinja").write_bytes(b"{{ 'caf\xe9' }}")
+    with pytest.raises(TokenizerError, match=r"chat_template\.jinja: not UTF-8 text \(byte 7\)$"):
+        load_tokenizer(str(jinja))
+    fifo = _beside(bpe_dir, tmp_path / "fifo")
+    os.mkfifo(fifo.parent / "tokenizer_config.json")
+    os.mkfifo(fifo.parent / "chat_template.jinja")
+    tok = load_tokenizer(str(fifo))
+    assert tok.count("hello world") > 0 and tok.chat_template is None and tok.context_length is None
+
+
+@pytest.mark.timeout(60)
+def test_a_model_directory_for_transformers_is_checked_first(bpe_dir: Path, tmp_path: Path) -> None:
+    """transformers reads a model directory's files whole, with no bound: a FIFO among them waited for a writer
+    forever, a huge one took the memory. Those files are checked before it is called: each a regular file of at
+    most 256 MiB. The model's config.json, read for the context length, is bounded and need not be an object."""
+    import os
+
+    from tokometer.tokens.hf import MAX_TOKENIZER_BYTES
+    from tokometer.tokens.hf_auto import _context_from_config
+
+    fifo = _beside(bpe_dir, tmp_path / "fifo").parent
+    os.mkfifo(fifo / "tokenizer_config.json")
+    with pytest.raises(TokenizerError, match=r"tokenizer_config\.json is not a regular file \(a pipe or a device\?\)"):
+        load_tokenizer(str(fifo))
+    huge = _beside(bpe_dir, tmp_path / "huge").parent
+    _sparse(huge / "vocab.json", MAX_TOKENIZER_BYTES + 1)
+    with pytest.raises(TokenizerError, match=r"vocab\.json is larger than 256 MiB"):
+        load_tokenizer(str(huge))
+    (fifo / "config.json").write_text("[1]", encoding="utf-8")
+    assert _context_from_config(str(fifo)) == (None, "")
+    _sparse(huge / "config.json", 5 << 20)
+    assert _context_from_config(str(huge)) == (None, "")
+
+
+@pytest.mark.timeout(60)
+def test_an_ollama_manifest_is_read_within_a_bound(tmp_path: Path) -> None:
+    """An Ollama manifest was read whole, unbounded, and one not a JSON object ended in an AttributeError
+    traceback: at most 1 MiB, a FIFO reads as empty (not JSON), a list names no model file."""
+    import os
+
+    from tokometer.tokens.loader import ollama_model_path
+
+    manifest = tmp_path / "manifests" / "registry.ollama.ai" / "library" / "m" / "latest"
+    manifest.parent.mkdir(parents=True)
+    manifest.symlink_to("/dev/zero")
+    with pytest.raises(TokenizerError, match=r"latest is larger than 1 MiB: an Ollama manifest is"):
+        ollama_model_path("m", tmp_path)
+    manifest.unlink()
+    os.mkfifo(manifest)
+    with pytest.raises(TokenizerError, match=r"^Ollama manifest .*latest: not valid JSON"):
+        ollama_model_path("m", tmp_path)
+    manifest.unlink()
+    manifest.write_text("[]", encoding="utf-8")
+    with pytest.raises(TokenizerError, match="names no model file"):
+        ollama_model_path("m", tmp_path)
+    with pytest.raises(TokenizerError, match="'other' not found in"):
+        ollama_model_path("other", tmp_path)
+
+
+def test_count_with_a_bad_tokenizer_file_is_one_line_and_status_2(bpe_dir: Path, tmp_path: Path) -> None:
+    """Through the command line: exit 2 and one ``tokometer: error:`` line, no traceback, no wait (a FIFO as
+    ``--tokenizer`` waited for a writer forever; a chat_template.jinja not in UTF-8 was a traceback)."""
+    import os
+
+    from tests.conftest import run_cli
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    jinja = _beside(bpe_dir, tmp_path / "jinja")
+    (jinja.parent / "chat_template.jinja").write_bytes(b"{{ 'caf\xe9' }}")
+    piped = _beside(bpe_dir, tmp_path / "piped").parent
+    os.mkfifo(piped / "tokenizer_config.json")
+    for path, said in ((fifo, "EOF while parsing"), (jinja, "not UTF-8 text (byte 7)"),
+                       (piped, "is not a regular file")):
+        done = run_cli("count", "-t", str(path), "hello", env={"HF_HUB_OFFLINE": "1"}, timeout=60)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tokometer: error: ") and said in lines[0], done.stderr

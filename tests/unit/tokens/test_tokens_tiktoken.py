@@ -93,3 +93,22 @@ def test_local_ranks_file_is_checked(no_network: Path, tmp_path: Path) -> None:
     oddly_named.write_bytes(b"aGVsbG8= 0\n")
     with pytest.raises(TokenizerError, match="name the file after its encoding"):
         load_tokenizer(str(oddly_named))
+
+
+@pytest.mark.timeout(60)  # a read that waits for a FIFO's writer fails here instead of hanging
+def test_a_local_ranks_file_is_read_within_a_bound(no_network: Path, tmp_path: Path) -> None:
+    """A local ranks file was read whole, unbounded (``/dev/zero`` under its name: the memory), and a FIFO
+    waited for a writer forever: at most 16 MiB (real ones are a few MB), and a FIFO reads as empty, which is
+    not the ranks file."""
+    import os
+
+    local = tmp_path / "local"
+    local.mkdir()
+    zero = local / "o200k_base.tiktoken"
+    zero.symlink_to("/dev/zero")
+    with pytest.raises(TokenizerError, match=r"o200k_base\.tiktoken is larger than 16 MiB: not the o200k_base"):
+        load_tokenizer(str(zero))
+    fifo = local / "cl100k_base.tiktoken"
+    os.mkfifo(fifo)
+    with pytest.raises(TokenizerError, match="not the cl100k_base ranks file"):
+        load_tokenizer(str(fifo))
