@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import bench_stored, run_cli, start_sim
+from tests.conftest import bench_stored, run_cli, run_cli_here, start_sim
 from tests.integration.test_observe_dcgm import _Exporter, _Handler, exporter_text
 from tokometer.metrics.knee import knee, summary_power
 from tokometer.store import ResultStore, StoredRun
@@ -146,7 +146,7 @@ def store(tmp_path_factory: pytest.TempPathFactory, exporter: str) -> tuple[Path
     finally:
         modelled.stop()
         scripted.stop()
-    tagged = run_cli("runs", "--tag", "scripted", "--id", str(ids[1]), "--store", str(path))
+    tagged = run_cli_here("runs", "--tag", "scripted", "--id", str(ids[1]), "--store", str(path))
     assert tagged.returncode == 0, tagged.stderr
     return path, ids
 
@@ -165,7 +165,7 @@ def test_one_run_offline_in_a_browser_plots_the_stored_numbers(store: tuple[Path
                                                                tmp_path: Path) -> None:
     path, (run_id, _) = store
     out = tmp_path / "out" / "report.html"
-    done = run_cli("report", str(run_id), "--store", str(path), "-o", str(out))
+    done = run_cli_here("report", str(run_id), "--store", str(path), "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"wrote {out} (") and "1 run, 3 steps" in done.stdout
     html = out.read_text("utf-8")
@@ -237,7 +237,7 @@ def test_one_run_offline_in_a_browser_plots_the_stored_numbers(store: tuple[Path
 def test_several_runs_overlaid(store: tuple[Path, list[int]], tmp_path: Path) -> None:
     path, ids = store
     out = tmp_path / "both.html"
-    done = run_cli("report", str(ids[0]), "baseline:scripted", "--store", str(path), "-o", str(out),
+    done = run_cli_here("report", str(ids[0]), "baseline:scripted", "--store", str(path), "-o", str(out),
                    "--title", "modelled vs scripted")
     assert done.returncode == 0, done.stderr
     page = open_offline(out)
@@ -256,7 +256,7 @@ def test_several_runs_overlaid(store: tuple[Path, list[int]], tmp_path: Path) ->
 
 def test_markdown_summary(store: tuple[Path, list[int]], tmp_path: Path) -> None:
     path, (run_id, other) = store
-    done = run_cli("report", str(run_id), "--store", str(path), "--format", "md")
+    done = run_cli_here("report", str(run_id), "--store", str(path), "--format", "md")
     assert done.returncode == 0, done.stderr
     text = done.stdout
     assert text.startswith(f"## tokometer report: run {run_id}\n")
@@ -268,7 +268,7 @@ def test_markdown_summary(store: tuple[Path, list[int]], tmp_path: Path) -> None
         assert f"{step.summary.output_throughput_tok_s:,.1f}" in text
     assert text.count(" (knee) |") == 1 and "Knee (most throughput × per-request speed)" in text
     written = tmp_path / "summary.md"
-    assert run_cli("report", str(run_id), str(other), "--store", str(path), "--format", "md", "-o",
+    assert run_cli_here("report", str(run_id), str(other), "--store", str(path), "--format", "md", "-o",
                    str(written)).returncode == 0
     assert written.read_text("utf-8").count("\n### run ") == 2
 
@@ -300,7 +300,7 @@ def test_bad_input_is_one_line_and_exit_2(store: tuple[Path, list[int]], tmp_pat
         ((str(run_id), "-o", str(tmp_path)), "is a directory"),
         ((str(run_id),), "-o/--output is required for an HTML report"),
     ]:
-        done = run_cli("report", *args, "--store", str(path))
+        done = run_cli_here("report", *args, "--store", str(path))
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert done.stderr.startswith("tokometer: error: ") and done.stderr.count("\n") == 1, done.stderr
         assert message in done.stderr, done.stderr
