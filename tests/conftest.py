@@ -191,11 +191,13 @@ def run_cli_here(*args: str, env: dict[str, str] | None = None) -> subprocess.Co
     """Run the ``tokometer`` command line in this process: `tokometer.cli.main`, the entry point ``python -m
     tokometer`` calls, with its standard output and error captured and its exit status (`run_cli`'s answer).
 
-    For the commands that read a store or files and write files (``report``, ``runs``, ``compare``,
-    ``estimate``), where what is asserted is their output, exit status and files: a subprocess adds only the
-    interpreter's start and the package's import (1-2 s of CPU a call, many times that beside the parallel lane's
-    workers). ``env`` is set for the call and restored after it. Not for a command whose premise is the process
-    (a signal, the interpreter's exit, a server it starts): those keep `run_cli`."""
+    For the commands that read a store or files and print text or write files (``report``, ``runs --id``,
+    ``runs --tag``, ``compare --json``, their one-line errors), where what is asserted is their output, exit status
+    and files: a subprocess adds only the interpreter's start and the package's import (1-2 s of CPU a call, many
+    times that beside the parallel lane's workers). ``env`` is set for the call and restored after it. Not for a
+    command whose premise is the process (a signal, the interpreter's exit, a server it starts, a PYTHONPATH of its
+    own) nor for console tables (their width and styling follow the real standard output): those keep
+    `run_cli`."""
     import contextlib
     import io
 
@@ -219,7 +221,11 @@ def run_cli_here(*args: str, env: dict[str, str] | None = None) -> subprocess.Co
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    return subprocess.CompletedProcess(["tokometer", *args], code, out.getvalue(), err.getvalue())
+
+    def text(stream: io.StringIO) -> str:  # as run_cli's text mode reads a pipe: universal newlines
+        return stream.getvalue().replace("\r\n", "\n").replace("\r", "\n")
+
+    return subprocess.CompletedProcess(["tokometer", *args], code, text(out), text(err))
 
 
 def bench_stored(store: Path, *args: str) -> int:
