@@ -187,6 +187,47 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120)
                           timeout=timeout, env=full_env)
 
 
+def run_cli_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the ``tokometer`` command line in this process: `tokometer.cli.main`, the entry point ``python -m
+    tokometer`` calls, with its standard output and error captured and its exit status (`run_cli`'s answer).
+
+    For the commands that read a store or files and print text or write files (``report``, ``runs --id``,
+    ``runs --tag``, ``compare --json``, their one-line errors), where what is asserted is their output, exit status
+    and files: a subprocess adds only the interpreter's start and the package's import (1-2 s of CPU a call, many
+    times that beside the parallel lane's workers). ``env`` is set for the call and restored after it. Not for a
+    command whose premise is the process (a signal, the interpreter's exit, a server it starts, a PYTHONPATH of its
+    own) nor for console tables (their width and styling follow the real standard output): those keep
+    `run_cli`."""
+    import contextlib
+    import io
+
+    from tokometer.cli import main
+
+    saved = {key: os.environ.get(key) for key in env or {}}
+    os.environ.update(env or {})
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args))
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+                if isinstance(exc.code, str):
+                    print(exc.code, file=sys.stderr)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    def text(stream: io.StringIO) -> str:  # as run_cli's text mode reads a pipe: universal newlines
+        return stream.getvalue().replace("\r\n", "\n").replace("\r", "\n")
+
+    return subprocess.CompletedProcess(["tokometer", *args], code, text(out), text(err))
+
+
 def bench_stored(store: Path, *args: str) -> int:
     """Run ``tokometer bench ARGS --store STORE`` (it must succeed) and return the id of the run it saved."""
     from tokometer.store import ResultStore

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SimServer, bench_stored, run_cli
+from tests.conftest import SimServer, bench_stored, run_cli, run_cli_here
 from tokometer.compare.gate import compare_runs
 from tokometer.store import ResultStore
 
@@ -73,12 +73,12 @@ def test_a_ten_percent_slower_decode_fails_the_gate(store: Path, runs: dict[str,
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"FAIL: run {new} regressed against run {base}" in done.stdout
     assert "concurrency 4 TPOT p50 +" in done.stdout
-    as_json = json.loads(run_cli("compare", str(base), str(new), "--store", str(store), "--json").stdout)
+    as_json = json.loads(run_cli_here("compare", str(base), str(new), "--store", str(store), "--json").stdout)
     tpot = next(x for x in as_json["steps"][0]["metrics"] if x["metric"] == "tpot_p50")
     assert tpot["verdict"] == "regression"
     assert 0.08 < tpot["change"] < 0.12
     assert as_json["verdict"] == "regression"
-    markdown = run_cli("compare", str(base), str(new), "--store", str(store), "--format", "md")
+    markdown = run_cli_here("compare", str(base), str(new), "--store", str(store), "--format", "md")
     assert markdown.returncode == 1
     assert "| TPOT p50 (ms) |" in markdown.stdout and "❌ regression" in markdown.stdout
 
@@ -118,38 +118,38 @@ def test_unlike_runs_are_refused_naming_what_differs(sim_factory: Callable[..., 
     sim = sim_factory("--ttft-ms", "1", "--itl-ms", "1")
     longer = _bench(sim, store, "--output-tokens", "48")
     base = runs["same"][0]
-    done = run_cli("compare", str(base), str(longer), "--store", str(store))
+    done = run_cli_here("compare", str(base), str(longer), "--store", str(store))
     assert done.returncode == 2
     assert done.stderr.startswith("tokometer: error: ") and done.stderr.count("\n") == 1
     assert "spec.output_tokens (32 vs 48)" in done.stderr and "--force" in done.stderr
     forced = run_cli("compare", str(base), str(longer), "--store", str(store), "--force")
     assert forced.returncode in (0, 1)
     assert "compared with --force although unlike: spec.output_tokens" in forced.stdout
-    missing = run_cli("compare", str(base), "999", "--store", str(store))
+    missing = run_cli_here("compare", str(base), "999", "--store", str(store))
     assert missing.returncode == 2 and "no run 999" in missing.stderr
-    bad = run_cli("compare", str(base), str(base), "--store", str(store), "--threshold", "tpot=5")
+    bad = run_cli_here("compare", str(base), str(base), "--store", str(store), "--threshold", "tpot=5")
     assert bad.returncode == 2 and "--threshold" in bad.stderr
 
 
 def test_a_named_baseline(store: Path, runs: dict[str, list[int]]) -> None:
     """``runs --tag NAME ID`` names a baseline; ``compare baseline:NAME NEW`` uses it; retagging moves it."""
     first, second = runs["same"][0], runs["same"][1]
-    done = run_cli("runs", "--tag", "main", str(first), "--store", str(store))
+    done = run_cli_here("runs", "--tag", "main", str(first), "--store", str(store))
     assert done.returncode == 0 and f"run {first} is baseline 'main'" in done.stdout, done.stderr
     listed = run_cli("runs", "--store", str(store))
     assert "main" in listed.stdout and "baseline" in listed.stdout
     gate = run_cli("compare", "baseline:main", str(runs["slower"][0]), "--store", str(store))
     assert gate.returncode == 1 and f"regressed against run {first}" in gate.stdout, gate.stdout
-    moved = run_cli("runs", "--tag", "main", "--id", str(second), "--store", str(store))
+    moved = run_cli_here("runs", "--tag", "main", "--id", str(second), "--store", str(store))
     assert moved.returncode == 0, moved.stderr
-    again = run_cli("compare", "baseline:main", str(runs["slower"][0]), "--store", str(store), "--json")
+    again = run_cli_here("compare", "baseline:main", str(runs["slower"][0]), "--store", str(store), "--json")
     assert json.loads(again.stdout)["base"] == second
-    unknown = run_cli("compare", "baseline:nope", str(second), "--store", str(store))
+    unknown = run_cli_here("compare", "baseline:nope", str(second), "--store", str(store))
     assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
     assert "no baseline named 'nope'" in unknown.stderr and "main" in unknown.stderr
-    bad = run_cli("compare", "latest", str(second), "--store", str(store))
+    bad = run_cli_here("compare", "latest", str(second), "--store", str(store))
     assert bad.returncode == 2 and "baseline:NAME" in bad.stderr
-    no_id = run_cli("runs", "--tag", "main", "--store", str(store))
+    no_id = run_cli_here("runs", "--tag", "main", "--store", str(store))
     assert no_id.returncode == 2 and "--tag NAME needs the run" in no_id.stderr
 
 
@@ -157,7 +157,7 @@ def test_compare_over_the_steady_state(store: Path, runs: dict[str, list[int]]) 
     """``--window steady`` compares each load over the requests of its steady state as bench saved it (the same
     count), and still sees the 10 % slower decode."""
     base, new = runs["same"][0], runs["slower"][0]
-    done = run_cli("compare", str(base), str(new), "--store", str(store), "--window", "steady", "--json")
+    done = run_cli_here("compare", str(base), str(new), "--store", str(store), "--window", "steady", "--json")
     assert done.returncode == 1, done.stdout + done.stderr
     as_json = json.loads(done.stdout)
     assert as_json["window"] == "steady" and as_json["verdict"] == "regression"
@@ -190,7 +190,7 @@ def test_a_run_without_a_steady_state_is_refused_for_window_steady(store: Path, 
             data = json.loads(summary)
             data.pop("steady_state", None)
             db.execute("UPDATE steps SET summary = ? WHERE run_id = ? AND step = ?", (json.dumps(data), base, step))
-    done = run_cli("compare", str(base), str(new), "--store", str(copy), "--window", "steady")
+    done = run_cli_here("compare", str(base), str(new), "--store", str(copy), "--window", "steady")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [
         f"tokometer: error: run {base} has no steady state saved (a run saved before tokometer kept one, or a "

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SimServer, bench_stored, run_cli
+from tests.conftest import SimServer, bench_stored, run_cli, run_cli_here
 
 _LOAD = ("-c", "1,4", "-n", "24", "--input-tokens", "16", "--output-tokens", "32", "--seed", "1")
 
@@ -27,7 +27,7 @@ def test_the_twice_as_fast_servers_front_dominates(sim_factory: Callable[..., Si
     base = bench_stored(store, "--url", slow.openai_url, *_LOAD)
     new = bench_stored(store, "--url", fast.openai_url, *_LOAD)
 
-    done = run_cli("compare", str(base), str(new), "--store", str(store), "--json")
+    done = run_cli_here("compare", str(base), str(new), "--store", str(store), "--json")
     assert done.returncode in (0, 1), done.stderr
     front = json.loads(done.stdout)["pareto"]
     assert front["verdict"] == "new dominates", front
@@ -42,7 +42,7 @@ def test_the_twice_as_fast_servers_front_dominates(sim_factory: Callable[..., Si
     table = run_cli("compare", str(base), str(new), "--store", str(store))
     assert f"Pareto: run {new}'s front dominates run {base}'s" in table.stdout, table.stdout
 
-    md = run_cli("report", str(base), str(new), "--store", str(store), "--format", "md")
+    md = run_cli_here("report", str(base), str(new), "--store", str(store), "--format", "md")
     assert md.returncode == 0, md.stderr
     rows = [line for line in md.stdout.splitlines() if re.match(r"\| #\d+ \|", line)]
     assert len(rows) == 4, md.stdout  # two loads of each run
@@ -62,9 +62,9 @@ def test_gpus_stated_with_bench_make_a_url_run_per_gpu(sim_factory: Callable[...
     for step in data["steps"]:
         s = step["summary"]
         assert s["output_throughput_per_gpu_tok_s"] == s["output_throughput_tok_s"] / 2
-    md = run_cli("report", str(run), "--store", str(store), "--format", "md")
+    md = run_cli_here("report", str(run), "--store", str(store), "--format", "md")
     assert md.returncode == 0 and "against output tok/s per GPU" in md.stdout, md.stdout
-    done = run_cli("compare", str(run), str(run), "--store", str(store), "--json")
+    done = run_cli_here("compare", str(run), str(run), "--store", str(store), "--json")
     front = json.loads(done.stdout)["pareto"]
     assert front["basis"] == "per GPU" and "2 GPUs from bench --gpus" in front["note"], front
     bad = run_cli("bench", "--url", sim.openai_url, "-c", "1", "-n", "1", "--gpus", "0", "--no-store")

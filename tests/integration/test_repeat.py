@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SimServer, bench_stored, run_cli, start_sim
+from tests.conftest import SimServer, bench_stored, run_cli, run_cli_here, start_sim
 from tokometer.store import ResultStore
 
 _LOAD = ("-c", "1,4", "-n", "12", "--input-tokens", "16", "--output-tokens", "24", "--repeat", "3")
@@ -42,13 +42,13 @@ def test_the_sweep_runs_n_times_over_as_trials(setup: tuple[Path, list[int], dic
     assert [(s.load.concurrency if s.load else None, s.trial) for s in stored.steps] == \
         [(1, 1), (4, 1), (1, 2), (4, 2), (1, 3), (4, 3)]
     assert [s.to_json()["load"] for s in stored.steps] == [s["load"] for s in steps]
-    md = run_cli("report", str(ids[0]), "--store", str(store), "--format", "md")
+    md = run_cli_here("report", str(ids[0]), "--store", str(store), "--format", "md")
     assert md.returncode == 0 and "c=4 #3" in md.stdout, md.stdout
 
 
 def test_compare_pools_trials_and_reports_their_noise(setup: tuple[Path, list[int], dict[str, object]]) -> None:
     store, (base, new), _ = setup
-    done = run_cli("compare", str(base), str(new), "--store", str(store), "--json")
+    done = run_cli_here("compare", str(base), str(new), "--store", str(store), "--json")
     # Two runs of one configuration: the gate's verdict on a tail of 36 requests is chance here (a TTFT p99
     # of 21.4 against 22.9 ms was once "regression", exit 1); what this test pins is the pooling and the noise.
     assert done.returncode in (0, 1), done.stdout + done.stderr
@@ -64,7 +64,7 @@ def test_compare_pools_trials_and_reports_their_noise(setup: tuple[Path, list[in
 def test_noise_above_the_threshold_means_the_gate_cannot_decide(
         setup: tuple[Path, list[int], dict[str, object]]) -> None:
     store, (base, new), _ = setup
-    done = run_cli("compare", str(base), str(new), "--store", str(store), "--json", "--threshold",
+    done = run_cli_here("compare", str(base), str(new), "--store", str(store), "--json", "--threshold",
                    "tpot_p50=0.001%")
     comparison = json.loads(done.stdout)
     tpot = next(x for x in comparison["steps"][1]["metrics"] if x["metric"] == "tpot_p50")

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import bench_stored, run_cli, start_sim
+from tests.conftest import bench_stored, run_cli, run_cli_here, start_sim
 from tests.integration.test_observe_dcgm import _Exporter, _Handler, exporter_text
 from tokometer.metrics.knee import knee, summary_power
 from tokometer.store import ResultStore, StoredRun
@@ -106,7 +106,10 @@ def assert_not_blank(png: bytes) -> None:
 
     image = Image.open(io.BytesIO(png)).convert("RGB")
     pixels = np.asarray(image, dtype=np.uint8).reshape(-1, 3)
-    colours = len(np.unique(pixels, axis=0))
+    # each pixel as one 24-bit number: the distinct colours are the distinct numbers (np.unique by rows sorts
+    # the page's millions of pixels as records, 20 s of CPU; as integers, a fraction of a second)
+    rgb = (pixels[:, 0].astype(np.uint32) << 16) | (pixels[:, 1].astype(np.uint32) << 8) | pixels[:, 2]
+    colours = len(np.unique(rgb))
     not_white = float(np.mean(np.any(pixels < 245, axis=1)))
     assert image.width >= 1000 and image.height >= 2000, image.size
     assert colours > 200, f"only {colours} distinct colours: the page looks blank"
@@ -146,7 +149,7 @@ def store(tmp_path_factory: pytest.TempPathFactory, exporter: str) -> tuple[Path
     finally:
         modelled.stop()
         scripted.stop()
-    tagged = run_cli("runs", "--tag", "scripted", "--id", str(ids[1]), "--store", str(path))
+    tagged = run_cli_here("runs", "--tag", "scripted", "--id", str(ids[1]), "--store", str(path))
     assert tagged.returncode == 0, tagged.stderr
     return path, ids
 
@@ -165,7 +168,7 @@ def test_one_run_offline_in_a_browser_plots_the_stored_numbers(store: tuple[Path
                                                                tmp_path: Path) -> None:
     path, (run_id, _) = store
     out = tmp_path / "out" / "report.html"
-    done = run_cli("report", str(run_id), "--store", str(path), "-o", str(out))
+    done = run_cli_here("report", str(run_id), "--store", str(path), "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"wrote {out} (") and "1 run, 3 steps" in done.stdout
     html = out.read_text("utf-8")
@@ -237,7 +240,7 @@ def test_one_run_offline_in_a_browser_plots_the_stored_numbers(store: tuple[Path
 def test_several_runs_overlaid(store: tuple[Path, list[int]], tmp_path: Path) -> None:
     path, ids = store
     out = tmp_path / "both.html"
-    done = run_cli("report", str(ids[0]), "baseline:scripted", "--store", str(path), "-o", str(out),
+    done = run_cli_here("report", str(ids[0]), "baseline:scripted", "--store", str(path), "-o", str(out),
                    "--title", "modelled vs scripted")
     assert done.returncode == 0, done.stderr
     page = open_offline(out)
@@ -256,7 +259,7 @@ def test_several_runs_overlaid(store: tuple[Path, list[int]], tmp_path: Path) ->
 
 def test_markdown_summary(store: tuple[Path, list[int]], tmp_path: Path) -> None:
     path, (run_id, other) = store
-    done = run_cli("report", str(run_id), "--store", str(path), "--format", "md")
+    done = run_cli_here("report", str(run_id), "--store", str(path), "--format", "md")
     assert done.returncode == 0, done.stderr
     text = done.stdout
     assert text.startswith(f"## tokometer report: run {run_id}\n")
@@ -268,7 +271,7 @@ def test_markdown_summary(store: tuple[Path, list[int]], tmp_path: Path) -> None
         assert f"{step.summary.output_throughput_tok_s:,.1f}" in text
     assert text.count(" (knee) |") == 1 and "Knee (most throughput × per-request speed)" in text
     written = tmp_path / "summary.md"
-    assert run_cli("report", str(run_id), str(other), "--store", str(path), "--format", "md", "-o",
+    assert run_cli_here("report", str(run_id), str(other), "--store", str(path), "--format", "md", "-o",
                    str(written)).returncode == 0
     assert written.read_text("utf-8").count("\n### run ") == 2
 
@@ -300,7 +303,7 @@ def test_bad_input_is_one_line_and_exit_2(store: tuple[Path, list[int]], tmp_pat
         ((str(run_id), "-o", str(tmp_path)), "is a directory"),
         ((str(run_id),), "-o/--output is required for an HTML report"),
     ]:
-        done = run_cli("report", *args, "--store", str(path))
+        done = run_cli_here("report", *args, "--store", str(path))
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert done.stderr.startswith("tokometer: error: ") and done.stderr.count("\n") == 1, done.stderr
         assert message in done.stderr, done.stderr

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SimServer, run_cli, start_sim
+from tests.conftest import SimServer, run_cli, run_cli_here, start_sim
 from tokometer.metrics.summary import StepSummary
 from tokometer.store import ResultStore, StoredRun
 
@@ -74,7 +74,7 @@ def test_old_summary_reads_with_defaults() -> None:
 def test_report_csv_of_saved_run_is_bench_csv(saved: tuple[Path, int, dict[str, Any], str], tmp_path: Path) -> None:
     """``report ID --format csv`` and ``report FILE.json --format csv`` print the rows bench --csv wrote."""
     store, run_id, _, live_csv = saved
-    done = run_cli("report", str(run_id), "--store", str(store), "--format", "csv")
+    done = run_cli_here("report", str(run_id), "--store", str(store), "--format", "csv")
     assert done.returncode == 0, done.stderr
     assert done.stdout.replace("\r\n", "\n") == live_csv.replace("\r\n", "\n")
     windows = [row["window"] for row in csv.DictReader(io.StringIO(live_csv))]
@@ -82,7 +82,7 @@ def test_report_csv_of_saved_run_is_bench_csv(saved: tuple[Path, int, dict[str, 
     out_json = tmp_path / "copy.json"
     out_json.write_text(json.dumps(saved[2]))
     written = tmp_path / "from-file.csv"
-    done = run_cli("report", str(out_json), "--format", "csv", "-o", str(written))
+    done = run_cli_here("report", str(out_json), "--format", "csv", "-o", str(written))
     assert done.returncode == 0, done.stderr
     assert written.read_bytes().decode() == live_csv
 
@@ -90,14 +90,14 @@ def test_report_csv_of_saved_run_is_bench_csv(saved: tuple[Path, int, dict[str, 
 def test_report_json_of_saved_run_is_bench_json(saved: tuple[Path, int, dict[str, Any], str], tmp_path: Path) -> None:
     """``report ID --format json`` gives bench's JSON back whole, and so does the file read back."""
     store, run_id, data, _ = saved
-    done = run_cli("report", f"{run_id}", "--store", str(store), "--format", "json")
+    done = run_cli_here("report", f"{run_id}", "--store", str(store), "--format", "json")
     assert done.returncode == 0, done.stderr
     from_store = json.loads(done.stdout)
     assert from_store == data and from_store["prompt_source"]  # the store keeps the prompt source and warnings too
     assert from_store["steps"] == data["steps"] and from_store["find_max"] is None
     copy = tmp_path / "copy.json"
     copy.write_text(json.dumps(data))
-    done = run_cli("report", str(copy), "--format", "json")
+    done = run_cli_here("report", str(copy), "--format", "json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == data
 
@@ -110,7 +110,7 @@ def test_report_json_of_saved_run_is_bench_json(saved: tuple[Path, int, dict[str
 def test_bad_result_file_is_one_line(tmp_path: Path, content: str, message: str) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    done = run_cli("report", str(bad), "--format", "csv")
+    done = run_cli_here("report", str(bad), "--format", "csv")
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -136,9 +136,9 @@ def test_huge_or_deeply_nested_result_file_is_refused_in_one_line(tmp_path: Path
 
 def test_csv_takes_one_run_and_html_no_file(saved: tuple[Path, int, dict[str, Any], str], tmp_path: Path) -> None:
     store, run_id, _, _ = saved
-    done = run_cli("report", str(run_id), str(run_id + 1), "--store", str(store), "--format", "json")
+    done = run_cli_here("report", str(run_id), str(run_id + 1), "--store", str(store), "--format", "json")
     assert done.returncode == 2 and "reports one run" in done.stderr
-    done = run_cli("report", str(tmp_path / "x.json"), "--format", "md")
+    done = run_cli_here("report", str(tmp_path / "x.json"), "--format", "md")
     assert done.returncode == 2 and "--format csv or json" in done.stderr
 
 

@@ -14,7 +14,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 
-from tests.conftest import SimServer, run_cli
+from tests.conftest import SimServer, run_cli, run_cli_here
 from tests.store_backends import postgres_server
 from tokometer.records import RequestRecord
 from tokometer.store import ResultStore
@@ -184,14 +184,14 @@ def test_benches_write_one_store_at_once_and_every_reader_reads_it(
     first, second = sorted(r["id"] for r in runs)[:2]
     listed = run_cli("runs", "--store", store_url)
     assert listed.returncode == 0 and listed.stdout.count("completed") == 3, listed.stderr
-    shown = run_cli("runs", "--id", str(first), "--store", store_url)
+    shown = run_cli_here("runs", "--id", str(first), "--store", store_url)
     assert shown.returncode == 0 and json.loads(shown.stdout)["steps"][0]["summary"]["requests_completed"] == 60
-    tagged = run_cli("runs", "--tag", "main", "--id", str(first), "--store", store_url)
+    tagged = run_cli_here("runs", "--tag", "main", "--id", str(first), "--store", store_url)
     assert tagged.returncode == 0, tagged.stderr
-    compared = run_cli("compare", "baseline:main", str(second), "--store", store_url, "--json")
+    compared = run_cli_here("compare", "baseline:main", str(second), "--store", store_url, "--json")
     assert compared.returncode in (0, 1) and json.loads(compared.stdout), compared.stderr
     report = tmp_path / "report.html"
-    made = run_cli("report", str(first), str(second), "--store", store_url, "-o", str(report))
+    made = run_cli_here("report", str(first), str(second), "--store", store_url, "-o", str(report))
     assert made.returncode == 0 and report.stat().st_size > 1000, made.stderr
     hardware = tmp_path / "hw.toml"
     hardware.write_text('[[hardware]]\nname = "box"\nkind = "cpu"\nmemory_gb = 16\nbandwidth_gbs = 100\n'

@@ -35,8 +35,8 @@ from tokometer.util.errors import StoreError
 from tokometer.util.jsontext import dumps
 
 __all__ = ["MAX_VALUE_BYTES", "READ_DEADLINE_S", "BoundedConnection", "NotText", "database_error", "display_url",
-           "is_writable", "open_reader", "open_writer", "read_failure", "request_columns", "run_columns", "sqlite_path",
-           "step_columns", "store_exists"]
+           "is_writable", "open_reader", "open_writer", "out_of_time", "read_failure", "request_columns", "run_columns",
+           "sqlite_path", "step_columns", "store_exists"]
 
 _RACES = ("already exists", "duplicate column", "duplicate key", "database is locked")
 _ATTEMPTS = 8
@@ -86,10 +86,16 @@ class BoundedConnection(sqlite3.Connection):
         return int(time.monotonic() > self.deadline)
 
 
+def out_of_time(exc: BaseException, url: str) -> bool:
+    """Whether a statement failed on its deadline (SQLite's interrupt, PostgreSQL's statement timeout)."""
+    message = database_error(exc, url)
+    return "interrupted" in message or "statement timeout" in message
+
+
 def read_failure(exc: BaseException, url: str) -> str:
     """Why a read failed, on one line: its deadline or a value's size named, else what the database said."""
     message = database_error(exc, url)
-    if "interrupted" in message or "statement timeout" in message:
+    if out_of_time(exc, url):
         return (f"a read took longer than {READ_DEADLINE_S:g} s (a table replaced by a view that does not end, "
                 f"or a store far larger than tokometer writes)")
     if "too big" in message:

@@ -41,6 +41,7 @@ from tokometer.store.database import (
     is_writable,
     open_reader,
     open_writer,
+    out_of_time,
     read_failure,
     request_columns,
     run_columns,
@@ -141,6 +142,19 @@ class ResultStore:
             return []  # a store from before version 2 that this process may not migrate
         try:
             orphans = find_orphans(self.engine, self.display_url)
+        except BadStoredRun:
+            raise
+        except StoreError:
+            return []
+        except SQLAlchemyError as exc:
+            if not out_of_time(exc, self.url):
+                return []
+            # the runs table was not read within the deadline (a view that never ends): every command reads it
+            # next and would wait the whole deadline out again, so the store is refused here, once
+            self.engine.dispose()
+            raise StoreError(f"cannot read the results store {self.display_url}: "
+                             f"{read_failure(exc, self.url)}") from None
+        try:
             if not orphans:
                 return []
             if not self.read_only:
