@@ -39,10 +39,17 @@ def default_ollama_url() -> str:
     host = os.environ.get("OLLAMA_HOST", "").strip()
     if not host:
         return "http://127.0.0.1:11434"
-    if "://" not in host:
-        host = "http://" + host
-    parsed = urllib.parse.urlsplit(host)
-    return f"{parsed.scheme}://{parsed.hostname or '127.0.0.1'}:{parsed.port or 11434}"
+    url = host if "://" in host else "http://" + host
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        port = parsed.port or 11434
+    except ValueError:  # a port that is not a number, or past 65535; a bracket not closed
+        raise EngineError(f"$OLLAMA_HOST is {host[:80]!r}: give HOST[:PORT] (e.g. 127.0.0.1:11434), or unset "
+                          "it") from None
+    if parsed.scheme not in ("http", "https"):
+        raise EngineError(f"$OLLAMA_HOST is {host[:80]!r}: its scheme must be http or https, or leave it out")
+    name = parsed.hostname or "127.0.0.1"
+    return f"{parsed.scheme}://{f'[{name}]' if ':' in name else name}:{port}"
 
 
 def _version(root: str) -> str | None:
@@ -117,7 +124,8 @@ def _start_daemon(root: str, timeout_s: float, progress: Callable[[str], None]) 
                           "https://ollama.com and start `ollama serve`, or pass the daemon's URL")
     progress(f"no Ollama daemon at {root}: starting `{exe} serve`")
     parsed = urllib.parse.urlsplit(root)
-    env = {**os.environ, "OLLAMA_HOST": f"{parsed.hostname}:{parsed.port or 11434}"}
+    name = parsed.hostname or "127.0.0.1"
+    env = {**os.environ, "OLLAMA_HOST": f"{f'[{name}]' if ':' in name else name}:{parsed.port or 11434}"}
     process = EngineProcess([exe, "serve"], "ollama", env=env)
     deadline = time.monotonic() + timeout_s
     while _version(root) is None:
