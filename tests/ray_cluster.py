@@ -26,7 +26,9 @@ from pathlib import Path
 __all__ = ["LocalRayCluster", "start_local_cluster"]
 
 _RAY = Path(sys.executable).with_name("ray")
-_ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+_ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_raylet_start_wait_time_s": "120"}
+"""Ray's own setting for how long ``ray start`` waits for its node to register (30 s by default): beside the
+suite's other lanes on two cores the head once took longer, and ``ray start`` failed naming this setting."""
 
 
 @dataclass
