@@ -80,6 +80,18 @@ def ollama_model_path(name: str, models_dir: Path | None = None) -> Path:
     raise TokenizerError(f"the Ollama manifest {manifest} names no model file")
 
 
+def _named_template(value: object) -> str | None:
+    """A ``chat_template`` as transformers reads it: a string, or a list of ``{"name", "template"}`` (the one
+    named ``default``, as transformers applies when no template is named); None for anything else."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        named = {t.get("name"): t.get("template") for t in value if isinstance(t, dict)}
+        default = named.get("default")
+        return default if isinstance(default, str) else None
+    return None
+
+
 def _tokenizer_json(path: Path) -> BaseTokenizer:
     """A tokenizer.json, with the chat template and context of a tokenizer_config.json beside it."""
     from tokometer.tokens.hf import FileTokenizer
@@ -90,17 +102,18 @@ def _tokenizer_json(path: Path) -> BaseTokenizer:
         loaded = read_json(beside, MAX_TOKENIZER_CONFIG_BYTES, "it holds a tokenizer's settings, not its vocabulary",
                            str(beside), TokenizerError)
         config = loaded if isinstance(loaded, dict) else {}
-    template = config.get("chat_template")
+    template, source = _named_template(config.get("chat_template")), "tokenizer_config.json chat_template"
     jinja = path.parent / "chat_template.jinja"
-    if not isinstance(template, str) and jinja.is_file():
+    if template is None and jinja.is_file():
         template = read_text(jinja, MAX_TEMPLATE_BYTES, "a chat template is a page of Jinja", str(jinja),
                              TokenizerError)
+        source = "chat_template.jinja"
     special = {k: v for k in ("bos_token", "eos_token", "unk_token", "pad_token")
                if isinstance(v := config.get(k), str)}
     limit = config.get("model_max_length")
     context = limit if isinstance(limit, int) and 0 < limit < 10**9 else None
     return FileTokenizer(path, chat_template=template if isinstance(template, str) else None,
-                         chat_template_source="tokenizer_config.json chat_template" if template else "",
+                         chat_template_source=source if template else "",
                          special_tokens=special, context_length=context,
                          context_source="tokenizer_config.json model_max_length" if context else "")
 

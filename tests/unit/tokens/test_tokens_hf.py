@@ -105,6 +105,30 @@ def test_tokenizer_json_beside_its_config_renders_like_transformers(bpe_dir: Pat
     assert tok.context_length == 4096
 
 
+def test_a_template_from_a_jinja_file_or_a_named_list_is_used_and_said_so(bpe_dir: Path, tmp_path: Path) -> None:
+    """A tokenizer.json's template where its tokenizer_config.json has none: chat_template.jinja, and said to come
+    from there (it had been labelled "tokenizer_config.json chat_template"); a config's list of named templates
+    (transformers' form for several) gives the one named ``default``, as transformers applies, rendering alike."""
+    from transformers import AutoTokenizer
+
+    jinja = tmp_path / "jinja"
+    jinja.mkdir()
+    (jinja / "tokenizer.json").write_bytes((bpe_dir / "tokenizer.json").read_bytes())
+    (jinja / "chat_template.jinja").write_text(CHATML, encoding="utf-8")
+    from_file = load_tokenizer(str(jinja / "tokenizer.json"))
+    assert isinstance(from_file, FileTokenizer) and from_file.chat_template_source == "chat_template.jinja"
+    named = make_bpe_dir(tmp_path / "named", template=None)
+    config = json.loads((named / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["chat_template"] = [{"name": "tool_use", "template": "{{ 'tools' }}"},
+                               {"name": "default", "template": CHATML}]
+    (named / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    tok = load_tokenizer(str(named / "tokenizer.json"))
+    assert isinstance(tok, FileTokenizer) and tok.chat_template_source == "tokenizer_config.json chat_template"
+    reference = AutoTokenizer.from_pretrained(str(named))
+    assert tok.render_chat(CHAT) == reference.apply_chat_template(CHAT, tokenize=False, add_generation_prompt=True)
+    assert tok.render_chat(CHAT) == from_file.render_chat(CHAT)
+
+
 def test_no_chat_template_is_an_error(tmp_path: Path) -> None:
     tok = load_tokenizer(str(make_bpe_dir(tmp_path / "plain", template=None) / "tokenizer.json"))
     with pytest.raises(TokenizerError, match="no chat template"):
