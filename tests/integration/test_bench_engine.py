@@ -129,7 +129,8 @@ def test_engine_crash_during_a_run_is_one_clear_error(tmp_path: Path) -> None:
             break
         except psutil.NoSuchProcess:
             seen.add(engine_pid)
-    time.sleep(12)  # and the run past its check request and its tokenizer, measuring (200 requests take minutes)
+    time.sleep(12)  # the run past its check request and its tokenizer, measuring (200 requests take minutes); were
+    # it still preparing on a loaded host, the run fails the same way (`run_benchmark` names the engine's exit)
     psutil.Process(engine_pid).send_signal(signal.SIGKILL)
     stdout, stderr = bench_process.communicate(timeout=120)
     assert bench_process.returncode == 1, (stdout, stderr)  # a run that failed part-way, not bad input (2)

@@ -1,8 +1,8 @@
 """``bench --find-max rate --search ramp`` against the modelled simulator, whose capacity is known from the roofline.
 
-The simulator is tests/integration/test_find_max.py's (Llama-3.1-8B AWQ on one H100-SXM, played five times slower,
-at most 8 sequences in a batch), so the engine finishes at most 8 / (OUTPUT × decode step) requests a second
-(about 27.6/s). The ramp search runs one ramp from 4 to 40 req/s over 6 s, judged slice by slice, then steady
+The simulator is tests/integration/test_find_max.py's (Llama-3.1-8B AWQ on one H100-SXM, played `SCALE` times
+slower, at most 8 sequences in a batch), so the engine finishes at most 8 / (OUTPUT × decode step) requests a
+second (about 22.9/s). The ramp search runs one ramp from 4 to 40 req/s over 6 s, judged slice by slice, then steady
 probes; the same search by bisection runs beside it on the same server. The ramp's answer must be a steady probe
 that met, within the bisection test's 10 % of the capacity (or, on a crowded host, no farther than bisection's own
 answer and one step), and the ramp must take fewer probes and fewer requests than the bisection.
@@ -61,7 +61,10 @@ def test_one_ramp_then_steady_probes_finds_the_capacity_with_less(modelled: SimS
     failed = search["ramp"]["failed_slice"]
     assert failed is not None, search["ramp"]
     slice_ = next(s for s in search["ramp"]["slices"] if s["index"] == failed)
-    assert not slice_["passed"] and slice_["misses"] and slice_["load"] > capacity * 0.9, slice_
+    # Within 15 % below the capacity counted from the decode step alone: the simulator's steps also carry each
+    # request's prefill, so TTFT starts to climb a little below it (a slice at 20.2/s of 22.9 counted, sustaining
+    # 19.6/s, was seen to miss there on a quiet host; the steady probes then find the capacity itself).
+    assert not slice_["passed"] and slice_["misses"] and slice_["load"] > capacity * 0.85, slice_
     assert f"first lasting miss slice {failed} (" in printed and "first steady probe" in printed
     assert search["failed_at"] is not None and search["failed_at"] > search["best"]
     # The saved run carries the same answer, recomputed from its spec and steps.

@@ -5,7 +5,9 @@ in turn (on this event loop, in ``--workers`` processes, or on Ray actors across
 cluster with ``--ray``: `tokometer.benchmark.executors`), saving every finished request as it
 completes and each step's summary as it ends (`tokometer.benchmark.recorder`). Ctrl-C (task
 cancellation) ends the run early: what finished is kept, the step in progress is summarised as far
-as it got, and the result is marked ``interrupted``.
+as it got, and the result is marked ``interrupted``. Where an embedded engine has died before the steps (its
+tokenizer, model list or check request failed with it), the run fails naming the engine's exit and its last log
+lines (`RunFailed`, exit 1), not what failed because of it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from tokometer.protocols.common.base import GenerationParams
 from tokometer.runs.finish import check_step_text, finish_step
 from tokometer.store.runs import StoredStep
 from tokometer.store.store import ResultStore, now_iso
+from tokometer.util.errors import RunFailed, TokometerError
 from tokometer.util.hostinfo import host_info
 
 __all__ = ["BenchObserver", "BenchResult", "StepResult", "run_benchmark"]
@@ -58,7 +61,12 @@ async def run_benchmark(
     if engine is None and spec.url:  # an engine `tokometer serve` runs on this host: the run keeps its identity
         engine = published_identity(spec.url)
     plan = plan_for(spec)
-    prepared: Prepared = await prepare(spec, plan.expected_steps)
+    try:
+        prepared: Prepared = await prepare(spec, plan.expected_steps)
+    except TokometerError as exc:  # the server's tokenizer, its model list, the check request: all need the engine
+        if engine_check is not None and (dead := engine_check()) is not None:
+            raise RunFailed(dead) from exc  # its exit and last log lines, not what failed because of it
+        raise
     params = GenerationParams(model=prepared.model, max_tokens=spec.output_tokens, ignore_eos=spec.ignore_eos,
                               temperature=spec.temperature, seed=spec.seed_value, include_usage=spec.include_usage,
                               **spec.tool_params())
