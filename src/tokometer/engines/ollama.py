@@ -48,8 +48,13 @@ def default_ollama_url() -> str:
                           "it") from None
     if parsed.scheme not in ("http", "https"):
         raise EngineError(f"$OLLAMA_HOST is {host[:80]!r}: its scheme must be http or https, or leave it out")
-    name = parsed.hostname or "127.0.0.1"
-    return f"{parsed.scheme}://{f'[{name}]' if ':' in name else name}:{port}"
+    return f"{parsed.scheme}://{_host_port(parsed.hostname, port)}"
+
+
+def _host_port(host: str | None, port: int) -> str:
+    """``HOST:PORT`` as a URL and Ollama spell it: an IPv6 host in brackets, no host the loopback."""
+    name = host or "127.0.0.1"
+    return f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
 
 
 def _version(root: str) -> str | None:
@@ -124,8 +129,7 @@ def _start_daemon(root: str, timeout_s: float, progress: Callable[[str], None]) 
                           "https://ollama.com and start `ollama serve`, or pass the daemon's URL")
     progress(f"no Ollama daemon at {root}: starting `{exe} serve`")
     parsed = urllib.parse.urlsplit(root)
-    name = parsed.hostname or "127.0.0.1"
-    env = {**os.environ, "OLLAMA_HOST": f"{f'[{name}]' if ':' in name else name}:{parsed.port or 11434}"}
+    env = {**os.environ, "OLLAMA_HOST": _host_port(parsed.hostname, parsed.port or 11434)}
     process = EngineProcess([exe, "serve"], "ollama", env=env)
     deadline = time.monotonic() + timeout_s
     while _version(root) is None:
