@@ -24,6 +24,7 @@ from tokometer.engines.process import EngineProcess
 from tokometer.engines.ready import http_json, log_excerpt, wait_ready
 from tokometer.util.blockinghttp import open_answer
 from tokometer.util.errors import EngineError
+from tokometer.util.jsontext import loads_object
 
 __all__ = ["default_ollama_url", "pull_model", "start_ollama"]
 
@@ -74,7 +75,10 @@ def _local_model(root: str, model: str) -> dict[str, Any] | None:
     if status != 200 or not isinstance(payload, dict):
         raise EngineError(f"{root}/api/tags answered HTTP {status}: is this an Ollama server?")
     wanted = {model, f"{model}:latest"}
-    for entry in payload.get("models", []):
+    models = payload.get("models", [])
+    if not isinstance(models, list):
+        raise EngineError(f"{root}/api/tags answered 'models' that is not a list: is this an Ollama server?")
+    for entry in models:
         if isinstance(entry, dict) and (entry.get("name") in wanted or entry.get("model") in wanted):
             return entry
     return None
@@ -106,20 +110,27 @@ def _follow_pull(response: Any, model: str, progress: Callable[[str], None]) -> 
                               f"{_PULL_LINE_BYTES // 1024} KiB: is this an Ollama server?")
         if not raw.strip():
             continue
-        event = json.loads(raw)
+        event = loads_object(raw, f"a progress line of ollama's pull of {model!r}")
         if event.get("error"):
-            raise EngineError(f"ollama could not pull {model!r}: {event['error']}; check the name at "
+            raise EngineError(f"ollama could not pull {model!r}: {str(event['error'])[:300]}; check the name at "
                               "https://ollama.com/library")
-        status = str(event.get("status", ""))
+        status = str(event.get("status", ""))[:200]
         if status == "success":
             return True
         now = time.monotonic()
-        if event.get("total") and now - last_report > 2.0:
+        total, completed = _count(event, "total"), _count(event, "completed") or 0.0
+        if total and now - last_report > 2.0:
             last_report = now
-            progress(f"{status}: {100 * event.get('completed', 0) / event['total']:.0f} %")
-        elif not event.get("total"):
+            progress(f"{status}: {100 * min(completed / total, 1.0):.0f} %")
+        elif not total:
             progress(status)
     return False
+
+
+def _count(event: dict[str, Any], key: str) -> float | None:
+    """A byte count of a pull's progress line: a whole number of at least 0, else None (not shown)."""
+    value = event.get(key)
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _start_daemon(root: str, timeout_s: float, progress: Callable[[str], None]) -> EngineProcess:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from tokometer.engines.signals import died_error
 from tokometer.util.blockinghttp import open_answer, read_whole
 from tokometer.util.errors import EngineError
+from tokometer.util.jsontext import loads
 from tokometer.util.readbudget import answer_budget
 
 __all__ = ["MAX_ANSWER_BYTES", "http_json", "http_raw", "log_excerpt", "wait_ready"]
@@ -51,7 +52,7 @@ def http_json(url: str, body: dict[str, Any] | None = None, timeout: float = 5.0
     """Like ``http_raw`` but parse the body as JSON (None if it is not JSON)."""
     status, raw = http_raw(url, body, timeout, api_key)
     try:
-        return status, json.loads(raw) if raw else None
+        return status, loads(raw) if raw else None
     except ValueError:
         return status, None
 
@@ -82,7 +83,7 @@ def _models(root_url: str, api_key: str | None) -> list[str] | None:
 def _answered(raw: bytes) -> bool:
     """A completion body with choices: one JSON object, or SSE events (some servers always stream)."""
     try:
-        payload = json.loads(raw)
+        payload = loads(raw)
     except ValueError:
         return raw.lstrip().startswith(b"data:") and b'"choices"' in raw
     return isinstance(payload, dict) and bool(payload.get("choices"))

@@ -18,10 +18,10 @@ not at all in that one reading (at most one request's tokens, once).
 from __future__ import annotations
 
 import dataclasses
-import json
 from urllib.parse import urlsplit, urlunsplit
 
 from tokometer.observe.snapshot import Snapshot
+from tokometer.util.jsontext import loads
 
 __all__ = ["IN_PROGRESS", "in_progress", "slots_url", "with_in_progress"]
 
@@ -40,7 +40,7 @@ def slots_url(metrics_url: str) -> str:
 def in_progress(text: str) -> float:
     """Σ ``next_token[0].n_decoded`` over the processing slots of a ``/slots`` answer; ValueError if it is not one."""
     try:
-        slots = json.loads(text)
+        slots = loads(text)
     except ValueError as exc:
         raise ValueError(f"/slots: not JSON: {exc}") from None
     if not isinstance(slots, list):

@@ -14,7 +14,6 @@ The template is rendered by the tokenizer (`BaseTokenizer.render_chat`, through
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 from tokometer.messages import message_text
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.util.errors import DatasetError
+from tokometer.util.jsontext import loads
 
 __all__ = ["ChatCount", "Messages", "count_chat", "looks_like_json", "message_text", "parse_messages"]
 
@@ -70,7 +70,7 @@ def parse_messages(data: str | Any, where: str = "chat") -> Messages:
     Raises ``DatasetError`` with one line saying what is wrong."""
     if isinstance(data, str):
         try:
-            data = json.loads(data)
+            data = loads(data)
         except ValueError as exc:
             raise DatasetError(f"invalid chat JSON in {where}: {exc} (give a list of messages, e.g. "
                                '[{"role": "user", "content": "Hello"}])') from None

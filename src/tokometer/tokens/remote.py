@@ -17,6 +17,7 @@ from typing import Any
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.util.blockinghttp import request_bytes
 from tokometer.util.errors import TokenizerError
+from tokometer.util.jsontext import loads
 
 __all__ = ["ServerTokenizer", "probe_server_tokenizer"]
 
@@ -45,9 +46,9 @@ class ServerTokenizer(BaseTokenizer):
         data_out = None if body is None else json.dumps(body).encode()
         method = "GET" if body is None else "POST"
         try:
-            data = json.loads(request_bytes(self.root + path, data_out, self._headers, timeout_s=self._timeout,
+            data = loads(request_bytes(self.root + path, data_out, self._headers, timeout_s=self._timeout,
                                             method=method))
-        except (OSError, ValueError, RecursionError) as exc:  # urllib's errors are OSErrors
+        except (OSError, ValueError) as exc:  # urllib's errors are OSErrors
             raise TokenizerError(f"the server's tokenizer at {self.root}{path} failed: {exc}") from exc
         if not isinstance(data, dict):
             raise TokenizerError(f"{self.root}{path} answered something other than a JSON object")

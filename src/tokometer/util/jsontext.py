@@ -1,6 +1,14 @@
-"""JSON text that is always valid: NaN and Infinity (which `json.dumps` writes by default, and no JSON reader
+"""JSON text in and out, each way through one door.
+
+Out: JSON text that is always valid: NaN and Infinity (which `json.dumps` writes by default, and no JSON reader
 takes) are written as null. Every JSON output of the reports, the store and the commands goes through `dumps`,
-so a non-finite number never reaches a file or standard output silently."""
+so a non-finite number never reaches a file or standard output silently.
+
+In: JSON a peer sent whole (a server's answer, a line of its progress stream, a value handed over on the
+command line) goes through `loads` (or `loads_object`): strict JSON (no NaN, no Infinity, no number past a
+double's range, valid UTF-8), nested at most 1,024 deep (orjson's limit), and anything else one ValueError, never a
+RecursionError, an OverflowError or a value of another kind slipping through as an AttributeError later.
+Files a user hands over are read by `tokometer.util.jsonstream` and `tokometer.util.readlimit` instead."""
 
 from __future__ import annotations
 
@@ -9,7 +17,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["dumps", "finite"]
+import orjson
+
+__all__ = ["dumps", "finite", "loads", "loads_object"]
 
 
 def finite(value: Any) -> Any:
@@ -30,3 +40,17 @@ def dumps(value: Any, **options: Any) -> str:
         return json.dumps(value, allow_nan=False, **options)
     except ValueError:  # a NaN or Infinity somewhere: copy the value without them (rare, so not done first)
         return json.dumps(finite(value), allow_nan=False, **options)
+
+
+def loads(raw: bytes | str) -> Any:
+    """JSON a peer sent, parsed strictly (module docstring); ValueError (orjson's JSONDecodeError) for anything
+    else, with what was wrong and where."""
+    return orjson.loads(raw)
+
+
+def loads_object(raw: bytes | str, what: str) -> dict[str, Any]:
+    """`loads` of a JSON object; ValueError naming ``what`` (e.g. "/api/pull's progress line") otherwise."""
+    value = loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} is not a JSON object")
+    return value

@@ -44,3 +44,34 @@ def test_every_json_writer_of_reports_store_and_commands_uses_it() -> None:
                 if re.search(r"\bjson\.dumps?\(", line) and "allow_nan=False" not in line:
                     stray.append(f"{path.relative_to(src)}:{number}")
     assert not stray, stray
+
+
+STDLIB_PARSERS = {
+    "util/jsonstream.py": "files a user hands over, parsed within their limits (nesting, tree bytes)",
+    "util/readlimit.py": "read_json: a bounded file, RecursionError caught",
+    "datasets/files.py": "a line of a JSON-lines file within its line bound, RecursionError caught",
+    "datasets/agentic_workload.py": "a bounded head of a file, RecursionError caught",
+    "imports/aiperf.py": "a bounded head of another tool's file (which may hold NaN), RecursionError caught",
+    "quality/evalset.py": "a line of a bounded eval set, RecursionError caught",
+    "store/load.py": "a JSON column within MAX_JSON_CHARS, RecursionError caught",
+    "engines/vllm_convert.py": "tokenizer and config files of a model this tool converts",
+    "engines/vllm_env.py": "the answer of this tool's own subprocess",
+    "perf/host.py": "the answer of this tool's own subprocess",
+}
+"""The modules that call `json.loads` / `json.load` themselves, and why that is not JSON a peer sent."""
+
+
+def test_json_a_peer_sends_is_parsed_only_through_loads() -> None:
+    import ast
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[3] / "src" / "tokometer"
+    found = set()
+    for path in src.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr in ("loads", "load")
+                    and isinstance(node.value, ast.Name) and node.value.id == "json"):
+                found.add(path.relative_to(src).as_posix())
+    listed = set(STDLIB_PARSERS)
+    assert found <= listed, f"parse a peer's JSON with util.jsontext.loads (or say here why not): {found - listed}"
+    assert listed <= found, f"no longer calling json.loads, drop from the list: {sorted(listed - found)}"
