@@ -18,7 +18,7 @@ from typing import Any, BinaryIO, Final
 from tokometer.util.errors import ConfigError, TokometerError
 
 __all__ = ["READ_DEADLINE_S", "iter_at_most", "open_input", "read_at_most", "read_json", "read_text", "read_toml",
-           "split_lines"]
+           "read_yaml", "split_lines"]
 
 READ_DEADLINE_S: Final = 60.0
 """How long reading a whole file that is not a regular one (a FIFO, a pipe such as ``<(sops -d g.toml)``) may
@@ -61,25 +61,42 @@ def read_text(path: Path, limit: int, beyond: str, where: str, error: type[Tokom
 
 
 def read_toml(path: Path, limit: int, beyond: str, where: str) -> dict[str, Any]:
-    """A TOML file the user hands over, read with `read_text`; not UTF-8 or not TOML is one `ConfigError`
-    starting with ``where`` (e.g. ``--mix FILE``)."""
-    text = read_text(path, limit, beyond, where)
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+    """A TOML file the user hands over, read with `read_text`; not UTF-8 or not TOML (`_parsed`) is one
+    `ConfigError` starting with ``where`` (e.g. ``--mix FILE``)."""
+    parsed: dict[str, Any] = _parsed(tomllib.loads, read_text(path, limit, beyond, where), "TOML", (ValueError,),
+                                     where, ConfigError)
+    return parsed
 
 
 def read_json(path: Path, limit: int, beyond: str, where: str, error: type[TokometerError] = ConfigError) -> Any:
-    """A JSON file read whole with `read_text`; not UTF-8, not JSON or nested too deep to parse is one ``error``
-    starting with ``where``."""
-    text = read_text(path, limit, beyond, where, error)
+    """A JSON file read whole with `read_text`; not UTF-8 or not JSON (`_parsed`) is one ``error`` starting with
+    ``where``."""
+    return _parsed(json.loads, read_text(path, limit, beyond, where, error), "JSON", (ValueError,), where, error)
+
+
+def read_yaml(path: Path, limit: int, beyond: str, where: str) -> Any:
+    """A YAML file of settings the user hands over, read with `read_text` and loaded by
+    `tokometer.util.yamlfile` (no aliases); not UTF-8, not YAML (`_parsed`) or holding an alias is one
+    `ConfigError` starting with ``where``."""
+    from tokometer.util.yamlfile import YAML_ERRORS, load_settings
+
+    text = read_text(path, limit, beyond, where)
+    return _parsed(lambda t: load_settings(t, where), text, "YAML", YAML_ERRORS, where, ConfigError)
+
+
+def _parsed(parse: Callable[[str], Any], text: str, kind: str, invalid: tuple[type[Exception], ...], where: str,
+            error: type[TokometerError]) -> Any:
+    """``parse(text)``; a failure one ``error`` starting with ``where``: the parser's words for an ``invalid``
+    one, and in words where Python's recursive parsers (json, tomllib, yaml) run out of stack or memory on the
+    nesting a small file can hold (100,000 ``[``), which would otherwise be a traceback."""
     try:
-        return json.loads(text)
+        return parse(text)
     except RecursionError:
-        raise error(f"{where}: not valid JSON: nested too deep") from None
-    except ValueError as exc:
-        raise error(f"{where}: not valid JSON: {exc}") from None
+        raise error(f"{where}: not valid {kind}: nested too deep") from None
+    except MemoryError:
+        raise error(f"{where}: {kind} too large to hold in memory") from None
+    except invalid as exc:
+        raise error(f"{where}: not valid {kind}: {exc}") from None
 
 
 def iter_at_most(path: Path, limit: int, beyond: str, error: type[TokometerError] = ConfigError, *,
