@@ -16,7 +16,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import tomllib
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,7 +42,7 @@ from tokometer.util.limits import (
     Seconds,
     Tokens,
 )
-from tokometer.util.readlimit import read_at_most
+from tokometer.util.readlimit import read_toml, read_yaml
 from tokometer.util.secrets import value_problem
 
 __all__ = [
@@ -541,21 +540,14 @@ def _env_overrides(data: dict[str, Any], environ: dict[str, str]) -> dict[tuple[
 
 
 def _read(path: Path) -> dict[str, Any]:
-    """The config file's settings: read whole by `read_at_most` (at most `MAX_CONFIG_BYTES`: ``/dev/zero`` is one
-    error, a FIFO nobody writes to an empty file), TOML in UTF-8 or YAML."""
-    raw = read_at_most(path, MAX_CONFIG_BYTES, "a gateway config is a few tables of settings")
-    is_yaml = path.suffix.lower() in (".yaml", ".yml")
-    try:
-        if is_yaml:
-            import yaml
-
-            data = yaml.safe_load(raw)
-        else:
-            data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    except Exception as exc:  # tomllib/yaml errors: all mean "not a valid file"
-        raise ConfigError(f"{path}: not valid {'YAML' if is_yaml else 'TOML'}: {exc}") from None
+    """The config file's settings, TOML or (``.yaml``, ``.yml``) YAML, read by `tokometer.util.readlimit`: at most
+    `MAX_CONFIG_BYTES` (``/dev/zero`` is one error, a FIFO nobody writes to an empty file, a pipe whose writer does
+    not close it an error at its deadline), UTF-8, nesting past the parser's depth one error, YAML without aliases."""
+    beyond = "a gateway config is a few tables of settings"
+    if path.suffix.lower() in (".yaml", ".yml"):
+        data = read_yaml(path, MAX_CONFIG_BYTES, beyond, str(path))
+    else:
+        data = read_toml(path, MAX_CONFIG_BYTES, beyond, str(path))
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a table of settings")
     return data

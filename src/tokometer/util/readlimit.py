@@ -1,6 +1,7 @@
 """Reading a whole file into memory, but never more than a stated size: one reader for every file a user
 hands over whole (a ``bench --json`` result, another tool's results), so a huge or endless file (a FIFO,
-``/dev/zero``) costs at most the limit and a one-line error, not the machine's memory."""
+``/dev/zero``) costs at most the limit and a one-line error, not the machine's memory, and a pipe whose writer
+never closes it at most `READ_DEADLINE_S`, not a wait for ever."""
 
 from __future__ import annotations
 
@@ -12,11 +13,18 @@ import time
 import tomllib
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Final
 
 from tokometer.util.errors import ConfigError, TokometerError
 
-__all__ = ["iter_at_most", "open_input", "read_at_most", "read_json", "read_text", "read_toml", "split_lines"]
+__all__ = ["READ_DEADLINE_S", "iter_at_most", "open_input", "read_at_most", "read_json", "read_text", "read_toml",
+           "read_yaml", "split_lines"]
+
+READ_DEADLINE_S: Final = 60.0
+"""How long reading a whole file that is not a regular one (a FIFO, a pipe such as ``<(sops -d g.toml)``) may
+take, from its opening to its writer's close. What one command writes for another to read whole (a decrypted
+config, a generated file) comes in well under a second, so a minute is ample; without a deadline a writer that
+holds the pipe open and never writes, or never closes it, keeps the command waiting for ever."""
 
 
 def open_input(path: Path) -> BinaryIO:
@@ -31,25 +39,21 @@ def open_input(path: Path) -> BinaryIO:
         raise
 
 
-def read_at_most(path: Path, limit: int, beyond: str, error: type[TokometerError] = ConfigError) -> bytes:
-    """``path``'s bytes, at most ``limit`` of them. A file that cannot be read, or has more, raises ``error``
-    naming it: ``<path> is larger than N MiB: <beyond>``."""
-    try:
-        with open_input(path) as handle:
-            if os.fstat(handle.fileno()).st_size > limit:  # a regular file says its size: refused before reading
-                raise error(f"{path} is larger than {limit // 2**20} MiB: {beyond}")
-            raw = handle.read(limit + 1)
-    except OSError as exc:
-        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(raw) > limit:
-        raise error(f"{path} is larger than {limit // 2**20} MiB: {beyond}")
-    return raw
+def read_at_most(path: Path, limit: int, beyond: str, error: type[TokometerError] = ConfigError, *,
+                 deadline_s: float | None = None) -> bytes:
+    """``path``'s bytes, at most ``limit`` of them, read by `iter_at_most`; one that is not a regular file (a pipe)
+    must have ended ``deadline_s`` seconds after its opening (None: `READ_DEADLINE_S`). A file that cannot be
+    read, has more or has not ended in time raises ``error`` naming it: ``<path> is larger than N MiB: <beyond>``."""
+    within = READ_DEADLINE_S if deadline_s is None else deadline_s
+    # a chunk of the whole limit: a regular file in one read, nothing to copy to join
+    return b"".join(iter_at_most(path, limit, beyond, error, chunk=limit + 1, deadline_s=within))
 
 
-def read_text(path: Path, limit: int, beyond: str, where: str, error: type[TokometerError] = ConfigError) -> str:
-    """A text file the user hands over, read with `read_at_most`; not UTF-8 is one ``error`` starting with
-    ``where`` (e.g. ``eval set FILE``) and naming the first bad byte."""
-    raw = read_at_most(path, limit, beyond, error)
+def read_text(path: Path, limit: int, beyond: str, where: str, error: type[TokometerError] = ConfigError, *,
+              deadline_s: float | None = None) -> str:
+    """A text file the user hands over, read with `read_at_most` (within its ``deadline_s``); not UTF-8 is one
+    ``error`` starting with ``where`` (e.g. ``eval set FILE``) and naming the first bad byte."""
+    raw = read_at_most(path, limit, beyond, error, deadline_s=deadline_s)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -57,25 +61,42 @@ def read_text(path: Path, limit: int, beyond: str, where: str, error: type[Tokom
 
 
 def read_toml(path: Path, limit: int, beyond: str, where: str) -> dict[str, Any]:
-    """A TOML file the user hands over, read with `read_text`; not UTF-8 or not TOML is one `ConfigError`
-    starting with ``where`` (e.g. ``--mix FILE``)."""
-    text = read_text(path, limit, beyond, where)
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+    """A TOML file the user hands over, read with `read_text`; not UTF-8 or not TOML (`_parsed`) is one
+    `ConfigError` starting with ``where`` (e.g. ``--mix FILE``)."""
+    parsed: dict[str, Any] = _parsed(tomllib.loads, read_text(path, limit, beyond, where), "TOML", (ValueError,),
+                                     where, ConfigError)
+    return parsed
 
 
 def read_json(path: Path, limit: int, beyond: str, where: str, error: type[TokometerError] = ConfigError) -> Any:
-    """A JSON file read whole with `read_text`; not UTF-8, not JSON or nested too deep to parse is one ``error``
-    starting with ``where``."""
-    text = read_text(path, limit, beyond, where, error)
+    """A JSON file read whole with `read_text`; not UTF-8 or not JSON (`_parsed`) is one ``error`` starting with
+    ``where``."""
+    return _parsed(json.loads, read_text(path, limit, beyond, where, error), "JSON", (ValueError,), where, error)
+
+
+def read_yaml(path: Path, limit: int, beyond: str, where: str) -> Any:
+    """A YAML file of settings the user hands over, read with `read_text` and loaded by
+    `tokometer.util.yamlfile` (no aliases); not UTF-8, not YAML (`_parsed`) or holding an alias is one
+    `ConfigError` starting with ``where``."""
+    from tokometer.util.yamlfile import YAML_ERRORS, load_settings
+
+    text = read_text(path, limit, beyond, where)
+    return _parsed(lambda t: load_settings(t, where), text, "YAML", YAML_ERRORS, where, ConfigError)
+
+
+def _parsed(parse: Callable[[str], Any], text: str, kind: str, invalid: tuple[type[Exception], ...], where: str,
+            error: type[TokometerError]) -> Any:
+    """``parse(text)``; a failure one ``error`` starting with ``where``: the parser's words for an ``invalid``
+    one, and in words where Python's recursive parsers (json, tomllib, yaml) run out of stack or memory on the
+    nesting a small file can hold (100,000 ``[``), which would otherwise be a traceback."""
     try:
-        return json.loads(text)
+        return parse(text)
     except RecursionError:
-        raise error(f"{where}: not valid JSON: nested too deep") from None
-    except ValueError as exc:
-        raise error(f"{where}: not valid JSON: {exc}") from None
+        raise error(f"{where}: not valid {kind}: nested too deep") from None
+    except MemoryError:
+        raise error(f"{where}: {kind} too large to hold in memory") from None
+    except invalid as exc:
+        raise error(f"{where}: not valid {kind}: {exc}") from None
 
 
 def iter_at_most(path: Path, limit: int, beyond: str, error: type[TokometerError] = ConfigError, *,
@@ -94,8 +115,8 @@ def iter_at_most(path: Path, limit: int, beyond: str, error: type[TokometerError
                 raise error(f"{named} is larger than {limit // 2**20} MiB: {beyond}")
             read: Callable[[], bytes] = lambda: handle.read(chunk)  # noqa: E731
             if deadline_s is not None and not stat.S_ISREG(status.st_mode):
-                read = _timed_read(handle.fileno(), chunk, time.monotonic() + deadline_s,
-                                   lambda: error(f"{named}: not read within {deadline_s:g} s (a pipe that trickles?)"))
+                late = f"{named}: not read within {deadline_s:g} s (a pipe its writer has not closed?)"
+                read = _timed_read(handle.fileno(), chunk, time.monotonic() + deadline_s, lambda: error(late))
             while block := read():
                 total += len(block)
                 if total > limit:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tokometer.util.errors import ConfigError, DatasetError
-from tokometer.util.readlimit import read_at_most, read_json, read_text
+from tokometer.util.readlimit import read_at_most, read_json, read_text, read_toml
 
 
 def test_a_file_larger_than_the_limit_is_refused_by_its_size_or_its_bytes(tmp_path: Path) -> None:
@@ -37,3 +37,14 @@ def test_text_and_json_errors_are_one_line_naming_the_file(tmp_path: Path) -> No
         read_json(path, 1 << 20, "x", "the file")
     path.write_bytes(b'{"a": [1, "\xc3\xa9"]}')
     assert read_json(path, 1 << 20, "x", "the file") == {"a": [1, "é"]}
+
+
+def test_toml_nested_past_the_parser_or_an_endless_integer_is_one_error(tmp_path: Path) -> None:
+    """tomllib meets 100,000 ``[`` as a RecursionError and an integer of more digits than Python converts as a
+    bare ValueError: each was a traceback wherever a TOML file was read (``--mix``, variants, hardware)."""
+    path = tmp_path / "f.toml"
+    for text, said in (("a = " + "[" * 100_000, "nested too deep"), ("a = " + "{b = " * 100_000, "nested too deep"),
+                       ("a = " + "9" * 5000, "Exceeds the limit")):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=rf"^--mix f: not valid TOML: {said}"):
+            read_toml(path, 1 << 20, "x", "--mix f")
