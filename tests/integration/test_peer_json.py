@@ -3,12 +3,15 @@ numbers past a double's range and values of the wrong kind are one error where t
 
 Before, the readers each parsed for themselves: an "Ollama" server whose pull progress line was a JSON list, or
 whose byte counts were strings, ended ``serve --engine ollama`` in an AttributeError or TypeError traceback, and a
-``/slots``, ``/v1/models`` or chat value nested 100,000 deep in a RecursionError. The servers here are
-loopback servers that answer as no real Ollama or llama.cpp does (`tests.hostile_servers`).
+``/slots``, ``/v1/models`` or chat value nested 100,000 deep in a RecursionError; a tokenizer server whose
+``/tokenize`` answered a string or a float among its ids ended ``count --tokenizer URL`` in a TypeError, and
+``true`` or ``-1`` was taken as a context window. Numbers are read with `tokometer.util.jsontext.whole_number`.
+The servers here are loopback servers that answer as no real Ollama or llama.cpp does (`tests.hostile_servers`).
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from pathlib import Path
@@ -86,3 +89,31 @@ def test_an_answer_nested_too_deep_is_no_json_rather_than_a_recursion_error() ->
         in_progress(DEEP)
     with pytest.raises(DatasetError, match=r"^invalid chat JSON in chat"):
         parse_messages(DEEP)
+
+
+@pytest.mark.parametrize("tokens", [["a"], [{"x": 1}], [1.5], [{"id": "7"}], [True, 2], [-5]])
+def test_a_token_that_is_not_an_id_ends_count_in_one_line(tokens: list[object]) -> None:
+    with hostile({"/tokenize": json_answer({"tokens": tokens})}) as server:
+        done = run_cli_here("count", "--tokenizer", f"http://127.0.0.1:{server.port}", "hello world")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().endswith("answered a token that is not an id (a whole number of at least 0): is "
+                                        "this a llama.cpp or vLLM server?"), done.stderr
+
+
+def test_ids_and_objects_with_ids_are_counted() -> None:
+    with hostile({"/tokenize": json_answer({"tokens": [1, {"id": 2, "piece": "x"}]})}) as server:
+        done = run_cli_here("count", "--tokenizer", f"http://127.0.0.1:{server.port}", "--json", "hello world")
+    assert done.returncode == 0 and json.loads(done.stdout)["tokens"] == 2
+
+
+@pytest.mark.parametrize(("props", "models", "length"), [
+    ({"default_generation_settings": [1]}, {"data": 5}, None),
+    ({"default_generation_settings": {"n_ctx": True}}, {"data": [{"max_model_len": -1}, "x"]}, None),
+    ({"default_generation_settings": {"n_ctx": 2.5}}, {"data": [{"max_model_len": 4096}]}, 4096),
+    ({"default_generation_settings": {"n_ctx": 8192}}, {}, 8192)])
+def test_a_context_window_is_read_only_from_a_whole_number(props: object, models: object, length: int | None) -> None:
+    from tokometer.tokens.remote import ServerTokenizer
+    with hostile({"/props": json_answer(props), "/v1/models": json_answer(models)}) as server:
+        tokenizer = ServerTokenizer(f"http://127.0.0.1:{server.port}")
+        tokenizer.read_context_length()
+    assert tokenizer.context_length == length

@@ -24,7 +24,7 @@ from tokometer.engines.process import EngineProcess
 from tokometer.engines.ready import http_json, log_excerpt, wait_ready
 from tokometer.util.blockinghttp import open_answer
 from tokometer.util.errors import EngineError
-from tokometer.util.jsontext import loads_object
+from tokometer.util.jsontext import loads_object, whole_number
 
 __all__ = ["default_ollama_url", "pull_model", "start_ollama"]
 
@@ -118,7 +118,7 @@ def _follow_pull(response: Any, model: str, progress: Callable[[str], None]) -> 
         if status == "success":
             return True
         now = time.monotonic()
-        total, completed = _count(event, "total"), _count(event, "completed") or 0.0
+        total, completed = whole_number(event.get("total")), whole_number(event.get("completed")) or 0  # bytes
         if total and now - last_report > 2.0:
             last_report = now
             progress(f"{status}: {100 * min(completed / total, 1.0):.0f} %")
@@ -127,10 +127,6 @@ def _follow_pull(response: Any, model: str, progress: Callable[[str], None]) -> 
     return False
 
 
-def _count(event: dict[str, Any], key: str) -> float | None:
-    """A byte count of a pull's progress line: a whole number of at least 0, else None (not shown)."""
-    value = event.get(key)
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _start_daemon(root: str, timeout_s: float, progress: Callable[[str], None]) -> EngineProcess:

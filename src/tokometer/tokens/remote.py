@@ -17,7 +17,7 @@ from typing import Any
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.util.blockinghttp import request_bytes
 from tokometer.util.errors import TokenizerError
-from tokometer.util.jsontext import loads
+from tokometer.util.jsontext import loads, whole_number
 
 __all__ = ["ServerTokenizer", "probe_server_tokenizer"]
 
@@ -58,10 +58,20 @@ class ServerTokenizer(BaseTokenizer):
         # llama.cpp reads "content", vLLM reads "prompt"; each ignores the other.
         data = self._post("/tokenize", {"content": text, "prompt": text, "model": self.model,
                                         "add_special": False, "add_special_tokens": False})
-        tokens = data.get("tokens")
+        return self._token_ids(data.get("tokens"))
+
+    def _token_ids(self, tokens: Any) -> list[int]:
+        """The ids of a ``/tokenize`` answer's ``tokens``: whole numbers of at least 0, or objects with such an
+        ``id`` (llama.cpp with ``with_pieces``); anything else one `TokenizerError` naming the server."""
         if not isinstance(tokens, list):
             raise TokenizerError(f"{self.root}/tokenize answered without a token list")
-        return [t if isinstance(t, int) else int(t["id"]) for t in tokens]
+        ids = []
+        for token in tokens:
+            if (i := whole_number(token.get("id") if isinstance(token, dict) else token)) is None:
+                raise TokenizerError(f"{self.root}/tokenize answered a token that is not an id (a whole number of "
+                                     "at least 0): is this a llama.cpp or vLLM server?")
+            ids.append(i)
+        return ids
 
     def decode(self, ids: Sequence[int]) -> str:
         data = self._post("/detokenize", {"tokens": list(ids), "model": self.model})
@@ -81,13 +91,12 @@ class ServerTokenizer(BaseTokenizer):
             prompt = None
         if isinstance(prompt, str):
             data = self._post("/tokenize", {"content": prompt, "add_special": True, "parse_special": True})
-            tokens = data.get("tokens")
-            if isinstance(tokens, list):
-                return len(tokens)
+            if isinstance(data.get("tokens"), list):
+                return len(self._token_ids(data["tokens"]))
         data = self._post("/tokenize", {"model": self.model, "messages": list(messages),  # vLLM
                                         "add_generation_prompt": add_generation_prompt})
-        if isinstance(data.get("count"), int):
-            return int(data["count"])
+        if (count := whole_number(data.get("count"))) is not None:
+            return count
         raise TokenizerError(f"the server at {self.root} cannot render chats (no /apply-template, and its "
                              "/tokenize does not take messages)")
 
@@ -100,20 +109,21 @@ class ServerTokenizer(BaseTokenizer):
     def read_context_length(self) -> None:
         """Fill ``context_length`` from llama.cpp ``/props`` or vLLM ``/v1/models``, where they answer."""
         try:
-            props = self._post("/props", None)
-            n_ctx = props.get("default_generation_settings", {}).get("n_ctx")
-            if isinstance(n_ctx, int) and n_ctx > 0:
+            settings = self._post("/props", None).get("default_generation_settings")
+            n_ctx = whole_number(settings.get("n_ctx"), 1) if isinstance(settings, dict) else None
+            if n_ctx is not None:
                 self.context_length, self.context_source = n_ctx, "server /props n_ctx (per slot)"
                 return
-        except (TokenizerError, AttributeError):
+        except TokenizerError:
             pass
         try:
-            models = self._post("/v1/models", None).get("data") or []
+            models = self._post("/v1/models", None).get("data")
         except TokenizerError:
             return
-        for entry in models:
-            if isinstance(entry, dict) and isinstance(entry.get("max_model_len"), int):
-                self.context_length, self.context_source = entry["max_model_len"], "server /v1/models max_model_len"
+        for entry in models if isinstance(models, list) else ():
+            length = whole_number(entry.get("max_model_len"), 1) if isinstance(entry, dict) else None
+            if length is not None:
+                self.context_length, self.context_source = length, "server /v1/models max_model_len"
                 return
 
 

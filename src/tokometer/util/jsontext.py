@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "finite", "loads", "loads_object"]
+__all__ = ["dumps", "finite", "loads", "loads_object", "whole_number"]
 
 
 def finite(value: Any) -> Any:
@@ -54,3 +54,9 @@ def loads_object(raw: bytes | str, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"{what} is not a JSON object")
     return value
+
+
+def whole_number(value: Any, minimum: int = 0) -> int | None:
+    """``value`` if a peer's JSON holds a whole number there of at least ``minimum`` (``true`` is not one, nor
+    ``2.0`` or ``"2"``), else None: a count or a size read out of a parsed answer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= minimum else None
