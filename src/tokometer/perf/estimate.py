@@ -214,6 +214,7 @@ class Estimate:
                          "gemm_fraction": d.hardware.gemm_fraction,
                          "dense_tflops": {"bf16": d.hardware.bf16_tflops, "fp8": d.hardware.fp8_tflops,
                                           "int8": d.hardware.int8_tops, "fp4": d.hardware.fp4_tflops},
+                         "fp4_formats": list(d.hardware.fp4_formats),
                          "peak_tflops": (d.compute_flops or 0) / 1e12
                          or None, "source": d.hardware.source, "note": d.hardware.note,
                          "compute_dtype": d.compute_dtype, "peak": d.compute_peak.to_json() if d.compute_peak else None,

@@ -16,10 +16,11 @@ Units: ``memory_gb`` per device in GiB (2^30 B: an "80 GB" H100 has 80 GiB, as n
 ``bandwidth_gbs`` in GB/s (10^9 B/s, as datasheets give it); compute in 10^12 FLOP/s (int8: ops/s).
 
 Compute columns, each a dense (not 2:4 sparse) datasheet peak: ``bf16_tflops_dense``,
-``fp8_tflops_dense``, ``int8_tops_dense`` and ``fp4_tflops_dense`` (the FP4 tensor cores, which take
-both NVFP4 and MXFP4 on Blackwell; MXFP4 on an MI355X). A format whose column a row lacks is
-dequantised and multiplied at the bf16 figure (`tokometer.perf.quant`). Vendors who give only
-sparse figures are halved; rack figures (GB200/GB300 NVL72) are divided by the GPUs in the rack.
+``fp8_tflops_dense``, ``int8_tops_dense`` and ``fp4_tflops_dense`` (the FP4 tensor cores), with
+``fp4_formats`` the 4-bit block formats those take, names separated by spaces or commas (empty: both
+``nvfp4 mxfp4``, as Blackwell's; an MI355X's: ``mxfp4``). A format whose column a row lacks, or a 4-bit
+format its fp4 units do not take, is dequantised and multiplied at the bf16 figure (`tokometer.perf.quant`).
+Vendors who give only sparse figures are halved; rack figures (GB200/GB300 NVL72) are divided by the GPUs in the rack.
 FP6 has no column: no weight format here is stored in it.
 
 ``link_gbs``: the link between the devices of one server or rack that tensor- and expert-parallel
@@ -46,7 +47,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tokometer.perf.hardwarespec import HardwareSpec
+from tokometer.perf.hardwarespec import FP4_FORMATS, HardwareSpec
 from tokometer.util.errors import ConfigError
 
 __all__ = ["HARDWARE_ALIASES", "hardware_table", "resolve_hardware", "user_hardware_file"]
@@ -84,7 +85,20 @@ def _row(row: dict[str, Any], where: str) -> HardwareSpec:
         int8_tops=_num(row.get("int8_tops_dense"), "int8_tops_dense", name),
         fp4_tflops=_num(row.get("fp4_tflops_dense"), "fp4_tflops_dense", name),
         link_gbs=_num(row.get("link_gbs"), "link_gbs", name), gemm_fraction=_fraction(row, name),
-        source=str(row.get("source") or where), note=str(row.get("note") or ""))
+        source=str(row.get("source") or where), note=str(row.get("note") or ""), fp4_formats=_fp4_formats(row, name))
+
+
+def _fp4_formats(row: dict[str, Any], name: str) -> tuple[str, ...]:
+    """The row's ``fp4_formats``: `FP4_FORMATS` when empty, else the names it gives (a string of names separated
+    by spaces or commas, or a TOML list of them), each one of `FP4_FORMATS` (one ConfigError otherwise)."""
+    value = row.get("fp4_formats")
+    if value is None or value == "":
+        return FP4_FORMATS
+    names = re.split(r"[\s,]+", value.strip()) if isinstance(value, str) else value
+    if not isinstance(names, list | tuple) or not names or not all(n in FP4_FORMATS for n in names):
+        raise ConfigError(f"hardware {name!r}: fp4_formats = {value!r}: give the 4-bit formats its fp4 units take, "
+                          f"of {' and '.join(FP4_FORMATS)} (e.g. \"mxfp4\"), or leave it out for both")
+    return tuple(dict.fromkeys(names))
 
 
 def _fraction(row: dict[str, Any], name: str) -> float | None:

@@ -8,11 +8,19 @@ both produce a `HardwareSpec`, and the roofline reads one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tokometer.util.units import GIB
 
-__all__ = ["ComputePeak", "HardwareSpec"]
+if TYPE_CHECKING:  # a leaf: the format is handed in, not looked up
+    from tokometer.perf.quant import WeightDtype
 
+__all__ = ["FP4_FORMATS", "ComputePeak", "HardwareSpec"]
+
+FP4_FORMATS = ("nvfp4", "mxfp4")
+"""The 4-bit block formats a device's fp4 units may take: NVFP4 (an FP8 E4M3 scale per 16) and MXFP4 (an E8M0
+scale per 32). Blackwell's tensor cores take both; an MI355X's take MXFP4 only (its scaled matrix instructions
+take E8M0 block scales: the MX formats)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,24 @@ class HardwareSpec:
     compute_label: str = "bf16"  # what the main compute figure is
     peaks: tuple[ComputePeak, ...] = ()
     """Per data type (the host's: measured or theoretical); empty: the datasheet columns above."""
+    fp4_formats: tuple[str, ...] = FP4_FORMATS
+    """The block formats its fp4 column's units take (`FP4_FORMATS`); another 4-bit format is dequantised and
+    multiplied in bf16, as vLLM runs NVFP4 on an MI355X (its emulation backend, the default on ROCm: vLLM pull
+    request 35733)."""
+
+    @property
+    def fp4_label(self) -> str:
+        """``fp4``, or ``fp4 (mxfp4)`` where its fp4 units take only some of `FP4_FORMATS`."""
+        return "fp4" if set(FP4_FORMATS) <= set(self.fp4_formats) else f"fp4 ({', '.join(self.fp4_formats)})"
+
+    def multiplies_in(self, fmt: WeightDtype) -> str:
+        """The data type weights of format ``fmt`` multiply in here: on a CPU its own (``cpu_compute``); on an
+        accelerator its tensor cores' (``compute``: fp8, int8, fp4, else bf16), but bf16 for a 4-bit block format
+        its fp4 units do not take (`fp4_formats`). A type without a peak of its own falls back to bf16's too
+        (`compute_peak`)."""
+        if self.kind == "cpu":
+            return fmt.cpu_compute
+        return "bf16" if fmt.compute == "fp4" and fmt.name not in self.fp4_formats else fmt.compute
 
     @property
     def memory_bytes(self) -> float | None:
@@ -87,7 +113,7 @@ class HardwareSpec:
 
     def describe(self, source: bool = True) -> str:
         pairs = [(v, label) for v, label in ((self.bf16_tflops, self.compute_label), (self.fp8_tflops, "fp8"),
-                                             (self.int8_tops, "int8"), (self.fp4_tflops, "fp4")) if v]
+                                             (self.int8_tops, "int8"), (self.fp4_tflops, self.fp4_label)) if v]
         scale, unit = (1000, "GFLOP/s") if pairs and max(v for v, _ in pairs) < 1 else (1, "TFLOP/s")
         figures = " / ".join(f"{v * scale:,.4g} {label}" for v, label in pairs)
         flops = f", {figures} {unit}" if pairs else ", no compute figure"

@@ -36,8 +36,7 @@ def expert_compute_peak(m: ModelSpec, dtype: str, hardware: HardwareSpec, comput
     ``compute_dtype``); None: dense, no compute figure, or the experts multiply in ``compute_dtype`` too."""
     if not m.is_moe:
         return None
-    fmt = weight_dtype(m.expert_format(dtype))
-    compute = fmt.cpu_compute if hardware.kind == "cpu" else fmt.compute
+    compute = hardware.multiplies_in(weight_dtype(m.expert_format(dtype)))
     if compute == compute_dtype:
         return None
     return hardware.compute_peak(compute)

@@ -32,8 +32,9 @@ that is otherwise unnamed. vLLM's ``modelopt_fp4`` is nvfp4 too. A model with mi
 experts in mxfp4, attention in bf16) is sized part by part, each part in its own format of these.
 
 Compute: fp8 weights run on the fp8 tensor cores (W8A8), int8 on the int8 ones, and nvfp4 and
-mxfp4 on the fp4 ones (W4A4: Blackwell's tensor cores take both block formats at one rate) where
-the hardware lists them; where it does not (fp8 on an A100, fp4 on an H100 or MI300X) the weights
+mxfp4 on the fp4 ones (W4A4: Blackwell's tensor cores take both block formats at one rate; an
+MI355X's take mxfp4 only, `HardwareSpec.fp4_formats`) where the hardware lists them; where it does
+not (fp8 on an A100, fp4 on an H100 or MI300X, nvfp4 on an MI355X) the weights
 are dequantised and multiplied in 16 bits, as vLLM's weight-only kernels do (Marlin for NVFP4,
 its MXFP4 MoE kernels on Hopper), so the bf16 figure applies. Every other type (4-bit
 weight-only, GGUF) is dequantised and multiplied in 16 bits too.

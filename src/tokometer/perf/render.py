@@ -11,7 +11,7 @@ from rich.text import Text
 from tokometer.perf.efficiency import RunEfficiency, StepEfficiency
 from tokometer.perf.estimate import Estimate
 from tokometer.perf.explain import fmt_bytes
-from tokometer.perf.quant import normalize_dtype
+from tokometer.perf.quant import normalize_dtype, weight_dtype
 from tokometer.perf.roofline import FIT_GEMM_FRACTION, weight_bytes_read
 from tokometer.perf.target import TargetAnswer
 from tokometer.util.units import GIB
@@ -81,10 +81,11 @@ def render_estimate(console: Console, e: Estimate) -> None:
     per_gpu = f", {fmt_bytes(d.weight_bytes_per_gpu)} per GPU" if d.gpus > 1 else ""
     console.print(f"  weights   {fmt_bytes(d.weight_bytes)} ({d.weight_bytes / GIB:,.2f} GiB) in "
                   f"{d.weight_format}{per_gpu}")
-    peak = d.compute_peak
-    if peak is not None and not d.hardware.peaks and peak.dtype != d.compute_dtype:
-        console.print(f"  compute   {d.hardware.name} lists no {d.compute_dtype} peak: the "
-                      f"{normalize_dtype(d.weight_dtype)} weights are dequantised and multiply at {peak.label()}")
+    peak, fmt = d.compute_peak, weight_dtype(d.weight_dtype)
+    if peak is not None and not d.hardware.peaks and peak.dtype != fmt.compute:
+        why = (f"{d.hardware.name}'s fp4 units take {' and '.join(d.hardware.fp4_formats)}, not {fmt.name}"
+               if fmt.compute == "fp4" and d.hardware.fp4_tflops else f"{d.hardware.name} lists no {fmt.compute} peak")
+        console.print(f"  compute   {why}: the {fmt.name} weights are dequantised and multiply at {peak.label()}")
     spec = d.model
     state = spec.recurrent_bytes_per_sequence
     bounded = d.kv_bytes_per_sequence(spec.sliding_window) - spec.sliding_window * d.kv_bytes_per_token - state
@@ -346,8 +347,10 @@ def render_hardware(console: Console, rows: list[HardwareSpec]) -> None:
 
     for h in rows:
         table.add_row(h.name, h.kind, num(h.memory_gb), num(h.bandwidth_gbs), num(h.bf16_tflops),
-                      num(h.fp8_tflops), num(h.int8_tops), num(h.fp4_tflops), num(h.link_gbs),
+                      num(h.fp8_tflops), num(h.int8_tops),
+                      num(h.fp4_tflops) + h.fp4_label[3:] if h.fp4_tflops else "-", num(h.link_gbs),
                       h.source + (f" ({h.note})" if h.note else ""))
     console.print(table)
-    console.print("  dense (not sparse) peaks per device; a format without its column is dequantised to bf16; link: "
-                  "GB/s per device, both directions summed (NVLink, Infinity Fabric, ICI; else PCIe)")
+    console.print("  dense (not sparse) peaks per device; a format without its column is dequantised to bf16 (fp4: "
+                  "nvfp4 and mxfp4 unless the formats it takes are named); link: GB/s per device, both directions "
+                  "summed (NVLink, Infinity Fabric, ICI; else PCIe)")

@@ -338,8 +338,7 @@ class Deployment:
     @cached_property
     def compute_dtype(self) -> str:
         """The data type this weight format multiplies in on this hardware (`tokometer.perf.quant`)."""
-        fmt = weight_dtype(self.weight_dtype)
-        return fmt.cpu_compute if self.hardware.kind == "cpu" else fmt.compute
+        return self.hardware.multiplies_in(weight_dtype(self.weight_dtype))
 
     @cached_property
     def compute_peak(self) -> ComputePeak | None:

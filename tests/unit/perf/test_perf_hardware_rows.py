@@ -16,7 +16,7 @@ from tokometer.perf.render import render_estimate, render_hardware
 
 NEW_ROWS = ("B300", "GB200", "GB300", "MI325X", "MI355X", "H20", "RTX-5090", "RTX-PRO-6000", "Gaudi-3", "TPU-v6e")
 COLUMNS = ("name", "kind", "memory_gb", "bandwidth_gbs", "bf16_tflops_dense", "fp8_tflops_dense", "int8_tops_dense",
-           "fp4_tflops_dense", "link_gbs", "gemm_fraction", "source", "note")
+           "fp4_tflops_dense", "link_gbs", "gemm_fraction", "source", "note", "fp4_formats")
 
 
 @pytest.fixture(autouse=True)
@@ -102,7 +102,9 @@ def test_list_hardware_shows_the_fp4_and_link_columns_and_the_sources() -> None:
 @pytest.mark.parametrize(("hardware", "dtype", "said"), [
     ("H100", "fp4", "H100-SXM lists no fp4 peak: the nvfp4 weights are dequantised and multiply at bf16, datasheet"),
     ("A100", "fp8", "A100-80GB-SXM lists no fp8 peak: the fp8 weights are dequantised and multiply at bf16"),
-    ("B200", "mxfp4", None), ("H100", "awq", None), ("H100", "fp8", None)])
+    ("MI355X", "nvfp4", "MI355X's fp4 units take mxfp4, not nvfp4: the nvfp4 weights are dequantised and multiply at "
+                        "bf16, datasheet 2,517 TFLOP/s"),
+    ("B200", "mxfp4", None), ("MI355X", "mxfp4", None), ("H100", "awq", None), ("H100", "fp8", None)])
 def test_an_estimate_says_when_the_weights_are_dequantised(hardware: str, dtype: str, said: str | None) -> None:
     console = Console(record=True, width=300)
     d = Deployment(resolve_model("llama-3.1-8b"), resolve_hardware(hardware), dtype)
@@ -136,6 +138,42 @@ def test_the_sustained_gemm_share_carries_the_efficiencies_over() -> None:
     assert prefill_s(gb200, 4000) == prefill_s(plain, 4000)
     assert decode_step_s(gb200, 2048, 0, BOUND) == decode_step_s(plain, 2048, 0, BOUND)
     assert decode_step_s(gb200, 2048, 0, eff) > decode_step_s(plain, 2048, 0, eff)
+
+
+def test_an_mi355x_multiplies_mxfp4_at_its_fp4_peak_and_nvfp4_dequantised() -> None:
+    """Its scaled matrix instructions take E8M0 block scales (the MX formats), not NVFP4's E4M3 scale per 16: vLLM
+    runs NVFP4 checkpoints there by its emulation backend, dequantised to bf16 (pull request 35733). Blackwell's
+    fp4 tensor cores take both; gpt-oss's mxfp4 experts on an MI355X keep the fp4 peak."""
+    model, mi355x, b200 = resolve_model("llama-3.1-8b"), resolve_hardware("MI355X"), resolve_hardware("B200")
+    assert mi355x.fp4_formats == ("mxfp4",) and b200.fp4_formats == ("nvfp4", "mxfp4")
+    assert Deployment(model, mi355x, "nvfp4").compute_dtype == "bf16"
+    assert Deployment(model, mi355x, "nvfp4").compute_flops == 2516.6e12
+    assert Deployment(model, mi355x, "mxfp4").compute_flops == 10066.3e12
+    assert Deployment(model, b200, "nvfp4").compute_flops == Deployment(model, b200, "mxfp4").compute_flops == 9000e12
+    blended = Deployment(resolve_model("gpt-oss-120b"), mi355x, "bf16").compute_flops
+    assert blended is not None and 2516.6e12 < blended < 10066.3e12  # the experts at the fp4 peak, the rest bf16
+    console = Console(record=True, width=400)
+    render_hardware(console, [mi355x, b200])
+    assert "10,066.3 (mxfp4)" in console.export_text() and "9,000 (" not in console.export_text()
+
+
+def test_a_hardware_files_fp4_formats_are_named(tmp_path: Path) -> None:
+    from tokometer.util.errors import ConfigError
+
+    path = tmp_path / "hw.toml"
+    base = '[[hardware]]\nname = "x"\nbandwidth_gbs = 1000\nbf16_tflops_dense = 100\nfp4_tflops_dense = 400\n'
+    for given, formats in (("", ("nvfp4", "mxfp4")), ('fp4_formats = "mxfp4"\n', ("mxfp4",)),
+                           ('fp4_formats = "nvfp4, mxfp4"\n', ("nvfp4", "mxfp4")),
+                           ('fp4_formats = ["mxfp4"]\n', ("mxfp4",))):
+        path.write_text(base + given)
+        assert resolve_hardware("x", path).fp4_formats == formats
+    for bad in ('"fp4"', '""', "[]", "3", '["mxfp4", 1]'):
+        path.write_text(base + f"fp4_formats = {bad}\n")
+        if bad == '""':
+            assert resolve_hardware("x", path).fp4_formats == ("nvfp4", "mxfp4")  # empty: as left out
+            continue
+        with pytest.raises(ConfigError, match=r"hardware 'x': fp4_formats = .*: give the 4-bit formats"):
+            resolve_hardware("x", path)
 
 
 def test_a_hardware_files_gemm_share_is_a_fraction(tmp_path: Path) -> None:
