@@ -1,0 +1,72 @@
+"""A peer's parsed JSON is read by shape: a value of the wrong kind, sign or size where a count, a list or an
+object belongs reads as absent (or is one line), never a traceback nor a figure made of it.
+
+Before: a ``/v1/models`` whose ``data`` was a number ended ``bench`` in a TypeError traceback, and ``true``, ``0``
+or ``-1`` as vLLM's ``max_model_len``, llama.cpp's ``n_ctx`` or TGI's ``max_total_tokens`` was a context window
+(``bench`` refused to run: "more than the server's context of -1"). The servers are loopback servers that answer as
+no real engine does (`tests.hostile_servers`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_cli_here
+from tests.hostile_servers import Answer, hostile, json_answer
+from tokometer.client.probe import Probe
+from tokometer.protocols.registry import protocol_named
+
+
+def _completion(conn: socket.socket, stop: threading.Event) -> None:
+    """A 200 streamed completion of one token, with its usage and ``[DONE]``: the check request's answer."""
+    body = (b'data: {"choices":[{"index":0,"text":"hi","finish_reason":"length"}],'
+            b'"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9}}\n\ndata: [DONE]\n\n')
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+                 % (len(body), body))
+
+
+def _bench(answers: dict[str, Answer]) -> Any:
+    with hostile({**answers, "/v1/completions": _completion}) as server:
+        return run_cli_here("bench", "--url", server.url, "--api", "openai-completions", "--model", "m", "-n", "1",
+                            "--input-tokens", "8", "--output-tokens", "4", "--tokenizer", "none", "--no-store")
+
+
+@pytest.mark.parametrize("answers", [
+    {"/v1/models": json_answer({"data": 5})},
+    {"/v1/models": json_answer({"data": {"id": "m", "max_model_len": 4}})},
+    {"/v1/models": json_answer({"data": [{"id": "m", "max_model_len": True}]})},
+    {"/v1/models": json_answer({"data": [{"id": "m", "max_model_len": -1}]})},
+    {"/v1/models": json_answer({"data": [{"id": "m", "max_model_len": 4.0}]})},
+    {"/props": json_answer({"default_generation_settings": {"n_ctx": True}})},
+    {"/props": json_answer({"default_generation_settings": {"n_ctx": 0}})},
+    {"/props": json_answer({"default_generation_settings": {"n_ctx": "4"}})}])
+def test_a_context_window_that_is_no_whole_number_is_not_one(answers: dict[str, Answer]) -> None:
+    done = _bench(answers)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "context of" not in done.stderr
+
+
+@pytest.mark.parametrize(("answers", "where"), [
+    ({"/v1/models": json_answer({"data": ["x", {"id": "m", "max_model_len": 10}]})}, "max_model_len in /v1/models"),
+    ({"/props": json_answer({"default_generation_settings": {"n_ctx": 10}})}, "n_ctx per slot in /props")])
+def test_a_whole_context_window_is_still_read(answers: dict[str, Answer], where: str) -> None:
+    done = _bench(answers)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().endswith(f"more than the server's context of 10 ({where}): lower them, or give the "
+                                        "server a bigger context"), done.stderr
+
+
+@pytest.mark.parametrize(("info", "context"), [({"max_total_tokens": True}, None), ({"max_total_tokens": -5}, None),
+                                               ({"max_total_tokens": [1]}, None), ([{"max_total_tokens": 9}], None),
+                                               ({"max_total_tokens": 4096}, 4096)])
+def test_tgi_max_total_tokens_is_a_whole_number_or_nothing(info: object, context: int | None) -> None:
+    probe = protocol_named("tgi").context
+    assert probe is not None
+    with hostile({"/info": json_answer(info)}) as server:
+        answer = asyncio.run(Probe().get_json(probe.url(server.url)))
+    assert probe.read(answer, "m") == context
