@@ -70,3 +70,12 @@ def test_tgi_max_total_tokens_is_a_whole_number_or_nothing(info: object, context
     with hostile({"/info": json_answer(info)}) as server:
         answer = asyncio.run(Probe().get_json(probe.url(server.url)))
     assert probe.read(answer, "m") == context
+
+
+@pytest.mark.parametrize("models", [[1, 2], "x", {"data": 5}, {"data": {"id": "m"}}, {"data": [{"id": 7}]}])
+def test_a_model_list_of_another_shape_ends_quality_in_one_line(models: object) -> None:
+    with hostile({"/v1/models": json_answer(models)}) as server:
+        done = run_cli_here("quality", server.url, server.url, "--limit", "1")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().endswith(f"could not list models at {server.url}/models: is the server up and "
+                                        "OpenAI-compatible? (give --model-a to name the model)"), done.stderr
