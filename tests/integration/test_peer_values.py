@@ -1,15 +1,20 @@
-"""A peer's parsed JSON is read by shape: a value of the wrong kind, sign or size where a count, a list or an
-object belongs reads as absent (or is one line), never a traceback nor a figure made of it.
+"""What a peer answers (JSON, Prometheus text) is read by shape: a value of the wrong kind, sign or size where a
+count, a list or an object belongs reads as absent (or is one line), never a traceback nor a figure made of it.
 
 Before: a ``/v1/models`` whose ``data`` was a number ended ``bench`` in a TypeError traceback, and ``true``, ``0``
 or ``-1`` as vLLM's ``max_model_len``, llama.cpp's ``n_ctx`` or TGI's ``max_total_tokens`` was a context window
-(``bench`` refused to run: "more than the server's context of -1"). The servers are loopback servers that answer as
-no real engine does (`tests.hostile_servers`).
+(``bench`` refused to run: "more than the server's context of -1"); a model list that was a JSON list ended
+``quality`` in an AttributeError. In Prometheus text (``/metrics``, a DCGM exporter's): ``+Inf`` or ``1e400`` as a
+DCGM bitmask or PCIe link field ended ``top`` and ``bench`` in an OverflowError traceback, and a negative
+utilisation or memory was shown as read. The servers are loopback servers that answer as no real engine does
+(`tests.hostile_servers`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import socket
 import threading
 from typing import Any
@@ -79,3 +84,55 @@ def test_a_model_list_of_another_shape_ends_quality_in_one_line(models: object) 
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().endswith(f"could not list models at {server.url}/models: is the server up and "
                                         "OpenAI-compatible? (give --model-a to name the model)"), done.stderr
+
+
+def _texts(*bodies: str) -> Answer:
+    """200 text answers: ``bodies`` in turn, one a request, round and round."""
+    turn = itertools.cycle(bodies)
+
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        body = next(turn).encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
+                     % (len(body), body))
+    return answer
+
+
+def _top(answers: dict[str, Answer], gpu_metrics: str = "off") -> tuple[dict[str, Any], str]:
+    """``top --once --json`` of a server answering ``answers``: (its frame, its standard error)."""
+    with hostile(answers) as server:
+        done = run_cli_here("top", server.root, "--once", "--json", "--interval", "0.1s",
+                            "--gpu-metrics", gpu_metrics.replace("ROOT", server.root))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+def _ttft(bucket: object = 5, total: object = 10, count: object = 10, seconds: object = 2, le: str = "0.1") -> str:
+    return f"""# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running 1
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{{le="{le}"}} {bucket}
+vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {total}
+vllm:time_to_first_token_seconds_count {count}
+vllm:time_to_first_token_seconds_sum {seconds}
+"""
+
+
+def _dcgm(**fields: str) -> str:
+    return "".join(f'DCGM_FI_DEV_{name}{{gpu="0",modelName="H100"}} {value}\n' for name, value in fields.items())
+
+
+@pytest.mark.parametrize("field", ["CLOCKS_EVENT_REASONS", "PCIE_LINK_GEN", "PCIE_LINK_WIDTH"])
+@pytest.mark.parametrize("value", ["+Inf", "1e400", "NaN", "-1"])
+def test_a_dcgm_field_that_is_no_reading_is_left_out(field: str, value: str) -> None:
+    metrics = _texts(_ttft())
+    frame, _ = _top({"/metrics": metrics, "/dcgm": _texts(_dcgm(GPU_UTIL="-50", FB_USED="NaN", FB_FREE="1024",
+                                                                 **{field: value}))}, "ROOT/dcgm")
+    (gpu,) = frame["gpus"]
+    assert (gpu["now"]["utilization"], gpu["now"]["memory_used_bytes"], gpu["now"]["throttle"]) == (None, None, [])
+    assert (gpu["window"]["pcie_generation"], gpu["window"]["pcie_width"]) == (None, None)
+    frame, stderr = _top({"/metrics": metrics, "/dcgm": _texts(_dcgm(**{field: value}))}, "ROOT/dcgm")
+    assert frame["gpus"] == [] and "GPU metrics: no DCGM GPU series at" in stderr
+    good = _dcgm(GPU_UTIL="50", FB_USED="1024", FB_FREE="1024")
+    frame, _ = _top({"/metrics": metrics, "/dcgm": _texts(good, good, _dcgm(**{field: value}))}, "ROOT/dcgm")
+    (gpu,) = frame["gpus"]  # the sampler's second reading had nothing to read: no sample, and no traceback
+    assert gpu["history"]["utilization"] == [0.5], gpu

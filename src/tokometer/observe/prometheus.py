@@ -24,10 +24,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from tokometer.observe.snapshot import Histogram, Snapshot
 from tokometer.observe.vocabulary import SIM_AT_REQUEST_END, SIM_INFO, Family, Pick, detect, family
 
-__all__ = ["merge_buckets", "parse"]
+__all__ = ["merge_buckets", "parse", "reading"]
 
 _Sample = tuple[str, dict[str, str], float]
 _EMPTY = Histogram(buckets=((math.inf, 0.0),), count=0.0, sum=0.0)
+
+
+def reading(value: float) -> bool:
+    """Whether a sample's value is one tokometer reads: finite and not negative. No engine's gauge, counter or
+    histogram series that tokometer reads, nor any DCGM field, is negative or infinite (NaN is no reading)."""
+    return math.isfinite(value) and value >= 0
 
 
 def _read(text: str) -> tuple[list[_Sample], dict[str, str]]:
@@ -119,8 +125,8 @@ def _pick(samples: list[_Sample], pick: Pick, declared: dict[str, str] | None = 
     if declared is not None and declared.get(_family_name(pick.name)) in ("counter", "histogram"):
         total = 0.0
     for name, labels, value in samples:
-        if name != pick.name or not math.isfinite(value) or value < 0:  # a server's numbers are data: no
-            continue  # engine gauge or counter tokometer reads is negative or infinite
+        if name != pick.name or not reading(value):  # a server's numbers are data
+            continue
         if all(labels.get(k) == v for k, v in pick.labels):
             total = (total or 0.0) + value
     return total if total is None or math.isfinite(total) else None
@@ -137,7 +143,7 @@ def _first(samples: list[_Sample], picks: tuple[Pick, ...], declared: dict[str, 
 def _mean(samples: list[_Sample], picks: tuple[Pick, ...]) -> float | None:
     """The mean over label sets of the first of ``picks`` exported (a ratio per rank is averaged, not summed)."""
     for pick in picks:
-        values = [v for name, labels, v in samples if name == pick.name and math.isfinite(v) and v >= 0
+        values = [v for name, labels, v in samples if name == pick.name and reading(v)
                   and all(labels.get(k) == want for k, want in pick.labels)]
         if values:
             return sum(values) / len(values)
@@ -150,7 +156,7 @@ def _per_label(samples: list[_Sample], fam: Family) -> dict[str, float]:
     for prefix, (sample, label) in fam.per_label.items():
         for name, labels, value in samples:
             key = labels.get(label, "")
-            if name == sample and key.isdigit() and len(key) <= 3 and math.isfinite(value) and value >= 0:
+            if name == sample and key.isdigit() and len(key) <= 3 and reading(value):
                 out[prefix + key] = out.get(prefix + key, 0.0) + value
     return out
 
