@@ -6,7 +6,8 @@ or ``-1`` as vLLM's ``max_model_len``, llama.cpp's ``n_ctx`` or TGI's ``max_tota
 (``bench`` refused to run: "more than the server's context of -1"); a model list that was a JSON list ended
 ``quality`` in an AttributeError. In Prometheus text (``/metrics``, a DCGM exporter's): ``+Inf`` or ``1e400`` as a
 DCGM bitmask or PCIe link field ended ``top`` and ``bench`` in an OverflowError traceback, and a negative
-utilisation or memory was shown as read. The servers are loopback servers that answer as no real engine does
+utilisation or memory was shown as read; a histogram bucket of ``+Inf``, a negative ``_sum`` or a bound of ``NaN``
+made latency percentiles and a mean of -300 ms. The servers are loopback servers that answer as no real engine does
 (`tests.hostile_servers`).
 """
 
@@ -115,6 +116,19 @@ vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {total}
 vllm:time_to_first_token_seconds_count {count}
 vllm:time_to_first_token_seconds_sum {seconds}
 """
+
+
+@pytest.mark.parametrize("page", [_ttft(total="+Inf"), _ttft(bucket=-5), _ttft(count="1e400"), _ttft(seconds=-3),
+                                  _ttft(seconds="NaN"), _ttft(le="NaN"), _ttft(le="-1")])
+def test_a_histogram_with_a_value_no_latency_has_is_not_read(page: str) -> None:
+    frame, _ = _top({"/metrics": _texts(_ttft(0, 0, 0, 0), page)})
+    assert frame["latency_ms"]["ttft"] is None and frame["requests_running"] == 1.0
+
+
+def test_a_well_formed_histogram_is_still_read() -> None:
+    frame, _ = _top({"/metrics": _texts(_ttft(0, 0, 0, 0), _ttft())})
+    ttft = frame["latency_ms"]["ttft"]
+    assert (ttft["count"], ttft["mean"], ttft["quantiles"]["p50"]["kind"]) == (10.0, 200.0, "below")
 
 
 def _dcgm(**fields: str) -> str:

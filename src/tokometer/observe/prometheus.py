@@ -84,28 +84,33 @@ def merge_buckets(series: Iterable[Iterable[tuple[float, float]]]) -> tuple[tupl
     return tuple((b, sum(_cumulative_at(s, b) for s in ordered)) for b in bounds)
 
 
-def _histograms(samples: list[_Sample]) -> dict[str, Histogram]:
-    """Every ``X_bucket{le=...}`` family with its ``X_count``/``X_sum``, merged over label sets."""
+def _histograms(samples: list[_Sample]) -> dict[str, Histogram | None]:
+    """Every ``X_bucket{le=...}`` family with its ``X_count``/``X_sum``, merged over label sets. One with a value
+    that is no `reading`, or a bound that is not a number of at least 0, is None (present, and not read): every
+    histogram tokometer reads is of durations or token counts, and one such value would make its percentiles or
+    mean."""
     buckets: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
     counts: dict[str, float] = defaultdict(float)
     sums: dict[str, float] = defaultdict(float)
+    broken: set[str] = set()
     for name, labels, value in samples:
-        if math.isnan(value):
-            continue
         if name.endswith("_bucket") and "le" in labels:
-            le = _bound(labels["le"])
-            if le is None:
+            base, le = name[: -len("_bucket")], _bound(labels["le"])
+            if le is None or not le >= 0 or not reading(value):
+                broken.add(base)
                 continue
             rest = _key("", {k: v for k, v in labels.items() if k != "le"})
-            buckets[name[: -len("_bucket")]][rest].append((le, value))
-        elif name.endswith("_count"):
-            counts[name[: -len("_count")]] += value
-        elif name.endswith("_sum"):
-            sums[name[: -len("_sum")]] += value
-    out: dict[str, Histogram] = {}
+            buckets[base][rest].append((le, value))
+        elif name.endswith(("_count", "_sum")):
+            base, part = name.rsplit("_", 1)
+            if not reading(value):
+                broken.add(base)
+            else:
+                (counts if part == "count" else sums)[base] += value
+    out: dict[str, Histogram | None] = dict.fromkeys(broken)
     for base, per_labels in buckets.items():
         merged = merge_buckets(per_labels.values())
-        if not merged or merged[-1][0] != math.inf:
+        if base in broken or not merged or merged[-1][0] != math.inf:
             continue  # no +Inf bucket: not a well-formed histogram
         out[base] = Histogram(buckets=merged, count=counts.get(base, merged[-1][1]), sum=sums.get(base, 0.0))
     return out
@@ -188,8 +193,9 @@ def parse(text: str, at_ns: int) -> Snapshot:
     every = _histograms([s for s in samples if s[0].startswith(fam.prefixes)])
     histograms: dict[str, Histogram] = {}
     for norm, candidates in fam.histograms.items():
-        found = next((every[c] for c in candidates if c in every), None)
-        if found is None and any(declared.get(c) == "histogram" for c in candidates):
+        present = [c for c in candidates if c in every]
+        found = every[present[0]] if present else None  # None where present: not read in this scrape
+        if not present and any(declared.get(c) == "histogram" for c in candidates):
             found = _EMPTY  # declared, nothing observed yet (a labelled histogram before its first request)
         if found is not None:
             histograms[norm] = found
