@@ -7,8 +7,9 @@ or ``-1`` as vLLM's ``max_model_len``, llama.cpp's ``n_ctx`` or TGI's ``max_tota
 ``quality`` in an AttributeError. In Prometheus text (``/metrics``, a DCGM exporter's): ``+Inf`` or ``1e400`` as a
 DCGM bitmask or PCIe link field ended ``top`` and ``bench`` in an OverflowError traceback, and a negative
 utilisation or memory was shown as read; a histogram bucket of ``+Inf``, a negative ``_sum`` or a bound of ``NaN``
-made latency percentiles and a mean of -300 ms. The servers are loopback servers that answer as no real engine does
-(`tests.hostile_servers`).
+made latency percentiles and a mean of -300 ms. A ``model_path`` in ``/props`` longer than a file name may be
+ended ``doctor`` in one line of errno 36 instead of its report. The servers are loopback servers that answer as no
+real engine does (`tests.hostile_servers`).
 """
 
 from __future__ import annotations
@@ -150,3 +151,27 @@ def test_a_dcgm_field_that_is_no_reading_is_left_out(field: str, value: str) -> 
     frame, _ = _top({"/metrics": metrics, "/dcgm": _texts(good, good, _dcgm(**{field: value}))}, "ROOT/dcgm")
     (gpu,) = frame["gpus"]  # the sampler's second reading had nothing to read: no sample, and no traceback
     assert gpu["history"]["utilization"] == [0.5], gpu
+
+
+def _chat(conn: socket.socket, stop: threading.Event) -> None:
+    """A 200 streamed chat answer of 8 tokens 10 ms apart (a stream, not a buffered answer), then its usage."""
+    head = b'data: {"id":"c","created":1,"model":"m","choices":[{"index":0,'
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+    for _ in range(8):
+        conn.sendall(head + b'"delta":{"content":" tok"}}]}\n\n')
+        stop.wait(0.01)
+    conn.sendall(head + b'"delta":{},"finish_reason":"length"}],"usage":{"prompt_tokens":9,"completion_tokens":8,'
+                 b'"total_tokens":17}}\n\ndata: [DONE]\n\n')
+
+
+@pytest.mark.parametrize("hardware", [(), ("--hardware", "H100")])
+def test_a_model_path_no_file_system_takes_is_no_model_file_to_doctor(hardware: tuple[str, ...]) -> None:
+    props = {"model_path": "x" * 5000, "default_generation_settings": {"n_ctx": 4096}}
+    answers = {"/v1/models": json_answer({"data": [{"id": "m"}]}), "/props": json_answer(props),
+               "/v1/chat/completions": _chat}
+    with hostile(answers) as server:
+        done = run_cli_here("doctor", server.url, "--quick", "--json", "--tokenizer", "none", *hardware)
+    assert done.returncode == 1 and done.stderr == "", done.stderr[:300]  # the report, not one line of errno 36
+    skipped = [s["reason"] for s in json.loads(done.stdout)["skipped"]]
+    assert "no model file found (neither /props nor the listening process names one)" in skipped
+    assert any(s.startswith("no estimate for model 'xxx") for s in skipped) == bool(hardware)
