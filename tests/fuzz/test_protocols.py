@@ -183,14 +183,16 @@ def test_a_whole_stream_into_the_metrics(api: str, bodies: list[dict[str, Any]],
 
 METRIC_NAMES = ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:gpu_cache_usage_perc",
                 "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "llamacpp:requests_processing",
-                "sglang:num_running_reqs", "tgi_queue_size", "x_other"]
+                "sglang:num_running_reqs", "tgi_queue_size", "x_other",
+                'vllm:e2e_request_latency_seconds_bucket{le="1"}', 'vllm:e2e_request_latency_seconds_bucket{le="+Inf"}',
+                "vllm:e2e_request_latency_seconds_count", "vllm:e2e_request_latency_seconds_sum"]
 metric_values = st.floats() | st.integers(-(2**70), 2**70) | st.sampled_from(["NaN", "+Inf", "-Inf", "x", "1e400"])
 
 
 @given(st.lists(st.tuples(st.sampled_from(METRIC_NAMES), metric_values), max_size=8), st.binary(max_size=40))
 def test_metrics_page_values(lines: list[tuple[str, Any]], junk: bytes) -> None:
     """A ``/metrics`` page with any values (NaN, infinities, negatives, huge): a Snapshot whose normalised
-    gauges and counters are finite and not negative, or the documented ValueError."""
+    gauges, counters and histograms are finite and not negative, or the documented ValueError."""
     from tokometer.observe.prometheus import parse
 
     text = "".join(f"{name} {value}\n" for name, value in lines) + junk.decode("utf-8", "replace")
@@ -198,5 +200,6 @@ def test_metrics_page_values(lines: list[tuple[str, Any]], junk: bytes) -> None:
         snapshot = parse(text, 0)
     except ValueError:
         return
-    for value in [*snapshot.gauges.values(), *snapshot.counters.values()]:
+    histograms = [v for h in snapshot.histograms.values() for v in (h.count, h.sum, *(n for _, n in h.buckets))]
+    for value in [*snapshot.gauges.values(), *snapshot.counters.values(), *histograms]:
         assert math.isfinite(value) and value >= 0, snapshot

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import orjson
-
 from tokometer.client.http1 import (
     MAX_SMALL_BODY_BYTES,
     ConnectError,
@@ -24,6 +22,7 @@ from tokometer.client.http1 import (
     StreamedResponse,
 )
 from tokometer.client.tls import TlsOptions
+from tokometer.util.jsontext import loads
 from tokometer.util.readbudget import answer_budget
 
 __all__ = ["Probe"]
@@ -62,6 +61,6 @@ class Probe:
         """The JSON a GET of ``url`` answers with, or None (any failure, or a status other than 200)."""
         try:
             status, body = await self.get(url)
-            return orjson.loads(body) if status == 200 else None
+            return loads(body) if status == 200 else None
         except (ConnectError, HttpTimeout, PeerReset, ValueError):
             return None

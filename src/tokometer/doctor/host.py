@@ -130,8 +130,9 @@ def gpu_findings(samples: Sequence[GpuSample], links: Sequence[GpuLink]) -> list
 
 def _model_file(session: Session) -> Path | None:
     path = (session.props or {}).get("model_path")
-    if isinstance(path, str) and Path(path).is_file():
-        return Path(path)
+    with contextlib.suppress(OSError):  # the server's path, which no file system may take (a name too long)
+        if isinstance(path, str) and Path(path).is_file():
+            return Path(path)
     port = _port(session)
     with contextlib.suppress(psutil.Error, OSError):
         for conn in psutil.net_connections(kind="tcp"):

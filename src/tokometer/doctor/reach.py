@@ -17,12 +17,11 @@ import socket
 import time
 from typing import Any
 
-import orjson
-
 from tokometer.client.http1 import ConnectError, HttpTimeout, PeerReset, ProtocolViolation, StreamedResponse
 from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
 from tokometer.protocols.registry import protocol_named
+from tokometer.util.jsontext import loads
 
 __all__ = ["SLOW_CONNECT_MS", "close_matches", "date_skew_s", "model_names", "run"]
 
@@ -186,7 +185,7 @@ async def _read_models(session: Session, list_path: str, listing: StreamedRespon
     data: Any = None
     if listing.status == 200:
         try:
-            data = orjson.loads(b"".join(listing.chunks))
+            data = loads(b"".join(listing.chunks))
         except ValueError:
             data = None
     session.served = model_names(session.api, data)

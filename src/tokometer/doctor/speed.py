@@ -292,7 +292,7 @@ async def _versus_estimate(session: Session, idle: Load) -> None:
         estimate = await asyncio.to_thread(run_estimate, EstimateSpec(model=model, hardware=session.spec.hardware,
                                                                       batches=(1,), input_tokens=128,
                                                                       output_tokens=32))
-    except (ConfigError, TokometerError) as exc:
+    except (ConfigError, TokometerError, OSError) as exc:  # OSError: a path /props names that no file system takes
         session.skip("speed", f"no estimate for model {model!r} on {session.spec.hardware!r}: {exc}")
         return
     row = estimate.rows[0]

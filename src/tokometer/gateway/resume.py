@@ -24,9 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from tokometer.protocols.common.framing import sse_payload
+from tokometer.util.jsontext import loads, whole_number
 
 if TYPE_CHECKING:
     from tokometer.gateway.config import RouteConfig
@@ -66,14 +65,15 @@ def carry_on_body(body: Mapping[str, Any], endpoint: Endpoint, text: str, left: 
 
 
 def stream_identity(raw: bytes) -> tuple[str | None, int | None, str | None]:
-    """The ``id``, ``created`` and ``model`` of one OpenAI stream event (None where missing)."""
+    """The ``id``, ``created`` (a whole number of seconds) and ``model`` of one OpenAI stream event (None where
+    missing or of another kind)."""
     payload = sse_payload(raw)
     try:
-        data = orjson.loads(payload) if payload else None
+        data = loads(payload) if payload else None
     except ValueError:
         data = None
     if not isinstance(data, dict):
         return None, None, None
     ident, created, model = data.get("id"), data.get("created"), data.get("model")
-    return (ident if isinstance(ident, str) else None, created if isinstance(created, int) else None,
+    return (ident if isinstance(ident, str) else None, whole_number(created),
             model if isinstance(model, str) else None)

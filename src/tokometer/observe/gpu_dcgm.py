@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from prometheus_client.parser import text_string_to_metric_families
 
 from tokometer.observe.gpu_nvml import throttle_reasons
+from tokometer.observe.prometheus import reading
 from tokometer.observe.sampler import fetch_text
 from tokometer.observe.snapshot import GpuSample
 from tokometer.util.errors import EndpointError
@@ -77,8 +78,8 @@ def parse_dcgm(text: str, at_ns: int | None = None) -> list[GpuSample]:
         for sample in family.samples:
             # The parser names a counter's samples ``<family>_total`` (the exporter's name is the family's).
             name = family.name if sample.name == f"{family.name}_total" else sample.name
-            if name not in wanted or "gpu" not in sample.labels:
-                continue
+            if name not in wanted or "gpu" not in sample.labels or not reading(sample.value):
+                continue  # a negative, infinite or NaN value is no reading
             gpu = sample.labels["gpu"]
             is_whole = "GPU_I_ID" not in sample.labels
             key = (gpu, name)

@@ -24,10 +24,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from tokometer.observe.snapshot import Histogram, Snapshot
 from tokometer.observe.vocabulary import SIM_AT_REQUEST_END, SIM_INFO, Family, Pick, detect, family
 
-__all__ = ["merge_buckets", "parse"]
+__all__ = ["merge_buckets", "parse", "reading"]
 
 _Sample = tuple[str, dict[str, str], float]
 _EMPTY = Histogram(buckets=((math.inf, 0.0),), count=0.0, sum=0.0)
+
+
+def reading(value: float) -> bool:
+    """Whether a sample's value is one tokometer reads: finite and not negative. No engine's gauge, counter or
+    histogram series that tokometer reads, nor any DCGM field, is negative or infinite (NaN is no reading)."""
+    return math.isfinite(value) and value >= 0
 
 
 def _read(text: str) -> tuple[list[_Sample], dict[str, str]]:
@@ -78,28 +84,33 @@ def merge_buckets(series: Iterable[Iterable[tuple[float, float]]]) -> tuple[tupl
     return tuple((b, sum(_cumulative_at(s, b) for s in ordered)) for b in bounds)
 
 
-def _histograms(samples: list[_Sample]) -> dict[str, Histogram]:
-    """Every ``X_bucket{le=...}`` family with its ``X_count``/``X_sum``, merged over label sets."""
+def _histograms(samples: list[_Sample]) -> dict[str, Histogram | None]:
+    """Every ``X_bucket{le=...}`` family with its ``X_count``/``X_sum``, merged over label sets. One with a value
+    that is no `reading`, or a bound that is not a number of at least 0, is None (present, and not read): every
+    histogram tokometer reads is of durations or token counts, and one such value would make its percentiles or
+    mean."""
     buckets: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
     counts: dict[str, float] = defaultdict(float)
     sums: dict[str, float] = defaultdict(float)
+    broken: set[str] = set()
     for name, labels, value in samples:
-        if math.isnan(value):
-            continue
         if name.endswith("_bucket") and "le" in labels:
-            le = _bound(labels["le"])
-            if le is None:
+            base, le = name[: -len("_bucket")], _bound(labels["le"])
+            if le is None or not le >= 0 or not reading(value):
+                broken.add(base)
                 continue
             rest = _key("", {k: v for k, v in labels.items() if k != "le"})
-            buckets[name[: -len("_bucket")]][rest].append((le, value))
-        elif name.endswith("_count"):
-            counts[name[: -len("_count")]] += value
-        elif name.endswith("_sum"):
-            sums[name[: -len("_sum")]] += value
-    out: dict[str, Histogram] = {}
+            buckets[base][rest].append((le, value))
+        elif name.endswith(("_count", "_sum")):
+            base, part = name.rsplit("_", 1)
+            if not reading(value):
+                broken.add(base)
+            else:
+                (counts if part == "count" else sums)[base] += value
+    out: dict[str, Histogram | None] = dict.fromkeys(broken)
     for base, per_labels in buckets.items():
         merged = merge_buckets(per_labels.values())
-        if not merged or merged[-1][0] != math.inf:
+        if base in broken or not merged or merged[-1][0] != math.inf:
             continue  # no +Inf bucket: not a well-formed histogram
         out[base] = Histogram(buckets=merged, count=counts.get(base, merged[-1][1]), sum=sums.get(base, 0.0))
     return out
@@ -119,8 +130,8 @@ def _pick(samples: list[_Sample], pick: Pick, declared: dict[str, str] | None = 
     if declared is not None and declared.get(_family_name(pick.name)) in ("counter", "histogram"):
         total = 0.0
     for name, labels, value in samples:
-        if name != pick.name or not math.isfinite(value) or value < 0:  # a server's numbers are data: no
-            continue  # engine gauge or counter tokometer reads is negative or infinite
+        if name != pick.name or not reading(value):  # a server's numbers are data
+            continue
         if all(labels.get(k) == v for k, v in pick.labels):
             total = (total or 0.0) + value
     return total if total is None or math.isfinite(total) else None
@@ -137,7 +148,7 @@ def _first(samples: list[_Sample], picks: tuple[Pick, ...], declared: dict[str, 
 def _mean(samples: list[_Sample], picks: tuple[Pick, ...]) -> float | None:
     """The mean over label sets of the first of ``picks`` exported (a ratio per rank is averaged, not summed)."""
     for pick in picks:
-        values = [v for name, labels, v in samples if name == pick.name and math.isfinite(v) and v >= 0
+        values = [v for name, labels, v in samples if name == pick.name and reading(v)
                   and all(labels.get(k) == want for k, want in pick.labels)]
         if values:
             return sum(values) / len(values)
@@ -150,7 +161,7 @@ def _per_label(samples: list[_Sample], fam: Family) -> dict[str, float]:
     for prefix, (sample, label) in fam.per_label.items():
         for name, labels, value in samples:
             key = labels.get(label, "")
-            if name == sample and key.isdigit() and len(key) <= 3 and math.isfinite(value) and value >= 0:
+            if name == sample and key.isdigit() and len(key) <= 3 and reading(value):
                 out[prefix + key] = out.get(prefix + key, 0.0) + value
     return out
 
@@ -182,8 +193,9 @@ def parse(text: str, at_ns: int) -> Snapshot:
     every = _histograms([s for s in samples if s[0].startswith(fam.prefixes)])
     histograms: dict[str, Histogram] = {}
     for norm, candidates in fam.histograms.items():
-        found = next((every[c] for c in candidates if c in every), None)
-        if found is None and any(declared.get(c) == "histogram" for c in candidates):
+        present = [c for c in candidates if c in every]
+        found = every[present[0]] if present else None  # None where present: not read in this scrape
+        if not present and any(declared.get(c) == "histogram" for c in candidates):
             found = _EMPTY  # declared, nothing observed yet (a labelled histogram before its first request)
         if found is not None:
             histograms[norm] = found

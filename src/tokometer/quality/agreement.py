@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokometer.util.jsontext import whole_number
+
 __all__ = ["MAX_STEPS", "REST_FLOOR", "ItemComparison", "TokenStep", "compare_paths", "first_divergence",
            "kl_topk", "parse_logprobs"]
 
@@ -132,9 +134,7 @@ def _steps_from_content(content: list[Any]) -> list[TokenStep]:
         top = {str(t.get("token", "")): _logprob(t["logprob"], f"logprobs.content[{position}].top_logprobs")
                for t in _list(entry.get("top_logprobs") or [], f"logprobs.content[{position}].top_logprobs")
                if isinstance(t, dict) and t.get("logprob") is not None}
-        token_id = entry.get("id")
-        token_id = token_id if isinstance(token_id, int) and not isinstance(token_id, bool) else None
-        steps.append(TokenStep(str(entry.get("token", "")), token_id, top))
+        steps.append(TokenStep(str(entry.get("token", "")), whole_number(entry.get("id")), top))
     return steps
 
 

@@ -107,6 +107,7 @@ def _model_file(spec: EndpointSpec) -> Path | None:
 async def _resolve(label: str, spec: EndpointSpec, base_url: str, model: str | None, api_key: str | None,
                    identity: dict[str, Any]) -> Endpoint:
     from tokometer.client.probe import Probe
+    from tokometer.protocols.common.protocol import ids_of
     from tokometer.util.errors import EndpointError
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -114,9 +115,8 @@ async def _resolve(label: str, spec: EndpointSpec, base_url: str, model: str | N
     parts = urlsplit(base_url)
     root = f"{parts.scheme}://{parts.netloc}"
     if not model:
-        data = await probe.get_json(base_url + "/models")
-        listed = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)]
-        if not listed or not isinstance(listed[0], str):
+        listed = ids_of(await probe.get_json(base_url + "/models"))
+        if not listed:
             raise EndpointError(f"endpoint {label}: could not list models at {base_url}/models: is the server up "
                                 f"and OpenAI-compatible? (give --model-{label.lower()} to name the model)")
         model = listed[0]

@@ -34,6 +34,7 @@ from tokometer.client.http1 import (
 from tokometer.protocols.registry import protocol_named
 from tokometer.quality.agreement import TokenStep, parse_logprobs
 from tokometer.quality.endpoints import Endpoint
+from tokometer.util.jsontext import loads
 from tokometer.util.readbudget import answer_budget
 
 __all__ = ["LogprobClient"]
@@ -71,7 +72,7 @@ class LogprobClient:
         if response.status != 200:
             return None, f"HTTP {response.status}: {' '.join(text[:300].decode('utf-8', 'replace').split())}"
         try:
-            return orjson.loads(text), ""
+            return loads(text), ""
         except ValueError as exc:
             return None, f"not JSON: {exc}"
 

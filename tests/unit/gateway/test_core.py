@@ -221,6 +221,8 @@ def test_carry_on_body_and_stream_identity() -> None:
     raw = b'data: {"id":"cmpl-1","created":7,"model":"big","choices":[]}\n\n'
     assert stream_identity(raw) == ("cmpl-1", 7, "big")
     assert stream_identity(b"data: [DONE]\n\n") == (None, None, None)
+    for created in (b"true", b"-7", b"7.5", b'"7"'):  # an upstream's: the gateway writes its own instead
+        assert stream_identity(b'data: {"id":"cmpl-1","created":%s}\n\n' % created) == ("cmpl-1", None, None)
 
 
 def test_a_hedge_loser_s_time_feeds_its_window_but_leaves_its_breaker_alone() -> None:

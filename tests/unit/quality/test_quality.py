@@ -107,6 +107,8 @@ def test_logprobs_in_both_shapes() -> None:
     assert parse_logprobs(legacy) == [TokenStep(" 4", None, {" 4": -0.1, " 5": -2.5}), TokenStep("\n", None,
                                                                                                 {"\n": -0.2})]
     assert parse_logprobs({"text": "4"}) is None
+    odd_ids = [{"id": i, "token": "a", "logprob": -0.1} for i in (-3, True, 2.0, "7")]
+    assert [s.id for s in parse_logprobs({"logprobs": {"content": odd_ids}}) or []] == [None] * 4  # no token ids
 
 
 def test_the_shipped_eval_set_is_what_the_generator_makes() -> None:

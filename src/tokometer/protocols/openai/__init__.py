@@ -15,6 +15,7 @@ from tokometer.protocols.openai.client import OpenAIChat, OpenAICompletions
 from tokometer.protocols.openai.request import CHAT_REQUEST, COMPLETIONS_REQUEST
 from tokometer.protocols.openai.server import OpenAIChatServer, OpenAICompletionsServer
 from tokometer.protocols.openai.writer import gateway_writer
+from tokometer.util.jsontext import whole_number
 
 __all__ = ["CHAT", "COMPLETIONS", "MODELS", "OPENAI_CONTEXT"]
 
@@ -23,10 +24,12 @@ MODELS = ModelList("/models", ids_of)
 
 
 def _max_model_len(data: Any, model: str) -> int | None:
-    """vLLM's ``max_model_len`` of ``model``'s entry in ``/v1/models``."""
-    for entry in data.get("data", []) if isinstance(data, dict) else []:
-        if isinstance(entry, dict) and entry.get("id") == model and isinstance(entry.get("max_model_len"), int):
-            return int(entry["max_model_len"])
+    """vLLM's ``max_model_len`` of ``model``'s entry in ``/v1/models`` (a whole number of at least 1)."""
+    entries = data.get("data") if isinstance(data, dict) else None
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, dict) and entry.get("id") == model \
+                and (length := whole_number(entry.get("max_model_len"), 1)) is not None:
+            return length
     return None
 
 

@@ -9,6 +9,7 @@ from tokometer.protocols.common.protocol import ContextProbe, ModelList, Protoco
 from tokometer.protocols.tgi.client import TGI
 from tokometer.protocols.tgi.request import GENERATE_REQUEST
 from tokometer.protocols.tgi.server import TgiServer
+from tokometer.util.jsontext import whole_number
 
 __all__ = ["TGI_GENERATE"]
 
@@ -19,9 +20,8 @@ def _model_id(data: Any) -> list[str] | None:
 
 
 def _max_total_tokens(data: Any, model: str) -> int | None:
-    """``max_total_tokens`` of ``/info``."""
-    value = data.get("max_total_tokens") if isinstance(data, dict) else None
-    return value if isinstance(value, int) else None
+    """``max_total_tokens`` of ``/info`` (a whole number of at least 1)."""
+    return whole_number(data.get("max_total_tokens"), 1) if isinstance(data, dict) else None
 
 
 TGI_GENERATE = Protocol("TGI", TGI, TgiServer, model_list=ModelList("/info", _model_id, at_root=True),
