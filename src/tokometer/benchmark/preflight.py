@@ -26,10 +26,10 @@ from tokometer.client.streamclient import StreamClient, Target, Timeouts
 from tokometer.prompt import Prompt
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.protocols.common.protocol import ContextProbe, Protocol, root_of
+from tokometer.protocols.llamacpp import slot_context
 from tokometer.protocols.registry import PROTOCOLS, create_client, protocol_named
 from tokometer.records import RequestRecord
 from tokometer.util.errors import EndpointError
-from tokometer.util.jsontext import whole_number
 from tokometer.util.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
 
 __all__ = ["advertised_context", "preflight", "protocol_hint", "server_root"]
@@ -75,10 +75,8 @@ async def advertised_context(spec: BenchSpec, model: str, probe: Probe) -> tuple
     if context is not None and not context.at_root and (found := await _ask(context, spec, model, probe)):
         return found  # under the API's URL (vLLM's /v1/models): asked first
     props = await probe.get_json(server_root(spec.url) + "/props")  # llama.cpp, also behind its OpenAI API
-    if isinstance(props, dict):
-        settings = props.get("default_generation_settings")
-        if isinstance(settings, dict) and (n_ctx := whole_number(settings.get("n_ctx"), 1)) is not None:
-            return n_ctx, "n_ctx per slot in /props"
+    if (n_ctx := slot_context(props)) is not None:
+        return n_ctx, "n_ctx per slot in /props"
     if context is not None and context.at_root:  # at the server's root (TGI's /info): after llama.cpp's
         return await _ask(context, spec, model, probe)
     return None

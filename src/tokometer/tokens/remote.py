@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tokometer.protocols.llamacpp import slot_context
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.util.blockinghttp import request_bytes
 from tokometer.util.errors import TokenizerError
@@ -109,9 +110,7 @@ class ServerTokenizer(BaseTokenizer):
     def read_context_length(self) -> None:
         """Fill ``context_length`` from llama.cpp ``/props`` or vLLM ``/v1/models``, where they answer."""
         try:
-            settings = self._post("/props", None).get("default_generation_settings")
-            n_ctx = whole_number(settings.get("n_ctx"), 1) if isinstance(settings, dict) else None
-            if n_ctx is not None:
+            if (n_ctx := slot_context(self._post("/props", None))) is not None:
                 self.context_length, self.context_source = n_ctx, "server /props n_ctx (per slot)"
                 return
         except TokenizerError:
