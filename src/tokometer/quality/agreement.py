@@ -165,12 +165,3 @@ def parse_logprobs(choice: Mapping[str, Any]) -> list[TokenStep] | None:
                                                       for k, v in (top or {}).items() if v is not None}))
         return steps
     return None
-    content = logprobs.get("content")
-    if isinstance(content, list):
-        return _steps_from_content(content)
-    tokens = logprobs.get("tokens")
-    if isinstance(tokens, list):
-        tops = logprobs.get("top_logprobs") or [None] * len(tokens)
-        return [TokenStep(str(token), None, {str(k): float(v) for k, v in (top or {}).items() if v is not None})
-                for token, top in zip(tokens, tops, strict=False)]
-    return None
