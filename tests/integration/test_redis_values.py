@@ -8,25 +8,29 @@ it), and a charge on it, or a list at that key, marked Redis down for every key'
 reached Redis while the broken one was retried; a rate window's count of ``"1e999"`` was a 500, ``"-50"`` gave
 the key 50 requests more, a slot a year ahead refused the key with a ``Retry-After`` of a year; a breaker record
 with an ``opened_at`` of ``"abc"`` or a sample ``"abc"`` stopped the gateway at its start with a ValueError, and a
-``changed_at`` of ``"abc"`` turned the shared health off.
+``changed_at`` of ``"abc"`` turned the shared health off; a cached answer whose ``served_by`` was no Latin-1
+text (an upstream named in Chinese did it without anyone's help) answered 500 on every hit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import redis
 
-from tests.conftest import RedisServer
+from tests.conftest import RedisServer, SimServer, start_gateway
+from tests.integration.test_gateway import _post, _upstream
 from tokometer.gateway.auth import hash_key
 from tokometer.gateway.breaker import UpstreamHealth
 from tokometer.gateway.budget import TokenBudgets
+from tokometer.gateway.cache import MAX_ENTRY_BYTES, CachedAnswer, RedisCache
 from tokometer.gateway.config import KeyConfig
 from tokometer.gateway.ratelimit import Limit, RateLimits
 from tokometer.gateway.redisvalues import MAX_WHOLE
@@ -266,3 +270,79 @@ async def test_in_flight_counts_that_are_none_are_dropped(redis_server: RedisSer
         assert set(store.hkeys("tokometer:outstanding:a")) == {b"fresh", shared.replica.encode()}
     finally:
         await shared.close()
+
+
+# -- the answer cache ---------------------------------------------------------------------------------------
+
+ANSWER = CachedAnswer(model="m", text="hello", finish_reason="stop", prompt_tokens=5, completion_tokens=2,
+                      served_by="primary", created=1_700_000_000)
+
+
+def _entry(**changes: Any) -> bytes:
+    return json.dumps({**json.loads(ANSWER.to_bytes()), **changes}).encode()
+
+
+@pytest.mark.parametrize("stored", [
+    _entry(prompt_tokens=-5), _entry(completion_tokens=True), _entry(prompt_tokens=2**70),
+    _entry(created=-1), _entry(served_by="a\r\nset-cookie: x"), _entry(served_by=""), _entry(served_by="x" * 300),
+    b"x" * (MAX_ENTRY_BYTES + 1), "list", "hash"])
+async def test_a_cached_answer_that_is_none_is_a_miss(redis_server: RedisServer, store: redis.Redis,
+                                                      stored: bytes | str) -> None:
+    cache = RedisCache(redis_server.url, timeout_s=2)
+    try:
+        if isinstance(stored, str):
+            _replace(store, "tokometer:cache:k", stored)
+        else:
+            store.set("tokometer:cache:k", stored)
+        assert await cache.get("k") is None
+        assert cache.healthy  # a list there marked Redis down for every cached answer
+        await cache.put("k", ANSWER)
+        assert await cache.get("k") == ANSWER  # written over
+    finally:
+        await cache.close()
+
+
+# -- through a real gateway ---------------------------------------------------------------------------------
+
+SECRET = "sk-redis-values-0123"
+
+
+def test_a_gateway_answers_past_what_someone_wrote_into_its_redis(
+        sim_factory: Callable[..., SimServer], redis_server: RedisServer, store: redis.Redis,
+        tmp_path: pytest.TempPathFactory) -> None:
+    sim = sim_factory("--ttft-ms", "1", "--itl-ms", "1")
+    path = tmp_path / "gateway.toml"  # type: ignore[operator]
+    path.write_text(_upstream("上游", sim, "sim-model") + '[[routes]]\nmodel = "chat"\nupstreams = ["上游"]\n'
+                    + f'[[keys]]\nname = "team-a"\nsha256 = "{hash_key(SECRET)}"\ntokens_per_period = 100000\n'
+                    + 'requests_per_minute = 100\n[cache]\nenabled = true\n'
+                    + f'[replicas]\nredis_url = "{redis_server.url}"\nredis_timeout_s = 2\n')
+    body = {"model": "chat", "max_tokens": 4, "temperature": 0, "messages": [{"role": "user", "content": "hi"}]}
+    auth = {"Authorization": f"Bearer {SECRET}"}
+    gw = start_gateway(path)
+    try:
+        assert _post(gw.openai_url + "/chat/completions", body, auth)[0] == 200
+        redis_server.wait_for_keys(3)  # the budget's count, the rate window, the cached answer (written after)
+        deadline = time.monotonic() + 10
+        while not store.keys("tokometer:cache:*"):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        budget = _key(store, "tokometer:budget:team-a:*")
+        used = int(store.get(budget) or 0)
+        store.set(budget, "abc")
+        ahead = str(int(time.time()) + 3600)
+        store.hset("tokometer:rate:key:team-a:requests", mapping={"1e999": "1", "abc": "nan", ahead: "1"})
+        status, headers, _ = _post(gw.openai_url + "/chat/completions", body, auth)  # a cache hit
+        assert status == 200 and headers["x-tokometer-cache"] == "hit"
+        assert headers["x-tokometer-upstream"].encode("latin-1").decode() == "上游"
+        status, headers, _ = _post(gw.openai_url + "/chat/completions", {**body, "max_tokens": 5}, auth)
+        assert status == 200 and "x-tokometer-cache" not in headers
+        assert headers["x-ratelimit-remaining-requests"] == "97"
+    finally:
+        gw.interrupt()
+        try:
+            output = gw.process.communicate(timeout=10)[0]
+        finally:
+            gw.wait_stopped()
+    assert "Traceback" not in output and " 500" not in output
+    assert f"Redis key {budget} held 'abc'" in output and f"replaced by this replica's count, {used:,}" in output
+    assert int(store.get(budget) or 0) > used
