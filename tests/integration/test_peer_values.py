@@ -19,6 +19,7 @@ import itertools
 import json
 import socket
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -175,3 +176,22 @@ def test_a_model_path_no_file_system_takes_is_no_model_file_to_doctor(hardware: 
     skipped = [s["reason"] for s in json.loads(done.stdout)["skipped"]]
     assert "no model file found (neither /props nor the listening process names one)" in skipped
     assert any(s.startswith("no estimate for model 'xxx") for s in skipped) == bool(hardware)
+
+
+@pytest.mark.timing  # a bound on the time a 16 MiB model list costs: in the timing lane
+def test_a_model_list_of_700_000_names_costs_doctor_a_bounded_look_for_close_names() -> None:
+    """Before: difflib ranked every listed name against the one asked for (21 s for these names alone here, each
+    near enough to pass its quick filters); now the first `CLOSE_COMPARED`, and the names that extend the one asked
+    for from the whole list."""
+    names = [f"lam-{i:06d}" for i in range(700_000)]  # 15 MiB of JSON, within the 16 MiB an answer may have
+    names[650_000] = "llama-3.1-8b-instruct-q4"  # far down the list: still found, by its prefix
+    models = json_answer({"data": [{"id": name} for name in names]})
+    with hostile({"/v1/models": models, "/v1/chat/completions": _chat}) as server:
+        started = time.perf_counter()
+        done = run_cli_here("doctor", server.url, "--quick", "--json", "--tokenizer", "none",
+                            "--model", "llama-3.1-8b-instruct")
+        took = time.perf_counter() - started
+    assert done.returncode == 1 and done.stderr == "", done.stderr[:300]
+    (finding,) = [f for f in json.loads(done.stdout)["findings"] if f["id"] == "reach.model_not_found"]
+    assert finding["evidence"]["closest"][0] == "llama-3.1-8b-instruct-q4"
+    assert took < 12, f"doctor took {took:.1f} s over a 700,000-name list"
