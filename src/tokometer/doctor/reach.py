@@ -27,6 +27,7 @@ from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
 from tokometer.protocols.registry import protocol_named
 from tokometer.util.jsontext import loads
+from tokometer.util.shown import quoted
 
 __all__ = ["CLOSE_COMPARED", "CLOSE_NAME_CHARS", "SLOW_CONNECT_MS", "close_matches", "date_skew_s", "model_names",
            "run"]
@@ -227,8 +228,8 @@ def _check_model(session: Session) -> None:
         return
     matches = close_matches(session.model, served)
     session.add(Finding("reach.model_not_found", "error",
-                        f"the server does not list model {session.model!r}; it serves "
-                        f"{', '.join(repr(m) for m in matches)}" + (" …" if len(served) > len(matches) else ""),
+                        f"the server does not list model {quoted(session.model)}; it serves "
+                        f"{', '.join(quoted(m) for m in matches)}" + (" …" if len(served) > len(matches) else ""),
                         {"asked": session.model, "closest": matches, "served": served[:50]},
-                        f"Ask for one of the served names (--model {matches[0]!r} is the closest), or load the "
+                        f"Ask for one of the served names (--model {quoted(matches[0])} is the closest), or load the "
                         "model on the server. Some servers answer any name with their one model; most answer 404."))
