@@ -19,6 +19,7 @@ import itertools
 import json
 import socket
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -175,3 +176,45 @@ def test_a_model_path_no_file_system_takes_is_no_model_file_to_doctor(hardware: 
     skipped = [s["reason"] for s in json.loads(done.stdout)["skipped"]]
     assert "no model file found (neither /props nor the listening process names one)" in skipped
     assert any(s.startswith("no estimate for model 'xxx") for s in skipped) == bool(hardware)
+
+
+@pytest.mark.timing  # a bound on the time a 16 MiB model list costs: in the timing lane
+def test_a_model_list_of_700_000_names_costs_doctor_a_bounded_look_for_close_names() -> None:
+    """Before: difflib ranked every listed name against the one asked for (21 s for these names alone here, each
+    near enough to pass its quick filters); now the first `CLOSE_COMPARED`, and the names that extend the one asked
+    for from the whole list."""
+    names = [f"lam-{i:06d}" for i in range(700_000)]  # 15 MiB of JSON, within the 16 MiB an answer may have
+    names[650_000] = "llama-3.1-8b-instruct-q4"  # far down the list: still found, by its prefix
+    models = json_answer({"data": [{"id": name} for name in names]})
+    with hostile({"/v1/models": models, "/v1/chat/completions": _chat}) as server:
+        started = time.perf_counter()
+        done = run_cli_here("doctor", server.url, "--quick", "--json", "--tokenizer", "none",
+                            "--model", "llama-3.1-8b-instruct")
+        took = time.perf_counter() - started
+    assert done.returncode == 1 and done.stderr == "", done.stderr[:300]
+    (finding,) = [f for f in json.loads(done.stdout)["findings"] if f["id"] == "reach.model_not_found"]
+    assert finding["evidence"]["closest"][0] == "llama-3.1-8b-instruct-q4"
+    assert took < 12, f"doctor took {took:.1f} s over a 700,000-name list"
+
+
+def test_a_name_or_a_path_a_server_sends_is_shown_cut_in_each_line() -> None:
+    """Before: doctor's header, its model_not_found finding and fix, its skip line (twice: the path and the error
+    quoting it) and bench's run line held a 5,000-character model id or ``model_path`` whole."""
+    props = {"model_path": "/models/" + "p" * 5000, "default_generation_settings": {"n_ctx": 4096}}
+    answers = {"/v1/models": json_answer({"data": [{"id": "m" * 5000}]}), "/props": json_answer(props),
+               "/v1/chat/completions": _chat, "/v1/completions": _completion}
+    with hostile(answers) as server:
+        runs = [run_cli_here("doctor", server.url, "--quick", "--tokenizer", "none", "--hardware", "H100"),
+                run_cli_here("doctor", server.url, "--quick", "--tokenizer", "none", "--model", "llama"),
+                run_cli_here("bench", "--url", server.url, "--api", "openai-completions", "-n", "1", "--input-tokens",
+                             "8", "--output-tokens", "4", "--tokenizer", "none", "--no-store")]
+    texts = [done.stdout + done.stderr for done in runs]
+    assert [done.returncode for done in runs] == [1, 1, 0], texts
+    assert all(len(line) < 600 for text in texts for line in text.splitlines())
+    doctor, not_listed, bench = texts
+    assert "(api openai-chat, model mmm" in doctor and "m… (5,000 characters))" in doctor
+    assert "no estimate for model '/models/ppp" in doctor and "p…' (5,008 characters) on 'H100'" in doctor
+    assert "File name too long: '/models/ppp" in doctor
+    assert "does not list model 'llama'; it serves 'mmm" in not_listed
+    assert "(--model 'mmm" in not_listed and "m…' (5,000 characters) is the closest)" in not_listed
+    assert "; model mmm" in bench and "m… (5,000 characters); prompts:" in bench

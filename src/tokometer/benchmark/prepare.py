@@ -35,6 +35,7 @@ from tokometer.prompt import Prompt
 from tokometer.protocols.registry import PROTOCOLS, create_client, protocol_named
 from tokometer.tokens import ServerTokenizer, Tokenizer, probe_server_tokenizer
 from tokometer.util.errors import DatasetError, EndpointError, TokenizerError
+from tokometer.util.shown import clipped
 
 __all__ = ["Prepared", "prepare"]
 
@@ -128,7 +129,7 @@ async def _model(spec: BenchSpec, probe: Probe) -> str:
             return names[0]
         raise EndpointError(f"could not list models at {listing.url(spec.url)}: give --model, or "
                             f"{await protocol_hint(spec, probe)}")
-    hint = f" (the server has: {', '.join(names[:8])})" if names else ""
+    hint = f" (the server has: {', '.join(clipped(name) for name in names[:8])})" if names else ""
     raise EndpointError(f"{protocol.vendor} needs a model name: give --model{hint}")
 
 

@@ -6,6 +6,10 @@ probe's connection time less the other two); reads the HTTP status of the model 
 llama.cpp) and of ``/health``; and checks that the model asked for is one the server lists,
 naming the closest served names (`difflib`) when it is not. The server's ``Date`` header is kept
 for the auth check's clock-skew figure.
+
+The closest names are looked for in a bounded number of names (`CLOSE_COMPARED`, each of at most
+`CLOSE_NAME_CHARS`): the list is the server's, up to the 16 MiB an answer may have, and difflib over a 700,000-name
+list took 25 s. Names that extend the one asked for are still looked for in the whole list (one prefix test each).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import email.utils
+import itertools
 import socket
 import time
 from typing import Any
@@ -22,23 +27,31 @@ from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Session
 from tokometer.protocols.registry import protocol_named
 from tokometer.util.jsontext import loads
+from tokometer.util.shown import quoted
 
-__all__ = ["SLOW_CONNECT_MS", "close_matches", "date_skew_s", "model_names", "run"]
+__all__ = ["CLOSE_COMPARED", "CLOSE_NAME_CHARS", "SLOW_CONNECT_MS", "close_matches", "date_skew_s", "model_names",
+           "run"]
 
 SLOW_CONNECT_MS = 300.0
 """A name lookup, TCP connect or TLS handshake slower than this is a finding: every new connection pays it."""
-
+CLOSE_COMPARED = 2_000
+"""The served names (the first listed) difflib ranks against the name asked for."""
+CLOSE_NAME_CHARS = 256
+"""A served name longer than this is not compared (no model name a person types is as long)."""
 
 
 def close_matches(name: str, served: list[str], n: int = 5) -> list[str]:
     """The served names closest to ``name`` first, then the rest, at most ``n`` in all: names that extend the one
-    asked for (or that it extends: ``llama-3.1-8b`` and ``llama-3.1-8b-instruct``), then difflib's ranking."""
-    asked = name.lower()
-    extends = [s for s in served if s.lower().startswith(asked) or asked.startswith(s.lower())]
-    lowered = {s.lower(): s for s in served}
-    close = [lowered[m] for m in difflib.get_close_matches(asked, list(lowered), n=n, cutoff=0.3)]
-    ranked = list(dict.fromkeys(extends + close))
-    return (ranked + [s for s in served if s not in ranked])[:n]
+    asked for (or that it extends: ``llama-3.1-8b`` and ``llama-3.1-8b-instruct``), then difflib's ranking of the
+    first `CLOSE_COMPARED` names (module docstring)."""
+    asked = name.lower()[:CLOSE_NAME_CHARS]
+    lowered = {s.lower(): s for s in served if len(s) <= CLOSE_NAME_CHARS}  # in the list's order
+    extends = itertools.islice((s for low, s in lowered.items() if low.startswith(asked) or asked.startswith(low)),
+                               n)
+    compared = list(itertools.islice(lowered, CLOSE_COMPARED))
+    close = [lowered[m] for m in difflib.get_close_matches(asked, compared, n=n, cutoff=0.3)]
+    ranked = list(dict.fromkeys([*extends, *close]))
+    return [*ranked, *itertools.islice((s for s in served if s not in ranked), n)][:n]
 
 
 def model_names(api: str, data: Any) -> list[str] | None:
@@ -215,8 +228,8 @@ def _check_model(session: Session) -> None:
         return
     matches = close_matches(session.model, served)
     session.add(Finding("reach.model_not_found", "error",
-                        f"the server does not list model {session.model!r}; it serves "
-                        f"{', '.join(repr(m) for m in matches)}" + (" …" if len(served) > len(matches) else ""),
+                        f"the server does not list model {quoted(session.model)}; it serves "
+                        f"{', '.join(quoted(m) for m in matches)}" + (" …" if len(served) > len(matches) else ""),
                         {"asked": session.model, "closest": matches, "served": served[:50]},
-                        f"Ask for one of the served names (--model {matches[0]!r} is the closest), or load the "
+                        f"Ask for one of the served names (--model {quoted(matches[0])} is the closest), or load the "
                         "model on the server. Some servers answer any name with their one model; most answer 404."))

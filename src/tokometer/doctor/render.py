@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tokometer.doctor.finding import DoctorReport
+from tokometer.util.shown import clipped
 
 __all__ = ["evidence_text", "render_report"]
 
@@ -26,13 +27,12 @@ def _value(value: Any) -> str:
 
 
 def evidence_text(evidence: dict[str, Any]) -> str:
-    """The evidence as ``name=value`` pairs, one line (long answers cut)."""
+    """The evidence as ``name=value`` pairs, one line (long answers cut: `tokometer.util.shown.clipped`)."""
     parts = []
     for key, value in evidence.items():
         if value is None or value == "":
             continue
-        text = _value(value)
-        parts.append(f"{key}={text[:160] + '…' if len(text) > 160 else text}")
+        parts.append(f"{key}={clipped(_value(value))}")
     return "; ".join(parts)
 
 
@@ -40,7 +40,7 @@ def render_report(console: Console, report: DoctorReport) -> None:
     """Print ``report``: each check's findings (severity, id, title; evidence; fix), what was skipped, a summary.
     ``console`` prints strings verbatim (`tokometer.cli.output.make_console`): the server's words are data; the
     styles are `Text` spans."""
-    console.print(f"tokometer doctor {report.url} (api {report.api}, model {report.model or '?'})")
+    console.print(f"tokometer doctor {report.url} (api {report.api}, model {clipped(report.model or '?')})")
     for check, findings in report.by_check():
         console.print()
         console.print(check, style="bold")

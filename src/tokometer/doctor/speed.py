@@ -36,6 +36,7 @@ from tokometer.doctor.streaming import burst_decode_tok_s
 from tokometer.metrics import request as per_request
 from tokometer.records import RequestRecord
 from tokometer.util.errors import ConfigError, TokometerError
+from tokometer.util.shown import quoted, quoted_in
 
 __all__ = ["BATCHING_GAIN", "LOAD", "THRASHING_GAIN", "Load", "bottleneck", "interfered", "run", "saturated"]
 
@@ -293,7 +294,8 @@ async def _versus_estimate(session: Session, idle: Load) -> None:
                                                                       batches=(1,), input_tokens=128,
                                                                       output_tokens=32))
     except (ConfigError, TokometerError, OSError) as exc:  # OSError: a path /props names that no file system takes
-        session.skip("speed", f"no estimate for model {model!r} on {session.spec.hardware!r}: {exc}")
+        session.skip("speed", f"no estimate for model {quoted(model)} on {session.spec.hardware!r}: "
+                              f"{quoted_in(str(exc), model)}")
         return
     row = estimate.rows[0]
     expected = row.per_request_expected_tok_s

@@ -143,7 +143,9 @@ class Gateway:
                         prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens, model=hit.model)
         writer = writer_for(ctx.api, ctx.endpoint == "chat", hit.model, ctx.include_usage, hit.prompt_tokens,
                             ctx.requested_max_tokens)
-        out_headers = {**ctx.headers, "x-tokometer-cache": "hit", "x-tokometer-upstream": hit.served_by}
+        # the name's UTF-8 bytes, as the relay writes them (Starlette encodes a header's text as Latin-1)
+        served_by = hit.served_by.encode().decode("latin-1")
+        out_headers = {**ctx.headers, "x-tokometer-cache": "hit", "x-tokometer-upstream": served_by}
         self.log.write(replay_entry(ctx, hit))
         self.metrics.requests.labels(ctx.route.model, "cache", "200").inc()
         if not ctx.stream:

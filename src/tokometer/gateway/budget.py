@@ -9,27 +9,70 @@ optional at run time: while it is down each replica counts on from the last tota
 tokens charged meanwhile are added to Redis when it is back (by the next charge, or by a background
 retry every ``retry_after_s``, whichever comes first, so an idle replica catches up too), so budgets
 still hold, if loosely, through an outage.
+
+A count in Redis that is not one (``"abc"``, ``"-5"``, ``"1e999"``, a number past `MAX_WHOLE`, a list where
+the count's string should be: `tokometer.gateway.redisvalues`) is read as that key's count lost, as in an
+outage, and put right: the script that reads and adds replaces it with this replica's own count for the key
+(the last total it saw plus what it charged since; 0 if it has seen none) and logs a warning naming the key.
+It neither fails open for good (a count read as 0 and left broken, so every replica forgets every charge
+to come) nor closed (a 503 for the key until someone repairs Redis by hand, maybe for a month), and no other
+key's count leaves Redis for it: a ``WRONGTYPE`` or an ``INCRBY`` on a non-integer took the whole store
+"down" for every key, whose tokens then never reached Redis while the broken key was retried.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from redis.asyncio import Redis
 
+from tokometer.gateway import redisvalues
 from tokometer.gateway.config import KeyConfig
 from tokometer.gateway.redislink import RedisLink, RedisUnavailable
 from tokometer.util.errors import ConfigError
 
 __all__ = ["PERIODS", "BudgetState", "TokenBudgets", "period_bounds"]
 
+logger = logging.getLogger("tokometer.gateway")
+
 PERIODS = ("minute", "hour", "day", "month")
 _EXPIRY_GRACE = timedelta(minutes=5)  # keep a finished period's key a little, for replicas whose clocks lag
+_SHOWN = 40  # bytes of a broken count the warning quotes
+
+# KEYS: the count's key. ARGV: tokens to add, the expiry (unix seconds), this replica's own count (for a broken
+# one). A stored value that is not a count is replaced by ARGV[3]; the tokens are added (the count held at
+# MAX_WHOLE). Returns the count, then what was broken: '' (nothing), 'string' (a text that is no count: its first
+# bytes and its length follow) or the Redis type found instead of a string.
+_CHARGE: Final = redisvalues.LUA + f"""
+local key, tokens = KEYS[1], tonumber(ARGV[1])
+local broken, head, length = own(key, 'string') or '', '', 0
+local stored = redis.call('GET', key)
+local count = whole(stored)
+if stored and count == nil then
+  broken, head, length = 'string', string.sub(stored, 1, {_SHOWN}), #stored
+end
+if broken ~= '' then
+  redis.call('SET', key, ARGV[3])
+  count = tonumber(ARGV[3])
+elseif not stored then
+  count = 0
+end
+if tokens > 0 then
+  count = redis.call('INCRBY', key, tokens)
+  if count > {redisvalues.MAX_WHOLE} then
+    redis.call('SET', key, '{redisvalues.MAX_WHOLE}')
+    count = {redisvalues.MAX_WHOLE}
+  end
+end
+if tokens > 0 or broken ~= '' then redis.call('EXPIREAT', key, ARGV[2]) end
+return {{count, broken, head, length}}
+"""
 
 
 def _utc_now() -> datetime:
@@ -92,6 +135,7 @@ class TokenBudgets:
         self._pending: dict[str, tuple[datetime, int]] = {}
         self._link = None if redis_url is None else RedisLink(
             redis_url, timeout_s=timeout_s, retry_after_s=retry_after_s, what="Redis (token budgets)")
+        self._script: Any = None if self._link is None else self._link.client.register_script(_CHARGE)
         self._retry_after_s = retry_after_s
         self._catch_up: asyncio.Task[None] | None = None
         self._closing = False
@@ -118,7 +162,7 @@ class TokenBudgets:
         if self._link is not None:
             pending = self._take_pending(key_name, start)
             try:
-                total = await self._redis_add(key_name, start, end, pending + tokens)
+                total = await self._redis_add(key_name, start, end, pending + tokens, pending)
             except RedisUnavailable:
                 self._add_pending(key_name, start, pending + tokens)
             else:
@@ -149,7 +193,7 @@ class TokenBudgets:
             if not tokens:
                 continue
             try:
-                total = await self._redis_add(key_name, start, end, tokens)
+                total = await self._redis_add(key_name, start, end, tokens, tokens)
             except RedisUnavailable:
                 self._add_pending(key_name, start, tokens)
                 return False
@@ -200,19 +244,35 @@ class TokenBudgets:
     def _redis_key(self, key_name: str, start: datetime) -> str:
         return f"{self.prefix}{key_name}:{self.period}:{start:%Y%m%dT%H%M}"
 
-    async def _redis_add(self, key_name: str, start: datetime, end: datetime, tokens: int) -> int:
-        """The key's total after adding ``tokens`` in Redis (a plain read for 0)."""
+    async def _redis_add(self, key_name: str, start: datetime, end: datetime, tokens: int, pending: int) -> int:
+        """The key's total after adding ``tokens`` (``pending`` of them charged while Redis was down) in Redis;
+        a broken count there is replaced by this replica's own first (module docstring)."""
         assert self._link is not None
         name = self._redis_key(key_name, start)
-        if tokens == 0:
-            raw: Any = await self._link.call(lambda client: client.get(name))
-            return int(raw or 0)
+        own = max(0, self._local(key_name, start) - pending)  # the pending tokens are in the local count already
+        args = [tokens, int((end + _EXPIRY_GRACE).timestamp()), own]
 
-        async def add(client: Redis) -> int:
-            async with client.pipeline(transaction=True) as pipe:
-                pipe.incrby(name, tokens)
-                pipe.expireat(name, end + _EXPIRY_GRACE)
-                total, _ = await pipe.execute()
-            return int(total)
+        async def run(client: Redis) -> tuple[int, list[Any]]:
+            reply = await self._script(keys=[name], args=args, client=client)
+            total = redisvalues.whole(reply[0]) if isinstance(reply, list) and len(reply) == 4 else None
+            if total is None:
+                raise ValueError("the budget script's answer is not a count")
+            return total, reply[1:]
 
-        return await self._link.call(add)
+        total, broken = await self._link.call(run)
+        if broken[0]:
+            _broken(name, own, *broken)
+        return total
+
+
+def _broken(name: str, own: int, kind: Any, head: Any, length: Any) -> None:
+    """Say that the count at ``name`` was not one, and what it was replaced by."""
+    kind = redisvalues.text(kind, 16)
+    if kind == "string":
+        shown = redisvalues.text(head, _SHOWN)
+        size = redisvalues.whole(length)
+        found = f"{shown!r}" + ("" if size is None or size <= len(shown) else f"… ({size:,} bytes)")
+    else:
+        found = f"a {kind}"
+    logger.warning("token budgets: Redis key %s held %s, not a count of tokens; replaced by this replica's count, "
+                   "%s", name, found, f"{own:,}")

@@ -10,6 +10,12 @@ answers; `cache_key` returns None for anything else. Two backends share one `Ans
 
 A cached answer is the text and its accounting, not the bytes of one response, so the gateway can
 replay it as a stream or as one JSON body, whichever the new request asks for.
+
+An entry in Redis is read as a peer's answer is: at most `MAX_ENTRY_BYTES` of it (``GETRANGE``; a longer one is
+neither written nor read), and `CachedAnswer.from_bytes` takes only what `to_bytes` writes: token counts that
+are whole numbers up to `MAX_TOKENS`, a ``created`` time of at least 0, a ``served_by`` that can be a header's
+value. Anything else is a miss, as a key of another Redis type is (`RedisLink`), and the next answer to that
+request is written over it.
 """
 
 from __future__ import annotations
@@ -19,14 +25,20 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import orjson
 
 from tokometer.gateway.config import CacheConfig
 from tokometer.gateway.redislink import RedisLink, RedisUnavailable
+from tokometer.util.jsontext import whole_number
+from tokometer.util.limits import MAX_TOKENS
 
-__all__ = ["AnswerCache", "CachedAnswer", "MemoryCache", "RedisCache", "cache_key", "make_cache"]
+__all__ = ["MAX_ENTRY_BYTES", "AnswerCache", "CachedAnswer", "MemoryCache", "RedisCache", "cache_key", "make_cache"]
+
+MAX_ENTRY_BYTES: Final = 16 * 2**20
+"""The largest answer the Redis cache keeps, as stored (``to_bytes``): 16 MiB, some million tokens of text."""
+_MAX_SERVED_BY = 256  # characters of an upstream's name (gateway.config)
 
 _FORMAT = 1  # bump when CachedAnswer changes shape: old entries then read as misses
 
@@ -66,10 +78,16 @@ class CachedAnswer:
                     continue
                 raise ValueError(f"cached answer without {field.name!r}")
             value = data[field.name]
-            expected = int if field.type == "int" else str
-            if type(value) is not expected:
-                raise ValueError(f"cached answer: {field.name!r} is not {expected.__name__}")
+            if field.type == "int":
+                value = whole_number(value, maximum=None if field.name == "created" else MAX_TOKENS)
+                if value is None:
+                    raise ValueError(f"cached answer: {field.name!r} is not a whole number in range")
+            elif type(value) is not str:
+                raise ValueError(f"cached answer: {field.name!r} is not a string")
             values[field.name] = value
+        served_by = values["served_by"]
+        if not (0 < len(served_by) <= _MAX_SERVED_BY and served_by.isprintable()):
+            raise ValueError("cached answer: 'served_by' is not an upstream's name")
         return cls(**values)
 
 
@@ -223,11 +241,11 @@ class RedisCache:
         return self._link.healthy
 
     async def get(self, key: str) -> CachedAnswer | None:
-        try:
-            raw = await self._link.call(lambda client: client.get(self.prefix + key))
+        try:  # one byte past the bound tells an entry too long from one just long enough
+            raw = await self._link.call(lambda client: client.getrange(self.prefix + key, 0, MAX_ENTRY_BYTES))
         except RedisUnavailable:
             return None
-        if not isinstance(raw, bytes):
+        if not isinstance(raw, bytes) or not raw or len(raw) > MAX_ENTRY_BYTES:
             return None
         try:
             return CachedAnswer.from_bytes(raw)
@@ -236,6 +254,8 @@ class RedisCache:
 
     async def put(self, key: str, answer: CachedAnswer) -> None:
         data = answer.to_bytes()
+        if len(data) > MAX_ENTRY_BYTES:
+            return
         ttl_ms = max(1, round(self.ttl_s * 1000))
         try:
             await self._link.call(lambda client: client.set(self.prefix + key, data, px=ttl_ms))

@@ -11,6 +11,14 @@ Lua script for all of a request's limits at once), so every replica sees the sam
 each replica counts alone, in memory; what it counted alone is not added to Redis when it returns (the window
 is a minute long: the counts agree again within one).
 
+What the script reads back is held to `tokometer.gateway.redisvalues`: a slot whose second or count is not a
+whole number (``"abc"``, ``"-50"``, ``"1e999"``, ``"nan"``), or whose second is more than a window away from now
+(a slot a year ahead kept a key refused, ``Retry-After`` a year, for as long as the hash lived), is deleted as an
+expired one is, and a limit's key of another Redis type than a hash is deleted. So a broken entry costs the
+limit at most what it would have counted (it fails open, for that slot, for at most a minute) and never the
+request a 500 or the window its shared count: a limit is a flow control whose every entry ages out within a
+minute, and refusing a key until someone repairs Redis by hand would turn one bad write into an outage.
+
 Every answer carries OpenAI's headers for the tightest limit of each kind: ``x-ratelimit-limit-requests``,
 ``x-ratelimit-remaining-requests``, ``x-ratelimit-reset-requests`` (until the window is empty again, e.g.
 ``12s``) and the same for ``-tokens``; a refusal is a 429 in the client's protocol with ``Retry-After``: the
@@ -20,6 +28,7 @@ seconds until the window has room.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -28,10 +37,13 @@ from typing import Any, Final, Literal
 
 from redis.asyncio import Redis
 
+from tokometer.gateway import redisvalues
 from tokometer.gateway.config import GatewayConfig, KeyConfig, RouteConfig
 from tokometer.gateway.redislink import RedisLink, RedisUnavailable
 
 __all__ = ["WINDOW_S", "Limit", "RateLimits", "Standing", "Verdict"]
+
+logger = logging.getLogger("tokometer.gateway")
 
 WINDOW_S: Final = 60
 """The window every limit counts over: a minute, sliding a second at a time."""
@@ -39,20 +51,25 @@ WINDOW_S: Final = 60
 Kind = Literal["requests", "tokens"]
 
 # KEYS: one hash per limit. ARGV: now (the current second), the window, then per key its limit and cost.
-# Every key's slots older than the window are dropped; if each key is under its limit, each gets its cost in
-# the current slot. Returns [admitted, then per key its slots as "slot:count" strings].
-_EXCHANGE: Final = """
+# Every key's slots older than the window are dropped, and so are those that are unreadable or a window ahead, and
+# a key of another type than a hash (these are counted as broken); if each key is under its limit, each gets its
+# cost in the current slot. Returns [admitted, broken, then per key its slots as "slot:count" strings].
+_EXCHANGE: Final = redisvalues.LUA + """
 local now, window = tonumber(ARGV[1]), tonumber(ARGV[2])
-local slots, admitted = {}, 1
+local slots, admitted, broken = {}, 1, 0
 for i, key in ipairs(KEYS) do
+  if own(key, 'hash') then broken = broken + 1 end
   local kept, used, flat = {}, 0, redis.call('HGETALL', key)
   for j = 1, #flat, 2 do
-    local slot = tonumber(flat[j])
-    if slot == nil or slot <= now - window then
+    local slot, count = whole(flat[j]), whole(flat[j + 1])
+    if slot == nil or count == nil or slot > now + window then
+      redis.call('HDEL', key, flat[j])
+      broken = broken + 1
+    elseif slot <= now - window then
       redis.call('HDEL', key, flat[j])
     else
       kept[#kept + 1] = flat[j] .. ':' .. flat[j + 1]
-      used = used + tonumber(flat[j + 1])
+      used = used + count
     end
   end
   slots[i] = kept
@@ -68,7 +85,7 @@ if admitted == 1 then
     end
   end
 end
-local out = {admitted}
+local out = {admitted, broken}
 for i = 1, #KEYS do out[#out + 1] = slots[i] end
 return out
 """
@@ -238,15 +255,30 @@ class RateLimits:
             args += [bound, cost]
         assert self._link is not None
 
-        async def run(client: Redis) -> Any:
-            return await self._script(keys=names, args=args, client=client)
+        async def run(client: Redis) -> tuple[bool, int, list[list[tuple[int, int]]]]:
+            return _verdict(await self._script(keys=names, args=args, client=client), len(names))
 
-        raw = await self._link.call(run)
-        slots = [[_slot(item) for item in entries] for entries in raw[1:]]
-        return bool(int(raw[0])), slots
+        admitted, broken, slots = await self._link.call(run)
+        if broken:
+            logger.warning("rate limits: deleted %d entr%s under %s in Redis that held no count of the last minute "
+                           "(a key of another type than a hash, a second or a count that is no whole number, a second "
+                           "more than a minute ahead)", broken, "y" if broken == 1 else "ies", ", ".join(names))
+        return admitted, slots
 
 
-def _slot(item: bytes | str) -> tuple[int, int]:
-    text = item.decode() if isinstance(item, bytes) else item
-    slot, _, count = text.partition(":")
-    return int(slot), int(count)
+def _verdict(reply: Any, limits: int) -> tuple[bool, int, list[list[tuple[int, int]]]]:
+    """The script's reply: whether admitted, how many broken entries it deleted, and each limit's slots;
+    `ValueError` for a reply that is not one."""
+    if not isinstance(reply, list) or len(reply) != limits + 2 or reply[0] not in (0, 1) \
+            or redisvalues.whole(reply[1]) is None \
+            or not all(isinstance(entries, list) and len(entries) <= 2 * WINDOW_S + 1 for entries in reply[2:]):
+        raise ValueError("the rate limits' script answered something else than a verdict")
+    return reply[0] == 1, reply[1], [[_slot(item) for item in entries] for entries in reply[2:]]
+
+
+def _slot(item: Any) -> tuple[int, int]:
+    slot, _, count = redisvalues.text(item, 64).partition(":")
+    second, counted = redisvalues.whole(slot), redisvalues.whole(count)
+    if second is None or counted is None:
+        raise ValueError(f"not a rate limit's slot: {item!r}")
+    return second, counted

@@ -10,7 +10,12 @@ through `RedisLink.call`:
   connection, within the same ``timeout_s``;
 - any failure marks Redis down for ``retry_after_s``; while down, calls fail at once without touching
   the network, and only one call per back-off period is let through as a probe;
-- the first failure of an outage is logged once (a warning), and so is the recovery.
+- the first failure of an outage is logged once (a warning), and so is the recovery;
+- a ``WRONGTYPE`` error is one key's trouble (someone stored a list where the gateway keeps a string), not
+  the server's: that call fails with `RedisUnavailable`, and Redis is not marked down for the others.
+
+A reply is read (`tokometer.gateway.redisvalues`) inside the operation, so a reply that cannot be read fails
+the call like any other failure.
 
 Callers catch `RedisUnavailable` and carry on without Redis.
 """
@@ -29,6 +34,7 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
 from tokometer.util.errors import ConfigError
 
@@ -90,13 +96,22 @@ class RedisLink:
                 except RedisConnectionError:  # a connection from before a restart: once more, on a new one
                     await self.client.connection_pool.disconnect(inuse_connections=False)
                     result = await operation(self.client)
+        except ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                self._failed(exc)
+                raise RedisUnavailable(f"{self.what} is down: {exc}") from None
+            self._answered()  # the server is well; one key holds what this call cannot read
+            raise RedisUnavailable(f"{self.what}: {exc}") from None
         except Exception as exc:
             self._failed(exc)
             raise RedisUnavailable(f"{self.what} is down: {exc}") from None
+        self._answered()
+        return result
+
+    def _answered(self) -> None:
         if self._down_until is not None:
             logger.warning("%s at %s is back", self.what, redacted_url(self.url))
             self._down_until = None
-        return result
 
     def _failed(self, exc: Exception) -> None:
         if self._down_until is None:

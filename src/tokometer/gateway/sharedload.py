@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tokometer.gateway import redisvalues
 from tokometer.gateway.config import ReplicasConfig, RouteConfig
 from tokometer.gateway.redislink import RedisLink, RedisUnavailable
 from tokometer.gateway.upstream import Upstream
@@ -46,12 +47,14 @@ _MAX_COUNT = 1_000_000  # a count above any gateway's concurrency is not a count
 
 # KEYS: a hash per upstream. ARGV: replica, now_ms, stale_ms, ttl_ms, then this replica's count per upstream.
 # Writes "count wall_ms" into this replica's field of each hash; returns per hash the others' fresh counts summed
-# (a field that is stale or unreadable is deleted).
-_SYNC = """
+# (a field that is stale, unreadable or a stale age ahead is deleted, and so is a key of another type than a hash;
+# a sum is at most what 1,024 replicas can hold).
+_SYNC = redisvalues.LUA + f"""
 local replica, now, stale, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local out = {}
+local out = {{}}
 for i = 1, #KEYS do
   local key = KEYS[i]
+  own(key, 'hash')
   redis.call('HSET', key, replica, ARGV[4 + i] .. ' ' .. ARGV[2])
   redis.call('PEXPIRE', key, ttl)
   local fields = redis.call('HGETALL', key)
@@ -59,14 +62,15 @@ for i = 1, #KEYS do
   for j = 1, #fields, 2 do
     if fields[j] ~= replica then
       local count, at = string.match(fields[j + 1], '^(%d+) (%d+)$')
-      if count and tonumber(at) >= now - stale and tonumber(count) <= 1000000 then
-        sum = sum + tonumber(count)
+      count, at = whole(count), whole(at)
+      if count and at and at >= now - stale and at <= now + stale and count <= {_MAX_COUNT} then
+        sum = sum + count
       else
         redis.call('HDEL', key, fields[j])
       end
     end
   end
-  out[#out + 1] = sum
+  out[#out + 1] = math.min(sum, {_MAX_COUNT * 1024})
 end
 return out
 """
@@ -135,19 +139,24 @@ class SharedOutstanding:
         keys = [self.prefix + name for name in self.names]
         args: list[Any] = [self.replica, now_ms, int(self.stale_s * 1000), int(self.stale_s * 2000)]
         args += [min(_MAX_COUNT, self.upstreams[n].in_flight + self.upstreams[n].waiting) for n in self.names]
-        replies: list[Any] = await self.link.call(lambda client: self._script(keys, args, client))
-        if len(replies) != len(self.names):
-            raise ValueError(f"{len(replies)} sums for {len(self.names)} upstreams")
-        self._others = {name: _count(reply) for name, reply in zip(self.names, replies, strict=True)}
+
+        async def run(client: Any) -> list[int]:
+            replies = await self._script(keys, args, client)
+            if not isinstance(replies, list) or len(replies) != len(self.names):
+                raise ValueError(f"not one sum for each of {len(self.names)} upstreams")
+            return [_count(reply) for reply in replies]
+
+        self._others = dict(zip(self.names, await self.link.call(run), strict=True))
         self._read_at = self._monotonic()
         self.syncs += 1
 
 
 def _count(reply: Any) -> int:
     """One sum from the script: a whole number within what replicas can hold, else a `ValueError`."""
-    if isinstance(reply, bool) or not isinstance(reply, int) or not 0 <= reply <= _MAX_COUNT * 1024:
-        raise ValueError(f"not a count of requests: {reply!r}")
-    return reply
+    count = redisvalues.whole(reply) if isinstance(reply, int) else None
+    if count is None or count > _MAX_COUNT * 1024:
+        raise ValueError(f"not a count of requests: {redisvalues.text(repr(reply), 40)}")
+    return count
 
 
 async def _delete_field(client: Any, keys: list[str], replica: str) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tokometer.util.errors import ConfigError
+from tokometer.util.shown import clipped
 
 __all__ = ["ENGINE_PREFIX", "Endpoint", "EndpointSpec", "open_endpoints", "parse_endpoint"]
 
@@ -58,7 +59,7 @@ class Endpoint:
     api_key: str | None = field(default=None, repr=False)
 
     def describe(self) -> str:
-        return f"{self.model} at {self.base_url}" + (" (embedded engine)" if self.spec.is_engine else "")
+        return f"{clipped(self.model)} at {self.base_url}" + (" (embedded engine)" if self.spec.is_engine else "")
 
 
 def parse_endpoint(text: str) -> EndpointSpec:

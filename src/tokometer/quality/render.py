@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tokometer.quality.verdict import EndpointSummary, Summary
+from tokometer.util.shown import clipped
 
 __all__ = ["render_markdown", "render_text"]
 
@@ -16,7 +17,7 @@ def _rows(s: Summary) -> list[tuple[str, str, str]]:
         return f"{e.accuracy:.1%} [{e.accuracy_low:.1%}, {e.accuracy_high:.1%}] ({e.correct}/{s.items})"
 
     return [
-        ("model", s.a.model, s.b.model),
+        ("model", clipped(s.a.model), clipped(s.b.model)),
         ("endpoint", s.a.url, s.b.url),
         ("accuracy (Wilson 95 %)", acc(s.a), acc(s.b)),
         ("failed requests", str(s.a.failed), str(s.b.failed)),

@@ -30,6 +30,7 @@ from typing import Any
 
 from tokometer.quality.runner import EndpointRun, QualityResult
 from tokometer.quality.stats import PairedDifference, paired_difference, wilson_interval
+from tokometer.util.shown import clipped
 
 __all__ = ["SAME_KL", "EndpointSummary", "Summary", "Verdict", "gate_failures", "summarise"]
 
@@ -128,7 +129,7 @@ def _verdict(exact: float, mean_kl: float | None, top1: float | None, diff: Pair
         parts[0] += f" (top-1 {top1:.0%}, KL {mean_kl:.3g} nats)"
     parts.append(f"{diff.difference * 100:+.1f} ± {diff.half_width * 100:.1f} points accuracy")
     speed = f" at {ratio:.2f}× A's decode speed" if ratio else ""
-    headline = f"{kind}: {b.model} keeps {' and '.join(parts)}{speed} — {words}."
+    headline = f"{kind}: {clipped(b.model)} keeps {' and '.join(parts)}{speed} — {words}."
     rule = ("same: all paths identical and KL < 1e-6; worse/better: the paired 95 % interval of B − A excludes 0; "
             "close: agreement ≥ 90 %; else different")
     return Verdict(kind, headline, rule)

@@ -27,6 +27,7 @@ from tokometer.report.headline import reasoning_line, startup_line
 from tokometer.report.speculative import spec_line
 from tokometer.report.tenants import tenant_table
 from tokometer.report.windows import slice_table, steady_lines
+from tokometer.util.shown import clipped
 
 __all__ = ["LiveProgress", "render_result", "render_step"]
 
@@ -321,5 +322,6 @@ def render_result(console: Console, result: BenchResult, warnings: Sequence[str]
     if (startup := startup_line(result.run.engine)) is not None:
         console.print(startup)
     where = f"saved as run {result.run_id}" if result.run_id is not None else "not saved"
-    console.print(f"Run {result.status}: {where}; model {result.run.model}; prompts: {result.run.prompt_source}; "
-                  f"seed {result.spec.seed} (--seed {result.spec.seed} repeats it)")
+    seed = result.spec.seed
+    console.print(f"Run {result.status}: {where}; model {clipped(result.run.model)}; "
+                  f"prompts: {result.run.prompt_source}; seed {seed} (--seed {seed} repeats it)")

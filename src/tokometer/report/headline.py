@@ -8,6 +8,7 @@ from typing import Any
 
 from tokometer.report import tables
 from tokometer.report.beside import beside_lines
+from tokometer.util.shown import clipped
 
 __all__ = ["columns", "describe", "fmt", "headline", "reasoning_line", "startup_line", "step_rows"]
 
@@ -83,7 +84,7 @@ def describe(run: Mapping[str, Any]) -> str:
     from tokometer.engines.startup import startup_of
 
     engine = run["engine"] or {}
-    what = f"model {run['model']} at {run['target']} ({run['api']})"
+    what = f"model {clipped(run['model'])} at {run['target']} ({run['api']})"
     if engine.get("engine"):
         what += f"; engine {engine['engine']} {engine.get('engine_version') or ''}".rstrip()
     if (startup := startup_of(engine)) is not None:

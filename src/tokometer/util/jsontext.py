@@ -56,7 +56,9 @@ def loads_object(raw: bytes | str, what: str) -> dict[str, Any]:
     return value
 
 
-def whole_number(value: Any, minimum: int = 0) -> int | None:
-    """``value`` if a peer's JSON holds a whole number there of at least ``minimum`` (``true`` is not one, nor
-    ``2.0`` or ``"2"``), else None: a count or a size read out of a parsed answer."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= minimum else None
+def whole_number(value: Any, minimum: int = 0, maximum: int | None = None) -> int | None:
+    """``value`` if a peer's JSON holds a whole number there of at least ``minimum`` (and at most ``maximum``;
+    ``true`` is not one, nor ``2.0`` or ``"2"``), else None: a count or a size read out of a parsed answer."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        return None
+    return value if maximum is None or value <= maximum else None

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
+from typing import Any
+
+import pytest
+
 from tokometer.doctor import DoctorReport, DoctorSpec, Finding, Skipped
 from tokometer.doctor.auth import key_shown
 from tokometer.doctor.context import Fit, count_mismatch, fit_of
 from tokometer.doctor.host import GpuLink, SwapCounters, gpu_findings, ram_finding, swap_finding
-from tokometer.doctor.reach import close_matches, date_skew_s, model_names
+from tokometer.doctor.reach import CLOSE_COMPARED, CLOSE_NAME_CHARS, close_matches, date_skew_s, model_names
 from tokometer.doctor.render import evidence_text
 from tokometer.doctor.server import server_findings
 from tokometer.doctor.session import Exchange, Session
@@ -81,6 +86,22 @@ def test_the_closest_served_names_come_first() -> None:
     assert model_names("openai-chat", {"data": [{"id": "a"}, {"id": "b"}]}) == ["a", "b"]
     assert model_names("ollama", {"models": [{"name": "llama3.2:1b"}]}) == ["llama3.2:1b"]
     assert model_names("openai-chat", {"error": "nope"}) is None
+
+
+def test_close_names_are_ranked_among_a_bounded_number_of_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    compared: list[int] = []
+    rank = difflib.get_close_matches
+
+    def counted(word: str, possibilities: list[str], **options: Any) -> list[str]:
+        compared.append(len(possibilities))
+        return rank(word, possibilities, **options)
+
+    monkeypatch.setattr(difflib, "get_close_matches", counted)
+    long = "llama-" + "x" * CLOSE_NAME_CHARS
+    served = [long, *(f"lam-{i:06d}" for i in range(3 * CLOSE_COMPARED)), "llama-3.1-8b-q4"]
+    assert close_matches("llama-3.1-8b", served)[0] == "llama-3.1-8b-q4"  # an extension: looked for in them all
+    assert compared == [CLOSE_COMPARED]  # the first ones, the long name left out
+    assert close_matches("llama", [long]) == [long]  # the names shown when none is compared
 
 
 def test_clock_skew_from_the_date_header() -> None:
@@ -161,7 +182,7 @@ def test_the_report_exit_status_summary_and_json() -> None:
 
 def test_evidence_reads_as_one_line() -> None:
     text = evidence_text({"a": 1.23456, "b": None, "c": [1, 2], "d": {"x": 2500.0}, "e": "y" * 300})
-    assert text.startswith("a=1.235; c=[1, 2]; d={x 2,500}; e=yyy") and text.endswith("…")
+    assert text.startswith("a=1.235; c=[1, 2]; d={x 2,500}; e=yyy") and text.endswith("y… (300 characters)")
 
 
 def test_a_bad_spec_is_refused() -> None:

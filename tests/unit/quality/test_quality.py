@@ -20,6 +20,7 @@ from tokometer.quality.agreement import (
 )
 from tokometer.quality.endpoints import Endpoint, EndpointSpec, parse_endpoint
 from tokometer.quality.evalset import is_correct, load_evalset, normalise_answer
+from tokometer.quality.render import render_markdown, render_text
 from tokometer.quality.runner import EndpointRun, QualityResult, QualitySpec
 from tokometer.quality.stats import mcnemar_exact_p, mcnemar_mid_p, paired_difference, wilson_interval
 from tokometer.quality.verdict import gate_failures, summarise
@@ -194,11 +195,13 @@ def test_endpoint_arguments(tmp_path: Path) -> None:
             parse_endpoint(bad)
 
 
-def _result(a_correct: list[bool], b_correct: list[bool], b_paths: list[list[TokenStep]]) -> QualityResult:
+def _result(a_correct: list[bool], b_correct: list[bool], b_paths: list[list[TokenStep]],
+            b_model: str = "model-B") -> QualityResult:
     items = load_evalset(limit=len(a_correct))
     runs, a_paths = [], [_path("ab")] * len(items)
     for label, correct, paths in (("A", a_correct, a_paths), ("B", b_correct, b_paths)):
-        run = EndpointRun(Endpoint(label, EndpointSpec("x"), "http://h:1/v1", "http://h:1", f"model-{label}"))
+        model = "model-A" if label == "A" else b_model
+        run = EndpointRun(Endpoint(label, EndpointSpec("x"), "http://h:1/v1", "http://h:1", model))
         run.correct, run.paths = correct, list(paths)
         run.decode_tok_s, run.ttft_ms = ([10.0] if label == "A" else [18.0]), [100.0]
         runs.append(run)
@@ -222,3 +225,14 @@ def test_the_verdict_rule() -> None:
     assert close.verdict.kind == "close" and close.positions == 40
     different = summarise(_result([True] * 20, [True] * 20, [_path("ax")] * 20))
     assert different.verdict.kind == "different" and different.to_json()["verdict"]["kind"] == "different"
+
+
+def test_a_model_name_a_server_listed_is_shown_cut() -> None:
+    """An endpoint's model, when none is given, is the first its server lists: as long as its answer may be."""
+    result = _result([True] * 4, [True] * 4, [_path("ab")] * 4, b_model="m" * 5000)
+    summary = summarise(result)
+    assert "m… (5,000 characters) at http://h:1/v1" in result.b.endpoint.describe()
+    assert "m… (5,000 characters) keeps" in summary.verdict.headline
+    assert all(len(line) < 400 for line in (render_text(summary) + render_markdown(summary)).splitlines())
+    assert result.b.endpoint.model == "m" * 5000  # what is sent to the server stays whole
+
