@@ -51,6 +51,20 @@ class _LazyGroup(click.Group):
         command: click.Command = module.command
         return command
 
+    def resolve_command(self, ctx: click.Context,
+                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """The command, once its arguments give no value-taking option the next option as its value
+        (`tokometer.cli.argcheck`)."""
+        from tokometer.cli.argcheck import swallowed_option
+
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None and (found := swallowed_option(command, rest)) is not None:
+            option, took = found
+            raise click.UsageError(f"{option} needs a value and would take the option {took} as it: give {option} "
+                                   f"its value before {took}, or write {option}={took} if that is its value "
+                                   f"(see 'tokometer {name} --help')")
+        return name, command, rest
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, help_text) for name, (_, help_text) in sorted(_COMMANDS.items())]
         with formatter.section("Commands"):
