@@ -68,9 +68,12 @@ class MaxLoad:
 
 
 def max_load(d: Deployment, input_tokens: int, output_tokens: int, efficiency: Efficiency | None = None,
-             gpu_memory_utilization: float = 0.9, max_batch: int = MAX_BATCH) -> MaxLoad | None:
-    """`MaxLoad` of ``d`` for requests of ``input_tokens`` → ``output_tokens``; None when the hardware's memory
-    is unknown or not one sequence fits."""
+             gpu_memory_utilization: float = 0.9, max_batch: int = MAX_BATCH,
+             decode_context: float | None = None) -> MaxLoad | None:
+    """`MaxLoad` of ``d`` for requests of ``input_tokens`` → ``output_tokens`` (their means); None when the
+    hardware's memory is unknown or not one sequence fits. ``decode_context``: the tokens a decoding sequence holds
+    cached on average over the steps, where the requests' lengths differ (`tokometer.perf.lengths`); None: every
+    request alike, ``input + output / 2``."""
     eff = efficiency or Efficiency()
     if not d.hardware.memory_gb:
         return None
@@ -78,7 +81,7 @@ def max_load(d: Deployment, input_tokens: int, output_tokens: int, efficiency: E
     batch = min(fit, max_batch * d.ranks)  # the cap is each rank's (attention data parallel: TP ranks)
     if batch < 1:
         return None
-    context = round(batch * (input_tokens + output_tokens / 2))
+    context = round(batch * (decode_context or input_tokens + output_tokens / 2))
     decode = decode_step_s(d, batch, context, eff)
     prompt_tokens = batch * input_tokens / output_tokens
     iteration = mixed_step_s(d, batch, context, prompt_tokens, 0, eff, sequences=batch / output_tokens)

@@ -6,7 +6,9 @@ model, hardware, GPUs (TP), weight and KV format, prompt and answer lengths, the
 over the whole deployment, and, for a figure measured at a fixed number of users (NIM's tables), that
 ``concurrency``; a system of several copies of one deployment (MLPerf's submissions run an engine on each TP × PP
 group of a server's GPUs) states its pipeline stages (``pp``), its copies (``replicas``) and the engine's batch
-cap (``max_batch``). `compare_published` sets each beside `max_load` for the same deployment (throughput at
+cap (``max_batch``); a benchmark whose requests spread in length (MLPerf's sets) states the tokens a decoding
+sequence holds on average over the steps (``decode_context``, `tokometer.perf.lengths`). `compare_published` sets
+each beside `max_load` for the same deployment (throughput at
 maximum load; a copy's times the copies) or beside `closed_loop`'s aggregate at that concurrency, at the stated
 `Efficiency`, with the KV cache's room its engine gives it (`PublishedFigure.kv_free_fraction`: TensorRT-LLM's
 share of the memory the weights leave, vLLM's share of the whole): the test
@@ -26,7 +28,9 @@ Each row has a ``split``, set when the row was added and never moved after an er
   Llama 4; the B200 and GB200 in NVFP4), its release-0.17 table (L40S, A100 in fp16, GH200, Llama 3.1 8B
   and 70B, Mistral 7B, Mixtral 8x7B and 8x22B, 1 to 8 GPUs: every cell but those of a fit deployment; the
   last 247 added on 2026-12-04, held out as typed in), other engines' published figures (vLLM on MI300X)
-  and NVIDIA NIM's fixed-concurrency tables (Llama 3.1 8B and Llama 3.3 70B on H100). No constant is chosen on them:
+  and NVIDIA NIM's fixed-concurrency tables (Llama 3.1 8B and Llama 3.3 70B on H100), MLPerf Inference's Offline
+  results (Llama 2 70B, v4.1 to v6.0; Llama 3.1 8B and 405B, DeepSeek R1, Mixtral 8x7B, v5.1 and v6.0, added on
+  2026-12-06 as typed in). No constant is chosen on them:
   they say how far the estimate is from figures it was not fitted to.
 
 The perf overview runs its mixtures of experts with ``--ep $ep_size`` (a size it does not state, taken as the TP
@@ -137,6 +141,15 @@ _GPT_OSS = ("gpt-oss: the 120B too fast at 1000 → 1000 over 2 B200s, 4 H100s a
             "tokens are padded to a 64-row tile at small batches (128 experts, 4 a token: at batch 90 three tokens "
             "an expert, 21 × the experts' FLOPs, compute bound) where the engines' MoE kernels take smaller tiles; on "
             "Hopper (the page's FP8 columns) the MXFP4 experts are taken dequantised to bf16")
+_MLPERF_R1_V51 = ("MLPerf v5.1's DeepSeek R1 (that round's TensorRT-LLM): too fast by 44-69 %, where the same GB200 "
+                  "NVL72 system's v6.0 result is 1.68 × its v5.1 one at the same layout and batch (and within 3 %), "
+                  "as are the v6.0 B300 and GB300 rows (+2 to +13 %): the engine's later release, not a shape, made "
+                  "up the gap; its steps are counted at the set's spread answers (`tokometer.perf.lengths`)")
+_MLPERF_PREFILL = ("MLPerf's prompt-heavy sets in NVFP4 (Llama 3.1 8B: 871 → 129 tokens on one B200 a copy, +49 %; "
+                   "Llama 3.1 405B: 9,429 → 630 over two GB300s a copy, +52 %): prefill bound at the fp4 peak scaled "
+                   "by the B200's GEMM share (none is measured for the GB300); the 8B's narrow GEMMs (4,096 wide) "
+                   "likely reach less of the fp4 peak than the 70B's, as the 405B over two B200s × 2 stages (+1 %) "
+                   "and over GB200s (+15 %) do")
 _PIPELINE = ("two pipeline stages: the estimate counts no bubble and no hand-off between the stages (`roofline."
              "pipeline_share`), too fast by 16 % at their worst shape")
 
@@ -181,6 +194,11 @@ KNOWN_MISSES: dict[str, str] = {
     "qwen3-235b-a22b H200-SXM DEP4 fp8": _DEP, "qwen3-235b-a22b H100-SXM DEP8 fp8": _DEP,
     "qwen3-235b-a22b RTX-PRO-6000 DEP8 nvfp4": _DEP,
     "qwen3-235b-a22b RTX-PRO-6000 DEP2 PP2 nvfp4": f"{_DEP}; {_PIPELINE}",
+    # MLPerf Inference v5.1 and v6.0 Offline beyond Llama 2 70B, held out on 2026-12-06
+    "deepseek-r1 B200 DEP8 nvfp4": _MLPERF_R1_V51, "deepseek-r1 GB200 9 × DEP8 nvfp4": _MLPERF_R1_V51,
+    "deepseek-r1 GB300 9 × DEP8 nvfp4": _MLPERF_R1_V51,
+    "llama-3.1-8b B200 8 × TP1 nvfp4": _MLPERF_PREFILL, "llama-3.1-405b GB300 36 × TP2 nvfp4": _MLPERF_PREFILL,
+    "llama-3.1-405b GB200 18 × TP2 PP2 nvfp4": f"{_MLPERF_PREFILL}; {_PIPELINE}",
 }
 """Held-out deployments with at least one figure outside `HELD_OUT_AIM`, and the likely reason, by
 `PublishedFigure.group` (docs/commands/estimate.md lists them; the test checks the list is neither short
@@ -226,6 +244,11 @@ class PublishedFigure:
     requests: int | None = None
     """The requests the benchmark's dataset held, all queued at once (``requests`` column: the perf overview's
     table of ``$num_requests`` by shape): no more sequences than these run at once; None: not stated."""
+    decode_context: float | None = None
+    """Where the benchmark's requests differ in length (MLPerf's datasets), the tokens a decoding sequence holds
+    cached on average over the steps, from the set's per-request lengths (``decode_context`` column:
+    `tokometer.perf.lengths`, with the figure's own mean answer); None: its requests alike (``input +
+    output / 2``)."""
 
     def batch_cap(self, deployment: Deployment | None = None) -> int:
         """Sequences one engine rank runs at once at most: the stated ``max_batch``, else the harness's choice
@@ -339,7 +362,8 @@ def figure_from_row(row: dict[str, str]) -> PublishedFigure:
                              replicas=int(row.get("replicas") or 1),
                              max_batch=int(row["max_batch"]) if row.get("max_batch") else None,
                              attention_dp=row.get("attention_dp") == "yes", harness=row.get("harness") or "",
-                             requests=int(row["requests"]) if row.get("requests") else None)
+                             requests=int(row["requests"]) if row.get("requests") else None,
+                             decode_context=float(row["decode_context"]) if row.get("decode_context") else None)
     if figure.harness not in ("", "trtllm-bench"):
         raise ValueError(f"published-serving.csv: {figure.group}: harness {figure.harness!r} is not known "
                          "(trtllm-bench, or empty)")
@@ -381,7 +405,7 @@ def compare_published(efficiency: Efficiency | None = None,
                                "saturated" if loop.saturated else "loop"))
             continue
         load = max_load(d, f.input_tokens, f.output_tokens, eff, gpu_memory_utilization=memory,
-                        max_batch=f.batch_cap(d))
+                        max_batch=f.batch_cap(d), decode_context=f.decode_context)
         if load is not None:
             out.append(Checked(f, load.output_tok_s * f.replicas, load.batch, load.bound))
     return out

@@ -200,8 +200,14 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # chosen again on the fit split (70 µs a layer): within ±30 %: 585 → 597. (458 and a median of 10.1 % with
     # the engine's default 0.9 for the perf overview's rows too and 85 % of the bandwidth chosen under it; the
     # fit split ties the two readings, 85 of 89; the page's own words chose 0.95, before its count was seen)
-    assert sum(e <= HELD_OUT_AIM for e in errors) >= 454
-    assert statistics.median(errors) <= 0.104
+    # 461 of 738 (2026-12-06, fourteenth session): MLPerf v5.1 and v6.0 Offline beyond Llama 2 70B joined (13 rows
+    # written from the submissions before their estimates were seen: 4 of them within the aim), and each MLPerf
+    # row's steps counted at the context its set's spread lengths give (`tokometer.perf.lengths`: a step sees the
+    # long answers in proportion to their length; DeepSeek R1's reasoning traces double it): the 24 MLPerf rows
+    # 12 → 15 within the aim, the Llama 2 70B ones 8 of 11 as before. The median rose with the set, not with a
+    # change of the model: 10.35 % over the 725 before them, 10.45 % over all 738
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 461
+    assert statistics.median(errors) <= 0.105
     # the 332 held out before the rest of the release-0.17 table joined (2026-12-04): 186 within the aim until
     # 2026-12-05, 176 since: the refit's 40 µs a layer (chosen on the fit split, not on these) speeds up every
     # step, and the Llama 4 rows read with whole experts on each GPU run further from the fit; the count is the

@@ -1,0 +1,74 @@
+"""The mean context of a full engine's decode steps when requests differ in length (`tokometer.perf.lengths`)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tokometer.perf.hardware import resolve_hardware
+from tokometer.perf.lengths import decode_context
+from tokometer.perf.loaders import resolve_model
+from tokometer.perf.maxload import max_load
+from tokometer.perf.roofline import Deployment
+
+
+def _simulated(requests: list[tuple[int, int]], slots: int, steps: int, seed: int = 7) -> float:
+    """The truth by brute force: ``slots`` sequences decode one token a step; a finished one is replaced at once by
+    a request drawn from ``requests``; the mean over the steps (after a warm-up) of the tokens each slot holds."""
+    rng = random.Random(seed)
+    held = [(0, 0)] * slots  # (input, tokens decoded so far, counting the one this step makes)
+    left = [0] * slots
+    total, count = 0.0, 0
+    for step in range(steps):
+        for s in range(slots):
+            if left[s] == 0:
+                i, o = rng.choice(requests)
+                held[s], left[s] = (i, 0), o
+            i, j = held[s]
+            if step >= steps // 10:
+                total += i + j + 0.5  # its context, midway through the step's token (as I + L / 2 counts it)
+                count += 1
+            held[s], left[s] = (i, j + 1), left[s] - 1
+    return total / count
+
+
+def test_requests_alike_hold_their_prompt_and_half_their_answer() -> None:
+    assert decode_context([800], [400]) == pytest.approx(1000)
+    assert decode_context([800] * 5, [400] * 5) == pytest.approx(1000)
+
+
+def test_long_answers_weigh_in_proportion_to_their_length_as_a_full_engine_sees_them() -> None:
+    requests = [(100, 100), (100, 300), (2000, 20), (50, 1500)]
+    formula = decode_context([i for i, _ in requests], [o for _, o in requests])
+    naive = sum(i for i, _ in requests) / 4 + sum(o for _, o in requests) / 8
+    truth = _simulated(requests, slots=64, steps=6000)
+    assert formula == pytest.approx(truth, rel=0.02)
+    # not the means' I + L / 2 (802.5): the 1,500-token answer fills most steps, and the 2,000-token prompt, whose
+    # answer is 20 tokens, is held for few of them (the prompts are weighted by their answers too)
+    assert formula == pytest.approx(692.8, abs=0.1) and abs(formula - naive) > 0.1 * naive
+
+
+def test_a_submissions_own_answer_mean_scales_the_sets_answers() -> None:
+    inputs, outputs = [100, 300], [200, 600]
+    base = decode_context(inputs, outputs)
+    doubled = decode_context(inputs, outputs, output_mean=800)  # the set's mean is 400
+    assert doubled == pytest.approx(decode_context(inputs, [400, 1200]))
+    assert doubled - base == pytest.approx((200 * 200 + 600 * 600) / (2 * 800))
+
+
+@pytest.mark.parametrize(("inputs", "outputs", "says"), [
+    ([], [], "none given"), ([1, 2], [3], "none given"), ([5], [-1], "negative"), ([5, 6], [0, 0], "empty")])
+def test_lengths_that_describe_no_decoding_are_refused(inputs: list[int], outputs: list[int], says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        decode_context(inputs, outputs)
+
+
+def test_max_load_counts_the_context_it_is_given_and_by_default_the_alike_requests_one() -> None:
+    d = Deployment(resolve_model("llama-3.1-8b"), resolve_hardware("H100-SXM"), "fp8", "fp8")
+    alike = max_load(d, 1000, 1000)
+    assert alike == max_load(d, 1000, 1000, decode_context=1500)
+    spread = max_load(d, 1000, 1000, decode_context=3000)
+    assert alike is not None and spread is not None
+    assert spread.batch == alike.batch  # the room reserved a request is its mean lengths', as before
+    assert spread.output_tok_s < alike.output_tok_s  # each step reads and attends to twice the cache
