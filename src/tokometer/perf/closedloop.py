@@ -41,8 +41,11 @@ R's.
 
 A prompt's prefill in chunks attends to its earlier chunks: a step with p of its tokens is counted with
 (I − p) / 2 tokens already cached, so its k chunks do the causal I (I + 1) / 2 pairs in all. Every
-request is taken as exactly I → O tokens; a real benchmark's spread, the ``½ step`` wait and the
-engine's own scheduling overheads (tokenising, sampling, the API server) are what this leaves out.
+request is taken as I → O tokens, the means; where their lengths spread, the tokens a decoding sequence holds
+on average may be given (``decode_context``: a step sees the long answers in proportion to their length,
+`tokometer.perf.lengths`) in place of I + O / 2. The spread's other effects (prompts of unequal chunks, users'
+unequal cycles), the ``½ step`` wait and the engine's own scheduling overheads (tokenising, sampling, the API
+server) are what this leaves out.
 """
 
 from __future__ import annotations
@@ -85,6 +88,9 @@ class ClosedLoop:
     itl_s: float
     ttft_s: float
     saturated: bool
+    decode_context: float = 0.0
+    """Tokens a decoding sequence holds cached on average over the steps: I + O / 2 for requests alike, more or
+    less where their lengths spread (`tokometer.perf.lengths`)."""
 
     @property
     def cycle_s(self) -> float:
@@ -106,7 +112,7 @@ class ClosedLoop:
                 "decode_only_step_ms": self.decode_step_s * 1e3, "prefill_step_ms": self.prefill_step_s * 1e3,
                 "itl_ms": self.itl_s * 1e3, "ttft_ms": self.ttft_s * 1e3, "cycle_s": self.cycle_s,
                 "saturated": self.saturated, "per_request_tok_s": self.per_request_tok_s,
-                "aggregate_tok_s": self.aggregate_tok_s}
+                "aggregate_tok_s": self.aggregate_tok_s, "decode_context_tokens": self.decode_context}
 
 
 def _with_prompt(d: Deployment, batch: float, context: float, p: float, input_tokens: int,
@@ -118,8 +124,8 @@ def _with_prompt(d: Deployment, batch: float, context: float, p: float, input_to
     return mixed_step_s(d, round(batch), context, p, (input_tokens - p) / 2, eff)
 
 
-def _chunked(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_tokens: int) -> ClosedLoop:
-    per_seq = i + o / 2
+def _chunked(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_tokens: int,
+             per_seq: float) -> ClosedLoop:
     chunk = max(1, step_tokens - batch)
     r = (batch - 1) / o
     if batch * i / o > chunk:  # the budget cannot keep up: fewer decode, the rest queue for prefill
@@ -129,7 +135,8 @@ def _chunked(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_to
         answers_per_s = p / i / itl  # prompts done a step = answers begun (and, in steady state, ended) a step
         ttft = batch / answers_per_s - (o - 1) * itl
         return ClosedLoop(batch, i, o, True, step_tokens, decoding, r, p, 1.0,
-                          mixed_step_s(d, round(decoding), decoding * per_seq, 0, 0, eff), itl, itl, ttft, True)
+                          mixed_step_s(d, round(decoding), decoding * per_seq, 0, 0, eff), itl, itl, ttft, True,
+                          per_seq)
     k = math.ceil(i / chunk)
     share = min(1.0, r * k)
     p = i / k if r * k <= 1 else min(chunk, r * i)
@@ -138,35 +145,38 @@ def _chunked(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_to
     itl = (1 - share) * decode + share * mixed
     own = _with_prompt(d, batch - 1, (batch - 1) * per_seq, p, i, eff)
     ttft = (itl / 2 if batch > 1 else 0.0) + k * own
-    return ClosedLoop(batch, i, o, True, step_tokens, float(batch), r, p, share, decode, mixed, itl, ttft, False)
+    return ClosedLoop(batch, i, o, True, step_tokens, float(batch), r, p, share, decode, mixed, itl, ttft, False,
+                      per_seq)
 
 
-def _separate(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_tokens: int) -> ClosedLoop:
+def _separate(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_tokens: int,
+              per_seq: float) -> ClosedLoop:
     r = (batch - 1) / o
     together = max(1, min(math.ceil(r), step_tokens // i))
-    decode = mixed_step_s(d, batch, batch * (i + o / 2), 0, 0, eff)
+    decode = mixed_step_s(d, batch, batch * per_seq, 0, 0, eff)
     prefill = prefill_s(d, together * i, 0, eff, sequences=together)
     itl = decode + r / together * prefill
     ttft = (decode / 2 if batch > 1 else 0.0) + prefill
     return ClosedLoop(batch, i, o, False, step_tokens, float(batch), r, together * i, r / together, decode,
-                      prefill, itl, ttft, False)
+                      prefill, itl, ttft, False, per_seq)
 
 
 def closed_loop(d: Deployment, batch: int, input_tokens: int, output_tokens: int,
                 efficiency: Efficiency | None = None, *, chunked: bool = True,
                 step_tokens: int = STEP_TOKENS, gpu_memory_utilization: float = 0.9,
-                max_batch: int | None = None) -> ClosedLoop:
+                max_batch: int | None = None, decode_context: float | None = None) -> ClosedLoop:
     """`ClosedLoop` of ``batch`` users sending ``input_tokens`` → ``output_tokens`` requests to ``d`` (module
     docstring); ``efficiency`` None: the bound (100 %); ``gpu_memory_utilization`` the memory share the KV
     cache's room is counted at (`kv_room`); ``max_batch`` the engine's limit on sequences a
-    rank schedules at once (None: no limit)."""
+    rank schedules at once (None: no limit); ``decode_context`` the tokens a decoding sequence holds on average
+    where the requests' lengths spread (`tokometer.perf.lengths`; None: I + O / 2, every request alike)."""
     eff = efficiency or BOUND
     step_tokens = max(step_tokens, batch + 1)
     how = _chunked if chunked else _separate
     i, o = max(1, input_tokens), max(1, output_tokens)
     limit = max_batch * d.ranks if max_batch else batch
     running = max(1, min(batch, kv_room(d, i, o, gpu_memory_utilization), limit))
-    loop = how(d, running, i, o, eff, step_tokens)
+    loop = how(d, running, i, o, eff, step_tokens, decode_context or i + o / 2)
     if running >= batch:
         return loop
     # The engine holds `running` sequences: the other users wait for a slot, a whole cycle per round.

@@ -7,7 +7,9 @@ beside what was measured:
     measured ITL        mean over the step's requests of each one's mean time between tokens (TPOT)
     measured TTFT       mean of the requests' TTFT
     measured tok/s      the step's output throughput (its summary; else output tokens / the step's span)
-    estimated           `closed_loop(d, B, mean input, mean output)`, bound and expected
+    estimated           `closed_loop(d, B, mean input, mean output)`, bound and expected, with the cached
+                        tokens a step holds taken from the step's own lengths (`tokometer.perf.lengths`: a
+                        step sees its long answers in proportion to their length)
 
 Means, as the closed loop's are (a median ITL hides the few long steps that carry a prompt). A step at a
 rate (an open loop) or from a trace has no fixed B: it is listed without an estimate, saying so.
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokometer.metrics.request import tpot_ns, ttft_ns
 from tokometer.perf.closedloop import STEP_TOKENS, ClosedLoop, closed_loop
+from tokometer.perf.lengths import decode_context
 from tokometer.perf.roofline import BOUND, Deployment, Efficiency
 
 if TYPE_CHECKING:
@@ -40,6 +43,9 @@ class LoopBeside:
     """None: not a closed loop (a rate or a trace): no estimate."""
     input_tokens: int
     output_tokens: int
+    decode_context: float
+    """Tokens a decoding sequence held cached on average over the step's decode steps, from its requests' lengths
+    (`tokometer.perf.lengths`; I + O / 2 when they were alike)."""
     measured_itl_s: float | None
     measured_ttft_s: float | None
     measured_tok_s: float | None
@@ -63,6 +69,7 @@ class LoopBeside:
 
         return {"step": self.step, "load": self.load, "concurrency": self.concurrency,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "decode_context_tokens": self.decode_context,
                 "measured": {"itl_ms": ms(self.measured_itl_s), "ttft_ms": ms(self.measured_ttft_s),
                              "aggregate_tok_s": self.measured_tok_s},
                 "estimated": {"bound": loop(self.bound), "expected": loop(self.expected)},
@@ -79,6 +86,15 @@ def _throughput(step: StoredStep, records: list[RequestRecord]) -> float | None:
         return float(step.summary.output_throughput_tok_s)
     span = max(r.last_token_ns for r in records) - min(r.sent_ns for r in records)
     return sum(float(r.output_tokens or 0) for r in records) / (span / 1e9) if span > 0 else None
+
+
+def _step_context(done: list[RequestRecord]) -> float:
+    """The tokens a decoding sequence of the step held on average (`decode_context` of its requests' lengths); the
+    requests that produced no token past their first decode nothing and are left out (all of them: 1)."""
+    pairs = [(float(r.input_tokens or 0), float(r.output_tokens or 0)) for r in done if (r.output_tokens or 0) > 0]
+    if not pairs:
+        return 1.0
+    return decode_context([i for i, _ in pairs], [o for _, o in pairs])
 
 
 def _closed_concurrency(step: StoredStep) -> int | None:
@@ -110,10 +126,11 @@ def loops_beside(run: StoredRun, records: list[RequestRecord], d: Deployment, ef
         i = max(1, round(statistics.fmean(float(r.input_tokens or 0) for r in done)))
         o = max(1, round(statistics.fmean(float(r.output_tokens or 0) for r in done)))
         b = _closed_concurrency(step)
+        context = _step_context(done)
         est = [None if b is None else closed_loop(d, b, i, o, eff, chunked=chunked, step_tokens=step_tokens,
-                                                  max_batch=max_batch)
+                                                  max_batch=max_batch, decode_context=context)
                for eff in (BOUND, efficiency)]
-        out.append(LoopBeside(step.index, _label(step), b, i, o,
+        out.append(LoopBeside(step.index, _label(step), b, i, o, context,
                               _mean([t / 1e9 for r in done if (t := tpot_ns(r)) is not None]),
                               _mean([t / 1e9 for r in done if (t := ttft_ns(r)) is not None]),
                               _throughput(step, done), est[0], est[1]))

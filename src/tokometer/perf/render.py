@@ -301,6 +301,10 @@ def _ratio(c: LoopBeside) -> str:
     return f"{ratio:,.2f}×" + (" (above the bound: the hardware figures are too low)" if beyond else "")
 
 
+SPREAD_SHOWN = 0.05
+"""A step's cached tokens are said when its lengths' spread moves them this far from the means' I + O / 2."""
+
+
 def _loops_table(console: Console, r: RunEfficiency) -> None:
     """Each step measured beside the closed-loop estimate of its concurrency and lengths (`perf.measuredloop`)."""
     if not r.closed_loop:
@@ -320,8 +324,19 @@ def _loops_table(console: Console, r: RunEfficiency) -> None:
                       _ratio(c))
     console.print(table)
     console.print("  estimated: bound → expected, the closed loop of B users at the step's mean lengths (estimate "
-                  "--batch B --input-tokens I --output-tokens O); means of TTFT and of each request's ITL; a rate "
-                  "or trace step has no fixed B ('-')")
+                  "--batch B --input-tokens I --output-tokens O), each step's cached tokens from the step's own "
+                  "lengths (long answers weigh as long as they decode); means of TTFT and of each request's ITL; a "
+                  "rate or trace step has no fixed B ('-')")
+    _spread_lines(console, r)
+
+
+def _spread_lines(console: Console, r: RunEfficiency) -> None:
+    """A line for each closed-loop step whose lengths' spread moved its cached tokens past `SPREAD_SHOWN`."""
+    for c in r.closed_loop:
+        alike = c.input_tokens + c.output_tokens / 2
+        if c.concurrency is not None and abs(c.decode_context / alike - 1) >= SPREAD_SHOWN:
+            console.print(f"  step {c.step}: its requests' lengths spread: a decoding sequence held "
+                          f"{c.decode_context:,.0f} tokens on average, not the means' {alike:,.0f}")
 
 
 def render_models(console: Console, models: list[ModelSpec]) -> None:

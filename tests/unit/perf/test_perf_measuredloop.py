@@ -46,8 +46,13 @@ def test_a_closed_loop_step_is_set_beside_the_estimate_of_its_concurrency_and_le
     eff = Efficiency()
     closed, rate = loops_beside(run, records, D, eff)
     assert (closed.concurrency, closed.input_tokens, closed.output_tokens) == (4, 400, 30)
-    expected = closed_loop(D, 4, 400, 30, eff)
-    assert closed.expected == expected and closed.bound == closed_loop(D, 4, 400, 30)
+    # the steps' cached tokens from the step's own lengths, not the means' 400 + 30 / 2 = 415: the 500-token prompts'
+    # answers are twice as long as the 300-token ones', so a step sees them twice as often (tokometer.perf.lengths):
+    # (500 × 40 × 2 + 300 × 20 × 2) / 120 + (40² × 2 + 20² × 2) / (2 × 120) = 433.3 + 16.7
+    assert closed.decode_context == pytest.approx(450)
+    expected = closed_loop(D, 4, 400, 30, eff, decode_context=450)
+    assert closed.expected == expected and closed.bound == closed_loop(D, 4, 400, 30, decode_context=450)
+    assert closed.to_json()["decode_context_tokens"] == pytest.approx(450)
     assert closed.measured_ttft_s == pytest.approx((100 + 120 + 140 + 160) / 4 / 1e3)
     assert closed.measured_itl_s == pytest.approx((10 + 11 + 12 + 13) / 4 / 1e3)
     # no summary: output tokens over the span from the first send to the last token
@@ -61,7 +66,7 @@ def test_a_closed_loop_step_is_set_beside_the_estimate_of_its_concurrency_and_le
     # an engine that runs two sequences at once (llama.cpp's --parallel 2, vLLM's --max-num-seqs 2): the other
     # two of the four users wait for a slot, and the estimate beside the step says so
     capped, _ = loops_beside(run, records, D, eff, max_batch=2)
-    assert capped.expected == closed_loop(D, 4, 400, 30, eff, max_batch=2)
+    assert capped.expected == closed_loop(D, 4, 400, 30, eff, max_batch=2, decode_context=450)
     assert capped.expected is not None and capped.expected.ttft_s > expected.ttft_s
 
 
@@ -73,7 +78,28 @@ def test_estimate_run_sets_the_rows_beside_its_steps(tmp_path: Path) -> None:
     spec = EstimateSpec(model="gemma-3-270m", hardware="box", hardware_file=hw, use_calibration=False)
     judged = judge_stored_run(spec, run, records)
     assert [c.concurrency for c in judged.closed_loop] == [4, None]
-    assert judged.closed_loop[0].expected == closed_loop(judged.deployment, 4, 400, 30, Efficiency())
+    assert judged.closed_loop[0].expected == closed_loop(judged.deployment, 4, 400, 30, Efficiency(),
+                                                         decode_context=450)
     assert judged.to_json()["closed_loop"][0]["concurrency"] == 4
     separate = judge_stored_run(replace(spec, chunked_prefill=False), run, records)
     assert separate.closed_loop[0].expected is not None and not separate.closed_loop[0].expected.chunked
+
+
+def test_a_step_whose_lengths_spread_says_what_its_sequences_held(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from tokometer.perf.render import render_run
+
+    hw = tmp_path / "hw.toml"
+    hw.write_text('[[hardware]]\nname = "box"\nkind = "cpu"\nmemory_gb = 16\nbandwidth_gbs = 100\n'
+                  'bf16_tflops_dense = 1\nsource = "made up"\n')
+    run, records = _run()
+    judged = judge_stored_run(EstimateSpec(model="gemma-3-270m", hardware="box", hardware_file=hw,
+                                           use_calibration=False), run, records)
+    console = Console(record=True, width=300)
+    render_run(console, judged)
+    text = console.export_text()
+    # 450 against 415 (8 % more): said; the rate step has no estimate and no line
+    assert "step 0: its requests' lengths spread: a decoding sequence held 450 tokens on average, not the means' 415" \
+        in text
+    assert "step 1: its requests" not in text
