@@ -1,9 +1,9 @@
-"""A peer's text in a one-line message: whole when short, cut with its length when long, never a control
-character a terminal would act on (`tokometer.util.shown`)."""
+"""A peer's text in a one-line message: whole when short, cut with its length when long, never a character a
+terminal would act on (`tokometer.util.shown`)."""
 
 from __future__ import annotations
 
-from tokometer.util.shown import SHOWN_CHARS, clipped, quoted, quoted_in
+from tokometer.util.shown import LINE_CHARS, SHOWN_CHARS, clipped, one_line, printable, quoted, quoted_in
 
 
 def test_short_text_is_shown_whole() -> None:
@@ -28,3 +28,25 @@ def test_a_message_that_quotes_the_text_quotes_it_cut() -> None:
     message = f"[Errno 36] File name too long: {path!r}"
     assert quoted_in(message, path, 3) == "[Errno 36] File name too long: 'ppp…' (500 characters)"
     assert quoted_in("unknown model 'm'", "m") == "unknown model 'm'"
+
+
+def test_every_character_a_terminal_acts_on_is_written_out_as_repr_writes_it() -> None:
+    """C0 and C1 controls, DEL, bidi embeddings, overrides and isolates, zero-width and other format characters,
+    the line separator and the spaces other than ' ': what ``str.isprintable`` calls non-printable."""
+    hostile = "\x1b[2J\x1b]8;;http://e/\x07l\x9b31m\x85\x00\x7f\u202a\u202e\u2066\u2069\u200b\u200d\ufeff\xad\u2028\xa0"
+    shown = printable(hostile)
+    assert shown == repr(hostile)[1:-1] and shown.isascii() and shown.isprintable()
+    assert printable("a\nb\tc", keep="\n") == "a\nb\\tc"
+    assert printable("llama-3.1 ünïcode 日本語 e\u0301") == "llama-3.1 ünïcode 日本語 e\u0301"  # printable: as it is
+    assert printable(shown) == shown  # writing out twice changes nothing
+    assert clipped("m\u202etxt.exe\x9b") == "m\\u202etxt.exe\\x9b" and quoted("\u2066") == "'\\u2066'"
+
+
+def test_one_line_is_one_printable_line_and_keeps_the_head_and_the_tail() -> None:
+    assert one_line("bad\n  answer\r\n\x1b[2J\u2028end") == "bad answer \\x1b[2J end"
+    message = "server said " + "x\x1b" * 10_000 + " : give --api-key KEY"
+    line = one_line(message)
+    assert line.isprintable() and len(line) < LINE_CHARS + 40
+    assert line.startswith("server said x\\x1bx") and line.endswith(" : give --api-key KEY")
+    assert f"… ({len(printable(message)):,} characters) …" in line
+    assert one_line("short") == "short"
