@@ -24,6 +24,7 @@ from tokometer.cli.specoption import SpecOption, flag_words, spec_options, user_
 from tokometer.tune.quality import DEFAULT_ITEMS
 from tokometer.util.errors import ConfigError
 from tokometer.util.limits import MAX_SECONDS, MIN_SECONDS
+from tokometer.util.shown import quoted
 
 if TYPE_CHECKING:
     from tokometer.store import ResultStore
@@ -150,8 +151,8 @@ def _placeholder(name: str) -> TuneRecord:
 
 def _tune_name(name: str) -> str:
     if not _NAME.fullmatch(name):
-        shown = repr(name) if len(name) <= 40 else f"{name[:20]!r}... ({len(name)} characters)"
-        raise ConfigError(f"tune name {shown}: use letters, digits, '.', '_' and '-' (at most 100), e.g. parallel-q8")
+        raise ConfigError(f"tune name {quoted(name)}: use letters, digits, '.', '_' and '-' (at most 100), "
+                          "e.g. parallel-q8")
     return name
 
 

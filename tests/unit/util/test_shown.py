@@ -50,3 +50,39 @@ def test_one_line_is_one_printable_line_and_keeps_the_head_and_the_tail() -> Non
     assert line.startswith("server said x\\x1bx") and line.endswith(" : give --api-key KEY")
     assert f"… ({len(printable(message)):,} characters) …" in line
     assert one_line("short") == "short"
+
+
+CUT_IN_MESSAGES = {
+    ("client/assemble.py", "payload[:120]"): "a request record's error detail: bounded where it is made, as stored",
+    ("client/assemble.py", "event.error[:300]"): "a request record's error detail: bounded where it is made, as stored",
+    ("records.py", "' '.join(body.split())[:300]"): "a request record's error detail: bounded as stored",
+    ("util/gguf.py", "name[:80]"): "the GGUF reader is a leaf that imports nothing of tokometer; repr writes it out",
+    ("protocols/anthropic_messages/writer.py", "uuid.uuid4().hex[:24]"): "an id this server makes, no peer's text",
+    ("protocols/openai/chunks.py", "uuid.uuid4().hex[:24]"): "an id this server makes, no peer's text",
+    ("protocols/openai_responses/writer.py", "uuid.uuid4().hex[:24]"): "an id this server makes, no peer's text",
+}
+"""The f-strings of the source that cut a text to a literal length (20 characters or more) themselves, and why
+that is not a message cutting a peer's text (which `clipped` and `quoted` do, at `SHOWN_CHARS`, saying the
+length)."""
+
+
+def test_a_message_cuts_a_peer_s_text_only_through_shown() -> None:
+    """No ``f"... {text[:120]}"``: a message that shows a peer's text shows it through `clipped` or `quoted`."""
+    import ast
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[3] / "src" / "tokometer"
+    found = set()
+    for path in src.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FormattedValue):
+                continue
+            for part in ast.walk(node.value):
+                if (isinstance(part, ast.Subscript) and isinstance(part.slice, ast.Slice) and part.slice.lower is None
+                        and isinstance(part.slice.upper, ast.Constant) and isinstance(part.slice.upper.value, int)
+                        and part.slice.upper.value >= 20):
+                    found.add((path.relative_to(src).as_posix(), ast.unparse(part)))
+    listed = set(CUT_IN_MESSAGES)
+    assert found <= listed, f"show a peer's text with util.shown.clipped or quoted (or say here why not): " \
+                            f"{sorted(found - listed)}"
+    assert listed <= found, f"no longer cut, drop from the list: {sorted(listed - found)}"
