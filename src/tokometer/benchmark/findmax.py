@@ -65,6 +65,7 @@ from tokometer.runs.stored_spec import StoredSpec
 from tokometer.store.runs import StoredRun
 from tokometer.util.errors import ConfigError
 from tokometer.util.limits import MAX_SECONDS
+from tokometer.util.shown import quoted
 from tokometer.util.units import duration_seconds
 
 __all__ = [
@@ -156,7 +157,7 @@ def parse_objectives(text: str) -> list[Objective]:
         if found is not None and found[1] is not None:  # a percentile
             seconds = duration_seconds(value, default_unit="ms")
             if seconds is None or seconds <= 0:
-                raise ConfigError(f"--slo: {value[:40]!r} for {name} is not a time (write e.g. {name}=2s or 500ms)")
+                raise ConfigError(f"--slo: {quoted(value)} for {name} is not a time (write e.g. {name}=2s or 500ms)")
             if seconds > MAX_SECONDS:
                 raise ConfigError(f"--slo: {name} is longer than a week ({MAX_SECONDS:g} s), the longest a limit may "
                                   "be")

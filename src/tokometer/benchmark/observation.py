@@ -21,6 +21,7 @@ from tokometer.observe.buckets import describe, from_json
 from tokometer.observe.sampler import Sampler
 from tokometer.observe.snapshot import GpuSample, Snapshot
 from tokometer.observe.watch import is_local, metrics_url
+from tokometer.util.shown import clipped
 
 __all__ = ["SERVER_LATENCIES", "RunObservation", "StepObservation", "client_counterpart", "crosscheck",
            "server_metrics_url"]
@@ -118,7 +119,7 @@ class RunObservation:
                 first = scrape()
                 server = scrape
             except (OSError, ValueError) as exc:
-                warnings.append(f"server metrics: none at {url} ({' '.join(str(exc).split())[:120]}); "
+                warnings.append(f"server metrics: none at {url} ({clipped(' '.join(str(exc).split()))}); "
                                 "give --server-metrics URL, or off")
             if first is not None and first.source == "unknown":
                 warnings.append(f"server metrics at {url}: not an engine tokometer knows; its samples are kept raw")

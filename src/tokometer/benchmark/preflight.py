@@ -30,6 +30,7 @@ from tokometer.protocols.llamacpp import slot_context
 from tokometer.protocols.registry import PROTOCOLS, create_client, protocol_named
 from tokometer.records import RequestRecord
 from tokometer.util.errors import EndpointError
+from tokometer.util.shown import clipped
 from tokometer.util.waitnotice import WAIT_NOTICE_AFTER_S, say_while_waiting
 
 __all__ = ["advertised_context", "preflight", "protocol_hint", "server_root"]
@@ -111,26 +112,26 @@ async def preflight(spec: BenchSpec, model: str, probe: Probe, warnings: list[st
     if error is None:
         pass
     elif error in ("http_404", "http_4xx") and record.status in (404, 405):
-        raise EndpointError(f"{spec.url}: the check request got {detail[:120]}: "
+        raise EndpointError(f"{spec.url}: the check request got {clipped(detail)}: "
                             f"{await protocol_hint(spec, probe)}")
     elif error in ("http_401", "http_403"):
         if spec.api_key is None and not any(k.lower() == "authorization" for k in spec.headers):
-            raise EndpointError(f"{spec.url} wants an API key ({detail[:120]}): give --api-key KEY "
+            raise EndpointError(f"{spec.url} wants an API key ({clipped(detail)}): give --api-key KEY "
                                 "(or set TOKOMETER_API_KEY)")
         hint = ""
         protocol = protocol_named(spec.api)
         if protocol.key_header != "authorization" and not any(k.lower() == "authorization" for k in spec.headers):
             hint = (f" (it went as {protocol.key_header}, as {protocol.vendor} takes it; a server that reads only "
                     "Authorization: Bearer, as vLLM does, needs --header 'Authorization: Bearer KEY' too)")
-        raise EndpointError(f"{spec.url} refused the API key given ({detail[:120]}): check --api-key{hint}")
+        raise EndpointError(f"{spec.url} refused the API key given ({clipped(detail)}): check --api-key{hint}")
     elif error in ("redirect", "protocol", "connect"):
         raise EndpointError(f"{spec.url}: the check request failed: {detail}")
     elif error == "timeout" and not record.first_byte_ns:  # every request of the run would wait as long
-        raise EndpointError(f"{spec.url} took the check request and sent not one byte back ({detail[:120]}): is "
+        raise EndpointError(f"{spec.url} took the check request and sent not one byte back ({clipped(detail)}): is "
                             "it the server meant, and is it up? (a server that needs longer to begin an answer: "
                             "raise --idle-timeout and --timeout)")
     else:
-        warnings.append(f"the check request before the run failed ({error}: {detail[:160]}); measuring anyway")
+        warnings.append(f"the check request before the run failed ({error}: {clipped(detail)}); measuring anyway")
     if spec.dataset is None and spec.prompt is None:
         context = await advertised_context(spec, model, probe)
         wanted = spec.input_tokens + spec.output_tokens

@@ -2,7 +2,8 @@
 
 Subcommands live in their own modules and are imported only when used, so
 ``tokometer --help`` is instant. Every error reaches the user as one line on
-stderr with exit status 2; ``--debug`` (anywhere on the line) shows the
+stderr with exit status 2 (its control characters written out and its length bounded:
+`tokometer.util.shown.one_line`); ``--debug`` (anywhere on the line) shows the
 traceback instead.
 """
 
@@ -19,6 +20,7 @@ import click
 
 from tokometer import __version__
 from tokometer.util.errors import TokometerError
+from tokometer.util.shown import one_line
 
 __all__ = ["cli", "main"]
 
@@ -77,10 +79,6 @@ def cli() -> None:
     """tokometer: measure, explain and serve LLM inference speed."""
 
 
-def _one_line(message: str) -> str:
-    return " ".join(str(message).split())
-
-
 def _replace_what_cannot_be_encoded() -> None:
     """Standard output and error in an encoding narrower than Unicode's (``PYTHONIOENCODING=ascii``, a latin-1
     locale) write a character they cannot encode (the tables' →, µ, ±, ×; a model's name) as ``?``, so that
@@ -108,12 +106,12 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
-        print(f"{prog}: error: {_one_line(exc.format_message())}{hint}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(exc.format_message())}{hint}", file=sys.stderr)
         sys.exit(2)
     except TokometerError as exc:
         if debug:
             raise
-        print(f"{prog}: error: {_one_line(str(exc))}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_status)
     except click.Abort:
         print(f"{prog}: interrupted", file=sys.stderr)
@@ -124,14 +122,14 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         if debug:
             raise
-        print(f"{prog}: error: {_one_line(exc.format_message())}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(exc.format_message())}", file=sys.stderr)
         sys.exit(2)
     except OSError as exc:
         if debug:
             raise
         if exc.filename is None and exc.errno in _OUTPUT_ERRNOS:  # files are named (tokometer.util.atomicfile)
             _stdout_lost(prog, exc)
-        print(f"{prog}: error: {_one_line(str(exc))} (run with --debug for details)", file=sys.stderr)
+        print(f"{prog}: error: {one_line(str(exc))} (run with --debug for details)", file=sys.stderr)
         sys.exit(2)
     if _stdout_fails():  # what is still buffered cannot be written (a full disk behind '> file', /dev/full)
         _stdout_lost(prog, None)

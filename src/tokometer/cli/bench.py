@@ -23,6 +23,7 @@ from tokometer.cli.options import (
     parse_int_list,
     parse_size,
 )
+from tokometer.cli.say import say
 from tokometer.cli.specoption import SpecOption, flag_words, spec_options, user_fields
 from tokometer.cli.terminate import EXIT_CODE, Terminate
 from tokometer.datasets.images import ImageFormat
@@ -293,8 +294,8 @@ def command(**opts: Any) -> int:
 
             settings = LlamaCppSettings(model_path=opts["engine_model"], parallel=opts["engine_parallel"],
                                         threads=opts["engine_threads"])
-            click.echo("Starting the embedded llama.cpp engine...", err=True)
-            engine = stack.enter_context(start_embedded(settings, say=lambda m: click.echo(m, err=True)))
+            say("Starting the embedded llama.cpp engine...", err=True)
+            engine = stack.enter_context(start_embedded(settings, say=lambda m: say(m, err=True)))
             values["url"] = engine.openai_url
             values["model"] = values["model"] or engine.model
             engine_identity = engine.identity

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import click
 
+from tokometer.cli.say import say
 from tokometer.util.jsontext import dumps
 
 __all__ = ["command"]
@@ -55,7 +56,7 @@ def command(base: str, new: str, store: str | None, threshold: str | None, force
     if as_json:
         click.echo(dumps(comparison.to_json(), indent=2))
     elif fmt == "md":
-        click.echo(render_markdown(comparison), nl=False)
+        say(render_markdown(comparison), nl=False)
     else:
         render_compare(make_console(), comparison)
     return 1 if comparison.regressions else 0

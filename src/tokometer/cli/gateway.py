@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tokometer.cli.options import LOG_LEVELS, PORT
+from tokometer.cli.say import say
 
 if TYPE_CHECKING:
     from tokometer.gateway.config import GatewayConfig
@@ -45,7 +46,7 @@ def _write_dashboard(target: Path) -> None:
     from tokometer.util.atomicfile import write_atomic
 
     write_atomic(target, text)  # a failure is one line naming the file; a previous file stays intact
-    click.echo(f"tokometer gateway: wrote the Grafana dashboard to {target}", err=True)
+    say(f"tokometer gateway: wrote the Grafana dashboard to {target}", err=True)
 
 
 @click.command("gateway", cls=_GatewayCommand)
@@ -115,7 +116,7 @@ def _check_tls(config: GatewayConfig) -> None:
             tls = upstream.tls()
             tls.context()  # a CA bundle that cannot be read is a ConfigError now, not at the first request
             if tls.warning:
-                click.echo(f"tokometer gateway: warning: upstream {upstream.name}: {tls.warning}", err=True)
+                say(f"tokometer gateway: warning: upstream {upstream.name}: {tls.warning}", err=True)
 
 
 def _check(config: GatewayConfig, config_path: Path) -> None:
@@ -126,8 +127,8 @@ def _check(config: GatewayConfig, config_path: Path) -> None:
     for route in config.routes:
         PromptLimiter(route)
     for warning in check_environment(config, config_path):
-        click.echo(f"tokometer gateway: warning: {warning}", err=True)
-    click.echo(f"{config_path}: {len(config.upstreams)} upstream(s), {len(config.routes)} route(s): OK")
+        say(f"tokometer gateway: warning: {warning}", err=True)
+    say(f"{config_path}: {len(config.upstreams)} upstream(s), {len(config.routes)} route(s): OK")
 
 
 def _serve(config: GatewayConfig, log_level: str) -> None:
@@ -145,9 +146,9 @@ def _serve(config: GatewayConfig, log_level: str) -> None:
         from tokometer.gateway.supervisor import Supervisor
 
         if config.replicas.redis_url is None:
-            click.echo(f"tokometer gateway: warning: {config.replicas.workers} workers without [replicas] redis_url: "
-                       "each keeps its own answer cache, token budgets and circuit breakers (a budget then allows "
-                       f"up to {config.replicas.workers} times its tokens)", err=True)
+            say(f"tokometer gateway: warning: {config.replicas.workers} workers without [replicas] redis_url: "
+                "each keeps its own answer cache, token budgets and circuit breakers (a budget then allows "
+                f"up to {config.replicas.workers} times its tokens)", err=True)
         Supervisor(config, sock, config.replicas.workers, log_level=log_level).run()
         return
     from tokometer.gateway.server import serve

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from tokometer.cli.say import say
+
 if TYPE_CHECKING:
     from tokometer.imports.source import ImportedRun
     from tokometer.metrics.summary import StepSummary
@@ -73,17 +75,17 @@ def _print(run: ImportedRun, run_id: int, summaries: list[StepSummary], where: s
     ok = sum(s.requests_completed for s in summaries)
     failed = sum(s.requests_failed for s in summaries)
     steps = f", {len(summaries)} steps (the first shown)" if len(summaries) > 1 else ""
-    click.echo(f"{run.source}: {run.tool} {run.tool_version or '(version not in the file)'} -> run {run_id} "
-               f"in {where}: {ok} requests ok, {failed} failed{steps}")
+    say(f"{run.source}: {run.tool} {run.tool_version or '(version not in the file)'} -> run {run_id} "
+        f"in {where}: {ok} requests ok, {failed} failed{steps}")
     if run.started_at:
-        click.echo(f"  ran {run.started_at}, from {run.dated_from}")
+        say(f"  ran {run.started_at}, from {run.dated_from}")
     for warning in run.warnings:
-        click.echo(f"tokometer: warning: {run.source}: {warning}", err=True)
+        say(f"tokometer: warning: {run.source}: {warning}", err=True)
     if not summaries:
         return
     summary = summaries[0]
     own = run.tool + "'s own"
-    click.echo(f"  {'':<14} {'tokometer':>12}  {own:>20}")
+    say(f"  {'':<14} {'tokometer':>12}  {own:>20}")
     for label, name, short in _SIDE_BY_SIDE:
         ours = getattr(summary, name).p50
         theirs = run.tool_summary.get(f"{short}_p50_ms")
@@ -92,7 +94,7 @@ def _print(run: ImportedRun, run_id: int, summaries: list[StepSummary], where: s
         ours_text = f"{ours:9.2f} ms" if ours is not None else "          -"
         their_text = f"{theirs:17.2f} ms" if theirs is not None else f"{'-':>20}"
         differs = "  (defined differently)" if theirs is not None and short not in run.agrees else ""
-        click.echo(f"  {label:<14} {ours_text:>12}  {their_text}{differs}")
-    click.echo(f"  output tok/s   {summary.output_throughput_tok_s:9.1f}")
+        say(f"  {label:<14} {ours_text:>12}  {their_text}{differs}")
+    say(f"  output tok/s   {summary.output_throughput_tok_s:9.1f}")
     if run.not_recomputed:
-        click.echo("  not recomputed: " + "; ".join(f"{k} ({why})" for k, why in run.not_recomputed.items()))
+        say("  not recomputed: " + "; ".join(f"{k} ({why})" for k, why in run.not_recomputed.items()))

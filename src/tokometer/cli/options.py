@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from tokometer.util.errors import ConfigError
 from tokometer.util.limits import MAX_SECONDS, MIN_SECONDS
+from tokometer.util.shown import quoted
 
 __all__ = ["LOG_LEVELS", "PORT", "RUN_ID", "FiniteFloat", "build_spec", "check_output_path", "parse_duration",
            "parse_float_list", "parse_headers", "parse_int_list"]
@@ -117,7 +118,7 @@ def parse_size(value: str | None, option: str) -> int | None:
 
 def _shown(text: str) -> str:
     """What the user typed, quoted, cut short when long (a 5,000-digit number is one line, not a page)."""
-    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text)} characters)"
+    return quoted(text)
 
 
 def parse_headers(values: tuple[str, ...]) -> dict[str, str]:

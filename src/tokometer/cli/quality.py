@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from tokometer.cli.options import FiniteFloat, api_key_option
+from tokometer.cli.say import say
 from tokometer.protocols.registry import PROTOCOLS
 from tokometer.util.jsontext import dumps
 from tokometer.util.limits import MAX_CONCURRENCY, MAX_COUNT
@@ -68,19 +69,19 @@ def command(endpoint_a: str, endpoint_b: str, model_a: str | None, model_b: str 
     spec = QualitySpec(api=api, max_tokens=max_tokens, top_logprobs=top_logprobs, concurrency=concurrency,
                        teacher_forcing=not no_teacher_forcing)
 
-    def say(line: str) -> None:
-        click.echo(line, err=True)
+    def progress(line: str) -> None:
+        say(line, err=True)
 
-    with open_endpoints(specs, (model_a, model_b), api_key=api_key, parallel=parallel, announce=say) as (a, b):
-        result = asyncio.run(run_quality(a, b, items, spec, say=say))
+    with open_endpoints(specs, (model_a, model_b), api_key=api_key, parallel=parallel, announce=progress) as (a, b):
+        result = asyncio.run(run_quality(a, b, items, spec, say=progress))
     summary = summarise(result)
     if as_json:
         click.echo(dumps(summary.to_json(), indent=2))
     elif fmt == "md":
-        click.echo(render_markdown(summary), nl=False)
+        say(render_markdown(summary), nl=False)
     else:
-        click.echo(render_text(summary), nl=False)
+        say(render_text(summary), nl=False)
     failed = gate_failures(summary, min_agreement, max_accuracy_drop)
     for line in failed:
-        click.echo(f"tokometer quality: gate failed: {line}", err=True)
+        say(f"tokometer quality: gate failed: {line}", err=True)
     return 1 if failed else 0

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from tokometer.cli.say import say
 from tokometer.util.jsontext import dumps
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
 
         text = render_markdown(data)
         if output is None:
-            click.echo(text, nl=False)
+            say(text, nl=False)
             return
     else:
         from tokometer.report.html import render_html
@@ -116,9 +117,9 @@ def command(runs: tuple[str, ...], store: str | None, output: Path | None, fmt: 
         text = render_html(data)
     assert output is not None
     write_atomic(output, text)  # a regular file atomically; '-', a FIFO or a device in place
-    click.echo(f"wrote {output} ({len(text.encode()) / 1e6:.1f} MB): {len(loaded)} run"
-               f"{'s' if len(loaded) != 1 else ''}, {sum(len(r.steps) for r, _ in loaded)} steps",
-               err=is_standard_output(output))
+    say(f"wrote {output} ({len(text.encode()) / 1e6:.1f} MB): {len(loaded)} run"
+        f"{'s' if len(loaded) != 1 else ''}, {sum(len(r.steps) for r, _ in loaded)} steps",
+        err=is_standard_output(output))
 
 
 def _html_needs(fmt: str, output: Path | None, *, charts: bool) -> None:
@@ -178,7 +179,7 @@ def _write_table(runs: tuple[str, ...], store: str | None, output: Path | None, 
         click.echo(text, nl=False)
         return
     write_atomic(output, text)
-    click.echo(f"wrote {output}: {len(run.steps)} steps", err=is_standard_output(output))
+    say(f"wrote {output}: {len(run.steps)} steps", err=is_standard_output(output))
 
 
 def _tune_file(path: Path) -> TuneRecord:
@@ -230,8 +231,8 @@ def _tune_report(runs: tuple[str, ...], store: str | None, output: Path | None, 
         results.close()
     text = tune_markdown(record, answer) if fmt == "md" else tune_html(record, answer, title)
     if output is None:
-        click.echo(text, nl=False)
+        say(text, nl=False)
         return True
     write_atomic(output, text)
-    click.echo(f"wrote {output}: tune {record.name}, {len(record.variants)} variants", err=is_standard_output(output))
+    say(f"wrote {output}: tune {record.name}, {len(record.variants)} variants", err=is_standard_output(output))
     return True

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 import click
 
 from tokometer.cli.options import RUN_ID
+from tokometer.cli.say import say
 from tokometer.util.jsontext import dumps
+from tokometer.util.shown import clipped
 
 if TYPE_CHECKING:
     from tokometer.store.runs import StoredStep
@@ -77,7 +79,7 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool, ta
             writer.tag(tag, run_id)
         finally:
             writer.close()
-        click.echo(f"run {run_id} is baseline {tag!r}: 'tokometer compare baseline:{tag} NEW' compares against it")
+        say(f"run {run_id} is baseline {tag!r}: 'tokometer compare baseline:{tag} NEW' compares against it")
         return
     if url is None and not store_exists(default_store_url()):
         make_console().print(_NONE_YET.format(display_url(default_store_url())))  # nothing to open: no error
@@ -90,9 +92,9 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool, ta
                 raise ConfigError(f"no run {run_id} in {results.display_url}: see 'tokometer runs' for the ids")
             click.echo(dumps(run_json(run), indent=2))
             if run.engine is not None and run.engine.argv:  # beside the document, not in it: stdout stays JSON
-                click.echo(f"engine command line: {shlex.join(run.engine.argv)}", err=True)
+                say(f"engine command line: {shlex.join(run.engine.argv)}", err=True)
             if (startup := startup_line(run.engine)) is not None:
-                click.echo(startup.replace("Engine ", "engine start-up: ", 1), err=True)
+                say(startup.replace("Engine ", "engine start-up: ", 1), err=True)
             return
         listed = results.newest(limit)
         named: dict[int, list[str]] = {}
@@ -112,6 +114,6 @@ def command(limit: int, run_id: int | None, store: str | None, as_json: bool, ta
         table.add_column(column)
     for run in listed:
         steps = "; ".join(_headline(s) for s in run.steps)
-        table.add_row(str(run.id), run.started_at[:19].replace("T", " "), run.status, run.target, run.model[-40:],
-                      steps, run.label or "", ", ".join(named.get(run.id, [])))
+        table.add_row(str(run.id), run.started_at[:19].replace("T", " "), run.status, clipped(run.target),
+                      clipped(run.model), steps, clipped(run.label or ""), ", ".join(named.get(run.id, [])))
     console.print(table)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tokometer.cli.options import PORT, FiniteFloat
+from tokometer.cli.say import say
 from tokometer.util.jsontext import dumps
 from tokometer.util.limits import MAX_CONCURRENCY, MAX_MEMORY_GIB, MAX_SECONDS, MAX_THREADS, MAX_TOKENS, MIN_SECONDS
 from tokometer.util.units import GIB
@@ -37,7 +38,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def _say(message: str) -> None:
-    click.echo(f"tokometer serve: {message}", err=True)
+    say(f"tokometer serve: {message}", err=True)
 
 
 def _rebuild() -> None:
@@ -149,7 +150,7 @@ def _start_vllm(opts: dict[str, Any], port: int) -> EngineHandle | None:
     install = None if opts["dry_run"] and not opts["vllm"] else find_vllm(opts["vllm"])
     if install is not None:
         plan.argv[0] = str(install.binary)
-    click.echo(plan.explain())
+    say(plan.explain())
     if opts["dry_run"]:
         if not plan.fits:
             sys.exit(1)
@@ -170,8 +171,8 @@ def _start_ollama(opts: dict[str, Any], port: int | None) -> EngineHandle | None
         raise ConfigError("--engine ollama needs --model (an Ollama model name, e.g. llama3.2:1b)")
     url = f"http://{opts['host']}:{port}" if port is not None else default_ollama_url()
     if opts["dry_run"]:
-        click.echo(f"would check Ollama at {url}, `POST {url}/api/pull` {opts['model']!r} if missing, then send "
-                   "one 1-token request")
+        say(f"would check Ollama at {url}, `POST {url}/api/pull` {opts['model']!r} if missing, then send "
+            "one 1-token request")
         return None
     return _timed(lambda: start_ollama(opts["model"], url, pull=not opts["no_pull"], progress=_say,
                                        ready_timeout_s=opts["ready_timeout"] or 300.0), "ollama", opts)

@@ -19,10 +19,12 @@ import click
 
 from tokometer.cli import bench
 from tokometer.cli.options import FiniteFloat, build_spec, check_output_path
+from tokometer.cli.say import say
 from tokometer.cli.specoption import SpecOption, flag_words, spec_options, user_fields
 from tokometer.tune.quality import DEFAULT_ITEMS
 from tokometer.util.errors import ConfigError
 from tokometer.util.limits import MAX_SECONDS, MIN_SECONDS
+from tokometer.util.shown import quoted
 
 if TYPE_CHECKING:
     from tokometer.store import ResultStore
@@ -149,8 +151,8 @@ def _placeholder(name: str) -> TuneRecord:
 
 def _tune_name(name: str) -> str:
     if not _NAME.fullmatch(name):
-        shown = repr(name) if len(name) <= 40 else f"{name[:20]!r}... ({len(name)} characters)"
-        raise ConfigError(f"tune name {shown}: use letters, digits, '.', '_' and '-' (at most 100), e.g. parallel-q8")
+        raise ConfigError(f"tune name {quoted(name)}: use letters, digits, '.', '_' and '-' (at most 100), "
+                          "e.g. parallel-q8")
     return name
 
 
@@ -260,12 +262,12 @@ def _dry_run(planned: TuneRecord, options: LaunchOptions) -> None:
     """Each variant and the command line its engine would start with (the port is chosen at start)."""
     if not planned.variants:
         raise ConfigError("--dry-run with --resume needs the plan: give the same --vary/--variants options")
-    click.echo(f"tune {planned.name}: {len(planned.variants)} variants, engine {planned.engine}, "
-               f"fingerprint {planned.fingerprint}")
+    say(f"tune {planned.name}: {len(planned.variants)} variants, engine {planned.engine}, "
+        f"fingerprint {planned.fingerprint}")
     for variant in planned.variants:
         settings = " ".join(f"{k}={v}" for k, v in variant.settings.items()) or "(the engine's defaults)"
-        click.echo(f"{variant.index}. {variant.name}: {settings}")
-        click.echo(f"   {shlex.join(_command_line(variant, options))}")
+        say(f"{variant.index}. {variant.name}: {settings}")
+        say(f"   {shlex.join(_command_line(variant, options))}")
 
 
 def _command_line(variant: Any, options: LaunchOptions) -> list[str]:

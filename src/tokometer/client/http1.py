@@ -61,6 +61,7 @@ from tokometer.util.readbudget import (
     mib,
     over_budget,
 )
+from tokometer.util.shown import clipped
 
 __all__ = ["MAX_ERROR_BODY_BYTES", "MAX_HEAD_BYTES", "MAX_HEAD_FIELDS", "MAX_SMALL_BODY_BYTES", "TLS_TRUST_HINT",
            "ConnectError", "HttpPool", "HttpTimeout", "PeerReset", "ProtocolViolation", "StreamedResponse",
@@ -293,7 +294,7 @@ class _Connection(asyncio.Protocol):
             self._violation = f"the response has more than {MAX_HEAD_FIELDS} header fields"
             raise _Stop
         if len(name) + len(value) > MAX_HEAD_BYTES:
-            self._violation = (f"a response header ({key[:40]}) is longer than {MAX_HEAD_BYTES // 1024} KiB")
+            self._violation = (f"a response header ({clipped(key)}) is longer than {MAX_HEAD_BYTES // 1024} KiB")
             raise _Stop
         previous = response.headers.get(key)
         response.headers[key] = text if previous is None else f"{previous}, {text}"  # RFC 9110 5.3

@@ -68,6 +68,7 @@ from tokometer.metrics.window import steady_requests
 from tokometer.records import RequestRecord
 from tokometer.store.runs import StoredRun, StoredStep
 from tokometer.util.errors import ConfigError
+from tokometer.util.shown import quoted
 
 __all__ = [
     "CACHE_POINTS",
@@ -562,7 +563,7 @@ def unlike_fields(base: StoredRun, new: StoredRun) -> list[str]:
     out = []
     for name, b, n in (("model", base.model, new.model), ("api", base.api, new.api)):
         if b != n:
-            out.append(f"{name} ({b!r} vs {n!r})")
+            out.append(f"{name} ({quoted(b)} vs {quoted(n)})")
     b_prompts, n_prompts = base.spec.prompt_shape, new.spec.prompt_shape
     for key in b_prompts:
         b_value, n_value = b_prompts[key], n_prompts[key]

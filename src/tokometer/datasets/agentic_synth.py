@@ -32,6 +32,7 @@ from tokometer.datasets.agentic import (
 from tokometer.datasets.sampled import Sampled
 from tokometer.util.errors import ConfigError
 from tokometer.util.limits import MAX_TOKENS, MAX_TURNS
+from tokometer.util.shown import quoted
 
 __all__ = ["SYNTHETIC", "AgentShape", "parse_shape", "synthetic_sessions"]
 
@@ -74,13 +75,13 @@ def parse_shape(text: str) -> AgentShape:
     """``synthetic`` or ``synthetic:key=value,...`` as an `AgentShape`; a `ConfigError` of one line otherwise."""
     head, _, rest = text.partition(":")
     if head.strip() != SYNTHETIC:
-        raise ConfigError(f"--agents: {text[:80]!r} is neither an agent trace file nor 'synthetic[:key=value,...]'")
+        raise ConfigError(f"--agents: {quoted(text)} is neither an agent trace file nor 'synthetic[:key=value,...]'")
     names = [f.name for f in fields(AgentShape)]
     values: dict[str, object] = {}
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = (s.strip() for s in part.partition("="))
         if key not in names or not eq:
-            raise ConfigError(f"--agents synthetic: {part[:60]!r} is not key=value with a key of {', '.join(names)}")
+            raise ConfigError(f"--agents synthetic: {quoted(part)} is not key=value with a key of {', '.join(names)}")
         values[key] = _value(key, value)
     shape = AgentShape(**values)  # type: ignore[arg-type]
     if shape.sessions * (shape.turns + shape.turns // shape.fan_every * shape.fan_out * shape.sub_turns) \

@@ -23,6 +23,7 @@ from tokometer.doctor.finding import Finding
 from tokometer.doctor.session import Exchange, Session
 from tokometer.prompt import Prompt
 from tokometer.util.errors import TokenizerError
+from tokometer.util.shown import clipped
 
 __all__ = ["OVERFLOW_MARGIN", "PROBE_LIMIT", "Fit", "NoLimit", "count_mismatch", "fit_of", "run"]
 
@@ -174,7 +175,7 @@ async def _output_cap(session: Session) -> None:
     prompt, _, _ = await session.prompt(16)
     record = (await session.send(prompt, ask, ignore_eos=True)).record
     if record.error is not None:
-        session.skip("context", f"the output-cap request failed: {record.error}: {record.error_detail[:120]}")
+        session.skip("context", f"the output-cap request failed: {record.error}: {clipped(record.error_detail)}")
         return
     got = record.output_tokens or 0
     evidence = {"max_tokens_asked": ask, "output_tokens": got, "finish_reason": record.finish_reason,

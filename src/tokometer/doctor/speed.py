@@ -36,7 +36,7 @@ from tokometer.doctor.streaming import burst_decode_tok_s
 from tokometer.metrics import request as per_request
 from tokometer.records import RequestRecord
 from tokometer.util.errors import ConfigError, TokometerError
-from tokometer.util.shown import quoted, quoted_in
+from tokometer.util.shown import clipped, quoted, quoted_in
 
 __all__ = ["BATCHING_GAIN", "LOAD", "THRASHING_GAIN", "Load", "bottleneck", "interfered", "run", "saturated"]
 
@@ -265,7 +265,7 @@ async def _prefix_cache(session: Session) -> None:
     a, b = per_request.ttft_ns(first), per_request.ttft_ns(second)
     if a is None or b is None:
         session.skip("speed", "the prefix-cache pair failed: "
-                     f"{first.error or second.error}: {(first.error_detail or second.error_detail)[:120]}")
+                     f"{first.error or second.error}: {clipped(first.error_detail or second.error_detail)}")
         return
     cached = second.server.cached_tokens if second.server is not None else None
     evidence = {"prompt_tokens": _PREFIX_PROMPT, "first_ttft_ms": round(a / 1e6, 1),

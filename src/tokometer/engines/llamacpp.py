@@ -32,6 +32,7 @@ from tokometer.engines.ready import wait_ready
 from tokometer.util.errors import EngineError
 from tokometer.util.gguf import gguf_metadata
 from tokometer.util.limits import MAX_THREADS
+from tokometer.util.shown import quoted
 
 __all__ = ["THREADS_ENV_VAR", "LlamaCppSettings", "chat_template_args", "check_slots", "checked_model",
            "default_threads", "launch_llamacpp", "llamacpp_argv", "swa_args"]
@@ -77,7 +78,7 @@ def default_threads() -> int:
     if not text:
         return physical_cores()
     if not (text.isascii() and text.isdigit() and len(text) <= 6) or not 1 <= int(text) <= MAX_THREADS:
-        raise EngineError(f"${THREADS_ENV_VAR} is {text[:40]!r}: give a whole number of threads from 1 to "
+        raise EngineError(f"${THREADS_ENV_VAR} is {quoted(text)}: give a whole number of threads from 1 to "
                           f"{MAX_THREADS}, or unset it")
     return int(text)
 

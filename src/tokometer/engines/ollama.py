@@ -25,6 +25,7 @@ from tokometer.engines.ready import http_json, log_excerpt, wait_ready
 from tokometer.util.blockinghttp import open_answer
 from tokometer.util.errors import EngineError
 from tokometer.util.jsontext import loads_object, whole_number
+from tokometer.util.shown import clipped, quoted
 
 __all__ = ["default_ollama_url", "pull_model", "start_ollama"]
 
@@ -45,10 +46,10 @@ def default_ollama_url() -> str:
         parsed = urllib.parse.urlsplit(url)
         port = parsed.port or 11434
     except ValueError:  # a port that is not a number, or past 65535; a bracket not closed
-        raise EngineError(f"$OLLAMA_HOST is {host[:80]!r}: give HOST[:PORT] (e.g. 127.0.0.1:11434), or unset "
+        raise EngineError(f"$OLLAMA_HOST is {quoted(host)}: give HOST[:PORT] (e.g. 127.0.0.1:11434), or unset "
                           "it") from None
     if parsed.scheme not in ("http", "https"):
-        raise EngineError(f"$OLLAMA_HOST is {host[:80]!r}: its scheme must be http or https, or leave it out")
+        raise EngineError(f"$OLLAMA_HOST is {quoted(host)}: its scheme must be http or https, or leave it out")
     return f"{parsed.scheme}://{_host_port(parsed.hostname, port)}"
 
 
@@ -112,7 +113,7 @@ def _follow_pull(response: Any, model: str, progress: Callable[[str], None]) -> 
             continue
         event = loads_object(raw, f"a progress line of ollama's pull of {model!r}")
         if event.get("error"):
-            raise EngineError(f"ollama could not pull {model!r}: {str(event['error'])[:300]}; check the name at "
+            raise EngineError(f"ollama could not pull {model!r}: {clipped(str(event['error']))}; check the name at "
                               "https://ollama.com/library")
         status = str(event.get("status", ""))[:200]
         if status == "success":

@@ -17,6 +17,7 @@ from tokometer.util.blockinghttp import open_answer, read_whole
 from tokometer.util.errors import EngineError
 from tokometer.util.jsontext import loads
 from tokometer.util.readbudget import answer_budget
+from tokometer.util.shown import clipped
 
 __all__ = ["MAX_ANSWER_BYTES", "http_json", "http_raw", "log_excerpt", "wait_ready"]
 
@@ -128,7 +129,7 @@ def wait_ready(root_url: str, process: _Watched | None, timeout_s: float, model:
                 if process is not None:
                     process.mark_ready()  # the end of its start-up time (`tokometer.engines.startup`)
                 return chosen
-            last = f"HTTP {status}: {raw[:200].decode(errors='replace')}"
+            last = f"HTTP {status}: {clipped(raw.decode(errors='replace'))}"
             if 400 <= status < 500 and status not in (408, 429):  # the request itself is refused: waiting won't help
                 raise EngineError(f"{name} lists model {chosen!r} but refused a 1-token completion ({last})")
         except OSError as exc:

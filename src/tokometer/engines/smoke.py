@@ -21,6 +21,7 @@ from tokometer.engines.ready import http_json
 from tokometer.engines.serverbinary import checked_binary
 from tokometer.engines.signals import EngineDied
 from tokometer.util.errors import EngineError
+from tokometer.util.shown import clipped
 
 __all__ = ["SMOKE_TOKENS", "SmokeResult", "smoke_run"]
 
@@ -78,7 +79,8 @@ def smoke_run(binary: Path, model: Path | None = None, timeout_s: float = 120.0)
     seconds = time.monotonic() - started
     choices = payload.get("choices") if isinstance(payload, dict) else None
     if status != 200 or not choices:
-        return SmokeResult(False, f"the smoke run's request got HTTP {status}: {str(payload)[:200]}", seconds=seconds)
+        return SmokeResult(False, f"the smoke run's request got HTTP {status}: {clipped(str(payload))}",
+                           seconds=seconds)
     usage = payload.get("usage") if isinstance(payload, dict) else None
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
     return SmokeResult(True, f"generated {tokens if tokens is not None else 'some'} tokens in {seconds:.1f} s",

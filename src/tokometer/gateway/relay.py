@@ -43,6 +43,7 @@ from tokometer.protocols.gateway_clients import relays_openai_bytes
 from tokometer.protocols.openai.chunks import carries_tool_calls
 from tokometer.protocols.openai.client import DONE
 from tokometer.protocols.openai.errors import error_body
+from tokometer.util.shown import clipped
 
 if TYPE_CHECKING:
     from tokometer.client.assemble import StreamAssembly
@@ -185,7 +186,7 @@ class Relay:
             if p is None:
                 return
         if p.error is not None and self._resume:
-            raise UpstreamError("server_error_event", f"error event: {p.error[:200]}")
+            raise UpstreamError("server_error_event", f"error event: {clipped(p.error)}")
         assert self._assembly is not None
         self._assembly.add(event.stamp, p)
         if p.has_content:

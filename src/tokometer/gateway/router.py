@@ -33,6 +33,7 @@ from tokometer.gateway.upstream import Upstream, UpstreamCall, UpstreamError, Up
 from tokometer.protocols.gateway_clients import Endpoint
 from tokometer.protocols.openai.errors import error_body
 from tokometer.util.errors import TokometerError
+from tokometer.util.shown import clipped
 
 __all__ = ["AllUpstreamsFailed", "Opened", "Router", "all_failed_body"]
 
@@ -68,8 +69,8 @@ def all_failed_body(route_model: str, exc: AllUpstreamsFailed) -> dict[str, Any]
     if categories <= {"http_401", "http_403"}:
         name, error = exc.errors[-1]
         return auth_error(error.status or 401, f"upstream {name} refused the gateway's credentials "
-                          f"({error.detail[:160]})", upstream=name)
-    tried = "; ".join(f"{name}: {error.category} ({error.detail[:120]})" for name, error in exc.errors)
+                          f"({clipped(error.detail)})", upstream=name)
+    tried = "; ".join(f"{name}: {error.category} ({clipped(error.detail)})" for name, error in exc.errors)
     if exc.status == 429:
         return error_body(f"every upstream of {route_model!r} is rate-limited: {tried}", "requests",
                           "rate_limit_exceeded")
@@ -196,7 +197,7 @@ class Router:
         if error.category == "timeout":
             self.metrics.timeouts.labels(name).inc()
         if not error.client_error:
-            self.health[name].failure(f"{error.category}: {error.detail[:120]}")
+            self.health[name].failure(f"{error.category}: {clipped(error.detail)}")
 
     # -- hedging ----------------------------------------------------------------------------
     async def _hedged(self, route: RouteConfig, primary: Upstream, order: list[str], body: Mapping[str, Any],
@@ -284,7 +285,7 @@ class Router:
                         if parsed is None:
                             continue
                         if parsed.error is not None:
-                            raise UpstreamError("server_error_event", f"error event: {parsed.error[:200]}")
+                            raise UpstreamError("server_error_event", f"error event: {clipped(parsed.error)}")
                         if parsed.has_content:
                             first = event.stamp
                             break

@@ -20,6 +20,7 @@ import uvloop
 from tokometer.gateway.app import Gateway, create_app
 from tokometer.gateway.config import GatewayConfig
 from tokometer.inbound.connections import ConnectionLimits, fd_budget, guarded_protocol
+from tokometer.util.shown import printable
 
 __all__ = ["serve", "setup_logging", "url_line"]
 
@@ -30,6 +31,14 @@ a few hundred short-lived objects, almost all freed by their reference counts; a
 ran every few requests and walked every young object each time."""
 
 
+class _PrintableFormatter(logging.Formatter):
+    """Log lines whose upstream's words (an error body, an error event) cannot act on the terminal they reach: every
+    non-printable character but a line break written out (`tokometer.util.shown.printable`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record), keep="\n")
+
+
 def setup_logging(log_level: str) -> None:
     """The gateway's own log lines, on stderr (once per process, whoever asks first)."""
     own = logging.getLogger("tokometer.gateway")
@@ -37,7 +46,7 @@ def setup_logging(log_level: str) -> None:
     own.propagate = False
     if not any(getattr(h, "tokometer", False) for h in own.handlers):
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+        handler.setFormatter(_PrintableFormatter(_LOG_FORMAT))
         handler.tokometer = True  # type: ignore[attr-defined]
         own.addHandler(handler)
 

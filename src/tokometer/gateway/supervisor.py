@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from tokometer.gateway.config import GatewayConfig
 from tokometer.util.errors import ConfigError, TokometerError
+from tokometer.util.shown import one_line
 
 __all__ = ["Supervisor"]
 
@@ -154,11 +155,11 @@ class Supervisor:
         except KeyboardInterrupt:
             code = 0
         except TokometerError as exc:
-            print(f"tokometer gateway: worker {index}: error: {' '.join(str(exc).split())}", file=sys.stderr,
+            print(f"tokometer gateway: worker {index}: error: {one_line(str(exc))}", file=sys.stderr,
                   flush=True)
             code = 2
         except BaseException as exc:  # a worker must die with one line, never fall back into the supervisor
-            print(f"tokometer gateway: worker {index}: {type(exc).__name__}: {' '.join(str(exc).split())}",
+            print(f"tokometer gateway: worker {index}: {type(exc).__name__}: {one_line(str(exc))}",
                   file=sys.stderr, flush=True)
         finally:
             os._exit(code)

@@ -64,6 +64,7 @@ from tokometer.records import ErrorCategory, describe_http_failure
 from tokometer.util.errors import TokometerError
 from tokometer.util.readbudget import response_budget
 from tokometer.util.retryafter import retry_after_s
+from tokometer.util.shown import quoted
 
 __all__ = ["CLIENT_SEND_BUFFER_BYTES", "READ_AHEAD_BYTES", "Upstream", "UpstreamCall", "UpstreamError",
            "UpstreamEvent"]
@@ -305,7 +306,8 @@ class UpstreamCall:
                 try:
                     parsed = parse(payload)
                 except ValueError:
-                    self._fail(UpstreamError("malformed_stream", f"unparseable event: {payload[:120]!r}"))
+                    shown = quoted(payload.decode(errors="replace"))
+                    self._fail(UpstreamError("malformed_stream", f"unparseable event: {shown}"))
                     break
             ready.append(UpstreamEvent(frame, stamp, parsed))
             size += len(frame)

@@ -42,6 +42,7 @@ from tokometer.imports.source import (
     wall_clock,
 )
 from tokometer.store.load import MAX_STEPS_READ
+from tokometer.util.shown import quoted
 
 __all__ = ["CHECKED_VERSIONS", "TOOL", "looks_like", "read"]
 
@@ -88,7 +89,7 @@ def read(data: Any, path: Path) -> ImportedRun:
         raise ImportFormatError(f"{path}: holds {len(reports)} reports: from 1 to {MAX_STEPS_READ:,} are imported")
     version = as_text(as_map(reports[0], path, "report 0").get("version"), path, "report 0: version")
     if version not in CHECKED_VERSIONS:
-        raise ImportFormatError(f"{path}: llm-d Benchmark Report version {str(version)[:20]!r}: tokometer reads "
+        raise ImportFormatError(f"{path}: llm-d Benchmark Report version {quoted(str(version))}: tokometer reads "
                                 f"versions {', '.join(CHECKED_VERSIONS)}")
     steps: list[ImportedStep] = []
     first: dict[str, Any] = {}
@@ -96,7 +97,7 @@ def read(data: Any, path: Path) -> ImportedRun:
         where = f"{path}: report {i}" if len(reports) > 1 else str(path)
         report = as_map(raw, where, "the report")
         if report.get("version") != version:
-            raise ImportFormatError(f"{where}: version {str(report.get('version'))[:20]!r}, not {version} like "
+            raise ImportFormatError(f"{where}: version {quoted(str(report.get('version')))}, not {version} like "
                                     "the first report: import reports of one version at a time")
         step, facts = (_step_v01 if version == "0.1" else _step_v02)(report, where)
         steps.append(step)
@@ -128,7 +129,7 @@ def _distribution(block: Any, where: str, units: tuple[str, ...], count: int) ->
     stats = as_map(block, where, "")
     unit = as_text(stats.get("units"), where, "units")
     if unit not in units:
-        raise ImportFormatError(f"{where}.units: {str(unit)[:20]!r} is not one of {', '.join(units)}")
+        raise ImportFormatError(f"{where}.units: {quoted(str(unit))} is not one of {', '.join(units)}")
     scale = _TO_MS.get(str(unit), 1.0)
     out: dict[str, Any] = {"count": count}
     for theirs, ours in _STATS:
@@ -236,11 +237,11 @@ def _iso_duration(value: Any, where: str) -> float:
     if text is None:
         return 0.0
     if not (text.startswith("PT") and text.endswith("S")) or len(text) > 40:
-        raise ImportFormatError(f"{where}: {text[:40]!r} is not a duration in seconds such as PT12.5S")
+        raise ImportFormatError(f"{where}: {quoted(text)} is not a duration in seconds such as PT12.5S")
     try:
         seconds = float(text[2:-1])
     except ValueError:
-        raise ImportFormatError(f"{where}: {text[:40]!r} is not a duration in seconds such as PT12.5S") from None
+        raise ImportFormatError(f"{where}: {quoted(text)} is not a duration in seconds such as PT12.5S") from None
     result = as_float(seconds, where, "", most=MAX_DURATION_NS / UNIT_NS["s"])
     return result or 0.0
 
@@ -255,7 +256,7 @@ def _started(value: Any, where: str) -> tuple[str, str] | None:
     try:
         moment = datetime.fromisoformat(text[:64].replace("Z", "+00:00"))
     except ValueError:
-        raise ImportFormatError(f"{where}: {text[:40]!r} is not an ISO 8601 date and time") from None
+        raise ImportFormatError(f"{where}: {quoted(text)} is not an ISO 8601 date and time") from None
     return wall_clock(moment.timestamp() if moment.tzinfo is not None else None, "the report's run.time.start")
 
 
@@ -338,7 +339,7 @@ def _gauge(block: Mapping[str, Any], where: str, *, count: bool) -> dict[str, fl
     unit = as_text(block.get("units"), where, "units")
     if unit not in _SHARE or (_SHARE[str(unit)] is None) != count:
         allowed = "count" if count else "fraction or percent"
-        raise ImportFormatError(f"{where}.units: {str(unit)[:20]!r}, not {allowed}")
+        raise ImportFormatError(f"{where}.units: {quoted(str(unit))}, not {allowed}")
     per_one = _SHARE[str(unit)] or 1.0
     most = MAX_RATE_PER_S if count else per_one
     values = {key: as_float(block.get(key), where, key, most=most, optional=key == "max") for key in ("mean", "max")}

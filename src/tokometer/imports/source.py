@@ -28,6 +28,7 @@ from typing import Any, Final
 from tokometer.protocols.common.numbers import MAX_COUNT, MAX_DURATION_MS
 from tokometer.records import RequestRecord, TokenSource
 from tokometer.util.errors import ConfigError
+from tokometer.util.shown import clipped
 
 __all__ = ["MAX_DURATION_NS", "MAX_EVENTS", "MAX_IMPORT_BYTES", "MAX_NESTING", "MAX_RATE_PER_S", "MAX_STAMP_NS",
            "UNIT_NS", "EventCount", "ImportFormatError", "ImportedRun", "ImportedStep", "as_float", "as_int",
@@ -144,7 +145,7 @@ def date_run(run: ImportedRun, path: Path) -> None:
 def check_version(run: ImportedRun, checked: tuple[str, ...]) -> None:
     """Warn (in ``run.warnings``) when the file names a version of its tool the reader was not checked on."""
     if run.tool_version is not None and run.tool_version not in checked:
-        run.warnings.append(f"{run.tool} {run.tool_version[:40]} wrote this file; the reader was checked on "
+        run.warnings.append(f"{run.tool} {clipped(run.tool_version)} wrote this file; the reader was checked on "
                             f"{', '.join(checked)} only: a field that version renamed or added is not read, so set "
                             "the numbers against the tool's own")
 

@@ -37,6 +37,7 @@ from tokometer.imports.source import (
     wall_clock,
 )
 from tokometer.records import RequestRecord
+from tokometer.util.shown import quoted
 
 __all__ = ["CHECKED_VERSIONS", "TOOL", "looks_like", "read"]
 
@@ -125,7 +126,7 @@ def _date(data: Mapping[str, Any], path: Path) -> tuple[str | None, str]:
     try:
         seconds = datetime.strptime(text[:20], _DATE_FORMAT).timestamp()  # naive: this host's zone
     except (ValueError, OverflowError, OSError):
-        raise ImportFormatError(f"{path}: date should be vLLM's YYYYMMDD-HHMMSS, not {text[:40]!r}") from None
+        raise ImportFormatError(f"{path}: date should be vLLM's YYYYMMDD-HHMMSS, not {quoted(text)}") from None
     return wall_clock(seconds, "vLLM's date (the local time it ran, read in this host's time zone)") or (None, "")
 
 

@@ -21,6 +21,7 @@ from tokometer.observe.sampler import Sampler
 from tokometer.observe.scrape import scraper
 from tokometer.observe.top import TopView, top_view
 from tokometer.util.errors import ConfigError, EndpointError
+from tokometer.util.shown import clipped
 
 __all__ = ["SCRAPE_TIMEOUT_S", "Watch", "is_local", "metrics_url"]
 
@@ -76,7 +77,7 @@ class Watch:
         try:
             first = scrape()
         except (OSError, ValueError) as exc:
-            raise EndpointError(f"no server metrics at {target}: {' '.join(str(exc).split())[:160]} (give the "
+            raise EndpointError(f"no server metrics at {target}: {clipped(' '.join(str(exc).split()))} (give the "
                                 "server's URL, or its /metrics URL; llama.cpp needs --metrics)") from None
         gpus, note = gpu_reader(gpu_metrics, local=is_local(target))
         sampler = Sampler(scrape, gpus, interval_s)
@@ -85,7 +86,7 @@ class Watch:
             try:
                 sampler.gpu_samples.extend(gpus())
             except (OSError, ValueError, RuntimeError) as exc:
-                note = f"GPU metrics: {' '.join(str(exc).split())[:160]}"
+                note = f"GPU metrics: {clipped(' '.join(str(exc).split()))}"
         watch = cls(target, sampler, started, note)
         if start:
             sampler.start()

@@ -30,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tokometer.util.shown import quoted
+
 __all__ = ["MAX_SIZE", "BlockPattern", "NotModelled", "Recurrent", "block_pattern", "mlp_matrices",
            "recurrent_layers"]
 
@@ -110,7 +112,7 @@ def block_pattern(cfg: dict[str, Any], layers: int) -> BlockPattern | None:
     if pattern is None:
         return None
     if not isinstance(pattern, str) or set(pattern) - set("M*-E"):
-        raise NotModelled(f"hybrid_override_pattern {str(pattern)[:60]!r} has blocks other than M (Mamba2), "
+        raise NotModelled(f"hybrid_override_pattern {quoted(str(pattern))} has blocks other than M (Mamba2), "
                           "* (attention), - (MLP) and E (experts)")
     if len(pattern) != layers:
         raise ValueError(f"the block pattern has {len(pattern)} blocks, num_hidden_layers says {layers}")

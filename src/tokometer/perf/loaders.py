@@ -38,6 +38,7 @@ from tokometer.perf.quant import normalize_dtype
 from tokometer.util.errors import ConfigError
 from tokometer.util.gguf import TOKENIZER_ARRAYS, GGUFFile, quantization_of, read_gguf
 from tokometer.util.jsonstream import JsonLimits, JsonStream
+from tokometer.util.shown import quoted
 
 __all__ = ["model_from_config", "model_from_gguf", "resolve_model", "weights_on_disk"]
 
@@ -390,7 +391,7 @@ def _gguf_sliding(meta: dict[str, Any], arch: str, layers: int, window: int) -> 
         return window, sum(1 for flag in pattern if flag)
     every = _GGUF_WINDOW_PATTERN[arch] if pattern is None else _whole(pattern)
     if every is None or not 0 <= every <= MAX_SIZE:
-        raise ConfigError(f"the GGUF header's {arch}.attention.sliding_window_pattern is {str(pattern)[:40]!r}; "
+        raise ConfigError(f"the GGUF header's {arch}.attention.sliding_window_pattern is {quoted(str(pattern))}; "
                           "a whole number (every n-th layer full) or one flag per layer is needed")
     return window, layers if every == 0 else sum(1 for layer in range(layers) if layer % every < every - 1)
 
@@ -452,7 +453,7 @@ def model_from_gguf(path: Path) -> ModelSpec:
         else:
             number = _whole(value)
         if number is None or not low <= number <= high:
-            raise ConfigError(f"{path}: the GGUF header's {arch}.{key} is {str(value)[:40]!r}; "
+            raise ConfigError(f"{path}: the GGUF header's {arch}.{key} is {quoted(str(value))}; "
                               f"a whole number from {low} to {high:,} is needed")
         return number
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokometer.util.jsontext import whole_number
+from tokometer.util.shown import quoted
 
 __all__ = ["MAX_STEPS", "REST_FLOOR", "ItemComparison", "TokenStep", "compare_paths", "first_divergence",
            "kl_topk", "parse_logprobs"]
@@ -112,7 +113,7 @@ MAX_STEPS = 100_000
 def _logprob(value: Any, where: str) -> float:
     """A log-probability: a finite number, at most 0 (a rounding above 0 is read as 0); else ValueError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{where} is {str(value)[:40]!r}, not a finite number")
+        raise ValueError(f"{where} is {quoted(str(value))}, not a finite number")
     if value > 1e-3:
         raise ValueError(f"{where} is {value:g}: a log-probability is at most 0")
     return min(float(value), 0.0)

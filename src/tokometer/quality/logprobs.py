@@ -36,6 +36,7 @@ from tokometer.quality.agreement import TokenStep, parse_logprobs
 from tokometer.quality.endpoints import Endpoint
 from tokometer.util.jsontext import loads
 from tokometer.util.readbudget import answer_budget
+from tokometer.util.shown import clipped
 
 __all__ = ["LogprobClient"]
 
@@ -70,7 +71,7 @@ class LogprobClient:
             return None, f"{type(exc).__name__}: {exc}"
         text = b"".join(response.chunks)
         if response.status != 200:
-            return None, f"HTTP {response.status}: {' '.join(text[:300].decode('utf-8', 'replace').split())}"
+            return None, f"HTTP {response.status}: {clipped(' '.join(text.decode('utf-8', 'replace').split()))}"
         try:
             return loads(text), ""
         except ValueError as exc:

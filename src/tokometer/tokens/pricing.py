@@ -24,6 +24,7 @@ from typing import Any, Final
 from tokometer.util.errors import ConfigError
 from tokometer.util.limits import MAX_CREDITS, MAX_PRICE, MAX_TOKENS
 from tokometer.util.readlimit import read_toml
+from tokometer.util.shown import clipped
 
 MAX_PRICE_FILE_BYTES: Final = 16 << 20
 """A user's price table (``--prices``, ``$TOKOMETER_PRICES``, the user's own): 16 MiB, thousands of times the
@@ -90,7 +91,7 @@ def _number(row: dict[str, Any], key: str, where: str) -> float | None:
     most = MAX_CREDITS if key.endswith("_credits") else MAX_PRICE
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= most:  # NaN too
         raise ConfigError(f"price table {where}: {key} must be a number from 0 to {most:g} "
-                          f"(got {str(value)[:40]})")
+                          f"(got {clipped(str(value))})")
     return float(value)
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from tokometer.tune.outcome import Variant, VariantOutcome
+from tokometer.util.shown import clipped
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -119,7 +120,7 @@ def variant_line(outcome: VariantOutcome, summary: StepSummary | None) -> str:
     if status == "failed to start":
         error = outcome.error or ""
         words = [line for line in (outcome.engine_last_words or "").strip().splitlines() if line not in error]
-        return f"{name}: failed to start: {error}" + (f" (engine: {words[-1][:200]})" if words else "")
+        return f"{name}: failed to start: {error}" + (f" (engine: {clipped(words[-1])})" if words else "")
     parts = [f"start-up {outcome.startup.first_s:.1f} s" if outcome.startup else "start-up -"]
     if summary is not None:
         ttft, decode = summary.distributions.get("ttft_ms"), summary.distributions.get("decode_speed_tok_s")

@@ -46,6 +46,7 @@ from tokometer.engines.vllm import KV_CACHE_DTYPES, QUANTIZATIONS
 from tokometer.util.errors import ConfigError, EngineError
 from tokometer.util.limits import MAX_CONCURRENCY, MAX_MEMORY_GIB, MAX_THREADS, MAX_TOKENS
 from tokometer.util.readlimit import open_input
+from tokometer.util.shown import quoted
 
 __all__ = ["ENGINES", "GGUF_TYPES", "LLAMACPP_CACHE_TYPES", "MAX_VALUE_CHARS", "VLLM_DTYPES", "EngineSettings",
            "Setting", "check_settings", "engine_settings", "known_settings"]
@@ -242,7 +243,7 @@ def _check_name(engine: str, name: str) -> None:
     if not _NAME.fullmatch(name) or len(name) > 64:
         spelled = name.strip("-").replace("_", "-").lower()
         hint = f"write {spelled}" if _NAME.fullmatch(spelled) and len(spelled) <= 64 else "e.g. ctx-size"
-        raise ConfigError(f"setting name {name[:64]!r} is not allowed: a setting is the engine's flag without its "
+        raise ConfigError(f"setting name {quoted(name)} is not allowed: a setting is the engine's flag without its "
                           f"dashes, lower-case words joined by '-' ({hint})")
     if name in _RESERVED[engine]:
         raise ConfigError(f"setting {name} is not allowed: {_RESERVED[engine][name]}")
@@ -253,7 +254,7 @@ def _check_name(engine: str, name: str) -> None:
 
 def _check_text(name: str, text: str) -> None:
     if len(text) > MAX_VALUE_CHARS:
-        raise ConfigError(f"setting {name}={text[:40]!r}... is not allowed: a value is at most {MAX_VALUE_CHARS} "
+        raise ConfigError(f"setting {name}={quoted(text)} is not allowed: a value is at most {MAX_VALUE_CHARS} "
                           "characters")
     if any(ord(char) < 32 or ord(char) == 127 for char in text):
         raise ConfigError(f"setting {name}={text!r} is not allowed: a value is text on one line, without control "

@@ -27,6 +27,7 @@ from typing import Any, Final
 from tokometer.tune.outcome import Variant
 from tokometer.tune.settings import MAX_VALUE_CHARS, check_settings
 from tokometer.util.errors import ConfigError
+from tokometer.util.shown import quoted
 
 __all__ = ["MAX_NAME_CHARS", "MAX_VARIANTS", "MAX_VARIANTS_FILE_BYTES", "NamedVariant", "check_variants",
            "fingerprint", "parse_set", "parse_vary", "plan_variants", "read_variants_file"]
@@ -103,7 +104,7 @@ def parse_vary(items: Sequence[str], option: str = "--vary") -> list[tuple[str, 
 
 
 def _shown(text: str) -> str:
-    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text)} characters)"
+    return quoted(text)
 
 
 def read_variants_file(path: Path) -> list[NamedVariant]:

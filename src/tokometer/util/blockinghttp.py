@@ -34,6 +34,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tokometer.util.readbudget import BudgetExceeded, answer_budget, mib, over_budget
+from tokometer.util.shown import clipped
 
 __all__ = ["MAX_ANSWER_BYTES", "AnswerTimeout", "AnswerTooLarge", "BadAnswer", "open_answer", "read_whole",
            "request_bytes"]
@@ -200,7 +201,7 @@ def open_answer(url: str, data: bytes | None = None, headers: Mapping[str, str] 
                 raise AnswerTimeout(f"the whole answer did not come within its total timeout of {timeout_s:g} s "
                                     "(the server sends nothing, or trickles)") from None
             if isinstance(exc, http.client.HTTPException):
-                raise BadAnswer(f"the answer broke HTTP/1.1 ({type(exc).__name__}: {str(exc)[:120]})") from None
+                raise BadAnswer(f"the answer broke HTTP/1.1 ({type(exc).__name__}: {clipped(str(exc))})") from None
             raise exc from None
     if deadline.expired:
         raise AnswerTimeout(f"the whole answer did not come within its total timeout of {timeout_s:g} s")

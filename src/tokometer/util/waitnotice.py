@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from tokometer.util.shown import printable
+
 __all__ = ["WAIT_NOTICE_AFTER_S", "say_while_waiting"]
 
 WAIT_NOTICE_AFTER_S = 5.0
@@ -24,7 +26,7 @@ def say_while_waiting(message: Callable[[], str], after_s: float = WAIT_NOTICE_A
     """Within a running event loop: if the block is still running after ``after_s``, write ``message()``
     (called then, so it can say how far the request got) as one line on stderr."""
     def say() -> None:
-        sys.stderr.write(message().rstrip("\n") + "\n")
+        sys.stderr.write(printable(message().rstrip("\n"), keep="\n") + "\n")
         sys.stderr.flush()
 
     handle = asyncio.get_running_loop().call_later(after_s, say)

@@ -63,3 +63,36 @@ def test_a_console_prints_brackets_in_data_as_they_are(monkeypatch: pytest.Monke
     assert lines[0] == DATA and any(DATA in line for line in lines[1:])
     assert "\x1b[" not in lines[0]  # nothing of it styled
     assert ("\x1b[" in out.getvalue()) is terminal  # while the table's own header is, on a terminal
+
+
+HOSTILE = "m\x1b[2J\x1b]8;;http://evil.example/\x07link\x9b31m\x00\u202etxt\u2066\u200b\x7f"
+RAW = ("\x1b[2J", "\x1b]", "\x07", "\x9b", "\x00", "\u202e", "\u2066", "\u200b", "\x7f")
+WRITTEN_OUT = "m\\x1b[2J\\x1b]8;;http://evil.example/\\x07link\\x9b31m\\x00\\u202etxt\\u2066\\u200b\\x7f"
+
+
+@pytest.mark.parametrize("force_color", [False, True])
+def test_a_console_writes_out_what_a_terminal_would_act_on(monkeypatch: pytest.MonkeyPatch,
+                                                           force_color: bool) -> None:
+    """A string printed, a table cell and a `Text` made elsewhere: each non-printable character written out, while
+    rich's own escape codes still style the output when colour is on (``FORCE_COLOR``, ``style=``)."""
+    if force_color:
+        monkeypatch.setenv("FORCE_COLOR", "1")
+    else:
+        monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    out = io.StringIO()  # a pipe: no colour unless FORCE_COLOR asks
+    monkeypatch.setattr("sys.stdout", out)
+    console = make_console()
+    table = Table("model", "n")
+    table.add_row(HOSTILE, "1")
+    console.print(table)
+    console.print(f"model {HOSTILE}", style="bold")
+    console.print(Text.assemble(("error", "red"), f" {HOSTILE}"))
+    console.print("two\nlines\tand a tab")
+    text = out.getvalue()
+    assert not [c for c in RAW if c in text], repr(text)
+    assert text.count(WRITTEN_OUT) == 2 and "two\nlines   and a tab" in text
+    assert WRITTEN_OUT.replace("\\x07", "") in text  # a `Text` drops BEL itself
+    table_row = next(line for line in text.splitlines() if WRITTEN_OUT in line and "1" in line.split(WRITTEN_OUT)[1])
+    assert "│" in table_row  # the cell was measured as shown: the row is whole, its border after it
+    assert ("\x1b[1m" in text and "\x1b[31m" in text) == force_color  # rich's own styles

@@ -10,6 +10,7 @@ import pytest
 from tokometer.engines.llamacpp import THREADS_ENV_VAR, LlamaCppSettings, default_threads, llamacpp_argv
 from tokometer.util.errors import EngineError
 from tokometer.util.hostinfo import physical_cores
+from tokometer.util.shown import SHOWN_CHARS
 
 
 def _threads(settings: LlamaCppSettings) -> str:
@@ -35,5 +36,5 @@ def test_a_bad_value_is_one_line_saying_what_to_give(monkeypatch: pytest.MonkeyP
         llamacpp_argv("llama-server", Path("m.gguf"), 8080, LlamaCppSettings())
     message = str(caught.value)
     assert message.startswith(f"${THREADS_ENV_VAR} is ") and "from 1 to 4096" in message
-    assert "\n" not in message and len(message) < 200
+    assert "\n" not in message and len(message) < SHOWN_CHARS + 120
     assert _threads(LlamaCppSettings(threads=1)) == "1"  # an explicit setting does not read it

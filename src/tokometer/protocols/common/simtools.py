@@ -15,6 +15,7 @@ from typing import Literal
 from tokometer.protocols.common.chat_tools import ToolCall, ToolCallDelta
 from tokometer.protocols.common.server import RequestInfo
 from tokometer.protocols.common.toolcalls import json_fragment
+from tokometer.util.shown import quoted
 
 __all__ = ["Choice", "call_delta", "pick_tool", "query_arguments", "whole_call"]
 
@@ -26,7 +27,7 @@ def pick_tool(names: Sequence[str], choice: Choice, named: str | None = None) ->
     ``choice`` is "none". ValueError for a named tool that is not offered."""
     if named is not None:
         if named not in names:
-            raise ValueError(f"'tool_choice' names {named[:80]!r}, which is not in 'tools'")
+            raise ValueError(f"'tool_choice' names {quoted(named)}, which is not in 'tools'")
         return named
     if not names or choice == "none":
         return None
