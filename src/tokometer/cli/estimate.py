@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tokometer.perf.estimate import Estimate
+    from tokometer.perf.lengthsfile import RequestLengths
     from tokometer.perf.questions import EstimateSpec
     from tokometer.perf.speculative import Speculation
 
@@ -49,6 +50,10 @@ TYPICAL = Efficiency()
               help="Prompt length of each sequence.")
 @click.option("--output-tokens", type=click.IntRange(1, MAX_TOKENS), default=1000, show_default=True,
               help="Answer length of each sequence.")
+@click.option("--lengths", "lengths_path", type=click.Path(path_type=Path), default=None,
+              help="A file of requests' lengths, a request a line (CSV input_tokens,output_tokens, or JSONL): the "
+                   "estimate takes their means for --input-tokens and --output-tokens and, for each step's cached "
+                   "tokens, their spread (a long answer stays in the batch for more steps).")
 @click.option("--no-chunked-prefill", is_flag=True, help="The batch rows' arriving prompts are prefilled in steps "
               "of their own that stall decoding [default: chunked, in the decode steps, as vLLM V1 and TensorRT-LLM].")
 @click.option("--step-tokens", type=click.IntRange(16, MAX_TOKENS), default=None,
@@ -163,7 +168,7 @@ def _spec(opts: dict[str, Any]) -> EstimateSpec:
     return EstimateSpec(
         model=opts["model"], hardware=opts["hardware"], dtype=opts["dtype"], kv_dtype=opts["kv_dtype"],
         tp=opts["tp"], pp=opts["pp"], expert_parallel=opts["ep"], attention_dp=opts["attention_dp"],
-        batches=tuple(batches),
+        batches=tuple(batches), lengths=_lengths(opts),
         input_tokens=opts["input_tokens"], chunked_prefill=not opts["no_chunked_prefill"],
         **({"step_tokens": opts["step_tokens"]} if opts["step_tokens"] else {}),
         **({"max_batch": opts["max_batch"]} if opts["max_batch"] else {}), swa_full=opts["swa_full"],
@@ -174,6 +179,25 @@ def _spec(opts: dict[str, Any]) -> EstimateSpec:
             ("decode_bandwidth", "bw_efficiency"), ("prefill_compute", "prefill_efficiency"),
             ("decode_compute", "decode_compute_efficiency")) if opts[option] is not None},
         use_calibration=not opts["no_calibration"], hardware_file=opts["hardware_file"], remeasure=opts["remeasure"])
+
+
+def _lengths(opts: dict[str, Any]) -> RequestLengths | None:
+    """--lengths's requests, for a plain estimate only, and not beside --input-tokens or --output-tokens given on
+    the command line (the file gives both)."""
+    path = opts["lengths_path"]
+    if path is None:
+        return None
+    if opts["workload"] == "embed" or any(opts[k] is not None for k in ("calibrate_runs", "run_id", "target")):
+        raise click.UsageError("--lengths sets the lengths of an estimate's batch rows and max load: leave out "
+                               "--target, --run, --calibrate and --workload embed")
+    source = click.get_current_context().get_parameter_source
+    given = [f"--{name.replace('_', '-')}" for name in ("input_tokens", "output_tokens")
+             if source(name) is click.core.ParameterSource.COMMANDLINE]
+    if given:
+        raise click.UsageError(f"--lengths gives the requests' lengths: leave out {' and '.join(given)}")
+    from tokometer.perf.lengthsfile import read_lengths
+
+    return read_lengths(path)
 
 
 def _swa_pooled(opts: dict[str, Any]) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 
 from tokometer.perf.closedloop import STEP_TOKENS, ClosedLoop, closed_loop
 from tokometer.perf.collective import Communication, communication
+from tokometer.perf.lengthsfile import RequestLengths
 from tokometer.perf.maxload import MAX_BATCH, MaxLoad, max_load
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 from tokometer.perf.roofline import (
@@ -142,6 +143,9 @@ class Estimate:
     track_record: TrackRecord | None = None
     """How far the estimate has been from published figures of such cases (`tokometer.perf.trackrecord`; None:
     not asked, or not at the typical efficiencies on a GPU)."""
+    lengths: RequestLengths | None = None
+    """The requests' lengths as a file listed them (``--lengths``), whose means are ``input_tokens`` and
+    ``output_tokens`` and whose spread sets each step's cached tokens; None: every request alike."""
 
     @property
     def engine_holds(self) -> int:
@@ -224,6 +228,7 @@ class Estimate:
             "full_window_cache": d.full_window_cache, "window_memory_whole": d.window_memory_whole,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "lengths": self.lengths.to_json() if self.lengths else None,
             "efficiency": {"decode_bandwidth": self.efficiency.decode_bandwidth,
                            "prefill_compute": self.efficiency.prefill_compute,
                            "decode_compute": self.efficiency.decode_compute,
@@ -254,8 +259,8 @@ class Estimate:
 
 
 def _row(d: Deployment, batch: int, input_tokens: int, output_tokens: int, eff: Efficiency, utilization: float,
-         chunked: bool, step_tokens: int, max_batch: int) -> BatchEstimate:
-    context = round(batch * (input_tokens + output_tokens / 2))
+         chunked: bool, step_tokens: int, max_batch: int, per_sequence: float) -> BatchEstimate:
+    context = round(batch * per_sequence)
     room = d.kv_sequences(input_tokens + output_tokens, utilization) if d.hardware.memory_gb else None
     return BatchEstimate(
         batch=batch, fits=None if room is None else batch <= room,
@@ -264,26 +269,31 @@ def _row(d: Deployment, batch: int, input_tokens: int, output_tokens: int, eff: 
         step_bound_s=decode_step_s(d, batch, context), step_expected_s=decode_step_s(d, batch, context, eff),
         limiter=decode_limiter(d, batch, context, eff),
         closed_bound=closed_loop(d, batch, input_tokens, output_tokens, BOUND, chunked=chunked,
-                                 step_tokens=step_tokens, gpu_memory_utilization=utilization, max_batch=max_batch),
+                                 step_tokens=step_tokens, gpu_memory_utilization=utilization, max_batch=max_batch,
+                                 decode_context=per_sequence),
         closed_expected=closed_loop(d, batch, input_tokens, output_tokens, eff, chunked=chunked,
                                     step_tokens=step_tokens, gpu_memory_utilization=utilization,
-                                    max_batch=max_batch),
+                                    max_batch=max_batch, decode_context=per_sequence),
         communication=communication(d, batch))
 
 
 def estimate(d: Deployment, batches: list[int], input_tokens: int, output_tokens: int,
              efficiency: Efficiency | None = None, gpu_memory_utilization: float = 0.9, *,
-             chunked_prefill: bool = True, step_tokens: int = STEP_TOKENS, max_batch: int = MAX_BATCH) -> Estimate:
+             chunked_prefill: bool = True, step_tokens: int = STEP_TOKENS, max_batch: int = MAX_BATCH,
+             lengths: RequestLengths | None = None) -> Estimate:
     """Limits of ``d`` at each batch size in ``batches`` for requests of ``input_tokens`` → ``output_tokens``;
     the closed loop with prompts prefilled in chunks of a ``step_tokens`` budget (or in steps of their own), and
-    at most ``max_batch`` sequences a rank at once (the engine's batch limit)."""
+    at most ``max_batch`` sequences a rank at once (the engine's batch limit). ``lengths``: the requests' lengths
+    spread as these did (a file's: ``input_tokens`` and ``output_tokens`` are their means), each step's cached
+    tokens their `RequestLengths.decode_context` a sequence rather than I + O / 2."""
     eff = efficiency or Efficiency()
     weight_dtype(d.weight_dtype)
     capacity = d.kv_capacity_tokens(gpu_memory_utilization) if d.hardware.memory_gb else None
-    mid = input_tokens + output_tokens / 2
+    mid = lengths.decode_context if lengths else input_tokens + output_tokens / 2
     rows = [_row(d, batch, input_tokens, output_tokens, eff, gpu_memory_utilization, chunked_prefill, step_tokens,
-                 max_batch) for batch in batches]
+                 max_batch, mid) for batch in batches]
     turns = (compute_bound_batch(d, mid, BOUND), compute_bound_batch(d, mid, eff), compute_bound_batch(d, 0, BOUND))
     return Estimate(d, eff, input_tokens, output_tokens, gpu_memory_utilization, capacity, *turns, tuple(rows),
-                    max_load=max_load(d, input_tokens, output_tokens, eff, gpu_memory_utilization, max_batch),
-                    chunked_prefill=chunked_prefill, step_tokens=step_tokens, max_batch=max_batch)
+                    max_load=max_load(d, input_tokens, output_tokens, eff, gpu_memory_utilization, max_batch,
+                                      decode_context=lengths.decode_context if lengths else None),
+                    chunked_prefill=chunked_prefill, step_tokens=step_tokens, max_batch=max_batch, lengths=lengths)

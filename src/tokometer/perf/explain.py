@@ -125,6 +125,15 @@ def _per_sequence(e: Estimate) -> str:
     return f". {holds}: {fmt_bytes(d.kv_bytes_per_sequence_per_gpu(n))} per GPU ({'; '.join(kinds)})"
 
 
+def _held(e: Estimate) -> str:
+    """What a decoding sequence holds cached on average: mid-answer I + O / 2, or the lengths file's spread's."""
+    if e.lengths is None:
+        return f"mid-answer each holds {e.input_tokens:,} + {e.output_tokens:,}/2 tokens"
+    return (f"each holds {e.lengths.decode_context:,.0f} tokens on average over the steps, the {e.lengths.requests:,} "
+            "requests' E[O·I] / E[O] + E[O²] / (2 E[O]) (a long answer stays in the batch for more steps; the means' "
+            f"{e.input_tokens:,} + {e.output_tokens:,}/2 if they were alike)")
+
+
 def _decode(e: Estimate, whole: int, whole_context: int) -> str:
     d, eff = e.deployment, e.efficiency
     batch = pipeline_microbatch(d, whole)  # pipeline parallel: the arithmetic is one microbatch's whole-model step
@@ -143,8 +152,8 @@ def _decode(e: Estimate, whole: int, whole_context: int) -> str:
            "layer, routing taken as uniform)" if d.model.is_moe else "")
     lines = [f"Decode, batch {whole:,}{pipelined}: a step reads the weights once, {fmt_bytes(w)}{moe}{tp}; its matmuls "
              f"read and write {batch:,} × {d.model.activation_elements_per_token:,.0f} activations × "
-             f"{ACTIVATION_BYTES} B{tp} = {fmt_bytes(act)}; and it reads every sequence's KV cache: mid-answer each "
-             f"holds {e.input_tokens:,} + {e.output_tokens:,}/2 tokens, {context:,} in all"
+             f"{ACTIVATION_BYTES} B{tp} = {fmt_bytes(act)}; and it reads every sequence's KV cache: {_held(e)}, "
+             f"{context:,} in all"
              f"{_window_read(d, batch, context) or ' × ' + fmt_bytes(d.kv_read_bytes_per_token)}"
              f"{_state_read(d, batch)} = {fmt_bytes(kv)}. "
              f"({fmt_bytes(w / d.tp)} + {fmt_bytes(act)} + "
@@ -257,7 +266,7 @@ def _turning_point(e: Estimate) -> str:
             f"take as long as reading {fmt_bytes(weight_bytes_read(d, short) / d.tp)} of weights"
             f"{' per GPU' if d.tp > 1 else ''} at {d.hardware.bandwidth_gbs:,.4g} GB/s; below it a bigger batch "
             "costs almost nothing per step, as the weights are read once for all sequences.")
-    mid = e.input_tokens + e.output_tokens / 2
+    mid = e.lengths.decode_context if e.lengths else e.input_tokens + e.output_tokens / 2
     if turn is None:
         text += (f" With {mid:,.0f} tokens cached per sequence it never does: each sequence's KV read "
                  f"({fmt_bytes(d.kv_read_bytes(1, mid))}) takes longer than its FLOPs.")

@@ -19,8 +19,48 @@ a prompt of E[I] tokens. Only the cached tokens a step attends to, and reads, gr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["decode_context"]
+__all__ = ["LengthSums", "decode_context"]
+
+
+@dataclass
+class LengthSums:
+    """The sums `decode_context` needs, gathered a request at a time (a file of millions of requests is not held)."""
+
+    requests: int = 0
+    inputs: float = 0.0
+    outputs: float = 0.0
+    inputs_by_outputs: float = 0.0
+    outputs_squared: float = 0.0
+
+    def add(self, input_tokens: float, output_tokens: float) -> None:
+        """One request of ``input_tokens`` in and ``output_tokens`` out (each at least 0: `ValueError` else)."""
+        if input_tokens < 0 or output_tokens < 0:
+            raise ValueError("decode_context: a length is negative")
+        self.requests += 1
+        self.inputs += input_tokens
+        self.outputs += output_tokens
+        self.inputs_by_outputs += input_tokens * output_tokens
+        self.outputs_squared += output_tokens * output_tokens
+
+    @property
+    def input_mean(self) -> float:
+        return self.inputs / self.requests if self.requests else 0.0
+
+    @property
+    def output_mean(self) -> float:
+        return self.outputs / self.requests if self.requests else 0.0
+
+    def decode_context(self, output_mean: float | None = None) -> float:
+        """E[L·I] / E[L] + E[L²] / (2 E[L]) over the requests added (module docstring); ``output_mean`` as in
+        `decode_context`. `ValueError` when none was added or every answer is empty."""
+        if not self.requests:
+            raise ValueError("decode_context: give one input and one output length for each request (none given)")
+        if self.outputs <= 0:
+            raise ValueError("decode_context: every answer is empty: no request decodes")
+        scale = output_mean / self.output_mean if output_mean else 1.0
+        return self.inputs_by_outputs / self.outputs + scale * self.outputs_squared / (2 * self.outputs)
 
 
 def decode_context(inputs: Sequence[float], outputs: Sequence[float], output_mean: float | None = None) -> float:
@@ -28,13 +68,10 @@ def decode_context(inputs: Sequence[float], outputs: Sequence[float], output_mea
     ``outputs`` lengths (pairs, one a request; module docstring). ``output_mean``: the answers' mean as run, when it
     differs from the set's (a submission's own answers against the set's reference ones): the answers are taken
     as the set's scaled to it, which keeps their spread (cv) and their weighting of the prompts."""
-    if len(inputs) != len(outputs) or not outputs:
-        raise ValueError("decode_context: give one input and one output length for each request (none given)")
-    if any(length < 0 for length in (*inputs, *outputs)):
-        raise ValueError("decode_context: a length is negative")
-    total = float(sum(outputs))
-    if total <= 0:
-        raise ValueError("decode_context: every answer is empty: no request decodes")
-    scale = output_mean / (total / len(outputs)) if output_mean else 1.0
-    weighted_inputs = sum(i * o for i, o in zip(inputs, outputs, strict=True)) / total
-    return weighted_inputs + scale * sum(o * o for o in outputs) / (2 * total)
+    if len(inputs) != len(outputs):
+        raise ValueError(f"decode_context: give one input and one output length for each request ({len(inputs)} "
+                         f"inputs, {len(outputs)} outputs)")
+    sums = LengthSums()
+    for i, o in zip(inputs, outputs, strict=True):
+        sums.add(i, o)
+    return sums.decode_context(output_mean)

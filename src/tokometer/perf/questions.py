@@ -22,6 +22,7 @@ from tokometer.perf.efficiency import RunEfficiency, run_efficiency
 from tokometer.perf.estimate import Estimate, estimate
 from tokometer.perf.hardware import hardware_table, resolve_hardware
 from tokometer.perf.hardwarespec import HardwareSpec
+from tokometer.perf.lengthsfile import RequestLengths
 from tokometer.perf.loaders import resolve_model
 from tokometer.perf.maxload import MAX_BATCH
 from tokometer.perf.measuredloop import loops_beside
@@ -63,6 +64,9 @@ class EstimateSpec:
     batches: Sequence[int] = (1,)
     input_tokens: int = 1000
     output_tokens: int = 1000
+    lengths: RequestLengths | None = None
+    """The requests' lengths from a file (``--lengths``): their means stand for ``input_tokens`` and
+    ``output_tokens``, their spread sets each step's cached tokens (`tokometer.perf.lengths`)."""
     chunked_prefill: bool = True
     """The closed loop's prompts ride in decode steps (``--no-chunked-prefill``: steps of their own)."""
     step_tokens: int = STEP_TOKENS
@@ -151,10 +155,13 @@ def estimate_inputs(spec: EstimateSpec) -> tuple[Deployment, list[int], Efficien
 def run_estimate(spec: EstimateSpec) -> Estimate:
     """The limits of ``spec``'s deployment (model and hardware required) at each of its batch sizes."""
     d, batches, efficiency, source = estimate_inputs(spec)
-    return replace(estimate(d, batches, spec.input_tokens, spec.output_tokens, efficiency,
+    lengths = spec.lengths
+    i, o = (lengths.input_tokens, lengths.output_tokens) if lengths else (spec.input_tokens, spec.output_tokens)
+    return replace(estimate(d, batches, i, o, efficiency,
                             d.kv_memory_share(spec.gpu_memory_utilization, spec.kv_free_fraction),
                             chunked_prefill=spec.chunked_prefill,
-                            step_tokens=spec.step_tokens, max_batch=spec.max_batch), efficiency_source=source,
+                            step_tokens=spec.step_tokens, max_batch=spec.max_batch, lengths=lengths),
+                   efficiency_source=source,
                    kv_free_fraction=spec.kv_free_fraction, track_record=track_record(d, source))
 
 

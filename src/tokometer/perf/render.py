@@ -14,6 +14,7 @@ from tokometer.perf.explain import fmt_bytes
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 from tokometer.perf.roofline import FIT_GEMM_FRACTION, weight_bytes_read
 from tokometer.perf.target import TargetAnswer
+from tokometer.util.shown import clipped
 from tokometer.util.units import GIB
 
 if TYPE_CHECKING:
@@ -101,6 +102,12 @@ def render_estimate(console: Console, e: Estimate) -> None:
         kv += (f"; {e.kv_capacity_tokens:,} tokens fit ({_memory_share(e)}): "
                f"{e.max_sequences:,} sequences of {e.tokens_per_sequence:,}")
     console.print(kv)
+    if e.lengths is not None:
+        r = e.lengths
+        console.print(f"  lengths   {r.requests:,} requests ({clipped(r.source)}): means {r.input_mean:,.1f} → "
+                      f"{r.output_mean:,.1f} tokens; a decoding sequence holds {r.decode_context:,.0f} tokens on "
+                      f"average over the steps, not the means' {r.input_tokens + r.output_tokens / 2:,.0f} (a long "
+                      "answer stays in the batch for more steps)")
     if e.kv_capacity_tokens == 0 and d.hardware.memory_gb:
         console.print(Text.assemble("  ", ("does not fit", "bold"),
                                     f": {d.weight_bytes_per_gpu / GIB:,.2f} GiB of weights per GPU + 2 GiB reserve > "
@@ -111,7 +118,7 @@ def render_estimate(console: Console, e: Estimate) -> None:
                   f"{d.hardware.bandwidth_gbs:,.4g} GB/s = {ceiling * 1e3:,.3g} ms → {1 / ceiling:,.1f} tok/s at most")
     short, turn = e.compute_bound_batch_short, e.compute_bound_batch
     if short is not None:
-        mid = e.input_tokens + e.output_tokens / 2
+        mid = e.lengths.decode_context if e.lengths else e.input_tokens + e.output_tokens / 2
         at_ctx = f"batch {turn:,}" if turn is not None else "never (KV reads dominate)"
         console.print(f"  turning   decode compute bound from batch {short:,} at short contexts; at {mid:,.0f} "
                       f"cached tokens per sequence: {at_ctx}")

@@ -58,7 +58,7 @@ def test_a_submissions_own_answer_mean_scales_the_sets_answers() -> None:
 
 
 @pytest.mark.parametrize(("inputs", "outputs", "says"), [
-    ([], [], "none given"), ([1, 2], [3], "none given"), ([5], [-1], "negative"), ([5, 6], [0, 0], "empty")])
+    ([], [], "none given"), ([1, 2], [3], "2 inputs, 1 outputs"), ([5], [-1], "negative"), ([5, 6], [0, 0], "empty")])
 def test_lengths_that_describe_no_decoding_are_refused(inputs: list[int], outputs: list[int], says: str) -> None:
     with pytest.raises(ValueError, match=says):
         decode_context(inputs, outputs)

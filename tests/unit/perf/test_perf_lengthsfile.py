@@ -1,0 +1,111 @@
+"""A file of requests' lengths (``estimate --lengths``): the shapes it takes, what it refuses, and the estimate it
+sets (`tokometer.perf.lengthsfile`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli_here
+from tokometer.perf import lengthsfile
+from tokometer.perf.lengths import decode_context
+from tokometer.perf.lengthsfile import read_lengths
+from tokometer.util.errors import ConfigError
+
+PAIRS = [(100, 100), (100, 300), (2000, 20), (50, 1500)]
+EXPECTED = decode_context([i for i, _ in PAIRS], [o for _, o in PAIRS])
+
+
+def _file(tmp_path: Path, text: str, name: str = "lengths.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("text", [
+    "input_length,output_length\n" + "".join(f"{i},{o}\n" for i, o in PAIRS),  # MLPerf's digests
+    "".join(f"{i},{o}\n" for i, o in PAIRS),  # no header: the prompt first
+    "id,osl,note,isl\n" + "".join(f"r{n},{o},\"a, b\",{i}\n" for n, (i, o) in enumerate(PAIRS)),  # other columns
+    "Input_Tokens , Output_Tokens\n\n" + "".join(f"{i} , {o}\n\n" for i, o in PAIRS),  # spaces, case, blank lines
+    "".join(json.dumps({"prompt_tokens": i, "completion_tokens": o, "x": [1]}) + "\n" for i, o in PAIRS),
+])
+def test_each_shape_gives_the_means_and_the_steps_context(tmp_path: Path, text: str) -> None:
+    got = read_lengths(_file(tmp_path, text))
+    assert got.requests == 4
+    assert got.input_mean == pytest.approx(562.5) and got.output_mean == pytest.approx(480)
+    assert (got.input_tokens, got.output_tokens) == (562, 480)  # round half to even
+    assert got.decode_context == pytest.approx(EXPECTED)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("", "no request in it"),
+    ("input_tokens,output_tokens\n", "no request in it"),
+    ("in,out\n1,2\n", "names no prompt column"),
+    ("input_tokens,answer\n1,2\n", "names no answer column"),
+    ("input_tokens,output_tokens\n10,abc\n", "line 2: the answer length 'abc' is not a whole number"),
+    ("10,-5\n", "line 1: the answer length '-5' is not a whole number"),
+    ("10,2.5\n", "line 1: the answer length '2.5' is not a whole number"),
+    ("10,\u00b2\n", "is not a whole number"),  # a superscript two: isdigit() says yes, int() no
+    ("10,99999999999\n", "is past"),
+    ("input_tokens,output_tokens\n10\n", "line 2: 1 column(s), the lengths are in columns 1 and 2"),
+    ("5,0\n7,0\n", "every answer is 0 tokens"),
+    ('{"input_tokens": 3}\n', "line 1: no answer length"),
+    ('{"input_tokens": true, "output_tokens": 3}\n', "line 1: the prompt length True is not a whole number"),
+    ('{"input_tokens": 3, "output_tokens": 4}\n[1, 2]\n', "line 2: not a JSON object"),
+    ('{"input_tokens": 3, "output_tokens": NaN}\n', "line 1: not a JSON object"),
+])
+def test_a_file_that_is_not_one_is_one_line_naming_where(tmp_path: Path, text: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=None) as caught:
+        read_lengths(_file(tmp_path, text))
+    message = str(caught.value)
+    assert says in message and "\n" not in message and message.startswith("--lengths ")
+
+
+def test_no_more_requests_than_the_bound_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lengthsfile, "MAX_REQUESTS", 3)
+    with pytest.raises(ConfigError, match="line 4: more than 3 requests"):
+        read_lengths(_file(tmp_path, "".join(f"{i},{o}\n" for i, o in PAIRS)))
+
+
+def test_the_estimate_takes_the_files_means_and_spread(tmp_path: Path) -> None:
+    path = _file(tmp_path, "input_length,output_length\n" + "".join(f"{i},{o}\n" for i, o in PAIRS))
+    out = tmp_path / "e.json"
+    spread = run_cli_here("estimate", "-m", "llama-3.1-8b", "-H", "H100-SXM", "--dtype", "fp8", "-b", "1,64",
+                          "--lengths", str(path), "--json", str(out))
+    assert spread.returncode == 0, spread.stderr
+    assert f"lengths   4 requests ({path}): means 562.5 → 480.0 tokens; a decoding sequence holds 693 tokens" \
+        in spread.stdout
+    data = json.loads(out.read_text())["estimate"]
+    assert (data["input_tokens"], data["output_tokens"]) == (562, 480)
+    assert data["lengths"]["decode_context_tokens"] == pytest.approx(EXPECTED)
+    assert data["batches"][1]["context_tokens_mid_answer"] == round(64 * EXPECTED)
+    alike = tmp_path / "a.json"
+    same = run_cli_here("estimate", "-m", "llama-3.1-8b", "-H", "H100-SXM", "--dtype", "fp8", "-b", "1,64",
+                        "--input-tokens", "562", "--output-tokens", "480", "--json", str(alike))
+    assert same.returncode == 0, same.stderr
+    plain = json.loads(alike.read_text())["estimate"]
+    assert plain["lengths"] is None and plain["batches"][1]["context_tokens_mid_answer"] == 64 * (562 + 240)
+    # the spread's 693 tokens a sequence against the means' 802: each step reads less cache, so it runs faster
+    assert data["max_load"]["output_tok_s"] > plain["max_load"]["output_tok_s"]
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (("--input-tokens", "100"), "leave out --input-tokens"),
+    (("--output-tokens", "100", "--input-tokens", "5"), "leave out --input-tokens and --output-tokens"),
+    (("--target", "1000"), "leave out --target"),
+])
+def test_lengths_beside_what_they_replace_is_refused(tmp_path: Path, extra: tuple[str, ...], says: str) -> None:
+    path = _file(tmp_path, "10,20\n")
+    result = run_cli_here("estimate", "-m", "llama-3.1-8b", "-H", "H100-SXM", "--lengths", str(path), *extra)
+    assert result.returncode == 2 and says in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_bad_lengths_file_ends_the_command_in_one_line(tmp_path: Path) -> None:
+    path = _file(tmp_path, "input_tokens,output_tokens\n1,x\x1b[2J\n")
+    result = run_cli_here("estimate", "-m", "llama-3.1-8b", "-H", "H100-SXM", "--lengths", str(path))
+    assert result.returncode == 2 and "line 2: the answer length" in result.stderr
+    assert "\x1b" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    missing = run_cli_here("estimate", "-m", "llama-3.1-8b", "-H", "H100-SXM", "--lengths", str(tmp_path / "no"))
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
