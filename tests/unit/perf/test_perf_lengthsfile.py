@@ -63,6 +63,19 @@ def test_a_file_that_is_not_one_is_one_line_naming_where(tmp_path: Path, text: s
     assert says in message and "\n" not in message and message.startswith("--lengths ")
 
 
+def test_a_file_past_its_bounds_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    long_line = _file(tmp_path, "1,2\n" + "1" * (lengthsfile.MAX_LINE_BYTES + 1) + ",2\n")
+    with pytest.raises(ConfigError, match=r"line 2: longer than 65,536 bytes"):
+        read_lengths(long_line)
+    binary = tmp_path / "b.csv"
+    binary.write_bytes(b"1,2\n\xff\xfe,3\n")
+    with pytest.raises(ConfigError, match="line 2: not UTF-8 text"):
+        read_lengths(binary)
+    monkeypatch.setattr(lengthsfile, "MAX_LENGTHS_BYTES", 64)
+    with pytest.raises(ConfigError, match="larger than 0 MiB: give a sample of the requests"):
+        read_lengths(_file(tmp_path, "1000,2000\n" * 10))
+
+
 def test_no_more_requests_than_the_bound_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lengthsfile, "MAX_REQUESTS", 3)
     with pytest.raises(ConfigError, match="line 4: more than 3 requests"):
