@@ -11,6 +11,7 @@ from rich.text import Text
 from tokometer.perf.efficiency import RunEfficiency, StepEfficiency
 from tokometer.perf.estimate import Estimate
 from tokometer.perf.explain import fmt_bytes
+from tokometer.perf.lengthsfile import RequestLengths
 from tokometer.perf.quant import normalize_dtype, weight_dtype
 from tokometer.perf.roofline import FIT_GEMM_FRACTION, weight_bytes_read
 from tokometer.perf.target import TargetAnswer
@@ -75,6 +76,16 @@ def _memory_share(e: Estimate) -> str:
     return f"{e.kv_free_fraction:.2f} of the memory the weights leave: {e.gpu_memory_utilization:.3f} of all of it"
 
 
+def _lengths_line(console: Console, r: RequestLengths) -> None:
+    """The ``--lengths`` file's requests: their means and what a decoding sequence holds on average."""
+    alike = r.input_mean + r.output_mean / 2
+    held = (f"{r.decode_context:,.0f} tokens on average over the steps, not the means' {alike:,.0f} (a long answer "
+            "stays in the batch for more steps)" if abs(r.decode_context - alike) >= 0.005 * alike else
+            f"{r.decode_context:,.0f} tokens on average over the steps, as the means give (their lengths alike)")
+    console.print(f"  lengths   {r.requests:,} request{'s' if r.requests != 1 else ''} ({clipped(r.source)}): "
+                  f"means {r.input_mean:,.1f} → {r.output_mean:,.1f} tokens; a decoding sequence holds {held}")
+
+
 def render_estimate(console: Console, e: Estimate) -> None:
     d = e.deployment
     console.print(d.describe(), style="bold")
@@ -103,11 +114,7 @@ def render_estimate(console: Console, e: Estimate) -> None:
                f"{e.max_sequences:,} sequences of {e.tokens_per_sequence:,}")
     console.print(kv)
     if e.lengths is not None:
-        r = e.lengths
-        console.print(f"  lengths   {r.requests:,} requests ({clipped(r.source)}): means {r.input_mean:,.1f} → "
-                      f"{r.output_mean:,.1f} tokens; a decoding sequence holds {r.decode_context:,.0f} tokens on "
-                      f"average over the steps, not the means' {r.input_tokens + r.output_tokens / 2:,.0f} (a long "
-                      "answer stays in the batch for more steps)")
+        _lengths_line(console, e.lengths)
     if e.kv_capacity_tokens == 0 and d.hardware.memory_gb:
         console.print(Text.assemble("  ", ("does not fit", "bold"),
                                     f": {d.weight_bytes_per_gpu / GIB:,.2f} GiB of weights per GPU + 2 GiB reserve > "
