@@ -125,3 +125,17 @@ def test_stored_model_names_and_labels_are_written_out_and_clipped(sim_factory: 
     assert max(map(len, listed.stdout.splitlines())) < 4 * SHOWN_CHARS + 400, listed.stdout[:3000]
     line = _error_line(run_cli_here("compare", "1", "2", "--store", str(store)))
     assert "\\x1b[2J" in line and f"({len(model):,} characters) vs 'sim-model'" in line and len(line) < 1000
+
+
+def test_count_json_of_a_hostile_file_writes_the_pieces_escaped(tmp_path: Path) -> None:
+    """``count --json --show`` writes each token's text: a file holding a C1 CSI, a bidi override and a zero-width
+    space has them written as JSON's ``\\uXXXX`` (JSON escapes the C0 controls itself), the text's other
+    characters as they are, and the same pieces read back."""
+    source = tmp_path / "hostile.txt"
+    source.write_text("a\x9b2Jb \u202eevil zw\u200bj \x1b[2J café", encoding="utf-8")
+    done = run_cli_here("count", "-f", str(source), "--json", "--show")
+    assert done.returncode == 0, done.stderr
+    _nothing_raw(done)
+    pieces = json.loads(done.stdout)["pieces"]
+    assert "\x9b" in pieces and any("\u202e" in p for p in pieces)  # read back as they were
+    assert "\\u009b" in done.stdout and "\\u202e" in done.stdout and "caf" in done.stdout

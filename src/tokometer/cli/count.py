@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tokometer.cli.options import build_spec
-from tokometer.util.jsontext import dumps
+from tokometer.util.jsontext import dumps, dumps_readable
 from tokometer.util.limits import MAX_TOKENS
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def command(**opts: Any) -> int:
         result = run_count(spec)
     if opts["as_json"]:
 
-        click.echo(dumps(to_json(result), ensure_ascii=False, indent=1))
+        click.echo(dumps_readable(to_json(result), indent=1))
     else:
         render_count(make_console(), result)
     return 0

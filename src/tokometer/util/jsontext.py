@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "finite", "loads", "loads_object", "whole_number"]
+__all__ = ["dumps", "dumps_readable", "finite", "loads", "loads_object", "whole_number"]
 
 
 def finite(value: Any) -> Any:
@@ -40,6 +40,27 @@ def dumps(value: Any, **options: Any) -> str:
         return json.dumps(value, allow_nan=False, **options)
     except ValueError:  # a NaN or Infinity somewhere: copy the value without them (rare, so not done first)
         return json.dumps(finite(value), allow_nan=False, **options)
+
+
+def dumps_readable(value: Any, **options: Any) -> str:
+    """`dumps` with the text's own characters left as they are (``ensure_ascii=False``: a token's ``é``, ``中``),
+    but for those a terminal acts on or hides: DEL and every character past ASCII that ``str.isprintable`` calls
+    non-printable (the C1 controls, ``\\x9b`` among them, a form of ``ESC [``; bidi overrides and isolates;
+    zero-width characters) as its ``\\uXXXX`` escape. JSON escapes the C0 controls itself and writes only ASCII
+    outside its strings, so the value read back is the same."""
+    text = dumps(value, ensure_ascii=False, **options)
+    if text.isascii() and "\x7f" not in text:
+        return text
+    return "".join(c if (c.isascii() and c != "\x7f") or c.isprintable() else _escaped(c) for c in text)
+
+
+def _escaped(char: str) -> str:
+    """``char`` as JSON's ``\\uXXXX`` (a surrogate pair past the Basic Multilingual Plane)."""
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def loads(raw: bytes | str) -> Any:

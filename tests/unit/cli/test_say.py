@@ -13,7 +13,8 @@ from tokometer.cli.say import say
 CLI = Path(__file__).resolve().parents[3] / "src" / "tokometer" / "cli"
 
 CONTENTS = {
-    ("count.py", "dumps"): "JSON written whole (json escapes the C0 controls)",
+    ("count.py", "dumps"): "JSON written whole (the price table: ASCII escapes)",
+    ("count.py", "dumps_readable"): "JSON written whole, its C1, bidi and zero-width characters escaped",
     ("compare.py", "dumps"): "JSON written whole",
     ("doctor.py", "dumps"): "JSON written whole",
     ("quality.py", "dumps"): "JSON written whole",

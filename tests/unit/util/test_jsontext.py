@@ -75,3 +75,21 @@ def test_json_a_peer_sends_is_parsed_only_through_loads() -> None:
     listed = set(STDLIB_PARSERS)
     assert found <= listed, f"parse a peer's JSON with util.jsontext.loads (or say here why not): {found - listed}"
     assert listed <= found, f"no longer calling json.loads, drop from the list: {sorted(listed - found)}"
+
+
+def test_readable_json_keeps_the_texts_characters_and_escapes_what_a_terminal_acts_on() -> None:
+    import json
+
+    from tokometer.util.jsontext import dumps_readable
+
+    value = {"pieces": ["café", "中文", "😀", "a\x9b2Jb", "rtl\u202eevil", "zw\u200bj", "del\x7f", "esc\x1b[2J"]}
+    text = dumps_readable(value, indent=1)
+    assert json.loads(text) == value  # the same value read back
+    assert "café" in text and "中文" in text and "😀" in text  # the text's own characters as they are
+    assert not any(c in text for c in "\x9b\u202e\u200b\x7f\x1b")  # nothing a terminal would act on or hide
+    assert "\\u009b" in text and "\\u202e" in text and "\\u200b" in text and "\\u007f" in text
+    assert "\\u001b" in text  # JSON's own escape of a C0 control
+    assert dumps_readable({"a": "plain"}) == '{"a": "plain"}'
+    # past the Basic Multilingual Plane, a non-printable character is a surrogate pair (a private-use one here)
+    assert json.loads(dumps_readable(["\U000f0000"])) == ["\U000f0000"]
+    assert "\\udb80\\udc00" in dumps_readable(["\U000f0000"])
