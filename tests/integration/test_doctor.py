@@ -179,6 +179,10 @@ def test_the_command_line_prints_findings_by_check_and_a_summary(sim_factory: Ca
     assert out.strip().splitlines()[-1].startswith("Summary: degraded: 0 errors, 1 warning")
 
 
+# its premise is a time: doctor's speed check sends 4 requests at once and warns when they bring no more throughput
+# than one; beside the parallel lane's workers and vLLM, the engine's one thread was starved (TTFT 4,052 against
+# 670 ms, 2026-12-06) and the warning was the host's, not the engine's
+@pytest.mark.timing
 @pytest.mark.engine
 def test_the_healthy_embedded_engine_has_nothing_above_info() -> None:
     require_llama_server()
