@@ -83,7 +83,8 @@ def _lora(opts: dict[str, Any]) -> dict[str, Any] | None:
               help="Model a deployment: hardware from 'tokometer estimate' (e.g. H100-SXM); --model then names "
               "the model (e.g. llama-3.1-8b) and a continuous-batching engine sets the timing.")
 @click.option("--dtype", default="bf16", show_default=True, help="Modelled weight format (bf16, fp8, int4-awq, ...).")
-@click.option("--kv-dtype", default="bf16", show_default=True, help="Modelled KV-cache format.")
+@click.option("--kv-dtype", default=None, help="Modelled KV-cache format [default: fp8 with fp8 or nvfp4 weights, "
+              "or the one the checkpoint declares; else bf16].")
 @click.option("--tp", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Modelled tensor-parallel GPUs.")
 @click.option("--max-num-seqs", type=int, default=256, show_default=True, help="Modelled engine: sequences per batch.")

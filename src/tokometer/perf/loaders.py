@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tokometer.perf.catalog import BUILTIN_MODELS, MODEL_ALIASES
+from tokometer.perf.checkpointquant import checkpoint_format
 from tokometer.perf.hybrid import (
     MAX_SIZE,
     BlockPattern,
@@ -43,9 +44,6 @@ from tokometer.util.shown import quoted
 __all__ = ["model_from_config", "model_from_gguf", "resolve_model", "weights_on_disk"]
 
 _NATIVE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0}
-_QUANT_METHODS = {"fp8": "fp8", "awq": "awq", "gptq": "gptq"}
-_EXPERT_METHODS = {"mxfp4": "mxfp4"}
-"""Quantisation methods that cover a mixture of experts' routed experts only (gpt-oss's ``mxfp4``)."""
 
 
 def _key(name: str) -> str:
@@ -273,16 +271,12 @@ def _check_shapes(spec: ModelSpec) -> None:
         raise ValueError(f"its shapes give {spec.params:,.0f} parameters, {spec.active:,.0f} of them active")
 
 
-def _quant_method(cfg: dict[str, Any]) -> str:
-    """``quantization_config.quant_method``, lower case ("" when there is none or it is not an object)."""
-    quant = cfg.get("quantization_config")
-    return str(quant.get("quant_method") or "").lower() if isinstance(quant, dict) else ""
-
-
 def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None = None,
-                      source: str = "config.json") -> ModelSpec:
+                      source: str = "config.json", quant_sidecar: Any = None) -> ModelSpec:
     """A ModelSpec from a Hugging Face ``config.json`` (a multimodal one's ``text_config`` or ``llm_config`` is
-    used); anything missing, out of range or of a kind not modelled is a one-line ConfigError."""
+    used); anything missing, out of range or of a kind not modelled is a one-line ConfigError. Its formats are
+    those its ``quantization_config`` (else ``quant_sidecar``, an ``hf_quant_config.json``) declares
+    (`tokometer.perf.checkpointquant`); ``weight_bytes`` (the files' size) is its exact size in them."""
     try:
         cfg = _merged(cfg)
         spec = _spec_from_config(cfg, name, source)
@@ -292,13 +286,14 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
     except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
         raise ConfigError(f"{name}: config.json lacks a field the estimate needs, or has one out of range "
                           f"({exc})") from exc
-    method = _quant_method(cfg)
-    if method in _EXPERT_METHODS and spec.is_moe:  # gpt-oss: experts in mxfp4, the rest in torch_dtype
-        return replace(spec, expert_dtype=_EXPERT_METHODS[method], weight_bytes=weight_bytes)
-    if method:
-        native = _QUANT_METHODS.get(method)
-        return replace(spec, native_dtype=native or spec.native_dtype,
-                       weight_bytes=weight_bytes if native else None)
+    fmt = checkpoint_format(cfg, quant_sidecar, spec.is_moe)
+    if fmt.note:
+        spec = replace(spec, source=f"{spec.source} ({fmt.note})")
+    if fmt.read:  # gpt-oss: experts in mxfp4, the rest in torch_dtype
+        return replace(spec, native_dtype=fmt.weights or spec.native_dtype, expert_dtype=fmt.experts,
+                       native_kv_dtype=fmt.kv, weight_bytes=weight_bytes)
+    if fmt.note:  # a format not read: the files' size is not the torch_dtype's
+        return spec
     if weight_bytes and spec.native_dtype in _NATIVE_BYTES:
         scale = weight_bytes / _NATIVE_BYTES[spec.native_dtype] / spec.params
         return replace(spec, params=spec.params * scale,
@@ -509,7 +504,9 @@ def resolve_model(name_or_path: str) -> ModelSpec:
     config = path / "config.json" if path.is_dir() else path
     if config.name.endswith(".json") and config.is_file():
         cfg = _read_json(config)
-        return model_from_config(cfg, str(config.parent), weights_on_disk(config.parent), str(config))
+        sidecar = config.parent / "hf_quant_config.json"
+        quant = _read_json(sidecar) if sidecar.is_file() and "quantization_config" not in cfg else None
+        return model_from_config(cfg, str(config.parent), weights_on_disk(config.parent), str(config), quant)
     index = _builtin_index()
     found = index.get(_key(name_or_path))
     if found is not None:

@@ -87,7 +87,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from tokometer.perf.quant import normalize_dtype, weight_dtype
+from tokometer.perf.quant import default_kv_dtype, normalize_dtype, weight_dtype
 
 __all__ = ["INDEXER_KEY_BYTES", "MAX_EXPERTS_PER_GPU", "MAX_TP", "ModelSpec", "tensor_parallel_problem"]
 
@@ -175,6 +175,7 @@ class ModelSpec:
     expert_width: int = 0  # a routed expert's intermediate size (moe_intermediate_size); 0: from the parameters
     tied_embeddings: bool = False
     native_dtype: str = "bf16"
+    native_kv_dtype: str = ""  # the KV format the checkpoint declares (engines take it by default); "": none
     weight_bytes: float | None = None
     hf_id: str = ""
     source: str = "built-in table"
@@ -410,6 +411,11 @@ class ModelSpec:
     def is_native(self, dtype: str) -> bool:
         """Whether ``dtype`` is the format the model ships in (its exact size and mixed formats apply)."""
         return normalize_dtype(dtype) == normalize_dtype(self.native_dtype)
+
+    def default_kv(self, dtype: str) -> str:
+        """The KV format a deployment in ``dtype`` gets when none is named: the one the checkpoint declares when it
+        runs in its own format (``native_kv_dtype``), else the format's default (`default_kv_dtype`)."""
+        return self.native_kv_dtype if self.native_kv_dtype and self.is_native(dtype) else default_kv_dtype(dtype)
 
     def expert_format(self, dtype: str) -> str:
         """The routed experts' format when the model runs in ``dtype``: their own if it is the native one."""

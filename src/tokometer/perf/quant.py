@@ -135,10 +135,11 @@ def weight_dtype(name: str) -> WeightDtype:
 
 
 def default_kv_dtype(weights: str) -> str:
-    """The KV-cache format a deployment gets when none is named: fp8 with fp8 weights, as TensorRT-LLM serves
-    NVIDIA's FP8 checkpoints (their ``kv_cache_quant_algo`` is FP8, so the cache is FP8 by default), else bf16.
-    (vLLM keeps a 16-bit cache unless ``--kv-cache-dtype fp8``: give ``--kv-dtype bf16`` to model that.)"""
-    return "fp8" if normalize_dtype(weights) == "fp8" else "bf16"
+    """The KV-cache format a deployment gets when none is named: fp8 with fp8 or nvfp4 weights, as NVIDIA's FP8 and
+    FP4 checkpoints declare (``kv_cache_quant_algo`` FP8 in their ModelOpt config) and TensorRT-LLM and vLLM then
+    serve them (vLLM resolves ``--kv-cache-dtype auto`` to it), else bf16. (A checkpoint quantised otherwise, with
+    no KV format declared, keeps a 16-bit cache in vLLM: give ``--kv-dtype bf16`` to model that.)"""
+    return "fp8" if normalize_dtype(weights) in ("fp8", "nvfp4") else "bf16"
 
 
 def kv_bytes(name: str) -> float:

@@ -26,7 +26,7 @@ from tokometer.perf.lengthsfile import RequestLengths
 from tokometer.perf.loaders import resolve_model
 from tokometer.perf.maxload import MAX_BATCH
 from tokometer.perf.measuredloop import loops_beside
-from tokometer.perf.quant import default_kv_dtype, normalize_dtype
+from tokometer.perf.quant import normalize_dtype
 from tokometer.perf.roofline import Deployment, Efficiency
 from tokometer.perf.target import TargetAnswer, reach_target
 from tokometer.perf.trackrecord import track_record
@@ -41,7 +41,7 @@ __all__ = ["DEFAULT_KV_DTYPE", "EstimateSpec", "calibrate_runs", "judge_run", "j
            "llamacpp_kv_dtype", "resolve_efficiency", "run_estimate", "run_target"]
 
 DEFAULT_KV_DTYPE = "bf16"
-"""The KV format of weights other than fp8 (`default_kv_dtype`)."""
+"""The KV format of weights other than fp8 and nvfp4 (`default_kv_dtype`)."""
 LLAMACPP_KV_DTYPE = "fp16"
 """llama.cpp's default cache type (f16), when its argv sets none."""
 
@@ -109,12 +109,12 @@ def _hardware(name: str, spec: EstimateSpec) -> HardwareSpec:
 
 
 def _deployment(spec: EstimateSpec, model_name: str, hardware_name: str, kv_default: str | None = None) -> Deployment:
-    """``spec``'s deployment; the KV format: ``spec``'s, else ``kv_default``, else the weights' default
-    (`default_kv_dtype`: fp8 with fp8 weights, else bf16)."""
+    """``spec``'s deployment; the KV format: ``spec``'s, else ``kv_default``, else the one the checkpoint declares
+    when it runs in its own weights, else the weights' default (`ModelSpec.default_kv`)."""
     model = resolve_model(model_name)
     weights = spec.dtype or model.native_dtype
     return Deployment(model, _hardware(hardware_name, spec), weights,
-                      spec.kv_dtype or kv_default or default_kv_dtype(weights), tp=spec.tp, pp=spec.pp,
+                      spec.kv_dtype or kv_default or model.default_kv(weights), tp=spec.tp, pp=spec.pp,
                       expert_parallel=spec.expert_parallel, attention_dp=spec.attention_dp,
                       full_window_cache=spec.swa_full, window_memory_whole=spec.swa_pooled)
 

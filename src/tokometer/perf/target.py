@@ -33,7 +33,7 @@ from tokometer.perf.collective import communication
 from tokometer.perf.hardwarespec import HardwareSpec
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.published import PerUserFigure, published_per_user
-from tokometer.perf.quant import default_kv_dtype, normalize_dtype
+from tokometer.perf.quant import normalize_dtype
 from tokometer.perf.roofline import Deployment, Efficiency, decode_step_s, weight_bytes_read
 from tokometer.util.errors import ConfigError
 
@@ -172,7 +172,7 @@ def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None
     for tp in TP_SIZES:
         if model.tp_problem(tp):
             continue  # the model's heads do not split over that many GPUs
-        d = Deployment(model, hw, dtype, kv_dtype or default_kv_dtype(dtype), tp=tp)
+        d = Deployment(model, hw, dtype, kv_dtype or model.default_kv(dtype), tp=tp)
         most = d.kv_sequences(input_tokens + output_tokens, d.kv_memory_share(utilization, free_share))
         if most < 1:
             continue
@@ -202,7 +202,7 @@ def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], form
             for tp in tp_sizes:
                 if model.tp_problem(tp):
                     continue
-                d = Deployment(model, hw, fmt, kv_dtype or default_kv_dtype(fmt), tp=tp)
+                d = Deployment(model, hw, fmt, kv_dtype or model.default_kv(fmt), tp=tp)
                 if not communication(d, 1).counted:
                     continue
                 most = d.kv_sequences(input_tokens + output_tokens, d.kv_memory_share(utilization, free_share))
@@ -217,7 +217,7 @@ def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], 
                  efficiency: Efficiency | None = None, gpu_memory_utilization: float = 0.9, *,
                  kv_free_fraction: float | None = None) -> TargetAnswer:
     """Which hardware × weight format × GPUs × batch reach ``target`` tok/s, per request and in aggregate.
-    ``kv_dtype`` None: each format's default (`default_kv_dtype`); ``kv_free_fraction``: each deployment's KV
+    ``kv_dtype`` None: each format's default (`ModelSpec.default_kv`); ``kv_free_fraction``: each deployment's KV
     cache takes that share of the memory its weights leave, instead of ``gpu_memory_utilization`` of the whole."""
     if target <= 0:
         raise ConfigError(f"--target must be positive (got {target})")
@@ -226,7 +226,7 @@ def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], 
     mid = input_tokens + output_tokens / 2
     needed = {}
     for fmt in formats:
-        d = Deployment(model, hardware[0], fmt, kv_dtype or default_kv_dtype(fmt)) if hardware else None
+        d = Deployment(model, hardware[0], fmt, kv_dtype or model.default_kv(fmt)) if hardware else None
         if d is not None:
             per_token = weight_bytes_read(d, 1) + d.kv_bytes_per_token * mid + 2 * model.recurrent_bytes_per_sequence
             needed[fmt] = per_token * target / eff.decode_bandwidth / 1e9

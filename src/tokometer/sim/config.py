@@ -137,7 +137,9 @@ class SimConfig(BaseModel):
     # roofline at typical efficiencies says (see `tokometer.sim.engine`).
     hardware: str | None = None
     dtype: str = "bf16"
-    kv_dtype: str = "bf16"
+    kv_dtype: str | None = Field(None, description="the modelled KV-cache format; unset: the model's default for "
+                                 "its weights (fp8 with fp8 or nvfp4 weights, or the one its checkpoint declares; "
+                                 "else bf16)")
     tp: int = Field(1, ge=1, le=MAX_GPUS)
     max_num_seqs: Concurrency = 256
     max_batched_tokens: Tokens = 8192

@@ -23,8 +23,9 @@ def deployment_for(config: SimConfig) -> object:
     from tokometer.perf import Deployment, resolve_hardware, resolve_model
 
     assert config.hardware is not None
-    return Deployment(resolve_model(config.model), resolve_hardware(config.hardware), weight_dtype=config.dtype,
-                      kv_dtype=config.kv_dtype, tp=config.tp)
+    model = resolve_model(config.model)
+    return Deployment(model, resolve_hardware(config.hardware), weight_dtype=config.dtype,
+                      kv_dtype=config.kv_dtype or model.default_kv(config.dtype), tp=config.tp)
 
 
 def step_time_for(config: SimConfig) -> tuple[StepTime, int]:

@@ -1,0 +1,203 @@
+"""What a checkpoint's own quantisation config says: its weights' format, its routed experts' and its KV cache's.
+
+Read from ``config.json``'s ``quantization_config``, or, where that has none, from the ``hf_quant_config.json``
+TensorRT Model Optimizer writes beside it (its ``quantization`` object: the same keys as ``modelopt``'s):
+
+    quant_method           what it says                               weights      KV cache
+    fp8, fbgemm_fp8        8-bit float linear layers                  fp8
+    awq, gptq (+ _marlin)  4-bit integer groups of 128                awq, gptq
+    mxfp4                  gpt-oss: the routed experts in MXFP4       experts mxfp4
+    modelopt               quant_algo FP8 (any scaling)               fp8          kv_cache_quant_algo FP8: fp8
+                           NVFP4, NVFP4_AWQ                           nvfp4
+                           W4A16_AWQ, W4A8_AWQ                        awq
+                           INT8_SQ, W8A8_SQ_*                         int8
+                           MIXED_PRECISION (``quantized_layers``)     one format, or the experts' and the rest's
+    compressed-tensors     ``config_groups``' weights: float 8        fp8
+                           float 4 in groups of 16 (32)               nvfp4 (mxfp4)
+                           int 8 with input activations (W8A8)        int8
+                           int 4 (W4A16)                              int4
+
+The KV format a checkpoint declares is the one engines take by default: vLLM resolves ``--kv-cache-dtype auto`` to
+a ModelOpt checkpoint's ``kv_cache_quant_algo`` (``vllm/utils/torch_utils.py``, ``resolve_kv_cache_dtype_string``)
+and TensorRT-LLM reads it as its cache's format. A compressed-tensors ``kv_cache_scheme`` holds the scales for an
+8-bit cache vLLM uses when asked (``--kv-cache-dtype fp8``), so it is named, not taken. Anything else (another
+method, a format these rows do not list, mixed groups) leaves the weights in the config's ``torch_dtype`` and the
+model's source line says which field was not read and that ``--dtype`` sets the format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tokometer.util.shown import clipped, quoted
+
+__all__ = ["CheckpointFormat", "checkpoint_format"]
+
+_METHODS = {"fp8": "fp8", "fbgemm_fp8": "fp8", "awq": "awq", "awq_marlin": "awq", "gptq": "gptq",
+            "gptq_marlin": "gptq"}
+"""``quant_method`` values that name one format for every linear layer."""
+_EXPERT_METHODS = {"mxfp4": "mxfp4"}
+"""``quant_method`` values that cover a mixture of experts' routed experts only (gpt-oss's ``mxfp4``)."""
+_MODELOPT_ALGOS = {"fp8": "fp8", "nvfp4": "nvfp4", "nvfp4_awq": "nvfp4", "w4a16_awq": "awq", "w4a8_awq": "awq",
+                   "int8_sq": "int8"}
+"""ModelOpt ``quant_algo`` values by the format they store; FP8 with any scaling suffix and W8A8_SQ_* too."""
+_KV_ALGOS = {"fp8": "fp8", "int8": "int8"}
+"""KV-cache formats a checkpoint may declare that the estimate models."""
+_MODELOPT_METHODS = ("modelopt", "modelopt_fp4", "modelopt_fp8")
+_SHOWN = 40
+"""Characters of a checkpoint's own text quoted in a source line."""
+
+
+@dataclass(frozen=True)
+class CheckpointFormat:
+    """A checkpoint's formats as its config declares them; "" where it declares none (or none was read)."""
+
+    weights: str = ""
+    """Every linear layer's format ("": the config's ``torch_dtype``)."""
+    experts: str = ""
+    """The routed experts' own format where it differs from the rest's (gpt-oss: mxfp4)."""
+    kv: str = ""
+    """The KV-cache format engines take by default for this checkpoint."""
+    note: str = ""
+    """For the model's source line: what was read, or which field was not and what to do."""
+
+    @property
+    def read(self) -> bool:
+        """Whether the config declared a format the estimate takes (weights or experts)."""
+        return bool(self.weights or self.experts)
+
+
+def checkpoint_format(cfg: dict[str, Any], sidecar: Any = None, moe: bool = False) -> CheckpointFormat:
+    """The formats ``cfg``'s ``quantization_config`` declares, else ``sidecar``'s (an ``hf_quant_config.json``
+    document); ``moe``: the model has routed experts (gpt-oss's ``mxfp4`` covers only them). Never raises: a field
+    of the wrong type is a format not read, said in `CheckpointFormat.note`."""
+    quant = cfg.get("quantization_config")
+    if quant is None and isinstance(sidecar, dict):
+        inner = sidecar.get("quantization")
+        if isinstance(inner, dict):
+            return _modelopt(inner, "hf_quant_config.json", moe)
+    if quant is None:
+        return CheckpointFormat()
+    if not isinstance(quant, dict):
+        return _not_read("quantization_config is not an object")
+    method = _text(quant.get("quant_method")).lower()
+    if method in _EXPERT_METHODS:
+        fmt = _EXPERT_METHODS[method]
+        return CheckpointFormat(experts=fmt, note=f"quant_method {method}: the experts in {fmt}") if moe else \
+            CheckpointFormat(weights=fmt, note=f"quant_method {method}")
+    if method in _METHODS:
+        return CheckpointFormat(weights=_METHODS[method], note=f"quant_method {method}")
+    if method in _MODELOPT_METHODS:
+        return _modelopt(quant, "quantization_config", moe)
+    if method == "compressed-tensors":
+        return _compressed_tensors(quant)
+    return _not_read(f"quantization_config's quant_method {_shown(quant.get('quant_method'))} "
+                     "is not read")
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _shown(value: Any) -> str:
+    """A checkpoint's value as a note quotes it: a string quoted, anything else as Python writes it, clipped."""
+    return quoted(value, _SHOWN) if isinstance(value, str) else clipped(repr(value), _SHOWN)
+
+
+def _not_read(why: str) -> CheckpointFormat:
+    return CheckpointFormat(note=f"{why}: sized in its torch_dtype; give --dtype for its format")
+
+
+def _modelopt_algo(algo: Any) -> str:
+    """A ModelOpt ``quant_algo``'s format ("" if not one listed)."""
+    key = _text(algo).lower()
+    if key.startswith("fp8"):
+        return "fp8"
+    if key.startswith("w8a8_sq"):
+        return "int8"
+    return _MODELOPT_ALGOS.get(key, "")
+
+
+def _modelopt(quant: dict[str, Any], where: str, moe: bool) -> CheckpointFormat:
+    """A ModelOpt config (``quant_algo``, ``kv_cache_quant_algo``, a mixed one's ``quantized_layers``)."""
+    algo = _text(quant.get("quant_algo"))
+    kv, kv_note = _declared_kv(quant.get("kv_cache_quant_algo"))
+    if algo.lower() == "mixed_precision":
+        weights, experts = _mixed(quant.get("quantized_layers"), moe)
+    else:
+        weights, experts = _modelopt_algo(algo), ""
+    if not weights:
+        return _not_read(f"{where}'s quant_algo {_shown(quant.get('quant_algo'))} is not read")
+    note = f"{where}: ModelOpt {algo}" + (f", the experts in {experts}" if experts else "") + kv_note
+    return CheckpointFormat(weights=weights, experts=experts, kv=kv, note=note)
+
+
+def _declared_kv(algo: Any) -> tuple[str, str]:
+    """(the KV format a ModelOpt ``kv_cache_quant_algo`` declares, "" if none or not modelled; its note)."""
+    if algo is None:
+        return "", ""
+    fmt = _KV_ALGOS.get(_text(algo).lower(), "")
+    if fmt:
+        return fmt, f", KV cache {fmt}"
+    return "", f"; its KV cache {_shown(algo)} is not modelled (give --kv-dtype)"
+
+
+def _mixed(layers: Any, moe: bool) -> tuple[str, str]:
+    """(the rest's format, the experts' format) of a ModelOpt MIXED_PRECISION ``quantized_layers`` map: one format
+    throughout, or, in a mixture of experts, one for the modules under ``experts`` and one for the rest; ("", "")
+    otherwise."""
+    if not isinstance(layers, dict) or not layers:
+        return "", ""
+    experts: set[str] = set()
+    rest: set[str] = set()
+    for name, entry in layers.items():
+        fmt = _modelopt_algo(entry.get("quant_algo")) if isinstance(entry, dict) else ""
+        if not fmt:
+            return "", ""
+        (experts if moe and ".experts" in str(name) else rest).add(fmt)
+    if len(experts) > 1 or len(rest) > 1:
+        return "", ""
+    if not rest:
+        return "", experts.pop()
+    main = rest.pop()
+    expert = experts.pop() if experts else ""
+    return main, "" if expert == main else expert
+
+
+def _compressed_tensors(quant: dict[str, Any]) -> CheckpointFormat:
+    """A compressed-tensors config: its ``config_groups``' one format (mixed groups are not read)."""
+    groups = quant.get("config_groups")
+    formats = set(_group_formats(groups.values())) if isinstance(groups, dict) and groups else {""}
+    kv = quant.get("kv_cache_scheme")
+    kv_note = ""
+    if isinstance(kv, dict):
+        bits, kind = kv.get("num_bits"), _text(kv.get("type"))
+        kv_note = (f"; its kv_cache_scheme ({kind} {bits}-bit) holds scales for an 8-bit cache, taken with "
+                   "--kv-dtype fp8" if bits == 8 else "")
+    if len(formats) != 1 or "" in formats:
+        return _not_read("compressed-tensors config_groups of a format not read, or of several")
+    weights = formats.pop()
+    return CheckpointFormat(weights=weights, note=f"compressed-tensors {weights}{kv_note}")
+
+
+def _group_formats(groups: Iterable[Any]) -> Iterable[str]:
+    """Each compressed-tensors scheme's weight format ("" where not one listed)."""
+    for group in groups:
+        weights = group.get("weights") if isinstance(group, dict) else None
+        if not isinstance(weights, dict):
+            yield ""
+            continue
+        bits, kind, size = weights.get("num_bits"), _text(weights.get("type")), weights.get("group_size")
+        activations = isinstance(group.get("input_activations"), dict)
+        if kind == "float" and bits == 8:
+            yield "fp8"
+        elif kind == "float" and bits == 4:
+            yield {16: "nvfp4", 32: "mxfp4"}.get(size, "") if isinstance(size, int) else ""
+        elif kind == "int" and bits == 8:
+            yield "int8" if activations else ""
+        elif kind == "int" and bits == 4:
+            yield "int4"
+        else:
+            yield ""
