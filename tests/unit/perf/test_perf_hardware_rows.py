@@ -127,6 +127,7 @@ def test_the_sustained_gemm_share_carries_the_efficiencies_over() -> None:
     assert t["H100-SXM"].gemm_fraction == t["H200-SXM"].gemm_fraction == FIT_GEMM_FRACTION
     # Azure's ND GB300 v6: 3,308.5 TFLOPS of fp8 GEMM at 16,384³ (the same benchmark), 0.662 of the 5,000
     assert t["GB300"].gemm_fraction == pytest.approx(3308.5 / 5000, abs=1e-3) and "3,308.5" in t["GB300"].note
+    assert t["B300"].gemm_fraction == t["GB300"].gemm_fraction  # the same GPU, as the B200 takes the GB200's
     assert pytest.approx(2744 / 2 / 1979, abs=1e-3) == FIT_GEMM_FRACTION
     model = resolve_model("llama-3.3-70b")
     gb200 = Deployment(model, t["GB200"], "nvfp4", "fp8")
