@@ -102,11 +102,10 @@ _NIM_MANY = ("at 100 users and more the engine holds fewer sequences than users 
              "slow by 16-18 %: the fixed cost of each layer chosen on the fit split (70 µs, at maximum load) is more "
              "than a single stream pays, and its bandwidth share (82.5 %) less than one reaches")
 
-_NO_GEMM_SHARE = ("no measured GEMM share of this GPU in its row (none published was found): its compute-bound steps "
-                  "run at the fit GPUs' share of its datasheet peak, where the B200 and GB200 (measured, 0.549) land "
-                  "within ±15 % of the same MLPerf set; the B300's MLPerf figure is 1.11 × the B200's where its "
-                  "datasheet fp4 is 1.56 ×, and the MI355X's W4A4 MXFP4 likewise runs below its datasheet (the "
-                  "MI300X and MI325X measured 0.487 and 0.581)")
+_B300_GEMM_SHARE = ("the B300's row carries the GB300's measured GEMM share (0.662, the same GPU; none published "
+                    "for the B300 itself was found): still too fast by 36 %, where the B200 and GB200 (measured, "
+                    "0.549) land within ±15 % of the same MLPerf set; the B300's MLPerf figure is 1.11 × the B200's "
+                    "where its datasheet fp4 is 1.56 ×")
 
 _PCIE_TP = ("L40S over 4 or 8 GPUs: no NVLink, the all-reduces cross PCIe 4.0 (and the host bridge between the "
             "GPUs' switches), counted at NCCL's times measured over RTX PRO 6000s on PCIe 5.0 at the same share of "
@@ -141,15 +140,15 @@ _GPT_OSS = ("gpt-oss: the 120B too fast at 1000 → 1000 over 2 B200s, 4 H100s a
             "tokens are padded to a 64-row tile at small batches (128 experts, 4 a token: at batch 90 three tokens "
             "an expert, 21 × the experts' FLOPs, compute bound) where the engines' MoE kernels take smaller tiles; on "
             "Hopper (the page's FP8 columns) the MXFP4 experts are taken dequantised to bf16")
-_MLPERF_R1_V51 = ("MLPerf v5.1's DeepSeek R1 (that round's TensorRT-LLM): too fast by 44-69 %, where the same GB200 "
+_MLPERF_R1_V51 = ("MLPerf v5.1's DeepSeek R1 (that round's TensorRT-LLM): too fast by 44-64 %, where the same GB200 "
                   "NVL72 system's v6.0 result is 1.68 × its v5.1 one at the same layout and batch (and within 3 %), "
-                  "as are the v6.0 B300 and GB300 rows (+2 to +13 %): the engine's later release, not a shape, made "
+                  "as are the v6.0 B300 and GB300 rows (−1 to +9 %): the engine's later release, not a shape, made "
                   "up the gap; its steps are counted at the set's spread answers (`tokometer.perf.lengths`)")
 _MLPERF_PREFILL = ("MLPerf's prompt-heavy sets in NVFP4 (Llama 3.1 8B: 871 → 129 tokens on one B200 a copy, +49 %; "
-                   "Llama 3.1 405B: 9,429 → 630 over two GB300s a copy, +52 %): prefill bound at the fp4 peak scaled "
-                   "by the B200's GEMM share (none is measured for the GB300); the 8B's narrow GEMMs (4,096 wide) "
-                   "likely reach less of the fp4 peak than the 70B's, as the 405B over two B200s × 2 stages (+1 %) "
-                   "and over GB200s (+15 %) do")
+                   "Llama 3.1 405B: 9,429 → 630 over two GB300s a copy, +48 %): prefill bound at the fp4 peak scaled "
+                   "by the B200's and the GB300's measured GEMM shares (0.549, 0.662); the 8B's narrow GEMMs "
+                   "(4,096 wide) likely reach less of the fp4 peak than the 70B's, as the 405B over two B200s × 2 "
+                   "stages (+1 %) and over GB200s (+15 %) do")
 _PIPELINE = ("two pipeline stages: the estimate counts no bubble and no hand-off between the stages (`roofline."
              "pipeline_share`), too fast by 16 % at their worst shape")
 
@@ -181,7 +180,7 @@ KNOWN_MISSES: dict[str, str] = {
     "mixtral-8x7b H200-SXM TP8 fp8": _MOE_TP, "mixtral-8x7b H100-SXM TP8 fp8": _MOE_TP,
     "mixtral-8x22b H100-SXM TP8 fp8": _MOE_TP, "mixtral-8x22b H200-SXM TP8 fp8": _MOE_TP,
     "mixtral-8x22b A100-80GB-SXM TP8 fp16": _MOE_TP, "mixtral-8x7b A100-80GB-SXM TP8 fp16": _MOE_TP,
-    "llama-2-70b B300 8 × TP1 nvfp4": _NO_GEMM_SHARE, "llama-2-70b MI355X 8 × TP1 mxfp4": _NO_GEMM_SHARE,
+    "llama-2-70b B300 8 × TP1 nvfp4": _B300_GEMM_SHARE,
     "llama-2-70b H200-SXM 8 × TP1 fp8": _SHORT_DENSE,
     # TensorRT-LLM's newer perf overview (developer-guide/perf-overview.md at 03e27c7d), held out on 2026-12-05
     "deepseek-r1 B200 DEP4 nvfp4": _DEP, "deepseek-r1 GB200 DEP4 nvfp4": _DEP, "deepseek-r1 H200-SXM DEP8 fp8": _DEP,

@@ -125,6 +125,9 @@ def test_the_sustained_gemm_share_carries_the_efficiencies_over() -> None:
     t = hardware_table()
     assert t["GB200"].gemm_fraction == pytest.approx(2744 / 5000, abs=1e-3) and t["B200"].gemm_fraction == 0.549
     assert t["H100-SXM"].gemm_fraction == t["H200-SXM"].gemm_fraction == FIT_GEMM_FRACTION
+    # Azure's ND GB300 v6: 3,308.5 TFLOPS of fp8 GEMM at 16,384³ (the same benchmark), 0.662 of the 5,000
+    assert t["GB300"].gemm_fraction == pytest.approx(3308.5 / 5000, abs=1e-3) and "3,308.5" in t["GB300"].note
+    assert t["B300"].gemm_fraction == t["GB300"].gemm_fraction  # the same GPU, as the B200 takes the GB200's
     assert pytest.approx(2744 / 2 / 1979, abs=1e-3) == FIT_GEMM_FRACTION
     model = resolve_model("llama-3.3-70b")
     gb200 = Deployment(model, t["GB200"], "nvfp4", "fp8")
@@ -228,4 +231,6 @@ def test_amds_max_achievable_fp8_gemm_scales_the_compute_efficiencies_on_mi300x_
         assert d.compute_scale == pytest.approx(share / FIT_GEMM_FRACTION)
         assert prefill_s(d, 4000, 0, eff) == pytest.approx(prefill_s(plain, 4000, 0, eff) / d.compute_scale)
         assert decode_step_s(d, 1, 0, eff) == pytest.approx(decode_step_s(plain, 1, 0, eff))
-    assert resolve_hardware("MI355X").gemm_fraction is None  # no measured figure published: the efficiencies whole
+    mi355x = resolve_hardware("MI355X")  # no MAF published: HipKittens' hipBLASLt baseline, 3,293 at 16,384³
+    assert mi355x.gemm_fraction == 0.654 and "3,293" in mi355x.note and "HipKittens" in mi355x.note
+    assert mi355x.gemm_fraction == pytest.approx(3293 / (mi355x.fp8_tflops or 0), abs=1e-3)
