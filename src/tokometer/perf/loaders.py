@@ -491,7 +491,14 @@ def _from_hub(model: str) -> ModelSpec | None:
         cfg = _read_json(Path(path))
     except Exception:  # offline, gated, missing: the caller explains what to do instead
         return None
-    return model_from_config(cfg, model, source="config.json from the Hugging Face Hub (params from its shapes)")
+    quant = None
+    if isinstance(cfg, dict) and "quantization_config" not in cfg:
+        try:  # a ModelOpt export's formats, where its config.json declares none
+            quant = _read_json(Path(hf_hub_download(model, "hf_quant_config.json")))
+        except Exception:  # most repositories have none
+            quant = None
+    return model_from_config(cfg, model, source="config.json from the Hugging Face Hub (params from its shapes)",
+                             quant_sidecar=quant)
 
 
 def resolve_model(name_or_path: str) -> ModelSpec:
