@@ -5,7 +5,7 @@ TensorRT Model Optimizer writes beside it (its ``quantization`` object: the same
 
     quant_method           what it says                               weights      KV cache
     fp8, fbgemm_fp8        8-bit float linear layers                  fp8
-    awq, gptq (+ _marlin)  4-bit integer groups of 128                awq, gptq
+    awq, gptq (+ _marlin)  4-bit integer groups of 128 (``bits`` 4)   awq, gptq
     mxfp4                  gpt-oss: the routed experts in MXFP4       experts mxfp4
     modelopt               quant_algo FP8 (any scaling)               fp8          kv_cache_quant_algo FP8: fp8
                            NVFP4, NVFP4_AWQ                           nvfp4
@@ -88,6 +88,9 @@ def checkpoint_format(cfg: dict[str, Any], sidecar: Any = None, moe: bool = Fals
         return CheckpointFormat(experts=fmt, note=f"quant_method {method}: the experts in {fmt}") if moe else \
             CheckpointFormat(weights=fmt, note=f"quant_method {method}")
     if method in _METHODS:
+        bits = quant.get("bits", 4)
+        if _METHODS[method] in ("awq", "gptq") and bits != 4:  # the rows are 4-bit groups of 128
+            return _not_read(f"quant_method {method} with bits {_shown(bits)}")
         return CheckpointFormat(weights=_METHODS[method], note=f"quant_method {method}")
     if method in _MODELOPT_METHODS:
         return _modelopt(quant, "quantization_config", moe)

@@ -81,6 +81,7 @@ def test_the_files_size_is_the_exact_size_in_the_declared_format(tmp_path: Path)
     ({"quant_method": "modelopt", "quant_algo": "W8A8_SQ_PER_CHANNEL"}, "int8", ""),
     ({"quant_method": "fbgemm_fp8"}, "fp8", ""),
     ({"quant_method": "gptq_marlin"}, "gptq", ""),
+    ({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}, "awq", ""),
     (FP8_DYNAMIC, "fp8", ""),
     (NVFP4_CT, "nvfp4", ""),
     (W4A16, "int4", ""),
@@ -130,6 +131,8 @@ def test_gpt_oss_mxfp4_covers_its_experts_and_a_dense_models_all_weights() -> No
 
 @pytest.mark.parametrize(("quant", "said"), [
     ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "quant_method 'bitsandbytes' is not read"),
+    ({"quant_method": "gptq", "bits": 8, "group_size": 128}, "quant_method gptq with bits 8"),
+    ({"quant_method": "awq", "bits": "4"}, "quant_method awq with bits '4'"),
     ({"quant_method": "modelopt", "quant_algo": "W4A8_MXFP4_FP8"}, "quant_algo 'W4A8_MXFP4_FP8' is not read"),
     ({"quant_method": "modelopt", "quant_algo": 7}, "quant_algo 7 is not read"),
     ({"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": [1]}, "is not read"),
