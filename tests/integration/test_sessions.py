@@ -129,11 +129,18 @@ def test_think_time_open_loop_and_workers(sim_factory: Callable[..., SimServer])
             previous = by_session[(session, turn - 1)]
             assert r.due_ns - previous.end_ns == 200_000_000  # the think time, from the answer's end
             assert previous.end_ns < r.sent_ns
-    lag_p50 = result.steps[0].summary.client_lag_ms.p50
-    assert lag_p50 is not None and lag_p50 < 1.0
     split = bench(sim.openai_url, sessions=4, concurrency=[2], turns="2", input_tokens=8, output_tokens=4,
                   workers=2)
     assert sorted((r.session, r.turn) for r in split.steps[0].records) == [(i, k) for i in range(4) for k in (0, 1)]
+
+
+@pytest.mark.timing  # each turn sent within 1 ms of its due time: a time, lost on a host busy with other tests
+def test_think_time_turns_are_sent_on_time(sim_factory: Callable[..., SimServer]) -> None:
+    sim = sim_factory("--ttft-ms", "10", "--itl-ms", "1")
+    result = bench(sim.openai_url, sessions=4, rate=[5.0], arrival="constant", turns="3", think_time="200ms",
+                   input_tokens=8, output_tokens=4, ignore_eos=True)
+    lag_p50 = result.steps[0].summary.client_lag_ms.p50
+    assert lag_p50 is not None and lag_p50 < 1.0
 
 
 def test_sharegpt_conversations_with_the_models_answers(sim_factory: Callable[..., SimServer],
