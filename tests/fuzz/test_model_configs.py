@@ -81,3 +81,34 @@ def test_a_config_or_its_nested_part_of_the_wrong_type_is_one_error(wrong: Any, 
     _check(wrong)
     _check({**base, "text_config": wrong})
     _check({**base, "quantization_config": wrong})
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
+_quant_value = st.sampled_from(["fp8", "awq", "gptq_marlin", "mxfp4", "modelopt", "modelopt_fp4", "compressed-tensors",
+                                "FP8", "NVFP4", "MIXED_PRECISION", "W4A8_AWQ", "INT8", "float", "int", 4, 8, 16, 32,
+                                "\x1b[2J", "\u202e"]) | _json
+_group = st.fixed_dictionaries({}, optional={"weights": st.fixed_dictionaries({}, optional={
+    "num_bits": _quant_value, "type": _quant_value, "group_size": _quant_value}), "input_activations": _quant_value,
+    "targets": _quant_value})
+_quant = st.fixed_dictionaries({}, optional={
+    "quant_method": _quant_value, "quant_algo": _quant_value, "kv_cache_quant_algo": _quant_value, "bits": _quant_value,
+    "config_groups": st.dictionaries(st.text(max_size=4), _group, max_size=3) | _json,
+    "quantized_layers": st.dictionaries(st.sampled_from(["a.experts", "b.q_proj", "c"]),
+                                        st.fixed_dictionaries({}, optional={"quant_algo": _quant_value}) | _json,
+                                        max_size=3) | _json,
+    "kv_cache_scheme": st.fixed_dictionaries({}, optional={"num_bits": _quant_value, "type": _quant_value}) | _json})
+
+
+@given(st.sampled_from([DENSE, WINDOWS, SPARSE]), _quant, _quant | _json)
+def test_any_quantisation_config_gives_a_model_in_a_format_it_models(base: dict[str, Any], quant: dict[str, Any],
+                                                                     sidecar: Any) -> None:
+    """A checkpoint's quantisation config or sidecar of any shape gives a model (a format read, or said as not read)
+    whose own format and default KV format a deployment takes."""
+    shapes = (({**base, "quantization_config": quant}, None), (base, {"quantization": sidecar}), (base, sidecar))
+    for cfg, side in shapes:
+        model = model_from_config(cfg, "fuzzed", quant_sidecar=side)
+        d = Deployment(model, H100, model.native_dtype, model.default_kv(model.native_dtype))
+        assert math.isfinite(d.weight_bytes) and d.kv_bytes_per_token > 0
+        assert "\x1b" not in model.source and "\u202e" not in model.source
