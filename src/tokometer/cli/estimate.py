@@ -52,8 +52,8 @@ TYPICAL = Efficiency()
               help="Answer length of each sequence.")
 @click.option("--lengths", "lengths_path", type=click.Path(path_type=Path), default=None,
               help="A file of requests' lengths, a request a line (CSV input_tokens,output_tokens, or JSONL): the "
-                   "estimate takes their means for --input-tokens and --output-tokens and, for each step's cached "
-                   "tokens, their spread (a long answer stays in the batch for more steps).")
+                   "estimate (and --target) takes their means for --input-tokens and --output-tokens and, for each "
+                   "step's cached tokens, their spread (a long answer stays in the batch for more steps).")
 @click.option("--no-chunked-prefill", is_flag=True, help="The batch rows' arriving prompts are prefilled in steps "
               "of their own that stall decoding [default: chunked, in the decode steps, as vLLM V1 and TensorRT-LLM].")
 @click.option("--step-tokens", type=click.IntRange(16, MAX_TOKENS), default=None,
@@ -182,14 +182,14 @@ def _spec(opts: dict[str, Any]) -> EstimateSpec:
 
 
 def _lengths(opts: dict[str, Any]) -> RequestLengths | None:
-    """--lengths's requests, for a plain estimate only, and not beside --input-tokens or --output-tokens given on
-    the command line (the file gives both)."""
+    """--lengths's requests, for a plain estimate or --target, and not beside --input-tokens or --output-tokens
+    given on the command line (the file gives both)."""
     path = opts["lengths_path"]
     if path is None:
         return None
-    if opts["workload"] == "embed" or any(opts[k] is not None for k in ("calibrate_runs", "run_id", "target")):
-        raise click.UsageError("--lengths sets the lengths of an estimate's batch rows and max load: leave out "
-                               "--target, --run, --calibrate and --workload embed")
+    if opts["workload"] == "embed" or any(opts[k] is not None for k in ("calibrate_runs", "run_id")):
+        raise click.UsageError("--lengths sets the lengths of an estimate's batch rows, its max load or --target's "
+                               "answer: leave out --run, --calibrate and --workload embed")
     source = click.get_current_context().get_parameter_source
     given = [f"--{name.replace('_', '-')}" for name in ("input_tokens", "output_tokens")
              if source(name) is click.core.ParameterSource.COMMANDLINE]

@@ -179,7 +179,7 @@ def run_target(spec: EstimateSpec, target: float) -> TargetAnswer:
         (replace(spec.efficiency or Efficiency(), **dict(spec.efficiency_overrides)), "")
     return reach_target(model, target, hardware, dtypes, spec.kv_dtype, spec.input_tokens,
                         spec.output_tokens, efficiency, spec.gpu_memory_utilization,
-                        kv_free_fraction=spec.kv_free_fraction)
+                        kv_free_fraction=spec.kv_free_fraction, lengths=spec.lengths)
 
 
 def llamacpp_kv_dtype(argv: Sequence[str]) -> str:

@@ -231,6 +231,8 @@ def _track_record_lines(e: Estimate) -> list[str]:
 def render_target(console: Console, a: TargetAnswer) -> None:
     console.print(Text.assemble((f"What would it take to see {a.target:,.0f} tok/s with {a.model.name}?", "bold"),
                                 f" ({a.input_tokens:,} tokens in, {a.output_tokens:,} out)"))
+    if a.lengths is not None:
+        _lengths_line(console, a.lengths)
     console.print(f"  For scale: at {a.target:,.0f} tok/s, 1,000 tokens take {1000 / a.target:.3f} s.")
     needed = ", ".join(f"{fmt} {gbs / 1000:,.1f} TB/s" for fmt, gbs in a.per_request_bandwidth_gbs.items())
     console.print(f"  Per request: one decode step every {1e3 / a.target:.3f} ms needs memory bandwidth of {needed} "

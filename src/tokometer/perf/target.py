@@ -12,7 +12,9 @@ Two different questions, answered separately, both at the stated (expected) effi
   Aggregate speed grows with b (the weight read is shared), so the smallest such b is found by
   bisection between 1 and the number of sequences that fit.
 
-Context per sequence is taken mid-answer: input + output / 2 tokens.
+Context per sequence is taken mid-answer: input + output / 2 tokens; with the requests' own lengths
+(``estimate --target N --lengths FILE``), their means for input and output and the tokens a decoding sequence
+holds on average over the steps (`tokometer.perf.lengths`: long answers weigh as long as they decode).
 
 The formats searched are those of today's hardware: bf16, fp8, nvfp4, mxfp4 and AWQ (int4), each at its own
 peak where the row lists one (`tokometer.perf.quant`). Per request, the answer also names the fastest
@@ -31,6 +33,7 @@ from typing import Any
 
 from tokometer.perf.collective import communication
 from tokometer.perf.hardwarespec import HardwareSpec
+from tokometer.perf.lengthsfile import RequestLengths
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.published import PerUserFigure, published_per_user
 from tokometer.perf.quant import normalize_dtype
@@ -77,6 +80,15 @@ class TargetAnswer:
     options: list[TargetOption] = field(default_factory=list)
     best_single_gpu: TargetOption | None = None  # the fastest single request on one GPU
     specialised: list[PerUserFigure] = field(default_factory=list)  # published per-user speeds, as context
+    lengths: RequestLengths | None = None
+    """The requests' lengths from a file (``--lengths``): their means are ``input_tokens`` and ``output_tokens``,
+    their spread sets `context_tokens`."""
+
+    @property
+    def context_tokens(self) -> float:
+        """The tokens a decoding sequence holds on average: the lengths' (`RequestLengths.decode_context`), else
+        input + output / 2."""
+        return self.lengths.decode_context if self.lengths else self.input_tokens + self.output_tokens / 2
 
     @property
     def tokens_per_step_needed(self) -> float | None:
@@ -137,7 +149,8 @@ class TargetAnswer:
     def to_json(self) -> dict[str, Any]:
         best, one = self.best_per_request, self.best_single_gpu
         return {"target_tok_s": self.target, "model": self.model.name, "input_tokens": self.input_tokens,
-                "output_tokens": self.output_tokens,
+                "output_tokens": self.output_tokens, "context_tokens": self.context_tokens,
+                "lengths": self.lengths.to_json() if self.lengths else None,
                 "per_request": {"bandwidth_needed_gbs": self.per_request_bandwidth_gbs,
                                 "reached": bool(best and best.batch1_tok_s >= self.target),
                                 "fastest": best.to_json() if best else None,
@@ -165,9 +178,8 @@ def _smallest_batch(d: Deployment, target: float, mid: float, eff: Efficiency, m
 
 
 def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None, target: float, input_tokens: int,
-            output_tokens: int, eff: Efficiency, utilization: float, free_share: float | None = None
+            output_tokens: int, mid: float, eff: Efficiency, utilization: float, free_share: float | None = None
             ) -> TargetOption | None:
-    mid = input_tokens + output_tokens / 2
     best: TargetOption | None = None
     for tp in TP_SIZES:
         if model.tp_problem(tp):
@@ -188,12 +200,13 @@ def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None
 
 
 def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], formats: list[str], kv_dtype: str | None,
-                            input_tokens: int, output_tokens: int, eff: Efficiency, utilization: float,
-                            target: float, free_share: float | None = None, tp_sizes: tuple[int, ...] = TP_SIZES
-                            ) -> TargetOption | None:
-    """The fastest batch-1 stream over ``hardware`` × ``formats`` × ``tp_sizes`` whose cache fits one sequence;
-    not over several GPUs whose link is unknown (their communication would be left out: a speed not earned)."""
-    mid = round(input_tokens + output_tokens / 2)
+                            input_tokens: int, output_tokens: int, context: float, eff: Efficiency,
+                            utilization: float, target: float, free_share: float | None = None,
+                            tp_sizes: tuple[int, ...] = TP_SIZES) -> TargetOption | None:
+    """The fastest batch-1 stream over ``hardware`` × ``formats`` × ``tp_sizes`` whose cache fits one sequence,
+    ``context`` tokens cached on average; not over several GPUs whose link is unknown (their communication would
+    be left out: a speed not earned)."""
+    mid = round(context)
     best: TargetOption | None = None
     for hw in hardware:
         if not hw.memory_gb:
@@ -215,15 +228,18 @@ def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], form
 def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], dtypes: list[str] | None = None,
                  kv_dtype: str | None = None, input_tokens: int = 1000, output_tokens: int = 1000,
                  efficiency: Efficiency | None = None, gpu_memory_utilization: float = 0.9, *,
-                 kv_free_fraction: float | None = None) -> TargetAnswer:
+                 kv_free_fraction: float | None = None, lengths: RequestLengths | None = None) -> TargetAnswer:
     """Which hardware × weight format × GPUs × batch reach ``target`` tok/s, per request and in aggregate.
     ``kv_dtype`` None: each format's default (`ModelSpec.default_kv`); ``kv_free_fraction``: each deployment's KV
-    cache takes that share of the memory its weights leave, instead of ``gpu_memory_utilization`` of the whole."""
+    cache takes that share of the memory its weights leave, instead of ``gpu_memory_utilization`` of the whole;
+    ``lengths``: the requests' own lengths, for ``input_tokens``, ``output_tokens`` and each step's cached tokens."""
     if target <= 0:
         raise ConfigError(f"--target must be positive (got {target})")
     eff = efficiency or Efficiency()
     formats = [normalize_dtype(t) for t in (dtypes or TARGET_DTYPES)]
-    mid = input_tokens + output_tokens / 2
+    if lengths is not None:
+        input_tokens, output_tokens = lengths.input_tokens, lengths.output_tokens
+    mid = lengths.decode_context if lengths else input_tokens + output_tokens / 2
     needed = {}
     for fmt in formats:
         d = Deployment(model, hardware[0], fmt, kv_dtype or model.default_kv(fmt)) if hardware else None
@@ -235,14 +251,14 @@ def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], 
         if not hw.memory_gb:
             continue
         for fmt in formats:
-            option = _option(model, hw, fmt, kv_dtype, target, input_tokens, output_tokens, eff,
+            option = _option(model, hw, fmt, kv_dtype, target, input_tokens, output_tokens, mid, eff,
                              gpu_memory_utilization, kv_free_fraction)
             if option is not None:
                 options.append(option)
     options.sort(key=lambda o: (not o.reached, o.deployment.gpus if o.reached else 0, o.batch if o.reached else 0,
                                 -o.aggregate_tok_s))
-    args = (model, hardware, formats, kv_dtype, input_tokens, output_tokens, eff, gpu_memory_utilization, target,
-            kv_free_fraction)
+    args = (model, hardware, formats, kv_dtype, input_tokens, output_tokens, mid, eff, gpu_memory_utilization,
+            target, kv_free_fraction)
     best, one = _fastest_single_request(*args), _fastest_single_request(*args, tp_sizes=(1,))
     return TargetAnswer(target, model, input_tokens, output_tokens, eff, needed, best, options, one,
-                        published_per_user())
+                        published_per_user(), lengths)

@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli_here
-from tokometer.perf import lengthsfile
+from tokometer.perf import hardware_table, lengthsfile
 from tokometer.perf.lengths import decode_context
 from tokometer.perf.lengthsfile import read_lengths
+from tokometer.perf.loaders import resolve_model
+from tokometer.perf.roofline import Efficiency, decode_step_s
+from tokometer.perf.target import reach_target
 from tokometer.util.errors import ConfigError
 
 PAIRS = [(100, 100), (100, 300), (2000, 20), (50, 1500)]
@@ -107,7 +110,9 @@ def test_the_estimate_takes_the_files_means_and_spread(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("extra", "says"), [
     (("--input-tokens", "100"), "leave out --input-tokens"),
     (("--output-tokens", "100", "--input-tokens", "5"), "leave out --input-tokens and --output-tokens"),
-    (("--target", "1000"), "leave out --target"),
+    (("--target", "1000", "--input-tokens", "5"), "leave out --input-tokens"),
+    (("--run", "1"), "leave out --run, --calibrate and --workload embed"),
+    (("--workload", "embed"), "leave out --run, --calibrate and --workload embed"),
 ])
 def test_lengths_beside_what_they_replace_is_refused(tmp_path: Path, extra: tuple[str, ...], says: str) -> None:
     path = _file(tmp_path, "10,20\n")
@@ -122,3 +127,29 @@ def test_a_bad_lengths_file_ends_the_command_in_one_line(tmp_path: Path) -> None
     assert "\x1b" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     missing = run_cli_here("estimate", "-m", "llama-3.1-8b", "-H", "H100-SXM", "--lengths", str(tmp_path / "no"))
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_target_takes_the_files_means_and_spread(tmp_path: Path) -> None:
+    path = _file(tmp_path, "input_length,output_length\n" + "".join(f"{i},{o}\n" for i, o in PAIRS))
+    lengths = read_lengths(path)
+    h100 = [hardware_table()["H100-SXM"]]
+    spread = reach_target(resolve_model("llama-3.1-8b"), 20_000, h100, ["fp8"], lengths=lengths)
+    means = reach_target(resolve_model("llama-3.1-8b"), 20_000, h100, ["fp8"], input_tokens=562, output_tokens=480)
+    assert (spread.input_tokens, spread.output_tokens) == (562, 480)
+    assert spread.context_tokens == pytest.approx(EXPECTED) and means.context_tokens == 562 + 240
+    # one stream: a decode step at the cached tokens the lengths give, not the means'
+    one = spread.best_single_gpu
+    assert one is not None
+    assert one.batch1_tok_s == pytest.approx(1 / decode_step_s(one.deployment, 1, round(EXPECTED), Efficiency()))
+    # 693 tokens a sequence against the means' 802: each step reads less cache, so a smaller batch reaches it
+    first = next(o for o in spread.options if o.reached)
+    assert first.batch < next(o for o in means.options if o.reached).batch
+    assert first.aggregate_tok_s == pytest.approx(
+        first.batch / decode_step_s(first.deployment, first.batch, round(first.batch * EXPECTED), Efficiency()))
+    out = tmp_path / "t.json"
+    cli = run_cli_here("estimate", "-m", "llama-3.1-8b", "-H", "H100-SXM", "--dtype", "fp8", "--target", "20000",
+                       "--lengths", str(path), "--json", str(out))
+    assert cli.returncode == 0, cli.stderr
+    assert "(562 tokens in, 480 out)" in cli.stdout and "a decoding sequence holds 693 tokens" in cli.stdout
+    data = json.loads(out.read_text())["target"]
+    assert data["context_tokens"] == pytest.approx(EXPECTED) and data["lengths"]["requests"] == 4
