@@ -512,7 +512,8 @@ def resolve_model(name_or_path: str) -> ModelSpec:
     if config.name.endswith(".json") and config.is_file():
         cfg = _read_json(config)
         sidecar = config.parent / "hf_quant_config.json"
-        quant = _read_json(sidecar) if sidecar.is_file() and "quantization_config" not in cfg else None
+        declares = not isinstance(cfg, dict) or "quantization_config" in cfg
+        quant = _read_json(sidecar) if sidecar.is_file() and not declares else None
         return model_from_config(cfg, str(config.parent), weights_on_disk(config.parent), str(config), quant)
     index = _builtin_index()
     found = index.get(_key(name_or_path))

@@ -19,6 +19,8 @@ TINY = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "in
 @pytest.mark.parametrize(("text", "said"), [
     ("{bad json", "not JSON"),
     ("[1, 2]", "a JSON list, not an object"),
+    ("7", "a JSON int, not an object"),
+    ('"config"', "a JSON str, not an object"),
     ("[" * 100_000, "nested deeper than 64 levels"),
     (json.dumps(TINY) + " trailing", "more after the JSON document ends"),
     (json.dumps({**TINY, "text_config": [1]}), "its text_config is a JSON list"),
@@ -51,3 +53,12 @@ def test_an_unusable_safetensors_index_is_passed_over_for_the_files_sizes(tmp_pa
     assert weights_on_disk(tmp_path) is None
     (tmp_path / "model-00001.safetensors").write_bytes(b"\0" * 1000)
     assert weights_on_disk(tmp_path) == 1000.0
+
+
+@pytest.mark.parametrize("text", ["7", '"config"', "null", "[1]"])
+def test_a_config_file_that_is_not_an_object_beside_a_quantisation_sidecar_is_one_error(tmp_path: Path,
+                                                                                        text: str) -> None:
+    (tmp_path / "config.json").write_text(text)
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "NVFP4"}}))
+    with pytest.raises(ConfigError, match="not an object"):
+        resolve_model(str(tmp_path))
