@@ -208,7 +208,18 @@ def _run_deployment(spec: EstimateSpec, run: StoredRun) -> Deployment:
     known = replace(spec, dtype=spec.dtype or _vllm_dtype(facts),
                     tp=spec.tp if spec.tp != 1 else int(facts.get("tensor_parallel_size") or 1),
                     pp=spec.pp if spec.pp != 1 else int(facts.get("pipeline_parallel_size") or 1))
+    if facts.get("engine") == "vllm" and kv in (None, "auto"):
+        kv = _vllm_auto_kv(known, model)
     return _deployment(known, model, hardware, None if kv in (None, "auto") else str(kv))
+
+
+def _vllm_auto_kv(spec: EstimateSpec, model_name: str) -> str:
+    """The cache vLLM's ``--kv-cache-dtype auto`` (its default) gives: the one a ModelOpt checkpoint declares when
+    it runs in its own weights (``vllm/utils/torch_utils.py``, ``resolve_kv_cache_dtype_string``), else the model's
+    16-bit dtype, whatever the weights' format (``--quantization fp8`` keeps a bf16 cache)."""
+    model = resolve_model(model_name)
+    weights = spec.dtype or model.native_dtype
+    return model.native_kv_dtype if model.native_kv_dtype and model.is_native(weights) else DEFAULT_KV_DTYPE
 
 
 def _engine_hardware(facts: Mapping[str, Any]) -> str | None:

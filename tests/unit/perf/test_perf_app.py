@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,13 @@ def test_a_vllm_run_gives_its_model_formats_parallel_sizes_and_hardware(monkeypa
     assert asked == ["host", "box"] and (d.weight_dtype, d.kv_dtype, d.tp) == ("fp8", "fp8", 2)
     given = judge_stored_run(EstimateSpec(dtype="bf16", tp=1), _run(EngineIdentity.from_json(gpu)), _records())
     assert given.deployment.weight_dtype == "bf16"  # what is given wins
+    # no --kv-cache-dtype: vLLM's auto, the model's 16 bits even with --quantization fp8 (not fp8 weights' fp8 default)
+    auto = {key: value for key, value in gpu.items() if key != "kv_cache_dtype"}
+    d = judge_stored_run(EstimateSpec(), _run(EngineIdentity.from_json(auto)), _records()).deployment
+    assert (d.weight_dtype, d.kv_dtype) == ("fp8", "bf16")
+    d = judge_stored_run(EstimateSpec(), _run(EngineIdentity.from_json({**gpu, "kv_cache_dtype": "auto"})),
+                         _records()).deployment
+    assert d.kv_dtype == "bf16"
 
 
 def test_judge_run_reads_the_store(tmp_path: Path) -> None:
@@ -155,3 +163,19 @@ def test_estimate_and_target_need_a_model(tmp_path: Path) -> None:
                                      hardware_file=hw), 100)
     assert set(answer.per_request_bandwidth_gbs) == {"bf16", "Q4_K_M"}
     assert {o.deployment.hardware.name for o in answer.options} <= {"box"}
+
+
+def test_a_vllm_run_of_a_modelopt_checkpoint_takes_its_declared_cache(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    """vLLM resolves ``--kv-cache-dtype auto`` to the cache a ModelOpt checkpoint declares: the run is judged so."""
+    monkeypatch.setattr(app, "resolve_hardware", lambda name, hardware_file=None: HW)
+    config = {"architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "num_hidden_layers": 16, "intermediate_size": 8192, "vocab_size": 128256,
+              "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(
+        {"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}))
+    facts = {"engine": "vllm", "model": "served", "model_file": str(tmp_path), "device": "gpu",
+             "gpu": {"name": "box", "count": 1}, "argv": ["vllm", "serve", str(tmp_path)]}
+    d = judge_stored_run(EstimateSpec(), _run(EngineIdentity.from_json(facts)), _records()).deployment
+    assert (d.weight_dtype, d.kv_dtype) == ("fp8", "fp8")
