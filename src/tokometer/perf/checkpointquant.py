@@ -12,6 +12,7 @@ TensorRT Model Optimizer writes beside it (its ``quantization`` object: the same
                            W4A16_AWQ, W4A8_AWQ                        awq
                            INT8_SQ, W8A8_SQ_*                         int8
                            MIXED_PRECISION (``quantized_layers``)     one format, or the experts' and the rest's
+                           ``exclude_modules`` (``ignore``)           those modules in 16 bits (`unquantized`)
     compressed-tensors     ``config_groups``' weights: float 8        fp8
                            float 4 in groups of 16 (32)               nvfp4 (mxfp4)
                            int 8 with input activations (W8A8)        int8
@@ -62,6 +63,9 @@ class CheckpointFormat:
     """The KV-cache format engines take by default for this checkpoint."""
     note: str = ""
     """For the model's source line: what was read, or which field was not and what to do."""
+    exclude: Any = None
+    """A ModelOpt checkpoint's ``exclude_modules`` (``ignore``) as written: the modules it keeps in 16 bits, matched
+    against the model's own (`tokometer.perf.unquantized`); None: no list."""
 
     @property
     def read(self) -> bool:
@@ -134,7 +138,8 @@ def _modelopt(quant: dict[str, Any], where: str, moe: bool) -> CheckpointFormat:
     if not weights:
         return _not_read(f"{where}'s quant_algo {_shown(quant.get('quant_algo'))} is not read")
     note = f"{where}: ModelOpt {algo}" + (f", the experts in {experts}" if experts else "") + kv_note
-    return CheckpointFormat(weights=weights, experts=experts, kv=kv, note=note)
+    exclude = quant.get("exclude_modules", quant.get("ignore"))
+    return CheckpointFormat(weights=weights, experts=experts, kv=kv, note=note, exclude=exclude)
 
 
 def _declared_kv(algo: Any) -> tuple[str, str]:

@@ -61,8 +61,11 @@ def weights_arithmetic(d: Deployment) -> str:
         how = (f"{m.expert_params / 1e9:.2f} B routed-expert params × {experts.bits:g} bits / 8 ({experts.name}) "
                f"+ the other {(m.params - m.expert_params) / 1e9:.2f} B in {fmt.name} = {fmt_bytes(total)}")
     elif fmt.linear_only:
-        emb = min(m.embedding_params, m.params)
-        how = (f"({m.params / 1e9:.2f} B − {emb / 1e9:.2f} B embedding/LM-head params) × {fmt.bits:g} bits / 8 "
+        native = m.is_native(d.weight_dtype)
+        kept = m.kept_params + m.kept_expert_params if native else 0.0
+        emb = min(m.embedding_params + kept, m.params)
+        what = "embedding/LM-head params and those the checkpoint keeps" if kept else "embedding/LM-head params"
+        how = (f"({m.params / 1e9:.2f} B − {emb / 1e9:.2f} B {what}) × {fmt.bits:g} bits / 8 "
                f"+ {emb / 1e9:.2f} B × 2 B = {fmt_bytes(total)} ({fmt.source})")
     else:
         how = f"{m.params / 1e9:.2f} B params × {fmt.bytes_per_weight:g} B ({fmt.name}) = {fmt_bytes(total)}"

@@ -36,6 +36,7 @@ from tokometer.perf.hybrid import (
 )
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.quant import normalize_dtype
+from tokometer.perf.unquantized import KeptModules, NotMatched, kept_modules
 from tokometer.util.errors import ConfigError
 from tokometer.util.gguf import TOKENIZER_ARRAYS, GGUFFile, quantization_of, read_gguf
 from tokometer.util.jsonstream import JsonLimits, JsonStream
@@ -271,6 +272,18 @@ def _check_shapes(spec: ModelSpec) -> None:
         raise ValueError(f"its shapes give {spec.params:,.0f} parameters, {spec.active:,.0f} of them active")
 
 
+def _kept_modules(cfg: dict[str, Any], exclude: Any, declared: str) -> tuple[KeptModules, str]:
+    """The modules a ModelOpt checkpoint's ``exclude`` list keeps in 16 bits (`kept_modules`) and what its source line
+    says of them: how many parameters and where; where the list is not matched, why, and that they are sized in the
+    ``declared`` format."""
+    try:
+        kept = kept_modules(cfg, exclude)
+    except NotMatched as exc:
+        return KeptModules(), f"{exc}: its exclude_modules are sized in {declared}"
+    total = kept.params + kept.expert_params
+    return kept, f"exclude_modules: {total / 1e9:,.2f} B params in 16 bits, {kept.where}" if total else ""
+
+
 def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None = None,
                       source: str = "config.json", quant_sidecar: Any = None) -> ModelSpec:
     """A ModelSpec from a Hugging Face ``config.json`` (a multimodal one's ``text_config`` or ``llm_config`` is
@@ -287,11 +300,15 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
         raise ConfigError(f"{name}: config.json lacks a field the estimate needs, or has one out of range "
                           f"({exc})") from exc
     fmt = checkpoint_format(cfg, quant_sidecar, spec.is_moe)
-    if fmt.note:
-        spec = replace(spec, source=f"{spec.source} ({fmt.note})")
+    kept, kept_note = (_kept_modules(cfg, fmt.exclude, fmt.weights or fmt.experts)
+                       if fmt.read and fmt.exclude is not None else (KeptModules(), ""))
+    note = "; ".join(filter(None, (fmt.note, kept_note)))
+    if note:
+        spec = replace(spec, source=f"{spec.source} ({note})")
     if fmt.read:  # gpt-oss: experts in mxfp4, the rest in torch_dtype
         return replace(spec, native_dtype=fmt.weights or spec.native_dtype, expert_dtype=fmt.experts,
-                       native_kv_dtype=fmt.kv, weight_bytes=weight_bytes)
+                       native_kv_dtype=fmt.kv, weight_bytes=weight_bytes, kept_params=kept.params,
+                       kept_expert_params=kept.expert_params)
     if fmt.note:  # a format not read: the files' size is not the torch_dtype's
         return spec
     if weight_bytes and spec.native_dtype in _NATIVE_BYTES:

@@ -43,11 +43,19 @@ def expert_compute_peak(m: ModelSpec, dtype: str, hardware: HardwareSpec, comput
 
 
 def blended_flops(m: ModelSpec, dtype: str, hardware: HardwareSpec, compute_dtype: str, flops: float) -> float:
-    """``flops`` (the weights' format's peak) blended with the experts' own peak: M / ((M − M_e) / F + M_e / F_e)."""
+    """``flops`` (the weights' format's peak) blended with the experts' own peak, and with the 16-bit peak for the
+    modules the checkpoint keeps in 16 bits (``ModelSpec.kept_params``, every token's; ``kept_expert_params``, k / E
+    of them a token's) when it runs in its own format: M / ((M − M_e − M_16) / F + M_e / F_e + M_16 / F_16)."""
     peak = expert_compute_peak(m, dtype, hardware, compute_dtype)
-    if peak is None or peak.flops == flops:
+    expert_flops = peak.flops if peak else flops
+    sixteen = hardware.compute_peak(hardware.multiplies_in(weight_dtype("bf16")))
+    share = m.experts_per_token / m.experts if m.is_moe else 0.0  # of the routed experts' parameters, a token's
+    kept_experts = min(m.kept_expert_params, m.expert_params) if m.is_native(dtype) and sixteen else 0.0
+    kept = m.kept_params + kept_experts * share if m.is_native(dtype) and sixteen else 0.0
+    if expert_flops == flops and not kept:
         return flops
-    active_experts = m.expert_params * m.experts_per_token / m.experts
     total = m.matmul_params
-    experts = min(active_experts, total)
-    return total / ((total - experts) / flops + experts / peak.flops)
+    kept = min(kept, total)
+    experts = min((m.expert_params - kept_experts) * share, total - kept)
+    kept_time = kept / sixteen.flops if kept and sixteen else 0.0
+    return total / ((total - experts - kept) / flops + experts / expert_flops + kept_time)

@@ -176,6 +176,8 @@ class ModelSpec:
     tied_embeddings: bool = False
     native_dtype: str = "bf16"
     native_kv_dtype: str = ""  # the KV format the checkpoint declares (engines take it by default); "": none
+    kept_params: float = 0.0  # linear-layer params outside the routed experts its checkpoint keeps in 16 bits
+    kept_expert_params: float = 0.0  # and routed-expert params (ModelOpt exclude_modules: tokometer.perf.unquantized)
     weight_bytes: float | None = None
     hf_id: str = ""
     source: str = "built-in table"
@@ -423,16 +425,20 @@ class ModelSpec:
 
     def weight_bytes_split(self, dtype: str) -> tuple[float, float]:
         """(bytes of everything but the routed experts, bytes of the routed experts) in ``dtype``, the
-        experts in `expert_format`; scaled to the exact size when ``dtype`` is the model's own format."""
+        experts in `expert_format`; in a format of the linear layers the embeddings in 16 bits, and in the model's
+        own format the modules its checkpoint keeps so too (``kept_params``, ``kept_expert_params``); scaled to the
+        exact size when ``dtype`` is the model's own format and its files' size is known."""
         fmt, experts_fmt = weight_dtype(dtype), weight_dtype(self.expert_format(dtype))
+        native = self.is_native(dtype)
         rest_params = self.params - self.expert_params
-        experts = self.expert_params * experts_fmt.bytes_per_weight
+        kept_experts = min(self.kept_expert_params, self.expert_params) if native and experts_fmt.linear_only else 0.0
+        experts = (self.expert_params - kept_experts) * experts_fmt.bytes_per_weight + kept_experts * 2.0
         if fmt.linear_only:
-            embeddings = min(self.embedding_params, rest_params)
-            rest = (rest_params - embeddings) * fmt.bytes_per_weight + embeddings * 2.0
+            sixteen = min(self.embedding_params + (self.kept_params if native else 0.0), rest_params)
+            rest = (rest_params - sixteen) * fmt.bytes_per_weight + sixteen * 2.0
         else:
             rest = rest_params * fmt.bytes_per_weight
-        if self.weight_bytes and self.is_native(dtype):
+        if self.weight_bytes and native:
             scale = self.weight_bytes / (rest + experts)
             return rest * scale, experts * scale
         return rest, experts

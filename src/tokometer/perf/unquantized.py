@@ -1,0 +1,216 @@
+"""The linear layers a ModelOpt checkpoint keeps in its 16-bit dtype: its ``exclude_modules`` patterns matched
+against the modules the config's shapes imply.
+
+TensorRT Model Optimizer writes, beside a checkpoint's ``quant_algo``, the modules it left unquantised as
+``fnmatch`` patterns over module names (``hf_quant_config.json``'s ``exclude_modules``; ``ignore`` in a
+``quantization_config``): ``"lm_head"``, ``"model.layers.*.self_attn*"``, ``"model.layers.0.mlp*"``. vLLM and
+TensorRT-LLM load those modules in the checkpoint's own dtype. NVIDIA's DeepSeek R1 FP4 exports keep the attention
+so (the v2 ones all of it but ``o_proj``): over 11 B parameters, 4 % of the weights, and, with attention data
+parallel, a whole copy of them on every GPU.
+
+Each layer's linear modules are named as Hugging Face's decoder layers name them, under any of the usual roots
+(``model.layers``, ``model.language_model.layers``, ``language_model.model.layers``, ``language_model.layers``),
+each with its parameters from the config's shapes:
+
+    attention        q_proj (MLA: q_a_proj and q_b_proj, or q_proj), k_proj, v_proj (MLA: kv_a_proj_with_mqa,
+                     kv_b_proj), o_proj, under self_attn
+    dense MLP        gate_proj, up_proj, down_proj, hidden × width each, under mlp or feed_forward
+    shared expert    the same under mlp.shared_experts, mlp.shared_expert or feed_forward.shared_expert
+    routed experts   the same under mlp.experts.N, feed_forward.experts.N, or block_sparse_moe.experts.N as
+                     w1, w3, w2; the first and the last expert are matched, each standing for half of them
+
+A module is kept when any spelling of its name matches a pattern. The embeddings and the LM head are counted in
+16 bits whatever the list (`tokometer.perf.model.ModelSpec.weight_bytes_split`), so not here. DeepSeek's dense
+first layers and Llama 4's interleaved dense layers are told from its MoE layers as the parameter count tells them
+(`tokometer.perf.loaders`). A config of single blocks (Nemotron-H) or with linear-attention layers is not matched,
+nor a list beyond `MAX_PATTERNS`, `MAX_PATTERN_CHARS` or `MAX_TOTAL_CHARS`, a model deeper than `MAX_LAYERS`, or a
+matching that would take more than `MAX_WORK` tries: `NotMatched`, and the caller says so.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MAX_LAYERS", "MAX_PATTERNS", "MAX_PATTERN_CHARS", "MAX_TOTAL_CHARS", "MAX_WORK", "KeptModules",
+           "NotMatched", "kept_modules"]
+
+MAX_PATTERNS = 1024
+"""Patterns an ``exclude_modules`` list may hold to be matched (NVIDIA's longest lists name a few hundred)."""
+MAX_PATTERN_CHARS = 256
+"""Characters one pattern may have."""
+MAX_TOTAL_CHARS = 32768
+"""Characters the distinct patterns may have together (compiling them takes time with them)."""
+MAX_WORK = 500_000
+"""Tries of a module name against a pattern that can match it (one whose text before its first wildcard starts
+the name) the matching may take: about 0.4 s at most on a 2-core VM; NVIDIA's per-layer lists take a few
+thousand."""
+MAX_LAYERS = 1024
+"""Layers a model may have for its modules to be matched one by one."""
+
+_ROOTS = ("model.layers", "model.language_model.layers", "language_model.model.layers", "language_model.layers")
+_MLP = ("gate_proj", "up_proj", "down_proj")
+_ATTENTION_KINDS = {"full_attention", "sliding_attention", "chunked_attention"}
+_OTHER_LAYERS = ("layers_block_type", "hybrid_override_pattern", "linear_num_value_heads")
+"""Config keys of models with layers other than attention (Nemotron-H's blocks, Qwen3-Next's linear attention)."""
+
+
+class NotMatched(ValueError):
+    """The patterns, or the model, are of a kind this module does not match: the checkpoint is sized in its declared
+    format, and the reason said."""
+
+
+@dataclass(frozen=True)
+class KeptModules:
+    """Linear-layer parameters the patterns keep in 16 bits, outside the routed experts and in them, and where."""
+
+    params: float = 0.0
+    expert_params: float = 0.0
+    where: str = ""
+    """In words: which kinds of module, in how many layers."""
+
+
+def kept_modules(cfg: dict[str, Any], patterns: Any) -> KeptModules:
+    """The parameters ``patterns`` (an ``exclude_modules`` list) keep out of the quantised format in the model
+    ``cfg`` describes (merged with its ``text_config``; module docstring). `NotMatched` for patterns that are not a
+    list of strings within the bounds, or a model whose modules are not named here."""
+    matcher = _Patterns(patterns)
+    layers = _whole(cfg.get("num_hidden_layers"))
+    if not 1 <= layers <= MAX_LAYERS:
+        raise NotMatched(f"a model of {layers} layers is not matched (at most {MAX_LAYERS})")
+    kinds = cfg.get("layer_types")
+    if (isinstance(kinds, list) and not set(map(str, kinds)) <= _ATTENTION_KINDS) or any(
+            cfg.get(key) for key in _OTHER_LAYERS):
+        raise NotMatched("a model with other layers than attention and MLP is not matched")
+    attention = _attention(cfg)
+    moe, dense_width, shared_width, expert_width, experts = _mlp_shapes(cfg, layers)
+    hidden = _whole(cfg.get("hidden_size"))
+    kept: dict[str, int] = {}
+    rest = expert_total = 0.0
+    for layer in range(layers):
+        for kind, modules in _layer_modules(layer in moe, attention, hidden, dense_width, shared_width):
+            share = sum(size for names, size in modules if _any(matcher, layer, names))
+            if share:
+                rest += share
+                kept[kind] = kept.get(kind, 0) + 1
+        if layer in moe and experts:
+            halves = sum(_any(matcher, layer, _expert_names(index)) for index in (0, experts - 1))
+            if halves:
+                expert_total += halves / 2 * experts * 3 * hidden * expert_width
+                kept["routed experts"] = kept.get("routed experts", 0) + 1
+    where = ", ".join(f"{kind} in {count} of {layers} layers" for kind, count in kept.items())
+    return KeptModules(rest, expert_total, where)
+
+
+class _Patterns:
+    """``exclude_modules`` patterns (fnmatch's syntax) grouped by the literal text before their first wildcard, so
+    that a module name is tried only against the patterns that can match it; each try counted against
+    `MAX_WORK`."""
+
+    def __init__(self, patterns: Any) -> None:
+        if not isinstance(patterns, list):
+            raise NotMatched(f"exclude_modules is a JSON {type(patterns).__name__}, not a list")
+        if len(patterns) > MAX_PATTERNS:
+            raise NotMatched(f"exclude_modules lists {len(patterns):,} patterns (at most {MAX_PATTERNS:,} are "
+                             "matched)")
+        if not all(isinstance(p, str) and 0 < len(p) <= MAX_PATTERN_CHARS for p in patterns):
+            raise NotMatched(f"exclude_modules holds an entry that is not a pattern of 1 to {MAX_PATTERN_CHARS} "
+                             "characters")
+        unique = list(dict.fromkeys(patterns))
+        if sum(map(len, unique)) > MAX_TOTAL_CHARS:
+            raise NotMatched(f"exclude_modules' patterns hold more than {MAX_TOTAL_CHARS:,} characters together")
+        groups: dict[str, list[str]] = {}
+        for pattern in unique:
+            cut = next((i for i, ch in enumerate(pattern) if ch in "*?["), len(pattern))
+            groups.setdefault(pattern[:cut], []).append(pattern)
+        self._groups = {prefix: (len(group), re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in group)))
+                        for prefix, group in groups.items()}
+        self._lengths = sorted({len(prefix) for prefix in groups})
+        self._work = 0
+
+    def match(self, name: str) -> bool:
+        """Whether a pattern matches ``name``; `NotMatched` once the tries pass `MAX_WORK`."""
+        for length in self._lengths:
+            if length > len(name):
+                return False
+            group = self._groups.get(name[:length])
+            if group is None:
+                continue
+            self._work += group[0]
+            if self._work > MAX_WORK:
+                raise NotMatched(f"exclude_modules' patterns take more than {MAX_WORK:,} tries to match")
+            if group[1].match(name):
+                return True
+        return False
+
+
+def _any(patterns: _Patterns, layer: int, names: Iterable[str]) -> bool:
+    """Whether any spelling of a module (``names``, below a layer's root) in ``layer`` matches."""
+    return any(patterns.match(f"{root}.{layer}.{name}") for name in names for root in _ROOTS)
+
+
+def _whole(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _attention(cfg: dict[str, Any]) -> list[tuple[tuple[str, ...], float]]:
+    """Each attention projection's spellings and parameters (module docstring)."""
+    hidden, heads = _whole(cfg.get("hidden_size")), _whole(cfg.get("num_attention_heads"))
+    if cfg.get("kv_lora_rank"):
+        rank, rope = _whole(cfg.get("kv_lora_rank")), _whole(cfg.get("qk_rope_head_dim", 64))
+        nope, v_dim, q_rank = (_whole(cfg.get("qk_nope_head_dim", 128)), _whole(cfg.get("v_head_dim", 128)),
+                               _whole(cfg.get("q_lora_rank")))
+        q: list[tuple[tuple[str, ...], float]] = (
+            [(("self_attn.q_a_proj",), hidden * q_rank), (("self_attn.q_b_proj",), q_rank * heads * (nope + rope))]
+            if q_rank else [(("self_attn.q_proj",), hidden * heads * (nope + rope))])
+        return [*q, (("self_attn.kv_a_proj_with_mqa",), hidden * (rank + rope)),
+                (("self_attn.kv_b_proj",), rank * heads * (nope + v_dim)),
+                (("self_attn.o_proj",), heads * v_dim * hidden)]
+    head_dim = _whole(cfg.get("head_dim")) or hidden // max(1, heads)
+    kv_heads = _whole(cfg.get("num_key_value_heads")) or heads
+    gate = 2 if cfg.get("attn_output_gate") else 1
+    return [(("self_attn.q_proj",), hidden * heads * head_dim * gate),
+            (("self_attn.k_proj",), hidden * kv_heads * head_dim),
+            (("self_attn.v_proj",), hidden * kv_heads * head_dim),
+            (("self_attn.o_proj",), heads * head_dim * hidden)]
+
+
+def _mlp_shapes(cfg: dict[str, Any], layers: int) -> tuple[set[int], int, int, int, int]:
+    """(the MoE layers, a dense layer's MLP width, a MoE layer's shared-expert width, a routed expert's width, the
+    routed experts), as the parameter count reads them (`tokometer.perf.loaders`)."""
+    hidden = _whole(cfg.get("hidden_size"))
+    inter = _whole(cfg.get("intermediate_size")) or 4 * hidden
+    experts = _whole(cfg.get("num_local_experts")) or _whole(cfg.get("n_routed_experts")) or _whole(
+        cfg.get("num_experts"))
+    per_token = _whole(cfg.get("num_experts_per_tok")) or _whole(cfg.get("experts_per_token"))
+    if experts <= 1 or per_token <= 0:
+        return set(), inter, 0, 0, 0
+    moe_inter = _whole(cfg.get("moe_intermediate_size"))
+    shared = (_whole(cfg.get("shared_expert_intermediate_size")) or _whole(cfg.get("shared_intermediate_size"))
+              or _whole(cfg.get("n_shared_experts")) * moe_inter)
+    if str(cfg.get("model_type", "")).startswith("llama4"):
+        step = max(1, _whole(cfg.get("interleave_moe_layer_step")) or 1)
+        moe = {layer for layer in range(layers) if (layer + 1) % step == 0}
+        return moe, _whole(cfg.get("intermediate_size_mlp")) or inter, shared or inter, moe_inter or inter, experts
+    first_dense = _whole(cfg.get("first_k_dense_replace"))
+    return set(range(first_dense, layers)), inter, shared, moe_inter or inter, experts
+
+
+def _layer_modules(moe: bool, attention: list[tuple[tuple[str, ...], float]], hidden: int, dense: int,
+                   shared: int) -> Iterator[tuple[str, list[tuple[tuple[str, ...], float]]]]:
+    """A layer's kinds of module outside the routed experts, each module's spellings and parameters."""
+    yield "attention", attention
+    if not moe:
+        yield "dense MLP", [((f"mlp.{p}", f"feed_forward.{p}"), hidden * dense) for p in _MLP]
+    elif shared:
+        yield "shared expert", [((f"mlp.shared_experts.{p}", f"mlp.shared_expert.{p}",
+                                  f"feed_forward.shared_expert.{p}"), hidden * shared) for p in _MLP]
+
+
+def _expert_names(index: int) -> tuple[str, ...]:
+    """The spellings of routed expert ``index``'s first matrix (its others are named alike)."""
+    return (f"mlp.experts.{index}.gate_proj", f"feed_forward.experts.{index}.gate_proj",
+            f"block_sparse_moe.experts.{index}.w1", "mlp.experts.gate_up_proj", "feed_forward.experts.gate_up_proj")
