@@ -54,7 +54,8 @@ __all__ = ["HARDWARE_ALIASES", "hardware_table", "resolve_hardware", "user_hardw
 
 HARDWARE_ALIASES = {"h100": "H100-SXM", "h200": "H200-SXM", "a100": "A100-80GB-SXM", "a100-80gb": "A100-80GB-SXM",
                     "a100-40gb": "A100-40GB-SXM", "4090": "RTX-4090", "3090": "RTX-3090", "mi300": "MI300X",
-                    "5090": "RTX-5090", "mi355": "MI355X", "mi325": "MI325X", "trillium": "TPU-v6e"}
+                    "5090": "RTX-5090", "mi355": "MI355X", "mi325": "MI325X", "mi350": "MI350X", "trillium": "TPU-v6e",
+                    "ironwood": "TPU7x", "tpu-v7x": "TPU7x", "v7x": "TPU7x"}
 
 
 def _num(value: Any, column: str, name: str) -> float | None:

@@ -14,7 +14,8 @@ from rich.console import Console
 from tokometer.perf import Deployment, estimate, hardware_table, resolve_hardware, resolve_model
 from tokometer.perf.render import render_estimate, render_hardware
 
-NEW_ROWS = ("B300", "GB200", "GB300", "MI325X", "MI355X", "H20", "RTX-5090", "RTX-PRO-6000", "Gaudi-3", "TPU-v6e")
+NEW_ROWS = ("B300", "GB200", "GB300", "MI325X", "MI350X", "MI355X", "H20", "RTX-5090", "RTX-PRO-6000", "Gaudi-3",
+            "TPU-v6e", "TPU7x")
 COLUMNS = ("name", "kind", "memory_gb", "bandwidth_gbs", "bf16_tflops_dense", "fp8_tflops_dense", "int8_tops_dense",
            "fp4_tflops_dense", "link_gbs", "gemm_fraction", "source", "note", "fp4_formats")
 
@@ -46,19 +47,23 @@ def test_every_row_has_every_column_a_source_and_numbers_where_filled() -> None:
 def test_the_published_figures_of_the_new_rows() -> None:
     t = hardware_table()
     figures = {name: (t[name].memory_gb, t[name].bandwidth_gbs, t[name].bf16_tflops, t[name].fp8_tflops,
-                      t[name].fp4_tflops, t[name].link_gbs) for name in ("B200", "GB200", "MI355X", "H20", "TPU-v6e")}
+                      t[name].fp4_tflops, t[name].link_gbs)
+               for name in ("B200", "GB200", "MI350X", "MI355X", "H20", "TPU-v6e", "TPU7x")}
     assert figures == {
         "B200": (180, 8000, 2250, 4500, 9000, 1800),  # HGX B200: 72 PFLOPS dense fp4 per 8 GPUs
         "GB200": (186, 8000, 2500, 5000, 10000, 1800),  # NVL72 rack figures / 72, sparse halved
+        "MI350X": (288, 8000, 2306.9, 4613.7, 9227.5, 1075.2),  # the same die at 2.2 GHz rather than 2.4
         "MI355X": (288, 8000, 2516.6, 5033.2, 10066.3, 1075.2),  # fp4 is MXFP4; 7 Infinity Fabric links
         "H20": (96, 4000, 148, 296, None, 900),
         "TPU-v6e": (32, 1638, 918, None, None, 800),  # ICI: Google quotes it bidirectional
+        "TPU7x": (192, 7370, 2307, 4614, None, 1200),  # Ironwood
     }
     pro = t["RTX-PRO-6000"]  # 4,000 AI TOPS of fp4 with sparsity; GDDR7 on a 512-bit bus; PCIe Gen5 x16
     assert (pro.memory_gb, pro.bandwidth_gbs, pro.fp4_tflops, pro.link_gbs) == (96, 1792, 2015.2, 128)
     # dense, not sparse, each the same kind of figure: fp8 twice bf16; fp4 twice fp8 on B200/GB200 and CDNA 4,
     # three times on Blackwell Ultra (B300/GB300), four on the RTX 5090 (its fp8 with fp32 accumulate: half rate)
-    ratios = {"B200": 2, "GB200": 2, "MI355X": 2, "B300": 14000 / 4500, "GB300": 3, "RTX-5090": 4, "RTX-PRO-6000": 2}
+    ratios = {"B200": 2, "GB200": 2, "MI350X": 2, "MI355X": 2, "B300": 14000 / 4500, "GB300": 3, "RTX-5090": 4,
+              "RTX-PRO-6000": 2}
     for name, ratio in ratios.items():
         h = t[name]
         assert h.fp4_tflops and h.fp8_tflops and h.bf16_tflops
@@ -70,7 +75,8 @@ def test_the_published_figures_of_the_new_rows() -> None:
 @pytest.mark.parametrize(("name", "expected"), [("b300", "B300"), ("gb200", "GB200"), ("GB300", "GB300"),
                                                 ("mi355x", "MI355X"), ("mi325", "MI325X"), ("h20", "H20"),
                                                 ("h200", "H200-SXM"), ("5090", "RTX-5090"), ("gaudi3", "Gaudi-3"),
-                                                ("v6e", "TPU-v6e"), ("b200", "B200"), ("rtx pro 6000", "RTX-PRO-6000")])
+                                                ("v6e", "TPU-v6e"), ("b200", "B200"), ("rtx pro 6000", "RTX-PRO-6000"),
+                                                ("mi350x", "MI350X"), ("ironwood", "TPU7x"), ("tpu7x", "TPU7x")])
 def test_the_new_names_resolve(name: str, expected: str) -> None:
     assert resolve_hardware(name).name == expected
 
