@@ -33,9 +33,9 @@ TYPICAL = Efficiency()
               "'host' for this machine (measured). Comma list with --target.")
 @click.option("--dtype", default=None, help="Weight format: bf16, fp16, fp8, int8, nvfp4 (fp4), mxfp4, awq, Q4_K_M, ..."
               " [default: the model's own]. Comma list with --target.")
-@click.option("--kv-dtype", default=None, help="KV-cache format: bf16, fp16, fp8, int8, q8_0, q4_0 [default: the one "
-              "the checkpoint declares; fp8 with fp8 or nvfp4 weights (as NVIDIA's FP8 and FP4 checkpoints declare); "
-              "else bf16; for a llama.cpp run, its cache type].")
+@click.option("--kv-dtype", default=None, help="KV-cache format: bf16, fp16, fp8, int8, nvfp4 (fp4), q8_0, q4_0 "
+              "[default: the one the checkpoint declares; fp8 with fp8 or nvfp4 weights (as NVIDIA's FP8 and FP4 "
+              "checkpoints declare); else bf16; for a llama.cpp run, its cache type].")
 @click.option("--tp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
               help="Tensor-parallel GPUs (must split the model's attention heads evenly; at most 64).")
 @click.option("--pp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,

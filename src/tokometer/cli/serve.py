@@ -262,8 +262,10 @@ def _show(handle: EngineHandle, as_json: bool) -> None:
               help="vllm: longest sequence in tokens (default: computed from the memory left for the KV cache).")
 @click.option("--quantization", type=click.Choice(["fp8", "awq", "gptq"]), default=None,
               help="vllm: weight quantisation (awq, gptq: a checkpoint quantised that way).")
-@click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]), default="auto",
-              show_default=True, help="vllm: KV-cache format: auto (the model's dtype) or fp8 (half the memory).")
+@click.option("--kv-cache-dtype", default="auto", show_default=True,
+              type=click.Choice(["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4"]),
+              help="vllm: KV-cache format: auto (the checkpoint's declared one, else the model's dtype), a 16-bit "
+              "one, fp8 (half the memory) or nvfp4 (Blackwell).")
 @click.option("--no-pull", is_flag=True, help="ollama: fail instead of pulling a missing model.")
 @click.option("--ready-timeout", type=FiniteFloat(MIN_SECONDS, MAX_SECONDS), default=None,
               help="Seconds to wait for the first answer (default: 120 llamacpp, 1800 vllm, 300 ollama).")

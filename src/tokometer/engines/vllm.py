@@ -12,7 +12,8 @@ every GPU) and the KV budget (GPU memory × ``--gpu-memory-utilization`` − wei
     --max-model-len            min(model's max context, KV capacity rounded down to a multiple of 256)
     --tensor-parallel-size     as given; a failing plan suggests the smallest of 2, 4, 8 that fits
     --quantization             as given: which weight format the weights line counts
-    --kv-cache-dtype           auto (the model's 16-bit dtype: 2 B per element) or an fp8 (1 B)
+    --kv-cache-dtype           auto (a ModelOpt checkpoint's declared format, else the model's 16 bits: 2 B per
+                               element), bfloat16 or float16 (2 B), an fp8 (1 B), or nvfp4 (4.5 bits, Blackwell)
 
 vLLM refuses to start if one sequence of ``--max-model-len`` tokens does not fit its KV cache, so
 that is the longest context it can serve; what is left over runs more sequences at once.
@@ -49,7 +50,10 @@ __all__ = ["KV_CACHE_DTYPES", "QUANTIZATIONS", "VLLM_ENV_VAR", "VllmInstall", "V
 
 ROUND_TO = 256
 QUANTIZATIONS = ("fp8", "awq", "gptq")  # --quantization values planned for (bits per weight: tokometer.perf.quant)
-KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")  # auto: the model's dtype; fp8 variants: 1 byte
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4")
+"""vLLM's ``--kv-cache-dtype`` values the plan counts: auto (a ModelOpt checkpoint's declared format, else the
+model's dtype), a 16-bit one (2 B an element, over a checkpoint's declared fp8 too), an fp8 (1 B), nvfp4 (4.5 bits:
+Blackwell)."""
 OOM_ADVICE = ("If vLLM still runs out of CUDA memory: lower --gpu-memory-utilization (other processes hold GPU "
               "memory: stop them, see nvidia-smi) or --max-model-len, or use a lower-bit quantisation "
               "(--quantization fp8, or an AWQ/GPTQ 4-bit checkpoint)")

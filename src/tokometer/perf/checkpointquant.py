@@ -7,7 +7,8 @@ TensorRT Model Optimizer writes beside it (its ``quantization`` object: the same
     fp8, fbgemm_fp8        8-bit float linear layers                  fp8
     awq, gptq (+ _marlin)  4-bit integer groups of 128 (``bits`` 4)   awq, gptq
     mxfp4                  gpt-oss: the routed experts in MXFP4       experts mxfp4
-    modelopt               quant_algo FP8 (any scaling)               fp8          kv_cache_quant_algo FP8: fp8
+    modelopt               quant_algo FP8 (any scaling)               fp8          kv_cache_quant_algo FP8: fp8,
+                                                                                   NVFP4: nvfp4
                            NVFP4, NVFP4_AWQ                           nvfp4
                            W4A16_AWQ, W4A8_AWQ                        awq
                            INT8_SQ, W8A8_SQ_*                         int8
@@ -44,7 +45,7 @@ _EXPERT_METHODS = {"mxfp4": "mxfp4"}
 _MODELOPT_ALGOS = {"fp8": "fp8", "nvfp4": "nvfp4", "nvfp4_awq": "nvfp4", "w4a16_awq": "awq", "w4a8_awq": "awq",
                    "int8_sq": "int8"}
 """ModelOpt ``quant_algo`` values by the format they store; FP8 with any scaling suffix and W8A8_SQ_* too."""
-_KV_ALGOS = {"fp8": "fp8", "int8": "int8"}
+_KV_ALGOS = {"fp8": "fp8", "int8": "int8", "nvfp4": "nvfp4"}
 """KV-cache formats a checkpoint may declare that the estimate models."""
 _MODELOPT_METHODS = ("modelopt", "modelopt_fp4", "modelopt_fp8")
 _SHOWN = 40

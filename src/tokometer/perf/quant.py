@@ -39,9 +39,11 @@ are dequantised and multiplied in 16 bits, as vLLM's weight-only kernels do (Mar
 its MXFP4 MoE kernels on Hopper), so the bf16 figure applies. Every other type (4-bit
 weight-only, GGUF) is dequantised and multiplied in 16 bits too.
 
-KV cache: bf16/fp16/fp32, fp8 (one byte, as vLLM's ``--kv-cache-dtype fp8``), int8 and llama.cpp's
-q8_0 and q4_0. An FP4 KV cache is not modelled (its block scales, and which engines and attention
-kernels take one, are not accounted for here): ``--kv-dtype fp4`` is refused with that said.
+KV cache: bf16/fp16/fp32, fp8 (one byte, as vLLM's ``--kv-cache-dtype fp8``), int8, llama.cpp's q8_0 and
+q4_0, and **nvfp4** (``fp4``): 4-bit E2M1 values and one FP8 E4M3 scale per 16, 4.5 bits an element, as
+TensorRT-LLM's NVFP4 KV cache (from a ModelOpt checkpoint's ``kv_cache_quant_algo`` NVFP4) and vLLM's
+``--kv-cache-dtype nvfp4`` store it; their attention kernels dequantise it to fp8 (`Deployment`), and it needs
+fp4 tensor cores that take NVFP4 (Blackwell). An MXFP4 cache, which no engine here offers, is refused.
 
 On a CPU (``kind = "cpu"``: the host) each format is multiplied in its own data type: bf16, fp16 and fp32
 weights in theirs, int8 in int8; fp8 and the 4-bit weight-only formats are dequantised to bf16 (CPUs have no
@@ -105,7 +107,7 @@ WEIGHT_DTYPES: dict[str, WeightDtype] = {d.name: d for d in (
 
 # Bytes per KV-cache element. q8_0 / q4_0 are llama.cpp's quantised caches (block of 32 + fp16 scale).
 KV_DTYPES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0, "int8": 1.0,
-                               "q8_0": 34 / 32, "q4_0": 18 / 32}
+                               "q8_0": 34 / 32, "q4_0": 18 / 32, "nvfp4": 4.5 / 8}
 
 _ALIASES = {
     "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "f16": "fp16", "float32": "fp32", "f32": "fp32",
@@ -113,7 +115,7 @@ _ALIASES = {
     "w8a8": "int8", "w4a16": "int4", "awq_marlin": "awq", "gptq_marlin": "gptq",
     "fp4": "nvfp4", "modelopt_fp4": "nvfp4",
 }
-_FP4_KV = ("fp4", "nvfp4", "mxfp4")
+_FP4_KV = ("mxfp4",)
 
 
 def normalize_dtype(name: str) -> str:
@@ -143,12 +145,12 @@ def default_kv_dtype(weights: str) -> str:
 
 
 def kv_bytes(name: str) -> float:
-    """Bytes per KV-cache element for ``name`` (bf16, fp16, fp8, int8, fp32, q8_0, q4_0)."""
+    """Bytes per KV-cache element for ``name`` (bf16, fp16, fp8, int8, fp32, q8_0, q4_0, nvfp4)."""
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
     if key in KV_DTYPES:
         return KV_DTYPES[key]
     if key in _FP4_KV:
-        raise ConfigError(f"an FP4 KV cache ({name!r}) is not modelled: use fp8 for the smallest cache modelled, "
-                          f"or one of {', '.join(KV_DTYPES)}")
+        raise ConfigError(f"an MXFP4 KV cache ({name!r}) is not modelled: use nvfp4 for the smallest cache "
+                          f"modelled, or one of {', '.join(KV_DTYPES)}")
     raise ConfigError(f"unknown KV-cache dtype {name!r}: use one of {', '.join(KV_DTYPES)}")

@@ -239,6 +239,10 @@ class Deployment:
                               f"{self.model.layers} pipeline stages")
         weight_dtype(self.weight_dtype)
         kv_bytes(self.kv_dtype)
+        if normalize_dtype(self.kv_dtype) == "nvfp4" and self.hardware.bf16_tflops and not (
+                self.hardware.fp4_tflops and "nvfp4" in self.hardware.fp4_formats):  # a row with peaks to tell by
+            raise ConfigError(f"--kv-dtype nvfp4: an NVFP4 KV cache needs fp4 tensor cores that take NVFP4 (Blackwell: "
+                              f"B200, B300, GB200, GB300, RTX PRO 6000); {self.hardware.name} has none: use fp8")
 
     @property
     def gpus(self) -> int:
@@ -366,13 +370,14 @@ class Deployment:
     @cached_property
     def attention_compute_dtype(self) -> str:
         """The data type the attention (queries × cached keys and values) multiplies in: the weights' own on a
-        CPU or when they multiply in 16 bits; with 8- or 4-bit weights on a GPU, fp8 when the KV cache is fp8
-        and the hardware lists an fp8 peak, else bf16 (the engines' attention kernels take no 4-bit operands)."""
+        CPU or when they multiply in 16 bits; with 8- or 4-bit weights on a GPU, fp8 when the KV cache is fp8 or
+        nvfp4 (dequantised to fp8 in the attention kernels) and the hardware lists an fp8 peak, else bf16 (the
+        engines' attention kernels take no 4-bit operands)."""
         compute = self.compute_dtype
         if self.hardware.kind == "cpu" or compute not in ("fp8", "fp4", "int8"):
             return compute
         fp8 = self.hardware.compute_peak("fp8")
-        if normalize_dtype(self.kv_dtype) == "fp8" and fp8 is not None and fp8.dtype == "fp8":
+        if normalize_dtype(self.kv_dtype) in ("fp8", "nvfp4") and fp8 is not None and fp8.dtype == "fp8":
             return "fp8"
         return "bf16"
 

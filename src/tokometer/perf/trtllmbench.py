@@ -9,7 +9,7 @@ then chooses one itself (``tensorrt_llm/bench/benchmark/utils/general.py``: ``ge
 ``calc_engine_setting`` and ``finetune_setting``), from a count of its own, not the engine's memory plan:
 
     KV a token (GiB)  = 2 × hidden layers × max(TP, the config's KV heads) × head size × KV element bytes
-                        (head size: the config's ``head_dim``, else hidden / heads; fp8 cache 1 B, else 2)
+                        (head size: the config's ``head_dim``, else hidden / heads; fp8 cache 1 B, nvfp4 0.5, else 2)
     engine (GiB)      = the checkpoint's stored element count × the format's bytes (fp8 1, nvfp4 0.5, else 2)
     requests          = (every GPU's memory × TP × PP − engine) × fraction / (KV a token × (ISL + OSL))
     raw               = min(requests, 4096) / PP
@@ -58,7 +58,7 @@ def tuned_max_batch(d: Deployment, input_tokens: int, output_tokens: int,
     if fmt not in _FORMAT_BYTES or mixed or not d.hardware.memory_gb:  # no memory figure: nothing to count from
         return UNTUNED_MAX_BATCH
     head = m.hidden // m.heads if m.is_mla else m.head_dim
-    kv_element = 1 if normalize_dtype(d.kv_dtype) == "fp8" else 2
+    kv_element = {"fp8": 1.0, "nvfp4": 0.5}.get(normalize_dtype(d.kv_dtype), 2.0)
     kv_token = 2 * m.layers * max(d.tp, m.kv_heads) * head * kv_element / GIB
     elements = m.params
     if fmt == "nvfp4":

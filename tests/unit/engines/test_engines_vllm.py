@@ -302,3 +302,9 @@ def test_a_modelopt_nvfp4_checkpoint_is_planned_in_nvfp4_with_its_declared_fp8_c
     named = plan_vllm(str(tmp_path), _gpu(80), kv_cache_dtype="fp8_e5m2")
     assert named.deployment.kv_dtype == "fp8_e5m2" and "--kv-cache-dtype" in named.argv
     assert dict(named.reasons)["KV per token"].endswith("(--kv-cache-dtype fp8_e5m2)")
+    # a 16-bit cache over the declared fp8 (vLLM 0.32's bfloat16), and vLLM's nvfp4 cache: 2 B and 4.5 bits
+    sixteen = plan_vllm(str(tmp_path), _gpu(80), kv_cache_dtype="bfloat16")
+    assert sixteen.deployment.kv_element_bytes == 2 and sixteen.argv[-2:] == ["--kv-cache-dtype", "bfloat16"]
+    assert "× 2 B = 327,680 B" in dict(sixteen.reasons)["KV per token"]
+    fp4 = plan_vllm(str(tmp_path), _gpu(80), kv_cache_dtype="nvfp4")
+    assert fp4.deployment.kv_element_bytes == 4.5 / 8 and fp4.kv_capacity_tokens > plan.kv_capacity_tokens

@@ -76,6 +76,7 @@ def test_the_files_size_is_the_exact_size_in_the_declared_format(tmp_path: Path)
 @pytest.mark.parametrize(("quant", "weights", "kv"), [
     ({"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}, "fp8", "fp8"),
     ({"quant_method": "modelopt", "quant_algo": "FP8_PER_CHANNEL_PER_TOKEN"}, "fp8", ""),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "NVFP4"}, "nvfp4", "nvfp4"),
     ({"quant_method": "modelopt_fp4", "quant_algo": "NVFP4", "kv_cache_quant_algo": None}, "nvfp4", ""),
     ({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}, "awq", ""),
     ({"quant_method": "modelopt", "quant_algo": "W8A8_SQ_PER_CHANNEL"}, "int8", ""),
@@ -159,9 +160,9 @@ def test_a_format_not_read_is_said_and_sized_in_torch_dtype(tmp_path: Path, quan
 
 def test_a_kv_format_not_modelled_is_said_and_the_weights_still_read() -> None:
     fmt = checkpoint_format({"quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4",
-                                                     "kv_cache_quant_algo": "NVFP4"}})
+                                                     "kv_cache_quant_algo": "NVFP4_AFFINE"}})
     assert fmt.weights == "nvfp4" and fmt.kv == ""
-    assert "its KV cache 'NVFP4' is not modelled (give --kv-dtype)" in fmt.note
+    assert "its KV cache 'NVFP4_AFFINE' is not modelled (give --kv-dtype)" in fmt.note
 
 
 def test_the_sidecar_is_read_only_where_config_json_declares_nothing(tmp_path: Path) -> None:

@@ -37,11 +37,28 @@ def test_the_names_of_the_fp4_formats(name: str, canonical: str) -> None:
     assert weight_dtype(name).name == canonical
 
 
-@pytest.mark.parametrize("name", ["fp4", "nvfp4", "MXFP4", " fp4 "])
-def test_an_fp4_kv_cache_is_refused_saying_it_is_not_modelled(name: str) -> None:
-    with pytest.raises(ConfigError, match=r"FP4 KV cache .* is not modelled: use fp8"):
+@pytest.mark.parametrize("name", ["MXFP4", " mxfp4 "])
+def test_an_mxfp4_kv_cache_is_refused_saying_it_is_not_modelled(name: str) -> None:
+    with pytest.raises(ConfigError, match=r"MXFP4 KV cache .* is not modelled: use nvfp4"):
         kv_bytes(name)
     assert kv_bytes("fp8") == 1.0
+
+
+@pytest.mark.parametrize("name", ["fp4", "nvfp4", "NVFP4", " fp4 "])
+def test_an_nvfp4_kv_cache_is_4_5_bits_an_element(name: str) -> None:
+    assert kv_bytes(name) == 4.5 / 8  # E2M1 values and one E4M3 scale per 16
+
+
+def test_an_nvfp4_cache_needs_nvfp4_tensor_cores_and_its_attention_runs_in_fp8() -> None:
+    model = resolve_model("llama-3.3-70b")
+    d = Deployment(model, resolve_hardware("B200"), "nvfp4", "nvfp4")
+    fp8 = Deployment(model, resolve_hardware("B200"), "nvfp4", "fp8")
+    assert d.attention_compute_dtype == "fp8" and d.kv_bytes_per_token == fp8.kv_bytes_per_token * 4.5 / 8
+    assert d.kv_capacity_tokens() > fp8.kv_capacity_tokens() * 1.7
+    for hardware in ("H100", "MI355X", "A100"):  # no fp4 units, or fp4 units that take MXFP4 only
+        with pytest.raises(ConfigError, match=r"--kv-dtype nvfp4: an NVFP4 KV cache needs fp4 tensor cores that "
+                                              r"take NVFP4 .*: use fp8"):
+            Deployment(model, resolve_hardware(hardware), "fp8", "nvfp4")
 
 
 def test_fp4_without_an_fp4_column_is_dequantised_to_bf16() -> None:

@@ -42,6 +42,10 @@ def test_a_4_bit_checkpoint_counts_its_packed_elements() -> None:
     requests = (180 - elements * 0.5 / GIB) * 0.9 / (2 * 80 * 8 * 128 / GIB * 2000)
     assert 384 < requests < 512
     assert tuned_max_batch(_deployment("llama-3.3-70b", "B200", "nvfp4", "fp8"), 1000, 1000) == 512
+    # an NVFP4 cache: the harness counts its element at half a byte (its BYTES_PER_ELEM for NVFP4)
+    requests = (180 - elements * 0.5 / GIB) * 0.9 / (80 * 8 * 128 / GIB * 2000)
+    assert 768 < requests < 1024
+    assert tuned_max_batch(_deployment("llama-3.3-70b", "B200", "nvfp4", "nvfp4"), 1000, 1000) == 1024
 
 
 def test_pipeline_stages_divide_the_count_and_small_ones_round_up_to_64() -> None:
