@@ -27,7 +27,7 @@ from tokometer.perf.loaders import resolve_model
 from tokometer.perf.maxload import MAX_BATCH
 from tokometer.perf.measuredloop import loops_beside
 from tokometer.perf.quant import normalize_dtype
-from tokometer.perf.roofline import Deployment, Efficiency
+from tokometer.perf.roofline import Deployment, Efficiency, kv_format_problem
 from tokometer.perf.target import TargetAnswer, reach_target
 from tokometer.perf.trackrecord import track_record
 from tokometer.util.errors import ConfigError
@@ -113,8 +113,13 @@ def _deployment(spec: EstimateSpec, model_name: str, hardware_name: str, kv_defa
     when it runs in its own weights, else the weights' default (`ModelSpec.default_kv`)."""
     model = resolve_model(model_name)
     weights = spec.dtype or model.native_dtype
-    return Deployment(model, _hardware(hardware_name, spec), weights,
-                      spec.kv_dtype or kv_default or model.default_kv(weights), tp=spec.tp, pp=spec.pp,
+    hardware = _hardware(hardware_name, spec)
+    kv = spec.kv_dtype or kv_default or model.default_kv(weights)
+    problem = None if spec.kv_dtype or kv_default else kv_format_problem(kv, hardware)
+    if problem:
+        raise ConfigError(f"{model.name}'s checkpoint declares a KV cache in {kv}, the default while it runs in its "
+                          f"own weights: {problem}; give --kv-dtype fp8")
+    return Deployment(model, hardware, weights, kv, tp=spec.tp, pp=spec.pp,
                       expert_parallel=spec.expert_parallel, attention_dp=spec.attention_dp,
                       full_window_cache=spec.swa_full, window_memory_whole=spec.swa_pooled)
 

@@ -138,6 +138,7 @@ __all__ = [
     "decode_step_s",
     "embedding_pass_s",
     "expert_extra_flops",
+    "kv_format_problem",
     "matmul_bytes",
     "mixed_step_s",
     "pipeline_microbatch",
@@ -192,6 +193,16 @@ class Efficiency:
 BOUND = Efficiency(1.0, 1.0, 1.0, 0.0, 0.0)
 
 
+def kv_format_problem(kv_dtype: str, hardware: HardwareSpec) -> str | None:
+    """Why ``hardware`` cannot hold a KV cache in ``kv_dtype`` (None: it can): an NVFP4 cache needs fp4 tensor cores
+    that take NVFP4, told by a row that lists its peaks (a row of memory alone, as a vLLM plan's, is not judged)."""
+    if normalize_dtype(kv_dtype) == "nvfp4" and hardware.bf16_tflops and not (
+            hardware.fp4_tflops and "nvfp4" in hardware.fp4_formats):
+        return (f"an NVFP4 KV cache needs fp4 tensor cores that take NVFP4 (Blackwell: B200, B300, GB200, GB300, "
+                f"RTX PRO 6000); {hardware.name} has none")
+    return None
+
+
 @dataclass(frozen=True)
 class Deployment:
     """A model on hardware in a weight format and KV-cache format, over TP × PP GPUs."""
@@ -239,10 +250,9 @@ class Deployment:
                               f"{self.model.layers} pipeline stages")
         weight_dtype(self.weight_dtype)
         kv_bytes(self.kv_dtype)
-        if normalize_dtype(self.kv_dtype) == "nvfp4" and self.hardware.bf16_tflops and not (
-                self.hardware.fp4_tflops and "nvfp4" in self.hardware.fp4_formats):  # a row with peaks to tell by
-            raise ConfigError(f"--kv-dtype nvfp4: an NVFP4 KV cache needs fp4 tensor cores that take NVFP4 (Blackwell: "
-                              f"B200, B300, GB200, GB300, RTX PRO 6000); {self.hardware.name} has none: use fp8")
+        problem = kv_format_problem(self.kv_dtype, self.hardware)
+        if problem:
+            raise ConfigError(f"a KV cache in {self.kv_dtype}: {problem}: use an fp8 one (--kv-dtype fp8)")
 
     @property
     def gpus(self) -> int:

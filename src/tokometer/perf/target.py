@@ -37,7 +37,7 @@ from tokometer.perf.lengthsfile import RequestLengths
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.published import PerUserFigure, published_per_user
 from tokometer.perf.quant import normalize_dtype
-from tokometer.perf.roofline import Deployment, Efficiency, decode_step_s, weight_bytes_read
+from tokometer.perf.roofline import Deployment, Efficiency, decode_step_s, kv_format_problem, weight_bytes_read
 from tokometer.util.errors import ConfigError
 
 __all__ = ["TARGET_DTYPES", "TargetAnswer", "TargetOption", "reach_target"]
@@ -181,6 +181,8 @@ def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None
             output_tokens: int, mid: float, eff: Efficiency, utilization: float, free_share: float | None = None
             ) -> TargetOption | None:
     best: TargetOption | None = None
+    if kv_format_problem(kv_dtype or model.default_kv(dtype), hw):
+        return None  # it cannot hold that cache (an NVFP4 one off Blackwell)
     for tp in TP_SIZES:
         if model.tp_problem(tp):
             continue  # the model's heads do not split over that many GPUs
@@ -212,6 +214,8 @@ def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], form
         if not hw.memory_gb:
             continue
         for fmt in formats:
+            if kv_format_problem(kv_dtype or model.default_kv(fmt), hw):
+                continue
             for tp in tp_sizes:
                 if model.tp_problem(tp):
                     continue
@@ -242,7 +246,12 @@ def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], 
     mid = lengths.decode_context if lengths else input_tokens + output_tokens / 2
     needed = {}
     for fmt in formats:
-        d = Deployment(model, hardware[0], fmt, kv_dtype or model.default_kv(fmt)) if hardware else None
+        kv = kv_dtype or model.default_kv(fmt)
+        holding = [hw for hw in hardware if not kv_format_problem(kv, hw)]
+        if hardware and not holding:
+            raise ConfigError(f"--kv-dtype {kv}: {kv_format_problem(kv, hardware[0])}; none of the hardware asked "
+                              "holds it")
+        d = Deployment(model, holding[0], fmt, kv) if holding else None
         if d is not None:
             per_token = weight_bytes_read(d, 1) + d.kv_bytes_per_token * mid + 2 * model.recurrent_bytes_per_sequence
             needed[fmt] = per_token * target / eff.decode_bandwidth / 1e9

@@ -188,3 +188,16 @@ def test_a_sidecar_that_is_not_json_is_one_error_naming_it(tmp_path: Path, text:
 def test_a_built_in_model_in_nvfp4_on_b200_gets_an_fp8_cache() -> None:
     d = _deployment(EstimateSpec(dtype="nvfp4"), "llama-3.3-70b", "B200")
     assert d.kv_dtype == "fp8" and "B200" in hardware_table()
+
+
+def test_a_declared_nvfp4_cache_is_the_default_on_blackwell_and_refused_by_name_elsewhere(tmp_path: Path) -> None:
+    sidecar = {"quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "NVFP4", "exclude_modules": ["lm_head"]}}
+    path = _write(tmp_path, LLAMA, sidecar)
+    assert resolve_model(path).native_kv_dtype == "nvfp4"
+    d = _deployment(EstimateSpec(), path, "B200")
+    assert d.kv_dtype == "nvfp4" and d.kv_element_bytes == 4.5 / 8 and d.attention_compute_dtype == "fp8"
+    with pytest.raises(ConfigError, match=r"checkpoint declares a KV cache in nvfp4, the default while it runs in its "
+                                          r"own weights: an NVFP4 KV cache needs .* H100-SXM has none; give --kv-dtype "
+                                          r"fp8"):
+        _deployment(EstimateSpec(), path, "H100")
+    assert _deployment(EstimateSpec(kv_dtype="fp8"), path, "H100").kv_dtype == "fp8"

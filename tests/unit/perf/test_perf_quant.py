@@ -56,8 +56,8 @@ def test_an_nvfp4_cache_needs_nvfp4_tensor_cores_and_its_attention_runs_in_fp8()
     assert d.attention_compute_dtype == "fp8" and d.kv_bytes_per_token == fp8.kv_bytes_per_token * 4.5 / 8
     assert d.kv_capacity_tokens() > fp8.kv_capacity_tokens() * 1.7
     for hardware in ("H100", "MI355X", "A100"):  # no fp4 units, or fp4 units that take MXFP4 only
-        with pytest.raises(ConfigError, match=r"--kv-dtype nvfp4: an NVFP4 KV cache needs fp4 tensor cores that "
-                                              r"take NVFP4 .*: use fp8"):
+        with pytest.raises(ConfigError, match=r"a KV cache in nvfp4: an NVFP4 KV cache needs fp4 tensor cores that "
+                                              r"take NVFP4 .* has none: use an fp8 one \(--kv-dtype fp8\)"):
             Deployment(model, resolve_hardware(hardware), "fp8", "nvfp4")
 
 

@@ -11,6 +11,7 @@ from tokometer.perf.loaders import resolve_model
 from tokometer.perf.published import published_per_user
 from tokometer.perf.roofline import Efficiency, decode_step_s
 from tokometer.perf.target import TARGET_DTYPES, TargetAnswer, reach_target
+from tokometer.util.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +76,14 @@ def test_with_a_16_bit_cache_no_single_gpu_reaches_14000_in_aggregate_on_a_70b()
     first = next(o for o in a.options if o.reached)
     assert first.deployment.gpus > 1
     assert "no single GPU does, at any batch that fits" in " ".join(a.aggregate_lines())
+
+
+def test_an_nvfp4_cache_is_searched_on_the_hardware_that_holds_one() -> None:
+    table = hardware_table()
+    model = resolve_model("llama-3.3-70b")
+    a = reach_target(model, 14_000, [table["H100-SXM"], table["MI355X"], table["B200"]], kv_dtype="nvfp4")
+    assert a.options and {o.deployment.hardware.name for o in a.options} == {"B200"}
+    assert a.best_per_request is not None and a.best_per_request.deployment.hardware.name == "B200"
+    with pytest.raises(ConfigError, match=r"--kv-dtype nvfp4: an NVFP4 KV cache needs .*; none of the hardware "
+                                          r"asked holds it"):
+        reach_target(model, 14_000, [table["H100-SXM"]], kv_dtype="nvfp4")
