@@ -93,7 +93,8 @@ _group = st.fixed_dictionaries({}, optional={"weights": st.fixed_dictionaries({}
     "num_bits": _quant_value, "type": _quant_value, "group_size": _quant_value}), "input_activations": _quant_value,
     "targets": _quant_value})
 _excluded = st.lists(st.sampled_from(["lm_head", "*", "*self_attn*", "model.layers.0.*", "*experts*", "[", "[!",
-                                      "*mlp*", "\x1b[2J", "\u202e", "?" * 300]) | st.text(max_size=8),
+                                      "*mlp*", "\x1b[2J", "\u202e", "?" * 300, "re:.*self_attn.*", "re:(a|b)",
+                                      "re:\x1b[2J\u202e"]) | st.text(max_size=8),
                      max_size=5) | _json
 _quant = st.fixed_dictionaries({}, optional={
     "quant_method": _quant_value, "quant_algo": _quant_value, "kv_cache_quant_algo": _quant_value, "bits": _quant_value,
@@ -102,7 +103,7 @@ _quant = st.fixed_dictionaries({}, optional={
                                         st.fixed_dictionaries({}, optional={"quant_algo": _quant_value}) | _json,
                                         max_size=3) | _json,
     "kv_cache_scheme": st.fixed_dictionaries({}, optional={"num_bits": _quant_value, "type": _quant_value}) | _json,
-    "exclude_modules": _excluded, "ignore": _excluded})
+    "exclude_modules": _excluded, "ignore": _excluded, "modules_to_not_convert": _excluded})
 
 
 @given(st.sampled_from([DENSE, WINDOWS, SPARSE]), _quant, _quant | _json)

@@ -18,6 +18,8 @@ TensorRT Model Optimizer writes beside it (its ``quantization`` object: the same
                            float 4 in groups of 16 (32)               nvfp4 (mxfp4)
                            int 8 with input activations (W8A8)        int8
                            int 4 (W4A16)                              int4
+                           ``ignore`` (names, ``re:`` of .* and text) those modules in 16 bits
+    fp8, awq, fbgemm_fp8   ``modules_to_not_convert`` (parts of names) those modules in 16 bits
 
 The KV format a checkpoint declares is the one engines take by default: vLLM resolves ``--kv-cache-dtype auto`` to
 a ModelOpt checkpoint's ``kv_cache_quant_algo`` (``vllm/utils/torch_utils.py``, ``resolve_kv_cache_dtype_string``)
@@ -65,8 +67,14 @@ class CheckpointFormat:
     note: str = ""
     """For the model's source line: what was read, or which field was not and what to do."""
     exclude: Any = None
-    """A ModelOpt checkpoint's ``exclude_modules`` (``ignore``) as written: the modules it keeps in 16 bits, matched
-    against the model's own (`tokometer.perf.unquantized`); None: no list."""
+    """The modules the checkpoint keeps in 16 bits as fnmatch patterns, matched against the model's own
+    (`tokometer.perf.unquantized`): a ModelOpt ``exclude_modules`` (``ignore``) as written, compressed-tensors'
+    ``ignore`` or transformers' ``modules_to_not_convert`` as their rules read (`_ignored`, `_not_converted`); None:
+    no list."""
+    exclude_field: str = "exclude_modules"
+    """The config field the list came from, as said on the model's source line."""
+    exclude_problem: str = ""
+    """Why the list could not be read as patterns (the modules are then sized in the declared format)."""
 
     @property
     def read(self) -> bool:
@@ -96,7 +104,10 @@ def checkpoint_format(cfg: dict[str, Any], sidecar: Any = None, moe: bool = Fals
         bits = quant.get("bits", 4)
         if _METHODS[method] in ("awq", "gptq") and bits != 4:  # the rows are 4-bit groups of 128
             return _not_read(f"quant_method {method} with bits {_shown(bits)}")
-        return CheckpointFormat(weights=_METHODS[method], note=f"quant_method {method}")
+        kept = quant.get("modules_to_not_convert")
+        return CheckpointFormat(weights=_METHODS[method], note=f"quant_method {method}",
+                                exclude=None if kept is None else _not_converted(kept),
+                                exclude_field="modules_to_not_convert")
     if method in _MODELOPT_METHODS:
         return _modelopt(quant, "quantization_config", moe)
     if method == "compressed-tensors":
@@ -188,7 +199,68 @@ def _compressed_tensors(quant: dict[str, Any]) -> CheckpointFormat:
     if len(formats) != 1 or "" in formats:
         return _not_read("compressed-tensors config_groups of a format not read, or of several")
     weights = formats.pop()
-    return CheckpointFormat(weights=weights, note=f"compressed-tensors {weights}{kv_note}")
+    ignore = quant.get("ignore")
+    try:
+        patterns, problem = (None if ignore is None else _ignored(ignore)), ""
+    except ValueError as exc:
+        patterns, problem = None, str(exc)
+    return CheckpointFormat(weights=weights, note=f"compressed-tensors {weights}{kv_note}", exclude=patterns,
+                            exclude_field="ignore", exclude_problem=problem)
+
+
+def _literal(text: str) -> str:
+    """``text`` as an fnmatch pattern that matches it alone (its wildcard characters bracketed)."""
+    return "".join(f"[{ch}]" if ch in "*?[" else ch for ch in text)
+
+
+def _not_converted(keys: Any) -> Any:
+    """transformers' ``modules_to_not_convert`` as fnmatch patterns: a module is left unquantised when a key is part
+    of its name (``any(key in name for key in modules_to_not_convert)``), so each key is ``*key*``; anything but a
+    list of strings is passed on as written, for `tokometer.perf.unquantized` to say why it is not read."""
+    if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
+        return keys
+    return [f"*{_literal(key)}*" for key in keys]
+
+
+_REGEX_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-/:")
+
+
+def _regex_as_glob(regex: str) -> str:
+    """A compressed-tensors ``re:`` entry (matched with ``re.match``: from the name's start) as the fnmatch pattern
+    that matches the same names, for the regular expressions made of ``.*``, ``.+``, ``.``, escaped punctuation,
+    letters, digits and ``_-/:``, with an optional ``^`` first and ``$`` last; ValueError for any other (this does
+    not run a checkpoint's regular expression, whose time is not bounded)."""
+    body, end = regex[1:] if regex.startswith("^") else regex, "*"
+    if body.endswith("$") and not body.endswith("\\$"):
+        body, end = body[:-1], ""
+    out, i = [], 0
+    while i < len(body):
+        ch, nxt = body[i], body[i + 1:i + 2]
+        if ch == "." and nxt and nxt in "*+":
+            out.append("*" if nxt == "*" else "?*")
+            i += 2
+        elif ch == ".":
+            out.append("?")
+            i += 1
+        elif ch == "\\" and nxt and not nxt.isalnum():
+            out.append(_literal(nxt))
+            i += 2
+        elif ch in _REGEX_LITERAL:
+            out.append(ch)
+            i += 1
+        else:
+            raise ValueError(f"its ignore entry {_shown('re:' + regex)} is a regular expression beyond '.*', '.' and "
+                             "literal text")
+    return "".join(out) + end
+
+
+def _ignored(entries: Any) -> Any:
+    """compressed-tensors' ``ignore`` list as fnmatch patterns: a module's exact name as itself, an ``re:`` entry by
+    `_regex_as_glob` (ValueError where it cannot be); anything but a list of strings as written, for
+    `tokometer.perf.unquantized` to say why it is not read."""
+    if not isinstance(entries, list) or not all(isinstance(e, str) and e for e in entries):
+        return entries
+    return [_regex_as_glob(e[3:]) if e.startswith("re:") else _literal(e) for e in entries]
 
 
 def _group_formats(groups: Iterable[Any]) -> Iterable[str]:

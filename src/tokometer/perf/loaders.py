@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tokometer.perf.catalog import BUILTIN_MODELS, MODEL_ALIASES
-from tokometer.perf.checkpointquant import checkpoint_format
+from tokometer.perf.checkpointquant import CheckpointFormat, checkpoint_format
 from tokometer.perf.hybrid import (
     MAX_SIZE,
     BlockPattern,
@@ -272,16 +272,21 @@ def _check_shapes(spec: ModelSpec) -> None:
         raise ValueError(f"its shapes give {spec.params:,.0f} parameters, {spec.active:,.0f} of them active")
 
 
-def _kept_modules(cfg: dict[str, Any], exclude: Any, declared: str) -> tuple[KeptModules, str]:
-    """The modules a ModelOpt checkpoint's ``exclude`` list keeps in 16 bits (`kept_modules`) and what its source line
-    says of them: how many parameters and where; where the list is not matched, why, and that they are sized in the
-    ``declared`` format."""
+def _kept_modules(cfg: dict[str, Any], fmt: CheckpointFormat) -> tuple[KeptModules, str]:
+    """The modules a checkpoint's list (``fmt.exclude``) keeps in 16 bits (`kept_modules`) and what its source line
+    says of them: how many parameters and where; where the list is not read or not matched, why, and that they are
+    sized in the declared format."""
+    declared, field = fmt.weights or fmt.experts, fmt.exclude_field
+    if fmt.exclude_problem:
+        return KeptModules(), f"{fmt.exclude_problem}: the modules its {field} names are sized in {declared}"
+    if fmt.exclude is None:
+        return KeptModules(), ""
     try:
-        kept = kept_modules(cfg, exclude)
+        kept = kept_modules(cfg, fmt.exclude, field)
     except NotMatched as exc:
-        return KeptModules(), f"{exc}: its exclude_modules are sized in {declared}"
+        return KeptModules(), f"{exc}: the modules its {field} names are sized in {declared}"
     total = kept.params + kept.expert_params
-    return kept, f"exclude_modules: {total / 1e9:,.2f} B params in 16 bits, {kept.where}" if total else ""
+    return kept, f"{field}: {total / 1e9:,.2f} B params in 16 bits, {kept.where}" if total else ""
 
 
 def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None = None,
@@ -300,8 +305,7 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
         raise ConfigError(f"{name}: config.json lacks a field the estimate needs, or has one out of range "
                           f"({exc})") from exc
     fmt = checkpoint_format(cfg, quant_sidecar, spec.is_moe)
-    kept, kept_note = (_kept_modules(cfg, fmt.exclude, fmt.weights or fmt.experts)
-                       if fmt.read and fmt.exclude is not None else (KeptModules(), ""))
+    kept, kept_note = _kept_modules(cfg, fmt) if fmt.read else (KeptModules(), "")
     note = "; ".join(filter(None, (fmt.note, kept_note)))
     if note:
         spec = replace(spec, source=f"{spec.source} ({note})")

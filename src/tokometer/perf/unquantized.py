@@ -73,11 +73,12 @@ class KeptModules:
     """In words: which kinds of module, in how many layers."""
 
 
-def kept_modules(cfg: dict[str, Any], patterns: Any) -> KeptModules:
-    """The parameters ``patterns`` (an ``exclude_modules`` list) keep out of the quantised format in the model
-    ``cfg`` describes (merged with its ``text_config``; module docstring). `NotMatched` for patterns that are not a
-    list of strings within the bounds, or a model whose modules are not named here."""
-    matcher = _Patterns(patterns)
+def kept_modules(cfg: dict[str, Any], patterns: Any, field: str = "exclude_modules") -> KeptModules:
+    """The parameters ``patterns`` (an ``exclude_modules`` list, or another list of fnmatch patterns, called
+    ``field`` in what is said) keep out of the quantised format in the model ``cfg`` describes (merged with its
+    ``text_config``; module docstring). `NotMatched` for patterns that are not a list of strings within the bounds,
+    or a model whose modules are not named here."""
+    matcher = _Patterns(patterns, field)
     layers = _whole(cfg.get("num_hidden_layers"))
     if not 1 <= layers <= MAX_LAYERS:
         raise NotMatched(f"a model of {layers} layers is not matched (at most {MAX_LAYERS})")
@@ -110,18 +111,17 @@ class _Patterns:
     that a module name is tried only against the patterns that can match it; each try counted against
     `MAX_WORK`."""
 
-    def __init__(self, patterns: Any) -> None:
+    def __init__(self, patterns: Any, field: str) -> None:
         if not isinstance(patterns, list):
-            raise NotMatched(f"exclude_modules is a JSON {type(patterns).__name__}, not a list")
+            raise NotMatched(f"{field} is a JSON {type(patterns).__name__}, not a list")
         if len(patterns) > MAX_PATTERNS:
-            raise NotMatched(f"exclude_modules lists {len(patterns):,} patterns (at most {MAX_PATTERNS:,} are "
-                             "matched)")
+            raise NotMatched(f"{field} lists {len(patterns):,} patterns (at most {MAX_PATTERNS:,} are matched)")
         if not all(isinstance(p, str) and 0 < len(p) <= MAX_PATTERN_CHARS for p in patterns):
-            raise NotMatched(f"exclude_modules holds an entry that is not a pattern of 1 to {MAX_PATTERN_CHARS} "
-                             "characters")
+            raise NotMatched(f"{field} holds an entry that is not a pattern of 1 to {MAX_PATTERN_CHARS} characters")
         unique = list(dict.fromkeys(patterns))
         if sum(map(len, unique)) > MAX_TOTAL_CHARS:
-            raise NotMatched(f"exclude_modules' patterns hold more than {MAX_TOTAL_CHARS:,} characters together")
+            raise NotMatched(f"the {field} patterns hold more than {MAX_TOTAL_CHARS:,} characters together")
+        self._field = field
         groups: dict[str, list[str]] = {}
         for pattern in unique:
             cut = next((i for i, ch in enumerate(pattern) if ch in "*?["), len(pattern))
@@ -141,7 +141,7 @@ class _Patterns:
                 continue
             self._work += group[0]
             if self._work > MAX_WORK:
-                raise NotMatched(f"exclude_modules' patterns take more than {MAX_WORK:,} tries to match")
+                raise NotMatched(f"the {self._field} patterns take more than {MAX_WORK:,} tries to match")
             if group[1].match(name):
                 return True
         return False

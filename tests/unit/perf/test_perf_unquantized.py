@@ -138,7 +138,8 @@ def test_a_list_not_matched_is_said_and_sized_in_the_declared_format(exclude: An
         kept_modules(DEEPSEEK, exclude)
     model = model_from_config(DEEPSEEK, "r1", quant_sidecar=_sidecar(exclude))
     assert model.native_dtype == "nvfp4" and model.kept_params == 0
-    assert said.split(" (")[0] in model.source and "its exclude_modules are sized in nvfp4" in model.source
+    assert said.split(" (")[0] in model.source
+    assert "the modules its exclude_modules names are sized in nvfp4" in model.source
 
 
 @pytest.mark.parametrize(("cfg", "said"), [
@@ -149,3 +150,41 @@ def test_a_list_not_matched_is_said_and_sized_in_the_declared_format(exclude: An
 def test_a_model_not_matched_is_said(cfg: dict[str, Any], said: str) -> None:
     with pytest.raises(NotMatched, match=said):
         kept_modules(cfg, ["*self_attn*"])
+
+
+W4A16 = {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"group_0": {
+    "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}}}
+"""A compressed-tensors W4A16 ``quantization_config`` as llm-compressor writes one."""
+
+
+@pytest.mark.parametrize(("ignore", "layers"), [
+    (["lm_head", "re:.*self_attn.*"], 80),
+    (["lm_head", "re:^model\\.layers\\.0\\..*"], 1),  # the first layer's attention and MLP
+    (["lm_head", "re:.*layers.7.self_attn.(q|k)_proj"], None),  # a group: not read
+    (["lm_head", "model.layers.3.self_attn.q_proj", "model.layers.3.self_attn.k_proj",
+      "model.layers.3.self_attn.v_proj", "model.layers.3.self_attn.o_proj"], 1),  # exact names
+])
+def test_a_compressed_tensors_ignore_list(ignore: list[str], layers: int | None) -> None:
+    model = model_from_config({**LLAMA, "quantization_config": {**W4A16, "ignore": ignore}}, "70b")
+    assert model.native_dtype == "int4"
+    attention = 8192 * 8192 * 2 + 2 * 8192 * 1024
+    if layers is None:
+        assert model.kept_params == 0
+        assert "its ignore entry 're:.*layers.7.self_attn.(q|k)_proj' is a regular expression beyond '.*', '.' and " \
+               "literal text: the modules its ignore names are sized in int4" in model.source
+    elif ignore[1].startswith("re:^"):
+        assert model.kept_params == attention + 3 * 8192 * 28672 and "dense MLP in 1 of 80 layers" in model.source
+    else:
+        assert model.kept_params == layers * attention and "ignore: " in model.source
+        assert f"attention in {layers} of 80 layers" in model.source
+
+
+def test_transformers_modules_to_not_convert_are_parts_of_names() -> None:
+    quant = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128],
+             "modules_to_not_convert": ["lm_head", "self_attn"]}
+    model = model_from_config({**LLAMA, "quantization_config": quant}, "70b")
+    assert model.native_dtype == "fp8" and model.kept_params == 80 * (8192 * 8192 * 2 + 2 * 8192 * 1024)
+    assert "modules_to_not_convert: " in model.source
+    # AWQ's usual ["visual"] names no module of the language model; a key of [ * ? stays literal
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "modules_to_not_convert": ["visual", "[*?"]}
+    assert model_from_config({**LLAMA, "quantization_config": awq}, "70b").kept_params == 0
