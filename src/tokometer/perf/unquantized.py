@@ -1,4 +1,4 @@
-"""The linear layers a ModelOpt checkpoint keeps in its 16-bit dtype: its ``exclude_modules`` patterns matched
+"""The linear layers a quantised checkpoint keeps in its 16-bit dtype: its list of them as fnmatch patterns matched
 against the modules the config's shapes imply.
 
 TensorRT Model Optimizer writes, beside a checkpoint's ``quant_algo``, the modules it left unquantised as
@@ -7,6 +7,9 @@ TensorRT Model Optimizer writes, beside a checkpoint's ``quant_algo``, the modul
 TensorRT-LLM load those modules in the checkpoint's own dtype. NVIDIA's DeepSeek R1 FP4 exports keep the attention
 so (the v2 ones all of it but ``o_proj``): over 11 B parameters, 4 % of the weights, and, with attention data
 parallel, a whole copy of them on every GPU.
+
+compressed-tensors' ``ignore`` and transformers' ``modules_to_not_convert`` name them by other rules; their lists
+come here as the fnmatch patterns that match the same names (`tokometer.perf.checkpointquant`).
 
 Each layer's linear modules are named as Hugging Face's decoder layers name them, under any of the usual roots
 (``model.layers``, ``model.language_model.layers``, ``language_model.model.layers``, ``language_model.layers``),
