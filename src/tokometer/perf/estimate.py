@@ -212,6 +212,8 @@ class Estimate:
         d = self.deployment
         return {
             "model": {"name": d.model.name, "params": d.model.params, "active_params": d.model.active,
+                      "kept_16_bit_params": (d.model.kept_params + d.model.kept_expert_params
+                                             if d.model.is_native(d.weight_dtype) else 0.0),
                       "source": d.model.source},
             "hardware": {"name": d.hardware.name, "memory_gib": d.hardware.memory_gb,
                          "bandwidth_gbs": d.hardware.bandwidth_gbs, "link_gbs": d.hardware.link_gbs,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tokometer.perf import hardware_table
+from tokometer.perf import estimate, hardware_table
 from tokometer.perf.explain import weights_arithmetic
 from tokometer.perf.loaders import model_from_config, resolve_model
 from tokometer.perf.roofline import Deployment
@@ -188,3 +188,13 @@ def test_transformers_modules_to_not_convert_are_parts_of_names() -> None:
     # AWQ's usual ["visual"] names no module of the language model; a key of [ * ? stays literal
     awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "modules_to_not_convert": ["visual", "[*?"]}
     assert model_from_config({**LLAMA, "quantization_config": awq}, "70b").kept_params == 0
+
+
+def test_the_json_gives_the_kept_parameters_in_the_checkpoints_own_format(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(DEEPSEEK))
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(_sidecar(["lm_head", "*self_attn*"])))
+    b200 = hardware_table()["B200"]
+    own = estimate(Deployment(resolve_model(str(tmp_path)), b200, "nvfp4", "fp8", tp=8), [1], 1000, 1000).to_json()
+    assert own["model"]["kept_16_bit_params"] == 61 * (Q_A + Q_B + KV_A + KV_B + O_PROJ)
+    other = estimate(Deployment(resolve_model(str(tmp_path)), b200, "fp8", "fp8", tp=8), [1], 1000, 1000).to_json()
+    assert other["model"]["kept_16_bit_params"] == 0
