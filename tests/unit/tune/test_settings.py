@@ -111,7 +111,7 @@ def test_unknown_names_pass_through_as_the_engines_own_flags() -> None:
     ("vllm", "gpu-memory-utilization", "nan", "a number from 0.05 to 0.99"),
     ("vllm", "kv-cache-gb", "0", "a number above 0"),
     ("vllm", "kv-cache-gb", "1e3", "a number above 0"),
-    ("vllm", "kv-cache-dtype", "int3", "one of auto, fp8"),
+    ("vllm", "kv-cache-dtype", "int3", "one of auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2, nvfp4"),
     ("vllm", "dtype", "fp4", "one of auto, bfloat16"),
     ("vllm", "quantization", "Q8_0", "one of fp8, awq, gptq"),
 ])
