@@ -35,6 +35,7 @@ from tokometer.perf.hybrid import (
     recurrent_layers,
 )
 from tokometer.perf.model import ModelSpec
+from tokometer.perf.moelayout import moe_layout
 from tokometer.perf.quant import normalize_dtype
 from tokometer.perf.unquantized import KeptModules, NotMatched, kept_modules
 from tokometer.util.errors import ConfigError
@@ -75,19 +76,6 @@ def _layer_params(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, h
     gate = bool(cfg.get("attn_output_gate", str(cfg.get("model_type", "")).startswith(("qwen3_next", "qwen3_5"))))
     q = hidden * heads * head_dim * (2 if gate else 1)  # a gated attention's q projection also makes its gate
     return float(q + hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim)  # q (+ gate), o; k, v
-
-
-def _dense_and_shared(cfg: dict[str, Any], layers: int, inter: int) -> tuple[int, int, int]:
-    """(dense MLP layers, their width, shared-expert width per MoE layer) of a mixture of experts: DeepSeek's
-    first ``first_k_dense_replace`` layers are dense; Llama 4 has a dense layer (``intermediate_size_mlp``)
-    between MoE layers when ``interleave_moe_layer_step`` is 2, and one shared expert of ``intermediate_size``."""
-    moe_inter = int(cfg.get("moe_intermediate_size") or 0)
-    shared = (int(cfg.get("shared_expert_intermediate_size") or cfg.get("shared_intermediate_size") or 0)
-              or int(cfg.get("n_shared_experts") or 0) * moe_inter)
-    if str(cfg.get("model_type", "")).startswith("llama4"):
-        step = max(1, int(cfg.get("interleave_moe_layer_step") or 1))
-        return layers - layers // step, int(cfg.get("intermediate_size_mlp") or inter), shared or inter
-    return int(cfg.get("first_k_dense_replace") or 0), inter, shared
 
 
 def _sliding(cfg: dict[str, Any]) -> tuple[int, int]:
@@ -142,9 +130,10 @@ def _params_from_config(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: 
         mlp = 3.0 * hidden * int(cfg.get("shared_intermediate_size") or inter) * layers
         return attention + mlp + embeddings, attention + mlp + embeddings, 0, 0
     expert_size = 3.0 * hidden * int(cfg.get("moe_intermediate_size") or inter)
-    dense_layers, dense_width, shared_width = _dense_and_shared(cfg, layers, inter)
+    moe, dense_width, shared_width = moe_layout(cfg, layers, inter)
     shared = 3.0 * hidden * shared_width
-    moe_layers = layers - dense_layers
+    moe_layers = len(moe)
+    dense_layers = layers - moe_layers
     dense = 3.0 * hidden * dense_width * dense_layers
     total = attention + dense + moe_layers * (experts * expert_size + shared + hidden * experts) + embeddings
     active = attention + dense + moe_layers * (per_token * expert_size + shared + hidden * experts) + embeddings

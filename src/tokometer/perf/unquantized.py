@@ -24,10 +24,10 @@ each with its parameters from the config's shapes:
 
 A module is kept when any spelling of its name matches a pattern. The embeddings and the LM head are counted in
 16 bits whatever the list (`tokometer.perf.model.ModelSpec.weight_bytes_split`), so not here. DeepSeek's dense
-first layers and Llama 4's interleaved dense layers are told from its MoE layers as the parameter count tells them
-(`tokometer.perf.loaders`). A config of single blocks (Nemotron-H) or with linear-attention layers is not matched,
-nor a list beyond `MAX_PATTERNS`, `MAX_PATTERN_CHARS` or `MAX_TOTAL_CHARS`, a model deeper than `MAX_LAYERS`, or a
-matching that would take more than `MAX_WORK` tries: `NotMatched`, and the caller says so.
+first layers and Llama 4's interleaved dense layers are told from its MoE layers by the rule the parameter count
+reads (`tokometer.perf.moelayout`). A config of single blocks (Nemotron-H) or with linear-attention layers is not
+matched, nor a list beyond `MAX_PATTERNS`, `MAX_PATTERN_CHARS` or `MAX_TOTAL_CHARS`, a model deeper than
+`MAX_LAYERS`, or a matching that would take more than `MAX_WORK` tries: `NotMatched`, and the caller says so.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from tokometer.perf.moelayout import moe_layout
 
 __all__ = ["MAX_LAYERS", "MAX_PATTERNS", "MAX_PATTERN_CHARS", "MAX_TOTAL_CHARS", "MAX_WORK", "KeptModules",
            "NotMatched", "kept_modules"]
@@ -181,25 +183,18 @@ def _attention(cfg: dict[str, Any]) -> list[tuple[tuple[str, ...], float]]:
             (("self_attn.o_proj",), heads * head_dim * hidden)]
 
 
-def _mlp_shapes(cfg: dict[str, Any], layers: int) -> tuple[set[int], int, int, int, int]:
+def _mlp_shapes(cfg: dict[str, Any], layers: int) -> tuple[frozenset[int], int, int, int, int]:
     """(the MoE layers, a dense layer's MLP width, a MoE layer's shared-expert width, a routed expert's width, the
-    routed experts), as the parameter count reads them (`tokometer.perf.loaders`)."""
+    routed experts), as the parameter count reads them (`tokometer.perf.moelayout`)."""
     hidden = _whole(cfg.get("hidden_size"))
     inter = _whole(cfg.get("intermediate_size")) or 4 * hidden
     experts = _whole(cfg.get("num_local_experts")) or _whole(cfg.get("n_routed_experts")) or _whole(
         cfg.get("num_experts"))
     per_token = _whole(cfg.get("num_experts_per_tok")) or _whole(cfg.get("experts_per_token"))
     if experts <= 1 or per_token <= 0:
-        return set(), inter, 0, 0, 0
-    moe_inter = _whole(cfg.get("moe_intermediate_size"))
-    shared = (_whole(cfg.get("shared_expert_intermediate_size")) or _whole(cfg.get("shared_intermediate_size"))
-              or _whole(cfg.get("n_shared_experts")) * moe_inter)
-    if str(cfg.get("model_type", "")).startswith("llama4"):
-        step = max(1, _whole(cfg.get("interleave_moe_layer_step")) or 1)
-        moe = {layer for layer in range(layers) if (layer + 1) % step == 0}
-        return moe, _whole(cfg.get("intermediate_size_mlp")) or inter, shared or inter, moe_inter or inter, experts
-    first_dense = _whole(cfg.get("first_k_dense_replace"))
-    return set(range(first_dense, layers)), inter, shared, moe_inter or inter, experts
+        return frozenset(), inter, 0, 0, 0
+    moe, dense, shared = moe_layout(cfg, layers, inter)
+    return moe, dense, shared, _whole(cfg.get("moe_intermediate_size")) or inter, experts
 
 
 def _layer_modules(moe: bool, attention: list[tuple[tuple[str, ...], float]], hidden: int, dense: int,
