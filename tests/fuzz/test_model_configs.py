@@ -102,7 +102,9 @@ _quant = st.fixed_dictionaries({}, optional={
     "quantized_layers": st.dictionaries(st.sampled_from(["a.experts", "b.q_proj", "c"]),
                                         st.fixed_dictionaries({}, optional={"quant_algo": _quant_value}) | _json,
                                         max_size=3) | _json,
-    "kv_cache_scheme": st.fixed_dictionaries({}, optional={"num_bits": _quant_value, "type": _quant_value}) | _json,
+    "kv_cache_scheme": st.fixed_dictionaries({}, optional={
+        "num_bits": _quant_value, "type": _quant_value, "dynamic": _quant_value | st.booleans(),
+        "symmetric": _quant_value | st.booleans(), "strategy": _quant_value}) | _json,
     "exclude_modules": _excluded, "ignore": _excluded, "modules_to_not_convert": _excluded})
 
 

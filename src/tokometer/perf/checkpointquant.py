@@ -21,12 +21,22 @@ TensorRT Model Optimizer writes beside it (its ``quantization`` object: the same
                            ``ignore`` (names, ``re:`` of .* and text) those modules in 16 bits
     fp8, awq, fbgemm_fp8   ``modules_to_not_convert`` (parts of names) those modules in 16 bits
 
-The KV format a checkpoint declares is the one engines take by default: vLLM resolves ``--kv-cache-dtype auto`` to
-a ModelOpt checkpoint's ``kv_cache_quant_algo`` (``vllm/utils/torch_utils.py``, ``resolve_kv_cache_dtype_string``)
-and TensorRT-LLM reads it as its cache's format. A compressed-tensors ``kv_cache_scheme`` holds the scales for an
-8-bit cache vLLM uses when asked (``--kv-cache-dtype fp8``), so it is named, not taken. Anything else (another
-method, a format these rows do not list, mixed groups) leaves the weights in the config's ``torch_dtype`` and the
-model's source line says which field was not read and that ``--dtype`` sets the format.
+The KV format a checkpoint declares is the one engines take by default, as vLLM 0.32 reads it when
+``--kv-cache-dtype`` is ``auto`` (TensorRT-LLM reads a ModelOpt ``kv_cache_quant_algo`` as its cache's format too):
+
+    ModelOpt            ``kv_cache_scheme`` object (config.json's form) first, else ``kv_cache_quant_algo``
+                        (``vllm/utils/torch_utils.py``, ``get_kv_cache_quant_algo_string``):
+                        float, num_bits 8, dynamic false: fp8; float, num_bits 4: nvfp4; FP8: fp8; NVFP4: nvfp4
+                        (INT8: TensorRT-LLM's int8); anything else: vLLM's 16-bit cache
+    compressed-tensors  ``kv_cache_scheme`` (``vllm/model_executor/layers/attention/attention.py``): fp8 for any
+                        scheme, which vLLM loads only as float, num_bits 8, symmetric, per tensor or attention
+                        head (``CompressedTensorsKVCacheMethod.validate_kv_cache_scheme``); another one is said
+                        on the source line and the cache taken in 16 bits
+
+A checkpoint that declares only its cache (llm-compressor's KV-cache recipe: no ``config_groups``) keeps its
+weights in ``torch_dtype``. Anything else (another method, a format these rows do not list, mixed groups) leaves
+the weights in the config's ``torch_dtype`` and the model's source line says which field was not read and that
+``--dtype`` sets the format; the cache it declares is still taken.
 """
 
 from __future__ import annotations
@@ -75,6 +85,8 @@ class CheckpointFormat:
     """The config field the list came from, as said on the model's source line."""
     exclude_problem: str = ""
     """Why the list could not be read as patterns (the modules are then sized in the declared format)."""
+    unread: bool = False
+    """The config declares a weight format the estimate does not read (sized in ``torch_dtype``, said in `note`)."""
 
     @property
     def read(self) -> bool:
@@ -125,8 +137,10 @@ def _shown(value: Any) -> str:
     return quoted(value, _SHOWN) if isinstance(value, str) else clipped(repr(value), _SHOWN)
 
 
-def _not_read(why: str) -> CheckpointFormat:
-    return CheckpointFormat(note=f"{why}: sized in its torch_dtype; give --dtype for its format")
+def _not_read(why: str, kv: str = "", kv_note: str = "") -> CheckpointFormat:
+    declared = f"; KV cache {kv}, as it declares" if kv else kv_note
+    return CheckpointFormat(kv=kv, note=f"{why}: sized in its torch_dtype; give --dtype for its format{declared}",
+                            unread=True)
 
 
 def _modelopt_algo(algo: Any) -> str:
@@ -142,26 +156,53 @@ def _modelopt_algo(algo: Any) -> str:
 def _modelopt(quant: dict[str, Any], where: str, moe: bool) -> CheckpointFormat:
     """A ModelOpt config (``quant_algo``, ``kv_cache_quant_algo``, a mixed one's ``quantized_layers``)."""
     algo = _text(quant.get("quant_algo"))
-    kv, kv_note = _declared_kv(quant.get("kv_cache_quant_algo"))
+    kv, kv_note = _declared_kv(quant.get("kv_cache_scheme") or quant.get("kv_cache_quant_algo"))
     if algo.lower() == "mixed_precision":
         weights, experts = _mixed(quant.get("quantized_layers"), moe)
     else:
         weights, experts = _modelopt_algo(algo), ""
     if not weights:
-        return _not_read(f"{where}'s quant_algo {_shown(quant.get('quant_algo'))} is not read")
+        return _not_read(f"{where}'s quant_algo {_shown(quant.get('quant_algo'))} is not read", kv, kv_note)
     note = f"{where}: ModelOpt {algo}" + (f", the experts in {experts}" if experts else "") + kv_note
     exclude = quant.get("exclude_modules", quant.get("ignore"))
     return CheckpointFormat(weights=weights, experts=experts, kv=kv, note=note, exclude=exclude)
 
 
-def _declared_kv(algo: Any) -> tuple[str, str]:
-    """(the KV format a ModelOpt ``kv_cache_quant_algo`` declares, "" if none or not modelled; its note)."""
-    if algo is None:
+def _declared_kv(declared: Any) -> tuple[str, str]:
+    """(the KV format a ModelOpt ``kv_cache_scheme`` object or ``kv_cache_quant_algo`` declares, "" if none or one
+    vLLM falls back to 16 bits for; its note), by vLLM's rule (module docstring)."""
+    if declared is None:
         return "", ""
-    fmt = _KV_ALGOS.get(_text(algo).lower(), "")
+    if isinstance(declared, dict):
+        bits, kind, dynamic = declared.get("num_bits"), declared.get("type"), declared.get("dynamic")
+        if kind == "float" and bits == 8 and dynamic is False:
+            return "fp8", ", KV cache fp8 (kv_cache_scheme)"
+        if kind == "float" and bits == 4:
+            return "nvfp4", ", KV cache nvfp4 (kv_cache_scheme)"
+        return "", f"; its kv_cache_scheme ({_scheme(declared)}) is one vLLM keeps in 16 bits (give --kv-dtype)"
+    fmt = _KV_ALGOS.get(_text(declared).lower(), "")
     if fmt:
         return fmt, f", KV cache {fmt}"
-    return "", f"; its KV cache {_shown(algo)} is not modelled (give --kv-dtype)"
+    return "", f"; its KV cache {_shown(declared)} is not modelled (give --kv-dtype)"
+
+
+def _compressed_kv(scheme: Any) -> tuple[str, str]:
+    """(the KV format a compressed-tensors ``kv_cache_scheme`` declares, ""; its note): fp8 for the one scheme vLLM
+    loads (module docstring); another is said, the cache then in 16 bits."""
+    if scheme is None:
+        return "", ""
+    if isinstance(scheme, dict) and scheme.get("type") == "float" and scheme.get("num_bits") == 8 and \
+            scheme.get("symmetric") and scheme.get("strategy") in ("tensor", "attn_head"):
+        return "fp8", ", KV cache fp8 (kv_cache_scheme)"
+    shown = _scheme(scheme) if isinstance(scheme, dict) else _shown(scheme)
+    return "", (f"; its kv_cache_scheme ({shown}) is not one vLLM loads (float, num_bits 8, symmetric, per tensor "
+                "or attention head): the cache taken in 16 bits (give --kv-dtype)")
+
+
+def _scheme(scheme: dict[str, Any]) -> str:
+    """A KV scheme's fields as a note quotes them."""
+    return ", ".join(f"{key} {_shown(scheme.get(key))}" for key in ("type", "num_bits", "dynamic", "symmetric",
+                                                                      "strategy") if key in scheme) or "empty"
 
 
 def _mixed(layers: Any, moe: bool) -> tuple[str, str]:
@@ -187,24 +228,22 @@ def _mixed(layers: Any, moe: bool) -> tuple[str, str]:
 
 
 def _compressed_tensors(quant: dict[str, Any]) -> CheckpointFormat:
-    """A compressed-tensors config: its ``config_groups``' one format (mixed groups are not read)."""
+    """A compressed-tensors config: its ``config_groups``' one format (mixed groups are not read) and the cache its
+    ``kv_cache_scheme`` declares; a config of a cache alone keeps the weights in ``torch_dtype``."""
     groups = quant.get("config_groups")
+    kv, kv_note = _compressed_kv(quant.get("kv_cache_scheme"))
+    if (groups is None or groups == {}) and (kv or kv_note):
+        return CheckpointFormat(kv=kv, note=f"compressed-tensors: the weights in torch_dtype{kv_note}")
     formats = set(_group_formats(groups.values())) if isinstance(groups, dict) and groups else {""}
-    kv = quant.get("kv_cache_scheme")
-    kv_note = ""
-    if isinstance(kv, dict):
-        bits, kind = kv.get("num_bits"), _text(kv.get("type"))
-        kv_note = (f"; its kv_cache_scheme ({kind} {bits}-bit) holds scales for an 8-bit cache, taken with "
-                   "--kv-dtype fp8" if bits == 8 else "")
     if len(formats) != 1 or "" in formats:
-        return _not_read("compressed-tensors config_groups of a format not read, or of several")
+        return _not_read("compressed-tensors config_groups of a format not read, or of several", kv, kv_note)
     weights = formats.pop()
     ignore = quant.get("ignore")
     try:
         patterns, problem = (None if ignore is None else _ignored(ignore)), ""
     except ValueError as exc:
         patterns, problem = None, str(exc)
-    return CheckpointFormat(weights=weights, note=f"compressed-tensors {weights}{kv_note}", exclude=patterns,
+    return CheckpointFormat(weights=weights, kv=kv, note=f"compressed-tensors {weights}{kv_note}", exclude=patterns,
                             exclude_field="ignore", exclude_problem=problem)
 
 

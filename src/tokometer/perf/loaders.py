@@ -298,17 +298,17 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
     note = "; ".join(filter(None, (fmt.note, kept_note)))
     if note:
         spec = replace(spec, source=f"{spec.source} ({note})")
+    spec = replace(spec, native_kv_dtype=fmt.kv)
     if fmt.read:  # gpt-oss: experts in mxfp4, the rest in torch_dtype
         return replace(spec, native_dtype=fmt.weights or spec.native_dtype, expert_dtype=fmt.experts,
-                       native_kv_dtype=fmt.kv, weight_bytes=weight_bytes, kept_params=kept.params,
-                       kept_expert_params=kept.expert_params)
-    if fmt.note:  # a format not read: the files' size is not the torch_dtype's
+                       weight_bytes=weight_bytes, kept_params=kept.params, kept_expert_params=kept.expert_params)
+    if fmt.unread:  # a format not read: the files' size is not the torch_dtype's
         return spec
     if weight_bytes and spec.native_dtype in _NATIVE_BYTES:
         scale = weight_bytes / _NATIVE_BYTES[spec.native_dtype] / spec.params
         return replace(spec, params=spec.params * scale,
                        active_params=spec.active_params * scale if spec.active_params else None,
-                       weight_bytes=weight_bytes, source=f"{source} + safetensors sizes")
+                       weight_bytes=weight_bytes, source=f"{spec.source} + safetensors sizes")
     return spec
 
 

@@ -100,11 +100,64 @@ def test_nvfp4_and_fp8_weights_default_to_an_fp8_cache_and_other_formats_to_bf16
         ["fp8", "fp8", "fp8", "bf16", "bf16", "bf16", "bf16"]
 
 
-def test_a_compressed_tensors_kv_scheme_is_named_not_taken() -> None:
-    fmt = checkpoint_format({**LLAMA, "quantization_config": {**W4A16, "kv_cache_scheme": {
-        "num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}}})
-    assert fmt.weights == "int4" and fmt.kv == ""
-    assert "kv_cache_scheme (float 8-bit) holds scales for an 8-bit cache, taken with --kv-dtype fp8" in fmt.note
+FP8_KV = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
+"""The ``kv_cache_scheme`` llm-compressor writes for an FP8 KV cache."""
+
+
+def test_a_compressed_tensors_kv_scheme_is_the_cache_vllm_takes_by_default(tmp_path: Path) -> None:
+    fmt = checkpoint_format({**LLAMA, "quantization_config": {**W4A16, "kv_cache_scheme": FP8_KV}})
+    assert (fmt.weights, fmt.kv, fmt.note) == ("int4", "fp8", "compressed-tensors int4, KV cache fp8 (kv_cache_scheme)")
+    model = resolve_model(_write(tmp_path, {**LLAMA, "quantization_config": {**W4A16, "kv_cache_scheme": FP8_KV}}))
+    assert model.native_kv_dtype == "fp8" and model.default_kv("int4") == "fp8"
+    assert _deployment(EstimateSpec(), str(tmp_path), "H100").kv_dtype == "fp8"
+    assert _deployment(EstimateSpec(kv_dtype="bf16"), str(tmp_path), "H100").kv_dtype == "bf16"  # the flag wins
+
+
+def test_a_checkpoint_of_its_cache_alone_keeps_its_weights_in_torch_dtype(tmp_path: Path) -> None:
+    """llm-compressor's KV-cache recipe: a ``kv_cache_scheme`` and no ``config_groups``; the files' size still
+    scales the parameters, as for any 16-bit checkpoint."""
+    quant = {"quant_method": "compressed-tensors", "format": "dense", "kv_cache_scheme": FP8_KV, "ignore": []}
+    (tmp_path / "model-00001.safetensors").write_bytes(b"\0" * 4096)
+    model = resolve_model(_write(tmp_path, {**LLAMA, "quantization_config": quant}))
+    assert (model.native_dtype, model.native_kv_dtype, model.weight_bytes) == ("bf16", "fp8", 4096.0)
+    assert "compressed-tensors: the weights in torch_dtype, KV cache fp8 (kv_cache_scheme)" in model.source
+    assert "safetensors sizes" in model.source
+
+
+@pytest.mark.parametrize("scheme", [
+    {**FP8_KV, "type": "int"}, {**FP8_KV, "num_bits": 4}, {**FP8_KV, "symmetric": False},
+    {**FP8_KV, "strategy": "channel"}, {}, "fp8", [8], {"num_bits": [8] * 10, "type": {"float": 1}},
+])
+def test_a_kv_scheme_vllm_does_not_load_is_said_and_the_cache_taken_in_16_bits(scheme: Any) -> None:
+    fmt = checkpoint_format({**LLAMA, "quantization_config": {**W4A16, "kv_cache_scheme": scheme}})
+    assert (fmt.weights, fmt.kv) == ("int4", "")
+    assert "is not one vLLM loads (float, num_bits 8, symmetric, per tensor or attention head)" in fmt.note
+
+
+@pytest.mark.parametrize(("kv_fields", "kv"), [
+    ({"kv_cache_scheme": FP8_KV}, "fp8"),
+    ({"kv_cache_scheme": {"num_bits": 4, "type": "float", "dynamic": False}}, "nvfp4"),
+    ({"kv_cache_scheme": {**FP8_KV, "dynamic": True}}, ""),  # vLLM wants dynamic false
+    ({"kv_cache_scheme": {"num_bits": 8, "type": "float"}}, ""),  # and written, not left out
+    ({"kv_cache_scheme": FP8_KV, "kv_cache_quant_algo": "NVFP4"}, "fp8"),  # the object first, as vLLM reads it
+    ({"kv_cache_scheme": None, "kv_cache_quant_algo": "NVFP4"}, "nvfp4"),
+])
+def test_a_modelopt_config_json_declares_its_cache_as_vllm_reads_it(kv_fields: dict[str, Any], kv: str) -> None:
+    quant = {"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ["lm_head"], **kv_fields}
+    fmt = checkpoint_format({**LLAMA, "quantization_config": quant})
+    assert (fmt.weights, fmt.kv) == ("nvfp4", kv)
+    assert kv or "is one vLLM keeps in 16 bits (give --kv-dtype)" in fmt.note
+
+
+def test_a_weight_format_not_read_still_takes_the_cache_it_declares(tmp_path: Path) -> None:
+    groups = {"a": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float"}},
+              "b": {"targets": ["re:.*down_proj"], "weights": {"num_bits": 4, "type": "int", "group_size": 128}}}
+    quant = {"quant_method": "compressed-tensors", "config_groups": groups, "kv_cache_scheme": FP8_KV}
+    (tmp_path / "model-00001.safetensors").write_bytes(b"\0" * 4096)
+    model = resolve_model(_write(tmp_path, {**LLAMA, "quantization_config": quant}))
+    assert (model.native_dtype, model.native_kv_dtype, model.weight_bytes) == ("bf16", "fp8", None)
+    assert "of a format not read, or of several: sized in its torch_dtype; give --dtype for its format; KV cache " \
+        "fp8, as it declares" in model.source
 
 
 def test_a_mixed_modelopt_moe_is_its_experts_format_beside_the_rest() -> None:

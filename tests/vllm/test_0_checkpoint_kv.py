@@ -1,0 +1,79 @@
+"""The KV-cache format `estimate` reads from a checkpoint's quantisation config is the one the real vLLM takes
+when ``--kv-cache-dtype`` is ``auto``: each config below is given to vLLM's own code in its venv (the ModelOpt
+resolution its engine arguments call, and the compressed-tensors KV scheme check its attention layers run, after
+which they take fp8) and to `tokometer.perf.checkpointquant`, and the two must agree. No server is started."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+from tests.vllm.conftest import require_vllm
+from tokometer.perf.checkpointquant import checkpoint_format
+
+FP8_KV = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
+W4A16 = {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
+         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+             "num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True}}}}
+CONFIGS: list[dict[str, Any]] = [
+    {"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "FP8"},
+    {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "NVFP4"},
+    {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "nvfp4"},
+    {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "INT4"},
+    {"quant_method": "modelopt", "quant_algo": "NVFP4"},
+    {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_scheme": FP8_KV},
+    {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_scheme": {**FP8_KV, "dynamic": True}},
+    {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_scheme": {"num_bits": 8, "type": "float"}},
+    {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_scheme": {"num_bits": 4, "type": "float"}},
+    {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_scheme": {"num_bits": 8, "type": "int"}},
+    {"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_scheme": FP8_KV, "kv_cache_quant_algo": "NVFP4"},
+    {"quant_method": "modelopt_fp4", "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8"},
+    W4A16,
+    {**W4A16, "kv_cache_scheme": FP8_KV},
+    {**W4A16, "kv_cache_scheme": {**FP8_KV, "strategy": "attn_head"}},
+    {**W4A16, "kv_cache_scheme": {**FP8_KV, "dynamic": True}},
+    {**W4A16, "kv_cache_scheme": {**FP8_KV, "type": "int"}},
+    {**W4A16, "kv_cache_scheme": {**FP8_KV, "num_bits": 4}},
+    {**W4A16, "kv_cache_scheme": {**FP8_KV, "symmetric": False}},
+    {**W4A16, "kv_cache_scheme": {**FP8_KV, "strategy": "channel"}},
+    {**W4A16, "kv_cache_scheme": {"num_bits": 8, "type": "float", "symmetric": True}},
+]
+
+VLLM_SIDE = """
+import json, sys
+from vllm.utils.torch_utils import get_kv_cache_quant_algo_string
+from vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors import (
+    CompressedTensorsKVCacheMethod)
+out = []
+for quant in json.load(sys.stdin):
+    if quant["quant_method"].startswith("modelopt"):
+        out.append({"fp8_e4m3": "fp8", "nvfp4": "nvfp4"}.get(get_kv_cache_quant_algo_string(quant) or "", ""))
+        continue
+    scheme = quant.get("kv_cache_scheme")
+    try:
+        CompressedTensorsKVCacheMethod.validate_kv_cache_scheme(scheme)
+    except Exception:
+        out.append("refused")
+        continue
+    out.append("" if scheme is None else "fp8")  # attention.py: a scheme makes an auto cache fp8
+print(json.dumps(out))
+"""
+
+
+def test_the_cache_a_checkpoint_declares_is_the_one_vllm_takes() -> None:
+    require_vllm()
+    from tokometer.engines.vllm_env import find_prepared_env
+
+    venv = find_prepared_env()
+    assert venv is not None
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", VLLM_SIDE], input=json.dumps(CONFIGS),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    vllm = json.loads(done.stdout.strip().splitlines()[-1])
+    ours = []
+    for quant in CONFIGS:
+        fmt = checkpoint_format({"torch_dtype": "bfloat16", "quantization_config": quant})
+        ours.append("refused" if "is not one vLLM loads" in fmt.note else fmt.kv)
+    assert ours == vllm
+    assert {"fp8", "nvfp4", "", "refused"} <= set(vllm)  # every outcome is among the cases
