@@ -275,6 +275,10 @@ def _kept_modules(cfg: dict[str, Any], fmt: CheckpointFormat) -> tuple[KeptModul
     except NotMatched as exc:
         return KeptModules(), f"{exc}: the modules its {field} names are sized in {declared}"
     total = kept.params + kept.expert_params
+    if kept.unmatched:
+        return kept, (f"its {field} names modules ({quoted(kept.unmatched, 40)}, ...) that match none named here "
+                      f"(model.layers.N.self_attn.q_proj, .mlp.gate_proj, .mlp.experts.E.gate_proj, ...): they are "
+                      f"sized in {declared}")
     return kept, f"{field}: {total / 1e9:,.2f} B params in 16 bits, {kept.where}" if total else ""
 
 

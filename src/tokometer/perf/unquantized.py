@@ -22,7 +22,10 @@ each with its parameters from the config's shapes:
     routed experts   the same under mlp.experts.N, feed_forward.experts.N, or block_sparse_moe.experts.N as
                      w1, w3, w2; the first and the last expert are matched, each standing for half of them
 
-A module is kept when any spelling of its name matches a pattern. The embeddings and the LM head are counted in
+A module is kept when any spelling of its name matches a pattern. A list that names a layer's modules
+(`_LAYER_WORDS`: ``layers``, ``*_proj``, ``attn``, ``mlp``, ``experts``, ...) and matches none here is from a model
+that names them otherwise: `KeptModules.unmatched` holds its first such pattern, and the caller says it (one that
+matches some names and not others is not told apart). The embeddings and the LM head are counted in
 16 bits whatever the list (`tokometer.perf.model.ModelSpec.weight_bytes_split`), so not here. DeepSeek's dense
 first layers and Llama 4's interleaved dense layers are told from its MoE layers by the rule the parameter count
 reads (`tokometer.perf.moelayout`). A config of single blocks (Nemotron-H) or with linear-attention layers is not
@@ -59,6 +62,14 @@ MAX_LAYERS = 1024
 _ROOTS = ("model.layers", "model.language_model.layers", "language_model.model.layers", "language_model.layers")
 _MLP = ("gate_proj", "up_proj", "down_proj")
 _ATTENTION_KINDS = {"full_attention", "sliding_attention", "chunked_attention"}
+_LAYER_WORDS = re.compile(r"layers?\b|_proj|attn|attention|mlp|feed_forward|experts?\b|moe", re.IGNORECASE)
+"""Words of a pattern that names a decoder layer's modules (not the embeddings', the LM head's or a vision
+tower's alone): one that matched nothing is said, as the model's modules are then named otherwise."""
+_OTHER_PARTS = re.compile(r"vision|visual|image|audio|speech|projector|multi_modal|mm_", re.IGNORECASE)
+"""Words of a pattern about another part of a multimodal model, whose modules are not matched here."""
+_ROUTERS = ("mlp.gate", "mlp.router", "block_sparse_moe.gate", "feed_forward.router", "mlp.shared_expert_gate")
+"""A MoE layer's router, as the usual names spell it: matched so that a list keeping it is not said as matching
+nothing, and not counted (hidden × experts parameters a layer)."""
 _OTHER_LAYERS = ("layers_block_type", "hybrid_override_pattern", "linear_num_value_heads")
 """Config keys of models with layers other than attention (Nemotron-H's blocks, Qwen3-Next's linear attention)."""
 
@@ -76,6 +87,9 @@ class KeptModules:
     expert_params: float = 0.0
     where: str = ""
     """In words: which kinds of module, in how many layers."""
+    unmatched: str = ""
+    """Where nothing matched: the first pattern that names a layer's modules (`_LAYER_WORDS`), which then matched
+    none of the names here (a model that names its modules otherwise); "" else."""
 
 
 def kept_modules(cfg: dict[str, Any], patterns: Any, field: str = "exclude_modules") -> KeptModules:
@@ -96,19 +110,24 @@ def kept_modules(cfg: dict[str, Any], patterns: Any, field: str = "exclude_modul
     hidden = _whole(cfg.get("hidden_size"))
     kept: dict[str, int] = {}
     rest = expert_total = 0.0
+    routers = False
     for layer in range(layers):
         for kind, modules in _layer_modules(layer in moe, attention, hidden, dense_width, shared_width):
             share = sum(size for names, size in modules if _any(matcher, layer, names))
             if share:
                 rest += share
                 kept[kind] = kept.get(kind, 0) + 1
+        if layer in moe and not (kept or routers):  # a router kept in 16 bits: matched, not counted (tiny)
+            routers = _any(matcher, layer, _ROUTERS)
         if layer in moe and experts:
             halves = sum(_any(matcher, layer, _expert_names(index)) for index in (0, experts - 1))
             if halves:
                 expert_total += halves / 2 * experts * 3 * hidden * expert_width
                 kept["routed experts"] = kept.get("routed experts", 0) + 1
     where = ", ".join(f"{kind} in {count} of {layers} layers" for kind, count in kept.items())
-    return KeptModules(rest, expert_total, where)
+    unmatched = "" if kept or routers else next(
+        (p for p in dict.fromkeys(patterns) if _LAYER_WORDS.search(p) and not _OTHER_PARTS.search(p)), "")
+    return KeptModules(rest, expert_total, where, unmatched)
 
 
 class _Patterns:

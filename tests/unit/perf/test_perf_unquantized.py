@@ -152,6 +152,23 @@ def test_a_model_not_matched_is_said(cfg: dict[str, Any], said: str) -> None:
         kept_modules(cfg, ["*self_attn*"])
 
 
+@pytest.mark.parametrize(("exclude", "unmatched"), [
+    (["lm_head", "transformer.h.*.attn*"], "transformer.h.*.attn*"),  # a model that names its layers otherwise
+    (["lm_head", "backbone.blocks.*.mixer.in_proj", "*mixer.out_proj"], "backbone.blocks.*.mixer.in_proj"),
+    (["lm_head", "backbone.blocks.*.mixer.in_proj", "*mlp.up*"], ""),  # some matched: not told apart
+    (["lm_head"], ""),
+    (["lm_head", "model.layers.*.mlp.gate"], ""),  # NVIDIA's Qwen3 and DeepSeek exports keep the router: matched
+    (["lm_head", "model.vision_tower.encoder.layers.*", "multi_modal_projector*"], ""),  # another part's
+    (["lm_head", "model.layers.0.self_attn*"], ""),
+])
+def test_a_list_naming_layer_modules_that_match_none_here_is_said(exclude: list[str], unmatched: str) -> None:
+    assert kept_modules(DEEPSEEK, exclude).unmatched == unmatched
+    model = model_from_config(DEEPSEEK, "r1", quant_sidecar=_sidecar(exclude))
+    said = f"its exclude_modules names modules ('{unmatched}', ...) that match none named here"
+    assert (said in model.source and "they are sized in nvfp4" in model.source) == bool(unmatched)
+    assert model.native_dtype == "nvfp4"
+
+
 W4A16 = {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"group_0": {
     "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}}}
 """A compressed-tensors W4A16 ``quantization_config`` as llm-compressor writes one."""
