@@ -87,6 +87,9 @@ class CheckpointFormat:
     """Why the list could not be read as patterns (the modules are then sized in the declared format)."""
     unread: bool = False
     """The config declares a weight format the estimate does not read (sized in ``torch_dtype``, said in `note`)."""
+    bits: float = 0.0
+    """Bits a weight of a 4-bit integer format (awq, gptq, int4) as its config's groups make them: 4 + (16 + zero
+    point bits) / group size (`_group_bits`); 0: the format's own (groups of 128)."""
 
     @property
     def read(self) -> bool:
@@ -113,17 +116,22 @@ def checkpoint_format(cfg: dict[str, Any], sidecar: Any = None, moe: bool = Fals
         return CheckpointFormat(experts=fmt, note=f"quant_method {method}: the experts in {fmt}") if moe else \
             CheckpointFormat(weights=fmt, note=f"quant_method {method}")
     if method in _METHODS:
+        fmt = _METHODS[method]
         bits = quant.get("bits", 4)
-        if _METHODS[method] in ("awq", "gptq") and bits != 4:  # the rows are 4-bit groups of 128
+        if fmt in ("awq", "gptq") and bits != 4:  # the rows are 4-bit groups
             return _not_read(f"quant_method {method} with bits {_shown(bits)}")
+        group_bits, group_note = (0.0, "")
+        if fmt in ("awq", "gptq"):  # AutoAWQ's qzeros only with zero_point; GPTQ stores them even when symmetric
+            zero = 4 if fmt == "gptq" or quant.get("zero_point", True) is not False else 0
+            group_bits, group_note = _group_bits(quant.get("group_size", 128), zero, cfg.get("hidden_size"))
         kept = quant.get("modules_to_not_convert")
-        return CheckpointFormat(weights=_METHODS[method], note=f"quant_method {method}",
+        return CheckpointFormat(weights=fmt, note=f"quant_method {method}{group_note}", bits=group_bits,
                                 exclude=None if kept is None else _not_converted(kept),
                                 exclude_field="modules_to_not_convert")
     if method in _MODELOPT_METHODS:
         return _modelopt(quant, "quantization_config", moe)
     if method == "compressed-tensors":
-        return _compressed_tensors(quant)
+        return _compressed_tensors(quant, cfg.get("hidden_size"))
     return _not_read(f"quantization_config's quant_method {_shown(quant.get('quant_method'))} "
                      "is not read")
 
@@ -227,7 +235,7 @@ def _mixed(layers: Any, moe: bool) -> tuple[str, str]:
     return main, "" if expert == main else expert
 
 
-def _compressed_tensors(quant: dict[str, Any]) -> CheckpointFormat:
+def _compressed_tensors(quant: dict[str, Any], hidden: Any) -> CheckpointFormat:
     """A compressed-tensors config: its ``config_groups``' one format (mixed groups are not read) and the cache its
     ``kv_cache_scheme`` declares; a config of a cache alone keeps the weights in ``torch_dtype``."""
     groups = quant.get("config_groups")
@@ -238,13 +246,48 @@ def _compressed_tensors(quant: dict[str, Any]) -> CheckpointFormat:
     if len(formats) != 1 or "" in formats:
         return _not_read("compressed-tensors config_groups of a format not read, or of several", kv, kv_note)
     weights = formats.pop()
+    group_bits, group_note = (_int4_bits(groups.values(), hidden) if weights == "int4" and isinstance(groups, dict)
+                              else (0.0, ""))
     ignore = quant.get("ignore")
     try:
         patterns, problem = (None if ignore is None else _ignored(ignore)), ""
     except ValueError as exc:
         patterns, problem = None, str(exc)
-    return CheckpointFormat(weights=weights, kv=kv, note=f"compressed-tensors {weights}{kv_note}", exclude=patterns,
-                            exclude_field="ignore", exclude_problem=problem)
+    return CheckpointFormat(weights=weights, kv=kv, note=f"compressed-tensors {weights}{group_note}{kv_note}",
+                            exclude=patterns, exclude_field="ignore", exclude_problem=problem, bits=group_bits)
+
+
+_MAX_GROUP = 1 << 20
+"""The largest group size read (a row of a model's widest matrix is far below it)."""
+
+
+def _group_bits(size: Any, zero_bits: int, hidden: Any) -> tuple[float, str]:
+    """(bits a weight of 4-bit integer groups of ``size`` weights, each with a 16-bit scale and a zero point of
+    ``zero_bits``, and the note that says so), ``size`` -1 one group a row, of the hidden size; (0, why)
+    for a size not read (the format's groups of 128 are taken)."""
+    if size == -1 and isinstance(hidden, int) and not isinstance(hidden, bool) and 0 < hidden <= _MAX_GROUP:
+        return 4 + (16 + zero_bits) / hidden, f", groups of a row ({4 + (16 + zero_bits) / hidden:.3f} bits)"
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= _MAX_GROUP:
+        return 0.0, f"; its group_size {_shown(size)} is not read: groups of 128 taken"
+    bits = 4 + (16 + zero_bits) / size
+    return bits, f", groups of {size}{' with zero points' if zero_bits else ''} ({bits:.3f} bits)"
+
+
+def _int4_bits(groups: Iterable[Any], hidden: Any) -> tuple[float, str]:
+    """`_group_bits` of compressed-tensors' int4 schemes: a group's ``group_size`` (strategy group), a row (channel)
+    or nothing (tensor), with a 4-bit zero point when not ``symmetric`` (packed as the weights); schemes of
+    several sizes are not read (the format's groups of 128 are taken)."""
+    found: set[tuple[float, str]] = set()
+    for group in groups:
+        weights = group["weights"]  # `_group_formats` read every scheme as int4: an object with its fields
+        strategy, zero = weights.get("strategy"), 0 if weights.get("symmetric", True) else 4
+        if strategy == "tensor":
+            found.add((4.0, ", one scale a matrix (4.000 bits)"))
+        else:
+            found.add(_group_bits(-1 if strategy == "channel" else weights.get("group_size"), zero, hidden))
+    if len(found) != 1:
+        return 0.0, "; its schemes' groups differ: groups of 128 taken"
+    return found.pop()
 
 
 def _literal(text: str) -> str:

@@ -65,8 +65,11 @@ def weights_arithmetic(d: Deployment) -> str:
         kept = m.kept_params + m.kept_expert_params if native else 0.0
         emb = min(m.embedding_params + kept, m.params)
         what = "embedding/LM-head params and those the checkpoint keeps" if kept else "embedding/LM-head params"
-        how = (f"({m.params / 1e9:.2f} B − {emb / 1e9:.2f} B {what}) × {fmt.bits:g} bits / 8 "
-               f"+ {emb / 1e9:.2f} B × 2 B = {fmt_bytes(total)} ({fmt.source})")
+        bits, source = m.bits_for(d.weight_dtype), fmt.source
+        if bits != fmt.bits:
+            source = "4-bit weights and the scales and zero points of the groups its config declares"
+        how = (f"({m.params / 1e9:.2f} B − {emb / 1e9:.2f} B {what}) × {bits:.4g} bits / 8 "
+               f"+ {emb / 1e9:.2f} B × 2 B = {fmt_bytes(total)} ({source})")
     else:
         how = f"{m.params / 1e9:.2f} B params × {fmt.bytes_per_weight:g} B ({fmt.name}) = {fmt_bytes(total)}"
     per_gpu = (f"; / {d.gpus} GPUs = {fmt_bytes(d.weight_bytes_per_gpu)} = {d.weight_bytes_per_gpu / GIB:,.2f} GiB "

@@ -178,6 +178,7 @@ class ModelSpec:
     native_kv_dtype: str = ""  # the KV format the checkpoint declares (engines take it by default); "": none
     kept_params: float = 0.0  # linear-layer params outside the routed experts its checkpoint keeps in 16 bits
     kept_expert_params: float = 0.0  # and routed-expert params (ModelOpt exclude_modules: tokometer.perf.unquantized)
+    native_bits: float = 0.0  # bits a weight in its own 4-bit format, from its config's groups; 0: the format's
     weight_bytes: float | None = None
     hf_id: str = ""
     source: str = "built-in table"
@@ -423,6 +424,11 @@ class ModelSpec:
         """The routed experts' format when the model runs in ``dtype``: their own if it is the native one."""
         return self.expert_dtype if self.expert_dtype and self.is_native(dtype) else normalize_dtype(dtype)
 
+    def bits_for(self, dtype: str) -> float:
+        """Bits a quantised weight takes in ``dtype``: the checkpoint's own (``native_bits``: its group size and
+        zero points) when it runs in its own format and its config gave them, else the format's."""
+        return self.native_bits if self.native_bits and self.is_native(dtype) else weight_dtype(dtype).bits
+
     def weight_bytes_split(self, dtype: str) -> tuple[float, float]:
         """(bytes of everything but the routed experts, bytes of the routed experts) in ``dtype``, the
         experts in `expert_format`; in a format of the linear layers the embeddings in 16 bits, and in the model's
@@ -432,10 +438,11 @@ class ModelSpec:
         native = self.is_native(dtype)
         rest_params = self.params - self.expert_params
         kept_experts = min(self.kept_expert_params, self.expert_params) if native and experts_fmt.linear_only else 0.0
-        experts = (self.expert_params - kept_experts) * experts_fmt.bytes_per_weight + kept_experts * 2.0
+        expert_bytes = (self.bits_for(dtype) if experts_fmt.name == fmt.name else experts_fmt.bits) / 8
+        experts = (self.expert_params - kept_experts) * expert_bytes + kept_experts * 2.0
         if fmt.linear_only:
             sixteen = min(self.embedding_params + (self.kept_params if native else 0.0), rest_params)
-            rest = (rest_params - sixteen) * fmt.bytes_per_weight + sixteen * 2.0
+            rest = (rest_params - sixteen) * self.bits_for(dtype) / 8 + sixteen * 2.0
         else:
             rest = rest_params * fmt.bytes_per_weight
         if self.weight_bytes and native:

@@ -6,9 +6,17 @@ Bits per weight, and what they cover:
     fp32                32            every weight
     fp8, int8           8             linear layers; embeddings and LM head stay in 16 bits (as vLLM
                                       and the common FP8/W8A8 checkpoints do)
-    awq, gptq, int4     4 + (16 + 16) / 128 = 4.25
-                                      linear layers: 4-bit weights plus one fp16 scale and one fp16
-                                      zero point per group of 128; embeddings and LM head in 16 bits
+    awq, gptq           4 + (16 + 4) / 128 = 4.156
+                                      linear layers: 4-bit weights plus one fp16 scale and one 4-bit
+                                      zero point per group of 128 (AutoAWQ's and GPTQ's ``qzeros`` pack
+                                      eight to an int32; GPTQ's per-row ``g_idx`` is left out: 32 bits
+                                      a row, under 0.01 bit a weight); embeddings and LM head in 16 bits
+    int4                4 + 16 / 128 = 4.125
+                                      compressed-tensors' W4A16 as llm-compressor writes it: one 16-bit
+                                      scale per group of 128, symmetric (no zero point)
+                        A checkpoint's own config sets its group size and zero points
+                        (`tokometer.perf.checkpointquant`): 4 + (16 + zero bits) / group, per channel
+                        a group of the hidden size
     GGUF types          llama.cpp's whole-file averages (embeddings included): Q4_K_S 4.67,
                         Q4_K_M 4.89, Q5_K_M 5.70, Q6_K 6.56, Q8_0 8.50 (measured by llama.cpp's
                         quantize on Llama-3.1-8B); Q2_K 3.35, Q3_K_S 3.50, Q3_K_M 3.91, Q3_K_L 4.27,
@@ -82,7 +90,8 @@ def _w(name: str, bits: float, linear_only: bool = False, compute: str = "bf16",
     return WeightDtype(name, bits, linear_only, compute, source, cpu)
 
 
-_GROUP = "4-bit weights + one fp16 scale and one fp16 zero point per group of 128"
+_GROUP = "4-bit weights + one fp16 scale and one 4-bit zero point per group of 128"
+_INT4 = "4-bit weights + one 16-bit scale per group of 128, symmetric (compressed-tensors W4A16)"
 _LLAMA_CPP = "llama.cpp quantize, measured on Llama-3.1-8B"
 _BLOCK = "llama.cpp block layout"
 _K_LOW = "llama.cpp quantize README, Llama 2 7B"
@@ -92,7 +101,8 @@ WEIGHT_DTYPES: dict[str, WeightDtype] = {d.name: d for d in (
     _w("bf16", 16, source="2 bytes"), _w("fp16", 16, source="2 bytes", cpu="fp16"),
     _w("fp32", 32, source="4 bytes", cpu="fp32"), _w("fp8", 8, True, "fp8", "1 byte (linear layers)"),
     _w("int8", 8, True, "int8", "1 byte (linear layers)", cpu="int8"),
-    _w("awq", 4.25, True, source=_GROUP), _w("gptq", 4.25, True, source=_GROUP), _w("int4", 4.25, True, source=_GROUP),
+    _w("awq", 4 + 20 / 128, True, source=_GROUP), _w("gptq", 4 + 20 / 128, True, source=_GROUP),
+    _w("int4", 4 + 16 / 128, True, source=_INT4),
     _w("Q4_K_S", 4.67, source=_LLAMA_CPP, cpu="int8"), _w("Q4_K_M", 4.89, source=_LLAMA_CPP, cpu="int8"),
     _w("Q5_K_M", 5.70, source=_LLAMA_CPP, cpu="int8"), _w("Q6_K", 6.56, source=_LLAMA_CPP, cpu="int8"),
     _w("Q8_0", 8.50, source=_LLAMA_CPP, cpu="int8"), _w("Q4_0", 4.5, source=_BLOCK, cpu="int8"),

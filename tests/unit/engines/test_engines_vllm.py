@@ -103,18 +103,19 @@ def test_fp8_quantisation_and_kv_cache() -> None:
 
 def test_awq_weights_keep_embeddings_in_16_bits() -> None:
     plan = plan_vllm("llama-3.1-8b", _gpu(80), quantization="awq")
-    # AWQ quantises the linear layers to 4 bits + an fp16 scale and zero per group of 128 (4.25 bits); vLLM loads
-    # the input table and the LM head (1,050,673,152 params) in fp16: (8.03e9 − 1,050,673,152) × 4.25 / 8
-    # + 1,050,673,152 × 2 = 5,809,113,692 B (5.41 GiB; the whole checkpoint at 4.25 bits would be 3.97 GiB).
-    # budget = 77,309,411,328 − 5,809,113,692 − 2,147,483,648 = 69,352,813,988 B / 131,072 = 529,119 tokens.
-    assert plan.deployment.weight_bytes_per_gpu == pytest.approx(5_809_113_692)
-    assert plan.kv_capacity_tokens == 529_119
-    assert dict(plan.reasons)["weights"].startswith("(8.03 B − 1.05 B embedding/LM-head params) × 4.25 bits / 8")
+    # AWQ quantises the linear layers to 4 bits + an fp16 scale and a 4-bit zero point per group of 128 (4.15625
+    # bits); vLLM loads the input table and the LM head (1,050,673,152 params) in fp16: (8.03e9 − 1,050,673,152)
+    # × 4.15625 / 8 + 1,050,673,152 × 2 = 5,727,324,705.5 B (5.33 GiB; the whole checkpoint at 4.15625 bits would
+    # be 3.89 GiB). budget = 77,309,411,328 − 5,727,324,705.5 − 2,147,483,648 = 69,434,602,974.5 B / 131,072 =
+    # 529,743 tokens.
+    assert plan.deployment.weight_bytes_per_gpu == pytest.approx(5_727_324_705.5)
+    assert plan.kv_capacity_tokens == 529_743
+    assert dict(plan.reasons)["weights"].startswith("(8.03 B − 1.05 B embedding/LM-head params) × 4.156 bits / 8")
     assert plan.argv[-2:] == ["--quantization", "awq"]
 
 
 @pytest.mark.parametrize(("model", "hardware", "dtype", "kv_dtype", "tp"), [
-    ("llama-3.1-8b", "H100", "awq", "auto", 1),  # 5.81 GB of weights, 529,119 tokens
+    ("llama-3.1-8b", "H100", "awq", "auto", 1),  # 5.73 GB of weights, 529,743 tokens
     ("llama-3.1-8b", "H100", "bf16", "auto", 1),  # 16.06 GB, 450,911 tokens
     ("llama-3.1-8b", "A100-40GB-SXM", "fp8", "fp8", 2),
     ("llama-3.1-70b", "H100", "bf16", "auto", 4),
@@ -139,7 +140,7 @@ def test_the_planner_and_estimate_give_the_same_memory_figures(model: str, hardw
     assert d.kv_bytes_per_token_per_gpu == est["kv_bytes_per_token_per_gpu"]
     assert plan.kv_capacity_tokens == est["kv_capacity_tokens"] > 0
     if (model, dtype) == ("llama-3.1-8b", "awq"):
-        assert (round(est["weight_bytes"] / 1e9, 2), est["kv_capacity_tokens"]) == (5.81, 529_119)
+        assert (round(est["weight_bytes"] / 1e9, 2), est["kv_capacity_tokens"]) == (5.73, 529_743)
 
 
 def test_multi_head_latent_attention_plans() -> None:

@@ -106,7 +106,8 @@ FP8_KV = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False
 
 def test_a_compressed_tensors_kv_scheme_is_the_cache_vllm_takes_by_default(tmp_path: Path) -> None:
     fmt = checkpoint_format({**LLAMA, "quantization_config": {**W4A16, "kv_cache_scheme": FP8_KV}})
-    assert (fmt.weights, fmt.kv, fmt.note) == ("int4", "fp8", "compressed-tensors int4, KV cache fp8 (kv_cache_scheme)")
+    assert (fmt.weights, fmt.kv) == ("int4", "fp8")
+    assert fmt.note == "compressed-tensors int4, groups of 128 (4.125 bits), KV cache fp8 (kv_cache_scheme)"
     model = resolve_model(_write(tmp_path, {**LLAMA, "quantization_config": {**W4A16, "kv_cache_scheme": FP8_KV}}))
     assert model.native_kv_dtype == "fp8" and model.default_kv("int4") == "fp8"
     assert _deployment(EstimateSpec(), str(tmp_path), "H100").kv_dtype == "fp8"
@@ -254,3 +255,59 @@ def test_a_declared_nvfp4_cache_is_the_default_on_blackwell_and_refused_by_name_
                                           r"fp8"):
         _deployment(EstimateSpec(), path, "H100")
     assert _deployment(EstimateSpec(kv_dtype="fp8"), path, "H100").kv_dtype == "fp8"
+
+
+def _int4_group(size: Any, symmetric: bool = True, strategy: str = "group") -> dict[str, Any]:
+    return {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": strategy,
+                                               "group_size": size, "symmetric": symmetric}}
+
+
+@pytest.mark.parametrize(("quant", "bits", "said"), [
+    ({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}, 4 + 20 / 128,
+     "groups of 128 with zero points (4.156 bits)"),
+    ({"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": False}, 4 + 16 / 64, "groups of 64 (4.250"),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 32, "sym": True}, 4 + 20 / 32, "groups of 32 with zero"),
+    ({"quant_method": "gptq", "bits": 4, "group_size": -1}, 4 + 20 / 8192, "groups of a row (4.002 bits)"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": _int4_group(32, symmetric=False)}},
+     4 + 20 / 32, "compressed-tensors int4, groups of 32 with zero points (4.625 bits)"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": _int4_group(None, strategy="channel")}},
+     4 + 16 / 8192, "groups of a row"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": _int4_group(None, strategy="tensor")}}, 4.0,
+     "one scale a matrix (4.000 bits)"),
+])
+def test_a_4_bit_checkpoints_groups_size_its_weights(quant: dict[str, Any], bits: float, said: str) -> None:
+    """AutoAWQ and GPTQ store an fp16 scale and a 4-bit zero point (packed eight to an int32) for each group of a
+    row's weights, compressed-tensors a 16-bit scale and, asymmetric, a packed 4-bit zero point: the bits a weight
+    follow the config's group size, not the format's 128."""
+    fmt = checkpoint_format({**LLAMA, "quantization_config": quant})
+    assert fmt.bits == pytest.approx(bits) and said in fmt.note
+    model = model_from_config({**LLAMA, "quantization_config": quant}, "x")
+    embeddings = 2 * 128256 * 8192
+    assert model.weight_bytes_for(model.native_dtype) == pytest.approx(
+        (model.params - embeddings) * bits / 8 + embeddings * 2)
+    # another format than its own takes that format's bits
+    other = "gptq" if model.native_dtype == "awq" else "awq"
+    assert model.bits_for(other) == 4 + 20 / 128
+
+
+@pytest.mark.parametrize(("quant", "said"), [
+    ({"quant_method": "awq", "group_size": "128"}, "its group_size '128' is not read: groups of 128 taken"),
+    ({"quant_method": "gptq", "group_size": 0}, "its group_size 0 is not read"),
+    ({"quant_method": "gptq", "group_size": True}, "its group_size True is not read"),
+    ({"quant_method": "awq", "group_size": 1 << 40}, "is not read: groups of 128 taken"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"a": _int4_group(128), "b": _int4_group(32)}},
+     "its schemes' groups differ: groups of 128 taken"),
+])
+def test_a_group_size_not_read_is_said_and_the_formats_own_taken(quant: dict[str, Any], said: str) -> None:
+    fmt = checkpoint_format({**LLAMA, "quantization_config": quant})
+    assert fmt.bits == 0 and said in fmt.note and fmt.weights in ("awq", "gptq", "int4")
+
+
+def test_the_weights_arithmetic_gives_the_checkpoints_own_bits(tmp_path: Path) -> None:
+    from tokometer.perf.explain import weights_arithmetic
+
+    quant = {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": True}
+    d = _deployment(EstimateSpec(), _write(tmp_path, {**LLAMA, "quantization_config": quant}), "H100")
+    text = weights_arithmetic(d)
+    assert "× 4.625 bits / 8" in text and "the groups its config declares" in text
+    assert "× 4.156 bits / 8" in weights_arithmetic(_deployment(EstimateSpec(dtype="awq"), "llama-3.1-70b", "H100"))

@@ -138,7 +138,7 @@ def test_quantised_weights() -> None:
     assert fp8.weight_bytes == pytest.approx((LLAMA_8B - embeddings) * 1 + embeddings * 2)  # 9.08 GB
     assert fp8.compute_flops == 1979e12  # W8A8 runs on the fp8 tensor cores
     awq = llama_h100(weight_dtype="AWQ")
-    assert awq.weight_bytes == pytest.approx((LLAMA_8B - embeddings) * 4.25 / 8 + embeddings * 2)  # 5.81 GB
+    assert awq.weight_bytes == pytest.approx((LLAMA_8B - embeddings) * 4.15625 / 8 + embeddings * 2)  # 5.73 GB
     assert awq.compute_flops == 989e12  # weight-only: dequantised to 16 bits
     gguf = llama_h100(weight_dtype="q4_k_m")
     assert gguf.weight_bytes == pytest.approx(LLAMA_8B * 4.89 / 8)  # whole-file average bits per weight
