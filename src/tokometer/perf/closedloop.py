@@ -164,18 +164,20 @@ def _separate(d: Deployment, batch: int, i: int, o: int, eff: Efficiency, step_t
 def closed_loop(d: Deployment, batch: int, input_tokens: int, output_tokens: int,
                 efficiency: Efficiency | None = None, *, chunked: bool = True,
                 step_tokens: int = STEP_TOKENS, gpu_memory_utilization: float = 0.9,
-                max_batch: int | None = None, decode_context: float | None = None) -> ClosedLoop:
+                max_batch: int | None = None, decode_context: float | None = None,
+                room_tokens: float | None = None) -> ClosedLoop:
     """`ClosedLoop` of ``batch`` users sending ``input_tokens`` → ``output_tokens`` requests to ``d`` (module
     docstring); ``efficiency`` None: the bound (100 %); ``gpu_memory_utilization`` the memory share the KV
     cache's room is counted at (`kv_room`); ``max_batch`` the engine's limit on sequences a
     rank schedules at once (None: no limit); ``decode_context`` the tokens a decoding sequence holds on average
-    where the requests' lengths spread (`tokometer.perf.lengths`; None: I + O / 2, every request alike)."""
+    where the requests' lengths spread (`tokometer.perf.lengths`; None: I + O / 2, every request alike), and
+    ``room_tokens`` the room a sequence holds reserved on average (None: I + O)."""
     eff = efficiency or BOUND
     step_tokens = max(step_tokens, batch + 1)
     how = _chunked if chunked else _separate
     i, o = max(1, input_tokens), max(1, output_tokens)
     limit = max_batch * d.ranks if max_batch else batch
-    running = max(1, min(batch, kv_room(d, i, o, gpu_memory_utilization), limit))
+    running = max(1, min(batch, kv_room(d, i, o, gpu_memory_utilization, room_tokens), limit))
     loop = how(d, running, i, o, eff, step_tokens, decode_context or i + o / 2)
     if running >= batch:
         return loop
@@ -183,13 +185,14 @@ def closed_loop(d: Deployment, batch: int, input_tokens: int, output_tokens: int
     return replace(loop, batch=batch, ttft_s=loop.ttft_s + (batch / running - 1) * loop.cycle_s)
 
 
-def kv_room(d: Deployment, input_tokens: int, output_tokens: int, gpu_memory_utilization: float = 0.9) -> int:
-    """Sequences of ``input + output`` tokens the KV cache holds at once at that memory share
-    (`Deployment.kv_sequences`); unbounded (a large number) when the hardware's memory is unknown or not even
-    one fits (said elsewhere)."""
+def kv_room(d: Deployment, input_tokens: int, output_tokens: int, gpu_memory_utilization: float = 0.9,
+            room_tokens: float | None = None) -> int:
+    """Sequences of ``input + output`` tokens (``room_tokens`` where given: the spread lengths' reserved room)
+    the KV cache holds at once at that memory share (`Deployment.kv_sequences`); unbounded (a large number) when
+    the hardware's memory is unknown or not even one fits (said elsewhere)."""
     if not d.hardware.memory_gb:
         return 1 << 30
-    room = d.kv_sequences(input_tokens + output_tokens, gpu_memory_utilization)
+    room = d.kv_sequences(round(room_tokens or input_tokens + output_tokens), gpu_memory_utilization)
     return room if room >= 1 else 1 << 30
 
 

@@ -51,7 +51,7 @@ class BatchEstimate:
 
     batch: int
     fits: bool | None  # None: the hardware's memory size is unknown
-    kv_bytes_end: float  # KV the batch holds when every answer is complete
+    kv_bytes_end: float  # KV the batch holds reserved: each sequence's I + O (spread lengths: a slot's on average)
     context_tokens: int  # KV tokens of the batch mid-answer
     prefill_bound_s: float
     prefill_expected_s: float
@@ -154,11 +154,13 @@ class Estimate:
 
     @property
     def tokens_per_sequence(self) -> int:
-        return self.input_tokens + self.output_tokens
+        """The tokens a sequence's room holds reserved: input + output, or where the lengths spread a slot's
+        on average over the steps (`RequestLengths.room`)."""
+        return round(self.lengths.room) if self.lengths else self.input_tokens + self.output_tokens
 
     @property
     def max_sequences(self) -> int | None:
-        """Requests of ``input + output`` tokens whose caches fit at once (`Deployment.kv_sequences`: a model's
+        """Requests of `tokens_per_sequence` whose caches fit at once (`Deployment.kv_sequences`: a model's
         window layers keep at most their window of each); None: the memory size is unknown."""
         if self.kv_capacity_tokens is None:
             return None
@@ -261,21 +263,21 @@ class Estimate:
 
 
 def _row(d: Deployment, batch: int, input_tokens: int, output_tokens: int, eff: Efficiency, utilization: float,
-         chunked: bool, step_tokens: int, max_batch: int, per_sequence: float) -> BatchEstimate:
+         chunked: bool, step_tokens: int, max_batch: int, per_sequence: float, reserved: float) -> BatchEstimate:
     context = round(batch * per_sequence)
-    room = d.kv_sequences(input_tokens + output_tokens, utilization) if d.hardware.memory_gb else None
+    room = d.kv_sequences(round(reserved), utilization) if d.hardware.memory_gb else None
     return BatchEstimate(
         batch=batch, fits=None if room is None else batch <= room,
-        kv_bytes_end=batch * d.kv_bytes_per_sequence(input_tokens + output_tokens), context_tokens=context,
+        kv_bytes_end=batch * d.kv_bytes_per_sequence(reserved), context_tokens=context,
         prefill_bound_s=prefill_s(d, input_tokens), prefill_expected_s=prefill_s(d, input_tokens, 0, eff),
         step_bound_s=decode_step_s(d, batch, context), step_expected_s=decode_step_s(d, batch, context, eff),
         limiter=decode_limiter(d, batch, context, eff),
         closed_bound=closed_loop(d, batch, input_tokens, output_tokens, BOUND, chunked=chunked,
                                  step_tokens=step_tokens, gpu_memory_utilization=utilization, max_batch=max_batch,
-                                 decode_context=per_sequence),
+                                 decode_context=per_sequence, room_tokens=reserved),
         closed_expected=closed_loop(d, batch, input_tokens, output_tokens, eff, chunked=chunked,
                                     step_tokens=step_tokens, gpu_memory_utilization=utilization,
-                                    max_batch=max_batch, decode_context=per_sequence),
+                                    max_batch=max_batch, decode_context=per_sequence, room_tokens=reserved),
         communication=communication(d, batch))
 
 
@@ -287,15 +289,18 @@ def estimate(d: Deployment, batches: list[int], input_tokens: int, output_tokens
     the closed loop with prompts prefilled in chunks of a ``step_tokens`` budget (or in steps of their own), and
     at most ``max_batch`` sequences a rank at once (the engine's batch limit). ``lengths``: the requests' lengths
     spread as these did (a file's: ``input_tokens`` and ``output_tokens`` are their means), each step's cached
-    tokens their `RequestLengths.decode_context` a sequence rather than I + O / 2."""
+    tokens their `RequestLengths.decode_context` a sequence rather than I + O / 2, and each sequence's reserved
+    room their `RequestLengths.room` rather than I + O."""
     eff = efficiency or Efficiency()
     weight_dtype(d.weight_dtype)
     capacity = d.kv_capacity_tokens(gpu_memory_utilization) if d.hardware.memory_gb else None
     mid = lengths.decode_context if lengths else input_tokens + output_tokens / 2
+    reserved = lengths.room if lengths else input_tokens + output_tokens
     rows = [_row(d, batch, input_tokens, output_tokens, eff, gpu_memory_utilization, chunked_prefill, step_tokens,
-                 max_batch, mid) for batch in batches]
+                 max_batch, mid, reserved) for batch in batches]
     turns = (compute_bound_batch(d, mid, BOUND), compute_bound_batch(d, mid, eff), compute_bound_batch(d, 0, BOUND))
     return Estimate(d, eff, input_tokens, output_tokens, gpu_memory_utilization, capacity, *turns, tuple(rows),
                     max_load=max_load(d, input_tokens, output_tokens, eff, gpu_memory_utilization, max_batch,
-                                      decode_context=lengths.decode_context if lengths else None),
+                                      decode_context=lengths.decode_context if lengths else None,
+                                      room_tokens=lengths.room if lengths else None),
                     chunked_prefill=chunked_prefill, step_tokens=step_tokens, max_batch=max_batch, lengths=lengths)

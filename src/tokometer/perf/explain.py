@@ -119,7 +119,9 @@ def _capacity(e: Estimate) -> str:
 def _per_sequence(e: Estimate) -> str:
     """What one request's cache takes, in words: tokens × KV per token, or, with window layers, its bytes."""
     d, m, n = e.deployment, e.deployment.model, e.tokens_per_sequence
-    holds = f"A request holds up to {e.input_tokens:,} + {e.output_tokens:,} = {n:,} tokens"
+    holds = (f"A slot holds {n:,} tokens reserved on average over the steps (the {e.lengths.requests:,} requests' "
+             f"E[O·I] / E[O] + E[O²] / E[O]; the means' {e.input_tokens:,} + {e.output_tokens:,} if they were alike)"
+             if e.lengths else f"A request holds up to {e.input_tokens:,} + {e.output_tokens:,} = {n:,} tokens")
     if not m.window_layers and not m.recurrent_layers:
         return f"; / {fmt_bytes(d.kv_bytes_per_token_per_gpu)} = {e.kv_capacity_tokens:,} tokens. {holds}"
     kinds = []

@@ -48,13 +48,15 @@ OUTPUT_NAMES: Final = ("output_tokens", "output_length", "completion_tokens", "o
 
 @dataclass(frozen=True)
 class RequestLengths:
-    """The requests of a lengths file: how many, their means and the tokens a decoding sequence holds on average."""
+    """The requests of a lengths file: how many, their means, the tokens a decoding sequence holds on average and
+    the room a slot holds reserved on average (`tokometer.perf.lengths`)."""
 
     source: str
     requests: int
     input_mean: float
     output_mean: float
     decode_context: float
+    room: float
 
     @property
     def input_tokens(self) -> int:
@@ -68,7 +70,8 @@ class RequestLengths:
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "requests": self.requests, "input_mean": self.input_mean,
-                "output_mean": self.output_mean, "decode_context_tokens": self.decode_context}
+                "output_mean": self.output_mean, "decode_context_tokens": self.decode_context,
+                "reserved_room_tokens": self.room}
 
 
 def _length(text: Any, where: str, what: str) -> int:
@@ -175,4 +178,5 @@ def read_lengths(path: Path) -> RequestLengths:
         raise ConfigError(f"{where}: no request in it (give a line a request: input_tokens,output_tokens)")
     if sums.outputs <= 0:
         raise ConfigError(f"{where}: every answer is 0 tokens: nothing decodes (give the answers' lengths)")
-    return RequestLengths(str(path), sums.requests, sums.input_mean, sums.output_mean, sums.decode_context())
+    return RequestLengths(str(path), sums.requests, sums.input_mean, sums.output_mean, sums.decode_context(),
+                          sums.reserved_room())

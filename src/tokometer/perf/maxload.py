@@ -23,7 +23,9 @@ kernels whose matmuls grow with the prefill tokens, and the published figures th
 against (`tests/unit/perf/test_perf_published.py`, docs/commands/estimate.md) fit the sum: with the overlap
 (``max``) prompt-heavy shapes such as 5000→500 come out 50–66 % too fast, with the sum within 15 %.
 Reserving the whole ``input + output`` per sequence is what an engine must do to never preempt; engines
-that admit more and preempt are not modelled.
+that admit more and preempt are not modelled. Where the requests' lengths spread, a slot's reservation is on
+average over the steps E[L·(I + L)] / E[L], more than the means' I + L (``room_tokens``,
+`tokometer.perf.lengths`).
 """
 
 from __future__ import annotations
@@ -69,15 +71,16 @@ class MaxLoad:
 
 def max_load(d: Deployment, input_tokens: int, output_tokens: int, efficiency: Efficiency | None = None,
              gpu_memory_utilization: float = 0.9, max_batch: int = MAX_BATCH,
-             decode_context: float | None = None) -> MaxLoad | None:
+             decode_context: float | None = None, room_tokens: float | None = None) -> MaxLoad | None:
     """`MaxLoad` of ``d`` for requests of ``input_tokens`` → ``output_tokens`` (their means); None when the
     hardware's memory is unknown or not one sequence fits. ``decode_context``: the tokens a decoding sequence holds
     cached on average over the steps, where the requests' lengths differ (`tokometer.perf.lengths`); None: every
-    request alike, ``input + output / 2``."""
+    request alike, ``input + output / 2``; ``room_tokens`` the tokens a slot holds reserved on average (None:
+    ``input + output``)."""
     eff = efficiency or Efficiency()
     if not d.hardware.memory_gb:
         return None
-    fit = d.kv_sequences(input_tokens + output_tokens, gpu_memory_utilization)
+    fit = d.kv_sequences(round(room_tokens or input_tokens + output_tokens), gpu_memory_utilization)
     batch = min(fit, max_batch * d.ranks)  # the cap is each rank's (attention data parallel: TP ranks)
     if batch < 1:
         return None

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokometer.metrics.request import tpot_ns, ttft_ns
 from tokometer.perf.closedloop import STEP_TOKENS, ClosedLoop, closed_loop
-from tokometer.perf.lengths import decode_context
+from tokometer.perf.lengths import decode_context, reserved_room
 from tokometer.perf.roofline import BOUND, Deployment, Efficiency
 
 if TYPE_CHECKING:
@@ -88,13 +88,15 @@ def _throughput(step: StoredStep, records: list[RequestRecord]) -> float | None:
     return sum(float(r.output_tokens or 0) for r in records) / (span / 1e9) if span > 0 else None
 
 
-def _step_context(done: list[RequestRecord]) -> float:
-    """The tokens a decoding sequence of the step held on average (`decode_context` of its requests' lengths); the
-    requests that produced no token past their first decode nothing and are left out (all of them: 1)."""
+def _step_context(done: list[RequestRecord]) -> tuple[float, float | None]:
+    """The tokens a decoding sequence of the step held on average (`decode_context` of its requests' lengths) and
+    the room a slot held reserved (`reserved_room`); the requests that produced no token past their first decode
+    nothing and are left out (all of them: 1 and None, the means' room)."""
     pairs = [(float(r.input_tokens or 0), float(r.output_tokens or 0)) for r in done if (r.output_tokens or 0) > 0]
     if not pairs:
-        return 1.0
-    return decode_context([i for i, _ in pairs], [o for _, o in pairs])
+        return 1.0, None
+    inputs, outputs = [i for i, _ in pairs], [o for _, o in pairs]
+    return decode_context(inputs, outputs), reserved_room(inputs, outputs)
 
 
 def _closed_concurrency(step: StoredStep) -> int | None:
@@ -126,9 +128,9 @@ def loops_beside(run: StoredRun, records: list[RequestRecord], d: Deployment, ef
         i = max(1, round(statistics.fmean(float(r.input_tokens or 0) for r in done)))
         o = max(1, round(statistics.fmean(float(r.output_tokens or 0) for r in done)))
         b = _closed_concurrency(step)
-        context = _step_context(done)
+        context, room = _step_context(done)
         est = [None if b is None else closed_loop(d, b, i, o, eff, chunked=chunked, step_tokens=step_tokens,
-                                                  max_batch=max_batch, decode_context=context)
+                                                  max_batch=max_batch, decode_context=context, room_tokens=room)
                for eff in (BOUND, efficiency)]
         out.append(LoopBeside(step.index, _label(step), b, i, o, context,
                               _mean([t / 1e9 for r in done if (t := tpot_ns(r)) is not None]),

@@ -82,8 +82,12 @@ def _lengths_line(console: Console, r: RequestLengths) -> None:
     held = (f"{r.decode_context:,.0f} tokens on average over the steps, not the means' {alike:,.0f} (a long answer "
             "stays in the batch for more steps)" if abs(r.decode_context - alike) >= 0.005 * alike else
             f"{r.decode_context:,.0f} tokens on average over the steps, as the means give (their lengths alike)")
+    whole = r.input_mean + r.output_mean
+    reserved = (f"; a slot holds {r.room:,.0f} tokens reserved on average, not the means' {whole:,.0f}"
+                if abs(r.room - whole) >= 0.005 * whole else "")
     console.print(f"  lengths   {r.requests:,} request{'s' if r.requests != 1 else ''} ({clipped(r.source)}): "
-                  f"means {r.input_mean:,.1f} → {r.output_mean:,.1f} tokens; a decoding sequence holds {held}")
+                  f"means {r.input_mean:,.1f} → {r.output_mean:,.1f} tokens; a decoding sequence holds {held}"
+                  f"{reserved}")
 
 
 def render_estimate(console: Console, e: Estimate) -> None:

@@ -177,9 +177,10 @@ def _smallest_batch(d: Deployment, target: float, mid: float, eff: Efficiency, m
     return True, low
 
 
-def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None, target: float, input_tokens: int,
-            output_tokens: int, mid: float, eff: Efficiency, utilization: float, free_share: float | None = None
-            ) -> TargetOption | None:
+def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None, target: float, room: float,
+            mid: float, eff: Efficiency, utilization: float, free_share: float | None = None) -> TargetOption | None:
+    """The first TP size of ``hw`` × ``dtype`` whose smallest batch reaches ``target`` (else the one of most
+    throughput), its sequences each holding ``room`` tokens reserved and ``mid`` cached on average."""
     best: TargetOption | None = None
     if kv_format_problem(kv_dtype or model.default_kv(dtype), hw):
         return None  # it cannot hold that cache (an NVFP4 one off Blackwell)
@@ -187,7 +188,7 @@ def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None
         if model.tp_problem(tp):
             continue  # the model's heads do not split over that many GPUs
         d = Deployment(model, hw, dtype, kv_dtype or model.default_kv(dtype), tp=tp)
-        most = d.kv_sequences(input_tokens + output_tokens, d.kv_memory_share(utilization, free_share))
+        most = d.kv_sequences(round(room), d.kv_memory_share(utilization, free_share))
         if most < 1:
             continue
         reached, batch = _smallest_batch(d, target, mid, eff, most)
@@ -202,12 +203,12 @@ def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None
 
 
 def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], formats: list[str], kv_dtype: str | None,
-                            input_tokens: int, output_tokens: int, context: float, eff: Efficiency,
+                            room: float, context: float, eff: Efficiency,
                             utilization: float, target: float, free_share: float | None = None,
                             tp_sizes: tuple[int, ...] = TP_SIZES) -> TargetOption | None:
-    """The fastest batch-1 stream over ``hardware`` × ``formats`` × ``tp_sizes`` whose cache fits one sequence,
-    ``context`` tokens cached on average; not over several GPUs whose link is unknown (their communication would
-    be left out: a speed not earned)."""
+    """The fastest batch-1 stream over ``hardware`` × ``formats`` × ``tp_sizes`` whose cache fits one sequence of
+    ``room`` tokens, ``context`` tokens cached on average; not over several GPUs whose link is unknown (their
+    communication would be left out: a speed not earned)."""
     mid = round(context)
     best: TargetOption | None = None
     for hw in hardware:
@@ -222,7 +223,7 @@ def _fastest_single_request(model: ModelSpec, hardware: list[HardwareSpec], form
                 d = Deployment(model, hw, fmt, kv_dtype or model.default_kv(fmt), tp=tp)
                 if not communication(d, 1).counted:
                     continue
-                most = d.kv_sequences(input_tokens + output_tokens, d.kv_memory_share(utilization, free_share))
+                most = d.kv_sequences(round(room), d.kv_memory_share(utilization, free_share))
                 speed = 1 / decode_step_s(d, 1, mid, eff)
                 if most >= 1 and (best is None or speed > best.batch1_tok_s):
                     best = TargetOption(d, speed >= target, 1, speed, speed, speed, most)
@@ -236,7 +237,8 @@ def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], 
     """Which hardware × weight format × GPUs × batch reach ``target`` tok/s, per request and in aggregate.
     ``kv_dtype`` None: each format's default (`ModelSpec.default_kv`); ``kv_free_fraction``: each deployment's KV
     cache takes that share of the memory its weights leave, instead of ``gpu_memory_utilization`` of the whole;
-    ``lengths``: the requests' own lengths, for ``input_tokens``, ``output_tokens`` and each step's cached tokens."""
+    ``lengths``: the requests' own lengths, for ``input_tokens``, ``output_tokens``, each step's cached tokens and
+    each sequence's reserved room."""
     if target <= 0:
         raise ConfigError(f"--target must be positive (got {target})")
     eff = efficiency or Efficiency()
@@ -244,6 +246,7 @@ def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], 
     if lengths is not None:
         input_tokens, output_tokens = lengths.input_tokens, lengths.output_tokens
     mid = lengths.decode_context if lengths else input_tokens + output_tokens / 2
+    room = lengths.room if lengths else input_tokens + output_tokens
     needed = {}
     for fmt in formats:
         kv = kv_dtype or model.default_kv(fmt)
@@ -260,14 +263,13 @@ def reach_target(model: ModelSpec, target: float, hardware: list[HardwareSpec], 
         if not hw.memory_gb:
             continue
         for fmt in formats:
-            option = _option(model, hw, fmt, kv_dtype, target, input_tokens, output_tokens, mid, eff,
-                             gpu_memory_utilization, kv_free_fraction)
+            option = _option(model, hw, fmt, kv_dtype, target, room, mid, eff, gpu_memory_utilization,
+                             kv_free_fraction)
             if option is not None:
                 options.append(option)
     options.sort(key=lambda o: (not o.reached, o.deployment.gpus if o.reached else 0, o.batch if o.reached else 0,
                                 -o.aggregate_tok_s))
-    args = (model, hardware, formats, kv_dtype, input_tokens, output_tokens, mid, eff, gpu_memory_utilization,
-            target, kv_free_fraction)
+    args = (model, hardware, formats, kv_dtype, room, mid, eff, gpu_memory_utilization, target, kv_free_fraction)
     best, one = _fastest_single_request(*args), _fastest_single_request(*args, tp_sizes=(1,))
     return TargetAnswer(target, model, input_tokens, output_tokens, eff, needed, best, options, one,
                         published_per_user(), lengths)

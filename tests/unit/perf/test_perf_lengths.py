@@ -7,27 +7,30 @@ import random
 import pytest
 
 from tokometer.perf.hardware import resolve_hardware
-from tokometer.perf.lengths import decode_context
+from tokometer.perf.lengths import decode_context, reserved_room
 from tokometer.perf.loaders import resolve_model
 from tokometer.perf.maxload import max_load
 from tokometer.perf.roofline import Deployment
 
 
-def _simulated(requests: list[tuple[int, int]], slots: int, steps: int, seed: int = 7) -> float:
+def _simulated(requests: list[tuple[int, int]], slots: int, steps: int, seed: int = 7,
+               reserved: bool = False) -> float:
     """The truth by brute force: ``slots`` sequences decode one token a step; a finished one is replaced at once by
-    a request drawn from ``requests``; the mean over the steps (after a warm-up) of the tokens each slot holds."""
+    a request drawn from ``requests``; the mean over the steps (after a warm-up) of the tokens each slot holds
+    (``reserved``: the room it holds reserved, its request's whole I + L)."""
     rng = random.Random(seed)
     held = [(0, 0)] * slots  # (input, tokens decoded so far, counting the one this step makes)
-    left = [0] * slots
+    left, whole = [0] * slots, [0] * slots
     total, count = 0.0, 0
     for step in range(steps):
         for s in range(slots):
             if left[s] == 0:
                 i, o = rng.choice(requests)
-                held[s], left[s] = (i, 0), o
+                held[s], left[s], whole[s] = (i, 0), o, i + o
             i, j = held[s]
             if step >= steps // 10:
-                total += i + j + 0.5  # its context, midway through the step's token (as I + L / 2 counts it)
+                # its context, midway through the step's token (as I + L / 2 counts it), or its reservation
+                total += whole[s] if reserved else i + j + 0.5
                 count += 1
             held[s], left[s] = (i, j + 1), left[s] - 1
     return total / count
@@ -47,6 +50,26 @@ def test_long_answers_weigh_in_proportion_to_their_length_as_a_full_engine_sees_
     # not the means' I + L / 2 (802.5): the 1,500-token answer fills most steps, and the 2,000-token prompt, whose
     # answer is 20 tokens, is held for few of them (the prompts are weighted by their answers too)
     assert formula == pytest.approx(692.8, abs=0.1) and abs(formula - naive) > 0.1 * naive
+
+
+def test_a_slot_holds_the_room_of_the_long_answers_it_mostly_serves() -> None:
+    """An engine that never preempts reserves each request's I + L; a slot serves a request for its L steps, so
+    its reservation over the steps is E[L·(I + L)] / E[L], not the means' I + L."""
+    assert reserved_room([800] * 3, [400] * 3) == pytest.approx(1200)
+    requests = [(100, 100), (100, 300), (2000, 20), (50, 1500)]
+    formula = reserved_room([i for i, _ in requests], [o for _, o in requests])
+    truth = _simulated(requests, slots=64, steps=6000, reserved=True)
+    assert formula == pytest.approx(truth, rel=0.02)
+    assert formula == pytest.approx(1304.9, abs=0.1)  # the means' 562.5 + 480 = 1,042.5
+
+
+def test_the_room_reserved_sets_the_batch_at_maximum_load() -> None:
+    d = Deployment(resolve_model("llama-3.1-8b"), resolve_hardware("H100-SXM"), "fp8", "fp8")
+    alike = max_load(d, 1000, 1000)
+    assert alike == max_load(d, 1000, 1000, room_tokens=2000)
+    roomier = max_load(d, 1000, 1000, room_tokens=4000)
+    assert alike is not None and roomier is not None and alike.limited_by == roomier.limited_by == "kv cache"
+    assert roomier.batch == d.kv_sequences(4000) < alike.batch == d.kv_sequences(2000)
 
 
 def test_a_submissions_own_answer_mean_scales_the_sets_answers() -> None:

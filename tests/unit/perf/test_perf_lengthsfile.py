@@ -10,15 +10,16 @@ import pytest
 
 from tests.conftest import run_cli_here
 from tokometer.perf import hardware_table, lengthsfile
-from tokometer.perf.lengths import decode_context
+from tokometer.perf.lengths import decode_context, reserved_room
 from tokometer.perf.lengthsfile import read_lengths
 from tokometer.perf.loaders import resolve_model
-from tokometer.perf.roofline import Efficiency, decode_step_s
+from tokometer.perf.roofline import Deployment, Efficiency, decode_step_s
 from tokometer.perf.target import reach_target
 from tokometer.util.errors import ConfigError
 
 PAIRS = [(100, 100), (100, 300), (2000, 20), (50, 1500)]
 EXPECTED = decode_context([i for i, _ in PAIRS], [o for _, o in PAIRS])
+ROOM = reserved_room([i for i, _ in PAIRS], [o for _, o in PAIRS])
 
 
 def _file(tmp_path: Path, text: str, name: str = "lengths.csv") -> Path:
@@ -93,9 +94,14 @@ def test_the_estimate_takes_the_files_means_and_spread(tmp_path: Path) -> None:
     assert spread.returncode == 0, spread.stderr
     assert f"lengths   4 requests ({path}): means 562.5 → 480.0 tokens; a decoding sequence holds 693 tokens" \
         in spread.stdout
+    assert "; a slot holds 1,305 tokens reserved on average, not the means' 1,042" in spread.stdout
     data = json.loads(out.read_text())["estimate"]
     assert (data["input_tokens"], data["output_tokens"]) == (562, 480)
     assert data["lengths"]["decode_context_tokens"] == pytest.approx(EXPECTED)
+    assert data["lengths"]["reserved_room_tokens"] == pytest.approx(ROOM)
+    # each sequence's room is the slots' 1,305 tokens on average: fewer fit than 1,042 a sequence would let
+    d = Deployment(resolve_model("llama-3.1-8b"), hardware_table()["H100-SXM"], "fp8", "fp8")
+    assert data["max_sequences"] == d.kv_sequences(round(ROOM)) < d.kv_sequences(562 + 480)
     assert data["batches"][1]["context_tokens_mid_answer"] == round(64 * EXPECTED)
     alike = tmp_path / "a.json"
     same = run_cli_here("estimate", "-m", "llama-3.1-8b", "-H", "H100-SXM", "--dtype", "fp8", "-b", "1,64",

@@ -103,3 +103,17 @@ def test_a_step_whose_lengths_spread_says_what_its_sequences_held(tmp_path: Path
     assert "step 0: its requests' lengths spread: a decoding sequence held 450 tokens on average, not the means' 415" \
         in text
     assert "step 1: its requests" not in text
+
+
+def test_a_steps_spread_lengths_reserve_the_room_its_slots_held() -> None:
+    """Where memory runs out, the users the engine holds at once follow the room a slot reserves over the steps,
+    E[L·(I + L)] / E[L] of the step's requests: (500 × 40 × 2 + 300 × 20 × 2) / 120 + (40² × 2 + 20² × 2) / 120
+    = 466.7 tokens against the means' 430 (on this box 3 such sequences fit and 4 of 430)."""
+    tight = Deployment(resolve_model("gemma-3-270m"), HardwareSpec(name="box", kind="cpu", memory_gb=2.81,
+                                                                   bandwidth_gbs=100, bf16_tflops=1, source="made up"))
+    assert (tight.kv_sequences(430), tight.kv_sequences(467)) == (4, 3)
+    run, records = _run()
+    closed, _ = loops_beside(run, records, tight, Efficiency())
+    assert closed.expected == closed_loop(tight, 4, 400, 30, Efficiency(), decode_context=450, room_tokens=466.7)
+    assert closed.expected is not None and closed.expected.ttft_s > closed_loop(
+        tight, 4, 400, 30, Efficiency(), decode_context=450).ttft_s  # one user waits for a slot
