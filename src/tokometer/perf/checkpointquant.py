@@ -19,7 +19,8 @@ TensorRT Model Optimizer writes beside it (its ``quantization`` object: the same
                            int 8 with input activations (W8A8)        int8
                            int 4 (W4A16)                              int4
                            ``ignore`` (names, ``re:`` of .* and text) those modules in 16 bits
-    fp8, awq, fbgemm_fp8   ``modules_to_not_convert`` (parts of names) those modules in 16 bits
+    fp8, fbgemm_fp8        ``modules_to_not_convert`` (whole names)   those modules in 16 bits
+    awq                    ``modules_to_not_convert`` (parts of names) those modules in 16 bits
 
 The KV format a checkpoint declares is the one engines take by default, as vLLM 0.32 reads it when
 ``--kv-cache-dtype`` is ``auto`` (TensorRT-LLM reads a ModelOpt ``kv_cache_quant_algo`` as its cache's format too):
@@ -79,12 +80,15 @@ class CheckpointFormat:
     exclude: Any = None
     """The modules the checkpoint keeps in 16 bits as fnmatch patterns, matched against the model's own
     (`tokometer.perf.unquantized`): a ModelOpt ``exclude_modules`` (``ignore``) as written, compressed-tensors'
-    ``ignore`` or transformers' ``modules_to_not_convert`` as their rules read (`_ignored`, `_not_converted`); None:
+    ``ignore`` or a ``modules_to_not_convert`` as vLLM reads them (`_ignored`, `_not_converted`); None:
     no list."""
     exclude_field: str = "exclude_modules"
     """The config field the list came from, as said on the model's source line."""
     exclude_problem: str = ""
     """Why the list could not be read as patterns (the modules are then sized in the declared format)."""
+    experts_by_layer: bool = False
+    """The list names a layer's routed experts by the layer's fused module (``model.layers.N.mlp.experts``), as
+    vLLM matches a ``modules_to_not_convert`` against it, not by each expert's modules."""
     unread: bool = False
     """The config declares a weight format the estimate does not read (sized in ``torch_dtype``, said in `note`)."""
     bits: float = 0.0
@@ -124,10 +128,10 @@ def checkpoint_format(cfg: dict[str, Any], sidecar: Any = None, moe: bool = Fals
         if fmt in ("awq", "gptq"):  # AutoAWQ's qzeros only with zero_point; GPTQ stores them even when symmetric
             zero = 4 if fmt == "gptq" or quant.get("zero_point", True) is not False else 0
             group_bits, group_note = _group_bits(quant.get("group_size", 128), zero, cfg.get("hidden_size"))
-        kept = quant.get("modules_to_not_convert")
+        kept = quant.get("modules_to_not_convert") if fmt != "gptq" else None  # vLLM's GPTQ does not read it
         return CheckpointFormat(weights=fmt, note=f"quant_method {method}{group_note}", bits=group_bits,
-                                exclude=None if kept is None else _not_converted(kept),
-                                exclude_field="modules_to_not_convert")
+                                exclude=None if kept is None else _not_converted(kept, substring=fmt == "awq"),
+                                exclude_field="modules_to_not_convert", experts_by_layer=True)
     if method in _MODELOPT_METHODS:
         return _modelopt(quant, "quantization_config", moe)
     if method == "compressed-tensors":
@@ -295,13 +299,19 @@ def _literal(text: str) -> str:
     return "".join(f"[{ch}]" if ch in "*?[" else ch for ch in text)
 
 
-def _not_converted(keys: Any) -> Any:
-    """transformers' ``modules_to_not_convert`` as fnmatch patterns: a module is left unquantised when a key is part
-    of its name (``any(key in name for key in modules_to_not_convert)``), so each key is ``*key*``; anything but a
-    list of strings is passed on as written, for `tokometer.perf.unquantized` to say why it is not read."""
+def _not_converted(keys: Any, substring: bool) -> Any:
+    """A ``modules_to_not_convert`` list as fnmatch patterns, matched as vLLM matches it
+    (``vllm/model_executor/layers/quantization/utils/quant_utils.py``, ``is_layer_skipped``): an AWQ checkpoint's
+    keys as parts of a module's name (``substring``: ``*key*``), an fp8 or fbgemm_fp8 one's as whole names (a
+    name under a layer's ``experts`` names that layer's fused experts, which vLLM then skips whole). The routed
+    experts are matched by their layer's fused module (`CheckpointFormat.experts_by_layer`);
+    anything but a list of strings is passed on as written, for `tokometer.perf.unquantized` to say why it is not
+    read."""
     if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
         return keys
-    return [f"*{_literal(key)}*" for key in keys]
+    if substring:
+        return [f"*{_literal(key)}*" for key in keys]
+    return [_literal(key[:key.index(".experts") + 8]) if ".experts" in key else _literal(key) for key in keys]
 
 
 _REGEX_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-/:")

@@ -271,7 +271,7 @@ def _kept_modules(cfg: dict[str, Any], fmt: CheckpointFormat) -> tuple[KeptModul
     if fmt.exclude is None:
         return KeptModules(), ""
     try:
-        kept = kept_modules(cfg, fmt.exclude, field)
+        kept = kept_modules(cfg, fmt.exclude, field, experts_by_layer=fmt.experts_by_layer)
     except NotMatched as exc:
         return KeptModules(), f"{exc}: the modules its {field} names are sized in {declared}"
     total = kept.params + kept.expert_params

@@ -13,16 +13,22 @@ come here as the fnmatch patterns that match the same names (`tokometer.perf.che
 
 Each layer's linear modules are named as Hugging Face's decoder layers name them, under any of the usual roots
 (``model.layers``, ``model.language_model.layers``, ``language_model.model.layers``, ``language_model.layers``),
-each with its parameters from the config's shapes:
+each with its parameters from the config's shapes, in the spelling of the model's family (`_family`, from its
+``model_type``):
 
     attention        q_proj (MLA: q_a_proj and q_b_proj, or q_proj), k_proj, v_proj (MLA: kv_a_proj_with_mqa,
                      kv_b_proj), o_proj, under self_attn
-    dense MLP        gate_proj, up_proj, down_proj, hidden × width each, under mlp or feed_forward
-    shared expert    the same under mlp.shared_experts, mlp.shared_expert or feed_forward.shared_expert
-    routed experts   the same under mlp.experts.N, feed_forward.experts.N, or block_sparse_moe.experts.N as
-                     w1, w3, w2; the first and the last expert are matched, each standing for half of them
+    dense MLP        gate_proj, up_proj, down_proj, hidden × width each, under mlp (Llama 4: feed_forward)
+    shared expert    the same under mlp.shared_experts or mlp.shared_expert (Llama 4: feed_forward.shared_expert)
+    routed experts   the same under mlp.experts.N, or fused as mlp.experts.gate_up_proj (Llama 4 and gpt-oss:
+                     that alone, under feed_forward for Llama 4); Mixtral's and MiniMax's family
+                     block_sparse_moe.experts.N as w1, w3, w2; the first and the last expert are matched, each
+                     standing for half of them
+    router           mlp.gate, mlp.router, mlp.shared_expert_gate (Mixtral's family block_sparse_moe.gate, Llama
+                     4's feed_forward.router): matched, not counted
 
-A module is kept when any spelling of its name matches a pattern. A list that names a layer's modules
+A model of another family is matched in every spelling above. A module is kept when any of its spellings matches
+a pattern. A list that names a layer's modules
 (`_LAYER_WORDS`: ``layers``, ``*_proj``, ``attn``, ``mlp``, ``experts``, ...) and matches none here is from a model
 that names them otherwise: `KeptModules.unmatched` holds its first such pattern, and the caller says it (one that
 matches some names and not others is not told apart). The embeddings and the LM head are counted in
@@ -67,8 +73,12 @@ _LAYER_WORDS = re.compile(r"layers?\b|_proj|attn|attention|mlp|feed_forward|expe
 tower's alone): one that matched nothing is said, as the model's modules are then named otherwise."""
 _OTHER_PARTS = re.compile(r"vision|visual|image|audio|speech|projector|multi_modal|mm_", re.IGNORECASE)
 """Words of a pattern about another part of a multimodal model, whose modules are not matched here."""
-_ROUTERS = ("mlp.gate", "mlp.router", "block_sparse_moe.gate", "feed_forward.router", "mlp.shared_expert_gate")
-"""A MoE layer's router, as the usual names spell it: matched so that a list keeping it is not said as matching
+_BLOCK_SPARSE = frozenset({"mixtral", "minimax", "minimax_m1", "minimax_m2", "phimoe"})
+"""``model_type`` values of the families that name their experts block_sparse_moe.experts.N.w1 (Mixtral's)."""
+_ROUTERS = {"block_sparse_moe": ("block_sparse_moe.gate",), "feed_forward": ("feed_forward.router",),
+            "mlp": ("mlp.gate", "mlp.router", "mlp.shared_expert_gate"),
+            "": ("mlp.gate", "mlp.router", "block_sparse_moe.gate", "feed_forward.router", "mlp.shared_expert_gate")}
+"""A MoE layer's router, as each family spells it: matched so that a list keeping it is not said as matching
 nothing, and not counted (hidden × experts parameters a layer)."""
 _OTHER_LAYERS = ("layers_block_type", "hybrid_override_pattern", "linear_num_value_heads")
 """Config keys of models with layers other than attention (Nemotron-H's blocks, Qwen3-Next's linear attention)."""
@@ -92,11 +102,14 @@ class KeptModules:
     none of the names here (a model that names its modules otherwise); "" else."""
 
 
-def kept_modules(cfg: dict[str, Any], patterns: Any, field: str = "exclude_modules") -> KeptModules:
+def kept_modules(cfg: dict[str, Any], patterns: Any, field: str = "exclude_modules", *,
+                 experts_by_layer: bool = False) -> KeptModules:
     """The parameters ``patterns`` (an ``exclude_modules`` list, or another list of fnmatch patterns, called
     ``field`` in what is said) keep out of the quantised format in the model ``cfg`` describes (merged with its
     ``text_config``; module docstring). `NotMatched` for patterns that are not a list of strings within the bounds,
-    or a model whose modules are not named here."""
+    or a model whose modules are not named here. ``experts_by_layer``: a layer's routed experts are matched by the
+    name of their fused module (``model.layers.N.mlp.experts``), all or none, as vLLM matches a
+    ``modules_to_not_convert`` list."""
     matcher = _Patterns(patterns, field)
     layers = _whole(cfg.get("num_hidden_layers"))
     if not 1 <= layers <= MAX_LAYERS:
@@ -105,22 +118,23 @@ def kept_modules(cfg: dict[str, Any], patterns: Any, field: str = "exclude_modul
     if (isinstance(kinds, list) and not set(map(str, kinds)) <= _ATTENTION_KINDS) or any(
             cfg.get(key) for key in _OTHER_LAYERS):
         raise NotMatched("a model with other layers than attention and MLP is not matched")
-    attention = _attention(cfg)
+    attention, family = _attention(cfg), _family(cfg)
     moe, dense_width, shared_width, expert_width, experts = _mlp_shapes(cfg, layers)
     hidden = _whole(cfg.get("hidden_size"))
     kept: dict[str, int] = {}
     rest = expert_total = 0.0
     routers = False
     for layer in range(layers):
-        for kind, modules in _layer_modules(layer in moe, attention, hidden, dense_width, shared_width):
+        for kind, modules in _layer_modules(layer in moe, attention, hidden, dense_width, shared_width, family):
             share = sum(size for names, size in modules if _any(matcher, layer, names))
             if share:
                 rest += share
                 kept[kind] = kept.get(kind, 0) + 1
         if layer in moe and not (kept or routers):  # a router kept in 16 bits: matched, not counted (tiny)
-            routers = _any(matcher, layer, _ROUTERS)
+            routers = _any(matcher, layer, _ROUTERS[family])
         if layer in moe and experts:
-            halves = sum(_any(matcher, layer, _expert_names(index)) for index in (0, experts - 1))
+            halves = (2 * _any(matcher, layer, _fused_experts(family)) if experts_by_layer else
+                      sum(_any(matcher, layer, _expert_names(index, family)) for index in (0, experts - 1)))
             if halves:
                 expert_total += halves / 2 * experts * 3 * hidden * expert_width
                 kept["routed experts"] = kept.get("routed experts", 0) + 1
@@ -216,18 +230,45 @@ def _mlp_shapes(cfg: dict[str, Any], layers: int) -> tuple[frozenset[int], int, 
     return moe, dense, shared, _whole(cfg.get("moe_intermediate_size")) or inter, experts
 
 
+def _family(cfg: dict[str, Any]) -> str:
+    """How the model's family names its MLP modules: ``block_sparse_moe`` (Mixtral's), ``feed_forward`` (Llama 4),
+    ``mlp`` (the rest Hugging Face knows), "" for a ``model_type`` not known here (every spelling)."""
+    kind = cfg.get("model_type")
+    kind = kind.lower() if isinstance(kind, str) else ""
+    if kind in _BLOCK_SPARSE:
+        return "block_sparse_moe"
+    if kind.startswith("llama4"):
+        return "feed_forward"
+    return "mlp" if kind else ""
+
+
 def _layer_modules(moe: bool, attention: list[tuple[tuple[str, ...], float]], hidden: int, dense: int,
-                   shared: int) -> Iterator[tuple[str, list[tuple[tuple[str, ...], float]]]]:
-    """A layer's kinds of module outside the routed experts, each module's spellings and parameters."""
+                   shared: int, family: str) -> Iterator[tuple[str, list[tuple[tuple[str, ...], float]]]]:
+    """A layer's kinds of module outside the routed experts, each module's spellings (`_family`'s) and
+    parameters."""
+    roots = {"feed_forward": ("feed_forward",), "block_sparse_moe": ("mlp",), "mlp": ("mlp",)}.get(
+        family, ("mlp", "feed_forward"))
     yield "attention", attention
     if not moe:
-        yield "dense MLP", [((f"mlp.{p}", f"feed_forward.{p}"), hidden * dense) for p in _MLP]
+        yield "dense MLP", [(tuple(f"{root}.{p}" for root in roots), hidden * dense) for p in _MLP]
     elif shared:
-        yield "shared expert", [((f"mlp.shared_experts.{p}", f"mlp.shared_expert.{p}",
-                                  f"feed_forward.shared_expert.{p}"), hidden * shared) for p in _MLP]
+        names = {"feed_forward": ("feed_forward.shared_expert",), "mlp": ("mlp.shared_experts", "mlp.shared_expert"),
+                 "block_sparse_moe": ("mlp.shared_experts", "mlp.shared_expert")}.get(
+            family, ("mlp.shared_experts", "mlp.shared_expert", "feed_forward.shared_expert"))
+        yield "shared expert", [(tuple(f"{name}.{p}" for name in names), hidden * shared) for p in _MLP]
 
 
-def _expert_names(index: int) -> tuple[str, ...]:
-    """The spellings of routed expert ``index``'s first matrix (its others are named alike)."""
-    return (f"mlp.experts.{index}.gate_proj", f"feed_forward.experts.{index}.gate_proj",
-            f"block_sparse_moe.experts.{index}.w1", "mlp.experts.gate_up_proj", "feed_forward.experts.gate_up_proj")
+def _fused_experts(family: str) -> tuple[str, ...]:
+    """The spellings of a layer's routed experts as one fused module in ``family`` (`_family`)."""
+    return {"block_sparse_moe": ("block_sparse_moe.experts",), "feed_forward": ("feed_forward.experts",),
+            "mlp": ("mlp.experts",)}.get(family, ("mlp.experts", "feed_forward.experts", "block_sparse_moe.experts"))
+
+
+def _expert_names(index: int, family: str) -> tuple[str, ...]:
+    """The spellings of routed expert ``index``'s first matrix in ``family`` (`_family`; its others are named
+    alike)."""
+    per_expert = {"block_sparse_moe": (f"block_sparse_moe.experts.{index}.w1",),
+                  "feed_forward": ("feed_forward.experts.gate_up_proj",),
+                  "mlp": (f"mlp.experts.{index}.gate_proj", "mlp.experts.gate_up_proj")}
+    return per_expert.get(family, (*per_expert["mlp"], f"feed_forward.experts.{index}.gate_proj",
+                                   *per_expert["feed_forward"], *per_expert["block_sparse_moe"]))

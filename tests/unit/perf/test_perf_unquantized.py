@@ -196,15 +196,52 @@ def test_a_compressed_tensors_ignore_list(ignore: list[str], layers: int | None)
         assert f"attention in {layers} of 80 layers" in model.source
 
 
-def test_transformers_modules_to_not_convert_are_parts_of_names() -> None:
-    quant = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128],
-             "modules_to_not_convert": ["lm_head", "self_attn"]}
-    model = model_from_config({**LLAMA, "quantization_config": quant}, "70b")
-    assert model.native_dtype == "fp8" and model.kept_params == 80 * (8192 * 8192 * 2 + 2 * 8192 * 1024)
-    assert "modules_to_not_convert: " in model.source
+MINIMAX_M2: dict[str, Any] = {
+    "architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "hidden_size": 3072,
+    "num_hidden_layers": 62, "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128,
+    "intermediate_size": 1536, "num_local_experts": 256, "num_experts_per_tok": 8, "vocab_size": 200064,
+    "max_position_embeddings": 196608, "torch_dtype": "bfloat16",
+    "quantization_config": {"quant_method": "fp8", "fmt": "float8_e4m3fn", "activation_scheme": "dynamic",
+                            "weight_block_size": [128, 128],
+                            "modules_to_not_convert": ["gate", "e_score_correction_bias", "lm_head"]}}
+"""MiniMax-M2's config.json as released (its experts block_sparse_moe.experts.N.w1, its router
+block_sparse_moe.gate)."""
+
+
+def test_modules_to_not_convert_are_matched_as_vllm_matches_them() -> None:
+    """vLLM's fp8 and fbgemm_fp8 take the keys as whole module names (a name under a layer's experts leaves that
+    layer's experts all unquantised), its AWQ as parts of names, its GPTQ not at all."""
+    fp8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+    attention = 8192 * 8192 * 2 + 2 * 8192 * 1024
+    partial = model_from_config({**LLAMA, "quantization_config": {**fp8, "modules_to_not_convert": [
+        "lm_head", "self_attn", "model.layers.0.self_attn.q_proj", "model.layers.1.mlp.down_proj"]}}, "70b")
+    assert partial.native_dtype == "fp8" and partial.kept_params == 8192 * 8192 + 8192 * 28672
+    assert "modules_to_not_convert: " in partial.source
+    layer_experts = model_from_config({**DEEPSEEK, "quantization_config": {**fp8, "modules_to_not_convert": [
+        "model.layers.5.mlp.experts.17.down_proj"]}}, "r1")
+    assert layer_experts.kept_expert_params == 256 * 3 * 7168 * 2048  # the whole layer's experts
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128}
+    parts = model_from_config({**LLAMA, "quantization_config": {**awq, "modules_to_not_convert": ["self_attn"]}}, "70b")
+    assert parts.kept_params == 80 * attention and "attention in 80 of 80 layers" in parts.source
     # AWQ's usual ["visual"] names no module of the language model; a key of [ * ? stays literal
-    awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "modules_to_not_convert": ["visual", "[*?"]}
-    assert model_from_config({**LLAMA, "quantization_config": awq}, "70b").kept_params == 0
+    assert model_from_config({**LLAMA, "quantization_config": {**awq, "modules_to_not_convert": [
+        "visual", "[*?"]}}, "70b").kept_params == 0
+    # AWQ's parts of names reach the experts through their layer's fused module, "model.layers.N.mlp.experts"
+    experts = model_from_config({**DEEPSEEK, "quantization_config": {**awq, "modules_to_not_convert": ["experts"]}},
+                                "r1")
+    assert experts.kept_expert_params == pytest.approx(58 * 256 * 3 * 7168 * 2048)  # every MoE layer's
+    gptq = {"quant_method": "gptq", "bits": 4, "group_size": 128, "modules_to_not_convert": ["self_attn"]}
+    assert model_from_config({**LLAMA, "quantization_config": gptq}, "70b").kept_params == 0
+
+
+@pytest.mark.parametrize("method", ["fp8", "awq"])
+def test_minimax_m2s_router_key_keeps_no_expert(method: str) -> None:
+    """MiniMax-M2 keeps its router ("gate") unquantised; its experts are w1, w2, w3, so even as a part of names
+    (AWQ's rule) the key reaches no expert: the checkpoint's 229 B parameters stay in its format."""
+    quant = {**MINIMAX_M2["quantization_config"], "quant_method": method, "bits": 4}
+    model = model_from_config({**MINIMAX_M2, "quantization_config": quant}, "minimax-m2")
+    assert model.native_dtype == method and model.kept_params == model.kept_expert_params == 0
+    assert "16 bits" not in model.source and "match none" not in model.source
 
 
 def test_the_json_gives_the_kept_parameters_in_the_checkpoints_own_format(tmp_path: Path) -> None:

@@ -1,10 +1,12 @@
-"""The KV-cache format `estimate` reads from a checkpoint's quantisation config is the one the real vLLM takes
-when ``--kv-cache-dtype`` is ``auto``: each config below is given to vLLM's own code in its venv (the ModelOpt
-resolution its engine arguments call, and the compressed-tensors KV scheme check its attention layers run, after
-which they take fp8) and to `tokometer.perf.checkpointquant`, and the two must agree. No server is started."""
+"""A checkpoint's quantisation config is read as the real vLLM reads it: each config below is given to vLLM's own
+code in its venv and to `tokometer.perf.checkpointquant`, and the two must agree. The KV-cache format it takes when
+``--kv-cache-dtype`` is ``auto`` (the ModelOpt resolution its engine arguments call, and the compressed-tensors KV
+scheme check its attention layers run, after which they take fp8), and the modules a ``modules_to_not_convert``
+list leaves unquantised (``is_layer_skipped``, as its fp8 and AWQ configs call it). No server is started."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import subprocess
 from typing import Any
@@ -77,3 +79,49 @@ def test_the_cache_a_checkpoint_declares_is_the_one_vllm_takes() -> None:
         ours.append("refused" if "is not one vLLM loads" in fmt.note else fmt.kv)
     assert ours == vllm
     assert {"fp8", "nvfp4", "", "refused"} <= set(vllm)  # every outcome is among the cases
+
+
+MODULES = ["lm_head", "model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.o_proj",
+           "model.layers.0.mlp.down_proj", "model.layers.1.block_sparse_moe.gate", "model.layers.1.mlp.gate_proj",
+           "model.layers.10.mlp.up_proj", "model.language_model.layers.2.self_attn.k_proj",
+           "model.layers.1.mlp.experts", "model.layers.10.mlp.experts", "model.layers.1.block_sparse_moe.experts"]
+"""Module names as vLLM's layers see them (``prefix``): a fused expert layer is one name, ``….experts``, as
+`tokometer.perf.unquantized` matches a ``modules_to_not_convert`` list against it."""
+KEYS = [["gate", "e_score_correction_bias", "lm_head"], ["self_attn"], ["model.layers.0.self_attn.q_proj"],
+        ["q_proj", "mlp"], ["model.layers.1.mlp.experts.3.gate_proj"], ["model.layers.1.block_sparse_moe.experts.0.w1"],
+        ["model.layers.1"], ["layers.1.mlp"], ["experts"], ["model.language_model.layers.2.self_attn.k_proj", "[*?"]]
+
+VLLM_SKIPS = """
+import json, sys
+from vllm.model_executor.layers.quantization.utils.quant_utils import is_layer_skipped
+cases = json.load(sys.stdin)
+print(json.dumps([[is_layer_skipped(name, keys, match_mode=mode) for name in cases["names"]]
+                  for keys in cases["keys"] for mode in ("exact", "substring")]))
+"""
+
+
+def _ours(keys: list[str], method: str, name: str) -> bool:
+    patterns = checkpoint_format({"quantization_config": {"quant_method": method, "modules_to_not_convert": keys}},
+                                 moe=True).exclude
+    assert isinstance(patterns, list)
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def test_the_modules_a_list_keeps_are_the_ones_vllm_skips() -> None:
+    """vLLM's fp8 takes ``modules_to_not_convert`` as whole names ("exact"), its AWQ as parts of names
+    ("substring"); a name under a layer's experts skips that fused layer."""
+    require_vllm()
+    from tokometer.engines.vllm_env import find_prepared_env
+
+    venv = find_prepared_env()
+    assert venv is not None
+    names = MODULES
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", VLLM_SKIPS],
+                          input=json.dumps({"names": names, "keys": KEYS}), capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    vllm = json.loads(done.stdout.strip().splitlines()[-1])
+    ours = [[_ours(keys, method, name) for name in names]
+            for keys in KEYS for method in ("fp8", "awq")]
+    assert ours == vllm
+    assert any(any(row) for row in vllm) and not all(all(row) for row in vllm)
