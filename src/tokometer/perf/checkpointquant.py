@@ -317,6 +317,116 @@ def _not_converted(keys: Any, substring: bool) -> Any:
 _REGEX_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-/:")
 
 
+_MAX_ALTERNATIVES = 64
+"""The most fnmatch patterns one ``re:`` entry's alternatives may expand to."""
+
+
+def _regex_as_globs(regex: str) -> list[str]:
+    """A compressed-tensors ``re:`` entry as the fnmatch patterns that together match the same names: its
+    alternatives (``a|b``, and groups ``(a|b)`` or ``(?:a|b)``, not nested, optional with ``?`` after them, of no
+    other quantifier) expanded, at most `_MAX_ALTERNATIVES` of them, each read by `_regex_as_glob` (Kimi K2
+    Thinking's ``re:.*mlp\\.(gate|up|gate_up|down)_proj.*`` is four); ValueError for any other."""
+    expanded = [""]
+    for part in _regex_parts(regex):
+        expanded = [head + tail for head in expanded for tail in part]
+        if len(expanded) > _MAX_ALTERNATIVES:
+            raise ValueError(f"its ignore entry {_shown('re:' + regex)} expands to more than {_MAX_ALTERNATIVES} "
+                             "alternatives")
+    return [_regex_as_glob(alternative) for alternative in expanded]
+
+
+def _regex_parts(regex: str) -> list[list[str]]:
+    """``regex`` cut into a sequence of choices: text outside groups one choice each, a group its alternatives
+    (module docstring of `_regex_as_globs`); a top-level ``|`` makes the whole a group. ValueError for a nested
+    group, an unclosed one, a quantifier after one other than ``?``, or a group of another kind than ``(?:``."""
+    beyond = ValueError(f"its ignore entry {_shown('re:' + regex)} is a regular expression beyond '.*', '.', "
+                        "alternatives and literal text")
+    top = _split_alternatives(regex)
+    if len(top) > 1:
+        if any("(" in _unescaped(alternative) for alternative in top):
+            raise beyond  # a group inside a top-level alternative
+        return [top]
+    parts: list[list[str]] = []
+    text, i = "", 0
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\":
+            text += regex[i:i + 2]
+            i += 2
+            continue
+        if ch == ")":
+            raise beyond
+        if ch != "(":
+            text += ch
+            i += 1
+            continue
+        close = _group_end(regex, i)
+        if close < 0:
+            raise beyond
+        inner = regex[i + 1:close]
+        if inner.startswith("?"):
+            if not inner.startswith("?:"):
+                raise beyond
+            inner = inner[2:]
+        if "(" in _unescaped(inner):
+            raise beyond
+        choices = _split_alternatives(inner)
+        after = regex[close + 1:close + 2]
+        if after == "?" and regex[close + 2:close + 3] not in ("?", "+"):
+            choices, close = [*choices, ""], close + 1
+        elif after and after in "*+{?":
+            raise beyond
+        parts += [[text], choices]
+        text, i = "", close + 1
+    return [*parts, [text]]
+
+
+def _unescaped(text: str) -> str:
+    """``text`` with each escaped character (``\\x``) left out: what is left holds its special characters."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def _split_alternatives(text: str) -> list[str]:
+    """``text`` cut at each ``|`` outside a group and not escaped."""
+    out, current, depth, i = [], "", 0, 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            current += text[i:i + 2]
+            i += 2
+            continue
+        depth += 1 if ch == "(" else -1 if ch == ")" else 0
+        if ch == "|" and depth == 0:
+            out.append(current)
+            current = ""
+        else:
+            current += ch
+        i += 1
+    return [*out, current]
+
+
+def _group_end(text: str, start: int) -> int:
+    """The index of the ``)`` that closes the group opened at ``start`` (-1: none), escapes skipped."""
+    i = start + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == ")":
+            return i
+        if text[i] == "(":
+            return -1  # nested: refused by the caller's check as beyond
+        i += 1
+    return -1
+
+
 def _regex_as_glob(regex: str) -> str:
     """A compressed-tensors ``re:`` entry (matched with ``re.match``: from the name's start) as the fnmatch pattern
     that matches the same names, for the regular expressions made of ``.*``, ``.+``, ``.``, escaped punctuation,
@@ -341,8 +451,8 @@ def _regex_as_glob(regex: str) -> str:
             out.append(ch)
             i += 1
         else:
-            raise ValueError(f"its ignore entry {_shown('re:' + regex)} is a regular expression beyond '.*', '.' and "
-                             "literal text")
+            raise ValueError(f"its ignore entry {_shown('re:' + regex)} is a regular expression beyond '.*', '.', "
+                             "alternatives and literal text")
     return "".join(out) + end
 
 
@@ -352,7 +462,7 @@ def _ignored(entries: Any) -> Any:
     `tokometer.perf.unquantized` to say why it is not read."""
     if not isinstance(entries, list) or not all(isinstance(e, str) and e for e in entries):
         return entries
-    return [_regex_as_glob(e[3:]) if e.startswith("re:") else _literal(e) for e in entries]
+    return [glob for e in entries for glob in (_regex_as_globs(e[3:]) if e.startswith("re:") else [_literal(e)])]
 
 
 def _group_formats(groups: Iterable[Any]) -> Iterable[str]:

@@ -177,7 +177,7 @@ W4A16 = {"quant_method": "compressed-tensors", "format": "pack-quantized", "conf
 @pytest.mark.parametrize(("ignore", "layers"), [
     (["lm_head", "re:.*self_attn.*"], 80),
     (["lm_head", "re:^model\\.layers\\.0\\..*"], 1),  # the first layer's attention and MLP
-    (["lm_head", "re:.*layers.7.self_attn.(q|k)_proj"], None),  # a group: not read
+    (["lm_head", "re:.*layers.7.self_attn.[qk]_proj"], None),  # a class: not read
     (["lm_head", "model.layers.3.self_attn.q_proj", "model.layers.3.self_attn.k_proj",
       "model.layers.3.self_attn.v_proj", "model.layers.3.self_attn.o_proj"], 1),  # exact names
 ])
@@ -187,13 +187,39 @@ def test_a_compressed_tensors_ignore_list(ignore: list[str], layers: int | None)
     attention = 8192 * 8192 * 2 + 2 * 8192 * 1024
     if layers is None:
         assert model.kept_params == 0
-        assert "its ignore entry 're:.*layers.7.self_attn.(q|k)_proj' is a regular expression beyond '.*', '.' and " \
-               "literal text: the modules its ignore names are sized in int4" in model.source
+        assert "its ignore entry 're:.*layers.7.self_attn.[qk]_proj' is a regular expression beyond '.*', '.', " \
+               "alternatives and literal text: the modules its ignore names are sized in int4" in model.source
     elif ignore[1].startswith("re:^"):
         assert model.kept_params == attention + 3 * 8192 * 28672 and "dense MLP in 1 of 80 layers" in model.source
     else:
         assert model.kept_params == layers * attention and "ignore: " in model.source
         assert f"attention in {layers} of 80 layers" in model.source
+
+
+KIMI_K2_THINKING: dict[str, Any] = {
+    "architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "hidden_size": 7168, "num_hidden_layers": 61,
+    "num_attention_heads": 64, "num_key_value_heads": 64, "q_lora_rank": 1536, "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "n_routed_experts": 384,
+    "n_shared_experts": 1, "moe_intermediate_size": 2048, "intermediate_size": 18432, "first_k_dense_replace": 1,
+    "num_experts_per_tok": 8, "vocab_size": 163840, "max_position_embeddings": 262144, "torch_dtype": "bfloat16",
+    "quantization_config": {
+        "quant_method": "compressed-tensors", "format": "pack-quantized", "kv_cache_scheme": None,
+        "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "weights": {
+            "num_bits": 4, "type": "int", "strategy": "group", "group_size": 32, "symmetric": True,
+            "dynamic": False}}},
+        "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"]}}
+"""Kimi K2 Thinking's config.json as released: int4 routed experts in groups of 32, the rest kept in bf16 by
+regular expressions, one of them with alternatives."""
+
+
+def test_kimi_k2_thinking_keeps_its_attention_shared_experts_and_dense_layer_in_16_bits() -> None:
+    model = model_from_config(KIMI_K2_THINKING, "kimi-k2-thinking")
+    attention = 7168 * 1536 + 1536 * 64 * 192 + 7168 * 576 + 512 * 64 * 256 + 64 * 128 * 7168
+    shared, dense = 3 * 7168 * 2048, 3 * 7168 * 18432
+    assert model.native_dtype == "int4" and model.bits_for("int4") == 4 + 16 / 32
+    assert model.kept_params == 61 * attention + 60 * shared + dense and model.kept_expert_params == 0
+    assert "ignore: 9.21 B params in 16 bits, attention in 61 of 61 layers, dense MLP in 1 of 61 layers, shared " \
+        "expert in 60 of 61 layers" in model.source
 
 
 MINIMAX_M2: dict[str, Any] = {
