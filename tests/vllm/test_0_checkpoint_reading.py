@@ -125,3 +125,39 @@ def test_the_modules_a_list_keeps_are_the_ones_vllm_skips() -> None:
             for keys in KEYS for method in ("fp8", "awq")]
     assert ours == vllm
     assert any(any(row) for row in vllm) and not all(all(row) for row in vllm)
+
+
+IGNORES = [["lm_head", "re:.*self_attn.*"], ["re:.*mlp\\.(gate|up|gate_up|down)_proj.*", "re:.*shared_experts.*"],
+           ["model.layers.0.self_attn.q_proj"], ["re:^model\\.layers\\.1\\..*"],
+           ["re:model.layers.1.mlp.(?:gate|up)_proj$"], ["re:.*(mlp|self_attn)\\.(gate|q)_proj"],
+           ["re:.*block_sparse_moe.gate|lm_head"], ["re:.*gate(_proj)?$"]]
+CT_NAMES = [*MODULES, "model.layers.1.mlp.up_proj", "model.layers.3.mlp.shared_experts.down_proj",
+            "model.layers.3.mlp.experts.7.gate_proj", "model.layers.1.mlp.gate", "model.layers.11.mlp.gate_proj"]
+
+VLLM_IGNORES = """
+import json, sys
+from vllm.model_executor.layers.quantization.compressed_tensors.utils import should_ignore_layer
+cases = json.load(sys.stdin)
+print(json.dumps([[should_ignore_layer(name, ignore) for name in cases["names"]] for ignore in cases["ignores"]]))
+"""
+
+
+def test_a_compressed_tensors_ignore_list_leaves_out_what_vllm_does() -> None:
+    """compressed-tensors' ``ignore``: exact names and ``re:`` expressions (matched from the name's start),
+    alternatives included, read as the fnmatch patterns that leave out the modules vLLM leaves out."""
+    require_vllm()
+    from tokometer.engines.vllm_env import find_prepared_env
+
+    venv = find_prepared_env()
+    assert venv is not None
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", VLLM_IGNORES],
+                          input=json.dumps({"names": CT_NAMES, "ignores": IGNORES}), capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    vllm = json.loads(done.stdout.strip().splitlines()[-1])
+    ours = []
+    for ignore in IGNORES:
+        fmt = checkpoint_format({"quantization_config": {**W4A16, "ignore": ignore}})
+        assert isinstance(fmt.exclude, list) and not fmt.exclude_problem, ignore
+        ours.append([any(fnmatch.fnmatchcase(name, p) for p in fmt.exclude) for name in CT_NAMES])
+    assert ours == vllm
