@@ -46,6 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from tokometer.perf.unquantized import MAX_PATTERNS
 from tokometer.util.shown import clipped, quoted
 
 __all__ = ["CheckpointFormat", "checkpoint_format"]
@@ -458,11 +459,18 @@ def _regex_as_glob(regex: str) -> str:
 
 def _ignored(entries: Any) -> Any:
     """compressed-tensors' ``ignore`` list as fnmatch patterns: a module's exact name as itself, an ``re:`` entry by
-    `_regex_as_glob` (ValueError where it cannot be); anything but a list of strings as written, for
-    `tokometer.perf.unquantized` to say why it is not read."""
-    if not isinstance(entries, list) or not all(isinstance(e, str) and e for e in entries):
-        return entries
-    return [glob for e in entries for glob in (_regex_as_globs(e[3:]) if e.startswith("re:") else [_literal(e)])]
+    `_regex_as_globs` (ValueError where it cannot be, or where the list expands beyond `MAX_PATTERNS`); anything
+    but a list of strings, or a longer list, as written, for `tokometer.perf.unquantized` to say why it is not
+    read."""
+    if not isinstance(entries, list) or len(entries) > MAX_PATTERNS or not all(isinstance(e, str) and e
+                                                                               for e in entries):
+        return entries  # `kept_modules` says why (not a list of strings, or too long)
+    globs: list[str] = []
+    for entry in entries:
+        globs += _regex_as_globs(entry[3:]) if entry.startswith("re:") else [_literal(entry)]
+        if len(globs) > MAX_PATTERNS:
+            raise ValueError(f"its ignore list expands to more than {MAX_PATTERNS:,} patterns")
+    return globs
 
 
 def _group_formats(groups: Iterable[Any]) -> Iterable[str]:

@@ -196,6 +196,17 @@ def test_a_compressed_tensors_ignore_list(ignore: list[str], layers: int | None)
         assert f"attention in {layers} of 80 layers" in model.source
 
 
+@pytest.mark.parametrize(("ignore", "said"), [
+    (["re:(a|b|c|d|e|f|g|h)(a|b|c|d|e|f|g|h)"] * 17, "its ignore list expands to more than 1,024 patterns"),
+    (["re:(a|b|c|d|e|f|g|h)(a|b|c|d|e|f|g|h)(a|b)"], "expands to more than 64 alternatives"),
+    ([f"model.layers.{i}.mlp" for i in range(MAX_PATTERNS + 1)], f"ignore lists {MAX_PATTERNS + 1:,} patterns"),
+])
+def test_an_ignore_list_past_its_bounds_is_said(ignore: list[str], said: str) -> None:
+    model = model_from_config({**LLAMA, "quantization_config": {**W4A16, "ignore": ignore}}, "70b")
+    assert model.native_dtype == "int4" and model.kept_params == 0
+    assert said in model.source and "the modules its ignore names are sized in int4" in model.source
+
+
 KIMI_K2_THINKING: dict[str, Any] = {
     "architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "hidden_size": 7168, "num_hidden_layers": 61,
     "num_attention_heads": 64, "num_key_value_heads": 64, "q_lora_rank": 1536, "kv_lora_rank": 512,
