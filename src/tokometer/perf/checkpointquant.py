@@ -342,90 +342,62 @@ def _regex_parts(regex: str) -> list[list[str]]:
     group, an unclosed one, a quantifier after one other than ``?``, or a group of another kind than ``(?:``."""
     beyond = ValueError(f"its ignore entry {_shown('re:' + regex)} is a regular expression beyond '.*', '.', "
                         "alternatives and literal text")
-    top = _split_alternatives(regex)
+    tokens = _tokens(regex)
+    top = _split_alternatives(tokens)
     if len(top) > 1:
-        if any("(" in _unescaped(alternative) for alternative in top):
+        if any("(" in alternative for alternative in top):
             raise beyond  # a group inside a top-level alternative
-        return [top]
+        return [["".join(alternative) for alternative in top]]
     parts: list[list[str]] = []
-    text, i = "", 0
-    while i < len(regex):
-        ch = regex[i]
-        if ch == "\\":
-            text += regex[i:i + 2]
-            i += 2
-            continue
-        if ch == ")":
+    text: list[str] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i] == ")":
             raise beyond
-        if ch != "(":
-            text += ch
+        if tokens[i] != "(":
+            text.append(tokens[i])
             i += 1
             continue
-        close = _group_end(regex, i)
-        if close < 0:
-            raise beyond
-        inner = regex[i + 1:close]
-        if inner.startswith("?"):
-            if not inner.startswith("?:"):
+        close = tokens.index(")", i) if ")" in tokens[i:] else -1
+        inner = tokens[i + 1:close]
+        if close < 0 or "(" in inner:
+            raise beyond  # unclosed, or nested
+        if inner[:1] == ["?"]:
+            if inner[1:2] != [":"]:
                 raise beyond
             inner = inner[2:]
-        if "(" in _unescaped(inner):
-            raise beyond
-        choices = _split_alternatives(inner)
-        after = regex[close + 1:close + 2]
-        if after == "?" and regex[close + 2:close + 3] not in ("?", "+"):
+        choices = ["".join(alternative) for alternative in _split_alternatives(inner)]
+        after = tokens[close + 1:close + 3]
+        if after[:1] == ["?"] and after[1:] not in (["?"], ["+"]):
             choices, close = [*choices, ""], close + 1
-        elif after and after in "*+{?":
+        elif after and after[0] in ("*", "+", "{", "?"):
             raise beyond
-        parts += [[text], choices]
-        text, i = "", close + 1
-    return [*parts, [text]]
+        parts += [["".join(text)], choices]
+        text, i = [], close + 1
+    return [*parts, ["".join(text)]]
 
 
-def _unescaped(text: str) -> str:
-    """``text`` with each escaped character (``\\x``) left out: what is left holds its special characters."""
+def _tokens(text: str) -> list[str]:
+    """``text`` as a regular expression's atoms: an escaped character (``\\x``) one, any other character one."""
     out, i = [], 0
     while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        out.append(text[i])
-        i += 1
-    return "".join(out)
+        step = 2 if text[i] == "\\" else 1
+        out.append(text[i:i + step])
+        i += step
+    return out
 
 
-def _split_alternatives(text: str) -> list[str]:
-    """``text`` cut at each ``|`` outside a group and not escaped."""
-    out, current, depth, i = [], "", 0, 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            current += text[i:i + 2]
-            i += 2
-            continue
-        depth += 1 if ch == "(" else -1 if ch == ")" else 0
-        if ch == "|" and depth == 0:
-            out.append(current)
-            current = ""
+def _split_alternatives(tokens: list[str]) -> list[list[str]]:
+    """``tokens`` cut at each ``|`` outside a group (an escaped one is a token of its own, not cut at)."""
+    out: list[list[str]] = [[]]
+    depth = 0
+    for token in tokens:
+        depth += 1 if token == "(" else -1 if token == ")" else 0
+        if token == "|" and depth == 0:
+            out.append([])
         else:
-            current += ch
-        i += 1
-    return [*out, current]
-
-
-def _group_end(text: str, start: int) -> int:
-    """The index of the ``)`` that closes the group opened at ``start`` (-1: none), escapes skipped."""
-    i = start + 1
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == ")":
-            return i
-        if text[i] == "(":
-            return -1  # nested: refused by the caller's check as beyond
-        i += 1
-    return -1
+            out[-1].append(token)
+    return out
 
 
 def _regex_as_glob(regex: str) -> str:
