@@ -1,5 +1,6 @@
-"""compressed-tensors' ``re:`` ignore entries read as fnmatch patterns (`tokometer.perf.checkpointquant`): any
-regular expression either is refused in one ValueError or matches exactly the module names ``re.match`` does."""
+"""compressed-tensors' ``re:`` ignore entries read as fnmatch patterns (`tokometer.perf.modulepatterns`): any
+regular expression either is refused in one ValueError or, as the fnmatch patterns its alternatives expand to,
+matches exactly the module names ``re.match`` does."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import warnings
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokometer.perf.checkpointquant import _regex_as_globs
+from tokometer.perf.modulepatterns import regex_as_globs
 
 NAMES = ["model.layers.0.self_attn.q_proj", "model.layers.12.mlp.gate", "model.layers.3.mlp.experts.7.up_proj",
          "lm_head", "model.layers.1.self_attn.o_proj", "vision_tower.blocks.0.attn", "a.b", "ab", ".", "", "x$y",
@@ -30,7 +31,7 @@ def test_an_ignore_regex_is_refused_or_matches_what_re_match_does(regex: str) ->
     except re.error:
         compiled = None
     try:
-        globs = _regex_as_globs(regex)
+        globs = regex_as_globs(regex)
     except ValueError as exc:
         assert "is a regular expression beyond '.*', '.', alternatives and literal text" in str(exc) or \
             "alternatives" in str(exc)

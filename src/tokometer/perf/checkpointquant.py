@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tokometer.perf.unquantized import MAX_PATTERNS
+from tokometer.perf.modulepatterns import ignored, not_converted
 from tokometer.util.shown import clipped, quoted
 
 __all__ = ["CheckpointFormat", "checkpoint_format"]
@@ -81,7 +81,7 @@ class CheckpointFormat:
     exclude: Any = None
     """The modules the checkpoint keeps in 16 bits as fnmatch patterns, matched against the model's own
     (`tokometer.perf.unquantized`): a ModelOpt ``exclude_modules`` (``ignore``) as written, compressed-tensors'
-    ``ignore`` or a ``modules_to_not_convert`` as vLLM reads them (`_ignored`, `_not_converted`); None:
+    ``ignore`` or a ``modules_to_not_convert`` as vLLM reads them (`tokometer.perf.modulepatterns`); None:
     no list."""
     exclude_field: str = "exclude_modules"
     """The config field the list came from, as said on the model's source line."""
@@ -131,7 +131,7 @@ def checkpoint_format(cfg: dict[str, Any], sidecar: Any = None, moe: bool = Fals
             group_bits, group_note = _group_bits(quant.get("group_size", 128), zero, cfg.get("hidden_size"))
         kept = quant.get("modules_to_not_convert") if fmt != "gptq" else None  # vLLM's GPTQ does not read it
         return CheckpointFormat(weights=fmt, note=f"quant_method {method}{group_note}", bits=group_bits,
-                                exclude=None if kept is None else _not_converted(kept, substring=fmt == "awq"),
+                                exclude=None if kept is None else not_converted(kept, substring=fmt == "awq"),
                                 exclude_field="modules_to_not_convert", experts_by_layer=True)
     if method in _MODELOPT_METHODS:
         return _modelopt(quant, "quantization_config", moe)
@@ -255,7 +255,7 @@ def _compressed_tensors(quant: dict[str, Any], hidden: Any) -> CheckpointFormat:
                               else (0.0, ""))
     ignore = quant.get("ignore")
     try:
-        patterns, problem = (None if ignore is None else _ignored(ignore)), ""
+        patterns, problem = (None if ignore is None else ignored(ignore)), ""
     except ValueError as exc:
         patterns, problem = None, str(exc)
     return CheckpointFormat(weights=weights, kv=kv, note=f"compressed-tensors {weights}{group_note}{kv_note}",
@@ -293,156 +293,6 @@ def _int4_bits(groups: Iterable[Any], hidden: Any) -> tuple[float, str]:
     if len(found) != 1:
         return 0.0, "; its schemes' groups differ: groups of 128 taken"
     return found.pop()
-
-
-def _literal(text: str) -> str:
-    """``text`` as an fnmatch pattern that matches it alone (its wildcard characters bracketed)."""
-    return "".join(f"[{ch}]" if ch in "*?[" else ch for ch in text)
-
-
-def _not_converted(keys: Any, substring: bool) -> Any:
-    """A ``modules_to_not_convert`` list as fnmatch patterns, matched as vLLM matches it
-    (``vllm/model_executor/layers/quantization/utils/quant_utils.py``, ``is_layer_skipped``): an AWQ checkpoint's
-    keys as parts of a module's name (``substring``: ``*key*``), an fp8 or fbgemm_fp8 one's as whole names (a
-    name under a layer's ``experts`` names that layer's fused experts, which vLLM then skips whole). The routed
-    experts are matched by their layer's fused module (`CheckpointFormat.experts_by_layer`);
-    anything but a list of strings is passed on as written, for `tokometer.perf.unquantized` to say why it is not
-    read."""
-    if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
-        return keys
-    if substring:
-        return [f"*{_literal(key)}*" for key in keys]
-    return [_literal(key[:key.index(".experts") + 8]) if ".experts" in key else _literal(key) for key in keys]
-
-
-_REGEX_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-/:")
-
-
-_MAX_ALTERNATIVES = 64
-"""The most fnmatch patterns one ``re:`` entry's alternatives may expand to."""
-
-
-def _regex_as_globs(regex: str) -> list[str]:
-    """A compressed-tensors ``re:`` entry as the fnmatch patterns that together match the same names: its
-    alternatives (``a|b``, and groups ``(a|b)`` or ``(?:a|b)``, not nested, optional with ``?`` after them, of no
-    other quantifier) expanded, at most `_MAX_ALTERNATIVES` of them, each read by `_regex_as_glob` (Kimi K2
-    Thinking's ``re:.*mlp\\.(gate|up|gate_up|down)_proj.*`` is four); ValueError for any other."""
-    expanded = [""]
-    for part in _regex_parts(regex):
-        expanded = [head + tail for head in expanded for tail in part]
-        if len(expanded) > _MAX_ALTERNATIVES:
-            raise ValueError(f"its ignore entry {_shown('re:' + regex)} expands to more than {_MAX_ALTERNATIVES} "
-                             "alternatives")
-    return [_regex_as_glob(alternative) for alternative in expanded]
-
-
-def _regex_parts(regex: str) -> list[list[str]]:
-    """``regex`` cut into a sequence of choices: text outside groups one choice each, a group its alternatives
-    (module docstring of `_regex_as_globs`); a top-level ``|`` makes the whole a group. ValueError for a nested
-    group, an unclosed one, a quantifier after one other than ``?``, or a group of another kind than ``(?:``."""
-    beyond = ValueError(f"its ignore entry {_shown('re:' + regex)} is a regular expression beyond '.*', '.', "
-                        "alternatives and literal text")
-    tokens = _tokens(regex)
-    top = _split_alternatives(tokens)
-    if len(top) > 1:
-        if any("(" in alternative for alternative in top):
-            raise beyond  # a group inside a top-level alternative
-        return [["".join(alternative) for alternative in top]]
-    parts: list[list[str]] = []
-    text: list[str] = []
-    i = 0
-    while i < len(tokens):
-        if tokens[i] == ")":
-            raise beyond
-        if tokens[i] != "(":
-            text.append(tokens[i])
-            i += 1
-            continue
-        close = tokens.index(")", i) if ")" in tokens[i:] else -1
-        inner = tokens[i + 1:close]
-        if close < 0 or "(" in inner:
-            raise beyond  # unclosed, or nested
-        if inner[:1] == ["?"]:
-            if inner[1:2] != [":"]:
-                raise beyond
-            inner = inner[2:]
-        choices = ["".join(alternative) for alternative in _split_alternatives(inner)]
-        after = tokens[close + 1:close + 3]
-        if after[:1] == ["?"] and after[1:] not in (["?"], ["+"]):
-            choices, close = [*choices, ""], close + 1
-        elif after and after[0] in ("*", "+", "{", "?"):
-            raise beyond
-        parts += [["".join(text)], choices]
-        text, i = [], close + 1
-    return [*parts, ["".join(text)]]
-
-
-def _tokens(text: str) -> list[str]:
-    """``text`` as a regular expression's atoms: an escaped character (``\\x``) one, any other character one."""
-    out, i = [], 0
-    while i < len(text):
-        step = 2 if text[i] == "\\" else 1
-        out.append(text[i:i + step])
-        i += step
-    return out
-
-
-def _split_alternatives(tokens: list[str]) -> list[list[str]]:
-    """``tokens`` cut at each ``|`` outside a group (an escaped one is a token of its own, not cut at)."""
-    out: list[list[str]] = [[]]
-    depth = 0
-    for token in tokens:
-        depth += 1 if token == "(" else -1 if token == ")" else 0
-        if token == "|" and depth == 0:
-            out.append([])
-        else:
-            out[-1].append(token)
-    return out
-
-
-def _regex_as_glob(regex: str) -> str:
-    """A compressed-tensors ``re:`` entry (matched with ``re.match``: from the name's start) as the fnmatch pattern
-    that matches the same names, for the regular expressions made of ``.*``, ``.+``, ``.``, escaped punctuation,
-    letters, digits and ``_-/:``, with an optional ``^`` first and ``$`` last; ValueError for any other (this does
-    not run a checkpoint's regular expression, whose time is not bounded)."""
-    body, end = regex[1:] if regex.startswith("^") else regex, "*"
-    if body.endswith("$") and not body.endswith("\\$"):
-        body, end = body[:-1], ""
-    out, i = [], 0
-    while i < len(body):
-        ch, nxt = body[i], body[i + 1:i + 2]
-        if ch == "." and nxt and nxt in "*+":
-            out.append("*" if nxt == "*" else "?*")
-            i += 2
-        elif ch == ".":
-            out.append("?")
-            i += 1
-        elif ch == "\\" and nxt and not nxt.isalnum():
-            out.append(_literal(nxt))
-            i += 2
-        elif ch in _REGEX_LITERAL:
-            out.append(ch)
-            i += 1
-        else:
-            raise ValueError(f"its ignore entry {_shown('re:' + regex)} is a regular expression beyond '.*', '.', "
-                             "alternatives and literal text")
-    return "".join(out) + end
-
-
-def _ignored(entries: Any) -> Any:
-    """compressed-tensors' ``ignore`` list as fnmatch patterns: a module's exact name as itself, an ``re:`` entry by
-    `_regex_as_globs` (ValueError where it cannot be, or where the list expands beyond `MAX_PATTERNS`); anything
-    but a list of strings, or a longer list, as written, for `tokometer.perf.unquantized` to say why it is not
-    read."""
-    if not isinstance(entries, list) or len(entries) > MAX_PATTERNS or not all(isinstance(e, str) and e
-                                                                               for e in entries):
-        return entries  # `kept_modules` says why (not a list of strings, or too long)
-    globs: list[str] = []
-    for entry in entries:
-        globs += _regex_as_globs(entry[3:]) if entry.startswith("re:") else [_literal(entry)]
-        if len(globs) > MAX_PATTERNS:
-            raise ValueError(f"its ignore list expands to more than {MAX_PATTERNS:,} patterns")
-    return globs
 
 
 def _group_formats(groups: Iterable[Any]) -> Iterable[str]:
