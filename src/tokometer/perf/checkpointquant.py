@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokometer.perf.modulepatterns import ignored, not_converted
-from tokometer.util.shown import clipped, quoted
+from tokometer.util.shown import FIELD_CHARS, clipped, quoted
 
 __all__ = ["CheckpointFormat", "checkpoint_format"]
 
@@ -62,8 +62,6 @@ _MODELOPT_ALGOS = {"fp8": "fp8", "nvfp4": "nvfp4", "nvfp4_awq": "nvfp4", "w4a16_
 _KV_ALGOS = {"fp8": "fp8", "int8": "int8", "nvfp4": "nvfp4"}
 """KV-cache formats a checkpoint may declare that the estimate models."""
 _MODELOPT_METHODS = ("modelopt", "modelopt_fp4", "modelopt_fp8")
-_SHOWN = 40
-"""Characters of a checkpoint's own text quoted in a source line."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +145,7 @@ def _text(value: Any) -> str:
 
 def _shown(value: Any) -> str:
     """A checkpoint's value as a note quotes it: a string quoted, anything else as Python writes it, clipped."""
-    return quoted(value, _SHOWN) if isinstance(value, str) else clipped(repr(value), _SHOWN)
+    return quoted(value, FIELD_CHARS) if isinstance(value, str) else clipped(repr(value), FIELD_CHARS)
 
 
 def _not_read(why: str, kv: str = "", kv_note: str = "") -> CheckpointFormat:

@@ -41,7 +41,7 @@ from tokometer.perf.unquantized import KeptModules, NotMatched, kept_modules
 from tokometer.util.errors import ConfigError
 from tokometer.util.gguf import TOKENIZER_ARRAYS, GGUFFile, quantization_of, read_gguf
 from tokometer.util.jsonstream import JsonLimits, JsonStream
-from tokometer.util.shown import quoted
+from tokometer.util.shown import FIELD_CHARS, quoted
 
 __all__ = ["model_from_config", "model_from_gguf", "resolve_model", "weights_on_disk"]
 
@@ -276,9 +276,9 @@ def _kept_modules(cfg: dict[str, Any], fmt: CheckpointFormat) -> tuple[KeptModul
         return KeptModules(), f"{exc}: the modules its {field} names are sized in {declared}"
     total = kept.params + kept.expert_params
     if kept.unmatched:
-        return kept, (f"its {field} names modules ({quoted(kept.unmatched, 40)}, ...) that match none named here "
-                      f"(model.layers.N.self_attn.q_proj, .mlp.gate_proj, .mlp.experts.E.gate_proj, ...): they are "
-                      f"sized in {declared}")
+        return kept, (f"its {field} names modules ({quoted(kept.unmatched, FIELD_CHARS)}, ...) that match none named "
+                      f"here (model.layers.N.self_attn.q_proj, .mlp.gate_proj, .mlp.experts.E.gate_proj, ...): they "
+                      f"are sized in {declared}")
     return kept, f"{field}: {total / 1e9:,.2f} B params in 16 bits, {kept.where}" if total else ""
 
 

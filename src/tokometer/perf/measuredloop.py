@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokometer.metrics.request import tpot_ns, ttft_ns
 from tokometer.perf.closedloop import STEP_TOKENS, ClosedLoop, closed_loop
-from tokometer.perf.lengths import decode_context, reserved_room
+from tokometer.perf.lengths import LengthSums
 from tokometer.perf.roofline import BOUND, Deployment, Efficiency
 
 if TYPE_CHECKING:
@@ -95,8 +95,10 @@ def _step_context(done: list[RequestRecord]) -> tuple[float, float | None]:
     pairs = [(float(r.input_tokens or 0), float(r.output_tokens or 0)) for r in done if (r.output_tokens or 0) > 0]
     if not pairs:
         return 1.0, None
-    inputs, outputs = [i for i, _ in pairs], [o for _, o in pairs]
-    return decode_context(inputs, outputs), reserved_room(inputs, outputs)
+    sums = LengthSums()
+    for i, o in pairs:
+        sums.add(i, o)
+    return sums.decode_context(), sums.reserved_room()
 
 
 def _closed_concurrency(step: StoredStep) -> int | None:

@@ -19,13 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from tokometer.perf.unquantized import MAX_PATTERNS
-from tokometer.util.shown import quoted
+from tokometer.util.shown import FIELD_CHARS, quoted
 
 __all__ = ["MAX_ALTERNATIVES", "ignored", "literal", "not_converted", "regex_as_globs"]
-
-_SHOWN = 40
-"""Characters of a checkpoint's own text quoted in a message."""
-
 
 def literal(text: str) -> str:
     """``text`` as an fnmatch pattern that matches it alone (its wildcard characters bracketed)."""
@@ -108,7 +104,7 @@ def _regex_parts(regex: str) -> list[list[str]]:
 
 def _entry(regex: str) -> str:
     """An ``re:`` entry as a message quotes it."""
-    return quoted("re:" + regex, _SHOWN)
+    return quoted("re:" + regex, FIELD_CHARS)
 
 
 def _beyond(regex: str) -> ValueError:

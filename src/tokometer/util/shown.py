@@ -30,10 +30,14 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["LINE_CHARS", "SHOWN_CHARS", "clipped", "one_line", "printable", "quoted", "quoted_in"]
+__all__ = ["FIELD_CHARS", "LINE_CHARS", "SHOWN_CHARS", "clipped", "one_line", "printable", "quoted", "quoted_in"]
 
 SHOWN_CHARS: Final = 160
 """The most characters of a peer's text one message shows."""
+
+FIELD_CHARS: Final = 40
+"""The most characters of one field of a file's own text (a checkpoint config's value, a pattern) a note quotes
+inside a longer line."""
 
 LINE_CHARS: Final = 4000
 """The most characters `one_line` keeps of a whole message (its head and its tail)."""
