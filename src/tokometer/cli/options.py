@@ -52,12 +52,12 @@ def parse_int_list(value: str | None, option: str, high: int = 2**63 - 1) -> lis
         try:
             number = int(part)
         except ValueError:
-            raise click.BadParameter(f"{_shown(part)} is not a whole number (write e.g. 1,4,16)",
+            raise click.BadParameter(f"{quoted(part)} is not a whole number (write e.g. 1,4,16)",
                                      param_hint=option) from None
         if number < 1:
             raise click.BadParameter(f"{number} must be at least 1", param_hint=option)
         if number > high:
-            raise click.BadParameter(f"{_shown(part)} must be at most {high:,}", param_hint=option)
+            raise click.BadParameter(f"{quoted(part)} must be at most {high:,}", param_hint=option)
         out.append(number)
     return out
 
@@ -74,7 +74,7 @@ def parse_float_list(value: str | None, option: str) -> list[float]:
         except ValueError:
             raise click.BadParameter(f"{part!r} is not a number (write e.g. 10,20)", param_hint=option) from None
         if not math.isfinite(number):
-            raise click.BadParameter(f"{_shown(part)} is not a finite number (write e.g. 10,20)",
+            raise click.BadParameter(f"{quoted(part)} is not a finite number (write e.g. 10,20)",
                                      param_hint=option)
         if not number > 0:
             raise click.BadParameter(f"{part} must be positive", param_hint=option)
@@ -91,13 +91,13 @@ def parse_duration(value: str | None, option: str, *, bounded: bool = False) -> 
 
     seconds = duration_seconds(value)
     if seconds is None:
-        raise click.BadParameter(f"{_shown(value)} is not a duration (write e.g. 30s, 2m, 500ms)", param_hint=option)
+        raise click.BadParameter(f"{quoted(value)} is not a duration (write e.g. 30s, 2m, 500ms)", param_hint=option)
     if not math.isfinite(seconds):
-        raise click.BadParameter(f"{_shown(value)} is too long a duration (write e.g. 30s, 2m)", param_hint=option)
+        raise click.BadParameter(f"{quoted(value)} is too long a duration (write e.g. 30s, 2m)", param_hint=option)
     if seconds <= 0:
         raise click.BadParameter("must be longer than zero", param_hint=option)
     if bounded and not MIN_SECONDS <= seconds <= MAX_SECONDS:
-        raise click.BadParameter(f"{_shown(value)} is out of range: a duration is from {MIN_SECONDS * 1000:g} ms to "
+        raise click.BadParameter(f"{quoted(value)} is out of range: a duration is from {MIN_SECONDS * 1000:g} ms to "
                                  f"{MAX_SECONDS:g} s (a week)", param_hint=option)
     return seconds
 
@@ -110,15 +110,10 @@ def parse_size(value: str | None, option: str) -> int | None:
 
     size = byte_size(value)
     if size is None:
-        raise click.BadParameter(f"{_shown(value)} is not a size (write e.g. 1MiB, 512KiB, 65536)", param_hint=option)
+        raise click.BadParameter(f"{quoted(value)} is not a size (write e.g. 1MiB, 512KiB, 65536)", param_hint=option)
     if size <= 0:
         raise click.BadParameter("must be larger than zero", param_hint=option)
     return size
-
-
-def _shown(text: str) -> str:
-    """What the user typed, quoted, cut short when long (a 5,000-digit number is one line, not a page)."""
-    return quoted(text)
 
 
 def parse_headers(values: tuple[str, ...]) -> dict[str, str]:
@@ -199,4 +194,4 @@ def _out_of_range(error: Any) -> str:
               if isinstance(v, (int, float))}
     shown = error.get("input")
     value = f"{shown:g}" if isinstance(shown, float) else str(shown)
-    return f"{value if len(value) <= 40 else _shown(value)} {template.format_map(bounds)}"
+    return f"{value if len(value) <= 40 else quoted(value)} {template.format_map(bounds)}"

@@ -28,7 +28,7 @@ from typing import Any, Final
 from tokometer.protocols.common.numbers import MAX_COUNT, MAX_DURATION_MS
 from tokometer.records import RequestRecord, TokenSource
 from tokometer.util.errors import ConfigError
-from tokometer.util.shown import clipped
+from tokometer.util.shown import clipped, value_shown
 
 __all__ = ["MAX_DURATION_NS", "MAX_EVENTS", "MAX_IMPORT_BYTES", "MAX_NESTING", "MAX_RATE_PER_S", "MAX_STAMP_NS",
            "UNIT_NS", "EventCount", "ImportFormatError", "ImportedRun", "ImportedStep", "as_float", "as_int",
@@ -185,12 +185,6 @@ def _where(path: Path | str, key: str) -> str:
     return f"{path}: {key}"
 
 
-def _shown(value: Any) -> str:
-    """``value`` as an error line shows it: its repr, at most 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def as_map(value: Any, path: Path | str, key: str, *, optional: bool = False) -> Mapping[str, Any]:
     """An object (an empty one when ``optional`` and absent)."""
     if value is None and optional:
@@ -235,7 +229,7 @@ def as_float(value: Any, path: Path | str, key: str, *, most: float, optional: b
             or (positive and value == 0)):
         kind = "positive" if positive else "non-negative"
         raise ImportFormatError(f"{_where(path, key)} should be a {kind} number (at most {most:g}{unit}), "
-                                f"not {_shown(value)}")
+                                f"not {value_shown(value)}")
     return float(value)
 
 
@@ -249,7 +243,7 @@ def as_int(value: Any, path: Path | str, key: str, *, most: int = MAX_COUNT, opt
     if isinstance(value, int):
         return value
     if not number.is_integer():
-        raise ImportFormatError(f"{_where(path, key)} should be a whole number, not {_shown(value)}")
+        raise ImportFormatError(f"{_where(path, key)} should be a whole number, not {value_shown(value)}")
     return int(number)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import math
 import re
 from collections.abc import Callable
@@ -41,7 +40,7 @@ from tokometer.perf.unquantized import KeptModules, NotMatched, kept_modules
 from tokometer.util.errors import ConfigError
 from tokometer.util.gguf import TOKENIZER_ARRAYS, GGUFFile, quantization_of, read_gguf
 from tokometer.util.jsonstream import JsonLimits, JsonStream
-from tokometer.util.shown import FIELD_CHARS, quoted
+from tokometer.util.shown import FIELD_CHARS, quoted, value_shown
 
 __all__ = ["model_from_config", "model_from_gguf", "resolve_model", "weights_on_disk"]
 
@@ -173,7 +172,7 @@ def _merged(cfg: Any) -> dict[str, Any]:
     for key in _WHOLE_NUMBER_KEYS.intersection(merged):
         value = merged[key]
         if value is not None and _whole(value) is None:
-            raise ValueError(f"{key} must be a whole number (got {_shown(value)})")
+            raise ValueError(f"{key} must be a whole number (got {value_shown(value)})")
     return merged
 
 
@@ -188,12 +187,6 @@ _WHOLE_NUMBER_KEYS = frozenset({
     "v_head_dim", "vocab_size"})
 """The config's keys the loaders read as counts: each, where present and not null, must be a JSON whole number
 (`_whole`): ``true``, ``4096.5`` or ``"4096"`` is refused by name rather than read as 1, 4096 or 4096."""
-
-
-def _shown(value: Any) -> str:
-    """``value`` as a config's field is quoted in an error: JSON's spelling, at most 40 characters."""
-    text = json.dumps(value) if isinstance(value, (bool, str)) or value is None else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _spec_from_config(cfg: dict[str, Any], name: str, source: str) -> ModelSpec:

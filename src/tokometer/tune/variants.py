@@ -51,7 +51,7 @@ def _name(text: str, where: str) -> str:
     if len(name) > MAX_NAME_CHARS:
         raise ConfigError(f"{where}: a setting's name of {len(name):,} characters is longer than {MAX_NAME_CHARS}")
     if not name.isprintable() or any(char.isspace() for char in name):
-        raise ConfigError(f"{where}: {_shown(name)} is not a setting's name: write the engine's flag without its "
+        raise ConfigError(f"{where}: {quoted(name)} is not a setting's name: write the engine's flag without its "
                           "dashes, e.g. ctx-size")
     return name
 
@@ -73,7 +73,7 @@ def parse_set(items: Sequence[str], option: str = "--set") -> dict[str, str]:
     for item in items:
         name, sep, value = item.partition("=")
         if not sep:
-            raise ConfigError(f"{option}: {_shown(item)} is not NAME=VALUE (write e.g. {option} parallel=2)")
+            raise ConfigError(f"{option}: {quoted(item)} is not NAME=VALUE (write e.g. {option} parallel=2)")
         name = _name(name, option)
         if name in settings:
             raise ConfigError(f"{option} {name} is given twice: give each setting once")
@@ -88,7 +88,7 @@ def parse_vary(items: Sequence[str], option: str = "--vary") -> list[tuple[str, 
     for item in items:
         name, sep, listed = item.partition("=")
         if not sep:
-            raise ConfigError(f"{option}: {_shown(item)} is not NAME=V1,V2,... (write e.g. {option} parallel=1,2,4)")
+            raise ConfigError(f"{option}: {quoted(item)} is not NAME=V1,V2,... (write e.g. {option} parallel=1,2,4)")
         name = _name(name, option)
         if any(name == seen for seen, _ in varied):
             raise ConfigError(f"{option} {name} is given twice: list all its values once ({option} {name}=1,2,4)")
@@ -98,13 +98,9 @@ def parse_vary(items: Sequence[str], option: str = "--vary") -> list[tuple[str, 
         values = tuple(_value(part, f"{option} {name}") for part in parts)
         if len(set(values)) != len(values):
             twice = next(v for v in values if values.count(v) > 1)
-            raise ConfigError(f"{option} {name}: {_shown(twice)} is listed twice: list each value once")
+            raise ConfigError(f"{option} {name}: {quoted(twice)} is listed twice: list each value once")
         varied.append((name, values))
     return varied
-
-
-def _shown(text: str) -> str:
-    return quoted(text)
 
 
 def read_variants_file(path: Path) -> list[NamedVariant]:

@@ -15,7 +15,8 @@ tables. Two things go wrong when it is printed as it came:
   the price of never hiding one. Every escape is plain ASCII, so what is shown can be read, copied and searched.
 - **A message is as long as the text.** A model id, llama.cpp's ``model_path``, an error body may be as long as an
   answer (16 MiB). `quoted` (in quotes, as ``repr`` writes it) and `clipped` (bare, for a phrase such as ``model
-  NAME at URL``) keep its first `SHOWN_CHARS` characters and say how long it was.
+  NAME at URL``) keep its first `SHOWN_CHARS` characters and say how long it was; `value_shown` quotes one value of
+  a JSON document (a config's field, an event's) in `FIELD_CHARS`.
 
 `one_line` makes the command line's last line (``tokometer: error: …``): one line, escaped, and past
 `LINE_CHARS` its head and its tail (where the fix is said) around the length. The consoles the command line
@@ -30,7 +31,8 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["FIELD_CHARS", "LINE_CHARS", "SHOWN_CHARS", "clipped", "one_line", "printable", "quoted", "quoted_in"]
+__all__ = ["FIELD_CHARS", "LINE_CHARS", "SHOWN_CHARS", "clipped", "one_line", "printable", "quoted", "quoted_in",
+           "value_shown"]
 
 SHOWN_CHARS: Final = 160
 """The most characters of a peer's text one message shows."""
@@ -69,6 +71,17 @@ def clipped(text: str, limit: int = SHOWN_CHARS) -> str:
     `quoted` cuts it: ``/models/llama… (5,004 characters)``."""
     head = printable(text[:limit])
     return head if len(text) <= limit else f"{head}…{_length(text)}"
+
+
+def value_shown(value: object, limit: int = FIELD_CHARS) -> str:
+    """A value a JSON document (a config, a file to import, a server's event) holds, as a message quotes it: a
+    string as `quoted` quotes it, true, false and null in JSON's spelling, anything else as Python writes it,
+    cut as `clipped` cuts it."""
+    if isinstance(value, str):
+        return quoted(value, limit)
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else str(value).lower()
+    return clipped(repr(value), limit)
 
 
 def quoted_in(message: str, text: str, limit: int = SHOWN_CHARS) -> str:

@@ -94,7 +94,7 @@ def test_moe_and_mla_configs() -> None:
 
 
 @pytest.mark.parametrize(("key", "value", "shown"), [
-    ("hidden_size", True, "true"), ("num_hidden_layers", 32.5, "32.5"), ("num_key_value_heads", "8", '"8"'),
+    ("hidden_size", True, "true"), ("num_hidden_layers", 32.5, "32.5"), ("num_key_value_heads", "8", "'8'"),
     ("intermediate_size", [14336], "[14336]"), ("vocab_size", float("nan"), "nan"),
     ("num_local_experts", {"n": 8}, "{'n': 8}")])
 def test_a_count_that_is_not_a_whole_number_is_refused_by_name(key: str, value: object, shown: str) -> None:

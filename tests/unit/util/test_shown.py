@@ -3,7 +3,9 @@ terminal would act on (`tokometer.util.shown`)."""
 
 from __future__ import annotations
 
-from tokometer.util.shown import LINE_CHARS, SHOWN_CHARS, clipped, one_line, printable, quoted, quoted_in
+import pytest
+
+from tokometer.util.shown import LINE_CHARS, SHOWN_CHARS, clipped, one_line, printable, quoted, quoted_in, value_shown
 
 
 def test_short_text_is_shown_whole() -> None:
@@ -86,3 +88,14 @@ def test_a_message_cuts_a_peer_s_text_only_through_shown() -> None:
     assert found <= listed, f"show a peer's text with util.shown.clipped or quoted (or say here why not): " \
                             f"{sorted(found - listed)}"
     assert listed <= found, f"no longer cut, drop from the list: {sorted(listed - found)}"
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    ("8", "'8'"), (True, "true"), (False, "false"), (None, "null"), (32.5, "32.5"), ([1, 2], "[1, 2]"),
+    ("\x1b[2J", "'\\x1b[2J'"), ({"\x9b": 1}, "{'\\x9b': 1}"),
+    ("x" * 50, "'" + "x" * 40 + "…' (50 characters)"), (list(range(30)), "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1… "
+                                                                    "(110 characters)")])
+def test_a_documents_value_is_quoted_short_in_jsons_words_and_escaped(value: object, shown: str) -> None:
+    """One value of a JSON document in a message: a string quoted, JSON's true/false/null, the rest as Python writes
+    it, every control character written out and at most FIELD_CHARS characters of it."""
+    assert value_shown(value) == shown

@@ -25,6 +25,8 @@ from typing import Any, Final
 
 import orjson
 
+from tokometer.util.shown import value_shown
+
 __all__ = ["MAX_CALLS_PER_EVENT", "MAX_TOOL_INDEX", "ToolDelta", "ToolPiece", "json_fragment", "read_tool_calls",
            "tool_call_delta"]
 
@@ -64,11 +66,6 @@ def _note(delta: ToolDelta, what: str) -> None:
     delta.rejected = f"{delta.rejected}; {what}" if delta.rejected else what
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def read_tool_calls(value: Any) -> ToolDelta | None:
     """The tool-call part of one chat delta (``delta["tool_calls"]``); None when it has none (absent, null
     or an empty list)."""
@@ -76,14 +73,14 @@ def read_tool_calls(value: Any) -> ToolDelta | None:
         return None
     delta = ToolDelta()
     if not isinstance(value, list):
-        _note(delta, f"delta.tool_calls={_shown(value)} (not a list)")
+        _note(delta, f"delta.tool_calls={value_shown(value)} (not a list)")
         return delta
     if len(value) > MAX_CALLS_PER_EVENT:
         _note(delta, f"delta.tool_calls has {len(value):,} entries (only the first {MAX_CALLS_PER_EVENT} read)")
     parts: list[str] = []
     for entry in value[:MAX_CALLS_PER_EVENT]:
         if not isinstance(entry, dict):
-            _note(delta, f"delta.tool_calls entry {_shown(entry)} (not an object)")
+            _note(delta, f"delta.tool_calls entry {value_shown(entry)} (not an object)")
             continue
         function = entry.get("function")
         function = function if isinstance(function, dict) else {}
@@ -93,7 +90,7 @@ def read_tool_calls(value: Any) -> ToolDelta | None:
             if piece is None:
                 continue
             if not isinstance(piece, str):
-                _note(delta, f"tool_calls[].function.{name}={_shown(piece)} (not a string)")
+                _note(delta, f"tool_calls[].function.{name}={value_shown(piece)} (not a string)")
                 continue
             read[name] = piece
             if piece:
@@ -106,7 +103,7 @@ def read_tool_calls(value: Any) -> ToolDelta | None:
                 delta.indexes.append(index)
                 delta.pieces.append(ToolPiece(index, call_id, read.get("name"), read.get("arguments", "")))
         else:
-            _note(delta, f"tool_calls[].index={_shown(index)} (not a whole number from 0 to {MAX_TOOL_INDEX})")
+            _note(delta, f"tool_calls[].index={value_shown(index)} (not a whole number from 0 to {MAX_TOOL_INDEX})")
     delta.text = "".join(parts)
     return delta
 
