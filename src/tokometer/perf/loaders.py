@@ -84,7 +84,7 @@ def _sliding(cfg: dict[str, Any]) -> tuple[int, int]:
     four by default). A bare ``sliding_window`` says nothing (Qwen2's configs carry one they do not use)."""
     layers = int(cfg["num_hidden_layers"])
     chunk = int(cfg.get("attention_chunk_size") or 0)
-    window = int(cfg.get("sliding_window") or 0) or chunk
+    window = max(int(cfg.get("sliding_window") or 0), 0) or chunk
     kinds = cfg.get("layer_types")
     if window and isinstance(kinds, list):
         return window, sum(1 for kind in kinds if kind in ("sliding_attention", "chunked_attention"))
@@ -171,11 +171,21 @@ def _merged(cfg: Any) -> dict[str, Any]:
         merged.update(inner or {})
     for key in _WHOLE_NUMBER_KEYS.intersection(merged):
         value = merged[key]
-        if value is not None and _whole(value) is None:
+        if value is None:
+            continue
+        whole = _whole(value)
+        if whole is None:
             raise ValueError(f"{key} must be a whole number (got {value_shown(value)})")
+        if whole < 0 and key not in _NEGATIVE_MEANS_NONE:
+            raise ValueError(f"{key} must not be negative (got {whole:,})")
+    layers = merged.get("num_hidden_layers")
+    if layers is not None and not 1 <= layers <= MAX_SIZE:  # before any reader counts layers one by one
+        raise ValueError(f"num_hidden_layers must be from 1 to {MAX_SIZE:,} (got {layers:,.6g})")
     return merged
 
 
+_NEGATIVE_MEANS_NONE = frozenset({"sliding_window"})
+"""Whole-number keys where a negative value is the usual spelling of none (``sliding_window: -1``, no window)."""
 _WHOLE_NUMBER_KEYS = frozenset({
     "attention_chunk_size", "first_k_dense_replace", "full_attention_interval", "head_dim", "hidden_size",
     "index_head_dim", "index_n_heads", "index_topk", "index_topk_freq", "interleave_moe_layer_step",
@@ -186,7 +196,8 @@ _WHOLE_NUMBER_KEYS = frozenset({
     "shared_expert_intermediate_size", "shared_intermediate_size", "sliding_window", "sliding_window_pattern",
     "v_head_dim", "vocab_size"})
 """The config's keys the loaders read as counts: each, where present and not null, must be a JSON whole number
-(`_whole`): ``true``, ``4096.5`` or ``"4096"`` is refused by name rather than read as 1, 4096 or 4096."""
+(`_whole`) and not negative: ``true``, ``4096.5`` or ``"4096"`` is refused by name rather than read as 1, 4096 or
+4096, and ``-3`` rather than counted from (a negative ``first_k_dense_replace`` made millions of layers)."""
 
 
 def _spec_from_config(cfg: dict[str, Any], name: str, source: str) -> ModelSpec:
@@ -396,7 +407,7 @@ def _gguf_sliding(meta: dict[str, Any], arch: str, layers: int, window: int) -> 
     if every is None or not 0 <= every <= MAX_SIZE:
         raise ConfigError(f"the GGUF header's {arch}.attention.sliding_window_pattern is {quoted(str(pattern))}; "
                           "a whole number (every n-th layer full) or one flag per layer is needed")
-    return window, layers if every == 0 else sum(1 for layer in range(layers) if layer % every < every - 1)
+    return window, layers if every == 0 else layers // every * (every - 1) + min(layers % every, every - 1)
 
 
 _GGUF_DELTANET = ("qwen3next", "qwen35", "qwen35moe")

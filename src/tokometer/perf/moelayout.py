@@ -5,7 +5,8 @@ step-th, the first at step − 1), and one shared expert of ``intermediate_size`
 ``shared_expert_intermediate_size`` (Qwen) or ``n_shared_experts`` × ``moe_intermediate_size`` (DeepSeek) wide.
 
 The one rule the parameter count (`tokometer.perf.loaders`) and the match of a checkpoint's unquantised modules
-(`tokometer.perf.unquantized`) both read. The config's whole numbers are checked by its reader first.
+(`tokometer.perf.unquantized`) both read. The config's whole numbers are checked by its reader first (not negative);
+the MoE layers are a `range`, whatever the number of layers: its size and membership take no memory or time.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 __all__ = ["moe_layout"]
 
 
-def moe_layout(cfg: dict[str, Any], layers: int, inter: int) -> tuple[frozenset[int], int, int]:
+def moe_layout(cfg: dict[str, Any], layers: int, inter: int) -> tuple[range, int, int]:
     """(the MoE layers' indices, a dense layer's MLP width, a MoE layer's shared-expert width) of a mixture of experts
     of ``layers`` layers whose ``intermediate_size`` is ``inter`` (module docstring)."""
     moe_inter = int(cfg.get("moe_intermediate_size") or 0)
@@ -23,6 +24,6 @@ def moe_layout(cfg: dict[str, Any], layers: int, inter: int) -> tuple[frozenset[
               or int(cfg.get("n_shared_experts") or 0) * moe_inter)
     if str(cfg.get("model_type", "")).startswith("llama4"):
         step = max(1, int(cfg.get("interleave_moe_layer_step") or 1))
-        moe = frozenset(layer for layer in range(layers) if (layer + 1) % step == 0)
-        return moe, int(cfg.get("intermediate_size_mlp") or inter), shared or inter
-    return frozenset(range(int(cfg.get("first_k_dense_replace") or 0), layers)), inter, shared
+        return range(step - 1, layers, step), int(cfg.get("intermediate_size_mlp") or inter), shared or inter
+    first_moe = min(max(int(cfg.get("first_k_dense_replace") or 0), 0), max(layers, 0))
+    return range(first_moe, layers), inter, shared

@@ -216,7 +216,7 @@ def _attention(cfg: dict[str, Any]) -> list[tuple[tuple[str, ...], float]]:
             (("self_attn.o_proj",), heads * head_dim * hidden)]
 
 
-def _mlp_shapes(cfg: dict[str, Any], layers: int) -> tuple[frozenset[int], int, int, int, int]:
+def _mlp_shapes(cfg: dict[str, Any], layers: int) -> tuple[range, int, int, int, int]:
     """(the MoE layers, a dense layer's MLP width, a MoE layer's shared-expert width, a routed expert's width, the
     routed experts), as the parameter count reads them (`tokometer.perf.moelayout`)."""
     hidden = _whole(cfg.get("hidden_size"))
@@ -225,7 +225,7 @@ def _mlp_shapes(cfg: dict[str, Any], layers: int) -> tuple[frozenset[int], int, 
         cfg.get("num_experts"))
     per_token = _whole(cfg.get("num_experts_per_tok")) or _whole(cfg.get("experts_per_token"))
     if experts <= 1 or per_token <= 0:
-        return frozenset(), inter, 0, 0, 0
+        return range(0), inter, 0, 0, 0
     moe, dense, shared = moe_layout(cfg, layers, inter)
     return moe, dense, shared, _whole(cfg.get("moe_intermediate_size")) or inter, experts
 

@@ -108,6 +108,31 @@ def test_a_count_that_is_not_a_whole_number_is_refused_by_name(key: str, value: 
     assert whole.layers == 32
 
 
+_DEEPSEEK_LIKE = {**LLAMA_8B_CONFIG, "model_type": "deepseek_v3", "n_routed_experts": 64, "num_experts_per_tok": 6,
+                  "moe_intermediate_size": 1408, "first_k_dense_replace": 1}
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("first_k_dense_replace", -3), ("first_k_dense_replace", -(2**70)), ("interleave_moe_layer_step", -2),
+    ("moe_intermediate_size", -1408), ("num_local_experts", -8)])
+def test_a_negative_count_is_refused_by_name_before_layers_are_counted_from_it(key: str, value: int) -> None:
+    """A count is not negative: a first_k_dense_replace of -2**70 once made a set of 2**70 layer numbers (the
+    process was killed for memory); now one error naming the field, at once."""
+    with pytest.raises(ConfigError, match=rf"{key} must not be negative"):
+        model_from_config({**_DEEPSEEK_LIKE, key: value}, "hostile")
+
+
+def test_a_huge_layer_count_is_refused_before_the_layers_are_counted() -> None:
+    with pytest.raises(ConfigError, match="num_hidden_layers must be from 1 to"):
+        model_from_config({**_DEEPSEEK_LIKE, "num_hidden_layers": 10**15}, "hostile")
+
+
+def test_a_first_dense_count_past_the_layers_makes_every_layer_dense_and_minus_one_is_no_window() -> None:
+    dense = model_from_config({**_DEEPSEEK_LIKE, "first_k_dense_replace": 10**12}, "all dense")
+    assert dense.params == pytest.approx(model_from_config({**_DEEPSEEK_LIKE, "first_k_dense_replace": 32}, "x").params)
+    assert model_from_config({**LLAMA_8B_CONFIG, "sliding_window": -1}, "no window").sliding_window == 0
+
+
 def test_a_count_out_of_range_is_quoted_short() -> None:
     with pytest.raises(ConfigError, match=r"num_hidden_layers must be from 1 to 16,777,216 \(got 1e\+308\)\)$"):
         model_from_config({**LLAMA_8B_CONFIG, "num_hidden_layers": 1e308}, "huge")
