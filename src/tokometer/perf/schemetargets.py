@@ -31,7 +31,7 @@ from tokometer.perf.modulepatterns import entry_globs
 from tokometer.perf.unquantized import MAX_PATTERN_CHARS, MAX_PATTERNS, MAX_WORK, ROUTED_EXPERTS, linear_modules
 from tokometer.util.shown import FIELD_CHARS, quoted
 
-__all__ = ["module_groups", "scheme_targets"]
+__all__ = ["module_group", "module_groups", "scheme_targets"]
 
 _LINEAR_CLASS = "Linear"
 _EXPERTS_CLASS = "RoutedExperts"
@@ -67,6 +67,12 @@ def module_groups(cfg: dict[str, Any], targets: dict[str, str]) -> dict[str, set
     for kind, names in linear_modules(cfg):
         out.setdefault(kind, set()).update(resolver.groups(names, kind == ROUTED_EXPERTS))
     return out
+
+
+def module_group(targets: dict[str, str], name: str, experts: bool = False) -> str | None:
+    """The group the one module ``name`` takes by ``targets`` (`scheme_targets`), None for none; ``experts``: a
+    routed expert's projection (of the class ``RoutedExperts``). ValueError for a regular expression not read."""
+    return next(iter(_Resolver(targets).groups((name,), experts)))
 
 
 class _Resolver:
