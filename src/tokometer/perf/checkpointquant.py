@@ -111,8 +111,9 @@ class CheckpointFormat:
 
 def checkpoint_format(cfg: dict[str, Any], sidecar: Any = None, moe: bool = False) -> CheckpointFormat:
     """The formats ``cfg``'s ``quantization_config`` declares, else ``sidecar``'s (an ``hf_quant_config.json``
-    document); ``moe``: the model has routed experts (gpt-oss's ``mxfp4`` covers only them). Never raises: a field
-    of the wrong type is a format not read, said in `CheckpointFormat.note`."""
+    document); ``moe``: the model has routed experts (gpt-oss's ``mxfp4`` covers only them); ``cfg``'s shapes name
+    the modules compressed-tensors groups are resolved over. Never raises: a field of the wrong type is a format not
+    read, said in `CheckpointFormat.note`."""
     quant = cfg.get("quantization_config")
     if quant is None and isinstance(sidecar, dict):
         inner = sidecar.get("quantization")
