@@ -90,9 +90,13 @@ _json = st.recursive(st.none() | st.booleans() | st.integers(-(2**70), 2**70) | 
 _quant_value = st.sampled_from(["fp8", "awq", "gptq_marlin", "mxfp4", "modelopt", "modelopt_fp4", "compressed-tensors",
                                 "FP8", "NVFP4", "MIXED_PRECISION", "W4A8_AWQ", "INT8", "float", "int", 4, 8, 16, 32,
                                 "\x1b[2J", "\u202e"]) | _json
+_targets = st.lists(st.sampled_from(["Linear", "linear", "re:.*mlp.experts.*", "re:.*self_attn.*", "LlamaAttention",
+                                     "RoutedExperts", "lm_head", "re:(", "re:[a-z]+", "re:.*(mlp|self_attn)\\.q_proj",
+                                     "model.layers.0.self_attn.q_proj", "\x1b[2J", "x" * 300]) | st.text(max_size=8),
+                    max_size=4)
 _group = st.fixed_dictionaries({}, optional={"weights": st.fixed_dictionaries({}, optional={
     "num_bits": _quant_value, "type": _quant_value, "group_size": _quant_value}), "input_activations": _quant_value,
-    "targets": _quant_value})
+    "targets": _targets | _quant_value})
 _excluded = st.lists(st.sampled_from(["lm_head", "*", "*self_attn*", "model.layers.0.*", "*experts*", "[", "[!",
                                       "*mlp*", "\x1b[2J", "\u202e", "?" * 300, "re:.*self_attn.*", "re:(a|b)",
                                       "re:\x1b[2J\u202e"]) | st.text(max_size=8),

@@ -18,6 +18,9 @@ TensorRT Model Optimizer writes beside it (its ``quantization`` object: the same
                            float 4 in groups of 16 (32)               nvfp4 (mxfp4)
                            int 8 with input activations (W8A8)        int8
                            int 4 (W4A16)                              int4
+                           each module's group as vLLM resolves it    one format; or, in a mixture of
+                           (`tokometer.perf.schemetargets`)           experts, the routed experts' and the
+                                                                      rest's (in ``torch_dtype`` if in none)
                            ``ignore`` (names, ``re:`` of .* and text) those modules in 16 bits
     fp8, fbgemm_fp8        ``modules_to_not_convert`` (whole names)   those modules in 16 bits
     awq                    ``modules_to_not_convert`` (parts of names) those modules in 16 bits
@@ -35,18 +38,22 @@ The KV format a checkpoint declares is the one engines take by default, as vLLM 
                         on the source line and the cache taken in 16 bits
 
 A checkpoint that declares only its cache (llm-compressor's KV-cache recipe: no ``config_groups``) keeps its
-weights in ``torch_dtype``. Anything else (another method, a format these rows do not list, mixed groups) leaves
-the weights in the config's ``torch_dtype`` and the model's source line says which field was not read and that
-``--dtype`` sets the format; the cache it declares is still taken.
+weights in ``torch_dtype``. Where the targets of compressed-tensors groups of one format cannot be resolved (not
+a list of names, a regular expression not read, a model whose modules are not named there, targets that match
+none of those names), that format is every module's. Anything else (another method, a format these rows do not
+list, groups mixed otherwise: attention in one format and the MLP in another, the experts in two) leaves the
+weights in the config's ``torch_dtype`` and the model's source line says which field was not read (or which
+modules take which formats) and that ``--dtype`` sets the format; the cache it declares is still taken.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from tokometer.perf.modulepatterns import ignored, not_converted
+from tokometer.perf.schemetargets import module_groups, scheme_targets
+from tokometer.perf.unquantized import ROUTED_EXPERTS
 from tokometer.util.shown import FIELD_CHARS, clipped, quoted
 
 __all__ = ["CheckpointFormat", "checkpoint_format"]
@@ -93,6 +100,8 @@ class CheckpointFormat:
     bits: float = 0.0
     """Bits a weight of a 4-bit integer format (awq, gptq, int4) as its config's groups make them: 4 + (16 + zero
     point bits) / group size (`_group_bits`); 0: the format's own (groups of 128)."""
+    expert_bits: float = 0.0
+    """The same of the routed experts where they are in their own 4-bit integer format (`experts`)."""
 
     @property
     def read(self) -> bool:
@@ -102,8 +111,9 @@ class CheckpointFormat:
 
 def checkpoint_format(cfg: dict[str, Any], sidecar: Any = None, moe: bool = False) -> CheckpointFormat:
     """The formats ``cfg``'s ``quantization_config`` declares, else ``sidecar``'s (an ``hf_quant_config.json``
-    document); ``moe``: the model has routed experts (gpt-oss's ``mxfp4`` covers only them). Never raises: a field
-    of the wrong type is a format not read, said in `CheckpointFormat.note`."""
+    document); ``moe``: the model has routed experts (gpt-oss's ``mxfp4`` covers only them); ``cfg``'s shapes name
+    the modules compressed-tensors groups are resolved over. Never raises: a field of the wrong type is a format not
+    read, said in `CheckpointFormat.note`."""
     quant = cfg.get("quantization_config")
     if quant is None and isinstance(sidecar, dict):
         inner = sidecar.get("quantization")
@@ -134,7 +144,7 @@ def checkpoint_format(cfg: dict[str, Any], sidecar: Any = None, moe: bool = Fals
     if method in _MODELOPT_METHODS:
         return _modelopt(quant, "quantization_config", moe)
     if method == "compressed-tensors":
-        return _compressed_tensors(quant, cfg.get("hidden_size"))
+        return _compressed_tensors(quant, cfg)
     return _not_read(f"quantization_config's quant_method {_shown(quant.get('quant_method'))} "
                      "is not read")
 
@@ -238,26 +248,93 @@ def _mixed(layers: Any, moe: bool) -> tuple[str, str]:
     return main, "" if expert == main else expert
 
 
-def _compressed_tensors(quant: dict[str, Any], hidden: Any) -> CheckpointFormat:
-    """A compressed-tensors config: its ``config_groups``' one format (mixed groups are not read) and the cache its
-    ``kv_cache_scheme`` declares; a config of a cache alone keeps the weights in ``torch_dtype``."""
+def _compressed_tensors(quant: dict[str, Any], cfg: dict[str, Any]) -> CheckpointFormat:
+    """A compressed-tensors config: the formats its ``config_groups``' schemes give the model's modules
+    (`_resolved`), and the cache its ``kv_cache_scheme`` declares; a config of a cache alone keeps the weights in
+    ``torch_dtype``."""
     groups = quant.get("config_groups")
     kv, kv_note = _compressed_kv(quant.get("kv_cache_scheme"))
     if (groups is None or groups == {}) and (kv or kv_note):
         return CheckpointFormat(kv=kv, note=f"compressed-tensors: the weights in torch_dtype{kv_note}")
-    formats = set(_group_formats(groups.values())) if isinstance(groups, dict) and groups else {""}
-    if len(formats) != 1 or "" in formats:
-        return _not_read("compressed-tensors config_groups of a format not read, or of several", kv, kv_note)
-    weights = formats.pop()
-    group_bits, group_note = (_int4_bits(groups.values(), hidden) if weights == "int4" and isinstance(groups, dict)
-                              else (0.0, ""))
+    if not isinstance(groups, dict) or not groups:
+        return _not_read("compressed-tensors config_groups of a format not read", kv, kv_note)
+    schemes = {str(key): group for key, group in groups.items()}
+    formats = {key: _scheme_format(group) for key, group in schemes.items()}
+    resolved = _resolved(schemes, formats, cfg)
+    if isinstance(resolved, str):
+        return _not_read(resolved, kv, kv_note)
+    rest, experts = resolved
+    weights, expert_fmt = _format(rest, formats), _format(experts, formats)
+    if expert_fmt == weights:
+        rest, experts, expert_fmt = rest | experts, set(), ""
+    if not weights and not expert_fmt:
+        return CheckpointFormat(kv=kv, note=f"compressed-tensors: no linear module in a group, the weights in "
+                                            f"torch_dtype{kv_note}")
+    bits, group_note = _int4_bits(schemes, rest, cfg) if weights == "int4" else (0.0, "")
+    expert_bits, expert_note = _int4_bits(schemes, experts, cfg) if expert_fmt == "int4" else (0.0, "")
+    said = f"compressed-tensors {weights}{group_note}" if weights else "compressed-tensors: the rest in torch_dtype"
+    if expert_fmt:
+        said += f", the experts {expert_fmt}{expert_note}"
     ignore = quant.get("ignore")
     try:
         patterns, problem = (None if ignore is None else ignored(ignore)), ""
     except ValueError as exc:
         patterns, problem = None, str(exc)
-    return CheckpointFormat(weights=weights, kv=kv, note=f"compressed-tensors {weights}{group_note}{kv_note}",
-                            exclude=patterns, exclude_field="ignore", exclude_problem=problem, bits=group_bits)
+    return CheckpointFormat(weights=weights, experts=expert_fmt, kv=kv, note=f"{said}{kv_note}", exclude=patterns,
+                            exclude_field="ignore", exclude_problem=problem, bits=bits, expert_bits=expert_bits)
+
+
+def _format(keys: set[str | None], formats: dict[str, str]) -> str:
+    """The format the groups ``keys`` give, all one ("" for none: the modules in ``torch_dtype``)."""
+    return next((formats[key] for key in keys if key is not None), "")
+
+
+def _resolved(schemes: dict[str, Any], formats: dict[str, str],
+              cfg: dict[str, Any]) -> tuple[set[str | None], set[str | None]] | str:
+    """(the groups the linear modules outside the routed experts take, the groups the routed experts take), each
+    set of one format (None among them: modules in no group, in ``torch_dtype``), as vLLM resolves each module's
+    scheme (`tokometer.perf.schemetargets`); or why it is not read: a format not read, or formats mixed otherwise
+    than one for the routed experts and one for the rest. Where the targets or the model's modules are not
+    matched, every group for every module (`_unresolved`)."""
+    try:
+        targets = scheme_targets(schemes)
+        kinds = module_groups(cfg, targets)
+    except ValueError as exc:  # NotMatched too
+        return _unresolved(formats, str(exc))
+    taken = {key for keys in kinds.values() for key in keys if key is not None}
+    if any(None in keys for keys in kinds.values()) and set(targets.values()) - taken:
+        return _unresolved(formats, "its targets match none of the modules named here (model.layers.N.self_attn."
+                                    "q_proj, .mlp.gate_proj, .mlp.experts.0.gate_proj, ...)")
+    unread = sorted(key for key in taken if not formats[key])
+    if unread:
+        return f"compressed-tensors config_groups of a format not read (group {_shown(unread[0])})"
+    by_kind = {kind: {formats[key] if key is not None else None for key in keys} for kind, keys in kinds.items()}
+    rest_formats = set().union(*(fmts for kind, fmts in by_kind.items() if kind != ROUTED_EXPERTS))
+    expert_formats = by_kind.get(ROUTED_EXPERTS, set())
+    if len(rest_formats) > 1 or len(expert_formats) > 1 or (expert_formats == {None} and rest_formats != {None}):
+        return f"compressed-tensors config_groups give {_kinds_said(by_kind)}: formats mixed beyond the experts' " \
+               "and the rest's"
+    rest = set().union(*(keys for kind, keys in kinds.items() if kind != ROUTED_EXPERTS))
+    return rest, kinds.get(ROUTED_EXPERTS, set())
+
+
+def _unresolved(formats: dict[str, str], why: str) -> tuple[set[str | None], set[str | None]] | str:
+    """Every group for every module, where the modules' own could not be resolved (``why``): read where the groups
+    are of one format; several, or one not read, not read."""
+    found = set(formats.values())
+    if "" in found:
+        return "compressed-tensors config_groups of a format not read"
+    if len(found) > 1:
+        return f"compressed-tensors config_groups of several formats ({' and '.join(sorted(found))}) where {why}"
+    return set(formats), set()
+
+
+def _kinds_said(by_kind: dict[str, set[str | None]]) -> str:
+    """Each kind of module's formats in words: "attention fp8 and the dense MLP fp8 or int4 by module"."""
+    said = [f"{'' if kind == 'attention' else 'the '}{'experts' if kind == ROUTED_EXPERTS else kind} "
+            + " or ".join(sorted(fmt or "in torch_dtype (no group)" for fmt in fmts))
+            + (" by module" if len(fmts) > 1 else "") for kind, fmts in by_kind.items()]
+    return ", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else said[0]
 
 
 _MAX_GROUP = 1 << 20
@@ -276,39 +353,35 @@ def _group_bits(size: Any, zero_bits: int, hidden: Any) -> tuple[float, str]:
     return bits, f", groups of {size}{' with zero points' if zero_bits else ''} ({bits:.3f} bits)"
 
 
-def _int4_bits(groups: Iterable[Any], hidden: Any) -> tuple[float, str]:
-    """`_group_bits` of compressed-tensors' int4 schemes: a group's ``group_size`` (strategy group), a row (channel)
-    or nothing (tensor), with a 4-bit zero point when not ``symmetric`` (packed as the weights); schemes of
-    several sizes are not read (the format's groups of 128 are taken)."""
+def _int4_bits(schemes: dict[str, Any], keys: set[str | None], cfg: dict[str, Any]) -> tuple[float, str]:
+    """`_group_bits` of the compressed-tensors int4 schemes ``keys`` name (None: no scheme): a group's
+    ``group_size`` (strategy group), a row (channel) or nothing (tensor), with a 4-bit zero point when not
+    ``symmetric`` (packed as the weights); schemes of several sizes are not read (the format's groups of 128 are
+    taken)."""
     found: set[tuple[float, str]] = set()
-    for group in groups:
-        weights = group["weights"]  # `_group_formats` read every scheme as int4: an object with its fields
+    for key in sorted(filter(None, keys)):
+        weights = schemes[key]["weights"]  # `_scheme_format` read it as int4: an object with its fields
         strategy, zero = weights.get("strategy"), 0 if weights.get("symmetric", True) else 4
         if strategy == "tensor":
             found.add((4.0, ", one scale a matrix (4.000 bits)"))
         else:
-            found.add(_group_bits(-1 if strategy == "channel" else weights.get("group_size"), zero, hidden))
+            found.add(_group_bits(-1 if strategy == "channel" else weights.get("group_size"), zero,
+                                  cfg.get("hidden_size")))
     if len(found) != 1:
         return 0.0, "; its schemes' groups differ: groups of 128 taken"
     return found.pop()
 
 
-def _group_formats(groups: Iterable[Any]) -> Iterable[str]:
-    """Each compressed-tensors scheme's weight format ("" where not one listed)."""
-    for group in groups:
-        weights = group.get("weights") if isinstance(group, dict) else None
-        if not isinstance(weights, dict):
-            yield ""
-            continue
-        bits, kind, size = weights.get("num_bits"), _text(weights.get("type")), weights.get("group_size")
-        activations = isinstance(group.get("input_activations"), dict)
-        if kind == "float" and bits == 8:
-            yield "fp8"
-        elif kind == "float" and bits == 4:
-            yield {16: "nvfp4", 32: "mxfp4"}.get(size, "") if isinstance(size, int) else ""
-        elif kind == "int" and bits == 8:
-            yield "int8" if activations else ""
-        elif kind == "int" and bits == 4:
-            yield "int4"
-        else:
-            yield ""
+def _scheme_format(group: Any) -> str:
+    """A compressed-tensors scheme's weight format ("" where not one listed)."""
+    weights = group.get("weights") if isinstance(group, dict) else None
+    if not isinstance(weights, dict):
+        return ""
+    bits, kind, size = weights.get("num_bits"), _text(weights.get("type")), weights.get("group_size")
+    if kind == "float" and bits == 8:
+        return "fp8"
+    if kind == "float" and bits == 4:
+        return {16: "nvfp4", 32: "mxfp4"}.get(size, "") if isinstance(size, int) else ""
+    if kind == "int" and bits == 8:
+        return "int8" if isinstance(group.get("input_activations"), dict) else ""
+    return "int4" if kind == "int" and bits == 4 else ""

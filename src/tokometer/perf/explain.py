@@ -58,7 +58,8 @@ def weights_arithmetic(d: Deployment) -> str:
         how = f"{fmt_bytes(total)} ({fmt.name} tensors as stored: {total * 8 / m.params:.2f} bits per weight)"
     elif d.expert_weight_bytes and m.expert_format(d.weight_dtype) != fmt.name:
         experts = weight_dtype(m.expert_format(d.weight_dtype))
-        how = (f"{m.expert_params / 1e9:.2f} B routed-expert params × {experts.bits:g} bits / 8 ({experts.name}) "
+        how = (f"{m.expert_params / 1e9:.2f} B routed-expert params × {m.expert_bits_for(d.weight_dtype):.4g} bits "
+               f"/ 8 ({experts.name}) "
                f"+ the other {(m.params - m.expert_params) / 1e9:.2f} B in {fmt.name} = {fmt_bytes(total)}")
     elif fmt.linear_only:
         native = m.is_native(d.weight_dtype)

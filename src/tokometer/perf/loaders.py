@@ -310,7 +310,7 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
     if fmt.read:  # gpt-oss: experts in mxfp4, the rest in torch_dtype
         return replace(spec, native_dtype=fmt.weights or spec.native_dtype, expert_dtype=fmt.experts,
                        weight_bytes=weight_bytes, kept_params=kept.params, kept_expert_params=kept.expert_params,
-                       native_bits=fmt.bits)
+                       native_bits=fmt.bits, native_expert_bits=fmt.expert_bits)
     if fmt.unread:  # a format not read: the files' size is not the torch_dtype's
         return spec
     if weight_bytes and spec.native_dtype in _NATIVE_BYTES:

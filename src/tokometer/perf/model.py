@@ -179,6 +179,7 @@ class ModelSpec:
     kept_params: float = 0.0  # linear-layer params outside the routed experts its checkpoint keeps in 16 bits
     kept_expert_params: float = 0.0  # and routed-expert params (ModelOpt exclude_modules: tokometer.perf.unquantized)
     native_bits: float = 0.0  # bits a weight in its own 4-bit format, from its config's groups; 0: the format's
+    native_expert_bits: float = 0.0  # the same of a routed expert's weight in its own format (expert_dtype)
     weight_bytes: float | None = None
     hf_id: str = ""
     source: str = "built-in table"
@@ -429,16 +430,26 @@ class ModelSpec:
         zero points) when it runs in its own format and its config gave them, else the format's."""
         return self.native_bits if self.native_bits and self.is_native(dtype) else weight_dtype(dtype).bits
 
+    def expert_bits_for(self, dtype: str) -> float:
+        """Bits a routed expert's weight takes in ``dtype``: in a format of their own while the model runs in its
+        own, the checkpoint's (``native_expert_bits``) where its config gave them, else that format's; otherwise as
+        any weight (`bits_for`)."""
+        experts = weight_dtype(self.expert_format(dtype))
+        if experts.name == weight_dtype(dtype).name:
+            return self.bits_for(dtype)
+        return self.native_expert_bits if self.native_expert_bits and self.is_native(dtype) else experts.bits
+
     def weight_bytes_split(self, dtype: str) -> tuple[float, float]:
         """(bytes of everything but the routed experts, bytes of the routed experts) in ``dtype``, the
-        experts in `expert_format`; in a format of the linear layers the embeddings in 16 bits, and in the model's
-        own format the modules its checkpoint keeps so too (``kept_params``, ``kept_expert_params``); scaled to the
-        exact size when ``dtype`` is the model's own format and its files' size is known."""
+        experts in `expert_format` (`expert_bits_for`); in a format of the linear layers the embeddings in 16 bits,
+        and in the model's own format the modules its checkpoint keeps so too (``kept_params``,
+        ``kept_expert_params``); scaled to the exact size when ``dtype`` is the model's own format and its files'
+        size is known."""
         fmt, experts_fmt = weight_dtype(dtype), weight_dtype(self.expert_format(dtype))
         native = self.is_native(dtype)
         rest_params = self.params - self.expert_params
         kept_experts = min(self.kept_expert_params, self.expert_params) if native and experts_fmt.linear_only else 0.0
-        expert_bytes = (self.bits_for(dtype) if experts_fmt.name == fmt.name else experts_fmt.bits) / 8
+        expert_bytes = self.expert_bits_for(dtype) / 8
         experts = (self.expert_params - kept_experts) * expert_bytes + kept_experts * 2.0
         if fmt.linear_only:
             sixteen = min(self.embedding_params + (self.kept_params if native else 0.0), rest_params)

@@ -11,7 +11,9 @@ matches against a model's module names, each list read by the rule the engines r
                                     names, AWQ keys parts of names (`not_converted`)
 
 A list beyond `tokometer.perf.unquantized.MAX_PATTERNS` patterns, as written or expanded, is refused (ValueError,
-or passed on for `tokometer.perf.unquantized` to say why), as is a regular expression beyond these.
+or passed on for `tokometer.perf.unquantized` to say why), as is a regular expression beyond these. The targets of
+compressed-tensors ``config_groups`` name modules by the ``ignore`` rule and are read by it too (`entry_globs`,
+`tokometer.perf.schemetargets`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from tokometer.perf.unquantized import MAX_PATTERNS
 from tokometer.util.shown import FIELD_CHARS, quoted
 
-__all__ = ["MAX_ALTERNATIVES", "ignored", "literal", "not_converted", "regex_as_globs"]
+__all__ = ["MAX_ALTERNATIVES", "entry_globs", "ignored", "literal", "not_converted", "regex_as_globs"]
 
 def literal(text: str) -> str:
     """``text`` as an fnmatch pattern that matches it alone (its wildcard characters bracketed)."""
@@ -49,24 +51,32 @@ MAX_ALTERNATIVES = 64
 """The most fnmatch patterns one ``re:`` entry's alternatives may expand to."""
 
 
-def regex_as_globs(regex: str) -> list[str]:
+def entry_globs(entry: str, what: str = "ignore entry") -> list[str]:
+    """A compressed-tensors module entry (an ``ignore`` entry, a ``config_groups`` target) as the fnmatch patterns
+    that match the names it matches: a module's exact name as itself, an ``re:`` entry by `regex_as_globs`
+    (ValueError where it cannot be, naming it as ``what``)."""
+    return regex_as_globs(entry[3:], what) if entry.startswith("re:") else [literal(entry)]
+
+
+def regex_as_globs(regex: str, what: str = "ignore entry") -> list[str]:
     """A compressed-tensors ``re:`` entry as the fnmatch patterns that together match the same names: its
     alternatives (``a|b``, and groups ``(a|b)`` or ``(?:a|b)``, not nested, optional with ``?`` after them, of no
     other quantifier) expanded, at most `MAX_ALTERNATIVES` of them, each read by `_regex_as_glob` (Kimi K2
-    Thinking's ``re:.*mlp\\.(gate|up|gate_up|down)_proj.*`` is four); ValueError for any other."""
+    Thinking's ``re:.*mlp\\.(gate|up|gate_up|down)_proj.*`` is four); ValueError for any other, naming the entry as
+    ``what``."""
     expanded = [""]
-    for part in _regex_parts(regex):
+    for part in _regex_parts(regex, what):
         expanded = [head + tail for head in expanded for tail in part]
         if len(expanded) > MAX_ALTERNATIVES:
-            raise ValueError(f"its ignore entry {_entry(regex)} expands to more than {MAX_ALTERNATIVES} alternatives")
-    return [_regex_as_glob(alternative) for alternative in expanded]
+            raise ValueError(f"its {what} {_entry(regex)} expands to more than {MAX_ALTERNATIVES} alternatives")
+    return [_regex_as_glob(alternative, what) for alternative in expanded]
 
 
-def _regex_parts(regex: str) -> list[list[str]]:
+def _regex_parts(regex: str, what: str) -> list[list[str]]:
     """``regex`` cut into a sequence of choices: text outside groups one choice each, a group its alternatives
     (module docstring of `regex_as_globs`); a top-level ``|`` makes the whole a group. ValueError for a nested
     group, an unclosed one, a quantifier after one other than ``?``, or a group of another kind than ``(?:``."""
-    beyond = _beyond(regex)
+    beyond = _beyond(regex, what)
     tokens = _tokens(regex)
     top = _split_alternatives(tokens)
     if len(top) > 1:
@@ -107,9 +117,9 @@ def _entry(regex: str) -> str:
     return quoted("re:" + regex, FIELD_CHARS)
 
 
-def _beyond(regex: str) -> ValueError:
-    """The refusal of an ``re:`` entry this module does not read."""
-    return ValueError(f"its ignore entry {_entry(regex)} is a regular expression beyond '.*', '.', alternatives and "
+def _beyond(regex: str, what: str) -> ValueError:
+    """The refusal of an ``re:`` entry this module does not read, named as ``what``."""
+    return ValueError(f"its {what} {_entry(regex)} is a regular expression beyond '.*', '.', alternatives and "
                       "literal text")
 
 
@@ -136,7 +146,7 @@ def _split_alternatives(tokens: list[str]) -> list[list[str]]:
     return out
 
 
-def _regex_as_glob(regex: str) -> str:
+def _regex_as_glob(regex: str, what: str) -> str:
     """A compressed-tensors ``re:`` entry (matched with ``re.match``: from the name's start) as the fnmatch pattern
     that matches the same names, for the regular expressions made of ``.*``, ``.+``, ``.``, escaped punctuation,
     letters, digits and ``_-/:``, with an optional ``^`` first and ``$`` last; ValueError for any other (this does
@@ -160,7 +170,7 @@ def _regex_as_glob(regex: str) -> str:
             out.append(ch)
             i += 1
         else:
-            raise _beyond(regex)
+            raise _beyond(regex, what)
     return "".join(out) + end
 
 
@@ -174,7 +184,7 @@ def ignored(entries: Any) -> Any:
         return entries  # `kept_modules` says why (not a list of strings, or too long)
     globs: list[str] = []
     for entry in entries:
-        globs += regex_as_globs(entry[3:]) if entry.startswith("re:") else [literal(entry)]
+        globs += entry_globs(entry)
         if len(globs) > MAX_PATTERNS:
             raise ValueError(f"its ignore list expands to more than {MAX_PATTERNS:,} patterns")
     return globs

@@ -37,6 +37,9 @@ first layers and Llama 4's interleaved dense layers are told from its MoE layers
 reads (`tokometer.perf.moelayout`). A config of single blocks (Nemotron-H) or with linear-attention layers is not
 matched, nor a list beyond `MAX_PATTERNS`, `MAX_PATTERN_CHARS` or `MAX_TOTAL_CHARS`, a model deeper than
 `MAX_LAYERS`, or a matching that would take more than `MAX_WORK` tries: `NotMatched`, and the caller says so.
+
+The same names, a MoE layer's routed experts as expert 0's three projections, are what a compressed-tensors
+checkpoint's groups are resolved against (`linear_modules`, `tokometer.perf.schemetargets`).
 """
 
 from __future__ import annotations
@@ -49,8 +52,8 @@ from typing import Any
 
 from tokometer.perf.moelayout import moe_layout
 
-__all__ = ["MAX_LAYERS", "MAX_PATTERNS", "MAX_PATTERN_CHARS", "MAX_TOTAL_CHARS", "MAX_WORK", "KeptModules",
-           "NotMatched", "kept_modules"]
+__all__ = ["MAX_LAYERS", "MAX_PATTERNS", "MAX_PATTERN_CHARS", "MAX_TOTAL_CHARS", "MAX_WORK", "ROUTED_EXPERTS",
+           "KeptModules", "NotMatched", "kept_modules", "linear_modules"]
 
 MAX_PATTERNS = 1024
 """Patterns an ``exclude_modules`` list may hold to be matched (NVIDIA's longest lists name a few hundred)."""
@@ -65,6 +68,8 @@ thousand."""
 MAX_LAYERS = 1024
 """Layers a model may have for its modules to be matched one by one."""
 
+ROUTED_EXPERTS = "routed experts"
+"""The kind of module a MoE layer's routed experts are (`linear_modules`, `KeptModules.where`)."""
 _ROOTS = ("model.layers", "model.language_model.layers", "language_model.model.layers", "language_model.layers")
 _MLP = ("gate_proj", "up_proj", "down_proj")
 _ATTENTION_KINDS = {"full_attention", "sliding_attention", "chunked_attention"}
@@ -111,13 +116,7 @@ def kept_modules(cfg: dict[str, Any], patterns: Any, field: str = "exclude_modul
     name of their fused module (``model.layers.N.mlp.experts``), all or none, as vLLM matches a
     ``modules_to_not_convert`` list."""
     matcher = _Patterns(patterns, field)
-    layers = _whole(cfg.get("num_hidden_layers"))
-    if not 1 <= layers <= MAX_LAYERS:
-        raise NotMatched(f"a model of {layers} layers is not matched (at most {MAX_LAYERS})")
-    kinds = cfg.get("layer_types")
-    if (isinstance(kinds, list) and not set(map(str, kinds)) <= _ATTENTION_KINDS) or any(
-            cfg.get(key) for key in _OTHER_LAYERS):
-        raise NotMatched("a model with other layers than attention and MLP is not matched")
+    layers = _matched_layers(cfg)
     attention, family = _attention(cfg), _family(cfg)
     moe, dense_width, shared_width, expert_width, experts = _mlp_shapes(cfg, layers)
     hidden = _whole(cfg.get("hidden_size"))
@@ -137,11 +136,48 @@ def kept_modules(cfg: dict[str, Any], patterns: Any, field: str = "exclude_modul
                       sum(_any(matcher, layer, _expert_names(index, family)) for index in (0, experts - 1)))
             if halves:
                 expert_total += halves / 2 * experts * 3 * hidden * expert_width
-                kept["routed experts"] = kept.get("routed experts", 0) + 1
+                kept[ROUTED_EXPERTS] = kept.get(ROUTED_EXPERTS, 0) + 1
     where = ", ".join(f"{kind} in {count} of {layers} layers" for kind, count in kept.items())
     unmatched = "" if kept or routers else next(
         (p for p in dict.fromkeys(patterns) if _LAYER_WORDS.search(p) and not _OTHER_PARTS.search(p)), "")
     return KeptModules(rest, expert_total, where, unmatched)
+
+
+def linear_modules(cfg: dict[str, Any]) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """Each linear module of the model ``cfg`` describes (merged with its ``text_config``) but its routers, layer by
+    layer, as (its kind: attention, dense MLP, shared expert or `ROUTED_EXPERTS`; its full names, every spelling
+    under every root); a MoE layer's routed experts as expert 0's three projections, the names vLLM looks up a
+    compressed-tensors scheme by (`tokometer.perf.schemetargets`). `NotMatched` for a model whose modules are not
+    named here (module docstring)."""
+    layers = _matched_layers(cfg)
+    attention, family = _attention(cfg), _family(cfg)
+    moe, dense_width, shared_width, _expert_width, experts = _mlp_shapes(cfg, layers)
+    hidden = _whole(cfg.get("hidden_size"))
+    for layer in range(layers):
+        for kind, modules in _layer_modules(layer in moe, attention, hidden, dense_width, shared_width, family):
+            for names, _size in modules:
+                yield kind, _full_names(layer, names)
+        if layer in moe and experts:
+            for names in _first_expert(family):
+                yield ROUTED_EXPERTS, _full_names(layer, names)
+
+
+def _matched_layers(cfg: dict[str, Any]) -> int:
+    """The model's layer count; `NotMatched` for a model of more than `MAX_LAYERS` or with layers other than
+    attention and MLP."""
+    layers = _whole(cfg.get("num_hidden_layers"))
+    if not 1 <= layers <= MAX_LAYERS:
+        raise NotMatched(f"a model of {layers} layers is not matched (at most {MAX_LAYERS})")
+    kinds = cfg.get("layer_types")
+    if (isinstance(kinds, list) and not set(map(str, kinds)) <= _ATTENTION_KINDS) or any(
+            cfg.get(key) for key in _OTHER_LAYERS):
+        raise NotMatched("a model with other layers than attention and MLP is not matched")
+    return layers
+
+
+def _full_names(layer: int, names: Iterable[str]) -> tuple[str, ...]:
+    """A module's spellings (``names``, below a layer's root) in ``layer``, under every root."""
+    return tuple(f"{root}.{layer}.{name}" for name in names for root in _ROOTS)
 
 
 class _Patterns:
@@ -187,7 +223,7 @@ class _Patterns:
 
 def _any(patterns: _Patterns, layer: int, names: Iterable[str]) -> bool:
     """Whether any spelling of a module (``names``, below a layer's root) in ``layer`` matches."""
-    return any(patterns.match(f"{root}.{layer}.{name}") for name in names for root in _ROOTS)
+    return any(patterns.match(name) for name in _full_names(layer, names))
 
 
 def _whole(value: Any) -> int:
@@ -272,3 +308,12 @@ def _expert_names(index: int, family: str) -> tuple[str, ...]:
                   "mlp": (f"mlp.experts.{index}.gate_proj", "mlp.experts.gate_up_proj")}
     return per_expert.get(family, (*per_expert["mlp"], f"feed_forward.experts.{index}.gate_proj",
                                    *per_expert["feed_forward"], *per_expert["block_sparse_moe"]))
+
+
+def _first_expert(family: str) -> list[tuple[str, ...]]:
+    """The spellings of routed expert 0's three projections in ``family`` (`_family`), as vLLM names them to look up
+    their compressed-tensors scheme: ``{experts}.0.gate_proj``, ``up_proj``, ``down_proj`` (Mixtral's family's
+    ``w1``, ``w3``, ``w2``)."""
+    return [tuple(f"{fused}.0.{w if fused.startswith('block_sparse_moe') else proj}"
+                  for fused in _fused_experts(family))
+            for proj, w in (("gate_proj", "w1"), ("up_proj", "w3"), ("down_proj", "w2"))]

@@ -157,7 +157,8 @@ def test_a_weight_format_not_read_still_takes_the_cache_it_declares(tmp_path: Pa
     (tmp_path / "model-00001.safetensors").write_bytes(b"\0" * 4096)
     model = resolve_model(_write(tmp_path, {**LLAMA, "quantization_config": quant}))
     assert (model.native_dtype, model.native_kv_dtype, model.weight_bytes) == ("bf16", "fp8", None)
-    assert "of a format not read, or of several: sized in its torch_dtype; give --dtype for its format; KV cache " \
+    assert "compressed-tensors config_groups give attention fp8 and the dense MLP fp8 or int4 by module: formats " \
+        "mixed beyond the experts' and the rest's: sized in its torch_dtype; give --dtype for its format; KV cache " \
         "fp8, as it declares" in model.source
 
 
@@ -198,9 +199,10 @@ def test_gpt_oss_mxfp4_covers_its_experts_and_a_dense_models_all_weights() -> No
     (_ct({"num_bits": 8, "type": "int"}, None, "pack-quantized"), "format not read"),
     (_ct({"num_bits": 4, "type": "float", "group_size": 64}, None, "x"), "format not read"),
     (_ct({"num_bits": True, "type": "float"}, None, "x"), "format not read"),
-    ({"quant_method": "compressed-tensors", "config_groups": {"a": FP8_DYNAMIC["config_groups"]["group_0"],
-                                                              "b": W4A16["config_groups"]["group_0"]}},
-     "or of several"),
+    ({"quant_method": "compressed-tensors", "config_groups": {
+        "a": FP8_DYNAMIC["config_groups"]["group_0"],
+        "b": {**W4A16["config_groups"]["group_0"], "targets": ["re:.*mlp.*"]}}},
+     "give attention fp8 and the dense MLP int4: formats mixed beyond the experts' and the rest's"),
     ({"quant_method": "\x1b[2Jevil\u202e" + "x" * 500}, "is not read"),
     ("not an object", "quantization_config is not an object"),
 ])
@@ -295,7 +297,8 @@ def test_a_4_bit_checkpoints_groups_size_its_weights(quant: dict[str, Any], bits
     ({"quant_method": "gptq", "group_size": 0}, "its group_size 0 is not read"),
     ({"quant_method": "gptq", "group_size": True}, "its group_size True is not read"),
     ({"quant_method": "awq", "group_size": 1 << 40}, "is not read: groups of 128 taken"),
-    ({"quant_method": "compressed-tensors", "config_groups": {"a": _int4_group(128), "b": _int4_group(32)}},
+    ({"quant_method": "compressed-tensors", "config_groups": {
+        "a": _int4_group(128), "b": {**_int4_group(32), "targets": ["re:.*mlp.*"]}}},
      "its schemes' groups differ: groups of 128 taken"),
 ])
 def test_a_group_size_not_read_is_said_and_the_formats_own_taken(quant: dict[str, Any], said: str) -> None:
