@@ -54,7 +54,7 @@ from typing import Any
 from tokometer.perf.modulepatterns import ignored, not_converted
 from tokometer.perf.schemetargets import module_groups, scheme_targets
 from tokometer.perf.unquantized import ROUTED_EXPERTS
-from tokometer.util.shown import FIELD_CHARS, clipped, quoted
+from tokometer.util.shown import value_shown
 
 __all__ = ["CheckpointFormat", "checkpoint_format"]
 
@@ -132,7 +132,7 @@ def checkpoint_format(cfg: dict[str, Any], sidecar: Any = None, moe: bool = Fals
         fmt = _METHODS[method]
         bits = quant.get("bits", 4)
         if fmt in ("awq", "gptq") and bits != 4:  # the rows are 4-bit groups
-            return _not_read(f"quant_method {method} with bits {_shown(bits)}")
+            return _not_read(f"quant_method {method} with bits {value_shown(bits)}")
         group_bits, group_note = (0.0, "")
         if fmt in ("awq", "gptq"):  # AutoAWQ's qzeros only with zero_point; GPTQ stores them even when symmetric
             zero = 4 if fmt == "gptq" or quant.get("zero_point", True) is not False else 0
@@ -145,17 +145,12 @@ def checkpoint_format(cfg: dict[str, Any], sidecar: Any = None, moe: bool = Fals
         return _modelopt(quant, "quantization_config", moe)
     if method == "compressed-tensors":
         return _compressed_tensors(quant, cfg)
-    return _not_read(f"quantization_config's quant_method {_shown(quant.get('quant_method'))} "
+    return _not_read(f"quantization_config's quant_method {value_shown(quant.get('quant_method'))} "
                      "is not read")
 
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _shown(value: Any) -> str:
-    """A checkpoint's value as a note quotes it: a string quoted, anything else as Python writes it, clipped."""
-    return quoted(value, FIELD_CHARS) if isinstance(value, str) else clipped(repr(value), FIELD_CHARS)
 
 
 def _not_read(why: str, kv: str = "", kv_note: str = "") -> CheckpointFormat:
@@ -183,7 +178,7 @@ def _modelopt(quant: dict[str, Any], where: str, moe: bool) -> CheckpointFormat:
     else:
         weights, experts = _modelopt_algo(algo), ""
     if not weights:
-        return _not_read(f"{where}'s quant_algo {_shown(quant.get('quant_algo'))} is not read", kv, kv_note)
+        return _not_read(f"{where}'s quant_algo {value_shown(quant.get('quant_algo'))} is not read", kv, kv_note)
     note = f"{where}: ModelOpt {algo}" + (f", the experts in {experts}" if experts else "") + kv_note
     exclude = quant.get("exclude_modules", quant.get("ignore"))
     return CheckpointFormat(weights=weights, experts=experts, kv=kv, note=note, exclude=exclude)
@@ -204,7 +199,7 @@ def _declared_kv(declared: Any) -> tuple[str, str]:
     fmt = _KV_ALGOS.get(_text(declared).lower(), "")
     if fmt:
         return fmt, f", KV cache {fmt}"
-    return "", f"; its KV cache {_shown(declared)} is not modelled (give --kv-dtype)"
+    return "", f"; its KV cache {value_shown(declared)} is not modelled (give --kv-dtype)"
 
 
 def _compressed_kv(scheme: Any) -> tuple[str, str]:
@@ -215,14 +210,14 @@ def _compressed_kv(scheme: Any) -> tuple[str, str]:
     if isinstance(scheme, dict) and scheme.get("type") == "float" and scheme.get("num_bits") == 8 and \
             scheme.get("symmetric") and scheme.get("strategy") in ("tensor", "attn_head"):
         return "fp8", ", KV cache fp8 (kv_cache_scheme)"
-    shown = _scheme(scheme) if isinstance(scheme, dict) else _shown(scheme)
+    shown = _scheme(scheme) if isinstance(scheme, dict) else value_shown(scheme)
     return "", (f"; its kv_cache_scheme ({shown}) is not one vLLM loads (float, num_bits 8, symmetric, per tensor "
                 "or attention head): the cache taken in 16 bits (give --kv-dtype)")
 
 
 def _scheme(scheme: dict[str, Any]) -> str:
     """A KV scheme's fields as a note quotes them."""
-    return ", ".join(f"{key} {_shown(scheme.get(key))}" for key in ("type", "num_bits", "dynamic", "symmetric",
+    return ", ".join(f"{key} {value_shown(scheme.get(key))}" for key in ("type", "num_bits", "dynamic", "symmetric",
                                                                       "strategy") if key in scheme) or "empty"
 
 
@@ -307,7 +302,7 @@ def _resolved(schemes: dict[str, Any], formats: dict[str, str],
                                     "q_proj, .mlp.gate_proj, .mlp.experts.0.gate_proj, ...)")
     unread = sorted(key for key in taken if not formats[key])
     if unread:
-        return f"compressed-tensors config_groups of a format not read (group {_shown(unread[0])})"
+        return f"compressed-tensors config_groups of a format not read (group {value_shown(unread[0])})"
     by_kind = {kind: {formats[key] if key is not None else None for key in keys} for kind, keys in kinds.items()}
     rest_formats = set().union(*(fmts for kind, fmts in by_kind.items() if kind != ROUTED_EXPERTS))
     expert_formats = by_kind.get(ROUTED_EXPERTS, set())
@@ -348,7 +343,7 @@ def _group_bits(size: Any, zero_bits: int, hidden: Any) -> tuple[float, str]:
     if size == -1 and isinstance(hidden, int) and not isinstance(hidden, bool) and 0 < hidden <= _MAX_GROUP:
         return 4 + (16 + zero_bits) / hidden, f", groups of a row ({4 + (16 + zero_bits) / hidden:.3f} bits)"
     if not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= _MAX_GROUP:
-        return 0.0, f"; its group_size {_shown(size)} is not read: groups of 128 taken"
+        return 0.0, f"; its group_size {value_shown(size)} is not read: groups of 128 taken"
     bits = 4 + (16 + zero_bits) / size
     return bits, f", groups of {size}{' with zero points' if zero_bits else ''} ({bits:.3f} bits)"
 

@@ -295,7 +295,7 @@ def test_a_4_bit_checkpoints_groups_size_its_weights(quant: dict[str, Any], bits
 @pytest.mark.parametrize(("quant", "said"), [
     ({"quant_method": "awq", "group_size": "128"}, "its group_size '128' is not read: groups of 128 taken"),
     ({"quant_method": "gptq", "group_size": 0}, "its group_size 0 is not read"),
-    ({"quant_method": "gptq", "group_size": True}, "its group_size True is not read"),
+    ({"quant_method": "gptq", "group_size": True}, "its group_size true is not read"),
     ({"quant_method": "awq", "group_size": 1 << 40}, "is not read: groups of 128 taken"),
     ({"quant_method": "compressed-tensors", "config_groups": {
         "a": _int4_group(128), "b": {**_int4_group(32), "targets": ["re:.*mlp.*"]}}},
