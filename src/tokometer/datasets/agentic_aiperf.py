@@ -229,7 +229,7 @@ def _label(obj: dict[str, Any], where: str, default: str) -> str:
 
 def _role(item: dict[str, Any], where: str) -> None:
     role = item.get("role")
-    if role is not None and role not in _INPUT_ROLES:
+    if role is not None and (not isinstance(role, str) or role not in _INPUT_ROLES):
         shown = role[:40] if isinstance(role, str) else type(role).__name__
         raise DatasetError(f"{where}: 'role' {shown!r}: a turn is the user's (or a tool's) input; the model's "
                            "answers are its own, streamed live")

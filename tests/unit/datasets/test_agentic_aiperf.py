@@ -87,6 +87,7 @@ def test_tokometers_own_format_is_still_read_as_its_own(tmp_path: Path) -> None:
     ({"type": "single_turn", "text": "x"}, "'type' 'single_turn' is not one of AIPerf's session formats"),
     ({"type": "multi_turn", "turns": [{"text": "x", "image": "a.png"}]}, "turn 1: 'image': media are not replayed"),
     ({"type": "multi_turn", "turns": [{"text": "x", "role": "assistant"}]}, "'role' 'assistant'"),
+    ({"type": "multi_turn", "turns": [{"text": "x", "role": ["user"]}]}, "'role' 'list'"),
     ({"type": "multi_turn", "turns": [{"text": "x", "colour": 1}]}, "unknown field 'colour'"),
     ({"type": "multi_turn", "turns": [{"text": "x", "timestamp": 5, "delay": 5}]}, "'timestamp' or 'delay'"),
     ({"type": "multi_turn", "turns": [{"text": "x", "delay": -1}]}, "'delay' must be a number of milliseconds"),

@@ -3,6 +3,8 @@ two APIs document (and vLLM 0.32 sends), assembled into records as the bench doe
 
 from __future__ import annotations
 
+import contextlib
+
 import orjson
 import pytest
 
@@ -13,7 +15,7 @@ from tokometer.protocols.anthropic_messages.writer import error_type
 from tokometer.protocols.common.base import GenerationParams
 from tokometer.protocols.common.framing import iter_payloads
 from tokometer.protocols.common.server import StreamTiming
-from tokometer.protocols.registry import create_client
+from tokometer.protocols.registry import PROTOCOLS, create_client
 from tokometer.records import RequestRecord
 from tokometer.sim.servers import SERVERS, count_words
 
@@ -206,3 +208,16 @@ def test_simulator_reads_refuse_malformed_requests() -> None:
     assert responses.read({"input": "a b", "instructions": "c"}, "m", count_words).prompt_tokens == 3
     assert messages.error_body(429, "slow", "rate_limit_error") == {
         "type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}
+
+
+@pytest.mark.parametrize("api", sorted(PROTOCOLS))
+@pytest.mark.parametrize("kind", [[], ["response.completed"], {"a": 1}, 7, None, True])
+def test_an_event_whose_type_is_not_text_is_no_known_event_in_any_protocol(api: str, kind: object) -> None:
+    """A server's event whose ``type`` (or ``object``) is a list or an object is not an event the client knows: read
+    as nothing, or refused as a bad event (ValueError), never a TypeError from looking a list up in a set (the
+    Responses client raised one for ``{"type": []}``)."""
+    client = create_client(api)
+    for payload in ({"type": kind}, {"object": kind, "type": kind, "choices": [{"delta": {"content": kind}}]},
+                    {"type": kind, "delta": kind, "response": kind, "message": kind}):
+        with contextlib.suppress(ValueError):
+            client.parse(orjson.dumps(payload))

@@ -62,6 +62,7 @@ class OpenAIResponses(ProtocolClient):
         if not isinstance(data, dict):
             raise ValueError("event is not a JSON object")
         kind = data.get("type")
+        kind = kind if isinstance(kind, str) else ""  # looked up in sets: a list or an object is no known event
         if kind == "response.output_text.delta":
             return ParsedEvent(text=text_field(data, "delta"))
         if kind in _REASONING_DELTAS:
