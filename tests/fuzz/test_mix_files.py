@@ -31,7 +31,17 @@ def _toml(value: Any) -> str:
         return str(value)
     if isinstance(value, dict):
         return "{ " + ", ".join(f"{_toml(k)} = {_toml(v)}" for k, v in value.items()) + " }"
-    return '"' + str(value).encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
+    return '"' + "".join(_toml_char(ch) for ch in str(value)) + '"'
+
+
+def _toml_char(ch: str) -> str:
+    """One character in a TOML basic string: printable ASCII as it is, the rest as TOML's \\u or \\U escape
+    (Python's \\x escapes are not TOML)."""
+    if ch in '"\\':
+        return "\\" + ch
+    if " " <= ch <= "~":
+        return ch
+    return f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}"
 
 
 _TABLE = st.dictionaries(st.sampled_from(_KEYS),

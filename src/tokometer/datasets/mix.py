@@ -82,7 +82,7 @@ class Tenant(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
     name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
-    share: float | None = Field(None, gt=0, le=100)
+    share: float | None = Field(None, gt=0, le=sum(_SHARE_TOTALS[-1]))  # one tenant's 100 %, with the sum's slack
     """Its part of the traffic: fractions that add up to 1, or percentages that add up to 100."""
     rate: Rate | None = None
     """Its own requests a second, instead of a share (every tenant then gives one)."""
