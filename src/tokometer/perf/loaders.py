@@ -520,6 +520,16 @@ def _from_hub(model: str) -> ModelSpec | None:
                              quant_sidecar=quant)
 
 
+def _config_name(config: Path) -> str:
+    """The name a config file's model goes by: a ``config.json``'s folder as given (``models/llama-3.1-8b``; in the
+    current folder, that folder's own name, not ``.``), another file's path without ``.json``
+    (``configs/llama-70b``), so that two files of one folder are told apart."""
+    if config.name != "config.json":
+        return str(config.with_suffix(""))
+    parent = str(config.parent)
+    return parent if parent not in ("", ".") else config.resolve().parent.name or "config"
+
+
 def resolve_model(name_or_path: str) -> ModelSpec:
     """A model by built-in name, config.json (dir or file), ``.gguf`` path or Hub id; ConfigError if unknown."""
     path = Path(name_or_path).expanduser()
@@ -533,7 +543,7 @@ def resolve_model(name_or_path: str) -> ModelSpec:
         sidecar = config.parent / "hf_quant_config.json"
         declares = not isinstance(cfg, dict) or "quantization_config" in cfg
         quant = _read_json(sidecar) if sidecar.is_file() and not declares else None
-        return model_from_config(cfg, str(config.parent), weights_on_disk(config.parent), str(config), quant)
+        return model_from_config(cfg, _config_name(config), weights_on_disk(config.parent), str(config), quant)
     index = _builtin_index()
     found = index.get(_key(name_or_path))
     if found is not None:

@@ -62,3 +62,20 @@ def test_a_config_file_that_is_not_an_object_beside_a_quantisation_sidecar_is_on
     (tmp_path / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "NVFP4"}}))
     with pytest.raises(ConfigError, match="not an object"):
         resolve_model(str(tmp_path))
+
+
+def test_a_config_file_is_named_by_its_folder_or_its_own_name_never_dot(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config.json goes by its folder (in the current folder, that folder's name, where it was "."); another
+    .json file by its own path, so two files of one folder are told apart."""
+    folder = tmp_path / "qwen3-mixed"
+    folder.mkdir()
+    for name in ("config.json", "a.json", "b.json"):
+        (folder / name).write_text(json.dumps(TINY))
+    assert resolve_model(str(folder / "config.json")).name == str(folder)
+    assert resolve_model(str(folder)).name == str(folder)
+    assert resolve_model(str(folder / "a.json")).name == str(folder / "a")
+    monkeypatch.chdir(folder)
+    assert resolve_model("config.json").name == "qwen3-mixed"
+    assert resolve_model(".").name == "qwen3-mixed"
+    assert resolve_model("b.json").name == "b"
