@@ -109,6 +109,8 @@ def _change_column(db: sqlite3.Connection, change: tuple[str, str, str, Any]) ->
         changed = _replace_inside(document, path, value)
         text = json.dumps(changed) if not isinstance(changed, (bytes, int, float)) or isinstance(changed, bool) \
             else changed
+        if isinstance(text, int) and not -(2**63) <= text < 2**63:  # past SQLite's INTEGER: stored as its digits
+            text = str(text)
         db.execute(f'UPDATE {table} SET "{name}" = ? WHERE rowid = ?', (text, rowid))
 
 
