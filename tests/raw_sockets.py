@@ -1,7 +1,9 @@
 """What the tests' hand-written raw-socket servers share: a loopback listener and the reading of an HTTP head.
 
 `Listener` listens on a free loopback port and serves each connection on a thread of its own (a subclass
-writes `Listener.serve`); `stop` closes the socket, which ends the accept loop. `read_head` and
+writes `Listener.serve`); `stop` closes the socket, which ends the accept loop, and shuts down the connections
+still open, which ends their threads (a serve thread blocked in ``recv`` or ``sendall`` on a client that went
+quiet would otherwise live on: a long fuzz run gathered a thousand of them). `read_head` and
 `read_body` read one HTTP message from a socket as it comes, `content_length` finds its length. Used by
 `tests.http_servers.RawServer`, `tests.hostile_servers.HostileServer`, `tests.block_proxy.BlockProxy` and
 the servers that single tests write for themselves.
@@ -9,6 +11,7 @@ the servers that single tests write for themselves.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -30,6 +33,8 @@ class Listener:
         self.accept_every_s = accept_every_s
         self.stopped = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
 
     @property
     def netloc(self) -> str:
@@ -41,6 +46,11 @@ class Listener:
     def stop(self) -> None:
         self.stopped.set()
         self.sock.close()
+        with self._lock:
+            still_open = list(self._open)
+        for conn in still_open:
+            with contextlib.suppress(OSError):  # closed meanwhile, or taken over by a TLS wrapper
+                conn.shutdown(socket.SHUT_RDWR)
 
     def _accept(self) -> None:
         while not self.stopped.is_set():
@@ -48,9 +58,22 @@ class Listener:
                 conn, _ = self.sock.accept()
             except OSError:  # stopped: the socket is closed
                 return
-            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
             if self.accept_every_s:
                 time.sleep(self.accept_every_s)
+
+    def _serve(self, conn: socket.socket) -> None:
+        """`serve` ``conn``, kept among the open connections that `stop` shuts down while it runs."""
+        with self._lock:
+            self._open.add(conn)
+        try:
+            self.serve(conn)
+        except OSError:
+            if not self.stopped.is_set():
+                raise
+        finally:
+            with self._lock:
+                self._open.discard(conn)
 
     def serve(self, conn: socket.socket) -> None:
         """Answer one connection (on its own thread)."""
