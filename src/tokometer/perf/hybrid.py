@@ -32,8 +32,7 @@ from typing import Any
 
 from tokometer.util.shown import quoted
 
-__all__ = ["MAX_SIZE", "BlockPattern", "NotModelled", "Recurrent", "block_pattern", "mlp_matrices",
-           "recurrent_layers"]
+__all__ = ["MAX_SIZE", "BlockPattern", "NotModelled", "Recurrent", "block_pattern", "recurrent_layers"]
 
 MAX_SIZE = 1 << 24
 """The largest width, head count, layer count or expert count read from a config or header (16.7 million)."""
@@ -48,7 +47,6 @@ _MAMBA_KEYS = ("ssm_state_size", "mamba_d_state", "mamba_n_heads", "mamba_num_he
 """Mamba2 fields: read for Nemotron-H's blocks and ``layer_types``' "mamba" layers, refused elsewhere."""
 _OTHER_HYBRID_KEYS = ("attn_layer_period", "linear_attn_config", "mamba_d_ssm")
 """Keys of hybrids whose other layers are not read (Jamba, Kimi Linear, Falcon-H1)."""
-_GATED_ACTS = ("silu", "swiglu", "swish", "gelu_glu", "geglu")
 
 
 class NotModelled(ValueError):
@@ -186,9 +184,3 @@ def recurrent_layers(cfg: dict[str, Any], hidden: int, layers: int, blocks: Bloc
     if mamba:
         return _mamba2(cfg, hidden, mamba)
     return _gated_deltanet(cfg, hidden, linear) if linear else Recurrent()
-
-
-def mlp_matrices(cfg: dict[str, Any]) -> int:
-    """Matrices of one of Nemotron-H's MLPs or experts: 2 (up, down: squared ReLU), 3 for a gated activation."""
-    act = str(cfg.get("mlp_hidden_act") or cfg.get("hidden_act") or "relu2").lower()
-    return 3 if act in _GATED_ACTS else 2

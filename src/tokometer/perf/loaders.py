@@ -24,13 +24,13 @@ from typing import Any
 
 from tokometer.perf.catalog import BUILTIN_MODELS, MODEL_ALIASES
 from tokometer.perf.checkpointquant import CheckpointFormat, checkpoint_format
+from tokometer.perf.configdialects import ALIASES, mlp_matrices, standard_names, tied_embeddings
 from tokometer.perf.hybrid import (
     MAX_SIZE,
     BlockPattern,
     NotModelled,
     Recurrent,
     block_pattern,
-    mlp_matrices,
     recurrent_layers,
 )
 from tokometer.perf.model import ModelSpec
@@ -117,23 +117,24 @@ def _sparse(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
 
 def _params_from_config(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, head_dim: int,
                         tied: bool, linear: int = 0, linear_params: float = 0.0) -> tuple[float, float, int, int]:
-    """(params, active params, experts, experts per token) from a config's shapes; ``linear`` of the layers are
-    linear-attention ones of ``linear_params`` each in place of the attention's."""
-    layers, vocab = int(cfg["num_hidden_layers"]), int(cfg.get("vocab_size", 32000))
+    """(params, active params, experts, experts per token) from a config's shapes (each MLP and expert of
+    `mlp_matrices` matrices); ``linear`` of the layers are linear-attention ones of ``linear_params`` each in
+    place of the attention's."""
+    layers, vocab, matrices = int(cfg["num_hidden_layers"]), int(cfg.get("vocab_size", 32000)), mlp_matrices(cfg)
     inter = int(cfg.get("intermediate_size") or 4 * hidden)
     experts = int(cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts") or 0)
     per_token = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0)
     attention = _layer_params(cfg, hidden, heads, kv_heads, head_dim) * (layers - linear) + linear_params * linear
     embeddings = float(vocab * hidden * (1 if tied else 2))
     if experts <= 1 or per_token <= 0:  # Granite 4.0-H's dense MLP is its shared one
-        mlp = 3.0 * hidden * int(cfg.get("shared_intermediate_size") or inter) * layers
+        mlp = float(matrices * hidden * int(cfg.get("shared_intermediate_size") or inter) * layers)
         return attention + mlp + embeddings, attention + mlp + embeddings, 0, 0
-    expert_size = 3.0 * hidden * int(cfg.get("moe_intermediate_size") or inter)
+    expert_size = float(matrices * hidden * int(cfg.get("moe_intermediate_size") or inter))
     moe, dense_width, shared_width = moe_layout(cfg, layers, inter)
-    shared = 3.0 * hidden * shared_width
+    shared = float(matrices * hidden * shared_width)
     moe_layers = len(moe)
     dense_layers = layers - moe_layers
-    dense = 3.0 * hidden * dense_width * dense_layers
+    dense = float(matrices * hidden * dense_width * dense_layers)
     total = attention + dense + moe_layers * (experts * expert_size + shared + hidden * experts) + embeddings
     active = attention + dense + moe_layers * (per_token * expert_size + shared + hidden * experts) + embeddings
     return total, active, experts, per_token
@@ -143,7 +144,7 @@ def _block_params(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, h
                   blocks: BlockPattern, recurrent: Recurrent) -> tuple[float, float, int, int]:
     """(params, active params, experts, experts per token) of a model of single blocks (Nemotron-H: attention,
     Mamba2, MLP or experts, `tokometer.perf.hybrid`); its MLPs and experts of `mlp_matrices` matrices each."""
-    matrices, vocab = mlp_matrices(cfg), int(cfg.get("vocab_size", 32000))
+    matrices, vocab = mlp_matrices(cfg, default_act="relu2"), int(cfg.get("vocab_size", 32000))
     experts = int(cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
     per_token = int(cfg.get("num_experts_per_tok") or 0)
     fixed = (_layer_params(cfg, hidden, heads, kv_heads, head_dim) * blocks.attention
@@ -159,8 +160,9 @@ def _block_params(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, h
     return total, active, experts, per_token
 
 
-def _merged(cfg: Any) -> dict[str, Any]:
-    """The config with a multimodal one's language part (``text_config``, or ``llm_config``) over it."""
+def _merged(cfg: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """The config with a multimodal one's language part (``text_config``, or ``llm_config``) over it and other
+    families' names for its shapes read as the standard ones (`standard_names`), and those it read so."""
     if not isinstance(cfg, dict):
         raise ValueError(f"it is a JSON {type(cfg).__name__}, not an object")
     merged = dict(cfg)
@@ -169,19 +171,21 @@ def _merged(cfg: Any) -> dict[str, Any]:
         if inner is not None and not isinstance(inner, dict):
             raise ValueError(f"its {key} is a JSON {type(inner).__name__}, not an object")
         merged.update(inner or {})
+    merged, read = standard_names(merged)
     for key in _WHOLE_NUMBER_KEYS.intersection(merged):
-        value = merged[key]
+        value, name = merged[key], read.get(key, key)
         if value is None:
             continue
         whole = _whole(value)
         if whole is None:
-            raise ValueError(f"{key} must be a whole number (got {value_shown(value)})")
+            raise ValueError(f"{name} must be a whole number (got {value_shown(value)})")
         if whole < 0 and key not in _NEGATIVE_MEANS_NONE:
-            raise ValueError(f"{key} must not be negative (got {whole:,})")
+            raise ValueError(f"{name} must not be negative (got {whole:,})")
     layers = merged.get("num_hidden_layers")
     if layers is not None and not 1 <= layers <= MAX_SIZE:  # before any reader counts layers one by one
-        raise ValueError(f"num_hidden_layers must be from 1 to {MAX_SIZE:,} (got {layers:,.6g})")
-    return merged
+        name = read.get("num_hidden_layers", "num_hidden_layers")
+        raise ValueError(f"{name} must be from 1 to {MAX_SIZE:,} (got {layers:,.6g})")
+    return merged, read
 
 
 _NEGATIVE_MEANS_NONE = frozenset({"sliding_window"})
@@ -203,6 +207,9 @@ _WHOLE_NUMBER_KEYS = frozenset({
 def _spec_from_config(cfg: dict[str, Any], name: str, source: str) -> ModelSpec:
     """The shapes and counts of a (merged) config as a ModelSpec: KeyError, TypeError or ValueError where a field
     is missing or unusable, `NotModelled` where its layers are of a kind the estimate does not model."""
+    if cfg.get("is_encoder_decoder") is True:
+        raise NotModelled("it describes an encoder-decoder model (is_encoder_decoder: T5, BART, Whisper), which the "
+                          "estimate does not model: it reads decoder-only transformers")
     hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
     if hidden < 1 or heads < 1 or int(cfg["num_hidden_layers"]) < 1:
         raise ValueError("hidden_size, num_attention_heads and num_hidden_layers must be at least 1")
@@ -211,7 +218,7 @@ def _spec_from_config(cfg: dict[str, Any], name: str, source: str) -> ModelSpec:
     else:
         head_dim = int(cfg.get("head_dim") or hidden // heads)
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
-    tied = bool(cfg.get("tie_word_embeddings", str(cfg.get("model_type", "")).startswith("gemma")))
+    tied = tied_embeddings(cfg)
     layers = int(cfg["num_hidden_layers"])
     blocks = block_pattern(cfg, layers)
     recurrent = recurrent_layers(cfg, hidden, layers, blocks)
@@ -293,14 +300,20 @@ def model_from_config(cfg: dict[str, Any], name: str, weight_bytes: float | None
     those its ``quantization_config`` (else ``quant_sidecar``, an ``hf_quant_config.json``) declares
     (`tokometer.perf.checkpointquant`); ``weight_bytes`` (the files' size) is its exact size in them."""
     try:
-        cfg = _merged(cfg)
+        cfg, read = _merged(cfg)
         spec = _spec_from_config(cfg, name, source)
         _check_shapes(spec)
     except NotModelled as exc:
         raise ConfigError(f"{name}: {exc}; estimate a built-in model or a transformer's config.json") from exc
-    except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
-        raise ConfigError(f"{name}: config.json lacks a field the estimate needs, or has one out of range "
-                          f"({exc})") from exc
+    except KeyError as exc:
+        key = str(exc.args[0])
+        others = f" (or {' or '.join(ALIASES[key])})" if key in ALIASES else ""
+        raise ConfigError(f"{name}: config.json lacks a field the estimate needs: {key}{others}") from exc
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        raise ConfigError(f"{name}: config.json has a field the estimate cannot use ({exc})") from exc
+    if read:
+        names = ", ".join(f"{other} as {key}" for key, other in read.items())
+        spec = replace(spec, source=f"{spec.source} (read {names})")
     fmt = checkpoint_format(cfg, quant_sidecar, spec.is_moe)
     kept, kept_note = _kept_modules(cfg, fmt) if fmt.read else (KeptModules(), "")
     note = "; ".join(filter(None, (fmt.note, kept_note)))
