@@ -3,7 +3,8 @@
 Documented behaviour: a config gives a `ModelSpec` whose derived figures (parameters, KV bytes a token, a
 sequence's cache, a decode step's time) are finite and not negative, or one `ConfigError` (never another
 exception). The configs are real shapes (a dense GQA model, Qwen3-Next's linear attention, Nemotron 3 Nano's
-Mamba2 blocks, Granite 4.0-H's Mamba2 layers, DeepSeek V3.2's sparse MLA, gpt-oss's windows and mxfp4 experts) with
+Mamba2 blocks, Granite 4.0-H's Mamba2 layers, DeepSeek V3.2's sparse MLA, gpt-oss's windows and mxfp4 experts, and
+families of other names: DBRX's nested ``attn_config`` / ``ffn_config``, MPT's, Falcon's and ChatGLM's) with
 fields replaced by hostile values, and whole configs or their nested ``text_config`` of the wrong type.
 """
 
@@ -47,12 +48,26 @@ GRANITE = {"model_type": "granitemoehybrid", "hidden_size": 4096, "num_hidden_la
            "shared_intermediate_size": 1536, "intermediate_size": 768, "mamba_d_state": 128, "mamba_expand": 2,
            "mamba_n_heads": 128, "mamba_n_groups": 1, "vocab_size": 100352,
            "layer_types": ["mamba", "mamba", "attention", "mamba"]}
-BASES = [DENSE, NEXT, NANO, SPARSE, WINDOWS, GRANITE]
+DBRX = {"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 4, "max_seq_len": 32768, "vocab_size": 100352,
+        "attn_config": {"kv_n_heads": 8, "clip_qkv": 8}, "ffn_config": {"ffn_hidden_size": 10752,
+                                                                        "moe_num_experts": 16, "moe_top_k": 4}}
+MPT = {"model_type": "mpt", "d_model": 4096, "n_heads": 32, "n_layers": 4, "expansion_ratio": 4, "max_seq_len": 2048,
+       "vocab_size": 50432, "attn_config": {"attn_type": "multihead_attention"}}
+FALCON = {"model_type": "falcon", "hidden_size": 4544, "n_head": 71, "n_layer": 4, "multi_query": True,
+          "new_decoder_architecture": False, "vocab_size": 65024}
+CHATGLM = {"model_type": "chatglm", "hidden_size": 4096, "num_layers": 4, "num_attention_heads": 32,
+           "multi_query_attention": True, "multi_query_group_num": 2, "kv_channels": 128, "ffn_hidden_size": 13696,
+           "padded_vocab_size": 65024, "seq_length": 8192}
+BASES = [DENSE, NEXT, NANO, SPARSE, WINDOWS, GRANITE, DBRX, MPT, FALCON, CHATGLM]
 KEYS = sorted({key for base in BASES for key in base}
-              | {"text_config", "llm_config", "torch_dtype", "tie_word_embeddings"})
+              | {"text_config", "llm_config", "torch_dtype", "tie_word_embeddings", "is_encoder_decoder", "n_embd"})
 hostile = st.sampled_from([None, 0, -1, 1, 2, 3, 10**30, -(10**30), 1e300, -1e-300, 0.5, True, False, "", "x", "nan",
                            "inf", "1e999", "float32", [], [1], ["mamba"], ["linear_attention"], {}, {"a": 1},
-                           {"quant_method": 7}, "M*", "MXE", "*" * 8, [None] * 48]) | st.integers(-(2**70), 2**70)
+                           {"quant_method": 7}, "M*", "MXE", "*" * 8, [None] * 48,
+                           {"kv_n_heads": -1}, {"kv_n_heads": 10**30}, {"attn_type": "multiquery_attention"},
+                           {"attn_type": []}, {"moe_num_experts": 1, "moe_top_k": 2},
+                           {"moe_num_experts": 10**30, "moe_top_k": True}, {"ffn_hidden_size": "x"}]
+                          ) | st.integers(-(2**70), 2**70)
 H100 = resolve_hardware("H100")
 
 
