@@ -145,7 +145,9 @@ def render_estimate(console: Console, e: Estimate) -> None:
     for line in _track_record_lines(e):
         console.print(f"  {line}")
     if not d.compute_flops:
-        console.print(f"  {d.hardware.name} has no compute figure: prefill shows only the weight-read floor")
+        console.print(f"  {d.hardware.name} has no compute figure: prefill, the batch rows and the maximum load count "
+                      "only the memory reads, no FLOPs: upper bounds, most optimistic at large batches (give the "
+                      "peak in a --hardware-file row)")
 
 
 def _batch_table(console: Console, e: Estimate) -> None:
