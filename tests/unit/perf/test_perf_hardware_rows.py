@@ -15,7 +15,7 @@ from tokometer.perf import Deployment, estimate, hardware_table, resolve_hardwar
 from tokometer.perf.render import render_estimate, render_hardware
 
 NEW_ROWS = ("B300", "GB200", "GB300", "MI325X", "MI350X", "MI355X", "H20", "RTX-5090", "RTX-PRO-6000", "Gaudi-3",
-            "TPU-v6e", "TPU7x")
+            "TPU-v6e", "TPU7x", "H100-NVL", "T4", "V100-SXM2")
 COLUMNS = ("name", "kind", "memory_gb", "bandwidth_gbs", "bf16_tflops_dense", "fp8_tflops_dense", "int8_tops_dense",
            "fp4_tflops_dense", "link_gbs", "gemm_fraction", "source", "note", "fp4_formats")
 
@@ -48,7 +48,8 @@ def test_the_published_figures_of_the_new_rows() -> None:
     t = hardware_table()
     figures = {name: (t[name].memory_gb, t[name].bandwidth_gbs, t[name].bf16_tflops, t[name].fp8_tflops,
                       t[name].fp4_tflops, t[name].link_gbs)
-               for name in ("B200", "GB200", "MI350X", "MI355X", "H20", "TPU-v6e", "TPU7x")}
+               for name in ("B200", "GB200", "MI350X", "MI355X", "H20", "TPU-v6e", "TPU7x", "H100-NVL", "T4",
+                            "V100-SXM2", "DGX-Spark")}
     assert figures == {
         "B200": (180, 8000, 2250, 4500, 9000, 1800),  # HGX B200: 72 PFLOPS dense fp4 per 8 GPUs
         "GB200": (186, 8000, 2500, 5000, 10000, 1800),  # NVL72 rack figures / 72, sparse halved
@@ -57,6 +58,10 @@ def test_the_published_figures_of_the_new_rows() -> None:
         "H20": (96, 4000, 148, 296, None, 900),
         "TPU-v6e": (32, 1638, 918, None, None, 800),  # ICI: Google quotes it bidirectional
         "TPU7x": (192, 7370, 2307, 4614, None, 1200),  # Ironwood
+        "H100-NVL": (93.6, 3900, 835.5, 1670.5, None, 600),  # 1,671 and 3,341 with sparsity; a bridged pair
+        "T4": (15, 320, 65, None, None, 32),  # the 16-bit figure is fp16; PCIe Gen3 x16
+        "V100-SXM2": (31.7, 900, 125, None, None, 300),  # fp16 tensor cores; NVLink 2
+        "DGX-Spark": (119, 273, None, None, 500, 50),  # GB10: 1 PFLOP fp4 with sparsity, nothing else published
     }
     pro = t["RTX-PRO-6000"]  # 4,000 AI TOPS of fp4 with sparsity; GDDR7 on a 512-bit bus; PCIe Gen5 x16
     assert (pro.memory_gb, pro.bandwidth_gbs, pro.fp4_tflops, pro.link_gbs) == (96, 1792, 2015.2, 128)
