@@ -1,12 +1,13 @@
 """What the tests' hand-written raw-socket servers share: a loopback listener and the reading of an HTTP head.
 
 `Listener` listens on a free loopback port and serves each connection on a thread of its own (a subclass
-writes `Listener.serve`); `stop` closes the socket, which ends the accept loop, and shuts down the connections
-still open, which ends their threads (a serve thread blocked in ``recv`` or ``sendall`` on a client that went
-quiet would otherwise live on: a long fuzz run gathered a thousand of them). `read_head` and
-`read_body` read one HTTP message from a socket as it comes, `content_length` finds its length. Used by
-`tests.http_servers.RawServer`, `tests.hostile_servers.HostileServer`, `tests.block_proxy.BlockProxy` and
-the servers that single tests write for themselves.
+writes `Listener.serve`); `stop` shuts the socket down and closes it, which ends the accept loop (on Linux a
+close alone leaves the thread blocked in ``accept``: a long fuzz run gathered a thousand of them), and shuts
+down the connections still open, which ends their threads (one blocked in ``recv`` or ``sendall`` on a client
+that went quiet would otherwise live on). `read_head` and `read_body` read one HTTP message from a socket as
+it comes, `content_length` finds its length. Used by `tests.http_servers.RawServer`,
+`tests.hostile_servers.HostileServer`, `tests.block_proxy.BlockProxy` and the servers that single tests write
+for themselves.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class Listener:
 
     def stop(self) -> None:
         self.stopped.set()
+        with contextlib.suppress(OSError):  # wakes the accept (closing alone leaves it blocked on Linux)
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         with self._lock:
             still_open = list(self._open)
