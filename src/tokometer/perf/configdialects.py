@@ -7,7 +7,7 @@ DBRX keep part of them in nested ``attn_config`` / ``ffn_config`` objects. `stan
 key a config lacks from the first of its other names present (`ALIASES`), and says which it read; a standard
 key the config has is never overwritten. A multi-query flag (Falcon's and StarCoder's ``multi_query``,
 ChatGLM's ``multi_query_attention`` with its group count) gives the KV heads, and MPT's ``expansion_ratio``
-its MLP width.
+its MLP width; Qwen 1's ``intermediate_size`` is its two gated halves together, halved here.
 
 `tied_embeddings`: whether the output layer is the embedding, where the config does not say (`TIED_TYPES`).
 
@@ -50,6 +50,9 @@ TIED_TYPES = frozenset({"bloom", "falcon", "gpt2", "gpt_bigcode", "mpt", "opt"})
 """``model_type``s whose output layer is their embedding where the config does not say (``tie_word_embeddings``
 left at transformers' default, true), with Gemma's (``gemma``, ``gemma2``, ``gemma3``, ...); the rest's config
 classes default to untied, as Llama's."""
+_BOTH_HALVES_TYPES = frozenset({"qwen"})
+"""``model_type``s whose ``intermediate_size`` is the gate's and the up projection's widths together (Qwen 1's
+MLP: ``w1`` and ``w2`` of ``intermediate_size // 2`` each)."""
 _PLAIN_ACTS = frozenset({"relu2", "relu_squared", "squared_relu"})
 _NESTED = ("attn_config", "ffn_config")
 
@@ -102,6 +105,9 @@ def standard_names(cfg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]
             if value is not None:
                 merged[key], read[key] = value, other
                 break
+    width = merged.get("intermediate_size")
+    if str(merged.get("model_type")).lower() in _BOTH_HALVES_TYPES and isinstance(width, int) and width > 0:
+        merged["intermediate_size"], read["intermediate_size"] = width // 2, "intermediate_size / 2"
     if merged.get("intermediate_size") is None and merged.get("expansion_ratio") is not None:
         ratio = merged["expansion_ratio"]
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1024:

@@ -4,7 +4,7 @@ standard names, its parameter count against the published one, and the names it 
 The configs are the published ``config.json`` files' shape fields (weights and tokenizers left out); the counts
 are the model cards' (or the safetensors' size over two bytes a parameter): GPT-2 124 M, GPT-J 6.05 B, Falcon-7B
 6.92 B (13.8 GB of bf16 files), Falcon-40B 41.8 B, MPT-7B 6.65 B, OPT-6.7B 6.66 B, BLOOM-7b1 7.07 B, StarCoder2-15B
-15.96 B, ChatGLM3-6B 6.24 B, DBRX 132 B with 36 B active.
+15.96 B, ChatGLM3-6B 6.24 B, Qwen-7B 7.72 B, DBRX 132 B with 36 B active.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ STARCODER2 = {"model_type": "starcoder2", "hidden_size": 6144, "intermediate_siz
 CHATGLM3 = {"model_type": "chatglm", "hidden_size": 4096, "num_layers": 28, "num_attention_heads": 32,
             "multi_query_attention": True, "multi_query_group_num": 2, "kv_channels": 128,
             "ffn_hidden_size": 13696, "padded_vocab_size": 65024, "seq_length": 8192}
+QWEN1 = {"model_type": "qwen", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+         "intermediate_size": 22016, "kv_channels": 128, "seq_length": 8192, "vocab_size": 151936}
 DBRX = {"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40, "max_seq_len": 32768,
         "vocab_size": 100352, "attn_config": {"kv_n_heads": 8, "clip_qkv": 8},
         "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4}}
@@ -44,8 +46,9 @@ DBRX = {"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40, "m
 @pytest.mark.parametrize(("cfg", "params", "kv_heads", "context"), [
     (GPT2, 124e6, 12, 1024), (GPTJ, 6.05e9, 16, 2048), (FALCON_7B, 6.92e9, 1, 4096), (FALCON_40B, 41.8e9, 8, 4096),
     (MPT_7B, 6.65e9, 32, 2048), (OPT, 6.66e9, 32, 2048), (BLOOM, 7.07e9, 32, 4096),
-    (STARCODER2, 15.96e9, 4, 16384), (CHATGLM3, 6.24e9, 2, 8192),
-], ids=["gpt2", "gpt-j", "falcon-7b", "falcon-40b", "mpt-7b", "opt-6.7b", "bloom-7b1", "starcoder2-15b", "chatglm3"])
+    (STARCODER2, 15.96e9, 4, 16384), (CHATGLM3, 6.24e9, 2, 8192), (QWEN1, 7.72e9, 32, 8192),
+], ids=["gpt2", "gpt-j", "falcon-7b", "falcon-40b", "mpt-7b", "opt-6.7b", "bloom-7b1", "starcoder2-15b", "chatglm3",
+        "qwen-7b"])
 def test_a_family_of_its_own_names_is_read_at_its_published_size(cfg: dict[str, Any], params: float,
                                                                  kv_heads: int, context: int) -> None:
     spec = model_from_config(cfg, str(cfg["model_type"]))
