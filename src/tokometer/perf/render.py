@@ -13,7 +13,7 @@ from tokometer.perf.estimate import Estimate
 from tokometer.perf.explain import fmt_bytes
 from tokometer.perf.lengthsfile import RequestLengths
 from tokometer.perf.quant import normalize_dtype, weight_dtype
-from tokometer.perf.roofline import FIT_GEMM_FRACTION, weight_bytes_read
+from tokometer.perf.roofline import FIT_GEMM_FRACTION, Deployment, weight_bytes_read
 from tokometer.perf.target import TargetAnswer
 from tokometer.util.shown import clipped
 from tokometer.util.units import GIB
@@ -98,7 +98,7 @@ def render_estimate(console: Console, e: Estimate) -> None:
     console.print(f"  weights   {fmt_bytes(d.weight_bytes)} ({d.weight_bytes / GIB:,.2f} GiB) in "
                   f"{d.weight_format}{per_gpu}")
     peak, fmt = d.compute_peak, weight_dtype(d.weight_dtype)
-    if peak is not None and not d.hardware.peaks and peak.dtype != fmt.compute:
+    if peak is not None and d.dequantised_to:
         why = (f"{d.hardware.name}'s fp4 units take {' and '.join(d.hardware.fp4_formats)}, not {fmt.name}"
                if fmt.compute == "fp4" and d.hardware.fp4_tflops else f"{d.hardware.name} lists no {fmt.compute} peak")
         console.print(f"  compute   {why}: the {fmt.name} weights are dequantised and multiply at {peak.label()}")
@@ -252,19 +252,28 @@ def render_target(console: Console, a: TargetAnswer) -> None:
     reached = [o for o in a.options if o.reached]
     for o in reached[:15]:
         d = o.deployment
-        table.add_row(d.hardware.name, normalize_dtype(d.weight_dtype), str(d.gpus), f"{o.batch:,}",
+        table.add_row(d.hardware.name, _weights(d), str(d.gpus), f"{o.batch:,}",
                       _tok(o.aggregate_tok_s), _tok(o.per_request_tok_s), _tok(o.batch1_tok_s),
                       f"{o.max_sequences:,}")
     if reached:
         console.print(table)
         if len(reached) > 15:
             console.print(f"  … and {len(reached) - 15} more (--json has them all)")
+    if any(o.deployment.dequantised_to for o in a.options):
+        console.print("  (as bf16): weights stored in that format and dequantised to multiply at that type's peak, "
+                      "where the hardware takes no such format (an engine's weight-only kernels, or its emulation)")
     missed = [o for o in a.options if not o.reached]
     if missed:
-        names = "; ".join(f"{o.deployment.hardware.name} {normalize_dtype(o.deployment.weight_dtype)} "
+        names = "; ".join(f"{o.deployment.hardware.name} {_weights(o.deployment)} "
                           f"(≤ {_tok(o.aggregate_tok_s)} with {o.deployment.gpus})" for o in missed[:8])
         console.print("  Not reachable with up to 8 devices (the aggregate levels off, or memory runs out, first): "
                       + names + (" …" if len(missed) > 8 else ""))
+
+
+def _weights(d: Deployment) -> str:
+    """A target row's weight format, with what it multiplies in where dequantised (``nvfp4 (as bf16)``)."""
+    name = normalize_dtype(d.weight_dtype)
+    return f"{name} (as {d.dequantised_to})" if d.dequantised_to else name
 
 
 def render_run(console: Console, r: RunEfficiency) -> None:

@@ -360,6 +360,16 @@ class Deployment:
         return self.hardware.compute_peak(self.compute_dtype)
 
     @cached_property
+    def dequantised_to(self) -> str | None:
+        """The data type the weights are dequantised to and multiply in where the hardware has no peak for their
+        format's own (nvfp4 on an MI355X or an H100: bf16; fp8 on an A100: bf16); None where they multiply in
+        it, or the hardware has no compute figure (a CPU's own types are its own)."""
+        peak, own = self.compute_peak, weight_dtype(self.weight_dtype).compute
+        if peak is None or self.hardware.peaks or peak.dtype == own:
+            return None
+        return peak.dtype
+
+    @cached_property
     def compute_flops(self) -> float | None:
         """One GPU's peak FLOP/s for this weight format (None: the hardware has no compute figure); experts in a
         format of their own at its peak, blended (`tokometer.perf.mixedformat`)."""

@@ -60,7 +60,8 @@ class TargetOption:
 
     def to_json(self) -> dict[str, Any]:
         d = self.deployment
-        return {"hardware": d.hardware.name, "weight_dtype": normalize_dtype(d.weight_dtype), "tp": d.tp,
+        return {"hardware": d.hardware.name, "weight_dtype": normalize_dtype(d.weight_dtype),
+                "dequantised_to": d.dequantised_to, "tp": d.tp,
                 "gpus": d.gpus, "reached": self.reached, "batch": self.batch,
                 "aggregate_tok_s": self.aggregate_tok_s, "per_request_tok_s": self.per_request_tok_s,
                 "batch1_tok_s": self.batch1_tok_s, "max_sequences": self.max_sequences}
