@@ -26,6 +26,10 @@ def test_the_formats_of_today_are_searched(seventy: TargetAnswer) -> None:
     assert b200_fp4 and b200_fp4[0].deployment.compute_dtype == "fp4" and b200_fp4[0].reached
     names = {o.deployment.hardware.name for o in options}
     assert {"B300", "GB200", "GB300", "MI325X", "MI355X"} <= names
+    shown = {(o.deployment.hardware.name, o.deployment.weight_dtype): o.to_json()["dequantised_to"] for o in options}
+    assert shown[("B200", "nvfp4")] is None and shown[("MI355X", "mxfp4")] is None  # their fp4 units take them
+    assert shown[("MI355X", "nvfp4")] == shown[("H100-SXM", "nvfp4")] == shown[("A100-80GB-SXM", "fp8")] == "bf16"
+    assert shown[("H100-SXM", "fp8")] is None and shown[("H100-SXM", "awq")] is None  # int4 weight-only: bf16 anyway
 
 
 def test_no_single_gpu_reaches_14000_per_request_on_a_70b(seventy: TargetAnswer) -> None:
