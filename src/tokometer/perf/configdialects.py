@@ -9,6 +9,9 @@ key the config has is never overwritten. A multi-query flag (Falcon's and StarCo
 ChatGLM's ``multi_query_attention`` with its group count) gives the KV heads, and MPT's ``expansion_ratio``
 its MLP width; Qwen 1's ``intermediate_size`` is its two gated halves together, halved here.
 
+`not_modelled`: why a config's model is not one the estimate models (an encoder-decoder, an encoder alone, a
+recurrent model without attention), said before a missing attention field would be.
+
 `tied_embeddings`: whether the output layer is the embedding, where the config does not say (`TIED_TYPES`).
 
 `mlp_matrices`: a gated MLP (SwiGLU, GeGLU: gate, up, down) has three matrices of hidden × width, the plain one of
@@ -24,7 +27,8 @@ from typing import Any
 
 from tokometer.util.shown import value_shown
 
-__all__ = ["ALIASES", "PLAIN_MLP_TYPES", "TIED_TYPES", "mlp_matrices", "standard_names", "tied_embeddings"]
+__all__ = ["ALIASES", "ENCODER_TYPES", "PLAIN_MLP_TYPES", "RECURRENT_TYPES", "TIED_TYPES", "mlp_matrices",
+           "not_modelled", "standard_names", "tied_embeddings"]
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "hidden_size": ("n_embd", "d_model", "n_embed"),
@@ -50,6 +54,15 @@ TIED_TYPES = frozenset({"bloom", "falcon", "gpt2", "gpt_bigcode", "mpt", "opt"})
 """``model_type``s whose output layer is their embedding where the config does not say (``tie_word_embeddings``
 left at transformers' default, true), with Gemma's (``gemma``, ``gemma2``, ``gemma3``, ...); the rest's config
 classes default to untied, as Llama's."""
+ENCODER_TYPES = frozenset({
+    "albert", "bert", "camembert", "deberta", "deberta-v2", "distilbert", "electra", "modernbert", "mpnet",
+    "nomic_bert", "roberta", "xlm-roberta"})
+"""``model_type``s of encoders (BERT and its kin: embedding and classification models that do not generate)."""
+RECURRENT_TYPES = frozenset({
+    "falcon_mamba", "mamba", "mamba2", "recurrent_gemma", "rwkv", "rwkv5", "rwkv6", "rwkv7", "xlstm"})
+"""``model_type``s of recurrent models whose layers are not attention, or not only (Mamba, Mamba2 alone, RWKV,
+xLSTM, RecurrentGemma's Griffin blocks): the estimate reads Mamba2 and Gated DeltaNet layers only beside
+attention, in the hybrids `tokometer.perf.hybrid` names."""
 _BOTH_HALVES_TYPES = frozenset({"qwen"})
 """``model_type``s whose ``intermediate_size`` is the gate's and the up projection's widths together (Qwen 1's
 MLP: ``w1`` and ``w2`` of ``intermediate_size // 2`` each)."""
@@ -137,3 +150,24 @@ def tied_embeddings(cfg: dict[str, Any]) -> bool:
     kind = cfg.get("model_type")
     kind = kind.lower() if isinstance(kind, str) else ""
     return kind in TIED_TYPES or kind.startswith("gemma")
+
+
+def not_modelled(cfg: dict[str, Any]) -> str | None:
+    """Why the estimate does not model this config's model (None: it may): an encoder-decoder
+    (``is_encoder_decoder``), an encoder alone (`ENCODER_TYPES`), a recurrent model (`RECURRENT_TYPES`, or a
+    state size with no attention heads under any name)."""
+    kind = cfg.get("model_type")
+    kind = kind.lower() if isinstance(kind, str) else ""
+    if cfg.get("is_encoder_decoder") is True:
+        return ("it describes an encoder-decoder model (is_encoder_decoder: T5, BART, Whisper), which the estimate "
+                "does not model: it reads decoder-only transformers")
+    if kind in ENCODER_TYPES:
+        return (f"it describes an encoder (model_type {kind}: it encodes text, it does not generate it), which the "
+                "estimate does not model: it reads decoder-only transformers")
+    heads = any(cfg.get(key) is not None for key in ("num_attention_heads", *ALIASES["num_attention_heads"]))
+    state = any(cfg.get(key) is not None for key in ("state_size", "ssm_state_size", "attention_hidden_size"))
+    if kind in RECURRENT_TYPES or (state and not heads):
+        return (f"it describes a recurrent model (model_type {kind}: Mamba, RWKV, xLSTM, Griffin), which the estimate "
+                "does not model: it reads transformers, and Mamba2 or Gated DeltaNet layers only beside attention "
+                "(Nemotron-H, Granite 4.0-H, Qwen3-Next)")
+    return None

@@ -24,7 +24,7 @@ from typing import Any
 
 from tokometer.perf.catalog import BUILTIN_MODELS, MODEL_ALIASES
 from tokometer.perf.checkpointquant import CheckpointFormat, checkpoint_format
-from tokometer.perf.configdialects import ALIASES, mlp_matrices, standard_names, tied_embeddings
+from tokometer.perf.configdialects import ALIASES, mlp_matrices, not_modelled, standard_names, tied_embeddings
 from tokometer.perf.hybrid import (
     MAX_SIZE,
     BlockPattern,
@@ -207,9 +207,8 @@ _WHOLE_NUMBER_KEYS = frozenset({
 def _spec_from_config(cfg: dict[str, Any], name: str, source: str) -> ModelSpec:
     """The shapes and counts of a (merged) config as a ModelSpec: KeyError, TypeError or ValueError where a field
     is missing or unusable, `NotModelled` where its layers are of a kind the estimate does not model."""
-    if cfg.get("is_encoder_decoder") is True:
-        raise NotModelled("it describes an encoder-decoder model (is_encoder_decoder: T5, BART, Whisper), which the "
-                          "estimate does not model: it reads decoder-only transformers")
+    if (why := not_modelled(cfg)) is not None:
+        raise NotModelled(why)
     hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
     if hidden < 1 or heads < 1 or int(cfg["num_hidden_layers"]) < 1:
         raise ValueError("hidden_size, num_attention_heads and num_hidden_layers must be at least 1")

@@ -96,6 +96,13 @@ def test_tied_embeddings_follow_the_config_then_the_family() -> None:
     ({**MPT_7B, "expansion_ratio": 1e300}, "expansion_ratio must be a number"),
     ({"n_embd": 64, "n_head": 4}, "lacks a field the estimate needs: num_hidden_layers .or n_layer or n_layers"),
     ({"d_model": 512, "num_layers": 6, "num_heads": 8, "is_encoder_decoder": True}, "an encoder-decoder model"),
+    ({"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12},
+     "an encoder .model_type bert"),
+    ({"model_type": "mamba", "hidden_size": 2560, "num_hidden_layers": 64, "state_size": 16, "expand": 2},
+     "a recurrent model .model_type mamba"),
+    ({"model_type": "recurrent_gemma", "hidden_size": 2560, "num_hidden_layers": 26, "num_attention_heads": 10,
+      "block_types": ["recurrent", "recurrent", "attention"]}, "a recurrent model .model_type recurrent_gemma"),
+    ({"hidden_size": 2048, "num_hidden_layers": 24, "attention_hidden_size": 2048}, "a recurrent model"),
 ])
 def test_a_family_name_out_of_range_is_one_error_naming_it(cfg: dict[str, Any], said: str) -> None:
     with pytest.raises(ConfigError, match=said):
