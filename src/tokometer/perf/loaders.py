@@ -181,6 +181,9 @@ def _merged(cfg: Any) -> tuple[dict[str, Any], dict[str, str]]:
             raise ValueError(f"{name} must be a whole number (got {value_shown(value)})")
         if whole < 0 and key not in _NEGATIVE_MEANS_NONE:
             raise ValueError(f"{name} must not be negative (got {whole:,})")
+        limit = _BOUNDS.get(key, MAX_SIZE)
+        if limit is not None and whole > limit:  # before anything multiplies it: a width of 1e300 made counts
+            raise ValueError(f"{name} must be at most {limit:,} (got {whole:,.6g})")  # past a float's range
     layers = merged.get("num_hidden_layers")
     if layers is not None and not 1 <= layers <= MAX_SIZE:  # before any reader counts layers one by one
         name = read.get("num_hidden_layers", "num_hidden_layers")
@@ -188,20 +191,29 @@ def _merged(cfg: Any) -> tuple[dict[str, Any], dict[str, str]]:
     return merged, read
 
 
+_MAX_CONTEXT = 1 << 31
+_BOUNDS: dict[str, int | None] = {
+    **dict.fromkeys(("attention_chunk_size", "index_topk", "max_position_embeddings", "max_seq_len", "sliding_window"),
+                    _MAX_CONTEXT),
+    "first_k_dense_replace": None, "num_hidden_layers": None}
+"""The upper bound of a whole-number key where it is not `MAX_SIZE` (widths, heads, experts): tokens of a context
+`_MAX_CONTEXT`; none for a threshold only compared (``first_k_dense_replace`` past the layers: every layer dense)
+and for the layers, bounded from 1 just after with a message of their own."""
 _NEGATIVE_MEANS_NONE = frozenset({"sliding_window"})
 """Whole-number keys where a negative value is the usual spelling of none (``sliding_window: -1``, no window)."""
 _WHOLE_NUMBER_KEYS = frozenset({
-    "attention_chunk_size", "first_k_dense_replace", "full_attention_interval", "head_dim", "hidden_size",
-    "index_head_dim", "index_n_heads", "index_topk", "index_topk_freq", "interleave_moe_layer_step",
+    "attention_chunk_size", "experts_per_token", "first_k_dense_replace", "full_attention_interval", "head_dim",
+    "hidden_size", "index_head_dim", "index_n_heads", "index_topk", "index_topk_freq", "interleave_moe_layer_step",
     "intermediate_size", "intermediate_size_mlp", "kv_lora_rank", "mamba_expand", "max_position_embeddings",
     "max_seq_len", "moe_intermediate_size", "moe_shared_expert_intermediate_size", "n_routed_experts",
     "n_shared_experts", "num_attention_heads", "num_experts", "num_experts_per_tok", "num_hidden_layers",
-    "num_key_value_heads", "num_local_experts", "qk_nope_head_dim", "qk_rope_head_dim",
+    "num_key_value_heads", "num_local_experts", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
     "shared_expert_intermediate_size", "shared_intermediate_size", "sliding_window", "sliding_window_pattern",
     "v_head_dim", "vocab_size"})
 """The config's keys the loaders read as counts: each, where present and not null, must be a JSON whole number
-(`_whole`) and not negative: ``true``, ``4096.5`` or ``"4096"`` is refused by name rather than read as 1, 4096 or
-4096, and ``-3`` rather than counted from (a negative ``first_k_dense_replace`` made millions of layers)."""
+(`_whole`), not negative and within its bound (`_BOUNDS`): ``true``, ``4096.5`` or ``"4096"`` is refused
+by name rather than read as 1, 4096 or 4096, ``-3`` rather than counted from (a negative
+``first_k_dense_replace`` made millions of layers), and ``1e300`` rather than multiplied."""
 
 
 def _spec_from_config(cfg: dict[str, Any], name: str, source: str) -> ModelSpec:
@@ -267,8 +279,9 @@ def _check_shapes(spec: ModelSpec) -> None:
             raise ValueError(f"{key} must be from {low} to {MAX_SIZE:,} (got {value:,.6g})")
     if not 1 <= spec.max_context <= _MAX_CONTEXT:
         raise ValueError(f"max_position_embeddings must be from 1 to {_MAX_CONTEXT:,} (got {spec.max_context:,})")
-    if not (math.isfinite(spec.params) and spec.params > 0 and 0 < spec.active <= spec.params):
-        raise ValueError(f"its shapes give {spec.params:,.0f} parameters, {spec.active:,.0f} of them active")
+    if not (math.isfinite(spec.params) and 0 < spec.params <= _MAX_PARAMS and 0 < spec.active <= spec.params):
+        raise ValueError(f"its shapes give {spec.params:,.6g} parameters, {spec.active:,.6g} of them active (at most "
+                         f"{_MAX_PARAMS:,.0g})")
 
 
 def _kept_modules(cfg: dict[str, Any], fmt: CheckpointFormat) -> tuple[KeptModules, str]:
@@ -376,7 +389,9 @@ def _gguf_tensors(gguf: GGUFFile) -> tuple[float, float, int, bool]:
     return params, experts, vocab, lm_head
 
 
-_MAX_CONTEXT = 1 << 31
+_MAX_PARAMS = 1e14
+"""The most parameters a config's shapes may give (100 T; the largest released models have 1-2 T): past it a
+field is out of range, and counts near a float's range overflow in what is computed from them."""
 
 
 def _whole(value: Any) -> int | None:

@@ -26,7 +26,7 @@ TINY = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "in
     (json.dumps({**TINY, "text_config": [1]}), "its text_config is a JSON list"),
     (json.dumps({**TINY, "llm_config": "x"}), "its llm_config is a JSON str"),
     (json.dumps({**TINY, "vocab_size": -5}), "vocab_size must not be negative"),
-    (json.dumps({**TINY, "max_position_embeddings": 2**40}), "max_position_embeddings must be from 1"),
+    (json.dumps({**TINY, "max_position_embeddings": 2**40}), "max_position_embeddings must be at most 2,147,483,648"),
     (json.dumps({**TINY, "intermediate_size": -(10**12)}), "intermediate_size must not be negative"),
 ])
 def test_a_config_file_that_is_not_one_is_one_error(tmp_path: Path, text: str, said: str) -> None:

@@ -138,6 +138,20 @@ def test_a_count_out_of_range_is_quoted_short() -> None:
         model_from_config({**LLAMA_8B_CONFIG, "num_hidden_layers": 1e308}, "huge")
 
 
+@pytest.mark.parametrize("key", ["intermediate_size", "shared_expert_intermediate_size", "q_lora_rank",
+                                 "experts_per_token", "vocab_size"])
+def test_a_width_past_its_bound_is_refused_before_it_is_multiplied(key: str) -> None:
+    """A width of 1e300 had given 1.1e307 parameters (finite) and an infinite step time from them (found by the
+    fuzz suite's thorough profile)."""
+    with pytest.raises(ConfigError, match=rf"{key} must be at most 16,777,216 \(got 1e\+300\)"):
+        model_from_config({**LLAMA_8B_CONFIG, key: 1e300}, "wide")
+
+
+def test_shapes_within_their_bounds_that_give_past_100_t_parameters_are_refused() -> None:
+    with pytest.raises(ConfigError, match=r"its shapes give .* parameters, .* of them active \(at most 1e\+14\)"):
+        model_from_config({**LLAMA_8B_CONFIG, "hidden_size": 1 << 24, "vocab_size": 1 << 24}, "vast")
+
+
 def _gguf_string(text: str) -> bytes:
     raw = text.encode()
     return struct.pack("<Q", len(raw)) + raw
