@@ -159,6 +159,14 @@ class Estimate:
         return round(self.lengths.room) if self.lengths else self.input_tokens + self.output_tokens
 
     @property
+    def past_context(self) -> int | None:
+        """The tokens a request holds (input + output) where they pass the model's context
+        (`ModelSpec.max_context`): a server refuses such a request (vLLM's ``--max-model-len`` defaults to the
+        context) unless a RoPE scaling it is told of extends it. None where they fit."""
+        tokens = self.input_tokens + self.output_tokens
+        return tokens if tokens > self.deployment.model.max_context else None
+
+    @property
     def max_sequences(self) -> int | None:
         """Requests of `tokens_per_sequence` whose caches fit at once (`Deployment.kv_sequences`: a model's
         window layers keep at most their window of each); None: the memory size is unknown."""
@@ -248,7 +256,7 @@ class Estimate:
             "recurrent_state_bytes_per_sequence": d.model.recurrent_bytes_per_sequence,
             "gpu_memory_utilization": self.gpu_memory_utilization, "kv_free_fraction": self.kv_free_fraction,
             "activation_reserve_gib": ACTIVATION_RESERVE_GIB, "kv_capacity_tokens": self.kv_capacity_tokens,
-            "max_sequences": self.max_sequences,
+            "max_sequences": self.max_sequences, "past_model_context": self.past_context,
             "compute_bound_batch": {"bound": self.compute_bound_batch,
                                     "expected": self.compute_bound_batch_expected,
                                     "bound_short_context": self.compute_bound_batch_short},

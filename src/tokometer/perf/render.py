@@ -117,6 +117,11 @@ def render_estimate(console: Console, e: Estimate) -> None:
         kv += (f"; {e.kv_capacity_tokens:,} tokens fit ({_memory_share(e)}): "
                f"{e.max_sequences:,} sequences of {e.tokens_per_sequence:,}")
     console.print(kv)
+    if e.past_context is not None:
+        console.print(Text.assemble("  ", ("context", "bold"), f"   {e.past_context:,} tokens a request (input + "
+                                    f"output) pass {spec.name}'s context of {spec.max_context:,}: a server refuses "
+                                    "such requests (vLLM's --max-model-len defaults to it) unless a RoPE scaling "
+                                    "extends it. The figures below assume it took them."))
     if e.lengths is not None:
         _lengths_line(console, e.lengths)
     if e.kv_capacity_tokens == 0 and d.hardware.memory_gb:

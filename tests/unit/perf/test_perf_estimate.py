@@ -95,3 +95,11 @@ def test_what_it_takes_to_see_14000_tokens_per_second() -> None:
             if o.deployment.hardware.name == "H100-SXM" and o.deployment.weight_dtype == "bf16"]
     assert h100[0].reached and h100[0].deployment.tp == 2
     assert answer.to_json()["per_request"]["reached"] is False
+
+
+def test_a_request_past_the_models_context_is_said_so() -> None:
+    """llama-3.1-8b's context is 131,072 tokens: a 200,000 → 200,000 request passes it (a server refuses it), a
+    100,000 → 31,072 one just fits."""
+    assert estimate(_llama(), [1], 200_000, 200_000).past_context == 400_000
+    assert estimate(_llama(), [1], 100_000, 31_072).past_context is None
+    assert estimate(_llama(), [1], 100_000, 31_073).to_json()["past_model_context"] == 131_073
