@@ -181,7 +181,8 @@ def _smallest_batch(d: Deployment, target: float, mid: float, eff: Efficiency, m
 def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None, target: float, room: float,
             mid: float, eff: Efficiency, utilization: float, free_share: float | None = None) -> TargetOption | None:
     """The first TP size of ``hw`` × ``dtype`` whose smallest batch reaches ``target`` (else the one of most
-    throughput), its sequences each holding ``room`` tokens reserved and ``mid`` cached on average."""
+    throughput), its sequences each holding ``room`` tokens reserved and ``mid`` cached on average; one device
+    alone where the hardware's link is unknown (as `_fastest_single_request`)."""
     best: TargetOption | None = None
     if kv_format_problem(kv_dtype or model.default_kv(dtype), hw):
         return None  # it cannot hold that cache (an NVFP4 one off Blackwell)
@@ -189,6 +190,8 @@ def _option(model: ModelSpec, hw: HardwareSpec, dtype: str, kv_dtype: str | None
         if model.tp_problem(tp):
             continue  # the model's heads do not split over that many GPUs
         d = Deployment(model, hw, dtype, kv_dtype or model.default_kv(dtype), tp=tp)
+        if not communication(d, 1).counted:
+            continue  # several devices whose link is unknown: their communication would be left out
         most = d.kv_sequences(round(room), d.kv_memory_share(utilization, free_share))
         if most < 1:
             continue

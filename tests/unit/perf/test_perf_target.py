@@ -91,3 +91,12 @@ def test_an_nvfp4_cache_is_searched_on_the_hardware_that_holds_one() -> None:
     with pytest.raises(ConfigError, match=r"--kv-dtype nvfp4: an NVFP4 KV cache needs .*; none of the hardware "
                                           r"asked holds it"):
         reach_target(model, 14_000, [table["H100-SXM"]], kv_dtype="nvfp4")
+
+
+def test_several_devices_without_a_link_figure_are_not_searched_in_aggregate() -> None:
+    """Eight Apple M3 Max in tensor parallel, their communication uncounted (no link figure), had been listed as
+    nearly reaching 14,000 tok/s: one device alone is searched where the link is unknown."""
+    table = hardware_table()
+    a = reach_target(resolve_model("llama-3.1-8b"), 14_000, [table["Apple-M3-Max"], table["H100-SXM"]])
+    assert {o.deployment.gpus for o in a.options if o.deployment.hardware.name == "Apple-M3-Max"} == {1}
+    assert max(o.deployment.gpus for o in a.options if o.deployment.hardware.name == "H100-SXM") > 1
