@@ -1,5 +1,6 @@
-"""Other model families' names for a ``config.json``'s shapes, read as the Hugging Face names the loaders use, and
-how many matrices one of a family's MLPs has.
+"""What a ``config.json`` says in its family's own way: other names for its shapes (read as the Hugging Face names
+the loaders use), how many matrices one of its MLPs has, whether its output layer is its embedding, and whether
+its model is one the estimate models at all.
 
 transformers gives several config classes an ``attribute_map`` (GPT-2's ``n_embd`` is its ``hidden_size``,
 MPT's and DBRX's ``d_model`` too), custom-code models (ChatGLM) name their shapes their own way, and MPT and
@@ -94,8 +95,8 @@ def _kv_heads(cfg: dict[str, Any]) -> tuple[Any, str] | None:
     if cfg.get("multi_query") is True and cfg.get("new_decoder_architecture") is not True:
         return 1, "multi_query"
     kind = _nested(cfg, "attn_config").get("attn_type")
-    if kind == "multihead_attention":
-        return cfg.get("num_attention_heads"), "attn_config.attn_type"
+    if kind == "multihead_attention" and cfg.get("num_attention_heads") is not None:
+        return cfg["num_attention_heads"], "attn_config.attn_type"
     if kind == "multiquery_attention":
         return 1, "attn_config.attn_type"
     return None
@@ -167,7 +168,8 @@ def not_modelled(cfg: dict[str, Any]) -> str | None:
     heads = any(cfg.get(key) is not None for key in ("num_attention_heads", *ALIASES["num_attention_heads"]))
     state = any(cfg.get(key) is not None for key in ("state_size", "ssm_state_size", "attention_hidden_size"))
     if kind in RECURRENT_TYPES or (state and not heads):
-        return (f"it describes a recurrent model (model_type {kind}: Mamba, RWKV, xLSTM, Griffin), which the estimate "
-                "does not model: it reads transformers, and Mamba2 or Gated DeltaNet layers only beside attention "
+        what = f"model_type {kind}" if kind else "a state size and no attention heads"
+        return (f"it describes a recurrent model ({what}: Mamba, RWKV, xLSTM, Griffin), which the estimate does not "
+                "model: it reads transformers, and Mamba2 or Gated DeltaNet layers only beside attention "
                 "(Nemotron-H, Granite 4.0-H, Qwen3-Next)")
     return None

@@ -102,7 +102,8 @@ def test_tied_embeddings_follow_the_config_then_the_family() -> None:
      "a recurrent model .model_type mamba"),
     ({"model_type": "recurrent_gemma", "hidden_size": 2560, "num_hidden_layers": 26, "num_attention_heads": 10,
       "block_types": ["recurrent", "recurrent", "attention"]}, "a recurrent model .model_type recurrent_gemma"),
-    ({"hidden_size": 2048, "num_hidden_layers": 24, "attention_hidden_size": 2048}, "a recurrent model"),
+    ({"hidden_size": 2048, "num_hidden_layers": 24, "attention_hidden_size": 2048},
+     "a recurrent model .a state size and no attention heads"),
 ])
 def test_a_family_name_out_of_range_is_one_error_naming_it(cfg: dict[str, Any], said: str) -> None:
     with pytest.raises(ConfigError, match=said):
