@@ -184,6 +184,9 @@ def _merged(cfg: Any) -> tuple[dict[str, Any], dict[str, str]]:
         limit = _BOUNDS.get(key, MAX_SIZE)
         if limit is not None and whole > limit:  # before anything multiplies it: a width of 1e300 made counts
             raise ValueError(f"{name} must be at most {limit:,} (got {whole:,.6g})")  # past a float's range
+    for key in _BOOLEAN_KEYS.intersection(merged):
+        if merged[key] is not None and not isinstance(merged[key], bool):
+            raise ValueError(f"{key} must be true or false (got {value_shown(merged[key])})")
     layers = merged.get("num_hidden_layers")
     if layers is not None and not 1 <= layers <= MAX_SIZE:  # before any reader counts layers one by one
         name = read.get("num_hidden_layers", "num_hidden_layers")
@@ -199,6 +202,10 @@ _BOUNDS: dict[str, int | None] = {
 """The upper bound of a whole-number key where it is not `MAX_SIZE` (widths, heads, experts): tokens of a context
 `_MAX_CONTEXT`; none for a threshold only compared (``first_k_dense_replace`` past the layers: every layer dense)
 and for the layers, bounded from 1 just after with a message of their own."""
+_BOOLEAN_KEYS = frozenset({"attn_output_gate", "is_encoder_decoder", "multi_query", "multi_query_attention",
+                           "new_decoder_architecture", "tie_word_embeddings"})
+"""The config's keys the loaders read as flags: each, where present and not null, must be a JSON true or false
+(``"false"`` had read as true)."""
 _NEGATIVE_MEANS_NONE = frozenset({"sliding_window"})
 """Whole-number keys where a negative value is the usual spelling of none (``sliding_window: -1``, no window)."""
 _WHOLE_NUMBER_KEYS = frozenset({

@@ -96,6 +96,8 @@ def test_tied_embeddings_follow_the_config_then_the_family() -> None:
     ({**MPT_7B, "expansion_ratio": 1e300}, "expansion_ratio must be a number"),
     ({"n_embd": 64, "n_head": 4}, "lacks a field the estimate needs: num_hidden_layers .or n_layer or n_layers"),
     ({"d_model": 512, "num_layers": 6, "num_heads": 8, "is_encoder_decoder": True}, "an encoder-decoder model"),
+    ({**STARCODER2, "tie_word_embeddings": "false"}, "tie_word_embeddings must be true or false .got 'false'"),
+    ({**FALCON_7B, "multi_query": 1}, "multi_query must be true or false .got 1"),
     ({"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12},
      "an encoder .model_type bert"),
     ({"model_type": "mamba", "hidden_size": 2560, "num_hidden_layers": 64, "state_size": 16, "expand": 2},
