@@ -61,13 +61,13 @@ CHATGLM = {"model_type": "chatglm", "hidden_size": 4096, "num_layers": 4, "num_a
 BASES = [DENSE, NEXT, NANO, SPARSE, WINDOWS, GRANITE, DBRX, MPT, FALCON, CHATGLM]
 KEYS = sorted({key for base in BASES for key in base}
               | {"text_config", "llm_config", "torch_dtype", "tie_word_embeddings", "is_encoder_decoder", "n_embd"})
-hostile = st.sampled_from([None, 0, -1, 1, 2, 3, 10**30, -(10**30), 1e300, -1e-300, 0.5, True, False, "", "x", "nan",
-                           "inf", "1e999", "float32", [], [1], ["mamba"], ["linear_attention"], {}, {"a": 1},
-                           {"quant_method": 7}, "M*", "MXE", "*" * 8, [None] * 48,
-                           {"kv_n_heads": -1}, {"kv_n_heads": 10**30}, {"attn_type": "multiquery_attention"},
-                           {"attn_type": []}, {"moe_num_experts": 1, "moe_top_k": 2},
-                           {"moe_num_experts": 10**30, "moe_top_k": True}, {"ffn_hidden_size": "x"}]
-                          ) | st.integers(-(2**70), 2**70)
+_VALUES: list[Any] = [
+    None, 0, -1, 1, 2, 3, 10**30, -(10**30), 1e300, -1e-300, 0.5, True, False, "", "x", "nan", "inf", "1e999",
+    "float32", [], [1], ["mamba"], ["linear_attention"], {}, {"a": 1}, {"quant_method": 7}, "M*", "MXE", "*" * 8,
+    [None] * 48,
+    {"kv_n_heads": -1}, {"kv_n_heads": 10**30}, {"attn_type": "multiquery_attention"}, {"attn_type": []},
+    {"moe_num_experts": 1, "moe_top_k": 2}, {"moe_num_experts": 10**30, "moe_top_k": True}, {"ffn_hidden_size": "x"}]
+hostile = st.sampled_from(_VALUES) | st.integers(-(2**70), 2**70)
 H100 = resolve_hardware("H100")
 
 
