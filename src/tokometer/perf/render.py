@@ -117,18 +117,7 @@ def render_estimate(console: Console, e: Estimate) -> None:
         kv += (f"; {e.kv_capacity_tokens:,} tokens fit ({_memory_share(e)}): "
                f"{e.max_sequences:,} sequences of {e.tokens_per_sequence:,}")
     console.print(kv)
-    if e.past_context is not None:
-        console.print(Text.assemble("  ", ("context", "bold"), f"   {e.past_context:,} tokens a request (input + "
-                                    f"output) pass {spec.name}'s context of {spec.max_context:,}: a server refuses "
-                                    "such requests (vLLM's --max-model-len defaults to it) unless a RoPE scaling "
-                                    "extends it. The figures below assume it took them."))
-    if e.lengths is not None:
-        _lengths_line(console, e.lengths)
-    if e.kv_capacity_tokens == 0 and d.hardware.memory_gb:
-        console.print(Text.assemble("  ", ("does not fit", "bold"),
-                                    f": {d.weight_bytes_per_gpu / GIB:,.2f} GiB of weights per GPU + 2 GiB reserve > "
-                                    f"{d.hardware.memory_gb * e.gpu_memory_utilization:,.2f} GiB usable; use more "
-                                    "GPUs (--tp, --pp) or a lower-bit --dtype. The times below assume it did fit."))
+    _warnings(console, e)
     ceiling = weight_bytes_read(d, 1) / d.tp / d.hardware.bandwidth
     console.print(f"  ceiling   one request, empty cache: {fmt_bytes(weight_bytes_read(d, 1) / d.tp)} read per token / "
                   f"{d.hardware.bandwidth_gbs:,.4g} GB/s = {ceiling * 1e3:,.3g} ms → {1 / ceiling:,.1f} tok/s at most")
@@ -153,6 +142,24 @@ def render_estimate(console: Console, e: Estimate) -> None:
         console.print(f"  {d.hardware.name} has no compute figure: prefill, the batch rows and the maximum load count "
                       "only the memory reads, no FLOPs: upper bounds, most optimistic at large batches (give the "
                       "peak in a --hardware-file row)")
+
+
+def _warnings(console: Console, e: Estimate) -> None:
+    """What the figures below assume that a server would not do: a request past the model's context, weights
+    that do not fit; and the requests' spread lengths where a file gave them."""
+    d, spec = e.deployment, e.deployment.model
+    if e.past_context is not None:
+        console.print(Text.assemble("  ", ("context", "bold"), f"   {e.past_context:,} tokens a request (input + "
+                                    f"output) pass {spec.name}'s context of {spec.max_context:,}: a server refuses "
+                                    "such requests (vLLM's --max-model-len defaults to it) unless a RoPE scaling "
+                                    "extends it. The figures below assume it took them."))
+    if e.lengths is not None:
+        _lengths_line(console, e.lengths)
+    if e.kv_capacity_tokens == 0 and d.hardware.memory_gb:
+        console.print(Text.assemble("  ", ("does not fit", "bold"),
+                                    f": {d.weight_bytes_per_gpu / GIB:,.2f} GiB of weights per GPU + 2 GiB reserve > "
+                                    f"{d.hardware.memory_gb * e.gpu_memory_utilization:,.2f} GiB usable; use more "
+                                    "GPUs (--tp, --pp) or a lower-bit --dtype. The times below assume it did fit."))
 
 
 def _batch_table(console: Console, e: Estimate) -> None:
