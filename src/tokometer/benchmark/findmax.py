@@ -37,12 +37,15 @@ next slice misses too (a lone miss is noise: above the limit the queue keeps gro
 probe (`RampScan.candidate`) is the rate the server sustained in that slice when its queue grew there (the
 overload test's ``sustained_rps``), else the last good slice's load. While no steady probe has met, the next is
 the next good slice's load below the lowest miss (else half of it); then bisection between the highest steady pass
-and the lowest failure, the ramp's failing slice counted as one (`RampScan.miss_load`: for concurrency at the
-most slots open in it), until `RESOLUTION` (or adjacent), at most
-`ramp_search.MAX_CONFIRMS` steady probes. The answer is always a steady probe that met; the ramp only points.
+and the lowest failure, the ramp's standing miss counted as one (`RampScan.miss_loads`: the failing slice's load and
+those of the later slices that missed, for concurrency at the most slots open in each; a steady probe that meets
+at or above one overrules it), until `RESOLUTION` (or adjacent). Where the bracket's top is then a ramp's miss, not
+a steady failure, the next steady probe is at its load: it confirms the miss, or meets and the search goes on above
+it. At most `ramp_search.MAX_CONFIRMS` steady probes. The answer is always a steady probe that met; the ramp only
+points.
 
 **Answer** (`outcome`): the highest passing load below the lowest failing one; the limit lies between the two
-(the bracket; in a ramp search the ramp's failing slice counts as a failure, never its slices as passes), and
+(the bracket; in a ramp search the ramp's standing miss counts as a failure, never its slices as passes), and
 the answer names the probes whose verdicts were uncertain. It is recomputed from the
 saved steps (their load and summary) and the saved spec, so a stored run carries its answer without a column
 of its own, and the report and the console agree by construction.
@@ -417,16 +420,29 @@ class RampScan:
 
     @property
     def miss_load(self) -> float | None:
-        """The load the first failing slice counts as a miss at (None: none failed). A rate slice counts at its
-        mean rate; a concurrency slice at the most slots open in it (the ramp's target at the slice's end, whole
-        slots): a slice whose mean is 8.4 had a 9th slot open for part of it, and the 9th may be what missed, so
-        counting the miss at 8 could put the answer below a limit of 8."""
+        """The load the first failing slice counts as a miss at (None: none failed; `_miss_at`)."""
+        fail = self.failing
+        return None if fail is None else self._miss_at(fail)
+
+    @property
+    def miss_loads(self) -> tuple[float, ...]:
+        """The loads the ramp's misses count at, from the first failing slice on: that slice's and those of the
+        later slices that missed too, rising with the ramp. Each is a pointer, not a verdict: a steady probe that
+        meets at or above one overrules it, and the next above becomes the bracket's top (`_ramp_bounds`)."""
         fail = self.failing
         if fail is None:
-            return None
+            return ()
+        later = self.slices[self.slices.index(fail):]
+        return tuple(sorted({self._miss_at(v) for v in later if not v.probe.passed}))
+
+    def _miss_at(self, verdict: SliceVerdict) -> float:
+        """The load a slice that missed counts as a miss at. A rate slice counts at its mean rate; a concurrency
+        slice at the most slots open in it (the ramp's target at the slice's end, whole slots): a slice whose mean
+        is 8.4 had a 9th slot open for part of it, and the 9th may be what missed, so counting the miss at 8 could
+        put the answer below a limit of 8."""
         if self.kind == "rate":
-            return fail.probe.value
-        return float(max(fail.probe.value, math.floor(self.ramp.at(fail.end_s) + 1e-9)))
+            return verdict.probe.value
+        return float(max(verdict.probe.value, math.floor(self.ramp.at(verdict.end_s) + 1e-9)))
 
     @property
     def candidate(self) -> float:
@@ -484,11 +500,18 @@ def scan_ramp(summary: StepSummary, load: LoadStep, objectives: Sequence[Objecti
     return RampScan(step, load.ramp, kind, tuple(verdicts))
 
 
+def _ramp_miss(scan: RampScan, history: Sequence[tuple[float, bool]]) -> float | None:
+    """The ramp's miss that stands as a failure beside the steady probes: the lowest of `RampScan.miss_loads`
+    above every steady probe that met (a steady probe that met at or above a miss overrules it); None when
+    there is none."""
+    met = max((value for value, passed in history if passed), default=None)
+    return next((miss for miss in scan.miss_loads if met is None or miss > met), None)
+
+
 def _ramp_bounds(scan: RampScan, history: Sequence[tuple[float, bool]]) -> tuple[float | None, float | None]:
-    """`_bounds` of the steady probes, the ramp's failing slice counted as a failure (never as a pass)."""
-    miss = scan.miss_load
-    if miss is not None and any(passed and value >= miss for value, passed in history):
-        miss = None  # a steady probe met at or above the ramp's miss: the steady verdict stands
+    """`_bounds` of the steady probes, the ramp's standing miss (`_ramp_miss`) counted as a failure (never a
+    slice as a pass)."""
+    miss = _ramp_miss(scan, history)
     return _bounds([*history, *([(miss, False)] if miss is not None else [])])
 
 
@@ -497,19 +520,24 @@ def next_confirm(scan: RampScan, history: Sequence[tuple[float, bool]], *, resol
     """The next steady probe of a ramp search after ``history`` ((load, passed) of the steady probes so far), or
     None when done: first the ramp's candidate; while none met, down to the next good slice's load below the
     lowest miss (else half of it); then bisection between the highest pass and the lowest failure, the ramp's
-    failing slice counted as one, until within ``resolution`` (or adjacent), at most ``max_probes`` in all."""
+    standing miss counted as one, until within ``resolution`` (or adjacent); and where the bracket's top is
+    then the ramp's miss, a steady probe at its load, which the search goes on above if it meets. At most
+    ``max_probes`` in all."""
     if not history:
         return scan.candidate
     if len(history) >= max_probes:
         return None
     lo, hi = _ramp_bounds(scan, history)
-    if hi is None:  # the ramp never missed and a steady probe met: nothing above to bracket the limit
+    if hi is None:  # the ramp never missed (or every miss was overruled) and a steady probe met: nothing above
         return None
     if lo is None:
         gap = 1.0 if scan.kind == "concurrency" else hi * resolution
         lower = [v.probe.value for v in scan.good if v.probe.value <= hi - gap]
         return max(lower) if lower else _shrink(scan.kind, hi)
-    return _between(scan.kind, lo, hi, resolution)
+    between = _between(scan.kind, lo, hi, resolution)
+    if between is None and (hi, False) not in history:  # the top is the ramp's miss: confirm it steadily
+        return hi
+    return between
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,10 @@ What a slice can and cannot tell: its requests were sent at its load, but each m
 slices left behind. Below capacity no queue builds, so a slice that misses there misses on its own. Above
 capacity the queue grows from the moment the ramp passed it, and a latency objective breaks only once the
 wait has grown past its limit: the first failing slice comes late, at a load above the limit, and the last good
-one may be above it too. So the ramp gives a candidate and an upper bracket, never an answer; the answer is
-always a steady probe that met.
+one may be above it too; and near capacity, where the queue is short but not empty, a slice can miss a little
+below it. So the ramp gives a candidate and an upper bracket, never an answer; the answer is always a steady
+probe that met, and the bracket's top is confirmed by a steady probe at its load when the search has probes left
+(`tokometer.benchmark.findmax.next_confirm`).
 """
 
 from __future__ import annotations

@@ -93,7 +93,9 @@ def test_a_lone_miss_the_next_slice_does_not_repeat_is_not_the_limit() -> None:
     assert fail is not None and fail.index == 6 and scan.candidate == 25.0
     assert [v.index for v in scan.good] == [1, 2, 4, 5]
     assert findmax.next_confirm(scan, [(25.0, True)]) == 27.5  # bisecting towards the lasting miss at 30
-    assert findmax._ramp_bounds(scan, [(25.0, True), (30.0, True)]) == (30.0, None)  # the steady pass stands
+    # A steady pass at the lasting miss overrules it: the next slice that missed (slice 7, 34/s) is the top.
+    assert findmax._ramp_bounds(scan, [(25.0, True), (30.0, True)]) == (30.0, 34.0)
+    assert findmax._ramp_bounds(scan, [(25.0, True), (34.0, True)]) == (34.0, None)  # every miss overruled
 
 
 def _confirm(scan: findmax.RampScan, capacity: float) -> list[tuple[float, bool]]:
@@ -106,7 +108,7 @@ def _confirm(scan: findmax.RampScan, capacity: float) -> list[tuple[float, bool]
 def test_steady_probes_confirm_step_down_and_stop_within_the_cap() -> None:
     load = LoadStep("rate", rate=44.0, ramp=RAMP)
     scan = findmax.scan_ramp(_ramp_summary(CAPACITY_SLICES), load, OBJECTIVES, 0, "rate")
-    # The candidate meets: bisect towards the failing slice (30) until within 5 %.
+    # The candidate meets: bisect towards the failing slice (30) until within 5 % or the cap.
     met = _confirm(scan, 29.0)
     assert met[0] == (25.0, True) and met[1] == (27.5, True) and met[2][0] == 28.75 and len(met) == 3
     # The candidate misses: down to the last good slice's load below it, then bisection.
@@ -115,6 +117,28 @@ def test_steady_probes_confirm_step_down_and_stop_within_the_cap() -> None:
     assert len(missed) <= MAX_CONFIRMS and all(v <= 25.0 for v, _ in missed)
     # Nothing meets: the cap ends it.
     assert len(_confirm(scan, 1.0)) == MAX_CONFIRMS
+
+
+def test_the_ramps_miss_is_confirmed_steadily_and_searched_above_when_it_meets() -> None:
+    """The ramp's lasting miss at slice 6 (30/s, its queue sustaining 29/s) is a pointer: its slice met the queue the
+    earlier ones left, so a server of capacity 33/s can miss there. The candidate (29) meets and is within 5 % of 30,
+    so the next steady probe is at 30 itself; it meets, which overrules the slice, and the search goes on towards the
+    next slice that missed (7, 34/s): 32 meets, and the cap ends the search there, not at 29."""
+    slices = [*CAPACITY_SLICES[:6], _slice(6, 150, 34, _overload(True, 29.0)), CAPACITY_SLICES[7]]
+    load = LoadStep("rate", rate=44.0, ramp=RAMP)
+    scan = findmax.scan_ramp(_ramp_summary(slices), load, OBJECTIVES, 0, "rate")
+    assert scan.candidate == 29.0 and scan.miss_loads == (30.0, 34.0)
+    history = _confirm(scan, 33.0)
+    assert history == [(29.0, True), (30.0, True), (32.0, True)]
+    # Where the miss holds steadily, the search ends on it: the bracket is two steady probes.
+    assert _confirm(scan, 29.5) == [(29.0, True), (30.0, False)]
+    steps = [(0, load, _ramp_summary(slices)), (1, LoadStep("rate", rate=29.0), _steady(29.0, 40)),
+             (2, LoadStep("rate", rate=30.0), _steady(30.0, 40)), (3, LoadStep("rate", rate=32.0), _steady(32.0, 40))]
+    found = findmax.outcome(SPEC, steps)
+    assert found is not None and found.best == 32.0 and found.failed_at == 34.0
+    assert not found.converged  # 32 to the slice at 34 is wider than 5 %, and the miss there is not confirmed
+    unconfirmed = findmax.outcome(SPEC, steps[:2])  # 29 met, within 5 % of the slice's 30: not yet confirmed
+    assert unconfirmed is not None and unconfirmed.best == 29.0 and not unconfirmed.converged
 
 
 def test_the_answer_is_recomputed_from_saved_steps_and_is_a_steady_probe() -> None:
@@ -180,7 +204,8 @@ def _slots_slice(index: int, ttft_ms: float) -> dict[str, Any]:
 def test_a_concurrency_slice_misses_at_the_most_slots_it_had_open() -> None:
     """A server that holds 8 requests at once: slice 6 (6-7 s, mean target 8.5) had a 9th slot open for its second
     half, and misses. The miss counts at 9, not at the slice's 8 whole slots on average, so the steady probes go
-    7 (met), 8 (met) and stop: the answer is 8, which counting the miss at 8 would never have probed."""
+    7 (met), 8 (met) and 9 (the ramp's miss, confirmed: missed): the answer is 8, which counting the miss at 8 would
+    never have probed."""
     slices = [*(_slots_slice(k, 40) for k in range(6)), _slots_slice(6, 400), _slots_slice(7, 900)]
     load = LoadStep("concurrency", concurrency=12, ramp=SLOTS)
     scan = findmax.scan_ramp(_ramp_summary(slices), load, OBJECTIVES, 0, "concurrency")
@@ -188,10 +213,11 @@ def test_a_concurrency_slice_misses_at_the_most_slots_it_had_open() -> None:
     assert fail is not None and fail.index == 6 and fail.probe.value == 8.0 and scan.miss_load == 9.0
     assert scan.candidate == 7.0  # the last good slice's whole slots (mean 7.5)
     history = _confirm(scan, 8.0)
-    assert history == [(7.0, True), (8.0, True)]
+    assert history == [(7.0, True), (8.0, True), (9.0, False)]
     spec = {"find_max": "concurrency", "slo": "ttft_p99=100ms", "search": "ramp", "concurrency": [12]}
     steps = [(0, load, _ramp_summary(slices)), (1, LoadStep("concurrency", concurrency=7), _steady(7, 40)),
-             (2, LoadStep("concurrency", concurrency=8), _steady(8, 40))]
+             (2, LoadStep("concurrency", concurrency=8), _steady(8, 40)),
+             (3, LoadStep("concurrency", concurrency=9), _steady(9, 400))]
     found = findmax.outcome(spec, steps)
     assert found is not None and found.best == 8.0 and found.failed_at == 9.0 and found.converged
 
