@@ -581,9 +581,12 @@ class FindMax:
             return (text + f" ({self.failed_at:g} was never reached: its requests did not hold that many in flight; "
                     "raise -n or give --duration)" + self._doubts() + self._ramp())
         between = f"the limit lies between {self.best:g} and {self.failed_at:g}"
+        missed = f"{self.failed_at:g} missed"
+        if self.scan is not None and not any(not p.passed and p.value == self.failed_at for p in self.probes):
+            missed += " in the ramp, not confirmed by a steady probe"
         if not self.converged:
-            return text + f" (search cut short; {self.failed_at:g} missed: {between})" + self._doubts() + self._ramp()
-        return text + f" ({self.failed_at:g} missed: {between})" + self._doubts() + self._ramp()
+            return text + f" (search cut short; {missed}: {between})" + self._doubts() + self._ramp()
+        return text + f" ({missed}: {between})" + self._doubts() + self._ramp()
 
     def _ramp(self) -> str:
         return "" if self.scan is None else f"; {self.scan.describe()}"

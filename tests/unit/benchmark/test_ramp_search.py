@@ -137,6 +137,7 @@ def test_the_ramps_miss_is_confirmed_steadily_and_searched_above_when_it_meets()
     found = findmax.outcome(SPEC, steps)
     assert found is not None and found.best == 32.0 and found.failed_at == 34.0
     assert not found.converged  # 32 to the slice at 34 is wider than 5 %, and the miss there is not confirmed
+    assert "search cut short; 34 missed in the ramp, not confirmed by a steady probe" in found.answer()
     unconfirmed = findmax.outcome(SPEC, steps[:2])  # 29 met, within 5 % of the slice's 30: not yet confirmed
     assert unconfirmed is not None and unconfirmed.best == 29.0 and not unconfirmed.converged
 
