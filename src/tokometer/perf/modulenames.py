@@ -64,6 +64,11 @@ class LayerNames:
         sizes = (q, kv, kv, out) if len(self.attention) == 4 else (q + 2 * kv, out)
         return list(zip(self.attention, sizes, strict=True))
 
+    @property
+    def shown(self) -> str:
+        """A few of the names, as a message gives them: ``gpt_neox.layers.N.attention.query_key_value, .mlp...``."""
+        return f"{self.root}.N.{self.attention[0]}, .{self.mlp[0][0]}, ..."
+
     def mlp_sizes(self, hidden: int, width: int) -> list[tuple[str, int]]:
         """Each MLP matrix's name and parameters, for an MLP ``width`` wide."""
         return [(name, parts * hidden * width) for name, parts in self.mlp]

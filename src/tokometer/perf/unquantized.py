@@ -60,7 +60,7 @@ from tokometer.perf.modulenames import LayerNames, layer_names
 from tokometer.perf.moelayout import moe_layout
 
 __all__ = ["MAX_LAYERS", "MAX_PATTERNS", "MAX_PATTERN_CHARS", "MAX_TOTAL_CHARS", "MAX_WORK", "ROUTED_EXPERTS",
-           "KeptModules", "NotMatched", "kept_modules", "linear_modules"]
+           "KeptModules", "NotMatched", "kept_modules", "linear_modules", "names_shown"]
 
 MAX_PATTERNS = 1024
 """Patterns an ``exclude_modules`` list may hold to be matched (NVIDIA's longest lists name a few hundred)."""
@@ -224,6 +224,14 @@ def _layout(cfg: dict[str, Any]) -> _Layout:
     attention: _Modules = [((name,), size) for name, size in named.attention_sizes(hidden, heads, kv_heads,
                                                                                      head_dim)]
     return _Layout(layers, (named.root,), "", hidden, attention, moe, dense_width, 0, 0, 0, named)
+
+
+def names_shown(cfg: dict[str, Any], expert: str = "E") -> str:
+    """A few of the names the model's modules are matched by, as a message gives them (module docstring), a routed
+    expert's numbered ``expert``."""
+    named = layer_names(cfg)
+    return named.shown if named else (
+        f"model.layers.N.self_attn.q_proj, .mlp.gate_proj, .mlp.experts.{expert}.gate_proj, ...")
 
 
 def _matched_layers(cfg: dict[str, Any]) -> int:

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from tokometer.perf.checkpointquant import checkpoint_format
 from tokometer.perf.configdialects import standard_names
 from tokometer.perf.loaders import model_from_config
 from tokometer.perf.schemetargets import module_groups, scheme_targets
@@ -175,21 +176,23 @@ def test_the_linear_modules_are_the_familys_names(name: str) -> None:
                      "dense MLP": [f"{family.root}.0.{m}" for m in family.mlp]}
 
 
-@pytest.mark.parametrize(("cfg", "llama_name"), [
-    (STARCODER2, "model.layers.0.mlp.gate_proj"),
-    (STARCODER2, "model.layers.*.self_attn.qkv_proj"),
-    (GPT_NEOX_20B, "model.layers.0.mlp.gate_proj"),
-    (GPT2, "model.layers.*.self_attn*"),
-    (PHI2, "model.layers.*.self_attn.o_proj"),
-    (MINITRON_8B, "model.layers.0.mlp.gate_proj"),
+@pytest.mark.parametrize(("cfg", "llama_name", "shown"), [
+    (STARCODER2, "model.layers.0.mlp.gate_proj", "model.layers.N.self_attn.q_proj, .mlp.c_fc, ..."),
+    (STARCODER2, "model.layers.*.self_attn.qkv_proj", "model.layers.N.self_attn.q_proj, .mlp.c_fc, ..."),
+    (GPT_NEOX_20B, "model.layers.0.mlp.gate_proj",
+     "gpt_neox.layers.N.attention.query_key_value, .mlp.dense_h_to_4h, ..."),
+    (GPT2, "model.layers.*.self_attn*", "transformer.h.N.attn.c_attn, .mlp.c_fc, ..."),
+    (PHI2, "model.layers.*.self_attn.o_proj", "model.layers.N.self_attn.q_proj, .mlp.fc1, ..."),
+    (MINITRON_8B, "model.layers.0.mlp.gate_proj", "model.layers.N.self_attn.q_proj, .mlp.up_proj, ..."),
 ])
-def test_a_llama_name_on_a_family_of_its_own_names_matches_nothing_and_is_said(cfg: dict[str, Any],
-                                                                                llama_name: str) -> None:
+def test_a_llama_name_on_a_family_of_its_own_names_matches_nothing_and_is_said(cfg: dict[str, Any], llama_name: str,
+                                                                                shown: str) -> None:
     kept = kept_modules(standard_names(cfg)[0], ["lm_head", llama_name])
     assert kept.params == 0 and kept.unmatched == llama_name
     model = model_from_config(_ignoring(cfg, ["lm_head", llama_name]), "m")
     assert model.kept_params == 0
-    assert f"its exclude_modules names modules ('{llama_name}', ...) that match none named here" in model.source
+    assert f"its exclude_modules names modules ('{llama_name}', ...) that match none named here ({shown})" \
+        in model.source
 
 
 @pytest.mark.parametrize("pattern", [
@@ -227,3 +230,14 @@ def test_compressed_tensors_targets_resolve_against_the_familys_names() -> None:
                                                             "gpt_neox.layers.0.attention.dense"]}}))
     assert exact == {"attention": {"g"}, "dense MLP": {None}}
 
+
+def test_compressed_tensors_targets_in_llama_names_on_starcoder2_are_said_with_its_own_names() -> None:
+    fp8 = {"weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}
+    nvfp4 = {"weights": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}
+    quant = {"quant_method": "compressed-tensors", "format": "mixed-precision", "ignore": ["lm_head"],
+             "config_groups": {"group_0": {"targets": ["re:.*mlp.gate_proj"], **nvfp4},
+                               "group_1": {"targets": ["re:.*self_attn.*"], **fp8}}}
+    fmt = checkpoint_format({**STARCODER2, "quantization_config": quant})
+    assert not fmt.read
+    assert "its targets match none of the modules named here (model.layers.N.self_attn.q_proj, .mlp.c_fc, ...)" \
+        in fmt.note
