@@ -53,7 +53,7 @@ from typing import Any
 
 from tokometer.perf.modulepatterns import ignored, not_converted
 from tokometer.perf.schemetargets import module_groups, scheme_targets
-from tokometer.perf.unquantized import ROUTED_EXPERTS
+from tokometer.perf.unquantized import ROUTED_EXPERTS, names_shown
 from tokometer.util.shown import value_shown
 
 __all__ = ["CheckpointFormat", "checkpoint_format"]
@@ -298,8 +298,7 @@ def _resolved(schemes: dict[str, Any], formats: dict[str, str],
         return _unresolved(formats, str(exc))
     taken = {key for keys in kinds.values() for key in keys if key is not None}
     if any(None in keys for keys in kinds.values()) and set(targets.values()) - taken:
-        return _unresolved(formats, "its targets match none of the modules named here (model.layers.N.self_attn."
-                                    "q_proj, .mlp.gate_proj, .mlp.experts.0.gate_proj, ...)")
+        return _unresolved(formats, f"its targets match none of the modules named here ({names_shown(cfg, '0')})")
     unread = sorted(key for key in taken if not formats[key])
     if unread:
         return f"compressed-tensors config_groups of a format not read (group {value_shown(unread[0])})"

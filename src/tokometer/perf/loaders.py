@@ -36,7 +36,7 @@ from tokometer.perf.hybrid import (
 from tokometer.perf.model import ModelSpec
 from tokometer.perf.moelayout import moe_layout
 from tokometer.perf.quant import normalize_dtype
-from tokometer.perf.unquantized import KeptModules, NotMatched, kept_modules
+from tokometer.perf.unquantized import KeptModules, NotMatched, kept_modules, names_shown
 from tokometer.util.errors import ConfigError
 from tokometer.util.gguf import TOKENIZER_ARRAYS, GGUFFile, quantization_of, read_gguf
 from tokometer.util.jsonstream import JsonLimits, JsonStream
@@ -307,8 +307,7 @@ def _kept_modules(cfg: dict[str, Any], fmt: CheckpointFormat) -> tuple[KeptModul
     total = kept.params + kept.expert_params
     if kept.unmatched:
         return kept, (f"its {field} names modules ({quoted(kept.unmatched, FIELD_CHARS)}, ...) that match none named "
-                      f"here (model.layers.N.self_attn.q_proj, .mlp.gate_proj, .mlp.experts.E.gate_proj, ...): they "
-                      f"are sized in {declared}")
+                      f"here ({names_shown(cfg)}): they are sized in {declared}")
     return kept, f"{field}: {total / 1e9:,.2f} B params in 16 bits, {kept.where}" if total else ""
 
 

@@ -15,11 +15,12 @@ resolves it by (``compressed_tensors/compressed_tensors.py``: ``from_config``, `
 
 A layer's routed experts take the scheme their expert 0's three projections find (``….experts.0.gate_proj``,
 ``up_proj``, ``down_proj``; Mixtral's family's ``w1``, ``w3``, ``w2``), as vLLM looks it up. The attention's and
-MLP's projections are matched by the names the checkpoint's targets are written for (``q_proj``, ``gate_proj``,
-...), not by vLLM's fused ``qkv_proj`` and ``gate_up_proj`` (which it matches by their parts when no target names
-the fused module). The modules are those `tokometer.perf.unquantized.linear_modules` names, in every spelling: a
-module that some spelling's name matches takes that target's group (several: all of them), else its class's.
-A module in ``ignore`` is left to `tokometer.perf.unquantized`, as the rest of that list.
+MLP's projections are matched by the names the checkpoint's targets are written for (``q_proj``, ``gate_proj``, ...;
+another family's own, ``c_attn``, ``c_fc``, ..., `tokometer.perf.modulenames`), not by vLLM's fused ``qkv_proj`` and
+``gate_up_proj`` (which it matches by their parts when no target names the fused module). The modules are those
+`tokometer.perf.unquantized.linear_modules` names, in every spelling: a module that some spelling's name matches
+takes that target's group (several: all of them), else its class's. A module in ``ignore`` is left to
+`tokometer.perf.unquantized`, as the rest of that list.
 """
 
 from __future__ import annotations

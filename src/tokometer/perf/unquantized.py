@@ -11,10 +11,14 @@ parallel, a whole copy of them on every GPU.
 compressed-tensors' ``ignore`` and transformers' ``modules_to_not_convert`` name them by other rules; their lists
 come here as the fnmatch patterns that match the same names (`tokometer.perf.checkpointquant`).
 
-Each layer's linear modules are named as Hugging Face's decoder layers name them, under any of the usual roots
-(``model.layers``, ``model.language_model.layers``, ``language_model.model.layers``, ``language_model.layers``),
-each with its parameters from the config's shapes, in the spelling of the model's family (`_family`, from its
-``model_type``):
+The families that name their modules their own way (GPT-2, StarCoder, GPT-J, GPT-NeoX, Falcon, BLOOM, OPT, MPT,
+StarCoder2, Phi-2, Nemotron, ChatGLM, Qwen 1: ``transformer.h.N.attn.c_attn``, ``gpt_neox.layers.N.mlp.dense_h_to_4h``,
+``model.layers.N.mlp.c_fc`` ...) are matched by their own names alone, under their own root, each module with the
+parameters the count gives it (two MLP matrices where their MLP has two): the table of them, by ``model_type``, is
+`tokometer.perf.modulenames`. Every other model's layers' linear modules are named as Hugging Face's Llama-style
+decoder layers name them, under any of the usual roots (``model.layers``, ``model.language_model.layers``,
+``language_model.model.layers``, ``language_model.layers``), each with its parameters from the config's shapes, in
+the spelling of the model's family (`_family`, from its ``model_type``):
 
     attention        q_proj (MLA: q_a_proj and q_b_proj, or q_proj), k_proj, v_proj (MLA: kv_a_proj_with_mqa,
                      kv_b_proj), o_proj, under self_attn
@@ -27,16 +31,18 @@ each with its parameters from the config's shapes, in the spelling of the model'
     router           mlp.gate, mlp.router, mlp.shared_expert_gate (Mixtral's family block_sparse_moe.gate, Llama
                      4's feed_forward.router): matched, not counted
 
-A model of another family is matched in every spelling above. A module is kept when any of its spellings matches
-a pattern. A list that names a layer's modules
-(`_LAYER_WORDS`: ``layers``, ``*_proj``, ``attn``, ``mlp``, ``experts``, ...) and matches none here is from a model
-that names them otherwise: `KeptModules.unmatched` holds its first such pattern, and the caller says it (one that
-matches some names and not others is not told apart). The embeddings and the LM head are counted in
-16 bits whatever the list (`tokometer.perf.model.ModelSpec.weight_bytes_split`), so not here. DeepSeek's dense
-first layers and Llama 4's interleaved dense layers are told from its MoE layers by the rule the parameter count
-reads (`tokometer.perf.moelayout`). A config of single blocks (Nemotron-H) or with linear-attention layers is not
-matched, nor a list beyond `MAX_PATTERNS`, `MAX_PATTERN_CHARS` or `MAX_TOTAL_CHARS`, a model deeper than
-`MAX_LAYERS`, or a matching that would take more than `MAX_WORK` tries: `NotMatched`, and the caller says so.
+A model of a family not known here (``model_type`` absent or another) is matched in every spelling above. A module
+is kept when any of its spellings matches a pattern. A list that names a layer's modules (`_LAYER_WORDS`:
+``layers``, ``*_proj``, ``attn``, ``mlp``, ``experts``, and the other families' ``h.N``, ``blocks``,
+``query_key_value``, ``c_fc``, ``fc1`` ...) and matches none here is from a model that names them otherwise:
+`KeptModules.unmatched` holds its first such pattern, and the caller says it (one that matches some names and not
+others is not told apart). The embeddings and the LM head are counted in 16 bits whatever the list
+(`tokometer.perf.model.ModelSpec.weight_bytes_split`), so not here. DeepSeek's dense first layers and Llama 4's
+interleaved dense layers are told from its MoE layers by the rule the parameter count reads
+(`tokometer.perf.moelayout`). A config of single blocks (Nemotron-H), with linear-attention layers, or with experts
+in one of the families of their own names is not matched, nor a list beyond `MAX_PATTERNS`, `MAX_PATTERN_CHARS` or
+`MAX_TOTAL_CHARS`, a model deeper than `MAX_LAYERS`, or a matching that would take more than `MAX_WORK` tries:
+`NotMatched`, and the caller says so.
 
 The same names, a MoE layer's routed experts as expert 0's three projections, are what a compressed-tensors
 checkpoint's groups are resolved against (`linear_modules`, `tokometer.perf.schemetargets`).
@@ -50,10 +56,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tokometer.perf.modulenames import LayerNames, layer_names
 from tokometer.perf.moelayout import moe_layout
 
 __all__ = ["MAX_LAYERS", "MAX_PATTERNS", "MAX_PATTERN_CHARS", "MAX_TOTAL_CHARS", "MAX_WORK", "ROUTED_EXPERTS",
-           "KeptModules", "NotMatched", "kept_modules", "linear_modules"]
+           "KeptModules", "NotMatched", "kept_modules", "linear_modules", "names_shown"]
 
 MAX_PATTERNS = 1024
 """Patterns an ``exclude_modules`` list may hold to be matched (NVIDIA's longest lists name a few hundred)."""
@@ -73,9 +80,13 @@ ROUTED_EXPERTS = "routed experts"
 _ROOTS = ("model.layers", "model.language_model.layers", "language_model.model.layers", "language_model.layers")
 _MLP = ("gate_proj", "up_proj", "down_proj")
 _ATTENTION_KINDS = {"full_attention", "sliding_attention", "chunked_attention"}
-_LAYER_WORDS = re.compile(r"layers?\b|_proj|attn|attention|mlp|feed_forward|experts?\b|moe", re.IGNORECASE)
+_LAYER_WORDS = re.compile(
+    r"layers?\b|blocks\b|(?:^|\.)h\.|_proj|attn|attention|query_key_value|wqkv|mlp|ffn|feed_forward|c_(?:fc|proj)\b"
+    r"|dense_(?:h_to_4h|4h_to_h)|fc(?:1|2|_in|_out)\b|experts?\b|moe", re.IGNORECASE)
 """Words of a pattern that names a decoder layer's modules (not the embeddings', the LM head's or a vision
-tower's alone): one that matched nothing is said, as the model's modules are then named otherwise."""
+tower's alone), in Llama's spelling or another family's (`tokometer.perf.modulenames`: ``transformer.h.N``,
+``blocks``, ``query_key_value``, ``Wqkv``, ``c_fc``, ``dense_h_to_4h``, ``fc1``, ...): one that matched nothing
+is said, as the model's modules are then named otherwise."""
 _OTHER_PARTS = re.compile(r"vision|visual|image|audio|speech|projector|multi_modal|mm_", re.IGNORECASE)
 """Words of a pattern about another part of a multimodal model, whose modules are not matched here."""
 _BLOCK_SPARSE = frozenset({"mixtral", "minimax", "minimax_m1", "minimax_m2", "phimoe"})
@@ -116,28 +127,26 @@ def kept_modules(cfg: dict[str, Any], patterns: Any, field: str = "exclude_modul
     name of their fused module (``model.layers.N.mlp.experts``), all or none, as vLLM matches a
     ``modules_to_not_convert`` list."""
     matcher = _Patterns(patterns, field)
-    layers = _matched_layers(cfg)
-    attention, family = _attention(cfg), _family(cfg)
-    moe, dense_width, shared_width, expert_width, experts = _mlp_shapes(cfg, layers)
-    hidden = _whole(cfg.get("hidden_size"))
+    model = _layout(cfg)
+    family, experts = model.family, model.experts
     kept: dict[str, int] = {}
     rest = expert_total = 0.0
     routers = False
-    for layer in range(layers):
-        for kind, modules in _layer_modules(layer in moe, attention, hidden, dense_width, shared_width, family):
-            share = sum(size for names, size in modules if _any(matcher, layer, names))
+    for layer in range(model.layers):
+        for kind, modules in model.layer_modules(layer):
+            share = sum(size for names, size in modules if model.matches(matcher, layer, names))
             if share:
                 rest += share
                 kept[kind] = kept.get(kind, 0) + 1
-        if layer in moe and not (kept or routers):  # a router kept in 16 bits: matched, not counted (tiny)
-            routers = _any(matcher, layer, _ROUTERS[family])
-        if layer in moe and experts:
-            halves = (2 * _any(matcher, layer, _fused_experts(family)) if experts_by_layer else
-                      sum(_any(matcher, layer, _expert_names(index, family)) for index in (0, experts - 1)))
+        if layer in model.moe and not (kept or routers):  # a router kept in 16 bits: matched, not counted (tiny)
+            routers = model.matches(matcher, layer, _ROUTERS[family])
+        if layer in model.moe and experts:
+            halves = (2 * model.matches(matcher, layer, _fused_experts(family)) if experts_by_layer else
+                      sum(model.matches(matcher, layer, _expert_names(index, family)) for index in (0, experts - 1)))
             if halves:
-                expert_total += halves / 2 * experts * 3 * hidden * expert_width
+                expert_total += halves / 2 * experts * 3 * model.hidden * model.expert_width
                 kept[ROUTED_EXPERTS] = kept.get(ROUTED_EXPERTS, 0) + 1
-    where = ", ".join(f"{kind} in {count} of {layers} layers" for kind, count in kept.items())
+    where = ", ".join(f"{kind} in {count} of {model.layers} layers" for kind, count in kept.items())
     unmatched = "" if kept or routers else next(
         (p for p in dict.fromkeys(patterns) if _LAYER_WORDS.search(p) and not _OTHER_PARTS.search(p)), "")
     return KeptModules(rest, expert_total, where, unmatched)
@@ -149,17 +158,80 @@ def linear_modules(cfg: dict[str, Any]) -> Iterator[tuple[str, tuple[str, ...]]]
     under every root); a MoE layer's routed experts as expert 0's three projections, the names vLLM looks up a
     compressed-tensors scheme by (`tokometer.perf.schemetargets`). `NotMatched` for a model whose modules are not
     named here (module docstring)."""
-    layers = _matched_layers(cfg)
-    attention, family = _attention(cfg), _family(cfg)
-    moe, dense_width, shared_width, _expert_width, experts = _mlp_shapes(cfg, layers)
-    hidden = _whole(cfg.get("hidden_size"))
-    for layer in range(layers):
-        for kind, modules in _layer_modules(layer in moe, attention, hidden, dense_width, shared_width, family):
+    model = _layout(cfg)
+    for layer in range(model.layers):
+        for kind, modules in model.layer_modules(layer):
             for names, _size in modules:
-                yield kind, _full_names(layer, names)
-        if layer in moe and experts:
-            for names in _first_expert(family):
-                yield ROUTED_EXPERTS, _full_names(layer, names)
+                yield kind, model.full_names(layer, names)
+        if layer in model.moe and model.experts:
+            for names in _first_expert(model.family):
+                yield ROUTED_EXPERTS, model.full_names(layer, names)
+
+
+_Modules = list[tuple[tuple[str, ...], float]]
+"""Modules as each one's spellings (below a layer's root) and parameters."""
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A model's layers as named here: their roots, the spelling of its family (`_family`), its attention's
+    modules, and the MoE layers and widths as the parameter count reads them (`_mlp_shapes`); a family of its own
+    names (`tokometer.perf.modulenames`) with its MLP's."""
+
+    layers: int
+    roots: tuple[str, ...]
+    family: str
+    hidden: int
+    attention: _Modules
+    moe: range
+    dense: int
+    shared: int
+    expert_width: int
+    experts: int
+    named: LayerNames | None
+
+    def layer_modules(self, layer: int) -> Iterator[tuple[str, _Modules]]:
+        """Layer ``layer``'s kinds of module outside the routed experts, each module's spellings and parameters."""
+        if self.named is None:
+            yield from _layer_modules(layer in self.moe, self.attention, self.hidden, self.dense, self.shared,
+                                      self.family)
+            return
+        yield "attention", self.attention
+        yield "dense MLP", [((name,), size) for name, size in self.named.mlp_sizes(self.hidden, self.dense)]
+
+    def full_names(self, layer: int, names: Iterable[str]) -> tuple[str, ...]:
+        """A module's spellings (``names``, below a layer's root) in ``layer``, under every root."""
+        return tuple(f"{root}.{layer}.{name}" for name in names for root in self.roots)
+
+    def matches(self, patterns: _Patterns, layer: int, names: Iterable[str]) -> bool:
+        """Whether any spelling of a module (``names``, below a layer's root) in ``layer`` matches."""
+        return any(patterns.match(name) for name in self.full_names(layer, names))
+
+
+def _layout(cfg: dict[str, Any]) -> _Layout:
+    """The model's layers as named here (`_Layout`); `NotMatched` for a model whose modules are not (module
+    docstring)."""
+    layers = _matched_layers(cfg)
+    moe, dense_width, shared_width, expert_width, experts = _mlp_shapes(cfg, layers)
+    hidden = _whole(cfg.get("hidden_size"))
+    named = layer_names(cfg)
+    if named is None:
+        return _Layout(layers, _ROOTS, _family(cfg), hidden, _attention(cfg), moe, dense_width, shared_width,
+                       expert_width, experts, None)
+    if experts:
+        raise NotMatched(f"a mixture of experts of model_type {cfg.get('model_type')} is not matched")
+    _hidden, heads, kv_heads, head_dim = _heads(cfg)
+    attention: _Modules = [((name,), size) for name, size in named.attention_sizes(hidden, heads, kv_heads,
+                                                                                     head_dim)]
+    return _Layout(layers, (named.root,), "", hidden, attention, moe, dense_width, 0, 0, 0, named)
+
+
+def names_shown(cfg: dict[str, Any], expert: str = "E") -> str:
+    """A few of the names the model's modules are matched by, as a message gives them (module docstring), a routed
+    expert's numbered ``expert``."""
+    named = layer_names(cfg)
+    return named.shown if named else (
+        f"model.layers.N.self_attn.q_proj, .mlp.gate_proj, .mlp.experts.{expert}.gate_proj, ...")
 
 
 def _matched_layers(cfg: dict[str, Any]) -> int:
@@ -173,11 +245,6 @@ def _matched_layers(cfg: dict[str, Any]) -> int:
             cfg.get(key) for key in _OTHER_LAYERS):
         raise NotMatched("a model with other layers than attention and MLP is not matched")
     return layers
-
-
-def _full_names(layer: int, names: Iterable[str]) -> tuple[str, ...]:
-    """A module's spellings (``names``, below a layer's root) in ``layer``, under every root."""
-    return tuple(f"{root}.{layer}.{name}" for name in names for root in _ROOTS)
 
 
 class _Patterns:
@@ -221,18 +288,20 @@ class _Patterns:
         return False
 
 
-def _any(patterns: _Patterns, layer: int, names: Iterable[str]) -> bool:
-    """Whether any spelling of a module (``names``, below a layer's root) in ``layer`` matches."""
-    return any(patterns.match(name) for name in _full_names(layer, names))
-
-
 def _whole(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def _heads(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(hidden size, heads, KV heads, head dim) as the parameter count reads them."""
+    hidden, heads = _whole(cfg.get("hidden_size")), _whole(cfg.get("num_attention_heads"))
+    head_dim = _whole(cfg.get("head_dim")) or hidden // max(1, heads)
+    return hidden, heads, _whole(cfg.get("num_key_value_heads")) or heads, head_dim
+
+
 def _attention(cfg: dict[str, Any]) -> list[tuple[tuple[str, ...], float]]:
     """Each attention projection's spellings and parameters (module docstring)."""
-    hidden, heads = _whole(cfg.get("hidden_size")), _whole(cfg.get("num_attention_heads"))
+    hidden, heads, kv_heads, head_dim = _heads(cfg)
     if cfg.get("kv_lora_rank"):
         rank, rope = _whole(cfg.get("kv_lora_rank")), _whole(cfg.get("qk_rope_head_dim", 64))
         nope, v_dim, q_rank = (_whole(cfg.get("qk_nope_head_dim", 128)), _whole(cfg.get("v_head_dim", 128)),
@@ -243,8 +312,6 @@ def _attention(cfg: dict[str, Any]) -> list[tuple[tuple[str, ...], float]]:
         return [*q, (("self_attn.kv_a_proj_with_mqa",), hidden * (rank + rope)),
                 (("self_attn.kv_b_proj",), rank * heads * (nope + v_dim)),
                 (("self_attn.o_proj",), heads * v_dim * hidden)]
-    head_dim = _whole(cfg.get("head_dim")) or hidden // max(1, heads)
-    kv_heads = _whole(cfg.get("num_key_value_heads")) or heads
     gate = 2 if cfg.get("attn_output_gate") else 1
     return [(("self_attn.q_proj",), hidden * heads * head_dim * gate),
             (("self_attn.k_proj",), hidden * kv_heads * head_dim),
@@ -268,7 +335,9 @@ def _mlp_shapes(cfg: dict[str, Any], layers: int) -> tuple[range, int, int, int,
 
 def _family(cfg: dict[str, Any]) -> str:
     """How the model's family names its MLP modules: ``block_sparse_moe`` (Mixtral's), ``feed_forward`` (Llama 4),
-    ``mlp`` (the rest Hugging Face knows), "" for a ``model_type`` not known here (every spelling)."""
+    ``mlp`` (the rest Hugging Face knows: Llama's spelling, or a family of its own names,
+    `tokometer.perf.modulenames`, which has no experts here), "" for a ``model_type`` not known here (every
+    spelling)."""
     kind = cfg.get("model_type")
     kind = kind.lower() if isinstance(kind, str) else ""
     if kind in _BLOCK_SPARSE:
