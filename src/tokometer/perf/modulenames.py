@@ -26,14 +26,18 @@ whose names are those of their own remote code (``modeling_chatglm.py``, ``model
                         .layers                   (fused), self_attention.dense      up fused), mlp.dense_4h_to_h
     qwen (Qwen 1)       transformer.h             attn.c_attn (fused), attn.c_proj   mlp.w1, mlp.w2 (the gated
                                                                                      halves), mlp.c_proj
+    phi3 (Phi-3, Phi-4) model.layers              self_attn.qkv_proj (fused),        mlp.gate_up_proj (gate and
+                                                  self_attn.o_proj                   up fused), mlp.down_proj
+    glm, glm4           model.layers              self_attn.q_proj, k_proj, v_proj,  mlp.gate_up_proj (gate and
+                                                  o_proj                             up fused), mlp.down_proj
 
 A fused q, k, v projection holds hidden × (heads + 2 × KV heads) × head dim parameters (Falcon's and StarCoder's
-multi-query one, ChatGLM's grouped one, as the config's KV heads say), the output projection heads × head dim ×
-hidden; each MLP matrix hidden × the MLP's width, ChatGLM's fused gate and up projection twice that. A layer's
-modules thus hold what the parameter count gives it (`tokometer.perf.loaders`: attention, and
-`tokometer.perf.configdialects.mlp_matrices` matrices of hidden × width), so that a list keeping every one keeps
-exactly the layers' linear parameters. These families have no experts here (DBRX, whose experts are fused
-parameters of ``ffn.experts.mlp``, is not among them).
+multi-query one, ChatGLM's and Phi-3's grouped ones, as the config's KV heads say), the output projection heads ×
+head dim × hidden; each MLP matrix hidden × the MLP's width, ChatGLM's, Phi-3's and GLM-4's fused gate and up
+projection twice that. A layer's modules thus hold what the parameter count gives it (`tokometer.perf.loaders`:
+attention, and `tokometer.perf.configdialects.mlp_matrices` matrices of hidden × width), so that a list keeping
+every one keeps exactly the layers' linear parameters. These families have no experts here (DBRX, whose experts are
+fused parameters of ``ffn.experts.mlp``, is not among them).
 
 ChatGLM's first release (ChatGLM-6B, ``transformer.layers.N.attention``) is not told apart from ChatGLM2 and 3 by
 its ``model_type`` and is named as they are.
@@ -79,6 +83,7 @@ _SELF_ATTENTION = ("self_attention.query_key_value", "self_attention.dense")
 _SELF_ATTN = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
 _DENSE_4H = (("mlp.dense_h_to_4h", 1), ("mlp.dense_4h_to_h", 1))
 _C_FC = (("mlp.c_fc", 1), ("mlp.c_proj", 1))
+_GATE_UP = (("mlp.gate_up_proj", 2), ("mlp.down_proj", 1))
 
 FAMILY_NAMES: dict[str, LayerNames] = {
     "gpt2": LayerNames("transformer.h", _ATTN_FUSED, _C_FC),
@@ -98,6 +103,9 @@ FAMILY_NAMES: dict[str, LayerNames] = {
     "chatglm": LayerNames("transformer.encoder.layers", _SELF_ATTENTION,
                           (("mlp.dense_h_to_4h", 2), ("mlp.dense_4h_to_h", 1))),
     "qwen": LayerNames("transformer.h", _ATTN_FUSED, (("mlp.w1", 1), ("mlp.w2", 1), ("mlp.c_proj", 1))),
+    "phi3": LayerNames("model.layers", ("self_attn.qkv_proj", "self_attn.o_proj"), _GATE_UP),
+    "glm": LayerNames("model.layers", (*_SELF_ATTN, "self_attn.o_proj"), _GATE_UP),
+    "glm4": LayerNames("model.layers", (*_SELF_ATTN, "self_attn.o_proj"), _GATE_UP),
 }
 """Each family's names, by ``model_type`` (module docstring)."""
 

@@ -12,9 +12,10 @@ compressed-tensors' ``ignore`` and transformers' ``modules_to_not_convert`` name
 come here as the fnmatch patterns that match the same names (`tokometer.perf.checkpointquant`).
 
 The families that name their modules their own way (GPT-2, StarCoder, GPT-J, GPT-NeoX, Falcon, BLOOM, OPT, MPT,
-StarCoder2, Phi-2, Nemotron, ChatGLM, Qwen 1: ``transformer.h.N.attn.c_attn``, ``gpt_neox.layers.N.mlp.dense_h_to_4h``,
-``model.layers.N.mlp.c_fc`` ...) are matched by their own names alone, under their own root, each module with the
-parameters the count gives it (two MLP matrices where their MLP has two): the table of them, by ``model_type``, is
+StarCoder2, Phi-2, Nemotron, ChatGLM, Qwen 1, and the fused names of Phi-3 and Phi-4 and of GLM-4:
+``transformer.h.N.attn.c_attn``, ``gpt_neox.layers.N.mlp.dense_h_to_4h``, ``model.layers.N.mlp.c_fc``,
+``model.layers.N.self_attn.qkv_proj`` ...) are matched by their own names alone, under their own root, each module with
+the parameters the count gives it (two MLP matrices where their MLP has two): the table of them, by ``model_type``, is
 `tokometer.perf.modulenames`. Every other model's layers' linear modules are named as Hugging Face's Llama-style
 decoder layers name them, under any of the usual roots (``model.layers``, ``model.language_model.layers``,
 ``language_model.model.layers``, ``language_model.layers``), each with its parameters from the config's shapes, in

@@ -4,8 +4,8 @@ family's own names, each module sized from its released config's shapes as its m
 
 The configs are the published ``config.json`` files' shape fields: GPT-2, StarCoder (gpt_bigcode), GPT-J-6B,
 GPT-NeoX-20B, Falcon-7B and 40B, BLOOM-7b1, OPT-6.7B, MPT-7B, StarCoder2-15B, Phi-2, Minitron-8B (Nemotron-4's
-shapes pruned), ChatGLM3-6B and Qwen-7B. Each module's size below is worked out by hand from those shapes (in ×
-out features), not read from the code.
+shapes pruned), ChatGLM3-6B, Qwen-7B, Phi-4 (``phi3``) and GLM-4-9B-0414 (``glm4``). Each module's size below is
+worked out by hand from those shapes (in × out features), not read from the code.
 """
 
 from __future__ import annotations
@@ -45,6 +45,13 @@ PHI2 = {"model_type": "phi", "hidden_size": 2560, "intermediate_size": 10240, "n
 MINITRON_8B = {"model_type": "nemotron", "hidden_size": 4096, "intermediate_size": 16384, "num_attention_heads": 48,
                "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 32, "vocab_size": 256000,
                "hidden_act": "relu2", "max_position_embeddings": 4096, "tie_word_embeddings": False}
+
+PHI4 = {"model_type": "phi3", "hidden_size": 5120, "intermediate_size": 17920, "num_attention_heads": 40,
+        "num_key_value_heads": 10, "num_hidden_layers": 40, "vocab_size": 100352, "hidden_act": "silu",
+        "max_position_embeddings": 16384, "tie_word_embeddings": False}
+GLM4_9B = {"model_type": "glm4", "hidden_size": 4096, "intermediate_size": 13696, "num_attention_heads": 32,
+           "num_key_value_heads": 2, "head_dim": 128, "num_hidden_layers": 40, "vocab_size": 151552,
+           "hidden_act": "silu", "max_position_embeddings": 32768, "tie_word_embeddings": False}
 
 
 class Family(NamedTuple):
@@ -119,6 +126,14 @@ FAMILIES = {
     "qwen-7b": Family(QWEN1, "transformer.h", {"attn.c_attn": 4096 * 12288, "attn.c_proj": 4096 * 4096},
                       {"mlp.w1": 4096 * 11008, "mlp.w2": 4096 * 11008, "mlp.c_proj": 11008 * 4096},
                       "transformer.h.1.attn.*", "transformer.h.0.mlp.*"),
+    "phi-4": Family(PHI4, "model.layers", {"self_attn.qkv_proj": 5120 * (40 + 2 * 10) * 128,
+                                           "self_attn.o_proj": 5120 * 5120},
+                    {"mlp.gate_up_proj": 5120 * 2 * 17920, "mlp.down_proj": 17920 * 5120},
+                    "model.layers.1.self_attn*", "model.layers.0.mlp.*"),
+    "glm-4-9b": Family(GLM4_9B, "model.layers", {"self_attn.q_proj": 4096 * 4096, "self_attn.k_proj": 4096 * 256,
+                                                 "self_attn.v_proj": 4096 * 256, "self_attn.o_proj": 4096 * 4096},
+                       {"mlp.gate_up_proj": 4096 * 2 * 13696, "mlp.down_proj": 13696 * 4096},
+                       "model.layers.1.self_attn.*", "model.layers.0.mlp*"),
 }
 
 
@@ -184,6 +199,8 @@ def test_the_linear_modules_are_the_familys_names(name: str) -> None:
     (GPT2, "model.layers.*.self_attn*", "transformer.h.N.attn.c_attn, .mlp.c_fc, ..."),
     (PHI2, "model.layers.*.self_attn.o_proj", "model.layers.N.self_attn.q_proj, .mlp.fc1, ..."),
     (MINITRON_8B, "model.layers.0.mlp.gate_proj", "model.layers.N.self_attn.q_proj, .mlp.up_proj, ..."),
+    (PHI4, "model.layers.*.self_attn.q_proj", "model.layers.N.self_attn.qkv_proj, .mlp.gate_up_proj, ..."),
+    (GLM4_9B, "model.layers.0.mlp.up_proj", "model.layers.N.self_attn.q_proj, .mlp.gate_up_proj, ..."),
 ])
 def test_a_llama_name_on_a_family_of_its_own_names_matches_nothing_and_is_said(cfg: dict[str, Any], llama_name: str,
                                                                                 shown: str) -> None:
