@@ -58,6 +58,8 @@ FALCON = {"model_type": "falcon", "hidden_size": 4544, "n_head": 71, "n_layer": 
 CHATGLM = {"model_type": "chatglm", "hidden_size": 4096, "num_layers": 4, "num_attention_heads": 32,
            "multi_query_attention": True, "multi_query_group_num": 2, "kv_channels": 128, "ffn_hidden_size": 13696,
            "padded_vocab_size": 65024, "seq_length": 8192}
+PHI3 = {"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 32, "num_key_value_heads": 32,
+        "num_hidden_layers": 4, "intermediate_size": 8192, "vocab_size": 32064, "max_position_embeddings": 4096}
 BASES = [DENSE, NEXT, NANO, SPARSE, WINDOWS, GRANITE, DBRX, MPT, FALCON, CHATGLM]
 KEYS = sorted({key for base in BASES for key in base}
               | {"text_config", "llm_config", "torch_dtype", "tie_word_embeddings", "is_encoder_decoder", "n_embd"})
@@ -114,7 +116,8 @@ _group = st.fixed_dictionaries({}, optional={"weights": st.fixed_dictionaries({}
     "targets": _targets | _quant_value})
 _excluded = st.lists(st.sampled_from(["lm_head", "*", "*self_attn*", "model.layers.0.*", "*experts*", "[", "[!",
                                       "*mlp*", "\x1b[2J", "\u202e", "?" * 300, "re:.*self_attn.*", "re:(a|b)",
-                                      "re:\x1b[2J\u202e"]) | st.text(max_size=8),
+                                      "re:\x1b[2J\u202e", "transformer.h.0.*", "*query_key_value*", "*qkv_proj",
+                                      "*gate_up_proj*", "transformer.blocks.*.ffn*"]) | st.text(max_size=8),
                      max_size=5) | _json
 _quant = st.fixed_dictionaries({}, optional={
     "quant_method": _quant_value, "quant_algo": _quant_value, "kv_cache_quant_algo": _quant_value, "bits": _quant_value,
@@ -128,7 +131,7 @@ _quant = st.fixed_dictionaries({}, optional={
     "exclude_modules": _excluded, "ignore": _excluded, "modules_to_not_convert": _excluded})
 
 
-@given(st.sampled_from([DENSE, WINDOWS, SPARSE]), _quant, _quant | _json)
+@given(st.sampled_from([DENSE, WINDOWS, SPARSE, FALCON, CHATGLM, MPT, PHI3]), _quant, _quant | _json)
 def test_any_quantisation_config_gives_a_model_in_a_format_it_models(base: dict[str, Any], quant: dict[str, Any],
                                                                      sidecar: Any) -> None:
     """A checkpoint's quantisation config or sidecar of any shape gives a model (a format read, or said as not read)
