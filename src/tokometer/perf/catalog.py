@@ -28,6 +28,10 @@ Models of 2025 (their rows name the config and the published counts):
 - Qwen3-Next 80B-A3B: 10 of 512 experts plus one shared; three layers in four are linear attention (Gated
   DeltaNet: a 1.1 MB state a sequence and layer, no KV cache), the fourth gated full attention
   (`tokometer.perf.model`). Its count is its shapes' (79.67 B; the model card says 80 B and 3 B activated).
+- GLM-4.5 and GLM-4.6 (355B-A32B: 3 dense layers, then 8 of 160 experts plus one shared), GLM-4.5-Air
+  (106B-A12B: 1 dense layer, 8 of 128 plus one shared), MiniMax-M2 (230B-A10B: 8 of 256, fp8) and
+  Qwen3-Coder-480B-A35B (8 of 160). Their counts are their shapes' (the model cards' active counts leave the
+  embeddings and the LM head out).
 - Nemotron 3 Nano 30B-A3B: single blocks, 23 Mamba2 (a 2.1 MB fp32 state a sequence each), 6 attention and
   23 mixture-of-experts ones (6 of 128 squared-ReLU experts plus one shared), read as 29 layers (the blocks that
   mix tokens; `tokometer.perf.hybrid`). Its counts are its shapes' (31.58 B, 3.58 B active).
@@ -60,6 +64,10 @@ def _m(name: str, hf_id: str, params: float, layers: int, hidden: int, heads: in
 _DEEPSEEK: dict[str, Any] = {"active_params": 37e9, "experts": 256, "experts_per_token": 8, "v_head_dim": 128,
              "kv_lora_rank": 512, "qk_rope_head_dim": 64, "native_dtype": "fp8", "expert_width": 2048}
 
+_GLM45: dict[str, Any] = {"active_params": 33.63e9, "experts": 160, "experts_per_token": 8}
+_GLM45_COUNTS = ("3 dense layers, then 89 of 160 experts, 8 a token, and a shared one; 352.8 B total and 33.63 B "
+                 "active from its shapes (355 B and 32 B on its model card: the active without the embeddings and "
+                 "the LM head; the total with its multi-token-prediction layer, which engines load only to draft)")
 _GPT_OSS: dict[str, Any] = {"experts_per_token": 4, "native_dtype": "bf16", "expert_dtype": "mxfp4",
                             "sliding_window": 128}
 _GPT_OSS_CARD = "gpt-oss model card (arXiv 2508.10925), table 1"
@@ -155,6 +163,23 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {m.name: m for m in (
        **{**_DEEPSEEK, "active_params": 32e9, "experts": 384},
        source="config.json of moonshotai/Kimi-K2-Instruct; 1.04 T total, 32 B active: the Kimi K2 report "
        "(arXiv 2507.20534)"),
+    _m("glm-4.6", "zai-org/GLM-4.6", 352.8e9, 92, 5120, 96, 8, 128, 151552, 202752, 1536, **_GLM45,
+       source=f"config.json of zai-org/GLM-4.6 (the GLM-4.5 shapes, context 202,752); {_GLM45_COUNTS}"),
+    _m("glm-4.5", "zai-org/GLM-4.5", 352.8e9, 92, 5120, 96, 8, 128, 151552, 131072, 1536, **_GLM45,
+       source=f"config.json of zai-org/GLM-4.5; {_GLM45_COUNTS}"),
+    _m("glm-4.5-air", "zai-org/GLM-4.5-Air", 106.85e9, 46, 4096, 96, 8, 128, 151552, 131072, 1408,
+       active_params=13.42e9, experts=128, experts_per_token=8,
+       source="config.json of zai-org/GLM-4.5-Air (1 dense layer, then 45 of 128 experts, 8 a token, and a shared "
+       "one); 106.85 B total and 13.42 B active from its shapes (106 B and 12 B on its model card, the active "
+       "without the embeddings and the LM head)"),
+    _m("minimax-m2", "MiniMaxAI/MiniMax-M2", 228.69e9, 62, 3072, 48, 8, 128, 200064, 196608, 1536,
+       active_params=11.03e9, experts=256, experts_per_token=8, native_dtype="fp8",
+       source="config.json of MiniMaxAI/MiniMax-M2 (256 experts, 8 a token; fp8 in blocks of 128 × 128); "
+       "228.69 B total and 11.03 B active from its shapes (230 B and 10 B in its model card, the active without "
+       "the embeddings and the LM head)"),
+    _m("qwen3-coder-480b-a35b", "Qwen/Qwen3-Coder-480B-A35B-Instruct", 480.15e9, 62, 6144, 96, 8, 128, 151936,
+       262144, 2560, active_params=35.47e9, experts=160, experts_per_token=8,
+       source=f"config.json of Qwen/Qwen3-Coder-480B-A35B-Instruct; 480 B total, 35 B active: {_QWEN3}"),
     _m("nemotron-3-nano-30b-a3b", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 31.58e9, 29, 2688, 32, 2, 128, 131072,
        262144, 1856, active_params=3.58e9, experts=128, experts_per_token=6, recurrent_layers=23,
        recurrent_state_bytes=64 * 64 * 128 * 4 + (64 * 64 + 2 * 8 * 128) * 3 * 2,

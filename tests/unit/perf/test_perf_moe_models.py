@@ -43,6 +43,12 @@ _DEEPSEEK_V3 = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention
                 "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "max_position_embeddings": 163840,
                 "quantization_config": {"quant_method": "fp8"}}
 
+_GLM45 = {"model_type": "glm4_moe", "hidden_size": 5120, "num_attention_heads": 96, "num_key_value_heads": 8,
+          "head_dim": 128, "num_hidden_layers": 92, "vocab_size": 151552, "intermediate_size": 12288,
+          "moe_intermediate_size": 1536, "n_routed_experts": 160, "n_shared_experts": 1, "num_experts_per_tok": 8,
+          "first_k_dense_replace": 3, "max_position_embeddings": 202752, "tie_word_embeddings": False,
+          "torch_dtype": "bfloat16", "attention_bias": True, "partial_rotary_factor": 0.5,
+          "num_nextn_predict_layers": 1}
 _LLAMA2 = {"model_type": "llama", "vocab_size": 32000, "max_position_embeddings": 4096, "tie_word_embeddings": False,
            "torch_dtype": "float16"}
 
@@ -88,39 +94,60 @@ CONFIGS: dict[str, dict[str, Any]] = {
                     "max_position_embeddings": 32768, "tie_word_embeddings": False, "torch_dtype": "bfloat16"},
     "qwen3-14b": {**_QWEN3, "hidden_size": 5120, "num_attention_heads": 40, "num_key_value_heads": 8,
                   "num_hidden_layers": 40, "intermediate_size": 17408},
+    "glm-4.6": _GLM45,
+    "glm-4.5": {**_GLM45, "max_position_embeddings": 131072},
+    "glm-4.5-air": {**_GLM45, "hidden_size": 4096, "num_hidden_layers": 46, "intermediate_size": 10944,
+                    "moe_intermediate_size": 1408, "n_routed_experts": 128, "first_k_dense_replace": 1,
+                    "max_position_embeddings": 131072},
+    "minimax-m2": {"model_type": "minimax_m2", "hidden_size": 3072, "num_attention_heads": 48,
+                   "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 62, "vocab_size": 200064,
+                   "intermediate_size": 1536, "num_local_experts": 256, "num_experts_per_tok": 8,
+                   "max_position_embeddings": 196608, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+                   "quantization_config": {"quant_method": "fp8", "fmt": "float8_e4m3fn",
+                                           "weight_block_size": [128, 128], "activation_scheme": "dynamic"}},
+    "qwen3-coder-480b-a35b": {**_QWEN3, "model_type": "qwen3_moe", "hidden_size": 6144, "num_attention_heads": 96,
+                              "num_key_value_heads": 8, "num_hidden_layers": 62, "intermediate_size": 8192,
+                              "moe_intermediate_size": 2560, "num_experts": 160, "num_experts_per_tok": 8,
+                              "max_position_embeddings": 262144},
 }
 
-# (published total, published active, does the active figure count the input embedding table, source)
-PUBLISHED: dict[str, tuple[float, float, bool, str]] = {
-    "gpt-oss-120b": (116.83e9, 5.13e9, False, "gpt-oss model card (arXiv 2508.10925), table 1"),
-    "gpt-oss-20b": (20.91e9, 3.61e9, False, "gpt-oss model card (arXiv 2508.10925), table 1"),
-    "qwen3-8b": (8.2e9, 8.2e9, True, "Qwen/Qwen3-8B model card: 8.2 B (6.95 B without embeddings)"),
-    "qwen3-32b": (32.8e9, 32.8e9, True, "Qwen/Qwen3-32B model card: 32.8 B (31.2 B without embeddings)"),
-    "qwen3-30b-a3b": (30.5e9, 3.3e9, True, "Qwen/Qwen3-30B-A3B model card: 30.5 B total, 3.3 B activated"),
-    "qwen3-235b-a22b": (235e9, 22e9, True, "Qwen/Qwen3-235B-A22B model card: 235 B total, 22 B activated"),
-    "llama-4-scout": (109e9, 17e9, True, "Llama 4 model card: 109 B total, 17 B active"),
-    "llama-4-maverick": (400e9, 17e9, True, "Llama 4 model card: 400 B total, 17 B active"),
-    "deepseek-v3.1": (671e9, 37e9, True, "DeepSeek-V3 report (arXiv 2412.19437): 671 B total, 37 B activated"),
-    "deepseek-v3.2": (671e9, 37e9, True, "DeepSeek-V3.2 model card: the V3 architecture"),
-    "kimi-k2": (1.04e12, 32e9, True, "Kimi K2 report (arXiv 2507.20534): 1.04 T total, 32 B activated"),
-    "llama-2-7b": (6.74e9, 6.74e9, True, "the Hub's safetensors metadata of meta-llama/Llama-2-7b-chat-hf"),
-    "llama-2-13b": (13.02e9, 13.02e9, True, "the Hub's safetensors metadata of meta-llama/Llama-2-13b-chat-hf"),
-    "llama-2-70b": (68.98e9, 68.98e9, True, "the Hub's safetensors metadata of meta-llama/Llama-2-70b-chat-hf"),
-    "mixtral-8x22b": (141e9, 39e9, True, "Mistral AI's Mixtral 8x22B announcement: 141 B total, 39 B active"),
-    "mistral-large-2": (123e9, 123e9, True, "mistralai/Mistral-Large-Instruct-2407 model card: 123 B"),
-    "qwen2.5-32b": (32.5e9, 32.5e9, True, "Qwen/Qwen2.5-32B-Instruct model card: 32.5 B (31.0 B without embeddings)"),
-    "qwen3-14b": (14.8e9, 14.8e9, True, "Qwen/Qwen3-14B model card: 14.8 B (13.2 B without embeddings)"),
+# (published total, published active, the vocabulary tables the active figure leaves out (0: none; 1: the input
+# embedding table; 2: it and the LM head), source)
+PUBLISHED: dict[str, tuple[float, float, int, str]] = {
+    "gpt-oss-120b": (116.83e9, 5.13e9, 1, "gpt-oss model card (arXiv 2508.10925), table 1"),
+    "gpt-oss-20b": (20.91e9, 3.61e9, 1, "gpt-oss model card (arXiv 2508.10925), table 1"),
+    "qwen3-8b": (8.2e9, 8.2e9, 0, "Qwen/Qwen3-8B model card: 8.2 B (6.95 B without embeddings)"),
+    "qwen3-32b": (32.8e9, 32.8e9, 0, "Qwen/Qwen3-32B model card: 32.8 B (31.2 B without embeddings)"),
+    "qwen3-30b-a3b": (30.5e9, 3.3e9, 0, "Qwen/Qwen3-30B-A3B model card: 30.5 B total, 3.3 B activated"),
+    "qwen3-235b-a22b": (235e9, 22e9, 0, "Qwen/Qwen3-235B-A22B model card: 235 B total, 22 B activated"),
+    "llama-4-scout": (109e9, 17e9, 0, "Llama 4 model card: 109 B total, 17 B active"),
+    "llama-4-maverick": (400e9, 17e9, 0, "Llama 4 model card: 400 B total, 17 B active"),
+    "deepseek-v3.1": (671e9, 37e9, 0, "DeepSeek-V3 report (arXiv 2412.19437): 671 B total, 37 B activated"),
+    "deepseek-v3.2": (671e9, 37e9, 0, "DeepSeek-V3.2 model card: the V3 architecture"),
+    "kimi-k2": (1.04e12, 32e9, 0, "Kimi K2 report (arXiv 2507.20534): 1.04 T total, 32 B activated"),
+    "llama-2-7b": (6.74e9, 6.74e9, 0, "the Hub's safetensors metadata of meta-llama/Llama-2-7b-chat-hf"),
+    "llama-2-13b": (13.02e9, 13.02e9, 0, "the Hub's safetensors metadata of meta-llama/Llama-2-13b-chat-hf"),
+    "llama-2-70b": (68.98e9, 68.98e9, 0, "the Hub's safetensors metadata of meta-llama/Llama-2-70b-chat-hf"),
+    "mixtral-8x22b": (141e9, 39e9, 0, "Mistral AI's Mixtral 8x22B announcement: 141 B total, 39 B active"),
+    "mistral-large-2": (123e9, 123e9, 0, "mistralai/Mistral-Large-Instruct-2407 model card: 123 B"),
+    "qwen2.5-32b": (32.5e9, 32.5e9, 0, "Qwen/Qwen2.5-32B-Instruct model card: 32.5 B (31.0 B without embeddings)"),
+    "qwen3-14b": (14.8e9, 14.8e9, 0, "Qwen/Qwen3-14B model card: 14.8 B (13.2 B without embeddings)"),
+    "glm-4.6": (355e9, 32e9, 2, "GLM-4.5 model card (zai-org/GLM-4.5): 355 B total, 32 B active; GLM-4.6 alike"),
+    "glm-4.5": (355e9, 32e9, 2, "GLM-4.5 model card (zai-org/GLM-4.5): 355 B total, 32 B active"),
+    "glm-4.5-air": (106e9, 12e9, 2, "GLM-4.5 model card (zai-org/GLM-4.5): 106 B total, 12 B active"),
+    "minimax-m2": (230e9, 10e9, 2, "MiniMax-M2 model card (transformers' minimax_m2 docs): 230 B total, 10 B active"),
+    "qwen3-coder-480b-a35b": (480e9, 35e9, 0, "Qwen/Qwen3-Coder-480B-A35B-Instruct model card: 480 B, 35 B active"),
 }
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_each_models_shapes_give_its_published_parameter_counts(name: str) -> None:
-    total, active, with_input_table, _source = PUBLISHED[name]
+    total, active, tables_left_out, _source = PUBLISHED[name]
     counted = model_from_config(CONFIGS[name], name)
     assert counted.params == pytest.approx(total, rel=0.02)
-    counted_active = counted.active - (0 if with_input_table else counted.vocab * counted.hidden)
-    # Kimi K2's "32 B" is rounded: its shapes give 32.9 B (2.7 % above)
-    assert counted_active == pytest.approx(active, rel=0.03 if name == "kimi-k2" else 0.02)
+    counted_active = counted.active - tables_left_out * counted.vocab * counted.hidden
+    # Kimi K2's "32 B" and MiniMax-M2's "10 B" are rounded: their shapes give 32.9 B (2.7 % above) and 9.80 B
+    assert counted_active == pytest.approx(active, rel=0.03 if name in ("kimi-k2", "minimax-m2") else 0.02)
     row = BUILTIN_MODELS[name]
     shape = ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "max_context", "experts",
              "experts_per_token", "kv_lora_rank", "qk_rope_head_dim", "sliding_window", "sliding_layers",
