@@ -533,6 +533,34 @@ def model_from_gguf(path: Path) -> ModelSpec:
         source=f"GGUF header of {path.name} ({quant}, {data_bytes / 1e6:,.1f} MB of tensors)")
 
 
+_QUANTISED_SUFFIX = re.compile(
+    r"(?:[-_.]quantized)?[-_.](?P<tag>fp8(?:[-_](?:dynamic|static|block))?|nvfp4|fp4|mxfp4|awq|"
+    r"gptq(?:[-_]int(?P<gptq_bits>[48]))?|int4|int8|w4a16|w8a8|w8a16)$", re.IGNORECASE)
+"""A quantised checkpoint's name: its base model's, and the format it ships in as its last word (``-FP8``,
+``-FP8-dynamic``, ``-FP4``, ``-NVFP4``, ``-AWQ``, ``-GPTQ-Int4``, Red Hat's ``-quantized.w4a16``, ...)."""
+
+
+def _quantised_variant(name: str, index: dict[str, str]) -> ModelSpec | None:
+    """A quantised checkpoint of a built-in model named by its base's name and its format (`_QUANTISED_SUFFIX`:
+    ``nvidia/Llama-3.3-70B-Instruct-FP4``, ``Qwen/Qwen3-30B-A3B-FP8``): the base row in that format, its source
+    saying so; None when the name has no such suffix or its base is not built in. Its config.json is not read
+    here (it says which modules it keeps in 16 bits and its KV format): the source line says to give it."""
+    found = _QUANTISED_SUFFIX.search(name.strip())
+    base = index.get(_key(name.strip()[:found.start()])) if found else None
+    if found is None or base is None:
+        return None
+    tag = found.group("tag").lower()
+    dtype = ("fp8" if tag.startswith("fp8") else "nvfp4" if tag in ("fp4", "nvfp4") else
+             "int8" if tag in ("int8", "w8a8", "w8a16") or found.group("gptq_bits") == "8" else
+             "gptq" if tag.startswith("gptq") else "int4" if tag in ("int4", "w4a16") else tag)
+    row = BUILTIN_MODELS[base]
+    said = (f"{row.source}; read as the {row.name} row in {dtype}, from the name's {found.group('tag')!r} (the "
+            "checkpoint's config.json is not read: give its folder for the modules it keeps in 16 bits and its "
+            "KV format)")
+    return replace(row, name=name.strip(), native_dtype=dtype, expert_dtype="", native_bits=0.0,
+                               native_expert_bits=0.0, weight_bytes=None, source=said)
+
+
 def _from_hub(model: str) -> ModelSpec | None:
     try:
         from huggingface_hub import hf_hub_download
@@ -585,6 +613,9 @@ def resolve_model(name_or_path: str) -> ModelSpec:
         hub = _from_hub(name_or_path)
         if hub is not None:
             return hub
+    variant = _quantised_variant(name_or_path, index)
+    if variant is not None:
+        return variant
     close = difflib.get_close_matches(_key(name_or_path), list(index), n=4, cutoff=0.5)
     names = list(dict.fromkeys(index[c] for c in close))
     known = f"did you mean {', '.join(names)}?" if names else f"built-in names: {', '.join(BUILTIN_MODELS)}."

@@ -244,3 +244,37 @@ def test_a_gguf_window_pattern_that_is_not_one_is_a_config_error(
     _write_gguf(path, "gemma3", 12, (_window(1024), pattern))
     with pytest.raises(ConfigError, match="sliding_window_pattern"):
         model_from_gguf(path)
+
+
+@pytest.mark.parametrize(("name", "base", "dtype"), [
+    ("nvidia/Llama-3.3-70B-Instruct-FP4", "llama-3.3-70b", "nvfp4"),
+    ("nvidia/Llama-3.1-8B-Instruct-FP8", "llama-3.1-8b", "fp8"),
+    ("RedHatAI/Mistral-7B-Instruct-v0.3-FP8-dynamic", "mistral-7b", "fp8"),
+    ("Qwen/Qwen3-30B-A3B-FP8", "qwen3-30b-a3b", "fp8"),
+    ("hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4", None, ""),  # "AWQ-INT4": not a suffix read here
+    ("Qwen/Qwen2.5-7B-Instruct-AWQ", "qwen2.5-7b", "awq"),
+    ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4", "qwen2.5-7b", "gptq"),
+    ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int8", "qwen2.5-7b", "int8"),
+    ("RedHatAI/Llama-3.1-8B-Instruct-quantized.w4a16", "llama-3.1-8b", "int4"),
+    ("openai/gpt-oss-120b-NVFP4", "gpt-oss-120b", "nvfp4"),
+    ("llama-3.1-8b-fp8", "llama-3.1-8b", "fp8"),
+    ("llama-9.9-8b-fp8", None, ""),  # no such base: unknown, with what it may have meant
+])
+def test_a_quantised_checkpoints_name_takes_its_base_row_in_its_format(monkeypatch: pytest.MonkeyPatch, name: str,
+                                                                      base: str | None, dtype: str) -> None:
+    """A quantised checkpoint named as its base model and its format (NVIDIA's ``-FP4``/``-FP8``, Red Hat's
+    ``-FP8-dynamic`` and ``.w4a16``, Qwen's ``-AWQ``, ``-GPTQ-Int4``/``-Int8``) is the base model's row in that
+    format, and says it read it so; the Hub is not asked here (offline)."""
+    from tokometer.perf import loaders
+
+    monkeypatch.setattr(loaders, "_from_hub", lambda _model: None)
+    if base is None:
+        with pytest.raises(ConfigError, match="unknown model"):
+            resolve_model(name)
+        return
+    m = resolve_model(name)
+    row = BUILTIN_MODELS[base]
+    assert m.native_dtype == dtype and m.name == name and m.expert_dtype == ""
+    assert (m.params, m.active, m.layers, m.hidden, m.kv_heads, m.experts) == (
+        row.params, row.active, row.layers, row.hidden, row.kv_heads, row.experts)
+    assert f"read as the {base} row in {dtype}, from the name's" in m.source and "config.json is not read" in m.source
