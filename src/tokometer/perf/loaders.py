@@ -39,6 +39,7 @@ from tokometer.perf.quant import normalize_dtype
 from tokometer.perf.unquantized import KeptModules, NotMatched, kept_modules, names_shown
 from tokometer.util.errors import ConfigError
 from tokometer.util.gguf import TOKENIZER_ARRAYS, GGUFFile, quantization_of, read_gguf
+from tokometer.util.hubreach import hub_reachable
 from tokometer.util.jsonstream import JsonLimits, JsonStream
 from tokometer.util.shown import FIELD_CHARS, quoted, value_shown
 
@@ -565,6 +566,8 @@ def _from_hub(model: str) -> ModelSpec | None:
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
+        return None
+    if not hub_reachable():  # offline: at once, not after huggingface_hub's retries
         return None
     try:
         path = hf_hub_download(model, "config.json")

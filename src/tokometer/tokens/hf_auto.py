@@ -20,6 +20,7 @@ from typing import Any, Final
 from tokometer.tokens.base import BaseTokenizer
 from tokometer.tokens.hf import MAX_TOKENIZER_BYTES, batch_encoder
 from tokometer.util.errors import TokenizerError
+from tokometer.util.hubreach import hub_reachable
 from tokometer.util.readlimit import read_json
 
 __all__ = ["MAX_MODEL_CONFIG_BYTES", "HFTokenizer", "transformers_available"]
@@ -45,24 +46,6 @@ def transformers_available() -> bool:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _hub_reachable() -> bool:
-    """A quick TCP connect to the Hub (3 s), so an offline machine gets its error at once instead of
-    after huggingface_hub's retries. Behind a proxy we cannot tell, and let the library try."""
-    import socket
-    from urllib.parse import urlsplit
-
-    from huggingface_hub import constants
-
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return True
-    parts = urlsplit(constants.ENDPOINT)
-    try:
-        with socket.create_connection((parts.hostname or "", parts.port or 443), timeout=3):
-            return True
-    except OSError:
-        return False
 
 
 def _offline_error(source: str) -> TokenizerError:
@@ -108,7 +91,7 @@ def _load(source: str) -> Any:
             return AutoTokenizer.from_pretrained(str(Path(source).expanduser()))
         except errors as exc:
             raise TokenizerError(f"could not load the tokenizer in {source}: {_first_line(exc)}") from None
-    from huggingface_hub import constants, try_to_load_from_cache
+    from huggingface_hub import try_to_load_from_cache
 
     if any(isinstance(try_to_load_from_cache(source, name), str) for name in ("tokenizer_config.json",
                                                                               "tokenizer.json")):
@@ -116,7 +99,7 @@ def _load(source: str) -> Any:
             return AutoTokenizer.from_pretrained(source, local_files_only=True)
         except errors:
             pass
-    if constants.HF_HUB_OFFLINE or not _hub_reachable():
+    if not hub_reachable():
         raise _offline_error(source)
     try:
         return AutoTokenizer.from_pretrained(source)

@@ -278,3 +278,29 @@ def test_a_quantised_checkpoints_name_takes_its_base_row_in_its_format(monkeypat
     assert (m.params, m.active, m.layers, m.hidden, m.kv_heads, m.experts) == (
         row.params, row.active, row.layers, row.hidden, row.kv_heads, row.experts)
     assert f"read as the {base} row in {dtype}, from the name's" in m.source and "config.json is not read" in m.source
+
+
+def test_an_unreachable_hub_is_not_asked_for_a_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the Hub's endpoint refusing connections (a loopback port nothing listens on), a Hub id not built in is
+    unknown at once: huggingface_hub is not called (it would retry for about 23 s), and a quantised checkpoint's
+    name still takes its base row."""
+    import socket
+
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    for proxy in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(proxy, raising=False)
+
+    def called(*_args: object, **_kwargs: object) -> str:
+        raise AssertionError("huggingface_hub was asked although its endpoint refuses connections")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", called)
+    with pytest.raises(ConfigError, match="unknown model 'someone/not-a-built-in-model'"):
+        resolve_model("someone/not-a-built-in-model")
+    assert resolve_model("nvidia/Llama-3.1-8B-Instruct-FP8").native_dtype == "fp8"
