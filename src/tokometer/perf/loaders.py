@@ -546,6 +546,8 @@ def _quantised_variant(name: str, index: dict[str, str]) -> ModelSpec | None:
     ``nvidia/Llama-3.3-70B-Instruct-FP4``, ``Qwen/Qwen3-30B-A3B-FP8``): the base row in that format, its source
     saying so; None when the name has no such suffix or its base is not built in. Its config.json is not read
     here (it says which modules it keeps in 16 bits and its KV format): the source line says to give it."""
+    if not re.fullmatch(r"[\w.-]+(?:/[\w.-]+)?", name.strip()):  # a model's name or Hub id, shown as given
+        return None
     found = _QUANTISED_SUFFIX.search(name.strip())
     base = index.get(_key(name.strip()[:found.start()])) if found else None
     if found is None or base is None:

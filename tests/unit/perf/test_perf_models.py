@@ -259,6 +259,8 @@ def test_a_gguf_window_pattern_that_is_not_one_is_a_config_error(
     ("openai/gpt-oss-120b-NVFP4", "gpt-oss-120b", "nvfp4"),
     ("llama-3.1-8b-fp8", "llama-3.1-8b", "fp8"),
     ("llama-9.9-8b-fp8", None, ""),  # no such base: unknown, with what it may have meant
+    ("llama-3.1-8b\x1b[2J-fp8", None, ""),  # not a name: it would be shown as given (a terminal's escape)
+    ("llama-3.1-8b\u202e-fp8", None, ""),
 ])
 def test_a_quantised_checkpoints_name_takes_its_base_row_in_its_format(monkeypatch: pytest.MonkeyPatch, name: str,
                                                                       base: str | None, dtype: str) -> None:
