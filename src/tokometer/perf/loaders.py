@@ -561,7 +561,7 @@ def _quantised_variant(name: str, index: dict[str, str]) -> ModelSpec | None:
             "checkpoint's config.json is not read: give its folder for the modules it keeps in 16 bits and its "
             "KV format)")
     return replace(row, name=name.strip(), native_dtype=dtype, expert_dtype="", native_bits=0.0,
-                               native_expert_bits=0.0, weight_bytes=None, source=said)
+                   native_expert_bits=0.0, weight_bytes=None, source=said)
 
 
 def _from_hub(model: str) -> ModelSpec | None:
@@ -569,17 +569,16 @@ def _from_hub(model: str) -> ModelSpec | None:
         from huggingface_hub import hf_hub_download
     except ImportError:
         return None
-    if not hub_reachable():  # offline: at once, not after huggingface_hub's retries
-        return None
+    cached = not hub_reachable()  # offline: the local cache alone, at once, not after huggingface_hub's retries
     try:
-        path = hf_hub_download(model, "config.json")
+        path = hf_hub_download(model, "config.json", local_files_only=cached)
         cfg = _read_json(Path(path))
-    except Exception:  # offline, gated, missing: the caller explains what to do instead
+    except Exception:  # offline and not cached, gated, missing: the caller explains what to do instead
         return None
     quant = None
     if isinstance(cfg, dict) and "quantization_config" not in cfg:
         try:  # a ModelOpt export's formats, where its config.json declares none
-            quant = _read_json(Path(hf_hub_download(model, "hf_quant_config.json")))
+            quant = _read_json(Path(hf_hub_download(model, "hf_quant_config.json", local_files_only=cached)))
         except Exception:  # most repositories have none
             quant = None
     return model_from_config(cfg, model, source="config.json from the Hugging Face Hub (params from its shapes)",

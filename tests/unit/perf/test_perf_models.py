@@ -282,10 +282,11 @@ def test_a_quantised_checkpoints_name_takes_its_base_row_in_its_format(monkeypat
     assert f"read as the {base} row in {dtype}, from the name's" in m.source and "config.json is not read" in m.source
 
 
-def test_an_unreachable_hub_is_not_asked_for_a_model(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreachable_hub_is_not_asked_for_a_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """With the Hub's endpoint refusing connections (a loopback port nothing listens on), a Hub id not built in is
-    unknown at once: huggingface_hub is not called (it would retry for about 23 s), and a quantised checkpoint's
-    name still takes its base row."""
+    looked up in the local cache alone (huggingface_hub asked with ``local_files_only``: over the network it would
+    retry for about 23 s): not cached, it is unknown at once, and a quantised checkpoint's name still takes its base
+    row; cached, its config is read."""
     import socket
 
     import huggingface_hub
@@ -299,10 +300,17 @@ def test_an_unreachable_hub_is_not_asked_for_a_model(monkeypatch: pytest.MonkeyP
     for proxy in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(proxy, raising=False)
 
-    def called(*_args: object, **_kwargs: object) -> str:
-        raise AssertionError("huggingface_hub was asked although its endpoint refuses connections")
+    cache = {("someone/cached-model", "config.json"): tmp_path / "config.json"}
+    cache[("someone/cached-model", "config.json")].write_text(json.dumps(LLAMA_8B_CONFIG))
 
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", called)
+    def cached_only(repo: str, filename: str, **kwargs: object) -> str:
+        assert kwargs.get("local_files_only") is True, "the network was asked although the Hub refuses connections"
+        if (repo, filename) not in cache:
+            raise FileNotFoundError(f"{repo}/{filename} is not in the cache")
+        return str(cache[repo, filename])
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", cached_only)
     with pytest.raises(ConfigError, match="unknown model 'someone/not-a-built-in-model'"):
         resolve_model("someone/not-a-built-in-model")
     assert resolve_model("nvidia/Llama-3.1-8B-Instruct-FP8").native_dtype == "fp8"
+    assert resolve_model("someone/cached-model").params == 8_029_995_008
