@@ -227,11 +227,12 @@ def _decode_compute(d: Deployment, eff: Efficiency, batch: int, context: int) ->
              "and then the attention: each takes the larger of its bytes and its FLOPs, the step their sum."]
     if d.model.is_moe:
         extra, width = expert_extra_flops(d, batch, eff), d.expert_gemm_width
-        split = f", 1/{d.tp} of each expert" if width != d.model.routed_expert_width else ""
+        split = (f"; each split over the {d.tp} GPUs, a GPU runs 1/{d.tp} of its tiles, of the same depth"
+                 if d.tp > 1 and not d.expert_parallel else "")
         lines.append(f"  Expected only: the routed experts run as one grouped GEMM whose rows, each expert's tokens, "
                      f"are padded to {EXPERT_TILE_ROWS}-row tiles, at {width:,.0f} / ({width:,.0f} + "
                      f"{eff.expert_half_width:,.0f}) = {eff.expert_share(width):.0%} of the dense matmuls' efficiency "
-                     f"(the width one GPU multiplies{split}): "
+                     f"(the expert's whole width{split}): "
                      f"{extra / 1e9:+,.1f} GFLOP at the dense efficiency.")
     return lines
 

@@ -84,7 +84,7 @@ _BLACKWELL = ("B200 and GB200 in NVFP4: with the compute efficiencies scaled by 
               "6000 (fit split) land within ±15 %, as do MLPerf's compute-bound short answers on a B200 and a GB200 "
               "node (Llama 2 70B)")
 _MOE = ("mixture of experts: the grouped expert GEMMs' efficiency was chosen on Qwen3-30B-A3B's narrow experts over "
-        "1-8 RTX PRO 6000s (fit split) and scaled by the width one GPU multiplies; the Llama 4 models, with few wide "
+        "1-8 RTX PRO 6000s (fit split) and scaled by the experts' width; the Llama 4 models, with few wide "
         "experts and one a token (whole experts on each GPU, as the page's --ep is read), run further below it "
         "(Scout on one B200 or GB200 a median +51 / +56 %), most on the 80 GB H100, where the published figures "
         "scale with the KV room as if the step did not grow with the batch")
@@ -110,11 +110,24 @@ _B300_GEMM_SHARE = ("the B300's row carries the GB300's measured GEMM share (0.6
 _PCIE_TP = ("L40S over 4 or 8 GPUs: no NVLink, the all-reduces cross PCIe 4.0 (and the host bridge between the "
             "GPUs' switches), counted at NCCL's times measured over RTX PRO 6000s on PCIe 5.0 at the same share of "
             "this link (none measured on L40S was found): still too fast by 17-29 %, most over 8 GPUs")
-_MOE_TP = ("Mixtral over 2-8 GPUs, each expert split over them (the 0.17 engine's MoE tensor parallelism; the "
-           "grouped GEMMs counted at 1/TP of the expert's width, `Deployment.expert_gemm_width`): too slow by 15-46 % "
-           "(most at 128 → 128 and over 8 GPUs, the A100 most), since the expert share w / (w + 3,072) was chosen on "
-           "Qwen3-30B-A3B's narrow experts with attention data parallel (fit split): these wide experts, split, run "
-           "above it; a shape too fast on 4 L40S (PCIe)")
+_MOE_TP = ("Mixtral over 2-8 GPUs, each expert split over them (the 0.17 engine's MoE tensor parallelism): too fast "
+           "by 16-31 % at large batches, most over 8 GPUs (compute-bound steps of wide experts), since each split "
+           "expert's grouped GEMM is counted at the expert's whole width (w / (w + 3,072) = 82 %, "
+           "`Deployment.expert_gemm_width`); counted at 1/TP of it until 2026-12-06 they were too slow by 15-46 %: "
+           "these split experts run between the two readings at maximum load, where DeepSeek R1's, split over 8 "
+           "H200s at 8-64 users, run at the whole width's (InferenceX)")
+_INFERENCEX_R1 = ("DeepSeek R1 split over 8 H200s (SGLang 0.5.7): one figure, 1k/1k at 4 users, too fast by 129 %: "
+                  "that run's TPOT is 22.7 ms, above the 12.8 ms the same page's sweep measured at 8 users on another "
+                  "runner (the sweep's four figures land within -8 to -17 %, the other two shapes at 4 users +8 and "
+                  "+11 %); the one run is taken as measured")
+_MI300X_GPT_OSS = ("gpt-oss-120b on one MI300X (vLLM 0.17 on ROCm, MXFP4 experts) at 64-256 users: too slow by 30-58 "
+                   "%. A decode step of 64-256 tokens gives each of the 128 experts 2-8 tokens, padded to the 64-row "
+                   "tile chosen on the fit split, at 48 % of the dense efficiency and the MI300X's measured GEMM "
+                   "share: those padded FLOPs, not the weight read, set the step (75.6 ms at 64 users against a "
+                   "published median TPOT of 31.4). vLLM's tuned configs use 16-row tiles up to 128 tokens a step and "
+                   "32 up to 512 (E=128, N=2880 on an H100); with those the estimate is too fast by about 25-47 % "
+                   "here, so neither tile is taken: the engine's MXFP4 path on ROCm is not modelled")
+
 _H100_BANDWIDTH = ("one bandwidth-bound shape on one H100 too slow by 15-16 % (a long answer of Mistral 7B, "
                    "20000 → 2000 of Mixtral): the decode's bandwidth share chosen on the fit split (82.5 %) is below "
                    "what these runs reached; the fit's own 8B on one H100 runs 9-14 % below its long answers too")
@@ -172,15 +185,16 @@ KNOWN_MISSES: dict[str, str] = {
     "llama-3.1-8b A100-80GB-SXM TP1 fp16": _SHORT_DENSE, "mistral-7b A100-80GB-SXM TP1 fp16": _SHORT_DENSE,
     "llama-3.1-70b L40S TP4 fp8": _PCIE_TP, "llama-3.1-70b L40S TP8 fp8": _PCIE_TP,
     "llama-3.1-70b A100-80GB-SXM TP8 fp16": _TP_COMM,
-    "mixtral-8x7b H100-SXM TP2 fp8": _MOE_TP, "mixtral-8x7b H200-SXM TP2 fp8": _MOE_TP,
-    "mixtral-8x7b A100-80GB-SXM TP2 fp16": _MOE_TP,
-    "mixtral-8x7b H100-SXM TP4 fp8": _MOE_TP, "mixtral-8x7b H200-SXM TP4 fp8": _MOE_TP,
-    "mixtral-8x7b A100-80GB-SXM TP4 fp16": _MOE_TP,
-    "mixtral-8x7b L40S TP4 fp8": f"{_PCIE_TP}; {_MOE_TP}",
+    "mixtral-8x7b H100-SXM TP2 fp8": _MOE_TP,
+    "mixtral-8x7b H100-SXM TP4 fp8": _MOE_TP, "mixtral-8x7b A100-80GB-SXM TP4 fp16": _MOE_TP,
+    "mixtral-8x7b L40S TP4 fp8": f"{_PCIE_TP}; {_MOE_TP}", "mixtral-8x7b L40S TP8 fp8": f"{_PCIE_TP}; {_MOE_TP}",
     "mixtral-8x7b H200-SXM TP8 fp8": _MOE_TP, "mixtral-8x7b H100-SXM TP8 fp8": _MOE_TP,
     "mixtral-8x22b H100-SXM TP8 fp8": _MOE_TP, "mixtral-8x22b H200-SXM TP8 fp8": _MOE_TP,
     "mixtral-8x22b A100-80GB-SXM TP8 fp16": _MOE_TP, "mixtral-8x7b A100-80GB-SXM TP8 fp16": _MOE_TP,
     "llama-2-70b B300 8 × TP1 nvfp4": _B300_GEMM_SHARE,
+    # InferenceX's figures at a fixed concurrency, held out on 2026-12-06 (typed in after their estimates were seen)
+    "deepseek-r1 H200-SXM TP8 fp8 closed loop": _INFERENCEX_R1,
+    "gpt-oss-120b MI300X TP1 bf16 closed loop": _MI300X_GPT_OSS,
     "llama-2-70b H200-SXM 8 × TP1 fp8": _SHORT_DENSE,
     # TensorRT-LLM's newer perf overview (developer-guide/perf-overview.md at 03e27c7d), held out on 2026-12-05
     "deepseek-r1 B200 DEP4 nvfp4": _DEP, "deepseek-r1 GB200 DEP4 nvfp4": _DEP, "deepseek-r1 H200-SXM DEP8 fp8": _DEP,

@@ -37,9 +37,9 @@ The matmuls move their activations as well as their weights: each GEMM reads its
 (2 B an element), which at a large batch of a small model (a mixture of experts with k = 8 routed experts a
 token) is as many bytes as the weights. The routed experts of a mixture of experts run as one grouped GEMM
 whose rows, each expert's tokens, are padded to the kernel's tile (`tokometer.perf.groupedgemm`) and which
-reaches a share of the dense matmuls' efficiency that grows with the width it multiplies on one GPU
-(`Efficiency.expert_share`: w / (w + `Efficiency.expert_half_width`), w the experts' intermediate size, / TP
-when each expert is split over the TP GPUs: `Deployment.expert_gemm_width`): their FLOPs count as
+reaches a share of the dense matmuls' efficiency that grows with the experts' width
+(`Efficiency.expert_share`: w / (w + `Efficiency.expert_half_width`), w the experts' intermediate size, whole
+whether or not each expert is split over the TP GPUs: `Deployment.expert_gemm_width`): their FLOPs count as
 2 × M_e / E × padded rows / share instead of 2 × k × M_e / E per token (`expert_extra_flops`).
 
 The matmuls and the attention are separate kernels run one after the other in every layer, so each is its
@@ -476,11 +476,13 @@ class Deployment:
 
     @property
     def expert_gemm_width(self) -> float:
-        """The width (intermediate size) of the routed experts' grouped GEMM on one GPU: each expert split TP
-        ways (the default) multiplies 1/TP of its width there; whole experts (``expert_parallel``) their whole
-        width. `Efficiency.expert_share` is taken at it."""
-        width = self.model.routed_expert_width
-        return width if self.expert_parallel else width / self.tp
+        """The width (intermediate size) at which the routed experts' grouped GEMM is counted
+        (`Efficiency.expert_share`): the expert's whole width, whole experts on each GPU (``expert_parallel``) or
+        each split TP ways (the default). A split expert gives each GPU fewer tiles of the same depth (its gate
+        and up projections still run over the whole hidden size), not narrower ones: counted at 1/TP of the width
+        until 2026-12-06, a mixture of experts over 8 H200s at 8-64 users ran 3.5-4.5 × faster than that
+        (`tokometer.perf.published`: the fit split's InferenceX rows, DeepSeek R1, SGLang, TP 8)."""
+        return float(self.model.routed_expert_width)
 
     def describe(self) -> str:
         parallel = f", TP {self.tp}" if self.tp > 1 else ""

@@ -83,24 +83,30 @@ def test_the_experts_share_of_the_dense_efficiency_grows_with_their_width() -> N
     assert decode_step_s(d, 4096, 0, typical) > decode_step_s(d, 4096, 0, Efficiency(expert_half_width=0))
 
 
-def test_the_share_is_taken_at_the_width_one_gpu_multiplies() -> None:
-    """Each expert split over the TP GPUs (the default without --ep: TensorRT-LLM's release-0.17 engines, vLLM)
-    leaves each GPU's grouped GEMM 1/TP of the expert's width; whole experts on each GPU (--ep) keep it whole."""
+def test_the_share_is_taken_at_the_experts_whole_width_however_they_are_split() -> None:
+    """Each expert split over the TP GPUs (the default without --ep: TensorRT-LLM's release-0.17 engines, vLLM,
+    SGLang) gives each GPU fewer tiles of the same depth, not narrower ones: its grouped GEMM is counted at the
+    expert's whole width, as with whole experts on each GPU (--ep). Counted at 1/TP of it until 2026-12-06, DeepSeek
+    R1 split over 8 H200s at 8-64 users came out 3.5-4.5 × slower than published (the fit split's InferenceX rows)."""
     typical, mixtral, h100 = Efficiency(), resolve_model("mixtral-8x7b"), resolve_hardware("H100-SXM")
     one = Deployment(mixtral, h100, "fp8", "fp8")
     split = Deployment(mixtral, h100, "fp8", "fp8", tp=8)
     whole = Deployment(mixtral, h100, "fp8", "fp8", tp=8, expert_parallel=True)
-    assert (one.expert_gemm_width, split.expert_gemm_width, whole.expert_gemm_width) == (14_336, 1_792, 14_336)
-    assert typical.expert_share(split.expert_gemm_width) == pytest.approx(1_792 / 4_864)  # 37 %, not 82 %
+    assert (one.expert_gemm_width, split.expert_gemm_width, whole.expert_gemm_width) == (14_336, 14_336, 14_336)
+    assert typical.expert_share(split.expert_gemm_width) == pytest.approx(14_336 / 17_408)  # 82 %, not 37 %
     per_expert = mixtral.expert_params / 8
     for d in (one, split, whole):
         extra = 2 * per_expert * (padded_expert_rows(2048, 8, 2) / typical.expert_share(d.expert_gemm_width)
                                   - 2 * 2048)
         assert expert_extra_flops(d, 2048, typical) == pytest.approx(extra)
-    assert expert_extra_flops(split, 2048, typical) > expert_extra_flops(whole, 2048, typical)
+    assert expert_extra_flops(split, 2048, typical) == expert_extra_flops(whole, 2048, typical)
+    # DeepSeek R1 over 8 H200s at 64 users, each expert split: its 256 experts of 2,048 at 40 % of the dense
+    # efficiency (2,048 / 5,120), not 7.7 % (256 / 3,328), so the padded tiles of a decode step cost 5.2 × less
+    r1 = Deployment(resolve_model("deepseek-r1"), resolve_hardware("H200-SXM"), "fp8", "bf16", tp=8)
+    assert typical.expert_share(r1.expert_gemm_width) == pytest.approx(0.4)
     # the explanation says which width it took
     from tokometer.perf import estimate
     from tokometer.perf.explain import explain
 
     text = explain(estimate(split, [64], 1000, 1000, typical))
-    assert "1,792 / (1,792 + 3,072) = 37%" in text and "1/8 of each expert" in text
+    assert "14,336 / (14,336 + 3,072) = 82%" in text and "each split over the 8 GPUs" in text

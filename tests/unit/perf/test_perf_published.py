@@ -57,7 +57,7 @@ def test_every_published_figure_has_its_source_and_split() -> None:
     rtx = [f for f in fit if f.hardware == "RTX-PRO-6000"]
     assert len(rtx) == 49 and all("fit split from 2026-12-04" in f.note and "PP1" in f.note for f in rtx)
     held_out = published_figures("held-out")
-    assert len(held_out) == 738 and len(fit) + len(held_out) == len(figures)
+    assert len(held_out) == 749 and len(fit) + len(held_out) == len(figures)
     # The release-0.17 table whole (added in two steps, each held out before its errors were computed), but for
     # the cells whose deployment the fit split holds (Llama 3.1 8B and 70B in FP8 on H100/H200 at TP 1-2) and
     # Llama 3.1 405B on 8 H200s (the newer page's figure of that deployment is held out already).
@@ -70,11 +70,18 @@ def test_every_published_figure_has_its_source_and_split() -> None:
     assert not [f for f in release if f.model == "llama-3.1-70b" and (f.hardware, f.tp) in
                 (("H200-SXM", 1), ("H100-SXM", 2))]
     # Each held-out source names the page and commit, or the article or documentation page, it was read on.
-    assert all("commit " in f.source or "blogs." in f.source or "docs.nvidia.com" in f.source for f in held_out)
-    # NVIDIA NIM's tables at a fixed concurrency: closed-loop figures, every one of them held out
+    assert all("commit " in f.source or "blogs." in f.source or "docs.nvidia.com" in f.source
+               or "github.com/" in f.source for f in held_out)
+    # Closed-loop figures at a fixed concurrency, every one of them held out: NVIDIA NIM's tables, and InferenceX's
+    # (2026-12-06) DeepSeek R1 with each expert split over 8 H200s (SGLang) and gpt-oss-120b on one MI300X (vLLM),
+    # typed in after their estimates were seen, and saying so
     loops = [f for f in figures if f.concurrency]
-    assert len(loops) == 79 and all(f.split == "held-out" and "NIM" in f.source for f in loops)
-    assert {f.concurrency for f in loops} == {1, 5, 25, 50, 100, 150, 200, 250}
+    assert len(loops) == 90 and all(f.split == "held-out" for f in loops)
+    nim = [f for f in loops if "NIM" in f.source]
+    assert len(nim) == 79 and {f.concurrency for f in nim} == {1, 5, 25, 50, 100, 150, 200, 250}
+    inferencex = [f for f in loops if "InferenceX" in f.source]
+    assert len(inferencex) == 11 and all("typed in after its estimate was seen" in f.note for f in inferencex)
+    assert all(not f.expert_parallel and f.tp == 8 for f in inferencex if f.model == "deepseek-r1")
     # MLPerf Inference's Llama 2 70B Offline results (v4.1 to v6.0, 2026-12-05), held out as typed in: one row a
     # system, each a server's engines (copies) at their stated batch cap, at the set's mean prompt and the answer
     # length of the submission's own accuracy run
@@ -150,7 +157,7 @@ def test_the_estimate_at_max_load_is_within_the_aim_on_the_fit_figures() -> None
 
 def test_every_held_out_figure_is_within_the_aim_or_its_deployment_is_a_listed_miss() -> None:
     checked = compare_published(figures=published_figures("held-out"))
-    assert len(checked) == 738  # every held-out deployment is one the estimate can size
+    assert len(checked) == 749  # every held-out deployment is one the estimate can size
     unexplained = [(c.figure.group, c.figure.input_tokens, c.figure.output_tokens, round(c.error, 2))
                    for c in checked if abs(c.error) > HELD_OUT_AIM and known_miss(c.figure) is None]
     assert not unexplained, "held-out misses without a reason in KNOWN_MISSES"
@@ -206,8 +213,13 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # long answers in proportion to their length; DeepSeek R1's reasoning traces double it): the 24 MLPerf rows
     # 12 → 15 within the aim, the Llama 2 70B ones 8 of 11 as before. The median rose with the set, not with a
     # change of the model: 10.35 % over the 725 before them, 10.45 % over all 738
-    assert sum(e <= HELD_OUT_AIM for e in errors) >= 462
-    assert statistics.median(errors) <= 0.105
+    # 466 of 749 (2026-12-06, twenty-first session): a split expert's grouped GEMM counted at its whole width, not
+    # 1/TP of it (DeepSeek R1 split over 8 H200s at 8-64 users had come out 3.5-4.5 × too slow), and InferenceX's
+    # 11 fixed-concurrency figures joined (typed in after their estimates were seen; 5 within the aim): over the 738
+    # before them 462 → 461 (Mixtral over 2-4 GPUs within, over 8 too fast rather than too slow), within ±30 %
+    # 605 → 618, the median 10.45 → 10.66 %; over all 749, 10.79 %: raised with the model's change, as it stands
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 466
+    assert statistics.median(errors) <= 0.108
     # the 332 held out before the rest of the release-0.17 table joined (2026-12-04): 186 within the aim until
     # 2026-12-05, 176 since: the refit's 40 µs a layer (chosen on the fit split, not on these) speeds up every
     # step, and the Llama 4 rows read with whole experts on each GPU run further from the fit; the count is the
@@ -215,6 +227,7 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # and the refit after it (the NVFP4 rows on Blackwell and the dense ones over 4-8 GPUs, already too fast, a
     # little faster with prefill at 57.5 %)
     earlier = [c for c in checked if "MLPerf" not in c.figure.source and "03e27c7d" not in c.figure.source
+               and "InferenceX" not in c.figure.source
                and ("258c7540" not in c.figure.source or c.figure.group in _FIRST_RELEASE_ROWS)]
     # (191 since each all-reduce is timed by its message size; 203 with trtllm-bench's batch and the refit after it;
     # 215 with the older page's MoE rows read as attention data parallel and the refit after it; 210 with the
@@ -233,7 +246,7 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # NIM's fixed-concurrency figures beside the closed loop: within the aim up to 50 users, every one until the
     # eleventh session's refit; since, 33 of 40, the misses the 8B's single streams and at five users, 16-18 %
     # too slow: the fixed 70 µs a layer chosen on the fit split (at maximum load) is more than one stream pays
-    loops = [c for c in checked if c.figure.concurrency]
+    loops = [c for c in checked if c.figure.concurrency and "NIM" in c.figure.source]
     few = [abs(c.error) for c in loops if (c.figure.concurrency or 0) <= 50]
     assert len(few) == 40 and sum(e <= HELD_OUT_AIM for e in few) >= 33 and max(few) <= 0.19
     # (0.055 until the NVLink share of 2026-12-04 slowed the TP 2 loops' steps a little: +15 held-out figures;
@@ -297,7 +310,7 @@ def test_the_moe_rows_run_with_the_parallelism_their_engine_ran() -> None:
                 or ("MLPerf" in f.source and f.model == "deepseek-r1")) and f.deployment().expert_parallel for f in dep)
     mixtral = [f for f in figures if f.model.startswith("mixtral") and f.tp > 1]
     assert mixtral and not any(f.expert_parallel or f.deployment().expert_parallel for f in mixtral)
-    assert all(f.deployment().expert_gemm_width == 14_336 / f.tp for f in mixtral if f.model == "mixtral-8x7b")
+    assert all(f.deployment().expert_gemm_width == 14_336 for f in mixtral if f.model == "mixtral-8x7b")
 
 
 def test_a_figure_over_copies_of_a_pipeline_is_their_sum_at_its_batch_cap() -> None:
@@ -343,5 +356,6 @@ def test_tensorrt_llm_s_figures_size_the_cache_by_its_own_rule() -> None:
     assert compare_published(figures=[figure])[0].batch == 29 and d.kv_sequences(2176, 0.9) == 7
     # NIM's TensorRT-LLM backend and MLPerf's engines at the engine's default
     assert all(f.kv_free_fraction == 0.9 for f in published_figures()
-               if f.concurrency or ("MLPerf" in f.source and "TensorRT-LLM" in f.engine))
-    assert all(f.kv_free_fraction is None for f in published_figures() if f.engine.startswith("vLLM"))
+               if "NIM" in f.source or ("MLPerf" in f.source and "TensorRT-LLM" in f.engine))
+    # vLLM's and SGLang's rule: a share of the whole memory
+    assert all(f.kv_free_fraction is None for f in published_figures() if f.engine.startswith(("vLLM", "SGLang")))
