@@ -30,7 +30,9 @@ Each row has a ``split``, set when the row was added and never moved after an er
   last 247 added on 2026-12-04, held out as typed in), other engines' published figures (vLLM on MI300X)
   and NVIDIA NIM's fixed-concurrency tables (Llama 3.1 8B and Llama 3.3 70B on H100), MLPerf Inference's Offline
   results (Llama 2 70B, v4.1 to v6.0; Llama 3.1 8B and 405B, DeepSeek R1, Mixtral 8x7B, v5.1 and v6.0, added on
-  2026-12-06 as typed in). No constant is chosen on them:
+  2026-12-06 as typed in), and InferenceX's runs at a fixed concurrency (DeepSeek R1 with each expert split over 8
+  H200s, gpt-oss-120b on one MI300X; added on 2026-12-06 after their estimates were seen, each row's note saying
+  so: the sweep prompted counting a split expert's grouped GEMM at its whole width). No constant is chosen on them:
   they say how far the estimate is from figures it was not fitted to.
 
 The perf overview runs its mixtures of experts with ``--ep $ep_size`` (a size it does not state, taken as the TP
