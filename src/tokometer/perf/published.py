@@ -129,7 +129,6 @@ _MI300X_GPT_OSS = ("gpt-oss-120b on one MI300X (vLLM 0.17 on ROCm, MXFP4 experts
                    "published median TPOT of 31.4). vLLM's tuned configs use 16-row tiles up to 128 tokens a step and "
                    "32 up to 512 (E=128, N=2880 on an H100); with those the estimate is too fast by about 25-47 % "
                    "here, so neither tile is taken: the engine's MXFP4 path on ROCm is not modelled")
-
 _H100_BANDWIDTH = ("one bandwidth-bound shape on one H100 too slow by 15-16 % (a long answer of Mistral 7B, "
                    "20000 → 2000 of Mixtral): the decode's bandwidth share chosen on the fit split (82.5 %) is below "
                    "what these runs reached; the fit's own 8B on one H100 runs 9-14 % below its long answers too")

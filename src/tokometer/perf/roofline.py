@@ -480,8 +480,8 @@ class Deployment:
         (`Efficiency.expert_share`): the expert's whole width, whole experts on each GPU (``expert_parallel``) or
         each split TP ways (the default). A split expert gives each GPU fewer tiles of the same depth (its gate
         and up projections still run over the whole hidden size), not narrower ones: counted at 1/TP of the width
-        until 2026-12-06, a mixture of experts over 8 H200s at 8-64 users ran 3.5-4.5 × faster than that
-        (`tokometer.perf.published`: the fit split's InferenceX rows, DeepSeek R1, SGLang, TP 8)."""
+        until 2026-12-06, a mixture of experts over 8 H200s at 8-64 users ran 3.4-4.5 × faster than that
+        (`tokometer.perf.published`: InferenceX's DeepSeek R1, SGLang, TP 8; held out, typed in after seen)."""
         return float(self.model.routed_expert_width)
 
     def describe(self) -> str:

@@ -87,7 +87,7 @@ def test_the_share_is_taken_at_the_experts_whole_width_however_they_are_split() 
     """Each expert split over the TP GPUs (the default without --ep: TensorRT-LLM's release-0.17 engines, vLLM,
     SGLang) gives each GPU fewer tiles of the same depth, not narrower ones: its grouped GEMM is counted at the
     expert's whole width, as with whole experts on each GPU (--ep). Counted at 1/TP of it until 2026-12-06, DeepSeek
-    R1 split over 8 H200s at 8-64 users came out 3.5-4.5 × slower than published (the fit split's InferenceX rows)."""
+    R1 split over 8 H200s at 8-64 users came out 3.4-4.5 × slower than published (the fit split's InferenceX rows)."""
     typical, mixtral, h100 = Efficiency(), resolve_model("mixtral-8x7b"), resolve_hardware("H100-SXM")
     one = Deployment(mixtral, h100, "fp8", "fp8")
     split = Deployment(mixtral, h100, "fp8", "fp8", tp=8)

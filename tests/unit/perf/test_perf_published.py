@@ -214,7 +214,7 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # 12 → 15 within the aim, the Llama 2 70B ones 8 of 11 as before. The median rose with the set, not with a
     # change of the model: 10.35 % over the 725 before them, 10.45 % over all 738
     # 466 of 749 (2026-12-06, twenty-first session): a split expert's grouped GEMM counted at its whole width, not
-    # 1/TP of it (DeepSeek R1 split over 8 H200s at 8-64 users had come out 3.5-4.5 × too slow), and InferenceX's
+    # 1/TP of it (DeepSeek R1 split over 8 H200s at 8-64 users had come out 3.4-4.5 × too slow), and InferenceX's
     # 11 fixed-concurrency figures joined (typed in after their estimates were seen; 5 within the aim): over the 738
     # before them 462 → 461 (Mixtral over 2-4 GPUs within, over 8 too fast rather than too slow), within ±30 %
     # 605 → 618, the median 10.45 → 10.66 %; over all 749, 10.79 %: raised with the model's change, as it stands
