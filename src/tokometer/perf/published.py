@@ -32,7 +32,8 @@ Each row has a ``split``, set when the row was added and never moved after an er
   results (Llama 2 70B, v4.1 to v6.0; Llama 3.1 8B and 405B, DeepSeek R1, Mixtral 8x7B, v5.1 and v6.0, added on
   2026-12-06 as typed in), and InferenceX's runs at a fixed concurrency (DeepSeek R1 with each expert split over 8
   H200s, gpt-oss-120b on one MI300X; added on 2026-12-06 after their estimates were seen, each row's note saying
-  so: the sweep prompted counting a split expert's grouped GEMM at its whole width). No constant is chosen on them:
+  so: the sweep prompted counting a split expert's grouped GEMM at its whole width; and DeepSeek R1 over 8 MI325X,
+  added after that change, as typed in). No constant is chosen on them:
   they say how far the estimate is from figures it was not fitted to.
 
 The perf overview runs its mixtures of experts with ``--ep $ep_size`` (a size it does not state, taken as the TP
@@ -122,6 +123,12 @@ _INFERENCEX_R1 = ("DeepSeek R1 split over 8 H200s (SGLang 0.5.7): one figure, 1k
                   "that run's TPOT is 22.7 ms, above the 12.8 ms the same page's sweep measured at 8 users on another "
                   "runner (the sweep's four figures land within -8 to -17 %, the other two shapes at 4 users +8 and "
                   "+11 %); the one run is taken as measured")
+_ROCM_R1 = ("DeepSeek R1 split over 8 MI325X (SGLang 0.5.9 on ROCm) at 4 and 8 users: too fast by 154 and 98 %. "
+            "Its TPOT, 24.0 and 26.2 ms, is twice what SGLang 0.5.7 ran on 8 H200s at 8 users (12.8 ms; those within "
+            "-8 to -17 % here) though the MI325X reads its memory 1.25 × as fast: the engine's ROCm path for latent "
+            "attention and block-scaled FP8 experts, not the GPU, sets the step, as for vLLM on the MI300X in 2024. "
+            "Typed in after the change of 2026-12-06 to split experts and before its estimate was seen; at 1/TP of "
+            "the experts' width, as before that change, it would land at -0 and -36 % (a slower model of another GPU)")
 _MI300X_GPT_OSS = ("gpt-oss-120b on one MI300X (vLLM 0.17 on ROCm, MXFP4 experts) at 64-256 users: too slow by 30-58 "
                    "%. A decode step of 64-256 tokens gives each of the 128 experts 2-8 tokens, padded to the 64-row "
                    "tile chosen on the fit split, at 48 % of the dense efficiency and the MI300X's measured GEMM "
@@ -195,7 +202,7 @@ KNOWN_MISSES: dict[str, str] = {
     "llama-2-70b B300 8 × TP1 nvfp4": _B300_GEMM_SHARE,
     # InferenceX's figures at a fixed concurrency, held out on 2026-12-06 (typed in after their estimates were seen)
     "deepseek-r1 H200-SXM TP8 fp8 closed loop": _INFERENCEX_R1,
-    "gpt-oss-120b MI300X TP1 bf16 closed loop": _MI300X_GPT_OSS,
+    "gpt-oss-120b MI300X TP1 bf16 closed loop": _MI300X_GPT_OSS, "deepseek-r1 MI325X TP8 fp8 closed loop": _ROCM_R1,
     "llama-2-70b H200-SXM 8 × TP1 fp8": _SHORT_DENSE,
     # TensorRT-LLM's newer perf overview (developer-guide/perf-overview.md at 03e27c7d), held out on 2026-12-05
     "deepseek-r1 B200 DEP4 nvfp4": _DEP, "deepseek-r1 GB200 DEP4 nvfp4": _DEP, "deepseek-r1 H200-SXM DEP8 fp8": _DEP,
