@@ -347,10 +347,11 @@ def figure_kind(figure: PublishedFigure) -> str:
 
 def case_kind(moe: bool, weight_dtype: str, gpus: int, fixed_concurrency: bool) -> str:
     """The kind of a case, a published one or one asked about (`tokometer.perf.trackrecord`): ``fixed
-    concurrency`` (a closed loop of users), else ``mixture of experts``, ``NVFP4 on Blackwell`` (the NVFP4 weights
-    only Blackwell multiplies), ``dense over 4-8 GPUs`` (``gpus``: one copy's TP × PP) or ``dense on 1-2 GPUs``."""
+    concurrency`` (a closed loop of users of a dense model) or ``mixture of experts at a fixed concurrency``, else
+    ``mixture of experts``, ``NVFP4 on Blackwell`` (the NVFP4 weights only Blackwell multiplies), ``dense over 4-8
+    GPUs`` (``gpus``: one copy's TP × PP) or ``dense on 1-2 GPUs``."""
     if fixed_concurrency:
-        return "fixed concurrency"
+        return "mixture of experts at a fixed concurrency" if moe else "fixed concurrency"
     if moe:
         return "mixture of experts"
     if weight_dtype == "nvfp4":

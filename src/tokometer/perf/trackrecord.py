@@ -8,7 +8,8 @@ numbers (`track_record`), so that a reader knows how far to trust them before me
     its kind          the held-out figures of the same kind (`published.case_kind`): at maximum load the
                       deployment's kind (a mixture of experts, NVFP4 on Blackwell, dense over 4-8 GPUs or on
                       1-2), and at a fixed concurrency (the batch rows: a closed loop of users) the fixed
-                      concurrencies': how many within ±15 % (`published.HELD_OUT_AIM`), the median |error|
+                      concurrencies' of a dense model or of a mixture of experts, as the deployment's is: how
+                      many within ±15 % (`published.HELD_OUT_AIM`), the median |error|
     this deployment   the figures of the same model, hardware, TP × PP, weight and KV formats and expert layout,
                       from either split (said which: the fit split's are close by construction), at maximum load
                       and at fixed concurrencies alike: how many, how many within ±15 %, the median error with its
@@ -106,7 +107,8 @@ def track_record(d: Deployment, efficiency_source: str = "typical") -> TrackReco
     if efficiency_source != "typical" or d.hardware.kind != "gpu":
         return None
     kind = case_kind(d.model.is_moe, normalize_dtype(d.weight_dtype), d.tp * d.pp, False)
-    return TrackRecord(_kind_record(kind), _kind_record(case_kind(False, "", 1, True)), _deployment_record(d))
+    loops = case_kind(d.model.is_moe, "", 1, True)
+    return TrackRecord(_kind_record(kind), _kind_record(loops), _deployment_record(d))
 
 
 @functools.cache
