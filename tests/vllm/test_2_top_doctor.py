@@ -20,6 +20,7 @@ from tests.vllm.conftest import MAX_MODEL_LEN, VllmServer
 from tokometer.doctor import DoctorReport, DoctorSpec, run_doctor
 
 
+@pytest.mark.timing  # its premise is a time: the bench's client sends its next request before top's last sample
 def test_top_once_agrees_with_a_bench_running_meanwhile(vllm: VllmServer, tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     bench = subprocess.Popen([sys.executable, "-m", "tokometer", "bench", "--url", vllm.openai_url, "--model",
