@@ -57,7 +57,7 @@ def test_every_published_figure_has_its_source_and_split() -> None:
     rtx = [f for f in fit if f.hardware == "RTX-PRO-6000"]
     assert len(rtx) == 49 and all("fit split from 2026-12-04" in f.note and "PP1" in f.note for f in rtx)
     held_out = published_figures("held-out")
-    assert len(held_out) == 751 and len(fit) + len(held_out) == len(figures)
+    assert len(held_out) == 758 and len(fit) + len(held_out) == len(figures)
     # The release-0.17 table whole (added in two steps, each held out before its errors were computed), but for
     # the cells whose deployment the fit split holds (Llama 3.1 8B and 70B in FP8 on H100/H200 at TP 1-2) and
     # Llama 3.1 405B on 8 H200s (the newer page's figure of that deployment is held out already).
@@ -71,12 +71,13 @@ def test_every_published_figure_has_its_source_and_split() -> None:
                 (("H200-SXM", 1), ("H100-SXM", 2))]
     # Each held-out source names the page and commit, or the article or documentation page, it was read on.
     assert all("commit " in f.source or "blogs." in f.source or "docs.nvidia.com" in f.source
-               or "github.com/" in f.source for f in held_out)
+               or "github.com/" in f.source or "amd.com/" in f.source for f in held_out)
     # Closed-loop figures at a fixed concurrency, every one of them held out: NVIDIA NIM's tables, and InferenceX's
     # (2026-12-06) DeepSeek R1 with each expert split over 8 H200s (SGLang) and gpt-oss-120b on one MI300X (vLLM),
-    # typed in after their estimates were seen, and saying so; DeepSeek R1 split over 8 MI325X, as typed in
+    # typed in after their estimates were seen, and saying so; DeepSeek R1 split over 8 MI325X, as typed in; AMD's
+    # fixed batches over 8 MI300X (below)
     loops = [f for f in figures if f.concurrency]
-    assert len(loops) == 92 and all(f.split == "held-out" for f in loops)
+    assert len(loops) == 95 and all(f.split == "held-out" for f in loops)
     nim = [f for f in loops if "NIM" in f.source]
     assert len(nim) == 79 and {f.concurrency for f in nim} == {1, 5, 25, 50, 100, 150, 200, 250}
     inferencex = [f for f in loops if "InferenceX" in f.source]
@@ -84,6 +85,14 @@ def test_every_published_figure_has_its_source_and_split() -> None:
     typed = [f for f in inferencex if "held out as typed in, before its estimate was seen" in f.note]
     assert len(seen) == 11 and len(typed) == 2 and {f.hardware for f in typed} == {"MI325X"}
     assert all(not f.expert_parallel and f.tp == 8 for f in inferencex if f.model == "deepseek-r1")
+    # AMD's performance-results page (2026-12-06): its latency table's fixed batches of one, two and four requests
+    # (Llama 3.1 70B over 8 MI300X, vLLM 0.10.2) beside a closed loop of as many users, and its throughput table's
+    # two shapes whose short prompts leave the column's unstated definition (output or all tokens) under 6 %;
+    # typed in before their estimates were seen, and saying so
+    amd = [f for f in figures if "amd.com/" in f.source]
+    assert len(amd) == 7 and all("typed in before its estimate was seen" in f.note for f in amd)
+    assert sorted(f.concurrency or 0 for f in amd) == [0, 0, 0, 0, 1, 2, 4]
+    assert all(f.input_tokens == 128 and f.hardware == "MI300X" and f.tp == 8 for f in amd)
     # MLPerf Inference's Llama 2 70B Offline results (v4.1 to v6.0, 2026-12-05), held out as typed in: one row a
     # system, each a server's engines (copies) at their stated batch cap, at the set's mean prompt and the answer
     # length of the submission's own accuracy run
@@ -159,7 +168,7 @@ def test_the_estimate_at_max_load_is_within_the_aim_on_the_fit_figures() -> None
 
 def test_every_held_out_figure_is_within_the_aim_or_its_deployment_is_a_listed_miss() -> None:
     checked = compare_published(figures=published_figures("held-out"))
-    assert len(checked) == 751  # every held-out deployment is one the estimate can size
+    assert len(checked) == 758  # every held-out deployment is one the estimate can size
     unexplained = [(c.figure.group, c.figure.input_tokens, c.figure.output_tokens, round(c.error, 2))
                    for c in checked if abs(c.error) > HELD_OUT_AIM and known_miss(c.figure) is None]
     assert not unexplained, "held-out misses without a reason in KNOWN_MISSES"
@@ -221,8 +230,11 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # before them 462 → 461 (Mixtral over 2-4 GPUs within, over 8 too fast rather than too slow), within ±30 %
     # 605 → 618, the median 10.45 → 10.66 %; over all 749, 10.79 %: raised with the model's change, as it stands;
     # then DeepSeek R1 over 8 MI325X (SGLang on ROCm) typed in before its estimate was seen: 0 of 2, 751, 10.80 %
-    assert sum(e <= HELD_OUT_AIM for e in errors) >= 466
-    assert statistics.median(errors) <= 0.108
+    # 468 of 758 (2026-12-06, twenty-second session): AMD's performance-results page (vLLM on 8 MI300X, Llama 3.1
+    # 70B and 405B) typed in before its estimates were seen, 2 of 7 within the aim; the model unchanged, the median
+    # 10.80 → 10.86 % with the set
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 468
+    assert statistics.median(errors) <= 0.1086
     # the 332 held out before the rest of the release-0.17 table joined (2026-12-04): 186 within the aim until
     # 2026-12-05, 176 since: the refit's 40 µs a layer (chosen on the fit split, not on these) speeds up every
     # step, and the Llama 4 rows read with whole experts on each GPU run further from the fit; the count is the
@@ -230,7 +242,7 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # and the refit after it (the NVFP4 rows on Blackwell and the dense ones over 4-8 GPUs, already too fast, a
     # little faster with prefill at 57.5 %)
     earlier = [c for c in checked if "MLPerf" not in c.figure.source and "03e27c7d" not in c.figure.source
-               and "InferenceX" not in c.figure.source
+               and "InferenceX" not in c.figure.source and "amd.com/" not in c.figure.source
                and ("258c7540" not in c.figure.source or c.figure.group in _FIRST_RELEASE_ROWS)]
     # (191 since each all-reduce is timed by its message size; 203 with trtllm-bench's batch and the refit after it;
     # 215 with the older page's MoE rows read as attention data parallel and the refit after it; 210 with the
