@@ -56,6 +56,12 @@ def test_the_estimate_says_how_far_it_has_been_from_published_figures(tmp_path: 
     assert check["deployment"]["figures"] == 16 and check["deployment"]["split"] == "held-out"
     assert check["deployment"]["known_miss"] == KNOWN_MISSES["qwen3-30b-a3b B200 TP1 nvfp4"]
     assert check["kind"]["scope"] == "mixture of experts" and check["fixed_concurrency"]["figures"] > 0
+    assert 0 < check["few_users"]["figures"] < check["fixed_concurrency"]["figures"]
+    # the default batch (1) is a few users: the line says how the estimate has done there, and leans which way
+    assert re.search(r"\(the batch rows\) \d+ of \d+ \(\d+ %\); at 1-5 users \d+ of \d+, the estimate "
+                     r"(a median \d+ % (faster|slower)|within 0.5 % at the median)", result.output)
+    wide = CliRunner(env=WIDE).invoke(estimate, [*args, "--batch", "64"])
+    assert wide.exit_code == 0 and "users" not in wide.output.split("checked")[1].split("\n")[0]
     given = CliRunner(env=WIDE).invoke(estimate, [*args, "--bw-efficiency", "0.7"])
     assert given.exit_code == 0, given.output
     assert "checked" not in given.output and json.loads(out.read_text())["estimate"]["published_check"] is None

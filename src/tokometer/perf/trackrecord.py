@@ -40,7 +40,10 @@ from tokometer.perf.published import (
 from tokometer.perf.quant import normalize_dtype
 from tokometer.perf.roofline import Deployment
 
-__all__ = ["Record", "TrackRecord", "track_record"]
+__all__ = ["FEW_USERS", "Record", "TrackRecord", "track_record"]
+
+FEW_USERS = 5
+"""The most users a copy a fixed concurrency's figure may have to count in `TrackRecord.few_users`."""
 
 
 @dataclass(frozen=True)
@@ -92,11 +95,14 @@ class TrackRecord:
     """Held-out figures at maximum load of the deployment's kind."""
     fixed_concurrency: Record
     """Held-out figures at a fixed concurrency (what the batch rows are)."""
+    few_users: Record
+    """Of `fixed_concurrency`'s figures, those of at most `FEW_USERS` users a copy."""
     deployment: Record | None
     """The deployment's own figures (None: none published)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind.to_json(), "fixed_concurrency": self.fixed_concurrency.to_json(),
+                "few_users": self.few_users.to_json(),
                 "deployment": self.deployment.to_json() if self.deployment else None,
                 "source": "tokometer.perf.published (docs/reference/published-figures.md)"}
 
@@ -108,13 +114,17 @@ def track_record(d: Deployment, efficiency_source: str = "typical") -> TrackReco
         return None
     kind = case_kind(d.model.is_moe, normalize_dtype(d.weight_dtype), d.tp * d.pp, False)
     loops = case_kind(d.model.is_moe, "", 1, True)
-    return TrackRecord(_kind_record(kind), _kind_record(loops), _deployment_record(d))
+    return TrackRecord(_kind_record(kind), _kind_record(loops), _kind_record(loops, FEW_USERS),
+                       _deployment_record(d))
 
 
 @functools.cache
-def _kind_record(kind: str) -> Record:
-    figures = [f for f in published_figures("held-out") if figure_kind(f) == kind]
-    return Record(kind, "held-out", tuple(c.error for c in compare_published(figures=figures)))
+def _kind_record(kind: str, most_users: int | None = None) -> Record:
+    """The held-out figures of ``kind``; with ``most_users``, only those of at most that many users a copy."""
+    figures = [f for f in published_figures("held-out") if figure_kind(f) == kind
+               and (most_users is None or (f.concurrency or 0) // f.replicas <= most_users)]
+    scope = kind if most_users is None else f"{kind} at 1-{most_users} users"
+    return Record(scope, "held-out", tuple(c.error for c in compare_published(figures=figures)))
 
 
 def _deployment_record(d: Deployment) -> Record | None:

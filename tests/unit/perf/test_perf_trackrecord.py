@@ -17,7 +17,7 @@ from tokometer.perf.published import (
     published_figures,
 )
 from tokometer.perf.roofline import Deployment
-from tokometer.perf.trackrecord import Record, track_record
+from tokometer.perf.trackrecord import FEW_USERS, Record, track_record
 
 
 def _deployment(model: str, hardware: str, dtype: str, kv: str, *, tp: int = 1, pp: int = 1,
@@ -128,6 +128,25 @@ def test_the_json_carries_the_counts_and_the_aim() -> None:
     t = track_record(_deployment("qwen3-30b-a3b", "B200", "nvfp4", "fp8"))
     assert t is not None
     j = t.to_json()
-    assert set(j) == {"kind", "fixed_concurrency", "deployment", "source"}
+    assert set(j) == {"kind", "fixed_concurrency", "few_users", "deployment", "source"}
     assert j["deployment"]["figures"] == 16 and j["deployment"]["aim"] == 0.15
     assert j["kind"]["within_aim"] == t.kind.within and j["deployment"]["known_miss"]
+
+
+def test_a_few_users_are_the_fixed_concurrencies_of_at_most_five_users_a_copy() -> None:
+    """One stream and a handful (NIM's 1 and 5 users, AMD's batches of 1-4; InferenceX's 4): where a user first
+    sets a benchmark beside the estimate, and where the estimate of a dense model has leaned slow."""
+    dense = track_record(_deployment("llama-3.1-8b", "H100", "fp8", "fp8"))
+    moe = track_record(_deployment("deepseek-r1", "H200", "fp8", "fp8", tp=8))
+    assert dense is not None and moe is not None
+    for t, is_moe in ((dense, False), (moe, True)):
+        few = [f for f in published_figures("held-out") if f.concurrency
+               and f.concurrency // f.replicas <= FEW_USERS and resolve_model(f.model).is_moe == is_moe]
+        errors = _errors(few)
+        assert t.few_users.figures == len(few) > 0 and t.few_users.split == "held-out"
+        assert t.few_users.scope == f"{t.fixed_concurrency.scope} at 1-{FEW_USERS} users"
+        assert t.few_users.within == sum(abs(e) <= 0.15 for e in errors)
+        assert t.few_users.median_error == pytest.approx(statistics.median(errors))
+        assert t.few_users.figures < t.fixed_concurrency.figures
+    # NIM's 1 and 5 users of the 8B and the 70B (five shapes each) and AMD's 70B at 1, 2 and 4 (2026-12-06)
+    assert dense.few_users.figures == 23 and dense.few_users.median_error < 0
