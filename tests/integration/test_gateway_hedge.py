@@ -16,6 +16,11 @@ from tokometer.gateway.auth import hash_key
 
 __all__ = ["gateway_factory"]  # the fixture, used by name
 
+# Every test here checks a time against the simulators' scripted ones (a hedge 200 ms in, the winner's TTFT within
+# 0.4 s of its deadline): in the timing lane. Beside the other lanes on 2 cores the backup once answered after the
+# primary's scripted 2 s (the primary won the race it should lose).
+pytestmark = pytest.mark.timing
+
 _ASK = {"model": "chat", "messages": [{"role": "user", "content": "a quick question"}], "max_tokens": 8,
         "stream_options": {"include_usage": True}}
 _NS = 1e9
