@@ -51,6 +51,7 @@ def test_poisson_rate_is_achieved(sim_factory: Callable[..., SimServer]) -> None
     assert health.saturated == bool(health.problems)
 
 
+@pytest.mark.timing  # the aggregate at 4 users over 3 × one user's: a time, lost beside the other lanes
 def test_concurrency_sweep_shows_per_request_speed_and_aggregate_throughput(
     sim_factory: Callable[..., SimServer], tmp_path: Path
 ) -> None:
