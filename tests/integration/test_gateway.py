@@ -179,6 +179,7 @@ def _patch(sim: SimServer, changes: dict[str, Any]) -> None:
         response.read()
 
 
+@pytest.mark.timing  # the cache's Redis deadline and its 1 s back-off: beside the other lanes a read once missed
 def test_redis_outage_degrades_to_no_cache(sim_factory: Callable[..., SimServer],
                                            gateway_factory: Callable[[str], SimServer],
                                            redis_server: RedisServer) -> None:
