@@ -246,7 +246,7 @@ def _track_record_lines(e: Estimate) -> list[str]:
 
 
 def _few_users(e: Estimate) -> str:
-    """``; at 1-5 users 13 of 19, the estimate a median 9 % slower``, where a batch row has that few users."""
+    """``; at 1-5 users 15 of 23, the estimate a median 11 % slower``, where a batch row has that few users."""
     t = e.track_record
     if t is None or not any(row.batch <= FEW_USERS for row in e.rows):
         return ""
