@@ -364,3 +364,64 @@ def test_at_the_cap_idle_goes_first_then_stuck_requests_then_stalled_answers(gat
     assert "connections" not in counts and "client_stalled" not in counts, counts
     first = sim.trace()[0]
     assert first["disconnected"]  # its upstream request was cancelled
+
+
+def _keep_up(sock: socket.socket, stop: threading.Event, rate: float = 1000.0) -> None:
+    """Send ``rate`` bytes a second of a body (twice the minimum rate) until ``stop`` or the server closes."""
+    began = time.monotonic()
+    sent = 100
+    with contextlib.suppress(OSError):
+        while not stop.is_set():
+            time.sleep(0.02)
+            due = int((time.monotonic() - began + 0.1) * rate)
+            sock.sendall(b"a" * (due - sent))
+            sent = due
+
+
+def test_a_new_connection_waits_in_line_for_a_request_keeping_up(gateway: Start) -> None:
+    """The one slot held by a request whose body keeps up (1,000 bytes a second) in its first second: a new client
+    that sends its request at once is not refused; it waits, unread, until that request has been on its way a second
+    and is closed (408) to make room, then is answered. A line of 64 is full: the next gets 503 at once."""
+    gw, _ = gateway("max_connections = 1")
+    stop = threading.Event()
+    holder = _connect(gw)
+    holder.sendall(_head(1_000_000) + b"a" * 100)
+    keeper = threading.Thread(target=_keep_up, args=(holder, stop))
+    keeper.start()
+    try:
+        time.sleep(0.2)
+        body = _body()
+        began = time.monotonic()
+        with _connect(gw) as new:
+            new.sendall(_head(len(body), close=True) + body)
+            answer = _read_all(new)
+        waited = time.monotonic() - began
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
+        assert 0.5 < waited < 2.0, waited  # until the holder's request had been on its way a second
+        holder.settimeout(5)
+        assert _read_all(holder).startswith(b"HTTP/1.1 408")
+    finally:
+        stop.set()
+        keeper.join(10)
+        holder.close()
+    counts = gw.rejected()
+    assert counts.get("slow_request_evicted") == 1 and "connections" not in counts, counts
+    stop.clear()
+    holder = _connect(gw)
+    holder.sendall(_head(1_000_000) + b"a" * 100)
+    keeper = threading.Thread(target=_keep_up, args=(holder, stop))
+    keeper.start()
+    line = []
+    try:
+        time.sleep(0.2)
+        line = [_connect(gw) for _ in range(64)]
+        with _connect(gw) as late:
+            late.settimeout(0.5)
+            assert _read_all(late).startswith(b"HTTP/1.1 503")  # at once: the line is full
+        assert all(not select.select([sock], [], [], 0)[0] for sock in line)  # the line: not answered yet
+    finally:
+        stop.set()
+        keeper.join(10)
+        for sock in [holder, *line]:
+            sock.close()
+    assert "Traceback" not in gw.stderr()

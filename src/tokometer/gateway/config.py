@@ -141,7 +141,8 @@ class ServerConfig(_Strict):
                                   "and its upstream request cancelled")
     max_connections: Concurrency = Field(1024, description="open client connections (fewer if file descriptors are "
                                  "short); at the limit one that is not progressing is closed (idle, then a "
-                                 "stalled request, then a stalled answer), or the new one gets 503")
+                                 "stalled request, then a stalled answer), the new one waits up to 2 s while "
+                                 "requests in their first second keep up, else it gets 503")
     counting_threads: int = Field(1, ge=1, le=64, description="large prompts (256 KiB and more) counted at once, "
                                   "off the event loop; smaller ones have two threads of their own")
     health_details: Literal["public", "authenticated", "none"] = Field(

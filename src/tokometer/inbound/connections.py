@@ -42,8 +42,11 @@ uvicorn's httptools protocol, with what it lacks for a server on an open port:
   5. its answer stalled: writing paused and nothing drained for `PROGRESS_GRACE_S`, the longest
      stalled first, aborted.
 
-  Only when every connection is doing real work (its request being answered, its answer being
-  read) is the new one answered ``503`` and closed.
+  When none can be closed yet but some request is on its way and keeping up (in its first `SLOW_AFTER_S`), the new
+  connection waits, unread, in line for its slot (`tokometer.inbound.waiting_room`: first come first served, at most
+  ``MAX_WAIT_S``), so that clients that keep just above the minimum rate and reconnect at once cannot keep every
+  slot in its first second. Only when every connection is doing real work (its request being answered, its answer
+  being read), or the line is full or waited too long, is the new one answered ``503`` and closed.
 
 Refusals are reported to ``on_refusal`` (the gateway counts them in ``tokometer_gateway_rejected_total``;
 reasons ``header_too_large``, ``header_timeout``, ``bad_request_line``, ``http_version``, ``body_framing``,
@@ -66,6 +69,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from tokometer.inbound.request_limits import DEFAULT_LIMITS
+from tokometer.inbound.waiting_room import MAX_WAITING, SLOW_AFTER_S, WaitingRoom
 
 __all__ = ["EVICTED", "FRAMING_SHARE", "MAX_PIPELINED", "PROGRESS_GRACE_S", "ConnectionLimits", "fd_budget",
            "guarded_protocol"]
@@ -78,10 +82,6 @@ FRAMING_SHARE = 8
 """Beyond ``max_body_framing_bytes``, a chunked body's framing may take this fraction of the body (1/8: an upload
 in 64-byte chunks passes, one in 1-byte chunks does not)."""
 
-SLOW_AFTER_S = 1.0
-"""A request still on its way after this long, though keeping up ``min_body_rate``, may make room at the connection
-limit: the slowest first, after those behind."""
-
 MAX_PIPELINED = 32
 """Requests a client may send ahead of their answers on one connection (HTTP/1.1 pipelining); with more
 waiting, the connection is closed (uvicorn would read and queue them all, ~8,000 a read)."""
@@ -90,8 +90,9 @@ PROGRESS_GRACE_S = 0.5
 """A connection that moved a byte (of its request in, or of its answer out) this recently is progressing:
 it is not closed to make room for a new one."""
 
-_FD_RESERVE = 64
-"""Descriptors kept for everything else: the listening socket, logs, Redis, the tokenizer, probes."""
+_FD_RESERVE = 64 + MAX_WAITING
+"""Descriptors kept for everything else: the listening socket, logs, Redis, the tokenizer, probes, and the new
+connections waiting for a slot."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +139,8 @@ def _response(status: int, reason: str, message: str) -> bytes:
 
 class _GuardedProtocol(HttpToolsProtocol):
     limits: ConnectionLimits
+    waiting_room: WaitingRoom
+    """New connections waiting for a slot, one room a server (`guarded_protocol`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -145,6 +148,10 @@ class _GuardedProtocol(HttpToolsProtocol):
         self._head_fields = 0
         self._in_head = False
         self._refused = False
+        self._waiting = False
+        """In the waiting room, unread (`tokometer.inbound.waiting_room`)."""
+        self._held = b""
+        """What came while waiting (the first read; reading is then paused until admitted)."""
         self._head_timer: asyncio.TimerHandle | None = None
         self.idle_since = time.monotonic()
         self.last_byte = self.idle_since
@@ -167,35 +174,65 @@ class _GuardedProtocol(HttpToolsProtocol):
     # -- connection ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.limits.max_connections and not self._make_room():
-            self._refuse(503, "Service Unavailable", "connections",
-                         "the gateway is at its connection limit; retry shortly")
-            return
-        self._arm_head_timer()
+        room = self.waiting_room
+        wait_s = self.make_room() if not room else 0.0  # (others wait already: behind them)
+        if not room and wait_s == 0.0:
+            self._arm_head_timer()
+        elif wait_s is None or not room.join(self, wait_s):
+            self.turn_away()
+        else:
+            self._waiting = True  # unread until admitted (`tokometer.inbound.waiting_room`): see `data_received`
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_timer()
         self._disarm_stall_timer()
         self._disarm_body_timer()
+        if self._waiting:
+            self.waiting_room.leave(self)
+        else:
+            self.waiting_room.slot_freed()
         super().connection_lost(exc)
 
-    def _make_room(self) -> bool:
-        """Close the connection that progresses least (module docstring); False if every one does real work."""
+    # -- a slot at the connection limit (the waiting room's `Newcomer`) ---------------------------
+    def make_room(self) -> float | None:
+        """0.0 if this connection has a slot (the limit not reached, or the connection that progresses least
+        closed: module docstring); else the seconds until a request on its way may make room, or None if every
+        other connection does real work."""
+        if len(self.connections) - len(self.waiting_room) + self._waiting <= self.limits.max_connections:
+            return 0.0
         now = time.monotonic()
-        victim, rank, since = None, _BUSY, 0.0
+        victim, rank, since, soonest = None, _BUSY, 0.0, None
         for other in self.connections:
-            if other is self or not isinstance(other, _GuardedProtocol):
+            if other is self or not isinstance(other, _GuardedProtocol) or other._waiting:
                 continue
             other_rank, other_since = other._stage(now)
             if other_rank < rank or (other_rank == rank != _BUSY and other_since < since):
                 victim, rank, since = other, other_rank, other_since
-        if victim is None:
-            return False
-        victim._evict(rank, now - since)
-        return True
+            elif other_rank == _KEEPING_UP:
+                soonest = other_since if soonest is None else min(soonest, other_since)
+        if victim is not None:
+            victim._evict(rank, now - since)
+            return 0.0
+        return None if soonest is None else max(soonest - now, 0.001)
+
+    def admit(self) -> None:
+        self._waiting = False
+        self.idle_since = self.last_byte = time.monotonic()
+        self._arm_head_timer()
+        held, self._held = self._held, b""
+        self.transport.resume_reading()
+        if held:
+            self.data_received(held)
+
+    def turn_away(self) -> None:
+        self._waiting = False
+        self._refuse(503, "Service Unavailable", "connections", "the gateway is at its connection limit; retry shortly")
+
+    def gone(self) -> bool:
+        return self._refused or self.transport.is_closing()
 
     def _stage(self, now: float) -> tuple[int, float]:
-        """How much this connection progresses, for `_make_room`: its rank, and since when it has not (for a
+        """How much this connection progresses, for `make_room`: its rank, and since when it has not (for a
         request on its way, `_behind_since`: in the future while it keeps up)."""
         if self._refused or self.transport.is_closing():
             return _BUSY, 0.0
@@ -251,7 +288,9 @@ class _GuardedProtocol(HttpToolsProtocol):
         if behind <= now:
             return _SENDING, behind
         elapsed = now - self._request_began
-        return (_SLOW, self._body_bytes / elapsed) if elapsed >= SLOW_AFTER_S else (_BUSY, 0.0)
+        if elapsed >= SLOW_AFTER_S:
+            return _SLOW, self._body_bytes / elapsed
+        return _KEEPING_UP, min(behind, self._request_began + SLOW_AFTER_S)
 
     def _release_application(self) -> None:
         """The application stops waiting for a request body this connection will not deliver (it sees a
@@ -314,6 +353,10 @@ class _GuardedProtocol(HttpToolsProtocol):
     # -- request heads ---------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
         if self._refused:
+            return
+        if self._waiting:  # (uvloop starts reading after connection_made, so it is paused at the first read)
+            self._held += data  # one read at most
+            self.transport.pause_reading()
             return
         self.last_byte = time.monotonic()
         idle = self.idle()
@@ -484,8 +527,9 @@ class _GuardedProtocol(HttpToolsProtocol):
 _VERSIONS = frozenset({"1.0", "1.1"})
 """The HTTP versions a request line may name."""
 
-_IDLE, _SENDING, _SLOW, _FRESH, _STALLED, _BUSY = range(6)
-"""The ranks of `_GuardedProtocol._stage`: who is closed first to make room (`_BUSY` never)."""
+_IDLE, _SENDING, _SLOW, _FRESH, _STALLED, _BUSY, _KEEPING_UP = range(7)
+"""The ranks of `_GuardedProtocol._stage`: who is closed first to make room (`_BUSY` and `_KEEPING_UP` never; a new
+connection waits for one `_KEEPING_UP`, a request on its way in its first `SLOW_AFTER_S`, until it may be closed)."""
 
 
 class _Stop(Exception):
@@ -498,7 +542,7 @@ def _address(client: tuple[str, int] | None) -> str:
 
 def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol class bound to ``limits`` (pass it as ``uvicorn.Config(http=...)``)."""
-    return type("GatewayHttpProtocol", (_GuardedProtocol,), {"limits": limits})
+    return type("GatewayHttpProtocol", (_GuardedProtocol,), {"limits": limits, "waiting_room": WaitingRoom()})
 
 
 # httptools reports an exception raised in a callback as HttpParserCallbackError; uvicorn answers it
