@@ -6,8 +6,10 @@ cannot make the second request look faster than the first), cut to exactly
 again.
 
 Shared prefixes (``prefix_tokens`` P, ``prefix_groups`` G): G prefixes of exactly P tokens are made first;
-each prompt starts with one of them (chosen by the seed), then a line break and its own words, so that the
-whole prompt is still exactly ``input_tokens`` tokens. The first prompt with each prefix is marked
+each prompt starts with one of them, then a line break and its own words, so that the whole prompt is still
+exactly ``input_tokens`` tokens. The prompts go round the prefixes: each run of G prompts takes every prefix
+once, in an order the seed shuffles (`_group`), so a run of N ≥ G prompts uses every prefix, each N / G times
+to within one, and exactly G prompts find their prefix new. The first prompt with each prefix is marked
 (``prefix_first``): it is the one a prefix cache cannot have seen.
 
 With ``images`` (`tokometer.datasets.images`) each prompt also carries its own synthetic images; such
@@ -92,6 +94,8 @@ class SyntheticSource:
         self.prefix_groups = prefix_groups
         self._prefixes: list[str] = []
         self._seen_groups: set[int] = set()
+        self._round: tuple[int, list[int]] = (-1, [])
+        """The round of prefixes last used (`_group`): its number and its order."""
         self.input_tokens = input_tokens
         self.tokenizer = tokenizer
         self.seed = seed
@@ -127,8 +131,18 @@ class SyntheticSource:
                                   else _words(rng, self.prefix_tokens))
         return self._prefixes[group]
 
+    def _group(self, index: int) -> int:
+        """Prompt ``index``'s prefix: its place in its round of ``prefix_groups`` prompts, in that round's order (a
+        shuffle of the seed's); the last round's order is kept."""
+        number, place = divmod(index, self.prefix_groups)
+        if self._round[0] != number:
+            order = list(range(self.prefix_groups))
+            random.Random(f"{self.seed}:prefix-round:{number}").shuffle(order)
+            self._round = (number, order)
+        return self._round[1][place]
+
     def _make_shared(self, index: int, rng: random.Random) -> Prompt:
-        group = rng.randrange(self.prefix_groups)
+        group = self._group(index)
         first = group not in self._seen_groups
         self._seen_groups.add(group)
         prefix = self._prefix(group) + "\n"
