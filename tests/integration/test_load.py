@@ -75,6 +75,7 @@ def test_concurrency_sweep_shows_per_request_speed_and_aggregate_throughput(
     assert len({t["body_digest"] for t in sim.trace()}) == 3 * 32 + 1  # and the check request before the run
 
 
+@pytest.mark.timing  # six users' achieved concurrency, and a rate within 10 %: times, lost beside the other lanes
 def test_worker_processes_share_a_step(sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory("--ttft-ms", "5", "--itl-ms", "1")
     closed = bench(sim.openai_url, concurrency=[6], requests=30, warmup=3, input_tokens=4, output_tokens=8,
@@ -90,6 +91,7 @@ def test_worker_processes_share_a_step(sim_factory: Callable[..., SimServer]) ->
     assert len(sim.trace()) == 200
 
 
+@pytest.mark.timing  # a 2 s step within 0.3 s, and every request done within its duration: times
 def test_duration_limited_step_and_csv(sim_factory: Callable[..., SimServer], tmp_path: Path) -> None:
     sim = sim_factory("--ttft-ms", "10", "--itl-ms", "2")
     csv_path = tmp_path / "steps.csv"
