@@ -175,10 +175,13 @@ class _GuardedProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         room = self.waiting_room
-        wait_s = self.make_room() if not room else 0.0  # (others wait already: behind them)
-        if not room and wait_s == 0.0:
-            self._arm_head_timer()
-        elif wait_s is None or not room.join(self, wait_s):
+        wait_s: float | None = 0.0  # others wait already: behind them
+        if not room:
+            wait_s = self.make_room()
+            if wait_s == 0.0:
+                self._arm_head_timer()
+                return
+        if wait_s is None or not room.join(self, wait_s):
             self.turn_away()
         else:
             self._waiting = True  # unread until admitted (`tokometer.inbound.waiting_room`): see `data_received`
