@@ -93,7 +93,10 @@ _MOE = ("mixture of experts: the grouped expert GEMMs' efficiency was chosen on 
         "scale with the KV room as if the step did not grow with the batch")
 _SMALL_MOE = ("Qwen3-30B-A3B: the B200 and GB200 run it at 1.4-3 × one RTX PRO 6000's speed (fit split) where their "
               "bandwidth and FLOP/s are 4.5 ×: the engine's own per-step and per-token work, not the GPU, bounds "
-              "this 3 B-active model there (most at 128 → 128), and the GB200's Grace host is slower still")
+              "this 3 B-active model there (most at 128 → 128), and the GB200's Grace host is slower still; "
+              "vLLM's V1 engine, measured here at 21.8 µs of host work a sequence a step "
+              "(bench/engine_host_cost.py), would take 36 ms a step at 1,672 sequences, under the GPU's estimated "
+              "45 ms where the published figure implies 65 ms: TensorRT-LLM's own host work is not measured here")
 _MIXTRAL = ("one shape (128 → 128, compute bound) too slow by 16 %: the decode's compute share chosen on the fit "
             "split (40 %)")
 _VLLM_ROCM = ("vLLM on ROCm over eight MI300X at maximum load, too fast even at AMD's measured GEMM share (0.487 of "
