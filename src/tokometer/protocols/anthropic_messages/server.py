@@ -15,16 +15,14 @@ from tokometer.messages import content_text, message_text
 from tokometer.protocols.anthropic_messages.writer import AnthropicStreamWriter, anthropic_error_body, error_type
 from tokometer.protocols.common.server import (
     Count,
-    ProtocolServer,
     RequestInfo,
     StreamTiming,
-    no_field,
     opt_bool,
     opt_int,
     opt_str,
     stream_field,
 )
-from tokometer.protocols.common.simtools import call_delta, pick_tool, whole_call
+from tokometer.protocols.common.simtools import ToolCallingServer, pick_tool, whole_call
 
 __all__ = ["SIGNATURE", "AnthropicMessagesServer"]
 
@@ -70,7 +68,7 @@ def _tool_to_call(tools: Any, choice: Any) -> str | None:
     return pick_tool([t["name"] for t in tools], "none" if kind == "none" else "auto", named)
 
 
-class AnthropicMessagesServer(ProtocolServer):
+class AnthropicMessagesServer(ToolCallingServer):
     """The event sequence Anthropic documents (`tokometer.protocols.anthropic_messages.writer`): reasoning in a
     ``thinking`` block before the ``text`` block."""
 
@@ -96,19 +94,6 @@ class AnthropicMessagesServer(ProtocolServer):
                                                          "msg_" + info.id.replace("-", "_"), info.cached_tokens,
                                                          SIGNATURE)
         return writer
-
-    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
-        return self._tokens(info, text, reasoning, last=False)
-
-    def _tokens(self, info: RequestInfo, text: str, reasoning: str, last: bool) -> bytes:
-        no_field(self, reasoning)
-        delta = None if reasoning else call_delta(info, text, last)
-        return self._writer(info).content(text, reasoning) if delta is None else self._writer(info).tool_call(delta)
-
-    def last_tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, finish: str,
-                    timing: StreamTiming, reasoning: str = "") -> bytes:
-        return (self._tokens(info, text, reasoning, last=finish != "length")
-                + self.finish(info, finish, done_before + len(ids), timing))
 
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
         return self._writer(info).ending(finish, info.prompt_tokens, completion_tokens, None, info.cached_tokens)

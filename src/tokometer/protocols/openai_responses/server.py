@@ -13,17 +13,15 @@ from typing import Any, ClassVar
 
 from tokometer.protocols.common.server import (
     Count,
-    ProtocolServer,
     RequestInfo,
     StreamTiming,
-    no_field,
     opt_bool,
     opt_int,
     opt_str,
     prompt_tokens,
     stream_field,
 )
-from tokometer.protocols.common.simtools import call_delta, pick_tool, whole_call
+from tokometer.protocols.common.simtools import ToolCallingServer, pick_tool, whole_call
 from tokometer.protocols.openai.request import MAX_TOKENS_LIMIT
 from tokometer.protocols.openai_responses.writer import ResponsesStreamWriter
 
@@ -63,7 +61,7 @@ def _tool_to_call(tools: Any, choice: Any) -> str | None:
     return pick_tool([t["name"] for t in tools], "none" if choice == "none" else "auto")
 
 
-class OpenAIResponsesServer(ProtocolServer):
+class OpenAIResponsesServer(ToolCallingServer):
     """The event sequence OpenAI documents (`tokometer.protocols.openai_responses.writer`),
     ``sequence_number`` one apart."""
 
@@ -98,19 +96,6 @@ class OpenAIResponsesServer(ProtocolServer):
 
     def _reasoning_tokens(self, info: RequestInfo, completion_tokens: int) -> int | None:
         return None if info.reasoning_tokens is None else min(info.reasoning_tokens, completion_tokens)
-
-    def tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, reasoning: str = "") -> bytes:
-        return self._tokens(info, text, reasoning, last=False)
-
-    def _tokens(self, info: RequestInfo, text: str, reasoning: str, last: bool) -> bytes:
-        no_field(self, reasoning)
-        delta = None if reasoning else call_delta(info, text, last)
-        return self._writer(info).content(text, reasoning) if delta is None else self._writer(info).tool_call(delta)
-
-    def last_tokens(self, info: RequestInfo, ids: list[int], text: str, done_before: int, finish: str,
-                    timing: StreamTiming, reasoning: str = "") -> bytes:
-        return (self._tokens(info, text, reasoning, last=finish != "length")
-                + self.finish(info, finish, done_before + len(ids), timing))
 
     def finish(self, info: RequestInfo, finish: str, completion_tokens: int, timing: StreamTiming) -> bytes:
         return self._writer(info).ending(finish, info.prompt_tokens, completion_tokens,
