@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tokometer.cli.estimate import command as estimate_command
 from tokometer.perf import Deployment, Efficiency, estimate, resolve_hardware, resolve_model
-from tokometer.perf.closedloop import STEP_TOKENS, closed_loop, kv_room, largest_within
+from tokometer.perf.closedloop import STEP_TOKENS, closed_loop, in_flight_s, kv_room, largest_within
 from tokometer.perf.roofline import decode_step_s, mixed_step_s, prefill_s
 
 
@@ -49,7 +49,10 @@ def test_a_prompt_longer_than_the_step_budget_is_prefilled_in_chunks() -> None:
     k = math.ceil(20_000 / (STEP_TOKENS - 8))  # 3 chunks of 6,667 tokens
     assert c.prefill_tokens == pytest.approx(20_000 / k)
     own = mixed_step_s(d, 7, 7 * 21_000, 20_000 / k, (20_000 - 20_000 / k) / 2, eff)
-    assert c.ttft_s == pytest.approx(c.itl_s / 2 + k * own)
+    f, d_s, m_s = c.prefill_share, c.decode_step_s, c.prefill_step_s
+    in_flight = ((1 - f) * d_s**2 + f * m_s**2) / (2 * c.itl_s)  # E[S²] / (2 E[S]) over the steps' mix
+    assert in_flight > c.itl_s / 2
+    assert c.ttft_s == pytest.approx(in_flight + k * own)
     smaller = closed_loop(d, 8, 20_000, 2000, eff, step_tokens=2048)
     assert smaller.ttft_s > c.ttft_s  # ten chunks, each paying the weight read and the collectives
 
@@ -71,7 +74,19 @@ def test_without_chunked_prefill_the_prompts_stall_decoding() -> None:
     c = closed_loop(d, 50, 5000, 500, eff, chunked=False)
     assert not c.chunked and c.prefill_step_s == pytest.approx(prefill_s(d, 5000, 0, eff))
     assert c.itl_s == pytest.approx(c.decode_step_s + 49 / 500 * c.prefill_step_s)
-    assert c.ttft_s == pytest.approx(c.decode_step_s / 2 + c.prefill_step_s)
+    r = 49 / 500
+    in_flight = (c.decode_step_s**2 + r * c.prefill_step_s**2) / (2 * c.itl_s)
+    assert c.ttft_s == pytest.approx(in_flight + c.prefill_step_s)
+
+
+def test_a_prompt_waits_for_the_step_in_flight_as_a_random_moment_meets_it() -> None:
+    """A random moment falls in a long step in proportion to its length: E[S²] / (2 E[S]), not half the mean."""
+    assert in_flight_s(((1.0, 0.030),)) == pytest.approx(0.015)  # alike steps: half a step
+    assert in_flight_s(((3.0, 0.030), (5.0, 0.030))) == pytest.approx(0.015)
+    # nine short steps of 30 ms to one of 400 ms: the mean step is 67 ms, but a moment falls in the long one 60 %
+    # of the time and then waits 200 ms on average: (0.9 × 0.03² + 0.1 × 0.4²) / (2 × 0.067) = 125.5 ms
+    assert in_flight_s(((0.9, 0.030), (0.1, 0.400))) == pytest.approx(0.01681 / 0.134)
+    assert in_flight_s(()) == 0.0 and in_flight_s(((0.0, 1.0),)) == 0.0
 
 
 def test_short_prompts_and_long_answers_come_close_to_decode_only() -> None:
