@@ -30,6 +30,7 @@ VLLM_TEST_TIMEOUT_S = 1800
 
 
 _DATA_HOME = pytest.StashKey[str]()
+_CONFIG_HOME = pytest.StashKey[str]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,6 +45,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # user's runs, nor do its workers share one SQLite file. The cache directory (engine build, model, tokenizers)
     # stays shared: its writers take a file lock.
     config.stash[_DATA_HOME] = os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="tokometer-test-data-")
+    # Likewise the config directory: a calibration `estimate --calibrate` stores, a hardware.toml or prices.toml of
+    # the user's would otherwise change what the tests' estimates say, and a test that calibrates would overwrite
+    # the user's own calibration.
+    config.stash[_CONFIG_HOME] = os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="tokometer-test-config-")
     # Every llama.cpp engine the suite starts (in this process or through the CLI's) runs one thread unless the
     # caller says otherwise: beside four workers and vLLM on two cores, ggml's two threads wait on each other at
     # every operation's barrier (2-3 tokens/s against 19-23 on one; `tokometer.engines.llamacpp.default_threads`).
@@ -52,6 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(config.stash.get(_DATA_HOME, ""), ignore_errors=True)
+    shutil.rmtree(config.stash.get(_CONFIG_HOME, ""), ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
