@@ -354,7 +354,8 @@ def _closed_loop(e: Estimate, row: BatchEstimate) -> str:
         body = (f"Prefill in steps of its own ({c.prefill_tokens:,.0f} tokens, {fmt_time(c.prefill_step_s)}), "
                 f"{c.prefill_share:,.3g} of them a decode step, stalling it: ITL = {fmt_time(c.decode_step_s)} + "
                 f"{c.prefill_share:,.3g} × {fmt_time(c.prefill_step_s)} = {fmt_time(c.itl_s)}. ")
-    wait = "what is left of the step in flight, long steps met in proportion to their length, then " if b > 1 else ""
+    wait = ("what is left of the step in flight, long steps met in proportion to their length, and the prompts "
+            "queued ahead, then ") if b > 1 else ""
     tail = (f"TTFT {fmt_time(c.ttft_s)} ({wait}the prompt's own prefill). Per user cycle "
             f"{fmt_time(c.ttft_s)} + {e.output_tokens - 1:,} × {fmt_time(c.itl_s)} = {fmt_time(c.cycle_s)}: "
             f"{c.per_request_tok_s:,.1f} tok/s per request (1 / ITL), {b:,} × {e.output_tokens:,} / "

@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from tokometer.cli.estimate import command as estimate_command
 from tokometer.perf import Deployment, Efficiency, estimate, resolve_hardware, resolve_model
-from tokometer.perf.closedloop import STEP_TOKENS, closed_loop, in_flight_s, kv_room, largest_within
+from tokometer.perf.closedloop import (
+    STEP_TOKENS,
+    closed_loop,
+    in_flight_s,
+    kv_room,
+    largest_within,
+    prompts_waiting_ahead,
+)
 from tokometer.perf.roofline import decode_step_s, mixed_step_s, prefill_s
 
 
@@ -52,7 +59,9 @@ def test_a_prompt_longer_than_the_step_budget_is_prefilled_in_chunks() -> None:
     f, d_s, m_s = c.prefill_share, c.decode_step_s, c.prefill_step_s
     in_flight = ((1 - f) * d_s**2 + f * m_s**2) / (2 * c.itl_s)  # E[S²] / (2 E[S]) over the steps' mix
     assert in_flight > c.itl_s / 2
-    assert c.ttft_s == pytest.approx(in_flight + k * own)
+    demand = k * (own - mixed_step_s(d, 7, 7 * 21_000, 0, 0, eff))
+    queued = prompts_waiting_ahead(8, demand, 1999 * c.itl_s)
+    assert c.ttft_s == pytest.approx(in_flight + queued * demand + k * own)
     smaller = closed_loop(d, 8, 20_000, 2000, eff, step_tokens=2048)
     assert smaller.ttft_s > c.ttft_s  # ten chunks, each paying the weight read and the collectives
 
@@ -76,7 +85,9 @@ def test_without_chunked_prefill_the_prompts_stall_decoding() -> None:
     assert c.itl_s == pytest.approx(c.decode_step_s + 49 / 500 * c.prefill_step_s)
     r = 49 / 500
     in_flight = (c.decode_step_s**2 + r * c.prefill_step_s**2) / (2 * c.itl_s)
-    assert c.ttft_s == pytest.approx(in_flight + c.prefill_step_s)
+    queued = prompts_waiting_ahead(50, c.prefill_step_s, 499 * c.itl_s)
+    assert 0 < queued < 1
+    assert c.ttft_s == pytest.approx(in_flight + queued * c.prefill_step_s + c.prefill_step_s)
 
 
 def test_a_prompt_waits_for_the_step_in_flight_as_a_random_moment_meets_it() -> None:
@@ -87,6 +98,21 @@ def test_a_prompt_waits_for_the_step_in_flight_as_a_random_moment_meets_it() -> 
     # of the time and then waits 200 ms on average: (0.9 × 0.03² + 0.1 × 0.4²) / (2 × 0.067) = 125.5 ms
     assert in_flight_s(((0.9, 0.030), (0.1, 0.400))) == pytest.approx(0.01681 / 0.134)
     assert in_flight_s(()) == 0.0 and in_flight_s(((0.0, 1.0),)) == 0.0
+
+
+def test_prompts_wait_behind_one_another_as_their_prefill_fills_the_time() -> None:
+    """Mean value analysis of the closed loop: none wait with one user, or with prompts whose compute is small
+    beside the users' decoding; more wait as it fills the time; never more than the other users."""
+    assert prompts_waiting_ahead(1, 0.4, 30.0) == 0.0 and prompts_waiting_ahead(50, 0.0, 30.0) == 0.0
+    assert prompts_waiting_ahead(250, 0.002, 4.0) < 0.01  # short prompts: 200 tokens' compute beside 4 s of answer
+    light, heavy = prompts_waiting_ahead(5, 0.36, 12.0), prompts_waiting_ahead(50, 0.36, 32.0)
+    assert light < 0.02 < heavy < 1.0
+    # at 2 users the arriving prompt meets the other's prompt waiting only if both sent at once: none wait
+    assert prompts_waiting_ahead(2, 1.0, 1.0) == 0.0
+    # far past what the prefill can serve (users × D ≫ think + D) nearly all the others wait
+    assert 90 < prompts_waiting_ahead(100, 1.0, 1.0) <= 99
+    assert all(prompts_waiting_ahead(n, 0.36, 32.0) <= prompts_waiting_ahead(n + 10, 0.36, 32.0)
+               for n in range(1, 200, 10))
 
 
 def test_short_prompts_and_long_answers_come_close_to_decode_only() -> None:
