@@ -27,6 +27,7 @@ def _served_concurrency(traces: list[dict[str, Any]], t0: int, a: float, b: floa
     return float(sum(max(0.0, min(t["end_ns"], hi) - max(t["received_ns"], lo)) for t in traces) / (hi - lo))
 
 
+@pytest.mark.timing  # the client's concurrency a half-second against the server's: lost on a loaded host (CI)
 def test_a_concurrency_ramp_is_followed_by_the_server(sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory("--ttft-ms", "40", "--itl-ms", "5")
     ramp = Ramp("linear", 1.0, 6.0, 2.0)
@@ -54,6 +55,7 @@ def test_a_concurrency_ramp_is_followed_by_the_server(sim_factory: Callable[...,
     assert _served_concurrency(traces, t0, state["start_s"], state["end_s"]) == pytest.approx(6.0, rel=0.05)
 
 
+@pytest.mark.timing  # arrivals by the server's stamps a half-second: a late send moves several (CI, 2026-12-07)
 def test_a_rate_ramp_sends_what_its_rate_integrates_to(sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory("--ttft-ms", "20", "--itl-ms", "2")
     ramp = Ramp("linear", 5.0, 30.0, 2.0)  # Λ(2 s) = 35 requests, then 30 a second

