@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import SimServer
-from tests.helpers import bench, check_stamps_follow_the_trace, median, trace_gap_means_ms, trace_truth_ms
+from tests.helpers import (
+    bench,
+    check_stamps_follow_the_trace,
+    kept_to_script,
+    median,
+    trace_gap_means_ms,
+    trace_truth_ms,
+)
 
 MS = 1e6
 OUTPUT = 64
@@ -57,7 +64,7 @@ def test_ttft_and_tpot_match_the_simulators_send_times(sim_factory: Callable[...
     checked = _check(sim_factory("--ttft-ms", "100", "--itl-ms", "5"))
     summary = checked.summary
     ttft_ms, tpot_ms = checked.server_ms()  # the simulator kept to its script (the client is held to the trace)
-    assert ttft_ms == pytest.approx(100.0, abs=3.0) and tpot_ms == pytest.approx(5.0, rel=0.05)
+    assert kept_to_script(ttft_ms, 100.0) and tpot_ms == pytest.approx(5.0, rel=0.1), (ttft_ms, tpot_ms)
     assert summary.decode_speed_tok_s.p50 == pytest.approx(1000 / summary.tpot_ms.p50, rel=0.03)
     assert summary.output_tokens_source == {"usage": 12}
 
@@ -69,8 +76,8 @@ def test_four_tokens_per_event_keeps_tpot_and_normalises_itl(sim_factory: Callab
     gap_ms, per_token_ms = trace_gap_means_ms(checked.traces)
     assert summary.itl_ms.mean == pytest.approx(per_token_ms, rel=0.03)  # each 20 ms gap carries 4 tokens
     assert summary.chunk_gap_ms.mean == pytest.approx(gap_ms, rel=0.03)
-    assert checked.server_ms()[1] == pytest.approx(5.0, rel=0.05)  # the simulator kept to its script
-    assert gap_ms == pytest.approx(20.0, rel=0.05) and per_token_ms == pytest.approx(5.0, rel=0.05)
+    assert checked.server_ms()[1] == pytest.approx(5.0, rel=0.1)  # the simulator kept to its script
+    assert gap_ms == pytest.approx(20.0, rel=0.1) and per_token_ms == pytest.approx(5.0, rel=0.1)
 
 
 @pytest.mark.timing
@@ -78,5 +85,5 @@ def test_empty_first_event_is_not_the_first_token(sim_factory: Callable[..., Sim
     checked = _check(sim_factory("--ttft-ms", "100", "--itl-ms", "5", "--empty-first-event"))
     summary = checked.summary
     server_ttft_ms = checked.server_ms()[0]
-    assert server_ttft_ms == pytest.approx(100.0, abs=3.0)  # its first token 100 ms after the empty event
+    assert kept_to_script(server_ttft_ms, 100.0), server_ttft_ms  # its first token 100 ms after the empty event
     assert summary.ttft_ms.p50 >= server_ttft_ms  # each request's TTFT is its token's, past the empty event

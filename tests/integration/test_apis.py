@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import SimServer, run_cli
-from tests.helpers import bench, check_stamps_follow_the_trace, median, trace_gap_means_ms, trace_truth_ms
+from tests.helpers import (
+    bench,
+    check_stamps_follow_the_trace,
+    kept_to_script,
+    median,
+    trace_gap_means_ms,
+    trace_truth_ms,
+)
 
 MS = 1e6
 APIS = [("openai-responses", "/v1/responses"), ("anthropic-messages", "/v1/messages")]
@@ -52,9 +59,9 @@ def test_timing_and_counts_match_the_simulators_trace(sim_factory: Callable[...,
     gap_ms, per_token_ms = trace_gap_means_ms(traces)
     assert summary.chunk_gap_ms.mean == pytest.approx(gap_ms, rel=0.03)
     assert summary.itl_ms.mean == pytest.approx(per_token_ms, rel=0.03)  # each gap carries per_event tokens
-    assert median([_server_ttft_ms(t) for t in traces]) == pytest.approx(60.0, abs=4.0)
-    assert median([p for _, p in truths]) == pytest.approx(4.0, rel=0.05)
-    assert gap_ms == pytest.approx(4.0 * per_event, rel=0.05) and per_token_ms == pytest.approx(4.0, rel=0.05)
+    assert kept_to_script(median([_server_ttft_ms(t) for t in traces]), 60.0)
+    assert median([p for _, p in truths]) == pytest.approx(4.0, rel=0.1)
+    assert gap_ms == pytest.approx(4.0 * per_event, rel=0.1) and per_token_ms == pytest.approx(4.0, rel=0.1)
     assert summary.output_tokens_total == 64 * n and summary.output_tokens_source == {"usage": n}
     assert summary.input_tokens.mean == 16 and summary.input_tokens_source == {"usage": n}
     assert all(r.finish_reason == "length" for r in step.records)
@@ -89,8 +96,8 @@ def test_reasoning_blocks_split_the_answer(sim_factory: Callable[..., SimServer]
                                                            zip(traces, sends, strict=True)]), abs=3.0)
     assert step.summary.ttft_ms.p50 == pytest.approx(median([trace_truth_ms(t, s)[0] for t, s in
                                                              zip(traces, sends, strict=True)]), abs=3.0)
-    assert median([(t["event_ns"][12] - t["received_ns"]) / MS for t in traces]) == pytest.approx(50 + 12 * 2, abs=4)
-    assert median([_server_ttft_ms(t) for t in traces]) == pytest.approx(50.0, abs=4.0)
+    assert kept_to_script(median([(t["event_ns"][12] - t["received_ns"]) / MS for t in traces]), 50.0 + 12 * 2.0)
+    assert kept_to_script(median([_server_ttft_ms(t) for t in traces]), 50.0)
 
 
 @pytest.mark.parametrize("api", ["openai-responses", "anthropic-messages"])
