@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 import uvloop
 
 from tokometer.benchmark.run import BenchResult, run_benchmark
@@ -74,6 +75,28 @@ def trace_gap_means_ms(traces: list[dict[str, Any]]) -> tuple[float, float]:
             gaps.append((events[i] - events[i - 1]) / 1e6)
             per_token.append(gaps[-1] / tokens[i])
     return sum(gaps) / len(gaps), sum(per_token) / len(per_token)
+
+
+def check_client_against_trace(step: Any, traces: list[dict[str, Any]]) -> None:
+    """One step's client figures held to the simulator's trace of it, request by request (``traces`` in the order
+    of ``step.records``): the stamps (`check_stamps_follow_the_trace`), TTFT p50 within 3 ms and TPOT p50 within
+    3 % of the truths' medians (`trace_truth_ms`), and the chunk-gap and ITL means within 3 % of the trace's
+    (`trace_gap_means_ms`)."""
+    summary = step.summary
+    check_stamps_follow_the_trace(step.records, traces)
+    truths = [trace_truth_ms(t, r.sent_ns) for t, r in zip(traces, step.records, strict=True)]
+    assert summary.ttft_ms.p50 == pytest.approx(median([t for t, _ in truths]), abs=3.0)
+    assert summary.tpot_ms.p50 == pytest.approx(median([p for _, p in truths]), rel=0.03)
+    gap_ms, per_token_ms = trace_gap_means_ms(traces)
+    assert summary.chunk_gap_ms.mean == pytest.approx(gap_ms, rel=0.03)
+    assert summary.itl_ms.mean == pytest.approx(per_token_ms, rel=0.03)
+
+
+def simulator_medians_ms(traces: list[dict[str, Any]]) -> tuple[float, float]:
+    """The simulator's own median TTFT (its first content event after its receipt) and TPOT over ``traces``: what
+    its script asked of it (`kept_to_script`)."""
+    return (median([(t["event_ns"][0] - t["received_ns"]) / 1e6 for t in traces]),
+            median([trace_truth_ms(t, t["received_ns"])[1] for t in traces]))
 
 
 def median(values: list[float]) -> float:
