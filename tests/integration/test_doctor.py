@@ -50,6 +50,7 @@ def test_a_healthy_simulator_has_nothing_above_info(sim_factory: Callable[..., S
     assert finding(report, "context.window")["evidence"]["context_tokens"] == 4096
 
 
+@pytest.mark.timing  # a burst, or the client's own stall: told apart by times, lost beside the other lanes
 def test_a_buffering_proxy_is_named(sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory("--buffer-stream", "--ttft-ms", "30", "--itl-ms", "4")
     report = doctor(sim.openai_url, quick=True)

@@ -31,6 +31,7 @@ def _finding(report: DoctorReport, finding_id: str) -> dict[str, Any]:
     return found[0]
 
 
+@pytest.mark.timing  # blocks, or the client's own stalls: told apart by times, as the test below
 def test_behind_a_proxy_passing_4_kib_blocks_the_decode_speed_is_read_from_the_blocks(
         sim_factory: Callable[..., SimServer]) -> None:
     sim = sim_factory("--ttft-ms", "100", "--itl-ms", "20")
