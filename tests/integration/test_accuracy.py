@@ -10,7 +10,7 @@ from the simulator's receipt failed the 3 ms bound by a millisecond).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -31,15 +31,11 @@ TPOT p50 within 0.18 % of the truth and of 5 ms at 64 tokens (0.11 % at 128) aga
 the answer's length does not touch, within 0.4-1.5 ms of the truth (0.9-2.4 ms at 128) against 3 ms."""
 
 
-class _Checked:
+class _Checked(NamedTuple):
     """A checked run's summary (its figures already held to the truth) and the simulator's trace of it."""
 
-    def __init__(self, summary: Any, traces: list[dict[str, Any]]) -> None:
-        self.summary, self.traces = summary, traces
-
-    def server_ms(self) -> tuple[float, float]:
-        """The simulator's own median TTFT (from its receipt) and TPOT: what its script asked of it."""
-        return simulator_medians_ms(self.traces)
+    summary: Any
+    traces: list[dict[str, Any]]
 
 
 def _check(sim: SimServer, n: int = 12) -> _Checked:
@@ -59,7 +55,7 @@ def _check(sim: SimServer, n: int = 12) -> _Checked:
 def test_ttft_and_tpot_match_the_simulators_send_times(sim_factory: Callable[..., SimServer]) -> None:
     checked = _check(sim_factory("--ttft-ms", "100", "--itl-ms", "5"))
     summary = checked.summary
-    ttft_ms, tpot_ms = checked.server_ms()  # the simulator kept to its script (the client is held to the trace)
+    ttft_ms, tpot_ms = simulator_medians_ms(checked.traces)  # the simulator kept to its script
     assert kept_to_script(ttft_ms, 100.0) and tpot_ms == pytest.approx(5.0, rel=0.1), (ttft_ms, tpot_ms)
     assert summary.decode_speed_tok_s.p50 == pytest.approx(1000 / summary.tpot_ms.p50, rel=0.03)
     assert summary.output_tokens_source == {"usage": 12}
@@ -72,7 +68,7 @@ def test_four_tokens_per_event_keeps_tpot_and_normalises_itl(sim_factory: Callab
     gap_ms, per_token_ms = trace_gap_means_ms(checked.traces)
     assert summary.itl_ms.mean == pytest.approx(per_token_ms, rel=0.03)  # each 20 ms gap carries 4 tokens
     assert summary.chunk_gap_ms.mean == pytest.approx(gap_ms, rel=0.03)
-    assert checked.server_ms()[1] == pytest.approx(5.0, rel=0.1)  # the simulator kept to its script
+    assert simulator_medians_ms(checked.traces)[1] == pytest.approx(5.0, rel=0.1)  # the simulator kept to its script
     assert gap_ms == pytest.approx(20.0, rel=0.1) and per_token_ms == pytest.approx(5.0, rel=0.1)
 
 
@@ -80,6 +76,6 @@ def test_four_tokens_per_event_keeps_tpot_and_normalises_itl(sim_factory: Callab
 def test_empty_first_event_is_not_the_first_token(sim_factory: Callable[..., SimServer]) -> None:
     checked = _check(sim_factory("--ttft-ms", "100", "--itl-ms", "5", "--empty-first-event"))
     summary = checked.summary
-    server_ttft_ms = checked.server_ms()[0]
+    server_ttft_ms = simulator_medians_ms(checked.traces)[0]
     assert kept_to_script(server_ttft_ms, 100.0), server_ttft_ms  # its first token 100 ms after the empty event
     assert summary.ttft_ms.p50 >= server_ttft_ms  # each request's TTFT is its token's, past the empty event
