@@ -82,21 +82,21 @@ _TP_COMM = ("over 4 or 8 GPUs: each all-reduce is counted at the time measured o
             "Blackwell) or too slow at 128 → 128 on four A100s (−16 %): each GPU's matmuls shrink with TP and the "
             "engine's share of peak with them (the fit set is TP 1-2)")
 _BLACKWELL = ("B200 and GB200 in NVFP4: with the compute efficiencies scaled by their measured GEMM share "
-              "(`Deployment.compute_scale`, 0.79) still too fast by a median 6-12 %, their misses +15 to +25 %, on "
+              "(`Deployment.compute_scale`, 0.79) still too fast by a median 5-11 %, their misses +15 to +26 %, on "
               "long answers at large batches and long prompts; the same engine, format and model on an RTX PRO "
               "6000 (fit split) land within ±15 %, as do MLPerf's compute-bound short answers on a B200 and a GB200 "
               "node (Llama 2 70B)")
 _MOE = ("mixture of experts: the grouped expert GEMMs' efficiency was chosen on Qwen3-30B-A3B's narrow experts over "
         "1-8 RTX PRO 6000s (fit split) and scaled by the experts' width; the Llama 4 models, with few wide "
         "experts and one a token (whole experts on each GPU, as the page's --ep is read), run further below it "
-        "(Scout on one B200 or GB200 a median +51 / +56 %), most on the 80 GB H100, where the published figures "
+        "(Scout on one B200 or GB200 a median +48 / +56 %), most on the 80 GB H100, where the published figures "
         "scale with the KV room as if the step did not grow with the batch")
 _SMALL_MOE = ("Qwen3-30B-A3B: the B200 and GB200 run it at 1.4-3 × one RTX PRO 6000's speed (fit split) where their "
-              "bandwidth and FLOP/s are 4.5 ×: the engine's own per-step and per-token work, not the GPU, bounds "
+              "bandwidth and FLOP/s are 4.3-5 ×: the engine's own per-step and per-token work, not the GPU, bounds "
               "this 3 B-active model there (most at 128 → 128), and the GB200's Grace host is slower still; "
               "vLLM's V1 engine, measured here at 21.8 µs of host work a sequence a step "
               "(bench/engine_host_cost.py), would take 36 ms a step at 1,672 sequences, under the GPU's estimated "
-              "45 ms where the published figure implies 65 ms: TensorRT-LLM's own host work is not measured here")
+              "46 ms where the published figure implies 65 ms: TensorRT-LLM's own host work is not measured here")
 _MIXTRAL = ("one shape (128 → 128, compute bound) too slow by 16 %: the decode's compute share chosen on the fit "
             "split (40 %)")
 _VLLM_ROCM = ("vLLM on ROCm over eight MI300X at maximum load, too fast even at AMD's measured GEMM share (0.487 of "
@@ -158,7 +158,7 @@ _DEP = ("attention data parallel with expert parallel (the DEP columns, and the 
         "B200 and GB200 in NVFP4 and over 8 H100s, and for Llama 4 Scout over 4 H200s or H100s (+34 and +69 %), most "
         "at large batches and long prompts; DeepSeek R1 at the batch trtllm-bench allows (384 sequences a rank) a "
         "median +2 / +3 % on the B200 and GB200 but for a shape or two, +40 % over eight H200s; Llama 4 Maverick "
-        "mixed (−34 to +106 %). Left out and likely there: each rank's host schedules its own hundreds of "
+        "mixed (−34 to +108 %). Left out and likely there: each rank's host schedules its own hundreds of "
         "sequences, a rank's batch is padded to the next captured CUDA graph's size, the experts' gather and "
         "scatter are timed as all-reduces of half their bytes, and the ranks wait for the slowest each step (each "
         "rank's prompts stalling the others, E[max] of Poisson arrivals a rank: looked at on 2026-12-05 and refused "

@@ -233,8 +233,12 @@ def test_the_held_out_errors_as_they_stand() -> None:
     # 468 of 758 (2026-12-06, twenty-second session): AMD's performance-results page (vLLM on 8 MI300X, Llama 3.1
     # 70B and 405B) typed in before its estimates were seen, 2 of 7 within the aim; the model unchanged, the median
     # 10.80 → 10.86 % with the set
-    assert sum(e <= HELD_OUT_AIM for e in errors) >= 468
-    assert statistics.median(errors) <= 0.1086
+    # 471 of 758 (2026-12-07, twenty-sixth session): the B200's bandwidth at NVIDIA's 7.7 TB/s (its 7,680-bit bus
+    # read on a B200) rather than the rounded 8 TB/s, a hardware figure, no constant chosen; the fit split has no
+    # B200 and does not move; within ±30 % 629 → 627 (a few already too slow on the B200 slower still), the median
+    # 10.86 → 10.77 %
+    assert sum(e <= HELD_OUT_AIM for e in errors) >= 471
+    assert statistics.median(errors) <= 0.1077
     # the 332 held out before the rest of the release-0.17 table joined (2026-12-04): 186 within the aim until
     # 2026-12-05, 176 since: the refit's 40 µs a layer (chosen on the fit split, not on these) speeds up every
     # step, and the Llama 4 rows read with whole experts on each GPU run further from the fit; the count is the
