@@ -279,14 +279,17 @@ _COUNTS = {"vocab": "vocab_size", "intermediate": "intermediate_size", "experts"
 
 def _check_shapes(spec: ModelSpec) -> None:
     """ValueError naming the first field out of range: every shape a whole number up to `MAX_SIZE` (the context
-    up to `_MAX_CONTEXT`), the ones in `_SHAPES` at least 1, and the parameters a positive finite count with the
-    active ones no more than all of them."""
+    up to `_MAX_CONTEXT`), the ones in `_SHAPES` at least 1, no more experts a token than experts, and the
+    parameters a positive finite count with the active ones no more than all of them."""
     for field, key in (*_SHAPES.items(), *_COUNTS.items()):
         value, low = getattr(spec, field), 1 if field in _SHAPES else 0
         if not low <= value <= MAX_SIZE:
             raise ValueError(f"{key} must be from {low} to {MAX_SIZE:,} (got {value:,.6g})")
     if not 1 <= spec.max_context <= _MAX_CONTEXT:
         raise ValueError(f"max_position_embeddings must be from 1 to {_MAX_CONTEXT:,} (got {spec.max_context:,})")
+    if spec.experts and spec.experts_per_token > spec.experts:
+        raise ValueError(f"num_experts_per_tok ({spec.experts_per_token:,}) is more than the model's {spec.experts:,} "
+                         "routed experts")
     if not (math.isfinite(spec.params) and 0 < spec.params <= _MAX_PARAMS and 0 < spec.active <= spec.params):
         raise ValueError(f"its shapes give {spec.params:,.6g} parameters, {spec.active:,.6g} of them active (at most "
                          f"{_MAX_PARAMS:,.0g})")

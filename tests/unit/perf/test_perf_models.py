@@ -148,6 +148,12 @@ def test_a_width_past_its_bound_is_refused_before_it_is_multiplied(key: str) -> 
         model_from_config({**LLAMA_8B_CONFIG, key: 1e300}, "wide")
 
 
+def test_more_experts_a_token_than_experts_is_said_so() -> None:
+    """Nine of eight experts a token had been refused as 'its shapes give ... of them active (at most 1e+14)'."""
+    with pytest.raises(ConfigError, match=r"num_experts_per_tok \(9\) is more than the model's 8 routed experts"):
+        model_from_config({**LLAMA_8B_CONFIG, "num_local_experts": 8, "num_experts_per_tok": 9}, "greedy")
+
+
 def test_shapes_within_their_bounds_that_give_past_100_t_parameters_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"its shapes give .* parameters, .* of them active \(at most 1e\+14\)"):
         model_from_config({**LLAMA_8B_CONFIG, "hidden_size": 1 << 24, "vocab_size": 1 << 24}, "vast")
