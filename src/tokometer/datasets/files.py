@@ -62,7 +62,7 @@ def _head(path: Path) -> str:
     """The file's first 4 KiB as text, to tell its kind (a character cut at the end is dropped)."""
     chunks = iter_at_most(path, MAX_DATASET_BYTES, "not read", DatasetError, chunk=4096, what="dataset")
     try:
-        return next(chunks, b"").decode("utf-8", "ignore")
+        return next(chunks, b"").decode("utf-8-sig", "ignore")  # without a byte-order mark at the start
     finally:
         chunks.close()
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tokometer.util.errors import TokometerError
-from tokometer.util.readlimit import iter_at_most, split_lines
+from tokometer.util.readlimit import iter_at_most, split_lines, without_bom
 
 __all__ = ["WINDOW_BYTES", "JsonLimits", "JsonStream"]
 
@@ -74,7 +74,8 @@ class JsonStream:
         self._limits = limits
         self._fail = error
         self._refusal = limits.refusal
-        self._chunks = iter_at_most(path, limits.file_bytes, limits.refusal, error, chunk=window, what=limits.what)
+        self._chunks = without_bom(iter_at_most(path, limits.file_bytes, limits.refusal, error, chunk=window,
+                                                what=limits.what))
         self._head = b""
         self._source: Iterator[bytes] | None = None
         self._decoder = codecs.getincrementaldecoder("utf-8")()

@@ -17,14 +17,31 @@ from typing import Any, BinaryIO, Final
 
 from tokometer.util.errors import ConfigError, TokometerError
 
-__all__ = ["READ_DEADLINE_S", "iter_at_most", "open_input", "read_at_most", "read_json", "read_text", "read_toml",
-           "read_yaml", "split_lines"]
+__all__ = ["READ_DEADLINE_S", "UTF8_BOM", "iter_at_most", "open_input", "read_at_most", "read_json", "read_text",
+           "read_toml", "read_yaml", "split_lines", "without_bom"]
 
 READ_DEADLINE_S: Final = 60.0
 """How long reading a whole file that is not a regular one (a FIFO, a pipe such as ``<(sops -d g.toml)``) may
 take, from its opening to its writer's close. What one command writes for another to read whole (a decrypted
 config, a generated file) comes in well under a second, so a minute is ample; without a deadline a writer that
 holds the pipe open and never writes, or never closes it, keeps the command waiting for ever."""
+
+UTF8_BOM: Final = b"\xef\xbb\xbf"
+"""The byte-order mark some editors and spreadsheets write at the start of a UTF-8 text file (Notepad, Excel's
+"CSV UTF-8"): not part of the text, dropped by every reader of a user's text file here."""
+
+
+def without_bom(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks`` (a text file's bytes, as read) without a UTF-8 byte-order mark at their very start."""
+    head = b""
+    iterator = iter(chunks)
+    for block in iterator:
+        head += block
+        if len(head) >= len(UTF8_BOM) or not UTF8_BOM.startswith(head):
+            break
+    if head:
+        yield head[len(UTF8_BOM):] if head.startswith(UTF8_BOM) else head
+    yield from iterator
 
 
 def open_input(path: Path) -> BinaryIO:
@@ -51,11 +68,12 @@ def read_at_most(path: Path, limit: int, beyond: str, error: type[TokometerError
 
 def read_text(path: Path, limit: int, beyond: str, where: str, error: type[TokometerError] = ConfigError, *,
               deadline_s: float | None = None) -> str:
-    """A text file the user hands over, read with `read_at_most` (within its ``deadline_s``); not UTF-8 is one
+    """A text file the user hands over, read with `read_at_most` (within its ``deadline_s``), without a
+    byte-order mark at its start; not UTF-8 is one
     ``error`` starting with ``where`` (e.g. ``eval set FILE``) and naming the first bad byte."""
     raw = read_at_most(path, limit, beyond, error, deadline_s=deadline_s)
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8-sig")  # a byte-order mark at the start is not text (`UTF8_BOM`)
     except UnicodeDecodeError as exc:
         raise error(f"{where}: not UTF-8 text (byte {exc.start})") from None
 
@@ -148,10 +166,11 @@ def split_lines(chunks: Iterable[bytes], line_limit: int, too_long: Callable[[in
         tuple[int, bytes]]:
     """``(line number, line)`` for every line of ``chunks`` (without its newline), one at a time: memory is one
     chunk and one line. A line longer than ``line_limit`` bytes raises ``too_long(its number)`` as soon as it
-    is seen to be, before the rest of it is read. Only the new bytes are searched for the next newline."""
+    is seen to be, before the rest of it is read. Only the new bytes are searched for the next newline. A UTF-8
+    byte-order mark at the very start is not part of the first line (`without_bom`)."""
     pending = b""
     number = 0
-    for block in chunks:
+    for block in without_bom(chunks):
         start, searched = 0, len(pending)
         pending += block
         while (end := pending.find(b"\n", searched)) >= 0:
