@@ -28,6 +28,7 @@ from tokometer.load.profiles import Arrival
 from tokometer.load.ramp import RampStrategy
 from tokometer.protocols.common.framing import MAX_EVENT_BYTES
 from tokometer.protocols.registry import PROTOCOLS
+from tokometer.util.httpurl import http_url_problem
 from tokometer.util.limits import (
     MAX_GPUS,
     MAX_LEVELS,
@@ -298,8 +299,8 @@ class BenchSpec(BaseModel):
         self._check_ramp()
         self._check_slices()
         self._check_generators()
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"URL {self.url!r} must start with http:// or https://")
+        if problem := http_url_problem(self.url):
+            raise ValueError(f"URL {self.url!r} {problem}")
         from tokometer.benchmark.volume import check_volume
 
         check_volume(self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tokometer.protocols.registry import PROTOCOLS, default_api_for_url
+from tokometer.util.httpurl import http_url_problem
 
 __all__ = ["DoctorSpec"]
 
@@ -39,8 +40,8 @@ class DoctorSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> DoctorSpec:
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"URL {self.url!r} must start with http:// or https://")
+        if problem := http_url_problem(self.url):
+            raise ValueError(f"URL {self.url!r} {problem}")
         if self.api is not None and self.api not in PROTOCOLS:
             raise ValueError(f"unknown API {self.api!r}: use one of {', '.join(sorted(PROTOCOLS))}")
         if self.api is not None and not PROTOCOLS[self.api].streams:

@@ -29,6 +29,7 @@ from tokometer.client.tls import TlsOptions
 from tokometer.inbound.request_limits import DEFAULT_LIMITS
 from tokometer.protocols.registry import PROTOCOLS
 from tokometer.util.errors import ConfigError
+from tokometer.util.httpurl import http_url_problem
 from tokometer.util.limits import (
     MAX_BUDGET_TOKENS,
     MAX_BYTES,
@@ -206,10 +207,8 @@ class UpstreamConfig(_Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        if _CONTROL.search(value) or " " in value:
-            raise ValueError("holds a space or a control character")
+        if problem := http_url_problem(value):
+            raise ValueError(problem)
         return value.rstrip("/")
 
     @field_validator("metrics_url")

@@ -16,6 +16,7 @@ from tokometer.observe.gpu_dcgm import fetch_dcgm
 from tokometer.observe.gpu_nvml import NvmlApi, NvmlReader
 from tokometer.observe.snapshot import GpuSample
 from tokometer.util.errors import ConfigError, EndpointError
+from tokometer.util.httpurl import http_url_problem
 
 __all__ = ["GpuReader", "gpu_reader"]
 
@@ -36,6 +37,8 @@ def gpu_reader(setting: str, *, local: bool, pcie_throughput: bool = True, api: 
     if value == "off":
         return None, None
     if value.startswith(("http://", "https://")):
+        if problem := http_url_problem(value):
+            raise ConfigError(f"--gpu-metrics URL {value!r} {problem}")
         try:
             first = fetch_dcgm(value, timeout_s)
         except EndpointError as exc:

@@ -21,6 +21,7 @@ from tokometer.observe.sampler import Sampler
 from tokometer.observe.scrape import scraper
 from tokometer.observe.top import TopView, top_view
 from tokometer.util.errors import ConfigError, EndpointError
+from tokometer.util.httpurl import http_url_problem
 from tokometer.util.shown import clipped
 
 __all__ = ["SCRAPE_TIMEOUT_S", "Watch", "is_local", "metrics_url"]
@@ -31,15 +32,16 @@ SCRAPE_TIMEOUT_S = 5.0
 def metrics_url(url: str) -> str:
     """``/metrics`` at the origin of a server's URL, or the URL itself where its path ends in ``/metrics``.
 
-    A URL without a scheme is taken as ``http://``. Raises `ConfigError` for one that names no host.
+    A URL without a scheme is taken as ``http://``. Raises `ConfigError` for one that is not a well-formed http(s)
+    URL (`tokometer.util.httpurl`).
     """
     value = url.strip()
     if "://" not in value:
         value = "http://" + value
+    if problem := http_url_problem(value):
+        raise ConfigError(f"URL {url!r} {problem}: give a server's http(s):// URL (e.g. http://127.0.0.1:8000) or "
+                          "its /metrics URL")
     parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"URL {url!r}: give a server's http(s):// URL (e.g. http://127.0.0.1:8000) or its "
-                          "/metrics URL")
     if parts.path.rstrip("/").endswith("/metrics"):
         return value
     return f"{parts.scheme}://{parts.netloc}/metrics"
