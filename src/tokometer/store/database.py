@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
@@ -108,10 +108,10 @@ def display_url(url: str) -> str:
     path = sqlite_path(url)
     if path is not None:
         return str(path)
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
+    parsed = _parsed(url)
+    if parsed is None:  # where its password ends cannot be told: only the dialect is shown
+        return f"{url.split('://', 1)[0][:40]}://…" if "://" in url else "(a URL that does not parse)"
+    return parsed.render_as_string(hide_password=True)
 
 
 def database_error(exc: BaseException, url: str) -> str:
@@ -119,10 +119,8 @@ def database_error(exc: BaseException, url: str) -> str:
     cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
     message = " ".join(line.strip() for line in str(cause).splitlines() if line.strip()
                        and not line.lstrip().startswith(("(Background on this error", "[SQL:", "[parameters:")))
-    try:
-        password = make_url(url).password
-    except ArgumentError:
-        password = None
+    parsed = _parsed(url)
+    password = parsed.password if parsed is not None else None
     if password:
         message = _hide_secret(message, str(password))
     return message or type(cause).__name__
@@ -145,11 +143,29 @@ _SECRET_INSIDE_WORDS = 8
 hold its letters."""
 
 
+def _parsed(url: str) -> URL | None:
+    """``url`` as SQLAlchemy reads it; None where it does not parse (`url_problem`)."""
+    try:
+        return make_url(url)
+    except (ArgumentError, ValueError):
+        return None
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is no store URL SQLAlchemy can read (no ``dialect://``, a port that is no number, an IPv6 host's
+    bracket left open), as a sentence's end, without the parser's words (they may quote a password); None where
+    it parses. One check for every reader of the URL: it had been a ValueError's traceback (``postgresql://[::1``)
+    where only SQLAlchemy's ArgumentError was expected."""
+    if _parsed(url) is None:
+        return ("does not parse (no dialect://, a port that is no number, or an IPv6 host's bracket left open): "
+                "give a SQLAlchemy URL (postgresql://user@host:5432/db) or a SQLite file's path")
+    return None
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file of a SQLite URL; None for an in-memory or non-SQLite database (or a URL that does not parse)."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
+    parsed = _parsed(url)
+    if parsed is None:
         return None
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
@@ -212,6 +228,8 @@ def open_writer(url: str, *, migrate: bool = True) -> Engine:
     (a reader marking killed runs aborted)."""
     from tokometer.store.migrate import upgrade
 
+    if problem := url_problem(url):
+        raise StoreError(f"the results store URL {display_url(url)} {problem} {_HINT}")
     try:
         path = sqlite_path(url)
         if path is not None and migrate:
@@ -237,6 +255,8 @@ def open_reader(url: str) -> Engine:
     transactions); it never migrates."""
     from tokometer.store.migrate import check_known, stored_revision
 
+    if problem := url_problem(url):
+        raise StoreError(f"the results store URL {display_url(url)} {problem} {_HINT}")
     path = sqlite_path(url)
     if path is not None and not path.is_file():
         raise StoreError(f"there is no results store at {path} {_HINT}")
