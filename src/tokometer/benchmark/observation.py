@@ -11,9 +11,10 @@ server's (`crosscheck`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from tokometer.benchmark.spec import BenchSpec
 from tokometer.metrics import StepSummary
@@ -23,11 +24,17 @@ from tokometer.observe.snapshot import GpuSample, Snapshot
 from tokometer.observe.watch import is_local, metrics_url
 from tokometer.util.shown import clipped
 
-__all__ = ["SERVER_LATENCIES", "RunObservation", "StepObservation", "client_counterpart", "crosscheck",
+__all__ = ["SERVER_LATENCIES", "SETTLE_S", "RunObservation", "StepObservation", "client_counterpart", "crosscheck",
            "server_metrics_url"]
 
 SERVER_LATENCIES = (("ttft", "TTFT"), ("tpot", "ITL/TPOT"), ("queue", "queue"), ("e2e", "E2E"))
 """The server's latency histograms (`observe.snapshot.HISTOGRAMS`) as the step report names them, in order."""
+SETTLE_S: Final = 1.0
+"""The longest a step's closing reading waits for the server's count of finished requests to reach the client's
+(`RunObservation.close_window`): an engine counts a request once its output is processed, which can come after
+the client has the last token (vLLM beside a busy host: 3 of 4 in one reading); a wait capped so that a server
+that counts otherwise costs a step at most this."""
+_SETTLE_POLL_S: Final = 0.05
 
 PER_REQUEST_TPOT = ("tgi", "tokometer-gateway")
 """Sources whose ``tpot`` histogram has one observation per request (its mean decode time per token: the
@@ -136,11 +143,25 @@ class RunObservation:
         sampler.start()
         return cls(sampler, server_summary, gpu_summary)
 
-    def close_window(self) -> None:
+    def close_window(self, start_ns: int, finished: int) -> None:
         """A reading taken now, which closes the step's window: after its summary (`tokometer.runs.finish`), as the
         server's counters of the last answers may land a moment after them, and before the text check, whose
-        tokenizer may take a while over every answer (`tokometer.runs.finish.check_step_text`)."""
+        tokenizer may take a while over every answer (`tokometer.runs.finish.check_step_text`). While the server's
+        count of requests finished since ``start_ns`` (where it keeps one) is below the ``finished`` the client
+        saw, read again every 50 ms, for at most `SETTLE_S`."""
         self.sampler.sample()
+        deadline = time.monotonic() + SETTLE_S
+        while self._behind(start_ns, finished) and time.monotonic() < deadline:
+            time.sleep(_SETTLE_POLL_S)
+            self.sampler.sample()
+
+    def _behind(self, start_ns: int, finished: int) -> bool:
+        """Whether the server's readings since ``start_ns`` count fewer finished requests than ``finished``;
+        False where it counts none (no such counter, or fewer than two readings)."""
+        readings, _ = self.sampler.server_window(start_ns, time.perf_counter_ns())
+        first = readings[0].counters.get("requests_finished") if readings else None
+        last = readings[-1].counters.get("requests_finished") if readings else None
+        return len(readings) >= 2 and first is not None and last is not None and last - first < finished
 
     def step(self, start_ns: int, end_ns: int, summary: StepSummary) -> StepObservation:
         """The server's and the GPUs' account of the step that ran from ``start_ns`` to ``end_ns`` (its window

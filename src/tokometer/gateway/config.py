@@ -29,7 +29,7 @@ from tokometer.client.tls import TlsOptions
 from tokometer.inbound.request_limits import DEFAULT_LIMITS
 from tokometer.protocols.registry import PROTOCOLS
 from tokometer.util.errors import ConfigError
-from tokometer.util.httpurl import http_url_problem
+from tokometer.util.httpurl import CONTROL_CHARACTERS, http_url_problem
 from tokometer.util.limits import (
     MAX_BUDGET_TOKENS,
     MAX_BYTES,
@@ -154,7 +154,6 @@ class ServerConfig(_Strict):
 NOT_RELAYED_APIS = frozenset(name for name, protocol in PROTOCOLS.items() if not protocol.streams)
 """Protocols `bench` speaks that the gateway does not relay: they answer with vectors or scores, not a stream."""
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _MAX_NAME = 256
 """Characters a name (an upstream's, a key's, a route's model) may have."""
 
@@ -164,7 +163,7 @@ def _plain_name(value: str) -> str:
     control characters (a NUL or a newline in a name would cut or forge a line wherever it is written)."""
     if not value or len(value) > _MAX_NAME:
         raise ValueError(f"must have 1 to {_MAX_NAME} characters")
-    if (bad := _CONTROL.search(value)) is not None:
+    if (bad := CONTROL_CHARACTERS.search(value)) is not None:
         raise ValueError(f"holds a control character (U+{ord(bad.group()):04X} at position {bad.start()}): "
                          "names are plain text")
     return value

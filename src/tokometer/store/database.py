@@ -33,6 +33,7 @@ from sqlalchemy.pool import NullPool
 
 from tokometer.util.errors import StoreError
 from tokometer.util.jsontext import dumps
+from tokometer.util.shown import clipped
 
 __all__ = ["MAX_VALUE_BYTES", "READ_DEADLINE_S", "BoundedConnection", "NotText", "database_error", "display_url",
            "is_writable", "open_reader", "open_writer", "out_of_time", "read_failure", "request_columns", "run_columns",
@@ -110,7 +111,7 @@ def display_url(url: str) -> str:
         return str(path)
     parsed = _parsed(url)
     if parsed is None:  # where its password ends cannot be told: only the dialect is shown
-        return f"{url.split('://', 1)[0][:40]}://…" if "://" in url else "(a URL that does not parse)"
+        return f"{clipped(url.split('://', 1)[0], 40)}://…" if "://" in url else "(a URL that does not parse)"
     return parsed.render_as_string(hide_password=True)
 
 

@@ -10,9 +10,10 @@ import re
 from typing import Final
 from urllib.parse import urlsplit
 
-__all__ = ["http_url_problem"]
+__all__ = ["CONTROL_CHARACTERS", "http_url_problem"]
 
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+CONTROL_CHARACTERS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Characters no URL or name a user gives may hold: C0 and C1 controls and the two Unicode line separators."""
 
 
 def http_url_problem(url: str) -> str | None:
@@ -20,7 +21,7 @@ def http_url_problem(url: str) -> str | None:
     https://``); None when nothing is."""
     if not url.startswith(("http://", "https://")):
         return "must start with http:// or https://"
-    if _CONTROL.search(url) or " " in url:
+    if CONTROL_CHARACTERS.search(url) or " " in url:
         return "holds a space or a control character"
     try:
         parts = urlsplit(url)
@@ -30,4 +31,3 @@ def http_url_problem(url: str) -> str | None:
     if not parts.hostname:
         return "names no host (e.g. http://127.0.0.1:8000)"
     return None
-
