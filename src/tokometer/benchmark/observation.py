@@ -143,17 +143,19 @@ class RunObservation:
         sampler.start()
         return cls(sampler, server_summary, gpu_summary)
 
-    def close_window(self, start_ns: int, finished: int) -> None:
-        """A reading taken now, which closes the step's window: after its summary (`tokometer.runs.finish`), as the
-        server's counters of the last answers may land a moment after them, and before the text check, whose
-        tokenizer may take a while over every answer (`tokometer.runs.finish.check_step_text`). While the server's
-        count of requests finished since ``start_ns`` (where it keeps one) is below the ``finished`` the client
-        saw, read again every 50 ms, for at most `SETTLE_S`."""
+    def close_window(self, start_ns: int, end_ns: int, finished: int) -> None:
+        """A reading taken now, which closes the window of the step that ran from ``start_ns`` to ``end_ns``: after
+        its summary (`tokometer.runs.finish`), as the server's counters of the last answers may land a moment
+        after them, and before the text check, whose tokenizer may take a while over every answer
+        (`tokometer.runs.finish.check_step_text`). While the server's count of requests finished since
+        ``start_ns`` (where it keeps one) is below the ``finished`` the client saw, read again every 50 ms, for at
+        most `SETTLE_S`; the last reading is the one that closes the window (`Sampler.close_with_newest`)."""
         self.sampler.sample()
         deadline = time.monotonic() + SETTLE_S
         while self._behind(start_ns, finished) and time.monotonic() < deadline:
             time.sleep(_SETTLE_POLL_S)
             self.sampler.sample()
+        self.sampler.close_with_newest(end_ns)
 
     def _behind(self, start_ns: int, finished: int) -> bool:
         """Whether the server's readings since ``start_ns`` count fewer finished requests than ``finished``;

@@ -148,7 +148,7 @@ async def _step(spec: BenchSpec, planned: PlannedStep, index: int, started_at: s
     if prober is not None and probes is not None:
         summary.probe = summarize_probes(probes.records, prober.rate, skipped=probes.skipped)
     if observation is not None:
-        await asyncio.to_thread(observation.close_window, step_start, summary.requests_completed)
+        await asyncio.to_thread(observation.close_window, step_start, step_end, summary.requests_completed)
     counter = functools.cache(count) if count is not None else None  # each text counted once, for this step
     check_step_text(summary, outcome.records, counter)
     seen = await asyncio.to_thread(observation.step, step_start, step_end, summary) if observation else None

@@ -99,6 +99,13 @@ class Sampler:
         while not self._stop.wait(self.interval_s):
             self.sample()
 
+    def close_with_newest(self, end_ns: int) -> None:
+        """Make the newest server reading the one that closes a window ending at ``end_ns`` (`server_window`
+        takes the first reading after its end): the readings taken between ``end_ns`` and it are dropped."""
+        newest = self.snapshots[-1] if self.snapshots else None
+        if newest is not None and newest.at_ns > end_ns:
+            self.snapshots = [s for s in self.snapshots if s.at_ns <= end_ns or s is newest]
+
     def server_window(self, start_ns: int, end_ns: int) -> tuple[list[Snapshot], int]:
         """The snapshots that bound ``[start_ns, end_ns]``: the last one before it (the baseline for counter
         and histogram deltas), those within it, and the first one after it; and the gaps within it."""

@@ -49,9 +49,10 @@ def test_the_closing_reading_waits_for_the_servers_count_to_catch_up() -> None:
     sampler = Sampler(_lagging_server([10.0, 13.0, 13.0, 14.0, 99.0]), None)
     observation = RunObservation(sampler, lambda snapshots, gaps: {}, lambda *args: (None, []))
     sampler.sample()  # the reading before the step: 10 finished
-    start = perf_counter_ns()
-    observation.close_window(start, finished=4)  # the client saw 4 finish: 13, 13, then 14 closes it
-    assert [s.counters["requests_finished"] for s in sampler.snapshots] == [10.0, 13.0, 13.0, 14.0]
+    start = end = perf_counter_ns()
+    observation.close_window(start, end, finished=4)  # the client saw 4 finish: read 13, 13, then 14 closes it
+    window, _ = sampler.server_window(start, end)
+    assert [s.counters["requests_finished"] for s in window] == [10.0, 14.0]  # the step's account: 4 finished
 
 
 def test_a_server_that_counts_otherwise_costs_a_step_at_most_the_cap() -> None:
@@ -59,10 +60,10 @@ def test_a_server_that_counts_otherwise_costs_a_step_at_most_the_cap() -> None:
     observation = RunObservation(sampler, lambda snapshots, gaps: {}, lambda *args: (None, []))
     sampler.sample()
     began = monotonic()
-    observation.close_window(perf_counter_ns(), finished=4)
+    observation.close_window(perf_counter_ns(), perf_counter_ns(), finished=4)
     assert SETTLE_S <= monotonic() - began < SETTLE_S + 0.5
     no_counter = Sampler(lambda: Snapshot(at_ns=perf_counter_ns(), source="llamacpp"), None)
     quick = RunObservation(no_counter, lambda snapshots, gaps: {}, lambda *args: (None, []))
     began = monotonic()
-    quick.close_window(perf_counter_ns(), finished=4)  # no count kept: one reading, no wait
+    quick.close_window(perf_counter_ns(), perf_counter_ns(), finished=4)  # no count kept: one reading, no wait
     assert monotonic() - began < 0.5 and len(no_counter.snapshots) == 1
