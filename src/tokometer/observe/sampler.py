@@ -104,7 +104,8 @@ class Sampler:
         takes the first reading after its end): the readings taken between ``end_ns`` and it are dropped."""
         newest = self.snapshots[-1] if self.snapshots else None
         if newest is not None and newest.at_ns > end_ns:
-            self.snapshots = [s for s in self.snapshots if s.at_ns <= end_ns or s is newest]
+            self.snapshots[:] = [s for s in self.snapshots if s.at_ns <= end_ns or s is newest]  # the list the
+            # sampling thread appends to, not a new one
 
     def server_window(self, start_ns: int, end_ns: int) -> tuple[list[Snapshot], int]:
         """The snapshots that bound ``[start_ns, end_ns]``: the last one before it (the baseline for counter

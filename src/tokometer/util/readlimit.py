@@ -68,9 +68,9 @@ def read_at_most(path: Path, limit: int, beyond: str, error: type[TokometerError
 
 def read_text(path: Path, limit: int, beyond: str, where: str, error: type[TokometerError] = ConfigError, *,
               deadline_s: float | None = None) -> str:
-    """A text file the user hands over, read with `read_at_most` (within its ``deadline_s``), without a
-    byte-order mark at its start; not UTF-8 is one
-    ``error`` starting with ``where`` (e.g. ``eval set FILE``) and naming the first bad byte."""
+    """A text file the user hands over, read with `read_at_most` (within its ``deadline_s``), without a byte-order
+    mark at its start; not UTF-8 is one ``error`` starting with ``where`` (e.g. ``eval set FILE``) and naming the
+    first bad byte."""
     raw = read_at_most(path, limit, beyond, error, deadline_s=deadline_s)
     try:
         return raw.decode("utf-8-sig")  # a byte-order mark at the start is not text (`UTF8_BOM`)
